@@ -1,0 +1,56 @@
+# minibert: every target is a thin wrapper over `python -m minibert <command>`,
+# so people without make can run the same thing (the command is printed below each target).
+PY ?= python3
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-dev
+INTEROP_STAMP := $(VENV)/.installed-interop
+export MPLBACKEND := Agg
+
+.PHONY: help venv test test-interop data train-tiny bench lessons gradcheck clean
+
+help:
+	@echo "make train-tiny    build corpus + vocab, pretrain a tiny BERT, evaluate, save (python -m minibert train-tiny)"
+	@echo "make test          run the test suite (python -m minibert test)"
+	@echo "make test-interop  parity tests against transformers (python -m minibert test-interop)"
+	@echo "make data          build the default corpus and vocabulary (python -m minibert corpus)"
+	@echo "make bench         benchmarks: kernels, training step, tokenizer, data (python -m minibert bench)"
+	@echo "make lessons       run every lesson top to bottom (python -m minibert lessons)"
+	@echo "make gradcheck     print the full gradient-check table (python -m minibert gradcheck)"
+
+$(STAMP): pyproject.toml
+	test -x $(PYTHON) || $(PY) -m venv $(VENV)
+	$(PYTHON) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(STAMP)
+
+# torch==2.13.0 first: it is the CPU build; a bare `torch` pulls a multi-GB CUDA build.
+$(INTEROP_STAMP): $(STAMP)
+	$(PYTHON) -m pip install -q torch==2.13.0
+	$(PYTHON) -m pip install -q -e '.[dev,interop]'
+	touch $@
+
+test: $(STAMP)
+	$(PYTHON) -m minibert test
+
+test-interop: $(INTEROP_STAMP)
+	$(PYTHON) -m minibert test-interop
+
+data: $(STAMP)
+	$(PYTHON) -m minibert corpus
+
+train-tiny: $(STAMP)
+	$(PYTHON) -m minibert train-tiny
+
+bench: $(STAMP)
+	$(PYTHON) -m minibert bench
+
+lessons: $(STAMP)
+	$(PYTHON) -m minibert lessons
+
+gradcheck: $(STAMP)
+	$(PYTHON) -m minibert gradcheck
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis lessons/out

@@ -1,0 +1,90 @@
+"""The command line: `python -m minibert <command> [args]`.
+
+Every Makefile target is one of these commands, so people without `make` can run the same
+thing. Each command lives in the module that owns the work and is imported only when used,
+so `python -m minibert --help` stays fast.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# command -> ("module:function", one-line help). Each function takes argv (list[str]) and
+# returns an exit code.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "train-tiny": ("minibert.train:train_tiny_cli", "build data if needed, pretrain the tiny preset, evaluate, save"),
+    "train": ("minibert.train:cli", "pretrain with a preset and overrides (see --help)"),
+    "corpus": ("minibert.corpus:cli", "build the default corpus and vocabulary (make data)"),
+    "vocab": ("minibert.wordpiece_trainer:cli", "train a WordPiece vocab.txt from text files"),
+    "tokenize": ("minibert.tokenizer:cli", "tokenize text with a vocab.txt"),
+    "data": ("minibert.pretraining_data:cli", "create MLM/NSP pretraining shards from a corpus"),
+    "fill-mask": ("minibert.inspect:fill_mask_cli", "top-5 predictions for each [MASK] in a sentence"),
+    "attention": ("minibert.inspect:attention_cli", "save attention maps (PNG) for a sentence"),
+    "bench": ("minibert.bench:cli", "benchmarks (kernels, training step, tokenizer, data)"),
+    "gradcheck": ("minibert.gradcheck:cli", "print the full gradient-check table"),
+    "test": ("minibert.__main__:run_tests", "run the test suite (make test)"),
+    "test-interop": ("minibert.__main__:run_interop_tests", "parity tests against transformers"),
+    "lessons": ("minibert.__main__:run_lessons", "run every lesson top to bottom (make lessons)"),
+}
+
+
+def run_tests(argv: list[str]) -> int:
+    """Run pytest on tests/ (tests/interop excluded; see run_interop_tests)."""
+    import pytest
+
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    return int(pytest.main(["-q", str(ROOT / "tests"), *argv]))
+
+
+def run_interop_tests(argv: list[str]) -> int:
+    """Run tests/interop, which need torch and transformers (the `interop` extra)."""
+    import pytest
+
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    return int(pytest.main(["-q", "-o", "addopts=-ra", str(ROOT / "tests" / "interop"), *argv]))
+
+
+def run_lessons(argv: list[str]) -> int:
+    """Run lessons/NN_*.py in order, each in its own process; stop at the first failure."""
+    env = dict(os.environ, MPLBACKEND="Agg")
+    lessons = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.py"))
+    if not lessons:
+        print("no lessons found in", ROOT / "lessons", file=sys.stderr)
+        return 1
+    for path in lessons:
+        print(f"=== {path.name}", flush=True)
+        rc = subprocess.call([sys.executable, str(path)], cwd=ROOT, env=env)
+        if rc != 0:
+            print(f"lesson {path.name} failed (exit {rc})", file=sys.stderr)
+            return rc
+    print(f"all {len(lessons)} lessons passed")
+    return 0
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    rows = "\n".join(f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items())
+    return f"usage: python -m minibert <command> [args]\n\ncommands:\n{rows}\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0
+    name, rest = argv[0], argv[1:]
+    if name not in COMMANDS:
+        print(f"unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module_name, func_name = COMMANDS[name][0].split(":")
+    func = getattr(importlib.import_module(module_name), func_name)
+    return int(func(rest) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
