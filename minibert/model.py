@@ -1,0 +1,450 @@
+"""BERT for pretraining (MLM + NSP), forward and backward written out by hand.
+
+`bert_forward(params, batch, config, ...)` returns the loss and a cache; `bert_backward`
+is its line-by-line mirror in reverse and returns `grads` with exactly the keys of `params`.
+`BertForPreTraining` is a thin class over them for users.
+
+Shape legend:
+    B   batch size              T   sequence length         C   hidden size
+    NH  attention heads         HS  head size = C // NH     V   vocabulary size
+    FF  intermediate size       P   predictions per sequence (masked positions)
+    L   encoder layers
+
+Parameter names (a flat dict; weights are (C_in, C_out), PyTorch stores them transposed):
+    tok_emb (V, C)  pos_emb (MAXPOS, C)  seg_emb (TV, C)  emb_ln.w/b (C,)
+    h{l}.attn.qkv.w (C, 3C) .b (3C,)   h{l}.attn.out.w (C, C) .b   h{l}.ln1.w/b
+    h{l}.ffn.in.w (C, FF) .b (FF,)     h{l}.ffn.out.w (FF, C) .b   h{l}.ln2.w/b
+    pool.w (C, C) .b   mlm.dense.w (C, C) .b   mlm.ln.w/b   mlm.bias (V,)   nsp.w (C, 2) .b (2,)
+The MLM decoder has no matrix of its own: it is tied to tok_emb (logits = t @ tok_emb.T + mlm.bias).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from minibert.backend import get_ops
+
+ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
+
+
+@dataclasses.dataclass
+class BertConfig:
+    """The fields are the keys of transformers' config.json (spec §4.1, §7.3)."""
+
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"  # "gelu" = exact erf GELU; "gelu_new" = tanh approximation
+    hidden_dropout_prob: float = 0.1
+    attention_probs_dropout_prob: float = 0.1
+    max_position_embeddings: int = 512
+    type_vocab_size: int = 2
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-12
+
+    def __post_init__(self):
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{name}={value!r} must be a positive integer")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by "
+                             f"num_attention_heads {self.num_attention_heads}")
+        if self.hidden_act not in ACTIVATIONS:
+            raise ValueError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACTIVATIONS)}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
+
+    @property
+    def head_size(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BertConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters
+
+def param_shapes(cfg: BertConfig) -> dict[str, tuple]:
+    C, FF, V = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
+    shapes = {"tok_emb": (V, C), "pos_emb": (cfg.max_position_embeddings, C),
+              "seg_emb": (cfg.type_vocab_size, C), "emb_ln.w": (C,), "emb_ln.b": (C,)}
+    for l in range(cfg.num_hidden_layers):
+        shapes.update({
+            f"h{l}.attn.qkv.w": (C, 3 * C), f"h{l}.attn.qkv.b": (3 * C,),
+            f"h{l}.attn.out.w": (C, C), f"h{l}.attn.out.b": (C,),
+            f"h{l}.ln1.w": (C,), f"h{l}.ln1.b": (C,),
+            f"h{l}.ffn.in.w": (C, FF), f"h{l}.ffn.in.b": (FF,),
+            f"h{l}.ffn.out.w": (FF, C), f"h{l}.ffn.out.b": (C,),
+            f"h{l}.ln2.w": (C,), f"h{l}.ln2.b": (C,),
+        })
+    shapes.update({"pool.w": (C, C), "pool.b": (C,), "mlm.dense.w": (C, C), "mlm.dense.b": (C,),
+                   "mlm.ln.w": (C,), "mlm.ln.b": (C,), "mlm.bias": (V,), "nsp.w": (C, 2), "nsp.b": (2,)})
+    return shapes
+
+
+def truncated_normal(rng: np.random.Generator, shape, std: float) -> np.ndarray:
+    """Normal(0, std) with values beyond 2 std redrawn, as TF's truncated_normal_initializer."""
+    x = rng.standard_normal(shape)
+    bad = np.abs(x) > 2.0
+    while bad.any():
+        x[bad] = rng.standard_normal(int(bad.sum()))
+        bad = np.abs(x) > 2.0
+    return x * std
+
+
+def init_params(cfg: BertConfig, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:
+    """The original init (spec §4.2): truncated normal(0.02) for every matrix and embedding
+    table, zero biases, LayerNorm w = 1 and b = 0."""
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in param_shapes(cfg).items():
+        last = name.rsplit(".", 1)[-1]
+        if ".ln" in name or name.startswith("emb_ln") or name.startswith("mlm.ln"):
+            params[name] = (np.ones if last == "w" else np.zeros)(shape, dtype=dtype)
+        elif last in ("b", "bias"):
+            params[name] = np.zeros(shape, dtype=dtype)
+        else:
+            params[name] = truncated_normal(rng, shape, cfg.initializer_range).astype(dtype)
+    return params
+
+
+# ---------------------------------------------------------------------------------------------
+# input checks: clear errors that name the value and the limit
+
+def _as_int(name, a, shape=None):
+    a = np.asarray(a)
+    if a.dtype.kind not in "iub":
+        raise ValueError(f"{name} must be integers, got dtype {a.dtype}")
+    if shape is not None and a.shape != shape:
+        raise ValueError(f"{name} has shape {a.shape}, expected {shape}")
+    return a.astype(np.int64, copy=False)
+
+
+def check_inputs(cfg: BertConfig, input_ids, token_type_ids=None, attention_mask=None):
+    input_ids = np.asarray(input_ids)
+    if input_ids.ndim != 2:
+        raise ValueError(f"input_ids must be (batch, seq_len), got shape {input_ids.shape}")
+    B, T = input_ids.shape
+    input_ids = _as_int("input_ids", input_ids)
+    if T > cfg.max_position_embeddings:
+        raise ValueError(f"sequence length {T} exceeds max_position_embeddings {cfg.max_position_embeddings}")
+    if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= cfg.vocab_size):
+        bad = input_ids[(input_ids < 0) | (input_ids >= cfg.vocab_size)].flat[0]
+        raise ValueError(f"token id {int(bad)} is outside the vocabulary [0, {cfg.vocab_size})")
+    tt = np.zeros((B, T), np.int64) if token_type_ids is None else _as_int("token_type_ids", token_type_ids, (B, T))
+    if tt.size and (tt.min() < 0 or tt.max() >= cfg.type_vocab_size):
+        raise ValueError(f"token type id {int(tt.max() if tt.max() >= cfg.type_vocab_size else tt.min())} "
+                         f"is outside [0, {cfg.type_vocab_size}) (type_vocab_size)")
+    am = np.ones((B, T), np.int64) if attention_mask is None else _as_int("attention_mask", attention_mask, (B, T))
+    return input_ids, tt, am
+
+
+# ---------------------------------------------------------------------------------------------
+# encoder: embeddings -> L post-LN blocks
+
+class BlockCache(NamedTuple):
+    qkv: Any  # linear cache, x (B, T, C) -> (B, T, 3C)
+    attn: Any  # attention core cache
+    out: Any  # linear cache of the attention output projection
+    drop1: Any
+    ln1: Any
+    ffn_in: Any
+    gelu: Any
+    ffn_out: Any
+    drop2: Any
+    ln2: Any
+
+
+class EncoderCache(NamedTuple):
+    emb: Any
+    emb_ln: Any
+    emb_drop: Any
+    blocks: list
+
+
+def _dropout(ops, x, p, rng):
+    return ops.dropout_forward(x, p if rng is not None else 0.0, rng)
+
+
+def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=None):
+    """-> sequence_output (B, T, C), cache. Dropout runs only when `rng` is given."""
+    ops = ops or get_ops()
+    NH, eps = cfg.num_attention_heads, cfg.layer_norm_eps
+    act = ACTIVATIONS[cfg.hidden_act]
+    p_h = cfg.hidden_dropout_prob
+    p_a = cfg.attention_probs_dropout_prob if rng is not None else 0.0
+    e, emb_cache = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
+                                         params["pos_emb"])  # (B, T, C)
+    x, emb_ln_cache = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], eps)  # (B, T, C)
+    x, emb_drop_cache = _dropout(ops, x, p_h, rng)  # (B, T, C)
+    blocks = []
+    for l in range(cfg.num_hidden_layers):
+        p = f"h{l}."
+        qkv, c_qkv = ops.linear_forward(x, params[p + "attn.qkv.w"], params[p + "attn.qkv.b"])  # (B, T, 3C)
+        q, k, v = np.split(qkv, 3, axis=-1)  # 3 x (B, T, C)
+        q, k, v = (ops.split_heads(t, NH) for t in (q, k, v))  # (B, T, C) -> (B, NH, T, HS)
+        a, c_att = ops.attention_forward(q, k, v, attention_mask, p_a, rng)  # (B, NH, T, HS)
+        a = ops.merge_heads(a)  # (B, NH, T, HS) -> (B, T, C)
+        a, c_out = ops.linear_forward(a, params[p + "attn.out.w"], params[p + "attn.out.b"])  # (B, T, C)
+        a, c_d1 = _dropout(ops, a, p_h, rng)  # (B, T, C)
+        x1, c_ln1 = ops.layernorm_forward(a + x, params[p + "ln1.w"], params[p + "ln1.b"], eps)  # (B, T, C)
+        h, c_in = ops.linear_forward(x1, params[p + "ffn.in.w"], params[p + "ffn.in.b"])  # (B, T, FF)
+        h, c_gelu = ops.gelu_forward(h, act)  # (B, T, FF)
+        h, c_fo = ops.linear_forward(h, params[p + "ffn.out.w"], params[p + "ffn.out.b"])  # (B, T, C)
+        h, c_d2 = _dropout(ops, h, p_h, rng)  # (B, T, C)
+        x, c_ln2 = ops.layernorm_forward(h + x1, params[p + "ln2.w"], params[p + "ln2.b"], eps)  # (B, T, C)
+        blocks.append(BlockCache(c_qkv, c_att, c_out, c_d1, c_ln1, c_in, c_gelu, c_fo, c_d2, c_ln2))
+    return x, EncoderCache(emb_cache, emb_ln_cache, emb_drop_cache, blocks)
+
+
+def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=None):
+    """Mirror of encoder_forward. Adds into `grads` (a dict of zero-initialised arrays)."""
+    ops = ops or get_ops()
+    NH = cfg.num_attention_heads
+    for l in reversed(range(cfg.num_hidden_layers)):
+        p = f"h{l}."
+        c = cache.blocks[l]
+        # forward was: x = LN(h + x1)
+        dsum, grads[p + "ln2.w"], grads[p + "ln2.b"] = ops.layernorm_backward(dx, c.ln2)  # (B, T, C)
+        dh = ops.dropout_backward(dsum, c.drop2)  # (B, T, C)
+        dx1 = dsum  # residual branch; the FFN branch adds to it below
+        dh, grads[p + "ffn.out.w"], grads[p + "ffn.out.b"] = ops.linear_backward(dh, c.ffn_out)  # (B, T, FF)
+        dh = ops.gelu_backward(dh, c.gelu)  # (B, T, FF)
+        dx1_ffn, grads[p + "ffn.in.w"], grads[p + "ffn.in.b"] = ops.linear_backward(dh, c.ffn_in)  # (B, T, C)
+        dx1 = dx1 + dx1_ffn  # gradients add up at forks (x1 feeds the FFN and the residual)
+        # forward was: x1 = LN(a + x)
+        dsum, grads[p + "ln1.w"], grads[p + "ln1.b"] = ops.layernorm_backward(dx1, c.ln1)  # (B, T, C)
+        da = ops.dropout_backward(dsum, c.drop1)  # (B, T, C)
+        da, grads[p + "attn.out.w"], grads[p + "attn.out.b"] = ops.linear_backward(da, c.out)  # (B, T, C)
+        da = ops.split_heads(da, NH)  # (B, T, C) -> (B, NH, T, HS)
+        dq, dk, dv = ops.attention_backward(da, c.attn)  # 3 x (B, NH, T, HS)
+        dqkv = np.concatenate([ops.merge_heads(t) for t in (dq, dk, dv)], axis=-1)  # (B, T, 3C)
+        dx_attn, grads[p + "attn.qkv.w"], grads[p + "attn.qkv.b"] = ops.linear_backward(dqkv, c.qkv)  # (B, T, C)
+        dx = dsum + dx_attn  # gradients add up at forks (x feeds attention and the residual)
+    dx = ops.dropout_backward(dx, cache.emb_drop)  # (B, T, C)
+    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(dx, cache.emb_ln)  # (B, T, C)
+    dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)
+    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks (tied with the MLM decoder)
+    return grads
+
+
+# ---------------------------------------------------------------------------------------------
+# heads and the pretraining loss
+
+class HeadsCache(NamedTuple):
+    seq_shape: tuple  # (B, T, C)
+    flat_pos: np.ndarray  # (B*P,) b * T + position
+    pool: Any
+    pool_out: np.ndarray  # (B, C) tanh output
+    nsp: Any
+    nsp_ce: Any
+    mlm_dense: Any
+    mlm_gelu: Any
+    mlm_ln: Any
+    mlm_t: np.ndarray  # (B*P, C) transformed hidden states at the masked positions
+    mlm_ce: Any
+
+
+class Output(NamedTuple):
+    sequence_output: np.ndarray  # (B, T, C)
+    pooled_output: np.ndarray  # (B, C)
+    mlm_logits: np.ndarray  # (B, T, V) or (B, P, V) at the masked positions
+    nsp_logits: np.ndarray  # (B, 2)
+
+
+def pooler_forward(params, seq, ops):
+    pooled, c_pool = ops.linear_forward(seq[:, 0], params["pool.w"], params["pool.b"])  # (B, C) the [CLS] vector
+    pooled = np.tanh(pooled)  # (B, C)
+    return pooled, c_pool
+
+
+def mlm_transform_forward(params, cfg, h, ops):
+    """dense -> GELU -> LayerNorm, then logits against the tied word embeddings."""
+    t, c_dense = ops.linear_forward(h, params["mlm.dense.w"], params["mlm.dense.b"])  # (N, C)
+    t, c_gelu = ops.gelu_forward(t, ACTIVATIONS[cfg.hidden_act])  # (N, C)
+    t, c_ln = ops.layernorm_forward(t, params["mlm.ln.w"], params["mlm.ln.b"], cfg.layer_norm_eps)  # (N, C)
+    logits = t @ params["tok_emb"].T + params["mlm.bias"]  # (N, C) @ (C, V) -> (N, V)
+    return logits, (c_dense, c_gelu, c_ln, t)
+
+
+def check_batch(cfg, batch):
+    """Validate a pretraining batch (spec §3.7 names) and return it as int64/float arrays."""
+    need = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+            "masked_lm_weights", "next_sentence_labels")
+    missing = [k for k in need if k not in batch]
+    if missing:
+        raise ValueError(f"batch is missing {missing}; expected the features {list(need)}")
+    ids, seg, mask = check_inputs(cfg, batch["input_ids"], batch["segment_ids"], batch["input_mask"])
+    B, T = ids.shape
+    pos = _as_int("masked_lm_positions", batch["masked_lm_positions"])
+    if pos.ndim != 2 or pos.shape[0] != B:
+        raise ValueError(f"masked_lm_positions has shape {pos.shape}, expected ({B}, P)")
+    P = pos.shape[1]
+    if pos.size and (pos.min() < 0 or pos.max() >= T):
+        raise ValueError(f"masked_lm_positions contains {int(pos.max() if pos.max() >= T else pos.min())}, "
+                         f"outside the sequence [0, {T})")
+    mlm_ids = _as_int("masked_lm_ids", batch["masked_lm_ids"], (B, P))
+    w = np.asarray(batch["masked_lm_weights"])
+    if w.shape != (B, P):
+        raise ValueError(f"masked_lm_weights has shape {w.shape}, expected {(B, P)}")
+    if mlm_ids.size and (mlm_ids.min() < 0 or mlm_ids.max() >= cfg.vocab_size):
+        raise ValueError(f"masked_lm_ids contains {int(mlm_ids.max())}, outside the vocabulary [0, {cfg.vocab_size})")
+    nsp = _as_int("next_sentence_labels", batch["next_sentence_labels"]).reshape(-1)
+    if nsp.shape != (B,):
+        raise ValueError(f"next_sentence_labels has {nsp.shape[0]} entries, expected {B}")
+    if nsp.size and (nsp.min() < 0 or nsp.max() > 1):
+        raise ValueError(f"next_sentence_labels must be 0 (IsNext) or 1 (random), got {int(nsp.max())}")
+    return ids, seg, mask, pos, mlm_ids, w, nsp
+
+
+class Metrics(NamedTuple):
+    loss: float
+    mlm_loss: float
+    nsp_loss: float
+    mlm_correct: int  # argmax hits over the real predictions
+    mlm_count: int  # real predictions (weight > 0)
+    nsp_correct: int
+    nsp_count: int
+
+
+def bert_forward(params, cfg, batch, rng=None, ops=None):
+    """Pretraining forward: -> (loss, metrics, cache). Loss = mean MLM cross-entropy over the real
+    predictions (weight > 0) + mean NSP cross-entropy. Dropout only when `rng` is given.
+
+    Google divides the MLM sum by (sum of weights + 1e-5); transformers, whose loss minibert
+    matches to float precision, takes the plain mean. The difference is 1e-5 / n relative.
+    """
+    ops = ops or get_ops()
+    ids, seg, mask, pos, mlm_ids, w, nsp = check_batch(cfg, batch)
+    B, T = ids.shape
+    P = pos.shape[1]
+    seq, enc_cache = encoder_forward(params, cfg, ids, seg, mask, rng, ops)  # (B, T, C)
+    C = seq.shape[-1]
+    # NSP: pooler on [CLS], then a 2-way classifier
+    pooled, c_pool = pooler_forward(params, seq, ops)  # (B, C)
+    nsp_logits, c_nsp = ops.linear_forward(pooled, params["nsp.w"], params["nsp.b"])  # (B, 2)
+    nsp_loss, c_nsp_ce = ops.cross_entropy_forward(nsp_logits, nsp)
+    # MLM: gather the masked positions (flat index b * T + position), transform, tied decoder
+    flat_pos = (np.arange(B)[:, None] * T + pos).reshape(-1)  # (B*P,)
+    h = seq.reshape(B * T, C)[flat_pos]  # (B*P, C)
+    mlm_logits, (c_dense, c_gelu, c_ln, t) = mlm_transform_forward(params, cfg, h, ops)  # (B*P, V)
+    targets = np.where(w.reshape(-1) > 0, mlm_ids.reshape(-1), -100)  # (B*P,) padded slots ignored
+    mlm_loss, c_mlm_ce = ops.cross_entropy_forward(mlm_logits, targets)
+    loss = mlm_loss + nsp_loss
+    real = targets != -100
+    metrics = Metrics(float(loss), float(mlm_loss), float(nsp_loss),
+                      int((mlm_logits.argmax(-1) == targets)[real].sum()), int(real.sum()),
+                      int((nsp_logits.argmax(-1) == nsp).sum()), int(B))
+    heads = HeadsCache((B, T, C), flat_pos, c_pool, pooled, c_nsp, c_nsp_ce, c_dense, c_gelu, c_ln, t, c_mlm_ce)
+    out = Output(seq, pooled, mlm_logits.reshape(B, P, -1), nsp_logits)
+    return loss, metrics, (enc_cache, heads, out)
+
+
+def bert_backward(params, cfg, cache, ops=None):
+    """Mirror of bert_forward, from the loss back to every parameter. -> grads (keys of params)."""
+    ops = ops or get_ops()
+    enc_cache, hc, _ = cache
+    B, T, C = hc.seq_shape
+    grads = {}
+    dloss = 1.0  # the chain rule starts here: d(loss)/d(loss) = 1, and loss = mlm_loss + nsp_loss
+    # MLM head
+    dlogits = ops.cross_entropy_backward(dloss, hc.mlm_ce)  # (B*P, V)
+    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
+    # forward was: logits = t @ tok_emb.T + mlm.bias
+    dt = dlogits @ params["tok_emb"]  # (B*P, V) @ (V, C) -> (B*P, C)
+    grads["tok_emb"] = dlogits.T @ hc.mlm_t  # (V, B*P) @ (B*P, C) -> (V, C) decoder side of the tie
+    dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, hc.mlm_ln)  # (B*P, C)
+    dt = ops.gelu_backward(dt, hc.mlm_gelu)  # (B*P, C)
+    dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, hc.mlm_dense)  # (B*P, C)
+    # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
+    dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
+    np.add.at(dseq, hc.flat_pos, dh)
+    dseq = dseq.reshape(B, T, C)  # (B, T, C)
+    # NSP head
+    dnsp = ops.cross_entropy_backward(dloss, hc.nsp_ce)  # (B, 2)
+    dpooled, grads["nsp.w"], grads["nsp.b"] = ops.linear_backward(dnsp, hc.nsp)  # (B, C)
+    # forward was: pooled = tanh(cls @ pool.w + pool.b)
+    dpre = dpooled * (1.0 - hc.pool_out * hc.pool_out)  # (B, C)
+    dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, hc.pool)  # (B, C)
+    dseq[:, 0] += dcls  # gradients add up at forks ([CLS] feeds the pooler and maybe the MLM head)
+    grads = encoder_backward(dseq, enc_cache, cfg, grads, ops)
+    return {k: grads[k] for k in params}  # same keys, same order as params
+
+
+# ---------------------------------------------------------------------------------------------
+# the user-facing class
+
+class BertForPreTraining:
+    """BERT with the MLM and NSP heads. `params` is a flat dict of named arrays.
+
+    >>> model = BertForPreTraining(BertConfig(vocab_size=100, hidden_size=16, num_hidden_layers=1,
+    ...                                       num_attention_heads=2, intermediate_size=32))
+    >>> out = model.forward(np.array([[2, 7, 3]]))
+    >>> out.mlm_logits.shape, out.nsp_logits.shape
+    ((1, 3, 100), (1, 2))
+    """
+
+    def __init__(self, config: BertConfig, seed: int = 0, dtype=np.float32, params=None):
+        self.config = config
+        self.dtype = np.dtype(dtype)
+        self.params = init_params(config, seed, self.dtype) if params is None else params
+        expected = param_shapes(config)
+        for name, shape in expected.items():
+            if name not in self.params:
+                raise ValueError(f"parameter {name!r} is missing")
+            if self.params[name].shape != shape:
+                raise ValueError(f"parameter {name!r} has shape {self.params[name].shape}, expected {shape}")
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.size for p in self.params.values())
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
+        """-> Output(sequence_output (B,T,C), pooled_output (B,C), mlm_logits (B,T,V), nsp_logits (B,2))."""
+        ops = get_ops()
+        ids, tt, am = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
+        rng = _train_rng(train, rng)
+        seq, _ = encoder_forward(self.params, self.config, ids, tt, am, rng, ops)  # (B, T, C)
+        pooled, _ = pooler_forward(self.params, seq, ops)  # (B, C)
+        nsp_logits, _ = ops.linear_forward(pooled, self.params["nsp.w"], self.params["nsp.b"])  # (B, 2)
+        B, T, C = seq.shape
+        mlm_logits, _ = mlm_transform_forward(self.params, self.config, seq.reshape(B * T, C), ops)  # (B*T, V)
+        return Output(seq, pooled, mlm_logits.reshape(B, T, -1), nsp_logits)
+
+    __call__ = forward
+
+    def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
+        """-> (loss, grads). `batch` has the original feature names (spec §3.7). With
+        compute_grads=False returns (loss, None). `self.last_metrics` holds accuracies."""
+        ops = get_ops()
+        loss, metrics, cache = bert_forward(self.params, self.config, batch, _train_rng(train, rng), ops)
+        self.last_metrics = metrics
+        if not compute_grads:
+            return loss, None
+        return loss, bert_backward(self.params, self.config, cache, ops)
+
+
+def _train_rng(train, rng):
+    if not train:
+        return None
+    if rng is None:
+        raise ValueError("train=True needs rng (a np.random.Generator) for dropout")
+    return rng
