@@ -1,0 +1,179 @@
+"""The whole BERT: gradients, sanity checks before learning, and clear errors on bad input."""
+import math
+
+import numpy as np
+import pytest
+
+from minibert import gradcheck as gc
+from minibert.model import BertConfig, BertForPreTraining, param_shapes
+
+TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=32, max_position_embeddings=16)
+
+
+def tiny_model(dtype=np.float64, seed=0, **over):
+    return BertForPreTraining(BertConfig(**{**TINY, **over}), seed=seed, dtype=dtype)
+
+
+def test_model_grads_have_the_keys_and_shapes_of_params():
+    model = tiny_model()
+    batch = gc.random_batch(model.config, B=2, T=8, P=3, rng=np.random.default_rng(0))
+    loss, grads = model.loss_and_grads(batch)
+    assert list(grads) == list(model.params)
+    for name, p in model.params.items():
+        assert grads[name].shape == p.shape and grads[name].dtype == p.dtype, name
+    assert set(model.params) == set(param_shapes(model.config))
+
+
+@pytest.mark.slow
+def test_model_backward_matches_numerical_every_tensor():
+    """Sampled entries of every parameter tensor, tied word embeddings included."""
+    checks = gc.check_model(np.random.default_rng(7), verbose=False, samples_per_tensor=6)
+    assert len(checks) == len(param_shapes(BertConfig(**TINY)))
+    failed = [c.row() for c in checks if not c]
+    assert not failed, "\n".join(failed)
+
+
+def test_tied_decoder_grad_is_input_side_plus_output_side():
+    """tok_emb gets gradient from the embedding lookup and from the MLM decoder; both count."""
+    model = tiny_model()
+    rng = np.random.default_rng(3)
+    for p in model.params.values():
+        p += 0.1 * rng.standard_normal(p.shape)
+    batch = gc.random_batch(model.config, B=2, T=8, P=2, rng=rng)
+    _, grads = model.loss_and_grads(batch)
+    used_in_input = int(batch["input_ids"][0, 1])
+    unused = sorted(set(range(5, 50)) - set(batch["input_ids"].ravel().tolist()))[0]
+    for row in (used_in_input, unused):  # unused rows still get the decoder's softmax gradient
+        idx = [(row, j) for j in range(4)]
+        num = gc.numerical_grad_scalar(lambda: model.loss_and_grads(batch, compute_grads=False)[0],
+                                       model.params["tok_emb"], indices=idx)
+        assert gc.compare(f"tok_emb row {row}", grads["tok_emb"][row, :4], num[row, :4], verbose=False)
+        assert np.abs(grads["tok_emb"][row]).max() > 0
+
+
+def test_init_is_truncated_normal_with_zero_biases_and_unit_layernorm():
+    model = BertForPreTraining(BertConfig(**{**TINY, "vocab_size": 500}), seed=1)
+    p = model.params
+    assert p["tok_emb"].dtype == np.float32
+    for name in ("tok_emb", "pos_emb", "h0.attn.qkv.w", "h1.ffn.in.w", "nsp.w"):
+        assert np.abs(p[name]).max() <= 0.04 + 1e-7, name
+        assert 0.012 < p[name].std() < 0.02, name  # a 2-sigma truncated normal has std 0.88 * 0.02
+    for name in ("h0.attn.qkv.b", "pool.b", "mlm.bias", "nsp.b", "emb_ln.b", "h1.ln2.b"):
+        assert not p[name].any(), name
+    for name in ("emb_ln.w", "h0.ln1.w", "h1.ln2.w", "mlm.ln.w"):
+        assert np.all(p[name] == 1.0), name
+    assert not np.array_equal(BertForPreTraining(model.config, seed=2).params["tok_emb"], p["tok_emb"])
+
+
+def test_model_initial_loss_is_log_vocab_plus_log_two():
+    cfg = BertConfig(vocab_size=2000, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=32)
+    model = BertForPreTraining(cfg, seed=0)
+    batch = gc.random_batch(cfg, B=8, T=32, P=5, rng=np.random.default_rng(0))
+    loss, _ = model.loss_and_grads(batch, compute_grads=False)
+    m = model.last_metrics
+    # 0.02-scale weights give near-uniform predictions: MLM ~ ln V, NSP ~ ln 2
+    assert m.mlm_loss == pytest.approx(math.log(2000), abs=0.02)
+    assert m.nsp_loss == pytest.approx(math.log(2), abs=0.02)
+    assert loss == pytest.approx(math.log(2000) + math.log(2), abs=0.03)
+
+
+def test_model_overfits_one_batch():
+    from minibert.optim import AdamW
+
+    model = tiny_model(dtype=np.float32)
+    batch = gc.random_batch(model.config, B=4, T=12, P=3, rng=np.random.default_rng(0))
+    opt = AdamW(model.params, weight_decay=0.0)
+    first = None
+    for step in range(300):
+        loss, grads = model.loss_and_grads(batch)
+        first = loss if first is None else first
+        opt.step(model.params, grads, lr=3e-3)
+    assert first > 4.0 and loss < 0.05, (first, loss)
+    assert model.last_metrics.mlm_correct == model.last_metrics.mlm_count
+
+
+def test_padding_changes_no_output_at_real_positions():
+    model = tiny_model(seed=4)
+    rng = np.random.default_rng(0)
+    for p in model.params.values():
+        p += 0.1 * rng.standard_normal(p.shape)
+    ids = rng.integers(5, 50, size=(1, 6))
+    short = model.forward(ids, np.array([[0, 0, 0, 1, 1, 1]]))
+    padded_ids = np.concatenate([ids, [[0, 0, 0]]], axis=1)
+    padded = model.forward(padded_ids, np.array([[0, 0, 0, 1, 1, 1, 0, 0, 0]]),
+                           np.array([[1, 1, 1, 1, 1, 1, 0, 0, 0]]))
+    np.testing.assert_allclose(padded.sequence_output[:, :6], short.sequence_output, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(padded.pooled_output, short.pooled_output, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(padded.nsp_logits, short.nsp_logits, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(padded.mlm_logits[:, :6], short.mlm_logits, rtol=1e-12, atol=1e-12)
+
+
+def test_forward_output_shapes_and_dropout_only_in_training():
+    model = tiny_model(dtype=np.float32, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    ids = np.array([[2, 7, 9, 3], [2, 8, 3, 0]])
+    out = model.forward(ids, attention_mask=np.array([[1, 1, 1, 1], [1, 1, 1, 0]]))
+    assert out.sequence_output.shape == (2, 4, 16) and out.pooled_output.shape == (2, 16)
+    assert out.mlm_logits.shape == (2, 4, 50) and out.nsp_logits.shape == (2, 2)
+    assert out.sequence_output.dtype == np.float32
+    again = model.forward(ids, attention_mask=np.array([[1, 1, 1, 1], [1, 1, 1, 0]]))
+    np.testing.assert_array_equal(out.sequence_output, again.sequence_output)
+    t1 = model.forward(ids, train=True, rng=np.random.default_rng(1)).sequence_output
+    t1b = model.forward(ids, train=True, rng=np.random.default_rng(1)).sequence_output
+    t2 = model.forward(ids, train=True, rng=np.random.default_rng(2)).sequence_output
+    np.testing.assert_array_equal(t1, t1b)
+    assert not np.allclose(t1, t2)
+    with pytest.raises(ValueError, match="train=True needs rng"):
+        model.forward(ids, train=True)
+
+
+def test_loss_and_grads_with_dropout_matches_numerical_for_a_fixed_mask():
+    model = tiny_model(hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2)
+    rng = np.random.default_rng(5)
+    for p in model.params.values():
+        p += 0.1 * rng.standard_normal(p.shape)
+    batch = gc.random_batch(model.config, B=2, T=6, P=2, rng=rng)
+    f = lambda: model.loss_and_grads(batch, train=True, rng=np.random.default_rng(11), compute_grads=False)[0]  # noqa: E731
+    _, grads = model.loss_and_grads(batch, train=True, rng=np.random.default_rng(11))
+    for name in ("h0.attn.qkv.w", "h1.ffn.out.w", "emb_ln.w", "tok_emb"):
+        idx = gc.sampled_indices(model.params[name].shape, 5, rng)
+        num = gc.numerical_grad_scalar(f, model.params[name], indices=idx)
+        sel = tuple(np.array(i) for i in zip(*idx))
+        assert gc.compare(name, grads[name][sel], num[sel], verbose=False), name
+
+
+def test_bad_inputs_raise_clear_errors():
+    model = tiny_model()
+    with pytest.raises(ValueError, match=r"token id 50 is outside the vocabulary \[0, 50\)"):
+        model.forward(np.array([[1, 50]]))
+    with pytest.raises(ValueError, match=r"token id -1 is outside"):
+        model.forward(np.array([[1, -1]]))
+    with pytest.raises(ValueError, match="sequence length 17 exceeds max_position_embeddings 16"):
+        model.forward(np.ones((1, 17), dtype=int))
+    with pytest.raises(ValueError, match="hidden_size 30 is not divisible by num_attention_heads 4"):
+        BertConfig(hidden_size=30, num_attention_heads=4)
+    with pytest.raises(ValueError, match=r"token_type_ids has shape \(1, 3\), expected \(1, 2\)"):
+        model.forward(np.array([[1, 2]]), np.zeros((1, 3), int))
+    with pytest.raises(ValueError, match=r"attention_mask has shape \(2, 2\), expected \(1, 2\)"):
+        model.forward(np.array([[1, 2]]), attention_mask=np.ones((2, 2), int))
+    with pytest.raises(ValueError, match="input_ids must be integers"):
+        model.forward(np.array([[1.0, 2.0]]))
+    with pytest.raises(ValueError, match="hidden_act 'relu' is not supported"):
+        BertConfig(hidden_act="relu")
+    batch = gc.random_batch(model.config, B=2, T=8, P=3, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"masked_lm_weights has shape \(2, 2\), expected \(2, 3\)"):
+        model.loss_and_grads({**batch, "masked_lm_weights": np.ones((2, 2))})
+    with pytest.raises(ValueError, match=r"masked_lm_positions contains 8, outside the sequence \[0, 8\)"):
+        model.loss_and_grads({**batch, "masked_lm_positions": np.full((2, 3), 8)})
+    with pytest.raises(ValueError, match="next_sentence_labels has 3 entries, expected 2"):
+        model.loss_and_grads({**batch, "next_sentence_labels": np.zeros(3, int)})
+    with pytest.raises(ValueError, match=r"batch is missing \['masked_lm_ids'\]"):
+        model.loss_and_grads({k: v for k, v in batch.items() if k != "masked_lm_ids"})
+
+
+def test_config_round_trips_through_json_keys():
+    cfg = BertConfig(**TINY)
+    d = cfg.to_dict()
+    assert d["hidden_act"] == "gelu" and d["layer_norm_eps"] == 1e-12
+    assert BertConfig.from_dict({**d, "model_type": "bert", "architectures": ["BertForPreTraining"]}) == cfg
