@@ -1,0 +1,228 @@
+# %% [markdown]
+# # Lesson 00: numerical gradients, and how to read a gradient check
+#
+# **Goal.** Every layer in minibert has a hand-written backward pass. How do we know it is
+# right? We nudge the input a tiny bit, watch how the output moves, and compare that slope with
+# the hand-written gradient. This lesson builds that check from scratch and teaches you to read
+# the table that `minibert.gradcheck.compare` prints.
+#
+# **Finish line.** Your own `my_numerical_grad` agrees with `minibert.gradcheck.numerical_grad`,
+# a hand-derived gradient passes the check, and two classic mistakes (float32, `dout = ones`)
+# are shown to fool or break the check. Every check below is an `assert`: if this file runs to
+# the end, you passed.
+
+# %% [markdown]
+# ## Setup
+# We use float64 everywhere in checks (you will see why). `rng` is the one source of randomness.
+# Shapes: `x` is an array of any shape; here `(N, D) = (3, 4)`.
+
+# %%
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # save pictures to files, never open a window
+import matplotlib.pyplot as plt
+import numpy as np
+
+from minibert import gradcheck
+
+FAST = os.environ.get("MINIBERT_FAST") == "1"  # CI sets this; this lesson is fast either way
+OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"
+OUT.mkdir(exist_ok=True)
+rng = np.random.default_rng(0)
+N, D = 3, 4
+
+# %% [markdown]
+# ## The math
+# A layer is a function `out = f(x)`. Somewhere later a scalar loss `L` is computed from `out`.
+# Backward receives `dout = dL/dout` (same shape as `out`) and must return `dx = dL/dx`
+# (same shape as `x`). By the chain rule, `dx[i] = sum_j dout[j] * d out[j] / d x[i]`.
+#
+# To test it we pretend the loss is exactly `L(x) = sum(f(x) * dout)` with a fixed random `dout`.
+# Then `dL/dx` is precisely what backward should return, and we can estimate it one entry at a
+# time with a **centered difference** (`e_i` is 1 at entry `i`, 0 elsewhere, `h` is tiny):
+#
+#     dx[i] ~= (L(x + h e_i) - L(x - h e_i)) / (2h)        error ~ h^2
+#
+# The one-sided version `(L(x + h e_i) - L(x)) / h` has error ~ h, much worse.
+#
+# Our example function, elementwise: `f(x) = tanh(x) * x^2`.
+
+# %% [markdown]
+# ## Forward, one operation per line
+
+# %%
+x = rng.standard_normal((N, D))  # (N, D)
+t = np.tanh(x)  # (N, D)
+sq = x * x  # (N, D)
+out = t * sq  # (N, D)
+dout = rng.standard_normal(out.shape)  # (N, D) a random upstream gradient, never ones
+
+# %% [markdown]
+# ## Backward, one line per forward line
+# We walk the forward lines in reverse. Each line restates the forward line it undoes.
+# `x` is used twice (in `t` and in `sq`), so its gradient is the **sum** of both contributions.
+# To check an intermediate such as `t`, we treat it as the input of the rest of the forward
+# (`out = t * sq`) and differentiate numerically with respect to it.
+
+# %%
+print(gradcheck.HEADER)
+# forward was: out = t * sq
+dt = dout * sq  # (N, D)
+dsq = dout * t  # (N, D)
+t_in = t.copy()
+assert gradcheck.compare("dt", dt, gradcheck.numerical_grad(lambda: t_in * sq, t_in, dout))
+sq_in = sq.copy()
+assert gradcheck.compare("dsq", dsq, gradcheck.numerical_grad(lambda: t * sq_in, sq_in, dout))
+# forward was: sq = x * x
+dx_from_sq = dsq * 2 * x  # (N, D)
+# forward was: t = tanh(x)
+dx_from_t = dt * (1 - t * t)  # (N, D)
+dx = dx_from_sq + dx_from_t  # (N, D) gradients add up at forks (x feeds t and sq)
+
+
+def f(x):
+    return np.tanh(x) * x * x  # (N, D)
+
+
+num_dx = gradcheck.numerical_grad(lambda: f(x), x, dout)  # (N, D)
+assert gradcheck.compare("dx (atomic)", dx, num_dx)
+
+# %% [markdown]
+# ## Fused backward
+# Collapse the lines into one formula: `dx = dout * (2 x tanh(x) + x^2 (1 - tanh(x)^2))`.
+# It must equal the atomic version and the numerical gradient.
+#
+# **Reading the table.** `max_abs` is the largest `|analytic - numeric|`. `max_rel` is CS231n's
+# relative error `|a - n| / (|a| + |n|)`: below 1e-7 is good, 1e-7..1e-4 deserves a closer look,
+# above 1e-2 is wrong. The verdict uses the rule `|a - n| <= atol + rtol * |n|` for every entry
+# (`gradcheck.ATOL`, `gradcheck.RTOL`), so a tiny true gradient next to a numeric 0 does not fail
+# on a meaningless relative error.
+
+# %%
+dx_fused = dout * (2 * x * np.tanh(x) + x * x * (1 - np.tanh(x) ** 2))  # (N, D)
+assert gradcheck.compare("dx (fused) vs atomic", dx_fused, dx)
+check = gradcheck.compare("dx (fused) vs numerical", dx_fused, num_dx)
+assert check and check.max_rel < 1e-7, check
+
+# %% [markdown]
+# ## Why centered differences, and why float64
+# Sweep `h`. Too large: the Taylor error dominates. Too small: floating-point rounding
+# dominates (we subtract two nearly equal numbers). The centered difference has a much wider
+# good region. The picture is saved to `lessons/out/00_error_vs_h.png`.
+
+# %%
+hs = np.logspace(-1, -10, 10)
+L = lambda: np.sum(f(x) * dout)  # noqa: E731
+err_centered, err_forward = [], []
+for h in hs:
+    err_centered.append(np.abs(gradcheck.numerical_grad(lambda: f(x), x, dout, h=h) - dx).max())
+    g = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):  # one-sided: (L(x + h e_i) - L(x)) / h
+        base = L()
+        x[i] += h
+        g[i] = (L() - base) / h
+        x[i] -= h
+    err_forward.append(np.abs(g - dx).max())
+fig, ax = plt.subplots(figsize=(5, 3.5))
+ax.loglog(hs, err_centered, "o-", label="centered")
+ax.loglog(hs, err_forward, "s-", label="one-sided")
+ax.set_xlabel("h")
+ax.set_ylabel("max |numeric - analytic|")
+ax.legend()
+fig.tight_layout()
+fig.savefig(OUT / "00_error_vs_h.png")
+plt.close(fig)
+i5 = list(hs).index(1e-5)
+print(f"h=1e-5: centered error {err_centered[i5]:.1e}, one-sided error {err_forward[i5]:.1e}")
+assert err_centered[i5] < 1e-9 and err_forward[i5] > 100 * err_centered[i5]
+
+# %% [markdown]
+# In float32 (about 7 significant digits), `L(x + h) - L(x - h)` with `h = 1e-3` keeps only a
+# few correct digits, so even a *correct* gradient fails the check. All checks run in float64.
+
+# %%
+x32 = x.astype(np.float32)
+num32 = gradcheck.numerical_grad(lambda: f(x32), x32, dout.astype(np.float32), h=1e-3)
+check32 = gradcheck.compare("dx vs float32 numerical (expected FAIL)", dx, num32)
+assert not check32, "a float32 numerical gradient should be too noisy to pass"
+
+# %% [markdown]
+# ## Why `dout` must be random
+# A classic bug: backward forgets to multiply by `dout`. With `dout = ones` that bug is
+# invisible, because multiplying by one changes nothing. A random `dout` catches it.
+
+# %%
+def buggy_backward(dout):
+    return 2 * x * np.tanh(x) + x * x * (1 - np.tanh(x) ** 2)  # (N, D) BUG: forgot "dout *"
+
+
+ones = np.ones_like(x)
+assert gradcheck.compare("buggy, dout = ones (bug hidden!)", buggy_backward(ones),
+                         gradcheck.numerical_grad(lambda: f(x), x, ones))
+assert not gradcheck.compare("buggy, random dout (bug caught)", buggy_backward(dout), num_dx)
+
+# %% [markdown]
+# ## Discussion
+# A backward pass needs some values from the forward pass. Here it needs `t` and `x` (or just
+# `x`, recomputing `tanh`). Every minibert layer keeps those values in a small "cache"
+# (a NamedTuple) returned by forward; later lessons say which values each cache holds and
+# which could be recomputed. For big tensors, checking every entry is slow (two forward passes
+# per entry), so `gradcheck.sampled_indices` picks a few entries of each tensor instead.
+
+# %% [markdown]
+# ## Try it yourself
+# Edit the functions below, then re-run the file. Each ships with a working answer; replace the
+# body with your own and the asserts tell you whether you got it right.
+#
+# 1. `my_numerical_grad`: the centered difference of `sum(f() * dout)`, entry by entry.
+#    Remember to restore `x[i]` after nudging it.
+# 2. `my_rel_error`: CS231n's `max |a - n| / max(|a| + |n|, 1e-12)`; it must equal `Check.max_rel`.
+# 3. `my_silu_backward`: the gradient of SiLU, `f(x) = x * sigmoid(x)`, with `s = sigmoid(x)`.
+
+# %%
+def my_numerical_grad(f, x, dout, h=1e-5):
+    grad = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):  # replace this loop with your own
+        old = x[i]
+        x[i] = old + h
+        plus = np.sum(f() * dout)
+        x[i] = old - h
+        minus = np.sum(f() * dout)
+        x[i] = old
+        grad[i] = (plus - minus) / (2 * h)
+    return grad
+
+
+def my_rel_error(a, n):
+    return np.max(np.abs(a - n) / np.maximum(np.abs(a) + np.abs(n), 1e-12))  # replace this line
+
+
+def my_silu_backward(dout, x):
+    s = 1 / (1 + np.exp(-x))  # (N, D)
+    return dout * (s + x * s * (1 - s))  # replace this line: d/dx [x s(x)] = s + x s (1 - s)
+
+
+# %%
+x_before = x.copy()
+mine = my_numerical_grad(lambda: f(x), x, dout)
+assert np.array_equal(x, x_before), "my_numerical_grad must restore x"
+assert gradcheck.compare("exercise 1: my_numerical_grad", mine, num_dx)
+c = gradcheck.compare("exercise 2: (row for my_rel_error)", dx_fused, num_dx, verbose=False)
+assert np.isclose(my_rel_error(dx_fused, num_dx), c.max_rel), "exercise 2: my_rel_error"
+silu = lambda: x / (1 + np.exp(-x))  # noqa: E731
+assert gradcheck.compare("exercise 3: my_silu_backward", my_silu_backward(dout, x),
+                         gradcheck.numerical_grad(silu, x, dout))
+
+# %% [markdown]
+# ## Recap
+# - A gradient check compares backward's `dx` with centered differences of `sum(f(x) * dout)`.
+# - Use float64, a random `dout`, and random (not ones/zeros) parameters.
+# - Read `max_rel` with the CS231n ranges; the verdict uses `atol + rtol * |n|`.
+#
+# **Next: lesson 01**, the first two layers of BERT, linear and GELU, checked exactly this way.
+
+# %%
+print("lesson 00 passed")
