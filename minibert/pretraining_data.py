@@ -1,0 +1,766 @@
+"""MLM/NSP pretraining data: google-research/bert's `create_pretraining_data.py`, step for step.
+
+Given the same files, vocab, flags and `random.Random(seed)`, `create_training_instances`
+returns exactly the instances the original script creates, in the same order: the random
+number generator is called in the same order with the same arguments (spec §3.8), so every
+segmentation, NSP pairing, truncation and mask is identical.
+
+Pipeline (spec §3):
+    corpus files --read_documents--> documents (list of segments = tokenized lines)
+      --create_instances_from_document (x dupe_factor)--> TrainingInstance (static masks)
+      --instances_to_features--> dict of padded int32/float32 arrays (the original feature names)
+      --write_shards--> DIR/shard_00000.npz ... + DIR/meta.json (flags, vocab hash, counts)
+      --BatchIterator--> shuffled batches, static masks or masks redrawn every epoch (RoBERTa)
+
+Shape legend: N instances, T = max_seq_length, P = max_predictions_per_seq, B batch size.
+
+Corpus format: one sentence per line, a blank line between documents. NSP never crosses a
+document boundary, so a blank line between every sentence makes every instance a forced
+random-next negative (google-research/bert#125); a single document makes the "random" B come
+from the same document (NVIDIA/DeepLearningExamples#421). Both cases warn.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any, Callable, Iterator, NamedTuple, Sequence
+
+import numpy as np
+
+CLS, SEP, MASK, PAD = "[CLS]", "[SEP]", "[MASK]", "[PAD]"
+
+# The features the original script serialises (spec §3.7), in its order.
+FEATURE_NAMES = (
+    "input_ids",             # int32 (N, T)   token ids after masking, 0-padded
+    "input_mask",            # int32 (N, T)   1 on real tokens, 0 on padding
+    "segment_ids",           # int32 (N, T)   0 for [CLS] A [SEP], 1 for B [SEP], 0-padded
+    "masked_lm_positions",   # int32 (N, P)   ascending positions, 0-padded (points at [CLS])
+    "masked_lm_ids",         # int32 (N, P)   original ids at those positions, 0-padded
+    "masked_lm_weights",     # float32 (N, P) 1.0 per real prediction, 0.0 padding
+    "next_sentence_labels",  # int32 (N,)     0 = IsNext, 1 = random next (NotNext)
+)
+# Stored beside them so masks can be redrawn every epoch (dynamic masking).
+UNMASKED_NAME = "unmasked_input_ids"  # int32 (N, T) token ids before masking, 0-padded
+DYNAMIC_NAMES = (UNMASKED_NAME, "input_mask", "segment_ids", "next_sentence_labels")
+ALL_NAMES = FEATURE_NAMES + (UNMASKED_NAME,)
+
+META_FILE = "meta.json"
+META_FORMAT = "minibert-pretraining-shards"
+META_VERSION = 1
+
+
+class TrainingInstance(NamedTuple):
+    """One MLM/NSP example, as the original script's `TrainingInstance`."""
+    tokens: list[str]               # (L,) [CLS] A [SEP] B [SEP] after masking, L <= T
+    segment_ids: list[int]          # (L,) 0 ... 0 1 ... 1
+    is_random_next: bool            # True: B is from a random document (NSP label 1)
+    masked_lm_positions: list[int]  # (n_pred,) ascending
+    masked_lm_labels: list[str]     # (n_pred,) original tokens at those positions
+
+
+# ----------------------------------------------------------------------------------------------
+# reading documents (spec §3.1)
+
+def _read_lines(path: str | os.PathLike) -> Iterator[str]:
+    """Lines of a UTF-8 file split on "\\n" only (like tf.gfile's readline), bad bytes replaced."""
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise ValueError(f"cannot read corpus file {str(path)!r}: {e}") from e
+    with f:
+        for raw in f:
+            yield raw.decode("utf-8", errors="replace")
+
+
+def read_documents(input_files: Sequence[str | os.PathLike], tokenizer) -> list[list[list[str]]]:
+    """Documents as lists of segments (one tokenized line each); blank lines separate documents.
+
+    Example: "a b\\nc\\n\\nd\\n" -> [[["a", "b"], ["c"]], [["d"]]].
+    """
+    all_documents: list[list[list[str]]] = [[]]
+    for path in input_files:  # files are read in order into the same document list
+        for line in _read_lines(path):
+            line = line.strip()
+            if not line:  # empty lines are document delimiters
+                all_documents.append([])
+            tokens = tokenizer.tokenize(line)
+            if tokens:
+                all_documents[-1].append(tokens)
+    return [doc for doc in all_documents if doc]  # drop empty documents
+
+
+def check_documents(documents: list[list[list[str]]], input_files: Sequence) -> None:
+    """Raise on an empty corpus; warn on the two corpus shapes that make NSP labels meaningless."""
+    names = ", ".join(str(p) for p in input_files) or "(no files given)"
+    if not documents:
+        raise ValueError(f"the corpus has no tokens: {names} (expected one sentence per line, "
+                         "a blank line between documents)")
+    if len(documents) < 2:
+        warnings.warn(f"the corpus {names} has only 1 document: every random-next (NSP label 1) "
+                      "B segment comes from that same document, sometimes the true continuation "
+                      "(NVIDIA/DeepLearningExamples#421); separate documents with blank lines",
+                      stacklevel=3)
+    if all(len(doc) == 1 for doc in documents):
+        warnings.warn(f"every document in {names} has a single segment (a blank line between "
+                      "every sentence?): every instance is a forced random-next negative, NSP "
+                      "label 1 for all (google-research/bert#125); put one sentence per line and "
+                      "blank lines only between documents", stacklevel=3)
+
+
+# ----------------------------------------------------------------------------------------------
+# instances (spec §3.3 - §3.6)
+
+def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
+                              masked_lm_prob, max_predictions_per_seq, rng,
+                              do_whole_word_mask=False, progress: Callable | None = None
+                              ) -> list[TrainingInstance]:
+    """All instances of the corpus, exactly as google-research/bert creates them.
+
+    `rng` is a `random.Random`; it is the only source of randomness, called in the order of
+    spec §3.8. `progress(done, total, n_instances)` is called after each document, if given.
+    """
+    if max_seq_length < 5:
+        raise ValueError(f"max_seq_length={max_seq_length} is too small: [CLS] A [SEP] B [SEP] "
+                         "needs at least 5 positions")
+    if not isinstance(rng, random.Random):
+        raise ValueError(f"rng must be a random.Random (got {type(rng).__name__}); the exact "
+                         "reproduction of the original relies on its call order")
+    all_documents = read_documents(input_files, tokenizer)
+    check_documents(all_documents, input_files)
+    rng.shuffle(all_documents)
+
+    vocab_words = list(tokenizer.vocab.keys())  # all vocab tokens in id order, specials included
+    instances: list[TrainingInstance] = []
+    total = dupe_factor * len(all_documents)
+    for dupe in range(dupe_factor):  # each pass redraws segmentation, pairing and masks
+        for document_index in range(len(all_documents)):
+            instances.extend(create_instances_from_document(
+                all_documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
+                max_predictions_per_seq, vocab_words, rng, do_whole_word_mask))
+            if progress is not None:
+                progress(dupe * len(all_documents) + document_index + 1, total, len(instances))
+    rng.shuffle(instances)
+    return instances
+
+
+def create_instances_from_document(all_documents, document_index, max_seq_length, short_seq_prob,
+                                   masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
+                                   do_whole_word_mask=False) -> list[TrainingInstance]:
+    """Instances from one document (spec §3.4): chunks of segments split into A and B."""
+    document = all_documents[document_index]
+    max_num_tokens = max_seq_length - 3  # room for [CLS], [SEP], [SEP]
+
+    # Mostly fill the sequence; with probability short_seq_prob aim shorter, to reduce the
+    # mismatch between pretraining and short fine-tuning inputs. Once per document per pass.
+    target_seq_length = max_num_tokens
+    if rng.random() < short_seq_prob:
+        target_seq_length = rng.randint(2, max_num_tokens)
+
+    instances = []
+    current_chunk: list[list[str]] = []
+    current_length = 0
+    i = 0
+    while i < len(document):
+        segment = document[i]
+        current_chunk.append(segment)
+        current_length += len(segment)
+        if i == len(document) - 1 or current_length >= target_seq_length:
+            if current_chunk:
+                # A = the first a_end segments of the chunk, a_end drawn only if there is a choice
+                a_end = 1
+                if len(current_chunk) >= 2:
+                    a_end = rng.randint(1, len(current_chunk) - 1)
+                tokens_a = [t for seg in current_chunk[:a_end] for t in seg]
+
+                tokens_b: list[str] = []
+                # a one-segment chunk is always random next (no draw); else a fair coin
+                if len(current_chunk) == 1 or rng.random() < 0.5:
+                    is_random_next = True
+                    target_b_length = target_seq_length - len(tokens_a)
+                    # up to 10 tries for a different document; after that the same one is used
+                    for _ in range(10):
+                        random_document_index = rng.randint(0, len(all_documents) - 1)
+                        if random_document_index != document_index:
+                            break
+                    random_document = all_documents[random_document_index]
+                    random_start = rng.randint(0, len(random_document) - 1)
+                    for j in range(random_start, len(random_document)):
+                        tokens_b.extend(random_document[j])
+                        if len(tokens_b) >= target_b_length:
+                            break
+                    # put-back: the chunk's unused segments are not wasted, the next chunk
+                    # starts right after A
+                    num_unused_segments = len(current_chunk) - a_end
+                    i -= num_unused_segments
+                else:
+                    is_random_next = False  # actual next: B = the rest of the chunk
+                    tokens_b = [t for seg in current_chunk[a_end:] for t in seg]
+
+                truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+                assert len(tokens_a) >= 1 and len(tokens_b) >= 1, "truncation emptied a segment"
+
+                tokens = [CLS, *tokens_a, SEP, *tokens_b, SEP]
+                segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+                tokens, masked_lm_positions, masked_lm_labels = create_masked_lm_predictions(
+                    tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
+                    do_whole_word_mask)
+                instances.append(TrainingInstance(tokens, segment_ids, is_random_next,
+                                                  masked_lm_positions, masked_lm_labels))
+            current_chunk = []
+            current_length = 0
+        i += 1  # always, also after a put-back
+    return instances
+
+
+def truncate_seq_pair(tokens_a: list, tokens_b: list, max_num_tokens: int, rng) -> None:
+    """Truncate the pair in place to at most max_num_tokens tokens (spec §3.5)."""
+    while len(tokens_a) + len(tokens_b) > max_num_tokens:
+        # trim the longer one; B on ties (A only if strictly longer)
+        trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+        assert len(trunc_tokens) >= 1
+        # random truncation side: the front half of the time, to avoid a bias to the end
+        if rng.random() < 0.5:
+            del trunc_tokens[0]
+        else:
+            trunc_tokens.pop()
+
+
+def num_predictions(num_tokens: int, masked_lm_prob: float, max_predictions_per_seq: int) -> int:
+    """How many positions to mask: len 128 -> 19, 10 -> 2, 30 -> 4, 50 -> 8, 5 -> 1 at 0.15.
+
+    num_tokens includes [CLS] and the two [SEP]; Python's round is round-half-to-even.
+    """
+    return min(max_predictions_per_seq, max(1, int(round(num_tokens * masked_lm_prob))))
+
+
+def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
+                                 do_whole_word_mask=False):
+    """Mask tokens as the original does (spec §3.6); returns (output_tokens, positions, labels).
+
+    With whole-word masking a `##` piece joins the previous candidate; the 80/10/10 decision is
+    still drawn per piece, as in the reference (google-research/bert#910).
+    """
+    cand_indexes: list[list[int]] = []
+    for i, token in enumerate(tokens):
+        if token == CLS or token == SEP:  # special tokens are never masked
+            continue
+        if do_whole_word_mask and cand_indexes and token.startswith("##"):
+            cand_indexes[-1].append(i)  # continuation piece: same word as the previous candidate
+        else:
+            cand_indexes.append([i])
+    rng.shuffle(cand_indexes)
+
+    output_tokens = list(tokens)
+    num_to_predict = num_predictions(len(tokens), masked_lm_prob, max_predictions_per_seq)
+    masked_lms: list[tuple[int, str]] = []
+    covered_indexes: set[int] = set()
+    for index_set in cand_indexes:
+        if len(masked_lms) >= num_to_predict:
+            break
+        # a whole word that would overshoot the count is skipped, not cut
+        if len(masked_lms) + len(index_set) > num_to_predict:
+            continue
+        if any(index in covered_indexes for index in index_set):
+            continue
+        for index in index_set:
+            covered_indexes.add(index)
+            if rng.random() < 0.8:
+                masked_token = MASK  # 80%: replace with [MASK]
+            elif rng.random() < 0.5:
+                masked_token = tokens[index]  # 10%: keep the original token
+            else:
+                # 10%: a random vocab token (any, specials included; may equal the original)
+                masked_token = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+            output_tokens[index] = masked_token
+            masked_lms.append((index, tokens[index]))
+    assert len(masked_lms) <= num_to_predict
+    masked_lms.sort(key=lambda p: p[0])
+    positions = [index for index, _ in masked_lms]
+    labels = [label for _, label in masked_lms]
+    return output_tokens, positions, labels
+
+
+# ----------------------------------------------------------------------------------------------
+# features (spec §3.7)
+
+def instances_to_features(instances: Sequence[TrainingInstance], tokenizer, max_seq_length: int,
+                          max_predictions_per_seq: int) -> dict[str, np.ndarray]:
+    """The original padded features, plus `unmasked_input_ids` for dynamic masking.
+
+    Shapes: every array in FEATURE_NAMES order is (N, T), (N, T), (N, T), (N, P), (N, P), (N, P),
+    (N,); unmasked_input_ids is (N, T).
+    """
+    vocab = tokenizer.vocab
+    N, T, P = len(instances), max_seq_length, max_predictions_per_seq
+    input_ids = np.zeros((N, T), dtype=np.int32)               # (N, T)
+    unmasked = np.zeros((N, T), dtype=np.int32)                # (N, T)
+    input_mask = np.zeros((N, T), dtype=np.int32)              # (N, T)
+    segment_ids = np.zeros((N, T), dtype=np.int32)             # (N, T)
+    positions = np.zeros((N, P), dtype=np.int32)               # (N, P)
+    lm_ids = np.zeros((N, P), dtype=np.int32)                  # (N, P)
+    lm_weights = np.zeros((N, P), dtype=np.float32)            # (N, P)
+    nsp = np.zeros((N,), dtype=np.int32)                       # (N,)
+    for n, inst in enumerate(instances):
+        L, k = len(inst.tokens), len(inst.masked_lm_positions)
+        if L > T:
+            raise ValueError(f"instance {n} has {L} tokens > max_seq_length={T}")
+        if k > P:
+            raise ValueError(f"instance {n} has {k} predictions > max_predictions_per_seq={P}")
+        ids = [vocab[t] for t in inst.tokens]
+        label_ids = [vocab[t] for t in inst.masked_lm_labels]
+        input_ids[n, :L] = ids
+        input_mask[n, :L] = 1
+        segment_ids[n, :L] = inst.segment_ids
+        positions[n, :k] = inst.masked_lm_positions
+        lm_ids[n, :k] = label_ids
+        lm_weights[n, :k] = 1.0
+        nsp[n] = 1 if inst.is_random_next else 0  # 1 = random next (NotNext), 0 = IsNext
+    unmasked[:] = input_ids
+    rows = np.repeat(np.arange(N), P).reshape(N, P)            # (N, P)
+    real = lm_weights > 0                                      # (N, P)
+    unmasked[rows[real], positions[real]] = lm_ids[real]      # put the labels back
+    return {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids,
+            "masked_lm_positions": positions, "masked_lm_ids": lm_ids,
+            "masked_lm_weights": lm_weights, "next_sentence_labels": nsp,
+            UNMASKED_NAME: unmasked}
+
+
+# ----------------------------------------------------------------------------------------------
+# dynamic masking (RoBERTa): redraw the masks of the unmasked pairs every epoch
+
+def remask(unmasked_features: dict[str, np.ndarray], rng: np.random.Generator | int,
+           masked_lm_prob: float, max_predictions_per_seq: int, vocab_size: int,
+           special_ids: Sequence[int], mask_id: int) -> dict[str, np.ndarray]:
+    """New masks for unmasked pairs, vectorised, with the Google rule per sequence.
+
+    Per row: exactly num_to_predict = min(P, max(1, round(L * masked_lm_prob))) positions
+    (L = real tokens incl. [CLS]/[SEP], round half to even; fewer only if candidates run out),
+    chosen uniformly among real tokens whose id is not in `special_ids`; each chosen position
+    becomes [MASK] 80% / stays 10% / a random id 10%, the random id uniform over the whole vocab
+    [0, vocab_size), specials included, exactly like Google.
+    Unlike Google's static masking (Python `random.Random`, per-token loops) this path draws from
+    a NumPy Generator, so its masks are not the ones the original script would draw; the rule and
+    the distribution are the same. Whole-word masking is not applied here.
+
+    Shapes: unmasked_input_ids, input_mask, segment_ids (N, T), next_sentence_labels (N,) in;
+    all FEATURE_NAMES out.
+    """
+    rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    ids = np.asarray(unmasked_features[UNMASKED_NAME])                        # (N, T)
+    input_mask = np.asarray(unmasked_features["input_mask"])                  # (N, T)
+    N, T = ids.shape
+    P = max_predictions_per_seq
+    lengths = input_mask.sum(axis=1)                                          # (N,)
+    n_pred = np.minimum(P, np.maximum(1, np.round(lengths * masked_lm_prob))).astype(np.int64)  # (N,)
+    cand = (input_mask > 0) & ~np.isin(ids, np.asarray(special_ids))          # (N, T)
+    k = np.minimum(n_pred, cand.sum(axis=1))                                  # (N,)
+
+    # a uniform random subset of k candidates = the k candidates with the smallest random keys
+    keys = rng.random((N, T))                                                 # (N, T)
+    keys[~cand] = 2.0                                                         # never chosen first
+    if P < T:
+        first = np.argpartition(keys, P - 1, axis=1)[:, :P]                   # (N, P) unordered
+        order = np.take_along_axis(first, np.argsort(
+            np.take_along_axis(keys, first, axis=1), axis=1), axis=1)         # (N, P) by key
+    else:
+        order = np.argsort(keys, axis=1)                                      # (N, T)
+        order = np.pad(order, ((0, 0), (0, P - T)), constant_values=T)        # (N, P)
+    chosen = np.arange(P)[None, :] < k[:, None]                               # (N, P)
+    positions = np.sort(np.where(chosen, order, T), axis=1)                   # (N, P) ascending
+    valid = positions < T                                                     # (N, P) first k
+    positions = np.where(valid, positions, 0)                                 # pad -> 0 ([CLS])
+
+    orig = np.take_along_axis(ids, positions, axis=1)                         # (N, P)
+    u = rng.random((N, P))                                                    # (N, P)
+    random_ids = rng.integers(0, vocab_size, size=(N, P))                     # (N, P)
+    replacement = np.where(u < 0.8, mask_id,                                  # 80%: [MASK]
+                           np.where(u < 0.9, orig, random_ids))               # 10% keep, 10% random
+    input_ids = ids.astype(np.int32, copy=True)                               # (N, T)
+    rows = np.broadcast_to(np.arange(N)[:, None], (N, P))                     # (N, P)
+    input_ids[rows[valid], positions[valid]] = replacement[valid]
+    return {"input_ids": input_ids,
+            "input_mask": input_mask.astype(np.int32, copy=False),
+            "segment_ids": np.asarray(unmasked_features["segment_ids"], dtype=np.int32),
+            "masked_lm_positions": positions.astype(np.int32),                # (N, P)
+            "masked_lm_ids": np.where(valid, orig, 0).astype(np.int32),       # (N, P)
+            "masked_lm_weights": valid.astype(np.float32),                    # (N, P)
+            "next_sentence_labels": np.asarray(unmasked_features["next_sentence_labels"],
+                                               dtype=np.int32)}
+
+
+# ----------------------------------------------------------------------------------------------
+# statistics
+
+def generation_stats(data, tokenizer) -> dict[str, Any]:
+    """Counts of a data set (instances or features): what the generator actually produced.
+
+    Predictions are classified by the input token at the masked position: [MASK], the original
+    token ("kept"; a random draw that hits the original counts here), or anything else ("random").
+    """
+    if isinstance(data, dict):
+        feats = data
+    else:
+        T = max((len(i.tokens) for i in data), default=1)
+        P = max((len(i.masked_lm_positions) for i in data), default=1)
+        feats = instances_to_features(data, tokenizer, T, max(P, 1))
+    mask_id = tokenizer.vocab[MASK]
+    w = feats["masked_lm_weights"] > 0                                                # (N, P)
+    at_pos = np.take_along_axis(feats["input_ids"], feats["masked_lm_positions"], axis=1)  # (N, P)
+    n_inst = int(feats["input_ids"].shape[0])
+    n_pred = int(w.sum())
+    n_mask = int((w & (at_pos == mask_id)).sum())
+    n_kept = int((w & (at_pos != mask_id) & (at_pos == feats["masked_lm_ids"])).sum())
+    nsp = feats["next_sentence_labels"]
+    return {
+        "instances": n_inst,
+        "tokens": int(feats["input_mask"].sum()),
+        "nsp_is_next": int((nsp == 0).sum()),
+        "nsp_random_next": int((nsp == 1).sum()),
+        "random_next_share": float(nsp.mean()) if n_inst else 0.0,
+        "predictions": n_pred,
+        "mean_predictions_per_seq": n_pred / n_inst if n_inst else 0.0,
+        "share_mask": n_mask / n_pred if n_pred else 0.0,
+        "share_random": (n_pred - n_mask - n_kept) / n_pred if n_pred else 0.0,
+        "share_kept": n_kept / n_pred if n_pred else 0.0,
+    }
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    return (f"instances {stats['instances']}, tokens {stats['tokens']}, "
+            f"NSP IsNext {stats['nsp_is_next']} / random-next {stats['nsp_random_next']} "
+            f"(random-next share {stats['random_next_share']:.3f}), "
+            f"mean predictions/seq {stats['mean_predictions_per_seq']:.2f}, "
+            f"masked inputs: [MASK] {stats['share_mask']:.3f} / random {stats['share_random']:.3f}"
+            f" / kept {stats['share_kept']:.3f}")
+
+
+# ----------------------------------------------------------------------------------------------
+# storage: .npz shards (no pickle) + meta.json
+
+def vocab_tokens(vocab) -> list[str]:
+    """Tokens in id order from a tokenizer, a token list, or a vocab.txt path."""
+    if hasattr(vocab, "ids_to_tokens"):
+        return list(vocab.ids_to_tokens)
+    if hasattr(vocab, "vocab"):
+        return list(vocab.vocab.keys())
+    if isinstance(vocab, (str, os.PathLike)):
+        with open(vocab, encoding="utf-8") as f:
+            return [line.rstrip("\n").strip() for line in f if line.strip()]
+    return list(vocab)
+
+
+def vocab_sha256(vocab) -> str:
+    """sha256 of the tokens one per line (equals the sha256 of a clean vocab.txt)."""
+    return hashlib.sha256("".join(t + "\n" for t in vocab_tokens(vocab)).encode("utf-8")).hexdigest()
+
+
+def _atomic_write(path: Path, write: Callable) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def write_shards(features: dict[str, np.ndarray], out_dir, instances_per_shard: int = 100_000,
+                 meta: dict | None = None) -> dict:
+    """Write DIR/shard_NNNNN.npz (contiguous slices; instances are already shuffled) + meta.json.
+
+    Each file is written to a .tmp name and renamed, and meta.json is written last, so a
+    directory with a meta.json is complete. `meta` (flags, vocab hash, ...) is merged in.
+    """
+    if instances_per_shard < 1:
+        raise ValueError(f"instances_per_shard={instances_per_shard} must be >= 1")
+    missing = [n for n in FEATURE_NAMES if n not in features]
+    if missing:
+        raise ValueError(f"features lack {missing}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    names = [n for n in ALL_NAMES if n in features]
+    N = int(features["input_ids"].shape[0])
+    shards = []
+    for s, start in enumerate(range(0, max(N, 1), instances_per_shard)):
+        part = {n: np.ascontiguousarray(features[n][start:start + instances_per_shard]) for n in names}
+        fname = f"shard_{s:05d}.npz"
+        _atomic_write(out / fname, lambda f, part=part: np.savez(f, **part))
+        shards.append({"file": fname, "num_instances": int(part["input_ids"].shape[0])})
+    full = {"format": META_FORMAT, "version": META_VERSION, **(meta or {}),
+            "num_instances": N, "max_seq_length": int(features["input_ids"].shape[1]),
+            "max_predictions_per_seq": int(features["masked_lm_positions"].shape[1]),
+            "arrays": names, "shards": shards}
+    _atomic_write(out / META_FILE, lambda f: f.write(json.dumps(full, indent=2).encode("utf-8")))
+    return full
+
+
+def read_meta(data_dir, vocab=None) -> dict:
+    """meta.json of a shard directory, checked: format, every shard present, vocab hash if given."""
+    d = Path(data_dir)
+    path = d / META_FILE
+    if not path.is_file():
+        raise ValueError(f"{path} not found: not a pretraining data directory (or generation "
+                         "did not finish); run `python -m minibert data`")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from e
+    if meta.get("format") != META_FORMAT or meta.get("version") != META_VERSION:
+        raise ValueError(f"{path}: format {meta.get('format')!r} v{meta.get('version')} is not "
+                         f"{META_FORMAT!r} v{META_VERSION}")
+    for shard in meta["shards"]:
+        if not (d / shard["file"]).is_file():
+            raise ValueError(f"shard {d / shard['file']} listed in {path} is missing")
+    if vocab is not None:
+        got = vocab_sha256(vocab)
+        if meta.get("vocab_sha256") != got:
+            raise ValueError(f"vocab mismatch: {path} was generated with vocab sha256 "
+                             f"{meta.get('vocab_sha256')} (size {meta.get('vocab_size')}), the "
+                             f"given vocab has sha256 {got} (size {len(vocab_tokens(vocab))})")
+    return meta
+
+
+def load_shard(path, names: Sequence[str] = ALL_NAMES, expected: int | None = None
+               ) -> dict[str, np.ndarray]:
+    """Arrays `names` of one shard, loaded without pickle; clear errors for broken files."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            out = {n: z[n] for n in names}
+    except KeyError as e:
+        raise ValueError(f"shard {path} lacks array {e}") from e
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        raise ValueError(f"shard {path} is corrupt or unreadable: {e}") from e
+    n = {a.shape[0] for a in out.values()}
+    if len(n) != 1 or (expected is not None and n != {expected}):
+        raise ValueError(f"shard {path} has {sorted(n)} rows, meta.json says {expected}")
+    return out
+
+
+def load_shards(data_dir, vocab=None, names: Sequence[str] = ALL_NAMES) -> dict[str, np.ndarray]:
+    """All shards of a directory concatenated (for small data; BatchIterator loads lazily)."""
+    meta = read_meta(data_dir, vocab)
+    parts = [load_shard(Path(data_dir) / s["file"], names, s["num_instances"]) for s in meta["shards"]]
+    return {n: np.concatenate([p[n] for p in parts]) for n in names}
+
+
+# ----------------------------------------------------------------------------------------------
+# batches
+
+class _Source(NamedTuple):
+    size: int
+    load: Callable[[], dict]  # -> arrays of this shard
+
+
+class BatchIterator:
+    """Shuffled batches (dicts with FEATURE_NAMES arrays) from a shard directory or a features dict.
+
+    Shuffling per epoch (deterministic in `seed`): the shard order is permuted, then the
+    examples within each shard; batches are cut from that stream. At most the shards that the
+    current batch spans are in memory. With one shard this is a full shuffle.
+    masking="static" gives the stored masks (dupe_factor copies from the generator);
+    masking="dynamic" redraws masks for every batch from the unmasked pairs with `remask`,
+    seeded by (seed, epoch, position), so every epoch sees new masks and a resumed run draws
+    the same ones. Iterating never ends; `epoch` counts completed passes.
+    """
+
+    def __init__(self, data, batch_size: int, seed: int, masking: str = "static",
+                 drop_remainder: bool = True, masked_lm_prob: float | None = None,
+                 max_predictions_per_seq: int | None = None, vocab_size: int | None = None,
+                 mask_id: int | None = None, special_ids: Sequence[int] | None = None,
+                 vocab=None):
+        if masking not in ("static", "dynamic"):
+            raise ValueError(f"masking={masking!r} must be 'static' or 'dynamic'")
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} must be >= 1")
+        self.batch_size, self.seed, self.masking = int(batch_size), int(seed), masking
+        self.drop_remainder = drop_remainder
+        names = DYNAMIC_NAMES if masking == "dynamic" else FEATURE_NAMES
+        meta: dict = {}
+        if isinstance(data, dict):
+            arrays = {n: data[n] for n in names}
+            self.sources = [_Source(int(arrays["input_ids" if masking == "static" else UNMASKED_NAME]
+                                        .shape[0]), lambda: arrays)]
+        else:
+            meta = read_meta(data, vocab)
+            d = Path(data)
+            self.sources = [_Source(s["num_instances"],
+                                    lambda p=d / s["file"], k=s["num_instances"]: load_shard(p, names, k))
+                            for s in meta["shards"]]
+        flags = meta.get("flags", {})
+        self.masked_lm_prob = masked_lm_prob if masked_lm_prob is not None else flags.get("masked_lm_prob", 0.15)
+        self.max_predictions_per_seq = (max_predictions_per_seq if max_predictions_per_seq is not None
+                                        else meta.get("max_predictions_per_seq"))
+        self.vocab_size = vocab_size if vocab_size is not None else meta.get("vocab_size")
+        self.mask_id = mask_id if mask_id is not None else meta.get("special_ids", {}).get(MASK)
+        self.special_ids = (list(special_ids) if special_ids is not None else
+                            [meta.get("special_ids", {}).get(t) for t in (CLS, SEP)])
+        if masking == "dynamic" and None in (self.max_predictions_per_seq, self.vocab_size,
+                                             self.mask_id, *self.special_ids):
+            raise ValueError("dynamic masking needs max_predictions_per_seq, vocab_size, mask_id "
+                             "and special_ids (given, or read from meta.json)")
+        self.num_examples = sum(s.size for s in self.sources)
+        if self.num_examples == 0 or (drop_remainder and self.num_examples < self.batch_size):
+            raise ValueError(f"{self.num_examples} examples cannot fill one batch of {batch_size}")
+        self.epoch, self.position = 0, 0
+        self._cache: dict[int, tuple[dict, np.ndarray]] = {}  # shard -> (arrays, permutation)
+        self._cache_epoch = -1
+
+    @property
+    def batches_per_epoch(self) -> int:
+        full, rest = divmod(self.num_examples, self.batch_size)
+        return full + (1 if rest and not self.drop_remainder else 0)
+
+    def state_dict(self) -> dict:
+        """Plain ints, JSON-serialisable: resuming with these continues the exact stream."""
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
+                "batch_size": self.batch_size, "masking": self.masking,
+                "num_examples": self.num_examples}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in ("seed", "batch_size", "masking", "num_examples"):
+            if state[key] != getattr(self, key):
+                raise ValueError(f"cannot resume: state has {key}={state[key]!r}, this iterator "
+                                 f"has {getattr(self, key)!r}")
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+    def _shard_order(self, epoch: int) -> np.ndarray:
+        return np.random.default_rng([self.seed, epoch, 0]).permutation(len(self.sources))
+
+    def _shard(self, s: int) -> tuple[dict, np.ndarray]:
+        if self._cache_epoch != self.epoch:
+            self._cache, self._cache_epoch = {}, self.epoch
+        if s not in self._cache:
+            if len(self._cache) >= 2:  # keep at most two shards in memory
+                self._cache.pop(next(iter(self._cache)))
+            perm = np.random.default_rng([self.seed, self.epoch, 1, s]).permutation(self.sources[s].size)
+            self._cache[s] = (self.sources[s].load(), perm)
+        return self._cache[s]
+
+    def _take(self, start: int, stop: int) -> dict[str, np.ndarray]:
+        """Examples [start, stop) of this epoch's shuffled stream."""
+        parts, offset = [], 0
+        for s in self._shard_order(self.epoch):
+            size = self.sources[s].size
+            lo, hi = max(start, offset), min(stop, offset + size)
+            if lo < hi:
+                arrays, perm = self._shard(int(s))
+                idx = perm[lo - offset:hi - offset]
+                parts.append({n: a[idx] for n, a in arrays.items()})
+            offset += size
+        return {n: np.concatenate([p[n] for p in parts]) for n in parts[0]}
+
+    def next_batch(self) -> dict[str, np.ndarray]:
+        B, N = self.batch_size, self.num_examples
+        if self.position >= N or (self.drop_remainder and self.position + B > N):
+            self.epoch, self.position = self.epoch + 1, 0
+        start, stop = self.position, min(self.position + B, N)
+        batch = self._take(start, stop)
+        if self.masking == "dynamic":
+            rng = np.random.default_rng([self.seed, self.epoch, 2, start])
+            batch = remask(batch, rng, self.masked_lm_prob, self.max_predictions_per_seq,
+                           self.vocab_size, self.special_ids, self.mask_id)
+        self.position = stop
+        return {n: batch[n] for n in FEATURE_NAMES}
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        while True:
+            yield self.next_batch()
+
+
+# ----------------------------------------------------------------------------------------------
+# top level: build a data directory
+
+DEFAULT_FLAGS = {"max_seq_length": 128, "max_predictions_per_seq": 20, "masked_lm_prob": 0.15,
+                 "short_seq_prob": 0.1, "dupe_factor": 10, "random_seed": 12345,
+                 "do_whole_word_mask": False, "do_lower_case": True}
+
+
+class _Progress:
+    """One updating line: documents done / total, instances, elapsed (at most ~4 updates/s)."""
+
+    def __init__(self, stream=None):
+        self.stream, self.t0, self.last = stream or sys.stderr, time.perf_counter(), 0.0
+
+    def __call__(self, done: int, total: int, n_instances: int) -> None:
+        now = time.perf_counter()
+        if done == total or now - self.last > 0.25:
+            self.last = now
+            end = "\n" if done == total else ""
+            print(f"\rdocuments {done}/{total}, instances {n_instances}, "
+                  f"elapsed {now - self.t0:.1f}s", end=end, file=self.stream, flush=True)
+
+
+def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
+                           max_seq_length: int = 128, max_predictions_per_seq: int = 20,
+                           masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
+                           dupe_factor: int = 10, random_seed: int = 12345,
+                           do_whole_word_mask: bool = False, do_lower_case: bool = True,
+                           instances_per_shard: int = 100_000, verbose: bool = True,
+                           tokenizer=None) -> dict:
+    """Corpus files + vocab.txt -> out_dir with .npz shards and meta.json; returns the meta."""
+    if tokenizer is None:
+        from minibert.tokenizer import BertTokenizer
+        tokenizer = BertTokenizer(str(vocab_path), do_lower_case=do_lower_case)
+    flags = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq,
+             "masked_lm_prob": masked_lm_prob, "short_seq_prob": short_seq_prob,
+             "dupe_factor": dupe_factor, "random_seed": random_seed,
+             "do_whole_word_mask": do_whole_word_mask, "do_lower_case": do_lower_case}
+    if verbose and max_predictions_per_seq < num_predictions(max_seq_length, masked_lm_prob, 10**9):
+        print(f"note: max_predictions_per_seq={max_predictions_per_seq} caps the "
+              f"{num_predictions(max_seq_length, masked_lm_prob, 10**9)} predictions a full "
+              f"sequence would get (google-research/bert#516)", file=sys.stderr)
+    rng = random.Random(random_seed)
+    t0 = time.perf_counter()
+    instances = create_training_instances(
+        [str(p) for p in corpus_files], tokenizer, max_seq_length, dupe_factor, short_seq_prob,
+        masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask,
+        progress=_Progress() if verbose else None)
+    features = instances_to_features(instances, tokenizer, max_seq_length, max_predictions_per_seq)
+    stats = generation_stats(features, tokenizer)
+    tokens = vocab_tokens(tokenizer)
+    meta = {"flags": flags, "seed": random_seed, "corpus_files": [str(p) for p in corpus_files],
+            "vocab_path": str(vocab_path), "vocab_size": len(tokens),
+            "vocab_sha256": vocab_sha256(tokens),
+            "special_ids": {t: tokenizer.vocab[t] for t in (PAD, CLS, SEP, MASK) if t in tokenizer.vocab},
+            "stats": stats, "seconds": round(time.perf_counter() - t0, 3)}
+    meta = write_shards(features, out_dir, instances_per_shard, meta)
+    if verbose:
+        print(f"wrote {len(meta['shards'])} shard(s) to {out_dir}: {format_stats(stats)}")
+    return meta
+
+
+def cli(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m minibert data",
+                                description="Create MLM/NSP pretraining shards from a corpus "
+                                            "(one sentence per line, blank line between documents).")
+    p.add_argument("--corpus", nargs="+", required=True, help="input text file(s)")
+    p.add_argument("--vocab", required=True, help="vocab.txt")
+    p.add_argument("--out", required=True, help="output directory (shards + meta.json)")
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--max-predictions-per-seq", type=int, default=20)
+    p.add_argument("--masked-lm-prob", type=float, default=0.15)
+    p.add_argument("--short-seq-prob", type=float, default=0.1)
+    p.add_argument("--dupe-factor", type=int, default=10)
+    p.add_argument("--random-seed", type=int, default=12345)
+    p.add_argument("--do-whole-word-mask", action="store_true")
+    p.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
+    p.add_argument("--instances-per-shard", type=int, default=100_000)
+    a = p.parse_args(argv)
+    try:
+        build_pretraining_data(a.corpus, a.vocab, a.out, max_seq_length=a.max_seq_length,
+                               max_predictions_per_seq=a.max_predictions_per_seq,
+                               masked_lm_prob=a.masked_lm_prob, short_seq_prob=a.short_seq_prob,
+                               dupe_factor=a.dupe_factor, random_seed=a.random_seed,
+                               do_whole_word_mask=a.do_whole_word_mask,
+                               do_lower_case=not a.cased, instances_per_shard=a.instances_per_shard)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return 0
