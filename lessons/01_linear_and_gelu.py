@@ -1,0 +1,208 @@
+# %% [markdown]
+# # Lesson 01: the linear layer and GELU
+#
+# **Goal.** Build the two layers that make up most of BERT's arithmetic: the linear (dense)
+# layer `out = x @ w + b` and the GELU activation used inside every feed-forward block. For
+# each you write forward one operation per line, backward one line per forward line, then the
+# short "fused" backward.
+#
+# **Finish line.** Your backward passes equal the numerical gradient (lesson 00) and
+# `minibert.layers.linear_backward` / `minibert.layers.gelu_backward`.
+
+# %% [markdown]
+# ## Setup
+# Shape legend: `B` batch size, `T` sequence length (tokens per sequence), `C_in` / `C_out`
+# feature sizes before and after the layer. BERT applies a linear layer to every token
+# separately, so `x` is `(B, T, C_in)` and the same `w` is used for every `(b, t)`.
+
+# %%
+import math
+
+import numpy as np
+
+from minibert import gradcheck, layers
+
+rng = np.random.default_rng(1)
+B, T, C_in, C_out = 2, 3, 5, 4
+print(gradcheck.HEADER)
+
+# %% [markdown]
+# ## Linear: the math
+# `out[b, t, :] = x[b, t, :] @ w + b_vec`, with `w` of shape `(C_in, C_out)` (PyTorch stores
+# it transposed as `(C_out, C_in)`; minibert keeps `(C_in, C_out)` so the code reads `x @ w`).
+# Backward needs `x` (for `dw`) and `w` (for `dx`):
+#
+#     dx = dout @ w.T        dw = sum over (b, t) of x[b, t]^T dout[b, t]        db = sum of dout
+#
+# `w` and `b` are shared by all `B*T` tokens, so their gradients are *sums* over tokens.
+
+# %%
+x = rng.standard_normal((B, T, C_in))  # (B, T, C_in)
+w = rng.standard_normal((C_in, C_out))  # (C_in, C_out)
+b = rng.standard_normal(C_out)  # (C_out,)
+# forward, one op per line
+xw = x @ w  # (B, T, C_in) @ (C_in, C_out) -> (B, T, C_out)
+out = xw + b  # (B, T, C_out)  b is broadcast over B and T
+dout = rng.standard_normal(out.shape)  # (B, T, C_out)
+
+# %% [markdown]
+# ## Linear: backward, line by line
+# To check an intermediate we make it the input of "the rest of the forward" and take the
+# numerical gradient with respect to it (lesson 00).
+
+# %%
+# forward was: out = xw + b
+dxw = dout  # (B, T, C_out) adding b does not change how out depends on xw
+db = dout.sum(axis=(0, 1))  # (C_out,) b was broadcast to every token, so its gradient sums
+xw_in = xw.copy()
+assert gradcheck.compare("linear: dxw", dxw, gradcheck.numerical_grad(lambda: xw_in + b, xw_in, dout))
+# forward was: xw = x @ w
+dx = dxw @ w.T  # (B, T, C_out) @ (C_out, C_in) -> (B, T, C_in)
+dw = np.einsum("bti,btj->ij", x, dxw)  # (C_in, C_out) sum over every token (b, t)
+fwd = lambda: x @ w + b  # noqa: E731
+assert gradcheck.compare("linear: dx", dx, gradcheck.numerical_grad(fwd, x, dout))
+assert gradcheck.compare("linear: dw", dw, gradcheck.numerical_grad(fwd, w, dout))
+assert gradcheck.compare("linear: db", db, gradcheck.numerical_grad(fwd, b, dout))
+
+# %% [markdown]
+# ## Linear: fused, and minibert's version
+# `minibert.layers.linear_forward(x, w, b)` returns `(out, LinearCache(x, w))`, and
+# `linear_backward(dout, cache)` returns `(dx, dw, db)`. It computes `dw` as one matrix product
+# by flattening the tokens: `x.reshape(-1, C_in).T @ dout.reshape(-1, C_out)`.
+
+# %%
+out_lib, cache = layers.linear_forward(x, w, b)  # (B, T, C_out)
+assert np.allclose(out_lib, out)
+dx_lib, dw_lib, db_lib = layers.linear_backward(dout, cache)
+dw_flat = x.reshape(-1, C_in).T @ dout.reshape(-1, C_out)  # (C_in, B*T) @ (B*T, C_out) -> (C_in, C_out)
+for name, mine, lib in (("dx", dx, dx_lib), ("dw", dw_flat, dw_lib), ("db", db, db_lib)):
+    assert gradcheck.compare(f"linear: {name} vs layers.linear_backward", mine, lib)
+
+# %% [markdown]
+# ## GELU: the math
+# GELU ("Gaussian error linear unit") is BERT's nonlinearity: `gelu(x) = x * Phi(x)`, where
+# `Phi` is the standard normal cumulative distribution, `Phi(x) = 0.5 (1 + erf(x / sqrt(2)))`.
+# It is close to ReLU for large `|x|` but smooth near 0. Its derivative, with the normal
+# density `phi(x) = exp(-x^2 / 2) / sqrt(2 pi)`:
+#
+#     d gelu / dx = Phi(x) + x * phi(x)
+#
+# Backward needs only `x`: `Phi` and `phi` are recomputed from it.
+# (`hidden_act="gelu"` in BERT's config means this exact erf form; `"gelu_new"` is a tanh
+# approximation, `approximate="tanh"` in minibert.) NumPy has no `erf`; we vectorize Python's
+# `math.erf` (minibert.layers compiles the same libm function with Numba).
+
+# %%
+erf = np.vectorize(math.erf)
+SQRT2 = math.sqrt(2.0)
+x = rng.standard_normal((B, T, C_in))  # (B, T, C_in) any shape works: GELU is elementwise
+# forward, one op per line
+s = x / SQRT2  # (B, T, C_in)
+e = erf(s)  # (B, T, C_in)
+cdf = 0.5 * (1.0 + e)  # (B, T, C_in) Phi(x)
+out = x * cdf  # (B, T, C_in)
+dout = rng.standard_normal(out.shape)  # (B, T, C_in)
+assert np.allclose(out, layers.gelu_forward(x)[0])
+
+# %% [markdown]
+# ## GELU: backward, line by line
+# `x` is used twice (directly, and through `s`), so its two gradient contributions add up.
+# The derivative of `erf(s)` is `2 / sqrt(pi) * exp(-s^2)`.
+
+# %%
+# forward was: out = x * cdf
+dcdf = dout * x  # (B, T, C_in)
+dx_direct = dout * cdf  # (B, T, C_in)
+cdf_in = cdf.copy()
+assert gradcheck.compare("gelu: dcdf", dcdf, gradcheck.numerical_grad(lambda: x * cdf_in, cdf_in, dout))
+# forward was: cdf = 0.5 * (1 + e)
+de = 0.5 * dcdf  # (B, T, C_in)
+e_in = e.copy()
+assert gradcheck.compare("gelu: de", de, gradcheck.numerical_grad(lambda: x * 0.5 * (1 + e_in), e_in, dout))
+# forward was: e = erf(s)
+ds = de * (2.0 / math.sqrt(math.pi)) * np.exp(-s * s)  # (B, T, C_in)
+s_in = s.copy()
+assert gradcheck.compare("gelu: ds", ds, gradcheck.numerical_grad(lambda: x * 0.5 * (1 + erf(s_in)), s_in, dout))
+# forward was: s = x / sqrt(2)
+dx = dx_direct + ds / SQRT2  # (B, T, C_in) gradients add up at forks
+gelu = lambda: x * 0.5 * (1.0 + erf(x / SQRT2))  # noqa: E731
+num_dx = gradcheck.numerical_grad(gelu, x, dout)  # (B, T, C_in)
+assert gradcheck.compare("gelu: dx (atomic)", dx, num_dx)
+
+# %% [markdown]
+# ## GELU: fused, and minibert's version
+# Substituting: `ds / sqrt(2) = dout * x * exp(-x^2 / 2) / sqrt(2 pi) = dout * x * phi(x)`, so
+# `dx = dout * (Phi(x) + x * phi(x))`. That is one line of `minibert.layers.gelu_backward`.
+
+# %%
+pdf = np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)  # (B, T, C_in) phi(x)
+dx_fused = dout * (cdf + x * pdf)  # (B, T, C_in)
+out_lib, gcache = layers.gelu_forward(x)
+assert gradcheck.compare("gelu: dx fused vs numerical", dx_fused, num_dx)
+assert gradcheck.compare("gelu: dx fused vs layers.gelu_backward", dx_fused, layers.gelu_backward(dout, gcache))
+
+# %% [markdown]
+# ## Discussion
+# - `LinearCache` holds `x` and `w`: `dw` needs the input, `dx` needs the weights. Nothing can be
+#   recomputed more cheaply; `x` is the big one (`B*T*C_in` numbers per layer).
+# - `GeluCache` holds only `x`. Backward recomputes `Phi(x)` and `phi(x)`; storing them would
+#   cost two more arrays of the same size to save a few `erf`/`exp` calls.
+# - In BERT the FFN input to GELU is `(B, T, FF)` with `FF = 4 C`, the largest activation in a
+#   block, so keeping one array instead of three matters.
+
+# %% [markdown]
+# ## Try it yourself
+# Each function ships with a working answer. Replace the body with your own and re-run.
+#
+# 1. `my_linear_backward(dout, x, w)`: return `(dx, dw, db)` for any number of leading axes.
+# 2. `my_gelu_tanh_backward(dout, x)`: the tanh approximation
+#    `0.5 x (1 + tanh(u))`, `u = sqrt(2/pi) (x + 0.044715 x^3)`. Hint: `d tanh(u) = 1 - tanh(u)^2`.
+# 3. `my_gelu_max_gap()`: how far apart are exact and tanh GELU at most on [-6, 6]? (About 5e-4:
+#    that is why a checkpoint must say which one it used.)
+
+# %%
+def my_linear_backward(dout, x, w):
+    c_in, c_out = w.shape
+    dx = dout @ w.T  # (..., C_in)  replace these three lines with your own
+    dw = x.reshape(-1, c_in).T @ dout.reshape(-1, c_out)  # (C_in, C_out)
+    db = dout.reshape(-1, c_out).sum(axis=0)  # (C_out,)
+    return dx, dw, db
+
+
+def my_gelu_tanh_backward(dout, x):
+    k = math.sqrt(2 / math.pi)  # replace the lines below with your own
+    t = np.tanh(k * (x + 0.044715 * x**3))  # (...)
+    return dout * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x))  # (...)
+
+
+def my_gelu_max_gap():
+    grid = np.linspace(-6, 6, 2001)  # replace with your own
+    return np.abs(layers.gelu_forward(grid)[0] - layers.gelu_forward(grid, approximate="tanh")[0]).max()
+
+
+# %%
+x = rng.standard_normal((B, T, C_in))  # (B, T, C_in)
+w = rng.standard_normal((C_in, C_out))  # (C_in, C_out)
+b = rng.standard_normal(C_out)  # (C_out,)
+dout = rng.standard_normal((B, T, C_out))  # (B, T, C_out)
+for name, mine, lib in zip(("dx", "dw", "db"), my_linear_backward(dout, x, w),
+                           layers.linear_backward(dout, layers.linear_forward(x, w, b)[1])):
+    assert gradcheck.compare(f"exercise 1: {name}", mine, lib)
+xg = rng.standard_normal((4, 6)) * 2  # (4, 6)
+dg = rng.standard_normal(xg.shape)  # (4, 6)
+num = gradcheck.numerical_grad(lambda: layers.gelu_forward(xg, approximate="tanh")[0], xg, dg)
+assert gradcheck.compare("exercise 2: gelu tanh backward", my_gelu_tanh_backward(dg, xg), num)
+gap = my_gelu_max_gap()
+print(f"exercise 3: max |gelu_exact - gelu_tanh| on [-6, 6] = {gap:.2e}")
+assert 1e-4 < gap < 1e-3
+
+# %% [markdown]
+# ## Recap
+# - Linear: `dx = dout @ w.T`, `dw = x^T dout` summed over tokens, `db = sum(dout)`.
+# - GELU: `dx = dout * (Phi(x) + x phi(x))`; the cache holds only `x`.
+# - Shared parameters get the *sum* of their gradients over every place they are used.
+#
+# **Next: lesson 02**, LayerNorm, whose backward is the first one with a real twist.
+
+# %%
+print("lesson 01 passed")

@@ -1,0 +1,186 @@
+# %% [markdown]
+# # Lesson 02: LayerNorm
+#
+# **Goal.** Build LayerNorm, which BERT applies after the embeddings and twice in every
+# encoder block. Its backward is the first with a twist: every output depends on every input
+# of the same token (through the mean and the variance), so the gradient has extra terms.
+#
+# **Finish line.** A line-by-line backward where every intermediate passes a numerical check,
+# then the fused three-term formula, equal to `minibert.layers.layernorm_backward`. You will
+# also see a real bug slip through a check when `w` is all ones.
+
+# %% [markdown]
+# ## Setup
+# Shape legend: `B` batch, `T` tokens per sequence, `C` hidden size (features per token).
+# LayerNorm works on each token's `C` features separately.
+
+# %%
+import numpy as np
+
+from minibert import gradcheck, layers
+
+rng = np.random.default_rng(2)
+B, T, C = 2, 3, 8
+eps = 1e-12  # BERT's epsilon (spec §4.7)
+x = rng.standard_normal((B, T, C)) * 2 + 1  # (B, T, C)
+w = 1 + 0.1 * rng.standard_normal(C)  # (C,) random, never ones (see the end of the lesson)
+b = 0.1 * rng.standard_normal(C)  # (C,)
+print(gradcheck.HEADER)
+
+# %% [markdown]
+# ## The math
+# For each token (a row of `C` numbers):
+#
+#     mean = (1/C) sum_c x_c          var = (1/C) sum_c (x_c - mean)^2     (population variance)
+#     rstd = 1 / sqrt(var + eps)      norm = (x - mean) * rstd             out = w * norm + b
+#
+# `w` and `b` (called gamma and beta in the paper) are learned, shape `(C,)`, shared by all
+# tokens. After normalizing, each row of `norm` has mean 0 and variance 1.
+# Backward needs `norm`, `rstd` and `w`: that is exactly what `LayerNormCache` holds.
+
+# %%
+# forward, one op per line
+mean = x.mean(axis=-1, keepdims=True)  # (B, T, 1)
+xc = x - mean  # (B, T, C)
+var = (xc * xc).mean(axis=-1, keepdims=True)  # (B, T, 1)
+rstd = 1.0 / np.sqrt(var + eps)  # (B, T, 1)
+norm = xc * rstd  # (B, T, C)
+out = norm * w + b  # (B, T, C)
+assert np.allclose(norm.mean(-1), 0) and np.allclose(norm.var(-1), 1)
+assert np.allclose(out, layers.layernorm_forward(x, w, b, eps)[0])
+dout = rng.standard_normal(out.shape)  # (B, T, C)
+
+# %% [markdown]
+# ## Backward, line by line
+# Each check treats one intermediate as the input of the rest of the forward. `rest_from_xc`
+# recomputes `var`, `rstd`, `norm` and `out` from `xc`, so its numerical gradient includes
+# *both* paths from `xc` (directly into `norm`, and through `var`).
+# Broadcasting rule for backward: if forward broadcast a `(B, T, 1)` array over `C`, backward
+# sums over that axis (`keepdims=True`).
+
+# %%
+def rest_from_xc(xc):
+    rstd = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)  # (B, T, 1)
+    return xc * rstd * w + b  # (B, T, C)
+
+
+# forward was: out = norm * w + b
+db = dout.sum(axis=(0, 1))  # (C,)
+dw = (dout * norm).sum(axis=(0, 1))  # (C,)
+dnorm = dout * w  # (B, T, C)
+norm_in = norm.copy()
+assert gradcheck.compare("dnorm", dnorm, gradcheck.numerical_grad(lambda: norm_in * w + b, norm_in, dout))
+# forward was: norm = xc * rstd
+drstd = (dnorm * xc).sum(axis=-1, keepdims=True)  # (B, T, 1) rstd was broadcast over C
+dxc = dnorm * rstd  # (B, T, C) first path into xc
+rstd_in = rstd.copy()
+assert gradcheck.compare("drstd", drstd, gradcheck.numerical_grad(lambda: xc * rstd_in * w + b, rstd_in, dout))
+# forward was: rstd = (var + eps) ** -0.5
+dvar = drstd * -0.5 * (var + eps) ** -1.5  # (B, T, 1)
+var_in = var.copy()
+assert gradcheck.compare("dvar", dvar, gradcheck.numerical_grad(
+    lambda: xc / np.sqrt(var_in + eps) * w + b, var_in, dout))
+# forward was: var = mean(xc * xc)
+dxc = dxc + dvar * 2.0 * xc / C  # (B, T, C) gradients add up at forks (second path into xc)
+xc_in = xc.copy()
+assert gradcheck.compare("dxc", dxc, gradcheck.numerical_grad(lambda: rest_from_xc(xc_in), xc_in, dout))
+# forward was: xc = x - mean,  mean = mean(x)
+dmean = -dxc.sum(axis=-1, keepdims=True)  # (B, T, 1)
+dx = dxc + dmean / C  # (B, T, C) every x_c contributed 1/C to the mean
+fwd = lambda: layers.layernorm_forward(x, w, b, eps)[0]  # noqa: E731
+num_dx = gradcheck.numerical_grad(fwd, x, dout)  # (B, T, C)
+assert gradcheck.compare("dx (atomic)", dx, num_dx)
+assert gradcheck.compare("dw", dw, gradcheck.numerical_grad(fwd, w, dout))
+assert gradcheck.compare("db", db, gradcheck.numerical_grad(fwd, b, dout))
+
+# %% [markdown]
+# ## Fused backward
+# Write `g = dout * w` (that is `dnorm`). Substituting the lines above and using
+# `xc = norm / rstd` and `(var + eps)^-1.5 = rstd^3`, everything collapses to
+#
+#     dx = rstd * (g - mean(g) - norm * mean(g * norm))        (means over the C features)
+#
+# Read it as: the plain scaling `rstd * g`, minus the part of `g` that would shift the mean,
+# minus the part that would change the variance. This is the line in
+# `minibert.layers.layernorm_backward`.
+
+# %%
+g = dout * w  # (B, T, C)
+dx_fused = rstd * (g - g.mean(-1, keepdims=True) - norm * (g * norm).mean(-1, keepdims=True))  # (B, T, C)
+out_lib, cache = layers.layernorm_forward(x, w, b, eps)
+dx_lib, dw_lib, db_lib = layers.layernorm_backward(dout, cache)
+assert gradcheck.compare("dx fused vs atomic", dx_fused, dx)
+assert gradcheck.compare("dx fused vs numerical", dx_fused, num_dx)
+assert gradcheck.compare("dx fused vs layers.layernorm_backward", dx_fused, dx_lib)
+assert gradcheck.compare("dw vs layers.layernorm_backward", dw, dw_lib)
+assert gradcheck.compare("db vs layers.layernorm_backward", db, db_lib)
+
+# %% [markdown]
+# ## A bug that a lazy check lets through
+# Forget `* w` in `g`. At initialization BERT's LayerNorm has `w = 1, b = 0`. If you check with
+# those values, multiplying by one changes nothing and the bug passes. With random `w` it fails.
+
+# %%
+def buggy_dx(dout, norm, rstd):
+    g = dout  # BUG: should be dout * w
+    return rstd * (g - g.mean(-1, keepdims=True) - norm * (g * norm).mean(-1, keepdims=True))  # (B, T, C)
+
+
+ones, zeros = np.ones(C), np.zeros(C)
+_, c1 = layers.layernorm_forward(x, ones, zeros, eps)
+num_ones = gradcheck.numerical_grad(lambda: layers.layernorm_forward(x, ones, zeros, eps)[0], x, dout)
+assert gradcheck.compare("buggy, w = ones (bug hidden!)", buggy_dx(dout, c1.norm, c1.rstd), num_ones)
+assert not gradcheck.compare("buggy, random w (bug caught)", buggy_dx(dout, norm, rstd), num_dx)
+
+# %% [markdown]
+# ## Discussion
+# - `LayerNormCache(norm, w, rstd)`: backward needs `norm` and `rstd`, not `x` and `mean`.
+#   `norm` is `(B, T, C)`, `rstd` only `(B, T, 1)`. One could store `x`, `mean`, `rstd` and
+#   recompute `norm`; minibert stores `norm` because it is used twice (in `dw` and in `dx`).
+# - `eps = 1e-12` is tiny: it only protects against a row of identical numbers. With float32
+#   training it is smaller than rounding, as in the original BERT.
+
+# %% [markdown]
+# ## Try it yourself
+# 1. `my_layernorm_backward(dout, norm, w, rstd)`: return `(dx, dw, db)` using the fused formula.
+# 2. `my_rmsnorm_backward(dout, x, w)`: RMSNorm (used by newer models) skips the mean:
+#    `out = w * x / sqrt(mean(x^2) + eps)`. Derive its backward the same way.
+# 3. `my_layernorm_no_affine_grad_sum(dout, norm, rstd)`: show that the gradient of a LayerNorm
+#    with `w = 1, b = 0` sums to zero over each row (shifting all inputs of a row changes nothing).
+
+# %%
+def my_layernorm_backward(dout, norm, w, rstd):
+    return layers.layernorm_backward(dout, layers.LayerNormCache(norm, w, rstd))  # replace this line
+
+
+def my_rmsnorm_backward(dout, x, w):
+    r = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)  # (B, T, 1)  replace these lines
+    n = x * r  # (B, T, C)
+    g = dout * w  # (B, T, C)
+    return r * (g - n * (g * n).mean(-1, keepdims=True))  # (B, T, C)
+
+
+def my_layernorm_no_affine_grad_sum(dout, norm, rstd):
+    g = dout  # w = 1  (replace these lines)
+    dx = rstd * (g - g.mean(-1, keepdims=True) - norm * (g * norm).mean(-1, keepdims=True))  # (B, T, C)
+    return dx.sum(axis=-1)  # (B, T)
+
+
+# %%
+for name, mine, lib in zip(("dx", "dw", "db"), my_layernorm_backward(dout, norm, w, rstd), (dx_lib, dw_lib, db_lib)):
+    assert gradcheck.compare(f"exercise 1: {name}", mine, lib)
+rms = lambda: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w  # noqa: E731
+assert gradcheck.compare("exercise 2: rmsnorm dx", my_rmsnorm_backward(dout, x, w),
+                         gradcheck.numerical_grad(rms, x, dout))
+assert np.allclose(my_layernorm_no_affine_grad_sum(dout, norm, rstd), 0, atol=1e-10), "exercise 3"
+
+# %% [markdown]
+# ## Recap
+# - LayerNorm normalizes each token's features, then scales by `w` and shifts by `b`.
+# - `dx = rstd * (g - mean(g) - norm * mean(g * norm))` with `g = dout * w`.
+# - Check with random `w`, `b`: ones and zeros hide bugs.
+#
+# **Next: lesson 03**, softmax cross-entropy, the loss BERT uses, with positions it ignores.
+
+# %%
+print("lesson 02 passed")
