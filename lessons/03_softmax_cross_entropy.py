@@ -1,0 +1,221 @@
+# %% [markdown]
+# # Lesson 03: softmax cross-entropy, with ignored positions
+#
+# **Goal.** Build the loss BERT trains with. For masked-language modelling, BERT predicts the
+# original token at only ~15% of positions; every other position must contribute *nothing*,
+# neither to the loss nor to the gradient. We mark those positions with `ignore_index = -100`
+# and average over the positions that are predicted.
+#
+# **Finish line.** A line-by-line backward that passes numerical checks, the fused form
+# `weight * (probs - onehot)` equal to `minibert.layers.cross_entropy_backward`, zero gradient
+# at ignored positions, and a picture of softmax temperature in `lessons/out/`.
+
+# %% [markdown]
+# ## Setup
+# Shape legend: `B` batch, `T` tokens per sequence, `K` number of classes (for BERT's MLM head
+# that is the vocabulary size `V`), `N = B*T` positions after flattening.
+
+# %%
+import math
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from minibert import gradcheck, layers
+
+OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"
+OUT.mkdir(exist_ok=True)
+FAST = os.environ.get("MINIBERT_FAST") == "1"
+rng = np.random.default_rng(3)
+B, T, K = 2, 4, 6
+IGNORE = -100  # minibert's ignore_index (the Hugging Face convention)
+logits = rng.standard_normal((B, T, K)) * 2  # (B, T, K)
+targets = np.array([[2, IGNORE, 0, IGNORE], [5, 1, IGNORE, IGNORE]])  # (B, T) 4 predicted positions
+print(gradcheck.HEADER)
+
+# %% [markdown]
+# ## The math
+# For one position with scores (logits) `z` over `K` classes, softmax turns scores into
+# probabilities: `p_k = exp(z_k) / sum_j exp(z_j)`. The loss for the right class `t` is
+# `-log p_t`. Over the batch, with `n` the number of predicted (not ignored) positions:
+#
+#     loss = (1/n) * sum over predicted positions i of  -log p[i, t_i]
+#
+# We compute `log p` as `z - max(z) - log(sum(exp(z - max(z))))`: subtracting the row maximum
+# changes nothing mathematically but keeps `exp` from overflowing.
+# Backward needs the probabilities, the targets and the per-position weight (`1/n` or `0`).
+
+# %%
+# forward, one op per line
+z = logits.reshape(-1, K)  # (B, T, K) -> (N, K)
+t = targets.reshape(-1)  # (N,)
+valid = t != IGNORE  # (N,) bool
+t0 = np.where(valid, t, 0)  # (N,) any legal index for ignored rows; their weight is 0
+zmax = z.max(axis=-1, keepdims=True)  # (N, 1)
+shifted = z - zmax  # (N, K)
+e = np.exp(shifted)  # (N, K)
+s = e.sum(axis=-1, keepdims=True)  # (N, 1)
+logp = shifted - np.log(s)  # (N, K) log-softmax
+logp_t = logp[np.arange(len(t)), t0]  # (N,) log-probability of each target
+n = int(valid.sum())
+weight = valid / max(n, 1)  # (N,) 1/n for predicted positions, 0 for ignored ones
+loss = -(logp_t * weight).sum()  # ()
+loss_lib, cache = layers.cross_entropy_forward(logits, targets, ignore_index=IGNORE)
+print(f"loss = {loss:.6f} over n = {n} predicted positions (of N = {len(t)})")
+assert np.isclose(loss, loss_lib)
+
+# %% [markdown]
+# ## Backward, line by line
+# The loss is a scalar, so the chain rule starts with `dloss = 1`. Each check below treats one
+# intermediate as the input of "the rest of the forward" and differentiates the scalar loss
+# numerically (`gradcheck.numerical_grad_scalar`).
+
+# %%
+def loss_from_shifted(shifted):
+    lp = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))  # (N, K)
+    return -(lp[np.arange(len(t)), t0] * weight).sum()  # ()
+
+
+dloss = 1.0  # the chain rule starts here
+# forward was: loss = -(logp_t * weight).sum()
+dlogp_t = -weight * dloss  # (N,)
+# forward was: logp_t = logp[i, t0[i]]   (pick one entry per row)
+dlogp = np.zeros_like(logp)  # (N, K)
+dlogp[np.arange(len(t)), t0] = dlogp_t
+logp_in = logp.copy()
+assert gradcheck.compare("dlogp", dlogp, gradcheck.numerical_grad_scalar(
+    lambda: -(logp_in[np.arange(len(t)), t0] * weight).sum(), logp_in))
+# forward was: logp = shifted - log(s)
+dshifted = dlogp.copy()  # (N, K) first path into shifted
+ds = -dlogp.sum(axis=-1, keepdims=True) / s  # (N, 1) d(-log s)/ds = -1/s, summed over the K uses
+# forward was: s = e.sum(axis=-1)
+de = np.broadcast_to(ds, e.shape)  # (N, K) every e_k adds to s with weight 1
+e_in = e.copy()
+assert gradcheck.compare("de", de, gradcheck.numerical_grad_scalar(
+    lambda: -((shifted - np.log(e_in.sum(-1, keepdims=True)))[np.arange(len(t)), t0] * weight).sum(), e_in))
+# forward was: e = exp(shifted)
+dshifted = dshifted + de * e  # (N, K) gradients add up at forks (second path into shifted)
+shifted_in = shifted.copy()
+assert gradcheck.compare("dshifted", dshifted, gradcheck.numerical_grad_scalar(
+    lambda: loss_from_shifted(shifted_in), shifted_in))
+# forward was: shifted = z - zmax
+dz = dshifted  # (N, K)
+dzmax = -dshifted.sum(axis=-1)  # (N,) exactly 0 in exact math: softmax ignores a common shift
+assert np.abs(dzmax).max() < 1e-12
+num_dz = gradcheck.numerical_grad_scalar(
+    lambda: layers.cross_entropy_forward(logits, targets, IGNORE)[0], logits).reshape(-1, K)  # (N, K)
+assert gradcheck.compare("dz (atomic)", dz, num_dz)
+
+# %% [markdown]
+# ## Fused backward
+# Collapsing the lines: `dshifted = dlogp - p * sum(dlogp)`, and `dlogp` is `-weight` at the
+# target and 0 elsewhere, so
+#
+#     dz = dloss * weight * (p - onehot(t))
+#
+# "Probability minus truth", scaled by `1/n`. Ignored rows have weight 0, so their gradient is
+# exactly 0. This is `minibert.layers.cross_entropy_backward`.
+
+# %%
+probs = e / s  # (N, K)
+onehot = np.eye(K)[t0]  # (N, K)
+dz_fused = dloss * weight[:, None] * (probs - onehot)  # (N, K)
+dz_lib = layers.cross_entropy_backward(dloss, cache).reshape(-1, K)  # (B, T, K) -> (N, K)
+assert gradcheck.compare("dz fused vs numerical", dz_fused, num_dz)
+assert gradcheck.compare("dz fused vs layers.cross_entropy_backward", dz_fused, dz_lib)
+assert np.all(dz_lib[~valid] == 0), "ignored positions must get exactly zero gradient"
+
+# %% [markdown]
+# ## Two sanity numbers
+# With all-equal logits, every class has probability `1/K`, so the loss is `ln K`. This is why
+# a freshly initialized BERT starts near `ln V` on the MLM loss (lesson 10). And changing the
+# logits of an ignored position must not change the loss at all.
+
+# %%
+flat = np.zeros((B, T, K))  # (B, T, K)
+assert np.isclose(layers.cross_entropy_forward(flat, targets, IGNORE)[0], math.log(K))
+poked = logits.copy()
+poked[0, 1] += 100.0  # position (0, 1) is ignored
+assert layers.cross_entropy_forward(poked, targets, IGNORE)[0] == loss_lib
+
+# %% [markdown]
+# ## Picture: softmax temperature
+# Dividing logits by a temperature `tau` before softmax sharpens (`tau < 1`) or flattens
+# (`tau > 1`) the distribution. Entropy `-sum p log p` grows with `tau` towards `ln K`.
+# Saved as `lessons/out/03_softmax_temperature.png`.
+
+# %%
+zrow = np.array([2.0, 1.0, 0.5, 0.0, -1.0, -2.0])  # (K,)
+taus = [0.25, 0.5, 1.0, 2.0, 5.0]
+fig, axes = plt.subplots(1, len(taus), figsize=(12, 2.6), sharey=True)
+entropies = []
+for ax, tau in zip(axes, taus):
+    p = np.exp(zrow / tau - (zrow / tau).max())  # (K,)
+    p = p / p.sum()  # (K,)
+    entropies.append(-(p * np.log(p)).sum())
+    ax.bar(range(K), p)
+    ax.set_title(f"tau = {tau}\nentropy {entropies[-1]:.2f}")
+    ax.set_xticks(range(K))
+axes[0].set_ylabel("probability")
+fig.tight_layout()
+fig.savefig(OUT / "03_softmax_temperature.png")
+plt.close(fig)
+assert all(a < b for a, b in zip(entropies, entropies[1:])) and entropies[-1] < math.log(K)
+
+# %% [markdown]
+# ## Discussion
+# `CrossEntropyCache` keeps `probs` `(N, K)`, the targets, and the weights. It does not keep
+# the logits: backward only needs `probs`. For BERT's MLM head `K` is the whole vocabulary, so
+# `probs` is the biggest array in the heads; that is one reason BERT computes logits only at
+# the masked positions (lesson 10), not at all `T` positions.
+
+# %% [markdown]
+# ## Try it yourself
+# 1. `my_cross_entropy_backward(dloss, probs, t0, weight)`: the fused gradient `(N, K)`.
+# 2. `my_softmax_with_temperature(z, tau)`: a numerically stable softmax of `z / tau` over the
+#    last axis. Very small `tau` should put almost all probability on the largest logit.
+# 3. `my_masked_mean(values, valid)`: the mean over `valid` entries that returns 0 (not NaN)
+#    when nothing is valid, as `cross_entropy_forward` does for a batch with no predictions.
+
+# %%
+def my_cross_entropy_backward(dloss, probs, t0, weight):
+    d = probs.copy()  # (N, K)  replace these lines with your own
+    d[np.arange(len(t0)), t0] -= 1.0
+    return d * (weight * dloss)[:, None]  # (N, K)
+
+
+def my_softmax_with_temperature(z, tau):
+    u = z / tau  # (..., K)  replace these lines with your own
+    e = np.exp(u - u.max(axis=-1, keepdims=True))  # (..., K)
+    return e / e.sum(axis=-1, keepdims=True)  # (..., K)
+
+
+def my_masked_mean(values, valid):
+    return (values * valid).sum() / max(int(valid.sum()), 1)  # replace this line
+
+
+# %%
+assert gradcheck.compare("exercise 1", my_cross_entropy_backward(dloss, probs, t0, weight), num_dz)
+p_cold = my_softmax_with_temperature(zrow, 0.01)  # (K,)
+assert np.isclose(p_cold.sum(), 1) and p_cold[0] > 0.99, "exercise 2"
+assert np.allclose(my_softmax_with_temperature(z, 1.0), probs), "exercise 2"
+assert my_masked_mean(np.ones(5), np.zeros(5, bool)) == 0.0, "exercise 3: no valid entries"
+assert np.isclose(my_masked_mean(-logp_t, valid), loss), "exercise 3"
+all_ignored = np.full((B, T), IGNORE)  # (B, T)
+assert layers.cross_entropy_forward(logits, all_ignored, IGNORE)[0] == 0.0
+
+# %% [markdown]
+# ## Recap
+# - Loss: mean of `-log softmax(z)[target]` over predicted positions only.
+# - Gradient: `weight * (probs - onehot)`; ignored positions get exactly 0.
+# - Uniform logits give `ln K`, the sanity check for a fresh model.
+#
+# **Next: lesson 04**, the embedding sum that turns token ids into BERT's first hidden states.
+
+# %%
+print("lesson 03 passed")
