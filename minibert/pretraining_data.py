@@ -249,13 +249,16 @@ def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq
     still drawn per piece, as in the reference (google-research/bert#910).
     """
     cand_indexes: list[list[int]] = []
-    for i, token in enumerate(tokens):
-        if token == CLS or token == SEP:  # special tokens are never masked
-            continue
-        if do_whole_word_mask and cand_indexes and token.startswith("##"):
-            cand_indexes[-1].append(i)  # continuation piece: same word as the previous candidate
-        else:
-            cand_indexes.append([i])
+    if not do_whole_word_mask:  # special tokens are never masked
+        cand_indexes = [[i] for i, token in enumerate(tokens) if token != CLS and token != SEP]
+    else:
+        for i, token in enumerate(tokens):
+            if token == CLS or token == SEP:  # special tokens are never masked
+                continue
+            if cand_indexes and token.startswith("##"):
+                cand_indexes[-1].append(i)  # continuation piece: same word as the previous one
+            else:
+                cand_indexes.append([i])
     rng.shuffle(cand_indexes)
 
     output_tokens = list(tokens)
@@ -268,8 +271,8 @@ def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq
         # a whole word that would overshoot the count is skipped, not cut
         if len(masked_lms) + len(index_set) > num_to_predict:
             continue
-        if any(index in covered_indexes for index in index_set):
-            continue
+        if len(index_set) > 1 and any(index in covered_indexes for index in index_set):
+            continue  # (a single index cannot be covered: each candidate is visited once)
         for index in index_set:
             covered_indexes.add(index)
             if rng.random() < 0.8:

@@ -765,3 +765,13 @@ def test_build_pretraining_data_and_cli(tmp_path, tok, capsys):
     np.testing.assert_array_equal(cli_feats["input_ids"], again["input_ids"])
     assert pd.cli(["--corpus", str(tmp_path / "nope.txt"), "--vocab", str(vocab),
                    "--out", str(tmp_path / "x")]) == 1
+
+
+def test_bench_data_fills_report():
+    from minibert.bench_data import bench_data
+    report = {}
+    out = bench_data(report, runs=1, max_lines=300, max_seq_length=32, max_predictions_per_seq=5,
+                     dupe_factor=1, batch_size=4, n_batches=5)
+    assert report["data"] is out
+    for key in ("generation_tokens_per_s", "batch_static_tokens_per_s", "batch_dynamic_tokens_per_s"):
+        assert out[key] > 0
