@@ -1,0 +1,306 @@
+# %% [markdown]
+# # Lesson 09: BERT's training examples, masked words and next sentences
+#
+# **Goal.** BERT learns from raw text with two self-made tasks. **MLM** (masked language
+# model): hide about 15% of the tokens and ask the model to guess them. **NSP** (next sentence
+# prediction): show two text pieces A and B and ask whether B really followed A. This lesson
+# runs minibert's copy of Google's generator (`minibert.pretraining_data`) on a small corpus and
+# looks at what it produces.
+#
+# **Finish line.** Every instance has the form `[CLS] A [SEP] B [SEP]` with segment ids
+# `0...0 1...1`; NSP labels are 0 (IsNext) or 1 (random B); of the masked positions about 80% show
+# `[MASK]`, 10% a random token and 10% the original (measured, within a tolerance); a sequence of
+# 128 tokens gets 19 predictions; static and dynamic masking follow the same rule. Every check is
+# an `assert`; a bar chart of the measured shares goes to `lessons/out/09_mask_shares.png`.
+
+# %% [markdown]
+# ## Setup
+# A small corpus in the format the generator reads: **one sentence per line, a blank line
+# between documents**. We learn a WordPiece vocab for it with lesson 08's trainer (frequency
+# rule, 300 tokens: common words stay whole, rarer ones split into `##` pieces).
+# Shape legend: `N` instances, `T = max_seq_length`, `P = max_predictions_per_seq`.
+
+# %%
+import os
+import random
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # save pictures to files, never open a window
+import matplotlib.pyplot as plt
+import numpy as np
+
+from minibert import pretraining_data as pd
+from minibert.tokenizer import BertTokenizer
+from minibert.wordpiece_trainer import train_wordpiece
+
+FAST = os.environ.get("MINIBERT_FAST") == "1"  # fewer copies of the corpus in fast mode
+OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"
+OUT.mkdir(exist_ok=True)
+
+DOCUMENTS = [
+    ["The cat sat on the warm mat.", "It watched the birds in the garden.",
+     "Then it fell asleep in the sun.", "In the evening it asked for dinner."],
+    ["Rivers carry water from the hills to the sea.", "Along the way they shape the valleys.",
+     "Fish swim against the current to lay their eggs.", "People build bridges to cross them."],
+    ["A computer follows a list of instructions.", "The list is called a program.",
+     "Programs are written in languages such as Python.", "A small mistake can stop a program."],
+    ["Bread is made from flour, water and yeast.", "The yeast makes the dough rise.",
+     "After baking, the crust turns brown.", "Fresh bread smells wonderful."],
+    ["The moon moves around the earth.", "It has no light of its own.",
+     "We see it because it reflects the sun.", "Its shape seems to change every night."],
+    ["Trains connect many cities.", "Some of them are very fast.",
+     "Travelling by train lets you read or sleep.", "Stations are busy in the morning."],
+    ["Music is played with many instruments.", "A piano has black and white keys.",
+     "A violin is played with a bow.", "Drums keep the rhythm of a song."],
+    ["Winter brings snow to the mountains.", "Children build snowmen and throw snowballs.",
+     "In spring the snow melts.", "The rivers are full of water again."],
+]
+corpus_path = OUT / "09_corpus.txt"
+corpus_path.write_text("\n\n".join("\n".join(doc) for doc in DOCUMENTS) + "\n", encoding="utf-8")
+vocab = train_wordpiece([corpus_path], vocab_size=300, merge_rule="frequency", progress=False)
+tok = BertTokenizer(vocab)  # lowercases, like bert-base-uncased
+print(f"{len(DOCUMENTS)} documents, vocab of {len(tok)} tokens")
+print(tok.tokenize(DOCUMENTS[5][2]))  # words seen once or twice split into pieces
+
+# %% [markdown]
+# ## The input format: `[CLS] A [SEP] B [SEP]`
+# One training example ("instance") packs two pieces of text into one sequence:
+#
+#     [CLS] the cat sat on the warm mat . [SEP] it watched the birds ... [SEP]
+#     seg:  0   0   0   0  0   0    0   0   0    1  1       1   1     ... 1
+#
+# - `[CLS]` ("classification") sits at position 0; the NSP head reads the model's output there.
+# - `[SEP]` ends A and ends B. **Segment ids** are 0 for `[CLS] A [SEP]` and 1 for `B [SEP]`;
+#   the model adds a learned segment embedding so it knows which side each token is on.
+# - **NSP label**: half of the time B is the text that really followed A in the same document
+#   (label 0, IsNext); otherwise B starts at a random place in *another* document (label 1).
+#   A chunk of a single sentence has nothing to split, so it always gets a random B.
+#
+# A and B are not single sentences: the generator collects whole sentences until the target
+# length (`max_seq_length - 3`, room for the three specials) is reached, then cuts the
+# collection at a random sentence boundary. If the pair is too long, the longer side loses a
+# token at a random end until it fits.
+
+# %%
+T, P = 32, 5  # max_seq_length, max_predictions_per_seq (= round(32 * 0.15))
+dupe_factor = 20 if FAST else 100  # how many differently masked copies of the corpus
+rng = random.Random(12345)  # the generator uses Python's random.Random, as Google's does
+instances = pd.create_training_instances(
+    [corpus_path], tok, max_seq_length=T, dupe_factor=dupe_factor, short_seq_prob=0.1,
+    masked_lm_prob=0.15, max_predictions_per_seq=P, rng=rng)
+print(f"{len(instances)} instances")
+
+
+def unmasked(inst: pd.TrainingInstance) -> list[str]:
+    """The tokens before masking: put each label back at its position."""
+    tokens = list(inst.tokens)
+    for position, label in zip(inst.masked_lm_positions, inst.masked_lm_labels):
+        tokens[position] = label
+    return tokens
+
+
+def show(inst: pd.TrainingInstance) -> None:
+    """Print one instance: original text, what the model sees, segment ids, labels."""
+    print("original:", " ".join(unmasked(inst)))
+    print("input:   ", " ".join(inst.tokens))
+    print("segments:", " ".join(str(s) for s in inst.segment_ids))
+    print("NSP label:", int(inst.is_random_next), "(random B)" if inst.is_random_next else "(IsNext)")
+    print("predict (position, true token):", list(zip(inst.masked_lm_positions,
+                                                      inst.masked_lm_labels)))
+
+
+show(instances[0])
+show(next(inst for inst in instances if not inst.is_random_next))
+
+# %% [markdown]
+# A piece may start with `##`, or stop mid-sentence: truncation cut it at a random end.
+# %% [markdown]
+# ## Checking the format of every instance
+# We check the *original* tokens: the input can show any vocab token at a masked position, even
+# a `[SEP]` (a random replacement may draw a special token, as in Google's code).
+
+# %%
+for inst in instances:
+    toks, seg = unmasked(inst), inst.segment_ids
+    first_sep = toks.index("[SEP]")
+    assert len(toks) <= T and toks[0] == "[CLS]" and toks[-1] == "[SEP]"
+    assert toks.count("[SEP]") == 2 and 1 < first_sep < len(toks) - 2  # A and B non-empty
+    assert seg == [0] * (first_sep + 1) + [1] * (len(toks) - first_sep - 1)
+    assert all(toks[p] not in ("[CLS]", "[SEP]") for p in inst.masked_lm_positions)
+    assert inst.masked_lm_positions == sorted(set(inst.masked_lm_positions))
+
+nsp = np.array([inst.is_random_next for inst in instances])  # (N,)
+print(f"NSP: {np.mean(~nsp):.3f} IsNext (label 0), {np.mean(nsp):.3f} random (label 1)")
+assert 0.4 < nsp.mean() < 0.7  # a fair coin, plus the forced single-sentence negatives
+
+# %% [markdown]
+# ## How many tokens to predict
+# `n_pred = min(max_predictions_per_seq, max(1, round(len(tokens) * 0.15)))`, where
+# `len(tokens)` **includes** `[CLS]` and both `[SEP]`, and Python's `round` rounds halves to the
+# even neighbour. So a full 128-token sequence gets `round(19.2) = 19` predictions, not 20 (the
+# README's `max_predictions_per_seq=20` is a cap that is never reached at length 128), and
+# even a tiny sequence gets at least 1.
+
+# %%
+for n in (5, 10, 30, 50, 70, 128, 512):
+    print(f"len {n:3d} -> {pd.num_predictions(n, 0.15, 10**9)} predictions")
+assert pd.num_predictions(128, 0.15, 20) == 19
+assert [pd.num_predictions(n, 0.15, 20) for n in (5, 10, 30, 50)] == [1, 2, 4, 8]  # 7.5 -> 8
+assert pd.num_predictions(512, 0.15, 20) == 20  # 76.8, capped
+for inst in instances:
+    assert len(inst.masked_lm_positions) == pd.num_predictions(len(inst.tokens), 0.15, P)
+
+# %% [markdown]
+# ## The 80/10/10 rule, measured
+# Each chosen position is **always** a prediction target (its label is the original token), but
+# what the model *sees* there is drawn once:
+# - 80%: `[MASK]`;
+# - 10%: the original token, unchanged (so the model cannot assume "unmasked means correct");
+# - 10%: a random token from the whole vocab (specials included; it can even hit the original).
+#
+# Why not always `[MASK]`? `[MASK]` never appears when BERT is later used on real text. The 20%
+# that look like ordinary tokens force the model to keep a good guess for *every* position.
+# We count the three cases over all predictions.
+
+# %%
+def measured_shares(tokens_seen, labels):
+    """Shares of ([MASK], random, kept) among predictions: what the input shows vs the label."""
+    seen, lab = np.array(tokens_seen), np.array(labels)  # (n,) (n,)
+    is_mask = seen == "[MASK]"  # (n,)
+    is_kept = ~is_mask & (seen == lab)  # (n,)  a random draw that hits the original counts here
+    return np.array([is_mask.mean(), (~is_mask & ~is_kept).mean(), is_kept.mean()])  # (3,)
+
+
+seen = [inst.tokens[p] for inst in instances for p in inst.masked_lm_positions]
+labels = [label for inst in instances for label in inst.masked_lm_labels]
+static_shares = measured_shares(seen, labels)
+n_static = len(labels)
+print(f"{n_static} predictions: [MASK] {static_shares[0]:.3f}, random {static_shares[1]:.3f}, "
+      f"kept {static_shares[2]:.3f}")
+tol = 4 * np.sqrt(0.8 * 0.2 / n_static)  # 4 standard deviations of the 80% share
+assert np.allclose(static_shares, [0.8, 0.1, 0.1], atol=tol), (static_shares, tol)
+
+features = pd.instances_to_features(instances, tok, T, P)
+stats = pd.generation_stats(features, tok)  # the library's count of the same thing
+assert np.allclose([stats["share_mask"], stats["share_random"], stats["share_kept"]],
+                   static_shares)
+
+# %% [markdown]
+# ## From instances to arrays
+# The model wants fixed-size integer arrays. Each instance becomes one row, padded with 0
+# (`[PAD]` has id 0): `input_ids` (N, T), `input_mask` (N, T) with 1 on real tokens,
+# `segment_ids` (N, T), and the predictions as `masked_lm_positions`, `masked_lm_ids` (the
+# labels) and `masked_lm_weights` (1.0 real, 0.0 padding), each (N, P), plus
+# `next_sentence_labels` (N,).
+
+# %%
+for name in pd.FEATURE_NAMES:
+    print(f"{name:22} {features[name].dtype}  {features[name].shape}")
+row = 0
+print(features["input_ids"][row])
+assert features["input_ids"].shape == (len(instances), T)
+assert features["masked_lm_positions"].shape == (len(instances), P)
+assert tok.convert_ids_to_tokens(features["input_ids"][row][:len(instances[row].tokens)]) == \
+    instances[row].tokens
+assert np.array_equal(features["next_sentence_labels"], nsp.astype(np.int32))
+
+# %% [markdown]
+# ## Static versus dynamic masking
+# Google's generator masks **once**, when the data is written (*static* masking). To show the
+# model different masks of the same text it writes `dupe_factor` copies (10 by default), each
+# masked anew. RoBERTa instead keeps the text unmasked and draws fresh masks every time a batch
+# is built (*dynamic* masking): `pd.remask` does that, with the same count rule and the same
+# 80/10/10 split, vectorised with NumPy. `BatchIterator(masking="dynamic")` calls it per batch.
+
+# %%
+np_rng = np.random.default_rng(0)
+masked_a = pd.remask(features, np_rng, 0.15, P, len(tok), [tok.cls_id, tok.sep_id], tok.mask_id)
+masked_b = pd.remask(features, np_rng, 0.15, P, len(tok), [tok.cls_id, tok.sep_id], tok.mask_id)
+same_rows = np.mean(np.all(masked_a["masked_lm_positions"] == masked_b["masked_lm_positions"], 1))
+print(f"rows with identical masked positions in two dynamic draws: {same_rows:.2f}")
+assert same_rows < 0.2  # new masks every draw
+assert np.array_equal(masked_a["masked_lm_weights"].sum(1), features["masked_lm_weights"].sum(1))
+w = masked_a["masked_lm_weights"] > 0  # (N, P)
+seen_ids = np.take_along_axis(masked_a["input_ids"], masked_a["masked_lm_positions"], 1)[w]  # (n,)
+dynamic_shares = measured_shares(tok.convert_ids_to_tokens(seen_ids),
+                                 tok.convert_ids_to_tokens(masked_a["masked_lm_ids"][w]))
+print(f"dynamic: [MASK] {dynamic_shares[0]:.3f}, random {dynamic_shares[1]:.3f}, "
+      f"kept {dynamic_shares[2]:.3f}")
+assert np.allclose(dynamic_shares, [0.8, 0.1, 0.1], atol=tol), dynamic_shares
+
+# %% [markdown]
+# ## A picture of the measured shares
+# Both kinds of masking against the intended 80/10/10 (`lessons/out/09_mask_shares.png`).
+
+# %%
+fig, ax = plt.subplots(figsize=(5, 3.5))
+xs = np.arange(3)
+ax.bar(xs - 0.2, static_shares, width=0.4, label=f"static ({n_static} predictions)")
+ax.bar(xs + 0.2, dynamic_shares, width=0.4, label="dynamic (one remask)")
+ax.scatter(xs, [0.8, 0.1, 0.1], color="k", marker="_", s=800, label="intended", zorder=3)
+ax.set_xticks(xs, ["[MASK]", "random token", "kept original"])
+ax.set_ylabel("share of predicted positions")
+ax.legend()
+fig.tight_layout()
+fig.savefig(OUT / "09_mask_shares.png")
+plt.close(fig)
+
+# %% [markdown]
+# ## Discussion
+# - Only the predicted positions enter the MLM loss; every other position is ignored (lesson
+#   03's ignored positions). With 15% masked, BERT learns from ~15% of the tokens per step,
+#   which is one reason it needs many steps.
+# - The NSP share is a bit above one half because a one-sentence chunk always gets a random
+#   B. A corpus with a blank line after every sentence would make *every* label 1 (the generator
+#   warns about that).
+# - Google's generator reproduces exactly given the same seed: minibert calls the random
+#   number generator in the same order (spec §3.8), so its instances equal the original script's.
+
+# %% [markdown]
+# ## Try it yourself
+# Each function ships with a working answer; replace the body with your own and re-run.
+#
+# 1. `my_num_predictions(n_tokens)`: the count rule with 0.15 and a cap of 20.
+# 2. `my_segment_ids(tokens)`: segment ids for `[CLS] A [SEP] B [SEP]`.
+# 3. `my_mask_choice(u1, u2, original, random_token)`: the 80/10/10 branch as Google draws it:
+#    `u1 < 0.8` -> `[MASK]`; else `u2 < 0.5` -> original; else the random token.
+
+# %%
+def my_num_predictions(n_tokens):
+    return min(20, max(1, int(round(n_tokens * 0.15))))  # replace this line
+
+
+def my_segment_ids(tokens):
+    first_sep = tokens.index("[SEP]")  # replace these two lines
+    return [0] * (first_sep + 1) + [1] * (len(tokens) - first_sep - 1)
+
+
+def my_mask_choice(u1, u2, original, random_token):
+    if u1 < 0.8:  # replace this body
+        return "[MASK]"
+    return original if u2 < 0.5 else random_token
+
+
+# %%
+assert all(my_num_predictions(n) == pd.num_predictions(n, 0.15, 20) for n in range(3, 513))
+assert all(my_segment_ids(unmasked(inst)) == inst.segment_ids for inst in instances)
+r = np.random.default_rng(1)
+choices = [my_mask_choice(r.random(), r.random(), "cat", "dog") for _ in range(20000)]
+shares = np.array([choices.count(c) for c in ("[MASK]", "dog", "cat")]) / len(choices)
+assert np.allclose(shares, [0.8, 0.1, 0.1], atol=0.015), shares
+
+# %% [markdown]
+# ## Recap
+# - An instance is `[CLS] A [SEP] B [SEP]`, segment ids `0..0 1..1`, NSP label 0 if B really
+#   follows A, 1 if B is random.
+# - `round(0.15 * len)` positions (19 at length 128) become prediction targets; the input there
+#   shows `[MASK]` 80%, a random token 10%, the original 10%.
+# - Static masking fixes masks when the data is written (`dupe_factor` copies); dynamic masking
+#   redraws them every batch.
+#
+# **Next: lesson 10**, the whole BERT model: these arrays go in, the MLM and NSP losses come out.
+
+# %%
+print("lesson 09 passed")
