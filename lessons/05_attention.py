@@ -1,0 +1,238 @@
+# %% [markdown]
+# # Lesson 05: scaled dot-product and multi-head attention, with a padding mask
+#
+# **Goal.** Attention is how each token gathers information from the other tokens of its
+# sequence. Each token asks a question (query `q`), every token offers a label (key `k`) and a
+# content (value `v`). The better a key matches a query, the more of its value flows to that
+# query's output. Sequences in a batch have different lengths, so short ones are padded; the
+# padding mask makes sure **no token attends to padding**.
+#
+# **Finish line.** Attention forward and backward, line by line, checked numerically and
+# against `minibert.layers.attention_forward` / `attention_backward`; padded keys get exactly
+# zero weight; a multi-head layer built from the pieces passes a numerical check; and a
+# picture of the attention weights under the mask in `lessons/out/`.
+
+# %% [markdown]
+# ## Setup
+# Shape legend: `B` batch, `T` tokens per sequence, `C` hidden size, `NH` number of heads,
+# `HS = C // NH` head size. `attn_mask` is `(B, T)`: 1 for a real token, 0 for padding.
+
+# %%
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from minibert import gradcheck, layers
+
+OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"
+OUT.mkdir(exist_ok=True)
+rng = np.random.default_rng(5)
+B, NH, T, HS = 2, 2, 5, 3
+C = NH * HS
+attn_mask = np.array([[1, 1, 1, 0, 0],
+                      [1, 1, 1, 1, 1]])  # (B, T) sequence 0 has 2 padding tokens at the end
+q, k, v = (rng.standard_normal((B, NH, T, HS)) for _ in range(3))  # 3 x (B, NH, T, HS)
+print(gradcheck.HEADER)
+
+# %% [markdown]
+# ## The math
+# For one head of one sequence, with `q, k, v` of shape `(T, HS)`:
+#
+#     preatt = q @ k.T / sqrt(HS) + adder       adder[j] = 0 for a real key j, -10000 for padding
+#     att    = softmax(preatt) over keys (each row sums to 1)
+#     out    = att @ v                          (each output row is a weighted mix of value rows)
+#
+# Dividing by `sqrt(HS)` keeps the scores around unit size (exercise 2). Adding -10000 before
+# softmax makes `exp` underflow to exactly 0: padded keys get no weight, as in the original
+# BERT (`minibert.layers.MASK_VALUE`). Padded *query* rows are still computed; nobody reads them.
+# Backward needs `q`, `k`, `v` and the probabilities `att` (not `preatt`).
+
+# %%
+scale = 1.0 / math.sqrt(HS)
+# forward, one op per line
+scores = q @ k.swapaxes(-1, -2)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
+adder = ((1.0 - attn_mask) * layers.MASK_VALUE)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
+preatt = scores * scale + adder  # (B, NH, T, T) the adder is broadcast over heads and queries
+shifted = preatt - preatt.max(axis=-1, keepdims=True)  # (B, NH, T, T) for a stable exp
+e = np.exp(shifted)  # (B, NH, T, T)
+att = e / e.sum(axis=-1, keepdims=True)  # (B, NH, T, T)
+out = att @ v  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+out_lib, cache = layers.attention_forward(q, k, v, attn_mask)
+assert np.allclose(out, out_lib)
+assert np.allclose(att.sum(axis=-1), 1.0)
+assert np.all(att[0, :, :, 3:] == 0.0), "padded keys must get exactly zero weight"
+dout = rng.standard_normal(out.shape)  # (B, NH, T, HS)
+
+# %% [markdown]
+# ## Backward, line by line
+# Softmax backward was derived in lesson 03: for `att = softmax(preatt)` over the last axis,
+# `dpreatt = att * (datt - sum(datt * att))`. The adder is a constant, so it gets no gradient
+# and needs no special case: where `att` is 0, `dpreatt` is 0 too.
+
+# %%
+fwd = lambda: layers.attention_forward(q, k, v, attn_mask)[0]  # noqa: E731
+# forward was: out = att @ v
+dv = att.swapaxes(-1, -2) @ dout  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+datt = dout @ v.swapaxes(-1, -2)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
+att_in = att.copy()
+assert gradcheck.compare("datt", datt, gradcheck.numerical_grad(lambda: att_in @ v, att_in, dout))
+# forward was: att = softmax(preatt)
+dpreatt = att * (datt - (datt * att).sum(axis=-1, keepdims=True))  # (B, NH, T, T)
+pre_in = preatt.copy()
+soft = lambda p: np.exp(p - p.max(-1, keepdims=True)) / np.exp(p - p.max(-1, keepdims=True)).sum(-1, keepdims=True)  # noqa: E731
+assert gradcheck.compare("dpreatt", dpreatt, gradcheck.numerical_grad(lambda: soft(pre_in) @ v, pre_in, dout))
+assert np.all(dpreatt[0, :, :, 3:] == 0.0), "no gradient flows to padded keys"
+# forward was: preatt = scores * scale + adder
+dscores = dpreatt * scale  # (B, NH, T, T)
+# forward was: scores = q @ k^T
+dq = dscores @ k  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+dk = dscores.swapaxes(-1, -2) @ q  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+for name, g, x in (("dq", dq, q), ("dk", dk, k), ("dv", dv, v)):
+    assert gradcheck.compare(f"{name} (atomic)", g, gradcheck.numerical_grad(fwd, x, dout))
+
+# %% [markdown]
+# ## Fused backward, and minibert's version
+# Attention is already a handful of matrix products; "fusing" here means folding `scale` into
+# `dpreatt` and skipping the named intermediates. `minibert.layers.attention_backward(dout,
+# cache)` returns `(dq, dk, dv)`. Its cache (`AttentionCache`) holds `q, k, v, att` (plus a
+# dropout mask and the scale), exactly the inputs of the lines above.
+
+# %%
+for name, mine, lib in zip(("dq", "dk", "dv"), (dq, dk, dv), layers.attention_backward(dout, cache)):
+    assert gradcheck.compare(f"{name} vs layers.attention_backward", mine, lib)
+
+# %% [markdown]
+# ## Padding really is invisible
+# Change the keys and values of the padded tokens to garbage: the outputs of the real tokens
+# must not change at all.
+
+# %%
+k2, v2 = k.copy(), v.copy()
+k2[0, :, 3:] = 1e3 * rng.standard_normal((NH, 2, HS))
+v2[0, :, 3:] = 1e3 * rng.standard_normal((NH, 2, HS))
+out2, _ = layers.attention_forward(q, k2, v2, attn_mask)  # (B, NH, T, HS)
+assert np.allclose(out2[0, :, :3], out_lib[0, :, :3], rtol=0, atol=1e-12)
+
+# %% [markdown]
+# ## Picture: attention weights under a padding mask
+# Each panel is one head's `att` for sequence 0: row = query, column = key. The two padded
+# key columns are exactly zero. Saved as `lessons/out/05_attention_padding.png`.
+
+# %%
+fig, axes = plt.subplots(1, NH, figsize=(4 * NH, 3.4))
+for h, ax in enumerate(axes):
+    im = ax.imshow(att[0, h], vmin=0, vmax=1, cmap="viridis")
+    ax.set_title(f"sequence 0, head {h}")
+    ax.set_xlabel("key position (3, 4 = padding)")
+    ax.set_ylabel("query position")
+fig.colorbar(im, ax=axes, shrink=0.8)
+fig.savefig(OUT / "05_attention_padding.png")
+plt.close(fig)
+
+# %% [markdown]
+# ## Multi-head attention from the pieces
+# BERT's attention layer (spec §4.5): one linear layer makes `q, k, v` for all heads at once
+# (`qkv`, shape `(B, T, 3C)`), `split_heads` reshapes `(B, T, C) -> (B, NH, T, HS)`, each head
+# attends independently, `merge_heads` puts the heads back side by side, and a last linear
+# layer mixes them. The reshapes are their own inverse in backward: `split` undoes `merge`.
+
+# %%
+x = rng.standard_normal((B, T, C))  # (B, T, C)
+w_qkv, b_qkv = rng.standard_normal((C, 3 * C)) * 0.5, rng.standard_normal(3 * C) * 0.1  # (C, 3C), (3C,)
+w_o, b_o = rng.standard_normal((C, C)) * 0.5, rng.standard_normal(C) * 0.1  # (C, C), (C,)
+
+
+def mha_forward(x, w_qkv, b_qkv, w_o, b_o):
+    qkv, c_qkv = layers.linear_forward(x, w_qkv, b_qkv)  # (B, T, 3C)
+    qh, kh, vh = (layers.split_heads(t, NH) for t in np.split(qkv, 3, axis=-1))  # 3 x (B, NH, T, HS)
+    a, c_att = layers.attention_forward(qh, kh, vh, attn_mask)  # (B, NH, T, HS)
+    a = layers.merge_heads(a)  # (B, NH, T, HS) -> (B, T, C)
+    y, c_o = layers.linear_forward(a, w_o, b_o)  # (B, T, C)
+    return y, (c_qkv, c_att, c_o)
+
+
+def mha_backward(dy, caches):
+    c_qkv, c_att, c_o = caches
+    da, dw_o, db_o = layers.linear_backward(dy, c_o)  # (B, T, C)
+    da = layers.split_heads(da, NH)  # (B, T, C) -> (B, NH, T, HS), undoing merge_heads
+    dqh, dkh, dvh = layers.attention_backward(da, c_att)  # 3 x (B, NH, T, HS)
+    dqkv = np.concatenate([layers.merge_heads(t) for t in (dqh, dkh, dvh)], axis=-1)  # (B, T, 3C)
+    dx, dw_qkv, db_qkv = layers.linear_backward(dqkv, c_qkv)  # (B, T, C)
+    return dx, dw_qkv, db_qkv, dw_o, db_o
+
+
+y, caches = mha_forward(x, w_qkv, b_qkv, w_o, b_o)
+dy = rng.standard_normal(y.shape)  # (B, T, C)
+grads = mha_backward(dy, caches)
+arrays = dict(x=x, w_qkv=w_qkv, b_qkv=b_qkv, w_o=w_o, b_o=b_o)
+for (name, arr), g in zip(arrays.items(), grads):
+    num = gradcheck.numerical_grad(lambda: mha_forward(**arrays)[0], arr, dy)
+    assert gradcheck.compare(f"multi-head: d{name}", g, num)
+
+# %% [markdown]
+# Look at the `db_qkv` row: `max_rel` is 1.0, yet the verdict is "ok". The middle third of
+# `b_qkv` is the *key* bias, and its true gradient is exactly 0: adding the same vector `b_k` to
+# every key adds the same number `q . b_k` to every score in a row, and softmax ignores a common
+# shift (lesson 03). So we compare 0 with rounding noise (~1e-10); the relative error of noise
+# against 0 is meaningless, which is why the verdict uses `atol + rtol * |n|`.
+
+# %%
+db_k = grads[2][C:2 * C]  # (C,) the key bias part of db_qkv
+print(f"max |d b_k| = {np.abs(db_k).max():.1e}")
+assert np.abs(db_k).max() < 1e-12
+
+# %% [markdown]
+# ## Discussion
+# - The cache holds `att`, a `(B, NH, T, T)` array per layer: quadratic in `T`, the biggest
+#   thing in memory for long sequences. It could be recomputed from `q`, `k` and the mask
+#   (that is what "flash attention" does); minibert keeps it for clarity.
+# - BERT also applies dropout to `att` during training (individual attention weights are
+#   dropped); `attention_forward(..., dropout_p, rng)` does that, and the cache stores the mask.
+# - Lesson 06 makes this core fast with Numba and checks it against this NumPy reference.
+
+# %% [markdown]
+# ## Try it yourself
+# 1. `my_softmax_backward(datt, att)`: return `dpreatt` for a softmax over the last axis.
+# 2. `my_score_std(HS, rng)`: draw unit-normal `q`, `k` of size `HS` (say 10000 pairs) and return
+#    the standard deviation of the *scaled* score `q . k / sqrt(HS)`. It should be about 1 for any
+#    `HS`; without the scale it would be about `sqrt(HS)`.
+# 3. `my_mask_adder(attn_mask)`: build the `(B, 1, 1, T)` adder from a `(B, T)` 0/1 mask.
+
+# %%
+def my_softmax_backward(datt, att):
+    return att * (datt - (datt * att).sum(axis=-1, keepdims=True))  # replace this line
+
+
+def my_score_std(HS, rng):
+    qq, kk = rng.standard_normal((2, 10000, HS))  # 2 x (10000, HS)  replace these lines
+    return float(((qq * kk).sum(-1) / math.sqrt(HS)).std())
+
+
+def my_mask_adder(attn_mask):
+    return ((1.0 - attn_mask) * layers.MASK_VALUE)[:, None, None, :]  # replace this line
+
+
+# %%
+assert gradcheck.compare("exercise 1", my_softmax_backward(datt, att), dpreatt)
+for hs in (4, 64):
+    std = my_score_std(hs, np.random.default_rng(hs))
+    print(f"exercise 2: HS = {hs}: std of scaled scores = {std:.3f}")
+    assert 0.9 < std < 1.1
+assert my_mask_adder(attn_mask).shape == (B, 1, 1, T) and np.array_equal(my_mask_adder(attn_mask), adder), "exercise 3"
+
+# %% [markdown]
+# ## Recap
+# - `att = softmax(q k^T / sqrt(HS) + adder)`, `out = att v`; padding gets exactly 0 weight.
+# - Backward: `dv = att^T dout`, `datt = dout v^T`, softmax backward, then `dq`, `dk`.
+# - Multi-head attention = linear -> split heads -> attention -> merge heads -> linear.
+#
+# **Next: lesson 06**, making this attention core fast with Numba, measured against the NumPy
+# reference you just built. (Then lesson 07 assembles a whole encoder block.)
+
+# %%
+print("lesson 05 passed")
