@@ -403,43 +403,118 @@ class BertForPreTraining:
     """
 
     def __init__(self, config: BertConfig, seed: int = 0, dtype=np.float32, params=None):
+        """`params` may lack whole head groups (pool.*, mlm.*, nsp.*), as checkpoints of
+        transformers' BertModel / BertForMaskedLM do; `self.heads` lists the groups present and
+        forward returns None for the outputs of missing ones."""
         self.config = config
         self.dtype = np.dtype(dtype)
         self.params = init_params(config, seed, self.dtype) if params is None else params
-        expected = param_shapes(config)
+        self.heads = tuple(g for g in HEAD_GROUPS if any(k.startswith(g + ".") for k in self.params))
+        if "nsp" in self.heads and "pool" not in self.heads:
+            raise ValueError("an NSP head (nsp.*) needs the pooler (pool.*)")
+        expected = {k: s for k, s in param_shapes(config).items()
+                    if k.split(".", 1)[0] not in HEAD_GROUPS or k.split(".", 1)[0] in self.heads}
         for name, shape in expected.items():
             if name not in self.params:
                 raise ValueError(f"parameter {name!r} is missing")
             if self.params[name].shape != shape:
                 raise ValueError(f"parameter {name!r} has shape {self.params[name].shape}, expected {shape}")
+        unknown = sorted(set(self.params) - set(expected))
+        if unknown:
+            raise ValueError(f"unknown parameters {unknown[:5]}")
+        self.vocab_path = None  # set by from_pretrained; encode() builds its tokenizer from it
+        self.do_lower_case = True
 
     @property
     def num_parameters(self) -> int:
         return sum(p.size for p in self.params.values())
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
-        """-> Output(sequence_output (B,T,C), pooled_output (B,C), mlm_logits (B,T,V), nsp_logits (B,2))."""
+        """-> Output(sequence_output (B,T,C), pooled_output (B,C), mlm_logits (B,T,V), nsp_logits (B,2)).
+        Outputs of heads the model does not have (see `self.heads`) are None."""
         ops = get_ops()
         ids, tt, am = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
         rng = _train_rng(train, rng)
         seq, _ = encoder_forward(self.params, self.config, ids, tt, am, rng, ops)  # (B, T, C)
-        pooled, _ = pooler_forward(self.params, seq, ops)  # (B, C)
-        nsp_logits, _ = ops.linear_forward(pooled, self.params["nsp.w"], self.params["nsp.b"])  # (B, 2)
+        pooled = nsp_logits = mlm_logits = None
+        if "pool" in self.heads:
+            pooled, _ = pooler_forward(self.params, seq, ops)  # (B, C)
+        if "nsp" in self.heads:
+            nsp_logits, _ = ops.linear_forward(pooled, self.params["nsp.w"], self.params["nsp.b"])  # (B, 2)
         B, T, C = seq.shape
-        mlm_logits, _ = mlm_transform_forward(self.params, self.config, seq.reshape(B * T, C), ops)  # (B*T, V)
-        return Output(seq, pooled, mlm_logits.reshape(B, T, -1), nsp_logits)
+        if "mlm" in self.heads:
+            mlm_logits, _ = mlm_transform_forward(self.params, self.config, seq.reshape(B * T, C), ops)  # (B*T, V)
+            mlm_logits = mlm_logits.reshape(B, T, -1)  # (B*T, V) -> (B, T, V)
+        return Output(seq, pooled, mlm_logits, nsp_logits)
 
     __call__ = forward
 
     def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
         """-> (loss, grads). `batch` has the original feature names (spec §3.7). With
         compute_grads=False returns (loss, None). `self.last_metrics` holds accuracies."""
+        if self.heads != HEAD_GROUPS:
+            missing = [g for g in HEAD_GROUPS if g not in self.heads]
+            raise ValueError(f"loss_and_grads needs the pooler, MLM and NSP heads; this model has no {missing} "
+                             f"(loaded from a BertModel or BertForMaskedLM checkpoint?)")
         ops = get_ops()
         loss, metrics, cache = bert_forward(self.params, self.config, batch, _train_rng(train, rng), ops)
         self.last_metrics = metrics
         if not compute_grads:
             return loss, None
         return loss, bert_backward(self.params, self.config, cache, ops)
+
+    # -- Hugging Face checkpoints (minibert.checkpoint knows the names and layouts) -----------
+    def save_pretrained(self, directory, vocab=None):
+        """Write a transformers-readable directory: config.json, model.safetensors, vocab.txt."""
+        from minibert.checkpoint import save_pretrained
+
+        return save_pretrained(self, directory, vocab)
+
+    @classmethod
+    def from_pretrained(cls, directory, dtype=np.float32) -> "BertForPreTraining":
+        """Read a transformers BertForPreTraining / BertForMaskedLM / BertModel directory."""
+        from minibert.checkpoint import load_pretrained
+
+        return load_pretrained(directory, dtype)
+
+    def encode(self, texts, tokenizer=None, batch_size: int = 32, max_length: int = 128):
+        """Texts -> (token_vectors, sentence_vectors): per text the last-layer vectors of its
+        tokens ([CLS] ... [SEP]), a list of (T_i, C) arrays, and their mean (N, C).
+
+        The tokenizer defaults to one built from `self.vocab_path` (set by from_pretrained).
+        """
+        from minibert.tokenizer import BertTokenizer
+
+        if isinstance(texts, str):
+            texts = [texts]
+        if tokenizer is None:
+            if self.vocab_path is None:
+                raise ValueError("encode needs a tokenizer: pass tokenizer=BertTokenizer(vocab) or load the "
+                                 "model with from_pretrained from a directory holding vocab.txt")
+            tokenizer = BertTokenizer(self.vocab_path, do_lower_case=self.do_lower_case)
+        if batch_size < 1:
+            raise ValueError(f"batch_size={batch_size} must be at least 1")
+        max_length = min(max_length, self.config.max_position_embeddings)
+        encoded = [tokenizer.encode(t, max_length=max_length) for t in texts]
+        token_vectors = []
+        for start in range(0, len(encoded), batch_size):
+            chunk = encoded[start:start + batch_size]
+            T = max(len(ids) for ids, _ in chunk)
+            ids = np.zeros((len(chunk), T), np.int64)  # (b, T), padded with [PAD] = 0
+            seg = np.zeros((len(chunk), T), np.int64)  # (b, T)
+            mask = np.zeros((len(chunk), T), np.int64)  # (b, T)
+            for i, (tok_ids, seg_ids) in enumerate(chunk):
+                ids[i, :len(tok_ids)], seg[i, :len(tok_ids)], mask[i, :len(tok_ids)] = tok_ids, seg_ids, 1
+            ids, seg, mask = check_inputs(self.config, ids, seg, mask)
+            seq, _ = encoder_forward(self.params, self.config, ids, seg, mask)  # (b, T, C)
+            token_vectors += [seq[i, :len(tok_ids)].copy() for i, (tok_ids, _) in enumerate(chunk)]  # (T_i, C)
+        C = self.config.hidden_size
+        sentence_vectors = np.stack([v.mean(axis=0) for v in token_vectors]) if token_vectors \
+            else np.zeros((0, C), self.dtype)  # (N, C)
+        return token_vectors, sentence_vectors
+
+
+HEAD_GROUPS = ("pool", "mlm", "nsp")  # parameter-name prefixes of the optional heads
 
 
 def _train_rng(train, rng):

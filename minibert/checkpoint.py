@@ -1,0 +1,508 @@
+"""Hugging Face checkpoints in and out: the one place that knows transformers' names and layouts.
+
+A transformers BERT directory holds `config.json`, `model.safetensors` and `vocab.txt`
+(spec §7.3). This module maps minibert's flat `params` dict to transformers' `state_dict`
+names and back (spec §7.1), and reads/writes safetensors files (spec §7.4) with clear errors.
+
+Layout differences (minibert -> transformers):
+    weights are (C_in, C_out) here, (C_out, C_in) in PyTorch: every dense weight is transposed;
+    h{l}.attn.qkv.w (C, 3C) is fused in q|k|v order: split into query/key/value, each (C, C).T;
+    nsp.w (C, 2) -> cls.seq_relationship.weight (2, C);
+    the MLM decoder is tied to tok_emb (and its bias to mlm.bias), so like transformers we
+    write neither `cls.predictions.decoder.weight` nor `.bias`, and accept them when present.
+
+Nothing here unpickles: `pytorch_model.bin` / `.pt` files are refused with a message naming
+safetensors. Every file is written atomically (temporary file in the same directory, then
+os.replace), so an interrupted save never leaves a half-written checkpoint behind.
+
+Public API:
+    to_hf_state_dict(params) -> dict[str, ndarray]          (also for gradients)
+    from_hf_state_dict(state, config, dtype=np.float32) -> params
+    save_pretrained(model, directory, vocab=None)
+    load_pretrained(directory, dtype=np.float32) -> BertForPreTraining
+    save_tensors_atomic(tensors, path, metadata=None); load_tensors(path) -> (tensors, metadata)
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from minibert.model import ACTIVATIONS, HEAD_GROUPS, BertConfig, BertForPreTraining, param_shapes
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+VOCAB_NAME = "vocab.txt"
+TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
+
+# architectures we can read, and the head groups each one must contain (see head_groups below)
+ARCHITECTURES = {"BertForPreTraining": ("pool", "mlm", "nsp"), "BertForMaskedLM": ("mlm",), "BertModel": ()}
+# keys that real checkpoints carry but that minibert does not need
+IGNORED_KEYS = ("embeddings.position_ids",)  # an int64 buffer in older transformers checkpoints
+TIED_KEYS = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+             "cls.predictions.decoder.bias": "cls.predictions.bias"}
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+
+# safetensors dtype strings <-> NumPy (spec §7.4.6); BF16 and float8 have no NumPy dtype
+ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+             "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32, "U16": np.uint16,
+             "U8": np.uint8, "BOOL": np.bool_, "C64": np.complex64}
+MAX_HEADER_BYTES = 100_000_000
+
+
+# ---------------------------------------------------------------------------------------------
+# name mapping (spec §7.1)
+
+def _simple_map(num_layers: int) -> dict[str, tuple[str, bool]]:
+    """minibert name -> (transformers name, transpose?) for every tensor except the fused qkv."""
+    m = {"tok_emb": ("bert.embeddings.word_embeddings.weight", False),
+         "pos_emb": ("bert.embeddings.position_embeddings.weight", False),
+         "seg_emb": ("bert.embeddings.token_type_embeddings.weight", False),
+         "emb_ln.w": ("bert.embeddings.LayerNorm.weight", False),
+         "emb_ln.b": ("bert.embeddings.LayerNorm.bias", False)}
+    for l in range(num_layers):
+        hf = f"bert.encoder.layer.{l}."
+        for ours, theirs in (("attn.out", "attention.output.dense"), ("ln1", "attention.output.LayerNorm"),
+                             ("ffn.in", "intermediate.dense"), ("ffn.out", "output.dense"),
+                             ("ln2", "output.LayerNorm")):
+            dense = not ours.startswith("ln")
+            m[f"h{l}.{ours}.w"] = (f"{hf}{theirs}.weight", dense)  # PyTorch stores dense weights (out, in)
+            m[f"h{l}.{ours}.b"] = (f"{hf}{theirs}.bias", False)
+    m.update({"pool.w": ("bert.pooler.dense.weight", True), "pool.b": ("bert.pooler.dense.bias", False),
+              "mlm.dense.w": ("cls.predictions.transform.dense.weight", True),
+              "mlm.dense.b": ("cls.predictions.transform.dense.bias", False),
+              "mlm.ln.w": ("cls.predictions.transform.LayerNorm.weight", False),
+              "mlm.ln.b": ("cls.predictions.transform.LayerNorm.bias", False),
+              "mlm.bias": ("cls.predictions.bias", False),
+              "nsp.w": ("cls.seq_relationship.weight", True),  # (C, 2) here, (2, C) in transformers
+              "nsp.b": ("cls.seq_relationship.bias", False)})
+    return m
+
+
+def _qkv_names(l: int, kind: str) -> list[str]:
+    """transformers' query/key/value names of layer l, in minibert's fused q|k|v order."""
+    return [f"bert.encoder.layer.{l}.attention.self.{part}.{kind}" for part in ("query", "key", "value")]
+
+
+def _num_layers(params) -> int:
+    layers = {int(k[1:].split(".", 1)[0]) for k in params if k.startswith("h") and k[1:2].isdigit()}
+    return max(layers) + 1 if layers else 0
+
+
+def hf_names(config: BertConfig, heads=HEAD_GROUPS) -> list[str]:
+    """Every transformers key a checkpoint with these head groups must contain (bert. prefix)."""
+    return list(to_hf_state_dict(_shape_stubs(config, heads)))
+
+
+def _shape_stubs(config, heads):
+    return {k: np.empty(s, np.float32) for k, s in param_shapes(config).items() if head_group(k) in (None, *heads)}
+
+
+def head_group(name: str) -> str | None:
+    """'pool' / 'mlm' / 'nsp' for head parameters, None for the encoder."""
+    group = name.split(".", 1)[0]
+    return group if group in HEAD_GROUPS else None
+
+
+def to_hf_state_dict(params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """minibert params (or grads) -> transformers names and layouts. Works on any subset of
+    the heads (an encoder-only model has no pool./mlm./nsp. entries). Returns contiguous arrays
+    in the input dtype; the tied decoder keys are not emitted."""
+    L = _num_layers(params)
+    simple = _simple_map(L)
+    state = {}
+    for name, a in params.items():
+        if name in simple:
+            key, transpose = simple[name]
+            state[key] = np.ascontiguousarray(a.T if transpose else a)
+        elif name.endswith(".attn.qkv.w"):
+            l = int(name[1:].split(".", 1)[0])
+            for key, part in zip(_qkv_names(l, "weight"), np.split(a, 3, axis=1)):  # (C, 3C) -> 3 x (C, C)
+                state[key] = np.ascontiguousarray(part.T)  # (C_in, C_out) -> (C_out, C_in)
+        elif name.endswith(".attn.qkv.b"):
+            l = int(name[1:].split(".", 1)[0])
+            for key, part in zip(_qkv_names(l, "bias"), np.split(a, 3)):  # (3C,) -> 3 x (C,)
+                state[key] = np.ascontiguousarray(part)
+        else:
+            raise ValueError(f"parameter {name!r} has no transformers name")
+    return state
+
+
+def _strip_prefix(state: dict) -> dict:
+    """Accept keys with or without the `bert.` base-model prefix (BertModel files have none)."""
+    out = {}
+    for key, a in state.items():
+        if key.startswith(("embeddings.", "encoder.", "pooler.")):
+            key = "bert." + key
+        out[key] = a
+    return out
+
+
+def _cast(key: str, a: np.ndarray, dtype) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype.kind != "f":
+        raise ValueError(f"tensor {key!r} has dtype {a.dtype}; expected float16, float32 or float64")
+    return a.astype(dtype, copy=True)
+
+
+def present_heads(state: dict) -> tuple[str, ...]:
+    """Which head groups a transformers state dict (bert.-prefixed keys) contains."""
+    found = []
+    if any(k.startswith("bert.pooler.") for k in state):
+        found.append("pool")
+    if any(k.startswith("cls.predictions.") for k in state):
+        found.append("mlm")
+    if any(k.startswith("cls.seq_relationship.") for k in state):
+        found.append("nsp")
+    return tuple(found)
+
+
+def from_hf_state_dict(state: dict[str, np.ndarray], config: BertConfig, dtype=np.float32,
+                       required_heads=()) -> dict[str, np.ndarray]:
+    """transformers state dict -> minibert params in `dtype`.
+
+    Accepts keys with or without `bert.`, ignores `position_ids`, accepts the tied
+    `cls.predictions.decoder.*` keys (they must equal the tensors they are tied to). Head groups
+    (pooler, MLM, NSP) are loaded when present; `required_heads` lists groups that must be.
+    Missing tensors, shape mismatches and unexpected keys raise ValueError naming the key.
+    """
+    dtype = np.dtype(dtype)
+    state = {k: v for k, v in _strip_prefix(state).items() if not k.endswith(IGNORED_KEYS)}
+    if "cls.predictions.bias" not in state and "cls.predictions.decoder.bias" in state:
+        state["cls.predictions.bias"] = state["cls.predictions.decoder.bias"]  # older files name it so
+    heads = tuple(sorted(set(present_heads(state)) | set(required_heads), key=HEAD_GROUPS.index))
+    if "nsp" in heads and "pool" not in heads:
+        raise ValueError("checkpoint has an NSP head (cls.seq_relationship) but no pooler (bert.pooler)")
+    stubs = _shape_stubs(config, heads)
+    expected = to_hf_state_dict(stubs)  # name -> array of the transformers shape
+    for key, ref in expected.items():
+        if key not in state:
+            raise ValueError(f"checkpoint is missing tensor {key!r} (shape {ref.shape})")
+        if tuple(state[key].shape) != ref.shape:
+            raise ValueError(f"tensor {key!r} has shape {tuple(state[key].shape)} in the checkpoint, "
+                             f"but the config needs {ref.shape}")
+    for tied, target in TIED_KEYS.items():
+        if tied in state:
+            a, b = np.asarray(state[tied]), np.asarray(state[target])
+            if a.shape != b.shape or not np.array_equal(a, b):
+                raise ValueError(f"{tied!r} differs from {target!r}; minibert ties the MLM decoder to the "
+                                 f"word embeddings and cannot load an untied decoder")
+    unexpected = sorted(set(state) - set(expected) - set(TIED_KEYS))
+    if unexpected:
+        more = f" (and {len(unexpected) - 5} more)" if len(unexpected) > 5 else ""
+        raise ValueError(f"checkpoint has tensors minibert does not know: {unexpected[:5]}{more}")
+    return _from_expected(state, stubs, dtype)
+
+
+def _from_expected(state, stubs, dtype):
+    L = _num_layers(stubs)
+    simple = _simple_map(L)
+    params = {}
+    for name in stubs:
+        if name in simple:
+            key, transpose = simple[name]
+            a = _cast(key, state[key], dtype)
+            params[name] = np.ascontiguousarray(a.T) if transpose else a
+        else:  # fused qkv: concatenate query|key|value
+            l = int(name[1:].split(".", 1)[0])
+            if name.endswith(".w"):
+                parts = [_cast(k, state[k], dtype).T for k in _qkv_names(l, "weight")]  # 3 x (C, C)
+                params[name] = np.ascontiguousarray(np.concatenate(parts, axis=1))  # (C, 3C)
+            else:
+                params[name] = np.concatenate([_cast(k, state[k], dtype) for k in _qkv_names(l, "bias")])  # (3C,)
+    return params
+
+
+# ---------------------------------------------------------------------------------------------
+# atomic files and safetensors
+
+def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Call write(tmp_path) on a temporary file next to `path`, then os.replace it into place.
+    If write raises, the temporary file is removed and an existing `path` is left untouched."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp)
+    try:
+        write(tmp)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def save_tensors_atomic(tensors: dict[str, np.ndarray], path: str | Path,
+                        metadata: dict[str, str] | None = None) -> Path:
+    """Write a safetensors file atomically. metadata is a flat str -> str map."""
+    from safetensors.numpy import save_file
+
+    metadata = dict(metadata or {})
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise ValueError(f"safetensors metadata must map str to str, got {k!r}: {v!r}")
+    arrays = {}
+    for name, a in tensors.items():
+        a = np.asarray(a)
+        if a.dtype.byteorder == ">":
+            a = a.astype(a.dtype.newbyteorder("<"))  # safetensors is little-endian
+        if a.dtype.type not in ST_DTYPES.values():
+            raise ValueError(f"tensor {name!r} has dtype {a.dtype}, which safetensors cannot store")
+        arrays[name] = np.ascontiguousarray(a)
+    return atomic_write(path, lambda tmp: save_file(arrays, str(tmp), metadata=metadata))
+
+
+def _refuse_pickle(path: Path, head: bytes = b"") -> None:
+    """Raise if `path` is (by name or by its first bytes) a pickle or a torch.save zip."""
+    is_pickle = head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")
+    if path.suffix.lower() in PICKLE_SUFFIXES or is_pickle or head[:4] == b"PK\x03\x04":
+        raise ValueError(f"{path} looks like a PyTorch pickle/zip file; minibert never unpickles "
+                         f"(loading a pickle can run arbitrary code). Convert it to safetensors, e.g. "
+                         f"transformers' model.save_pretrained(dir, safe_serialization=True), "
+                         f"and load model.safetensors")
+
+
+def read_safetensors_header(path: str | Path) -> tuple[dict, int]:
+    """Validate a safetensors file's layout (spec §7.4) and return (header dict, data start).
+    Every problem raises ValueError naming the file; nothing is handed on unchecked."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"safetensors file {path} does not exist")
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if path.suffix.lower() in PICKLE_SUFFIXES:
+            _refuse_pickle(path)
+        if len(head) < 8:
+            raise ValueError(f"{path} is truncated: {size} bytes, too short for the 8-byte header length")
+        n = int.from_bytes(head, "little")
+        if n > MAX_HEADER_BYTES or 8 + n > size:
+            _refuse_pickle(path, head)  # a pickle/zip start reads as an absurd header length
+        if n > MAX_HEADER_BYTES:
+            raise ValueError(f"{path}: header length {n} exceeds the safetensors limit {MAX_HEADER_BYTES} "
+                             f"(not a safetensors file, or corrupt)")
+        if 8 + n > size:
+            raise ValueError(f"{path} is truncated: header says {n} header bytes but the file has only {size} bytes")
+        raw = f.read(n)
+    try:
+        text = raw.decode("utf-8")
+        if not text.startswith("{"):
+            raise ValueError("header does not start with '{'")
+        header = json.loads(text)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path}: corrupt safetensors header (not valid JSON): {e}") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path}: corrupt safetensors header: expected a JSON object")
+    _check_entries(path, header, size - 8 - n)
+    return header, 8 + n
+
+
+def _check_entries(path, header, buffer_len):
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise ValueError(f"{path}: __metadata__ must be a flat string -> string map")
+    spans = []
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(e, dict) or not {"dtype", "shape", "data_offsets"} <= set(e):
+            raise ValueError(f"{path}: tensor {name!r} entry needs dtype, shape and data_offsets, got {e!r}")
+        if e["dtype"] not in ST_DTYPES:
+            raise ValueError(f"{path}: tensor {name!r} has dtype {e['dtype']!r}, which minibert cannot read "
+                             f"(supported: {sorted(ST_DTYPES)})")
+        shape, offs = e["shape"], e["data_offsets"]
+        if (not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape)
+                or not isinstance(offs, list) or len(offs) != 2 or not all(isinstance(o, int) for o in offs)):
+            raise ValueError(f"{path}: tensor {name!r} has a bad shape {shape!r} or data_offsets {offs!r}")
+        nbytes = math.prod(shape) * np.dtype(ST_DTYPES[e["dtype"]]).itemsize
+        if offs[1] - offs[0] != nbytes:
+            raise ValueError(f"{path}: tensor {name!r} spans {offs} ({offs[1] - offs[0]} bytes) but shape "
+                             f"{shape} x {e['dtype']} needs {nbytes} bytes")
+        spans.append((offs[0], offs[1], name))
+    pos = 0
+    for begin, end, name in sorted(spans):
+        if begin != pos:
+            raise ValueError(f"{path}: tensor {name!r} starts at byte {begin}, expected {pos} "
+                             f"(gap or overlap in the data buffer)")
+        pos = end
+    if pos != buffer_len:
+        what = "truncated" if pos > buffer_len else "corrupt"
+        raise ValueError(f"{path} is {what}: the header describes {pos} data bytes but the file holds {buffer_len}")
+
+
+def load_tensors(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Read a safetensors file -> (tensors, metadata). Validates the layout first (see
+    read_safetensors_header), then reads with the safetensors package."""
+    from safetensors.numpy import load_file
+
+    header, _ = read_safetensors_header(path)
+    try:
+        tensors = load_file(str(path))
+    except Exception as e:  # layout was checked above; this is only a last line of defence
+        raise ValueError(f"{path}: safetensors could not read the file: {e}") from None
+    return tensors, dict(header.get("__metadata__", {}))
+
+
+# ---------------------------------------------------------------------------------------------
+# config.json
+
+def config_to_hf_dict(config: BertConfig, architecture: str, dtype) -> dict:
+    d = config.to_dict()
+    dtype_name = np.dtype(dtype).name
+    d.update({"architectures": [architecture], "model_type": "bert", "pad_token_id": 0,
+              "position_embedding_type": "absolute", "use_cache": True, "classifier_dropout": None,
+              "is_decoder": False, "add_cross_attention": False, "tie_word_embeddings": True,
+              "dtype": dtype_name, "torch_dtype": dtype_name})
+    return dict(sorted(d.items()))
+
+
+def read_config(path: str | Path) -> tuple[BertConfig, str | None]:
+    """config.json -> (BertConfig, architecture or None). Rejects what minibert cannot run."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist; a checkpoint directory needs config.json")
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} must hold a JSON object")
+    if d.get("model_type", "bert") != "bert":
+        raise ValueError(f"{path}: model_type {d['model_type']!r} is not 'bert'")
+    archs = d.get("architectures") or []
+    if len(archs) > 1 or (archs and archs[0] not in ARCHITECTURES):
+        raise ValueError(f"{path}: architecture {archs} is not supported; minibert reads {sorted(ARCHITECTURES)}")
+    if d.get("hidden_act", "gelu") not in ACTIVATIONS:
+        raise ValueError(f"{path}: hidden_act {d['hidden_act']!r} is not supported; use one of {sorted(ACTIVATIONS)}")
+    if d.get("position_embedding_type", "absolute") != "absolute":
+        raise ValueError(f"{path}: position_embedding_type {d['position_embedding_type']!r} is not supported "
+                         f"(only 'absolute')")
+    for flag in ("is_decoder", "add_cross_attention"):
+        if d.get(flag):
+            raise ValueError(f"{path}: {flag}=true is not supported (minibert is an encoder)")
+    if "vocab_size" not in d:
+        raise ValueError(f"{path} has no vocab_size")
+    try:
+        config = BertConfig.from_dict(d)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path}: {e}") from None
+    return config, (archs[0] if archs else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# directories
+
+def architecture_of(model: BertForPreTraining) -> str:
+    heads = set(getattr(model, "heads", HEAD_GROUPS))
+    if {"pool", "mlm", "nsp"} <= heads:
+        return "BertForPreTraining"
+    if heads == {"mlm"}:
+        return "BertForMaskedLM"
+    if heads <= {"pool"}:
+        return "BertModel"
+    raise ValueError(f"no transformers architecture has exactly the heads {sorted(heads)}")
+
+
+def save_pretrained(model: BertForPreTraining, directory: str | Path, vocab=None) -> Path:
+    """Write config.json, model.safetensors and (when a vocab is known) vocab.txt +
+    tokenizer_config.json into `directory`, each atomically. `vocab` is a path to copy or a
+    list of tokens; default: the model's own `vocab_path`, if any."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    arch = architecture_of(model)
+    state = to_hf_state_dict(model.params)
+    if arch == "BertModel":
+        state = {k[len("bert."):]: v for k, v in state.items()}  # the base model has no prefix
+    save_tensors_atomic(state, directory / WEIGHTS_NAME, {"format": "pt"})
+    hf = config_to_hf_dict(model.config, arch, model.dtype)
+    write_text_atomic(directory / CONFIG_NAME, json.dumps(hf, indent=2) + "\n")
+    vocab = getattr(model, "vocab_path", None) if vocab is None else vocab
+    if vocab is not None:
+        _save_vocab(vocab, directory / VOCAB_NAME, model.config.vocab_size)
+        tok = {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(getattr(model, "do_lower_case", True)),
+               "model_max_length": model.config.max_position_embeddings, "pad_token": "[PAD]",
+               "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
+        write_text_atomic(directory / TOKENIZER_CONFIG_NAME, json.dumps(tok, indent=2) + "\n")
+    return directory
+
+
+def _save_vocab(vocab, dest: Path, vocab_size: int) -> None:
+    if isinstance(vocab, (str, Path)):
+        src = Path(vocab)
+        if not src.is_file():
+            raise FileNotFoundError(f"vocab file {src} does not exist")
+        if src.resolve() != dest.resolve():
+            atomic_write(dest, lambda tmp: shutil.copyfile(src, tmp))
+        return
+    tokens = list(vocab)
+    if len(tokens) != vocab_size:
+        raise ValueError(f"vocab has {len(tokens)} tokens but the model's vocab_size is {vocab_size}")
+    bad = [t for t in tokens if not isinstance(t, str) or "\n" in t or not t.strip()]
+    if bad:
+        raise ValueError(f"vocab tokens must be non-empty single-line strings, got {bad[0]!r}")
+    write_text_atomic(dest, "".join(t + "\n" for t in tokens))
+
+
+def load_pretrained(directory: str | Path, dtype=np.float32) -> BertForPreTraining:
+    """Read a transformers-format directory into a BertForPreTraining (possibly head-less:
+    BertForMaskedLM files have no NSP head, BertModel files no heads at all; a warning says so)."""
+    directory = Path(directory)
+    if directory.is_file():
+        _refuse_pickle(directory)
+        raise ValueError(f"{directory} is a file; pass the checkpoint directory")
+    if not directory.is_dir():
+        raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
+    weights = directory / WEIGHTS_NAME
+    if not weights.is_file():
+        others = [p.name for p in directory.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES + (".h5", ".msgpack")
+                  or p.name.endswith(".safetensors.index.json")]
+        hint = (f" It has {others}: minibert never unpickles (a pickle can run arbitrary code) and reads "
+                f"only a single model.safetensors file; convert to safetensors with transformers' "
+                f"model.save_pretrained(dir, safe_serialization=True, max_shard_size='100GB').") if others else ""
+        raise FileNotFoundError(f"{directory} has no {WEIGHTS_NAME}.{hint}")
+    config, arch = read_config(directory / CONFIG_NAME)
+    tensors, _ = load_tensors(weights)
+    required = ARCHITECTURES[arch] if arch else ()
+    try:
+        params = from_hf_state_dict(tensors, config, dtype, required_heads=required)
+    except ValueError as e:
+        raise ValueError(f"{weights}: {e}") from None
+    model = BertForPreTraining(config, dtype=dtype, params=params)
+    missing = [g for g in HEAD_GROUPS if g not in model.heads]
+    if missing:
+        what = {"pool": "pooler (pooled_output)", "mlm": "MLM head (mlm_logits)", "nsp": "NSP head (nsp_logits)"}
+        warnings.warn(f"{directory} ({arch or 'no architecture given'}) has no {', '.join(what[g] for g in missing)}: "
+                      f"forward returns None for them and loss_and_grads is unavailable"
+                      + ("; the model runs as an encoder only" if not model.heads or model.heads == ("pool",) else ""),
+                      stacklevel=2)
+    vocab = directory / VOCAB_NAME
+    model.vocab_path = vocab if vocab.is_file() else None
+    model.do_lower_case = _read_do_lower_case(directory / TOKENIZER_CONFIG_NAME)
+    return model
+
+
+def _read_do_lower_case(path: Path) -> bool:
+    if not path.is_file():
+        return True
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    value = d.get("do_lower_case", True) if isinstance(d, dict) else True
+    if not isinstance(value, bool):
+        raise ValueError(f"{path}: do_lower_case must be true or false, got {value!r}")
+    return value
