@@ -1,0 +1,214 @@
+# %% [markdown]
+# # Lesson 07: the post-LN encoder block
+#
+# **Goal.** Assemble one BERT encoder block ("transformer layer") from the layer functions of
+# lessons 01-05, forward and backward. BERT stacks 12 of these (2 in our tiny models).
+#
+# **Finish line.** `block_forward` / `block_backward` written as mirror images; every gradient
+# matches the numerical gradient; and on a 1-layer config the result equals minibert's own
+# `minibert.model.encoder_forward` / `encoder_backward`, parameter by parameter.
+
+# %% [markdown]
+# ## Setup
+# Shape legend: `B` batch, `T` tokens, `C` hidden size, `NH` heads, `HS = C // NH`,
+# `FF` intermediate (feed-forward) size, usually `4 C`, `V` vocabulary size.
+# We take the block's parameters from a real (tiny) model so the names match minibert's:
+# `h0.attn.qkv.w`, `h0.ln1.w`, ... (`h0` = layer 0). Everything is float64 and perturbed away
+# from the init (LayerNorm `w = 1`, `b = 0` would hide bugs, lesson 02). No dropout here.
+
+# %%
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from minibert import gradcheck, layers
+from minibert.model import BertConfig, encoder_backward, encoder_forward, init_params
+
+rng = np.random.default_rng(7)
+cfg = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=16, max_position_embeddings=12)
+B, T, C, NH, FF = 2, 5, cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size
+eps = cfg.layer_norm_eps
+params = init_params(cfg, seed=0, dtype=np.float64)
+for p in params.values():
+    p += 0.1 * rng.standard_normal(p.shape)  # random, not the ones/zeros of the init
+attn_mask = np.array([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]])  # (B, T) one padded token
+x = rng.standard_normal((B, T, C))  # (B, T, C) the block's input (in BERT: the embeddings)
+print(gradcheck.HEADER)
+
+# %% [markdown]
+# ## The math (spec §4.6)
+# BERT's block is *post-LN*: LayerNorm comes after each residual sum.
+#
+#     a  = MultiHeadAttention(x)          (lesson 05: linear, split heads, attention, merge, linear)
+#     x1 = LayerNorm1(a + x)              residual connection, then normalize
+#     h  = linear_out(GELU(linear_in(x1)))   the feed-forward network (FFN), C -> FF -> C
+#     x2 = LayerNorm2(h + x1)
+#
+# Backward needs every sub-layer's cache. Two places fork: `x` feeds attention and the first
+# residual; `x1` feeds the FFN and the second residual. At a fork, gradients add up.
+
+# %%
+class MyBlockCache(NamedTuple):
+    qkv: Any  # LinearCache, (B, T, C) -> (B, T, 3C)
+    attn: Any  # AttentionCache, (B, NH, T, T) weights inside
+    out: Any  # LinearCache of the attention output projection (B, T, C)
+    ln1: Any  # LayerNormCache (B, T, C)
+    ffn_in: Any  # LinearCache (B, T, C) -> (B, T, FF)
+    gelu: Any  # GeluCache (B, T, FF)
+    ffn_out: Any  # LinearCache (B, T, FF) -> (B, T, C)
+    ln2: Any  # LayerNormCache (B, T, C)
+
+
+def block_forward(x, p, attn_mask, pre="h0."):
+    """One post-LN encoder block, one sub-layer per line. p: the params dict."""
+    qkv, c_qkv = layers.linear_forward(x, p[pre + "attn.qkv.w"], p[pre + "attn.qkv.b"])  # (B, T, 3C)
+    q, k, v = (layers.split_heads(t, NH) for t in np.split(qkv, 3, axis=-1))  # 3 x (B, NH, T, HS)
+    a, c_att = layers.attention_forward(q, k, v, attn_mask)  # (B, NH, T, HS)
+    a = layers.merge_heads(a)  # (B, NH, T, HS) -> (B, T, C)
+    a, c_out = layers.linear_forward(a, p[pre + "attn.out.w"], p[pre + "attn.out.b"])  # (B, T, C)
+    x1, c_ln1 = layers.layernorm_forward(a + x, p[pre + "ln1.w"], p[pre + "ln1.b"], eps)  # (B, T, C)
+    h, c_in = layers.linear_forward(x1, p[pre + "ffn.in.w"], p[pre + "ffn.in.b"])  # (B, T, FF)
+    h, c_gelu = layers.gelu_forward(h)  # (B, T, FF)
+    h, c_fo = layers.linear_forward(h, p[pre + "ffn.out.w"], p[pre + "ffn.out.b"])  # (B, T, C)
+    x2, c_ln2 = layers.layernorm_forward(h + x1, p[pre + "ln2.w"], p[pre + "ln2.b"], eps)  # (B, T, C)
+    return x2, MyBlockCache(c_qkv, c_att, c_out, c_ln1, c_in, c_gelu, c_fo, c_ln2)
+
+
+# %% [markdown]
+# ## Backward: the forward, read from the bottom up
+# Each line undoes one forward line. `g` collects the parameter gradients under the same names.
+
+# %%
+def block_backward(dx2, c: MyBlockCache, pre="h0."):
+    g = {}
+    # forward was: x2 = LN2(h + x1)
+    dsum2, g[pre + "ln2.w"], g[pre + "ln2.b"] = layers.layernorm_backward(dx2, c.ln2)  # (B, T, C)
+    dh, dx1 = dsum2, dsum2  # a sum passes its gradient to both terms
+    # forward was: h = linear_out(gelu(linear_in(x1)))
+    dh, g[pre + "ffn.out.w"], g[pre + "ffn.out.b"] = layers.linear_backward(dh, c.ffn_out)  # (B, T, FF)
+    dh = layers.gelu_backward(dh, c.gelu)  # (B, T, FF)
+    dx1_ffn, g[pre + "ffn.in.w"], g[pre + "ffn.in.b"] = layers.linear_backward(dh, c.ffn_in)  # (B, T, C)
+    dx1 = dx1 + dx1_ffn  # (B, T, C) gradients add up at forks (x1 feeds the FFN and the residual)
+    # forward was: x1 = LN1(a + x)
+    dsum1, g[pre + "ln1.w"], g[pre + "ln1.b"] = layers.layernorm_backward(dx1, c.ln1)  # (B, T, C)
+    da, dx = dsum1, dsum1
+    # forward was: a = linear_o(merge(attention(split(q), split(k), split(v))))
+    da, g[pre + "attn.out.w"], g[pre + "attn.out.b"] = layers.linear_backward(da, c.out)  # (B, T, C)
+    da = layers.split_heads(da, NH)  # (B, T, C) -> (B, NH, T, HS)
+    dq, dk, dv = layers.attention_backward(da, c.attn)  # 3 x (B, NH, T, HS)
+    dqkv = np.concatenate([layers.merge_heads(t) for t in (dq, dk, dv)], axis=-1)  # (B, T, 3C)
+    dx_attn, g[pre + "attn.qkv.w"], g[pre + "attn.qkv.b"] = layers.linear_backward(dqkv, c.qkv)  # (B, T, C)
+    dx = dx + dx_attn  # (B, T, C) gradients add up at forks (x feeds attention and the residual)
+    return dx, g
+
+
+# %% [markdown]
+# ## Check every gradient numerically
+# We check all entries of `x` and of every block parameter (12 tensors, a few hundred numbers;
+# each needs two forward passes, which takes about a second).
+
+# %%
+x2, cache = block_forward(x, params, attn_mask)
+dx2 = rng.standard_normal(x2.shape)  # (B, T, C)
+dx, g = block_backward(dx2, cache)
+assert gradcheck.compare("block: dx", dx, gradcheck.numerical_grad(lambda: block_forward(x, params, attn_mask)[0], x, dx2))
+for name in g:
+    num = gradcheck.numerical_grad(lambda: block_forward(x, params, attn_mask)[0], params[name], dx2)
+    assert gradcheck.compare(f"block: grad {name}", g[name], num)
+
+# %% [markdown]
+# ## The same block inside minibert's encoder
+# `minibert.model.encoder_forward(params, cfg, input_ids, segment_ids, attn_mask)` runs the
+# embedding sum and its LayerNorm (lessons 04, 02) and then `num_hidden_layers` blocks. With one
+# layer, our block applied to `LayerNorm(embeddings)` must give the same output, and
+# `encoder_backward` must give the same gradient for every block parameter. We pass
+# `ops=layers` so minibert uses the NumPy reference (lesson 06 explains the Numba backend).
+
+# %%
+input_ids = rng.integers(0, cfg.vocab_size, size=(B, T))  # (B, T)
+segment_ids = np.array([[0, 0, 1, 1, 0], [0, 0, 0, 1, 1]])  # (B, T)
+emb, c_emb = layers.embedding_forward(input_ids, segment_ids, params["tok_emb"], params["seg_emb"], params["pos_emb"])  # (B, T, C)
+x0, c_eln = layers.layernorm_forward(emb, params["emb_ln.w"], params["emb_ln.b"], eps)  # (B, T, C)
+mine, my_cache = block_forward(x0, params, attn_mask)  # (B, T, C)
+seq, enc_cache = encoder_forward(params, cfg, input_ids, segment_ids, attn_mask, ops=layers)  # (B, T, C)
+assert gradcheck.compare("block output vs model.encoder_forward", mine, seq)
+dseq = rng.standard_normal(seq.shape)  # (B, T, C)
+lib_grads = encoder_backward(dseq, enc_cache, cfg, {}, ops=layers)
+dx0, my_grads = block_backward(dseq, my_cache)
+for name in my_grads:
+    assert gradcheck.compare(f"grad {name} vs encoder_backward", my_grads[name], lib_grads[name])
+# and through the embeddings, all the way back to the token table
+de, _, _ = layers.layernorm_backward(dx0, c_eln)  # (B, T, C)
+dtok, _, _ = layers.embedding_backward(de, c_emb)  # (V, C)
+assert gradcheck.compare("dtok_emb vs model.encoder_backward", dtok, lib_grads["tok_emb"])
+
+# %% [markdown]
+# ## Discussion
+# - The block cache is just the caches of its sub-layers. The largest pieces are the attention
+#   weights `(B, NH, T, T)` and the FFN activations `(B, T, FF)` (stored twice: the GELU input in
+#   `GeluCache` and the GELU output in the second `LinearCache`).
+# - The residual connections are why the forks matter: without `dx = dx + dx_attn` the gradient
+#   reaching earlier layers would lose its direct path, and the check above would fail.
+# - minibert's real block (`model.encoder_forward`) also applies dropout after the attention
+#   projection and after the FFN, and to the attention weights, when given an `rng`.
+
+# %% [markdown]
+# ## Try it yourself
+# 1. `my_ffn_backward(dh, c_in, c_gelu, c_fo)`: backward through linear -> GELU -> linear only;
+#    return `(dx1, dw_in, db_in, dw_out, db_out)`.
+# 2. `my_block_param_count(C, FF)`: how many numbers does one block hold? (Attention: `qkv` and
+#    output projection; FFN: two linears; two LayerNorms.) For BERT-Base (C=768, FF=3072) the
+#    answer is 7,087,872.
+# 3. `my_two_block_forward(x, params, attn_mask)`: stack two blocks (`h0.` then `h1.`) and match
+#    minibert's 2-layer encoder.
+
+# %%
+def my_ffn_backward(dh, c_in, c_gelu, c_fo):
+    dh, dw_out, db_out = layers.linear_backward(dh, c_fo)  # (B, T, FF)  replace these lines
+    dh = layers.gelu_backward(dh, c_gelu)  # (B, T, FF)
+    dx1, dw_in, db_in = layers.linear_backward(dh, c_in)  # (B, T, C)
+    return dx1, dw_in, db_in, dw_out, db_out
+
+
+def my_block_param_count(C, FF):
+    attention = C * 3 * C + 3 * C + C * C + C  # replace these lines
+    ffn = C * FF + FF + FF * C + C
+    layernorms = 2 * (C + C)
+    return attention + ffn + layernorms
+
+
+def my_two_block_forward(x, params, attn_mask):
+    h, _ = block_forward(x, params, attn_mask, pre="h0.")  # (B, T, C)  replace these lines
+    h, _ = block_forward(h, params, attn_mask, pre="h1.")  # (B, T, C)
+    return h
+
+
+# %%
+dh = rng.standard_normal((B, T, C))  # (B, T, C)
+ffn = lambda: layers.linear_forward(layers.gelu_forward(layers.linear_forward(  # noqa: E731
+    x, params["h0.ffn.in.w"], params["h0.ffn.in.b"])[0])[0], params["h0.ffn.out.w"], params["h0.ffn.out.b"])[0]
+h1, ci = layers.linear_forward(x, params["h0.ffn.in.w"], params["h0.ffn.in.b"])  # (B, T, FF)
+h2, cg = layers.gelu_forward(h1)  # (B, T, FF)
+_, cf = layers.linear_forward(h2, params["h0.ffn.out.w"], params["h0.ffn.out.b"])  # (B, T, C)
+assert gradcheck.compare("exercise 1: FFN dx", my_ffn_backward(dh, ci, cg, cf)[0], gradcheck.numerical_grad(ffn, x, dh))
+assert my_block_param_count(C, FF) == sum(p.size for n, p in params.items() if n.startswith("h0.")), "exercise 2"
+assert my_block_param_count(768, 3072) == 7_087_872, "exercise 2 (BERT-Base)"
+cfg2 = BertConfig(**{**cfg.to_dict(), "num_hidden_layers": 2})
+params2 = init_params(cfg2, seed=1, dtype=np.float64)
+seq2, _ = encoder_forward(params2, cfg2, input_ids, segment_ids, attn_mask, ops=layers)  # (B, T, C)
+x0_2 = layers.layernorm_forward(layers.embedding_forward(input_ids, segment_ids, params2["tok_emb"], params2["seg_emb"],
+                                                         params2["pos_emb"])[0], params2["emb_ln.w"], params2["emb_ln.b"], eps)[0]
+assert gradcheck.compare("exercise 3: two blocks vs 2-layer encoder", my_two_block_forward(x0_2, params2, attn_mask), seq2)
+
+# %% [markdown]
+# ## Recap
+# - Post-LN block: `x1 = LN(attn(x) + x)`, `x2 = LN(FFN(x1) + x1)`.
+# - Backward is the forward read bottom-up; at every residual fork the two gradients add.
+# - Our hand-assembled block equals `minibert.model.encoder_forward` / `encoder_backward`.
+#
+# **Next: lesson 08**, WordPiece: where the token ids come from. (Lesson 10 then puts the
+# embeddings, the blocks and the two pretraining heads together into the whole BERT.)
+
+# %%
+print("lesson 07 passed")
