@@ -65,7 +65,7 @@ def _corpus_and_vocab(workdir: Path, max_lines: int) -> tuple[Path, list[str] | 
     return sub, vocab, f"{corpus.name} ({len(lines)} lines), corpus-word vocab ({len(vocab)})"
 
 
-def bench_data(report: dict, runs: int = 3, max_lines: int = 20_000, max_seq_length: int = 128,
+def bench_data(report: dict, runs: int = 3, max_lines: int = 5_000, max_seq_length: int = 128,
                max_predictions_per_seq: int = 20, dupe_factor: int = 2, batch_size: int = 32,
                n_batches: int = 200) -> dict:
     """Measure generation and batching throughput; fill `report["data"]` and print a summary."""

@@ -140,6 +140,8 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
     vocab_words = list(tokenizer.vocab.keys())  # all vocab tokens in id order, specials included
     instances: list[TrainingInstance] = []
     total = dupe_factor * len(all_documents)
+    if progress is not None:
+        progress(0, total, 0)
     for dupe in range(dupe_factor):  # each pass redraws segmentation, pairing and masks
         for document_index in range(len(all_documents)):
             instances.extend(create_instances_from_document(
@@ -455,8 +457,8 @@ def vocab_tokens(vocab) -> list[str]:
     if hasattr(vocab, "vocab"):
         return list(vocab.vocab.keys())
     if isinstance(vocab, (str, os.PathLike)):
-        with open(vocab, encoding="utf-8") as f:
-            return [line.rstrip("\n").strip() for line in f if line.strip()]
+        from minibert.tokenizer import load_vocab  # the same reading rules as the tokenizer
+        return load_vocab(vocab)
     return list(vocab)
 
 
@@ -474,7 +476,7 @@ def _atomic_write(path: Path, write: Callable) -> None:
     os.replace(tmp, path)
 
 
-def write_shards(features: dict[str, np.ndarray], out_dir, instances_per_shard: int = 100_000,
+def write_shards(features: dict[str, np.ndarray], out_dir, instances_per_shard: int = 20_000,
                  meta: dict | None = None) -> dict:
     """Write DIR/shard_NNNNN.npz (contiguous slices; instances are already shuffled) + meta.json.
 
@@ -565,8 +567,10 @@ class BatchIterator:
     """Shuffled batches (dicts with FEATURE_NAMES arrays) from a shard directory or a features dict.
 
     Shuffling per epoch (deterministic in `seed`): the shard order is permuted, then the
-    examples within each shard; batches are cut from that stream. At most the shards that the
-    current batch spans are in memory. With one shard this is a full shuffle.
+    examples within each shard; batches are cut from that stream. At most two shards are in
+    memory, and only the arrays the masking mode needs. The generator already shuffled all
+    instances before sharding, so this two-level shuffle mixes the whole data set; with one
+    shard it is a full shuffle.
     masking="static" gives the stored masks (dupe_factor copies from the generator);
     masking="dynamic" redraws masks for every batch from the unmasked pairs with `remask`,
     seeded by (seed, epoch, position), so every epoch sees new masks and a resumed run draws
@@ -693,7 +697,7 @@ class _Progress:
 
     def __call__(self, done: int, total: int, n_instances: int) -> None:
         now = time.perf_counter()
-        if done == total or now - self.last > 0.25:
+        if done in (0, total) or now - self.last > 0.25:
             self.last = now
             end = "\n" if done == total else ""
             print(f"\rdocuments {done}/{total}, instances {n_instances}, "
@@ -705,7 +709,7 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
                            masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
                            dupe_factor: int = 10, random_seed: int = 12345,
                            do_whole_word_mask: bool = False, do_lower_case: bool = True,
-                           instances_per_shard: int = 100_000, verbose: bool = True,
+                           instances_per_shard: int = 20_000, verbose: bool = True,
                            tokenizer=None) -> dict:
     """Corpus files + vocab.txt -> out_dir with .npz shards and meta.json; returns the meta."""
     if tokenizer is None:
@@ -754,7 +758,8 @@ def cli(argv: list[str]) -> int:
     p.add_argument("--random-seed", type=int, default=12345)
     p.add_argument("--do-whole-word-mask", action="store_true")
     p.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
-    p.add_argument("--instances-per-shard", type=int, default=100_000)
+    p.add_argument("--instances-per-shard", type=int, default=20_000,
+                   help="instances per .npz shard (about 45 MB each at T=128)")
     a = p.parse_args(argv)
     try:
         build_pretraining_data(a.corpus, a.vocab, a.out, max_seq_length=a.max_seq_length,
@@ -763,7 +768,7 @@ def cli(argv: list[str]) -> int:
                                dupe_factor=a.dupe_factor, random_seed=a.random_seed,
                                do_whole_word_mask=a.do_whole_word_mask,
                                do_lower_case=not a.cased, instances_per_shard=a.instances_per_shard)
-    except ValueError as e:
+    except (ValueError, OSError) as e:  # bad flags, empty corpus, missing/unreadable files
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
