@@ -1,0 +1,266 @@
+# %% [markdown]
+# # Lesson 10: the whole BERT, forward, backward and gradient check
+#
+# **Goal.** Put everything together: embeddings (04), encoder blocks (07), and the two
+# pretraining heads, masked-language modelling (MLM: guess the hidden tokens) and next-sentence
+# prediction (NSP: is sentence B the real continuation of A?). Then backpropagate through all of
+# it by hand, check it numerically, and train it on one batch.
+#
+# **Finish line.**
+# 1. Our head code reproduces `minibert.model.bert_forward` / `bert_backward` exactly.
+# 2. A sampled gradient check of **every** parameter tensor of the whole model passes.
+# 3. A fresh model's loss is about `ln V + ln 2` (tolerance derived below).
+# 4. The model overfits one small batch: the loss falls from ~4.9 to below 0.5.
+
+# %% [markdown]
+# ## Setup
+# Shape legend: `B` batch, `T` tokens, `C` hidden size, `NH` heads, `FF` FFN size, `V` vocab
+# size, `L` layers, `P` prediction slots per sequence (masked positions).
+# A pretraining batch uses the original BERT feature names (spec §3.7):
+# `input_ids`, `segment_ids`, `input_mask` `(B, T)`; `masked_lm_positions`, `masked_lm_ids`,
+# `masked_lm_weights` `(B, P)` (weight 0 marks an unused slot); `next_sentence_labels` `(B,)`
+# (0 = B follows A, 1 = random). Lesson 09 builds such batches from text; here they are random.
+
+# %%
+import math
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from minibert import gradcheck, layers
+from minibert.model import (BertConfig, BertForPreTraining, bert_backward, bert_forward, encoder_backward,
+                            encoder_forward, init_params)
+
+FAST = os.environ.get("MINIBERT_FAST") == "1"  # CI: fewer training steps
+OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"
+OUT.mkdir(exist_ok=True)
+rng = np.random.default_rng(10)
+cfg = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=64, max_position_embeddings=32)
+V, C = cfg.vocab_size, cfg.hidden_size
+batch = gradcheck.random_batch(cfg, B=4, T=12, P=4, rng=rng)
+B, T = batch["input_ids"].shape
+P = batch["masked_lm_positions"].shape[1]
+params = init_params(cfg, seed=0, dtype=np.float64)  # float64 for the checks
+for p in params.values():
+    p += 0.05 * rng.standard_normal(p.shape)  # move away from ones/zeros so no bug hides
+print(gradcheck.HEADER)
+
+# %% [markdown]
+# ## The math
+#
+#     seq    = encoder(input_ids, segment_ids, input_mask)            (B, T, C)   lessons 04, 02, 07
+#     pooled = tanh(seq[:, 0] @ pool.w + pool.b)                        (B, C)  the [CLS] vector
+#     nsp_loss = CE(pooled @ nsp.w + nsp.b, next_sentence_labels)       lesson 03
+#     h      = seq at the masked positions                              (B*P, C)
+#     t      = LayerNorm(GELU(h @ mlm.dense.w + mlm.dense.b))           (B*P, C)
+#     mlm_loss = CE(t @ tok_emb.T + mlm.bias, masked_lm_ids), unused slots ignored
+#     loss   = mlm_loss + nsp_loss
+#
+# The MLM decoder has **no matrix of its own**: it reuses the token embedding table `tok_emb`
+# (tied weights). So `tok_emb` gets gradient from two places, and they add up.
+
+# %%
+# forward, one op per line (dropout off: no rng)
+ids, segs, mask = batch["input_ids"], batch["segment_ids"], batch["input_mask"]
+seq, enc_cache = encoder_forward(params, cfg, ids, segs, mask, ops=layers)  # (B, T, C)
+pre, c_pool = layers.linear_forward(seq[:, 0], params["pool.w"], params["pool.b"])  # (B, C)
+pooled = np.tanh(pre)  # (B, C)
+nsp_logits, c_nsp = layers.linear_forward(pooled, params["nsp.w"], params["nsp.b"])  # (B, 2)
+nsp_loss, c_nsp_ce = layers.cross_entropy_forward(nsp_logits, batch["next_sentence_labels"])
+flat_pos = (np.arange(B)[:, None] * T + batch["masked_lm_positions"]).reshape(-1)  # (B*P,) index into B*T rows
+h = seq.reshape(B * T, C)[flat_pos]  # (B*P, C)
+t1, c_dense = layers.linear_forward(h, params["mlm.dense.w"], params["mlm.dense.b"])  # (B*P, C)
+t2, c_gelu = layers.gelu_forward(t1)  # (B*P, C)
+t, c_ln = layers.layernorm_forward(t2, params["mlm.ln.w"], params["mlm.ln.b"], cfg.layer_norm_eps)  # (B*P, C)
+logits = t @ params["tok_emb"].T + params["mlm.bias"]  # (B*P, C) @ (C, V) -> (B*P, V)
+targets = np.where(batch["masked_lm_weights"].reshape(-1) > 0, batch["masked_lm_ids"].reshape(-1), -100)  # (B*P,)
+mlm_loss, c_mlm_ce = layers.cross_entropy_forward(logits, targets)
+loss = mlm_loss + nsp_loss
+loss_lib, metrics, cache = bert_forward(params, cfg, batch, ops=layers)
+print(f"loss {loss:.6f} = mlm {mlm_loss:.4f} + nsp {nsp_loss:.4f}")
+assert np.isclose(loss, loss_lib, rtol=0, atol=1e-12)
+
+# %% [markdown]
+# ## Backward, one line per forward line
+# The chain rule starts at `dloss = 1`. `loss = mlm_loss + nsp_loss`, so both heads receive 1.
+# Then the heads backward, and finally `encoder_backward` (lesson 07) takes `dseq`.
+
+# %%
+g = {}
+dloss = 1.0  # the chain rule starts here
+dlogits = layers.cross_entropy_backward(dloss, c_mlm_ce)  # (B*P, V)
+# forward was: logits = t @ tok_emb.T + mlm.bias
+g["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
+dt = dlogits @ params["tok_emb"]  # (B*P, V) @ (V, C) -> (B*P, C)
+dtok_decoder = dlogits.T @ t  # (V, B*P) @ (B*P, C) -> (V, C) decoder side of the tie
+dt2, g["mlm.ln.w"], g["mlm.ln.b"] = layers.layernorm_backward(dt, c_ln)  # (B*P, C)
+dt1 = layers.gelu_backward(dt2, c_gelu)  # (B*P, C)
+dh, g["mlm.dense.w"], g["mlm.dense.b"] = layers.linear_backward(dt1, c_dense)  # (B*P, C)
+# forward was: h = seq.reshape(B*T, C)[flat_pos]   (a gather: scatter back, repeats add)
+dseq = np.zeros((B * T, C))  # (B*T, C)
+np.add.at(dseq, flat_pos, dh)
+dseq = dseq.reshape(B, T, C)  # (B*T, C) -> (B, T, C)
+dnsp = layers.cross_entropy_backward(dloss, c_nsp_ce)  # (B, 2)
+dpooled, g["nsp.w"], g["nsp.b"] = layers.linear_backward(dnsp, c_nsp)  # (B, C)
+# forward was: pooled = tanh(pre)
+dpre = dpooled * (1 - pooled * pooled)  # (B, C)
+dcls, g["pool.w"], g["pool.b"] = layers.linear_backward(dpre, c_pool)  # (B, C)
+dseq[:, 0] += dcls  # gradients add up at forks ([CLS] feeds the pooler, and maybe the MLM head)
+g = encoder_backward(dseq, enc_cache, cfg, g, ops=layers)  # fills h{l}.*, emb_ln.*, seg/pos_emb, tok_emb
+dtok_input = g["tok_emb"]  # (V, C) input side of the tie
+g["tok_emb"] = dtok_input + dtok_decoder  # gradients add up at forks (tied weights)
+grads = bert_backward(params, cfg, cache, ops=layers)
+assert set(grads) == set(params) and all(grads[k].shape == params[k].shape for k in params)
+for name in params:
+    assert np.allclose(g[name], grads[name], rtol=1e-12, atol=1e-15), f"{name} differs from bert_backward"
+print(f"our backward equals bert_backward for all {len(params)} parameter tensors")
+
+# %% [markdown]
+# ## Whole-model gradient check
+# A full numerical gradient would need two forward passes per parameter (tens of thousands).
+# Instead we check a few **sampled entries of every tensor**, small LayerNorm vectors and
+# biases included. For `tok_emb` we also sample rows that are both input tokens and MLM
+# targets, where both sides of the tie matter. Same pass rule as single layers (rtol 1e-5,
+# atol 1e-8): measured errors for the whole model in float64 are ~1e-7 relative or less, far
+# below rtol, while a wrong gradient gives ~1. (A `max_rel` of 1.0 on an `attn.qkv.b` row with
+# verdict ok is the key bias, whose true gradient is exactly 0: lesson 05.)
+
+# %%
+loss_fn = lambda: bert_forward(params, cfg, batch, ops=layers)[0]  # noqa: E731
+k = 3 if FAST else 6
+checks = []
+for name, p in params.items():
+    shape = (T, C) if name == "pos_emb" else p.shape  # rows >= T of pos_emb are unused (gradient 0)
+    idx = gradcheck.sampled_indices(shape, k, rng)
+    if name == "tok_emb":
+        both = np.intersect1d(ids, batch["masked_lm_ids"][batch["masked_lm_weights"] > 0])
+        idx += [(int(r), int(c)) for r in both[:3] for c in rng.integers(0, C, size=2)]
+    num = gradcheck.numerical_grad_scalar(loss_fn, p, indices=idx)
+    sel = tuple(np.array(i) for i in zip(*idx))
+    checks.append(gradcheck.compare(f"model: {name}", grads[name][sel], num[sel]))
+    if name == "tok_emb":  # each side of the tie alone must FAIL: both are needed
+        assert not gradcheck.compare("tok_emb, input side only (expected FAIL)", dtok_input[sel], num[sel])
+        assert not gradcheck.compare("tok_emb, decoder side only (expected FAIL)", dtok_decoder[sel], num[sel])
+assert all(checks), [c.name for c in checks if not c]
+
+# %% [markdown]
+# ## The initial loss: about ln V + ln 2
+# At init every weight is small (std 0.02), so the logits are close to 0 and every prediction
+# is close to uniform: MLM loss ~ `ln V` (lesson 03), NSP loss ~ `ln 2`.
+# **Tolerance.** The MLM logits are `t @ tok_emb.T` with `t` LayerNorm-ed (each entry has unit
+# variance) and `tok_emb` entries of std `s ~ 0.02`, so each logit has std `sigma ~ s sqrt(C)`.
+# Small logit noise raises the expected loss by about `sigma^2 / 2`, and averaging over `n`
+# predictions leaves a random error of about `sigma / sqrt(n)`. We allow the bias plus four
+# standard errors, plus 0.01 for NSP (its logits pass two 0.02 matrices and are far smaller).
+
+# %%
+model = BertForPreTraining(cfg, seed=1)  # float32, the original init, as training uses it
+big = gradcheck.random_batch(cfg, B=16, T=12, P=5, rng=rng)
+loss0, _ = model.loss_and_grads(big, compute_grads=False)
+sigma = float(model.params["tok_emb"].std()) * math.sqrt(C)
+n = model.last_metrics.mlm_count
+expected = math.log(V) + math.log(2)
+tol = sigma**2 / 2 + 4 * sigma / math.sqrt(n) + 0.01
+print(f"initial loss {loss0:.4f}, ln V + ln 2 = {expected:.4f}, |diff| {abs(loss0 - expected):.4f} <= tol {tol:.4f} "
+      f"(sigma {sigma:.3f}, n {n})")
+assert abs(loss0 - expected) <= tol
+
+# %% [markdown]
+# ## Overfit one batch
+# The classic sanity test: a model that can learn must be able to memorize a handful of
+# examples. We train on the same batch with plain Adam (lesson 11 introduces BERT's AdamW,
+# warmup and decay). Loss curve: `lessons/out/10_overfit_loss.png`.
+
+# %%
+def adam_step(params, grads, m, v, step, lr=3e-3, b1=0.9, b2=0.999, eps=1e-8):
+    for name, p in params.items():
+        m[name] = b1 * m[name] + (1 - b1) * grads[name]  # running mean of the gradient
+        v[name] = b2 * v[name] + (1 - b2) * grads[name] ** 2  # running mean of its square
+        mhat = m[name] / (1 - b1**step)  # correct the bias of starting at 0
+        vhat = v[name] / (1 - b2**step)
+        p -= lr * mhat / (np.sqrt(vhat) + eps)  # in place: params[name] changes
+
+
+steps = 100 if FAST else 300
+model = BertForPreTraining(cfg, seed=2)  # float32
+one = gradcheck.random_batch(cfg, B=4, T=16, P=4, rng=np.random.default_rng(0))
+m = {k: np.zeros_like(p) for k, p in model.params.items()}
+v = {k: np.zeros_like(p) for k, p in model.params.items()}
+curve = []
+for step in range(1, steps + 1):
+    loss_t, grads_t = model.loss_and_grads(one)
+    adam_step(model.params, grads_t, m, v, step)
+    curve.append(float(loss_t))
+fig, ax = plt.subplots(figsize=(5, 3.5))
+ax.semilogy(range(1, steps + 1), curve)
+ax.set_xlabel("step")
+ax.set_ylabel("loss (MLM + NSP)")
+ax.set_title("overfitting one batch")
+fig.tight_layout()
+fig.savefig(OUT / "10_overfit_loss.png")
+plt.close(fig)
+print(f"overfit: loss {curve[0]:.3f} -> {curve[-1]:.4f} in {steps} steps")
+assert curve[-1] < 0.5 and curve[-1] < curve[0] / 8
+
+# %% [markdown]
+# ## Discussion
+# - `bert_forward` returns `(loss, metrics, cache)`; the cache is the encoder cache plus the heads'
+#   caches. The MLM head runs only at the `P` masked positions, not all `T`, which keeps the
+#   `(B*P, V)` logits small: with BERT's `V = 30522`, this is the biggest saving in the heads.
+# - The tie means one `(V, C)` table serves as input lookup and output projection; its gradient
+#   is a scatter (input side) plus a dense matrix product (decoder side).
+# - `BertForPreTraining` is a thin class over these functions: `model.loss_and_grads(batch)`.
+
+# %% [markdown]
+# ## Try it yourself
+# 1. `my_gather_backward(dh, flat_pos, B, T)`: undo `h = seq.reshape(B*T, C)[flat_pos]`.
+#    Positions can repeat, so accumulate.
+# 2. `my_tied_decoder_backward(dlogits, t, tok_emb)`: return `(dt, dtok_from_decoder)` for
+#    `logits = t @ tok_emb.T + bias`.
+# 3. `my_adam_first_step(g, lr)`: the change Adam makes to a parameter on step 1. Because of the
+#    bias correction it is about `-lr * sign(g)` whatever the size of `g`.
+
+# %%
+def my_gather_backward(dh, flat_pos, B, T):
+    d = np.zeros((B * T, dh.shape[-1]))  # (B*T, C)  replace these lines with your own
+    np.add.at(d, flat_pos, dh)
+    return d.reshape(B, T, -1)  # (B, T, C)
+
+
+def my_tied_decoder_backward(dlogits, t, tok_emb):
+    return dlogits @ tok_emb, dlogits.T @ t  # (B*P, C), (V, C)  replace this line
+
+
+def my_adam_first_step(g, lr):
+    p = {"x": np.zeros_like(g)}  # replace these lines with your own
+    adam_step(p, {"x": g}, {"x": np.zeros_like(g)}, {"x": np.zeros_like(g)}, step=1, lr=lr)
+    return p["x"]
+
+
+# %%
+dseq_heads = np.zeros((B * T, C))  # (B*T, C)
+np.add.at(dseq_heads, flat_pos, dh)
+assert np.allclose(my_gather_backward(dh, flat_pos, B, T), dseq_heads.reshape(B, T, C)), "exercise 1"
+e2 = my_tied_decoder_backward(dlogits, t, params["tok_emb"])
+assert np.allclose(e2[0], dt) and np.allclose(e2[1], dtok_decoder), "exercise 2"
+gg = np.array([1e-3, -5.0, 200.0])
+assert np.allclose(my_adam_first_step(gg, 0.01), -0.01 * np.sign(gg), rtol=1e-3), "exercise 3"
+
+# %% [markdown]
+# ## Recap
+# - BERT = embeddings -> L post-LN blocks -> NSP head on `[CLS]` + MLM head at masked positions.
+# - The loss is `mlm_loss + nsp_loss`; a fresh model starts near `ln V + ln 2`.
+# - The tied `tok_emb` sums its input-side and decoder-side gradients; the sampled check of
+#   every tensor proves the whole backward, and overfitting one batch proves it can learn.
+#
+# **Next: lesson 11**, pretraining a tiny BERT for real: BERT's AdamW, warmup and decay, and
+# loss curves on a real corpus.
+
+# %%
+print("lesson 10 passed")
