@@ -206,7 +206,15 @@ class _State:
 
     def entry(self, pair):
         """Heap entry: highest score first, then the earliest (word, offset) occurrence."""
-        return (-self.score(pair), *self.first_key[pair], *pair)
+        return (-self.score(pair), self.first_key[pair], pair)
+
+    def push_all(self, heap: list, pairs, min_frequency: int) -> None:
+        """Push fresh entries for `pairs` (the hot loop of training, so written out inline)."""
+        count, key, freq, push = self.pair_count, self.first_key, self.tok_freq, heapq.heappush
+        for q in pairs:
+            n = count[q]
+            if n >= min_frequency:
+                push(heap, (-(n / (freq[q[0]] * freq[q[1]])) if self.score_rule else -n, key[q], q))
 
     def exact_key(self, pair) -> tuple[int, int]:
         """(first word containing the pair, char offset of its leftmost occurrence there)."""
@@ -289,8 +297,7 @@ def _pop_best(state: _State, heap: list, min_frequency: int):
     current ones. An entry that is out of date is pushed again with the current values.
     """
     while heap:
-        neg_score, w, off, a, b = heapq.heappop(heap)
-        pair = (a, b)
+        neg_score, stored_key, pair = heapq.heappop(heap)
         count = state.pair_count.get(pair, 0)
         if count == 0 or count < min_frequency:
             continue  # gone, or too rare (a pair's count only rises via a fresh push)
@@ -299,7 +306,7 @@ def _pop_best(state: _State, heap: list, min_frequency: int):
             heapq.heappush(heap, state.entry(pair))
             continue
         key = state.exact_key(pair)
-        if key != (w, off):
+        if key != stored_key:
             state.first_key[pair] = key
             heapq.heappush(heap, state.entry(pair))
             continue
@@ -324,8 +331,9 @@ def train_from_word_counts(word_counts: dict[str, int], vocab_size: int,
     """
     words, vocab = _prepare(word_counts, vocab_size, merge_rule, limit_alphabet, special_tokens)
     state = _State(words, vocab, merge_rule)
-    heap = [state.entry(p) for p in state.pair_count]                       # count
-    heapq.heapify(heap)
+    # pairs rarer than min_frequency are never pushed; a pair whose count rises is pushed again
+    heap: list = []
+    state.push_all(heap, state.pair_count, min_frequency)                    # count
     n_start, t0 = len(vocab), time.perf_counter()
     total = vocab_size - n_start
     merges = 0
@@ -336,14 +344,13 @@ def train_from_word_counts(word_counts: dict[str, int], vocab_size: int,
         pair, score = best
         count = state.pair_count[pair]
         new, risen = state.merge(pair)                                       # merge + record
-        for q in risen:                                                      # rescore
-            heapq.heappush(heap, state.entry(q))
+        state.push_all(heap, risen, min_frequency)                           # rescore
         merges += 1
         if verbose:
             a, b = (state.vocab[t] for t in pair)
             print(f"merge {len(state.vocab) - n_start}/{total}: ({a}, {b}) -> {state.vocab[new]} "
                   f"score={score:.6g} count={count}")
-        if progress and (merges % 250 == 0 or len(state.vocab) >= vocab_size):
+        if progress and sys.stderr.isatty() and merges % 250 == 0:
             print(f"\rwordpiece: vocab {len(state.vocab)}/{vocab_size} "
                   f"({time.perf_counter() - t0:.1f}s)", end="", file=sys.stderr, flush=True)
     if progress:
