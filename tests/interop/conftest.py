@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 HERE = Path(__file__).parent
-MISSING = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+
+
+def _missing(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is None
+    except (ImportError, ValueError):  # a broken or blocked install counts as missing
+        return True
+
+
+MISSING = [m for m in ("torch", "transformers") if _missing(m)]
 
 
 def pytest_collection_modifyitems(config, items):
