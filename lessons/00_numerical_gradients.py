@@ -95,7 +95,8 @@ assert gradcheck.compare("dx (atomic)", dx, num_dx)
 # Collapse the lines into one formula: `dx = dout * (2 x tanh(x) + x^2 (1 - tanh(x)^2))`.
 # It must equal the atomic version and the numerical gradient.
 #
-# **Reading the table.** `max_abs` is the largest `|analytic - numeric|`. `max_rel` is CS231n's
+# **Reading the table.** `gradcheck.compare(name, analytic, reference)` prints one row and
+# returns a `Check` that is truthy when the check passes (so we can `assert` it). `max_abs` is the largest `|analytic - numeric|`. `max_rel` is CS231n's
 # relative error `|a - n| / (|a| + |n|)`: below 1e-7 is good, 1e-7..1e-4 deserves a closer look,
 # above 1e-2 is wrong. The verdict uses the rule `|a - n| <= atol + rtol * |n|` for every entry
 # (`gradcheck.ATOL`, `gradcheck.RTOL`), so a tiny true gradient next to a numeric 0 does not fail
@@ -115,15 +116,15 @@ assert check and check.max_rel < 1e-7, check
 
 # %%
 hs = np.logspace(-1, -10, 10)
-L = lambda: np.sum(f(x) * dout)  # noqa: E731
+loss_of_x = lambda: np.sum(f(x) * dout)  # noqa: E731  the pretend loss L(x)
 err_centered, err_forward = [], []
 for h in hs:
     err_centered.append(np.abs(gradcheck.numerical_grad(lambda: f(x), x, dout, h=h) - dx).max())
     g = np.zeros_like(x)
     for i in np.ndindex(*x.shape):  # one-sided: (L(x + h e_i) - L(x)) / h
-        base = L()
+        base = loss_of_x()
         x[i] += h
-        g[i] = (L() - base) / h
+        g[i] = (loss_of_x() - base) / h
         x[i] -= h
     err_forward.append(np.abs(g - dx).max())
 fig, ax = plt.subplots(figsize=(5, 3.5))

@@ -28,7 +28,7 @@ print(gradcheck.HEADER)
 
 # %% [markdown]
 # ## Linear: the math
-# `out[b, t, :] = x[b, t, :] @ w + b_vec`, with `w` of shape `(C_in, C_out)` (PyTorch stores
+# `out[i, j, :] = x[i, j, :] @ w + b` for every sequence `i` and token `j`, with `w` of shape `(C_in, C_out)` (PyTorch stores
 # it transposed as `(C_out, C_in)`; minibert keeps `(C_in, C_out)` so the code reads `x @ w`).
 # Backward needs `x` (for `dw`) and `w` (for `dx`):
 #

@@ -83,9 +83,13 @@ att_in = att.copy()
 assert gradcheck.compare("datt", datt, gradcheck.numerical_grad(lambda: att_in @ v, att_in, dout))
 # forward was: att = softmax(preatt)
 dpreatt = att * (datt - (datt * att).sum(axis=-1, keepdims=True))  # (B, NH, T, T)
+def softmax(p):
+    e = np.exp(p - p.max(axis=-1, keepdims=True))  # (..., T)
+    return e / e.sum(axis=-1, keepdims=True)  # (..., T)
+
+
 pre_in = preatt.copy()
-soft = lambda p: np.exp(p - p.max(-1, keepdims=True)) / np.exp(p - p.max(-1, keepdims=True)).sum(-1, keepdims=True)  # noqa: E731
-assert gradcheck.compare("dpreatt", dpreatt, gradcheck.numerical_grad(lambda: soft(pre_in) @ v, pre_in, dout))
+assert gradcheck.compare("dpreatt", dpreatt, gradcheck.numerical_grad(lambda: softmax(pre_in) @ v, pre_in, dout))
 assert np.all(dpreatt[0, :, :, 3:] == 0.0), "no gradient flows to padded keys"
 # forward was: preatt = scores * scale + adder
 dscores = dpreatt * scale  # (B, NH, T, T)

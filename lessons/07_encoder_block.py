@@ -185,13 +185,19 @@ def my_two_block_forward(x, params, attn_mask):
 
 
 # %%
+def ffn_forward(x):
+    h1, ci = layers.linear_forward(x, params["h0.ffn.in.w"], params["h0.ffn.in.b"])  # (B, T, FF)
+    h2, cg = layers.gelu_forward(h1)  # (B, T, FF)
+    h3, cf = layers.linear_forward(h2, params["h0.ffn.out.w"], params["h0.ffn.out.b"])  # (B, T, C)
+    return h3, (ci, cg, cf)
+
+
 dh = rng.standard_normal((B, T, C))  # (B, T, C)
-ffn = lambda: layers.linear_forward(layers.gelu_forward(layers.linear_forward(  # noqa: E731
-    x, params["h0.ffn.in.w"], params["h0.ffn.in.b"])[0])[0], params["h0.ffn.out.w"], params["h0.ffn.out.b"])[0]
-h1, ci = layers.linear_forward(x, params["h0.ffn.in.w"], params["h0.ffn.in.b"])  # (B, T, FF)
-h2, cg = layers.gelu_forward(h1)  # (B, T, FF)
-_, cf = layers.linear_forward(h2, params["h0.ffn.out.w"], params["h0.ffn.out.b"])  # (B, T, C)
-assert gradcheck.compare("exercise 1: FFN dx", my_ffn_backward(dh, ci, cg, cf)[0], gradcheck.numerical_grad(ffn, x, dh))
+_, ffn_caches = ffn_forward(x)
+mine = my_ffn_backward(dh, *ffn_caches)
+assert gradcheck.compare("exercise 1: FFN dx", mine[0], gradcheck.numerical_grad(lambda: ffn_forward(x)[0], x, dh))
+assert gradcheck.compare("exercise 1: FFN dw_in", mine[1],
+                         gradcheck.numerical_grad(lambda: ffn_forward(x)[0], params["h0.ffn.in.w"], dh))
 assert my_block_param_count(C, FF) == sum(p.size for n, p in params.items() if n.startswith("h0.")), "exercise 2"
 assert my_block_param_count(768, 3072) == 7_087_872, "exercise 2 (BERT-Base)"
 cfg2 = BertConfig(**{**cfg.to_dict(), "num_hidden_layers": 2})

@@ -164,7 +164,7 @@ model = BertForPreTraining(cfg, seed=1)  # float32, the original init, as traini
 big = gradcheck.random_batch(cfg, B=16, T=12, P=5, rng=rng)
 loss0, _ = model.loss_and_grads(big, compute_grads=False)
 sigma = float(model.params["tok_emb"].std()) * math.sqrt(C)
-n = model.last_metrics.mlm_count
+n = model.last_metrics.mlm_count  # number of real MLM predictions in the batch
 expected = math.log(V) + math.log(2)
 tol = sigma**2 / 2 + 4 * sigma / math.sqrt(n) + 0.01
 print(f"initial loss {loss0:.4f}, ln V + ln 2 = {expected:.4f}, |diff| {abs(loss0 - expected):.4f} <= tol {tol:.4f} "
