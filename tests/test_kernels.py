@@ -1,0 +1,133 @@
+"""The Numba kernels equal the NumPy reference (minibert.layers), and the whole model gives the
+same loss and gradients on both backends.
+
+Tolerances: float64 1e-10 relative (plus a tiny absolute floor for entries that are ~0);
+float32 scaled to the magnitude of the reference (a few float32 ulps of max |ref|), because the
+kernels sum in a different order than BLAS does.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+numba = pytest.importorskip("numba")
+
+from minibert import gradcheck, kernels, layers  # noqa: E402
+from minibert.model import BertConfig, BertForPreTraining  # noqa: E402
+
+
+def assert_matches(name, got, ref):
+    got, ref = np.asarray(got), np.asarray(ref)
+    assert got.shape == ref.shape, f"{name}: shape {got.shape} vs reference {ref.shape}"
+    assert got.dtype == ref.dtype, f"{name}: dtype {got.dtype} vs reference {ref.dtype}"
+    if ref.dtype == np.float64:
+        rtol, atol = 1e-10, 1e-13 * max(1.0, float(np.abs(ref).max(initial=0.0)))
+    else:
+        rtol, atol = 1e-5, 3e-6 * max(1.0, float(np.abs(ref).max(initial=0.0)))
+    np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol, err_msg=name)
+
+
+def qkv_views(rng, B, NH, T, HS, dtype):
+    """q, k, v as the model makes them: strided views of one (B, T, 3C) projection."""
+    qkv = rng.standard_normal((B, T, 3 * NH * HS)).astype(dtype)  # (B, T, 3C)
+    return [layers.split_heads(t, NH) for t in np.split(qkv, 3, axis=-1)]  # 3 x (B, NH, T, HS)
+
+
+def padding_mask(B, T, masked):
+    mask = np.ones((B, T))
+    if masked and T > 1:
+        mask[0, T // 2:] = 0  # padded tail
+        if B > 1:
+            mask[-1, 1:] = 0  # only the first key is real
+    return mask
+
+
+SHAPES = [(2, 2, 16, 8), (1, 1, 1, 8), (3, 2, 7, 8), (2, 1, 5, 16), (2, 3, 13, 24)]
+SHAPE_IDS = ["B2-NH2-T16-HS8", "T1-NH1", "T7", "NH1-T5", "T13-HS24"]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
+@pytest.mark.parametrize("dropout_p", [0.0, 0.2], ids=["nodrop", "drop0.2"])
+@pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
+def test_attention_kernel_matches_reference(shape, dropout_p, masked, dtype):
+    rng = np.random.default_rng(sum(shape))
+    B, NH, T, HS = shape
+    q, k, v = qkv_views(rng, B, NH, T, HS, dtype)
+    mask = padding_mask(B, T, masked)
+    out_ref, c_ref = layers.attention_forward(q, k, v, mask, dropout_p, np.random.default_rng(5))
+    out, c = kernels.attention_forward(q, k, v, mask, dropout_p, np.random.default_rng(5))
+    assert_matches("out", out, out_ref)
+    assert_matches("att", c.att, c_ref.att)
+    if dropout_p:
+        np.testing.assert_array_equal(c.drop, c_ref.drop, err_msg="same rng seed must give the same mask")
+    else:
+        assert c.drop is None and c_ref.drop is None
+    dout = rng.standard_normal(out.shape).astype(dtype)  # (B, NH, T, HS)
+    for name, g, g_ref in zip(("dq", "dk", "dv"), kernels.attention_backward(dout, c),
+                              layers.attention_backward(dout, c_ref)):
+        assert_matches(name, g, g_ref)
+
+
+def test_attention_kernel_masked_keys_get_zero_weight():
+    rng = np.random.default_rng(0)
+    q, k, v = qkv_views(rng, 2, 2, 7, 8, np.float32)
+    mask = padding_mask(2, 7, masked=True)
+    _, c = kernels.attention_forward(q, k, v, mask)
+    assert np.all(c.att[0, :, :, 3:] == 0.0)
+    assert np.all(c.att[1, :, :, 1:] == 0.0)
+    np.testing.assert_allclose(c.att.sum(-1), 1.0, rtol=1e-6)
+
+
+def test_attention_kernel_rejects_bad_shapes():
+    q = np.zeros((1, 2, 4, 8))
+    with pytest.raises(ValueError, match="attn_mask has shape"):
+        kernels.attention_forward(q, q, q, np.ones((1, 5)))
+    with pytest.raises(ValueError, match="shapes differ"):
+        kernels.attention_forward(q, q[:, :1], q, np.ones((1, 4)))
+
+
+def test_ops_exposes_every_reference_name():
+    for name in dir(layers):
+        if name.endswith(("_forward", "_backward")) or name in ("split_heads", "merge_heads"):
+            assert hasattr(kernels.OPS, name), name
+
+
+def test_attention_gradcheck_on_numba_backend():
+    checks = gradcheck.check_attention(np.random.default_rng(0), verbose=False, ops=kernels.OPS)
+    assert checks and all(checks), [c for c in checks if not c]
+
+
+# ---------------------------------------------------------------------------------------------
+# whole model on both backends
+
+TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_model_gradcheck_passes_on_backend(backend, monkeypatch):
+    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    checks = gradcheck.check_model(np.random.default_rng(1), verbose=False, samples_per_tensor=2)
+    assert checks and all(checks), [c for c in checks if not c]
+
+
+@pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new"])
+def test_model_numba_backend_matches_numpy_backend(hidden_act, monkeypatch):
+    rng = np.random.default_rng(3)
+    cfg = BertConfig(hidden_act=hidden_act, **TINY)
+    model = BertForPreTraining(cfg, seed=0, dtype=np.float64)
+    for p in model.params.values():
+        p += 0.1 * rng.standard_normal(p.shape)
+    batch = gradcheck.random_batch(cfg, B=3, T=9, P=3, rng=rng)
+    results = {}
+    for backend in ("numpy", "numba"):
+        monkeypatch.setenv("MINIBERT_BACKEND", backend)
+        loss, grads = model.loss_and_grads(batch, train=True, rng=np.random.default_rng(11))
+        results[backend] = (loss, grads)
+    (loss_ref, g_ref), (loss, g) = results["numpy"], results["numba"]
+    np.testing.assert_allclose(loss, loss_ref, rtol=1e-12)
+    assert g.keys() == g_ref.keys()
+    for name in g_ref:
+        assert_matches(name, g[name], g_ref[name])
