@@ -19,7 +19,9 @@
 # A pretraining batch uses the original BERT feature names (spec §3.7):
 # `input_ids`, `segment_ids`, `input_mask` `(B, T)`; `masked_lm_positions`, `masked_lm_ids`,
 # `masked_lm_weights` `(B, P)` (weight 0 marks an unused slot); `next_sentence_labels` `(B,)`
-# (0 = B follows A, 1 = random). Lesson 09 builds such batches from text; here they are random.
+# (0 = B follows A, 1 = random). Lesson 09 builds such batches from text; here
+# `gradcheck.random_batch` makes random ones, with two padded tokens in the last sequence and
+# one unused prediction slot, so the masks are exercised too.
 
 # %%
 import math
