@@ -69,6 +69,8 @@ _CJK_RANGES = (
 def is_cjk(ch: str) -> bool:
     """CJK Unified Ideographs (Google's ranges; Hangul, Hiragana, Katakana are not included)."""
     cp = ord(ch)
+    if cp < 0x3400:  # fast exit for Latin, Greek, Cyrillic, ...
+        return False
     return any(lo <= cp <= hi for lo, hi in _CJK_RANGES)
 
 
@@ -315,8 +317,10 @@ class BertTokenizer:
     def tokenize(self, text: str) -> list[str]:
         """Text -> WordPiece tokens, exactly as Google's FullTokenizer."""
         out: list[str] = []
+        cache = self._cache
         for word in basic_tokenize(text, self.do_lower_case):
-            out.extend(self.wordpiece(word))
+            pieces = cache.get(word)  # inlined cache hit: the common case in natural text
+            out.extend(pieces if pieces is not None else self.wordpiece(word))
         return out
 
     # -- tokens <-> ids -------------------------------------------------------------------
