@@ -96,13 +96,25 @@ def _num_layers(params) -> int:
     return max(layers) + 1 if layers else 0
 
 
-def hf_names(config: BertConfig, heads=HEAD_GROUPS) -> list[str]:
-    """Every transformers key a checkpoint with these head groups must contain (bert. prefix)."""
-    return list(to_hf_state_dict(_shape_stubs(config, heads)))
+def _minibert_shapes(config, heads) -> dict[str, tuple]:
+    """param_shapes restricted to the encoder plus the given head groups."""
+    return {k: s for k, s in param_shapes(config).items() if head_group(k) in (None, *heads)}
 
 
-def _shape_stubs(config, heads):
-    return {k: np.empty(s, np.float32) for k, s in param_shapes(config).items() if head_group(k) in (None, *heads)}
+def hf_shapes(config: BertConfig, heads=HEAD_GROUPS) -> dict[str, tuple]:
+    """Every transformers key (bert. prefix) a checkpoint with these head groups must contain,
+    with its transformers shape."""
+    simple = _simple_map(config.num_hidden_layers)
+    shapes = {}
+    for name, shape in _minibert_shapes(config, heads).items():
+        if name in simple:
+            key, transpose = simple[name]
+            shapes[key] = shape[::-1] if transpose else shape
+        else:  # fused qkv (C, 3C) / (3C,) -> three (C, C) / (C,)
+            l, C = int(name[1:].split(".", 1)[0]), config.hidden_size
+            kind, one = ("weight", (C, C)) if name.endswith(".w") else ("bias", (C,))
+            shapes.update({key: one for key in _qkv_names(l, kind)})
+    return shapes
 
 
 def head_group(name: str) -> str | None:
@@ -145,11 +157,14 @@ def _strip_prefix(state: dict) -> dict:
     return out
 
 
-def _cast(key: str, a: np.ndarray, dtype) -> np.ndarray:
+def _cast(key: str, a: np.ndarray, dtype, transpose: bool = False) -> np.ndarray:
+    """A fresh C-contiguous copy in `dtype` (transposed if asked), in a single pass."""
     a = np.asarray(a)
     if a.dtype.kind != "f":
         raise ValueError(f"tensor {key!r} has dtype {a.dtype}; expected float16, float32 or float64")
-    return a.astype(dtype, copy=True)
+    out = np.empty(a.shape[::-1] if transpose else a.shape, dtype)
+    out[...] = a.T if transpose else a
+    return out
 
 
 def present_heads(state: dict) -> tuple[str, ...]:
@@ -180,14 +195,13 @@ def from_hf_state_dict(state: dict[str, np.ndarray], config: BertConfig, dtype=n
     heads = tuple(sorted(set(present_heads(state)) | set(required_heads), key=HEAD_GROUPS.index))
     if "nsp" in heads and "pool" not in heads:
         raise ValueError("checkpoint has an NSP head (cls.seq_relationship) but no pooler (bert.pooler)")
-    stubs = _shape_stubs(config, heads)
-    expected = to_hf_state_dict(stubs)  # name -> array of the transformers shape
-    for key, ref in expected.items():
+    expected = hf_shapes(config, heads)  # transformers name -> shape
+    for key, shape in expected.items():
         if key not in state:
-            raise ValueError(f"checkpoint is missing tensor {key!r} (shape {ref.shape})")
-        if tuple(state[key].shape) != ref.shape:
+            raise ValueError(f"checkpoint is missing tensor {key!r} (shape {shape})")
+        if tuple(state[key].shape) != shape:
             raise ValueError(f"tensor {key!r} has shape {tuple(state[key].shape)} in the checkpoint, "
-                             f"but the config needs {ref.shape}")
+                             f"but the config needs {shape}")
     for tied, target in TIED_KEYS.items():
         if tied in state:
             a, b = np.asarray(state[tied]), np.asarray(state[target])
@@ -198,25 +212,23 @@ def from_hf_state_dict(state: dict[str, np.ndarray], config: BertConfig, dtype=n
     if unexpected:
         more = f" (and {len(unexpected) - 5} more)" if len(unexpected) > 5 else ""
         raise ValueError(f"checkpoint has tensors minibert does not know: {unexpected[:5]}{more}")
-    return _from_expected(state, stubs, dtype)
-
-
-def _from_expected(state, stubs, dtype):
-    L = _num_layers(stubs)
-    simple = _simple_map(L)
+    simple = _simple_map(config.num_hidden_layers)
     params = {}
-    for name in stubs:
+    for name, shape in _minibert_shapes(config, heads).items():
         if name in simple:
             key, transpose = simple[name]
-            a = _cast(key, state[key], dtype)
-            params[name] = np.ascontiguousarray(a.T) if transpose else a
-        else:  # fused qkv: concatenate query|key|value
+            params[name] = _cast(key, state[key], dtype, transpose)
+        else:  # fused qkv: query|key|value side by side
             l = int(name[1:].split(".", 1)[0])
-            if name.endswith(".w"):
-                parts = [_cast(k, state[k], dtype).T for k in _qkv_names(l, "weight")]  # 3 x (C, C)
-                params[name] = np.ascontiguousarray(np.concatenate(parts, axis=1))  # (C, 3C)
-            else:
-                params[name] = np.concatenate([_cast(k, state[k], dtype) for k in _qkv_names(l, "bias")])  # (3C,)
+            kind = "weight" if name.endswith(".w") else "bias"
+            fused = np.empty(shape, dtype)  # (C, 3C) or (3C,)
+            for i, key in enumerate(_qkv_names(l, kind)):
+                part = np.asarray(state[key])
+                if part.dtype.kind != "f":
+                    raise ValueError(f"tensor {key!r} has dtype {part.dtype}; expected float16, float32 or float64")
+                C = part.shape[0]
+                fused[..., i * C:(i + 1) * C] = part.T if kind == "weight" else part  # (C_out, C_in) -> (C_in, C_out)
+            params[name] = fused
     return params
 
 
