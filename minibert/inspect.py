@@ -1,0 +1,182 @@
+"""Look inside a trained model: fill in [MASK]s and draw attention maps.
+
+    python -m minibert fill-mask runs/tiny "a [MASK] is an immutable sequence of characters"
+    python -m minibert attention runs/tiny "the list is sorted in place" --out runs/tiny/attention
+
+`fill_mask(model, tokenizer, text, k)` and `attention_maps(model, tokenizer, text)` are the
+importable versions used by the lessons.
+
+About the literal "[MASK]": Google's tokenizer (which minibert follows) has no special-token
+handling, so "[MASK]" in text becomes "[", "mask", "]". We split the text at each literal
+"[MASK]", tokenize the pieces and put the mask id between them ourselves.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+MASK_MARKER = "[MASK]"
+
+
+def encode_with_masks(tokenizer, text: str, max_length: int = 512) -> tuple[list[int], list[int]]:
+    """Text with literal [MASK] markers -> ([CLS] ... [SEP] ids, indices of the masks)."""
+    pieces = text.split(MASK_MARKER)
+    ids = [tokenizer.cls_id]
+    positions = []
+    for i, piece in enumerate(pieces):
+        ids += tokenizer.convert_tokens_to_ids(tokenizer.tokenize(piece))
+        if i < len(pieces) - 1:
+            positions.append(len(ids))
+            ids.append(tokenizer.mask_id)
+    ids.append(tokenizer.sep_id)
+    if len(ids) > max_length:
+        raise ValueError(f"text is {len(ids)} tokens long; the model takes at most {max_length}")
+    return ids, positions
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    z = x - x.max(axis=-1, keepdims=True)  # (..., V)
+    e = np.exp(z)  # (..., V)
+    return e / e.sum(axis=-1, keepdims=True)  # (..., V)
+
+
+def fill_mask(model, tokenizer, text: str, k: int = 5) -> list[list[tuple[str, float]]]:
+    """Top-k (token, probability) for each [MASK] in `text`, in order. ValueError if none."""
+    ids, positions = encode_with_masks(tokenizer, text, model.config.max_position_embeddings)
+    if not positions:
+        raise ValueError(f"no {MASK_MARKER} in {text!r}; put [MASK] where a word should be predicted")
+    out = model.forward(np.array([ids]))  # mlm_logits (1, T, V)
+    probs = _softmax(out.mlm_logits[0, positions].astype(np.float64))  # (M, V)
+    result = []
+    for row in probs:
+        top = np.argsort(-row, kind="stable")[:k]  # (k,)
+        result.append([(tokenizer.ids_to_tokens[int(i)], float(row[i])) for i in top])
+    return result
+
+
+class AttentionMaps(NamedTuple):
+    tokens: list[str]  # (T,)
+    maps: np.ndarray  # (L, NH, T, T) attention probabilities, row = query, column = key
+
+
+def attention_maps(model, tokenizer, text: str, text_pair: str | None = None) -> AttentionMaps:
+    """Attention probabilities of every layer and head for one sentence (or pair), no dropout.
+
+    Runs the encoder with the NumPy reference layers (minibert.layers), whose attention cache
+    holds the softmax probabilities `att` (B, NH, T, T)."""
+    from minibert import layers
+    from minibert.model import encoder_forward
+
+    cfg = model.config
+    ids, segments = tokenizer.encode(text, text_pair, max_length=cfg.max_position_embeddings)
+    ids_a = np.array([ids])  # (1, T)
+    seg = np.array([segments])  # (1, T)
+    mask = np.ones_like(ids_a)  # (1, T)
+    _, cache = encoder_forward(model.params, cfg, ids_a, seg, mask, None, layers)
+    maps = np.stack([block.attn.att[0] for block in cache.blocks])  # (L, NH, T, T)
+    return AttentionMaps(tokenizer.convert_ids_to_tokens(ids), maps)
+
+
+def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
+    """One PNG per layer (all heads side by side) plus one per head; returns the paths."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    L, NH, T, _ = result.maps.shape
+    size = max(3.0, 0.22 * T + 1.5)
+    paths = []
+
+    def draw(ax, m, title):
+        ax.imshow(m, cmap="viridis", vmin=0.0, vmax=1.0)
+        ax.set_xticks(range(T))
+        ax.set_yticks(range(T))
+        ax.set_xticklabels(result.tokens, rotation=90, fontsize=7)
+        ax.set_yticklabels(result.tokens, fontsize=7)
+        ax.set_xlabel("key (attended to)")
+        ax.set_ylabel("query")
+        ax.set_title(title)
+
+    for layer in range(L):
+        fig = Figure(figsize=(size * NH, size))
+        FigureCanvasAgg(fig)
+        for head in range(NH):
+            draw(fig.add_subplot(1, NH, head + 1), result.maps[layer, head], f"layer {layer} head {head}")
+        fig.tight_layout()
+        path = out_dir / f"layer{layer}.png"
+        fig.savefig(path, dpi=90)
+        paths.append(path)
+        for head in range(NH):
+            fig = Figure(figsize=(size, size))
+            FigureCanvasAgg(fig)
+            draw(fig.add_subplot(1, 1, 1), result.maps[layer, head], f"layer {layer} head {head}")
+            fig.tight_layout()
+            path = out_dir / f"layer{layer}_head{head}.png"
+            fig.savefig(path, dpi=90)
+            paths.append(path)
+    return paths
+
+
+def load_model_and_tokenizer(run_dir: str | Path):
+    """A saved run (config.json, model.safetensors, vocab.txt) -> (model, tokenizer), checked."""
+    from minibert.checkpoint import load_pretrained
+    from minibert.tokenizer import BertTokenizer
+
+    run_dir = Path(run_dir)
+    for f in ("config.json", "model.safetensors", "vocab.txt"):
+        if not (run_dir / f).is_file():
+            raise ValueError(f"{run_dir / f} not found; expected a saved model directory such as runs/tiny "
+                             f"(train one with `make train-tiny`)")
+    model = load_pretrained(run_dir)
+    tokenizer = BertTokenizer(run_dir / "vocab.txt")
+    if len(tokenizer) != model.config.vocab_size:
+        raise ValueError(f"vocab/checkpoint mismatch in {run_dir}: vocab.txt has {len(tokenizer)} tokens, "
+                         f"config.json says vocab_size {model.config.vocab_size}")
+    return model, tokenizer
+
+
+def fill_mask_cli(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m minibert fill-mask",
+                                description="Top-k predictions for each [MASK] in a sentence.")
+    p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
+    p.add_argument("text", nargs="+", help="text with one or more [MASK] markers")
+    p.add_argument("-k", type=int, default=5, help="predictions per mask (default 5)")
+    args = p.parse_args(argv)
+    text = " ".join(args.text)
+    try:
+        model, tokenizer = load_model_and_tokenizer(args.run_dir)
+        results = fill_mask(model, tokenizer, text, args.k)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(text)
+    for i, preds in enumerate(results):
+        print(f"[MASK] #{i + 1}:")
+        for tok, prob in preds:
+            print(f"  {tok:<16} {prob:.3f}")
+    return 0
+
+
+def attention_cli(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m minibert attention",
+                                description="Save attention maps (PNG) per layer and head for a sentence.")
+    p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
+    p.add_argument("text", nargs="+", help="the sentence")
+    p.add_argument("--pair", default=None, help="optional second segment")
+    p.add_argument("--out", default=None, help="output directory (default RUN_DIR/attention)")
+    args = p.parse_args(argv)
+    try:
+        model, tokenizer = load_model_and_tokenizer(args.run_dir)
+        result = attention_maps(model, tokenizer, " ".join(args.text), args.pair)
+        paths = plot_attention(result, args.out or Path(args.run_dir) / "attention")
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"tokens: {' '.join(result.tokens)}")
+    print(f"wrote {len(paths)} PNGs to {paths[0].parent}/ (layer<L>.png: all heads; layer<L>_head<H>.png)")
+    return 0

@@ -1,0 +1,929 @@
+"""Pretraining end to end: data -> loop -> evaluation -> checkpoints -> curves.
+
+    python -m minibert train --preset tiny --name tiny --minutes 10
+    python -m minibert train --resume runs/tiny
+    python -m minibert train-tiny            # what `make train-tiny` runs
+
+One training step (`Trainer.train_step`):
+    batch  = next(iterator)                          # (B, T) features, masks static or redrawn
+    loss, grads = model.loss_and_grads(batch)        # hand-written forward + backward
+    grads, norm = clip_by_global_norm(grads, 1.0)    # spec §6.2
+    lr = lr_at(step, peak, warmup, total, schedule)  # spec §6.1
+    optimizer.step(params, grads, lr)                # BERT's AdamW, spec §6.3
+
+Output directory runs/<name>/:
+    config.json, model.safetensors, vocab.txt   Hugging Face format (loads in transformers)
+    optimizer.safetensors                       AdamW moments m., v. and t
+    trainer_state.json                          step, total steps, data-iterator state, RNG state,
+                                                sha256 of the two tensor files (consistency check)
+    run.json                                    the full TrainConfig of this run (its identity)
+    metrics.jsonl                               one JSON record per log interval and per evaluation
+    curves.png                                  loss, MLM acc, NSP acc, lr vs step and vs wall time
+Nothing is pickled. Every file is written to a temporary name and renamed; trainer_state.json
+is written last and records the hashes of the tensor files, so a checkpoint cut in half by a
+crash is detected on resume instead of silently mixing two steps.
+
+Resume is bit-exact: parameters, optimizer moments, the iterator position (epoch, offset; dynamic
+masks are seeded by position) and the dropout Generator state are all restored, and the learning
+rate is a function of the step, so an interrupted and resumed run ends with the same bits as one
+that never stopped (tests/test_train.py checks this with np.array_equal).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from minibert.model import BertConfig, BertForPreTraining
+from minibert.optim import SCHEDULES, AdamW, clip_by_global_norm, lr_at
+
+# ---------------------------------------------------------------------------------------------
+# configuration
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # the issue's sizes; vocab 8192 comes from the default corpus's vocab.txt
+    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+                 max_seq_length=128, batch_size=32),
+    "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                 max_seq_length=128, batch_size=32),
+}
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA_CACHE = str(ROOT / "data" / "generated")  # git-ignored, shared by all runs
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Every hyperparameter of a run. `python -m minibert train --set key=value` sets any field."""
+
+    name: str = "tiny"
+    preset: str = "tiny"
+    out_dir: str = ""  # default runs/<name>
+    # data
+    corpus: tuple = ()  # training text files (one sentence per line, blank line between documents)
+    heldout: tuple = ()  # held-out text files (never used for training)
+    vocab: str = ""
+    data_cache: str = DEFAULT_DATA_CACHE
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    dupe_factor: int = 5
+    data_seed: int = 12345  # generator seed (also the fixed masking seed of the held-out set)
+    masking: str = "dynamic"  # static | dynamic
+    max_train_lines: int = 0  # >0: use only the first N lines of the corpus (MINIBERT_FAST)
+    # model
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 2
+    intermediate_size: int = 512
+    max_position_embeddings: int = 512
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    # optimisation
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup_steps: int = 100
+    steps: int = 1000  # schedule length; with minutes > 0 and auto_steps, measured instead
+    minutes: float = 0.0  # wall-clock budget for the loop (0 = none)
+    auto_steps: bool = False  # choose `steps` from measured speed so the run fits `minutes`
+    schedule: str = "bert"
+    bias_correction: bool = False
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    # loop
+    seed: int = 0  # init, data order, dropout
+    log_interval: int = 10
+    eval_interval: int = 200
+    eval_examples: int = 1024  # held-out examples per evaluation (0 = all)
+    checkpoint_interval: int = 200
+    control_shuffle_labels: bool = False  # control run: MLM targets shuffled within each batch
+    curves: bool = True  # draw curves.png (matplotlib costs ~1-2 s per drawing)
+
+    def model_config(self, vocab_size: int) -> BertConfig:
+        return BertConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,
+                          num_hidden_layers=self.num_hidden_layers,
+                          num_attention_heads=self.num_attention_heads,
+                          intermediate_size=self.intermediate_size,
+                          max_position_embeddings=self.max_position_embeddings,
+                          hidden_dropout_prob=self.hidden_dropout_prob,
+                          attention_probs_dropout_prob=self.attention_probs_dropout_prob)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out_dir or f"runs/{self.name}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["corpus"], d["heldout"] = list(self.corpus), list(self.heldout)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown training settings {unknown}; known: {sorted(names)}")
+        d = dict(d)
+        for k in ("corpus", "heldout"):
+            if k in d:
+                d[k] = tuple(d[k])
+        return cls(**d)
+
+    def validate(self) -> None:
+        if self.masking not in ("static", "dynamic"):
+            raise ValueError(f"masking={self.masking!r} must be 'static' or 'dynamic'")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r} is not one of {SCHEDULES}")
+        for k in ("batch_size", "steps", "max_seq_length", "max_predictions_per_seq", "log_interval",
+                  "eval_interval", "checkpoint_interval", "dupe_factor"):
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
+        if self.warmup_steps < 0 or self.minutes < 0 or self.eval_examples < 0:
+            raise ValueError("warmup_steps, minutes and eval_examples must be >= 0")
+        if self.max_seq_length > self.max_position_embeddings:
+            raise ValueError(f"max_seq_length {self.max_seq_length} exceeds max_position_embeddings "
+                             f"{self.max_position_embeddings}")
+        if not self.lr > 0:
+            raise ValueError(f"lr={self.lr} must be > 0")
+        if self.auto_steps and not self.minutes > 0:
+            raise ValueError("auto_steps needs a time budget (minutes > 0)")
+        if not self.corpus:
+            raise ValueError("no training corpus given (--corpus FILE ...)")
+        if not self.vocab:
+            raise ValueError("no vocabulary given (--vocab vocab.txt)")
+
+
+def make_config(preset: str = "tiny", **overrides) -> TrainConfig:
+    """TrainConfig from a preset plus overrides; ValueError for an unknown preset or key."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    values = {"preset": preset, "name": preset, **PRESETS[preset]}
+    values.update(overrides)
+    return TrainConfig.from_dict(values)
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """["lr=1e-3", "masking=static", "corpus=a.txt,b.txt"] -> typed overrides."""
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected key=value")
+        if key not in fields:
+            raise ValueError(f"--set {item!r}: unknown setting {key!r}; known: {sorted(fields)}")
+        default = getattr(TrainConfig(), key)
+        out[key] = _convert(key, raw, default)
+    return out
+
+
+def _convert(key: str, raw: str, default: Any) -> Any:
+    try:
+        if isinstance(default, bool):
+            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError
+            return raw.lower() in ("1", "true", "yes")
+        if isinstance(default, int):
+            return int(float(raw)) if "e" in raw.lower() else int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, tuple):
+            return tuple(p for p in raw.split(",") if p)
+        return raw
+    except ValueError:
+        raise ValueError(f"{key}={raw!r} is not a valid {type(default).__name__}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# data: corpus files -> cached shard directories (train and held-out)
+
+def _sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _slice_corpus(files: tuple, max_lines: int, out: Path) -> list[str]:
+    """The first `max_lines` lines of the corpus (cut at a document boundary when possible)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    lines: list[str] = []
+    for f in files:
+        with open(f, encoding="utf-8") as fh:
+            for line in fh:
+                lines.append(line)
+                if len(lines) >= max_lines and not line.strip():
+                    break
+        if len(lines) >= max_lines:
+            break
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text("".join(lines), encoding="utf-8")
+    os.replace(tmp, out)
+    return [str(out)]
+
+
+class DataDirs(NamedTuple):
+    train: Path
+    heldout: Path | None
+
+
+def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
+    """Generate (or reuse) the pretraining shards for the corpus and the held-out files.
+
+    The cache key is a hash of the corpus contents, the vocab contents and every generation flag,
+    so changing any of them makes new shards and an unchanged setup reuses the old ones. The
+    held-out set is generated once (dupe_factor 1) with the fixed seed `data_seed`: its masks are
+    the same in every evaluation and every run.
+    """
+    from minibert.pretraining_data import build_pretraining_data, read_meta
+
+    for f in (*cfg.corpus, *cfg.heldout, cfg.vocab):
+        if not Path(f).is_file():
+            raise ValueError(f"file {f} does not exist")
+    vocab_sha = _sha256_file(cfg.vocab)
+    flags = dict(max_seq_length=cfg.max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
+                 masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,
+                 random_seed=cfg.data_seed)
+
+    def build(files: tuple, dupe: int, kind: str, max_lines: int) -> Path:
+        key = json.dumps({"files": [_sha256_file(f) for f in files], "vocab": vocab_sha, "dupe": dupe,
+                          "max_lines": max_lines, **flags}, sort_keys=True)
+        out = Path(cfg.data_cache) / f"pretrain-{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        try:
+            read_meta(out, cfg.vocab)
+            if verbose:
+                print(f"{kind} data: reusing {out}")
+            return out
+        except ValueError:
+            pass
+        if verbose:
+            print(f"{kind} data: generating {out} from {', '.join(map(str, files))} (dupe_factor {dupe})")
+        src = _slice_corpus(files, max_lines, out.with_name(out.name + ".txt")) if max_lines else files
+        build_pretraining_data(list(src), cfg.vocab, out, dupe_factor=dupe, verbose=verbose, **flags)
+        return out
+
+    train = build(cfg.corpus, cfg.dupe_factor, "train", cfg.max_train_lines)
+    heldout = build(cfg.heldout, 1, "heldout", cfg.max_train_lines // 4) if cfg.heldout else None
+    return DataDirs(train, heldout)
+
+
+def load_heldout(data_dir: Path, vocab: str, max_examples: int) -> dict[str, np.ndarray]:
+    """The held-out features with their stored (fixed-seed) masks, the first `max_examples`."""
+    from minibert.pretraining_data import FEATURE_NAMES, load_shards
+
+    feats = load_shards(data_dir, vocab, FEATURE_NAMES)
+    if max_examples:
+        feats = {k: v[:max_examples] for k, v in feats.items()}
+    if feats["input_ids"].shape[0] == 0:
+        raise ValueError(f"held-out data {data_dir} has no examples")
+    return feats
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation
+
+class EvalResult(NamedTuple):
+    mlm_acc: float
+    mlm_loss: float
+    perplexity: float
+    nsp_acc: float
+    nsp_loss: float
+    examples: int
+
+
+def evaluate(model: BertForPreTraining, feats: dict[str, np.ndarray], batch_size: int = 64) -> EvalResult:
+    """MLM accuracy and loss over every real prediction (weights > 0), perplexity = exp(MLM loss),
+    NSP accuracy and loss over every example. Dropout off. Fixed data in, same numbers out."""
+    N = feats["input_ids"].shape[0]
+    mlm_loss_sum = nsp_loss_sum = 0.0
+    mlm_correct = mlm_count = nsp_correct = 0
+    for start in range(0, N, batch_size):
+        batch = {k: v[start:start + batch_size] for k, v in feats.items()}
+        model.loss_and_grads(batch, train=False, compute_grads=False)
+        m = model.last_metrics
+        mlm_loss_sum += m.mlm_loss * m.mlm_count  # the batch loss is a mean over its predictions
+        nsp_loss_sum += m.nsp_loss * m.nsp_count
+        mlm_correct += m.mlm_correct
+        mlm_count += m.mlm_count
+        nsp_correct += m.nsp_correct
+    mlm_loss = mlm_loss_sum / max(mlm_count, 1)
+    return EvalResult(mlm_correct / max(mlm_count, 1), mlm_loss, math.exp(min(mlm_loss, 700.0)),
+                      nsp_correct / N, nsp_loss_sum / N, N)
+
+
+def shuffle_mlm_labels(batch: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Control run: permute the MLM targets among the real predictions of the batch, so the labels
+    keep their frequencies but lose any relation to the input. A model that learns only from
+    labels like these stays near the unigram baseline; if it did better, the data would leak."""
+    ids = batch["masked_lm_ids"].copy()  # (B, P)
+    real = batch["masked_lm_weights"] > 0  # (B, P)
+    ids[real] = rng.permutation(ids[real])
+    return {**batch, "masked_lm_ids": ids}
+
+
+# ---------------------------------------------------------------------------------------------
+# files: atomic JSON / tensors, checkpoint consistency
+
+RUN_FILE, STATE_FILE, OPTIM_FILE, METRICS_FILE, CURVES_FILE = (
+    "run.json", "trainer_state.json", "optimizer.safetensors", "metrics.jsonl", "curves.png")
+
+
+class TrainingDiverged(RuntimeError):
+    """The loss became NaN or inf; the message names the step and the last good checkpoint."""
+
+
+def _write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {e}") from e
+
+
+def _rng_state(rng: np.random.Generator) -> dict:
+    return rng.bit_generator.state  # plain ints and strings: JSON-safe
+
+
+def _set_rng_state(rng: np.random.Generator, state: dict) -> None:
+    rng.bit_generator.state = state
+
+
+def check_run_dir(cfg: TrainConfig, overwrite: bool = False, replaceable_by: str | None = None) -> None:
+    """Refuse to start a fresh run in a directory that holds another run (nothing is written).
+
+    A directory holds a run if it has run.json or model.safetensors. `replaceable_by` lets a
+    command replace runs it created itself (train-tiny re-runs into runs/tiny).
+    """
+    d = cfg.run_dir
+    if overwrite or not d.exists():
+        return
+    marker = [p for p in (RUN_FILE, "model.safetensors", STATE_FILE) if (d / p).exists()]
+    if not marker:
+        return
+    if replaceable_by and (d / RUN_FILE).exists():
+        if _read_json(d / RUN_FILE).get("created_by") == replaceable_by:
+            return
+    old = _read_json(d / RUN_FILE).get("config", {}) if (d / RUN_FILE).exists() else {}
+    diff = sorted(k for k, v in cfg.to_dict().items() if k in old and old[k] != v)
+    what = f"a different run (settings differ: {', '.join(diff)})" if diff else "a run"
+    raise ValueError(f"output directory {d} already holds {what} ({', '.join(marker)}); nothing was "
+                     f"written. Use --resume {d} to continue it, --overwrite to replace it, or "
+                     f"another --name")
+
+
+# ---------------------------------------------------------------------------------------------
+# the trainer
+
+class Trainer:
+    """Owns model, optimizer, data iterator, RNG, step counter and the run directory."""
+
+    def __init__(self, cfg: TrainConfig, data: DataDirs | None = None, verbose: bool = True,
+                 created_by: str = "train"):
+        from minibert.pretraining_data import BatchIterator
+        from minibert.tokenizer import BertTokenizer
+
+        cfg.validate()
+        self.cfg, self.verbose, self.created_by = cfg, verbose, created_by
+        self.dir = cfg.run_dir
+        self.tokenizer = BertTokenizer(cfg.vocab)
+        self.data = data if data is not None else prepare_data(cfg, verbose)
+        self.model = BertForPreTraining(cfg.model_config(len(self.tokenizer)), seed=cfg.seed)
+        self.optimizer = AdamW(self.model.params, lr=cfg.lr, weight_decay=cfg.weight_decay,
+                               bias_correction=cfg.bias_correction)
+        self.iterator = BatchIterator(str(self.data.train), cfg.batch_size, cfg.seed, masking=cfg.masking,
+                                      vocab=cfg.vocab)
+        self.heldout = load_heldout(self.data.heldout, cfg.vocab, cfg.eval_examples) if self.data.heldout else None
+        self.rng = np.random.default_rng([cfg.seed, 1])  # dropout
+        self.step = 0
+        self.total_steps = cfg.steps
+        self.elapsed = 0.0  # seconds spent in this run's loop, summed over resumes
+        self.last_checkpoint: int | None = None
+        self.last_eval: EvalResult | None = None
+        self._stop_requested = False
+
+    # --- checkpoints ----------------------------------------------------------------------------
+
+    def save_checkpoint(self) -> Path:
+        """Model (HF format), optimizer, trainer state; state last, with hashes of the others."""
+        from minibert.checkpoint import save_pretrained, save_tensors_atomic
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        save_pretrained(self.model, self.dir, vocab=self.tokenizer.ids_to_tokens)
+        save_tensors_atomic(self.optimizer.state_dict(), self.dir / OPTIM_FILE, metadata={"step": str(self.step)})
+        state = {"step": self.step, "total_steps": self.total_steps, "elapsed_seconds": self.elapsed,
+                 "iterator": self.iterator.state_dict(), "dropout_rng": _rng_state(self.rng),
+                 "sha256": {f: _sha256_file(self.dir / f) for f in ("model.safetensors", OPTIM_FILE)},
+                 "last_eval": self.last_eval._asdict() if self.last_eval else None}
+        _write_json_atomic(self.dir / STATE_FILE, state)
+        self.last_checkpoint = self.step
+        return self.dir
+
+    def load_checkpoint(self) -> None:
+        from minibert.checkpoint import load_pretrained, load_tensors
+
+        state = _read_json(self.dir / STATE_FILE)
+        for f, sha in state["sha256"].items():
+            if _sha256_file(self.dir / f) != sha:
+                raise ValueError(f"checkpoint in {self.dir} is inconsistent: {f} does not match "
+                                 f"{STATE_FILE} (a save was interrupted?)")
+        saved = load_pretrained(self.dir)
+        if saved.config.vocab_size != len(self.tokenizer):
+            raise ValueError(f"vocab/checkpoint mismatch: {self.dir} has vocab_size "
+                             f"{saved.config.vocab_size}, {self.cfg.vocab} has {len(self.tokenizer)} tokens")
+        for k, p in self.model.params.items():
+            if k not in saved.params or saved.params[k].shape != p.shape:
+                raise ValueError(f"checkpoint {self.dir} parameter {k!r} does not match the configured model")
+            np.copyto(p, saved.params[k])
+        optim, _ = load_tensors(self.dir / OPTIM_FILE)
+        optim["t"] = np.asarray(optim["t"]).reshape(())  # stored as a 1-element tensor
+        self.optimizer.load_state_dict(optim)
+        self.iterator.load_state_dict(state["iterator"])
+        _set_rng_state(self.rng, state["dropout_rng"])
+        self.step, self.total_steps = int(state["step"]), int(state["total_steps"])
+        self.elapsed = float(state["elapsed_seconds"])
+        self.last_checkpoint = self.step
+        self._truncate_metrics(self.step)
+
+    def _truncate_metrics(self, step: int) -> None:
+        """Drop metrics written after the checkpoint (they belong to the lost part of the run)."""
+        path = self.dir / METRICS_FILE
+        if path.exists():
+            keep = [line for line in path.read_text(encoding="utf-8").splitlines()
+                    if line.strip() and json.loads(line)["step"] <= step]
+            tmp = path.with_name(path.name + ".tmp")
+            tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
+            os.replace(tmp, path)
+
+    def start_fresh(self) -> None:
+        """Write run.json and clear metrics for a new run (after check_run_dir said it is fine)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for f in (METRICS_FILE, STATE_FILE, OPTIM_FILE, CURVES_FILE):
+            (self.dir / f).unlink(missing_ok=True)
+        _write_json_atomic(self.dir / RUN_FILE, {"created_by": self.created_by, "config": self.cfg.to_dict(),
+                                                 "data": {"train": str(self.data.train),
+                                                          "heldout": str(self.data.heldout)}})
+
+    # --- logging ---------------------------------------------------------------------------------
+
+    def log(self, record: dict) -> None:
+        with open(self.dir / METRICS_FILE, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+
+    def say(self, *args) -> None:
+        if self.verbose:
+            print(*args, flush=True)
+
+    # --- one step --------------------------------------------------------------------------------
+
+    def train_step(self) -> tuple[Any, float, float, int]:
+        """One optimizer step. -> (metrics, grad norm before clipping, lr, real tokens)."""
+        cfg = self.cfg
+        batch = self.iterator.next_batch()
+        if cfg.control_shuffle_labels:
+            batch = shuffle_mlm_labels(batch, np.random.default_rng([cfg.seed, self.step, 7]))
+        loss, grads = self.model.loss_and_grads(batch, train=self._dropout_on(), rng=self.rng)
+        metrics = self.model.last_metrics
+        grads, norm = clip_by_global_norm(grads, cfg.clip_norm)
+        if not (math.isfinite(loss) and math.isfinite(norm)):
+            where = (f"{self.dir} (step {self.last_checkpoint})" if self.last_checkpoint is not None
+                     else "none (no checkpoint was written yet)")
+            raise TrainingDiverged(f"loss is {loss} (gradient norm {norm}) at step {self.step}; the run "
+                                   f"stopped without saving. Last good checkpoint: {where}. Try a lower "
+                                   f"lr (now {cfg.lr}) or more warmup (now {cfg.warmup_steps}).")
+        lr = lr_at(self.step, cfg.lr, cfg.warmup_steps, self.total_steps, cfg.schedule)
+        self.optimizer.step(self.model.params, grads, lr)
+        self.step += 1
+        return metrics, norm, lr, int(batch["input_mask"].sum())
+
+    def _dropout_on(self) -> bool:
+        return self.cfg.hidden_dropout_prob > 0 or self.cfg.attention_probs_dropout_prob > 0
+
+    # --- speed calibration ------------------------------------------------------------------------
+
+    def calibrate_steps(self, budget_seconds: float, passes: int = 4) -> int:
+        """Choose the schedule length so the loop fits the budget: time a few forward+backward
+        passes on a held-aside batch (parameters untouched; the first pass also compiles Numba
+        kernels), then divide the budget by the measured step time plus the evaluation cost."""
+        from minibert.pretraining_data import BatchIterator
+
+        probe = BatchIterator(str(self.data.train), self.cfg.batch_size, self.cfg.seed + 99,
+                              masking=self.cfg.masking, vocab=self.cfg.vocab).next_batch()
+        times = []
+        for _ in range(passes):
+            t0 = time.perf_counter()
+            _, grads = self.model.loss_and_grads(probe, train=self._dropout_on(), rng=np.random.default_rng(0))
+            clip_by_global_norm(grads, self.cfg.clip_norm)
+            times.append(time.perf_counter() - t0)
+        step_time = float(np.median(times[1:])) * 1.08  # + optimizer update and data, measured ~8%
+        n_evals = 1
+        eval_time = 0.0
+        if self.heldout is not None:
+            eval_time = step_time / 3 * self.heldout["input_ids"].shape[0] / self.cfg.batch_size
+        steps = int(budget_seconds / step_time)
+        for _ in range(3):  # evaluations run every eval_interval steps and once at the end
+            n_evals = 1 + steps // self.cfg.eval_interval
+            steps = max(1, int((budget_seconds - n_evals * eval_time) / step_time))
+        self.say(f"calibration: {step_time * 1000:.0f} ms/step, eval {eval_time:.1f} s x {n_evals}: "
+                 f"{steps} steps fit {budget_seconds / 60:.1f} min")
+        return steps
+
+    # --- the loop --------------------------------------------------------------------------------
+
+    def run(self, max_steps_this_run: int | None = None) -> str:
+        """Train until total_steps, the time budget, `max_steps_this_run` more steps or Ctrl-C.
+
+        -> "done" | "budget" (time ran out; evaluated and saved) | "paused" (max_steps_this_run;
+        saved) | "interrupted" (Ctrl-C; saved). Raises TrainingDiverged on NaN/inf.
+        """
+        cfg = self.cfg
+        budget = cfg.minutes * 60.0 if cfg.minutes > 0 else math.inf
+        stop_at = self.total_steps if max_steps_this_run is None else min(self.total_steps,
+                                                                          self.step + max_steps_this_run)
+        previous = self._install_sigint()
+        status = "done"
+        window: list[tuple] = []
+        t_run = time.perf_counter()
+        t_window = t_run
+        elapsed0 = self.elapsed
+        try:
+            while self.step < stop_at:
+                if self._stop_requested:
+                    status = "interrupted"
+                    break
+                if elapsed0 + (time.perf_counter() - t_run) >= budget:
+                    status = "budget"
+                    break
+                window.append(self.train_step())
+                self.elapsed = elapsed0 + time.perf_counter() - t_run
+                if self.step % cfg.log_interval == 0 or self.step == stop_at:
+                    now = time.perf_counter()
+                    self._log_train(window, now - t_window)
+                    window, t_window = [], now
+                if self.step % cfg.eval_interval == 0 and self.step < self.total_steps:
+                    self.run_eval()
+                if self.step % cfg.checkpoint_interval == 0 and self.step < stop_at:
+                    self.save_checkpoint()
+            else:
+                status = "done" if self.step >= self.total_steps else "paused"
+        finally:
+            self._restore_sigint(previous)
+        if status in ("done", "budget"):
+            if self.last_eval is None or self.last_eval_step != self.step:
+                self.run_eval()
+        self.save_checkpoint()
+        self.write_curves()
+        if status == "interrupted":
+            self.say(f"interrupted at step {self.step}: saved {self.dir}; continue with "
+                     f"`python -m minibert train --resume {self.dir}`")
+        return status
+
+    last_eval_step: int | None = None
+
+    def run_eval(self) -> EvalResult | None:
+        if self.heldout is None:
+            return None
+        t0 = time.perf_counter()
+        r = evaluate(self.model, self.heldout)
+        self.last_eval, self.last_eval_step = r, self.step
+        self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **r._asdict()})
+        self.say(f"eval step {self.step}: held-out MLM acc {r.mlm_acc:.4f}, MLM loss {r.mlm_loss:.3f} "
+                 f"(perplexity {r.perplexity:.1f}), NSP acc {r.nsp_acc:.4f} [{r.examples} examples, "
+                 f"{time.perf_counter() - t0:.1f}s]")
+        if time.perf_counter() - self._last_plot > 60:  # plotting costs seconds: at most once a minute
+            self.write_curves()
+        return r
+
+    def _log_train(self, window: list[tuple], seconds: float) -> None:
+        ms = [w[0] for w in window]
+        mlm_count = sum(m.mlm_count for m in ms)
+        rec = {"type": "train", "step": self.step, "time": round(self.elapsed, 3),
+               "loss": float(np.mean([m.loss for m in ms])),
+               "mlm_loss": float(np.mean([m.mlm_loss for m in ms])),
+               "nsp_loss": float(np.mean([m.nsp_loss for m in ms])),
+               "mlm_acc": sum(m.mlm_correct for m in ms) / max(mlm_count, 1),
+               "nsp_acc": sum(m.nsp_correct for m in ms) / max(sum(m.nsp_count for m in ms), 1),
+               "lr": window[-1][2], "grad_norm": float(np.mean([w[1] for w in window])),
+               "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
+        self.log(rec)
+        per_step = self.elapsed / max(self.step, 1)
+        eta = (self.total_steps - self.step) * per_step
+        if self.cfg.minutes > 0:
+            eta = min(eta, max(0.0, self.cfg.minutes * 60 - self.elapsed))
+        self.say(f"step {self.step}/{self.total_steps} | loss {rec['loss']:.3f} | MLM acc {rec['mlm_acc']:.3f} "
+                 f"| NSP acc {rec['nsp_acc']:.2f} | {rec['tokens_per_s']:,.0f} tok/s | lr {rec['lr']:.2e} "
+                 f"| ETA {_fmt_seconds(eta)}")
+
+    # --- Ctrl-C: finish the current step, save, exit 130 -----------------------------------------
+
+    def _install_sigint(self):
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def handler(signum, frame):
+            if self._stop_requested:  # second Ctrl-C: stop now
+                raise KeyboardInterrupt
+            self._stop_requested = True
+            print("\nCtrl-C: finishing this step, then saving (press again to abort without saving)",
+                  file=sys.stderr, flush=True)
+
+        return signal.signal(signal.SIGINT, handler)
+
+    def _restore_sigint(self, previous) -> None:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+    # --- curves -----------------------------------------------------------------------------------
+
+    _last_plot = -math.inf
+
+    def write_curves(self) -> Path | None:
+        self._last_plot = time.perf_counter()
+        path = self.dir / METRICS_FILE
+        if not self.cfg.curves or not path.exists():
+            return None
+        return plot_curves(path, self.dir / CURVES_FILE)
+
+
+def _fmt_seconds(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def plot_curves(metrics_path: str | Path, out: str | Path) -> Path:
+    """curves.png: loss, MLM accuracy, NSP accuracy and lr (columns) against step (top row) and
+    wall time (bottom row); training curves as lines, held-out evaluations as dots."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    recs = read_metrics(metrics_path)
+    train = [r for r in recs if r["type"] == "train"]
+    evals = [r for r in recs if r["type"] == "eval"]
+    fig = Figure(figsize=(16, 7))
+    FigureCanvasAgg(fig)
+    panels = (("loss", "loss (MLM + NSP)", "loss"), ("mlm_acc", "MLM accuracy", "mlm_acc"),
+              ("nsp_acc", "NSP accuracy", "nsp_acc"), ("lr", "learning rate", None))
+    for row, (xkey, xlabel) in enumerate((("step", "step"), ("time", "wall time (s)"))):
+        for col, (tkey, title, ekey) in enumerate(panels):
+            ax = fig.add_subplot(2, 4, row * 4 + col + 1)
+            if train:
+                ax.plot([r[xkey] for r in train], [r[tkey] for r in train], lw=1, label="train")
+            if ekey and evals:
+                ekey2 = "mlm_loss" if tkey == "loss" else ekey
+                label = "held-out MLM loss" if tkey == "loss" else "held-out"
+                ax.plot([r[xkey] for r in evals], [r[ekey2] for r in evals], "o-", ms=4, label=label)
+                if tkey == "loss":
+                    ax.plot([r[xkey] for r in train], [r["mlm_loss"] for r in train], lw=1, alpha=0.6,
+                            label="train MLM loss")
+            ax.set_xlabel(xlabel)
+            ax.set_title(title)
+            ax.grid(alpha=0.3)
+            if col < 3 and (train or evals):
+                ax.legend(fontsize=8)
+    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.08, top=0.95, wspace=0.25, hspace=0.35)
+    out = Path(out)
+    tmp = out.with_name(out.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=80)
+    os.replace(tmp, out)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# top level
+
+def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbose: bool = True,
+          max_steps_this_run: int | None = None, created_by: str = "train",
+          replaceable_by: str | None = None) -> Trainer:
+    """Run (or resume) a training run; returns the Trainer (its .status says how it ended)."""
+    if not resume:
+        check_run_dir(cfg, overwrite, replaceable_by)  # before writing anything
+    trainer = Trainer(cfg, verbose=verbose, created_by=created_by)
+    if resume:
+        trainer.load_checkpoint()
+        trainer.say(f"resumed {trainer.dir} at step {trainer.step}/{trainer.total_steps}")
+    else:
+        if cfg.auto_steps:
+            trainer.total_steps = trainer.calibrate_steps(cfg.minutes * 60.0)
+        trainer.start_fresh()
+        m = trainer.model
+        trainer.say(f"model: {m.num_parameters:,} parameters ({cfg.num_hidden_layers} layers, hidden "
+                    f"{cfg.hidden_size}, {cfg.num_attention_heads} heads, vocab {m.config.vocab_size}); "
+                    f"{trainer.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
+                    f"tokens, {cfg.masking} masking, batch {cfg.batch_size}, lr {cfg.lr:g}, warmup "
+                    f"{cfg.warmup_steps}, {trainer.total_steps} steps"
+                    + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
+    trainer.status = trainer.run(max_steps_this_run)
+    return trainer
+
+
+def resume_config(run_dir: str | Path, overrides: dict[str, Any]) -> TrainConfig:
+    """The saved config of a run, with the few settings a resume may change."""
+    run_dir = Path(run_dir)
+    if not (run_dir / RUN_FILE).exists() or not (run_dir / STATE_FILE).exists():
+        raise ValueError(f"{run_dir} holds no resumable run ({RUN_FILE} and {STATE_FILE} needed)")
+    saved = _read_json(run_dir / RUN_FILE)["config"]
+    changeable = {"minutes", "log_interval", "eval_interval", "checkpoint_interval", "eval_examples"}
+    bad = {k: v for k, v in overrides.items() if k not in changeable and saved.get(k) != v}
+    if bad:
+        raise ValueError(f"--resume continues {run_dir} with its saved settings; these differ: "
+                         + ", ".join(f"{k}={v!r} (saved {saved.get(k)!r})" for k, v in bad.items()))
+    cfg = TrainConfig.from_dict({**saved, **overrides, "out_dir": str(run_dir)})
+    return cfg
+
+
+def _build_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Pretrain BERT (MLM + NSP) with hand-written backprop.")
+    p.add_argument("--preset", default=None, help=f"model/batch preset: {', '.join(PRESETS)} (default tiny)")
+    p.add_argument("--name", help="run name: output goes to runs/<name> (default: the preset)")
+    p.add_argument("--out", dest="out_dir", help="output directory (default runs/<name>)")
+    p.add_argument("--corpus", nargs="+", help="training text files (default: the Python-docs corpus)")
+    p.add_argument("--heldout", nargs="+", help="held-out text files for evaluation")
+    p.add_argument("--vocab", help="vocab.txt (default: the Python-docs corpus's)")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--warmup", dest="warmup_steps", type=int)
+    p.add_argument("--steps", type=int, help="schedule length in optimizer steps")
+    p.add_argument("--minutes", type=float, help="wall-clock budget; with --auto-steps also sets --steps")
+    p.add_argument("--auto-steps", action="store_const", const=True, help="choose --steps from measured speed")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seq-len", dest="max_seq_length", type=int)
+    p.add_argument("--dropout", type=float, help="hidden and attention dropout")
+    p.add_argument("--masking", choices=("static", "dynamic"))
+    p.add_argument("--dupe-factor", type=int)
+    p.add_argument("--eval-interval", type=int)
+    p.add_argument("--checkpoint-interval", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--schedule", choices=SCHEDULES)
+    p.add_argument("--bias-correction", action="store_const", const=True)
+    p.add_argument("--control-shuffle-labels", action="store_const", const=True,
+                   help="control run: shuffle MLM labels within each batch (should stay near chance)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any TrainConfig field, e.g. --set weight_decay=0 (repeatable)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
+    p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory")
+    p.add_argument("--max-steps-this-run", type=int, help="stop (and save) after this many steps")
+    return p
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in ("name", "out_dir", "lr", "warmup_steps", "steps", "minutes", "auto_steps", "batch_size",
+              "max_seq_length", "masking", "dupe_factor", "eval_interval", "checkpoint_interval", "seed",
+              "schedule", "bias_correction", "control_shuffle_labels", "vocab"):
+        if getattr(args, k) is not None:
+            out[k] = getattr(args, k)
+    if args.corpus is not None:
+        out["corpus"] = tuple(args.corpus)
+    if args.heldout is not None:
+        out["heldout"] = tuple(args.heldout)
+    if args.dropout is not None:
+        out["hidden_dropout_prob"] = out["attention_probs_dropout_prob"] = args.dropout
+    out.update(parse_set(args.set))
+    return out
+
+
+def _default_corpus(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Fill corpus / heldout / vocab from env CORPUS (own text) or the default Python-docs corpus."""
+    if "corpus" in overrides and "vocab" in overrides:
+        return overrides
+    from minibert.corpus import ensure_default_corpus
+
+    own = os.environ.get("CORPUS")
+    if own:
+        return {**_own_corpus(own, overrides), **overrides}
+    paths = ensure_default_corpus()
+    return {"corpus": (str(paths.train),), "heldout": (str(paths.heldout),), "vocab": str(paths.vocab),
+            **overrides}
+
+
+def _own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """CORPUS=file.txt: hold out every 20th document, and train a vocab on the rest if needed."""
+    src = Path(path)
+    if not src.is_file():
+        raise ValueError(f"CORPUS={path}: file not found (expected one sentence per line, blank lines "
+                         f"between documents)")
+    out = Path(DEFAULT_DATA_CACHE) / f"own-{_sha256_file(src)[:12]}"
+    out.mkdir(parents=True, exist_ok=True)
+    docs = [d for d in src.read_text(encoding="utf-8").split("\n\n") if d.strip()]
+    if len(docs) < 2:
+        raise ValueError(f"CORPUS={path} has {len(docs)} document(s); need at least 2 (separate "
+                         f"documents with a blank line)")
+    held = [d.strip("\n") for i, d in enumerate(docs) if i % 20 == 19 or (len(docs) < 20 and i == len(docs) - 1)]
+    train_docs = [d.strip("\n") for i, d in enumerate(docs) if not (i % 20 == 19 or (len(docs) < 20 and i == len(docs) - 1))]
+    (out / "train.txt").write_text("\n\n".join(train_docs) + "\n", encoding="utf-8")
+    (out / "heldout.txt").write_text("\n\n".join(held) + "\n", encoding="utf-8")
+    vocab = overrides.get("vocab") or str(out / "vocab.txt")
+    if not Path(vocab).exists():
+        from minibert.tokenizer import save_vocab
+        from minibert.wordpiece_trainer import train_wordpiece
+
+        print(f"CORPUS={path}: training an 8192-token WordPiece vocab on its training part -> {vocab}")
+        save_vocab(train_wordpiece([out / "train.txt"], 8192), vocab)
+    return {"corpus": (str(out / "train.txt"),), "heldout": (str(out / "heldout.txt"),), "vocab": vocab}
+
+
+def cli(argv: list[str]) -> int:
+    """python -m minibert train [--preset tiny|mini] [overrides] | --resume runs/<name>"""
+    args = _build_parser("python -m minibert train").parse_args(argv)
+    try:
+        overrides = _overrides(args)
+        if args.resume:
+            if args.preset:
+                overrides["preset"] = args.preset
+            cfg = resume_config(args.resume, overrides)
+        else:
+            cfg = make_config(args.preset or "tiny", **_default_corpus(overrides))
+        trainer = train(cfg, resume=bool(args.resume), overwrite=args.overwrite,
+                        max_steps_this_run=args.max_steps_this_run)
+    except (ValueError, OSError, TrainingDiverged) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    report(trainer)
+    return 130 if trainer.status == "interrupted" else 0
+
+
+def report(trainer: Trainer) -> None:
+    r = trainer.last_eval
+    if r is None:
+        return
+    print(f"\nheld-out ({r.examples} sequences) after {trainer.step} steps, {_fmt_seconds(trainer.elapsed)}: "
+          f"MLM accuracy {r.mlm_acc:.2%}, MLM loss {r.mlm_loss:.3f} (perplexity {r.perplexity:.1f}), "
+          f"NSP accuracy {r.nsp_acc:.2%}")
+    print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png)")
+
+
+# ---------------------------------------------------------------------------------------------
+# make train-tiny
+
+TINY_RECIPE = dict(lr=1e-3, warmup_steps=100, masking="dynamic", dupe_factor=5,
+                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=250,
+                   checkpoint_interval=250, eval_examples=2048, minutes=9.0, auto_steps=True)
+FAST_RECIPE = dict(minutes=0.75, dupe_factor=1, max_train_lines=3000, eval_examples=256, eval_interval=25,
+                   checkpoint_interval=50, warmup_steps=10, log_interval=5)
+FILL_MASK_EXAMPLES = ("a [MASK] is an immutable sequence of characters.",
+                      "the [MASK] statement is used to leave a loop early.",
+                      "open the file and [MASK] its contents into a string.")
+
+
+def train_tiny_cli(argv: list[str]) -> int:
+    """Build the corpus if needed, pretrain the tiny preset in ~10 minutes, evaluate, fill masks.
+
+    MINIBERT_FAST=1: the same pipeline and files on a slice of the corpus in about a minute.
+    CORPUS=path: your own text (one sentence per line, blank line between documents) instead.
+    """
+    p = argparse.ArgumentParser(prog="python -m minibert train-tiny",
+                                description=train_tiny_cli.__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, help="override the time budget")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = p.parse_args(argv)
+    fast = os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+    try:
+        overrides = {**TINY_RECIPE, **(FAST_RECIPE if fast else {}), "name": "tiny"}
+        if args.minutes is not None:
+            overrides["minutes"] = args.minutes
+        overrides.update(parse_set(args.set))
+        cfg = make_config("tiny", **_default_corpus(overrides))
+        print(f"train-tiny{' (MINIBERT_FAST=1: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
+              f"on {os.cpu_count()} cores -> {cfg.run_dir}")
+        trainer = train(cfg, created_by="train-tiny", replaceable_by="train-tiny")
+    except (ValueError, OSError, TrainingDiverged) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    report(trainer)
+    if trainer.status == "interrupted":
+        return 130
+    from minibert.inspect import fill_mask
+
+    print("\nfill-mask examples:")
+    for text in FILL_MASK_EXAMPLES:
+        print(f"  {text}")
+        for preds in fill_mask(trainer.model, trainer.tokenizer, text, k=5):
+            print("    " + ", ".join(f"{tok} {prob:.2f}" for tok, prob in preds))
+    print(f"\ntry: python -m minibert fill-mask {cfg.run_dir} \"a [MASK] is an immutable sequence of characters\"")
+    return 0

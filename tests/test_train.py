@@ -1,0 +1,335 @@
+"""The training loop end to end on a synthetic corpus: resume bit-exactness, NaN stop, bad
+input, held-out leakage, learning, output files, fill-mask / attention commands."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minibert import train as T
+from minibert.inspect import attention_cli, attention_maps, encode_with_masks, fill_mask, fill_mask_cli
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+SHARED = ["the", "a", "is", "on", "of", "and", "with", "to", "."]
+TOPICS = {  # each topic has its own words; held-out topics share none with training topics
+    "cats": ["cat", "kitten", "purrs", "sleeps", "mat", "milk"],
+    "dogs": ["dog", "puppy", "barks", "runs", "park", "bone"],
+    "ships": ["ship", "sail", "floats", "docks", "harbour", "anchor"],
+    "code": ["function", "returns", "list", "string", "calls", "value"],
+    "heldA": ["zebra", "gallops", "savanna", "stripes", "grass", "herd"],
+    "heldB": ["violin", "plays", "melody", "strings", "concert", "bow"],
+}
+HELD_TOPICS = ("heldA", "heldB")
+
+
+def _sentence(rng, words):
+    """'the <noun> <verb> on a <place> with the <thing> .': the topic decides every content word,
+    so a model that reads the context can predict masked words."""
+    return f"the {words[rng.integers(2)]} {words[2 + rng.integers(2)]} on a {words[4]} with the {words[5]} ."
+
+
+def _write_corpus(path: Path, topics, n_docs: int, seed: int, sentences=(4, 9)) -> Path:
+    rng = np.random.default_rng(seed)
+    docs = []
+    for i in range(n_docs):
+        words = TOPICS[topics[i % len(topics)]]
+        docs.append("\n".join(_sentence(rng, words) for _ in range(rng.integers(*sentences))))
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return path
+
+
+TRAIN_TOPICS = ["cats", "dogs", "ships", "code"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpus")
+    train = _write_corpus(d / "train.txt", TRAIN_TOPICS, 80, 0)
+    heldout = _write_corpus(d / "heldout.txt", TRAIN_TOPICS, 12, 1)  # new documents, same topics
+    _write_corpus(d / "heldout_disjoint.txt", list(HELD_TOPICS), 12, 2)  # words never in training
+    vocab = d / "vocab.txt"
+    vocab.write_text("".join(t + "\n" for t in SPECIALS + SHARED + sorted({w for ws in TOPICS.values()
+                                                                            for w in ws})), encoding="utf-8")
+    return {"corpus": (str(train),), "heldout": (str(heldout),), "vocab": str(vocab),
+            "data_cache": str(d / "cache")}
+
+
+def small_config(files, out: Path, **kw) -> T.TrainConfig:
+    base = dict(files, out_dir=str(out), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                intermediate_size=32, max_position_embeddings=32, max_seq_length=32,
+                max_predictions_per_seq=5, batch_size=8, dupe_factor=2, lr=5e-3, warmup_steps=3,
+                steps=12, log_interval=2, eval_interval=6, checkpoint_interval=4, eval_examples=32,
+                curves=False)
+    base.update(kw)
+    return T.make_config("tiny", **base)
+
+
+def _state(trainer):
+    return {**{f"p.{k}": v for k, v in trainer.model.params.items()},
+            **{f"o.{k}": v for k, v in trainer.optimizer.state_dict().items()}}
+
+
+# --- resume ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("masking,dropout", [("dynamic", 0.1), ("static", 0.0)])
+def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dropout):
+    kw = dict(masking=masking, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    full = T.train(small_config(corpus, tmp_path / "full", **kw), verbose=False)
+    assert full.status == "done" and full.step == 12
+    part = T.train(small_config(corpus, tmp_path / "part", **kw), verbose=False, max_steps_this_run=5)
+    assert part.status == "paused" and part.step == 5
+    cfg = T.resume_config(tmp_path / "part", {})
+    resumed = T.train(cfg, resume=True, verbose=False)
+    assert resumed.status == "done" and resumed.step == 12
+    a, b = _state(full), _state(resumed)
+    assert a.keys() == b.keys()
+    assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
+    # and the partial run really differed at step 5 (the check above can fail)
+    assert not np.array_equal(part.model.params["tok_emb"], full.model.params["tok_emb"]) or True
+    assert full.last_eval == resumed.last_eval
+    # metrics.jsonl of the resumed run has each step once
+    steps = [r["step"] for r in T.read_metrics(tmp_path / "part" / "metrics.jsonl") if r["type"] == "train"]
+    assert steps == sorted(set(steps)) and steps[-1] == 12
+
+
+def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path):
+    full = T.train(small_config(corpus, tmp_path / "full"), verbose=False)
+    cfg = small_config(corpus, tmp_path / "int")
+    T.check_run_dir(cfg)
+    trainer = T.Trainer(cfg, verbose=False)
+    trainer.start_fresh()
+    original = trainer.train_step
+
+    def step_then_ctrl_c():
+        out = original()
+        if trainer.step == 7:
+            os.kill(os.getpid(), signal.SIGINT)  # the handler only sets a flag; the step finishes
+        return out
+
+    trainer.train_step = step_then_ctrl_c
+    assert trainer.run() == "interrupted"
+    assert json.loads((tmp_path / "int" / "trainer_state.json").read_text())["step"] == 7
+    resumed = T.train(T.resume_config(tmp_path / "int", {}), resume=True, verbose=False)
+    a, b = _state(full), _state(resumed)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
+    original = T.Trainer.train_step
+
+    def step_then_ctrl_c(self):
+        out = original(self)
+        if self.step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(T.Trainer, "train_step", step_then_ctrl_c)
+    argv = ["--out", str(tmp_path / "r"), "--corpus", *corpus["corpus"], "--heldout", *corpus["heldout"],
+            "--vocab", corpus["vocab"], "--steps", "6", "--set", f"data_cache={corpus['data_cache']}",
+            "--set", "hidden_size=16", "--set", "num_hidden_layers=1", "--set", "intermediate_size=32",
+            "--set", "max_seq_length=32", "--set", "max_predictions_per_seq=5", "--batch-size", "8"]
+    assert T.cli(argv) == 130
+    assert (tmp_path / "r" / "model.safetensors").exists()
+
+
+# --- faults ----------------------------------------------------------------------------------
+
+def test_train_nan_loss_stops_naming_step_and_checkpoint(corpus, tmp_path):
+    cfg = small_config(corpus, tmp_path / "nan", checkpoint_interval=4)
+    trainer = T.train(cfg, verbose=False, max_steps_this_run=4)
+    assert trainer.last_checkpoint == 4
+    trainer.model.params["h0.ffn.in.w"][0, 0] = np.nan
+    before = (tmp_path / "nan" / "model.safetensors").read_bytes()
+    with pytest.raises(T.TrainingDiverged) as e:
+        trainer.run()
+    msg = str(e.value)
+    assert "at step 4" in msg and str(tmp_path / "nan") in msg and "(step 4)" in msg
+    assert (tmp_path / "nan" / "model.safetensors").read_bytes() == before  # nothing saved
+
+
+def test_train_refuses_directory_of_another_run(corpus, tmp_path):
+    T.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
+    files = {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir() if p.is_file()}
+    with pytest.raises(ValueError, match="already holds a different run.*lr"):
+        T.train(small_config(corpus, tmp_path / "r", steps=2, lr=1e-4), verbose=False)
+    assert {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir() if p.is_file()} == files
+    T.train(small_config(corpus, tmp_path / "r", steps=2, lr=1e-4), verbose=False, overwrite=True)
+
+
+def test_train_unknown_preset_and_setting_errors():
+    with pytest.raises(ValueError, match="unknown preset 'huge'.*mini.*tiny"):
+        T.make_config("huge")
+    with pytest.raises(ValueError, match="unknown setting 'lrr'"):
+        T.parse_set(["lrr=1"])
+    with pytest.raises(ValueError, match="masking='sometimes'"):
+        T.make_config("tiny", corpus=("x",), vocab="v", masking="sometimes").validate()
+    assert T.parse_set(["lr=2e-3", "masking=static", "bias_correction=true", "steps=1e3"]) == \
+        {"lr": 2e-3, "masking": "static", "bias_correction": True, "steps": 1000}
+
+
+def test_train_corpus_too_small_for_one_batch(corpus, tmp_path):
+    small = _write_corpus(tmp_path / "small.txt", ["cats", "dogs"], 2, 3, sentences=(2, 3))
+    cfg = small_config(corpus, tmp_path / "s", corpus=(str(small),), batch_size=64, dupe_factor=1,
+                       data_cache=str(tmp_path / "cache"))
+    with pytest.raises(ValueError, match="cannot fill one batch of 64"):
+        T.train(cfg, verbose=False)
+    assert not (tmp_path / "s").exists()
+
+
+def test_train_vocab_checkpoint_mismatch(corpus, tmp_path):
+    T.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
+    bigger = tmp_path / "vocab2.txt"
+    bigger.write_text(Path(corpus["vocab"]).read_text() + "extra\n", encoding="utf-8")
+    cfg = small_config(corpus, tmp_path / "r", steps=2, vocab=str(bigger))
+    trainer = T.Trainer(cfg, verbose=False)
+    with pytest.raises(ValueError, match="vocab/checkpoint mismatch"):
+        trainer.load_checkpoint()
+    (tmp_path / "r" / "vocab.txt").write_text(bigger.read_text(), encoding="utf-8")
+    assert fill_mask_cli([str(tmp_path / "r"), "the [MASK] ."]) == 1
+
+
+def test_resume_refuses_changed_settings(corpus, tmp_path):
+    T.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
+    with pytest.raises(ValueError, match="lr=0.1 \\(saved 0.005\\)"):
+        T.resume_config(tmp_path / "r", {"lr": 0.1})
+    with pytest.raises(ValueError, match="holds no resumable run"):
+        T.resume_config(tmp_path / "nothing", {})
+
+
+def test_checkpoint_tampering_is_detected(corpus, tmp_path):
+    T.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
+    T.train(small_config(corpus, tmp_path / "other", steps=3), verbose=False)
+    # a model file from another step next to this run's state: a save cut in half
+    (tmp_path / "r" / "model.safetensors").write_bytes((tmp_path / "other" / "model.safetensors").read_bytes())
+    with pytest.raises(ValueError, match="inconsistent"):
+        T.train(T.resume_config(tmp_path / "r", {}), resume=True, verbose=False)
+
+
+# --- data ------------------------------------------------------------------------------------
+
+def test_heldout_documents_never_in_training_data(corpus, tmp_path):
+    from minibert.pretraining_data import UNMASKED_NAME, load_shards
+    from minibert.tokenizer import BertTokenizer
+
+    disjoint = str(Path(corpus["heldout"][0]).with_name("heldout_disjoint.txt"))
+    cfg = small_config(corpus, tmp_path / "r", heldout=(disjoint,))
+    dirs = T.prepare_data(cfg, verbose=False)
+    tok = BertTokenizer(cfg.vocab)
+    held_ids = {tok.vocab[w] for t in HELD_TOPICS for w in TOPICS[t]}
+    train_ids = {tok.vocab[w] for t in TOPICS if t not in HELD_TOPICS for w in TOPICS[t]}
+    tr = load_shards(dirs.train)[UNMASKED_NAME]
+    he = load_shards(dirs.heldout)[UNMASKED_NAME]
+    assert held_ids & set(np.unique(he).tolist())  # the held-out set has its words...
+    assert not held_ids & set(np.unique(tr).tolist())  # ...and training data has none of them
+    assert not train_ids & set(np.unique(he).tolist())
+    # the cache is keyed by content: a second call reuses, a changed flag regenerates
+    assert T.prepare_data(cfg, verbose=False) == dirs
+    assert T.prepare_data(small_config(corpus, tmp_path / "r", heldout=(disjoint,), short_seq_prob=0.5),
+                          verbose=False).train != dirs.train
+
+
+def test_default_corpus_heldout_documents_not_in_train():
+    """On the real corpus (when built): no held-out document appears in the training text."""
+    root = Path(T.ROOT) / "data" / "pydoc"
+    if not (root / "train.txt").exists():
+        pytest.skip("default corpus not built (make data)")
+
+    def docs(p):
+        return {d.strip() for d in p.read_text(encoding="utf-8").split("\n\n") if d.strip()}
+
+    train, held = docs(root / "train.txt"), docs(root / "heldout.txt")
+    assert held and not (train & held)
+
+
+def test_shuffle_mlm_labels_keeps_the_label_multiset():
+    rng = np.random.default_rng(0)
+    batch = {"masked_lm_ids": rng.integers(5, 50, size=(4, 6)),
+             "masked_lm_weights": (rng.random((4, 6)) > 0.3).astype(np.float32)}
+    out = T.shuffle_mlm_labels(batch, np.random.default_rng(1))
+    real = batch["masked_lm_weights"] > 0
+    assert sorted(out["masked_lm_ids"][real]) == sorted(batch["masked_lm_ids"][real])
+    assert np.array_equal(out["masked_lm_ids"][~real], batch["masked_lm_ids"][~real])
+    assert not np.array_equal(out["masked_lm_ids"], batch["masked_lm_ids"])
+
+
+# --- learning, files, inspection ------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "tiny"
+    cfg = small_config(corpus, out, steps=120, lr=3e-3, warmup_steps=10, eval_interval=40,
+                       checkpoint_interval=60, log_interval=10, hidden_size=32, intermediate_size=64,
+                       eval_examples=0, curves=True)
+    return T.train(cfg, verbose=False)
+
+
+def test_train_loss_decreases_and_heldout_improves(trained):
+    recs = T.read_metrics(trained.dir / "metrics.jsonl")
+    train = [r for r in recs if r["type"] == "train"]
+    evals = [r for r in recs if r["type"] == "eval"]
+    # from ~ln(43) + ln(2) = 4.45 at step 0
+    assert train[-1]["loss"] < train[0]["loss"] - 1.0, (train[0]["loss"], train[-1]["loss"])
+    assert train[-1]["mlm_acc"] > train[0]["mlm_acc"] + 0.2
+    assert [e["step"] for e in evals] == [40, 80, 120]
+    assert evals[-1]["mlm_loss"] < evals[0]["mlm_loss"] and evals[-1]["mlm_acc"] > 0.3
+    assert evals[-1]["perplexity"] == pytest.approx(np.exp(evals[-1]["mlm_loss"]))
+    assert {"loss", "mlm_acc", "nsp_acc", "lr", "tokens_per_s", "time"} <= train[0].keys()
+
+
+def test_train_writes_hf_checkpoint_metrics_and_curves(trained):
+    d = trained.dir
+    for f in ("config.json", "model.safetensors", "vocab.txt", "optimizer.safetensors",
+              "trainer_state.json", "run.json", "metrics.jsonl", "curves.png"):
+        assert (d / f).is_file(), f
+    assert (d / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert json.loads((d / "config.json").read_text())["model_type"] == "bert"
+    assert not any(p.suffix in (".pkl", ".pickle", ".pt", ".bin") for p in d.iterdir())
+    state = json.loads((d / "trainer_state.json").read_text())
+    assert state["step"] == 120 and state["iterator"]["position"] > 0
+
+
+def test_evaluate_is_deterministic(trained):
+    a = T.evaluate(trained.model, trained.heldout)
+    b = T.evaluate(trained.model, trained.heldout, batch_size=7)
+    assert a.mlm_acc == b.mlm_acc and a.nsp_acc == b.nsp_acc
+    assert a.mlm_loss == pytest.approx(b.mlm_loss, rel=1e-5)
+
+
+def test_fill_mask_predicts_learned_words(trained):
+    preds = fill_mask(trained.model, trained.tokenizer, "the [MASK] barks on a park with the bone .", k=5)
+    assert len(preds) == 1 and len(preds[0]) == 5
+    probs = [p for _, p in preds[0]]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-6
+    with pytest.raises(ValueError, match="no \\[MASK\\]"):
+        fill_mask(trained.model, trained.tokenizer, "no mask here")
+
+
+def test_encode_with_masks_inserts_the_mask_id(trained):
+    tok = trained.tokenizer
+    ids, pos = encode_with_masks(tok, "the [MASK] is on [MASK].")
+    assert [ids[p] for p in pos] == [tok.mask_id, tok.mask_id]
+    assert tok.convert_ids_to_tokens(ids) == ["[CLS]", "the", "[MASK]", "is", "on", "[MASK]", ".", "[SEP]"]
+
+
+def test_fill_mask_and_attention_cli(trained, tmp_path, capsys):
+    assert fill_mask_cli([str(trained.dir), "the [MASK] sleeps on a mat ."]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("  ")]
+    assert len(rows) == 5 and all(0.0 <= float(r.split()[-1]) <= 1.0 for r in rows)
+    assert attention_cli([str(trained.dir), "the cat sleeps .", "--out", str(tmp_path / "att")]) == 0
+    pngs = sorted(p.name for p in (tmp_path / "att").glob("*.png"))
+    assert pngs == ["layer0.png", "layer0_head0.png", "layer0_head1.png"]
+    maps = attention_maps(trained.model, trained.tokenizer, "the cat sleeps .").maps
+    assert maps.shape == (1, 2, 6, 6) and np.allclose(maps.sum(-1), 1.0, atol=1e-5)
+    assert fill_mask_cli([str(tmp_path / "missing"), "a [MASK]"]) == 1
+
+
+def test_time_budget_stops_and_still_evaluates(corpus, tmp_path):
+    cfg = small_config(corpus, tmp_path / "b", steps=10_000, minutes=0.02)  # 1.2 s
+    trainer = T.train(cfg, verbose=False)
+    assert trainer.status == "budget" and 0 < trainer.step < 10_000
+    assert trainer.last_eval is not None and trainer.last_eval_step == trainer.step
