@@ -118,9 +118,20 @@ def test_min_frequency_blocks_rare_pairs():
 
 
 def test_limit_alphabet_keeps_most_frequent_chars():
+    # character counts: a 18, b 8, z 1, q 1 -> keep a, b; the word "zq" is skipped
     vocab = train_from_word_counts({"aaab": 5, "ba": 3, "zq": 1}, 12, limit_alphabet=2)
+    assert vocab[N_SPECIAL:N_SPECIAL + 4] == ["##a", "##b", "a", "b"]
     assert not any("z" in t or "q" in t for t in vocab)
-    assert "a" not in vocab or vocab.index("a") < N_SPECIAL + 4
+    assert len(vocab) == 12
+
+
+@pytest.mark.parametrize("rule", W.MERGE_RULES)
+def test_ties_go_to_the_pair_met_first(rule):
+    # (a, ##b) and (c, ##d) tie on score (1.0) and on count (1): the earlier word wins
+    assert train_from_word_counts({"ab": 1, "cd": 1}, N_SPECIAL + 4 + 1, merge_rule=rule)[-1] == "ab"
+    assert train_from_word_counts({"cd": 1, "ab": 1}, N_SPECIAL + 4 + 1, merge_rule=rule)[-1] == "cd"
+    # within one word, the leftmost of two tied pairs wins: (x, ##y) before (##y, ##z)
+    assert train_from_word_counts({"xyz": 1}, N_SPECIAL + 3 + 1, merge_rule=rule)[-1] == "xy"
 
 
 # -- files and bad input --------------------------------------------------------------------
