@@ -335,6 +335,8 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     model.save_pretrained(tmp_path, vocab=VOCAB)
     model.save_pretrained(tmp_path, vocab=tmp_path / "vocab.txt")  # saving over itself, vocab copied from itself
     assert sorted(os.listdir(tmp_path)) == ["config.json", "model.safetensors", "tokenizer_config.json", "vocab.txt"]
+    (tmp_path / "plain.txt").write_text("x")  # permissions of an ordinary new file (umask applied)
+    assert (tmp_path / "model.safetensors").stat().st_mode == (tmp_path / "plain.txt").stat().st_mode
 
 
 def test_interrupted_write_keeps_old_file(tmp_path, monkeypatch):
