@@ -148,3 +148,28 @@ def test_collect_docstrings_real_stdlib():
     assert {"os", "json", "builtins", "collections"} <= tops
     assert not tops & {"antigravity", "this", "tkinter", "idlelib", "test"}
     assert C.collect_docstrings() == raw  # deterministic
+
+
+def test_cli_and_ensure_default_corpus(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(C, "collect_docstrings", lambda: _fake_raw(40))
+    monkeypatch.setattr(C, "collect_topics", lambda: [])
+    out = tmp_path / "cli"
+    assert C.cli(["--out", str(out), "--vocab-size", "110", "--merge-rule", "frequency"]) == 0
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["vocab"]["merge_rule"] == "frequency" and stats["vocab"]["size"] <= 110
+    assert '"documents"' in capsys.readouterr().out
+    monkeypatch.setattr(C, "DEFAULT_DIR", tmp_path / "default")
+    monkeypatch.setattr(C, "build_default_corpus",
+                        lambda: C.CorpusPaths(*(tmp_path / n for n in ("t", "h", "v"))))
+    assert C.ensure_default_corpus().vocab == tmp_path / "v"  # missing -> build
+    for name in ("train.txt", "heldout.txt", "vocab.txt"):
+        (tmp_path / "default").mkdir(exist_ok=True)
+        (tmp_path / "default" / name).write_text("x\n")
+    assert C.ensure_default_corpus().vocab == tmp_path / "default" / "vocab.txt"  # present
+
+
+def test_cli_rejects_tiny_vocab(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(C, "collect_docstrings", lambda: _fake_raw(20))
+    monkeypatch.setattr(C, "collect_topics", lambda: [])
+    assert C.cli(["--out", str(tmp_path), "--vocab-size", "10"]) == 1
+    assert "vocab_size=10" in capsys.readouterr().err
