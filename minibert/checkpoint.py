@@ -126,7 +126,8 @@ def head_group(name: str) -> str | None:
 def to_hf_state_dict(params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """minibert params (or grads) -> transformers names and layouts. Works on any subset of
     the heads (an encoder-only model has no pool./mlm./nsp. entries). Returns contiguous arrays
-    in the input dtype; the tied decoder keys are not emitted."""
+    in the input dtype (untransposed ones may share memory with `params`); the tied decoder
+    keys are not emitted."""
     L = _num_layers(params)
     simple = _simple_map(L)
     state = {}
