@@ -56,7 +56,11 @@ CorpusPaths = namedtuple("CorpusPaths", ["train", "heldout", "vocab"])
 
 def read_documents(files) -> list[list[str]]:
     """Read one-sentence-per-line files: stripped lines; a blank line starts a new document;
-    empty documents are dropped. Several files are read in order into one list."""
+    empty documents are dropped. Several files are read in order into one list.
+
+    For statistics and tests. Unlike Google's reader, the end of a file also ends a document
+    (Google continues the last document of one file into the next file).
+    """
     files = [files] if isinstance(files, (str, Path)) else list(files)
     docs: list[list[str]] = [[]]
     for path in files:
