@@ -139,8 +139,8 @@ assert 0.4 < nsp.mean() < 0.7  # a fair coin, plus the forced single-sentence ne
 # ## How many tokens to predict
 # `n_pred = min(max_predictions_per_seq, max(1, round(len(tokens) * 0.15)))`, where
 # `len(tokens)` **includes** `[CLS]` and both `[SEP]`, and Python's `round` rounds halves to the
-# even neighbour. So a full 128-token sequence gets `round(19.2) = 19` predictions, not 20 (the
-# README's `max_predictions_per_seq=20` is a cap that is never reached at length 128), and
+# even neighbour. So a full 128-token sequence gets `round(19.2) = 19` predictions, not 20
+# (Google's README suggests `max_predictions_per_seq=20`: a cap never reached at length 128), and
 # even a tiny sequence gets at least 1.
 
 # %%

@@ -90,8 +90,8 @@ plt.close(fig)
 
 # %% [markdown]
 # It gets stronger before it fades: `m` forgets its zero start within ~20 steps (b1 = 0.9), `v`
-# needs thousands (b2 = 0.999), so for a while `update = m / sqrt(v)` reaches about 6.9 `lr`
-# (around step 10) and is back near 1 only after a few thousand steps. Warmup keeps `lr`
+# needs thousands (b2 = 0.999), so for a while `update = m / sqrt(v)` reaches about 6.6 `lr`
+# (around step 12) and is back near 1 only after a few thousand steps. Warmup keeps `lr`
 # small exactly in that period, which is why the missing correction "does not really matter"
 # (picture: `lessons/out/11_adam_first_steps.png`).
 #
