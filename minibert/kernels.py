@@ -297,11 +297,287 @@ def attention_backward(dout, cache: AttentionCache):
 
 
 # ---------------------------------------------------------------------------------------------
+# linear: the reference, with the leading axes flattened first. x (B, T, C_in) @ w as one
+# (B*T, C_in) @ (C_in, C_out) BLAS call instead of NumPy's loop of B small calls, and the bias
+# added in place (no extra temporary).
+
+
+def linear_forward(x, w, b):
+    """Same contract as layers.linear_forward."""
+    c_in, c_out = w.shape
+    out = x.reshape(-1, c_in) @ w  # (N, C_in) @ (C_in, C_out) -> (N, C_out)
+    out += b
+    return out.reshape(*x.shape[:-1], c_out), layers.LinearCache(x, w)
+
+
+def linear_backward(dout, cache):
+    """Same contract as layers.linear_backward: -> dx, dw, db."""
+    x, w = cache
+    c_in, c_out = w.shape
+    d2 = dout.reshape(-1, c_out)  # (N, C_out)
+    dx = (d2 @ w.T).reshape(x.shape)  # (N, C_in) -> (..., C_in)
+    dw = x.reshape(-1, c_in).T @ d2  # (C_in, N) @ (N, C_out) -> (C_in, C_out)
+    db = d2.sum(axis=0)  # (C_out,)
+    return dx, dw, db
+
+
+# ---------------------------------------------------------------------------------------------
+# GELU, elementwise: one pass instead of NumPy's five temporaries. Constants arrive typed as the
+# array's dtype so float32 stays float32 (a Python float literal would promote to float64).
+
+_CHUNK = 4096  # elements per parallel work item
+
+
+@numba.njit(parallel=True, cache=True)
+def _gelu_erf_forward_kernel(x, out, half, one, inv_sqrt2):
+    n = x.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            xi = x[i]
+            out[i] = half * xi * (one + math.erf(xi * inv_sqrt2))
+
+
+@numba.njit(parallel=True, cache=True)
+def _gelu_erf_backward_kernel(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
+    n = x.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            xi = x[i]
+            cdf = half * (one + math.erf(xi * inv_sqrt2))  # Phi(x)
+            pdf = math.exp(-half * xi * xi) * inv_sqrt_2pi  # phi(x)
+            dx[i] = dout[i] * (cdf + xi * pdf)
+
+
+@numba.njit(parallel=True, cache=True)
+def _gelu_tanh_forward_kernel(x, out, half, one, c0, c1):
+    n = x.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            xi = x[i]
+            u = c0 * (xi + c1 * xi * xi * xi)
+            out[i] = half * xi * (one + math.tanh(u))
+
+
+@numba.njit(parallel=True, cache=True)
+def _gelu_tanh_backward_kernel(dout, x, dx, half, one, c0, c1, three):
+    n = x.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
+            xi = x[i]
+            t = math.tanh(c0 * (xi + c1 * xi * xi * xi))
+            du = c0 * (one + three * c1 * xi * xi)
+            dx[i] = dout[i] * (half * (one + t) + half * xi * (one - t * t) * du)
+
+
+def gelu_forward(x, approximate="none"):
+    """Same contract as layers.gelu_forward."""
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"approximate={approximate!r}: expected 'none' (erf) or 'tanh'")
+    x = np.ascontiguousarray(x)
+    f = x.dtype.type
+    out = np.empty_like(x)  # (...)
+    if approximate == "none":
+        _gelu_erf_forward_kernel(x.reshape(-1), out.reshape(-1), f(0.5), f(1.0), f(1.0 / math.sqrt(2.0)))
+    else:
+        _gelu_tanh_forward_kernel(x.reshape(-1), out.reshape(-1), f(0.5), f(1.0),
+                                  f(math.sqrt(2.0 / math.pi)), f(0.044715))
+    return out, layers.GeluCache(x, approximate)
+
+
+def gelu_backward(dout, cache):
+    """Same contract as layers.gelu_backward."""
+    x, approximate = cache
+    dout = np.ascontiguousarray(dout, dtype=x.dtype)
+    f = x.dtype.type
+    dx = np.empty_like(x)  # (...)
+    if approximate == "none":
+        _gelu_erf_backward_kernel(dout.reshape(-1), x.reshape(-1), dx.reshape(-1), f(0.5), f(1.0),
+                                  f(1.0 / math.sqrt(2.0)), f(1.0 / math.sqrt(2.0 * math.pi)))
+    else:
+        _gelu_tanh_backward_kernel(dout.reshape(-1), x.reshape(-1), dx.reshape(-1), f(0.5), f(1.0),
+                                   f(math.sqrt(2.0 / math.pi)), f(0.044715), f(3.0))
+    return dx
+
+
+# ---------------------------------------------------------------------------------------------
+# layernorm over the last axis, one row per work item; the same cache as the reference
+
+
+@numba.njit(parallel=True, cache=True)
+def _layernorm_forward_kernel(x, w, b, eps, inv_c, one, out, norm, rstd):
+    N, C = x.shape
+    for r in numba.prange(N):
+        xr = x[r]
+        mean = _row_sum(xr) * inv_c
+        nr = norm[r]
+        for j in range(C):
+            nr[j] = xr[j] - mean
+        var = _row_dot(nr, nr) * inv_c
+        rs = one / math.sqrt(var + eps)
+        rstd[r, 0] = rs
+        orow = out[r]
+        for j in range(C):
+            nr[j] = nr[j] * rs
+            orow[j] = nr[j] * w[j] + b[j]
+
+
+@numba.njit(parallel=True, cache=True)
+def _layernorm_backward_kernel(dout, norm, w, rstd, inv_c, dx, dw_parts, db_parts):
+    """dx row by row; dw, db as per-chunk partial sums (rows are split into dw_parts.shape[0]
+    chunks, each chunk owns its row of dw_parts), summed by the caller."""
+    N, C = dout.shape
+    n_chunks = dw_parts.shape[0]
+    per = (N + n_chunks - 1) // n_chunks
+    for c in numba.prange(n_chunks):
+        dwp = dw_parts[c]
+        dbp = db_parts[c]
+        g = np.empty(C, dtype=dout.dtype)  # (C,)
+        for r in range(c * per, min(N, (c + 1) * per)):
+            dr = dout[r]
+            nr = norm[r]
+            for j in range(C):
+                dbp[j] += dr[j]
+                dwp[j] += dr[j] * nr[j]
+                g[j] = dr[j] * w[j]
+            gmean = _row_sum(g) * inv_c
+            gnmean = _row_dot(g, nr) * inv_c
+            rs = rstd[r, 0]
+            dxr = dx[r]
+            for j in range(C):
+                dxr[j] = rs * (g[j] - gmean - nr[j] * gnmean)
+
+
+def layernorm_forward(x, w, b, eps=1e-12):
+    """Same contract (and cache) as layers.layernorm_forward."""
+    C = x.shape[-1]
+    x2 = np.ascontiguousarray(x).reshape(-1, C)  # (N, C)
+    dt = x.dtype
+    out = np.empty_like(x2)  # (N, C)
+    norm = np.empty_like(x2)  # (N, C)
+    rstd = np.empty((x2.shape[0], 1), dtype=dt)  # (N, 1)
+    _layernorm_forward_kernel(x2, w.astype(dt, copy=False), b.astype(dt, copy=False), dt.type(eps),
+                              dt.type(1.0 / C), dt.type(1.0), out, norm, rstd)
+    lead = x.shape[:-1]
+    return out.reshape(x.shape), layers.LayerNormCache(norm.reshape(x.shape), w, rstd.reshape(*lead, 1))
+
+
+def layernorm_backward(dout, cache):
+    """Same contract as layers.layernorm_backward: -> dx, dw, db."""
+    norm, w, rstd = cache
+    C = norm.shape[-1]
+    dt = norm.dtype
+    d2 = np.ascontiguousarray(dout, dtype=dt).reshape(-1, C)  # (N, C)
+    n2 = norm.reshape(-1, C)  # (N, C)
+    N = d2.shape[0]
+    n_chunks = max(1, min(4 * numba.get_num_threads(), N // 64))
+    dw_parts = np.zeros((n_chunks, C), dtype=dt)  # (chunks, C)
+    db_parts = np.zeros((n_chunks, C), dtype=dt)  # (chunks, C)
+    dx = np.empty_like(d2)  # (N, C)
+    _layernorm_backward_kernel(d2, n2, w.astype(dt, copy=False), rstd.reshape(-1, 1), dt.type(1.0 / C),
+                               dx, dw_parts, db_parts)
+    return dx.reshape(norm.shape), dw_parts.sum(axis=0), db_parts.sum(axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# embedding backward: a serial scatter-add (repeated ids accumulate, as np.add.at does)
+
+
+@numba.njit(cache=True)
+def _scatter_add_rows(dtable, ids, rows):
+    """dtable[ids[n]] += rows[n] for every n, in order (serial: ids repeat)."""
+    C = rows.shape[1]
+    for n in range(ids.shape[0]):
+        drow = dtable[ids[n]]
+        r = rows[n]
+        for j in range(C):
+            drow[j] += r[j]
+
+
+def embedding_backward(dout, cache):
+    """Same contract as layers.embedding_backward: -> dtok_emb, dseg_emb, dpos_emb."""
+    input_ids, segment_ids, tok_shape, seg_shape, pos_shape = cache
+    T = input_ids.shape[1]
+    C = dout.shape[-1]
+    rows = np.ascontiguousarray(dout).reshape(-1, C)  # (B*T, C)
+    dtok = np.zeros(tok_shape, dtype=dout.dtype)  # (V, C)
+    _scatter_add_rows(dtok, np.ascontiguousarray(input_ids.reshape(-1), dtype=np.int64), rows)
+    dseg = np.zeros(seg_shape, dtype=dout.dtype)  # (TV, C)
+    _scatter_add_rows(dseg, np.ascontiguousarray(segment_ids.reshape(-1), dtype=np.int64), rows)
+    dpos = np.zeros(pos_shape, dtype=dout.dtype)  # (MAXPOS, C)
+    dpos[:T] = dout.sum(axis=0)  # every sequence uses positions 0..T-1 once
+    return dtok, dseg, dpos
+
+
+# ---------------------------------------------------------------------------------------------
+# softmax cross-entropy: one parallel pass per row over the (N, K) logits (K = V for the MLM)
+
+
+@numba.njit(parallel=True, cache=True)
+def _softmax_xent_kernel(z, t, probs, logp_t):
+    """probs = softmax(z) row by row; logp_t[r] = log softmax(z)[r, t[r]]."""
+    N, K = z.shape
+    for r in numba.prange(N):
+        zr = z[r]
+        pr = probs[r]
+        m = _row_max(zr)
+        for j in range(K):
+            pr[j] = math.exp(zr[j] - m)
+        s = _row_sum(pr)
+        for j in range(K):
+            pr[j] /= s
+        logp_t[r] = (zr[t[r]] - m) - math.log(s)
+
+
+@numba.njit(parallel=True, cache=True)
+def _xent_backward_kernel(probs, t, scale, dz):
+    """dz = scale[r] * (probs - onehot(t)) row by row."""
+    N, K = probs.shape
+    for r in numba.prange(N):
+        sr = scale[r]
+        pr = probs[r]
+        dr = dz[r]
+        for j in range(K):
+            dr[j] = pr[j] * sr
+        dr[t[r]] -= sr
+
+
+def cross_entropy_forward(logits, targets, ignore_index=-100):
+    """Same contract (and cache) as layers.cross_entropy_forward."""
+    K = logits.shape[-1]
+    if targets.shape != logits.shape[:-1]:
+        raise ValueError(f"targets have shape {targets.shape}, expected {logits.shape[:-1]}")
+    z = np.ascontiguousarray(logits).reshape(-1, K)  # (N, K)
+    t = targets.reshape(-1)  # (N,)
+    valid = t != ignore_index  # (N,)
+    bad = valid & ((t < 0) | (t >= K))
+    if bad.any():
+        raise ValueError(f"target {int(t[bad][0])} is outside [0, {K}) (and is not ignore_index {ignore_index})")
+    t = np.where(valid, t, 0).astype(np.int64)  # (N,)
+    probs = np.empty_like(z)  # (N, K)
+    logp_t = np.empty(z.shape[0], dtype=z.dtype)  # (N,)
+    _softmax_xent_kernel(z, t, probs, logp_t)
+    n = int(valid.sum())
+    weight = valid.astype(logits.dtype) / max(n, 1)  # (N,)
+    loss = -(logp_t * weight).sum()  # ()
+    return logits.dtype.type(loss), layers.CrossEntropyCache(probs, t, weight, logits.shape)
+
+
+def cross_entropy_backward(dloss, cache):
+    """Same contract as layers.cross_entropy_backward: -> dlogits."""
+    probs, t, weight, shape = cache
+    dz = np.empty_like(probs)  # (N, K)
+    _xent_backward_kernel(probs, t.astype(np.int64, copy=False), (weight * dloss).astype(probs.dtype), dz)
+    return dz.reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------------
 # the namespace the model uses: the reference everywhere, compiled versions where they pay
 
 _REFERENCE_NAMES = [n for n in dir(layers) if n.endswith(("_forward", "_backward"))] + [
     "split_heads", "merge_heads", "MASK_VALUE"]
 OPS = types.SimpleNamespace(**{n: getattr(layers, n) for n in _REFERENCE_NAMES})
-OPS.attention_forward = attention_forward
-OPS.attention_backward = attention_backward
+for _name in ("attention_forward", "attention_backward", "linear_forward", "linear_backward",
+              "gelu_forward", "gelu_backward", "layernorm_forward", "layernorm_backward",
+              "embedding_backward", "cross_entropy_forward", "cross_entropy_backward"):
+    setattr(OPS, _name, globals()[_name])
 OPS.name = "numba"

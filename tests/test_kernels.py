@@ -99,6 +99,101 @@ def test_attention_gradcheck_on_numba_backend():
 
 
 # ---------------------------------------------------------------------------------------------
+# the other kernels: linear, GELU, layernorm, embedding backward, cross-entropy
+
+DTYPES = [np.float64, np.float32]
+LEAD_SHAPES = [(1,), (3, 7), (2, 5, 3), (40, 33)]  # leading axes; odd sizes, one row, many rows
+
+
+def _rand(rng, shape, dtype, scale=1.0):
+    return (scale * rng.standard_normal(shape)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lead", LEAD_SHAPES, ids=str)
+def test_linear_kernel_matches_reference(lead, dtype):
+    rng = np.random.default_rng(len(lead))
+    x, w, b = _rand(rng, (*lead, 9), dtype), _rand(rng, (9, 5), dtype), _rand(rng, (5,), dtype)
+    out, c = kernels.linear_forward(x, w, b)
+    out_ref, c_ref = layers.linear_forward(x, w, b)
+    assert_matches("out", out, out_ref)
+    dout = _rand(rng, out.shape, dtype)
+    for name, g, g_ref in zip(("dx", "dw", "db"), kernels.linear_backward(dout, c), layers.linear_backward(dout, c_ref)):
+        assert_matches(name, g, g_ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("lead", LEAD_SHAPES + [(3, 5000)], ids=str)
+def test_gelu_kernel_matches_reference(lead, approximate, dtype):
+    rng = np.random.default_rng(7)
+    x = _rand(rng, lead, dtype, scale=3.0)
+    out, c = kernels.gelu_forward(x, approximate)
+    out_ref, c_ref = layers.gelu_forward(x, approximate)
+    assert_matches("out", out, out_ref)
+    dout = _rand(rng, x.shape, dtype)
+    assert_matches("dx", kernels.gelu_backward(dout, c), layers.gelu_backward(dout, c_ref))
+
+
+def test_gelu_kernel_rejects_unknown_approximation():
+    with pytest.raises(ValueError, match="approximate"):
+        kernels.gelu_forward(np.zeros(3), "sigmoid")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("lead", LEAD_SHAPES + [(2, 300)], ids=str)
+@pytest.mark.parametrize("C", [1, 8, 13])
+def test_layernorm_kernel_matches_reference(lead, C, dtype):
+    rng = np.random.default_rng(C)
+    x = _rand(rng, (*lead, C), dtype) + 0.5
+    w, b = (1 + _rand(rng, (C,), dtype, 0.1)), _rand(rng, (C,), dtype, 0.1)
+    out, c = kernels.layernorm_forward(x, w, b)
+    out_ref, c_ref = layers.layernorm_forward(x, w, b)
+    assert_matches("out", out, out_ref)
+    for name, a, a_ref in zip(c._fields, c, c_ref):
+        assert_matches(f"cache.{name}", a, a_ref)
+    dout = _rand(rng, x.shape, dtype)
+    grads = kernels.layernorm_backward(dout, c)
+    for name, g, g_ref in zip(("dx", "dw", "db"), grads, layers.layernorm_backward(dout, c_ref)):
+        assert_matches(name, g, g_ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_embedding_backward_kernel_accumulates_repeated_ids(dtype):
+    rng = np.random.default_rng(0)
+    ids = np.array([[3, 3, 1, 0, 3], [1, 4, 4, 2, 2]])  # repeated ids on purpose
+    seg = np.array([[0, 0, 0, 1, 1], [0, 1, 1, 1, 1]])
+    tok, segt, pos = _rand(rng, (6, 4), dtype), _rand(rng, (2, 4), dtype), _rand(rng, (9, 4), dtype)
+    _, c = layers.embedding_forward(ids, seg, tok, segt, pos)
+    dout = _rand(rng, (2, 5, 4), dtype)
+    grads = kernels.embedding_backward(dout, c)
+    for name, g, g_ref in zip(("dtok", "dseg", "dpos"), grads, layers.embedding_backward(dout, c)):
+        assert_matches(name, g, g_ref)
+    np.testing.assert_allclose(grads[0][3], dout[0, 0] + dout[0, 1] + dout[0, 4], rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1, 2), (5, 7), (3, 4, 11), (37, 1000)], ids=str)
+def test_cross_entropy_kernel_matches_reference(shape, dtype):
+    rng = np.random.default_rng(shape[0])
+    logits = _rand(rng, shape, dtype, scale=4.0)
+    targets = rng.integers(0, shape[-1], size=shape[:-1])
+    targets.reshape(-1)[::3] = -100  # some ignored targets
+    loss, c = kernels.cross_entropy_forward(logits, targets)
+    loss_ref, c_ref = layers.cross_entropy_forward(logits, targets)
+    assert np.asarray(loss).dtype == np.asarray(loss_ref).dtype
+    np.testing.assert_allclose(loss, loss_ref, rtol=1e-10 if dtype == np.float64 else 2e-6)
+    for name, a, a_ref in zip(c._fields[:3], c[:3], c_ref[:3]):
+        assert_matches(f"cache.{name}", a, a_ref)
+    assert_matches("dlogits", kernels.cross_entropy_backward(0.7, c), layers.cross_entropy_backward(0.7, c_ref))
+
+
+def test_cross_entropy_kernel_rejects_bad_targets():
+    with pytest.raises(ValueError, match="outside"):
+        kernels.cross_entropy_forward(np.zeros((2, 3)), np.array([0, 3]))
+
+
+# ---------------------------------------------------------------------------------------------
 # whole model on both backends
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,

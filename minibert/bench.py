@@ -1,0 +1,417 @@
+"""`python -m minibert bench` (make bench): how fast minibert is, next to PyTorch, in one run.
+
+Sections (select with --only, comma-separated):
+    attention  attention forward+backward: Numba kernel vs NumPy reference vs PyTorch eager
+    step       one full pretraining step (forward, backward, clipping, AdamW) on the tiny and
+               small configs: minibert (numba and numpy backends) vs transformers'
+               BertForPreTraining in PyTorch eager (MLM logits only at the masked positions);
+               tokens/s, achieved matmul GFLOP/s and the machine's float32 matmul peak
+    startup    Numba compile time on a cold cache; import + first step on a warm cache
+    text       WordPiece training and tokenizer speed (minibert.bench_text)
+    data       pretraining-data throughput (minibert.bench_data) vs what training consumes
+
+Every figure is the median of several repetitions (after one warm-up); ratios are computed
+from the medians. Torch uses as many threads as Numba and OpenBLAS (the core count). The
+figures go to a JSON file (default bench/results.json, git-ignored) so runs can be compared.
+torch and transformers are optional: their columns say "n/a" when they are not installed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+SECTIONS = ("attention", "step", "startup", "text", "data")
+ATTENTION_SHAPES = [(32, 2, 128, 64), (8, 12, 128, 64)]  # (B, NH, T, HS)
+CONFIGS = {
+    "tiny": dict(vocab_size=8192, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=512, max_position_embeddings=128),
+    "small": dict(vocab_size=8192, hidden_size=256, num_hidden_layers=4, num_attention_heads=4,
+                  intermediate_size=1024, max_position_embeddings=128),
+}
+STEP_SHAPE = dict(B=32, T=128, P=20)
+
+
+# ---------------------------------------------------------------------------------------------
+# timing helpers
+
+def median_time(fn, reps: int, warmup: int = 1) -> float:
+    """Median wall time of fn() in seconds over `reps` runs, after `warmup` untimed runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def interleaved_medians(fns: dict, reps: int, warmup: int = 1) -> dict:
+    """Median seconds of each fn, timed round-robin so that background load hits all alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def n_threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+def try_torch():
+    """(torch, None) when torch is importable with our thread count set, else (None, reason)."""
+    try:
+        import torch
+    except ImportError as e:  # torch is optional
+        return None, f"torch not installed ({e})"
+    torch.set_num_threads(n_threads())
+    return torch, None
+
+
+def fmt_table(headers, rows) -> str:
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def ms(s) -> str:
+    return "n/a" if s is None else f"{s * 1e3:.1f}"
+
+
+def ratio(a, b) -> str:
+    return "n/a" if a is None or b is None else f"{a / b:.2f}x"
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. attention forward + backward
+
+def _attention_inputs(shape, rng, dtype=np.float32):
+    """q, k, v as the model makes them (strided views of one (B, T, 3C) projection), a padding
+    mask with a padded tail in every other sequence, and dout."""
+    from minibert.layers import split_heads
+
+    B, NH, T, HS = shape
+    qkv = rng.standard_normal((B, T, 3 * NH * HS)).astype(dtype)  # (B, T, 3C)
+    q, k, v = (split_heads(t, NH) for t in np.split(qkv, 3, axis=-1))  # 3 x (B, NH, T, HS)
+    mask = np.ones((B, T), dtype=dtype)
+    mask[::2, T - T // 8:] = 0
+    dout = rng.standard_normal(shape).astype(dtype)  # (B, NH, T, HS)
+    return q, k, v, mask, dout
+
+
+def _torch_attention_fns(torch, q, k, v, mask, dout):
+    """Two PyTorch eager versions: explicit matmul-softmax-matmul and F.scaled_dot_product_attention."""
+    HS = q.shape[-1]
+    tq, tk, tv = (torch.tensor(np.ascontiguousarray(a), requires_grad=True) for a in (q, k, v))
+    adder = torch.tensor((1.0 - mask) * -10000.0)[:, None, None, :]  # (B, 1, 1, T)
+    tdout = torch.tensor(dout)
+    scale = 1.0 / np.sqrt(HS)
+
+    def explicit():
+        for t in (tq, tk, tv):
+            t.grad = None
+        att = torch.softmax(tq @ tk.transpose(-1, -2) * scale + adder, dim=-1)
+        (att @ tv).backward(tdout)
+
+    def sdpa():
+        for t in (tq, tk, tv):
+            t.grad = None
+        torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=adder).backward(tdout)
+
+    return {"torch explicit": explicit, "torch sdpa": sdpa}
+
+
+def bench_attention(report: dict, reps: int) -> None:
+    from minibert import kernels, layers
+
+    torch, why = try_torch()
+    rows, out = [], {}
+    for shape in ATTENTION_SHAPES:
+        q, k, v, mask, dout = _attention_inputs(shape, np.random.default_rng(0))
+
+        def fb(ops):
+            def run():
+                o, c = ops.attention_forward(q, k, v, mask)
+                ops.attention_backward(dout, c)
+            return run
+
+        fns = {"numba": fb(kernels), "numpy": fb(layers)}
+        if torch is not None:
+            fns.update(_torch_attention_fns(torch, q, k, v, mask, dout))
+        t = interleaved_medians(fns, reps)
+        t_torch = min((t[n], n) for n in t if n.startswith("torch")) if torch is not None else (None, why)
+        res = {"numba_s": t["numba"], "numpy_s": t["numpy"], "torch_s": t_torch[0], "torch_variant": t_torch[1],
+               "speedup_vs_numpy": t["numpy"] / t["numba"],
+               "speedup_vs_torch": None if t_torch[0] is None else t_torch[0] / t["numba"],
+               "all_s": t}
+        out["x".join(map(str, shape))] = res
+        rows.append(["x".join(map(str, shape)), ms(t["numba"]), ms(t["numpy"]), ms(t_torch[0]),
+                     ratio(t["numpy"], t["numba"]), ratio(t_torch[0], t["numba"])])
+    report["attention"] = out
+    print(f"\n== attention forward+backward, float32, padded keys; ms (median of {reps}), {n_threads()} threads")
+    print(fmt_table(["B x NH x T x HS", "numba", "numpy", "torch", "numpy/numba", "torch/numba"], rows))
+    print("targets: numpy/numba >= 4x, torch/numba >= 1x (torch = the faster of explicit and sdpa)")
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. full pretraining step
+
+def matmul_flops(cfg, B, T, P) -> float:
+    """Matmul FLOPs of one training step (forward + backward), counted analytically.
+
+    Forward: 2*m*n*k per matmul. Backward of a matmul with a weight costs two matmuls of the
+    same size (dx and dw); the attention matmuls also need two each. So a step is 3x forward.
+    """
+    C, FF, V, L, NH = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers, cfg.num_attention_heads
+    N = B * T
+    per_layer = 2 * N * C * 3 * C + 2 * N * C * C + 2 * 2 * N * C * FF  # qkv, out, ffn in + out
+    per_layer += 2 * 2 * B * NH * T * T * (C // NH)  # q @ k^T and att @ v
+    heads = 2 * B * C * C + 2 * B * C * 2 + 2 * B * P * C * C + 2 * B * P * C * V  # pooler, nsp, mlm dense, decoder
+    return 3.0 * (L * per_layer + heads)
+
+
+def matmul_peak(reps: int, n: int = 2048) -> float:
+    """The machine's float32 matmul rate in GFLOP/s: a large np.matmul (OpenBLAS, all cores)."""
+    a = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
+    t = median_time(lambda: a @ a, reps)
+    return 2.0 * n**3 / t / 1e9
+
+
+def minibert_step_fn(cfg, batch, backend: str, seed: int = 0):
+    """One training step of minibert with the given backend: loss_and_grads (dropout on),
+    global-norm clipping to 1.0, AdamW."""
+    from minibert import optim
+    from minibert.backend import get_ops
+    from minibert.model import BertForPreTraining, bert_backward, bert_forward
+
+    model = BertForPreTraining(cfg, seed=seed, dtype=np.float32)
+    opt = optim.AdamW(model.params, lr=1e-4)
+    ops = get_ops(backend)
+    rng = np.random.default_rng(seed)
+
+    def step():
+        loss, _, cache = bert_forward(model.params, cfg, batch, rng, ops)
+        grads = bert_backward(model.params, cfg, cache, ops)
+        grads, _ = optim.clip_by_global_norm(grads, 1.0)
+        opt.step(model.params, grads)
+        return loss
+
+    return step
+
+
+def torch_step_fn(torch, cfg, batch):
+    """transformers' BertForPreTraining, PyTorch eager, train mode (dropout on), MLM logits only
+    at the masked positions (gather before model.cls), loss = MLM CE + NSP CE, torch AdamW."""
+    import transformers
+
+    hf_cfg = transformers.BertConfig(**cfg.to_dict())
+    torch.manual_seed(0)
+    model = transformers.BertForPreTraining(hf_cfg)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+    ids = torch.tensor(batch["input_ids"])
+    mask = torch.tensor(batch["input_mask"])
+    seg = torch.tensor(batch["segment_ids"])
+    pos = torch.tensor(batch["masked_lm_positions"])  # (B, P)
+    labels = torch.tensor(np.where(batch["masked_lm_weights"] > 0, batch["masked_lm_ids"], -100))  # (B, P)
+    nsp = torch.tensor(batch["next_sentence_labels"])
+    rows = torch.arange(ids.shape[0])[:, None]  # (B, 1)
+    ce = torch.nn.functional.cross_entropy
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        seq, pooled = model.bert(input_ids=ids, attention_mask=mask, token_type_ids=seg, return_dict=False)[:2]
+        h = seq[rows, pos]  # (B, P, C) hidden states at the masked positions only
+        mlm_logits, nsp_logits = model.cls(h, pooled)  # (B, P, V), (B, 2)
+        loss = ce(mlm_logits.reshape(-1, mlm_logits.shape[-1]), labels.reshape(-1)) + ce(nsp_logits, nsp)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return float(loss)
+
+    return step
+
+
+def bench_step(report: dict, reps: int, numpy_reps: int, configs) -> None:
+    from minibert.gradcheck import random_batch
+    from minibert.model import BertConfig
+
+    torch, why = try_torch()
+    try:
+        if torch is not None:
+            import transformers  # noqa: F401
+    except ImportError as e:
+        torch, why = None, f"transformers not installed ({e})"
+    peak = matmul_peak(max(3, reps // 2))
+    B, T, P = STEP_SHAPE["B"], STEP_SHAPE["T"], STEP_SHAPE["P"]
+    rows, out = [], {"matmul_peak_gflops": peak, "shape": STEP_SHAPE}
+    for name in configs:
+        cfg = BertConfig(**CONFIGS[name])
+        batch = random_batch(cfg, B, T, P, np.random.default_rng(0))
+        fns = {"numba": minibert_step_fn(cfg, batch, "numba")}
+        if torch is not None:
+            fns["torch"] = torch_step_fn(torch, cfg, batch)
+        t = interleaved_medians(fns, reps)
+        t["numpy"] = median_time(minibert_step_fn(cfg, batch, "numpy"), numpy_reps)
+        flops = matmul_flops(cfg, B, T, P)
+        t_torch = t.get("torch")
+        res = {"numba_s": t["numba"], "numpy_s": t["numpy"], "torch_s": t_torch,
+               "tokens_per_s_numba": B * T / t["numba"], "tokens_per_s_numpy": B * T / t["numpy"],
+               "tokens_per_s_torch": None if t_torch is None else B * T / t_torch,
+               "step_ratio_numba_over_torch": None if t_torch is None else t["numba"] / t_torch,
+               "matmul_gflop_per_step": flops / 1e9, "gflops_numba": flops / t["numba"] / 1e9,
+               "fraction_of_peak": flops / t["numba"] / 1e9 / peak, "torch_note": why}
+        out[name] = res
+        rows.append([name, ms(t["numba"]), ms(t["numpy"]), ms(t_torch), f"{B * T / t['numba']:,.0f}",
+                     "n/a" if t_torch is None else f"{B * T / t_torch:,.0f}",
+                     "n/a" if t_torch is None else f"{t['numba'] / t_torch:.2f}",
+                     f"{flops / t['numba'] / 1e9:.1f}", f"{100 * flops / t['numba'] / 1e9 / peak:.0f}%"])
+    report["step"] = out
+    print(f"\n== training step (fwd+bwd+clip+AdamW), B={B} T={T} P={P}, float32; ms (median of {reps}; "
+          f"numpy backend {numpy_reps}), {n_threads()} threads")
+    print(fmt_table(["config", "numba", "numpy", "torch", "tok/s numba", "tok/s torch", "numba/torch",
+                     "GFLOP/s", "of peak"], rows))
+    print(f"float32 matmul peak (2048^3 np.matmul): {peak:.1f} GFLOP/s"
+          + ("" if why is None else f"   [torch: {why}]"))
+    print("targets: numba/torch <= 1.0 on both; >= 50% of peak on small")
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. compile time and start-up
+
+STARTUP_SCRIPT = """
+import time
+t0 = time.perf_counter()
+import numpy as np
+import minibert
+from minibert import bench, kernels  # kernels: loads (or compiles) the Numba functions
+from minibert.gradcheck import random_batch
+from minibert.model import BertConfig
+t1 = time.perf_counter()
+cfg = BertConfig(**bench.CONFIGS["tiny"])
+batch = random_batch(cfg, 32, 128, 20, np.random.default_rng(0))
+bench.minibert_step_fn(cfg, batch, "numba")()
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+"""
+
+
+def _run_startup(cache_dir: str) -> tuple[float, float, float]:
+    """(wall seconds of the whole process, import seconds, first-step seconds) in a subprocess."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, MINIBERT_BACKEND="numba")
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", STARTUP_SCRIPT], env=env, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise RuntimeError(f"start-up subprocess failed:\n{res.stderr[-2000:]}")
+    t_import, t_step = map(float, res.stdout.split()[-2:])
+    return wall, t_import, t_step
+
+
+def bench_startup(report: dict, reps: int) -> None:
+    with tempfile.TemporaryDirectory(prefix="minibert-numba-cache-") as cache:
+        cold = _run_startup(cache)  # empty cache: every kernel compiles
+        warm = [_run_startup(cache) for _ in range(reps)]  # the same cache, now filled
+    warm_wall = statistics.median(w[0] for w in warm)
+    warm_import = statistics.median(w[1] for w in warm)
+    warm_step = statistics.median(w[2] for w in warm)
+    out = {"cold_wall_s": cold[0], "cold_import_s": cold[1], "cold_first_step_s": cold[2],
+           "warm_wall_s": warm_wall, "warm_import_s": warm_import, "warm_first_step_s": warm_step,
+           "compile_s": cold[0] - warm_wall}
+    report["startup"] = out
+    print(f"\n== start-up (python process: import minibert + kernels, then the first tiny training step); "
+          f"warm = median of {reps}")
+    print(fmt_table(["cache", "process s", "import s", "first step s"],
+                    [["cold (fresh NUMBA_CACHE_DIR)", f"{cold[0]:.2f}", f"{cold[1]:.2f}", f"{cold[2]:.2f}"],
+                     ["warm", f"{warm_wall:.2f}", f"{warm_import:.2f}", f"{warm_step:.2f}"]]))
+    print(f"Numba compile time (cold - warm): {out['compile_s']:.1f} s; target: warm process < 3 s")
+
+
+# ---------------------------------------------------------------------------------------------
+# 4. text and data (other modules; skipped with a note when missing)
+
+def bench_text_and_data(report: dict, sections) -> None:
+    if "text" in sections:
+        try:
+            from minibert import bench_text
+        except ImportError as e:
+            print(f"\n== text: skipped (minibert.bench_text not importable: {e})")
+        else:
+            print("\n== text")
+            bench_text.bench_wordpiece(report)
+            bench_text.bench_tokenizer(report)
+    if "data" in sections:
+        try:
+            from minibert import bench_data
+        except ImportError as e:
+            print(f"\n== data: skipped (minibert.bench_data not importable: {e})")
+            return
+        print("\n== data")
+        bench_data.bench_data(report)
+        data, step = report.get("data") or {}, (report.get("step") or {}).get("tiny")
+        if step is None:
+            print("data vs training: run with the step section to get the ratio")
+            return
+        consume = step["tokens_per_s_numba"]
+        ratios = {k: data[k] / consume for k in ("generation_tokens_per_s", "batch_dynamic_tokens_per_s") if k in data}
+        report["data_vs_training"] = {"training_tokens_per_s": consume, **{f"ratio_{k}": v for k, v in ratios.items()}}
+        for k, v in ratios.items():
+            print(f"data vs training: {k} / tiny-step tokens/s ({consume:,.0f}) = {v:.1f}x   (target >= 5x)")
+
+
+# ---------------------------------------------------------------------------------------------
+# command line
+
+def cli(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m minibert bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions, tiny config only for the step")
+    ap.add_argument("--only", default=",".join(SECTIONS),
+                    help=f"comma-separated sections to run (default: all of {','.join(SECTIONS)})")
+    ap.add_argument("--json", default=str(ROOT / "bench" / "results.json"), help="where to write the figures")
+    args = ap.parse_args(argv)
+    sections = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        ap.error(f"unknown section(s) {unknown}; choose from {list(SECTIONS)}")
+    reps = 3 if args.quick else 7
+    report = {"machine": {"cores": os.cpu_count(), "threads": n_threads(), "platform": platform.platform(),
+                          "python": platform.python_version(), "numpy": np.__version__},
+              "quick": args.quick, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    from minibert.backend import backend_name
+
+    print(f"minibert bench: {os.cpu_count()} cores, {n_threads()} threads, numpy {np.__version__}, "
+          f"MINIBERT_BACKEND={backend_name()}; every figure is a median")
+    if "attention" in sections:
+        bench_attention(report, reps)
+    if "step" in sections:
+        bench_step(report, reps, numpy_reps=2 if args.quick else 3,
+                   configs=["tiny"] if args.quick else ["tiny", "small"])
+    if "startup" in sections:
+        bench_startup(report, 2 if args.quick else 3)
+    bench_text_and_data(report, sections)
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, default=float) + "\n")
+    print(f"\nwrote {path}")
+    return 0
