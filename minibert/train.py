@@ -335,6 +335,34 @@ def shuffle_mlm_labels(batch: dict[str, np.ndarray], rng: np.random.Generator) -
 
 
 # ---------------------------------------------------------------------------------------------
+# one optimizer step (the whole of it; tests/interop/test_train_parity.py checks it against
+# transformers + a PyTorch port of the optimizer)
+
+class StepResult(NamedTuple):
+    loss: float
+    metrics: Any  # minibert.model.Metrics of this batch
+    grad_norm: float  # global gradient norm before clipping
+    lr: float  # learning rate used for this update
+
+
+def training_step(model: BertForPreTraining, optimizer: AdamW, batch: dict[str, np.ndarray], step: int, *,
+                  lr: float, warmup_steps: int, total_steps: int, schedule: str = "bert",
+                  clip_norm: float = 1.0, rng: np.random.Generator | None = None) -> StepResult:
+    """forward + backward -> clip by global norm -> lr for this step -> AdamW update (in place).
+
+    `step` is the global step before this update (the schedule's t). Dropout runs when `rng` is
+    given. Raises TrainingDiverged (before touching any parameter) on a NaN/inf loss or gradient.
+    """
+    loss, grads = model.loss_and_grads(batch, train=rng is not None, rng=rng)
+    grads, norm = clip_by_global_norm(grads, clip_norm)
+    if not (math.isfinite(loss) and math.isfinite(norm)):
+        raise TrainingDiverged(f"loss is {loss} (gradient norm {norm}) at step {step}")
+    step_lr = lr_at(step, lr, warmup_steps, total_steps, schedule)
+    optimizer.step(model.params, grads, step_lr)
+    return StepResult(float(loss), model.last_metrics, norm, step_lr)
+
+
+# ---------------------------------------------------------------------------------------------
 # files: atomic JSON / tensors, checkpoint consistency
 
 RUN_FILE, STATE_FILE, OPTIM_FILE, METRICS_FILE, CURVES_FILE = (
@@ -503,19 +531,18 @@ class Trainer:
         batch = self.iterator.next_batch()
         if cfg.control_shuffle_labels:
             batch = shuffle_mlm_labels(batch, np.random.default_rng([cfg.seed, self.step, 7]))
-        loss, grads = self.model.loss_and_grads(batch, train=self._dropout_on(), rng=self.rng)
-        metrics = self.model.last_metrics
-        grads, norm = clip_by_global_norm(grads, cfg.clip_norm)
-        if not (math.isfinite(loss) and math.isfinite(norm)):
+        try:
+            r = training_step(self.model, self.optimizer, batch, self.step, lr=cfg.lr,
+                              warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
+                              schedule=cfg.schedule, clip_norm=cfg.clip_norm,
+                              rng=self.rng if self._dropout_on() else None)
+        except TrainingDiverged as e:
             where = (f"{self.dir} (step {self.last_checkpoint})" if self.last_checkpoint is not None
                      else "none (no checkpoint was written yet)")
-            raise TrainingDiverged(f"loss is {loss} (gradient norm {norm}) at step {self.step}; the run "
-                                   f"stopped without saving. Last good checkpoint: {where}. Try a lower "
-                                   f"lr (now {cfg.lr}) or more warmup (now {cfg.warmup_steps}).")
-        lr = lr_at(self.step, cfg.lr, cfg.warmup_steps, self.total_steps, cfg.schedule)
-        self.optimizer.step(self.model.params, grads, lr)
+            raise TrainingDiverged(f"{e}; the run stopped without saving. Last good checkpoint: {where}. "
+                                   f"Try a lower lr (now {cfg.lr}) or more warmup (now {cfg.warmup_steps}).") from None
         self.step += 1
-        return metrics, norm, lr, int(batch["input_mask"].sum())
+        return r.metrics, r.grad_norm, r.lr, int(batch["input_mask"].sum())
 
     def _dropout_on(self) -> bool:
         return self.cfg.hidden_dropout_prob > 0 or self.cfg.attention_probs_dropout_prob > 0
