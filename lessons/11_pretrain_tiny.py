@@ -9,17 +9,28 @@
 #
 # **Finish line.** BERT's AdamW moves a parameter by `3.16 * lr` on its first step where
 # PyTorch's moves it by `1 * lr`; the schedule drops at the end of warmup; clipping rescales
-# only gradients whose joint norm exceeds 1; the training loss starts near `ln V + ln 2` and
-# ends far below it. Pictures: `lessons/out/11_schedule.png`, `lessons/out/11_adam_first_steps.png`,
+# only gradients whose joint norm exceeds 1; the training loss starts near `ln V + ln 2`, and
+# the MLM loss ends below the unigram entropy (the model uses the context). Pictures: `lessons/out/11_schedule.png`, `lessons/out/11_adam_first_steps.png`,
 # `lessons/out/11_loss.png`. The trained model is saved to `lessons/out/11_tiny_bert/` for
-# lesson 12. `MINIBERT_FAST=1` trains fewer steps (the lesson then takes well under a minute).
+# lesson 12. `MINIBERT_FAST=1` trains 200 steps instead of 1000 (about 10-25 s instead of a
+# minute or two on 2 cores).
 
 # %% [markdown]
 # ## Setup
+# The model here is so small that one thread is fastest: waking extra threads for each small
+# matrix product costs more than the product, and on a busy machine much more (measured: about
+# 30 ms per training step on one thread, 160-600 ms with two threads while other programs ran).
+# So we ask OpenBLAS and Numba for one thread, before NumPy is imported. An explicit setting
+# in your environment wins.
 
 # %%
-import math
 import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import math
 import random
 import time
 from pathlib import Path
@@ -211,9 +222,9 @@ config = BertConfig(vocab_size=V, hidden_size=64, num_hidden_layers=2, num_atten
                     attention_probs_dropout_prob=0.0)
 model = BertForPreTraining(config, seed=0)
 print(f"{model.num_parameters:,} parameters")
-total_steps = 80 if FAST else 400
-warmup_steps = total_steps // 10
-peak_lr = 3e-3  # tiny models take a much larger rate than BERT-base's 1e-4
+total_steps = 200 if FAST else 1000
+warmup_steps = total_steps // 4  # a long warmup: see the discussion
+peak_lr = 2e-3  # tiny models take a much larger rate than BERT-base's 1e-4
 adam = optim.AdamW(model.params, lr=peak_lr, weight_decay=0.01)
 history = []  # (step, loss, mlm_loss, nsp_loss, lr, grad_norm)
 t0 = time.perf_counter()
@@ -237,9 +248,9 @@ h = np.array(history)  # (steps, 6)
 
 # A useful yardstick: the **unigram entropy** `H` of the masked words. A model that ignores
 # the context and always predicts the corpus's word frequencies gets an MLM loss of exactly
-# `H`. Training first drops from `ln V` to about `H` (it learns which words are common); going
-# *below* `H` means it uses the context, which takes many more steps than this lesson runs
-# (that is where the real pretraining time goes).
+# `H`. Training first drops from `ln V` to about `H` (it learns which words are common), often
+# sits there for a while (the "unigram plateau"), and goes *below* `H` only once it uses the
+# context: that is the sign that attention started doing its job.
 
 # %%
 first_mlm, first_nsp = h[0, 2], h[0, 3]
@@ -254,7 +265,7 @@ print(f"MLM loss: ln V = {math.log(V):.3f} -> last 10 steps {last_mlm:.3f}; unig
       f"{H:.3f}")
 print(f"total loss: step 0 {h[0, 1]:.3f} -> last 10 steps {h[-10:, 1].mean():.3f}")
 assert last_mlm < math.log(V) - 0.6, "the MLM loss should fall well below ln V"
-assert last_mlm < H + 0.35, "the model should at least learn the word frequencies"
+assert last_mlm < H - 0.15, "below the unigram entropy: the model must use the context"
 assert h[-10:, 1].mean() < h[0, 1] - 0.7
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.5))
@@ -289,10 +300,15 @@ print(f"saved to {run_dir}")
 # %% [markdown]
 # ## Discussion
 # - The quick drop is the model learning word frequencies; the plateau near `H` is normal.
-#   Using context takes many more steps; `python -m minibert train` is this loop plus held-out
-#   evaluation, checkpoints and an exact resume, for runs of minutes to hours.
-# - Without warmup, the first steps use a large rate with the biased Adam moments (the 3.16x
-#   step above): try `warmup_steps = 0` and a higher `peak_lr` to see the early loss jump.
+#   `python -m minibert train` is this loop plus held-out evaluation, checkpoints and an exact
+#   resume, for runs of minutes to hours on a real corpus.
+# - Warmup matters more than it seems. Measured on this setup (fast mode's 200 or 300 steps):
+#   peak 3e-3 with 10% warmup stayed on the plateau (MLM loss 4.71 after 300 steps, about `H`);
+#   the same peak with 50% warmup reached 3.94; peak 2e-3 with 25% warmup (used here) 4.38
+#   after 200 steps. Early on, Adam's uncorrected steps are up to 6.6x too large (above), so a
+#   high rate at that moment pushes the model into a poor region.
+# - With a corpus this small, a longer run memorises it (the full mode's 1000 steps go far
+#   below `H`); on real data the held-out loss tells memorising from learning.
 # - The gradient norm is printed every few steps: early on it is often above 1 and gets clipped.
 
 # %% [markdown]
@@ -348,7 +364,7 @@ for max_norm in (0.5, 1.0, 100.0):
 #   decay except for biases and LayerNorm.
 # - Schedule: linear warmup over a linear decay that started at step 0, hence the drop at the
 #   end of warmup. Clipping: scale all gradients together to a joint norm of at most 1.
-# - Five lines per step; the loss fell from about `ln V + ln 2` to the unigram yardstick.
+# - Five lines per step; the loss fell from about `ln V + ln 2`, past the unigram plateau.
 #
 # **Next: lesson 12**, looking inside the trained model: what it predicts for `[MASK]`, and
 # where its attention heads look.

@@ -18,8 +18,12 @@
 # `vocab.txt`). If it is not there, we run lesson 11 first (in fast mode, about a minute).
 
 # %%
-import math
 import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # a tiny model: one thread is fastest (lesson 11)
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -81,10 +85,10 @@ plt.close(fig)
 # %% [markdown]
 # ## Did training help? Trained versus untrained
 # Mask each word of a few training sentences in turn and average `log p(true word)`. An
-# untrained model spreads probability almost evenly (about `-ln V`). Lesson 11's short run
-# mostly taught the model **which words are common** (its loss stopped near the unigram
-# entropy), so expect frequent words like `the` and `.` among the guesses, and a clear but
-# modest gain over the untrained model. Longer training is what makes the context matter.
+# untrained model spreads probability almost evenly (about `-ln V`). Lesson 11's fast run (200
+# steps) got only a little past the unigram plateau, so expect frequent words like `the` and
+# `.` among the guesses next to a few context-driven ones, and a clear but modest gain; after
+# its full run (1000 steps) the model has nearly memorised these sentences.
 
 # %%
 sentences = ["the cat sat on the warm mat .", "the yeast makes the dough rise .",
@@ -133,18 +137,20 @@ for layer in range(L):
     for head in range(NH):
         att = result.maps[layer, head]  # (T, T)
         favourite = att.argmax(-1)  # (T,) the key each query attends to most
+        counts = np.bincount(favourite, minlength=T)  # (T,) how many queries favour each key
         print(f"layer {layer} head {head}: largest weight per row {att.max(-1).mean():.3f} on "
-              f"average (uniform would be 1/T = {1 / T:.3f}); [CLS] looks most at "
-              f"{result.tokens[favourite[0]]!r}")
+              f"average (uniform would be 1/T = {1 / T:.3f}); {counts.max()} of {T} queries "
+              f"look most at {result.tokens[counts.argmax()]!r}")
 
 # %% [markdown]
-# **Reading the numbers.** If the largest weight in a row is close to `1/T`, the head spreads
-# its attention almost evenly: it has not yet learned to pick out particular tokens. That is
-# what lesson 11's short run gives, and it matches its loss: a model that predicts from word
-# frequencies alone has no use for attention. Heads that focus (a bright diagonal, a column on
-# `[SEP]` or `.`, the previous token) appear only after the loss gets past the unigram
-# plateau, which takes far longer training (try `make train-tiny`, then
-# `python -m minibert attention runs/tiny "..."`).
+# **Reading the numbers and pictures.** If the largest weight in a row is close to `1/T`, the
+# head spreads its attention evenly: it has not learned to pick out tokens, as in a model
+# still on the unigram plateau (a model that predicts from word frequencies has no use for
+# attention). Values near 1 mean each query looks at one key. In the pictures
+# (`lessons/out/12_attention/layer*.png`) look for bright columns, where every query looks at
+# the same token, often a fixed position, `.` or `[SEP]`. Such "sink" heads are common in real
+# BERT too: a place to put attention when there is nothing useful to gather. Bright spots off
+# the columns are queries that picked out a particular other word.
 
 # %% [markdown]
 # ## Padding: attention ignores padded keys
@@ -181,12 +187,13 @@ assert np.allclose(seq[1, :n_real], alone[0], atol=1e-5), "padding changed the r
 
 # %% [markdown]
 # ## Discussion
-# - What can a model this small, trained for a minute on forty sentences, know? Mostly word
-#   frequencies: its top guesses are `.` and `the` almost whatever the context. Train longer
-#   with `make train-tiny` (the default corpus) and ask `python -m minibert fill-mask runs/tiny
-#   "..."`; once the loss falls below the unigram entropy, the guesses depend on the context.
-# - Attention maps are suggestive, not explanations: a head that always looks at `[SEP]` or
-#   `.` is a common pattern in real BERT too (a "no-op" place to put attention).
+# - What can a model this small, trained briefly on forty sentences, know? Word frequencies,
+#   and some context: its guesses mix frequent words with context-driven ones. Train on real
+#   text with `make train-tiny` (the default corpus) and ask `python -m minibert fill-mask
+#   runs/tiny "..."`: the further the held-out loss falls below the unigram entropy, the more
+#   the guesses depend on the context.
+# - Attention maps are suggestive, not explanations: where a head looks says little about
+#   what the model does with it, and a sink head may look busy while contributing nothing.
 # - The padded query rows (the `[PAD]` positions themselves) are computed but never used;
 #   only the keys need masking.
 
@@ -245,7 +252,8 @@ assert np.allclose(my_head_entropy(np.full((1, 1, 4, 4), 0.25)), math.log(4))
 # - Fill-mask: softmax of the MLM logits at the `[MASK]` position; read the top k.
 # - Attention maps: one `(T, T)` matrix per layer and head, rows sum to 1; padded keys get
 #   exactly 0, so padding never changes real outputs.
-# - A tiny, briefly trained model knows mostly word frequencies; context comes with training.
+# - A tiny, briefly trained model knows mostly word frequencies and a little context; more
+#   training (and more text) is what makes the context matter.
 #
 # This is the end of the path: from a numerical gradient (lesson 00) to a pretrained BERT you
 # can query. Next steps: `make train-tiny`, and the README's notes on loading the saved model
