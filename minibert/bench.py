@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -156,21 +157,23 @@ def bench_attention(report: dict, reps: int) -> None:
                 ops.attention_backward(dout, c)
             return run
 
-        fns = {"numba": fb(kernels), "numpy": fb(layers)}
+        v2 = types.SimpleNamespace(attention_forward=kernels.attention_forward_v2,
+                                   attention_backward=kernels.attention_backward_v2)
+        fns = {"numba": fb(kernels), "numba v2": fb(v2), "numpy": fb(layers)}
         if torch is not None:
             fns.update(_torch_attention_fns(torch, q, k, v, mask, dout))
         t = interleaved_medians(fns, reps)
         t_torch = min((t[n], n) for n in t if n.startswith("torch")) if torch is not None else (None, why)
-        res = {"numba_s": t["numba"], "numpy_s": t["numpy"], "torch_s": t_torch[0], "torch_variant": t_torch[1],
+        res = {"numba_s": t["numba"], "numba_v2_s": t["numba v2"], "numpy_s": t["numpy"], "torch_s": t_torch[0], "torch_variant": t_torch[1],
                "speedup_vs_numpy": t["numpy"] / t["numba"],
                "speedup_vs_torch": None if t_torch[0] is None else t_torch[0] / t["numba"],
                "all_s": t}
         out["x".join(map(str, shape))] = res
-        rows.append(["x".join(map(str, shape)), ms(t["numba"]), ms(t["numpy"]), ms(t_torch[0]),
+        rows.append(["x".join(map(str, shape)), ms(t["numba"]), ms(t["numba v2"]), ms(t["numpy"]), ms(t_torch[0]),
                      ratio(t["numpy"], t["numba"]), ratio(t_torch[0], t["numba"])])
     report["attention"] = out
     print(f"\n== attention forward+backward, float32, padded keys; ms (median of {reps}), {n_threads()} threads")
-    print(fmt_table(["B x NH x T x HS", "numba", "numpy", "torch", "numpy/numba", "torch/numba"], rows))
+    print(fmt_table(["B x NH x T x HS", "numba", "numba v2", "numpy", "torch", "numpy/numba", "torch/numba"], rows))
     print("targets: numpy/numba >= 4x, torch/numba >= 1x (torch = the faster of explicit and sdpa)")
 
 
@@ -248,7 +251,7 @@ def torch_step_fn(torch, cfg, batch):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        return float(loss)
+        return loss.item()
 
     return step
 

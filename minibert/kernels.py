@@ -13,9 +13,15 @@ Versions of the attention core (numbers: `python -m minibert bench --only attent
         transposed) so every inner loop is a contiguous axpy `c[n] += a * b[n]`, which LLVM
         vectorizes without fastmath; 4 output rows per pass share each loaded row of the right
         operand. The probabilities are kept for backward (cache = layers.AttentionCache).
-    (Recomputing the probabilities from a saved row max / sum, the flash-attention trick, was
-    measured: at T = 128 the (T, T) matrix per head fits in L2, so recomputing q @ k^T costs
-    more than reading `att` back; see the bench notes in the final report.)
+        This is `attention_forward` / `attention_backward` (the default).
+    v2  `attention_forward_v2` / `attention_backward_v2`: the matmuls go to BLAS (np.matmul over
+        the b*NH stack) and only scale/mask/softmax/dropout and the softmax backward are fused
+        Numba passes. Single-threaded it is faster than v1 (BLAS matmuls), but on 2 threads
+        Numba's OpenMP workers and OpenBLAS's threads alternate every call and spin against each
+        other; under load that made v2 several times slower than v1, so v1 stays the default.
+    Keeping the probabilities vs recomputing them from a saved row max / sum (flash-attention):
+    at T = 128 one head's (T, T) block fits in L2, and recomputing q @ k^T would add a third
+    matmul to a kernel that is matmul-bound already, so the probabilities are kept.
 
 Rules: no fastmath (everything here is gradient-checked), `cache=True` (the second run does not
 compile again; the cache lives in __pycache__), parallel loops only over independent outputs
@@ -252,7 +258,8 @@ def _pick(parallel_kernel, serial_kernel, shape):
 
 
 def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
-    """Same contract as layers.attention_forward (and the same dropout mask for the same rng).
+    """v1 (all loops in Numba). Same contract as layers.attention_forward (and the same dropout
+    mask for the same rng).
 
     `out` is returned as a (B, NH, T, HS) view of a (B, T, NH, HS) array, so that
     merge_heads is a free reshape.
@@ -283,7 +290,7 @@ def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
 
 
 def attention_backward(dout, cache: AttentionCache):
-    """Same contract as layers.attention_backward: -> dq, dk, dv, each (B, NH, T, HS)."""
+    """v1 (all loops in Numba). Same contract as layers.attention_backward."""
     q, k, v, att, drop, scale = cache
     dt = q.dtype
     B, NH, T, HS = q.shape
@@ -293,6 +300,98 @@ def attention_backward(dout, cache: AttentionCache):
     kernel = _pick(_attention_backward_kernel, _attention_backward_serial, q.shape)
     kernel(dout, q, k, v, att, dummy if drop is None else drop, drop is not None,
                                dt.type(scale), dq, dk, dv)
+    return dq, dk, dv
+
+
+# ---------------------------------------------------------------------------------------------
+# attention v2: the four matmuls per direction go to BLAS (np.matmul over the b*NH stack), and
+# everything between them (scale, mask, softmax, dropout; softmax backward) is one fused Numba
+# pass with `prange` over b*NH, in place on the (B, NH, T, T) scores.
+
+
+@numba.njit(parallel=True, cache=True)
+def _softmax_rows_kernel(a, adder, drop, use_drop, scale, att_d):
+    """In place on a (B, NH, T, T): a <- softmax(a * scale + adder[b]); att_d <- a * drop."""
+    B, NH, T, _ = a.shape
+    for bh in numba.prange(B * NH):
+        b, h = bh // NH, bh % NH
+        for i in range(T):
+            row = a[b, h, i]
+            for j in range(T):
+                row[j] = row[j] * scale + adder[b, j]
+            m = _row_max(row)
+            for j in range(T):
+                row[j] = math.exp(row[j] - m)
+            s = _row_sum(row)
+            for j in range(T):
+                row[j] /= s
+            if use_drop:
+                drow = att_d[b, h, i]
+                for j in range(T):
+                    drow[j] = row[j] * drop[b, h, i, j]
+
+
+@numba.njit(parallel=True, cache=True)
+def _softmax_rows_backward_kernel(datt, att, drop, use_drop, scale):
+    """In place on datt (B, NH, T, T): datt <- att * (datt*drop - sum(datt*drop * att)) * scale."""
+    B, NH, T, _ = att.shape
+    for bh in numba.prange(B * NH):
+        b, h = bh // NH, bh % NH
+        for i in range(T):
+            drow = datt[b, h, i]
+            arow = att[b, h, i]
+            if use_drop:
+                for j in range(T):
+                    drow[j] *= drop[b, h, i, j]
+            s = _row_dot(drow, arow)
+            for j in range(T):
+                drow[j] = arow[j] * (drow[j] - s) * scale
+
+
+def attention_forward_v2(q, k, v, attn_mask, dropout_p=0.0, rng=None):
+    """v2. Same contract as layers.attention_forward (and the same dropout mask for the same rng).
+
+    `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
+    """
+    B, NH, T, HS = q.shape
+    if k.shape != q.shape or v.shape != q.shape:
+        raise ValueError(f"q, k, v shapes differ: {q.shape}, {k.shape}, {v.shape}")
+    if attn_mask.shape != (B, T):
+        raise ValueError(f"attn_mask has shape {attn_mask.shape}, expected {(B, T)}")
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout probability {dropout_p} must be in [0, 1)")
+    dt = q.dtype
+    k, v = k.astype(dt, copy=False), v.astype(dt, copy=False)
+    scale = 1.0 / math.sqrt(HS)
+    adder = np.ascontiguousarray((1.0 - attn_mask) * MASK_VALUE, dtype=dt)  # (B, T)
+    att = np.matmul(q, k.swapaxes(-1, -2))  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T) raw scores
+    drop, att_d = None, att
+    if dropout_p > 0.0:
+        # exactly layers.dropout_forward's draw, so the same rng gives the same mask
+        keep = rng.random((B, NH, T, T), dtype=np.float32) >= dropout_p  # (B, NH, T, T) bool
+        drop = keep.astype(dt) * dt.type(1.0 / (1.0 - dropout_p))  # (B, NH, T, T)
+        att_d = np.empty_like(att)  # (B, NH, T, T)
+    dummy = np.empty((1, 1, 1, 1), dtype=dt)
+    _softmax_rows_kernel(att, adder, dummy if drop is None else drop, drop is not None, dt.type(scale), att_d)
+    out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
+    np.matmul(att_d, v, out=out)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+    return out, AttentionCache(q, k, v, att, drop, scale)
+
+
+def attention_backward_v2(dout, cache: AttentionCache):
+    """v2. Same contract as layers.attention_backward: -> dq, dk, dv, each (B, NH, T, HS)."""
+    q, k, v, att, drop, scale = cache
+    dt = q.dtype
+    dout = dout.astype(dt, copy=False)
+    att_d = att if drop is None else att * drop  # (B, NH, T, T) what multiplied v
+    # forward was: out = att_d @ v
+    dv = np.matmul(att_d.swapaxes(-1, -2), dout)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+    datt = np.matmul(dout, v.swapaxes(-1, -2))  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
+    # forward was: att = softmax(q @ k^T * scale + adder), then att_d = att * drop
+    dummy = np.empty((1, 1, 1, 1), dtype=dt)
+    _softmax_rows_backward_kernel(datt, att, dummy if drop is None else drop, drop is not None, dt.type(scale))
+    dq = np.matmul(datt, k)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+    dk = np.matmul(datt.swapaxes(-1, -2), q)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
     return dq, dk, dv
 
 

@@ -46,17 +46,23 @@ SHAPES = [(2, 2, 16, 8), (1, 1, 1, 8), (3, 2, 7, 8), (2, 1, 5, 16), (2, 3, 13, 2
 SHAPE_IDS = ["B2-NH2-T16-HS8", "T1-NH1", "T7", "NH1-T5", "T13-HS24"]
 
 
+VERSIONS = {"v1": (kernels.attention_forward, kernels.attention_backward),
+            "v2": (kernels.attention_forward_v2, kernels.attention_backward_v2)}
+
+
+@pytest.mark.parametrize("version", sorted(VERSIONS))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("masked", [False, True], ids=["unmasked", "masked"])
 @pytest.mark.parametrize("dropout_p", [0.0, 0.2], ids=["nodrop", "drop0.2"])
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
-def test_attention_kernel_matches_reference(shape, dropout_p, masked, dtype):
+def test_attention_kernel_matches_reference(shape, dropout_p, masked, dtype, version):
+    forward, backward = VERSIONS[version]
     rng = np.random.default_rng(sum(shape))
     B, NH, T, HS = shape
     q, k, v = qkv_views(rng, B, NH, T, HS, dtype)
     mask = padding_mask(B, T, masked)
     out_ref, c_ref = layers.attention_forward(q, k, v, mask, dropout_p, np.random.default_rng(5))
-    out, c = kernels.attention_forward(q, k, v, mask, dropout_p, np.random.default_rng(5))
+    out, c = forward(q, k, v, mask, dropout_p, np.random.default_rng(5))
     assert_matches("out", out, out_ref)
     assert_matches("att", c.att, c_ref.att)
     if dropout_p:
@@ -64,7 +70,7 @@ def test_attention_kernel_matches_reference(shape, dropout_p, masked, dtype):
     else:
         assert c.drop is None and c_ref.drop is None
     dout = rng.standard_normal(out.shape).astype(dtype)  # (B, NH, T, HS)
-    for name, g, g_ref in zip(("dq", "dk", "dv"), kernels.attention_backward(dout, c),
+    for name, g, g_ref in zip(("dq", "dk", "dv"), backward(dout, c),
                               layers.attention_backward(dout, c_ref)):
         assert_matches(name, g, g_ref)
 
