@@ -33,7 +33,8 @@ rng = np.random.default_rng(6)
 
 
 def make_inputs(B, NH, T, HS, dtype=np.float64):
-    q, k, v = (rng.standard_normal((B, NH, T, HS)).astype(dtype) for _ in range(3))  # (B, NH, T, HS)
+    shape = (B, NH, T, HS)
+    q, k, v = (rng.standard_normal(shape).astype(dtype) for _ in range(3))  # 3 x (B, NH, T, HS)
     lengths = rng.integers(T // 2, T + 1, size=B)  # (B,) real tokens per sequence
     attn_mask = (np.arange(T)[None, :] < lengths[:, None]).astype(dtype)  # (B, T)
     return q, k, v, attn_mask
@@ -117,7 +118,8 @@ t0 = time.perf_counter()
 out_mine, att_mine = my_attention_forward(q, k, v, attn_mask)
 print(f"first call (compile or load from cache): {time.perf_counter() - t0:.2f} s")
 out_ref, cache_ref = layers.attention_forward(q, k, v, attn_mask)
-print(f"out: max rel diff {max_rel(out_mine, out_ref):.1e}, att: {max_rel(att_mine, cache_ref.att):.1e}")
+print(f"out: max rel diff {max_rel(out_mine, out_ref):.1e}, "
+      f"att: {max_rel(att_mine, cache_ref.att):.1e}")
 assert max_rel(out_mine, out_ref) < 1e-10 and max_rel(att_mine, cache_ref.att) < 1e-10
 padded = attn_mask[:, None, None, :] == 0  # (B, 1, 1, T) broadcast over heads and queries
 assert np.all(att_mine[np.broadcast_to(padded, att_mine.shape)] == 0.0)  # exactly zero weight
@@ -168,13 +170,14 @@ q, k, v, attn_mask = (a.astype(np.float32) for a in make_inputs(*shape))
 dout = rng.standard_normal(q.shape).astype(np.float32)  # (B, NH, T, HS)
 _, cache_ref = layers.attention_forward(q, k, v, attn_mask)
 _, cache_nb = kernels.attention_forward(q, k, v, attn_mask)
-timings = {
-    "forward, NumPy reference": median_seconds(lambda: layers.attention_forward(q, k, v, attn_mask), repeats),
-    "forward, lesson loop kernel": median_seconds(lambda: my_attention_forward(q, k, v, attn_mask), repeats),
-    "forward, minibert.kernels": median_seconds(lambda: kernels.attention_forward(q, k, v, attn_mask), repeats),
-    "backward, NumPy reference": median_seconds(lambda: layers.attention_backward(dout, cache_ref), repeats),
-    "backward, minibert.kernels": median_seconds(lambda: kernels.attention_backward(dout, cache_nb), repeats),
+candidates = {
+    "forward, NumPy reference": lambda: layers.attention_forward(q, k, v, attn_mask),
+    "forward, lesson loop kernel": lambda: my_attention_forward(q, k, v, attn_mask),
+    "forward, minibert.kernels": lambda: kernels.attention_forward(q, k, v, attn_mask),
+    "backward, NumPy reference": lambda: layers.attention_backward(dout, cache_ref),
+    "backward, minibert.kernels": lambda: kernels.attention_backward(dout, cache_nb),
 }
+timings = {name: median_seconds(fn, repeats) for name, fn in candidates.items()}
 print(f"B, NH, T, HS = {shape}, float32, {numba.get_num_threads()} Numba threads, "
       f"median of {repeats}:")
 for name, seconds in timings.items():

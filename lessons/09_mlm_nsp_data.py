@@ -106,7 +106,8 @@ def show(inst: pd.TrainingInstance) -> None:
     print("original:", " ".join(unmasked(inst)))
     print("input:   ", " ".join(inst.tokens))
     print("segments:", " ".join(str(s) for s in inst.segment_ids))
-    print("NSP label:", int(inst.is_random_next), "(random B)" if inst.is_random_next else "(IsNext)")
+    meaning = "(random B)" if inst.is_random_next else "(IsNext)"
+    print("NSP label:", int(inst.is_random_next), meaning)
     print("predict (position, true token):", list(zip(inst.masked_lm_positions,
                                                       inst.masked_lm_labels)))
 

@@ -10,10 +10,10 @@
 # **Finish line.** BERT's AdamW moves a parameter by `3.16 * lr` on its first step where
 # PyTorch's moves it by `1 * lr`; the schedule drops at the end of warmup; clipping rescales
 # only gradients whose joint norm exceeds 1; the training loss starts near `ln V + ln 2`, and
-# the MLM loss ends below the unigram entropy (the model uses the context). Pictures: `lessons/out/11_schedule.png`, `lessons/out/11_adam_first_steps.png`,
-# `lessons/out/11_loss.png`. The trained model is saved to `lessons/out/11_tiny_bert/` for
-# lesson 12. `MINIBERT_FAST=1` trains 200 steps instead of 1000 (about 10-25 s instead of a
-# minute or two on 2 cores).
+# the MLM loss ends below the unigram entropy (the model uses the context). Pictures:
+# `lessons/out/11_schedule.png`, `lessons/out/11_adam_first_steps.png`, `lessons/out/11_loss.png`.
+# The trained model is saved to `lessons/out/11_tiny_bert/` for lesson 12. `MINIBERT_FAST=1`
+# trains 200 steps instead of 1000 (about 10-25 s instead of a minute or two on 2 cores).
 
 # %% [markdown]
 # ## Setup
@@ -125,7 +125,8 @@ assert np.allclose(params["h0.attn.qkv.b"], 1) and np.allclose(params["h0.ln1.w"
 # %% [markdown]
 # ## The learning-rate schedule: warmup and decay, overlapping
 # BERT raises the rate linearly from 0 over `W` warmup steps, then lowers it linearly to 0 at
-# the last step `T`. In Google's code the decay starts at step 0, *under* the warmup, and the
+# the last step `T` (called `T_steps` in the code: `T` is the sequence length elsewhere). In
+# Google's code the decay starts at step 0, *under* the warmup, and the
 # warmup simply wins while `t < W`:
 #
 #     lr(t) = peak * t / W          if t < W
@@ -140,7 +141,8 @@ peak, W, T_steps = 1e-3, 20, 100
 lrs = [optim.lr_at(t, peak, W, T_steps) for t in range(T_steps + 1)]
 print(f"lr(0)={lrs[0]}, lr(W-1)={lrs[W - 1]:.2e}, lr(W)={lrs[W]:.2e}, lr(T)={lrs[T_steps]}")
 assert lrs[0] == 0.0 and lrs[T_steps] == 0.0  # the first update does nothing
-assert math.isclose(lrs[W - 1], peak * (W - 1) / W) and math.isclose(lrs[W], peak * (1 - W / T_steps))
+assert math.isclose(lrs[W - 1], peak * (W - 1) / W)  # the last warmup step
+assert math.isclose(lrs[W], peak * (1 - W / T_steps))  # the decay line, already lower
 assert lrs[W] < lrs[W - 1]  # the drop at the end of warmup
 assert math.isclose(optim.lr_at(W, peak, W, T_steps, schedule="hf"), peak)  # HF reaches the peak
 optim.plot_schedule(OUT / "11_schedule.png", peak, W, T_steps)
@@ -208,6 +210,7 @@ print(f"{len(instances)} instances, vocab {V}, {batches.batches_per_epoch} batch
 # A really tiny BERT: hidden size 64, 2 layers, 2 heads. Dropout is off (the corpus is tiny
 # and we want to see memorisation). One step is five lines:
 #
+#     batch = batches.next_batch()                              # lesson 09's arrays
 #     loss, grads = model.loss_and_grads(batch)                 # lesson 10
 #     grads, norm = optim.clip_by_global_norm(grads, 1.0)       # clip
 #     lr = optim.lr_at(step, peak, warmup, total)               # schedule
@@ -302,11 +305,12 @@ print(f"saved to {run_dir}")
 # - The quick drop is the model learning word frequencies; the plateau near `H` is normal.
 #   `python -m minibert train` is this loop plus held-out evaluation, checkpoints and an exact
 #   resume, for runs of minutes to hours on a real corpus.
-# - Warmup matters more than it seems. Measured on this setup (fast mode's 200 or 300 steps):
-#   peak 3e-3 with 10% warmup stayed on the plateau (MLM loss 4.71 after 300 steps, about `H`);
-#   the same peak with 50% warmup reached 3.94; peak 2e-3 with 25% warmup (used here) 4.38
-#   after 200 steps. Early on, Adam's uncorrected steps are up to 6.6x too large (above), so a
-#   high rate at that moment pushes the model into a poor region.
+# - How large the early steps are matters. Measured on this setup (MLM loss of the last 10
+#   steps; `H` = 4.73): peak 3e-3 with 10% warmup stayed on the plateau (4.71 after 300
+#   steps); the same peak with 50% warmup reached 3.94; peak 1e-3 with 10% warmup 4.08; peak
+#   2e-3 with 25% warmup (used here) 4.38 after 200 steps. A plausible reason, not tested
+#   further here: Adam's uncorrected early steps are up to 6.6x larger (above), and a high
+#   rate at that moment pushes the model somewhere it is slow to leave.
 # - With a corpus this small, a longer run memorises it (the full mode's 1000 steps go far
 #   below `H`); on real data the held-out loss tells memorising from learning.
 # - The gradient norm is printed every few steps: early on it is often above 1 and gets clipped.

@@ -20,7 +20,7 @@
 # %%
 import os
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # a tiny model: one thread is fastest (lesson 11)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # tiny model: one thread is fastest (lesson 11)
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
 import math
@@ -182,7 +182,8 @@ for block in cache.blocks:
     assert np.all(att[1, :, :, n_real:] == 0.0), "padded keys must get exactly zero weight"
 alone_ids, alone_seg, alone_mask = batch_of(texts[1:])  # the short sentence alone, no padding
 alone, _ = encoder_forward(model.params, cfg, alone_ids, alone_seg, alone_mask, None, layers)
-print(f"max |difference| of its outputs, padded vs alone: {np.abs(seq[1, :n_real] - alone[0]).max():.1e}")
+diff = np.abs(seq[1, :n_real] - alone[0]).max()
+print(f"max |difference| of its outputs, padded vs alone: {diff:.1e}")
 assert np.allclose(seq[1, :n_real], alone[0], atol=1e-5), "padding changed the real outputs"
 
 # %% [markdown]
