@@ -439,8 +439,8 @@ def architecture_of(model: BertForPreTraining) -> str:
 
 def save_pretrained(model: BertForPreTraining, directory: str | Path, vocab=None) -> Path:
     """Write config.json, model.safetensors and (when a vocab is known) vocab.txt +
-    tokenizer_config.json into `directory`, each atomically. `vocab` is a path to copy or a
-    list of tokens; default: the model's own `vocab_path`, if any."""
+    tokenizer_config.json into `directory`, each atomically. `vocab` is a path to copy, a
+    list of tokens or a BertTokenizer; default: the model's own `vocab_path`, if any."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     arch = architecture_of(model)
@@ -451,9 +451,11 @@ def save_pretrained(model: BertForPreTraining, directory: str | Path, vocab=None
     hf = config_to_hf_dict(model.config, arch, model.dtype)
     write_text_atomic(directory / CONFIG_NAME, json.dumps(hf, indent=2) + "\n")
     vocab = getattr(model, "vocab_path", None) if vocab is None else vocab
+    do_lower_case = getattr(vocab, "do_lower_case", getattr(model, "do_lower_case", True))
+    vocab = getattr(vocab, "ids_to_tokens", vocab)  # a BertTokenizer: its tokens in id order
     if vocab is not None:
         _save_vocab(vocab, directory / VOCAB_NAME, model.config.vocab_size)
-        tok = {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(getattr(model, "do_lower_case", True)),
+        tok = {"tokenizer_class": "BertTokenizer", "do_lower_case": bool(do_lower_case),
                "model_max_length": model.config.max_position_embeddings, "pad_token": "[PAD]",
                "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
         write_text_atomic(directory / TOKENIZER_CONFIG_NAME, json.dumps(tok, indent=2) + "\n")

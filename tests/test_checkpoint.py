@@ -186,6 +186,15 @@ def test_do_lower_case_round_trips_through_tokenizer_config(tmp_path):
     assert BertForPreTraining.from_pretrained(tmp_path).do_lower_case is False
 
 
+
+def test_save_pretrained_accepts_a_tokenizer_as_vocab(tmp_path):
+    from minibert.tokenizer import BertTokenizer
+
+    model = random_model()
+    model.save_pretrained(tmp_path, vocab=BertTokenizer(VOCAB, do_lower_case=False))
+    assert (tmp_path / "vocab.txt").read_text().split("\n")[:-1] == VOCAB
+    assert BertForPreTraining.from_pretrained(tmp_path).do_lower_case is False
+
 @pytest.mark.parametrize("drop,arch,heads", [(("pool", "mlm", "nsp"), "BertModel", ()),
                                              (("mlm", "nsp"), "BertModel", ("pool",)),
                                              (("pool", "nsp"), "BertForMaskedLM", ("mlm",))])
