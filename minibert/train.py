@@ -610,8 +610,10 @@ class Trainer:
                     window, t_window = [], now
                 if self.step % cfg.eval_interval == 0 and self.step < self.total_steps:
                     self.run_eval()
+                    t_window = time.perf_counter()  # tokens/s counts training time only
                 if self.step % cfg.checkpoint_interval == 0 and self.step < stop_at:
                     self.save_checkpoint()
+                    t_window = time.perf_counter()
             else:
                 status = "done" if self.step >= self.total_steps else "paused"
         finally:
@@ -891,6 +893,9 @@ def cli(argv: list[str]) -> int:
     except (ValueError, OSError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # before the loop started (data, calibration): nothing to save
+        print("\ninterrupted before training started; nothing saved", file=sys.stderr)
+        return 130
     report(trainer)
     return 130 if trainer.status == "interrupted" else 0
 
@@ -908,7 +913,7 @@ def report(trainer: Trainer) -> None:
 # ---------------------------------------------------------------------------------------------
 # make train-tiny
 
-TINY_RECIPE = dict(lr=1e-3, warmup_steps=100, masking="dynamic", dupe_factor=5,
+TINY_RECIPE = dict(lr=2e-3, warmup_steps=100, masking="dynamic", dupe_factor=5,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=250,
                    checkpoint_interval=250, eval_examples=2048, minutes=9.0, auto_steps=True)
 FAST_RECIPE = dict(minutes=0.75, dupe_factor=1, max_train_lines=3000, eval_examples=256, eval_interval=25,
@@ -942,6 +947,9 @@ def train_tiny_cli(argv: list[str]) -> int:
     except (ValueError, OSError, TrainingDiverged) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted before training started; nothing saved", file=sys.stderr)
+        return 130
     report(trainer)
     if trainer.status == "interrupted":
         return 130

@@ -88,8 +88,8 @@ def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dr
     a, b = _state(full), _state(resumed)
     assert a.keys() == b.keys()
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
-    # and the partial run really differed at step 5 (the check above can fail)
-    assert not np.array_equal(part.model.params["tok_emb"], full.model.params["tok_emb"]) or True
+    # the paused run really stopped at step 5 (its weights are not the final ones)
+    assert not np.array_equal(part.model.params["h0.ffn.in.w"], full.model.params["h0.ffn.in.w"])
     assert full.last_eval == resumed.last_eval
     # metrics.jsonl of the resumed run has each step once
     steps = [r["step"] for r in T.read_metrics(tmp_path / "part" / "metrics.jsonl") if r["type"] == "train"]
@@ -261,8 +261,8 @@ def test_shuffle_mlm_labels_keeps_the_label_multiset():
 @pytest.fixture(scope="module")
 def trained(corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "tiny"
-    cfg = small_config(corpus, out, steps=120, lr=3e-3, warmup_steps=10, eval_interval=40,
-                       checkpoint_interval=60, log_interval=10, hidden_size=32, intermediate_size=64,
+    cfg = small_config(corpus, out, steps=90, lr=3e-3, warmup_steps=10, eval_interval=30,
+                       checkpoint_interval=45, log_interval=10, hidden_size=32, intermediate_size=64,
                        eval_examples=0, curves=True)
     return T.train(cfg, verbose=False)
 
@@ -274,7 +274,7 @@ def test_train_loss_decreases_and_heldout_improves(trained):
     # from ~ln(43) + ln(2) = 4.45 at step 0
     assert train[-1]["loss"] < train[0]["loss"] - 1.0, (train[0]["loss"], train[-1]["loss"])
     assert train[-1]["mlm_acc"] > train[0]["mlm_acc"] + 0.2
-    assert [e["step"] for e in evals] == [40, 80, 120]
+    assert [e["step"] for e in evals] == [30, 60, 90]
     assert evals[-1]["mlm_loss"] < evals[0]["mlm_loss"] and evals[-1]["mlm_acc"] > 0.3
     assert evals[-1]["perplexity"] == pytest.approx(np.exp(evals[-1]["mlm_loss"]))
     assert {"loss", "mlm_acc", "nsp_acc", "lr", "tokens_per_s", "time"} <= train[0].keys()
@@ -289,7 +289,7 @@ def test_train_writes_hf_checkpoint_metrics_and_curves(trained):
     assert json.loads((d / "config.json").read_text())["model_type"] == "bert"
     assert not any(p.suffix in (".pkl", ".pickle", ".pt", ".bin") for p in d.iterdir())
     state = json.loads((d / "trainer_state.json").read_text())
-    assert state["step"] == 120 and state["iterator"]["position"] > 0
+    assert state["step"] == 90 and state["iterator"]["position"] > 0
 
 
 def test_evaluate_is_deterministic(trained):
