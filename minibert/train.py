@@ -618,6 +618,8 @@ class Trainer:
                 status = "done" if self.step >= self.total_steps else "paused"
         finally:
             self._restore_sigint(previous)
+        if window:  # steps since the last log line (the budget or Ctrl-C stopped mid-interval)
+            self._log_train(window, time.perf_counter() - t_window)
         if status in ("done", "budget"):
             if self.last_eval is None or self.last_eval_step != self.step:
                 self.run_eval()
