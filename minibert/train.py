@@ -79,6 +79,7 @@ class TrainConfig:
     masked_lm_prob: float = 0.15
     short_seq_prob: float = 0.1
     dupe_factor: int = 5
+    heldout_dupe_factor: int = 5  # passes over the held-out documents (different pairs and masks)
     data_seed: int = 12345  # generator seed (also the fixed masking seed of the held-out set)
     masking: str = "dynamic"  # static | dynamic
     max_train_lines: int = 0  # >0: use only the first N lines of the corpus (MINIBERT_FAST)
@@ -245,8 +246,9 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
 
     The cache key is a hash of the corpus contents, the vocab contents and every generation flag,
     so changing any of them makes new shards and an unchanged setup reuses the old ones. The
-    held-out set is generated once (dupe_factor 1) with the fixed seed `data_seed`: its masks are
-    the same in every evaluation and every run.
+    held-out set is generated once (`heldout_dupe_factor` passes, default 5: the default corpus
+    holds only 82 held-out documents, 240 sequences per pass, too few for a steady NSP accuracy)
+    with the fixed seed `data_seed`: its masks are the same in every evaluation and every run.
     """
     from minibert.pretraining_data import build_pretraining_data, read_meta
 
@@ -276,7 +278,7 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
         return out
 
     train = build(cfg.corpus, cfg.dupe_factor, "train", cfg.max_train_lines)
-    heldout = build(cfg.heldout, 1, "heldout", cfg.max_train_lines // 4) if cfg.heldout else None
+    heldout = build(cfg.heldout, cfg.heldout_dupe_factor, "heldout", cfg.max_train_lines // 4) if cfg.heldout else None
     return DataDirs(train, heldout)
 
 
@@ -915,13 +917,19 @@ def report(trainer: Trainer) -> None:
 # ---------------------------------------------------------------------------------------------
 # make train-tiny
 
-# lr: measured on the default corpus (600-step runs, warmup 60): 2e-3 and 1e-3 collapse (every
-# position gets the same hidden state, held-out MLM stuck at the 6.25% unigram baseline after 675
-# and 175 steps); 5e-4 leaves the plateau by step 150. See the report in the commit log.
-TINY_RECIPE = dict(lr=5e-4, warmup_steps=60, masking="dynamic", dupe_factor=5,
+# The recipe, measured on the default corpus (tiny preset, batch 32, dropout 0, dynamic masking):
+# - lr: 2e-3 and 1e-3 collapse (every position gets the same hidden state, held-out MLM stuck at
+#   the 6.25% unigram baseline after 675 and 175 steps); 5e-4 leaves the plateau by step 150
+#   (600 steps: 11.8% held-out MLM, 60.4% NSP).
+# - sequence length 64 (10 predictions) instead of the preset's 128: the corpus's documents are
+#   short (sequences of 128 are 35% padding, mean 83 tokens), so 128 spends a third of the compute
+#   on padding. One thread each, side by side: 600 steps at 64 reached 14.1% held-out MLM against
+#   12.4% for 600 steps at 128 (batch 16), and a step at 64 takes about a third of the time.
+TINY_RECIPE = dict(lr=5e-4, warmup_steps=100, masking="dynamic", dupe_factor=5,
+                   max_seq_length=64, max_predictions_per_seq=10,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=250,
                    checkpoint_interval=250, eval_examples=2048, minutes=9.0, auto_steps=True)
-FAST_RECIPE = dict(minutes=0.75, dupe_factor=1, max_train_lines=3000, eval_examples=256, eval_interval=25,
+FAST_RECIPE = dict(minutes=0.75, dupe_factor=1, heldout_dupe_factor=1, max_train_lines=3000, eval_examples=256, eval_interval=25,
                    checkpoint_interval=50, warmup_steps=10, log_interval=5)
 FILL_MASK_EXAMPLES = ("a [MASK] is an immutable sequence of characters.",
                       "the [MASK] statement is used to leave a loop early.",
