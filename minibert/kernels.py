@@ -267,13 +267,9 @@ def _pick(parallel_kernel, serial_kernel, shape):
     return parallel_kernel if B * NH * T * T * HS >= PARALLEL_MIN_WORK and B * NH > 1 else serial_kernel
 
 
-def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
-    """v1 (all loops in Numba). Same contract as layers.attention_forward (and the same dropout
-    mask for the same rng).
-
-    `out` is returned as a (B, NH, T, HS) view of a (B, T, NH, HS) array, so that
-    merge_heads is a free reshape.
-    """
+def _attention_inputs(q, k, v, attn_mask, dropout_p):
+    """The argument checks of layers.attention_forward, and what both versions below need:
+    -> (k, v in q's dtype, scale 1/sqrt(HS), adder (B, T) = (1 - mask) * MASK_VALUE)."""
     B, NH, T, HS = q.shape
     if k.shape != q.shape or v.shape != q.shape:
         raise ValueError(f"q, k, v shapes differ: {q.shape}, {k.shape}, {v.shape}")
@@ -282,9 +278,20 @@ def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout probability {dropout_p} must be in [0, 1)")
     dt = q.dtype
-    k, v = k.astype(dt, copy=False), v.astype(dt, copy=False)
-    scale = 1.0 / math.sqrt(HS)
     adder = np.ascontiguousarray((1.0 - attn_mask) * MASK_VALUE, dtype=dt)  # (B, T)
+    return k.astype(dt, copy=False), v.astype(dt, copy=False), 1.0 / math.sqrt(HS), adder
+
+
+def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
+    """v1 (all loops in Numba). Same contract as layers.attention_forward (and the same dropout
+    mask for the same rng).
+
+    `out` is returned as a (B, NH, T, HS) view of a (B, T, NH, HS) array, so that
+    merge_heads is a free reshape.
+    """
+    B, NH, T, HS = q.shape
+    dt = q.dtype
+    k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
     drop = None
     if dropout_p > 0.0:
         # exactly layers.dropout_forward's draw, so the same rng gives the same mask
@@ -364,16 +371,8 @@ def attention_forward_v2(q, k, v, attn_mask, dropout_p=0.0, rng=None):
     `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
     """
     B, NH, T, HS = q.shape
-    if k.shape != q.shape or v.shape != q.shape:
-        raise ValueError(f"q, k, v shapes differ: {q.shape}, {k.shape}, {v.shape}")
-    if attn_mask.shape != (B, T):
-        raise ValueError(f"attn_mask has shape {attn_mask.shape}, expected {(B, T)}")
-    if not 0.0 <= dropout_p < 1.0:
-        raise ValueError(f"dropout probability {dropout_p} must be in [0, 1)")
     dt = q.dtype
-    k, v = k.astype(dt, copy=False), v.astype(dt, copy=False)
-    scale = 1.0 / math.sqrt(HS)
-    adder = np.ascontiguousarray((1.0 - attn_mask) * MASK_VALUE, dtype=dt)  # (B, T)
+    k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
     att = np.matmul(q, k.swapaxes(-1, -2))  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T) raw scores
     drop, att_d = None, att
     if dropout_p > 0.0:
