@@ -113,6 +113,21 @@ def _row_sum(x):
 
 
 @numba.njit(cache=True)
+def _masked_softmax_row(row, adder_b, scale):
+    """In place on one row of scores (T,): row <- softmax(row * scale + adder_b), shifted by the
+    row max for a stable exp. adder_b (T,) is 0 for real keys and MASK_VALUE for padded ones."""
+    T = row.shape[0]
+    for j in range(T):
+        row[j] = row[j] * scale + adder_b[j]
+    m = _row_max(row)
+    for j in range(T):
+        row[j] = math.exp(row[j] - m)
+    s = _row_sum(row)
+    for j in range(T):
+        row[j] /= s
+
+
+@numba.njit(cache=True)
 def _row_max(x):
     """max(x) over a contiguous row, as 8 partial maxima."""
     n = x.shape[0]
@@ -186,15 +201,7 @@ def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out):
         ad_row = np.empty(T, dtype=q.dtype)  # (T,) one row of att * drop
         o = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
         for i in range(T):
-            row = a[i]
-            for j in range(T):
-                row[j] = row[j] * scale + adder[b, j]
-            m = _row_max(row)
-            for j in range(T):
-                row[j] = math.exp(row[j] - m)
-            s = _row_sum(row)
-            for j in range(T):
-                row[j] /= s
+            _masked_softmax_row(a[i], adder[b], scale)
         if use_drop:
             ad = np.empty((T, T), dtype=q.dtype)  # (T, T) att * drop
             for i in range(T):
@@ -334,14 +341,7 @@ def _softmax_rows_kernel(a, adder, drop, use_drop, scale, att_d):
         b, h = bh // NH, bh % NH
         for i in range(T):
             row = a[b, h, i]
-            for j in range(T):
-                row[j] = row[j] * scale + adder[b, j]
-            m = _row_max(row)
-            for j in range(T):
-                row[j] = math.exp(row[j] - m)
-            s = _row_sum(row)
-            for j in range(T):
-                row[j] /= s
+            _masked_softmax_row(row, adder[b], scale)
             if use_drop:
                 drow = att_d[b, h, i]
                 for j in range(T):
