@@ -7,18 +7,23 @@ ones that pay are replaced by the compiled versions below and the rest are the N
 against it (float64 to 1e-10 relative, float32 scaled to magnitude).
 
 Versions of the attention core (numbers: `python -m minibert bench --only attention`):
-    v0  the NumPy reference (batched matmul; q @ k^T on a non-contiguous view is NumPy's slow
-        non-BLAS loop)
-    v1  `prange` over b*NH; per head, K and V are copied to small contiguous buffers (K
-        transposed) so every inner loop is a contiguous axpy `c[n] += a * b[n]`, which LLVM
-        vectorizes without fastmath; 4 output rows per pass share each loaded row of the right
-        operand. The probabilities are kept for backward (cache = layers.AttentionCache).
-        This is `attention_forward` / `attention_backward` (the default).
-    v2  `attention_forward_v2` / `attention_backward_v2`: the matmuls go to BLAS (np.matmul over
-        the b*NH stack) and only scale/mask/softmax/dropout and the softmax backward are fused
-        Numba passes. Single-threaded it is faster than v1 (BLAS matmuls), but on 2 threads
-        Numba's OpenMP workers and OpenBLAS's threads alternate every call and spin against each
-        other; under load that made v2 several times slower than v1, so v1 stays the default.
+    v0  the NumPy reference: batched matmuls (BLAS) with softmax as five NumPy passes.
+    v1  `attention_forward_v1` / `attention_backward_v1`: everything in Numba, `prange` over
+        b*NH; per head, K and V are copied to small contiguous buffers (K transposed) so every
+        inner loop is a contiguous axpy `c[n] += a * b[n]`, which LLVM vectorizes without
+        fastmath; 4 output rows per pass share each loaded row of the right operand. Kept as the
+        readable all-Numba version and as a measured alternative: its hand-written matmul runs at
+        about half of OpenBLAS's speed, and matmuls are most of the work.
+    v2  `attention_forward` / `attention_backward` (the default): the matmuls go to BLAS
+        (np.matmul over the b*NH stack) and everything between them (scale, mask, softmax,
+        dropout; the softmax backward) is one fused Numba pass with `prange` over b*NH, using
+        the vectorizing `_exp` below. It is the fastest here (bench, 2 cores, (32, 2, 128, 64):
+        ~22 ms against ~33 ms for the NumPy reference). Three things made it so, each measured:
+        Numba's `workqueue` threads (the default OpenMP ones spun and starved OpenBLAS), inlined
+        helpers with a vectorizing exp, and serial copies with their own cache names (`_serial`:
+        sharing a name, the serial and parallel builds overwrote each other's cache entries).
+        Also tried: splitting the batch over Python threads with OpenBLAS on one thread each;
+        no faster inside a training step, so not kept.
     Keeping the probabilities vs recomputing them from a saved row max / sum (flash-attention):
     at T = 128 one head's (T, T) block fits in L2, and recomputing q @ k^T would add a third
     matmul to a kernel that is matmul-bound already, so the probabilities are kept.
@@ -40,6 +45,7 @@ import types
 
 import numba
 import numpy as np
+from numba.extending import intrinsic, overload
 
 from minibert import layers
 from minibert.layers import MASK_VALUE, AttentionCache
@@ -52,11 +58,110 @@ from minibert.layers import MASK_VALUE, AttentionCache
 if "NUMBA_THREADING_LAYER" not in os.environ:
     numba.config.THREADING_LAYER = "workqueue"
 
+
+def _jit(fn=None, **options):
+    """numba.njit with the options every kernel here uses: cache=True, and NumPy's error model
+    (x / 0 gives inf or nan, as in NumPy). Numba's default Python error model puts a
+    ZeroDivisionError check in front of every division, and that branch alone stops LLVM from
+    vectorizing a loop that divides. Neither changes a result that the reference computes."""
+    options = {"cache": True, "error_model": "numpy", **options}
+    # inline="always" (for the small helpers called in inner loops) inlines at Numba's level:
+    # a helper that LLVM does not inline on its own is a call per element that stops the
+    # loop from vectorizing (measured: GELU 4x slower when _erf32 stayed a call).
+    return numba.njit(**options) if fn is None else numba.njit(**options)(fn)
+
+
+# ---------------------------------------------------------------------------------------------
+# exp and erf that vectorize. Numba turns math.exp / math.erf into calls to the C library, one
+# element at a time (erf through a slow generic path: ~30 ns per float32 element). LLVM can only
+# vectorize a loop whose body is plain arithmetic, so for float32 the two functions are written
+# out below; float64 keeps the C library, so the float64 checks against the reference stay at
+# 1e-10. `_exp` and `_erf` pick the version by the argument's type when the kernel is compiled.
+
+@intrinsic
+def _int32_bits_as_float32(typingctx, bits):
+    """The float32 whose bit pattern is the int32 `bits` (an LLVM bitcast, free, vectorizes)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(numba.types.float32))
+    return numba.types.float32(numba.types.int32), codegen
+
+
+@_jit(inline="always")
+def _pow2_32(k):
+    """2**k for an integer-valued float32 k in [-127, 128]: k + 127 in the exponent field."""
+    return _int32_bits_as_float32((np.int32(k) + np.int32(127)) << np.int32(23))
+
+
+@_jit(inline="always")
+def _exp32(x):
+    """exp(x) for float32, max relative error 8.2e-8 (< 1 ulp; measured against float64 exp on
+    [-87, 88.7]). Cephes' expf: x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so r is
+    exact), exp(r) by its degree-7 polynomial, times 2**k as two factors 2**k1 * 2**k2, each a
+    normal float32, so that the product overflows to inf as it should. Below x = -87 the result
+    (< 1.6e-38, the subnormal range) is flushed to 0: arithmetic on subnormals takes ~100x longer
+    on x86, softmax feeds exactly such values (masked keys at -10000), and none of the callers
+    can tell 1e-38 from 0. NaN in, NaN out."""
+    f = np.float32
+    xc = x if x > f(-87.0) else f(-87.0)
+    xc = xc if xc < f(89.0) else f(89.0)  # exp(89) overflows to inf
+    k = np.floor(xc * f(1.4426950408889634) + f(0.5))  # round(x / ln2)
+    r = xc - k * f(0.693359375) - k * f(-2.12194440e-4)
+    p = f(1.9875691500e-4)
+    p = p * r + f(1.3981999507e-3)
+    p = p * r + f(8.3334519073e-3)
+    p = p * r + f(4.1665795894e-2)
+    p = p * r + f(1.6666665459e-1)
+    p = p * r + f(5.0000001201e-1)
+    p = p * r * r + r + f(1.0)
+    k1 = np.floor(k * f(0.5))
+    y = p * _pow2_32(k1) * _pow2_32(k - k1)
+    y = y if x >= f(-87.0) else f(0.0)
+    return y if x == x else x
+
+
+@_jit(inline="always")
+def _erf32(x):
+    """erf(x) for float32, max absolute error 6e-7 (Abramowitz & Stegun 7.1.26, 1.5e-7, plus
+    float32 rounding; measured against math.erf). Odd: erf(-x) = -erf(x)."""
+    f = np.float32
+    a = abs(x)
+    t = f(1.0) / (f(1.0) + f(0.3275911) * a)
+    y = f(1.061405429)
+    y = y * t + f(-1.453152027)
+    y = y * t + f(1.421413741)
+    y = y * t + f(-0.284496736)
+    y = y * t + f(0.254829592)
+    y = f(1.0) - y * t * _exp32(-a * a)
+    return y if x >= f(0.0) else -y
+
+
+def _exp(x):
+    return math.exp(x)
+
+
+def _erf(x):
+    return math.erf(x)
+
+
+@overload(_exp, inline="always")
+def _exp_for_type(x):
+    if x == numba.types.float32:
+        return lambda x: _exp32(x)
+    return lambda x: math.exp(x)
+
+
+@overload(_erf, inline="always")
+def _erf_for_type(x):
+    if x == numba.types.float32:
+        return lambda x: _erf32(x)
+    return lambda x: math.erf(x)
+
+
 # ---------------------------------------------------------------------------------------------
 # small building blocks (compiled into the kernels that call them)
 
 
-@numba.njit(cache=True)
+@_jit
 def _mm_rows(A, Bm, C):
     """C = A @ Bm with Bm and the rows of C contiguous. A (M, K) may have any strides.
 
@@ -95,24 +200,37 @@ def _mm_rows(A, Bm, C):
         i += 1
 
 
-@numba.njit(cache=True)
+@_jit(inline="always")
 def _row_sum(x):
-    """sum(x) over a contiguous row, as 8 partial sums (vectorizable; summation order differs)."""
+    """sum(x) over a contiguous row (n >= 1), as 8 partial sums in 8 local variables, which LLVM
+    keeps in one vector register (vectorizable without fastmath; the summation order differs
+    from a serial loop, the math does not)."""
     n = x.shape[0]
-    acc = np.zeros(8, dtype=x.dtype)
-    j = 0
+    if n < 8:
+        s = x[0]
+        for j in range(1, n):
+            s += x[j]
+        return s
+    s0, s1, s2, s3, s4, s5, s6, s7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
+    j = 8
     while j + 8 <= n:
-        for u in range(8):
-            acc[u] += x[j + u]
+        s0 += x[j]
+        s1 += x[j + 1]
+        s2 += x[j + 2]
+        s3 += x[j + 3]
+        s4 += x[j + 4]
+        s5 += x[j + 5]
+        s6 += x[j + 6]
+        s7 += x[j + 7]
         j += 8
-    s = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7]
+    s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
     while j < n:
         s += x[j]
         j += 1
     return s
 
 
-@numba.njit(cache=True)
+@_jit(inline="always")
 def _masked_softmax_row(row, adder_b, scale):
     """In place on one row of scores (T,): row <- softmax(row * scale + adder_b), shifted by the
     row max for a stable exp. adder_b (T,) is 0 for real keys and MASK_VALUE for padded ones."""
@@ -121,47 +239,70 @@ def _masked_softmax_row(row, adder_b, scale):
         row[j] = row[j] * scale + adder_b[j]
     m = _row_max(row)
     for j in range(T):
-        row[j] = math.exp(row[j] - m)
+        row[j] = _exp(row[j] - m)
     s = _row_sum(row)
     for j in range(T):
         row[j] /= s
 
 
-@numba.njit(cache=True)
+@_jit(inline="always")
 def _row_max(x):
-    """max(x) over a contiguous row, as 8 partial maxima."""
+    """max(x) over a contiguous row (n >= 1), as 8 partial maxima (see _row_sum)."""
     n = x.shape[0]
-    acc = np.full(8, x[0])
-    j = 0
+    if n < 8:
+        m = x[0]
+        for j in range(1, n):
+            m = max(m, x[j])
+        return m
+    m0, m1, m2, m3, m4, m5, m6, m7 = x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]
+    j = 8
     while j + 8 <= n:
-        for u in range(8):
-            acc[u] = max(acc[u], x[j + u])
+        m0 = max(m0, x[j])
+        m1 = max(m1, x[j + 1])
+        m2 = max(m2, x[j + 2])
+        m3 = max(m3, x[j + 3])
+        m4 = max(m4, x[j + 4])
+        m5 = max(m5, x[j + 5])
+        m6 = max(m6, x[j + 6])
+        m7 = max(m7, x[j + 7])
         j += 8
-    m = acc.max()
+    m = max(max(max(m0, m1), max(m2, m3)), max(max(m4, m5), max(m6, m7)))
     while j < n:
         m = max(m, x[j])
         j += 1
     return m
 
 
-@numba.njit(cache=True)
+@_jit(inline="always")
 def _row_dot(x, y):
-    """sum(x * y) over contiguous rows, as 8 partial sums."""
+    """sum(x * y) over contiguous rows (n >= 1), as 8 partial sums (see _row_sum)."""
     n = x.shape[0]
-    acc = np.zeros(8, dtype=x.dtype)
-    j = 0
+    if n < 8:
+        s = x[0] * y[0]
+        for j in range(1, n):
+            s += x[j] * y[j]
+        return s
+    s0, s1, s2, s3 = x[0] * y[0], x[1] * y[1], x[2] * y[2], x[3] * y[3]
+    s4, s5, s6, s7 = x[4] * y[4], x[5] * y[5], x[6] * y[6], x[7] * y[7]
+    j = 8
     while j + 8 <= n:
-        for u in range(8):
-            acc[u] += x[j + u] * y[j + u]
+        s0 += x[j] * y[j]
+        s1 += x[j + 1] * y[j + 1]
+        s2 += x[j + 2] * y[j + 2]
+        s3 += x[j + 3] * y[j + 3]
+        s4 += x[j + 4] * y[j + 4]
+        s5 += x[j + 5] * y[j + 5]
+        s6 += x[j + 6] * y[j + 6]
+        s7 += x[j + 7] * y[j + 7]
         j += 8
-    s = acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7]
+    s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
     while j < n:
         s += x[j] * y[j]
         j += 1
     return s
 
 
-@numba.njit(cache=True)
+@_jit
 def _copy_head(src, dst):
     """dst (T, HS) contiguous <- src (T, HS) with any strides."""
     T, HS = src.shape
@@ -170,7 +311,7 @@ def _copy_head(src, dst):
             dst[t, d] = src[t, d]
 
 
-@numba.njit(cache=True)
+@_jit
 def _copy_head_t(src, dst):
     """dst (HS, T) contiguous <- src (T, HS)^T."""
     T, HS = src.shape
@@ -183,7 +324,7 @@ def _copy_head_t(src, dst):
 # attention: preatt = q @ k^T * scale + adder ; att = softmax(preatt) ; out = (att * drop) @ v
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out):
     """q, k, v (B, NH, T, HS); adder (B, T) additive key mask; drop (B, NH, T, T) mask or a dummy;
     scale: scalar of q's dtype. Writes att (B, NH, T, T) contiguous and out (B, NH, T, HS)."""
@@ -216,7 +357,7 @@ def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out):
                 oh[i, d] = o[i, d]
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _attention_backward_kernel(dout, q, k, v, att, drop, use_drop, scale, dq, dk, dv):
     """Mirror of the forward kernel. Each (b, h) owns its rows of dq, dk, dv (B, NH, T, HS)."""
     B, NH, T, HS = q.shape
@@ -262,10 +403,22 @@ def _attention_backward_kernel(dout, q, k, v, att, drop, use_drop, scale, dq, dk
         dk[b, h] = tmp
 
 
+def _serial(kernel):
+    """The same Python function compiled without threads and without the GIL, under its own
+    name. The name matters: Numba's cache is keyed by the function's name and signature, not by
+    its compile options, so compiling `kernel.py_func` itself a second time would share the
+    parallel version's cache entries (and load whichever was compiled first)."""
+    f = kernel.py_func
+    g = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__, f.__closure__)
+    g.__qualname__ = f.__qualname__ + "_serial"
+    g.__doc__ = f.__doc__
+    return _jit(g, nogil=True)
+
+
 # The same kernels compiled without threads: small problems (gradient checks, T=1 tests) would
 # spend more time waking the thread pool than computing.
-_attention_forward_serial = numba.njit(cache=True)(_attention_forward_kernel.py_func)
-_attention_backward_serial = numba.njit(cache=True)(_attention_backward_kernel.py_func)
+_attention_forward_serial = _serial(_attention_forward_kernel)
+_attention_backward_serial = _serial(_attention_backward_kernel)
 PARALLEL_MIN_WORK = 1 << 18  # B * NH * T * T * HS below this runs on one thread
 
 
@@ -289,7 +442,7 @@ def _attention_inputs(q, k, v, attn_mask, dropout_p):
     return k.astype(dt, copy=False), v.astype(dt, copy=False), 1.0 / math.sqrt(HS), adder
 
 
-def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
+def attention_forward_v1(q, k, v, attn_mask, dropout_p=0.0, rng=None):
     """v1 (all loops in Numba). Same contract as layers.attention_forward (and the same dropout
     mask for the same rng).
 
@@ -313,7 +466,7 @@ def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
     return out, AttentionCache(q, k, v, att, drop, scale)
 
 
-def attention_backward(dout, cache: AttentionCache):
+def attention_backward_v1(dout, cache: AttentionCache):
     """v1 (all loops in Numba). Same contract as layers.attention_backward."""
     q, k, v, att, drop, scale = cache
     dt = q.dtype
@@ -328,12 +481,12 @@ def attention_backward(dout, cache: AttentionCache):
 
 
 # ---------------------------------------------------------------------------------------------
-# attention v2: the four matmuls per direction go to BLAS (np.matmul over the b*NH stack), and
-# everything between them (scale, mask, softmax, dropout; softmax backward) is one fused Numba
-# pass with `prange` over b*NH, in place on the (B, NH, T, T) scores.
+# attention v2 (the default): the two matmuls forward and four backward go to BLAS (np.matmul
+# over the b*NH stack), and everything between them (scale, mask, softmax, dropout; softmax
+# backward) is one fused Numba pass with `prange` over b*NH, in place on the (B, NH, T, T) scores.
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _softmax_rows_kernel(a, adder, drop, use_drop, scale, att_d):
     """In place on a (B, NH, T, T): a <- softmax(a * scale + adder[b]); att_d <- a * drop."""
     B, NH, T, _ = a.shape
@@ -348,7 +501,7 @@ def _softmax_rows_kernel(a, adder, drop, use_drop, scale, att_d):
                     drow[j] = row[j] * drop[b, h, i, j]
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _softmax_rows_backward_kernel(datt, att, drop, use_drop, scale):
     """In place on datt (B, NH, T, T): datt <- att * (datt*drop - sum(datt*drop * att)) * scale."""
     B, NH, T, _ = att.shape
@@ -365,7 +518,11 @@ def _softmax_rows_backward_kernel(datt, att, drop, use_drop, scale):
                 drow[j] = arow[j] * (drow[j] - s) * scale
 
 
-def attention_forward_v2(q, k, v, attn_mask, dropout_p=0.0, rng=None):
+_softmax_rows_serial = _serial(_softmax_rows_kernel)
+_softmax_rows_backward_serial = _serial(_softmax_rows_backward_kernel)
+
+
+def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
     """v2. Same contract as layers.attention_forward (and the same dropout mask for the same rng).
 
     `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
@@ -381,13 +538,14 @@ def attention_forward_v2(q, k, v, attn_mask, dropout_p=0.0, rng=None):
         drop = keep.astype(dt) * dt.type(1.0 / (1.0 - dropout_p))  # (B, NH, T, T)
         att_d = np.empty_like(att)  # (B, NH, T, T)
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
-    _softmax_rows_kernel(att, adder, dummy if drop is None else drop, drop is not None, dt.type(scale), att_d)
+    softmax = _pick(_softmax_rows_kernel, _softmax_rows_serial, q.shape)
+    softmax(att, adder, dummy if drop is None else drop, drop is not None, dt.type(scale), att_d)
     out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
     np.matmul(att_d, v, out=out)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
     return out, AttentionCache(q, k, v, att, drop, scale)
 
 
-def attention_backward_v2(dout, cache: AttentionCache):
+def attention_backward(dout, cache: AttentionCache):
     """v2. Same contract as layers.attention_backward: -> dq, dk, dv, each (B, NH, T, HS)."""
     q, k, v, att, drop, scale = cache
     dt = q.dtype
@@ -398,7 +556,8 @@ def attention_backward_v2(dout, cache: AttentionCache):
     datt = np.matmul(dout, v.swapaxes(-1, -2))  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
     # forward was: att = softmax(q @ k^T * scale + adder), then att_d = att * drop
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
-    _softmax_rows_backward_kernel(datt, att, dummy if drop is None else drop, drop is not None, dt.type(scale))
+    softmax_backward = _pick(_softmax_rows_backward_kernel, _softmax_rows_backward_serial, q.shape)
+    softmax_backward(datt, att, dummy if drop is None else drop, drop is not None, dt.type(scale))
     dq = np.matmul(datt, k)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
     dk = np.matmul(datt.swapaxes(-1, -2), q)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
     return dq, dk, dv
@@ -436,27 +595,27 @@ def linear_backward(dout, cache):
 _CHUNK = 4096  # elements per parallel work item
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _gelu_erf_forward_kernel(x, out, half, one, inv_sqrt2):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
         for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
             xi = x[i]
-            out[i] = half * xi * (one + math.erf(xi * inv_sqrt2))
+            out[i] = half * xi * (one + _erf(xi * inv_sqrt2))
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _gelu_erf_backward_kernel(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
         for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
             xi = x[i]
-            cdf = half * (one + math.erf(xi * inv_sqrt2))  # Phi(x)
-            pdf = math.exp(-half * xi * xi) * inv_sqrt_2pi  # phi(x)
+            cdf = half * (one + _erf(xi * inv_sqrt2))  # Phi(x)
+            pdf = _exp(-half * xi * xi) * inv_sqrt_2pi  # phi(x)
             dx[i] = dout[i] * (cdf + xi * pdf)
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _gelu_tanh_forward_kernel(x, out, half, one, c0, c1):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
@@ -466,7 +625,7 @@ def _gelu_tanh_forward_kernel(x, out, half, one, c0, c1):
             out[i] = half * xi * (one + math.tanh(u))
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _gelu_tanh_backward_kernel(dout, x, dx, half, one, c0, c1, three):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
@@ -511,7 +670,7 @@ def gelu_backward(dout, cache):
 # layernorm over the last axis, one row per work item; the same cache as the reference
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _layernorm_forward_kernel(x, w, b, eps, inv_c, one, out, norm, rstd):
     N, C = x.shape
     for r in numba.prange(N):
@@ -529,7 +688,7 @@ def _layernorm_forward_kernel(x, w, b, eps, inv_c, one, out, norm, rstd):
             orow[j] = nr[j] * w[j] + b[j]
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _layernorm_backward_kernel(dout, norm, w, rstd, inv_c, dx, dw_parts, db_parts):
     """dx row by row; dw, db as per-chunk partial sums (rows are split into dw_parts.shape[0]
     chunks, each chunk owns its row of dw_parts), summed by the caller."""
@@ -590,7 +749,7 @@ def layernorm_backward(dout, cache):
 # embedding backward: a serial scatter-add (repeated ids accumulate, as np.add.at does)
 
 
-@numba.njit(cache=True)
+@_jit
 def _scatter_add_rows(dtable, ids, rows):
     """dtable[ids[n]] += rows[n] for every n, in order (serial: ids repeat)."""
     C = rows.shape[1]
@@ -620,7 +779,7 @@ def embedding_backward(dout, cache):
 # softmax cross-entropy: one parallel pass per row over the (N, K) logits (K = V for the MLM)
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _softmax_xent_kernel(z, t, probs, logp_t):
     """probs = softmax(z) row by row; logp_t[r] = log softmax(z)[r, t[r]]."""
     N, K = z.shape
@@ -629,14 +788,14 @@ def _softmax_xent_kernel(z, t, probs, logp_t):
         pr = probs[r]
         m = _row_max(zr)
         for j in range(K):
-            pr[j] = math.exp(zr[j] - m)
+            pr[j] = _exp(zr[j] - m)
         s = _row_sum(pr)
         for j in range(K):
             pr[j] /= s
         logp_t[r] = (zr[t[r]] - m) - math.log(s)
 
 
-@numba.njit(parallel=True, cache=True)
+@_jit(parallel=True)
 def _xent_backward_kernel(probs, t, scale, dz):
     """dz = scale[r] * (probs - onehot(t)) row by row."""
     N, K = probs.shape

@@ -46,8 +46,8 @@ SHAPES = [(2, 2, 16, 8), (1, 1, 1, 8), (3, 2, 7, 8), (2, 1, 5, 16), (2, 3, 13, 2
 SHAPE_IDS = ["B2-NH2-T16-HS8", "T1-NH1", "T7", "NH1-T5", "T13-HS24"]
 
 
-VERSIONS = {"v1": (kernels.attention_forward, kernels.attention_backward),
-            "v2": (kernels.attention_forward_v2, kernels.attention_backward_v2)}
+VERSIONS = {"v1": (kernels.attention_forward_v1, kernels.attention_backward_v1),
+            "v2": (kernels.attention_forward, kernels.attention_backward)}
 
 
 @pytest.mark.parametrize("version", sorted(VERSIONS))
@@ -232,3 +232,34 @@ def test_model_numba_backend_matches_numpy_backend(hidden_act, monkeypatch):
     assert g.keys() == g_ref.keys()
     for name in g_ref:
         assert_matches(name, g[name], g_ref[name])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("dropout_p", [0.0, 0.1], ids=["nodrop", "drop0.1"])
+def test_attention_parallel_kernels_match_reference(dtype, dropout_p):
+    """A problem big enough for both attention versions to take their parallel kernels (the
+    small shapes above run the serial copies), against the reference."""
+    shape = (5, 2, 64, 32)  # B * NH * T * T * HS = 1.3M >= PARALLEL_MIN_WORK, odd B
+    assert np.prod(shape) * shape[2] >= kernels.PARALLEL_MIN_WORK
+    rng = np.random.default_rng(7)
+    q, k, v = qkv_views(rng, *shape, dtype)
+    mask = padding_mask(shape[0], shape[2], True)
+    dout = rng.standard_normal(shape).astype(dtype)
+    out_ref, c_ref = layers.attention_forward(q, k, v, mask, dropout_p, np.random.default_rng(3))
+    grads_ref = layers.attention_backward(dout, c_ref)
+    for forward, backward in VERSIONS.values():
+        out, c = forward(q, k, v, mask, dropout_p, np.random.default_rng(3))
+        assert_matches("out", out, out_ref)
+        for name, g, g_ref in zip("dq dk dv".split(), backward(dout, c), grads_ref):
+            assert_matches(name, g, g_ref)
+
+
+def test_serial_copies_have_their_own_cache_entries():
+    """Numba's cache is keyed by function name and signature, not by `parallel=`: a serial copy
+    compiled from the same Python function under the same name would load the parallel build."""
+    for parallel, serial in [(kernels._softmax_rows_kernel, kernels._softmax_rows_serial),
+                             (kernels._softmax_rows_backward_kernel, kernels._softmax_rows_backward_serial),
+                             (kernels._attention_forward_kernel, kernels._attention_forward_serial),
+                             (kernels._attention_backward_kernel, kernels._attention_backward_serial)]:
+        assert parallel.targetoptions.get("parallel") and not serial.targetoptions.get("parallel")
+        assert serial.py_func.__qualname__ != parallel.py_func.__qualname__
