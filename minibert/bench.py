@@ -11,7 +11,9 @@ Sections (select with --only, comma-separated):
     data       pretraining-data throughput (minibert.bench_data) vs what training consumes
 
 Every figure is the median of several repetitions (after one warm-up); ratios are computed
-from the medians. Torch uses as many threads as Numba and OpenBLAS (the core count). The
+from the medians. The attention and step contenders each run in their own worker processes,
+taking turns (see `isolated_medians`), so that one library's idle threads do not slow another.
+Torch uses as many threads as Numba and OpenBLAS (the core count). The
 figures go to a JSON file (default bench/results.json, git-ignored) so runs can be compared.
 torch and transformers are optional: their columns say "n/a" when they are not installed.
 """
@@ -26,7 +28,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 
 import numpy as np
@@ -58,18 +59,47 @@ def median_time(fn, reps: int, warmup: int = 1) -> float:
     return statistics.median(times)
 
 
-def interleaved_medians(fns: dict, reps: int, warmup: int = 1) -> dict:
-    """Median seconds of each fn, timed round-robin so that background load hits all alike."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times = {name: [] for name in fns}
+ROUNDS = 3  # worker processes per contender, run in turn (numba, torch, numba, torch, ...)
+
+
+def _have(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def isolated_medians(kind: str, spec, names, reps: int, rounds: int = ROUNDS, warmup: int = 1) -> dict:
+    """Median seconds of each contender, each timed in fresh worker processes (`reps` timed runs
+    after `warmup` in each), the contenders taking turns `rounds` times.
+
+    One process per contender because thread pools interfere: PyTorch's OpenMP threads, OpenBLAS's
+    and Numba's all spin for a while after their work. Timed in one process, each slowed the
+    others down (measured: the tiny step 0.78 s for minibert and 0.54 s for torch in one process,
+    0.48 s and 0.44-0.49 s each alone). Taking turns spreads background load over all alike.
+    """
+    times = {n: [] for n in names}
+    for _ in range(rounds):
+        for name in names:
+            cmd = [sys.executable, "-m", "minibert.bench", "--worker", kind, json.dumps(spec), name, str(reps), str(warmup)]
+            res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            if res.returncode != 0:
+                raise RuntimeError(f"bench worker {kind} {spec} {name} failed:\n{res.stderr[-2000:]}")
+            times[name] += json.loads(res.stdout.strip().splitlines()[-1])
+    return {n: statistics.median(ts) for n, ts in times.items()}
+
+
+def worker(argv: list[str]) -> None:
+    """Inside a worker process: build one contender, time it, print the seconds as JSON."""
+    kind, spec, name, reps, warmup = argv[0], json.loads(argv[1]), argv[2], int(argv[3]), int(argv[4])
+    fn = attention_fn(tuple(spec), name) if kind == "attention" else step_fn(spec, name)
+    for _ in range(warmup):
+        fn()
+    times = []
     for _ in range(reps):
-        for name, fn in fns.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    return {name: statistics.median(ts) for name, ts in times.items()}
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    print(json.dumps(times))
 
 
 def n_threads() -> int:
@@ -143,38 +173,49 @@ def _torch_attention_fns(torch, q, k, v, mask, dout):
     return {"torch explicit": explicit, "torch sdpa": sdpa}
 
 
-def bench_attention(report: dict, reps: int) -> None:
+ATTENTION_CONTENDERS = ("numba", "numba v1", "numpy", "torch explicit", "torch sdpa")
+
+
+def attention_fn(shape, name: str):
+    """A function running forward+backward once on `shape` with contender `name` (called inside
+    a worker process; torch is imported only by the torch contenders)."""
     from minibert import kernels, layers
 
-    torch, why = try_torch()
+    q, k, v, mask, dout = _attention_inputs(shape, np.random.default_rng(0))
+    if name.startswith("torch"):
+        torch, why = try_torch()
+        if torch is None:
+            raise RuntimeError(why)
+        return _torch_attention_fns(torch, q, k, v, mask, dout)[name]
+    forward, backward = {"numba": (kernels.attention_forward, kernels.attention_backward),
+                         "numba v1": (kernels.attention_forward_v1, kernels.attention_backward_v1),
+                         "numpy": (layers.attention_forward, layers.attention_backward)}[name]
+
+    def run():
+        _, cache = forward(q, k, v, mask)
+        backward(dout, cache)
+    return run
+
+
+def bench_attention(report: dict, reps: int) -> None:
+    torch_ok = _have("torch")
+    names = [n for n in ATTENTION_CONTENDERS if torch_ok or not n.startswith("torch")]
     rows, out = [], {}
     for shape in ATTENTION_SHAPES:
-        q, k, v, mask, dout = _attention_inputs(shape, np.random.default_rng(0))
-
-        def fb(ops):
-            def run():
-                o, c = ops.attention_forward(q, k, v, mask)
-                ops.attention_backward(dout, c)
-            return run
-
-        v2 = types.SimpleNamespace(attention_forward=kernels.attention_forward_v2,
-                                   attention_backward=kernels.attention_backward_v2)
-        fns = {"numba": fb(kernels), "numba v2": fb(v2), "numpy": fb(layers)}
-        if torch is not None:
-            fns.update(_torch_attention_fns(torch, q, k, v, mask, dout))
-        t = interleaved_medians(fns, reps)
-        t_torch = min((t[n], n) for n in t if n.startswith("torch")) if torch is not None else (None, why)
-        res = {"numba_s": t["numba"], "numba_v2_s": t["numba v2"], "numpy_s": t["numpy"], "torch_s": t_torch[0], "torch_variant": t_torch[1],
-               "speedup_vs_numpy": t["numpy"] / t["numba"],
-               "speedup_vs_torch": None if t_torch[0] is None else t_torch[0] / t["numba"],
-               "all_s": t}
+        t = isolated_medians("attention", list(shape), names, reps)
+        t_torch = min((t[n], n) for n in t if n.startswith("torch")) if torch_ok else (None, "torch not installed")
+        res = {"numba_s": t["numba"], "numba_v1_s": t["numba v1"], "numpy_s": t["numpy"], "torch_s": t_torch[0],
+               "torch_variant": t_torch[1], "speedup_vs_numpy": t["numpy"] / t["numba"],
+               "speedup_vs_torch": None if t_torch[0] is None else t_torch[0] / t["numba"], "all_s": t}
         out["x".join(map(str, shape))] = res
-        rows.append(["x".join(map(str, shape)), ms(t["numba"]), ms(t["numba v2"]), ms(t["numpy"]), ms(t_torch[0]),
+        rows.append(["x".join(map(str, shape)), ms(t["numba"]), ms(t["numba v1"]), ms(t["numpy"]), ms(t_torch[0]),
                      ratio(t["numpy"], t["numba"]), ratio(t_torch[0], t["numba"])])
     report["attention"] = out
-    print(f"\n== attention forward+backward, float32, padded keys; ms (median of {reps}), {n_threads()} threads")
-    print(fmt_table(["B x NH x T x HS", "numba", "numba v2", "numpy", "torch", "numpy/numba", "torch/numba"], rows))
-    print("targets: numpy/numba >= 4x, torch/numba >= 1x (torch = the faster of explicit and sdpa)")
+    print(f"\n== attention forward+backward, float32, padded keys; ms (median of {ROUNDS} processes x {reps}), "
+          f"{n_threads()} threads")
+    print(fmt_table(["B x NH x T x HS", "numba", "numba v1", "numpy", "torch", "numpy/numba", "torch/numba"], rows))
+    print("targets: numpy/numba >= 4x, torch/numba >= 1x (torch = the faster of explicit and sdpa); "
+          "numba = v2 (BLAS matmuls + fused Numba softmax, the default), v1 = all-Numba")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,26 +298,16 @@ def torch_step_fn(torch, cfg, batch):
 
 
 def bench_step(report: dict, reps: int, numpy_reps: int, configs) -> None:
-    from minibert.gradcheck import random_batch
     from minibert.model import BertConfig
 
-    torch, why = try_torch()
-    try:
-        if torch is not None:
-            import transformers  # noqa: F401
-    except ImportError as e:
-        torch, why = None, f"transformers not installed ({e})"
+    why = None if _have("torch") and _have("transformers") else "torch or transformers not installed"
     peak = matmul_peak(max(3, reps // 2))
     B, T, P = STEP_SHAPE["B"], STEP_SHAPE["T"], STEP_SHAPE["P"]
     rows, out = [], {"matmul_peak_gflops": peak, "shape": STEP_SHAPE}
     for name in configs:
         cfg = BertConfig(**CONFIGS[name])
-        batch = random_batch(cfg, B, T, P, np.random.default_rng(0))
-        fns = {"numba": minibert_step_fn(cfg, batch, "numba")}
-        if torch is not None:
-            fns["torch"] = torch_step_fn(torch, cfg, batch)
-        t = interleaved_medians(fns, reps)
-        t["numpy"] = median_time(minibert_step_fn(cfg, batch, "numpy"), numpy_reps)
+        t = isolated_medians("step", name, ["numba"] + ([] if why else ["torch"]), reps)
+        t.update(isolated_medians("step", name, ["numpy"], numpy_reps, rounds=1))
         flops = matmul_flops(cfg, B, T, P)
         t_torch = t.get("torch")
         res = {"numba_s": t["numba"], "numpy_s": t["numpy"], "torch_s": t_torch,
@@ -291,13 +322,29 @@ def bench_step(report: dict, reps: int, numpy_reps: int, configs) -> None:
                      "n/a" if t_torch is None else f"{t['numba'] / t_torch:.2f}",
                      f"{flops / t['numba'] / 1e9:.1f}", f"{100 * flops / t['numba'] / 1e9 / peak:.0f}%"])
     report["step"] = out
-    print(f"\n== training step (fwd+bwd+clip+AdamW), B={B} T={T} P={P}, float32; ms (median of {reps}; "
-          f"numpy backend {numpy_reps}), {n_threads()} threads")
+    print(f"\n== training step (fwd+bwd+clip+AdamW), B={B} T={T} P={P}, float32; ms (median of {ROUNDS} "
+          f"processes x {reps}; numpy backend 1 x {numpy_reps}), {n_threads()} threads")
     print(fmt_table(["config", "numba", "numpy", "torch", "tok/s numba", "tok/s torch", "numba/torch",
                      "GFLOP/s", "of peak"], rows))
     print(f"float32 matmul peak (2048^3 np.matmul): {peak:.1f} GFLOP/s"
           + ("" if why is None else f"   [torch: {why}]"))
     print("targets: numba/torch <= 1.0 on both; >= 50% of peak on small")
+
+
+def step_fn(config: str, name: str):
+    """A function running one training step of `config` with contender `name` (called inside a
+    worker process; torch is imported only by the torch contender)."""
+    from minibert.gradcheck import random_batch
+    from minibert.model import BertConfig
+
+    cfg = BertConfig(**CONFIGS[config])
+    batch = random_batch(cfg, STEP_SHAPE["B"], STEP_SHAPE["T"], STEP_SHAPE["P"], np.random.default_rng(0))
+    if name == "torch":
+        torch, why = try_torch()
+        if torch is None:
+            raise RuntimeError(why)
+        return torch_step_fn(torch, cfg, batch)
+    return minibert_step_fn(cfg, batch, name)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -418,3 +465,7 @@ def cli(argv: list[str]) -> int:
     path.write_text(json.dumps(report, indent=2, default=float) + "\n")
     print(f"\nwrote {path}")
     return 0
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
+    worker(sys.argv[2:])
