@@ -47,8 +47,8 @@ STEP_SHAPE = dict(B=32, T=128, P=20)
 # ---------------------------------------------------------------------------------------------
 # timing helpers
 
-def median_time(fn, reps: int, warmup: int = 1) -> float:
-    """Median wall time of fn() in seconds over `reps` runs, after `warmup` untimed runs."""
+def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
+    """Wall times of fn() in seconds over `reps` runs, after `warmup` untimed runs."""
     for _ in range(warmup):
         fn()
     times = []
@@ -56,7 +56,12 @@ def median_time(fn, reps: int, warmup: int = 1) -> float:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
+
+
+def median_time(fn, reps: int, warmup: int = 1) -> float:
+    """Median wall time of fn() in seconds over `reps` runs, after `warmup` untimed runs."""
+    return statistics.median(run_times(fn, reps, warmup))
 
 
 ROUNDS = 3  # worker processes per contender, run in turn (numba, torch, numba, torch, ...)
@@ -92,14 +97,7 @@ def worker(argv: list[str]) -> None:
     """Inside a worker process: build one contender, time it, print the seconds as JSON."""
     kind, spec, name, reps, warmup = argv[0], json.loads(argv[1]), argv[2], int(argv[3]), int(argv[4])
     fn = attention_fn(tuple(spec), name) if kind == "attention" else step_fn(spec, name)
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    print(json.dumps(times))
+    print(json.dumps(run_times(fn, reps, warmup)))
 
 
 def n_threads() -> int:
