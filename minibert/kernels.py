@@ -231,18 +231,26 @@ def _row_sum(x):
 
 
 @_jit(inline="always")
+def _softmax_row(src, dst):
+    """dst <- softmax(src) over one contiguous row (dst may be src), shifted by the row max for a
+    stable exp. -> (max, sum of exp(src - max)), from which log softmax follows."""
+    n = src.shape[0]
+    m = _row_max(src)
+    for j in range(n):
+        dst[j] = _exp(src[j] - m)
+    s = _row_sum(dst)
+    for j in range(n):
+        dst[j] /= s
+    return m, s
+
+
+@_jit(inline="always")
 def _masked_softmax_row(row, adder_b, scale):
-    """In place on one row of scores (T,): row <- softmax(row * scale + adder_b), shifted by the
-    row max for a stable exp. adder_b (T,) is 0 for real keys and MASK_VALUE for padded ones."""
-    T = row.shape[0]
-    for j in range(T):
+    """In place on one row of scores (T,): row <- softmax(row * scale + adder_b). adder_b (T,) is
+    0 for real keys and MASK_VALUE for padded ones."""
+    for j in range(row.shape[0]):
         row[j] = row[j] * scale + adder_b[j]
-    m = _row_max(row)
-    for j in range(T):
-        row[j] = _exp(row[j] - m)
-    s = _row_sum(row)
-    for j in range(T):
-        row[j] /= s
+    _softmax_row(row, row)
 
 
 @_jit(inline="always")
@@ -782,17 +790,9 @@ def embedding_backward(dout, cache):
 @_jit(parallel=True)
 def _softmax_xent_kernel(z, t, probs, logp_t):
     """probs = softmax(z) row by row; logp_t[r] = log softmax(z)[r, t[r]]."""
-    N, K = z.shape
-    for r in numba.prange(N):
-        zr = z[r]
-        pr = probs[r]
-        m = _row_max(zr)
-        for j in range(K):
-            pr[j] = _exp(zr[j] - m)
-        s = _row_sum(pr)
-        for j in range(K):
-            pr[j] /= s
-        logp_t[r] = (zr[t[r]] - m) - math.log(s)
+    for r in numba.prange(z.shape[0]):
+        m, s = _softmax_row(z[r], probs[r])
+        logp_t[r] = (z[r, t[r]] - m) - math.log(s)
 
 
 @_jit(parallel=True)
