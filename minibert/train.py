@@ -82,6 +82,12 @@ class TrainConfig:
     heldout_dupe_factor: int = 5  # passes over the held-out documents (different pairs and masks)
     data_seed: int = 12345  # generator seed (also the fixed masking seed of the held-out set)
     masking: str = "dynamic"  # static | dynamic
+    # sequence-length warm-up, as BERT did it (90% of its steps at length 128, then 512): the first
+    # short_seq_fraction of the steps train on sequences of short_seq_length tokens (0 = off), with
+    # the batch scaled up so a step holds as many tokens; the rest, and every evaluation, use
+    # max_seq_length
+    short_seq_length: int = 0
+    short_seq_fraction: float = 0.0
     max_train_lines: int = 0  # >0: use only the first N lines of the corpus (MINIBERT_FAST)
     # model
     hidden_size: int = 128
@@ -110,6 +116,13 @@ class TrainConfig:
     checkpoint_interval: int = 200
     control_shuffle_labels: bool = False  # control run: MLM targets shuffled within each batch
     curves: bool = True  # draw curves.png (matplotlib costs ~1-2 s per drawing)
+
+    def short_phase(self) -> tuple[int, int, int]:
+        """(sequence length, batch size, max predictions per sequence) of the short phase: the
+        batch holds as many tokens as a full-length one, predictions scale with the length."""
+        T = self.short_seq_length
+        return (T, max(1, round(self.batch_size * self.max_seq_length / T)),
+                max(1, round(self.max_predictions_per_seq * T / self.max_seq_length)))
 
     def model_config(self, vocab_size: int) -> BertConfig:
         return BertConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,
@@ -157,6 +170,12 @@ class TrainConfig:
                              f"{self.max_position_embeddings}")
         if not self.lr > 0:
             raise ValueError(f"lr={self.lr} must be > 0")
+        if self.short_seq_length and not 8 <= self.short_seq_length < self.max_seq_length:
+            raise ValueError(f"short_seq_length={self.short_seq_length} must be 0 (off) or in "
+                             f"[8, max_seq_length={self.max_seq_length})")
+        if not 0.0 <= self.short_seq_fraction < 1.0 or (self.short_seq_fraction > 0) != (self.short_seq_length > 0):
+            raise ValueError(f"short_seq_fraction={self.short_seq_fraction} must be in (0, 1) with a "
+                             f"short_seq_length, and 0 without one (short_seq_length={self.short_seq_length})")
         if self.auto_steps and not self.minutes > 0:
             raise ValueError("auto_steps needs a time budget (minutes > 0)")
         if not self.corpus:
@@ -239,6 +258,7 @@ def _slice_corpus(files: tuple, max_lines: int, out: Path) -> list[str]:
 class DataDirs(NamedTuple):
     train: Path
     heldout: Path | None
+    short_train: Path | None = None  # the training data at short_seq_length (sequence-length warm-up)
 
 
 def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
@@ -260,9 +280,10 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
                  masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,
                  random_seed=cfg.data_seed)
 
-    def build(files: tuple, dupe: int, kind: str, max_lines: int) -> Path:
+    def build(files: tuple, dupe: int, kind: str, max_lines: int, **changed) -> Path:
+        flags_here = {**flags, **changed}
         key = json.dumps({"files": [_sha256_file(f) for f in files], "vocab": vocab_sha, "dupe": dupe,
-                          "max_lines": max_lines, **flags}, sort_keys=True)
+                          "max_lines": max_lines, **flags_here}, sort_keys=True)
         out = Path(cfg.data_cache) / f"pretrain-{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         try:
             read_meta(out, cfg.vocab)
@@ -274,12 +295,17 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
         if verbose:
             print(f"{kind} data: generating {out} from {', '.join(map(str, files))} (dupe_factor {dupe})")
         src = _slice_corpus(files, max_lines, out.with_name(out.name + ".txt")) if max_lines else files
-        build_pretraining_data(list(src), cfg.vocab, out, dupe_factor=dupe, verbose=verbose, **flags)
+        build_pretraining_data(list(src), cfg.vocab, out, dupe_factor=dupe, verbose=verbose, **flags_here)
         return out
 
     train = build(cfg.corpus, cfg.dupe_factor, "train", cfg.max_train_lines)
     heldout = build(cfg.heldout, cfg.heldout_dupe_factor, "heldout", cfg.max_train_lines // 4) if cfg.heldout else None
-    return DataDirs(train, heldout)
+    short = None
+    if cfg.short_seq_length:
+        T, _, P = cfg.short_phase()
+        short = build(cfg.corpus, cfg.dupe_factor, "train", cfg.max_train_lines, max_seq_length=T,
+                      max_predictions_per_seq=P)
+    return DataDirs(train, heldout, short)
 
 
 def load_heldout(data_dir: Path, vocab: str, max_examples: int) -> dict[str, np.ndarray]:
@@ -444,6 +470,12 @@ class Trainer:
                                bias_correction=cfg.bias_correction)
         self.iterator = BatchIterator(str(self.data.train), cfg.batch_size, cfg.seed, masking=cfg.masking,
                                       vocab=cfg.vocab)
+        self.short_iterator = None  # the short phase's batches (sequence-length warm-up)
+        if cfg.short_seq_length:
+            if self.data.short_train is None:
+                raise ValueError(f"short_seq_length={cfg.short_seq_length} but no short-sequence data was prepared")
+            self.short_iterator = BatchIterator(str(self.data.short_train), cfg.short_phase()[1], cfg.seed,
+                                                masking=cfg.masking, vocab=cfg.vocab)
         self.heldout = load_heldout(self.data.heldout, cfg.vocab, cfg.eval_examples) if self.data.heldout else None
         self.rng = np.random.default_rng([cfg.seed, 1])  # dropout
         self.step = 0
@@ -452,6 +484,22 @@ class Trainer:
         self.last_checkpoint: int | None = None
         self.last_eval: EvalResult | None = None
         self._stop_requested = False
+        self._calibration: dict | None = None  # set by calibrate_steps, used by _recalibrate
+        self._short_steps: int | None = None  # fixed once a recalibration has run (then saved)
+        self._eval_seconds = 0.0  # spent in evaluations by this process
+
+    @property
+    def short_steps(self) -> int:
+        """Steps of the short phase: the first short_seq_fraction of the schedule (fixed once the
+        schedule has been refitted, so a later refit cannot move the switch)."""
+        if self.short_iterator is None:
+            return 0
+        if self._short_steps is not None:
+            return self._short_steps
+        return int(round(self.cfg.short_seq_fraction * self.total_steps))
+
+    def iterator_at(self, step: int):
+        return self.short_iterator if step < self.short_steps else self.iterator
 
     # --- checkpoints ----------------------------------------------------------------------------
 
@@ -464,6 +512,8 @@ class Trainer:
         save_tensors_atomic(self.optimizer.state_dict(), self.dir / OPTIM_FILE, metadata={"step": str(self.step)})
         state = {"step": self.step, "total_steps": self.total_steps, "elapsed_seconds": self.elapsed,
                  "iterator": self.iterator.state_dict(), "dropout_rng": _rng_state(self.rng),
+                 "short_iterator": self.short_iterator.state_dict() if self.short_iterator else None,
+                 "short_steps": self.short_steps,
                  "sha256": {f: _sha256_file(self.dir / f) for f in ("model.safetensors", OPTIM_FILE)},
                  "last_eval": self.last_eval._asdict() if self.last_eval else None}
         _write_json_atomic(self.dir / STATE_FILE, state)
@@ -490,6 +540,9 @@ class Trainer:
         optim["t"] = np.asarray(optim["t"]).reshape(())  # stored as a 1-element tensor
         self.optimizer.load_state_dict(optim)
         self.iterator.load_state_dict(state["iterator"])
+        if self.short_iterator is not None:
+            self.short_iterator.load_state_dict(state["short_iterator"])
+            self._short_steps = int(state["short_steps"])
         _set_rng_state(self.rng, state["dropout_rng"])
         self.step, self.total_steps = int(state["step"]), int(state["total_steps"])
         self.elapsed = float(state["elapsed_seconds"])
@@ -530,7 +583,12 @@ class Trainer:
     def train_step(self) -> tuple[Any, float, float, int]:
         """One optimizer step. -> (metrics, grad norm before clipping, lr, real tokens)."""
         cfg = self.cfg
-        batch = self.iterator.next_batch()
+        if self.short_steps and self.step == self.short_steps:
+            self.log({"type": "phase", "step": self.step, "time": round(self.elapsed, 3),
+                      "from_seq_length": cfg.short_seq_length, "max_seq_length": cfg.max_seq_length})
+            self.say(f"step {self.step}: short phase done, sequence length {cfg.short_seq_length} -> "
+                     f"{cfg.max_seq_length}, batch {cfg.short_phase()[1]} -> {cfg.batch_size}")
+        batch = self.iterator_at(self.step).next_batch()
         if cfg.control_shuffle_labels:
             batch = shuffle_mlm_labels(batch, np.random.default_rng([cfg.seed, self.step, 7]))
         try:
@@ -562,29 +620,92 @@ class Trainer:
         end of its learning-rate decay, where held-out NSP accuracy still climbs. With 10 passes
         and +8% for the optimizer and data, four 9-minute runs measured 202-214 ms/step for a loop
         that then ran at 209-229 ms/step (two were cut off, 137 and 118 steps short); hence 16
-        passes and +12%."""
+        passes and +12%; `_recalibrate` then fits the schedule again from the loop's own speed.
+        With a short phase, both lengths are timed and the step time is their average weighted
+        by short_seq_fraction."""
+        full = self._time_step(self.data.train, self.cfg.batch_size, passes)
+        short = full
+        if self.short_iterator is not None:
+            short = self._time_step(self.data.short_train, self.cfg.short_phase()[1], passes)
+        eval_time = 0.0
+        if self.heldout is not None:
+            eval_time = full / 3 * self.heldout["input_ids"].shape[0] / self.cfg.batch_size
+        self._calibration = {"short": short, "full": full, "eval": eval_time, "budget": budget_seconds,
+                             "times": [], "next": self.RECALIBRATE_FIRST}
+        steps, step_time, n_evals = self._fit_steps(budget_seconds, 1.0)
+        self.say(f"calibration: {step_time * 1000:.0f} ms/step, eval {eval_time:.1f} s x {n_evals}: "
+                 f"{steps} steps fit {budget_seconds / 60:.1f} min")
+        return steps
+
+    def _fit_steps(self, seconds: float, scale: float, overhead: float = 0.0) -> tuple[int, float, int]:
+        """-> (total steps, mean step time of the steps left, evaluations left) so that `seconds`
+        more of loop after the current step fit, with the calibrated times multiplied by `scale`
+        and `overhead` seconds per step added (logging, checkpoints, curves). Once the short
+        phase is fixed, its remaining steps are counted at their own time."""
+        c = self._calibration
+        f = self.cfg.short_seq_fraction if self.short_iterator is not None else 0.0
+        short_left = 0
+        if self._short_steps is not None:
+            short_left, f = max(0, self._short_steps - self.step), 0.0
+        seconds -= short_left * (scale * c["short"] + overhead)
+        step_time = scale * (f * c["short"] + (1 - f) * c["full"]) + overhead
+        steps, n_evals = max(1, int(seconds / step_time)), 1
+        for _ in range(3):  # evaluations run every eval_interval steps and once at the end
+            n_evals = 1 + (short_left + steps) // self.cfg.eval_interval
+            steps = max(1, int((seconds - n_evals * scale * c["eval"]) / step_time))
+        return self.step + short_left + steps, step_time, n_evals
+
+    RECALIBRATE_FIRST, RECALIBRATE_WINDOW = 100, 80
+    RECALIBRATE_MARGIN = 0.98  # of the budget left: the loop keeps slowing after the last refit
+
+    def _recalibrate(self, step_seconds: float) -> None:
+        """Called after every step of a fresh auto_steps run with that step's duration. The probe
+        misses part of the loop's cost, and the loop slows as training goes on (measured: 2-13%
+        slower than the probe's estimate, and full-length steps 8% slower than short ones where
+        the probe saw 4%), which let the budget cut off the end of the lr decay. So the schedule
+        is fitted again to the remaining budget from the last RECALIBRATE_WINDOW steps' own
+        speed plus the loop's other costs so far (logging, checkpoints, curves), twice: at step
+        100 (with the default 200 warmup steps still inside the warmup, where the learning rate
+        does not depend on the schedule length; the switch from short to full-length sequences
+        is fixed here) and 80 full-length steps after the later of the switch and the middle of
+        the run, each aiming at 98% of the budget left (without that margin, four 9-minute runs
+        ended 5-24 steps short of their refitted schedule, one finished with 4 s to spare). The
+        second refit shows as a kink in the lr curve: shortening a 2404-step
+        schedule to 2225 at step 1282 lowered the learning rate there by 9%. A resumed run keeps
+        its saved schedule."""
+        c, W = self._calibration, self.RECALIBRATE_WINDOW
+        c["times"] = (c["times"] + [step_seconds])[-W:]
+        c["sum"] = c.get("sum", 0.0) + step_seconds
+        if self.step != c["next"]:
+            return
+        predicted = sum(c["short"] if s < self.short_steps else c["full"] for s in range(self.step - W, self.step))
+        scale = sum(c["times"]) / predicted
+        overhead = max(0.0, self.elapsed - c["sum"] - self._eval_seconds) / self.step  # per step
+        left = (c["budget"] - self.elapsed) * self.RECALIBRATE_MARGIN
+        total, step_time, _ = self._fit_steps(left, scale, overhead)
+        self.say(f"recalibration at step {self.step}: the loop runs at {scale:.2f}x the calibrated time; "
+                 f"{step_time * 1000:.0f} ms/step, {total} steps fit the budget (was {self.total_steps})")
+        self.total_steps = max(total, self.step + 1)
+        if self._short_steps is None:  # the first refit: fix the switch, plan the second
+            self._short_steps = self.short_steps
+            c["next"] = max(self._short_steps, self.total_steps // 2) + W
+        else:
+            self._calibration = None
+
+    def _time_step(self, data_dir: Path, batch_size: int, passes: int) -> float:
+        """Seconds per training step (x 1.12 for the optimizer, data and checkpoints), from the
+        last half of `passes` forward+backward passes on one batch of `data_dir`."""
         from minibert.pretraining_data import BatchIterator
 
-        probe = BatchIterator(str(self.data.train), self.cfg.batch_size, self.cfg.seed + 99,
-                              masking=self.cfg.masking, vocab=self.cfg.vocab).next_batch()
+        probe = BatchIterator(str(data_dir), batch_size, self.cfg.seed + 99, masking=self.cfg.masking,
+                              vocab=self.cfg.vocab).next_batch()
         times = []
         for _ in range(passes):
             t0 = time.perf_counter()
             _, grads = self.model.loss_and_grads(probe, train=self._dropout_on(), rng=np.random.default_rng(0))
             clip_by_global_norm(grads, self.cfg.clip_norm)
             times.append(time.perf_counter() - t0)
-        step_time = float(np.median(times[passes // 2:])) * 1.12  # + optimizer, data, checkpoints
-        n_evals = 1
-        eval_time = 0.0
-        if self.heldout is not None:
-            eval_time = step_time / 3 * self.heldout["input_ids"].shape[0] / self.cfg.batch_size
-        steps = int(budget_seconds / step_time)
-        for _ in range(3):  # evaluations run every eval_interval steps and once at the end
-            n_evals = 1 + steps // self.cfg.eval_interval
-            steps = max(1, int((budget_seconds - n_evals * eval_time) / step_time))
-        self.say(f"calibration: {step_time * 1000:.0f} ms/step, eval {eval_time:.1f} s x {n_evals}: "
-                 f"{steps} steps fit {budget_seconds / 60:.1f} min")
-        return steps
+        return float(np.median(times[passes // 2:])) * 1.12
 
     # --- the loop --------------------------------------------------------------------------------
 
@@ -596,8 +717,8 @@ class Trainer:
         """
         cfg = self.cfg
         budget = cfg.minutes * 60.0 if cfg.minutes > 0 else math.inf
-        stop_at = self.total_steps if max_steps_this_run is None else min(self.total_steps,
-                                                                          self.step + max_steps_this_run)
+        pause_at = math.inf if max_steps_this_run is None else self.step + max_steps_this_run
+        stop_at = min(self.total_steps, pause_at)
         previous = self._install_sigint()
         status = "done"
         window: list[tuple] = []
@@ -612,8 +733,12 @@ class Trainer:
                 if elapsed0 + (time.perf_counter() - t_run) >= budget:
                     status = "budget"
                     break
+                t_step = time.perf_counter()
                 window.append(self.train_step())
                 self.elapsed = elapsed0 + time.perf_counter() - t_run
+                if self._calibration is not None:
+                    self._recalibrate(time.perf_counter() - t_step)
+                    stop_at = min(self.total_steps, pause_at)
                 if self.step % cfg.log_interval == 0 or self.step == stop_at:
                     now = time.perf_counter()
                     self._log_train(window, now - t_window)
@@ -647,6 +772,7 @@ class Trainer:
             return None
         t0 = time.perf_counter()
         r = evaluate(self.model, self.heldout)
+        self._eval_seconds += time.perf_counter() - t0
         self.last_eval, self.last_eval_step = r, self.step
         self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **r._asdict()})
         self.say(f"eval step {self.step}: held-out MLM acc {r.mlm_acc:.4f}, MLM loss {r.mlm_loss:.3f} "
@@ -727,6 +853,7 @@ def plot_curves(metrics_path: str | Path, out: str | Path) -> Path:
     recs = read_metrics(metrics_path)
     train = [r for r in recs if r["type"] == "train"]
     evals = [r for r in recs if r["type"] == "eval"]
+    phases = [r for r in recs if r["type"] == "phase"]  # sequence-length switches
     fig = Figure(figsize=(16, 7))
     FigureCanvasAgg(fig)
     panels = (("loss", "loss (MLM + NSP)", "loss"), ("mlm_acc", "MLM accuracy", "mlm_acc"),
@@ -743,6 +870,9 @@ def plot_curves(metrics_path: str | Path, out: str | Path) -> Path:
                 if tkey == "loss":
                     ax.plot([r[xkey] for r in train], [r["mlm_loss"] for r in train], lw=1, alpha=0.6,
                             label="train MLM loss")
+            for p in phases:
+                ax.axvline(p[xkey], color="gray", ls="--", lw=0.8,
+                           label=f"length {p['from_seq_length']} -> {p['max_seq_length']}")
             ax.set_xlabel(xlabel)
             ax.set_title(title)
             ax.grid(alpha=0.3)
@@ -780,6 +910,10 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
                     f"tokens, {cfg.masking} masking, batch {cfg.batch_size}, lr {cfg.lr:g}, warmup "
                     f"{cfg.warmup_steps}, {trainer.total_steps} steps"
                     + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
+        if trainer.short_iterator is not None:
+            T_short, B_short, _ = cfg.short_phase()
+            trainer.say(f"sequence-length warm-up: steps 1-{trainer.short_steps} on "
+                        f"{trainer.short_iterator.num_examples:,} sequences of {T_short} tokens, batch {B_short}")
     trainer.status = trainer.run(max_steps_this_run)
     return trainer
 
@@ -940,10 +1074,22 @@ def report(trainer: Trainer) -> None:
 # - dupe_factor 20: more distinct NSP pairs and segment cuts of the same 1,646 documents (a
 #   9-minute run sees ~77k sequences: 2.4 epochs of dupe 5, 0.6 of dupe 20). 9-minute runs,
 #   MLM % / NSP %: dupe 5 (+ dropout 0.1) 18.3 / 68.8, dupe 10 19.0 / 70.3, dupe 20 17.6 / 71.9
-#   and, seed 1, 17.9 / 70.7; the README's `make train-tiny` run (2361 steps) 18.4 / 67.9: NSP
-#   swings by ~4 points between runs, so 72% is not reliably reached. The data takes ~10 s to
+#   and, seed 1, 17.9 / 70.7; `make train-tiny` runs: 18.4 / 67.9 (2361 steps), 17.6 / 71.4
+#   (2253) and, the README's, 18.1 / 70.0 (2232): NSP swings by ~4 points between runs, so 72% is
+#   not reliably reached. The data takes ~10 s to
 #   generate and 140 MB in data/generated/.
-# - dropout off: 0.1 gave the same held-out numbers (above) for ~7% more time per step.
+# - dropout off: 0.1 gave the same held-out numbers (above) for ~7% more time per step; with
+#   dupe 20 it ended at 16.8 / 66.8 (2097 steps, 9 minutes). Also tried with dupe 20, no better:
+#   lr 2e-3 (2400 steps: 18.9 / 67.1); batch 16, warmup 400 (3794 steps: 18.7 / 66.1).
+# - sequence-length warm-up (BERT: 90% of the steps at 128, then 512; Shortformer, Press et al.
+#   2021, found the same for language models) is an option, not the default: it lifts MLM a lot
+#   and costs NSP. `--set short_seq_length=32 --set short_seq_fraction=0.4`: the first 40% of the
+#   steps at length 32 (batch 64, 5 predictions: the same tokens per step), the rest at 64,
+#   evaluated at 64 throughout. Four 9-minute runs: 27.0 / 66.4, 25.8 / 67.1, 26.0 / 66.3 and
+#   25.7 / 66.1 (the last finished its 2225-step schedule; earlier versions of the calibration
+#   cut the others 338, 114 and 14 steps short), and 27.3 / 67.8 in 2450 steps (9.75 minutes). 20% short: 19.4 / 67.6;
+#   80% short: 25.4 / 66.4 (2500 steps). At length 32 two thirds of the pairs are "random next"
+#   (one sentence fills a chunk), and held-out NSP stays at ~60-63% until the switch.
 TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dynamic",
                    dupe_factor=20, max_seq_length=64, max_predictions_per_seq=10,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=250,

@@ -118,6 +118,88 @@ def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path):
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
+# --- sequence-length warm-up ------------------------------------------------------------------
+
+SHORT = dict(short_seq_length=16, short_seq_fraction=0.5)  # steps 0-5 at 16 tokens, 6-11 at 32
+
+
+def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_path):
+    cfg = small_config(corpus, tmp_path / "s", **SHORT)
+    assert cfg.short_phase() == (16, 16, 2)  # same tokens per step (16 x 16 = 8 x 32), 5 * 16/32 predictions
+    T.check_run_dir(cfg)
+    trainer = T.Trainer(cfg, verbose=False)
+    trainer.start_fresh()
+    assert trainer.short_steps == 6
+    shapes = []
+    for it in (trainer.iterator, trainer.short_iterator):
+        def recording(next_batch=it.next_batch):
+            batch = next_batch()
+            shapes.append((batch["input_ids"].shape, batch["masked_lm_ids"].shape))
+            return batch
+        it.next_batch = recording
+    assert trainer.run() == "done"
+    assert shapes == [((16, 16), (16, 2))] * 6 + [((8, 32), (8, 5))] * 6
+    # evaluations always use the full-length held-out set
+    assert trainer.heldout["input_ids"].shape[1] == 32
+    # the switch is in metrics.jsonl, and curves.png marks it
+    recs = T.read_metrics(tmp_path / "s" / "metrics.jsonl")
+    assert [(r["step"], r["from_seq_length"], r["max_seq_length"]) for r in recs if r["type"] == "phase"] == [(6, 16, 32)]
+    assert T.plot_curves(tmp_path / "s" / "metrics.jsonl", tmp_path / "c.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("pause_at", [4, 8])  # inside the short phase, and after the switch
+def test_resume_across_the_short_phase_is_bit_identical(corpus, tmp_path, pause_at):
+    full = T.train(small_config(corpus, tmp_path / "full", **SHORT), verbose=False)
+    part = T.train(small_config(corpus, tmp_path / "part", **SHORT), verbose=False, max_steps_this_run=pause_at)
+    assert part.status == "paused" and part.step == pause_at
+    resumed = T.train(T.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
+    assert resumed.status == "done" and resumed.step == 12
+    a, b = _state(full), _state(resumed)
+    assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
+    # without the short phase the same seed ends elsewhere: the phase really ran
+    plain = T.train(small_config(corpus, tmp_path / "plain"), verbose=False)
+    assert not np.array_equal(plain.model.params["h0.ffn.in.w"], full.model.params["h0.ffn.in.w"])
+
+
+def test_short_phase_settings_are_checked(corpus, tmp_path):
+    with pytest.raises(ValueError, match="short_seq_length=32 must be 0 \\(off\\) or in \\[8, max_seq_length=32\\)"):
+        small_config(corpus, tmp_path / "x", short_seq_length=32, short_seq_fraction=0.5).validate()
+    with pytest.raises(ValueError, match="short_seq_fraction=0.5 must be in \\(0, 1\\) with a short_seq_length"):
+        small_config(corpus, tmp_path / "x", short_seq_fraction=0.5).validate()
+    with pytest.raises(ValueError, match="short_seq_fraction=1.0"):
+        small_config(corpus, tmp_path / "x", short_seq_length=16, short_seq_fraction=1.0).validate()
+    dirs = T.prepare_data(small_config(corpus, tmp_path / "x", **SHORT), verbose=False)
+    assert dirs.short_train != dirs.train  # its own cache entry, keyed by the short length
+    assert dirs == T.prepare_data(small_config(corpus, tmp_path / "x", **SHORT), verbose=False)
+
+
+def test_recalibration_refits_the_schedule_to_the_loops_own_speed(corpus, tmp_path):
+    cfg = small_config(corpus, tmp_path / "c", minutes=1.0, auto_steps=True, eval_interval=1000, **SHORT)
+    trainer = T.Trainer(cfg, verbose=False)
+    trainer.RECALIBRATE_MARGIN = 1.0  # (the default keeps 2% of the time left in reserve)
+    # the probe said 20 ms per step (both lengths) and 0.5 s per evaluation; 60 s budget
+    trainer._calibration = {"short": 0.02, "full": 0.02, "eval": 0.5, "budget": 60.01, "times": [], "next": 100}
+    trainer.total_steps = 2900  # short phase: steps 0-1449
+
+    def run_steps(last, seconds_each):
+        while trainer.step < last:
+            trainer.step += 1
+            trainer.elapsed += seconds_each
+            trainer._recalibrate(seconds_each)
+
+    run_steps(100, 0.04)  # the loop runs twice as slow
+    # left: 60.01 - 4 s; 2 evaluations (step 1000, end) at 2 x 0.5 s; 0.04 s per step
+    assert abs(trainer.total_steps - (100 + (56.01 - 2 * 1.0) / 0.04)) <= 1 and trainer.total_steps == 1450
+    assert trainer.short_steps == 725  # 0.5 of the new schedule, now fixed
+    assert trainer._calibration["next"] == 725 + 80  # 80 full-length steps after the switch
+    trainer.elapsed += 2.0  # 2 s of the loop outside the steps (say, drawing curves)
+    run_steps(805, 0.01)  # then at half the probe's time
+    # left: 60.01 - 4 - 2 - 7.05 s; 4 evaluations (steps 1000-3000, end) at 0.5 x 0.5 s;
+    # 0.01 s per step + 2 s / 805 steps
+    assert abs(trainer.total_steps - (805 + (46.96 - 4 * 0.25) / (0.01 + 2.0 / 805))) <= 1
+    assert trainer.short_steps == 725 and trainer._calibration is None  # twice per run, switch kept
+
+
 def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
     original = T.Trainer.train_step
 
