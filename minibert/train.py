@@ -668,11 +668,10 @@ class Trainer:
         100 (with the default 200 warmup steps still inside the warmup, where the learning rate
         does not depend on the schedule length; the switch from short to full-length sequences
         is fixed here) and 80 full-length steps after the later of the switch and the middle of
-        the run, each aiming at 98% of the budget left (without that margin, four 9-minute runs
+        the run, each aiming at 98% of the budget left (without that margin, three 9-minute runs
         ended 5-24 steps short of their refitted schedule, one finished with 4 s to spare). The
-        second refit shows as a kink in the lr curve: shortening a 2404-step
-        schedule to 2225 at step 1282 lowered the learning rate there by 9%. A resumed run keeps
-        its saved schedule."""
+        second refit shows as a kink in the lr curve: shortening a 2404-step schedule to 2225 at
+        step 1282 lowered the learning rate there by 9%. A resumed run keeps its saved schedule."""
         c, W = self._calibration, self.RECALIBRATE_WINDOW
         c["times"] = (c["times"] + [step_seconds])[-W:]
         c["sum"] = c.get("sum", 0.0) + step_seconds
@@ -1076,8 +1075,7 @@ def report(trainer: Trainer) -> None:
 #   MLM % / NSP %: dupe 5 (+ dropout 0.1) 18.3 / 68.8, dupe 10 19.0 / 70.3, dupe 20 17.6 / 71.9
 #   and, seed 1, 17.9 / 70.7; `make train-tiny` runs: 18.4 / 67.9 (2361 steps), 17.6 / 71.4
 #   (2253) and, the README's, 18.1 / 70.0 (2232): NSP swings by ~4 points between runs, so 72% is
-#   not reliably reached. The data takes ~10 s to
-#   generate and 140 MB in data/generated/.
+#   not reliably reached. The data takes ~10 s to generate and 140 MB in data/generated/.
 # - dropout off: 0.1 gave the same held-out numbers (above) for ~7% more time per step; with
 #   dupe 20 it ended at 16.8 / 66.8 (2097 steps, 9 minutes). Also tried with dupe 20, no better:
 #   lr 2e-3 (2400 steps: 18.9 / 67.1); batch 16, warmup 400 (3794 steps: 18.7 / 66.1).
@@ -1087,8 +1085,8 @@ def report(trainer: Trainer) -> None:
 #   steps at length 32 (batch 64, 5 predictions: the same tokens per step), the rest at 64,
 #   evaluated at 64 throughout. Four 9-minute runs: 27.0 / 66.4, 25.8 / 67.1, 26.0 / 66.3 and
 #   25.7 / 66.1 (the last finished its 2225-step schedule; earlier versions of the calibration
-#   cut the others 338, 114 and 14 steps short), and 27.3 / 67.8 in 2450 steps (9.75 minutes). 20% short: 19.4 / 67.6;
-#   80% short: 25.4 / 66.4 (2500 steps). At length 32 two thirds of the pairs are "random next"
+#   cut the others 338, 114 and 14 steps short), and 27.3 / 67.8 in 2450 steps (9.75 minutes).
+#   20% short: 19.4 / 67.6; 80% short: 25.4 / 66.4 (2500 steps). At length 32 two thirds of the pairs are "random next"
 #   (one sentence fills a chunk), and held-out NSP stays at ~60-63% until the switch.
 TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dynamic",
                    dupe_factor=20, max_seq_length=64, max_predictions_per_seq=10,
