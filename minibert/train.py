@@ -31,6 +31,7 @@ that never stopped (tests/test_train.py checks this with np.array_equal).
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import hashlib
 import json
@@ -631,7 +632,8 @@ class Trainer:
         if self.heldout is not None:
             eval_time = full / 3 * self.heldout["input_ids"].shape[0] / self.cfg.batch_size
         self._calibration = {"short": short, "full": full, "eval": eval_time, "budget": budget_seconds,
-                             "times": [], "next": self.RECALIBRATE_FIRST}
+                             "times": collections.deque(maxlen=self.RECALIBRATE_WINDOW), "sum": 0.0,
+                             "next": self.RECALIBRATE_FIRST}
         steps, step_time, n_evals = self._fit_steps(budget_seconds, 1.0)
         self.say(f"calibration: {step_time * 1000:.0f} ms/step, eval {eval_time:.1f} s x {n_evals}: "
                  f"{steps} steps fit {budget_seconds / 60:.1f} min")
@@ -673,8 +675,8 @@ class Trainer:
         second refit shows as a kink in the lr curve: shortening a 2404-step schedule to 2225 at
         step 1282 lowered the learning rate there by 9%. A resumed run keeps its saved schedule."""
         c, W = self._calibration, self.RECALIBRATE_WINDOW
-        c["times"] = (c["times"] + [step_seconds])[-W:]
-        c["sum"] = c.get("sum", 0.0) + step_seconds
+        c["times"].append(step_seconds)  # the last W steps
+        c["sum"] += step_seconds  # all steps so far
         if self.step != c["next"]:
             return
         predicted = sum(c["short"] if s < self.short_steps else c["full"] for s in range(self.step - W, self.step))

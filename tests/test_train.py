@@ -2,6 +2,7 @@
 input, held-out leakage, learning, output files, fill-mask / attention commands."""
 from __future__ import annotations
 
+import collections
 import json
 import os
 import signal
@@ -178,7 +179,8 @@ def test_recalibration_refits_the_schedule_to_the_loops_own_speed(corpus, tmp_pa
     trainer = T.Trainer(cfg, verbose=False)
     trainer.RECALIBRATE_MARGIN = 1.0  # (the default keeps 2% of the time left in reserve)
     # the probe said 20 ms per step (both lengths) and 0.5 s per evaluation; 60 s budget
-    trainer._calibration = {"short": 0.02, "full": 0.02, "eval": 0.5, "budget": 60.01, "times": [], "next": 100}
+    trainer._calibration = {"short": 0.02, "full": 0.02, "eval": 0.5, "budget": 60.01,
+                            "times": collections.deque(maxlen=80), "sum": 0.0, "next": 100}
     trainer.total_steps = 2900  # short phase: steps 0-1449
 
     def run_steps(last, seconds_each):
