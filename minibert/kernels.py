@@ -838,6 +838,54 @@ def cross_entropy_backward(dloss, cache):
 
 
 # ---------------------------------------------------------------------------------------------
+# AdamW: the update of `optim.AdamW.step` in one pass over each parameter instead of about ten
+# NumPy passes (each a full read and write of the array). Every element goes through the same
+# float operations in the same order as the NumPy version, with the constants rounded to the
+# parameter's dtype as NumPy rounds a Python float, so the two give identical bits (a test).
+
+
+@_jit(inline="always")
+def _adamw_chunk(p, g, m, v, b1, one_minus_b1, b2, one_minus_b2, eps, pre_decay, bc2_sqrt, wd, scale):
+    # branch-free, so that LLVM vectorizes it; the factors that a mode does not use are exact
+    # no-ops (x * 1, x / 1, x + p * 0), which keeps the bits of the NumPy version
+    for i in range(p.shape[0]):
+        gi = g[i]
+        pi = p[i] * pre_decay  # torch form: p * (1 - lr*wd) before the Adam step
+        mi = m[i] * b1 + gi * one_minus_b1  # first moment
+        vi = v[i] * b2 + (gi * gi) * one_minus_b2  # second moment
+        u = mi / (math.sqrt(vi) / bc2_sqrt + eps)  # the Adam direction
+        u = (u + pi * wd) * scale  # + decoupled weight decay (Google form), times lr
+        m[i] = mi
+        v[i] = vi
+        p[i] = pi - u
+
+
+@_jit(parallel=True)
+def _adamw_kernel(p, g, m, v, b1, one_minus_b1, b2, one_minus_b2, eps, pre_decay, bc2_sqrt, wd, scale):
+    # the body works on slices: indexing the whole arrays inside prange kept LLVM from
+    # vectorizing it (scalar sqrt and div in the assembly, 2x slower)
+    n = p.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _adamw_chunk(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], b1, one_minus_b1, b2, one_minus_b2, eps,
+                     pre_decay, bc2_sqrt, wd, scale)
+
+
+def adamw_update(p, g, m, v, *, b1, b2, eps, lr, wd, decay, bias_correction, step_size, bc2_sqrt):
+    """One AdamW step of one parameter, in place on p, m, v (contiguous, same shape and dtype);
+    the arguments are those of `optim.AdamW.step` (step_size and bc2_sqrt only matter with
+    bias_correction)."""
+    f = p.dtype.type
+    if bias_correction:  # p*(1-lr*wd) first; m/(sqrt(v)/bc2 + eps) * step_size
+        pre, bc2, wd_in, scale = (1.0 - lr * wd if decay else 1.0), bc2_sqrt, 0.0, step_size
+    else:  # (m/(sqrt(v) + eps) + wd*p) * lr
+        pre, bc2, wd_in, scale = 1.0, 1.0, (wd if decay else 0.0), lr
+    _adamw_kernel(p.reshape(-1), np.ascontiguousarray(g, dtype=p.dtype).reshape(-1), m.reshape(-1),
+                  v.reshape(-1), f(b1), f(1.0 - b1), f(b2), f(1.0 - b2), f(eps), f(pre), f(bc2), f(wd_in),
+                  f(scale))
+
+
+# ---------------------------------------------------------------------------------------------
 # the namespace the model uses: the reference everywhere, compiled versions where they pay
 
 _REFERENCE_NAMES = [n for n in dir(layers) if n.endswith(("_forward", "_backward"))] + [
