@@ -1,4 +1,5 @@
-"""Numba versions of the hot layers, with the same signatures and caches as `minibert.layers`.
+"""Numba versions of the hot layers, with the same signatures and caches as `minibert.layers`
+(one exception, GELU's cache: see `GeluGradCache`).
 
 `OPS` is the namespace the model gets from `minibert.backend.get_ops()` when
 MINIBERT_BACKEND=numba (the default): every name of `minibert.layers` the model uses, where the
@@ -42,6 +43,7 @@ from __future__ import annotations
 import math
 import os
 import types
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -135,6 +137,22 @@ def _erf32(x):
     return y if x >= f(0.0) else -y
 
 
+@_jit(inline="always")
+def _erf_gauss32(x):
+    """(erf(x), exp(-x*x)) for float32, sharing the exp that _erf32 computes anyway."""
+    f = np.float32
+    a = abs(x)
+    g = _exp32(-a * a)
+    t = f(1.0) / (f(1.0) + f(0.3275911) * a)
+    y = f(1.061405429)
+    y = y * t + f(-1.453152027)
+    y = y * t + f(1.421413741)
+    y = y * t + f(-0.284496736)
+    y = y * t + f(0.254829592)
+    y = f(1.0) - y * t * g
+    return (y if x >= f(0.0) else -y), g
+
+
 def _exp(x):
     return math.exp(x)
 
@@ -155,6 +173,17 @@ def _erf_for_type(x):
     if x == numba.types.float32:
         return lambda x: _erf32(x)
     return lambda x: math.erf(x)
+
+
+def _erf_gauss(x):
+    return math.erf(x), math.exp(-x * x)
+
+
+@overload(_erf_gauss, inline="always")
+def _erf_gauss_for_type(x):
+    if x == numba.types.float32:
+        return lambda x: _erf_gauss32(x)
+    return lambda x: (math.erf(x), math.exp(-x * x))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -599,17 +628,33 @@ def linear_backward(dout, cache):
 # ---------------------------------------------------------------------------------------------
 # GELU, elementwise: one pass instead of NumPy's five temporaries. Constants arrive typed as the
 # array's dtype so float32 stays float32 (a Python float literal would promote to float64).
+#
+# The one place where a kernel's cache differs from the reference's: `gelu_forward` keeps the
+# derivative gelu'(x) (`GeluGradCache`) instead of x (`layers.GeluCache`). The forward pass has
+# x in a register anyway, so one more exp there makes the backward a single multiply instead of
+# a second erf + exp per element; the cache is still one array of x's size (x itself is not kept).
+# Tiny training step, 2 cores: GELU forward + backward ~24 ms -> ~13 ms. `gelu_backward` takes
+# either cache, so the reference's cache still works here.
 
 _CHUNK = 4096  # elements per parallel work item
 
 
+class GeluGradCache(NamedTuple):
+    dgelu: np.ndarray  # (...,) gelu'(x), computed by the forward pass
+    approximate: str  # "none" (erf) or "tanh"
+
+
 @_jit(parallel=True)
-def _gelu_erf_forward_kernel(x, out, half, one, inv_sqrt2):
+def _gelu_erf_forward_kernel(x, out, dgelu, half, one, inv_sqrt2, inv_sqrt_2pi):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
         for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
             xi = x[i]
-            out[i] = half * xi * (one + _erf(xi * inv_sqrt2))
+            e, g = _erf_gauss(xi * inv_sqrt2)  # erf(x / sqrt 2), exp(-x^2 / 2)
+            cdf = half * (one + e)  # Phi(x)
+            pdf = g * inv_sqrt_2pi  # phi(x)
+            out[i] = xi * cdf  # 0.5 x (1 + erf(x / sqrt 2))
+            dgelu[i] = cdf + xi * pdf
 
 
 @_jit(parallel=True)
@@ -624,13 +669,15 @@ def _gelu_erf_backward_kernel(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
 
 
 @_jit(parallel=True)
-def _gelu_tanh_forward_kernel(x, out, half, one, c0, c1):
+def _gelu_tanh_forward_kernel(x, out, dgelu, half, one, c0, c1, three):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
         for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
             xi = x[i]
-            u = c0 * (xi + c1 * xi * xi * xi)
-            out[i] = half * xi * (one + math.tanh(u))
+            t = math.tanh(c0 * (xi + c1 * xi * xi * xi))
+            du = c0 * (one + three * c1 * xi * xi)
+            out[i] = half * xi * (one + t)
+            dgelu[i] = half * (one + t) + half * xi * (one - t * t) * du
 
 
 @_jit(parallel=True)
@@ -644,33 +691,33 @@ def _gelu_tanh_backward_kernel(dout, x, dx, half, one, c0, c1, three):
             dx[i] = dout[i] * (half * (one + t) + half * xi * (one - t * t) * du)
 
 
+def _gelu_constants(f, approximate):
+    if approximate == "none":
+        return f(0.5), f(1.0), f(1.0 / math.sqrt(2.0)), f(1.0 / math.sqrt(2.0 * math.pi))
+    return f(0.5), f(1.0), f(math.sqrt(2.0 / math.pi)), f(0.044715), f(3.0)
+
+
 def gelu_forward(x, approximate="none"):
-    """Same contract as layers.gelu_forward."""
+    """Same contract as layers.gelu_forward; the cache is a GeluGradCache (see above)."""
     if approximate not in ("none", "tanh"):
         raise ValueError(f"approximate={approximate!r}: expected 'none' (erf) or 'tanh'")
     x = np.ascontiguousarray(x)
-    f = x.dtype.type
     out = np.empty_like(x)  # (...)
-    if approximate == "none":
-        _gelu_erf_forward_kernel(x.reshape(-1), out.reshape(-1), f(0.5), f(1.0), f(1.0 / math.sqrt(2.0)))
-    else:
-        _gelu_tanh_forward_kernel(x.reshape(-1), out.reshape(-1), f(0.5), f(1.0),
-                                  f(math.sqrt(2.0 / math.pi)), f(0.044715))
-    return out, layers.GeluCache(x, approximate)
+    dgelu = np.empty_like(x)  # (...)
+    kernel = _gelu_erf_forward_kernel if approximate == "none" else _gelu_tanh_forward_kernel
+    kernel(x.reshape(-1), out.reshape(-1), dgelu.reshape(-1), *_gelu_constants(x.dtype.type, approximate))
+    return out, GeluGradCache(dgelu, approximate)
 
 
 def gelu_backward(dout, cache):
-    """Same contract as layers.gelu_backward."""
+    """Same contract as layers.gelu_backward, for a GeluGradCache or the reference's GeluCache."""
+    if isinstance(cache, GeluGradCache):
+        return np.multiply(dout, cache.dgelu, dtype=cache.dgelu.dtype)  # (...) dout * gelu'(x)
     x, approximate = cache
     dout = np.ascontiguousarray(dout, dtype=x.dtype)
-    f = x.dtype.type
     dx = np.empty_like(x)  # (...)
-    if approximate == "none":
-        _gelu_erf_backward_kernel(dout.reshape(-1), x.reshape(-1), dx.reshape(-1), f(0.5), f(1.0),
-                                  f(1.0 / math.sqrt(2.0)), f(1.0 / math.sqrt(2.0 * math.pi)))
-    else:
-        _gelu_tanh_backward_kernel(dout.reshape(-1), x.reshape(-1), dx.reshape(-1), f(0.5), f(1.0),
-                                   f(math.sqrt(2.0 / math.pi)), f(0.044715), f(3.0))
+    kernel = _gelu_erf_backward_kernel if approximate == "none" else _gelu_tanh_backward_kernel
+    kernel(dout.reshape(-1), x.reshape(-1), dx.reshape(-1), *_gelu_constants(x.dtype.type, approximate))
     return dx
 
 

@@ -139,6 +139,9 @@ def test_gelu_kernel_matches_reference(lead, approximate, dtype):
     assert_matches("out", out, out_ref)
     dout = _rand(rng, x.shape, dtype)
     assert_matches("dx", kernels.gelu_backward(dout, c), layers.gelu_backward(dout, c_ref))
+    # the kernel keeps gelu'(x) instead of x; its backward also takes the reference's cache
+    assert isinstance(c, kernels.GeluGradCache) and c.dgelu.dtype == dtype
+    assert_matches("dx (reference cache)", kernels.gelu_backward(dout, c_ref), layers.gelu_backward(dout, c_ref))
 
 
 def test_gelu_kernel_rejects_unknown_approximation():
