@@ -632,7 +632,7 @@ class Trainer:
         if self.heldout is not None:
             eval_time = full / 3 * self.heldout["input_ids"].shape[0] / self.cfg.batch_size
         self._calibration = {"short": short, "full": full, "eval": eval_time, "budget": budget_seconds,
-                             "times": collections.deque(maxlen=self.RECALIBRATE_WINDOW), "sum": 0.0,
+                             "times": collections.deque(maxlen=self.RECALIBRATE_LONG_WINDOW), "sum": 0.0,
                              "next": self.RECALIBRATE_FIRST}
         steps, step_time, n_evals = self._fit_steps(budget_seconds, 1.0)
         self.say(f"calibration: {step_time * 1000:.0f} ms/step, eval {eval_time:.1f} s x {n_evals}: "
@@ -657,7 +657,7 @@ class Trainer:
             steps = max(1, int((seconds - n_evals * scale * c["eval"]) / step_time))
         return self.step + short_left + steps, step_time, n_evals
 
-    RECALIBRATE_FIRST, RECALIBRATE_WINDOW = 100, 80
+    RECALIBRATE_FIRST, RECALIBRATE_WINDOW, RECALIBRATE_LONG_WINDOW = 100, 80, 400
     RECALIBRATE_MARGIN = 0.98  # of the budget left: the loop keeps slowing after the last refit
 
     def _recalibrate(self, step_seconds: float) -> None:
@@ -673,14 +673,21 @@ class Trainer:
         the run, each aiming at 98% of the budget left (without that margin, three 9-minute runs
         ended 5-24 steps short of their refitted schedule, one finished with 4 s to spare). The
         second refit shows as a kink in the lr curve: shortening a 2404-step schedule to 2225 at
-        step 1282 lowered the learning rate there by 9%. A resumed run keeps its saved schedule."""
-        c, W = self._calibration, self.RECALIBRATE_WINDOW
-        c["times"].append(step_seconds)  # the last W steps
+        step 1282 lowered the learning rate there by 9%. The first refit times the last 80
+        steps; the second the last 400 full-length ones (or all since the switch, if fewer): on
+        a shared machine 80 steps (~15 s) can fall in a passing slowdown (once: 214 ms/step
+        there against ~185 before and after, and the run ended 23 s early). A resumed run keeps
+        its saved schedule."""
+        c = self._calibration
+        c["times"].append(step_seconds)  # the last RECALIBRATE_LONG_WINDOW steps
         c["sum"] += step_seconds  # all steps so far
         if self.step != c["next"]:
             return
+        W = self.RECALIBRATE_WINDOW
+        if self._short_steps is not None:  # the second refit: full-length steps only
+            W = max(W, min(self.RECALIBRATE_LONG_WINDOW, self.step - self._short_steps))
         predicted = sum(c["short"] if s < self.short_steps else c["full"] for s in range(self.step - W, self.step))
-        scale = sum(c["times"]) / predicted
+        scale = sum(list(c["times"])[-W:]) / predicted
         overhead = max(0.0, self.elapsed - c["sum"] - self._eval_seconds) / self.step  # per step
         left = (c["budget"] - self.elapsed) * self.RECALIBRATE_MARGIN
         total, step_time, _ = self._fit_steps(left, scale, overhead)

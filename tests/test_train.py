@@ -180,7 +180,7 @@ def test_recalibration_refits_the_schedule_to_the_loops_own_speed(corpus, tmp_pa
     trainer.RECALIBRATE_MARGIN = 1.0  # (the default keeps 2% of the time left in reserve)
     # the probe said 20 ms per step (both lengths) and 0.5 s per evaluation; 60 s budget
     trainer._calibration = {"short": 0.02, "full": 0.02, "eval": 0.5, "budget": 60.01,
-                            "times": collections.deque(maxlen=80), "sum": 0.0, "next": 100}
+                            "times": collections.deque(maxlen=400), "sum": 0.0, "next": 100}
     trainer.total_steps = 2900  # short phase: steps 0-1449
 
     def run_steps(last, seconds_each):
@@ -200,6 +200,30 @@ def test_recalibration_refits_the_schedule_to_the_loops_own_speed(corpus, tmp_pa
     # 0.01 s per step + 2 s / 805 steps
     assert abs(trainer.total_steps - (805 + (46.96 - 4 * 0.25) / (0.01 + 2.0 / 805))) <= 1
     assert trainer.short_steps == 725 and trainer._calibration is None  # twice per run, switch kept
+
+
+def test_second_refit_times_400_steps_so_a_passing_slowdown_does_not_cut_the_schedule(corpus, tmp_path):
+    cfg = small_config(corpus, tmp_path / "c", minutes=1.0, auto_steps=True, eval_interval=10000)
+    trainer = T.Trainer(cfg, verbose=False)
+    trainer.RECALIBRATE_MARGIN = 1.0
+    trainer._calibration = {"short": 0.01, "full": 0.01, "eval": 0.0, "budget": 60.0,
+                            "times": collections.deque(maxlen=400), "sum": 0.0, "next": 100}
+    trainer.total_steps = 6000
+
+    def run_steps(last, seconds_each):
+        while trainer.step < last:
+            trainer.step += 1
+            trainer.elapsed += seconds_each
+            trainer._recalibrate(seconds_each)
+
+    run_steps(100, 0.01)  # as the probe said: 60 s fit 6000 steps
+    assert trainer.total_steps == 6000 and trainer._calibration["next"] == 3080
+    run_steps(3000, 0.01)
+    run_steps(3080, 0.03)  # a passing slowdown: the last 80 steps three times as slow
+    # timed over the last 400 steps (320 x 0.01 + 80 x 0.03 = 5.6 s): 0.014 s per step for the
+    # 60 - 32.4 s left, not 0.03 as the last 80 steps alone would say (920 steps)
+    assert abs(trainer.total_steps - (3080 + 27.6 / 0.014)) <= 1
+    assert trainer._calibration is None
 
 
 def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
