@@ -1097,16 +1097,16 @@ def report(trainer: Trainer) -> None:
 #   cut the others 338, 114 and 14 steps short), and 27.3 / 67.8 in 2450 steps (9.75 minutes).
 #   20% short: 19.4 / 67.6; 80% short: 25.4 / 66.4 (2500 steps). At length 32 two thirds of the pairs are "random next"
 #   (one sentence fills a chunk), and held-out NSP stays at ~60-63% until the switch.
-# - steps matter most for NSP. With the fused AdamW and GELU kernels a step takes ~175-190 ms
-#   instead of ~205-230, and 9-minute runs made 2730 steps (19.0 / 72.4) and, evaluating every
-#   500 steps, 2674 (18.4 / 70.7). Also tried then, no better: lr 7e-4 (2438 steps: 16.8 / 67.5);
+# - steps matter most for NSP. The fused AdamW and GELU kernels make a step 8-11% faster (side
+#   by side, 5 processes each: median 193 against 209 ms), and 9-minute runs then made 2730
+#   steps (19.0 / 72.4) and, evaluating every 500 steps, 2674 (18.4 / 70.7). Also tried then, no better: lr 7e-4 (2438 steps: 16.8 / 67.5);
 #   batch 64, lr 1.5e-3, warmup 100 (1367 steps, ~24% more tokens per second: 19.0 / 67.4).
 #   Training-batch NSP runs ~4 points above held-out NSP (new pairs, but of documents already
 #   seen), while training and held-out MLM agree.
 # - evaluation every 500 steps (6 evaluations of ~3.6 s instead of 11: ~100 more steps) and a
 #   9.5-minute budget: with start-up, calibration and the final evaluation `make train-tiny`
-#   takes about 10 minutes (9 min 28 s measured). Three runs of this recipe: 2634 steps 17.9 /
-#   72.8, 2797 steps 18.6 / 72.1, 2828 steps 18.8 / 73.6.
+#   takes about 10 minutes (9 min 28 s measured). Four runs of this recipe: 2634 steps 17.9 /
+#   72.8, 2797 steps 18.6 / 72.1, 2828 steps 18.8 / 73.6, 2745 steps 18.5 / 72.2.
 TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dynamic",
                    dupe_factor=20, max_seq_length=64, max_predictions_per_seq=10,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=500,
