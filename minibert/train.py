@@ -1099,8 +1099,9 @@ def report(trainer: Trainer) -> None:
 #   (one sentence fills a chunk), and held-out NSP stays at ~60-63% until the switch.
 # - steps matter most for NSP. The fused AdamW and GELU kernels make a step 8-11% faster (side
 #   by side, 5 processes each: median 193 against 209 ms), and 9-minute runs then made 2730
-#   steps (19.0 / 72.4) and, evaluating every 500 steps, 2674 (18.4 / 70.7). Also tried then, no better: lr 7e-4 (2438 steps: 16.8 / 67.5);
-#   batch 64, lr 1.5e-3, warmup 100 (1367 steps, ~24% more tokens per second: 19.0 / 67.4).
+#   steps (19.0 / 72.4) and, evaluating every 500 steps, 2674 (18.4 / 70.7). Also tried then,
+#   no better: lr 7e-4 (2438 steps: 16.8 / 67.5); batch 64, lr 1.5e-3, warmup 100 (1367 steps,
+#   ~24% more tokens per second: 19.0 / 67.4).
 #   Training-batch NSP runs ~4 points above held-out NSP (new pairs, but of documents already
 #   seen), while training and held-out MLM agree.
 # - evaluation every 500 steps (6 evaluations of ~3.6 s instead of 11: ~100 more steps) and a
