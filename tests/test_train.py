@@ -279,6 +279,15 @@ def test_train_unknown_preset_and_setting_errors():
         {"lr": 2e-3, "masking": "static", "bias_correction": True, "steps": 1000}
 
 
+def test_adam_betas_reach_the_optimizer(corpus, tmp_path):
+    assert T.parse_set(["beta1=0.8", "beta2=0.98"]) == {"beta1": 0.8, "beta2": 0.98}
+    opt = T.Trainer(small_config(corpus, tmp_path / "r", beta1=0.8, beta2=0.98), verbose=False).optimizer
+    assert (opt.beta1, opt.beta2) == (0.8, 0.98)
+    with pytest.raises(ValueError, match="beta2=1.0"):
+        T.Trainer(small_config(corpus, tmp_path / "r", beta2=1.0), verbose=False)
+    assert not (tmp_path / "r").exists()
+
+
 def test_train_corpus_too_small_for_one_batch(corpus, tmp_path):
     small = _write_corpus(tmp_path / "small.txt", ["cats", "dogs"], 2, 3, sentences=(2, 3))
     cfg = small_config(corpus, tmp_path / "s", corpus=(str(small),), batch_size=64, dupe_factor=1,
