@@ -1112,7 +1112,8 @@ def report(trainer: Trainer) -> None:
 #   72.8, 2797 steps 18.6 / 72.1, 2828 steps 18.8 / 73.6, 2745 steps 18.5 / 72.2 and, on a
 #   slower day (8,500-9,000 tokens/s), 2545 steps 17.9 / 70.8, 2735 steps 18.5 / 71.0. Then
 #   tried, no better for NSP: clip_norm 5 (the global norm grows from ~1.3 to ~3.5, so 1.0
-#   clips every step; 2747 steps: 19.4 / 71.8) and beta2 0.98 (2812 steps: 17.6 / 71.4).
+#   clips every step; 2747 steps: 19.4 / 71.8), beta2 0.98 (2812 steps: 17.6 / 71.4) and the
+#   Hugging Face schedule, decay from the peak (2531 steps, slow host: 17.7 / 70.8).
 TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dynamic",
                    dupe_factor=20, max_seq_length=64, max_predictions_per_seq=10,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=500,
