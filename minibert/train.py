@@ -467,10 +467,12 @@ class Trainer:
         self.cfg, self.verbose, self.created_by = cfg, verbose, created_by
         self.dir = cfg.run_dir
         self.tokenizer = BertTokenizer(cfg.vocab)
-        self.data = data if data is not None else prepare_data(cfg, verbose)
+        # model and optimizer first: their own checks (AdamW's betas, ...) fail in milliseconds,
+        # before data generation spends seconds and writes its cache
         self.model = BertForPreTraining(cfg.model_config(len(self.tokenizer)), seed=cfg.seed)
         self.optimizer = AdamW(self.model.params, lr=cfg.lr, beta1=cfg.beta1, beta2=cfg.beta2,
                                weight_decay=cfg.weight_decay, bias_correction=cfg.bias_correction)
+        self.data = data if data is not None else prepare_data(cfg, verbose)
         self.iterator = BatchIterator(str(self.data.train), cfg.batch_size, cfg.seed, masking=cfg.masking,
                                       vocab=cfg.vocab)
         self.short_iterator = None  # the short phase's batches (sequence-length warm-up)

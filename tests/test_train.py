@@ -284,8 +284,9 @@ def test_adam_betas_reach_the_optimizer(corpus, tmp_path):
     opt = T.Trainer(small_config(corpus, tmp_path / "r", beta1=0.8, beta2=0.98), verbose=False).optimizer
     assert (opt.beta1, opt.beta2) == (0.8, 0.98)
     with pytest.raises(ValueError, match="beta2=1.0"):
-        T.Trainer(small_config(corpus, tmp_path / "r", beta2=1.0), verbose=False)
-    assert not (tmp_path / "r").exists()
+        T.Trainer(small_config(corpus, tmp_path / "r", beta2=1.0, data_cache=str(tmp_path / "c")),
+                  verbose=False)
+    assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()  # no run, no data
 
 
 def test_train_corpus_too_small_for_one_batch(corpus, tmp_path):
