@@ -110,6 +110,43 @@ def test_padding_changes_no_output_at_real_positions():
     np.testing.assert_allclose(padded.mlm_logits[:, :6], short.mlm_logits, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_unpadding_gives_the_same_loss_and_gradients(backend, monkeypatch):
+    """bert_forward skips padding tokens in the per-token layers (unpad=True, the default) and
+    skips unused prediction slots; against the full padded grid, loss and every gradient agree to
+    float64 rounding. Rows 1 and 2 are padded (5 and 3 of 8 tokens), row 0 is not."""
+    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    from minibert.backend import get_ops
+    from minibert.model import bert_backward, bert_forward
+
+    model = tiny_model(seed=5)
+    rng = np.random.default_rng(6)
+    for p in model.params.values():
+        p += 0.1 * rng.standard_normal(p.shape)
+    batch = gc.random_batch(model.config, B=3, T=8, P=2, rng=rng)
+    lengths = np.array([8, 3, 5])
+    batch["input_mask"] = (np.arange(8)[None] < lengths[:, None]).astype(np.int64)  # (B, T)
+    batch["input_ids"] = batch["input_ids"] * batch["input_mask"]
+    batch["masked_lm_positions"] = np.array([[1, 0], [1, 2], [3, 4]])
+    batch["masked_lm_weights"] = np.array([[1.0, 0.0], [1.0, 1.0], [1.0, 1.0]])  # one unused slot
+    ops = get_ops()
+    out = {}
+    for unpad in (False, True):
+        loss, metrics, cache = bert_forward(model.params, model.config, batch, ops=ops, unpad=unpad)
+        seq = cache[2].sequence_output
+        out[unpad] = loss, metrics, seq, bert_backward(model.params, model.config, cache, ops)
+    m_unpad, m_full = out[True][1], out[False][1]
+    assert m_unpad._replace(loss=0, mlm_loss=0, nsp_loss=0) == m_full._replace(loss=0, mlm_loss=0, nsp_loss=0)
+    np.testing.assert_allclose(m_unpad[:3], m_full[:3], rtol=1e-13)  # loss, mlm_loss, nsp_loss
+    assert out[True][0] == m_unpad.loss
+    real = batch["input_mask"].astype(bool)
+    np.testing.assert_allclose(out[True][2][real], out[False][2][real], rtol=1e-12, atol=1e-14)
+    assert not out[True][2][~real].any()  # unpadded: padding rows are never computed
+    for name in model.params:
+        np.testing.assert_allclose(out[True][3][name], out[False][3][name], rtol=1e-10, atol=1e-14, err_msg=name)
+    assert np.abs(out[True][3]["h0.ffn.in.w"]).max() > 1e-3  # the gradients compared are not zero
+
+
 def test_forward_output_shapes_and_dropout_only_in_training():
     model = tiny_model(dtype=np.float32, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     ids = np.array([[2, 7, 9, 3], [2, 8, 3, 0]])
@@ -170,6 +207,15 @@ def test_bad_inputs_raise_clear_errors():
         model.loss_and_grads({**batch, "next_sentence_labels": np.zeros(3, int)})
     with pytest.raises(ValueError, match=r"batch is missing \['masked_lm_ids'\]"):
         model.loss_and_grads({k: v for k, v in batch.items() if k != "masked_lm_ids"})
+    # random_batch pads the last two tokens of sequence 1; a real prediction there is an error
+    at_pad = batch["masked_lm_positions"].copy()
+    at_pad[1, 2] = 7
+    with pytest.raises(ValueError, match=r"masked_lm_positions\[1, 2\] = 7 is padding \(input_mask 0\)"):
+        model.loss_and_grads({**batch, "masked_lm_positions": at_pad})
+    no_cls = batch["input_mask"].copy()
+    no_cls[0, 0] = 0
+    with pytest.raises(ValueError, match=r"sequence 0 starts with padding \(input_mask\[0, 0\] = 0\)"):
+        model.loss_and_grads({**batch, "input_mask": no_cls})
 
 
 def test_config_round_trips_through_json_keys():
