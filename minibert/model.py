@@ -186,7 +186,8 @@ class EncoderCache(NamedTuple):
 # wasted work: 13.5% of the tokens in the tiny preset's data. With `keep`, those layers run on the
 # N real tokens only, packed as (N, D) rows; attention needs the (B, T) grid, so q, k, v are
 # scattered back into it (zeros at padding, which the mask hides) and its output is gathered again.
-# The loss and every gradient are the same as without it (a test checks this).
+# The loss and every gradient are the same as without it (a test checks this). With dropout on,
+# the masks are drawn for the N real rows only, so they differ from the padded path's masks.
 
 def _pack(x, keep):
     """(B, T, D) -> (N, D): the rows of the real tokens. keep None: x unchanged."""
@@ -218,7 +219,7 @@ def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=
     p_a = cfg.attention_probs_dropout_prob if rng is not None else 0.0
     e, emb_cache = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
                                          params["pos_emb"])  # (B, T, C)
-    e = _pack(e, keep)  # (B, T, C) -> (N, C) with unpadding; below, (B, T, ...) means (N, ...) then
+    e = _pack(e, keep)  # (B, T, C) -> (N, C) when unpadding; from here on, (B, T, D) then reads (N, D)
     x, emb_ln_cache = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], eps)  # (B, T, C)
     x, emb_drop_cache = _dropout(ops, x, p_h, rng)  # (B, T, C)
     blocks = []
