@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from minibert import gradcheck as gc
-from minibert.model import BertConfig, BertForPreTraining, param_shapes
+from minibert.backend import get_ops
+from minibert.model import BertConfig, BertForPreTraining, bert_backward, bert_forward, param_shapes
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=16)
@@ -116,9 +117,6 @@ def test_unpadding_gives_the_same_loss_and_gradients(backend, monkeypatch):
     skips unused prediction slots; against the full padded grid, loss and every gradient agree to
     float64 rounding. Rows 1 and 2 are padded (5 and 3 of 8 tokens), row 0 is not."""
     monkeypatch.setenv("MINIBERT_BACKEND", backend)
-    from minibert.backend import get_ops
-    from minibert.model import bert_backward, bert_forward
-
     model = tiny_model(seed=5)
     rng = np.random.default_rng(6)
     for p in model.params.values():
