@@ -364,6 +364,8 @@ class Metrics(NamedTuple):
     mlm_count: int  # real predictions (weight > 0)
     nsp_correct: int
     nsp_count: int
+    nsp_isnext_correct: int  # hits among the IsNext pairs (label 0): how often the model sees a real next
+    nsp_isnext_count: int
 
 
 def bert_forward(params, cfg, batch, rng=None, ops=None, unpad=True):
@@ -394,7 +396,8 @@ def bert_forward(params, cfg, batch, rng=None, ops=None, unpad=True):
     loss = mlm_loss + nsp_loss
     metrics = Metrics(float(loss), float(mlm_loss), float(nsp_loss),
                       int((mlm_logits.argmax(-1) == targets).sum()), int(targets.size),
-                      int((nsp_logits.argmax(-1) == nsp).sum()), int(B))
+                      int((nsp_logits.argmax(-1) == nsp).sum()), int(B),
+                      int(((nsp_logits.argmax(-1) == nsp) & (nsp == 0)).sum()), int((nsp == 0).sum()))
     heads = HeadsCache((B, T, C), flat_pos, c_pool, pooled, c_nsp, c_nsp_ce, c_dense, c_gelu, c_ln, t, c_mlm_ce)
     out = Output(seq, pooled, mlm_logits, nsp_logits)
     return loss, metrics, (enc_cache, heads, out)

@@ -333,14 +333,17 @@ class EvalResult(NamedTuple):
     nsp_acc: float
     nsp_loss: float
     examples: int
+    nsp_acc_isnext: float  # NSP accuracy on the IsNext pairs (label 0) ...
+    nsp_acc_random: float  # ... and on the random-next pairs (label 1): where the errors are
 
 
 def evaluate(model: BertForPreTraining, feats: dict[str, np.ndarray], batch_size: int = 64) -> EvalResult:
     """MLM accuracy and loss over every real prediction (weights > 0), perplexity = exp(MLM loss),
-    NSP accuracy and loss over every example. Dropout off. Fixed data in, same numbers out."""
+    NSP accuracy and loss over every example, and NSP accuracy on each class. Dropout off. Fixed
+    data in, same numbers out."""
     N = feats["input_ids"].shape[0]
     mlm_loss_sum = nsp_loss_sum = 0.0
-    mlm_correct = mlm_count = nsp_correct = 0
+    mlm_correct = mlm_count = nsp_correct = isnext_correct = isnext_count = 0
     for start in range(0, N, batch_size):
         batch = {k: v[start:start + batch_size] for k, v in feats.items()}
         model.loss_and_grads(batch, train=False, compute_grads=False)
@@ -350,9 +353,13 @@ def evaluate(model: BertForPreTraining, feats: dict[str, np.ndarray], batch_size
         mlm_correct += m.mlm_correct
         mlm_count += m.mlm_count
         nsp_correct += m.nsp_correct
+        isnext_correct += m.nsp_isnext_correct
+        isnext_count += m.nsp_isnext_count
     mlm_loss = mlm_loss_sum / max(mlm_count, 1)
+    random_count = N - isnext_count
     return EvalResult(mlm_correct / max(mlm_count, 1), mlm_loss, math.exp(min(mlm_loss, 700.0)),
-                      nsp_correct / N, nsp_loss_sum / N, N)
+                      nsp_correct / N, nsp_loss_sum / N, N, isnext_correct / max(isnext_count, 1),
+                      (nsp_correct - isnext_correct) / max(random_count, 1))
 
 
 def shuffle_mlm_labels(batch: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -788,7 +795,8 @@ class Trainer:
         self.last_eval, self.last_eval_step = r, self.step
         self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **r._asdict()})
         self.say(f"eval step {self.step}: held-out MLM acc {r.mlm_acc:.4f}, MLM loss {r.mlm_loss:.3f} "
-                 f"(perplexity {r.perplexity:.1f}), NSP acc {r.nsp_acc:.4f} [{r.examples} examples, "
+                 f"(perplexity {r.perplexity:.1f}), NSP acc {r.nsp_acc:.4f} (IsNext {r.nsp_acc_isnext:.3f}, "
+                 f"random-next {r.nsp_acc_random:.3f}) [{r.examples} examples, "
                  f"{time.perf_counter() - t0:.1f}s]")
         if time.perf_counter() - self._last_plot > 60:  # plotting costs seconds: at most once a minute
             self.write_curves()
@@ -1064,7 +1072,8 @@ def report(trainer: Trainer) -> None:
         return
     print(f"\nheld-out ({r.examples} sequences) after {trainer.step} steps, {_fmt_seconds(trainer.elapsed)}: "
           f"MLM accuracy {r.mlm_acc:.2%}, MLM loss {r.mlm_loss:.3f} (perplexity {r.perplexity:.1f}), "
-          f"NSP accuracy {r.nsp_acc:.2%}")
+          f"NSP accuracy {r.nsp_acc:.2%} (IsNext pairs {r.nsp_acc_isnext:.1%}, random-next pairs "
+          f"{r.nsp_acc_random:.1%})")
     print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png)")
 
 

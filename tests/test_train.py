@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from minibert import train as T
+from minibert.model import BertForPreTraining
 from minibert.inspect import attention_cli, attention_maps, encode_with_masks, fill_mask, fill_mask_cli
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -415,6 +416,28 @@ def test_evaluate_is_deterministic(trained):
     b = T.evaluate(trained.model, trained.heldout, batch_size=7)
     assert a.mlm_acc == b.mlm_acc and a.nsp_acc == b.nsp_acc
     assert a.mlm_loss == pytest.approx(b.mlm_loss, rel=1e-5)
+    assert (a.nsp_acc_isnext, a.nsp_acc_random) == (b.nsp_acc_isnext, b.nsp_acc_random)
+
+
+def test_evaluate_nsp_accuracy_per_class_matches_the_model_outputs(trained):
+    # the trained fixture answers "random next" almost always; with the NSP bias moved to the
+    # median logit gap, half the pairs get each answer, so both classes have hits and misses
+    h = trained.heldout
+    logits = trained.model.forward(h["input_ids"], h["segment_ids"], h["input_mask"]).nsp_logits  # (N, 2)
+    b = trained.model.params["nsp.b"].copy()  # (2,)
+    b[0] += np.median(logits[:, 1] - logits[:, 0])
+    model = BertForPreTraining(trained.model.config, params=dict(trained.model.params, **{"nsp.b": b}))
+    r = T.evaluate(model, h, batch_size=16)
+    out = model.forward(h["input_ids"], h["segment_ids"], h["input_mask"])
+    hit = out.nsp_logits.argmax(-1) == h["next_sentence_labels"]  # (N,)
+    isnext = h["next_sentence_labels"] == 0  # (N,)
+    assert 0 < hit[isnext].mean() < 1 and 0 < hit[~isnext].mean() < 1
+    assert r.nsp_acc_isnext == pytest.approx(hit[isnext].mean(), abs=1e-12)
+    assert r.nsp_acc_random == pytest.approx(hit[~isnext].mean(), abs=1e-12)
+    assert r.nsp_acc == pytest.approx(hit.mean(), abs=1e-12)
+    # the overall rate is the class rates weighted by the class shares
+    share = isnext.mean()
+    assert r.nsp_acc == pytest.approx(share * r.nsp_acc_isnext + (1 - share) * r.nsp_acc_random, abs=1e-12)
 
 
 def test_fill_mask_predicts_learned_words(trained):
