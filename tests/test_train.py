@@ -14,6 +14,7 @@ import pytest
 from minibert import train as T
 from minibert.model import BertForPreTraining
 from minibert.inspect import attention_cli, attention_maps, encode_with_masks, fill_mask, fill_mask_cli
+from minibert.nsp_baseline import cli as nsp_baseline_cli
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SHARED = ["the", "a", "is", "on", "of", "and", "with", "to", "."]
@@ -438,6 +439,14 @@ def test_evaluate_nsp_accuracy_per_class_matches_the_model_outputs(trained):
     # the overall rate is the class rates weighted by the class shares
     share = isnext.mean()
     assert r.nsp_acc == pytest.approx(share * r.nsp_acc_isnext + (1 - share) * r.nsp_acc_random, abs=1e-12)
+
+
+def test_nsp_baseline_cli_reads_the_runs_data_and_last_evaluation(trained, capsys):
+    assert nsp_baseline_cli([str(trained.dir)]) == 0
+    out = capsys.readouterr().out
+    assert "held-out pairs" in out and f"held-out NSP {trained.last_eval.nsp_acc:.2%}" in out
+    assert nsp_baseline_cli([str(trained.dir / "missing")]) == 1
+    assert "holds no resumable run" in capsys.readouterr().err
 
 
 def test_fill_mask_predicts_learned_words(trained):
