@@ -1110,10 +1110,10 @@ def report(trainer: Trainer) -> None:
 #   cut the others 338, 114 and 14 steps short), and 27.3 / 67.8 in 2450 steps (9.75 minutes).
 #   20% short: 19.4 / 67.6; 80% short: 25.4 / 66.4 (2500 steps). At length 32 two thirds of the pairs are "random next"
 #   (one sentence fills a chunk), and held-out NSP stays at ~60-63% until the switch.
-# - steps matter for NSP up to this budget (beyond it they do not; see the 19-minute run at the
-#   end of this list). The fused AdamW and GELU kernels make a step 8-11% faster (side
-#   by side, 5 processes each: median 193 against 209 ms), and 9-minute runs then made 2730
-#   steps (19.0 / 72.4) and, evaluating every 500 steps, 2674 (18.4 / 70.7). Also tried then,
+# - steps matter for NSP (but see the two 19-minute runs at the end of this list). The fused
+#   AdamW and GELU kernels make a step 8-11% faster (side by side, 5 processes each: median 193
+#   against 209 ms), and 9-minute runs then made 2730 steps (19.0 / 72.4) and, evaluating every
+#   500 steps, 2674 (18.4 / 70.7). Also tried then,
 #   no better: lr 7e-4 (2438 steps: 16.8 / 67.5); batch 64, lr 1.5e-3, warmup 100 (1367 steps,
 #   ~24% more tokens per second: 19.0 / 67.4).
 #   Training-batch NSP runs ~4 points above held-out NSP (new pairs, but of documents already
@@ -1132,21 +1132,22 @@ def report(trainer: Trainer) -> None:
 #   71.6%, 5 of 9 at 72% or more) at 2545-2828 steps: its spread between runs is larger than
 #   what the step count explains. NSP loss weights (loss = MLM + w * NSP, not BERT's) did not
 #   help: w 3 gave 17.2 / 68.3 (2598 steps), w 0.5 gave 19.9 / 64.6 (2645 steps).
-# - where NSP's limit is: held-out NSP is bounded by generalization, not by steps. A 19-minute run
-#   (`--minutes 19`, 5211 steps) reached 24.7% held-out MLM but only 71.6% NSP: training-batch
-#   NSP climbed to 80.7% (loss 0.41) while held-out NSP stayed at 66.2-71.6% from step 2000 on
-#   (loss 0.55-0.62). In the 9.5-minute runs the spread is in the pairs the model must call "next":
-#   held-out IsNext accuracy is 47-61% between runs against 80-85% for random-next, and runs
-#   that end low already learn NSP slower on the training batches (training NSP over the last
-#   500 steps 70.6-77.6%, held-out ~3.5 points below). A logistic regression on word overlap
-#   between the two segments (`python -m minibert nsp-baseline runs/tiny`) gets 80.0% on the
-#   same masked held-out pairs (81.2% on training pairs): the tiny model learns to recognise
-#   pairs from documents it has seen more than the overlap cue that carries over. Also tried,
-#   no better: dropout 0.05 (2524 steps: 18.6 / 70.7), weight_decay 0.1 (2814 steps: 17.9 /
-#   72.0) and masked_lm_prob 0.10 (which also changes the held-out masks and pairs: 17.2 /
-#   66.6, 2631 steps). The 9.5-minute runs end with a held-out NSP loss of 0.51-0.60 (eight of
-#   them), around the 19-minute run's best, 0.55. A tenth run of the recipe (the README's, 2728
-#   steps): 18.0 / 72.0; ten runs: NSP mean 71.6%, 6 of 10 at 72% or more.
+# - NSP's spread, and what the task rewards. Two 19-minute runs (`--minutes 19`): 5211 steps
+#   24.7 / 71.6 and 5481 steps 23.0 / 77.8. In the first, training-batch NSP climbed to 80.7%
+#   (loss 0.41) while held-out NSP stayed at 66.2-71.6% from step 2000 on (loss 0.55-0.62); in
+#   the second, training NSP reached ~87% (loss ~0.3) and held-out 72.2-77.8% from step 2500 on
+#   (loss 0.47-0.54).
+#   A longer budget lifts NSP in some runs and not in others. In the 9.5-minute runs the spread
+#   is in the pairs the model must call "next": held-out IsNext accuracy is 47-61% between runs
+#   against 80-85% for random-next, and runs that end low already learn NSP slower on the
+#   training batches (training NSP over the last 500 steps 70.6-77.6%, held-out ~3.5 points
+#   below). A logistic regression on word overlap between the two segments (`python -m minibert
+#   nsp-baseline runs/tiny`) gets 80.0% on the same masked held-out pairs (81.2% on training
+#   pairs): the cue is there, and the tiny model learns part of it. Also tried, no better:
+#   dropout 0.05 (2524 steps: 18.6 / 70.7), weight_decay 0.1 (2814 steps: 17.9 / 72.0) and
+#   masked_lm_prob 0.10 (which also changes the held-out masks and pairs: 17.2 / 66.6, 2631
+#   steps). A tenth run of the recipe (the README's, 2728 steps): 18.0 / 72.0; ten runs: NSP
+#   mean 71.6%, 6 of 10 at 72% or more.
 TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dynamic",
                    dupe_factor=20, max_seq_length=64, max_predictions_per_seq=10,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=500,
