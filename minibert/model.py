@@ -394,10 +394,10 @@ def bert_forward(params, cfg, batch, rng=None, ops=None, unpad=True):
     targets = mlm_ids.reshape(-1)[real]  # (M,)
     mlm_loss, c_mlm_ce = ops.cross_entropy_forward(mlm_logits, targets)
     loss = mlm_loss + nsp_loss
+    nsp_hit = nsp_logits.argmax(-1) == nsp  # (B,)
     metrics = Metrics(float(loss), float(mlm_loss), float(nsp_loss),
                       int((mlm_logits.argmax(-1) == targets).sum()), int(targets.size),
-                      int((nsp_logits.argmax(-1) == nsp).sum()), int(B),
-                      int(((nsp_logits.argmax(-1) == nsp) & (nsp == 0)).sum()), int((nsp == 0).sum()))
+                      int(nsp_hit.sum()), int(B), int((nsp_hit & (nsp == 0)).sum()), int((nsp == 0).sum()))
     heads = HeadsCache((B, T, C), flat_pos, c_pool, pooled, c_nsp, c_nsp_ce, c_dense, c_gelu, c_ln, t, c_mlm_ce)
     out = Output(seq, pooled, mlm_logits, nsp_logits)
     return loss, metrics, (enc_cache, heads, out)

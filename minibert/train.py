@@ -1113,9 +1113,9 @@ def report(trainer: Trainer) -> None:
 # - steps matter for NSP (but see the two 19-minute runs at the end of this list). The fused
 #   AdamW and GELU kernels make a step 8-11% faster (side by side, 5 processes each: median 193
 #   against 209 ms), and 9-minute runs then made 2730 steps (19.0 / 72.4) and, evaluating every
-#   500 steps, 2674 (18.4 / 70.7). Also tried then,
-#   no better: lr 7e-4 (2438 steps: 16.8 / 67.5); batch 64, lr 1.5e-3, warmup 100 (1367 steps,
-#   ~24% more tokens per second: 19.0 / 67.4).
+#   500 steps, 2674 (18.4 / 70.7). Also tried then, no better: lr 7e-4 (2438 steps: 16.8 /
+#   67.5); batch 64, lr 1.5e-3, warmup 100 (1367 steps, ~24% more tokens per second: 19.0 /
+#   67.4).
 #   Training-batch NSP runs ~4 points above held-out NSP (new pairs, but of documents already
 #   seen), while training and held-out MLM agree.
 # - evaluation every 500 steps (6 evaluations of ~3.6 s instead of 11: ~100 more steps) and a
@@ -1136,12 +1136,11 @@ def report(trainer: Trainer) -> None:
 #   24.7 / 71.6 and 5481 steps 23.0 / 77.8. In the first, training-batch NSP climbed to 80.7%
 #   (loss 0.41) while held-out NSP stayed at 66.2-71.6% from step 2000 on (loss 0.55-0.62); in
 #   the second, training NSP reached ~87% (loss ~0.3) and held-out 72.2-77.8% from step 2500 on
-#   (loss 0.47-0.54).
-#   A longer budget lifts NSP in some runs and not in others. In the 9.5-minute runs the spread
-#   is in the pairs the model must call "next": held-out IsNext accuracy is 47-61% between runs
-#   against 80-85% for random-next, and runs that end low already learn NSP slower on the
-#   training batches (training NSP over the last 500 steps 70.6-77.6%, held-out ~3.5 points
-#   below). A logistic regression on word overlap between the two segments (`python -m minibert
+#   (loss 0.47-0.54). A longer budget lifts NSP in some runs and not in others. In the
+#   9.5-minute runs the spread is in the pairs the model must call "next": held-out IsNext
+#   accuracy is 47-61% between runs against 80-85% for random-next, and runs that end low
+#   already learn NSP slower on the training batches (training NSP over the last 500 steps
+#   70.6-77.6%, held-out ~3.5 points below). A logistic regression on word overlap between the two segments (`python -m minibert
 #   nsp-baseline runs/tiny`) gets 80.0% on the same masked held-out pairs (81.2% on training
 #   pairs): the cue is there, and the tiny model learns part of it. Also tried, no better:
 #   dropout 0.05 (2524 steps: 18.6 / 70.7), weight_decay 0.1 (2814 steps: 17.9 / 72.0) and

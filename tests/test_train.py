@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from minibert import train as T
-from minibert.model import BertForPreTraining
 from minibert.inspect import attention_cli, attention_maps, encode_with_masks, fill_mask, fill_mask_cli
+from minibert.model import BertForPreTraining
 from minibert.nsp_baseline import cli as nsp_baseline_cli
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
