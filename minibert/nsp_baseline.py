@@ -106,8 +106,9 @@ def nsp_overlap_baseline(train: dict[str, np.ndarray], heldout: dict[str, np.nda
     pairs_he = token_sets(*(heldout[c] for c in cols), special_ids)
     idf = document_idf(pairs_tr, vocab_size)
     y_tr, y_he = train["next_sentence_labels"], heldout["next_sentence_labels"]
-    model = fit_logistic(overlap_features(pairs_tr, idf), y_tr)
-    acc_tr = float((model.predict(overlap_features(pairs_tr, idf)) == y_tr).mean())
+    x_tr = overlap_features(pairs_tr, idf)  # (N_train, k)
+    model = fit_logistic(x_tr, y_tr)
+    acc_tr = float((model.predict(x_tr) == y_tr).mean())
     acc_he = float((model.predict(overlap_features(pairs_he, idf)) == y_he).mean())
     majority = float(max(y_he.mean(), 1.0 - y_he.mean()))
     return BaselineResult(acc_tr, acc_he, majority, len(y_tr), len(y_he))
