@@ -1147,6 +1147,17 @@ def report(trainer: Trainer) -> None:
 #   masked_lm_prob 0.10 (which also changes the held-out masks and pairs: 17.2 / 66.6, 2631
 #   steps). A tenth run of the recipe (the README's, 2728 steps): 18.0 / 72.0; ten runs: NSP
 #   mean 71.6%, 6 of 10 at 72% or more.
+# - what twice the budget buys. Three more 19-minute runs, seeds 1, 2, 3: 4752 steps 24.4 / 76.4,
+#   4959 steps 26.7 / 77.4, 4919 steps 28.2 / 73.6 (the host slowed after the second refit and
+#   the budget cut the first two ~290 steps short of their schedules). With the two above: NSP
+#   mean 75.4%, 4 of 5 at 72% or more. BERT's own length schedule in small, 64 then 128 for the
+#   last 20% (`--set max_seq_length=128 --set max_predictions_per_seq=20 --set batch_size=16
+#   --set short_seq_length=64 --set short_seq_fraction=0.8 --set heldout_dupe_factor=10`),
+#   evaluated at 128, where word overlap alone gets 85.5% of the held-out pairs instead of 80.0%
+#   at 64: 2599 steps (the budget cut it 157 steps short), 16.3 / 68.9, no better. Two threads
+#   already use both cores: timed one after the other (median of 20 steps), a step of batch 32
+#   takes 225 ms on two threads and 432 ms on one, and a batch of 16 takes 240 ms on one, so
+#   two single-threaded processes each computing half the batch would not be faster.
 TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dynamic",
                    dupe_factor=20, max_seq_length=64, max_predictions_per_seq=10,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=500,
