@@ -1147,10 +1147,12 @@ def report(trainer: Trainer) -> None:
 #   masked_lm_prob 0.10 (which also changes the held-out masks and pairs: 17.2 / 66.6, 2631
 #   steps). A tenth run of the recipe (the README's, 2728 steps): 18.0 / 72.0; ten runs: NSP
 #   mean 71.6%, 6 of 10 at 72% or more.
-# - what twice the budget buys. Three more 19-minute runs, seeds 1, 2, 3: 4752 steps 24.4 / 76.4,
+# - what a longer budget buys. Three more 19-minute runs, seeds 1, 2, 3: 4752 steps 24.4 / 76.4,
 #   4959 steps 26.7 / 77.4, 4919 steps 28.2 / 73.6 (the host slowed after the second refit and
 #   the budget cut the first two ~290 steps short of their schedules). With the two above: NSP
-#   mean 75.4%, 4 of 5 at 72% or more. BERT's own length schedule in small, 64 then 128 for the
+#   mean 75.4%, 4 of 5 at 72% or more. Two 14-minute runs, seeds 4 and 5: 3787 steps 20.3 /
+#   73.8 (a slow spell at the first refit shortened its schedule; it ended 33 s early) and 4332
+#   steps 21.2 / 72.6. BERT's own length schedule in small, 64 then 128 for the
 #   last 20% (`--set max_seq_length=128 --set max_predictions_per_seq=20 --set batch_size=16
 #   --set short_seq_length=64 --set short_seq_fraction=0.8 --set heldout_dupe_factor=10`),
 #   evaluated at 128, where word overlap alone gets 85.5% of the held-out pairs instead of 80.0%
