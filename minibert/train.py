@@ -1134,32 +1134,32 @@ def report(trainer: Trainer) -> None:
 #   help: w 3 gave 17.2 / 68.3 (2598 steps), w 0.5 gave 19.9 / 64.6 (2645 steps).
 # - NSP's spread, and what the task rewards. Two 19-minute runs (`--minutes 19`): 5211 steps
 #   24.7 / 71.6 and 5481 steps 23.0 / 77.8. In the first, training-batch NSP climbed to 80.7%
-#   (loss 0.41) while held-out NSP stayed at 66.2-71.6% from step 2000 on (loss 0.55-0.62); in
-#   the second, training NSP reached ~87% (loss ~0.3) and held-out 72.2-77.8% from step 2500 on
-#   (loss 0.47-0.54). A longer budget lifts NSP in some runs and not in others. In the
-#   9.5-minute runs the spread is in the pairs the model must call "next": held-out IsNext
-#   accuracy is 47-61% between runs against 80-85% for random-next, and runs that end low
-#   already learn NSP slower on the training batches (training NSP over the last 500 steps
-#   70.6-77.6%, held-out ~3.5 points below). A logistic regression on word overlap between the two segments (`python -m minibert
+#   (loss 0.41) while held-out NSP stayed at 66.2-71.6% from step 2000 on (loss 0.55-0.62); in the
+#   second, training NSP reached ~87% (loss ~0.3) and held-out 72.2-77.8% from step 2500 on (loss
+#   0.47-0.54). A longer budget lifts NSP in some runs and not in others. In the 9.5-minute runs
+#   the spread is in the pairs the model must call "next": held-out IsNext accuracy is 47-61%
+#   between runs against 80-85% for random-next, and runs that end low already learn NSP slower on
+#   the training batches (training NSP over the last 500 steps 70.6-77.6%, held-out ~3.5 points
+#   below). A logistic regression on word overlap between the two segments (`python -m minibert
 #   nsp-baseline runs/tiny`) gets 80.0% on the same masked held-out pairs (81.2% on training
-#   pairs): the cue is there, and the tiny model learns part of it. Also tried, no better:
-#   dropout 0.05 (2524 steps: 18.6 / 70.7), weight_decay 0.1 (2814 steps: 17.9 / 72.0) and
-#   masked_lm_prob 0.10 (which also changes the held-out masks and pairs: 17.2 / 66.6, 2631
-#   steps). A tenth run of the recipe (the README's, 2728 steps): 18.0 / 72.0; ten runs: NSP
-#   mean 71.6%, 6 of 10 at 72% or more.
+#   pairs): the cue is there, and the tiny model learns part of it. Also tried, no better: dropout
+#   0.05 (2524 steps: 18.6 / 70.7), weight_decay 0.1 (2814 steps: 17.9 / 72.0) and masked_lm_prob
+#   0.10 (which also changes the held-out masks and pairs: 17.2 / 66.6, 2631 steps). A tenth run
+#   of the recipe (the README's, 2728 steps): 18.0 / 72.0; ten runs: NSP mean 71.6%, 6 of 10 at
+#   72% or more.
 # - what a longer budget buys. Three more 19-minute runs, seeds 1, 2, 3: 4752 steps 24.4 / 76.4,
-#   4959 steps 26.7 / 77.4, 4919 steps 28.2 / 73.6 (the host slowed after the second refit and
-#   the budget cut the first two ~290 steps short of their schedules). With the two above: NSP
-#   mean 75.4%, 4 of 5 at 72% or more. Two 14-minute runs, seeds 4 and 5: 3787 steps 20.3 /
-#   73.8 (a slow spell at the first refit shortened its schedule; it ended 33 s early) and 4332
-#   steps 21.2 / 72.6. BERT's own length schedule in small, 64 then 128 for the
-#   last 20% (`--set max_seq_length=128 --set max_predictions_per_seq=20 --set batch_size=16
+#   4959 steps 26.7 / 77.4, 4919 steps 28.2 / 73.6 (the host slowed after the second refit and the
+#   budget cut the first two ~290 steps short of their schedules). With the two above: NSP mean
+#   75.4%, 4 of 5 at 72% or more. Two 14-minute runs, seeds 4 and 5: 3787 steps 20.3 / 73.8 (a
+#   slow spell at the first refit shortened its schedule; it ended 33 s early) and 4332 steps
+#   21.2 / 72.6. BERT's own length schedule in small, 64 then 128 for the last 20%
+#   (`--set max_seq_length=128 --set max_predictions_per_seq=20 --set batch_size=16
 #   --set short_seq_length=64 --set short_seq_fraction=0.8 --set heldout_dupe_factor=10`),
 #   evaluated at 128, where word overlap alone gets 85.5% of the held-out pairs instead of 80.0%
 #   at 64: 2599 steps (the budget cut it 157 steps short), 16.3 / 68.9, no better. Two threads
 #   already use both cores: timed one after the other (median of 20 steps), a step of batch 32
-#   takes 225 ms on two threads and 432 ms on one, and a batch of 16 takes 240 ms on one, so
-#   two single-threaded processes each computing half the batch would not be faster.
+#   takes 225 ms on two threads and 432 ms on one, and a batch of 16 takes 240 ms on one, so two
+#   single-threaded processes each computing half the batch would not be faster.
 TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dynamic",
                    dupe_factor=20, max_seq_length=64, max_predictions_per_seq=10,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=500,
