@@ -161,7 +161,7 @@ def test_saved_config_has_transformers_keys(tmp_path):
     assert cfg["architectures"] == ["BertForPreTraining"] and cfg["model_type"] == "bert"
     assert cfg["pad_token_id"] == 0 and cfg["position_embedding_type"] == "absolute"
     assert cfg["classifier_dropout"] is None and cfg["use_cache"] is True
-    assert cfg["layer_norm_eps"] == 1e-12 and cfg["hidden_act"] == "gelu"
+    assert cfg["layer_norm_eps"] == 1e-12 and cfg["hidden_act"] == "gelu"  # exact: a literal through JSON
     assert cfg["dtype"] == cfg["torch_dtype"] == "float64"
     tensors, meta = ck.load_tensors(tmp_path / "model.safetensors")
     assert meta == {"format": "pt"}

@@ -219,5 +219,5 @@ def test_bad_inputs_raise_clear_errors():
 def test_config_round_trips_through_json_keys():
     cfg = BertConfig(**TINY)
     d = cfg.to_dict()
-    assert d["hidden_act"] == "gelu" and d["layer_norm_eps"] == 1e-12
+    assert d["hidden_act"] == "gelu" and d["layer_norm_eps"] == 1e-12  # exact: the default literal, copied
     assert BertConfig.from_dict({**d, "model_type": "bert", "architectures": ["BertForPreTraining"]}) == cfg

@@ -284,7 +284,7 @@ def test_train_unknown_preset_and_setting_errors():
 def test_adam_betas_reach_the_optimizer(corpus, tmp_path):
     assert T.parse_set(["beta1=0.8", "beta2=0.98"]) == {"beta1": 0.8, "beta2": 0.98}
     opt = T.Trainer(small_config(corpus, tmp_path / "r", beta1=0.8, beta2=0.98), verbose=False).optimizer
-    assert (opt.beta1, opt.beta2) == (0.8, 0.98)
+    assert (opt.beta1, opt.beta2) == (0.8, 0.98)  # exact: the literals set, passed through
     with pytest.raises(ValueError, match="beta2=1.0"):
         T.Trainer(small_config(corpus, tmp_path / "r", beta2=1.0, data_cache=str(tmp_path / "c")),
                   verbose=False)
