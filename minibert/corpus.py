@@ -61,18 +61,20 @@ def read_documents(files) -> list[list[str]]:
     empty documents are dropped. Several files are read in order into one list.
 
     For statistics and tests. Unlike Google's reader, the end of a file also ends a document
-    (Google continues the last document of one file into the next file).
+    (Google continues the last document of one file into the next file). Files must be UTF-8
+    (minibert.textio: the first bad byte is a ValueError naming file, line and byte).
     """
+    from minibert.textio import iter_lines
+
     files = [files] if isinstance(files, (str, Path)) else list(files)
     docs: list[list[str]] = [[]]
     for path in files:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                line = line.strip()
-                if not line:
-                    docs.append([])
-                else:
-                    docs[-1].append(line)
+        for line in iter_lines(path):
+            line = line.strip()
+            if not line:
+                docs.append([])
+            else:
+                docs[-1].append(line)
         docs.append([])  # a file boundary ends a document
     return [d for d in docs if d]
 
@@ -371,11 +373,12 @@ def build_default_corpus(out_dir: str | Path | None = None, vocab_size: int = 81
 
 def _record_vocab_stats(stats_path: Path, vocab: list[str], merge_rule: str, heldout: Path):
     """Add the vocab's size, rule and held-out tokens per word to stats.json."""
+    from minibert.textio import read_text
     from minibert.tokenizer import BertTokenizer
 
     tok = BertTokenizer(vocab)
     words = pieces = 0
-    for line in heldout.read_text(encoding="utf-8").splitlines():
+    for line in read_text(heldout).splitlines():
         words += len(tok.basic_tokenize(line))
         pieces += len(tok.tokenize(line))
     stats = json.loads(stats_path.read_text(encoding="utf-8")) if stats_path.exists() else {}

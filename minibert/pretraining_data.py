@@ -35,7 +35,12 @@ from typing import Any, Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from minibert.textio import iter_lines
+
 CLS, SEP, MASK, PAD = "[CLS]", "[SEP]", "[MASK]", "[PAD]"
+# A "sentence" line longer than this is almost surely a whole document on one line: it becomes
+# one segment, so all but max_seq_length tokens of it are thrown away (after a slow tokenize).
+LONG_LINE_CHARS = 10_000
 
 # The features the original script serialises (spec §3.7), in its order.
 FEATURE_NAMES = (
@@ -69,32 +74,40 @@ class TrainingInstance(NamedTuple):
 # ----------------------------------------------------------------------------------------------
 # reading documents (spec §3.1)
 
-def _read_lines(path: str | os.PathLike) -> Iterator[str]:
-    """Lines of a UTF-8 file split on "\\n" only (like tf.gfile's readline), bad bytes replaced."""
-    try:
-        f = open(path, "rb")
-    except OSError as e:
-        raise ValueError(f"cannot read corpus file {str(path)!r}: {e}") from e
-    with f:
-        for raw in f:
-            yield raw.decode("utf-8", errors="replace")
-
-
 def read_documents(input_files: Sequence[str | os.PathLike], tokenizer) -> list[list[list[str]]]:
     """Documents as lists of segments (one tokenized line each); blank lines separate documents.
 
     Example: "a b\\nc\\n\\nd\\n" -> [[["a", "b"], ["c"]], [["d"]]].
+    Lines are split on "\\n" only (like tf.gfile's readline) and must be UTF-8: the first bad
+    byte is a ValueError naming file, line and byte (minibert.textio). Lines longer than
+    LONG_LINE_CHARS get one warning for the whole corpus.
     """
     all_documents: list[list[list[str]]] = [[]]
+    long_lines: list[tuple[str, int, int]] = []  # (file, line number, characters)
     for path in input_files:  # files are read in order into the same document list
-        for line in _read_lines(path):
+        if not os.path.isfile(path):
+            raise ValueError(f"corpus file not found: {path}")
+        for lineno, line in enumerate(iter_lines(path), start=1):
             line = line.strip()
+            if len(line) > LONG_LINE_CHARS:
+                long_lines.append((str(path), lineno, len(line)))
             if not line:  # empty lines are document delimiters
                 all_documents.append([])
             tokens = tokenizer.tokenize(line)
             if tokens:
                 all_documents[-1].append(tokens)
+    if long_lines:
+        warn_long_lines(long_lines)
     return [doc for doc in all_documents if doc]  # drop empty documents
+
+
+def warn_long_lines(long_lines: list[tuple[str, int, int]]) -> None:
+    """One warning for all lines over LONG_LINE_CHARS: how many, the first one, its length."""
+    path, lineno, n_chars = long_lines[0]
+    warnings.warn(f"{len(long_lines)} line(s) longer than {LONG_LINE_CHARS:,} characters, the first "
+                  f"at {path}:{lineno} ({n_chars:,} characters): the corpus format is one sentence "
+                  "per line, and each line is one segment, cut to fit max_seq_length, so most of "
+                  "such a line is thrown away; split the text into sentences", stacklevel=3)
 
 
 def check_documents(documents: list[list[list[str]]], input_files: Sequence) -> None:
@@ -118,6 +131,18 @@ def check_documents(documents: list[list[list[str]]], input_files: Sequence) -> 
 # ----------------------------------------------------------------------------------------------
 # instances (spec §3.3 - §3.6)
 
+def require_special_tokens(tokenizer, needed: Sequence[str], purpose: str) -> None:
+    """ValueError listing the special tokens the vocab lacks (a BertTokenizer names its file),
+    instead of a KeyError for [MASK] deep inside generation."""
+    if hasattr(tokenizer, "check_special_tokens"):
+        tokenizer.check_special_tokens(needed, purpose)
+        return
+    missing = [t for t in needed if t not in tokenizer.vocab]
+    if missing:
+        raise ValueError(f"the vocab lacks the special token(s) {' '.join(missing)}; {purpose} "
+                         f"needs {' '.join(needed)}")
+
+
 def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
                               masked_lm_prob, max_predictions_per_seq, rng,
                               do_whole_word_mask=False, progress: Callable | None = None
@@ -133,6 +158,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
     if not isinstance(rng, random.Random):
         raise ValueError(f"rng must be a random.Random (got {type(rng).__name__}); the exact "
                          "reproduction of the original relies on its call order")
+    require_special_tokens(tokenizer, (CLS, SEP, MASK), "creating MLM/NSP instances")
     all_documents = read_documents(input_files, tokenizer)
     check_documents(all_documents, input_files)
     rng.shuffle(all_documents)
@@ -712,9 +738,11 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
                            instances_per_shard: int = 20_000, verbose: bool = True,
                            tokenizer=None) -> dict:
     """Corpus files + vocab.txt -> out_dir with .npz shards and meta.json; returns the meta."""
+    from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer
+
     if tokenizer is None:
-        from minibert.tokenizer import BertTokenizer
         tokenizer = BertTokenizer(str(vocab_path), do_lower_case=do_lower_case)
+    require_special_tokens(tokenizer, SPECIAL_TOKENS, "pretraining data")
     flags = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq,
              "masked_lm_prob": masked_lm_prob, "short_seq_prob": short_seq_prob,
              "dupe_factor": dupe_factor, "random_seed": random_seed,

@@ -31,6 +31,8 @@ import sys
 import unicodedata
 from pathlib import Path
 
+from minibert.textio import check_argument, read_text
+
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 200  # Google's value (HF uses 100)
 
@@ -206,13 +208,14 @@ def load_vocab(path: str | Path) -> list[str]:
     """Read vocab.txt: one token per line, the 0-based line number is the id.
 
     Lines are stripped of surrounding whitespace (as Google does); trailing blank lines are
-    ignored. Raises a clear error for a missing or empty file, a blank line inside the file,
-    a duplicate token (naming both line numbers) or a vocab without [UNK].
+    ignored. Raises a clear error for a missing or empty file, bytes that are not UTF-8 (naming
+    line and byte), a blank line inside the file, a duplicate token (naming both line numbers)
+    or a vocab without [UNK].
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"vocab file not found: {path}")
-    text = path.read_bytes().decode("utf-8", errors="replace")
+    text = read_text(path)
     lines = [line.strip() for line in text.split("\n")]
     while lines and not lines[-1]:
         lines.pop()
@@ -263,7 +266,9 @@ class BertTokenizer:
     """
 
     def __init__(self, vocab: str | Path | list[str], do_lower_case: bool = True):
+        self.vocab_file: Path | None = None  # named in errors about the vocab
         if isinstance(vocab, (str, Path)):
+            self.vocab_file = Path(vocab)
             self.ids_to_tokens: list[str] = load_vocab(vocab)
         else:
             self.ids_to_tokens = _check_vocab_list(vocab)
@@ -276,10 +281,26 @@ class BertTokenizer:
         return len(self.ids_to_tokens)
 
     # -- special-token ids ----------------------------------------------------------------
+    def _vocab_name(self) -> str:
+        return f"vocab file {self.vocab_file}" if self.vocab_file else "the vocab list"
+
     def _special_id(self, token: str) -> int:
         if token not in self.vocab:
-            raise ValueError(f"vocab has no {token} token")
+            raise ValueError(f"{self._vocab_name()} has no {token} token")
         return self.vocab[token]
+
+    def check_special_tokens(self, needed=SPECIAL_TOKENS, purpose: str = "pretraining") -> None:
+        """Raise one ValueError naming the vocab file and every missing special token.
+
+        Pretraining data and training look up [CLS], [SEP], [MASK] (and pad with [PAD]) deep
+        inside generation; checking first turns a KeyError there into a message up front.
+        """
+        missing = [t for t in needed if t not in self.vocab]
+        if missing:
+            raise ValueError(
+                f"{self._vocab_name()} lacks the special token(s) {' '.join(missing)}; {purpose} "
+                f"needs {' '.join(needed)} (a vocab from `python -m minibert vocab` has them all, "
+                f"as ids 0-{len(SPECIAL_TOKENS) - 1})")
 
     @property
     def pad_id(self) -> int:
@@ -422,8 +443,9 @@ def cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         tok = BertTokenizer(args.vocab, do_lower_case=not args.cased)
-        text = " ".join(args.text)
-        ids, segments = tok.encode(text, args.pair, args.max_length)
+        text = check_argument(" ".join(args.text))
+        pair = None if args.pair is None else check_argument(args.pair, "--pair")
+        ids, segments = tok.encode(text, pair, args.max_length)
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import os
 import sys
 import time
-import warnings
 from collections import Counter
 from pathlib import Path
 
+from minibert.textio import read_text
 from minibert.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize, save_vocab
 
 MERGE_RULES = ("score", "frequency")
@@ -362,24 +363,15 @@ def train_from_word_counts(word_counts: dict[str, int], vocab_size: int,
 # ---------------------------------------------------------------------------------------------
 # From files
 
-def read_text(path: str | Path) -> str:
-    """Read a UTF-8 text file; invalid bytes become U+FFFD with one warning naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"corpus file not found: {path}")
-    data = path.read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        warnings.warn(f"{path}: invalid UTF-8 at byte {e.start}; undecodable bytes were "
-                      "replaced (and are dropped by the tokenizer)", stacklevel=2)
-        return data.decode("utf-8", errors="replace")
-
-
 def count_words(files, do_lower_case: bool = True) -> dict[str, int]:
-    """Basic-tokenize every line of every file; word -> count, in first-appearance order."""
+    """Basic-tokenize every line of every file; word -> count, in first-appearance order.
+
+    Files must be UTF-8: the first invalid byte is a ValueError naming file, line and byte.
+    """
     counts: dict[str, int] = {}
     for path in files:
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"corpus file not found: {path}")
         for line in read_text(path).splitlines():
             for word in basic_tokenize(line, do_lower_case):
                 counts[word] = counts.get(word, 0) + 1
@@ -404,6 +396,27 @@ def train_wordpiece(files, vocab_size: int, do_lower_case: bool = True,
                                   verbose=verbose, progress=progress)
 
 
+def check_output_file(path: str | Path, flag: str = "--out") -> Path:
+    """Fail before a slow job if `path` cannot be written as a file: it is a directory, or its
+    nearest existing ancestor is not a writable directory (missing parents are created later)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{flag} {path} is a directory; give the file to write, e.g. "
+                         f"{flag} {path / 'vocab.txt'}")
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            raise ValueError(f"{flag} {path}: the file exists and is not writable")
+        return path
+    parent = path.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise ValueError(f"{flag} {path}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{flag} {path}: directory {parent} is not writable")
+    return path
+
+
 def cli(argv: list[str]) -> int:
     """python -m minibert vocab --files a.txt b.txt --vocab-size 8192 --out vocab.txt"""
     parser = argparse.ArgumentParser(prog="python -m minibert vocab",
@@ -419,12 +432,13 @@ def cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     try:
+        check_output_file(args.out)  # before training, which can take minutes
         vocab = train_wordpiece(args.files, args.vocab_size, do_lower_case=not args.cased,
                                 merge_rule=args.merge_rule, min_frequency=args.min_frequency,
                                 limit_alphabet=args.limit_alphabet, verbose=args.verbose)
+        path = save_vocab(vocab, args.out)
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-    path = save_vocab(vocab, args.out)
     print(f"wrote {path} ({len(vocab)} tokens, {time.perf_counter() - t0:.1f}s)")
     return 0

@@ -85,6 +85,13 @@ def test_read_documents_format(tmp_path):
     assert C.read_documents(a) == [["s1", "s2"], ["s3"]]
 
 
+def test_read_documents_rejects_bytes_that_are_not_utf8(tmp_path):
+    a = tmp_path / "a.txt"
+    a.write_bytes("s1\n\nthe caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"a.txt line 3: invalid UTF-8 byte 0xe9 at column 8"):
+        C.read_documents(a)
+
+
 def test_sample_file_is_in_corpus_format():
     docs = C.read_documents(SAMPLE)
     assert 6 <= len(docs) <= 10

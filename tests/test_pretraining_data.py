@@ -251,16 +251,46 @@ def test_truncate_seq_pair_trims_longer_b_on_ties():
     assert a == list("def")
 
 
-def test_read_documents_blank_lines_crlf_and_bad_bytes(tmp_path, tok):
+def test_read_documents_blank_lines_and_crlf(tmp_path, tok):
     f1 = tmp_path / "a.txt"
-    f1.write_bytes(b"the cat\r\nsat\n\n\n  \nthe dog \xff ran\n")
+    f1.write_bytes(b"the cat\r\nsat\n\n\n  \nthe dog ran\n")
     f2 = tmp_path / "b.txt"
     f2.write_bytes(b"a sun\n")
     docs = pd.read_documents([f1, f2], tok)
     assert docs[0] == [["the", "cat"], ["sat"]]
-    assert docs[1][0][:2] == ["the", "dog"] and docs[1][0][-1] == "ran"
+    assert docs[1][0] == ["the", "dog", "ran"]
     assert docs[1][1] == ["a", "sun"]  # files continue the same document list
     assert len(docs) == 2
+
+
+def test_read_documents_stops_at_the_first_byte_that_is_not_utf8(tmp_path, tok):
+    """A Latin-1 "café" used to lose its é silently ("caf"); now it is an error naming the line."""
+    f = tmp_path / "corpus.txt"
+    f.write_bytes("the cat\n\nthe dog ran\ncafé sun\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"corpus.txt line 4: invalid UTF-8 byte 0xe9 at column 4; "
+                                         r"minibert reads text as UTF-8 \(convert with iconv"):
+        pd.read_documents([f], tok)
+
+
+def test_long_lines_warn_once_with_count_first_place_and_length(tmp_path, tok):
+    """A document on one line becomes one segment, cut to max_seq_length: say so, once."""
+    long = " ".join(["the cat sat"] * 1000)  # 11,999 characters
+    assert len(long) > pd.LONG_LINE_CHARS
+    f = tmp_path / "c.txt"
+    f.write_text(f"the dog\nsat\n{long}\n\nthe sun\n{long} a\nran\n", encoding="utf-8")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        docs = pd.read_documents([f], tok)
+    messages = [str(w.message) for w in caught if "longer than" in str(w.message)]
+    assert len(messages) == 1, messages
+    assert messages[0].startswith(f"2 line(s) longer than 10,000 characters, the first at {f}:3 "
+                                  f"({len(long):,} characters)")
+    assert "one sentence per line" in messages[0]
+    assert [len(seg) for seg in docs[0]] == [2, 1, 3000]  # the data itself is unchanged
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pd.read_documents([write_corpus(tmp_path / "ok.txt", 3, 2, 3)], tok)
+    assert not [w for w in caught if "longer than" in str(w.message)]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -766,6 +796,25 @@ def test_build_pretraining_data_and_cli(tmp_path, tok, capsys):
     np.testing.assert_array_equal(cli_feats["input_ids"], again["input_ids"])
     assert pd.cli(["--corpus", str(tmp_path / "nope.txt"), "--vocab", str(vocab),
                    "--out", str(tmp_path / "x")]) == 1
+
+
+def test_vocab_without_special_tokens_fails_before_generation(tmp_path, capsys):
+    """It used to be a KeyError for '[MASK]' after the whole corpus was tokenized."""
+    f = write_corpus(tmp_path / "c.txt", 4, 2, 4, seed=1)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[SEP]"] + WORDS) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"vocab file .*vocab.txt lacks the special token\(s\) "
+                                         r"\[CLS\] \[MASK\]; pretraining data needs"):
+        pd.build_pretraining_data([f], vocab, tmp_path / "out", verbose=False)
+    assert not (tmp_path / "out").exists()
+    assert pd.cli(["--corpus", str(f), "--vocab", str(vocab), "--out", str(tmp_path / "out")]) == 1
+    assert "lacks the special token(s) [CLS] [MASK]" in capsys.readouterr().err
+    from minibert.tokenizer import BertTokenizer
+
+    no_specials = BertTokenizer(["[PAD]", "[UNK]", "[SEP]"] + WORDS)
+    with pytest.raises(ValueError, match=r"vocab list lacks the special token\(s\) \[CLS\] "
+                                         r"\[MASK\]; creating MLM/NSP instances needs"):
+        create_training_instances([f], no_specials, 32, 1, 0.1, 0.15, 5, random.Random(0))
 
 
 def test_bench_data_fills_report():

@@ -198,8 +198,22 @@ def test_load_vocab_invalid_utf8_and_blank_line(tmp_path):
     p.write_bytes(b"[UNK]\ncat\n\ndog\n")
     with pytest.raises(ValueError, match="line 3 is blank"):
         load_vocab(p)
-    p.write_bytes(b"[UNK]\nca\xfft\n")
-    assert load_vocab(p) == ["[UNK]", "ca\ufffdt"]
+    p.write_bytes(b"[UNK]\nca\xfft\n")  # not UTF-8: an error, not a token with U+FFFD in it
+    with pytest.raises(ValueError, match=r"vocab.txt line 2: invalid UTF-8 byte 0xff at column 3"):
+        load_vocab(p)
+
+
+def test_vocab_missing_special_tokens_names_file_and_tokens(tmp_path):
+    p = tmp_path / "vocab.txt"
+    p.write_text("[PAD]\n[UNK]\n[CLS]\nthe\n", encoding="utf-8")
+    tok = BertTokenizer(p)  # tokenizing needs only [UNK]
+    assert tok.tokenize("the") == ["the"]
+    with pytest.raises(ValueError, match=r"vocab file .*vocab.txt lacks the special token\(s\) "
+                                         r"\[SEP\] \[MASK\]; pretraining needs"):
+        tok.check_special_tokens()
+    tok.check_special_tokens(("[CLS]", "[UNK]"))  # present: no error
+    with pytest.raises(ValueError, match=r"vocab file .*vocab.txt has no \[MASK\] token"):
+        tok.mask_id
 
 
 def test_vocab_list_errors():
@@ -262,3 +276,12 @@ def test_cli_prints_tokens_and_ids(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "cat" in out and "[CLS]" in out and "      6" in out
     assert T.cli(["--vocab", str(tmp_path / "missing.txt"), "x"]) == 1
+
+
+def test_cli_rejects_text_that_is_not_utf8(tmp_path, capsys):
+    """Python passes undecodable argv bytes on as lone surrogates; they are an error, not [UNK]."""
+    p = tmp_path / "vocab.txt"
+    p.write_text("".join(t + "\n" for t in SPECIALS + ["the", "cat"]))
+    latin1_argument = b"caf\xe9".decode("utf-8", errors="surrogateescape")  # as os.fsdecode
+    assert T.cli(["--vocab", str(p), "the", latin1_argument]) == 1
+    assert "text: invalid UTF-8 byte 0xe9 at column 8" in capsys.readouterr().err

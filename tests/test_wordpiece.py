@@ -1,6 +1,6 @@
 """WordPiece trainer tests: spec §2.2 toy example and course example, both merge rules,
 fast == naive, determinism, vocab_size bound, bad input."""
-import warnings
+import re
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -166,15 +166,38 @@ def test_missing_corpus_file(tmp_path):
         train_wordpiece([tmp_path / "nope.txt"], 100, progress=False)
 
 
-def test_non_utf8_bytes_warn_once_naming_file(tmp_path):
+def test_non_utf8_bytes_are_an_error_naming_file_line_and_byte(tmp_path, capsys):
     bad = tmp_path / "latin1.txt"
-    bad.write_bytes("caf\u00e9 na\u00efve hug hug\n".encode("latin-1") + b"\xff\xfe pug\n")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        vocab = train_wordpiece([bad], 40, progress=False)
-    messages = [str(w.message) for w in caught]
-    assert len(messages) == 1 and "latin1.txt" in messages[0]
-    assert "\ufffd" not in "".join(vocab)  # replacement chars are dropped by the tokenizer
+    bad.write_bytes(b"hug pug\n\n" + "na\u00efve caf\u00e9 hug\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.txt line 3: invalid UTF-8 byte 0xef at column 3; "
+                                         r"minibert reads text as UTF-8 \(convert with iconv"):
+        train_wordpiece([bad], 40, progress=False)
+    assert W.cli(["--files", str(bad), "--out", str(tmp_path / "v.txt")]) == 1
+    assert "latin1.txt line 3: invalid UTF-8 byte 0xef" in capsys.readouterr().err
+    assert not (tmp_path / "v.txt").exists()
+
+
+@pytest.mark.parametrize("make_out,expected", [
+    (lambda d: d, r"--out .* is a directory; give the file to write, e.g. --out .*vocab.txt"),
+    (lambda d: d / "file.txt" / "vocab.txt", r"file.txt is a file, not a directory"),
+], ids=["out-is-a-directory", "parent-is-a-file"])
+def test_cli_checks_the_output_path_before_training(tmp_path, capsys, monkeypatch, make_out, expected):
+    """`--out DIR` used to fail with IsADirectoryError only after the (slow) training."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(COURSE_CORPUS) + "\n", encoding="utf-8")
+    (tmp_path / "file.txt").write_text("x\n", encoding="utf-8")
+    monkeypatch.setattr(W, "train_wordpiece", lambda *a, **k: pytest.fail("trained before checking --out"))
+    assert W.cli(["--files", str(corpus), "--out", str(make_out(tmp_path))]) == 1
+    assert re.search(expected, capsys.readouterr().err)
+
+
+def test_cli_creates_missing_output_directories(tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("\n".join(COURSE_CORPUS) + "\n", encoding="utf-8")
+    out = tmp_path / "new" / "dir" / "vocab.txt"
+    assert W.check_output_file(out) == out
+    assert W.cli(["--files", str(corpus), "--vocab-size", "70", "--out", str(out)]) == 0
+    assert out.read_text(encoding="utf-8").splitlines()[:N_SPECIAL] == list(SPECIAL_TOKENS)
 
 
 def test_bad_merge_rule():
