@@ -13,7 +13,13 @@ Layout differences (minibert -> transformers):
 
 Nothing here unpickles: `pytorch_model.bin` / `.pt` files are refused with a message naming
 safetensors. Every file is written atomically (temporary file in the same directory, then
-os.replace), so an interrupted save never leaves a half-written checkpoint behind.
+os.replace), so an interrupted save never leaves a half-written file behind (a checkpoint of
+several files is made atomic one level up, in minibert/run_dir.py).
+
+Every safetensors file minibert writes records a sha256 of its tensors in the header's
+`__metadata__` (key `minibert_sha256`; transformers ignores it), and loading checks it and that
+every weight is finite: flipped bytes or a NaN are an error naming the file and the tensor, not
+a model that quietly answers junk. `verify=False` (`--no-verify` on the command line) loads anyway.
 
 Public API:
     to_hf_state_dict(params) -> dict[str, ndarray]          (also for gradients)
@@ -21,9 +27,12 @@ Public API:
     save_pretrained(model, directory, vocab=None)
     load_pretrained(directory, dtype=np.float32) -> BertForPreTraining
     save_tensors_atomic(tensors, path, metadata=None); load_tensors(path) -> (tensors, metadata)
+    tensor_digest(tensors) -> str; check_finite(tensors, where)
 """
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
 import math
 import os
@@ -54,7 +63,10 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
              "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32, "U16": np.uint16,
              "U8": np.uint8, "BOOL": np.bool_, "C64": np.complex64}
+_ST_NAMES = {v: k for k, v in ST_DTYPES.items()}
 MAX_HEADER_BYTES = 100_000_000
+DIGEST_KEY = "minibert_sha256"  # __metadata__ key: sha256 of the tensors (tensor_digest)
+NO_VERIFY_HINT = "to load it anyway, pass --no-verify (verify=False in Python)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,22 +250,45 @@ def from_hf_state_dict(state: dict[str, np.ndarray], config: BertConfig, dtype=n
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Call write(tmp_path) on a temporary file next to `path`, then os.replace it into place.
-    If write raises, the temporary file is removed and an existing `path` is left untouched."""
+    If write raises, the temporary file is removed and an existing `path` is left untouched.
+    An OSError (a full disk, a read-only directory) comes out naming `path`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        tmp = Path(name)
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; give the usual permissions
         os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and not getattr(e, "minibert_named", False):
+            raise write_error(path, e) from None
         raise
     return path
+
+
+def write_error(path: Path, e: OSError) -> OSError:
+    """The OSError `e` met while writing `path`, as one line that names the file (a write that
+    fails half-way reports no file name of its own)."""
+    reason = e.strerror or str(e)
+    hint = " (the disk is full)" if e.errno == errno.ENOSPC else ""
+    err = OSError(e.errno, f"cannot write {path}: {reason}{hint}")
+    err.minibert_named = True  # already says which file: callers up the stack leave it as it is
+    return err
+
+
+def write_bytes_synced(path: Path, data: bytes) -> None:
+    """Write `data` to `path` and fsync it, so a rename that follows publishes complete bytes."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def _umask() -> int:
@@ -266,11 +301,22 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     return atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def save_tensors_atomic(tensors: dict[str, np.ndarray], path: str | Path,
-                        metadata: dict[str, str] | None = None) -> Path:
-    """Write a safetensors file atomically. metadata is a flat str -> str map."""
-    from safetensors.numpy import save_file
+def tensor_digest(tensors: dict[str, np.ndarray]) -> str:
+    """sha256 over every tensor's name, dtype, shape and little-endian bytes, in name order:
+    the same for a dict and for the file it was saved to, whatever the file's layout."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        a = np.asarray(tensors[name])
+        a = np.ascontiguousarray(a.astype(a.dtype.newbyteorder("<"), copy=False))
+        h.update(f"{name}|{a.dtype.str}|{list(a.shape)}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
 
+
+def save_tensors_atomic(tensors: dict[str, np.ndarray], path: str | Path,
+                        metadata: dict[str, str] | None = None, digest: bool = True) -> Path:
+    """Write a safetensors file atomically. metadata is a flat str -> str map; with `digest`
+    it also records tensor_digest(tensors) under `minibert_sha256`, checked on load."""
     metadata = dict(metadata or {})
     for k, v in metadata.items():
         if not isinstance(k, str) or not isinstance(v, str):
@@ -283,7 +329,42 @@ def save_tensors_atomic(tensors: dict[str, np.ndarray], path: str | Path,
         if a.dtype.type not in ST_DTYPES.values():
             raise ValueError(f"tensor {name!r} has dtype {a.dtype}, which safetensors cannot store")
         arrays[name] = np.ascontiguousarray(a)
-    return atomic_write(path, lambda tmp: save_file(arrays, str(tmp), metadata=metadata))
+    if digest:
+        metadata[DIGEST_KEY] = tensor_digest(arrays)
+    data = serialize_safetensors(arrays, metadata)
+    return atomic_write(path, lambda tmp: write_bytes_synced(tmp, data))
+
+
+def serialize_safetensors(arrays: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
+    """The bytes of a safetensors file (spec §7.4): 8-byte little-endian header length, the JSON
+    header padded with spaces to a multiple of 8, then every tensor's bytes back to back.
+
+    Written here rather than by the safetensors package for two reasons: the package orders the
+    metadata keys through a randomised hash map, so the same tensors gave different bytes from
+    run to run (a resumed run could not be compared byte for byte), and it reports a full disk as
+    its own error type instead of an OSError naming the file. Tensors are laid out largest
+    item size first, then by name, as the package does, so every tensor stays aligned."""
+    names = sorted(arrays, key=lambda n: (-arrays[n].dtype.itemsize, n))
+    header: dict = {"__metadata__": metadata} if metadata else {}
+    offset = 0
+    for name in names:
+        a = arrays[name]
+        header[name] = {"dtype": _ST_NAMES[a.dtype.type], "shape": list(a.shape),
+                        "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return b"".join([len(text).to_bytes(8, "little"), text, *(arrays[n].tobytes() for n in names)])
+
+
+def check_finite(tensors: dict[str, np.ndarray], where) -> None:
+    """ValueError naming the first tensor (in name order) that holds a NaN or an infinity."""
+    for name in sorted(tensors):
+        a = np.asarray(tensors[name])
+        if a.dtype.kind in "fc" and not np.isfinite(a).all():
+            bad = int(a.size - np.isfinite(a).sum())
+            raise ValueError(f"{where}: tensor {name!r} holds {bad} NaN/inf value(s) of {a.size}; the weights are "
+                             f"corrupt or come from a diverged run; {NO_VERIFY_HINT}")
 
 
 def _refuse_pickle(path: Path, head: bytes = b"") -> None:
@@ -364,9 +445,10 @@ def _check_entries(path, header, buffer_len):
         raise ValueError(f"{path} is {what}: the header describes {pos} data bytes but the file holds {buffer_len}")
 
 
-def load_tensors(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def load_tensors(path: str | Path, verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Read a safetensors file -> (tensors, metadata). Validates the layout first (see
-    read_safetensors_header), then reads with the safetensors package."""
+    read_safetensors_header), then reads with the safetensors package; with `verify`, a file
+    that records a tensor digest (every file minibert writes) must match it."""
     from safetensors.numpy import load_file
 
     header, _ = read_safetensors_header(path)
@@ -374,7 +456,11 @@ def load_tensors(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, str
         tensors = load_file(str(path))
     except Exception as e:  # layout was checked above; this is only a last line of defence
         raise ValueError(f"{path}: safetensors could not read the file: {e}") from None
-    return tensors, dict(header.get("__metadata__", {}))
+    metadata = dict(header.get("__metadata__", {}))
+    if verify and DIGEST_KEY in metadata and tensor_digest(tensors) != metadata[DIGEST_KEY]:
+        raise ValueError(f"{path} is corrupt: its tensors do not match the sha256 recorded when it was "
+                         f"written (bytes changed on disk or in a copy); {NO_VERIFY_HINT}")
+    return tensors, metadata
 
 
 # ---------------------------------------------------------------------------------------------
@@ -479,9 +565,10 @@ def _save_vocab(vocab, dest: Path, vocab_size: int) -> None:
     write_text_atomic(dest, "".join(t + "\n" for t in tokens))
 
 
-def load_pretrained(directory: str | Path, dtype=np.float32) -> BertForPreTraining:
+def load_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True) -> BertForPreTraining:
     """Read a transformers-format directory into a BertForPreTraining (possibly head-less:
-    BertForMaskedLM files have no NSP head, BertModel files no heads at all; a warning says so)."""
+    BertForMaskedLM files have no NSP head, BertModel files no heads at all; a warning says so).
+    With `verify` (the default) the weights must be finite and match their recorded digest."""
     directory = Path(directory)
     if directory.is_file():
         _refuse_pickle(directory)
@@ -497,7 +584,9 @@ def load_pretrained(directory: str | Path, dtype=np.float32) -> BertForPreTraini
                 f"model.save_pretrained(dir, safe_serialization=True, max_shard_size='100GB').") if others else ""
         raise FileNotFoundError(f"{directory} has no {WEIGHTS_NAME}.{hint}")
     config, arch = read_config(directory / CONFIG_NAME)
-    tensors, _ = load_tensors(weights)
+    tensors, _ = load_tensors(weights, verify=verify)
+    if verify:
+        check_finite(tensors, weights)
     required = ARCHITECTURES[arch] if arch else ()
     try:
         params = from_hf_state_dict(tensors, config, dtype, required_heads=required)

@@ -516,11 +516,12 @@ class BertForPreTraining:
         return save_pretrained(self, directory, vocab)
 
     @classmethod
-    def from_pretrained(cls, directory, dtype=np.float32) -> "BertForPreTraining":
-        """Read a transformers BertForPreTraining / BertForMaskedLM / BertModel directory."""
+    def from_pretrained(cls, directory, dtype=np.float32, verify: bool = True) -> "BertForPreTraining":
+        """Read a transformers BertForPreTraining / BertForMaskedLM / BertModel directory. With
+        `verify` the weights must be finite and match the digest minibert recorded (if any)."""
         from minibert.checkpoint import load_pretrained
 
-        return load_pretrained(directory, dtype)
+        return load_pretrained(directory, dtype, verify)
 
     def encode(self, texts, tokenizer=None, batch_size: int = 32, max_length: int = 128):
         """Texts -> (token_vectors, sentence_vectors): per text the last-layer vectors of its

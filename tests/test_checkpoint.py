@@ -1,6 +1,7 @@
 """minibert.checkpoint without torch: names and layouts, safetensors files, atomic writes, errors."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import pickle
@@ -164,7 +165,7 @@ def test_saved_config_has_transformers_keys(tmp_path):
     assert cfg["layer_norm_eps"] == 1e-12 and cfg["hidden_act"] == "gelu"  # exact: a literal through JSON
     assert cfg["dtype"] == cfg["torch_dtype"] == "float64"
     tensors, meta = ck.load_tensors(tmp_path / "model.safetensors")
-    assert meta == {"format": "pt"}
+    assert meta == {"format": "pt", "minibert_sha256": ck.tensor_digest(tensors)}
     assert not any("decoder" in k or "position_ids" in k for k in tensors)
 
 
@@ -283,7 +284,7 @@ def test_missing_directory_and_file_errors(tmp_path):
 
 def test_safetensors_worked_vector_spec_7_4(tmp_path):
     path = ck.save_tensors_atomic({"a": np.array([1.0, 2.0], np.float32)}, tmp_path / "a.safetensors",
-                                  {"format": "pt"})
+                                  {"format": "pt"}, digest=False)
     raw = path.read_bytes()
     compact = b'{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
     assert len(compact) == 85
@@ -348,24 +349,64 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     assert (tmp_path / "model.safetensors").stat().st_mode == (tmp_path / "plain.txt").stat().st_mode
 
 
-def test_interrupted_write_keeps_old_file(tmp_path, monkeypatch):
-    import safetensors.numpy
-
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), OSError(errno.ENOSPC, "No space left on device")])
+def test_interrupted_write_keeps_old_file(tmp_path, monkeypatch, error):
     path = ck.save_tensors_atomic({"w": np.ones(4, np.float32)}, tmp_path / "opt.safetensors", {"step": "1"})
     before = path.read_bytes()
 
-    def crash(tensors, filename, metadata=None):
+    def crash(filename, data):
         with open(filename, "wb") as f:
-            f.write(b"\x10\0\0\0half a file")  # a partial write, then the process "dies"
-        raise KeyboardInterrupt
+            f.write(data[:20])  # a partial write, then the process "dies" or the disk is full
+        raise error
 
-    monkeypatch.setattr(safetensors.numpy, "save_file", crash)
-    with pytest.raises(KeyboardInterrupt):
+    monkeypatch.setattr(ck, "write_bytes_synced", crash)
+    with pytest.raises(type(error)) as e:
         ck.save_tensors_atomic({"w": np.zeros(4, np.float32)}, path, {"step": "2"})
+    if isinstance(error, OSError):  # one line naming the file, not safetensors' own error type
+        assert str(e.value) == f"[Errno {errno.ENOSPC}] cannot write {path}: No space left on device (the disk is full)"
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["opt.safetensors"]
     tensors, meta = ck.load_tensors(path)
-    assert meta == {"step": "1"} and tensors["w"].tolist() == [1.0] * 4
+    assert meta["step"] == "1" and tensors["w"].tolist() == [1.0] * 4
+
+
+# ---------------------------------------------------------------------------------------------
+# verification on load: the recorded digest and finite weights
+
+def test_flipped_bytes_are_refused_and_no_verify_loads_them(tmp_path):
+    model = random_model()
+    model.save_pretrained(tmp_path, vocab=VOCAB)
+    path = tmp_path / "model.safetensors"
+    raw = bytearray(path.read_bytes())
+    _, start = ck.read_safetensors_header(path)
+    rng = np.random.default_rng(0)
+    for i in rng.choice(np.arange(start, len(raw)), size=200, replace=False):  # 200 data bytes flipped
+        raw[i] ^= 0x01  # a low mantissa bit: every value stays finite
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=f"{path} is corrupt: its tensors do not match the sha256.*--no-verify"):
+        BertForPreTraining.from_pretrained(tmp_path)
+    loaded = BertForPreTraining.from_pretrained(tmp_path, verify=False)
+    assert any(not np.array_equal(loaded.params[k], model.params[k]) for k in model.params)
+
+
+def test_nan_weights_are_refused_naming_the_tensor(tmp_path):
+    model = random_model()
+    model.params["h0.ffn.in.w"][3, 4] = np.nan
+    model.save_pretrained(tmp_path, vocab=VOCAB)  # the digest matches: the NaN was there when saved
+    with pytest.raises(ValueError, match="tensor 'bert.encoder.layer.0.intermediate.dense.weight' holds 1 NaN/inf"):
+        BertForPreTraining.from_pretrained(tmp_path)
+    assert np.isnan(BertForPreTraining.from_pretrained(tmp_path, verify=False).params["h0.ffn.in.w"][3, 4])
+
+
+def test_tensor_digest_depends_on_names_shapes_and_bytes():
+    a = {"w": np.arange(6, dtype=np.float32).reshape(2, 3)}
+    assert ck.tensor_digest(a) == ck.tensor_digest({"w": a["w"].copy()})
+    assert ck.tensor_digest(a) != ck.tensor_digest({"v": a["w"]})
+    assert ck.tensor_digest(a) != ck.tensor_digest({"w": a["w"].reshape(3, 2)})
+    assert ck.tensor_digest(a) != ck.tensor_digest({"w": a["w"].astype(np.float64)})
+    b = a["w"].copy()
+    b[1, 2] = 6.5
+    assert ck.tensor_digest(a) != ck.tensor_digest({"w": b})
 
 
 def test_save_tensors_atomic_rejects_non_string_metadata(tmp_path):
