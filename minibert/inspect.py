@@ -19,7 +19,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from minibert.textio import check_argument
+
 MASK_MARKER = "[MASK]"
+# Beyond ~128 tokens the per-token labels of an attention map are unreadable, and the figures
+# grew with T (600 words gave 211-Mpixel PNGs in 76 s); maps of longer text stay available as
+# numbers from attention_maps().
+MAX_PLOT_TOKENS = 128
+MAX_PANEL_INCHES = 30.0  # one head's map: <= 30 in * 90 dpi = 2700 px a side
+MAX_ROW_INCHES = 60.0  # a layer's heads side by side: <= 5400 px wide
+DPI = 90
 
 
 def encode_with_masks(tokenizer, text: str, max_length: int = 512) -> tuple[list[int], list[int]]:
@@ -45,7 +54,12 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 
 
 def fill_mask(model, tokenizer, text: str, k: int = 5) -> list[list[tuple[str, float]]]:
-    """Top-k (token, probability) for each [MASK] in `text`, in order. ValueError if none."""
+    """Top-k (token, probability) for each [MASK] in `text`, in order. ValueError if none, or
+    if k is not in 1..vocab size (k=0 printed nothing, k=-1 the whole vocabulary but one)."""
+    V = model.config.vocab_size
+    if not (isinstance(k, (int, np.integer)) and 1 <= k <= V):
+        raise ValueError(f"k={k} predictions per [MASK]: k must be between 1 and the vocabulary "
+                         f"size {V}")
     ids, positions = encode_with_masks(tokenizer, text, model.config.max_position_embeddings)
     if not positions:
         raise ValueError(f"no {MASK_MARKER} in {text!r}; put [MASK] where a word should be predicted")
@@ -67,12 +81,17 @@ def attention_maps(model, tokenizer, text: str, text_pair: str | None = None) ->
     """Attention probabilities of every layer and head for one sentence (or pair), no dropout.
 
     Runs the encoder with the NumPy reference layers (minibert.layers), whose attention cache
-    holds the softmax probabilities `att` (B, NH, T, T)."""
+    holds the softmax probabilities `att` (B, NH, T, T). Text longer than the model's
+    max_position_embeddings is a ValueError, not silently cut."""
     from minibert import layers
     from minibert.model import encoder_forward
 
     cfg = model.config
-    ids, segments = tokenizer.encode(text, text_pair, max_length=cfg.max_position_embeddings)
+    ids, segments = tokenizer.encode(text, text_pair)  # never truncated: a cut text would be
+    if len(ids) > cfg.max_position_embeddings:  # maps of a sentence the user did not write
+        raise ValueError(f"the text is {len(ids)} tokens long ([CLS] and [SEP] included); the "
+                         f"model takes at most {cfg.max_position_embeddings} "
+                         "(max_position_embeddings)")
     ids_a = np.array([ids])  # (1, T)
     seg = np.array([segments])  # (1, T)
     mask = np.ones_like(ids_a)  # (1, T)
@@ -81,35 +100,58 @@ def attention_maps(model, tokenizer, text: str, text_pair: str | None = None) ->
     return AttentionMaps(tokenizer.convert_ids_to_tokens(ids), maps)
 
 
+def figure_sizes(T: int, NH: int) -> tuple[float, float, bool]:
+    """(inches of one head's own PNG, inches of a head in the layer PNG, token labels there?).
+
+    A head's map grows with T so every label stays readable (0.22 in per token), up to
+    MAX_PANEL_INCHES; a layer's row of NH maps is shrunk to MAX_ROW_INCHES and drops the
+    labels when they no longer fit (the per-head PNGs keep them). So no PNG exceeds
+    2700 x 2700 or 5400 x 2700 pixels.
+    """
+    readable = max(3.0, 0.22 * T + 1.5)
+    head = min(readable, MAX_PANEL_INCHES)
+    in_row = min(head, MAX_ROW_INCHES / NH)
+    return head, in_row, in_row >= readable
+
+
 def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
-    """One PNG per layer (all heads side by side) plus one per head; returns the paths."""
+    """One PNG per layer (all heads side by side) plus one per head; returns the paths.
+
+    Refuses more than MAX_PLOT_TOKENS tokens: the labels would be unreadable."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    L, NH, T, _ = result.maps.shape
+    if T > MAX_PLOT_TOKENS:
+        raise ValueError(f"the text is {T} tokens long ([CLS] and [SEP] included); attention "
+                         f"plots are readable up to {MAX_PLOT_TOKENS} tokens: shorten the text to "
+                         "a sentence or two (minibert.inspect.attention_maps gives the numbers "
+                         "for longer text)")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    L, NH, T, _ = result.maps.shape
-    size = max(3.0, 0.22 * T + 1.5)
+    size, size_in_row, labels_in_row = figure_sizes(T, NH)
     paths = []
 
-    def draw(ax, m, title):
+    def draw(ax, m, title, labels=True):
         ax.imshow(m, cmap="viridis", vmin=0.0, vmax=1.0)
-        ax.set_xticks(range(T))
-        ax.set_yticks(range(T))
-        ax.set_xticklabels(result.tokens, rotation=90, fontsize=7)
-        ax.set_yticklabels(result.tokens, fontsize=7)
+        if labels:
+            ax.set_xticks(range(T))
+            ax.set_yticks(range(T))
+            ax.set_xticklabels(result.tokens, rotation=90, fontsize=7)
+            ax.set_yticklabels(result.tokens, fontsize=7)
         ax.set_xlabel("key (attended to)")
         ax.set_ylabel("query")
         ax.set_title(title)
 
     for layer in range(L):
-        fig = Figure(figsize=(size * NH, size))
+        fig = Figure(figsize=(size_in_row * NH, size_in_row))
         FigureCanvasAgg(fig)
         for head in range(NH):
-            draw(fig.add_subplot(1, NH, head + 1), result.maps[layer, head], f"layer {layer} head {head}")
+            draw(fig.add_subplot(1, NH, head + 1), result.maps[layer, head], f"layer {layer} head {head}",
+                 labels_in_row)
         fig.tight_layout()
         path = out_dir / f"layer{layer}.png"
-        fig.savefig(path, dpi=90)
+        fig.savefig(path, dpi=DPI)
         paths.append(path)
         for head in range(NH):
             fig = Figure(figsize=(size, size))
@@ -117,13 +159,14 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
             draw(fig.add_subplot(1, 1, 1), result.maps[layer, head], f"layer {layer} head {head}")
             fig.tight_layout()
             path = out_dir / f"layer{layer}_head{head}.png"
-            fig.savefig(path, dpi=90)
+            fig.savefig(path, dpi=DPI)
             paths.append(path)
     return paths
 
 
-def load_model_and_tokenizer(run_dir: str | Path):
-    """A saved run (config.json, model.safetensors, vocab.txt) -> (model, tokenizer), checked."""
+def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
+    """A saved run (config.json, model.safetensors, vocab.txt) -> (model, tokenizer), checked
+    (with `verify`: finite weights that match the digest recorded when they were saved)."""
     from minibert.checkpoint import load_pretrained
     from minibert.tokenizer import BertTokenizer
 
@@ -132,7 +175,7 @@ def load_model_and_tokenizer(run_dir: str | Path):
         if not (run_dir / f).is_file():
             raise ValueError(f"{run_dir / f} not found; expected a saved model directory such as runs/tiny "
                              f"(train one with `make train-tiny`)")
-    model = load_pretrained(run_dir)
+    model = load_pretrained(run_dir, verify=verify)
     tokenizer = BertTokenizer(run_dir / "vocab.txt")
     if len(tokenizer) != model.config.vocab_size:
         raise ValueError(f"vocab/checkpoint mismatch in {run_dir}: vocab.txt has {len(tokenizer)} tokens, "
@@ -146,10 +189,13 @@ def fill_mask_cli(argv: list[str]) -> int:
     p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
     p.add_argument("text", nargs="+", help="text with one or more [MASK] markers")
     p.add_argument("-k", type=int, default=5, help="predictions per mask (default 5)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
     text = " ".join(args.text)
     try:
-        model, tokenizer = load_model_and_tokenizer(args.run_dir)
+        check_argument(text)
+        model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
         results = fill_mask(model, tokenizer, text, args.k)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -169,10 +215,14 @@ def attention_cli(argv: list[str]) -> int:
     p.add_argument("text", nargs="+", help="the sentence")
     p.add_argument("--pair", default=None, help="optional second segment")
     p.add_argument("--out", default=None, help="output directory (default RUN_DIR/attention)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
     try:
-        model, tokenizer = load_model_and_tokenizer(args.run_dir)
-        result = attention_maps(model, tokenizer, " ".join(args.text), args.pair)
+        text = check_argument(" ".join(args.text))
+        pair = None if args.pair is None else check_argument(args.pair, "--pair")
+        model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
+        result = attention_maps(model, tokenizer, text, pair)
         paths = plot_attention(result, args.out or Path(args.run_dir) / "attention")
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
