@@ -1,4 +1,16 @@
-"""minibert: BERT built from scratch in NumPy, with every gradient written by hand."""
+"""minibert: BERT built from scratch in NumPy, with every gradient written by hand.
+
+    from minibert import BertConfig, BertForPreTraining, BertTokenizer
+
+The public names below are imported lazily (PEP 562 `__getattr__`): `import minibert` loads
+neither NumPy nor Numba, so `python -m minibert --help` stays fast, and the OpenBLAS setting
+below is still in place when something first needs NumPy. Submodules (`minibert.layers`,
+`minibert.gradcheck`, ...) load on first attribute access too.
+
+`train.train` is exported as `pretrain`: `minibert.train` is the submodule, and after any
+`import minibert.train` Python binds that name to the module, so a function of the same name
+at the package root would be one or the other depending on import order.
+"""
 import os
 
 # OpenBLAS's idle threads spin for 2**28 cycles (~0.1 s) after each matmul before they sleep,
@@ -9,3 +21,51 @@ import os
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 __version__ = "0.1.0"
+
+# public name -> "submodule" or "submodule:attribute" (when the names differ)
+_EXPORTS = {
+    # the model and its checkpoints (transformers-readable directories)
+    "BertConfig": "model", "BertForPreTraining": "model",
+    "load_pretrained": "checkpoint", "save_pretrained": "checkpoint",
+    # text
+    "BertTokenizer": "tokenizer", "basic_tokenize": "tokenizer", "load_vocab": "tokenizer",
+    "save_vocab": "tokenizer", "train_wordpiece": "wordpiece_trainer",
+    "read_text": "textio", "iter_lines": "textio",
+    # pretraining data
+    "build_pretraining_data": "pretraining_data", "create_training_instances": "pretraining_data",
+    "BatchIterator": "pretraining_data", "load_shards": "pretraining_data",
+    "build_default_corpus": "corpus",
+    # training
+    "TrainConfig": "train", "make_config": "train", "pretrain": "train:train", "Trainer": "train",
+    "resume_config": "train", "AdamW": "optim", "lr_at": "optim", "clip_by_global_norm": "optim",
+    # looking inside
+    "fill_mask": "inspect", "attention_maps": "inspect", "plot_attention": "inspect",
+    "load_model_and_tokenizer": "inspect",
+    # gradient checking
+    "numerical_grad": "gradcheck", "compare": "gradcheck", "check_model": "gradcheck",
+}
+_SUBMODULES = ("backend", "bench", "bench_data", "bench_text", "checkpoint", "corpus", "gradcheck",
+               "inspect", "kernels", "layers", "model", "nsp_baseline", "optim", "pretraining_data",
+               "run_dir", "textio", "tokenizer", "train", "wordpiece_trainer")
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """Import the submodule that defines `name` on first use, and cache the result."""
+    import importlib
+
+    if name in _EXPORTS:
+        module, _, attr = _EXPORTS[name].partition(":")
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), attr or name)
+    elif name in _SUBMODULES:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _SUBMODULES:  # importing a submodule already binds it here
+        globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS, *_SUBMODULES})
