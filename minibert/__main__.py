@@ -2,7 +2,9 @@
 
 Every Makefile target is one of these commands, so people without `make` can run the same
 thing. Each command lives in the module that owns the work and is imported only when used,
-so `python -m minibert --help` stays fast.
+so `python -m minibert --help` stays fast. A command that fails on bad input or a failing disk
+(ValueError, OSError) prints one `error: ...` line and exits 1 (MINIBERT_TRACEBACK=1 shows the
+traceback instead); Ctrl-C exits 130.
 """
 from __future__ import annotations
 
@@ -84,7 +86,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module_name, func_name = COMMANDS[name][0].split(":")
     func = getattr(importlib.import_module(module_name), func_name)
-    return int(func(rest) or 0)
+    try:
+        return int(func(rest) or 0)
+    except KeyboardInterrupt:
+        print(f"\n{name}: interrupted", file=sys.stderr)
+        return 130
+    except (ValueError, OSError) as e:  # bad input or a failing disk: one line, not a traceback
+        if os.environ.get("MINIBERT_TRACEBACK"):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

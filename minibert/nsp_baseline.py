@@ -19,7 +19,6 @@ their pairwise products, so it can combine them; it is fit by plain gradient des
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -122,7 +121,7 @@ def cli(argv: list[str]) -> int:
     args = p.parse_args(argv)
     from minibert.pretraining_data import FEATURE_NAMES, load_shards
     from minibert.tokenizer import BertTokenizer
-    from minibert.train import STATE_FILE, prepare_data, resume_config
+    from minibert.train import prepare_data, resume_config, run_state
 
     try:
         cfg = resume_config(args.run_dir, {})
@@ -141,7 +140,7 @@ def cli(argv: list[str]) -> int:
           f"products, fit on {r.train_examples:,} training pairs):")
     print(f"  training pairs {r.train_acc:.2%}, held-out pairs {r.heldout_acc:.2%} "
           f"({r.heldout_examples:,} pairs; always answering the majority label: {r.heldout_majority:.2%})")
-    last = json.loads((Path(args.run_dir) / STATE_FILE).read_text()).get("last_eval")
+    last = (run_state(args.run_dir) or {}).get("last_eval")
     if last:
         print(f"  the model in {args.run_dir}: held-out NSP {last['nsp_acc']:.2%} at its last evaluation")
     return 0

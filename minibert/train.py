@@ -11,17 +11,19 @@ One training step (`Trainer.train_step`):
     lr = lr_at(step, peak, warmup, total, schedule)  # spec §6.1
     optimizer.step(params, grads, lr)                # BERT's AdamW, spec §6.3
 
-Output directory runs/<name>/:
-    config.json, model.safetensors, vocab.txt   Hugging Face format (loads in transformers)
-    optimizer.safetensors                       AdamW moments m., v. and t
-    trainer_state.json                          step, total steps, data-iterator state, RNG state,
-                                                sha256 of the two tensor files (consistency check)
+Output directory runs/<name>/ (minibert/run_dir.py has the details):
+    config.json, model.safetensors, vocab.txt   Hugging Face format (loads in transformers), the
+                                                newest checkpoint's model
     run.json                                    the full TrainConfig of this run (its identity)
     metrics.jsonl                               one JSON record per log interval and per evaluation
     curves.png                                  loss, MLM acc, NSP acc, lr vs step and vs wall time
-Nothing is pickled. Every file is written to a temporary name and renamed; trainer_state.json
-is written last and records the hashes of the tensor files, so a checkpoint cut in half by a
-crash is detected on resume instead of silently mixing two steps.
+    checkpoints/step-NNNNNN/                    the newest checkpoint: the model files, plus
+        optimizer.safetensors                   AdamW moments m., v. and t
+        trainer_state.json                      step, total steps, status, data-iterator state, RNG
+                                                state, sha256 of the two tensor files
+Nothing is pickled. A checkpoint is written into a hidden directory and made the newest by one
+rename, so a crash, a second Ctrl-C or a full disk at any moment leaves the previous checkpoint
+complete; settings are all checked before anything is written.
 
 Resume is bit-exact: parameters, optimizer moments, the iterator position (epoch, offset; dynamic
 masks are seeded by position) and the dropout Generator state are all restored, and the learning
@@ -45,6 +47,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from minibert import run_dir as run_dir_mod
 from minibert.model import BertConfig, BertForPreTraining
 from minibert.optim import SCHEDULES, AdamW, clip_by_global_norm, lr_at
 
@@ -157,7 +160,14 @@ class TrainConfig:
                 d[k] = tuple(d[k])
         return cls(**d)
 
-    def validate(self) -> None:
+    def validate(self, require_files: bool = True) -> None:
+        """Every setting checked before anything is written (a bad one used to fail at the first
+        step, after run.json had claimed the directory). `require_files=False` skips the corpus
+        and vocab, for a check before they are prepared."""
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{f.name}={v} must be a finite number")
         if self.masking not in ("static", "dynamic"):
             raise ValueError(f"masking={self.masking!r} must be 'static' or 'dynamic'")
         if self.schedule not in SCHEDULES:
@@ -173,6 +183,28 @@ class TrainConfig:
                              f"{self.max_position_embeddings}")
         if not self.lr > 0:
             raise ValueError(f"lr={self.lr} must be > 0")
+        if not self.clip_norm > 0:
+            raise ValueError(f"clip_norm={self.clip_norm} must be > 0 (the largest global gradient norm)")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay={self.weight_decay} must be >= 0")
+        if self.heldout_dupe_factor < 1:
+            raise ValueError(f"heldout_dupe_factor={self.heldout_dupe_factor} must be >= 1")
+        if not 0.0 < self.masked_lm_prob <= 1.0:
+            raise ValueError(f"masked_lm_prob={self.masked_lm_prob} must be in (0, 1] (BERT: 0.15)")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"short_seq_prob={self.short_seq_prob} must be in [0, 1] (BERT: 0.1)")
+        for k in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, k) < 1.0:
+                raise ValueError(f"{k}={getattr(self, k)} must be in [0, 1)")
+        if self.max_seq_length < 8:
+            raise ValueError(f"max_seq_length={self.max_seq_length} must be >= 8 ([CLS] A [SEP] B [SEP] "
+                             f"needs room for two segments)")
+        if self.max_predictions_per_seq > self.max_seq_length - 3:
+            raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} must be at most "
+                             f"max_seq_length - 3 = {self.max_seq_length - 3} (a sequence has at most that "
+                             f"many maskable tokens besides [CLS] and two [SEP])")
+        if self.max_train_lines < 0:
+            raise ValueError(f"max_train_lines={self.max_train_lines} must be >= 0")
         if self.short_seq_length and not 8 <= self.short_seq_length < self.max_seq_length:
             raise ValueError(f"short_seq_length={self.short_seq_length} must be 0 (off) or in "
                              f"[8, max_seq_length={self.max_seq_length})")
@@ -181,6 +213,8 @@ class TrainConfig:
                              f"short_seq_length, and 0 without one (short_seq_length={self.short_seq_length})")
         if self.auto_steps and not self.minutes > 0:
             raise ValueError("auto_steps needs a time budget (minutes > 0)")
+        if not require_files:
+            return
         if not self.corpus:
             raise ValueError("no training corpus given (--corpus FILE ...)")
         if not self.vocab:
@@ -242,14 +276,15 @@ def _sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 
 def _slice_corpus(files: tuple, max_lines: int, out: Path) -> list[str]:
     """The first `max_lines` lines of the corpus (cut at a document boundary when possible)."""
+    from minibert.textio import iter_lines
+
     out.parent.mkdir(parents=True, exist_ok=True)
     lines: list[str] = []
     for f in files:
-        with open(f, encoding="utf-8") as fh:
-            for line in fh:
-                lines.append(line)
-                if len(lines) >= max_lines and not line.strip():
-                    break
+        for line in iter_lines(f):
+            lines.append(line)
+            if len(lines) >= max_lines and not line.strip():
+                break
         if len(lines) >= max_lines:
             break
     tmp = out.with_name(out.name + ".tmp")
@@ -401,31 +436,21 @@ def training_step(model: BertForPreTraining, optimizer: AdamW, batch: dict[str, 
 
 
 # ---------------------------------------------------------------------------------------------
-# files: atomic JSON / tensors, checkpoint consistency
+# files: the run directory (layout and atomic checkpoints in minibert/run_dir.py)
 
-RUN_FILE, STATE_FILE, OPTIM_FILE, METRICS_FILE, CURVES_FILE = (
-    "run.json", "trainer_state.json", "optimizer.safetensors", "metrics.jsonl", "curves.png")
+RUN_FILE, METRICS_FILE, CURVES_FILE = "run.json", "metrics.jsonl", "curves.png"
+# the files of a checkpoint directory besides the transformers ones (also the names a run saved
+# before checkpoints had their own directories used at its top level)
+STATE_FILE, OPTIM_FILE = run_dir_mod.STATE_FILE, run_dir_mod.OPTIM_FILE
+FINISHED = ("done", "budget")  # trainer_state.json "status" of a run that ran to its end
 
 
 class TrainingDiverged(RuntimeError):
     """The loss became NaN or inf; the message names the step and the last good checkpoint."""
 
 
-def _write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read {path}: {e}") from e
+class TrainingAborted(RuntimeError):
+    """A second Ctrl-C stopped the run without saving; the message names the last checkpoint."""
 
 
 def _rng_state(rng: np.random.Generator) -> dict:
@@ -436,27 +461,48 @@ def _set_rng_state(rng: np.random.Generator, state: dict) -> None:
     rng.bit_generator.state = state
 
 
+def run_state(run_dir: str | Path) -> dict | None:
+    """trainer_state.json of a run's newest checkpoint, or None if it has none."""
+    ckpt = run_dir_mod.latest_checkpoint(run_dir)
+    return run_dir_mod.read_json(ckpt / STATE_FILE) if ckpt is not None else None
+
+
 def check_run_dir(cfg: TrainConfig, overwrite: bool = False, replaceable_by: str | None = None) -> None:
     """Refuse to start a fresh run in a directory that holds another run (nothing is written).
 
-    A directory holds a run if it has run.json or model.safetensors. `replaceable_by` lets a
-    command replace runs it created itself (train-tiny re-runs into runs/tiny).
+    A directory holds a run if it has run.json, a checkpoint or a model. `replaceable_by` lets a
+    command replace a finished run it created itself (train-tiny re-runs into runs/tiny); an
+    unfinished one is kept for --resume. A run that stopped before its first checkpoint holds
+    nothing to resume and is replaced.
     """
     d = cfg.run_dir
+    if d.exists() and not d.is_dir():
+        raise ValueError(f"output directory {d} is a file; choose another --out or --name")
     if overwrite or not d.exists():
         return
-    marker = [p for p in (RUN_FILE, "model.safetensors", STATE_FILE) if (d / p).exists()]
+    has_run = (d / RUN_FILE).exists()
+    state = run_state(d)
+    if has_run and state is None and not (d / "model.safetensors").exists():
+        return  # run.json (and perhaps metrics) of a run that never saved: nothing to lose
+    marker = [p for p in (RUN_FILE, run_dir_mod.CHECKPOINTS, "model.safetensors", STATE_FILE) if (d / p).exists()]
     if not marker:
         return
-    if replaceable_by and (d / RUN_FILE).exists():
-        if _read_json(d / RUN_FILE).get("created_by") == replaceable_by:
-            return
-    old = _read_json(d / RUN_FILE).get("config", {}) if (d / RUN_FILE).exists() else {}
-    diff = sorted(k for k, v in cfg.to_dict().items() if k in old and old[k] != v)
-    what = f"a different run (settings differ: {', '.join(diff)})" if diff else "a run"
+    info = run_dir_mod.read_json(d / RUN_FILE) if has_run else {}
+    finished = state is not None and state.get("status") in FINISHED
+    if replaceable_by and info.get("created_by") == replaceable_by and (finished or state is None):
+        return
+    old = info.get("config", {})
+    diff = sorted(k for k, v in cfg.to_dict().items() if k in old and old[k] != v and k != "out_dir")
+    differ = f"settings differ: {', '.join(diff)}"
+    what = f"a different run ({differ})" if diff else "a run"
+    if state is not None and not finished:
+        stopped = f"stopped at step {state.get('step')} of {state.get('total_steps')}"
+        what = f"an unfinished run ({stopped}{', ' + differ if diff else ''})"
+    how = (f"`python -m minibert {replaceable_by} --resume` to continue it, `python -m minibert "
+           f"{replaceable_by} --overwrite` to replace it" if replaceable_by
+           else f"--resume {d} to continue it, --overwrite to replace it, or another --name")
     raise ValueError(f"output directory {d} already holds {what} ({', '.join(marker)}); nothing was "
-                     f"written. Use --resume {d} to continue it, --overwrite to replace it, or "
-                     f"another --name")
+                     f"written. Use {how}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -474,6 +520,7 @@ class Trainer:
         self.cfg, self.verbose, self.created_by = cfg, verbose, created_by
         self.dir = cfg.run_dir
         self.tokenizer = BertTokenizer(cfg.vocab)
+        self.tokenizer.check_special_tokens(purpose="training")
         # model and optimizer first: their own checks (AdamW's betas, ...) fail in milliseconds,
         # before data generation spends seconds and writes its cache
         self.model = BertForPreTraining(cfg.model_config(len(self.tokenizer)), seed=cfg.seed)
@@ -515,40 +562,51 @@ class Trainer:
 
     # --- checkpoints ----------------------------------------------------------------------------
 
-    def save_checkpoint(self) -> Path:
-        """Model (HF format), optimizer, trainer state; state last, with hashes of the others."""
+    def save_checkpoint(self, status: str = "running") -> Path:
+        """Model (HF format), optimizer and trainer state of this step, as one unit: written into a
+        new checkpoint directory that a single rename makes the newest (minibert/run_dir.py).
+        The state records the hashes of the two tensor files and how the run stood (`status`)."""
         from minibert.checkpoint import save_pretrained, save_tensors_atomic
 
-        self.dir.mkdir(parents=True, exist_ok=True)
-        save_pretrained(self.model, self.dir, vocab=self.tokenizer.ids_to_tokens)
-        save_tensors_atomic(self.optimizer.state_dict(), self.dir / OPTIM_FILE, metadata={"step": str(self.step)})
-        state = {"step": self.step, "total_steps": self.total_steps, "elapsed_seconds": self.elapsed,
-                 "iterator": self.iterator.state_dict(), "dropout_rng": _rng_state(self.rng),
-                 "short_iterator": self.short_iterator.state_dict() if self.short_iterator else None,
-                 "short_steps": self.short_steps,
-                 "sha256": {f: _sha256_file(self.dir / f) for f in ("model.safetensors", OPTIM_FILE)},
-                 "last_eval": self.last_eval._asdict() if self.last_eval else None}
-        _write_json_atomic(self.dir / STATE_FILE, state)
+        def write_files(ckpt: Path) -> None:
+            save_pretrained(self.model, ckpt, vocab=self.tokenizer.ids_to_tokens)
+            save_tensors_atomic(self.optimizer.state_dict(), ckpt / OPTIM_FILE, metadata={"step": str(self.step)})
+            state = {"step": self.step, "total_steps": self.total_steps, "status": status,
+                     "elapsed_seconds": self.elapsed,
+                     "iterator": self.iterator.state_dict(), "dropout_rng": _rng_state(self.rng),
+                     "short_iterator": self.short_iterator.state_dict() if self.short_iterator else None,
+                     "short_steps": self.short_steps,
+                     "sha256": {f: _sha256_file(ckpt / f) for f in ("model.safetensors", OPTIM_FILE)},
+                     "last_eval": self.last_eval._asdict() if self.last_eval else None,
+                     "last_eval_step": self.last_eval_step}
+            run_dir_mod.write_json(ckpt / STATE_FILE, state)
+
+        ckpt = run_dir_mod.write_checkpoint(self.dir, self.step, write_files)
         self.last_checkpoint = self.step
-        return self.dir
+        return ckpt
 
     def load_checkpoint(self) -> None:
+        """Restore everything from the run's newest complete checkpoint (bit-exact resume)."""
         from minibert.checkpoint import load_pretrained, load_tensors
 
-        state = _read_json(self.dir / STATE_FILE)
+        ckpt = run_dir_mod.latest_checkpoint(self.dir)
+        if ckpt is None:
+            raise ValueError(f"{self.dir} has no checkpoint to resume from (the run stopped before its first "
+                             f"save, every {self.cfg.checkpoint_interval} steps); start it again with --overwrite")
+        state = run_dir_mod.read_json(ckpt / STATE_FILE)
         for f, sha in state["sha256"].items():
-            if _sha256_file(self.dir / f) != sha:
-                raise ValueError(f"checkpoint in {self.dir} is inconsistent: {f} does not match "
-                                 f"{STATE_FILE} (a save was interrupted?)")
-        saved = load_pretrained(self.dir)
+            if not (ckpt / f).is_file() or _sha256_file(ckpt / f) != sha:
+                raise ValueError(f"checkpoint {ckpt} is inconsistent: {f} does not match {STATE_FILE} "
+                                 f"(the file was changed after the save)")
+        saved = load_pretrained(ckpt)
         if saved.config.vocab_size != len(self.tokenizer):
-            raise ValueError(f"vocab/checkpoint mismatch: {self.dir} has vocab_size "
+            raise ValueError(f"vocab/checkpoint mismatch: {ckpt} has vocab_size "
                              f"{saved.config.vocab_size}, {self.cfg.vocab} has {len(self.tokenizer)} tokens")
         for k, p in self.model.params.items():
             if k not in saved.params or saved.params[k].shape != p.shape:
-                raise ValueError(f"checkpoint {self.dir} parameter {k!r} does not match the configured model")
+                raise ValueError(f"checkpoint {ckpt} parameter {k!r} does not match the configured model")
             np.copyto(p, saved.params[k])
-        optim, _ = load_tensors(self.dir / OPTIM_FILE)
+        optim, _ = load_tensors(ckpt / OPTIM_FILE)
         optim["t"] = np.asarray(optim["t"]).reshape(())  # stored as a 1-element tensor
         self.optimizer.load_state_dict(optim)
         self.iterator.load_state_dict(state["iterator"])
@@ -558,33 +616,38 @@ class Trainer:
         _set_rng_state(self.rng, state["dropout_rng"])
         self.step, self.total_steps = int(state["step"]), int(state["total_steps"])
         self.elapsed = float(state["elapsed_seconds"])
+        if state.get("last_eval"):
+            self.last_eval = EvalResult(**state["last_eval"])
+            self.last_eval_step = state.get("last_eval_step")
         self.last_checkpoint = self.step
         self._truncate_metrics(self.step)
 
     def _truncate_metrics(self, step: int) -> None:
-        """Drop metrics written after the checkpoint (they belong to the lost part of the run)."""
+        """Drop metrics written after the checkpoint (they belong to the lost part of the run),
+        and a last line cut short by a crash mid-write."""
         path = self.dir / METRICS_FILE
         if path.exists():
-            keep = [line for line in path.read_text(encoding="utf-8").splitlines()
-                    if line.strip() and json.loads(line)["step"] <= step]
-            tmp = path.with_name(path.name + ".tmp")
-            tmp.write_text("".join(line + "\n" for line in keep), encoding="utf-8")
-            os.replace(tmp, path)
+            records, dropped = run_dir_mod.read_jsonl(path)
+            if dropped:
+                self.say(f"note: {path}: dropped its last line, cut short by a crash mid-write")
+            keep = [json.dumps(r) + "\n" for r in records if r.get("step", 0) <= step]
+            run_dir_mod.write_lines(path, keep)
 
     def start_fresh(self) -> None:
-        """Write run.json and clear metrics for a new run (after check_run_dir said it is fine)."""
+        """Clear what an earlier run left in the directory (after check_run_dir said it may go) and
+        write run.json."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        for f in (METRICS_FILE, STATE_FILE, OPTIM_FILE, CURVES_FILE):
-            (self.dir / f).unlink(missing_ok=True)
-        _write_json_atomic(self.dir / RUN_FILE, {"created_by": self.created_by, "config": self.cfg.to_dict(),
-                                                 "data": {"train": str(self.data.train),
-                                                          "heldout": str(self.data.heldout)}})
+        for f in (METRICS_FILE, STATE_FILE, OPTIM_FILE, CURVES_FILE, run_dir_mod.CHECKPOINTS,
+                  *run_dir_mod.PUBLISHED):
+            run_dir_mod._remove(self.dir / f)
+        run_dir_mod.write_json(self.dir / RUN_FILE, {"created_by": self.created_by, "config": self.cfg.to_dict(),
+                                                     "data": {"train": str(self.data.train),
+                                                              "heldout": str(self.data.heldout)}})
 
     # --- logging ---------------------------------------------------------------------------------
 
     def log(self, record: dict) -> None:
-        with open(self.dir / METRICS_FILE, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
+        run_dir_mod.append_jsonl(self.dir / METRICS_FILE, record)
 
     def say(self, *args) -> None:
         if self.verbose:
@@ -732,56 +795,70 @@ class Trainer:
         """Train until total_steps, the time budget, `max_steps_this_run` more steps or Ctrl-C.
 
         -> "done" | "budget" (time ran out; evaluated and saved) | "paused" (max_steps_this_run;
-        saved) | "interrupted" (Ctrl-C; saved). Raises TrainingDiverged on NaN/inf.
+        saved) | "interrupted" (Ctrl-C; saved). Raises TrainingDiverged on NaN/inf, and
+        TrainingAborted on a second Ctrl-C (at any moment, a save included: the newest complete
+        checkpoint stays as it was). Ctrl-C is caught until the final save is written.
         """
+        self._stop_requested = False
+        previous = self._install_sigint()
+        try:
+            status = self._loop(max_steps_this_run)
+            if status in ("done", "budget"):
+                if self.last_eval is None or self.last_eval_step != self.step:
+                    self.run_eval()
+            self.save_checkpoint(status)
+            self.write_curves()
+        except KeyboardInterrupt:
+            state = run_state(self.dir)
+            where = (f"the last complete checkpoint is step {state['step']} in {self.dir}; continue with "
+                     f"`python -m minibert train --resume {self.dir}`" if state is not None
+                     else "no checkpoint was written yet")
+            raise TrainingAborted(f"aborted at step {self.step} by a second Ctrl-C without saving; {where}") from None
+        finally:
+            self._restore_sigint(previous)
+        if status == "interrupted":
+            self.say(f"interrupted at step {self.step}: saved {self.dir}; continue with "
+                     f"`python -m minibert train --resume {self.dir}`")
+        return status
+
+    def _loop(self, max_steps_this_run: int | None) -> str:
+        """The training steps with their logging, evaluations and checkpoints -> how they ended."""
         cfg = self.cfg
         budget = cfg.minutes * 60.0 if cfg.minutes > 0 else math.inf
         pause_at = math.inf if max_steps_this_run is None else self.step + max_steps_this_run
         stop_at = min(self.total_steps, pause_at)
-        previous = self._install_sigint()
         status = "done"
         window: list[tuple] = []
         t_run = time.perf_counter()
         t_window = t_run
         elapsed0 = self.elapsed
-        try:
-            while self.step < stop_at:
-                if self._stop_requested:
-                    status = "interrupted"
-                    break
-                if elapsed0 + (time.perf_counter() - t_run) >= budget:
-                    status = "budget"
-                    break
-                t_step = time.perf_counter()
-                window.append(self.train_step())
-                self.elapsed = elapsed0 + time.perf_counter() - t_run
-                if self._calibration is not None:
-                    self._recalibrate(time.perf_counter() - t_step)
-                    stop_at = min(self.total_steps, pause_at)
-                if self.step % cfg.log_interval == 0 or self.step == stop_at:
-                    now = time.perf_counter()
-                    self._log_train(window, now - t_window)
-                    window, t_window = [], now
-                if self.step % cfg.eval_interval == 0 and self.step < self.total_steps:
-                    self.run_eval()
-                    t_window = time.perf_counter()  # tokens/s counts training time only
-                if self.step % cfg.checkpoint_interval == 0 and self.step < stop_at:
-                    self.save_checkpoint()
-                    t_window = time.perf_counter()
-            else:
-                status = "done" if self.step >= self.total_steps else "paused"
-        finally:
-            self._restore_sigint(previous)
+        while self.step < stop_at:
+            if self._stop_requested:
+                status = "interrupted"
+                break
+            if elapsed0 + (time.perf_counter() - t_run) >= budget:
+                status = "budget"
+                break
+            t_step = time.perf_counter()
+            window.append(self.train_step())
+            self.elapsed = elapsed0 + time.perf_counter() - t_run
+            if self._calibration is not None:
+                self._recalibrate(time.perf_counter() - t_step)
+                stop_at = min(self.total_steps, pause_at)
+            if self.step % cfg.log_interval == 0 or self.step == stop_at:
+                now = time.perf_counter()
+                self._log_train(window, now - t_window)
+                window, t_window = [], now
+            if self.step % cfg.eval_interval == 0 and self.step < self.total_steps:
+                self.run_eval()
+                t_window = time.perf_counter()  # tokens/s counts training time only
+            if self.step % cfg.checkpoint_interval == 0 and self.step < stop_at:
+                self.save_checkpoint()
+                t_window = time.perf_counter()
+        else:
+            status = "done" if self.step >= self.total_steps else "paused"
         if window:  # steps since the last log line (the budget or Ctrl-C stopped mid-interval)
             self._log_train(window, time.perf_counter() - t_window)
-        if status in ("done", "budget"):
-            if self.last_eval is None or self.last_eval_step != self.step:
-                self.run_eval()
-        self.save_checkpoint()
-        self.write_curves()
-        if status == "interrupted":
-            self.say(f"interrupted at step {self.step}: saved {self.dir}; continue with "
-                     f"`python -m minibert train --resume {self.dir}`")
         return status
 
     last_eval_step: int | None = None
@@ -795,7 +872,7 @@ class Trainer:
         self.last_eval, self.last_eval_step = r, self.step
         self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **r._asdict()})
         self.say(f"eval step {self.step}: held-out MLM acc {r.mlm_acc:.4f}, MLM loss {r.mlm_loss:.3f} "
-                 f"(perplexity {r.perplexity:.1f}), NSP acc {r.nsp_acc:.4f} (IsNext {r.nsp_acc_isnext:.3f}, "
+                 f"(perplexity {_fmt_perplexity(r.perplexity)}), NSP acc {r.nsp_acc:.4f} (IsNext {r.nsp_acc_isnext:.3f}, "
                  f"random-next {r.nsp_acc_random:.3f}) [{r.examples} examples, "
                  f"{time.perf_counter() - t0:.1f}s]")
         if time.perf_counter() - self._last_plot > 60:  # plotting costs seconds: at most once a minute
@@ -848,11 +925,17 @@ class Trainer:
     _last_plot = -math.inf
 
     def write_curves(self) -> Path | None:
+        """Redraw curves.png. A plot that cannot be written (a full disk) is a warning, not the end
+        of the run: the checkpoints are what must not be lost."""
         self._last_plot = time.perf_counter()
         path = self.dir / METRICS_FILE
         if not self.cfg.curves or not path.exists():
             return None
-        return plot_curves(path, self.dir / CURVES_FILE)
+        try:
+            return plot_curves(path, self.dir / CURVES_FILE)
+        except OSError as e:
+            print(f"warning: could not draw {self.dir / CURVES_FILE}: {e}", file=sys.stderr)
+            return None
 
 
 def _fmt_seconds(s: float) -> str:
@@ -861,7 +944,8 @@ def _fmt_seconds(s: float) -> str:
 
 
 def read_metrics(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The records of metrics.jsonl (a last line cut short by a crash is skipped)."""
+    return run_dir_mod.read_jsonl(Path(path))[0]
 
 
 def plot_curves(metrics_path: str | Path, out: str | Path) -> Path:
@@ -900,9 +984,13 @@ def plot_curves(metrics_path: str | Path, out: str | Path) -> Path:
                 ax.legend(fontsize=8)
     fig.subplots_adjust(left=0.05, right=0.99, bottom=0.08, top=0.95, wspace=0.25, hspace=0.35)
     out = Path(out)
-    tmp = out.with_name(out.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=80)
-    os.replace(tmp, out)
+    tmp = out.with_name(f".{out.stem}.tmp.png")
+    try:
+        fig.savefig(tmp, dpi=80)
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return out
 
 
@@ -913,9 +1001,12 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
           max_steps_this_run: int | None = None, created_by: str = "train",
           replaceable_by: str | None = None) -> Trainer:
     """Run (or resume) a training run; returns the Trainer (its .status says how it ended)."""
+    cfg.validate()
     if not resume:
         check_run_dir(cfg, overwrite, replaceable_by)  # before writing anything
     trainer = Trainer(cfg, verbose=verbose, created_by=created_by)
+    for p in run_dir_mod.clean_interrupted_saves(cfg.run_dir):
+        trainer.say(f"removed {p}, left by a save that was cut off")
     if resume:
         trainer.load_checkpoint()
         trainer.say(f"resumed {trainer.dir} at step {trainer.step}/{trainer.total_steps}")
@@ -941,9 +1032,14 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
 def resume_config(run_dir: str | Path, overrides: dict[str, Any]) -> TrainConfig:
     """The saved config of a run, with the few settings a resume may change."""
     run_dir = Path(run_dir)
-    if not (run_dir / RUN_FILE).exists() or not (run_dir / STATE_FILE).exists():
-        raise ValueError(f"{run_dir} holds no resumable run ({RUN_FILE} and {STATE_FILE} needed)")
-    saved = _read_json(run_dir / RUN_FILE)["config"]
+    if not (run_dir / RUN_FILE).is_file():
+        raise ValueError(f"{run_dir} holds no resumable run (no {RUN_FILE})")
+    if run_dir_mod.latest_checkpoint(run_dir) is None:
+        raise ValueError(f"{run_dir} holds no resumable run: it has no checkpoint (the run stopped before "
+                         f"its first save); start it again with --overwrite")
+    saved = run_dir_mod.read_json(run_dir / RUN_FILE).get("config")
+    if not isinstance(saved, dict):
+        raise ValueError(f"{run_dir / RUN_FILE} has no \"config\" object")
     changeable = {"minutes", "log_interval", "eval_interval", "checkpoint_interval", "eval_examples"}
     bad = {k: v for k, v in overrides.items() if k not in changeable and saved.get(k) != v}
     if bad:
@@ -1018,29 +1114,42 @@ def _default_corpus(overrides: dict[str, Any]) -> dict[str, Any]:
 
 
 def _own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
-    """CORPUS=file.txt: hold out every 20th document, and train a vocab on the rest if needed."""
+    """CORPUS=file.txt: hold out every 20th document, and train a vocab on the rest if needed.
+    The split (and vocab) go to data/generated/own-<hash>/, written in full or not at all."""
     src = Path(path)
     if not src.is_file():
         raise ValueError(f"CORPUS={path}: file not found (expected one sentence per line, blank lines "
                          f"between documents)")
     out = Path(DEFAULT_DATA_CACHE) / f"own-{_sha256_file(src)[:12]}"
-    out.mkdir(parents=True, exist_ok=True)
-    docs = [d for d in src.read_text(encoding="utf-8").split("\n\n") if d.strip()]
+    vocab = overrides.get("vocab") or str(out / "vocab.txt")
+    files = {"corpus": (str(out / "train.txt"),), "heldout": (str(out / "heldout.txt"),), "vocab": vocab}
+    if (out / "train.txt").is_file() and Path(vocab).is_file():
+        return files
+    from minibert.textio import read_text
+
+    docs = [d for d in read_text(src).split("\n\n") if d.strip()]
     if len(docs) < 2:
         raise ValueError(f"CORPUS={path} has {len(docs)} document(s); need at least 2 (separate "
                          f"documents with a blank line)")
-    held = [d.strip("\n") for i, d in enumerate(docs) if i % 20 == 19 or (len(docs) < 20 and i == len(docs) - 1)]
-    train_docs = [d.strip("\n") for i, d in enumerate(docs) if not (i % 20 == 19 or (len(docs) < 20 and i == len(docs) - 1))]
-    (out / "train.txt").write_text("\n\n".join(train_docs) + "\n", encoding="utf-8")
-    (out / "heldout.txt").write_text("\n\n".join(held) + "\n", encoding="utf-8")
-    vocab = overrides.get("vocab") or str(out / "vocab.txt")
-    if not Path(vocab).exists():
-        from minibert.tokenizer import save_vocab
-        from minibert.wordpiece_trainer import train_wordpiece
+    held_out = [i % 20 == 19 or (len(docs) < 20 and i == len(docs) - 1) for i in range(len(docs))]
+    held = [d.strip("\n") for d, h in zip(docs, held_out) if h]
+    train_docs = [d.strip("\n") for d, h in zip(docs, held_out) if not h]
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / "train.txt").write_text("\n\n".join(train_docs) + "\n", encoding="utf-8")
+        (tmp / "heldout.txt").write_text("\n\n".join(held) + "\n", encoding="utf-8")
+        if not overrides.get("vocab"):
+            from minibert.tokenizer import save_vocab
+            from minibert.wordpiece_trainer import train_wordpiece
 
-        print(f"CORPUS={path}: training an 8192-token WordPiece vocab on its training part -> {vocab}")
-        save_vocab(train_wordpiece([out / "train.txt"], 8192), vocab)
-    return {"corpus": (str(out / "train.txt"),), "heldout": (str(out / "heldout.txt"),), "vocab": vocab}
+            print(f"CORPUS={path}: training an 8192-token WordPiece vocab on its training part -> {vocab}")
+            save_vocab(train_wordpiece([tmp / "train.txt"], 8192), tmp / "vocab.txt")
+        run_dir_mod._remove(out)  # an incomplete directory from an older version
+        os.replace(tmp, out)
+    finally:
+        run_dir_mod._remove(tmp)
+    return files
 
 
 def cli(argv: list[str]) -> int:
@@ -1053,28 +1162,48 @@ def cli(argv: list[str]) -> int:
                 overrides["preset"] = args.preset
             cfg = resume_config(args.resume, overrides)
         else:
+            make_config(args.preset or "tiny", **overrides).validate(require_files=False)
             cfg = make_config(args.preset or "tiny", **_default_corpus(overrides))
         trainer = train(cfg, resume=bool(args.resume), overwrite=args.overwrite,
                         max_steps_this_run=args.max_steps_this_run)
-    except (ValueError, OSError, TrainingDiverged) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # before the loop started (data, calibration): nothing to save
-        print("\ninterrupted before training started; nothing saved", file=sys.stderr)
-        return 130
+    except BaseException as e:
+        return _exit_code(e)
     report(trainer)
     return 130 if trainer.status == "interrupted" else 0
+
+
+def _exit_code(e: BaseException) -> int:
+    """One line on stderr and the exit code for the ways a training command ends early:
+    1 for an error (a bad setting or file, a full disk, divergence), 130 for Ctrl-C."""
+    if isinstance(e, KeyboardInterrupt):  # before the loop started (data, calibration): nothing to save
+        print("\ninterrupted before training started; nothing saved", file=sys.stderr)
+        return 130
+    if isinstance(e, TrainingAborted):
+        print(f"\n{e}", file=sys.stderr)
+        return 130
+    if isinstance(e, (ValueError, OSError, TrainingDiverged)):
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    raise e
+
+
+def _fmt_perplexity(p: float) -> str:
+    return f"{p:.1f}" if p < 1e6 else f"{p:.2e}"  # exp(loss) of a diverged model has 300 digits
 
 
 def report(trainer: Trainer) -> None:
     r = trainer.last_eval
     if r is None:
         return
-    print(f"\nheld-out ({r.examples} sequences) after {trainer.step} steps, {_fmt_seconds(trainer.elapsed)}: "
-          f"MLM accuracy {r.mlm_acc:.2%}, MLM loss {r.mlm_loss:.3f} (perplexity {r.perplexity:.1f}), "
+    at = trainer.last_eval_step if trainer.last_eval_step is not None else trainer.step
+    when = (f"after {at} steps" if at == trainer.step  # Ctrl-C stops without a final evaluation
+            else f"at step {at} (the last evaluation; training stopped at step {trainer.step})")
+    print(f"\nheld-out ({r.examples} sequences) {when}, {_fmt_seconds(trainer.elapsed)}: "
+          f"MLM accuracy {r.mlm_acc:.2%}, MLM loss {r.mlm_loss:.3f} (perplexity {_fmt_perplexity(r.perplexity)}), "
           f"NSP accuracy {r.nsp_acc:.2%} (IsNext pairs {r.nsp_acc_isnext:.1%}, random-next pairs "
           f"{r.nsp_acc_random:.1%})")
-    print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png)")
+    print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
+          f"{run_dir_mod.CHECKPOINTS}/)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1181,6 +1310,9 @@ def train_tiny_cli(argv: list[str]) -> int:
                                 description=train_tiny_cli.__doc__.split("\n\n")[0])
     p.add_argument("--minutes", type=float, help="override the time budget")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted train-tiny run")
+    p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory, "
+                   "finished or not (a finished train-tiny run is replaced without it)")
     args = p.parse_args(argv)
     fast = os.environ.get("MINIBERT_FAST", "") not in ("", "0")
     try:
@@ -1188,16 +1320,18 @@ def train_tiny_cli(argv: list[str]) -> int:
         if args.minutes is not None:
             overrides["minutes"] = args.minutes
         overrides.update(parse_set(args.set))
-        cfg = make_config("tiny", **_default_corpus(overrides))
+        if args.resume:  # the saved settings; only the budget may change
+            cfg = resume_config(make_config("tiny", **overrides).run_dir,
+                                {} if args.minutes is None else {"minutes": args.minutes})
+        else:
+            make_config("tiny", **overrides).validate(require_files=False)  # before CORPUS= writes files
+            cfg = make_config("tiny", **_default_corpus(overrides))
         print(f"train-tiny{' (MINIBERT_FAST=1: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
               f"on {os.cpu_count()} cores -> {cfg.run_dir}")
-        trainer = train(cfg, created_by="train-tiny", replaceable_by="train-tiny")
-    except (ValueError, OSError, TrainingDiverged) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("\ninterrupted before training started; nothing saved", file=sys.stderr)
-        return 130
+        trainer = train(cfg, resume=args.resume, overwrite=args.overwrite, created_by="train-tiny",
+                        replaceable_by="train-tiny")
+    except BaseException as e:
+        return _exit_code(e)
     report(trainer)
     if trainer.status == "interrupted":
         return 130

@@ -115,7 +115,7 @@ def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path):
 
     trainer.train_step = step_then_ctrl_c
     assert trainer.run() == "interrupted"
-    assert json.loads((tmp_path / "int" / "trainer_state.json").read_text())["step"] == 7
+    assert T.run_state(tmp_path / "int")["step"] == 7
     resumed = T.train(T.resume_config(tmp_path / "int", {}), resume=True, verbose=False)
     a, b = _state(full), _state(resumed)
     assert all(np.array_equal(a[k], b[k]) for k in a)
@@ -323,10 +323,30 @@ def test_resume_refuses_changed_settings(corpus, tmp_path):
 def test_checkpoint_tampering_is_detected(corpus, tmp_path):
     T.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
     T.train(small_config(corpus, tmp_path / "other", steps=3), verbose=False)
-    # a model file from another step next to this run's state: a save cut in half
-    (tmp_path / "r" / "model.safetensors").write_bytes((tmp_path / "other" / "model.safetensors").read_bytes())
+    # a model file from another run next to this run's state
+    (tmp_path / "r" / "checkpoints" / "step-000002" / "model.safetensors").write_bytes(
+        (tmp_path / "other" / "model.safetensors").read_bytes())
     with pytest.raises(ValueError, match="inconsistent"):
         T.train(T.resume_config(tmp_path / "r", {}), resume=True, verbose=False)
+
+
+def test_own_corpus_that_is_not_utf8_is_refused_naming_the_line_and_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(T, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("the cat sat .\n\nthe dog ran .\na caf\u00e9 .\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=f"{latin1} line 4: invalid UTF-8 byte 0xe9 at column 6"):
+        T._own_corpus(str(latin1), {})
+    assert not (tmp_path / "generated").exists() or not list((tmp_path / "generated").iterdir())
+
+
+def test_own_corpus_split_is_written_whole(tmp_path, monkeypatch, corpus):
+    monkeypatch.setattr(T, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))
+    files = T._own_corpus(corpus["corpus"][0], {"vocab": corpus["vocab"]})
+    (out,) = list((tmp_path / "generated").iterdir())
+    assert out.name.startswith("own-") and sorted(p.name for p in out.iterdir()) == ["heldout.txt", "train.txt"]
+    assert files["corpus"] == (str(out / "train.txt"),) and files["vocab"] == corpus["vocab"]
+    docs = Path(corpus["corpus"][0]).read_text().strip().split("\n\n")
+    assert len((out / "heldout.txt").read_text().strip().split("\n\n")) == len(docs) // 20
 
 
 # --- data ------------------------------------------------------------------------------------
@@ -402,14 +422,19 @@ def test_train_loss_decreases_and_heldout_improves(trained):
 
 def test_train_writes_hf_checkpoint_metrics_and_curves(trained):
     d = trained.dir
-    for f in ("config.json", "model.safetensors", "vocab.txt", "optimizer.safetensors",
-              "trainer_state.json", "run.json", "metrics.jsonl", "curves.png"):
+    for f in ("config.json", "model.safetensors", "vocab.txt", "run.json", "metrics.jsonl", "curves.png",
+              "checkpoints/step-000090/model.safetensors", "checkpoints/step-000090/optimizer.safetensors",
+              "checkpoints/step-000090/trainer_state.json"):
         assert (d / f).is_file(), f
+    assert os.listdir(d / "checkpoints") == ["step-000090"]  # the step-45 checkpoint was deleted
+    # the top-level model is a copy of the newest checkpoint's, not a link to it
+    assert (d / "model.safetensors").read_bytes() == (d / "checkpoints/step-000090/model.safetensors").read_bytes()
+    assert not os.path.samefile(d / "model.safetensors", d / "checkpoints/step-000090/model.safetensors")
     assert (d / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((d / "config.json").read_text())["model_type"] == "bert"
     assert not any(p.suffix in (".pkl", ".pickle", ".pt", ".bin") for p in d.iterdir())
-    state = json.loads((d / "trainer_state.json").read_text())
-    assert state["step"] == 90 and state["iterator"]["position"] > 0
+    state = T.run_state(d)
+    assert state["step"] == 90 and state["iterator"]["position"] > 0 and state["status"] == "done"
 
 
 def test_evaluate_is_deterministic(trained):

@@ -1,0 +1,231 @@
+"""A run directory on disk, with checkpoints that are never half-written.
+
+    runs/<name>/
+        run.json                     the run's settings (its identity), written once at the start
+        metrics.jsonl, curves.png    one JSON record per log line and evaluation; their plot
+        config.json, model.safetensors, vocab.txt, tokenizer_config.json
+                                     the newest model in transformers' format (copies of the
+                                     newest checkpoint's files, so a tool that rewrites them in
+                                     place cannot touch the checkpoint)
+        checkpoints/step-000250/     everything a resume needs: the four files above,
+                                     optimizer.safetensors and trainer_state.json
+
+Why one directory per checkpoint: a checkpoint is six files, and a crash between two of them
+would leave a model of one step beside the optimizer of another. So a checkpoint is written into
+a hidden directory (`checkpoints/.step-000250.tmp-<pid>`) and then renamed to its final name.
+A rename is atomic: at every instant a `step-NNNNNN` directory is either absent or complete, and
+the newest complete one is the run's checkpoint. Older checkpoints are deleted only after the new
+one is in place; a kill at any moment loses at most the steps since the last complete
+checkpoint. What an interrupted save leaves behind (the hidden directory, a temporary file of
+the top-level links) is removed by `clean_interrupted_saves` when the run starts again.
+
+The operations that touch the disk are the small functions `_rename`, `_copy` and `_remove`
+(and the file writers of minibert.checkpoint), so tests can interrupt a save after any one of
+them (tests/test_faults.py).
+"""
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+from minibert.checkpoint import (CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, atomic_write,
+                                 write_error)
+
+CHECKPOINTS = "checkpoints"
+STATE_FILE = "trainer_state.json"
+OPTIM_FILE = "optimizer.safetensors"
+# the files a transformers directory needs, linked to the run's top level after every save
+PUBLISHED = (CONFIG_NAME, VOCAB_NAME, TOKENIZER_CONFIG_NAME, WEIGHTS_NAME)
+_STEP_DIR = re.compile(r"step-(\d+)$")
+_TMP_DIR = re.compile(r"\.step-\d+\.tmp-\d+$")  # a checkpoint being written
+_TMP_FILE = re.compile(r"\..+\.tmp(\.png)?$")  # atomic_write's .NAME.XXXX.tmp, the plot's .curves.tmp.png
+
+
+class CheckpointError(OSError):
+    """A checkpoint could not be written; the previous one is intact (the message says where)."""
+
+
+def step_dir_name(step: int) -> str:
+    return f"step-{step:06d}"
+
+
+def checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """The complete checkpoints of a run, as (step, directory), oldest first."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _STEP_DIR.match(p.name))]
+    return sorted(found)
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The directory of the newest complete checkpoint; for a run saved by minibert before
+    checkpoints had their own directories (trainer_state.json at the top level), the run
+    directory itself; None if the run has no checkpoint."""
+    found = checkpoints(run_dir)
+    if found:
+        return found[-1][1]
+    legacy = Path(run_dir)
+    return legacy if (legacy / STATE_FILE).is_file() else None
+
+
+def clean_interrupted_saves(run_dir: str | Path) -> list[Path]:
+    """Remove what a save cut off by a crash left behind: hidden step directories and temporary
+    files (`.name.XXXX.tmp`, `.curves.tmp.png`) at the top level and in checkpoints/. Returns
+    what was removed."""
+    run_dir = Path(run_dir)
+    removed = []
+    for folder in (run_dir, run_dir / CHECKPOINTS):
+        if not folder.is_dir():
+            continue
+        for p in folder.iterdir():
+            if _TMP_DIR.match(p.name) or (p.is_file() and _TMP_FILE.match(p.name)):
+                _remove(p)
+                removed.append(p)
+    return removed
+
+
+def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path], None]) -> Path:
+    """Write the checkpoint of `step` as one unit and make it the run's newest.
+
+    write_files(directory) fills a fresh hidden directory; then it is renamed to
+    checkpoints/step-NNNNNN, the transformers files are linked to the top level, and older
+    checkpoints are deleted. If anything fails before the rename, the hidden directory is
+    removed and the previous checkpoint stays the newest; the error names both (a
+    CheckpointError for a failing disk)."""
+    run_dir = Path(run_dir)
+    root = run_dir / CHECKPOINTS
+    final = root / step_dir_name(step)
+    tmp = root / f".{final.name}.tmp-{os.getpid()}"
+    previous = latest_checkpoint(run_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            _remove(tmp)
+        tmp.mkdir()
+        write_files(tmp)
+        _fsync_dir(tmp)
+        if final.exists():  # this step was saved before (a resumed run saving at the same step)
+            _remove(final)
+        _rename(tmp, final)
+        _fsync_dir(root)
+    except BaseException as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(e, OSError):
+            kept = (f"the previous checkpoint {previous} is intact" if previous is not None
+                    else "no earlier checkpoint exists")
+            raise CheckpointError(e.errno, f"could not save the checkpoint of step {step}: "
+                                           f"{e.strerror or e}; {kept}") from None
+        raise
+    publish(run_dir, final)
+    for _, old in checkpoints(run_dir)[:-1]:
+        _remove(old)
+    for name in (STATE_FILE, OPTIM_FILE):  # the checkpoint of a run saved in the older layout
+        if (run_dir / name).exists():
+            _remove(run_dir / name)
+    return final
+
+
+def publish(run_dir: Path, checkpoint: Path) -> None:
+    """Copy the checkpoint's config.json, model.safetensors, ... to the top level (each replaced
+    atomically: a reader sees the old file or the new one). A failure here leaves the checkpoint
+    itself complete, so it is an error that says so."""
+    for name in PUBLISHED:
+        src = checkpoint / name
+        if src.is_file():
+            try:
+                _copy(src, run_dir / name)
+            except OSError as e:
+                raise CheckpointError(e.errno, f"the checkpoint {checkpoint} is complete, but its {name} could not "
+                                               f"be copied to {run_dir}: {e.strerror or e}") from None
+
+
+def _copy(src: Path, dest: Path) -> None:
+    """dest becomes a copy of src, atomically (temporary file, fsync, os.replace)."""
+    atomic_write(dest, lambda tmp: shutil.copyfile(src, tmp))
+
+
+def _rename(src: Path, dest: Path) -> None:
+    os.replace(src, dest)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Flush a directory's entries (the names of new files, a rename) to disk, where possible."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a directory; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# small JSON files
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write JSON atomically (temporary file, fsync, rename)."""
+    text = json.dumps(obj, indent=2) + "\n"
+    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"cannot read {path}: {e}") from None
+
+
+def read_jsonl(path: Path) -> tuple[list[dict], int]:
+    """The records of a JSON-lines file -> (records, lines dropped). A last line cut short by a
+    crash mid-write is dropped (and counted); a bad line anywhere else is an error naming the
+    file and the line."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    records, dropped = [], 0
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+            if not isinstance(rec, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as e:
+            if i == len(lines) - 1:
+                dropped += 1
+                continue
+            raise ValueError(f"{path} line {i + 1} is not a JSON record ({e}); fix or delete that line") from None
+        records.append(rec)
+    return records, dropped
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    """Replace a text file with `lines` (each ending in a newline), atomically."""
+    atomic_write(path, lambda tmp: tmp.write_text("".join(lines), encoding="utf-8"))
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    """Append one record; a full disk is an error naming the file."""
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+    except OSError as e:
+        raise write_error(path, e) from None
+
+
+def disk_full(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno == errno.ENOSPC
