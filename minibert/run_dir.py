@@ -41,8 +41,8 @@ STATE_FILE = "trainer_state.json"
 OPTIM_FILE = "optimizer.safetensors"
 # the files a transformers directory needs, linked to the run's top level after every save
 PUBLISHED = (CONFIG_NAME, VOCAB_NAME, TOKENIZER_CONFIG_NAME, WEIGHTS_NAME)
-_STEP_DIR = re.compile(r"step-(\d+)$")
-_TMP_DIR = re.compile(r"\.step-\d+\.tmp-\d+$")  # a checkpoint being written
+_STEP_DIR = re.compile(r"step-(\d+)(?:\.(\d+))?$")  # step-000250, or step-000250.1 for a second save
+_TMP_DIR = re.compile(r"\.step-\d+(\.\d+)?\.tmp-\d+$")  # a checkpoint being written
 _TMP_FILE = re.compile(r"\..+\.tmp(\.png)?$")  # atomic_write's .NAME.XXXX.tmp, the plot's .curves.tmp.png
 
 
@@ -50,8 +50,11 @@ class CheckpointError(OSError):
     """A checkpoint could not be written; the previous one is intact (the message says where)."""
 
 
-def step_dir_name(step: int) -> str:
-    return f"step-{step:06d}"
+def step_dir_name(step: int, again: int = 0) -> str:
+    """step-000250; a second save of the same step (a finished run resumed and saved again)
+    gets a new name, step-000250.1, so it too is switched in by a rename, never over a
+    directory that would first have to be deleted."""
+    return f"step-{step:06d}" + (f".{again}" if again else "")
 
 
 def checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
@@ -59,8 +62,9 @@ def checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     root = Path(run_dir) / CHECKPOINTS
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _STEP_DIR.match(p.name))]
-    return sorted(found)
+    found = [(int(m.group(1)), int(m.group(2) or 0), p) for p in root.iterdir()
+             if p.is_dir() and (m := _STEP_DIR.match(p.name))]
+    return [(step, p) for step, _, p in sorted(found)]
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
@@ -94,13 +98,16 @@ def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path
     """Write the checkpoint of `step` as one unit and make it the run's newest.
 
     write_files(directory) fills a fresh hidden directory; then it is renamed to
-    checkpoints/step-NNNNNN, the transformers files are linked to the top level, and older
+    checkpoints/step-NNNNNN, the transformers files are copied to the top level, and older
     checkpoints are deleted. If anything fails before the rename, the hidden directory is
     removed and the previous checkpoint stays the newest; the error names both (a
     CheckpointError for a failing disk)."""
     run_dir = Path(run_dir)
     root = run_dir / CHECKPOINTS
-    final = root / step_dir_name(step)
+    again = 0
+    while (root / step_dir_name(step, again)).exists():
+        again += 1
+    final = root / step_dir_name(step, again)
     tmp = root / f".{final.name}.tmp-{os.getpid()}"
     previous = latest_checkpoint(run_dir)
     try:
@@ -110,8 +117,6 @@ def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path
         tmp.mkdir()
         write_files(tmp)
         _fsync_dir(tmp)
-        if final.exists():  # this step was saved before (a resumed run saving at the same step)
-            _remove(final)
         _rename(tmp, final)
         _fsync_dir(root)
     except BaseException as e:

@@ -370,3 +370,28 @@ def test_cleaning_up_removes_only_what_a_cut_off_save_leaves(tmp_path):
                                                ".step-000008.tmp-123"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hidden", "checkpoints", "model.safetensors", "notes.txt"]
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-000004"]
+
+
+def test_saving_the_same_step_again_never_deletes_the_checkpoint_first(runs, tmp_path, monkeypatch):
+    """A finished run resumed (or Ctrl-C right after a resume) saves its step again: under a new
+    name, step-000012.1, renamed into place like any other; only then does step-000012 go."""
+    run = tmp_path / "again"
+    shutil.copytree(runs["full"], run)
+
+    def crash(what):
+        raise Crash(what)
+
+    with monkeypatch.context() as m:  # cut off right after the rename: both are complete
+        faults = Faults(m, at=9, action=crash)  # six files (two written, then renamed), the rename
+        _only_during_saves(m, faults)
+        with pytest.raises(Crash):
+            _resume(run)
+    assert faults.events[-1] == "replace -> step-000012.1"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000012", "step-000012.1"]
+    assert rd.latest_checkpoint(run).name == "step-000012.1"
+    trainer = _resume(run)
+    assert trainer.status == "done" and trainer.step == 12
+    assert [p.name for p in (run / "checkpoints").iterdir()] == ["step-000012.2"]
+    for f in FINAL_FILES:
+        assert (run / "checkpoints/step-000012.2" / f).read_bytes() == \
+            (runs["full"] / "checkpoints/step-000012" / f).read_bytes()
