@@ -232,6 +232,23 @@ def test_masked_lm_predictions_count_and_specials():
         assert len(out) == len(tokens)
 
 
+@given(st.integers(0, 60), st.integers(0, 60), st.integers(1, 80), st.integers(0, 2**32 - 1))
+def test_truncate_seq_pair_equals_deleting_one_token_at_a_time(len_a, len_b, max_tokens, seed):
+    """The counted version makes the original's decisions with the same random calls."""
+    a, b = list(range(len_a)), list(range(100, 100 + len_b))
+    a0, b0 = a[:], b[:]
+    rng0, rng = random.Random(seed), random.Random(seed)
+    while len(a0) + len(b0) > max_tokens:  # google-research/bert, token by token
+        longer = a0 if len(a0) > len(b0) else b0
+        if rng0.random() < 0.5:
+            del longer[0]
+        else:
+            longer.pop()
+    truncate_seq_pair(a, b, max_tokens, rng)
+    assert (a, b) == (a0, b0)
+    assert rng.getstate() == rng0.getstate()
+
+
 def test_truncate_seq_pair_trims_longer_b_on_ties():
     class Coin:  # random() always 0.9: always delete the last token
         def random(self):
@@ -272,25 +289,37 @@ def test_read_documents_stops_at_the_first_byte_that_is_not_utf8(tmp_path, tok):
         pd.read_documents([f], tok)
 
 
-def test_long_lines_warn_once_with_count_first_place_and_length(tmp_path, tok):
-    """A document on one line becomes one segment, cut to max_seq_length: say so, once."""
+def test_long_lines_warn_before_tokenizing_then_with_their_count(tmp_path, tok, monkeypatch):
+    """A document on one line becomes one segment, cut to max_seq_length: say so as soon as the
+    first such line is read (tokenizing megabytes takes a minute), and how many there were."""
     long = " ".join(["the cat sat"] * 1000)  # 11,999 characters
     assert len(long) > pd.LONG_LINE_CHARS
     f = tmp_path / "c.txt"
     f.write_text(f"the dog\nsat\n{long}\n\nthe sun\n{long} a\nran\n", encoding="utf-8")
+    tokenize = tok.tokenize
+    warned_before = []
+
+    def watch(line):
+        if len(line) > pd.LONG_LINE_CHARS:
+            warned_before.append(len(caught))
+        return tokenize(line)
+
+    monkeypatch.setattr(tok, "tokenize", watch)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         docs = pd.read_documents([f], tok)
-    messages = [str(w.message) for w in caught if "longer than" in str(w.message)]
-    assert len(messages) == 1, messages
-    assert messages[0].startswith(f"2 line(s) longer than 10,000 characters, the first at {f}:3 "
+    messages = [str(w.message) for w in caught if "characters" in str(w.message)]
+    assert len(messages) == 2, messages
+    assert messages[0].startswith(f"{f}:3 is a line of {len(long):,} characters: the corpus format is one "
+                                  "sentence per line")
+    assert messages[1].startswith(f"2 lines are longer than 10,000 characters, the first at {f}:3 "
                                   f"({len(long):,} characters)")
-    assert "one sentence per line" in messages[0]
+    assert warned_before == [1, 1]  # the first warning came before the first long line was tokenized
     assert [len(seg) for seg in docs[0]] == [2, 1, 3000]  # the data itself is unchanged
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pd.read_documents([write_corpus(tmp_path / "ok.txt", 3, 2, 3)], tok)
-    assert not [w for w in caught if "longer than" in str(w.message)]
+    assert not [w for w in caught if "characters" in str(w.message)]
 
 
 # ----------------------------------------------------------------------------------------------
