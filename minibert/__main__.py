@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fill-mask": ("minibert.inspect:fill_mask_cli", "top-5 predictions for each [MASK] in a sentence"),
     "attention": ("minibert.inspect:attention_cli", "save attention maps (PNG) for a sentence"),
     "nsp-baseline": ("minibert.nsp_baseline:cli", "how far word overlap alone goes on a run's NSP task"),
+    "export-data": ("minibert.export_data:cli", "write a run's MLM/NSP instances as JSON lines for PyTorch"),
     "bench": ("minibert.bench:cli", "benchmarks (kernels, training step, tokenizer, data)"),
     "gradcheck": ("minibert.gradcheck:cli", "print the full gradient-check table"),
     "test": ("minibert.__main__:run_tests", "run the test suite (make test)"),
