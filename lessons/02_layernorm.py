@@ -21,7 +21,7 @@ from minibert import gradcheck, layers
 
 rng = np.random.default_rng(2)
 B, T, C = 2, 3, 8
-eps = 1e-12  # BERT's epsilon (spec §4.7)
+eps = 1e-12  # BERT's epsilon (docs/bert-notes.md §4.7)
 x = rng.standard_normal((B, T, C)) * 2 + 1  # (B, T, C)
 w = 1 + 0.1 * rng.standard_normal(C)  # (C,) random, never ones (see the end of the lesson)
 b = 0.1 * rng.standard_normal(C)  # (C,)

@@ -140,7 +140,7 @@ plt.close(fig)
 
 # %% [markdown]
 # ## Multi-head attention from the pieces
-# BERT's attention layer (spec §4.5): one linear layer makes `q, k, v` for all heads at once
+# BERT's attention layer (docs/bert-notes.md §4.5): one linear layer makes `q, k, v` for all heads at once
 # (`qkv`, shape `(B, T, 3C)`), `split_heads` reshapes `(B, T, C) -> (B, NH, T, HS)`, each head
 # attends independently, `merge_heads` puts the heads back side by side, and a last linear
 # layer mixes them. The reshapes are their own inverse in backward: `split` undoes `merge`.

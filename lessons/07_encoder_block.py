@@ -37,7 +37,7 @@ x = rng.standard_normal((B, T, C))  # (B, T, C) the block's input (in BERT: the 
 print(gradcheck.HEADER)
 
 # %% [markdown]
-# ## The math (spec §4.6)
+# ## The math (docs/bert-notes.md §4.6)
 # BERT's block is *post-LN*: LayerNorm comes after each residual sum.
 #
 #     a  = MultiHeadAttention(x)          (lesson 05: linear, split heads, attention, merge, linear)

@@ -42,7 +42,7 @@ OUT.mkdir(exist_ok=True)
 # (the plural ending versus the start of `sun`), so they are different tokens, and decoding can
 # rebuild the words: `hug ##s` -> `hugs`, `hug s` -> two words.
 #
-# **The training loop** (spec §2.2, the Hugging Face course's formulation):
+# **The training loop** (docs/bert-notes.md §2.2, the Hugging Face course's formulation):
 # 1. Split each word into characters: first one bare, the rest with `##`: `hugs` -> `h ##u ##g ##s`.
 #    The starting vocab is `[PAD] [UNK] [CLS] [SEP] [MASK]` plus these symbols, sorted.
 # 2. **count**: `freq(token)` and `freq(pair)` over all splits, weighted by word count.
@@ -253,7 +253,7 @@ for w in ["This", "Hugging", "tokenization", "HOgging", "algorithms"]:
     assert my_wordpiece(w, tok.vocab) == tokenizer.wordpiece(w, tok.vocab), w
 assert my_best_pair(word_counts, splits) == ("##g", "##s")
 course_splits = {w: wpt.initial_split(w) for w in counts}
-assert my_best_pair(counts, course_splits) == ("a", "##b")  # score 0.2, spec §2.2
+assert my_best_pair(counts, course_splits) == ("a", "##b")  # score 0.2, docs/bert-notes.md §2.2
 
 # %% [markdown]
 # ## Recap

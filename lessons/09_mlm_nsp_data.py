@@ -257,7 +257,7 @@ plt.close(fig)
 #   B. A corpus with a blank line after every sentence would make *every* label 1 (the generator
 #   warns about that).
 # - Google's generator reproduces exactly given the same seed: minibert calls the random
-#   number generator in the same order (spec §3.8), so its instances equal the original script's.
+#   number generator in the same order (docs/bert-notes.md §3.8), so its instances equal the original script's.
 
 # %% [markdown]
 # ## Try it yourself

@@ -16,7 +16,7 @@
 # ## Setup
 # Shape legend: `B` batch, `T` tokens, `C` hidden size, `NH` heads, `FF` FFN size, `V` vocab
 # size, `L` layers, `P` prediction slots per sequence (masked positions).
-# A pretraining batch uses the original BERT feature names (spec §3.7):
+# A pretraining batch uses the original BERT feature names (docs/bert-notes.md §3.7):
 # `input_ids`, `segment_ids`, `input_mask` `(B, T)`; `masked_lm_positions`, `masked_lm_ids`,
 # `masked_lm_weights` `(B, P)` (weight 0 marks an unused slot); `next_sentence_labels` `(B,)`
 # (0 = B follows A, 1 = random). Lesson 09 builds such batches from text; here

@@ -1,8 +1,9 @@
 """Hugging Face checkpoints in and out: the one place that knows transformers' names and layouts.
 
 A transformers BERT directory holds `config.json`, `model.safetensors` and `vocab.txt`
-(spec §7.3). This module maps minibert's flat `params` dict to transformers' `state_dict`
-names and back (spec §7.1), and reads/writes safetensors files (spec §7.4) with clear errors.
+(docs/bert-notes.md §7.3). This module maps minibert's flat `params` dict to transformers'
+`state_dict` names and back (§7.1 there), and reads/writes safetensors files (§7.4) with clear
+errors.
 
 Layout differences (minibert -> transformers):
     weights are (C_in, C_out) here, (C_out, C_in) in PyTorch: every dense weight is transposed;
@@ -59,7 +60,7 @@ TIED_KEYS = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.
              "cls.predictions.decoder.bias": "cls.predictions.bias"}
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 
-# safetensors dtype strings <-> NumPy (spec §7.4.6); BF16 and float8 have no NumPy dtype
+# safetensors dtype strings <-> NumPy (docs/bert-notes.md §7.4.6); BF16 and float8 have no NumPy dtype
 ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
              "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32, "U16": np.uint16,
              "U8": np.uint8, "BOOL": np.bool_, "C64": np.complex64}
@@ -70,7 +71,7 @@ NO_VERIFY_HINT = "to load it anyway, pass --no-verify (verify=False in Python)"
 
 
 # ---------------------------------------------------------------------------------------------
-# name mapping (spec §7.1)
+# name mapping (docs/bert-notes.md §7.1)
 
 def _simple_map(num_layers: int) -> dict[str, tuple[str, bool]]:
     """minibert name -> (transformers name, transpose?) for every tensor except the fused qkv."""
@@ -336,7 +337,7 @@ def save_tensors_atomic(tensors: dict[str, np.ndarray], path: str | Path,
 
 
 def serialize_safetensors(arrays: dict[str, np.ndarray], metadata: dict[str, str]) -> bytes:
-    """The bytes of a safetensors file (spec §7.4): 8-byte little-endian header length, the JSON
+    """The bytes of a safetensors file (docs/bert-notes.md §7.4): 8-byte little-endian header length, the JSON
     header padded with spaces to a multiple of 8, then every tensor's bytes back to back.
 
     Written here rather than by the safetensors package for two reasons: the package orders the
@@ -378,7 +379,7 @@ def _refuse_pickle(path: Path, head: bytes = b"") -> None:
 
 
 def read_safetensors_header(path: str | Path) -> tuple[dict, int]:
-    """Validate a safetensors file's layout (spec §7.4) and return (header dict, data start).
+    """Validate a safetensors file's layout (docs/bert-notes.md §7.4) and return (header dict, data start).
     Every problem raises ValueError naming the file; nothing is handed on unchecked."""
     path = Path(path)
     if not path.is_file():

@@ -2,7 +2,7 @@
 
 `build_default_corpus()` writes, offline and deterministically (for one Python version):
 
-    data/pydoc/train.txt     one sentence per line, blank line between documents (spec §3.1)
+    data/pydoc/train.txt     one sentence per line, blank line between documents (docs/bert-notes.md §3.1)
     data/pydoc/heldout.txt   ~5% of the documents, chosen by a stable hash of their title
     data/pydoc/vocab.txt     WordPiece vocab (8192, score rule, lowercase) from train.txt only
     data/pydoc/stats.json    documents, sentences, words, bytes per split; Python version;
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / "data" / "pydoc"
 HELDOUT_PERCENT = 5
 # The default corpus's vocab uses the frequency rule (the one Hugging Face's Rust WordPiece
-# trainer uses): on this small corpus the course's score rule (spec §2.2, still the default of
+# trainer uses): on this small corpus the course's score rule (docs/bert-notes.md §2.2, still the default of
 # `train_wordpiece`) spends the vocab on rare strings and gives ~2.1 WordPiece tokens per
 # held-out word against ~1.03 for the frequency rule and for HF tokenizers (issue 3 asks to be
 # within 3% of that trainer); see data/README.md and `make bench`.

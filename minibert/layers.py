@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-# Added to the attention scores of padded keys, as google-research/bert does (spec §4.4).
+# Added to the attention scores of padded keys, as google-research/bert does (docs/bert-notes.md §4.4).
 # exp(-10000) underflows to exactly 0, so padded keys get no weight.
 MASK_VALUE = -10000.0
 
@@ -69,7 +69,7 @@ def _check_ids(name, ids, limit):
 
 
 def embedding_forward(input_ids, segment_ids, tok_emb, seg_emb, pos_emb):
-    """The sum of the three lookups, before LayerNorm (spec §4.3).
+    """The sum of the three lookups, before LayerNorm (docs/bert-notes.md §4.3).
 
     Shapes: input_ids, segment_ids (B, T) int; tok_emb (V, C); seg_emb (TV, C);
     pos_emb (MAXPOS, C) -> out (B, T, C). Positions are 0..T-1.
@@ -141,7 +141,7 @@ def layernorm_backward(dout, cache: LayerNormCache):
 
 # ---------------------------------------------------------------------------------------------
 # GELU. hidden_act="gelu" means the exact form x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2)));
-# approximate="tanh" gives the tanh form ("gelu_new" in transformers). See spec §4.8.
+# approximate="tanh" gives the tanh form ("gelu_new" in transformers). See docs/bert-notes.md §4.8.
 
 # NumPy has no erf; this is libm's erf applied elementwise (a Numba ufunc, compiled once and
 # cached on disk). It is the only compiled piece of the reference, and it is just a math function.

@@ -33,7 +33,7 @@ ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 
 @dataclasses.dataclass
 class BertConfig:
-    """The fields are the keys of transformers' config.json (spec §4.1, §7.3)."""
+    """The fields are the keys of transformers' config.json (docs/bert-notes.md §4.1, §7.3)."""
 
     vocab_size: int = 30522
     hidden_size: int = 768
@@ -111,7 +111,7 @@ def truncated_normal(rng: np.random.Generator, shape, std: float) -> np.ndarray:
 
 
 def init_params(cfg: BertConfig, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:
-    """The original init (spec §4.2): truncated normal(0.02) for every matrix and embedding
+    """The original init (docs/bert-notes.md §4.2): truncated normal(0.02) for every matrix and embedding
     table, zero biases, LayerNorm w = 1 and b = 0."""
     rng = np.random.default_rng(seed)
     params = {}
@@ -317,7 +317,7 @@ def mlm_transform_forward(params, cfg, h, ops):
 
 
 def check_batch(cfg, batch):
-    """Validate a pretraining batch (spec §3.7 names) and return it as int64/float arrays."""
+    """Validate a pretraining batch (docs/bert-notes.md §3.7 names) and return it as int64/float arrays."""
     need = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
             "masked_lm_weights", "next_sentence_labels")
     missing = [k for k in need if k not in batch]
@@ -495,7 +495,7 @@ class BertForPreTraining:
     __call__ = forward
 
     def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
-        """-> (loss, grads). `batch` has the original feature names (spec §3.7). With
+        """-> (loss, grads). `batch` has the original feature names (docs/bert-notes.md §3.7). With
         compute_grads=False returns (loss, None). `self.last_metrics` holds accuracies."""
         if self.heads != HEAD_GROUPS:
             missing = [g for g in HEAD_GROUPS if g not in self.heads]

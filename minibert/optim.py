@@ -3,9 +3,9 @@
 Three pieces, used in this order by the training loop every step:
 
 1. `clip_by_global_norm(grads, 1.0)`: scale all gradients together so their joint L2 norm is at
-   most 1 (spec §6.2).
-2. `lr_at(step, peak_lr, warmup_steps, total_steps)`: the learning rate for this step (§6.1).
-3. `AdamW.step(params, grads, lr)`: Google's `AdamWeightDecayOptimizer` (§6.3), updating the
+   most 1 (docs/bert-notes.md §6.2).
+2. `lr_at(step, peak_lr, warmup_steps, total_steps)`: the learning rate for this step (docs/bert-notes.md §6.1).
+3. `AdamW.step(params, grads, lr)`: Google's `AdamWeightDecayOptimizer` (docs/bert-notes.md §6.3), updating the
    parameter arrays in place.
 
 Two details of Google's recipe surprise people who know PyTorch; both are kept on purpose and
@@ -73,7 +73,7 @@ def is_decayed(name: str) -> bool:
 def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, schedule: str = "bert") -> float:
     """Learning rate for global step `step` (the counter value BEFORE this update: 0, 1, 2, ...).
 
-    schedule="bert" (Google, spec §6.1): decay from step 0, warmup overriding it while t < W:
+    schedule="bert" (Google, docs/bert-notes.md §6.1): decay from step 0, warmup overriding it while t < W:
         decayed(t) = peak * (1 - min(t, T)/T);  lr(t) = peak * t/W if t < W else decayed(t)
         e.g. peak 1e-4, W 10, T 100: t=0->0, 5->5e-5, 9->9e-5, 10->9e-5 (the drop), 50->5e-5, 100->0
     schedule="hf" (`get_linear_schedule_with_warmup`): same warmup, then decay from the peak:
@@ -162,7 +162,7 @@ def clip_by_global_norm(
 class AdamW:
     """BERT's `AdamWeightDecayOptimizer` (default) or PyTorch's `AdamW` (bias_correction=True).
 
-    Default (Google, spec §6.3), for every parameter p with gradient g, every step:
+    Default (Google, docs/bert-notes.md §6.3), for every parameter p with gradient g, every step:
         m <- b1*m + (1-b1)*g;  v <- b2*v + (1-b2)*g**2
         update = m / (sqrt(v) + eps)            # no bias correction; eps outside the sqrt
         update += wd * p   if is_decayed(name)  # decoupled decay: not in the loss, not in m/v

@@ -2,10 +2,10 @@
 
 Given the same files, vocab, flags and `random.Random(seed)`, `create_training_instances`
 returns exactly the instances the original script creates, in the same order: the random
-number generator is called in the same order with the same arguments (spec §3.8), so every
+number generator is called in the same order with the same arguments (docs/bert-notes.md §3.8), so every
 segmentation, NSP pairing, truncation and mask is identical.
 
-Pipeline (spec §3):
+Pipeline (docs/bert-notes.md §3):
     corpus files --read_documents--> documents (list of segments = tokenized lines)
       --create_instances_from_document (x dupe_factor)--> TrainingInstance (static masks)
       --instances_to_features--> dict of padded int32/float32 arrays (the original feature names)
@@ -42,7 +42,7 @@ CLS, SEP, MASK, PAD = "[CLS]", "[SEP]", "[MASK]", "[PAD]"
 # one segment, so all but max_seq_length tokens of it are thrown away (after a slow tokenize).
 LONG_LINE_CHARS = 10_000
 
-# The features the original script serialises (spec §3.7), in its order.
+# The features the original script serialises (docs/bert-notes.md §3.7), in its order.
 FEATURE_NAMES = (
     "input_ids",             # int32 (N, T)   token ids after masking, 0-padded
     "input_mask",            # int32 (N, T)   1 on real tokens, 0 on padding
@@ -72,7 +72,7 @@ class TrainingInstance(NamedTuple):
 
 
 # ----------------------------------------------------------------------------------------------
-# reading documents (spec §3.1)
+# reading documents (docs/bert-notes.md §3.1)
 
 def read_documents(input_files: Sequence[str | os.PathLike], tokenizer) -> list[list[list[str]]]:
     """Documents as lists of segments (one tokenized line each); blank lines separate documents.
@@ -134,7 +134,7 @@ def check_documents(documents: list[list[list[str]]], input_files: Sequence) -> 
 
 
 # ----------------------------------------------------------------------------------------------
-# instances (spec §3.3 - §3.6)
+# instances (docs/bert-notes.md §3.3 - §3.6)
 
 def require_special_tokens(tokenizer, needed: Sequence[str], purpose: str) -> None:
     """ValueError listing the special tokens the vocab lacks (a BertTokenizer names its file),
@@ -155,7 +155,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
     """All instances of the corpus, exactly as google-research/bert creates them.
 
     `rng` is a `random.Random`; it is the only source of randomness, called in the order of
-    spec §3.8. `progress(done, total, n_instances)` is called after each document, if given.
+    docs/bert-notes.md §3.8. `progress(done, total, n_instances)` is called after each document, if given.
     """
     if max_seq_length < 5:
         raise ValueError(f"max_seq_length={max_seq_length} is too small: [CLS] A [SEP] B [SEP] "
@@ -187,7 +187,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
 def create_instances_from_document(all_documents, document_index, max_seq_length, short_seq_prob,
                                    masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
                                    do_whole_word_mask=False) -> list[TrainingInstance]:
-    """Instances from one document (spec §3.4): chunks of segments split into A and B."""
+    """Instances from one document (docs/bert-notes.md §3.4): chunks of segments split into A and B."""
     document = all_documents[document_index]
     max_num_tokens = max_seq_length - 3  # room for [CLS], [SEP], [SEP]
 
@@ -254,7 +254,7 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
 
 
 def truncate_seq_pair(tokens_a: list, tokens_b: list, max_num_tokens: int, rng) -> None:
-    """Truncate the pair in place to at most max_num_tokens tokens (spec §3.5).
+    """Truncate the pair in place to at most max_num_tokens tokens (docs/bert-notes.md §3.5).
 
     The original deletes one token at a time, from the front or the back at random. Here the
     same decisions, with the same rng.random() call per token, are counted and applied as two
@@ -287,7 +287,7 @@ def num_predictions(num_tokens: int, masked_lm_prob: float, max_predictions_per_
 
 def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
                                  do_whole_word_mask=False):
-    """Mask tokens as the original does (spec §3.6); returns (output_tokens, positions, labels).
+    """Mask tokens as the original does (docs/bert-notes.md §3.6); returns (output_tokens, positions, labels).
 
     With whole-word masking a `##` piece joins the previous candidate; the 80/10/10 decision is
     still drawn per piece, as in the reference (google-research/bert#910).
@@ -336,7 +336,7 @@ def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq
 
 
 # ----------------------------------------------------------------------------------------------
-# features (spec §3.7)
+# features (docs/bert-notes.md §3.7)
 
 def instances_to_features(instances: Sequence[TrainingInstance], tokenizer, max_seq_length: int,
                           max_predictions_per_seq: int) -> dict[str, np.ndarray]:

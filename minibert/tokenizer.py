@@ -1,13 +1,13 @@
 """The original BERT tokenizer: basic tokenization, then greedy longest-match-first WordPiece.
 
-This reproduces google-research/bert's `FullTokenizer` (spec §1): for the same vocab and casing
+This reproduces google-research/bert's `FullTokenizer` (docs/bert-notes.md §1): for the same vocab and casing
 it gives the same tokens on any text. The pipeline is
 
     text --clean--> --CJK spacing--> --whitespace split--> words
          --lowercase + strip accents--> --punctuation split--> basic tokens
          --WordPiece (greedy longest match, "##" continuations)--> pieces
 
-Worked example (spec §1.5), vocab `[UNK] [CLS] [SEP] want ##want ##ed wa un runn ##ing ,`:
+Worked example (docs/bert-notes.md §1.5), vocab `[UNK] [CLS] [SEP] want ##want ##ed wa un runn ##ing ,`:
 
     "UNwant\u00E9d,running" -> "unwanted , running"        (basic tokenizer, lowercased)
                             -> un ##want ##ed , runn ##ing  (WordPiece)
@@ -18,7 +18,7 @@ Two things make encoding of natural text fast without changing any result:
   checks the two agree.
 - WordPiece results are cached per word (`word -> pieces`), since natural text repeats words.
 
-Differences from Hugging Face's `BertTokenizer` are deliberate (spec §1.7): special-token strings
+Differences from Hugging Face's `BertTokenizer` are deliberate (docs/bert-notes.md §1.7): special-token strings
 typed in text are split like any text (`[MASK]` -> `[`, `mask`, `]`), control characters are
 only categories Cc/Cf, words longer than 200 characters become `[UNK]`, and converting an
 unknown token to an id raises instead of returning the `[UNK]` id.
@@ -38,7 +38,7 @@ MAX_INPUT_CHARS_PER_WORD = 200  # Google's value (HF uses 100)
 
 
 # ---------------------------------------------------------------------------------------------
-# Character classes (Google's exact definitions, spec §1.3)
+# Character classes (Google's exact definitions, docs/bert-notes.md §1.3)
 
 def is_whitespace(ch: str) -> bool:
     """Space, \\t, \\n, \\r, or Unicode category Zs (so U+00A0 and U+3000 are whitespace)."""
@@ -77,7 +77,7 @@ def is_cjk(ch: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
-# Basic tokenizer: reference path, one character at a time (spec §1.2, in this exact order)
+# Basic tokenizer: reference path, one character at a time (docs/bert-notes.md §1.2, in this exact order)
 
 def clean_text(text: str) -> str:
     """Drop NUL, U+FFFD and control characters; turn every whitespace character into ' '."""
@@ -154,7 +154,7 @@ def _basic_tokenize_ascii(text: str, do_lower_case: bool = True) -> list[str]:
 
 
 def basic_tokenize(text: str, do_lower_case: bool = True) -> list[str]:
-    """Google's BasicTokenizer: text -> words and punctuation (spec §1.2).
+    """Google's BasicTokenizer: text -> words and punctuation (docs/bert-notes.md §1.2).
 
     >>> basic_tokenize(" \\tHeLLo!how  \\n Are yoU?  ")
     ['hello', '!', 'how', 'are', 'you', '?']
@@ -167,7 +167,7 @@ def basic_tokenize(text: str, do_lower_case: bool = True) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------------
-# WordPiece (spec §1.4)
+# WordPiece (docs/bert-notes.md §1.4)
 
 def wordpiece(word: str, vocab: dict[str, int], max_token_chars: int | None = None,
               unk_token: str = "[UNK]",
@@ -420,7 +420,7 @@ def truncate_pair(a: list, b: list | None, max_tokens: int) -> tuple[list, list 
 
 
 def save_vocab(tokens: list[str], path: str | Path) -> Path:
-    """Write tokens one per line (vocab.txt format, spec §2.4)."""
+    """Write tokens one per line (vocab.txt format, docs/bert-notes.md §2.4)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")

@@ -7,9 +7,9 @@
 One training step (`Trainer.train_step`):
     batch  = next(iterator)                          # (B, T) features, masks static or redrawn
     loss, grads = model.loss_and_grads(batch)        # hand-written forward + backward
-    grads, norm = clip_by_global_norm(grads, 1.0)    # spec §6.2
-    lr = lr_at(step, peak, warmup, total, schedule)  # spec §6.1
-    optimizer.step(params, grads, lr)                # BERT's AdamW, spec §6.3
+    grads, norm = clip_by_global_norm(grads, 1.0)    # docs/bert-notes.md §6.2
+    lr = lr_at(step, peak, warmup, total, schedule)  # docs/bert-notes.md §6.1
+    optimizer.step(params, grads, lr)                # BERT's AdamW, docs/bert-notes.md §6.3
 
 Output directory runs/<name>/ (minibert/run_dir.py has the details):
     config.json, model.safetensors, vocab.txt   Hugging Face format (loads in transformers), the
@@ -111,7 +111,7 @@ class TrainConfig:
     schedule: str = "bert"
     bias_correction: bool = False
     weight_decay: float = 0.01
-    beta1: float = 0.9  # AdamW's moment decays (spec §6.3: 0.9, 0.999)
+    beta1: float = 0.9  # AdamW's moment decays (docs/bert-notes.md §6.3: 0.9, 0.999)
     beta2: float = 0.999
     clip_norm: float = 1.0
     # loop

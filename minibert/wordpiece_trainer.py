@@ -1,16 +1,16 @@
 """Learn a WordPiece vocabulary (vocab.txt) from text.
 
-Google never released its vocabulary learner (spec §2.1); any vocab that the greedy
+Google never released its vocabulary learner (docs/bert-notes.md §2.1); any vocab that the greedy
 longest-match tokenizer (minibert.tokenizer) consumes is a valid BERT vocab. This module
 implements the two rules people mean by "WordPiece training":
 
-- `score` (default, spec §2.2, the Hugging Face course's teaching formulation of WordPiece):
+- `score` (default, docs/bert-notes.md §2.2, the Hugging Face course's teaching formulation of WordPiece):
   merge the adjacent pair with the highest  freq(ab) / (freq(a) * freq(b)).  It prefers pairs
   whose parts rarely occur apart, e.g. (##g, ##s) in the toy corpus below.
-- `frequency` (spec §2.3, what the Hugging Face `tokenizers` WordPieceTrainer really does):
+- `frequency` (docs/bert-notes.md §2.3, what the Hugging Face `tokenizers` WordPieceTrainer really does):
   merge the most frequent adjacent pair, as BPE does.
 
-Worked example (spec §2.2): word counts hug 10, pug 5, pun 12, bun 4, hugs 5.
+Worked example (docs/bert-notes.md §2.2): word counts hug 10, pug 5, pun 12, bun 4, hugs 5.
     splits:   h ##u ##g | p ##u ##g | p ##u ##n | b ##u ##n | h ##u ##g ##s
     alphabet: b h p ##g ##n ##s ##u
     score:     freq(##u)=36, so every pair with ##u scores <= 20/(36*20); (##g, ##s) scores

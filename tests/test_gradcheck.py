@@ -21,7 +21,7 @@ def test_compare_fails_on_a_wrong_gradient():
     dx, _, _ = L.layernorm_backward(dout, cache)
     num = gc.numerical_grad(lambda: L.layernorm_forward(x, w, b)[0], x, dout)
     assert gc.compare("right", dx, num, verbose=False)
-    # the classic bug: forgetting the `* w` in LayerNorm backward (style guide §3)
+    # the classic bug: forgetting the `* w` in LayerNorm backward, which a check with w = 1 misses
     wrong, _, _ = L.layernorm_backward(dout, cache._replace(w=np.ones(8)))
     check = gc.compare("forgot w", wrong, num, verbose=False)
     assert not check and check.max_rel > 1e-3

@@ -58,7 +58,7 @@ def test_gelu_forward_exact_matches_math_erf_and_tanh_is_close():
     np.testing.assert_allclose(out, exact, rtol=1e-14, atol=1e-15)
     out_tanh, _ = L.gelu_forward(x, approximate="tanh")
     diff = np.abs(out_tanh - exact).max()
-    assert 1e-5 < diff < 5e-4  # the two forms differ, by at most ~5e-4 (spec §4.8)
+    assert 1e-5 < diff < 5e-4  # the two forms differ, by at most ~5e-4 (docs/bert-notes.md §4.8)
     with pytest.raises(ValueError, match="approximate='sigmoid'"):
         L.gelu_forward(x, approximate="sigmoid")
 

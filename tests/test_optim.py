@@ -1,4 +1,4 @@
-"""Tests for minibert.optim: spec §6 vectors (schedule, clipping, AdamWeightDecayOptimizer)."""
+"""Tests for minibert.optim: docs/bert-notes.md §6 vectors (schedule, clipping, AdamWeightDecayOptimizer)."""
 from __future__ import annotations
 
 import numpy as np
@@ -52,7 +52,7 @@ def test_lr_at_bert_schedule_drops_at_end_of_warmup():
     # with W = T/2 the drop is large: from almost the peak to half of it
     assert lr_at(49, 1.0, 50, 100) == pytest.approx(0.98)
     assert lr_at(50, 1.0, 50, 100) == pytest.approx(0.5)
-    assert before == at  # in the spec example it plateaus for one step instead of reaching 1e-4
+    assert before == at  # in the docs/bert-notes.md §6.1 example it plateaus for one step instead of reaching 1e-4
 
 
 def test_lr_at_no_warmup_decays_from_peak():
@@ -172,7 +172,7 @@ def test_adamw_step_is_in_place_and_keeps_float32():
 
 
 def test_adamw_matches_straightforward_formula():
-    # the in-place implementation equals the spec's formula written plainly (float64)
+    # the in-place implementation equals the formula of docs/bert-notes.md §6.3 written plainly (float64)
     rng = np.random.default_rng(3)
     params = random_params(rng)
     ref = {k: v.copy() for k, v in params.items()}

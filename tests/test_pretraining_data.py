@@ -1,4 +1,4 @@
-"""Tests of minibert.pretraining_data: the original generator reproduced, invariants (spec §3.9),
+"""Tests of minibert.pretraining_data: the original generator reproduced, invariants (docs/bert-notes.md §3.9),
 statistics, pitfalls, dynamic masking, storage and the batch iterator."""
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def unmasked_tokens(inst: TrainingInstance) -> list[str]:
 
 
 def check_invariants(instances, max_seq_length, max_predictions_per_seq, masked_lm_prob):
-    """Every invariant of spec §3.9 that holds per instance."""
+    """Every invariant of docs/bert-notes.md §3.9 that holds per instance."""
     for inst in instances:
         toks = inst.tokens
         assert len(toks) <= max_seq_length
@@ -111,10 +111,10 @@ def check_invariants(instances, max_seq_length, max_predictions_per_seq, masked_
 
 
 # ----------------------------------------------------------------------------------------------
-# an independent, literal re-implementation of spec §3.3-§3.6, used to pin the RNG call order
+# an independent, literal re-implementation of docs/bert-notes.md §3.3-§3.6, used to pin the RNG call order
 
 def reference_instances(files, tokenizer, T, dupe, short_p, mlm_p, P, rng, wwm=False):
-    """Returns (instances, chunk sizes); written from the spec text, not from the module."""
+    """Returns (instances, chunk sizes); written from docs/bert-notes.md §3.4, not from the module."""
     docs = [[]]
     for f in files:
         with open(f, "rb") as fh:
@@ -347,7 +347,7 @@ def test_instances_equal_literal_reimplementation(tmp_path, tok, case):
 
 
 class LoggingRandom(random.Random):
-    """Records the public calls the generator makes (the call order of spec §3.8)."""
+    """Records the public calls the generator makes (the call order of docs/bert-notes.md §3.8)."""
 
     def __init__(self, seed):
         self.log = []
@@ -370,7 +370,7 @@ class LoggingRandom(random.Random):
 
 
 def test_rng_call_order_hand_traced(tmp_path, tok):
-    # two one-segment documents, no masking room to spare: every draw is forced by the spec
+    # two one-segment documents, no masking room to spare: every draw is forced by the rules of docs/bert-notes.md §3.6
     f = tmp_path / "c.txt"
     f.write_text("the cat\n\nthe dog\n", encoding="utf-8")
     rng = LoggingRandom(5)
@@ -463,7 +463,7 @@ def test_whole_word_masking_masks_whole_words(tmp_path, tok):
     for inst in insts:
         orig = unmasked_tokens(inst)
         masked = set(inst.masked_lm_positions)
-        words, cur = [], None  # the same grouping as the spec: [CLS]/[SEP] skipped, ## glues
+        words, cur = [], None  # the same grouping as docs/bert-notes.md §3.6: [CLS]/[SEP] skipped, ## glues
         for j, t in enumerate(orig):
             if t in (CLS, SEP):
                 continue

@@ -1,4 +1,4 @@
-"""Tokenizer tests: Google's test vectors (spec §1.5), edge characters, properties, bad input."""
+"""Tokenizer tests: Google's test vectors (docs/bert-notes.md §1.5), edge characters, properties, bad input."""
 import string
 
 import pytest
@@ -11,7 +11,7 @@ GOOGLE_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un",
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 
-# -- spec §1.5 vectors ---------------------------------------------------------------------
+# -- docs/bert-notes.md §1.5 vectors ---------------------------------------------------------------------
 
 def test_full_tokenizer_google_vector():
     tok = BertTokenizer(GOOGLE_VOCAB)
@@ -74,7 +74,7 @@ def test_is_punctuation(ch, expected):
     assert T.is_punctuation(ch) is expected
 
 
-# -- edge characters (spec §1.8 list) ------------------------------------------------------
+# -- edge characters (docs/bert-notes.md §1.8 list) ------------------------------------------------------
 
 def test_zero_width_space_is_dropped_not_split():
     # U+200B is category Cf (control): deleted, so the two halves join into one word.

@@ -1,4 +1,4 @@
-"""WordPiece trainer tests: spec §2.2 toy example and course example, both merge rules,
+"""WordPiece trainer tests: docs/bert-notes.md §2.2 toy example and course example, both merge rules,
 fast == naive, determinism, vocab_size bound, bad input."""
 import re
 
@@ -45,7 +45,7 @@ def test_helpers_worked_examples():
     assert scores[("h", "##u")] == pytest.approx(1 / 36)
 
 
-# -- spec §2.2 toy example ----------------------------------------------------------------
+# -- docs/bert-notes.md §2.2 toy example ----------------------------------------------------------------
 
 @pytest.mark.parametrize("train", [train_from_word_counts, train_naive], ids=["fast", "naive"])
 def test_toy_score_rule_first_merges(train):
@@ -70,7 +70,7 @@ def test_toy_vocab_encodes_as_spec():
     assert tok.tokenize("bum") == ["[UNK]"]
 
 
-# -- spec §2.2 course example ---------------------------------------------------------------
+# -- docs/bert-notes.md §2.2 course example ---------------------------------------------------------------
 
 @pytest.mark.parametrize("train", [train_from_word_counts, train_naive], ids=["fast", "naive"])
 def test_course_example_learns_the_25_tokens(train):

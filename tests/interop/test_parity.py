@@ -82,7 +82,7 @@ def test_loss_and_every_gradient_match_transformers_float64(shape, backend, help
     ours = BertForPreTraining(config, dtype=np.float64, params=params)
     theirs = helpers.hf_model_from_params(params, config, np.float64)
     # transformers' nn.Embedding(padding_idx=0) drops the input-side gradient of word row 0 ([PAD]);
-    # Google BERT and minibert have no padding special case (spec §4.2), so switch it off here.
+    # Google BERT and minibert have no padding special case (docs/bert-notes.md §4.2), so switch it off here.
     # Row 0 still gets its MLM-decoder gradient through the tied weight either way.
     theirs.bert.embeddings.word_embeddings.padding_idx = None
     ids, seg, mask = helpers.make_inputs(config, seed=4)

@@ -1,6 +1,6 @@
 """minibert's tokenizer against transformers' pure-Python BERT tokenizer (the Google port).
 
-Known, documented differences are kept out of the generated text (spec §1.7): transformers
+Known, documented differences are kept out of the generated text (docs/bert-notes.md §1.7): transformers
 treats every C* category as control (Google: only Cc/Cf), so unassigned (Cn), private-use (Co)
 and surrogate (Cs) characters are excluded; its 100-character word limit is raised to
 Google's 200; special-token strings are not protected because the basic tokenizer is

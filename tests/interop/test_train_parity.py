@@ -5,7 +5,7 @@ the same initial weights on the same batches, in float32. Parameters must agree 
 (tensor-relative) after every step; losses and gradient norms to 1e-4 relative. (The attention
 key biases are the one exception, see `is_key_bias`.)
 
-The PyTorch optimizer below is written from spec §6 (google-research/bert optimization.py), not
+The PyTorch optimizer below is written from docs/bert-notes.md §6 (google-research/bert optimization.py), not
 from minibert.optim: no bias correction, eps 1e-6 outside the sqrt, decoupled weight decay 0.01
 on every parameter whose name has neither "LayerNorm" nor "bias", clip_norm / max(norm, clip_norm).
 transformers' word embedding has padding_idx=0, which zeroes the input-side gradient of row 0;
@@ -29,7 +29,7 @@ STEPS, PEAK_LR, WARMUP = 10, 1e-2, 3
 
 
 def bert_lr(t: int) -> float:
-    """spec §6.1 written out again: warmup overrides a decay that runs from step 0."""
+    """docs/bert-notes.md §6.1 written out again: warmup overrides a decay that runs from step 0."""
     if t < WARMUP:
         return PEAK_LR * t / WARMUP
     return PEAK_LR * (1.0 - min(t, STEPS) / STEPS)

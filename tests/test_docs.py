@@ -1,0 +1,37 @@
+"""The repository stands alone: every section that code, lessons and tests cite from
+docs/bert-notes.md exists there, and nothing points at documents outside the repository."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTES = ROOT / "docs" / "bert-notes.md"
+SOURCES = sorted([*ROOT.glob("minibert/**/*.py"), *ROOT.glob("lessons/*.py"), *ROOT.glob("tests/**/*.py"),
+                  *ROOT.glob("examples/*.py"), *ROOT.glob("**/*.md")])
+SOURCES = [p for p in SOURCES if ".venv" not in p.parts and "runs" not in p.parts]
+CITATION = re.compile(r"bert-notes\.md (§[\d.]*\d(?:[-–]§?[\d.]*\d)?)")
+
+
+def _headings() -> set[str]:
+    return {m.group(1) for m in re.finditer(r"^#{2,4} (\d+(?:\.\d+)*)\.? ", NOTES.read_text(encoding="utf-8"), re.M)}
+
+
+def test_every_cited_section_exists():
+    headings = _headings()
+    assert {"3.5", "6.3", "7.4.6"} <= headings  # the parser finds nested headings
+    missing = []
+    for path in SOURCES:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            for cite in CITATION.findall(line):
+                for number in re.findall(r"\d+(?:\.\d+)*", cite):
+                    if number not in headings:
+                        missing.append(f"{path.relative_to(ROOT)}:{n} cites §{number}")
+    assert not missing, "\n".join(missing)
+
+
+def test_nothing_points_outside_the_repository():
+    outside = re.compile(r"\.\./shared|bert-spec\.md|style\.md|style guide §|\bspec §")
+    hits = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in SOURCES if p != Path(__file__)
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1) if outside.search(line)]
+    assert not hits, "\n".join(hits)
