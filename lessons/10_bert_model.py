@@ -164,9 +164,9 @@ assert all(checks), [c.name for c in checks if not c]
 # %%
 model = BertForPreTraining(cfg, seed=1)  # float32, the original init, as training uses it
 big = gradcheck.random_batch(cfg, B=16, T=12, P=5, rng=rng)
-loss0, _ = model.loss_and_grads(big, compute_grads=False)
+loss0, _, metrics0 = model.loss_grads_metrics(big, compute_grads=False)
 sigma = float(model.params["tok_emb"].std()) * math.sqrt(C)
-n = model.last_metrics.mlm_count  # number of real MLM predictions in the batch
+n = metrics0.mlm_count  # number of real MLM predictions in the batch
 expected = math.log(V) + math.log(2)
 tol = sigma**2 / 2 + 4 * sigma / math.sqrt(n) + 0.01
 print(f"initial loss {loss0:.4f}, ln V + ln 2 = {expected:.4f}, |diff| {abs(loss0 - expected):.4f} <= tol {tol:.4f} "
@@ -217,11 +217,13 @@ assert curve[-1] < 0.5 and curve[-1] < curve[0] / 8
 #   `(B*P, V)` logits small: with BERT's `V = 30522`, this is the biggest saving in the heads.
 #   `bert_forward` goes two steps further, with the same loss and gradients: it keeps only the
 #   `M` slots with weight > 0, and it runs the per-token layers on the `N` real tokens only
-#   (`unpad=True`, see `_pack` in `minibert/model.py`); attention alone needs the padded grid.
+#   (`unpad=True`: the fast path `encoder_forward_unpadded` in `minibert/model.py`, which runs
+#   the same blocks on `(N, C)` rows); attention alone needs the padded grid.
 #   On the tiny preset's data, 13.5% of the tokens are padding.
 # - The tie means one `(V, C)` table serves as input lookup and output projection; its gradient
 #   is a scatter (input side) plus a dense matrix product (decoder side).
-# - `BertForPreTraining` is a thin class over these functions: `model.loss_and_grads(batch)`.
+# - `BertForPreTraining` is a thin class over these functions: `model.loss_and_grads(batch)`, or
+#   `model.loss_grads_metrics(batch)` for the batch's accuracies as well.
 
 # %% [markdown]
 # ## Try it yourself

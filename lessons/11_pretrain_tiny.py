@@ -233,11 +233,10 @@ history = []  # (step, loss, mlm_loss, nsp_loss, lr, grad_norm)
 t0 = time.perf_counter()
 for step in range(total_steps):
     batch = batches.next_batch()  # dict of (B, T), (B, P) and (B,) arrays
-    loss, grads = model.loss_and_grads(batch)
+    loss, grads, m = model.loss_grads_metrics(batch)  # m: this batch's losses, hits and counts
     grads, norm = optim.clip_by_global_norm(grads, 1.0)
     lr = optim.lr_at(step, peak_lr, warmup_steps, total_steps)
     adam.step(model.params, grads, lr)
-    m = model.last_metrics
     history.append((step, m.loss, m.mlm_loss, m.nsp_loss, lr, norm))
     if step % (total_steps // 10) == 0 or step == total_steps - 1:
         print(f"step {step:4d}  loss {m.loss:.3f}  (mlm {m.mlm_loss:.3f}, nsp {m.nsp_loss:.3f})"

@@ -1,14 +1,14 @@
-"""Which implementation of the layer functions the model uses.
+"""Which module of layer functions the model runs: the visible switch between the two.
 
-`get_ops()` returns a namespace with every `<layer>_forward` / `<layer>_backward` of
-`minibert.layers`. `MINIBERT_BACKEND=numpy` selects the NumPy reference itself; `numba`
-(the default) selects `minibert.kernels.OPS`, where the hot layers are Numba-compiled and the
-rest are the NumPy reference. Until the kernels exist, both names give the NumPy reference.
+`minibert.layers` is the NumPy reference, the code to read; `minibert.kernels` has the same
+function names, with the hot layers compiled by Numba and the rest taken from the reference.
+The model's functions take the module as their `ops` argument (default: `layers`), and
+`BertForPreTraining` passes `get_ops()`: `kernels` unless MINIBERT_BACKEND=numpy.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
+from types import ModuleType
 
 BACKENDS = ("numba", "numpy")
 
@@ -20,12 +20,12 @@ def backend_name(name: str | None = None) -> str:
     return name
 
 
-def get_ops(name: str | None = None):
-    name = backend_name(name)
-    if name == "numba" and importlib.util.find_spec("minibert.kernels") is not None:
+def get_ops(name: str | None = None) -> ModuleType:
+    """minibert.kernels for "numba" (the default), minibert.layers for "numpy"."""
+    if backend_name(name) == "numba":
         from minibert import kernels
 
-        return kernels.OPS
+        return kernels
     from minibert import layers
 
     return layers

@@ -1,9 +1,10 @@
 """Numba versions of the hot layers, with the same signatures and caches as `minibert.layers`
 (one exception, GELU's cache: see `GeluGradCache`).
 
-`OPS` is the namespace the model gets from `minibert.backend.get_ops()` when
-MINIBERT_BACKEND=numba (the default): every name of `minibert.layers` the model uses, where the
-ones that pay are replaced by the compiled versions below and the rest are the NumPy reference.
+This module is what the model runs when MINIBERT_BACKEND=numba (the default; see
+minibert/backend.py): it has every function name of `minibert.layers` that the model uses, the
+ones that pay compiled below, the rest imported from the reference at the bottom of this file, so
+`kernels.dropout_forward is layers.dropout_forward`.
 `minibert/layers.py` stays the source of truth; tests/test_kernels.py checks every kernel here
 against it (float64 to 1e-10 relative, float32 scaled to magnitude).
 
@@ -925,13 +926,7 @@ def adamw_update(p, g, m, v, *, b1, b2, eps, lr, wd, decay, bias_correction, ste
 
 
 # ---------------------------------------------------------------------------------------------
-# the namespace the model uses: the reference everywhere, compiled versions where they pay
+# the rest of what the model uses: the NumPy reference itself (not worth compiling)
 
-_REFERENCE_NAMES = [n for n in dir(layers) if n.endswith(("_forward", "_backward"))] + [
-    "split_heads", "merge_heads", "MASK_VALUE"]
-OPS = types.SimpleNamespace(**{n: getattr(layers, n) for n in _REFERENCE_NAMES})
-for _name in ("attention_forward", "attention_backward", "linear_forward", "linear_backward",
-              "gelu_forward", "gelu_backward", "layernorm_forward", "layernorm_backward",
-              "embedding_backward", "cross_entropy_forward", "cross_entropy_backward"):
-    setattr(OPS, _name, globals()[_name])
-OPS.name = "numba"
+from minibert.layers import (dropout_backward, dropout_forward, embedding_forward, merge_heads,  # noqa: E402
+                             split_heads)

@@ -1,8 +1,15 @@
 """BERT for pretraining (MLM + NSP), forward and backward written out by hand.
 
-`bert_forward(params, batch, config, ...)` returns the loss and a cache; `bert_backward`
-is its line-by-line mirror in reverse and returns `grads` with exactly the keys of `params`.
-`BertForPreTraining` is a thin class over them for users.
+`bert_forward(params, config, batch, ...)` returns the loss, the batch's metrics and a cache;
+`bert_backward` is its line-by-line mirror in reverse and returns `grads` with exactly the keys
+of `params`. `BertForPreTraining` is a thin class over them for users.
+
+Every function takes `ops`, the module of layer functions it runs: `minibert.layers` (the NumPy
+reference, the default: "go to definition" lands on the code) or `minibert.kernels` (the same
+names, Numba-compiled where it pays); `BertForPreTraining.ops` picks one (minibert/backend.py).
+The reference encoder (`encoder_forward`) reads in (B, T, C) throughout; the fast path that
+skips padding (`encoder_forward_unpadded`, used by `bert_forward` in training) is kept apart,
+below it, and tested equal to it.
 
 Shape legend:
     B   batch size              T   sequence length         C   hidden size
@@ -26,6 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from minibert import layers
 from minibert.backend import get_ops
 
 ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
@@ -178,102 +186,169 @@ class EncoderCache(NamedTuple):
     emb_ln: Any
     emb_drop: Any
     blocks: list
-    keep: Any  # (N,) flat indices b * T + t of the real tokens, or None (every token is computed)
-
-
-# Unpadding. Padding tokens (input_mask 0) are never attended to and, in a pretraining batch, no
-# loss reads them, so their rows in every per-token layer (linear, LayerNorm, GELU, dropout) are
-# wasted work: 13.5% of the tokens in the tiny preset's data. With `keep`, those layers run on the
-# N real tokens only, packed as (N, D) rows; attention needs the (B, T) grid, so q, k, v are
-# scattered back into it (zeros at padding, which the mask hides) and its output is gathered again.
-# The loss and every gradient are the same as without it (a test checks this). With dropout on,
-# the masks are drawn for the N real rows only, so they differ from the padded path's masks.
-
-def _pack(x, keep):
-    """(B, T, D) -> (N, D): the rows of the real tokens. keep None: x unchanged."""
-    return x if keep is None else x.reshape(-1, x.shape[-1])[keep]
-
-
-def _unpack(x, keep, B, T):
-    """(N, D) -> (B, T, D) with zero rows at padding. keep None: x unchanged."""
-    if keep is None:
-        return x
-    out = np.zeros((B * T, x.shape[-1]), dtype=x.dtype)  # (B*T, D)
-    out[keep] = x
-    return out.reshape(B, T, -1)
 
 
 def _dropout(ops, x, p, rng):
     return ops.dropout_forward(x, p if rng is not None else 0.0, rng)
 
 
-def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=None, unpad=False):
-    """-> sequence_output (B, T, C), cache. Dropout runs only when `rng` is given. With `unpad`
-    the per-token layers skip padding, whose rows of sequence_output are then zero."""
-    ops = ops or get_ops()
-    B, T = input_ids.shape
-    keep = np.flatnonzero(attention_mask.reshape(-1)) if unpad and not attention_mask.all() else None  # (N,)
-    NH, eps = cfg.num_attention_heads, cfg.layer_norm_eps
-    act = ACTIVATIONS[cfg.hidden_act]
+def self_attention_forward(qkv, attention_mask, NH, p_attn, rng, ops):
+    """qkv (B, T, 3C) -> heads -> scaled dot-product attention -> merged heads (B, T, C), cache."""
+    q, k, v = np.split(qkv, 3, axis=-1)  # 3 x (B, T, C)
+    q, k, v = (ops.split_heads(t, NH) for t in (q, k, v))  # (B, T, C) -> (B, NH, T, HS)
+    a, cache = ops.attention_forward(q, k, v, attention_mask, p_attn, rng)  # (B, NH, T, HS)
+    return ops.merge_heads(a), cache  # (B, NH, T, HS) -> (B, T, C)
+
+
+def self_attention_backward(da, cache, NH, ops):
+    """Mirror of self_attention_forward: da (B, T, C) -> dqkv (B, T, 3C)."""
+    da = ops.split_heads(da, NH)  # (B, T, C) -> (B, NH, T, HS)
+    dq, dk, dv = ops.attention_backward(da, cache)  # 3 x (B, NH, T, HS)
+    return np.concatenate([ops.merge_heads(t) for t in (dq, dk, dv)], axis=-1)  # (B, T, 3C)
+
+
+def block_forward(params, cfg, l, x, attention_mask, rng, ops, attend=self_attention_forward):
+    """One post-LN encoder block: x (B, T, C) -> (B, T, C), cache (docs/bert-notes.md §4.6).
+    `attend` is the attention sublayer; the unpadded fast path passes its own."""
+    p, NH, eps = f"h{l}.", cfg.num_attention_heads, cfg.layer_norm_eps
     p_h = cfg.hidden_dropout_prob
     p_a = cfg.attention_probs_dropout_prob if rng is not None else 0.0
+    qkv, c_qkv = ops.linear_forward(x, params[p + "attn.qkv.w"], params[p + "attn.qkv.b"])  # (B, T, 3C)
+    a, c_att = attend(qkv, attention_mask, NH, p_a, rng, ops)  # (B, T, C)
+    a, c_out = ops.linear_forward(a, params[p + "attn.out.w"], params[p + "attn.out.b"])  # (B, T, C)
+    a, c_d1 = _dropout(ops, a, p_h, rng)  # (B, T, C)
+    x1, c_ln1 = ops.layernorm_forward(a + x, params[p + "ln1.w"], params[p + "ln1.b"], eps)  # (B, T, C)
+    h, c_in = ops.linear_forward(x1, params[p + "ffn.in.w"], params[p + "ffn.in.b"])  # (B, T, FF)
+    h, c_gelu = ops.gelu_forward(h, ACTIVATIONS[cfg.hidden_act])  # (B, T, FF)
+    h, c_fo = ops.linear_forward(h, params[p + "ffn.out.w"], params[p + "ffn.out.b"])  # (B, T, C)
+    h, c_d2 = _dropout(ops, h, p_h, rng)  # (B, T, C)
+    x, c_ln2 = ops.layernorm_forward(h + x1, params[p + "ln2.w"], params[p + "ln2.b"], eps)  # (B, T, C)
+    return x, BlockCache(c_qkv, c_att, c_out, c_d1, c_ln1, c_in, c_gelu, c_fo, c_d2, c_ln2)
+
+
+def block_backward(dx, c: BlockCache, cfg, l, grads, ops, attend_backward=self_attention_backward):
+    """Mirror of block_forward: dx (B, T, C) -> d(block input) (B, T, C); sets the block's grads."""
+    p = f"h{l}."
+    # forward was: x = LN(h + x1)
+    dsum, grads[p + "ln2.w"], grads[p + "ln2.b"] = ops.layernorm_backward(dx, c.ln2)  # (B, T, C)
+    dh = ops.dropout_backward(dsum, c.drop2)  # (B, T, C)
+    dx1 = dsum  # residual branch; the FFN branch adds to it below
+    dh, grads[p + "ffn.out.w"], grads[p + "ffn.out.b"] = ops.linear_backward(dh, c.ffn_out)  # (B, T, FF)
+    dh = ops.gelu_backward(dh, c.gelu)  # (B, T, FF)
+    dx1_ffn, grads[p + "ffn.in.w"], grads[p + "ffn.in.b"] = ops.linear_backward(dh, c.ffn_in)  # (B, T, C)
+    dx1 = dx1 + dx1_ffn  # gradients add up at forks (x1 feeds the FFN and the residual)
+    # forward was: x1 = LN(a + x)
+    dsum, grads[p + "ln1.w"], grads[p + "ln1.b"] = ops.layernorm_backward(dx1, c.ln1)  # (B, T, C)
+    da = ops.dropout_backward(dsum, c.drop1)  # (B, T, C)
+    da, grads[p + "attn.out.w"], grads[p + "attn.out.b"] = ops.linear_backward(da, c.out)  # (B, T, C)
+    dqkv = attend_backward(da, c.attn, cfg.num_attention_heads, ops)  # (B, T, 3C)
+    dx_attn, grads[p + "attn.qkv.w"], grads[p + "attn.qkv.b"] = ops.linear_backward(dqkv, c.qkv)  # (B, T, C)
+    return dsum + dx_attn  # gradients add up at forks (x feeds attention and the residual)
+
+
+def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers):
+    """Embeddings -> L post-LN blocks: -> sequence_output (B, T, C), cache. Dropout runs only
+    when `rng` is given. `ops` is the module of layer functions (layers, or kernels)."""
     e, emb_cache = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
                                          params["pos_emb"])  # (B, T, C)
-    e = _pack(e, keep)  # (B, T, C) -> (N, C) when unpadding; from here on, (B, T, D) then reads (N, D)
-    x, emb_ln_cache = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], eps)  # (B, T, C)
-    x, emb_drop_cache = _dropout(ops, x, p_h, rng)  # (B, T, C)
+    x, emb_ln_cache = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)
+    x, emb_drop_cache = _dropout(ops, x, cfg.hidden_dropout_prob, rng)  # (B, T, C)
     blocks = []
     for l in range(cfg.num_hidden_layers):
-        p = f"h{l}."
-        qkv, c_qkv = ops.linear_forward(x, params[p + "attn.qkv.w"], params[p + "attn.qkv.b"])  # (B, T, 3C)
-        q, k, v = np.split(_unpack(qkv, keep, B, T), 3, axis=-1)  # 3 x (B, T, C), the full grid
-        q, k, v = (ops.split_heads(t, NH) for t in (q, k, v))  # (B, T, C) -> (B, NH, T, HS)
-        a, c_att = ops.attention_forward(q, k, v, attention_mask, p_a, rng)  # (B, NH, T, HS)
-        a = _pack(ops.merge_heads(a), keep)  # (B, NH, T, HS) -> (B, T, C)
-        a, c_out = ops.linear_forward(a, params[p + "attn.out.w"], params[p + "attn.out.b"])  # (B, T, C)
-        a, c_d1 = _dropout(ops, a, p_h, rng)  # (B, T, C)
-        x1, c_ln1 = ops.layernorm_forward(a + x, params[p + "ln1.w"], params[p + "ln1.b"], eps)  # (B, T, C)
-        h, c_in = ops.linear_forward(x1, params[p + "ffn.in.w"], params[p + "ffn.in.b"])  # (B, T, FF)
-        h, c_gelu = ops.gelu_forward(h, act)  # (B, T, FF)
-        h, c_fo = ops.linear_forward(h, params[p + "ffn.out.w"], params[p + "ffn.out.b"])  # (B, T, C)
-        h, c_d2 = _dropout(ops, h, p_h, rng)  # (B, T, C)
-        x, c_ln2 = ops.layernorm_forward(h + x1, params[p + "ln2.w"], params[p + "ln2.b"], eps)  # (B, T, C)
-        blocks.append(BlockCache(c_qkv, c_att, c_out, c_d1, c_ln1, c_in, c_gelu, c_fo, c_d2, c_ln2))
-    return _unpack(x, keep, B, T), EncoderCache(emb_cache, emb_ln_cache, emb_drop_cache, blocks, keep)
+        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops)  # (B, T, C)
+        blocks.append(c)
+    return x, EncoderCache(emb_cache, emb_ln_cache, emb_drop_cache, blocks)
 
 
-def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=None):
-    """Mirror of encoder_forward. Adds into `grads` (a dict of zero-initialised arrays)."""
-    ops = ops or get_ops()
-    NH = cfg.num_attention_heads
-    B, T, _ = dx.shape
-    keep = cache.keep
-    dx = _pack(dx, keep)  # (B, T, C) -> (N, C) with unpadding
+def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=layers):
+    """Mirror of encoder_forward: dx (B, T, C) -> fills `grads` (a dict) with every encoder
+    gradient and returns it. grads["tok_emb"] may already hold the tied MLM decoder's part; the
+    embedding's part is added to it."""
     for l in reversed(range(cfg.num_hidden_layers)):
-        p = f"h{l}."
-        c = cache.blocks[l]
-        # forward was: x = LN(h + x1)
-        dsum, grads[p + "ln2.w"], grads[p + "ln2.b"] = ops.layernorm_backward(dx, c.ln2)  # (B, T, C)
-        dh = ops.dropout_backward(dsum, c.drop2)  # (B, T, C)
-        dx1 = dsum  # residual branch; the FFN branch adds to it below
-        dh, grads[p + "ffn.out.w"], grads[p + "ffn.out.b"] = ops.linear_backward(dh, c.ffn_out)  # (B, T, FF)
-        dh = ops.gelu_backward(dh, c.gelu)  # (B, T, FF)
-        dx1_ffn, grads[p + "ffn.in.w"], grads[p + "ffn.in.b"] = ops.linear_backward(dh, c.ffn_in)  # (B, T, C)
-        dx1 = dx1 + dx1_ffn  # gradients add up at forks (x1 feeds the FFN and the residual)
-        # forward was: x1 = LN(a + x)
-        dsum, grads[p + "ln1.w"], grads[p + "ln1.b"] = ops.layernorm_backward(dx1, c.ln1)  # (B, T, C)
-        da = ops.dropout_backward(dsum, c.drop1)  # (B, T, C)
-        da, grads[p + "attn.out.w"], grads[p + "attn.out.b"] = ops.linear_backward(da, c.out)  # (B, T, C)
-        da = ops.split_heads(_unpack(da, keep, B, T), NH)  # (B, T, C) -> (B, NH, T, HS)
-        dq, dk, dv = ops.attention_backward(da, c.attn)  # 3 x (B, NH, T, HS)
-        dqkv = _pack(np.concatenate([ops.merge_heads(t) for t in (dq, dk, dv)], axis=-1), keep)  # (B, T, 3C)
-        dx_attn, grads[p + "attn.qkv.w"], grads[p + "attn.qkv.b"] = ops.linear_backward(dqkv, c.qkv)  # (B, T, C)
-        dx = dsum + dx_attn  # gradients add up at forks (x feeds attention and the residual)
+        dx = block_backward(dx, cache.blocks[l], cfg, l, grads, ops)  # (B, T, C)
     dx = ops.dropout_backward(dx, cache.emb_drop)  # (B, T, C)
     de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(dx, cache.emb_ln)  # (B, T, C)
-    de = _unpack(de, keep, B, T)  # (N, C) -> (B, T, C)
     dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)
     grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks (tied with the MLM decoder)
+    return grads
+
+
+# ---------------------------------------------------------------------------------------------
+# the fast path: the same encoder without the padding rows
+#
+# Padding tokens (input_mask 0) are never attended to and, in a pretraining batch, no loss reads
+# them, so their rows in every per-token layer (linear, LayerNorm, GELU, dropout) are wasted work:
+# 13.5% of the tokens in the tiny preset's data. These functions run the same blocks on the N real
+# tokens only, packed as (N, C) rows (every per-token layer works row by row, so block_forward
+# takes them as they are); attention alone needs the (B, T) grid, so `_UnpaddedAttention`
+# scatters q, k, v back into it (zeros at padding, which the mask hides) and gathers the output
+# again. The loss and every gradient equal the reference's (tests/test_model.py). With dropout on,
+# the masks are drawn for the N real rows only, so they differ from the reference's masks.
+
+class UnpaddedEncoderCache(NamedTuple):
+    encoder: EncoderCache  # its arrays hold N rows where the reference's hold B*T
+    keep: np.ndarray  # (N,) flat indices b * T + t of the real tokens
+    grid: tuple  # (B, T)
+
+
+def _pack(x, keep):
+    """(B, T, D) -> (N, D): the rows of the real tokens."""
+    return x.reshape(-1, x.shape[-1])[keep]
+
+
+def _unpack(x, keep, B, T):
+    """(N, D) -> (B, T, D) with zero rows at padding."""
+    out = np.zeros((B * T, x.shape[-1]), dtype=x.dtype)  # (B*T, D)
+    out[keep] = x
+    return out.reshape(B, T, -1)
+
+
+class _UnpaddedAttention:
+    """The attention sublayer for (N, 3C) rows: onto the (B, T) grid, attend, back to rows."""
+
+    def __init__(self, keep, B, T):
+        self.keep, self.B, self.T = keep, B, T
+
+    def forward(self, qkv, attention_mask, NH, p_attn, rng, ops):
+        qkv = _unpack(qkv, self.keep, self.B, self.T)  # (N, 3C) -> (B, T, 3C)
+        a, cache = self_attention_forward(qkv, attention_mask, NH, p_attn, rng, ops)  # (B, T, C)
+        return _pack(a, self.keep), cache  # (N, C)
+
+    def backward(self, da, cache, NH, ops):
+        da = _unpack(da, self.keep, self.B, self.T)  # (N, C) -> (B, T, C)
+        return _pack(self_attention_backward(da, cache, NH, ops), self.keep)  # (N, 3C)
+
+
+def encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers):
+    """encoder_forward on the real tokens only: -> sequence_output (B, T, C), zero at padding,
+    and an UnpaddedEncoderCache."""
+    B, T = input_ids.shape
+    keep = np.flatnonzero(attention_mask.reshape(-1))  # (N,)
+    attention = _UnpaddedAttention(keep, B, T)
+    e, emb_cache = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
+                                         params["pos_emb"])  # (B, T, C)
+    e = _pack(e, keep)  # (N, C)
+    x, emb_ln_cache = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (N, C)
+    x, emb_drop_cache = _dropout(ops, x, cfg.hidden_dropout_prob, rng)  # (N, C)
+    blocks = []
+    for l in range(cfg.num_hidden_layers):
+        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attention.forward)  # (N, C)
+        blocks.append(c)
+    cache = EncoderCache(emb_cache, emb_ln_cache, emb_drop_cache, blocks)
+    return _unpack(x, keep, B, T), UnpaddedEncoderCache(cache, keep, (B, T))
+
+
+def encoder_backward_unpadded(dx, cache: UnpaddedEncoderCache, cfg, grads, ops=layers):
+    """Mirror of encoder_forward_unpadded: dx (B, T, C) -> grads, as encoder_backward."""
+    (B, T), keep, enc = cache.grid, cache.keep, cache.encoder
+    attention = _UnpaddedAttention(keep, B, T)
+    dx = _pack(dx, keep)  # (N, C)
+    for l in reversed(range(cfg.num_hidden_layers)):
+        dx = block_backward(dx, enc.blocks[l], cfg, l, grads, ops, attention.backward)  # (N, C)
+    dx = ops.dropout_backward(dx, enc.emb_drop)  # (N, C)
+    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(dx, enc.emb_ln)  # (N, C)
+    dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(_unpack(de, keep, B, T), enc.emb)
+    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # tied with the MLM decoder
     return grads
 
 
@@ -368,18 +443,25 @@ class Metrics(NamedTuple):
     nsp_isnext_count: int
 
 
-def bert_forward(params, cfg, batch, rng=None, ops=None, unpad=True):
+class LossGradsMetrics(NamedTuple):
+    loss: float
+    grads: dict | None  # same keys as params
+    metrics: Metrics
+
+
+def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True):
     """Pretraining forward: -> (loss, metrics, cache). Loss = mean MLM cross-entropy over the real
     predictions (weight > 0) + mean NSP cross-entropy. Dropout only when `rng` is given.
 
     Google divides the MLM sum by (sum of weights + 1e-5); transformers, whose loss minibert
     matches to float precision, takes the plain mean. The difference is 1e-5 / n relative.
-    `unpad`: skip padding tokens in the per-token layers (see `_pack`); same loss and gradients.
+    `unpad`: run the encoder's fast path, encoder_forward_unpadded (same loss and gradients).
+    `ops` is the module of layer functions: minibert.layers (the reference) or minibert.kernels.
     """
-    ops = ops or get_ops()
     ids, seg, mask, pos, mlm_ids, w, nsp = check_batch(cfg, batch)
     B, T = ids.shape
-    seq, enc_cache = encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad)  # (B, T, C)
+    encoder = encoder_forward_unpadded if unpad and not mask.all() else encoder_forward
+    seq, enc_cache = encoder(params, cfg, ids, seg, mask, rng, ops)  # (B, T, C)
     C = seq.shape[-1]
     # NSP: pooler on [CLS], then a 2-way classifier
     pooled, c_pool = pooler_forward(params, seq, ops)  # (B, C)
@@ -403,9 +485,8 @@ def bert_forward(params, cfg, batch, rng=None, ops=None, unpad=True):
     return loss, metrics, (enc_cache, heads, out)
 
 
-def bert_backward(params, cfg, cache, ops=None):
+def bert_backward(params, cfg, cache, ops=layers):
     """Mirror of bert_forward, from the loss back to every parameter. -> grads (keys of params)."""
-    ops = ops or get_ops()
     enc_cache, hc, _ = cache
     B, T, C = hc.seq_shape
     grads = {}
@@ -430,7 +511,10 @@ def bert_backward(params, cfg, cache, ops=None):
     dpre = dpooled * (1.0 - hc.pool_out * hc.pool_out)  # (B, C)
     dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, hc.pool)  # (B, C)
     dseq[:, 0] += dcls  # gradients add up at forks ([CLS] feeds the pooler and maybe the MLM head)
-    grads = encoder_backward(dseq, enc_cache, cfg, grads, ops)
+    if isinstance(enc_cache, UnpaddedEncoderCache):
+        grads = encoder_backward_unpadded(dseq, enc_cache, cfg, grads, ops)
+    else:
+        grads = encoder_backward(dseq, enc_cache, cfg, grads, ops)
     return {k: grads[k] for k in params}  # same keys, same order as params
 
 
@@ -474,10 +558,16 @@ class BertForPreTraining:
     def num_parameters(self) -> int:
         return sum(p.size for p in self.params.values())
 
+    @property
+    def ops(self):
+        """The module of layer functions this model runs: minibert.kernels (Numba) by default,
+        minibert.layers (the NumPy reference) with MINIBERT_BACKEND=numpy. Read at every call."""
+        return get_ops()
+
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
         """-> Output(sequence_output (B,T,C), pooled_output (B,C), mlm_logits (B,T,V), nsp_logits (B,2)).
         Outputs of heads the model does not have (see `self.heads`) are None."""
-        ops = get_ops()
+        ops = self.ops
         ids, tt, am = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
         rng = _train_rng(train, rng)
         seq, _ = encoder_forward(self.params, self.config, ids, tt, am, rng, ops)  # (B, T, C)
@@ -494,19 +584,24 @@ class BertForPreTraining:
 
     __call__ = forward
 
-    def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
-        """-> (loss, grads). `batch` has the original feature names (docs/bert-notes.md §3.7). With
-        compute_grads=False returns (loss, None). `self.last_metrics` holds accuracies."""
+    def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True) -> LossGradsMetrics:
+        """-> (loss, grads, metrics): the pretraining loss of `batch` (the original feature names,
+        docs/bert-notes.md §3.7), every parameter's gradient (None with compute_grads=False) and
+        the batch's Metrics (losses, hits and counts for the accuracies)."""
         if self.heads != HEAD_GROUPS:
             missing = [g for g in HEAD_GROUPS if g not in self.heads]
-            raise ValueError(f"loss_and_grads needs the pooler, MLM and NSP heads; this model has no {missing} "
-                             f"(loaded from a BertModel or BertForMaskedLM checkpoint?)")
-        ops = get_ops()
+            raise ValueError(f"the pretraining loss needs the pooler, MLM and NSP heads; this model has no "
+                             f"{missing} (loaded from a BertModel or BertForMaskedLM checkpoint?)")
+        ops = self.ops
         loss, metrics, cache = bert_forward(self.params, self.config, batch, _train_rng(train, rng), ops)
-        self.last_metrics = metrics
-        if not compute_grads:
-            return loss, None
-        return loss, bert_backward(self.params, self.config, cache, ops)
+        grads = bert_backward(self.params, self.config, cache, ops) if compute_grads else None
+        return LossGradsMetrics(loss, grads, metrics)
+
+    def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
+        """-> (loss, grads): loss_grads_metrics without the metrics."""
+        loss, grads, metrics = self.loss_grads_metrics(batch, train, rng, compute_grads)
+        self.last_metrics = metrics  # TEMPORARY until the training code reads the returned metrics
+        return loss, grads
 
     # -- Hugging Face checkpoints (minibert.checkpoint knows the names and layouts) -----------
     def save_pretrained(self, directory, vocab=None):
@@ -552,7 +647,7 @@ class BertForPreTraining:
             for i, (tok_ids, seg_ids) in enumerate(chunk):
                 ids[i, :len(tok_ids)], seg[i, :len(tok_ids)], mask[i, :len(tok_ids)] = tok_ids, seg_ids, 1
             ids, seg, mask = check_inputs(self.config, ids, seg, mask)
-            seq, _ = encoder_forward(self.params, self.config, ids, seg, mask)  # (b, T, C)
+            seq, _ = encoder_forward(self.params, self.config, ids, seg, mask, ops=self.ops)  # (b, T, C)
             token_vectors += [seq[i, :len(tok_ids)].copy() for i, (tok_ids, _) in enumerate(chunk)]  # (T_i, C)
         C = self.config.hidden_size
         sentence_vectors = np.stack([v.mean(axis=0) for v in token_vectors]) if token_vectors \

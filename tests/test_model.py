@@ -6,7 +6,8 @@ import pytest
 
 from minibert import gradcheck as gc
 from minibert.backend import get_ops
-from minibert.model import BertConfig, BertForPreTraining, bert_backward, bert_forward, param_shapes
+from minibert.model import (BertConfig, BertForPreTraining, UnpaddedEncoderCache, bert_backward, bert_forward,
+                            param_shapes)
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=16)
@@ -72,8 +73,7 @@ def test_model_initial_loss_is_log_vocab_plus_log_two():
                      intermediate_size=64, max_position_embeddings=32)
     model = BertForPreTraining(cfg, seed=0)
     batch = gc.random_batch(cfg, B=8, T=32, P=5, rng=np.random.default_rng(0))
-    loss, _ = model.loss_and_grads(batch, compute_grads=False)
-    m = model.last_metrics
+    loss, _, m = model.loss_grads_metrics(batch, compute_grads=False)
     # 0.02-scale weights give near-uniform predictions: MLM ~ ln V, NSP ~ ln 2
     assert m.mlm_loss == pytest.approx(math.log(2000), abs=0.02)
     assert m.nsp_loss == pytest.approx(math.log(2), abs=0.02)
@@ -88,11 +88,11 @@ def test_model_overfits_one_batch():
     opt = AdamW(model.params, weight_decay=0.0)
     first = None
     for step in range(300):
-        loss, grads = model.loss_and_grads(batch)
+        loss, grads, metrics = model.loss_grads_metrics(batch)
         first = loss if first is None else first
         opt.step(model.params, grads, lr=3e-3)
     assert first > 4.0 and loss < 0.05, (first, loss)
-    assert model.last_metrics.mlm_correct == model.last_metrics.mlm_count
+    assert metrics.mlm_correct == metrics.mlm_count
 
 
 def test_padding_changes_no_output_at_real_positions():
@@ -131,6 +131,7 @@ def test_unpadding_gives_the_same_loss_and_gradients(backend, monkeypatch):
     out = {}
     for unpad in (False, True):
         loss, metrics, cache = bert_forward(model.params, model.config, batch, ops=ops, unpad=unpad)
+        assert isinstance(cache[0], UnpaddedEncoderCache) == unpad  # the fast path ran, or the reference
         seq = cache[2].sequence_output
         out[unpad] = loss, metrics, seq, bert_backward(model.params, model.config, cache, ops)
     m_unpad, m_full = out[True][1], out[False][1]
