@@ -54,6 +54,11 @@ FEATURE_NAMES = (
 )
 # Stored beside them so masks can be redrawn every epoch (dynamic masking).
 UNMASKED_NAME = "unmasked_input_ids"  # int32 (N, T) token ids before masking, 0-padded
+# The generator's flags and their defaults (google-research/bert's create_pretraining_data.py):
+# the one place they are stated; build_pretraining_data's signature and the `data` command read them.
+DEFAULT_FLAGS = {"max_seq_length": 128, "max_predictions_per_seq": 20, "masked_lm_prob": 0.15,
+                 "short_seq_prob": 0.1, "dupe_factor": 10, "random_seed": 12345,
+                 "do_whole_word_mask": False, "do_lower_case": True}
 DYNAMIC_NAMES = (UNMASKED_NAME, "input_mask", "segment_ids", "next_sentence_labels")
 ALL_NAMES = FEATURE_NAMES + (UNMASKED_NAME,)
 
@@ -510,12 +515,15 @@ def vocab_sha256(vocab) -> str:
 
 
 def _atomic_write(path: Path, write: Callable) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """write(binary file) into a temporary file beside `path`, then rename it into place
+    (minibert.checkpoint.atomic_write: the temporary file is removed if anything fails)."""
+    from minibert.checkpoint import atomic_write
+
+    def write_file(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            write(f)
+
+    atomic_write(path, write_file)
 
 
 def write_shards(features: dict[str, np.ndarray], out_dir, instances_per_shard: int = 20_000,
@@ -726,10 +734,6 @@ class BatchIterator:
 # ----------------------------------------------------------------------------------------------
 # top level: build a data directory
 
-DEFAULT_FLAGS = {"max_seq_length": 128, "max_predictions_per_seq": 20, "masked_lm_prob": 0.15,
-                 "short_seq_prob": 0.1, "dupe_factor": 10, "random_seed": 12345,
-                 "do_whole_word_mask": False, "do_lower_case": True}
-
 
 class _Progress:
     """One updating line: documents done / total, instances, elapsed (at most ~4 updates/s)."""
@@ -747,10 +751,14 @@ class _Progress:
 
 
 def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
-                           max_seq_length: int = 128, max_predictions_per_seq: int = 20,
-                           masked_lm_prob: float = 0.15, short_seq_prob: float = 0.1,
-                           dupe_factor: int = 10, random_seed: int = 12345,
-                           do_whole_word_mask: bool = False, do_lower_case: bool = True,
+                           max_seq_length: int = DEFAULT_FLAGS["max_seq_length"],
+                           max_predictions_per_seq: int = DEFAULT_FLAGS["max_predictions_per_seq"],
+                           masked_lm_prob: float = DEFAULT_FLAGS["masked_lm_prob"],
+                           short_seq_prob: float = DEFAULT_FLAGS["short_seq_prob"],
+                           dupe_factor: int = DEFAULT_FLAGS["dupe_factor"],
+                           random_seed: int = DEFAULT_FLAGS["random_seed"],
+                           do_whole_word_mask: bool = DEFAULT_FLAGS["do_whole_word_mask"],
+                           do_lower_case: bool = DEFAULT_FLAGS["do_lower_case"],
                            instances_per_shard: int = 20_000, verbose: bool = True,
                            tokenizer=None) -> dict:
     """Corpus files + vocab.txt -> out_dir with .npz shards and meta.json; returns the meta."""
@@ -794,12 +802,12 @@ def cli(argv: list[str]) -> int:
     p.add_argument("--corpus", nargs="+", required=True, help="input text file(s)")
     p.add_argument("--vocab", required=True, help="vocab.txt")
     p.add_argument("--out", required=True, help="output directory (shards + meta.json)")
-    p.add_argument("--max-seq-length", type=int, default=128)
-    p.add_argument("--max-predictions-per-seq", type=int, default=20)
-    p.add_argument("--masked-lm-prob", type=float, default=0.15)
-    p.add_argument("--short-seq-prob", type=float, default=0.1)
-    p.add_argument("--dupe-factor", type=int, default=10)
-    p.add_argument("--random-seed", type=int, default=12345)
+    p.add_argument("--max-seq-length", type=int, default=DEFAULT_FLAGS["max_seq_length"])
+    p.add_argument("--max-predictions-per-seq", type=int, default=DEFAULT_FLAGS["max_predictions_per_seq"])
+    p.add_argument("--masked-lm-prob", type=float, default=DEFAULT_FLAGS["masked_lm_prob"])
+    p.add_argument("--short-seq-prob", type=float, default=DEFAULT_FLAGS["short_seq_prob"])
+    p.add_argument("--dupe-factor", type=int, default=DEFAULT_FLAGS["dupe_factor"])
+    p.add_argument("--random-seed", type=int, default=DEFAULT_FLAGS["random_seed"])
     p.add_argument("--do-whole-word-mask", action="store_true")
     p.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
     p.add_argument("--instances-per-shard", type=int, default=20_000,
