@@ -599,8 +599,7 @@ class BertForPreTraining:
 
     def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
         """-> (loss, grads): loss_grads_metrics without the metrics."""
-        loss, grads, metrics = self.loss_grads_metrics(batch, train, rng, compute_grads)
-        self.last_metrics = metrics  # TEMPORARY until the training code reads the returned metrics
+        loss, grads, _ = self.loss_grads_metrics(batch, train, rng, compute_grads)
         return loss, grads
 
     # -- Hugging Face checkpoints (minibert.checkpoint knows the names and layouts) -----------

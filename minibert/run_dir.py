@@ -43,7 +43,7 @@ OPTIM_FILE = "optimizer.safetensors"
 PUBLISHED = (CONFIG_NAME, VOCAB_NAME, TOKENIZER_CONFIG_NAME, WEIGHTS_NAME)
 _STEP_DIR = re.compile(r"step-(\d+)(?:\.(\d+))?$")  # step-000250, or step-000250.1 for a second save
 _TMP_DIR = re.compile(r"\.step-\d+(\.\d+)?\.tmp-\d+$")  # a checkpoint being written
-_TMP_FILE = re.compile(r"\..+\.tmp(\.png)?$")  # atomic_write's .NAME.XXXX.tmp, the plot's .curves.tmp.png
+_TMP_FILE = re.compile(r"\..+\.tmp(\.png)?$")  # atomic_write's .NAME.XXXX.tmp; .curves.tmp.png of older versions
 
 
 class CheckpointError(OSError):

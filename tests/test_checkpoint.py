@@ -218,7 +218,7 @@ def test_encoder_only_and_masked_lm_load(tmp_path, drop, arch, heads):
     assert (out.mlm_logits is None) == ("mlm" not in heads)
     if "mlm" in heads:
         np.testing.assert_array_equal(out.mlm_logits, ref.mlm_logits)
-    with pytest.raises(ValueError, match="loss_and_grads needs the pooler, MLM and NSP heads"):
+    with pytest.raises(ValueError, match="the pretraining loss needs the pooler, MLM and NSP heads"):
         loaded.loss_and_grads({})
 
 

@@ -15,6 +15,7 @@ from minibert import train as T
 from minibert.inspect import attention_cli, attention_maps, encode_with_masks, fill_mask, fill_mask_cli
 from minibert.model import BertForPreTraining
 from minibert.nsp_baseline import cli as nsp_baseline_cli
+from minibert.train import data as train_data
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SHARED = ["the", "a", "is", "on", "of", "and", "with", "to", "."]
@@ -331,7 +332,7 @@ def test_checkpoint_tampering_is_detected(corpus, tmp_path):
 
 
 def test_own_corpus_that_is_not_utf8_is_refused_naming_the_line_and_leaves_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(T, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))
+    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # _own_corpus reads it there
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("the cat sat .\n\nthe dog ran .\na caf\u00e9 .\n".encode("latin-1"))
     with pytest.raises(ValueError, match=f"{latin1} line 4: invalid UTF-8 byte 0xe9 at column 6"):
@@ -340,7 +341,7 @@ def test_own_corpus_that_is_not_utf8_is_refused_naming_the_line_and_leaves_nothi
 
 
 def test_own_corpus_split_is_written_whole(tmp_path, monkeypatch, corpus):
-    monkeypatch.setattr(T, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))
+    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # _own_corpus reads it there
     files = T._own_corpus(corpus["corpus"][0], {"vocab": corpus["vocab"]})
     (out,) = list((tmp_path / "generated").iterdir())
     assert out.name.startswith("own-") and sorted(p.name for p in out.iterdir()) == ["heldout.txt", "train.txt"]

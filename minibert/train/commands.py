@@ -1,0 +1,163 @@
+"""The command line: `python -m minibert train` (`cli`) and `python -m minibert train-tiny`
+(`train_tiny_cli`, what `make train-tiny` runs), the final report, and the exit codes."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from minibert import run_dir as run_dir_mod
+from minibert.optim import SCHEDULES
+from minibert.train.config import FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS, TINY_RECIPE, make_config, parse_set
+from minibert.train.data import _default_corpus
+from minibert.train.evaluation import _fmt_perplexity
+from minibert.train.loop import Trainer, _fmt_seconds, train
+from minibert.train.runs import resume_config
+from minibert.train.step import TrainingAborted, TrainingDiverged
+
+
+def cli(argv: list[str]) -> int:
+    """python -m minibert train [--preset tiny|mini] [overrides] | --resume runs/<name>"""
+    args = _build_parser("python -m minibert train").parse_args(argv)
+    try:
+        overrides = _overrides(args)
+        if args.resume:
+            if args.preset:
+                overrides["preset"] = args.preset
+            cfg = resume_config(args.resume, overrides)
+        else:
+            make_config(args.preset or "tiny", **overrides).validate(require_files=False)
+            cfg = make_config(args.preset or "tiny", **_default_corpus(overrides))
+        trainer = train(cfg, resume=bool(args.resume), overwrite=args.overwrite,
+                        max_steps_this_run=args.max_steps_this_run)
+    except BaseException as e:
+        return _exit_code(e)
+    report(trainer)
+    return 130 if trainer.status == "interrupted" else 0
+
+
+def _exit_code(e: BaseException) -> int:
+    """One line on stderr and the exit code for the ways a training command ends early:
+    1 for an error (a bad setting or file, a full disk, divergence), 130 for Ctrl-C."""
+    if isinstance(e, KeyboardInterrupt):  # before the loop started (data, calibration): nothing to save
+        print("\ninterrupted before training started; nothing saved", file=sys.stderr)
+        return 130
+    if isinstance(e, TrainingAborted):
+        print(f"\n{e}", file=sys.stderr)
+        return 130
+    if isinstance(e, (ValueError, OSError, TrainingDiverged)):
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    raise e
+
+
+def report(trainer: Trainer) -> None:
+    r = trainer.last_eval
+    if r is None:
+        return
+    at = trainer.last_eval_step if trainer.last_eval_step is not None else trainer.step
+    when = (f"after {at} steps" if at == trainer.step  # Ctrl-C stops without a final evaluation
+            else f"at step {at} (the last evaluation; training stopped at step {trainer.step})")
+    print(f"\nheld-out ({r.examples} sequences) {when}, {_fmt_seconds(trainer.elapsed)}: "
+          f"MLM accuracy {r.mlm_acc:.2%}, MLM loss {r.mlm_loss:.3f} (perplexity {_fmt_perplexity(r.perplexity)}), "
+          f"NSP accuracy {r.nsp_acc:.2%} (IsNext pairs {r.nsp_acc_isnext:.1%}, random-next pairs "
+          f"{r.nsp_acc_random:.1%})")
+    print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
+          f"{run_dir_mod.CHECKPOINTS}/)")
+
+
+def _build_parser(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, description="Pretrain BERT (MLM + NSP) with hand-written backprop.")
+    p.add_argument("--preset", default=None, help=f"model/batch preset: {', '.join(PRESETS)} (default tiny)")
+    p.add_argument("--name", help="run name: output goes to runs/<name> (default: the preset)")
+    p.add_argument("--out", dest="out_dir", help="output directory (default runs/<name>)")
+    p.add_argument("--corpus", nargs="+", help="training text files (default: the Python-docs corpus)")
+    p.add_argument("--heldout", nargs="+", help="held-out text files for evaluation")
+    p.add_argument("--vocab", help="vocab.txt (default: the Python-docs corpus's)")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--warmup", dest="warmup_steps", type=int)
+    p.add_argument("--steps", type=int, help="schedule length in optimizer steps")
+    p.add_argument("--minutes", type=float, help="wall-clock budget; with --auto-steps also sets --steps")
+    p.add_argument("--auto-steps", action="store_const", const=True, help="choose --steps from measured speed")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seq-len", dest="max_seq_length", type=int)
+    p.add_argument("--dropout", type=float, help="hidden and attention dropout")
+    p.add_argument("--masking", choices=("static", "dynamic"))
+    p.add_argument("--dupe-factor", type=int)
+    p.add_argument("--eval-interval", type=int)
+    p.add_argument("--checkpoint-interval", type=int)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--schedule", choices=SCHEDULES)
+    p.add_argument("--bias-correction", action="store_const", const=True)
+    p.add_argument("--control-shuffle-labels", action="store_const", const=True,
+                   help="control run: shuffle MLM labels within each batch (should stay near chance)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any TrainConfig field, e.g. --set weight_decay=0 (repeatable)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
+    p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory")
+    p.add_argument("--max-steps-this-run", type=int, help="stop (and save) after this many steps")
+    return p
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k in ("name", "out_dir", "lr", "warmup_steps", "steps", "minutes", "auto_steps", "batch_size",
+              "max_seq_length", "masking", "dupe_factor", "eval_interval", "checkpoint_interval", "seed",
+              "schedule", "bias_correction", "control_shuffle_labels", "vocab"):
+        if getattr(args, k) is not None:
+            out[k] = getattr(args, k)
+    if args.corpus is not None:
+        out["corpus"] = tuple(args.corpus)
+    if args.heldout is not None:
+        out["heldout"] = tuple(args.heldout)
+    if args.dropout is not None:
+        out["hidden_dropout_prob"] = out["attention_probs_dropout_prob"] = args.dropout
+    out.update(parse_set(args.set))
+    return out
+
+
+def train_tiny_cli(argv: list[str]) -> int:
+    """Build the corpus if needed, pretrain the tiny preset in ~10 minutes, evaluate, fill masks.
+
+    MINIBERT_FAST=1: the same pipeline and files on a slice of the corpus in about a minute.
+    CORPUS=path: your own text (one sentence per line, blank line between documents) instead.
+    """
+    p = argparse.ArgumentParser(prog="python -m minibert train-tiny",
+                                description=train_tiny_cli.__doc__.split("\n\n")[0])
+    p.add_argument("--minutes", type=float, help="override the time budget")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted train-tiny run")
+    p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory, "
+                   "finished or not (a finished train-tiny run is replaced without it)")
+    args = p.parse_args(argv)
+    fast = os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+    try:
+        overrides = {**TINY_RECIPE, **(FAST_RECIPE if fast else {}), "name": "tiny"}
+        if args.minutes is not None:
+            overrides["minutes"] = args.minutes
+        overrides.update(parse_set(args.set))
+        if args.resume:  # the saved settings; only the budget may change
+            cfg = resume_config(make_config("tiny", **overrides).run_dir,
+                                {} if args.minutes is None else {"minutes": args.minutes})
+        else:
+            make_config("tiny", **overrides).validate(require_files=False)  # before CORPUS= writes files
+            cfg = make_config("tiny", **_default_corpus(overrides))
+        print(f"train-tiny{' (MINIBERT_FAST=1: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
+              f"on {os.cpu_count()} cores -> {cfg.run_dir}")
+        trainer = train(cfg, resume=args.resume, overwrite=args.overwrite, created_by="train-tiny",
+                        replaceable_by="train-tiny")
+    except BaseException as e:
+        return _exit_code(e)
+    report(trainer)
+    if trainer.status == "interrupted":
+        return 130
+    from minibert.inspect import fill_mask
+
+    print("\nfill-mask examples:")
+    for text in FILL_MASK_EXAMPLES:
+        print(f"  {text}")
+        for preds in fill_mask(trainer.model, trainer.tokenizer, text, k=5):
+            print("    " + ", ".join(f"{tok} {prob:.2f}" for tok, prob in preds))
+    print(f"\ntry: python -m minibert fill-mask {cfg.run_dir} \"a [MASK] is an immutable sequence of characters\"")
+    return 0

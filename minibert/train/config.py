@@ -1,0 +1,238 @@
+"""Every setting of a training run: TrainConfig (checked by `validate` before anything is
+written), the model/batch presets, `--set key=value` parsing, and the train-tiny recipes."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+from minibert.model import BertConfig
+from minibert.optim import SCHEDULES
+from minibert.pretraining_data import DEFAULT_FLAGS
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # the issue's sizes; vocab 8192 comes from the default corpus's vocab.txt
+    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+                 max_seq_length=128, batch_size=32),
+    "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
+                 max_seq_length=128, batch_size=32),
+}
+
+ROOT = Path(__file__).resolve().parent.parent.parent  # the repository
+DEFAULT_DATA_CACHE = str(ROOT / "data" / "generated")  # git-ignored, shared by all runs
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Every hyperparameter of a run. `python -m minibert train --set key=value` sets any field."""
+
+    name: str = "tiny"
+    preset: str = "tiny"
+    out_dir: str = ""  # default runs/<name>
+    # data
+    corpus: tuple = ()  # training text files (one sentence per line, blank line between documents)
+    heldout: tuple = ()  # held-out text files (never used for training)
+    vocab: str = ""
+    data_cache: str = DEFAULT_DATA_CACHE
+    # the generator's flags, with its own defaults (pretraining_data.DEFAULT_FLAGS) but dupe_factor
+    max_seq_length: int = DEFAULT_FLAGS["max_seq_length"]
+    max_predictions_per_seq: int = DEFAULT_FLAGS["max_predictions_per_seq"]
+    masked_lm_prob: float = DEFAULT_FLAGS["masked_lm_prob"]
+    short_seq_prob: float = DEFAULT_FLAGS["short_seq_prob"]
+    dupe_factor: int = 5  # half the generator's 10: dynamic masking redraws the masks every epoch
+    heldout_dupe_factor: int = 5  # passes over the held-out documents (different pairs and masks)
+    data_seed: int = DEFAULT_FLAGS["random_seed"]  # generator seed (also the held-out set's masking seed)
+    masking: str = "dynamic"  # static | dynamic
+    # sequence-length warm-up, as BERT did it (90% of its steps at length 128, then 512): the first
+    # short_seq_fraction of the steps train on sequences of short_seq_length tokens (0 = off), with
+    # the batch scaled up so a step holds as many tokens; the rest, and every evaluation, use
+    # max_seq_length
+    short_seq_length: int = 0
+    short_seq_fraction: float = 0.0
+    max_train_lines: int = 0  # >0: use only the first N lines of the corpus (MINIBERT_FAST)
+    # model
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 2
+    intermediate_size: int = 512
+    max_position_embeddings: int = 512
+    hidden_dropout_prob: float = 0.0
+    attention_probs_dropout_prob: float = 0.0
+    # optimisation
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup_steps: int = 100
+    steps: int = 1000  # schedule length; with minutes > 0 and auto_steps, measured instead
+    minutes: float = 0.0  # wall-clock budget for the loop (0 = none)
+    auto_steps: bool = False  # choose `steps` from measured speed so the run fits `minutes`
+    schedule: str = "bert"
+    bias_correction: bool = False
+    weight_decay: float = 0.01
+    beta1: float = 0.9  # AdamW's moment decays (docs/bert-notes.md §6.3: 0.9, 0.999)
+    beta2: float = 0.999
+    clip_norm: float = 1.0
+    # loop
+    seed: int = 0  # init, data order, dropout
+    log_interval: int = 10
+    eval_interval: int = 200
+    eval_examples: int = 1024  # held-out examples per evaluation (0 = all)
+    checkpoint_interval: int = 200
+    control_shuffle_labels: bool = False  # control run: MLM targets shuffled within each batch
+    curves: bool = True  # draw curves.png (matplotlib costs ~1-2 s per drawing)
+
+    def short_phase(self) -> tuple[int, int, int]:
+        """(sequence length, batch size, max predictions per sequence) of the short phase: the
+        batch holds as many tokens as a full-length one, predictions scale with the length."""
+        T = self.short_seq_length
+        return (T, max(1, round(self.batch_size * self.max_seq_length / T)),
+                max(1, round(self.max_predictions_per_seq * T / self.max_seq_length)))
+
+    def model_config(self, vocab_size: int) -> BertConfig:
+        return BertConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,
+                          num_hidden_layers=self.num_hidden_layers,
+                          num_attention_heads=self.num_attention_heads,
+                          intermediate_size=self.intermediate_size,
+                          max_position_embeddings=self.max_position_embeddings,
+                          hidden_dropout_prob=self.hidden_dropout_prob,
+                          attention_probs_dropout_prob=self.attention_probs_dropout_prob)
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.out_dir or f"runs/{self.name}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["corpus"], d["heldout"] = list(self.corpus), list(self.heldout)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names)
+        if unknown:
+            raise ValueError(f"unknown training settings {unknown}; known: {sorted(names)}")
+        d = dict(d)
+        for k in ("corpus", "heldout"):
+            if k in d:
+                d[k] = tuple(d[k])
+        return cls(**d)
+
+    def validate(self, require_files: bool = True) -> None:
+        """Every setting checked before anything is written (a bad one used to fail at the first
+        step, after run.json had claimed the directory). `require_files=False` skips the corpus
+        and vocab, for a check before they are prepared."""
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, float) and not math.isfinite(v):
+                raise ValueError(f"{f.name}={v} must be a finite number")
+        if self.masking not in ("static", "dynamic"):
+            raise ValueError(f"masking={self.masking!r} must be 'static' or 'dynamic'")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule={self.schedule!r} is not one of {SCHEDULES}")
+        for k in ("batch_size", "steps", "max_seq_length", "max_predictions_per_seq", "log_interval",
+                  "eval_interval", "checkpoint_interval", "dupe_factor"):
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
+        if self.warmup_steps < 0 or self.minutes < 0 or self.eval_examples < 0:
+            raise ValueError("warmup_steps, minutes and eval_examples must be >= 0")
+        if self.max_seq_length > self.max_position_embeddings:
+            raise ValueError(f"max_seq_length {self.max_seq_length} exceeds max_position_embeddings "
+                             f"{self.max_position_embeddings}")
+        if not self.lr > 0:
+            raise ValueError(f"lr={self.lr} must be > 0")
+        if not self.clip_norm > 0:
+            raise ValueError(f"clip_norm={self.clip_norm} must be > 0 (the largest global gradient norm)")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay={self.weight_decay} must be >= 0")
+        if self.heldout_dupe_factor < 1:
+            raise ValueError(f"heldout_dupe_factor={self.heldout_dupe_factor} must be >= 1")
+        if not 0.0 < self.masked_lm_prob <= 1.0:
+            raise ValueError(f"masked_lm_prob={self.masked_lm_prob} must be in (0, 1] (BERT: 0.15)")
+        if not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"short_seq_prob={self.short_seq_prob} must be in [0, 1] (BERT: 0.1)")
+        for k in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, k) < 1.0:
+                raise ValueError(f"{k}={getattr(self, k)} must be in [0, 1)")
+        if self.max_seq_length < 8:
+            raise ValueError(f"max_seq_length={self.max_seq_length} must be >= 8 ([CLS] A [SEP] B [SEP] "
+                             f"needs room for two segments)")
+        if self.max_predictions_per_seq > self.max_seq_length - 3:
+            raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} must be at most "
+                             f"max_seq_length - 3 = {self.max_seq_length - 3} (a sequence has at most that "
+                             f"many maskable tokens besides [CLS] and two [SEP])")
+        if self.max_train_lines < 0:
+            raise ValueError(f"max_train_lines={self.max_train_lines} must be >= 0")
+        if self.short_seq_length and not 8 <= self.short_seq_length < self.max_seq_length:
+            raise ValueError(f"short_seq_length={self.short_seq_length} must be 0 (off) or in "
+                             f"[8, max_seq_length={self.max_seq_length})")
+        if not 0.0 <= self.short_seq_fraction < 1.0 or (self.short_seq_fraction > 0) != (self.short_seq_length > 0):
+            raise ValueError(f"short_seq_fraction={self.short_seq_fraction} must be in (0, 1) with a "
+                             f"short_seq_length, and 0 without one (short_seq_length={self.short_seq_length})")
+        if self.auto_steps and not self.minutes > 0:
+            raise ValueError("auto_steps needs a time budget (minutes > 0)")
+        if not require_files:
+            return
+        if not self.corpus:
+            raise ValueError("no training corpus given (--corpus FILE ...)")
+        if not self.vocab:
+            raise ValueError("no vocabulary given (--vocab vocab.txt)")
+
+
+def make_config(preset: str = "tiny", **overrides) -> TrainConfig:
+    """TrainConfig from a preset plus overrides; ValueError for an unknown preset or key."""
+    if preset not in PRESETS:
+        raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
+    values = {"preset": preset, "name": preset, **PRESETS[preset]}
+    values.update(overrides)
+    return TrainConfig.from_dict(values)
+
+
+def parse_set(items: list[str]) -> dict[str, Any]:
+    """["lr=1e-3", "masking=static", "corpus=a.txt,b.txt"] -> typed overrides."""
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise ValueError(f"--set {item!r}: expected key=value")
+        if key not in fields:
+            raise ValueError(f"--set {item!r}: unknown setting {key!r}; known: {sorted(fields)}")
+        default = getattr(TrainConfig(), key)
+        out[key] = _convert(key, raw, default)
+    return out
+
+
+def _convert(key: str, raw: str, default: Any) -> Any:
+    try:
+        if isinstance(default, bool):
+            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
+                raise ValueError
+            return raw.lower() in ("1", "true", "yes")
+        if isinstance(default, int):
+            return int(float(raw)) if "e" in raw.lower() else int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, tuple):
+            return tuple(p for p in raw.split(",") if p)
+        return raw
+    except ValueError:
+        raise ValueError(f"{key}={raw!r} is not a valid {type(default).__name__}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# make train-tiny
+
+# The recipe on the default corpus. Why each setting, what else was tried and what every run
+# measured: docs/recipe.md ("How the train-tiny recipe was chosen").
+TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dynamic",
+                   dupe_factor=20, max_seq_length=64, max_predictions_per_seq=10,
+                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=500,
+                   checkpoint_interval=250, eval_examples=2048, minutes=9.5, auto_steps=True)
+# MINIBERT_FAST=1: the same pipeline and files on a slice of the corpus, in about a minute
+FAST_RECIPE = dict(minutes=0.75, dupe_factor=1, heldout_dupe_factor=1, max_train_lines=3000, eval_examples=256, eval_interval=25,
+                   checkpoint_interval=50, warmup_steps=10, log_interval=5)
+FILL_MASK_EXAMPLES = ("a [MASK] is an immutable sequence of characters.",
+                      "the [MASK] statement is used to leave a loop early.",
+                      "open the file and [MASK] its contents into a string.")

@@ -1,0 +1,159 @@
+"""Data for a run: corpus files -> cached pretraining shard directories (train, held-out, and
+the short phase's), the held-out features, and the corpus a command uses when none is given (the
+default Python-docs corpus, or CORPUS=file.txt split and given a vocab of its own)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from minibert import run_dir as run_dir_mod
+from minibert.checkpoint import atomic_write
+from minibert.train.config import DEFAULT_DATA_CACHE, TrainConfig
+
+
+def _sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _slice_corpus(files: tuple, max_lines: int, out: Path) -> list[str]:
+    """The first `max_lines` lines of the corpus (cut at a document boundary when possible)."""
+    from minibert.textio import iter_lines
+
+    lines: list[str] = []
+    for f in files:
+        for line in iter_lines(f):
+            lines.append(line)
+            if len(lines) >= max_lines and not line.strip():
+                break
+        if len(lines) >= max_lines:
+            break
+    text = "".join(lines)
+    atomic_write(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    return [str(out)]
+
+
+class DataDirs(NamedTuple):
+    train: Path
+    heldout: Path | None
+    short_train: Path | None = None  # the training data at short_seq_length (sequence-length warm-up)
+
+
+def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
+    """Generate (or reuse) the pretraining shards for the corpus and the held-out files.
+
+    The cache key is a hash of the corpus contents, the vocab contents and every generation flag,
+    so changing any of them makes new shards and an unchanged setup reuses the old ones. The
+    held-out set is generated once (`heldout_dupe_factor` passes, default 5: the default corpus
+    holds only 82 held-out documents, 240 sequences per pass, too few for a steady NSP accuracy)
+    with the fixed seed `data_seed`: its masks are the same in every evaluation and every run.
+    """
+    from minibert.pretraining_data import build_pretraining_data, read_meta
+
+    for f in (*cfg.corpus, *cfg.heldout, cfg.vocab):
+        if not Path(f).is_file():
+            raise ValueError(f"file {f} does not exist")
+    vocab_sha = _sha256_file(cfg.vocab)
+    flags = dict(max_seq_length=cfg.max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
+                 masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,
+                 random_seed=cfg.data_seed)
+
+    def build(files: tuple, dupe: int, kind: str, max_lines: int, **changed) -> Path:
+        flags_here = {**flags, **changed}
+        key = json.dumps({"files": [_sha256_file(f) for f in files], "vocab": vocab_sha, "dupe": dupe,
+                          "max_lines": max_lines, **flags_here}, sort_keys=True)
+        out = Path(cfg.data_cache) / f"pretrain-{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        try:
+            read_meta(out, cfg.vocab)
+            if verbose:
+                print(f"{kind} data: reusing {out}")
+            return out
+        except ValueError:
+            pass
+        if verbose:
+            print(f"{kind} data: generating {out} from {', '.join(map(str, files))} (dupe_factor {dupe})")
+        src = _slice_corpus(files, max_lines, out.with_name(out.name + ".txt")) if max_lines else files
+        build_pretraining_data(list(src), cfg.vocab, out, dupe_factor=dupe, verbose=verbose, **flags_here)
+        return out
+
+    train = build(cfg.corpus, cfg.dupe_factor, "train", cfg.max_train_lines)
+    heldout = build(cfg.heldout, cfg.heldout_dupe_factor, "heldout", cfg.max_train_lines // 4) if cfg.heldout else None
+    short = None
+    if cfg.short_seq_length:
+        T, _, P = cfg.short_phase()
+        short = build(cfg.corpus, cfg.dupe_factor, "train", cfg.max_train_lines, max_seq_length=T,
+                      max_predictions_per_seq=P)
+    return DataDirs(train, heldout, short)
+
+
+def load_heldout(data_dir: Path, vocab: str, max_examples: int) -> dict[str, np.ndarray]:
+    """The held-out features with their stored (fixed-seed) masks, the first `max_examples`."""
+    from minibert.pretraining_data import FEATURE_NAMES, load_shards
+
+    feats = load_shards(data_dir, vocab, FEATURE_NAMES)
+    if max_examples:
+        feats = {k: v[:max_examples] for k, v in feats.items()}
+    if feats["input_ids"].shape[0] == 0:
+        raise ValueError(f"held-out data {data_dir} has no examples")
+    return feats
+
+
+def _default_corpus(overrides: dict[str, Any]) -> dict[str, Any]:
+    """Fill corpus / heldout / vocab from env CORPUS (own text) or the default Python-docs corpus."""
+    if "corpus" in overrides and "vocab" in overrides:
+        return overrides
+    from minibert.corpus import ensure_default_corpus
+
+    own = os.environ.get("CORPUS")
+    if own:
+        return {**_own_corpus(own, overrides), **overrides}
+    paths = ensure_default_corpus()
+    return {"corpus": (str(paths.train),), "heldout": (str(paths.heldout),), "vocab": str(paths.vocab),
+            **overrides}
+
+
+def _own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """CORPUS=file.txt: hold out every 20th document, and train a vocab on the rest if needed.
+    The split (and vocab) go to data/generated/own-<hash>/, written in full or not at all."""
+    src = Path(path)
+    if not src.is_file():
+        raise ValueError(f"CORPUS={path}: file not found (expected one sentence per line, blank lines "
+                         f"between documents)")
+    out = Path(DEFAULT_DATA_CACHE) / f"own-{_sha256_file(src)[:12]}"
+    vocab = overrides.get("vocab") or str(out / "vocab.txt")
+    files = {"corpus": (str(out / "train.txt"),), "heldout": (str(out / "heldout.txt"),), "vocab": vocab}
+    if (out / "train.txt").is_file() and Path(vocab).is_file():
+        return files
+    from minibert.textio import read_text
+
+    docs = [d for d in read_text(src).split("\n\n") if d.strip()]
+    if len(docs) < 2:
+        raise ValueError(f"CORPUS={path} has {len(docs)} document(s); need at least 2 (separate "
+                         f"documents with a blank line)")
+    held_out = [i % 20 == 19 or (len(docs) < 20 and i == len(docs) - 1) for i in range(len(docs))]
+    held = [d.strip("\n") for d, h in zip(docs, held_out) if h]
+    train_docs = [d.strip("\n") for d, h in zip(docs, held_out) if not h]
+    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / "train.txt").write_text("\n\n".join(train_docs) + "\n", encoding="utf-8")
+        (tmp / "heldout.txt").write_text("\n\n".join(held) + "\n", encoding="utf-8")
+        if not overrides.get("vocab"):
+            from minibert.tokenizer import save_vocab
+            from minibert.wordpiece_trainer import train_wordpiece
+
+            print(f"CORPUS={path}: training an 8192-token WordPiece vocab on its training part -> {vocab}")
+            save_vocab(train_wordpiece([tmp / "train.txt"], 8192), tmp / "vocab.txt")
+        run_dir_mod._remove(out)  # an incomplete directory from an older version
+        os.replace(tmp, out)
+    finally:
+        run_dir_mod._remove(tmp)
+    return files
