@@ -35,8 +35,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from minibert import gradcheck, layers
-from minibert.model import (BertConfig, BertForPreTraining, bert_backward, bert_forward, encoder_backward,
-                            encoder_forward, init_params)
+from minibert.bert import BertForPreTraining
+from minibert.model import (BertConfig, bert_backward, bert_forward, encoder_backward, encoder_forward, init_params)
 
 FAST = os.environ.get("MINIBERT_FAST") == "1"  # CI: fewer training steps
 OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"

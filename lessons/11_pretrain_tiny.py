@@ -43,7 +43,8 @@ import numpy as np
 
 from minibert import optim
 from minibert import pretraining_data as pd
-from minibert.model import BertConfig, BertForPreTraining
+from minibert.bert import BertForPreTraining
+from minibert.model import BertConfig
 from minibert.tokenizer import BertTokenizer
 from minibert.wordpiece_trainer import train_wordpiece
 

@@ -35,7 +35,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from minibert import inspect, layers
-from minibert.model import BertForPreTraining, encoder_forward
+from minibert.bert import BertForPreTraining
+from minibert.model import encoder_forward
 
 HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
 OUT = HERE / "out"

@@ -25,8 +25,8 @@ __version__ = "0.1.0"
 # public name -> "submodule" or "submodule:attribute" (when the names differ)
 _EXPORTS = {
     # the model and its checkpoints (transformers-readable directories)
-    "BertConfig": "model", "BertForPreTraining": "model",
-    "load_pretrained": "checkpoint", "save_pretrained": "checkpoint",
+    "BertConfig": "model", "BertForPreTraining": "bert",
+    "load_pretrained": "bert", "save_pretrained": "checkpoint",
     # text
     "BertTokenizer": "tokenizer", "basic_tokenize": "tokenizer", "load_vocab": "tokenizer",
     "save_vocab": "tokenizer", "train_wordpiece": "wordpiece_trainer",
@@ -44,8 +44,8 @@ _EXPORTS = {
     # gradient checking
     "numerical_grad": "gradcheck", "compare": "gradcheck", "check_model": "gradcheck",
 }
-_SUBMODULES = ("backend", "bench", "bench_data", "bench_text", "checkpoint", "corpus", "gradcheck",
-               "inspect", "kernels", "layers", "model", "nsp_baseline", "optim", "pretraining_data",
+_SUBMODULES = ("backend", "bench", "bench_data", "bench_text", "bert", "checkpoint", "corpus", "export_data",
+               "gradcheck", "inspect", "kernels", "layers", "model", "nsp_baseline", "optim", "pretraining_data",
                "run_dir", "textio", "tokenizer", "train", "wordpiece_trainer")
 
 __all__ = sorted(_EXPORTS)

@@ -245,7 +245,8 @@ def minibert_step_fn(cfg, batch, backend: str, seed: int = 0):
     global-norm clipping to 1.0, AdamW."""
     from minibert import optim
     from minibert.backend import get_ops
-    from minibert.model import BertForPreTraining, bert_backward, bert_forward
+    from minibert.bert import BertForPreTraining
+    from minibert.model import bert_backward, bert_forward
 
     model = BertForPreTraining(cfg, seed=seed, dtype=np.float32)
     opt = optim.AdamW(model.params, lr=1e-4)

@@ -26,7 +26,7 @@ Public API:
     to_hf_state_dict(params) -> dict[str, ndarray]          (also for gradients)
     from_hf_state_dict(state, config, dtype=np.float32) -> params
     save_pretrained(model, directory, vocab=None)
-    load_pretrained(directory, dtype=np.float32) -> BertForPreTraining
+    read_pretrained(directory, dtype=np.float32) -> Pretrained (minibert.bert.load_pretrained builds the model)
     save_tensors_atomic(tensors, path, metadata=None); load_tensors(path) -> (tensors, metadata)
     tensor_digest(tensors) -> str; check_finite(tensors, where)
 """
@@ -39,13 +39,12 @@ import math
 import os
 import shutil
 import tempfile
-import warnings
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from minibert.model import ACTIVATIONS, HEAD_GROUPS, BertConfig, BertForPreTraining, param_shapes
+from minibert.model import ACTIVATIONS, HEAD_GROUPS, BertConfig, param_shapes
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -513,7 +512,7 @@ def read_config(path: str | Path) -> tuple[BertConfig, str | None]:
 # ---------------------------------------------------------------------------------------------
 # directories
 
-def architecture_of(model: BertForPreTraining) -> str:
+def architecture_of(model) -> str:
     heads = set(getattr(model, "heads", HEAD_GROUPS))
     if {"pool", "mlm", "nsp"} <= heads:
         return "BertForPreTraining"
@@ -524,7 +523,7 @@ def architecture_of(model: BertForPreTraining) -> str:
     raise ValueError(f"no transformers architecture has exactly the heads {sorted(heads)}")
 
 
-def save_pretrained(model: BertForPreTraining, directory: str | Path, vocab=None) -> Path:
+def save_pretrained(model, directory: str | Path, vocab=None) -> Path:
     """Write config.json, model.safetensors and (when a vocab is known) vocab.txt +
     tokenizer_config.json into `directory`, each atomically. `vocab` is a path to copy, a
     list of tokens or a BertTokenizer; default: the model's own `vocab_path`, if any."""
@@ -566,10 +565,18 @@ def _save_vocab(vocab, dest: Path, vocab_size: int) -> None:
     write_text_atomic(dest, "".join(t + "\n" for t in tokens))
 
 
-def load_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True) -> BertForPreTraining:
-    """Read a transformers-format directory into a BertForPreTraining (possibly head-less:
-    BertForMaskedLM files have no NSP head, BertModel files no heads at all; a warning says so).
-    With `verify` (the default) the weights must be finite and match their recorded digest."""
+class Pretrained(NamedTuple):
+    config: BertConfig
+    params: dict  # minibert names -> arrays in the requested dtype (head groups as present)
+    architecture: str | None  # from config.json
+    vocab_path: Path | None  # the directory's vocab.txt, if it has one
+    do_lower_case: bool  # from tokenizer_config.json (default True)
+
+
+def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True) -> Pretrained:
+    """Read a transformers-format directory: config, parameters (checked: names, shapes, finite
+    and matching their recorded digest with `verify`), vocab and casing. minibert.bert's
+    load_pretrained / BertForPreTraining.from_pretrained build the model from it."""
     directory = Path(directory)
     if directory.is_file():
         _refuse_pickle(directory)
@@ -593,18 +600,9 @@ def load_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
         params = from_hf_state_dict(tensors, config, dtype, required_heads=required)
     except ValueError as e:
         raise ValueError(f"{weights}: {e}") from None
-    model = BertForPreTraining(config, dtype=dtype, params=params)
-    missing = [g for g in HEAD_GROUPS if g not in model.heads]
-    if missing:
-        what = {"pool": "pooler (pooled_output)", "mlm": "MLM head (mlm_logits)", "nsp": "NSP head (nsp_logits)"}
-        warnings.warn(f"{directory} ({arch or 'no architecture given'}) has no {', '.join(what[g] for g in missing)}: "
-                      f"forward returns None for them and loss_and_grads is unavailable"
-                      + ("; the model runs as an encoder only" if not model.heads or model.heads == ("pool",) else ""),
-                      stacklevel=2)
     vocab = directory / VOCAB_NAME
-    model.vocab_path = vocab if vocab.is_file() else None
-    model.do_lower_case = _read_do_lower_case(directory / TOKENIZER_CONFIG_NAME)
-    return model
+    return Pretrained(config, params, arch, vocab if vocab.is_file() else None,
+                      _read_do_lower_case(directory / TOKENIZER_CONFIG_NAME))
 
 
 def _read_do_lower_case(path: Path) -> bool:

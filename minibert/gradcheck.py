@@ -187,7 +187,8 @@ LAYER_CHECKS = [check_linear, check_embedding, check_layernorm, check_gelu, chec
 def check_model(rng, verbose=True, samples_per_tensor=4, rtol=1e-5, atol=1e-8):
     """Whole-model check on a tiny float64 BertForPreTraining: a few sampled entries of every
     parameter tensor (tied word embeddings included) against centered differences of the loss."""
-    from minibert.model import BertConfig, BertForPreTraining
+    from minibert.bert import BertForPreTraining
+    from minibert.model import BertConfig
 
     cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)

@@ -167,7 +167,7 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
 def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
     """A saved run (config.json, model.safetensors, vocab.txt) -> (model, tokenizer), checked
     (with `verify`: finite weights that match the digest recorded when they were saved)."""
-    from minibert.checkpoint import load_pretrained
+    from minibert.bert import load_pretrained
     from minibert.tokenizer import BertTokenizer
 
     run_dir = Path(run_dir)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from minibert import checkpoint as ck
-from minibert.model import BertConfig, BertForPreTraining, param_shapes
+from minibert.bert import BertForPreTraining
+from minibert.model import BertConfig, param_shapes
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "##s", "a", ".",
          "ran", "red"]

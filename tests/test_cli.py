@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from minibert import __main__ as cli
-from minibert.model import BertConfig, BertForPreTraining
+from minibert.bert import BertForPreTraining
+from minibert.model import BertConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "."]

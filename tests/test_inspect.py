@@ -8,7 +8,8 @@ import struct
 import pytest
 
 from minibert import inspect as I
-from minibert.model import BertConfig, BertForPreTraining
+from minibert.bert import BertForPreTraining
+from minibert.model import BertConfig
 
 WORDS = ["the", "cat", "dog", "sat", "on", "a", "mat", "ran", "far", "."]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS

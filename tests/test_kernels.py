@@ -14,7 +14,8 @@ numba = pytest.importorskip("numba")
 
 from minibert import gradcheck, kernels, layers  # noqa: E402
 from minibert.backend import get_ops  # noqa: E402
-from minibert.model import BertConfig, BertForPreTraining  # noqa: E402
+from minibert.bert import BertForPreTraining  # noqa: E402
+from minibert.model import BertConfig  # noqa: E402
 
 
 def assert_matches(name, got, ref):

@@ -6,8 +6,8 @@ import pytest
 
 from minibert import gradcheck as gc
 from minibert.backend import get_ops
-from minibert.model import (BertConfig, BertForPreTraining, UnpaddedEncoderCache, bert_backward, bert_forward,
-                            param_shapes)
+from minibert.bert import BertForPreTraining
+from minibert.model import BertConfig, UnpaddedEncoderCache, bert_backward, bert_forward, param_shapes
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=16)

@@ -36,7 +36,7 @@ def test_every_name_in_all_resolves():
 
 def test_the_readme_names_import_from_the_root():
     from minibert import BertConfig, BertForPreTraining, BertTokenizer
-    from minibert.model import BertForPreTraining as Model
+    from minibert.bert import BertForPreTraining as Model
     from minibert.tokenizer import BertTokenizer as Tokenizer
 
     assert BertForPreTraining is Model and BertTokenizer is Tokenizer

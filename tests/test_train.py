@@ -13,7 +13,7 @@ import pytest
 
 from minibert import train as T
 from minibert.inspect import attention_cli, attention_maps, encode_with_masks, fill_mask, fill_mask_cli
-from minibert.model import BertForPreTraining
+from minibert.bert import BertForPreTraining
 from minibert.nsp_baseline import cli as nsp_baseline_cli
 from minibert.train import data as train_data
 

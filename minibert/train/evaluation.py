@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minibert.model import BertForPreTraining
+from minibert.bert import BertForPreTraining
 
 
 class EvalResult(NamedTuple):

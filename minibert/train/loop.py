@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from minibert import run_dir as run_dir_mod
-from minibert.model import BertForPreTraining
+from minibert.bert import BertForPreTraining
 from minibert.optim import AdamW
 from minibert.train import calibrate
 from minibert.train.config import TrainConfig
@@ -132,7 +132,8 @@ class Trainer:
 
     def load_checkpoint(self) -> None:
         """Restore everything from the run's newest complete checkpoint (bit-exact resume)."""
-        from minibert.checkpoint import load_pretrained, load_tensors
+        from minibert.bert import load_pretrained
+        from minibert.checkpoint import load_tensors
 
         ckpt = run_dir_mod.latest_checkpoint(self.dir)
         if ckpt is None:

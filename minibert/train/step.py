@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from minibert.model import BertForPreTraining
+from minibert.bert import BertForPreTraining
 from minibert.optim import AdamW, clip_by_global_norm, lr_at
 
 

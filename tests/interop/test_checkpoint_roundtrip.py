@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from minibert import checkpoint as ck  # noqa: E402
-from minibert.model import BertConfig, BertForPreTraining  # noqa: E402
+from minibert.bert import BertForPreTraining  # noqa: E402
+from minibert.model import BertConfig  # noqa: E402
 from minibert.tokenizer import BertTokenizer  # noqa: E402
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "##s", "a", ".",

@@ -18,7 +18,7 @@ pytest.importorskip("accelerate")  # transformers' Trainer needs it
 from minibert import train as T  # noqa: E402
 from minibert.export_data import cli as export_cli  # noqa: E402
 from minibert.export_data import to_transformers  # noqa: E402
-from minibert.model import BertForPreTraining  # noqa: E402
+from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.pretraining_data import BatchIterator  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

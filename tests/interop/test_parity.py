@@ -9,7 +9,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from minibert.checkpoint import to_hf_state_dict  # noqa: E402
-from minibert.model import BertConfig, BertForPreTraining  # noqa: E402
+from minibert.bert import BertForPreTraining  # noqa: E402
+from minibert.model import BertConfig  # noqa: E402
 
 SHAPES = {
     "C16-NH2-L2": dict(vocab_size=40, hidden_size=16, num_attention_heads=2, num_hidden_layers=2, intermediate_size=32),

@@ -21,7 +21,8 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from minibert.gradcheck import random_batch  # noqa: E402
-from minibert.model import BertConfig, BertForPreTraining  # noqa: E402
+from minibert.bert import BertForPreTraining  # noqa: E402
+from minibert.model import BertConfig  # noqa: E402
 from minibert.optim import AdamW  # noqa: E402
 from minibert.train import training_step  # noqa: E402
 

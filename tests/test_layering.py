@@ -1,0 +1,59 @@
+"""The package imports one way: every module of minibert imports only modules below it in
+LAYERS, the order the README's file map draws (no cycle, no upward import, function-level
+imports included)."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# bottom to top; a module may import any module of an earlier entry
+LAYERS = [
+    "textio", "layers", "kernels", "backend", "optim",  # the layer math and the optimizer
+    "model",  # BERT's forward and backward, no I/O
+    "checkpoint", "run_dir",  # file formats: safetensors, config.json, atomic writes; run directories
+    "tokenizer", "wordpiece_trainer", "corpus", "pretraining_data",  # text and pretraining data
+    "bert",  # BertForPreTraining: the model with its checkpoints and tokenizer
+    "gradcheck",  # numerical gradients for layers and the whole model
+    "train.config", "train.data", "train.evaluation", "train.step", "train.curves", "train.calibrate",
+    "train.runs", "train.loop", "inspect", "train.commands", "train",  # training, and looking inside
+    "nsp_baseline", "export_data", "bench_text", "bench_data", "bench",  # the other commands
+    "__main__", "",  # the command line; "" is the package root (lazy re-exports, no imports)
+]
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT / "minibert").with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path, known: set[str]) -> set[str]:
+    """minibert modules imported anywhere in the file (top level or inside functions)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "minibert":
+            base = node.module[len("minibert"):].lstrip(".")
+            for alias in node.names:  # `from minibert.train import calibrate` imports a module
+                sub = f"{base}.{alias.name}".lstrip(".")
+                found.add(sub if sub in known else base)
+        elif isinstance(node, ast.Import):
+            found |= {a.name[len("minibert"):].lstrip(".") for a in node.names if a.name.split(".")[0] == "minibert"}
+    return found
+
+
+def test_every_module_is_placed_and_imports_only_from_below():
+    modules = {_module_name(p): p for p in (ROOT / "minibert").rglob("*.py")}
+    assert set(modules) == set(LAYERS), (sorted(set(modules) - set(LAYERS)), sorted(set(LAYERS) - set(modules)))
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    upward = [f"minibert.{name or '(root)'} imports minibert.{dep}" for name, path in modules.items()
+              for dep in sorted(_imports(path, set(modules))) if dep != name and rank[dep] >= rank[name]]
+    assert not upward, "\n".join(upward)
+
+
+def test_the_rule_catches_an_upward_import(tmp_path):
+    fake = ROOT / "minibert" / "model.py"
+    source = fake.read_text(encoding="utf-8") + "\n\ndef _f():\n    from minibert.checkpoint import save_pretrained\n"
+    (tmp_path / "m.py").write_text(source, encoding="utf-8")
+    assert "checkpoint" in _imports(tmp_path / "m.py", {"checkpoint", "model"})
