@@ -49,7 +49,9 @@ from minibert.tokenizer import BertTokenizer
 from minibert.wordpiece_trainer import train_wordpiece
 
 FAST = os.environ.get("MINIBERT_FAST") == "1"  # CI sets this: fewer training steps
-OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"
+HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()  # lessons/
+ROOT = HERE.parent  # the repository
+OUT = HERE / "out"
 OUT.mkdir(exist_ok=True)
 
 # %% [markdown]
@@ -170,28 +172,10 @@ assert optim.clip_by_global_norm(small, 1.0)[0]["a"] is small["a"]
 # and *dynamic* masking, every batch sees fresh masks.
 
 # %%
-DOCUMENTS = [
-    ["The cat sat on the warm mat.", "It watched the birds in the garden.",
-     "Then it fell asleep in the sun.", "In the evening it asked for dinner."],
-    ["Rivers carry water from the hills to the sea.", "Along the way they shape the valleys.",
-     "Fish swim against the current to lay their eggs.", "People build bridges to cross them."],
-    ["A computer follows a list of instructions.", "The list is called a program.",
-     "Programs are written in languages such as Python.", "A small mistake can stop a program."],
-    ["Bread is made from flour, water and yeast.", "The yeast makes the dough rise.",
-     "After baking, the crust turns brown.", "Fresh bread smells wonderful."],
-    ["The moon moves around the earth.", "It has no light of its own.",
-     "We see it because it reflects the sun.", "Its shape seems to change every night."],
-    ["Trains connect many cities.", "Some of them are very fast.",
-     "Travelling by train lets you read or sleep.", "Stations are busy in the morning."],
-    ["Music is played with many instruments.", "A piano has black and white keys.",
-     "A violin is played with a bow.", "Drums keep the rhythm of a song."],
-    ["Winter brings snow to the mountains.", "Children build snowmen and throw snowballs.",
-     "In spring the snow melts.", "The rivers are full of water again."],
-    ["The dog ran across the park.", "It chased a red ball.",
-     "Its owner threw the ball again and again.", "At home the dog drank a lot of water."],
-    ["The library opens at nine in the morning.", "Students read books at the long tables.",
-     "The library is quiet in the afternoon.", "It closes at six in the evening."],
-]
+# the small corpus lessons 09 and 11 share (data/lessons_corpus.txt): ten documents of four
+# sentences, one sentence per line, a blank line between documents
+DOCUMENTS = [doc.split("\n") for doc in (ROOT / "data" / "lessons_corpus.txt").read_text(encoding="utf-8")
+             .strip().split("\n\n")]  # list of documents, each a list of sentences
 corpus_path = OUT / "11_corpus.txt"
 corpus_path.write_text("\n\n".join("\n".join(doc) for doc in DOCUMENTS) + "\n", encoding="utf-8")
 vocab = train_wordpiece([corpus_path], vocab_size=300, merge_rule="frequency", progress=False)
