@@ -3,6 +3,7 @@ input, held-out leakage, learning, output files, fill-mask / attention commands.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import os
 import signal
@@ -280,6 +281,22 @@ def test_train_unknown_preset_and_setting_errors():
         T.make_config("tiny", corpus=("x",), vocab="v", masking="sometimes").validate()
     assert T.parse_set(["lr=2e-3", "masking=static", "bias_correction=true", "steps=1e3"]) == \
         {"lr": 2e-3, "masking": "static", "bias_correction": True, "steps": 1000}
+
+
+def test_the_model_settings_are_a_bert_config_set_by_name(corpus, tmp_path):
+    cfg = T.make_config("mini", hidden_dropout_prob=0.1, **T.parse_set(["num_hidden_layers=3"]))
+    assert (cfg.model.hidden_size, cfg.model.num_hidden_layers, cfg.model.hidden_dropout_prob) == (256, 3, 0.1)  # exact: literals
+    assert cfg.model_config(99) == dataclasses.replace(cfg.model, vocab_size=99)
+    d = cfg.to_dict()  # run.json: the model's settings under "model", without vocab_size (the vocab's)
+    assert d["model"]["num_hidden_layers"] == 3 and "vocab_size" not in d["model"] and "hidden_size" not in d
+    assert T.TrainConfig.from_dict(d) == cfg
+    assert T.TrainConfig.from_dict(cfg.flat()) == cfg  # the flat form of run.json before this change
+    with pytest.raises(ValueError, match="unknown setting 'vocab_size'"):
+        T.parse_set(["vocab_size=5"])
+    with pytest.raises(ValueError, match="hidden_size 30 is not divisible by num_attention_heads 4"):
+        T.make_config("mini", hidden_size=30)
+    trainer = T.Trainer(small_config(corpus, tmp_path / "r", num_hidden_layers=2), verbose=False)
+    assert trainer.model.config.num_hidden_layers == 2 and trainer.model.config.vocab_size == len(trainer.tokenizer)
 
 
 def test_adam_betas_reach_the_optimizer(corpus, tmp_path):

@@ -1,5 +1,9 @@
 """Every setting of a training run: TrainConfig (checked by `validate` before anything is
-written), the model/batch presets, `--set key=value` parsing, and the train-tiny recipes."""
+written), the model/batch presets, `--set key=value` parsing, and the train-tiny recipes.
+
+The model's shape is not copied here: `TrainConfig.model` is a BertConfig (its vocab_size comes
+from the vocab file when the run starts). Its fields are set like any other setting, by name:
+`make_config("tiny", hidden_size=256)`, `--set num_hidden_layers=4`."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +22,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
                  max_seq_length=128, batch_size=32),
 }
+
+# BertConfig's fields a run may set by name (vocab_size comes from the vocab), and the values a
+# training run starts from where they differ from BertConfig's own defaults (BERT-base)
+MODEL_KEYS = tuple(f.name for f in dataclasses.fields(BertConfig) if f.name != "vocab_size")
+MODEL_DEFAULTS = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the repository
 DEFAULT_DATA_CACHE = str(ROOT / "data" / "generated")  # git-ignored, shared by all runs
@@ -51,14 +61,8 @@ class TrainConfig:
     short_seq_length: int = 0
     short_seq_fraction: float = 0.0
     max_train_lines: int = 0  # >0: use only the first N lines of the corpus (MINIBERT_FAST)
-    # model
-    hidden_size: int = 128
-    num_hidden_layers: int = 2
-    num_attention_heads: int = 2
-    intermediate_size: int = 512
-    max_position_embeddings: int = 512
-    hidden_dropout_prob: float = 0.0
-    attention_probs_dropout_prob: float = 0.0
+    # the model: a BertConfig (see the module docstring)
+    model: BertConfig = dataclasses.field(default_factory=lambda: BertConfig(**MODEL_DEFAULTS))
     # optimisation
     batch_size: int = 32
     lr: float = 1e-3
@@ -89,43 +93,48 @@ class TrainConfig:
                 max(1, round(self.max_predictions_per_seq * T / self.max_seq_length)))
 
     def model_config(self, vocab_size: int) -> BertConfig:
-        return BertConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,
-                          num_hidden_layers=self.num_hidden_layers,
-                          num_attention_heads=self.num_attention_heads,
-                          intermediate_size=self.intermediate_size,
-                          max_position_embeddings=self.max_position_embeddings,
-                          hidden_dropout_prob=self.hidden_dropout_prob,
-                          attention_probs_dropout_prob=self.attention_probs_dropout_prob)
+        """The run's BertConfig with the vocab's size."""
+        return dataclasses.replace(self.model, vocab_size=vocab_size)
 
     @property
     def run_dir(self) -> Path:
         return Path(self.out_dir or f"runs/{self.name}")
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the model's settings under "model" (run.json)."""
         d = dataclasses.asdict(self)
         d["corpus"], d["heldout"] = list(self.corpus), list(self.heldout)
+        d["model"] = {k: v for k, v in d["model"].items() if k in MODEL_KEYS}
         return d
+
+    def flat(self) -> dict[str, Any]:
+        """Every setting by its own name, the model's beside the others: what --set and
+        make_config take, and what a comparison of two runs lists."""
+        return flatten(self.to_dict())
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names)
-        if unknown:
-            raise ValueError(f"unknown training settings {unknown}; known: {sorted(names)}")
+        """From to_dict's form, or from flat names (make_config, and run.json of older runs)."""
         d = dict(d)
+        model = dict(d.pop("model", None) or {})
+        model.update({k: d.pop(k) for k in list(d) if k in MODEL_KEYS})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - names) + sorted(set(model) - set(MODEL_KEYS) - {"vocab_size"})
+        if unknown:
+            raise ValueError(f"unknown training settings {unknown}; known: {sorted((names - {'model'}) | set(MODEL_KEYS))}")
         for k in ("corpus", "heldout"):
             if k in d:
                 d[k] = tuple(d[k])
-        return cls(**d)
+        model.pop("vocab_size", None)
+        return cls(**d, model=BertConfig(**{**MODEL_DEFAULTS, **model}))
 
     def validate(self, require_files: bool = True) -> None:
         """Every setting checked before anything is written (a bad one used to fail at the first
         step, after run.json had claimed the directory). `require_files=False` skips the corpus
         and vocab, for a check before they are prepared."""
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
+        for key, v in self.flat().items():
             if isinstance(v, float) and not math.isfinite(v):
-                raise ValueError(f"{f.name}={v} must be a finite number")
+                raise ValueError(f"{key}={v} must be a finite number")
         if self.masking not in ("static", "dynamic"):
             raise ValueError(f"masking={self.masking!r} must be 'static' or 'dynamic'")
         if self.schedule not in SCHEDULES:
@@ -136,9 +145,9 @@ class TrainConfig:
                 raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
         if self.warmup_steps < 0 or self.minutes < 0 or self.eval_examples < 0:
             raise ValueError("warmup_steps, minutes and eval_examples must be >= 0")
-        if self.max_seq_length > self.max_position_embeddings:
+        if self.max_seq_length > self.model.max_position_embeddings:
             raise ValueError(f"max_seq_length {self.max_seq_length} exceeds max_position_embeddings "
-                             f"{self.max_position_embeddings}")
+                             f"{self.model.max_position_embeddings}")
         if not self.lr > 0:
             raise ValueError(f"lr={self.lr} must be > 0")
         if not self.clip_norm > 0:
@@ -151,9 +160,6 @@ class TrainConfig:
             raise ValueError(f"masked_lm_prob={self.masked_lm_prob} must be in (0, 1] (BERT: 0.15)")
         if not 0.0 <= self.short_seq_prob <= 1.0:
             raise ValueError(f"short_seq_prob={self.short_seq_prob} must be in [0, 1] (BERT: 0.1)")
-        for k in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
-            if not 0.0 <= getattr(self, k) < 1.0:
-                raise ValueError(f"{k}={getattr(self, k)} must be in [0, 1)")
         if self.max_seq_length < 8:
             raise ValueError(f"max_seq_length={self.max_seq_length} must be >= 8 ([CLS] A [SEP] B [SEP] "
                              f"needs room for two segments)")
@@ -179,6 +185,12 @@ class TrainConfig:
             raise ValueError("no vocabulary given (--vocab vocab.txt)")
 
 
+def flatten(d: dict[str, Any]) -> dict[str, Any]:
+    """A TrainConfig dict (to_dict's, or a flat one from an older run.json) -> flat names."""
+    d = dict(d)
+    return {**{k: v for k, v in (d.pop("model", None) or {}).items() if k in MODEL_KEYS}, **d}
+
+
 def make_config(preset: str = "tiny", **overrides) -> TrainConfig:
     """TrainConfig from a preset plus overrides; ValueError for an unknown preset or key."""
     if preset not in PRESETS:
@@ -190,17 +202,16 @@ def make_config(preset: str = "tiny", **overrides) -> TrainConfig:
 
 def parse_set(items: list[str]) -> dict[str, Any]:
     """["lr=1e-3", "masking=static", "corpus=a.txt,b.txt"] -> typed overrides."""
-    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    defaults = TrainConfig().flat()
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip().replace("-", "_")
         if not sep:
             raise ValueError(f"--set {item!r}: expected key=value")
-        if key not in fields:
-            raise ValueError(f"--set {item!r}: unknown setting {key!r}; known: {sorted(fields)}")
-        default = getattr(TrainConfig(), key)
-        out[key] = _convert(key, raw, default)
+        if key not in defaults:
+            raise ValueError(f"--set {item!r}: unknown setting {key!r}; known: {sorted(defaults)}")
+        out[key] = _convert(key, raw, defaults[key])
     return out
 
 

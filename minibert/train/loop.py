@@ -226,7 +226,7 @@ class Trainer:
         return r.metrics, r.grad_norm, r.lr, int(batch["input_mask"].sum())
 
     def _dropout_on(self) -> bool:
-        return self.cfg.hidden_dropout_prob > 0 or self.cfg.attention_probs_dropout_prob > 0
+        return self.cfg.model.hidden_dropout_prob > 0 or self.cfg.model.attention_probs_dropout_prob > 0
 
     # --- speed calibration (the work is done in minibert/train/calibrate.py) -----------------------
 
@@ -419,8 +419,8 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
             trainer.total_steps = trainer.calibrate_steps(cfg.minutes * 60.0)
         trainer.start_fresh()
         m = trainer.model
-        trainer.say(f"model: {m.num_parameters:,} parameters ({cfg.num_hidden_layers} layers, hidden "
-                    f"{cfg.hidden_size}, {cfg.num_attention_heads} heads, vocab {m.config.vocab_size}); "
+        trainer.say(f"model: {m.num_parameters:,} parameters ({m.config.num_hidden_layers} layers, hidden "
+                    f"{m.config.hidden_size}, {m.config.num_attention_heads} heads, vocab {m.config.vocab_size}); "
                     f"{trainer.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
                     f"tokens, {cfg.masking} masking, batch {cfg.batch_size}, lr {cfg.lr:g}, warmup "
                     f"{cfg.warmup_steps}, {trainer.total_steps} steps"

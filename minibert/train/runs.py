@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from minibert import run_dir as run_dir_mod
-from minibert.train.config import TrainConfig
+from minibert.train.config import TrainConfig, flatten
 
 RUN_FILE, METRICS_FILE, CURVES_FILE = "run.json", "metrics.jsonl", "curves.png"
 # the files of a checkpoint directory besides the transformers ones (also the names a run saved
@@ -46,8 +46,8 @@ def check_run_dir(cfg: TrainConfig, overwrite: bool = False, replaceable_by: str
     finished = state is not None and state.get("status") in FINISHED
     if replaceable_by and info.get("created_by") == replaceable_by and (finished or state is None):
         return
-    old = info.get("config", {})
-    diff = sorted(k for k, v in cfg.to_dict().items() if k in old and old[k] != v and k != "out_dir")
+    old = flatten(info.get("config", {}))
+    diff = sorted(k for k, v in cfg.flat().items() if k in old and old[k] != v and k != "out_dir")
     differ = f"settings differ: {', '.join(diff)}"
     what = f"a different run ({differ})" if diff else "a run"
     if state is not None and not finished:
@@ -72,9 +72,10 @@ def resume_config(run_dir: str | Path, overrides: dict[str, Any]) -> TrainConfig
     if not isinstance(saved, dict):
         raise ValueError(f"{run_dir / RUN_FILE} has no \"config\" object")
     changeable = {"minutes", "log_interval", "eval_interval", "checkpoint_interval", "eval_examples"}
-    bad = {k: v for k, v in overrides.items() if k not in changeable and saved.get(k) != v}
+    flat = flatten(saved)
+    bad = {k: v for k, v in overrides.items() if k not in changeable and flat.get(k) != v}
     if bad:
         raise ValueError(f"--resume continues {run_dir} with its saved settings; these differ: "
-                         + ", ".join(f"{k}={v!r} (saved {saved.get(k)!r})" for k, v in bad.items()))
+                         + ", ".join(f"{k}={v!r} (saved {flat.get(k)!r})" for k, v in bad.items()))
     cfg = TrainConfig.from_dict({**saved, **overrides, "out_dir": str(run_dir)})
     return cfg
