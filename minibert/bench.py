@@ -459,9 +459,9 @@ def cli(argv: list[str]) -> int:
     if "startup" in sections:
         bench_startup(report, 2 if args.quick else 3)
     bench_text_and_data(report, sections)
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, default=float) + "\n")
+    from minibert.checkpoint import write_text_atomic
+
+    path = write_text_atomic(args.json, json.dumps(report, indent=2, default=float) + "\n")
     print(f"\nwrote {path}")
     return 0
 

@@ -309,7 +309,9 @@ def is_heldout(title: str, percent: int = HELDOUT_PERCENT) -> bool:
 
 def write_documents(docs: list[list[str]], path: Path) -> None:
     """Original BERT format: one sentence per line, one blank line between documents."""
-    path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
+    from minibert.checkpoint import write_text_atomic
+
+    write_text_atomic(path, "\n\n".join("\n".join(d) for d in docs) + "\n")
 
 
 def split_stats(docs: list[list[str]], path: Path) -> dict:
@@ -352,7 +354,9 @@ def build_default_corpus(out_dir: str | Path | None = None, vocab_size: int = 81
                              "docstrings": sum(not t.startswith("topic:") for t, _ in docs)},
                  "train": split_stats(train, paths.train),
                  "heldout": split_stats(heldout, paths.heldout)}
-        (out / "stats.json").write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+        from minibert.checkpoint import write_text_atomic
+
+        write_text_atomic(out / "stats.json", json.dumps(stats, indent=2) + "\n")
         print(f"corpus: {stats['train']['documents']} train / {stats['heldout']['documents']} "
               f"held-out documents, {stats['train']['words']:,} train words "
               f"({time.perf_counter() - t0:.1f}s)", flush=True)
@@ -373,6 +377,7 @@ def build_default_corpus(out_dir: str | Path | None = None, vocab_size: int = 81
 
 def _record_vocab_stats(stats_path: Path, vocab: list[str], merge_rule: str, heldout: Path):
     """Add the vocab's size, rule and held-out tokens per word to stats.json."""
+    from minibert.checkpoint import write_text_atomic
     from minibert.textio import read_text
     from minibert.tokenizer import BertTokenizer
 
@@ -384,7 +389,7 @@ def _record_vocab_stats(stats_path: Path, vocab: list[str], merge_rule: str, hel
     stats = json.loads(stats_path.read_text(encoding="utf-8")) if stats_path.exists() else {}
     stats["vocab"] = {"size": len(vocab), "merge_rule": merge_rule, "lowercase": True,
                       "heldout_tokens_per_word": round(pieces / max(words, 1), 4)}
-    stats_path.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(stats_path, json.dumps(stats, indent=2) + "\n")
 
 
 def ensure_default_corpus() -> CorpusPaths:

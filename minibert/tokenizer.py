@@ -421,10 +421,9 @@ def truncate_pair(a: list, b: list | None, max_tokens: int) -> tuple[list, list 
 
 def save_vocab(tokens: list[str], path: str | Path) -> Path:
     """Write tokens one per line (vocab.txt format, docs/bert-notes.md §2.4)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(t + "\n" for t in tokens), encoding="utf-8")
-    return path
+    from minibert.checkpoint import write_text_atomic
+
+    return write_text_atomic(path, "".join(t + "\n" for t in tokens))
 
 
 # ---------------------------------------------------------------------------------------------
