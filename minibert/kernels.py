@@ -928,5 +928,5 @@ def adamw_update(p, g, m, v, *, b1, b2, eps, lr, wd, decay, bias_correction, ste
 # ---------------------------------------------------------------------------------------------
 # the rest of what the model uses: the NumPy reference itself (not worth compiling)
 
-from minibert.layers import (dropout_backward, dropout_forward, embedding_forward, merge_heads,  # noqa: E402
-                             split_heads)
+from minibert.layers import (dropout_backward, dropout_forward, embedding_forward, merge_heads,  # noqa: E402, F401
+                             split_heads)  # re-exported: kernels has every name of layers the model uses

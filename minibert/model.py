@@ -29,13 +29,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from minibert import layers
-from minibert.backend import get_ops
 
 ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 

@@ -17,7 +17,7 @@ A rename is atomic: at every instant a `step-NNNNNN` directory is either absent 
 the newest complete one is the run's checkpoint. Older checkpoints are deleted only after the new
 one is in place; a kill at any moment loses at most the steps since the last complete
 checkpoint. What an interrupted save leaves behind (the hidden directory, a temporary file of
-the top-level links) is removed by `clean_interrupted_saves` when the run starts again.
+a top-level copy) is removed by `clean_interrupted_saves` when the run starts again.
 
 The operations that touch the disk are the small functions `_rename`, `_copy` and `_remove`
 (and the file writers of minibert.checkpoint), so tests can interrupt a save after any one of
@@ -25,7 +25,6 @@ them (tests/test_faults.py).
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -34,12 +33,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from minibert.checkpoint import (CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, atomic_write,
-                                 write_error)
+                                 write_error, write_text_atomic)
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.json"
 OPTIM_FILE = "optimizer.safetensors"
-# the files a transformers directory needs, linked to the run's top level after every save
+# the files a transformers directory needs, copied to the run's top level after every save
 PUBLISHED = (CONFIG_NAME, VOCAB_NAME, TOKENIZER_CONFIG_NAME, WEIGHTS_NAME)
 _STEP_DIR = re.compile(r"step-(\d+)(?:\.(\d+))?$")  # step-000250, or step-000250.1 for a second save
 _TMP_DIR = re.compile(r"\.step-\d+(\.\d+)?\.tmp-\d+$")  # a checkpoint being written
@@ -185,8 +184,7 @@ def _fsync_dir(path: Path) -> None:
 
 def write_json(path: Path, obj: Any) -> None:
     """Write JSON atomically (temporary file, fsync, rename)."""
-    text = json.dumps(obj, indent=2) + "\n"
-    atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
 
 
 def read_json(path: Path) -> Any:
@@ -218,11 +216,6 @@ def read_jsonl(path: Path) -> tuple[list[dict], int]:
     return records, dropped
 
 
-def write_lines(path: Path, lines: list[str]) -> None:
-    """Replace a text file with `lines` (each ending in a newline), atomically."""
-    atomic_write(path, lambda tmp: tmp.write_text("".join(lines), encoding="utf-8"))
-
-
 def append_jsonl(path: Path, record: dict) -> None:
     """Append one record; a full disk is an error naming the file."""
     try:
@@ -230,7 +223,3 @@ def append_jsonl(path: Path, record: dict) -> None:
             f.write(json.dumps(record) + "\n")
     except OSError as e:
         raise write_error(path, e) from None
-
-
-def disk_full(e: BaseException) -> bool:
-    return isinstance(e, OSError) and e.errno == errno.ENOSPC

@@ -35,6 +35,7 @@ import numpy as np
 
 from minibert import run_dir as run_dir_mod
 from minibert.bert import BertForPreTraining
+from minibert.checkpoint import write_text_atomic
 from minibert.optim import AdamW
 from minibert.train import calibrate
 from minibert.train.config import TrainConfig
@@ -177,7 +178,7 @@ class Trainer:
             if dropped:
                 self.say(f"note: {path}: dropped its last line, cut short by a crash mid-write")
             keep = [json.dumps(r) + "\n" for r in records if r.get("step", 0) <= step]
-            run_dir_mod.write_lines(path, keep)
+            write_text_atomic(path, "".join(keep))
 
     def start_fresh(self) -> None:
         """Clear what an earlier run left in the directory (after check_run_dir said it may go) and
