@@ -1,6 +1,8 @@
 """minibert: BERT built from scratch in NumPy, with every gradient written by hand.
 
     from minibert import BertConfig, BertForPreTraining, BertTokenizer
+    from minibert import BertForSequenceClassification, BertForTokenClassification
+    from minibert import BertForMultipleChoice, BertForQuestionAnswering
 
 The public names below are imported lazily (PEP 562 `__getattr__`): `import minibert` loads
 neither NumPy nor Numba, so `python -m minibert --help` stays fast, and the OpenBLAS setting
@@ -27,6 +29,9 @@ _EXPORTS = {
     # the model and its checkpoints (transformers-readable directories)
     "BertConfig": "model", "BertForPreTraining": "bert",
     "load_pretrained": "bert", "save_pretrained": "checkpoint",
+    # fine-tuning: the four task shapes, named as in transformers
+    "BertForSequenceClassification": "finetune.models", "BertForTokenClassification": "finetune.models",
+    "BertForMultipleChoice": "finetune.models", "BertForQuestionAnswering": "finetune.models",
     # text
     "BertTokenizer": "tokenizer", "basic_tokenize": "tokenizer", "load_vocab": "tokenizer",
     "save_vocab": "tokenizer", "train_wordpiece": "wordpiece_trainer",
@@ -45,7 +50,7 @@ _EXPORTS = {
     "numerical_grad": "gradcheck", "compare": "gradcheck", "check_model": "gradcheck",
 }
 _SUBMODULES = ("backend", "bench", "bench_data", "bench_text", "bert", "checkpoint", "corpus", "export_data",
-               "gradcheck", "inspect", "kernels", "layers", "model", "nsp_baseline", "optim", "pretraining_data",
+               "family", "finetune", "gradcheck", "inspect", "kernels", "layers", "model", "nsp_baseline", "optim", "pretraining_data",
                "run_dir", "textio", "tokenizer", "train", "wordpiece_trainer")
 
 __all__ = sorted(_EXPORTS)

@@ -155,6 +155,9 @@ def load_pretrained(directory, dtype=np.float32, verify: bool = True) -> BertFor
     files have no NSP head, BertModel files no heads at all; a warning says so). With `verify`
     (the default) the weights must be finite and match their recorded digest."""
     loaded = checkpoint.read_pretrained(directory, dtype, verify)
+    if loaded.architecture in checkpoint.TASK_HEADS:
+        raise ValueError(f"{directory} holds a fine-tuned {loaded.architecture}; load it with "
+                         f"minibert.{loaded.architecture}.from_pretrained")
     model = BertForPreTraining(loaded.config, dtype=dtype, params=loaded.params)
     missing = [g for g in HEAD_GROUPS if g not in model.heads]
     if missing:

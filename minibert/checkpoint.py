@@ -52,7 +52,14 @@ VOCAB_NAME = "vocab.txt"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
 
 # architectures we can read, and the head groups each one must contain (see head_groups below)
-ARCHITECTURES = {"BertForPreTraining": ("pool", "mlm", "nsp"), "BertForMaskedLM": ("mlm",), "BertModel": ()}
+ARCHITECTURES = {"BertForPreTraining": ("pool", "mlm", "nsp"), "BertForMaskedLM": ("mlm",), "BertModel": (),
+                 # the fine-tuning classes (minibert/finetune/models.py): head groups besides their task head
+                 "BertForSequenceClassification": ("pool",), "BertForMultipleChoice": ("pool",),
+                 "BertForTokenClassification": (), "BertForQuestionAnswering": ()}
+# fine-tuning architecture -> its task head: minibert's prefix and transformers' module name
+TASK_HEADS = {"BertForSequenceClassification": ("cls", "classifier"), "BertForMultipleChoice": ("cls", "classifier"),
+              "BertForTokenClassification": ("cls", "classifier"), "BertForQuestionAnswering": ("qa", "qa_outputs")}
+TASK_CONFIG_KEYS = ("id2label", "label2id", "problem_type")  # config.json keys of the fine-tuning classes
 # keys that real checkpoints carry but that minibert does not need
 IGNORED_KEYS = ("embeddings.position_ids",)  # an int64 buffer in older transformers checkpoints
 TIED_KEYS = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -94,7 +101,10 @@ def _simple_map(num_layers: int) -> dict[str, tuple[str, bool]]:
               "mlm.ln.b": ("cls.predictions.transform.LayerNorm.bias", False),
               "mlm.bias": ("cls.predictions.bias", False),
               "nsp.w": ("cls.seq_relationship.weight", True),  # (C, 2) here, (2, C) in transformers
-              "nsp.b": ("cls.seq_relationship.bias", False)})
+              "nsp.b": ("cls.seq_relationship.bias", False),
+              # fine-tuning heads (docs/bert-notes.md §9.1): classifier (C, K) / qa_outputs (C, 2) here
+              "cls.w": ("classifier.weight", True), "cls.b": ("classifier.bias", False),
+              "qa.w": ("qa_outputs.weight", True), "qa.b": ("qa_outputs.bias", False)})
     return m
 
 
@@ -203,6 +213,7 @@ def from_hf_state_dict(state: dict[str, np.ndarray], config: BertConfig, dtype=n
     """
     dtype = np.dtype(dtype)
     state = {k: v for k, v in _strip_prefix(state).items() if not k.endswith(IGNORED_KEYS)}
+    task_params = _pop_task_heads(state, dtype)
     if "cls.predictions.bias" not in state and "cls.predictions.decoder.bias" in state:
         state["cls.predictions.bias"] = state["cls.predictions.decoder.bias"]  # older files name it so
     heads = tuple(sorted(set(present_heads(state)) | set(required_heads), key=HEAD_GROUPS.index))
@@ -242,7 +253,29 @@ def from_hf_state_dict(state: dict[str, np.ndarray], config: BertConfig, dtype=n
                 C = part.shape[0]
                 fused[..., i * C:(i + 1) * C] = part.T if kind == "weight" else part  # (C_out, C_in) -> (C_in, C_out)
             params[name] = fused
+    params.update(task_params)
     return params
+
+
+def _pop_task_heads(state: dict, dtype) -> dict[str, np.ndarray]:
+    """Remove a fine-tuning head (classifier.* or qa_outputs.*) from `state` -> minibert params
+    cls.w (C, K) / cls.b (K,) or qa.w (C, 2) / qa.b (2,). The shapes must agree with each other."""
+    simple = _simple_map(0)
+    out = {}
+    for prefix in ("cls", "qa"):
+        w_key, b_key = simple[prefix + ".w"][0], simple[prefix + ".b"][0]
+        if w_key not in state and b_key not in state:
+            continue
+        if w_key not in state or b_key not in state:
+            raise ValueError(f"checkpoint has {w_key if w_key in state else b_key!r} but not "
+                             f"{b_key if w_key in state else w_key!r}")
+        w, b = np.asarray(state.pop(w_key)), np.asarray(state.pop(b_key))
+        if w.ndim != 2 or b.shape != (w.shape[0],):
+            raise ValueError(f"{w_key!r} has shape {w.shape} and {b_key!r} {b.shape}; expected (K, hidden) and (K,)")
+        out[prefix + ".w"], out[prefix + ".b"] = _cast(w_key, w, dtype, transpose=True), _cast(b_key, b, dtype)
+    if len(out) > 2:
+        raise ValueError("checkpoint has both a classifier and a qa_outputs head")
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -513,6 +546,8 @@ def read_config(path: str | Path) -> tuple[BertConfig, str | None]:
 # directories
 
 def architecture_of(model) -> str:
+    if getattr(model, "architecture", None):  # the fine-tuning classes name theirs
+        return model.architecture
     heads = set(getattr(model, "heads", HEAD_GROUPS))
     if {"pool", "mlm", "nsp"} <= heads:
         return "BertForPreTraining"
@@ -535,6 +570,8 @@ def save_pretrained(model, directory: str | Path, vocab=None) -> Path:
         state = {k[len("bert."):]: v for k, v in state.items()}  # the base model has no prefix
     save_tensors_atomic(state, directory / WEIGHTS_NAME, {"format": "pt"})
     hf = config_to_hf_dict(model.config, arch, model.dtype)
+    if arch in TASK_HEADS:
+        hf.update(model.task_config())  # num_labels (implied by id2label), id2label, label2id, problem_type
     write_text_atomic(directory / CONFIG_NAME, json.dumps(hf, indent=2) + "\n")
     vocab = getattr(model, "vocab_path", None) if vocab is None else vocab
     do_lower_case = getattr(vocab, "do_lower_case", getattr(model, "do_lower_case", True))
@@ -571,6 +608,7 @@ class Pretrained(NamedTuple):
     architecture: str | None  # from config.json
     vocab_path: Path | None  # the directory's vocab.txt, if it has one
     do_lower_case: bool  # from tokenizer_config.json (default True)
+    task_config: dict  # config.json's fine-tuning keys (id2label, label2id, problem_type), if any
 
 
 def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True) -> Pretrained:
@@ -601,8 +639,12 @@ def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
     except ValueError as e:
         raise ValueError(f"{weights}: {e}") from None
     vocab = directory / VOCAB_NAME
+    if arch in TASK_HEADS and TASK_HEADS[arch][0] + ".w" not in params:
+        raise ValueError(f"{weights}: config.json says {arch} but the file has no {TASK_HEADS[arch][1]} tensors")
+    raw = json.loads((directory / CONFIG_NAME).read_text(encoding="utf-8"))
     return Pretrained(config, params, arch, vocab if vocab.is_file() else None,
-                      _read_do_lower_case(directory / TOKENIZER_CONFIG_NAME))
+                      _read_do_lower_case(directory / TOKENIZER_CONFIG_NAME),
+                      {k: raw[k] for k in TASK_CONFIG_KEYS if k in raw})
 
 
 def _read_do_lower_case(path: Path) -> bool:

@@ -208,6 +208,79 @@ def check_model(rng, verbose=True, samples_per_tensor=4, rtol=1e-5, atol=1e-8):
     return checks
 
 
+def check_heads(rng, verbose=True):
+    """The fine-tuning heads' own layers: dropout -> linear (with a fixed dropout mask) and MSE."""
+    from minibert.finetune import heads
+
+    x, w, b = _rand(rng, 5, 6), _rand(rng, 6, 3), _rand(rng, 3)
+    mask_rng = lambda: np.random.default_rng(7)  # noqa: E731 (same dropout mask every call)
+    checks = _layer_check("classifier (dropout 0.3 -> linear)",
+                          lambda x, w, b: heads.classifier_forward(x, w, b, 0.3, mask_rng()),
+                          dict(x=x, w=w, b=b), lambda d, c: heads.classifier_backward(d, c), rng, verbose)
+    pred, target = _rand(rng, 7), _rand(rng, 7)
+    loss, c = heads.mse_forward(pred, target)
+    num = numerical_grad_scalar(lambda: heads.mse_forward(pred, target)[0], pred)
+    checks.append(compare("mse: dpred", heads.mse_backward(1.0, c), num, verbose=verbose))
+    return checks
+
+
+def task_batch(task, cfg, rng, B=3, T=8, num_labels=3, num_choices=3):
+    """A random fine-tuning batch for one of the four task shapes, with padding in the last row."""
+    shape = (B, num_choices, T) if task == "choice" else (B, T)
+    ids = rng.integers(5, cfg.vocab_size, size=shape)
+    mask = np.ones(shape, dtype=np.int64)
+    mask[..., -1, T - 3:] = 0  # the last row (last choice) is padded
+    ids *= mask
+    seg = np.zeros(shape, dtype=np.int64)
+    seg[..., T // 2:] = 1
+    seg *= mask
+    batch = dict(input_ids=ids, input_mask=mask, segment_ids=seg)
+    if task == "sequence":
+        batch["labels"] = rng.standard_normal(B) if num_labels == 1 else rng.integers(0, num_labels, B)
+    elif task == "token":
+        labels = rng.integers(0, num_labels, size=(B, T))
+        labels[mask == 0] = -100
+        labels[:, 0] = -100  # [CLS]
+        labels[0, 2] = -100  # a later sub-token of a word
+        batch["labels"] = labels
+    elif task == "choice":
+        batch["labels"] = rng.integers(0, num_choices, B)
+    else:  # qa; one start outside the window (ignored, as transformers)
+        batch["start_positions"] = np.array([1, T + 4, 2])[:B]
+        batch["end_positions"] = np.array([3, 2, 2])[:B]
+    return batch
+
+
+def check_task_models(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
+    """Each fine-tuning class, whole, in float64: sampled entries of every parameter tensor against
+    centered differences of the loss (dropout off; the heads' dropout is checked in check_heads)."""
+    from minibert.finetune.models import (BertForMultipleChoice, BertForQuestionAnswering,
+                                          BertForSequenceClassification, BertForTokenClassification)
+    from minibert.model import BertConfig
+
+    cfg = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
+    seed = int(rng.integers(1 << 30))
+    models = [("sequence", BertForSequenceClassification(cfg, 3, seed, np.float64)),
+              ("regression", BertForSequenceClassification(cfg, 1, seed, np.float64)),
+              ("token", BertForTokenClassification(cfg, 3, seed, np.float64)),
+              ("choice", BertForMultipleChoice(cfg, seed, np.float64)),
+              ("qa", BertForQuestionAnswering(cfg, seed, np.float64))]
+    checks = []
+    for label, model in models:
+        for p in model.params.values():  # away from the init's unit LayerNorms and zero biases
+            p += 0.1 * rng.standard_normal(p.shape)
+        batch = task_batch(model.task, cfg, rng, num_labels=model.config.num_labels)
+        _, grads = model.loss_and_grads(batch)
+        for name, p in model.params.items():
+            idx = sampled_indices(p.shape, samples_per_tensor, rng)
+            num = numerical_grad_scalar(lambda: model.loss_and_grads(batch, compute_grads=False)[0], p, indices=idx)
+            sel = tuple(np.array(i) for i in zip(*idx))
+            checks.append(compare(f"{type(model).__name__[7:]} ({label}): {name}", grads[name][sel], num[sel],
+                                  rtol, atol, verbose))
+    return checks
+
+
 def random_batch(cfg, B, T, P, rng, pad_last=True):
     """A random pretraining batch with the original feature names (docs/bert-notes.md §3.7), with padding
     in the last sequence and one unused prediction slot."""
@@ -236,6 +309,8 @@ def all_checks(seed=0, verbose=True):
     for fn in LAYER_CHECKS:
         checks += fn(rng, verbose)
     checks += check_model(rng, verbose)
+    checks += check_heads(rng, verbose)
+    checks += check_task_models(rng, verbose)
     return checks
 
 

@@ -232,8 +232,14 @@ def _write_dir(tmp_path, **config_changes):
 
 
 def test_unknown_architecture_is_refused(tmp_path):
+    _write_dir(tmp_path, architectures=["BertForNextSentencePrediction"])
+    with pytest.raises(ValueError, match="BertForNextSentencePrediction.*not supported"):
+        BertForPreTraining.from_pretrained(tmp_path)
+
+
+def test_a_task_architecture_without_its_head_is_refused(tmp_path):
     _write_dir(tmp_path, architectures=["BertForSequenceClassification"])
-    with pytest.raises(ValueError, match="BertForSequenceClassification.*not supported"):
+    with pytest.raises(ValueError, match="says BertForSequenceClassification but the file has no classifier"):
         BertForPreTraining.from_pretrained(tmp_path)
 
 

@@ -11,13 +11,17 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
     "textio", "layers", "kernels", "backend", "optim",  # the layer math and the optimizer
     "model",  # BERT's forward and backward, no I/O
+    "finetune.heads",  # the fine-tuning heads' forward and backward
     "checkpoint", "run_dir",  # file formats: safetensors, config.json, atomic writes; run directories
     "tokenizer", "wordpiece_trainer", "corpus", "pretraining_data",  # text and pretraining data
     "bert",  # BertForPreTraining: the model with its checkpoints and tokenizer
+    "finetune.models", "family.albert",  # the fine-tuning classes; BERT's successors
+    "finetune.metrics", "finetune.readers", "finetune.features", "finetune.tasks", "finetune.squad_eval", "finetune.squad",  # task data and scoring
     "gradcheck",  # numerical gradients for layers and the whole model
     "train.config", "train.data", "train.evaluation", "train.step", "train.curves", "train.calibrate",
     "train.runs", "train.loop", "inspect", "train.commands", "train",  # training, and looking inside
     "nsp_baseline", "export_data", "bench_text", "bench_data", "bench",  # the other commands
+    "finetune", "family",  # package docstrings only
     "__main__", "",  # the command line; "" is the package root (lazy re-exports, no imports)
 ]
 

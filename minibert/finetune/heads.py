@@ -1,0 +1,218 @@
+"""The fine-tuning heads: forward and backward of the four task shapes (paper Fig. 4).
+
+Every head is the same small stack on top of the encoder:
+
+    encoder -> (pooler on [CLS]) -> dropout -> linear -> loss
+
+and its backward runs the stack in reverse, then hands d(sequence_output) to the encoder's
+backward (minibert/model.py). The task shapes differ only in what the linear layer reads and
+how its logits meet the labels:
+
+    sequence classification  pooled (B, C) -> (B, K)     cross-entropy; K = 1: regression, MSE
+    token classification     sequence (B, T, C) -> (B, T, K)  cross-entropy, -100 ignored
+    multiple choice          (B, NC, T) flattened to (B*NC, T); pooled -> (B*NC, 1) -> (B, NC), CE
+    question answering       sequence (B, T, C) -> (B, T, 2) = start, end; (CE(start) + CE(end)) / 2
+
+Parameters use minibert's names (model.param_shapes for the encoder and pooler) plus the head:
+`cls.w` (C, K) / `cls.b` (K,) for the three classifiers (transformers: `classifier`), `qa.w` (C, 2)
+/ `qa.b` (2,) for span extraction (transformers: `qa_outputs`, which has no dropout). The losses
+match transformers' to float precision: mean cross-entropy over the counted targets, mean squared
+error for regression, and for QA start/end positions outside the window are clamped to T and
+ignored, as transformers does.
+"""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from minibert import layers
+from minibert.model import (UnpaddedEncoderCache, block_forward, check_inputs, encoder_backward,
+                            encoder_backward_unpadded, encoder_forward, encoder_forward_unpadded, pooler_forward)
+
+TASKS = ("sequence", "token", "choice", "qa")  # the four heads, by what their linear layer reads
+
+
+# ---------------------------------------------------------------------------------------------
+# the classifier: dropout -> linear
+
+class ClassifierCache(NamedTuple):
+    drop: Any
+    linear: Any
+
+
+def classifier_forward(x, w, b, p, rng, ops=layers):
+    """x (N, C) -> logits (N, K), cache. Dropout with probability p only when `rng` is given."""
+    x, c_drop = ops.dropout_forward(x, p if rng is not None else 0.0, rng)  # (N, C)
+    logits, c_lin = ops.linear_forward(x, w, b)  # (N, C) @ (C, K) -> (N, K)
+    return logits, ClassifierCache(c_drop, c_lin)
+
+
+def classifier_backward(dlogits, cache: ClassifierCache, ops=layers):
+    """Mirror of classifier_forward: dlogits (N, K) -> dx (N, C), dw (C, K), db (K,)."""
+    dx, dw, db = ops.linear_backward(dlogits, cache.linear)  # (N, C)
+    return ops.dropout_backward(dx, cache.drop), dw, db
+
+
+# ---------------------------------------------------------------------------------------------
+# mean squared error (regression, num_labels == 1, as STS-B)
+
+class MSECache(NamedTuple):
+    diff: np.ndarray  # (N,) prediction - target
+
+
+def mse_forward(pred, target):
+    """pred (N,), target (N,) -> mean((pred - target)^2) (a scalar in pred's dtype), cache."""
+    if pred.shape != target.shape:
+        raise ValueError(f"regression targets have shape {target.shape}, expected {pred.shape}")
+    diff = pred - target.astype(pred.dtype)  # (N,)
+    return pred.dtype.type(np.mean(diff * diff)), MSECache(diff)
+
+
+def mse_backward(dloss, cache: MSECache):
+    """-> dpred (N,) = dloss * 2 (pred - target) / N."""
+    return cache.diff * (2.0 * dloss / max(cache.diff.size, 1))
+
+
+# ---------------------------------------------------------------------------------------------
+# the encoder, padded or not
+
+def run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad=True):
+    """-> sequence_output (B, T, C), cache. With padding in the batch and `unpad`, the fast path
+    (encoder_forward_unpadded: same outputs at the real tokens, zeros at padding)."""
+    if unpad and not mask.all():
+        return encoder_forward_unpadded(params, cfg, ids, seg, mask, rng, ops)
+    return encoder_forward(params, cfg, ids, seg, mask, rng, ops)
+
+
+def run_encoder_backward(dseq, cache, cfg, grads, ops):
+    if isinstance(cache, UnpaddedEncoderCache):
+        return encoder_backward_unpadded(dseq, cache, cfg, grads, ops)
+    return encoder_backward(dseq, cache, cfg, grads, ops)
+
+
+# ---------------------------------------------------------------------------------------------
+# the four task shapes: logits, then loss, then backward
+
+class TaskCache(NamedTuple):
+    task: str
+    seq_shape: tuple  # (B', T, C) of the encoder's output (B' = B * NC for multiple choice)
+    enc: Any
+    pool: Any  # pooler's linear cache, or None
+    pool_out: Any  # (B', C) tanh output, or None
+    head: ClassifierCache
+    loss: Any  # cross-entropy / MSE cache(s)
+
+
+def _flatten_choices(a, name):
+    a = np.asarray(a)
+    if a.ndim != 3:
+        raise ValueError(f"multiple choice {name} must be (batch, choices, seq_len), got shape {a.shape}")
+    return a.reshape(-1, a.shape[-1])  # (B, NC, T) -> (B*NC, T)
+
+
+def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mask=None, rng=None,
+                ops=layers, unpad=True):
+    """The head's logits -> (logits, partial cache). Shapes: sequence (B, K), token (B, T, K),
+    choice (B, NC), qa (B, T, 2) (start in [..., 0], end in [..., 1])."""
+    if task not in TASKS:
+        raise ValueError(f"task {task!r} is not one of {TASKS}")
+    grid = None
+    if task == "choice":
+        grid = np.shape(input_ids)[:2]  # (B, NC)
+        input_ids = _flatten_choices(input_ids, "input_ids")
+        token_type_ids = None if token_type_ids is None else _flatten_choices(token_type_ids, "token_type_ids")
+        attention_mask = None if attention_mask is None else _flatten_choices(attention_mask, "attention_mask")
+    ids, seg, mask = check_inputs(cfg, input_ids, token_type_ids, attention_mask)
+    seq, enc = run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad)  # (B', T, C)
+    B_, T, C = seq.shape
+    pool = pool_out = None
+    if task in ("sequence", "choice"):
+        pool_out, pool = pooler_forward(params, seq, ops)  # (B', C)
+        logits, head = classifier_forward(pool_out, params["cls.w"], params["cls.b"], cfg.hidden_dropout_prob,
+                                          rng, ops)  # (B', K)
+        if task == "choice":
+            logits = logits.reshape(grid)  # (B*NC, 1) -> (B, NC)
+    elif task == "token":
+        logits, head = classifier_forward(seq.reshape(B_ * T, C), params["cls.w"], params["cls.b"],
+                                          cfg.hidden_dropout_prob, rng, ops)  # (B*T, K)
+        logits = logits.reshape(B_, T, -1)  # (B, T, K)
+    else:  # qa: no dropout before qa_outputs
+        logits, head = classifier_forward(seq.reshape(B_ * T, C), params["qa.w"], params["qa.b"], 0.0, None, ops)
+        logits = logits.reshape(B_, T, 2)  # (B, T, 2)
+    return logits, TaskCache(task, (B_, T, C), enc, pool, pool_out, head, None)
+
+
+def _labels(batch, key, shape=None):
+    if key not in batch:
+        raise ValueError(f"batch is missing {key!r}")
+    a = np.asarray(batch[key])
+    if shape is not None and a.shape != shape:
+        raise ValueError(f"{key} has shape {a.shape}, expected {shape}")
+    return a
+
+
+def task_forward(params, cfg, task, batch, rng=None, ops=layers, unpad=True):
+    """Batch (input_ids, input_mask, segment_ids and the labels) -> (loss, logits, cache).
+
+    Labels: `labels` (B,) class ids, or float targets when the head has one output (regression);
+    token: `labels` (B, T) with -100 where no loss is taken; choice: `labels` (B,) in [0, NC);
+    qa: `start_positions`, `end_positions` (B,), positions outside [0, T) are ignored.
+    """
+    logits, c = task_logits(params, cfg, task, batch["input_ids"], batch.get("segment_ids"),
+                            batch.get("input_mask"), rng, ops, unpad)
+    if task == "qa":
+        B, T, _ = logits.shape
+        losses = []
+        for i, key in enumerate(("start_positions", "end_positions")):
+            pos = np.clip(_labels(batch, key, (B,)).astype(np.int64), 0, T)  # (B,) T = out of window
+            loss_i, c_i = ops.cross_entropy_forward(np.ascontiguousarray(logits[..., i]), pos, ignore_index=T)
+            losses.append((loss_i, c_i))
+        loss = (losses[0][0] + losses[1][0]) / 2
+        return logits.dtype.type(loss), logits, c._replace(loss=(losses[0][1], losses[1][1]))
+    if task == "sequence" and logits.shape[-1] == 1:  # regression
+        target = _labels(batch, "labels", (logits.shape[0],)).astype(logits.dtype)
+        loss, c_loss = mse_forward(logits[:, 0], target)
+        return loss, logits, c._replace(loss=c_loss)
+    labels = _labels(batch, "labels", logits.shape[:-1]).astype(np.int64)
+    loss, c_loss = ops.cross_entropy_forward(logits, labels)
+    return loss, logits, c._replace(loss=c_loss)
+
+
+def task_backward(params, cfg, cache: TaskCache, ops=layers):
+    """Mirror of task_forward: from the loss back to every parameter -> grads (keys of params)."""
+    B_, T, C = cache.seq_shape
+    grads = {}
+    if cache.task == "qa":
+        dstart = ops.cross_entropy_backward(0.5, cache.loss[0])  # (B, T): loss = (CE_s + CE_e) / 2
+        dend = ops.cross_entropy_backward(0.5, cache.loss[1])  # (B, T)
+        dlogits = np.stack([dstart, dend], axis=-1).reshape(B_ * T, 2)  # (B*T, 2)
+    elif isinstance(cache.loss, MSECache):
+        dlogits = mse_backward(1.0, cache.loss)[:, None]  # (B, 1)
+    else:
+        dlogits = ops.cross_entropy_backward(1.0, cache.loss)  # (B, K), (B, T, K) or (B, NC)
+    w = "qa" if cache.task == "qa" else "cls"
+    K = 1 if cache.task == "choice" else dlogits.shape[-1]  # choice: (B, NC) was (B*NC, 1)
+    dx, grads[f"{w}.w"], grads[f"{w}.b"] = classifier_backward(dlogits.reshape(-1, K), cache.head, ops)  # (B', C)
+    if cache.pool is not None:  # sequence and choice: dx is d(pooled) (B', C)
+        # forward was: pooled = tanh(seq[:, 0] @ pool.w + pool.b)
+        dpre = dx * (1.0 - cache.pool_out * cache.pool_out)  # (B', C)
+        dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, cache.pool)  # (B', C)
+        dseq = np.zeros((B_, T, C), dtype=dcls.dtype)  # (B', T, C): only [CLS] feeds the head
+        dseq[:, 0] = dcls
+    else:  # token and qa: every position feeds the head
+        dseq = dx.reshape(B_, T, C)  # (B, T, C)
+    grads = run_encoder_backward(dseq, cache.enc, cfg, grads, ops)
+    return {k: grads[k] for k in params}
+
+
+def encoder_layers(params, cfg, ids, seg, mask, ops=layers):
+    """The hidden states after the embeddings and after every block (no dropout):
+    a list of L + 1 arrays (B, T, C); [-1] is the last layer's output (feature-based use)."""
+    e, _ = ops.embedding_forward(ids, seg, params["tok_emb"], params["seg_emb"], params["pos_emb"])  # (B, T, C)
+    x, _ = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, C)
+    states = [x]
+    for l in range(cfg.num_hidden_layers):
+        x, _ = block_forward(params, cfg, l, x, mask, None, ops)  # (B, T, C)
+        states.append(x)
+    return states

@@ -1,0 +1,301 @@
+"""The fine-tuning classes, named and laid out as transformers' (docs/bert-notes.md §9.1):
+
+    model = BertForSequenceClassification.from_pretrained("runs/tiny", num_labels=2)
+    logits = model.forward(input_ids, token_type_ids, attention_mask)       # (B, 2)
+    loss, grads = model.loss_and_grads(batch, train=True, rng=rng)          # grads: keys of .params
+    model.save_pretrained("runs/sst2")   # transformers loads it with the class of the same name
+
+    BertForSequenceClassification  pooled [CLS] -> dropout -> classifier   (B, K); K = 1: regression
+    BertForTokenClassification     every position -> dropout -> classifier (B, T, K)
+    BertForMultipleChoice          (B, NC, T) inputs -> one score per choice (B, NC)
+    BertForQuestionAnswering       every position -> qa_outputs -> (start, end), each (B, T)
+
+`from_pretrained` reads a pretraining checkpoint (minibert's or any transformers BERT directory:
+the encoder and, for the pooled heads, the pooler are loaded, the head is new and a warning names
+the new tensors) or a checkpoint of the same class (everything loaded). The math lives in
+minibert/finetune/heads.py; this module holds parameters, checkpoints and labels.
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import numpy as np
+
+from minibert import checkpoint
+from minibert.backend import get_ops
+from minibert.finetune.heads import encoder_layers, task_backward, task_forward, task_logits
+from minibert.model import HEAD_GROUPS, BertConfig, _train_rng, check_inputs, init_params, param_shapes, \
+    truncated_normal
+
+
+@dataclasses.dataclass
+class TaskConfig(BertConfig):
+    """BertConfig plus the fine-tuning keys of transformers' config.json. `id2label` maps class
+    ids to names (default LABEL_0, LABEL_1, ...); `num_labels` is its length."""
+
+    num_labels: int = 2
+    id2label: dict | None = None
+    label2id: dict | None = None
+    problem_type: str | None = None  # "single_label_classification" or "regression" (sequence heads)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            if sorted(self.id2label) != list(range(len(self.id2label))):
+                raise ValueError(f"id2label keys must be 0..K-1, got {sorted(self.id2label)}")
+            self.num_labels = len(self.id2label)
+        if not isinstance(self.num_labels, (int, np.integer)) or self.num_labels < 1:
+            raise ValueError(f"num_labels={self.num_labels!r} must be a positive integer")
+        if self.id2label is None:
+            self.id2label = {i: f"LABEL_{i}" for i in range(self.num_labels)}
+        self.label2id = {v: k for k, v in self.id2label.items()} if self.label2id is None else \
+            {str(k): int(v) for k, v in self.label2id.items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(BertConfig)}
+        d.update(id2label={str(k): v for k, v in self.id2label.items()}, label2id=dict(self.label2id))
+        if self.problem_type is not None:
+            d["problem_type"] = self.problem_type
+        return d
+
+    @classmethod
+    def from_bert(cls, config: BertConfig, **task) -> "TaskConfig":
+        base = {f.name: getattr(config, f.name) for f in dataclasses.fields(BertConfig)}
+        return cls(**base, **{k: v for k, v in task.items() if v is not None})
+
+
+class _TaskModel:
+    """What the four classes share; each subclass names its transformers architecture, its task
+    shape (heads.TASKS) and whether it uses the pooler."""
+
+    architecture = ""
+    task = ""
+    pooled = False
+    head = "cls"  # parameter prefix of the task head: cls.w / cls.b, or qa.w / qa.b
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, seed: int = 0, dtype=np.float32, params=None):
+        if not isinstance(config, TaskConfig):
+            config = TaskConfig.from_bert(config, num_labels=num_labels)
+        self.config = config
+        self.dtype = np.dtype(dtype)
+        self.params = self._init_params(seed) if params is None else params
+        self._check_params()
+        self.vocab_path = None  # set by from_pretrained; predict() builds its tokenizer from it
+        self.do_lower_case = True
+
+    @property
+    def head_outputs(self) -> int:
+        return self.config.num_labels
+
+    def _init_params(self, seed: int) -> dict[str, np.ndarray]:
+        """The encoder (and pooler) as model.init_params; the head truncated normal(0.02) with
+        zero bias, as google-research/bert initialises its output layers."""
+        params = {k: v for k, v in init_params(self.config, seed, self.dtype).items()
+                  if k.split(".", 1)[0] not in HEAD_GROUPS or (self.pooled and k.startswith("pool."))}
+        params.update(self._new_head(seed))
+        return params
+
+    def _new_head(self, seed: int) -> dict[str, np.ndarray]:
+        rng = np.random.default_rng([seed, 1])  # a stream of its own: the encoder's init is unchanged
+        C, K = self.config.hidden_size, self.head_outputs
+        return {f"{self.head}.w": truncated_normal(rng, (C, K), self.config.initializer_range).astype(self.dtype),
+                f"{self.head}.b": np.zeros(K, self.dtype)}
+
+    def expected_shapes(self) -> dict[str, tuple]:
+        shapes = {k: s for k, s in param_shapes(self.config).items()
+                  if k.split(".", 1)[0] not in HEAD_GROUPS or (self.pooled and k.startswith("pool."))}
+        shapes.update({f"{self.head}.w": (self.config.hidden_size, self.head_outputs),
+                       f"{self.head}.b": (self.head_outputs,)})
+        return shapes
+
+    def _check_params(self):
+        expected = self.expected_shapes()
+        for name, shape in expected.items():
+            if name not in self.params:
+                raise ValueError(f"{type(self).__name__}: parameter {name!r} is missing")
+            if self.params[name].shape != shape:
+                raise ValueError(f"{type(self).__name__}: parameter {name!r} has shape {self.params[name].shape}, "
+                                 f"expected {shape}")
+        unknown = sorted(set(self.params) - set(expected))
+        if unknown:
+            raise ValueError(f"{type(self).__name__}: unknown parameters {unknown[:5]}")
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.size for p in self.params.values())
+
+    @property
+    def ops(self):
+        """minibert.kernels (Numba) by default, minibert.layers with MINIBERT_BACKEND=numpy."""
+        return get_ops()
+
+    def task_config(self) -> dict:
+        """config.json's fine-tuning keys, as transformers writes them."""
+        return {k: v for k, v in self.config.to_dict().items() if k in checkpoint.TASK_CONFIG_KEYS}
+
+    # -- forward and loss ------------------------------------------------------------------
+    def logits(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
+        out, _ = task_logits(self.params, self.config, self.task, input_ids, token_type_ids, attention_mask,
+                             _train_rng(train, rng), self.ops, unpad=False)  # every position, padding too
+        return out
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
+        """-> logits: (B, K) sequence, (B, T, K) token, (B, NC) multiple choice; QA returns
+        (start_logits, end_logits), each (B, T)."""
+        return self.logits(input_ids, token_type_ids, attention_mask, train, rng)
+
+    __call__ = forward
+
+    def loss_grads_logits(self, batch, train=False, rng=None, compute_grads=True):
+        """-> (loss, grads, logits) for a batch with keys input_ids, input_mask, segment_ids and
+        the labels (`labels`; QA: `start_positions`, `end_positions`). Token classification's
+        logits at padding positions are the bias only here (the encoder skips padding rows)."""
+        ops = self.ops
+        # the unpadded fast path where no loss reads a padding position (QA's softmax spans all T)
+        loss, logits, cache = task_forward(self.params, self.config, self.task, batch, _train_rng(train, rng), ops,
+                                           unpad=self.task != "qa")
+        grads = task_backward(self.params, self.config, cache, ops) if compute_grads else None
+        return float(loss), grads, logits
+
+    def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
+        """-> (loss, grads): grads has the keys of .params; checkpoint.to_hf_state_dict(grads)
+        gives them transformers' names."""
+        loss, grads, _ = self.loss_grads_logits(batch, train, rng, compute_grads)
+        return loss, grads
+
+    def hidden_states(self, input_ids, token_type_ids=None, attention_mask=None):
+        """Feature-based use (paper §5.3): the embeddings' output and every layer's, a list of
+        L + 1 arrays (B, T, C), with dropout off. [-4:] are the last four layers."""
+        ids, seg, mask = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
+        return encoder_layers(self.params, self.config, ids, seg, mask, self.ops)
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def save_pretrained(self, directory, vocab=None):
+        """config.json (architectures, id2label, label2id, problem_type), model.safetensors and
+        the vocabulary: what transformers loads with the class of the same name."""
+        return checkpoint.save_pretrained(self, directory, vocab)
+
+    @classmethod
+    def _load(cls, directory, num_labels=None, dtype=np.float32, verify=True, seed=0, **kw):
+        loaded = checkpoint.read_pretrained(directory, dtype, verify)
+        prefix = f"{cls.head}."
+        if loaded.architecture == cls.architecture:  # a fine-tuned model of this class: all of it
+            config = TaskConfig.from_bert(loaded.config, **loaded.task_config)
+            K = loaded.params[prefix + "b"].shape[0]
+            if cls.task in ("sequence", "token"):
+                if config.num_labels != K:
+                    raise ValueError(f"{directory}: config.json has {config.num_labels} labels but the "
+                                     f"classifier has {K} outputs")
+                if num_labels is not None and num_labels != K:
+                    raise ValueError(f"{directory} is a {cls.architecture} with {K} labels, not {num_labels}")
+            model = cls._from_parts(config, loaded.params, dtype)
+        else:  # a pretraining (or another task's) checkpoint: the encoder, and a new head
+            task = {k: v for k, v in kw.items() if v is not None}
+            if num_labels is not None:
+                task["num_labels"] = num_labels
+            config = TaskConfig.from_bert(loaded.config, **task)
+            model = cls._from_parts(config, None, dtype, seed)
+            new = []
+            for name in model.params:
+                if name in loaded.params and name.split(".", 1)[0] not in ("cls", "qa"):
+                    model.params[name] = loaded.params[name]
+                else:
+                    new.append(name)
+            unused = sorted({n.split(".", 1)[0] for n in loaded.params} - {n.split(".", 1)[0] for n in model.params})
+            hf = checkpoint.to_hf_state_dict({n: model.params[n] for n in new})
+            warnings.warn(f"{directory} ({loaded.architecture or 'no architecture'}) -> {cls.architecture}: "
+                          f"newly initialised {sorted(hf)}"
+                          + (f"; not used: the {', '.join(unused)} head(s)" if unused else "")
+                          + "; fine-tune the model before using its predictions", stacklevel=3)
+        model.vocab_path, model.do_lower_case = loaded.vocab_path, loaded.do_lower_case
+        return model
+
+    @classmethod
+    def _from_parts(cls, config, params, dtype, seed=0):
+        model = cls.__new__(cls)
+        _TaskModel.__init__(model, config, config.num_labels, seed, dtype, params)
+        return model
+
+
+class BertForSequenceClassification(_TaskModel):
+    """Single sentences or sentence pairs -> K classes (num_labels == 1: a regression score).
+
+    >>> cfg = BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...                  intermediate_size=16)
+    >>> BertForSequenceClassification(cfg, num_labels=3).forward(np.array([[2, 7, 3]])).shape
+    (1, 3)
+    """
+
+    architecture, task, pooled = "BertForSequenceClassification", "sequence", True
+
+    def __init__(self, config: BertConfig, num_labels: int = 2, seed: int = 0, dtype=np.float32, params=None):
+        super().__init__(config, num_labels, seed, dtype, params)
+        if self.config.problem_type is None:
+            self.config.problem_type = "regression" if self.config.num_labels == 1 else "single_label_classification"
+
+    @classmethod
+    def from_pretrained(cls, directory, num_labels=None, dtype=np.float32, verify: bool = True, id2label=None,
+                        seed: int = 0) -> "BertForSequenceClassification":
+        model = cls._load(directory, num_labels, dtype, verify, seed, id2label=id2label)
+        if model.config.problem_type is None:
+            model.config.problem_type = "regression" if model.config.num_labels == 1 else "single_label_classification"
+        return model
+
+
+class BertForTokenClassification(_TaskModel):
+    """A label for every token (NER); the loss skips positions labelled -100."""
+
+    architecture, task = "BertForTokenClassification", "token"
+
+    @classmethod
+    def from_pretrained(cls, directory, num_labels=None, dtype=np.float32, verify: bool = True, id2label=None,
+                        seed: int = 0) -> "BertForTokenClassification":
+        return cls._load(directory, num_labels, dtype, verify, seed, id2label=id2label)
+
+
+class BertForMultipleChoice(_TaskModel):
+    """(B, NC, T) inputs: each choice scored from its pooled [CLS], softmax over the NC choices."""
+
+    architecture, task, pooled = "BertForMultipleChoice", "choice", True
+
+    def __init__(self, config: BertConfig, seed: int = 0, dtype=np.float32, params=None):
+        super().__init__(config, 2, seed, dtype, params)
+
+    @property
+    def head_outputs(self) -> int:
+        return 1
+
+    @classmethod
+    def from_pretrained(cls, directory, dtype=np.float32, verify: bool = True, seed: int = 0) -> "BertForMultipleChoice":
+        return cls._load(directory, None, dtype, verify, seed)
+
+
+class BertForQuestionAnswering(_TaskModel):
+    """Span extraction: a start and an end score for every token (qa_outputs, no dropout)."""
+
+    architecture, task, head = "BertForQuestionAnswering", "qa", "qa"
+
+    def __init__(self, config: BertConfig, seed: int = 0, dtype=np.float32, params=None):
+        super().__init__(config, 2, seed, dtype, params)
+
+    @property
+    def head_outputs(self) -> int:
+        return 2
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
+        """-> (start_logits, end_logits), each (B, T)."""
+        logits = self.logits(input_ids, token_type_ids, attention_mask, train, rng)  # (B, T, 2)
+        return logits[..., 0], logits[..., 1]
+
+    __call__ = forward
+
+    @classmethod
+    def from_pretrained(cls, directory, dtype=np.float32, verify: bool = True, seed: int = 0) -> "BertForQuestionAnswering":
+        return cls._load(directory, None, dtype, verify, seed)
+
+
+CLASSES = {c.architecture: c for c in (BertForSequenceClassification, BertForTokenClassification,
+                                       BertForMultipleChoice, BertForQuestionAnswering)}
