@@ -93,7 +93,8 @@ def clean_interrupted_saves(run_dir: str | Path) -> list[Path]:
     return removed
 
 
-def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path], None]) -> Path:
+def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path], None],
+                     publish: bool = True) -> Path:
     """Write the checkpoint of `step` as one unit and make it the run's newest.
 
     write_files(directory) fills a fresh hidden directory; then it is renamed to
@@ -126,7 +127,8 @@ def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path
             raise CheckpointError(e.errno, f"could not save the checkpoint of step {step}: "
                                            f"{e.strerror or e}; {kept}") from None
         raise
-    publish(run_dir, final)
+    if publish:
+        _publish(run_dir, final)
     for _, old in checkpoints(run_dir)[:-1]:
         _remove(old)
     for name in (STATE_FILE, OPTIM_FILE):  # the checkpoint of a run saved in the older layout
@@ -135,7 +137,7 @@ def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path
     return final
 
 
-def publish(run_dir: Path, checkpoint: Path) -> None:
+def _publish(run_dir: Path, checkpoint: Path) -> None:
     """Copy the checkpoint's config.json, model.safetensors, ... to the top level (each replaced
     atomically: a reader sees the old file or the new one). A failure here leaves the checkpoint
     itself complete, so it is an error that says so."""

@@ -15,11 +15,13 @@ LAYERS = [
     "checkpoint", "run_dir",  # file formats: safetensors, config.json, atomic writes; run directories
     "tokenizer", "wordpiece_trainer", "corpus", "pretraining_data",  # text and pretraining data
     "bert",  # BertForPreTraining: the model with its checkpoints and tokenizer
-    "finetune.models", "family.albert",  # the fine-tuning classes; BERT's successors
-    "finetune.metrics", "finetune.readers", "finetune.features", "finetune.tasks", "finetune.squad_eval", "finetune.squad",  # task data and scoring
+    "finetune.models",  # the fine-tuning classes
+    "finetune.metrics", "finetune.readers", "finetune.features", "finetune.tasks",  # task data and scoring
+    "finetune.squad_eval", "finetune.squad",
     "gradcheck",  # numerical gradients for layers and the whole model
     "train.config", "train.data", "train.evaluation", "train.step", "train.curves", "train.calibrate",
     "train.runs", "train.loop", "inspect", "train.commands", "train",  # training, and looking inside
+    "finetune.train", "finetune.squad_train", "finetune.commands",  # the fine-tuning loop and its commands
     "nsp_baseline", "export_data", "bench_text", "bench_data", "bench",  # the other commands
     "finetune", "family",  # package docstrings only
     "__main__", "",  # the command line; "" is the package root (lazy re-exports, no imports)

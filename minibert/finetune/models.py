@@ -160,6 +160,11 @@ class _TaskModel:
         grads = task_backward(self.params, self.config, cache, ops) if compute_grads else None
         return float(loss), grads, logits
 
+    def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True):
+        """The training step's interface (minibert/train/step.py): -> (loss, grads, metrics),
+        where a task model's metrics are its logits, from which the loop counts accuracy."""
+        return self.loss_grads_logits(batch, train, rng, compute_grads)
+
     def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
         """-> (loss, grads): grads has the keys of .params; checkpoint.to_hf_state_dict(grads)
         gives them transformers' names."""

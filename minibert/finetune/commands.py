@@ -1,0 +1,231 @@
+"""`python -m minibert finetune` and `python -m minibert predict`.
+
+    python -m minibert finetune sst2 --data path/to/sst2 --init runs/tiny --out runs/sst2
+    python -m minibert finetune wnut17 --init runs/tiny --out runs/wnut17     # data ships in data/wnut17
+    python -m minibert finetune nextsent --init runs/tiny --out runs/nextsent # built from the default corpus
+    python -m minibert finetune sst2 --data path/to/sst2 --init none --out runs/sst2-scratch  # the control
+    python -m minibert finetune --resume runs/sst2                            # after Ctrl-C or --minutes
+    python -m minibert predict runs/sst2 "a gorgeous , witty film"
+
+Everything is checked (the task, the data files, the model directory and its vocabulary, the
+output directory) before the first file is written, so a mistake costs nothing.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from minibert.finetune.train import RUN_FILE, ClassifierSource, FinetuneConfig, FinetuneRun, load_model
+
+TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "squad1", "squad2")
+# Tiny-model learning rates chosen on dev (the grid and the runs are in docs/finetuning.md)
+DEFAULT_LR = {"classification": 1e-4, "regression": 1e-4, "token": 1e-4, "choice": 1e-4, "qa": 1e-4}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m minibert finetune",
+                                description="Fine-tune a pretrained (or, with --init none, a fresh) BERT on a task.")
+    p.add_argument("task", nargs="?", help=f"one of {', '.join(TASK_NAMES)}, or `custom` with --format")
+    p.add_argument("--data", help="directory with the train and dev files (default: the task's own, if any)")
+    p.add_argument("--init", help="pretrained model directory (e.g. runs/tiny), or `none` for random init")
+    p.add_argument("--out", help="output directory (default runs/<task>)")
+    p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
+                   help="your own files: the format (task `custom`)")
+    p.add_argument("--vocab", help="--init none: the vocabulary (default: the default corpus's vocab.txt)")
+    for name, typ, help_ in (("epochs", float, "passes over the training data (default 3)"),
+                             ("lr", float, "peak learning rate (default: the tiny-model choice for the task)"),
+                             ("batch-size", int, "default 32"), ("max-seq-length", int, "default 128 (SQuAD 384)"),
+                             ("warmup", float, "fraction of the steps (default 0.1)"),
+                             ("dropout", float, "default 0.1"), ("seed", int, "default 0"),
+                             ("minutes", float, "wall-clock budget; the run evaluates and saves when it ends"),
+                             ("eval-per-epoch", int, "dev evaluations per epoch (default 1)"),
+                             ("max-train-examples", int, "use the first N training features only"),
+                             ("doc-stride", int, "SQuAD window stride (default 128)")):
+        p.add_argument(f"--{name}", type=typ, help=help_)
+    p.add_argument("--resume", metavar="OUT_DIR", help="continue an interrupted run")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
+    p.add_argument("--quiet", action="store_true")
+    return p
+
+
+def task_kind(cfg: FinetuneConfig) -> str:
+    from minibert.finetune.tasks import generic_task, get_task
+
+    if cfg.task in ("squad1", "squad2"):
+        return "qa"
+    return (generic_task(cfg.format) if cfg.task == "custom" else get_task(cfg.task)).kind
+
+
+def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
+    """Model, tokenizer, task data and the run object; writes nothing."""
+    cfg.validate()
+    kind = task_kind(cfg)
+    if kind == "qa":
+        from minibert.finetune.squad_train import build_squad_run
+        return build_squad_run(cfg, verbose)
+    from minibert.finetune.tasks import generic_task, get_task, load_task
+    from minibert.tokenizer import BertTokenizer
+
+    task = generic_task(cfg.format) if cfg.task == "custom" else get_task(cfg.task)
+    # the tokenizer decides the features, and the labels decide the head: read the vocabulary first
+    vocab = Path(cfg.init) / "vocab.txt" if cfg.init.lower() != "none" else None
+    if vocab is not None and not vocab.is_file():
+        load_model(cfg, kind, None, None)  # raises the error that names what is missing
+    if vocab is None:
+        from minibert.corpus import ensure_default_corpus
+        vocab = Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab
+    do_lower = _do_lower_case(Path(cfg.init)) if cfg.init.lower() != "none" else True
+    tokenizer = BertTokenizer(vocab, do_lower_case=do_lower)
+    if verbose:
+        print(f"reading {task.name} ({task.kind}, {task.format}) ...", flush=True)
+    data = load_task(task, tokenizer, cfg.max_seq_length, data_dir=cfg.data, seed=cfg.seed)
+    id2label = dict(enumerate(data.labels)) if data.labels else None
+    model, tokenizer = load_model(cfg, kind, len(data.labels) if data.labels else None, id2label)
+    info = {"name": task.name, "kind": task.kind, "format": task.format, "labels": data.labels,
+            "main_metric": task.main_metric, "max_seq_length": cfg.max_seq_length, **data.info}
+    if verbose:
+        trunc = {k: v for k, v in data.info.items() if k.endswith("_truncated") and v}
+        print(f"{data.info['train_examples']:,} train / {data.info['dev_examples']:,} dev examples "
+              f"({data.info['train_features']:,} / {data.info['dev_features']:,} features)"
+              + (f"; cut to {cfg.max_seq_length} tokens: {trunc}" if trunc else ""))
+    return FinetuneRun(cfg, model, ClassifierSource(data), tokenizer, info, verbose)
+
+
+def _do_lower_case(init: Path) -> bool:
+    path = init / "tokenizer_config.json"
+    if not path.is_file():
+        return True
+    return bool(json.loads(path.read_text(encoding="utf-8")).get("do_lower_case", True))
+
+
+def _check_out_dir(out: Path, overwrite: bool) -> None:
+    if out.is_file():
+        raise ValueError(f"--out {out} is a file")
+    if (out / RUN_FILE).exists() and not overwrite:
+        raise ValueError(f"{out} already holds a fine-tuning run; continue it with --resume {out} or replace it "
+                         f"with --overwrite")
+    if out.is_dir() and any(out.iterdir()) and not (out / RUN_FILE).exists() and not overwrite:
+        raise ValueError(f"{out} exists and is not a fine-tuning run; choose another --out (or --overwrite)")
+
+
+def cli(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if args.resume:
+        saved = json.loads((Path(args.resume) / RUN_FILE).read_text(encoding="utf-8")) \
+            if (Path(args.resume) / RUN_FILE).is_file() else None
+        if saved is None:
+            raise ValueError(f"{args.resume} has no {RUN_FILE}: not a fine-tuning run")
+        cfg = FinetuneConfig(**saved["config"])
+        if args.minutes is not None:
+            cfg.minutes = args.minutes
+    else:
+        if not args.task or not args.init:
+            raise ValueError("finetune needs TASK and --init (a model directory or `none`); see --help")
+        if args.task not in (*TASK_NAMES, "custom"):
+            raise ValueError(f"unknown task {args.task!r}; choose one of {', '.join(TASK_NAMES)}, or custom --format F")
+        if (args.task == "custom") != (args.format is not None):
+            raise ValueError("--format goes with the task name `custom` (your own files)")
+        cfg = FinetuneConfig(task=args.task, init=args.init, out=args.out or f"runs/{args.task}", data=args.data,
+                             format=args.format, vocab=args.vocab)
+        for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup", "dropout", "seed", "minutes",
+                    "eval_per_epoch", "max_train_examples", "doc_stride"):
+            if getattr(args, key) is not None:
+                setattr(cfg, key, getattr(args, key))
+        kind = task_kind(cfg)
+        if args.lr is None:
+            cfg.lr = DEFAULT_LR[kind]
+        if kind == "qa" and args.max_seq_length is None:
+            cfg.max_seq_length = 384
+        _check_out_dir(Path(cfg.out), args.overwrite)
+    cfg.resume_run = bool(args.resume)
+    run = build_run(cfg, verbose=not args.quiet)
+    if args.resume:
+        run.resume()
+    else:
+        run.start()
+        m = run.model
+        run.say(f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} training "
+                f"features, batch {cfg.batch_size}, {run.total_steps} steps ({cfg.epochs:g} epochs), lr {cfg.lr:g}, "
+                f"warmup {run.warmup_steps}, dropout {cfg.dropout:g}"
+                + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
+    status = run.train()
+    best = run.best or {}
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in best.items() if k != "step" and isinstance(v, float))
+    run.say(f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
+            f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
+    return 130 if status == "interrupted" else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# predict
+
+def predict_cli(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m minibert predict",
+                                description="Run a fine-tuned model on your own text.")
+    p.add_argument("model_dir")
+    p.add_argument("texts", nargs="*", help="a sentence, or a pair; multiple choice: the context, then the choices")
+    p.add_argument("--question")
+    p.add_argument("--context")
+    args = p.parse_args(argv)
+    from minibert.checkpoint import read_config
+    from minibert.finetune.models import CLASSES
+    from minibert.tokenizer import BertTokenizer
+
+    directory = Path(args.model_dir)
+    _, arch = read_config(directory / "config.json")
+    if arch not in CLASSES:
+        raise ValueError(f"{directory} holds a {arch or 'model without architecture'}, not a fine-tuned model; "
+                         f"fine-tune it first (python -m minibert finetune ...)")
+    model = CLASSES[arch].from_pretrained(directory)
+    if model.vocab_path is None:
+        raise ValueError(f"{directory} has no vocab.txt")
+    tokenizer = BertTokenizer(model.vocab_path, do_lower_case=model.do_lower_case)
+    saved = json.loads((directory / RUN_FILE).read_text(encoding="utf-8")) if (directory / RUN_FILE).is_file() else {}
+    T = int(saved.get("task", {}).get("max_seq_length", 128))
+    if model.task == "qa":
+        from minibert.finetune.squad_train import predict_answer
+        return predict_answer(model, tokenizer, args.question, args.context, saved)
+    if not args.texts:
+        raise ValueError("predict needs the text to classify")
+    if model.task == "sequence":
+        if len(args.texts) > 2:
+            raise ValueError("sequence classification takes one text or a pair")
+        ids, seg = tokenizer.encode(args.texts[0], args.texts[1] if len(args.texts) > 1 else None, max_length=T)
+        logits = model.forward(np.array([ids]), np.array([seg]))[0]  # (K,)
+        if logits.shape[0] == 1:
+            print(f"score {float(logits[0]):.4f}")
+            return 0
+        probs = np.exp(logits - logits.max())
+        probs /= probs.sum()
+        best = int(probs.argmax())
+        print(f"{model.config.id2label[best]}  (" + ", ".join(
+            f"{model.config.id2label[i]} {pr:.3f}" for i, pr in enumerate(probs)) + ")")
+    elif model.task == "token":
+        from minibert.finetune.features import token_features, word_predictions
+        from minibert.finetune.readers import TaggedExample
+
+        words = " ".join(args.texts).split()
+        labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+        feats = token_features([TaggedExample(words, [labels[0]] * len(words), "command line")], tokenizer, T, labels)
+        logits = model.forward(feats["input_ids"], feats["segment_ids"], feats["input_mask"])  # (n, T, K)
+        tags = word_predictions(feats, logits.argmax(-1), labels)[0]
+        print("  ".join(f"{w}/{t}" for w, t in zip(words, tags)))
+    else:  # multiple choice: context, then the choices
+        if len(args.texts) < 3:
+            raise ValueError("multiple choice takes the context and at least two choices")
+        context, choices = args.texts[0], args.texts[1:]
+        enc = [tokenizer.encode(context, c, max_length=T) for c in choices]
+        L = max(len(i) for i, _ in enc)
+        ids = np.zeros((1, len(enc), L), np.int64)
+        seg, mask = np.zeros_like(ids), np.zeros_like(ids)
+        for j, (i, s) in enumerate(enc):
+            ids[0, j, :len(i)], seg[0, j, :len(i)], mask[0, j, :len(i)] = i, s, 1
+        logits = model.forward(ids, seg, mask)[0]
+        probs = np.exp(logits - logits.max())
+        probs /= probs.sum()
+        for j in np.argsort(-probs):
+            print(f"{probs[j]:.3f}  {choices[j]}")
+    return 0

@@ -1,0 +1,288 @@
+"""Reading fine-tuning files into examples: GLUE TSV, CoNLL, SWAG CSV, and the nextsent task.
+
+    read_glue(path, single)   -> [TextExample]     tab-separated, header-driven (SST-2, RTE, ...)
+    read_conll(path)          -> [TaggedExample]   one word and its BIO tag per line (WNUT-17)
+    read_swag(path)           -> [ChoiceExample]   SWAG's quoted CSV, four endings
+    nextsent_examples(docs)   -> [ChoiceExample]   "which of four sentences comes next"
+    label_list(examples)      -> sorted labels: label id i is label_list(...)[i]
+
+Every example keeps `where` ("file:line") so a bad value later can be traced to its line, and
+every reader error is a ValueError that starts with that "file:line".
+"""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from minibert.textio import iter_lines, read_text
+
+
+@dataclass
+class TextExample:
+    """One or two texts and a label (None in an unlabelled test file)."""
+    text_a: str
+    text_b: str | None
+    label: str | None
+    where: str  # "file:line"
+
+
+@dataclass
+class TaggedExample:
+    """A sentence as the data set's words, with one BIO tag per word."""
+    words: list[str]
+    tags: list[str]
+    where: str  # "file:line" of the first word
+
+
+@dataclass
+class ChoiceExample:
+    """A context and C candidate endings; `label` is the index of the right one."""
+    context: str
+    endings: list[str]
+    label: int | None
+    where: str
+
+
+# ---------------------------------------------------------------------------------------------
+# GLUE-style TSV
+
+# Accepted header names. GLUE files differ: SST-2/CoLA `sentence` (some copies `content`),
+# RTE/MNLI/WNLI/STS-B `sentence1`/`sentence2`, QQP `question1`/`question2`, QNLI
+# `question`/`sentence`, MRPC `#1 String`/`#2 String`. The label column is `label` (SST-2, RTE,
+# QNLI, WNLI), `gold_label` (MNLI), `Quality` (MRPC), `is_duplicate` (QQP) or `score` (STS-B).
+SINGLE_COLUMNS = ("sentence", "content")
+PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"),
+                ("question", "sentence"), ("#1 String", "#2 String"))
+LABEL_COLUMNS = ("label", "gold_label", "Quality", "is_duplicate", "score")
+
+
+def _glue_columns(header: list[str], single: bool, where: str) -> tuple[int, int | None, int | None]:
+    """Indices of (text_a, text_b, label) in the header; text_b None when single, label None
+    when the file has no label column (a test set)."""
+    names = {name: i for i, name in enumerate(header)}
+    label = next((names[c] for c in LABEL_COLUMNS if c in names), None)
+    if single:
+        a = next((names[c] for c in SINGLE_COLUMNS if c in names), None)
+        if a is None:
+            raise ValueError(f"{where}: header {header} has no text column; glue-single expects "
+                             f"one of {', '.join(SINGLE_COLUMNS)}")
+        return a, None, label
+    for first, second in PAIR_COLUMNS:
+        if first in names and second in names:
+            return names[first], names[second], label
+    expected = ", ".join(f"{a}/{b}" for a, b in PAIR_COLUMNS)
+    raise ValueError(f"{where}: header {header} has no pair of text columns; glue-pair expects "
+                     f"one of {expected}")
+
+
+def read_glue(path, single: bool) -> list[TextExample]:
+    """A GLUE-style TSV: a header line, then one example per line, fields split on tabs only.
+
+    GLUE files are not CSV-quoted (a `"` is an ordinary character), so no quote handling.
+    Every row must have the header's number of columns; blank lines are skipped. A trailing
+    "\\r" (Windows line ends) is dropped.
+
+    Example: the file `f.tsv` holding "label<TAB>sentence", "1<TAB>a fine film" gives
+    [TextExample(text_a='a fine film', text_b=None, label='1', where='f.tsv:2')].
+    """
+    rows = iter(iter_lines(path))
+    header_line = next(rows, None)
+    if header_line is None or not header_line.strip():
+        raise ValueError(f"{path}:1: empty file (or empty first line); expected a header line "
+                         "such as label<TAB>sentence")
+    header = header_line.rstrip("\r\n").split("\t")
+    a, b, label = _glue_columns(header, single, f"{path}:1")
+    examples = []
+    for lineno, line in enumerate(rows, start=2):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        where = f"{path}:{lineno}"
+        if len(fields) != len(header):
+            raise ValueError(f"{where}: {len(fields)} tab-separated columns, expected "
+                             f"{len(header)} as in the header {header}")
+        value = None if label is None else fields[label].strip()
+        if value == "":
+            raise ValueError(f"{where}: empty label in column {header[label]!r}")
+        examples.append(TextExample(fields[a], None if b is None else fields[b], value, where))
+    return examples
+
+
+# ---------------------------------------------------------------------------------------------
+# CoNLL: word and tag per line
+
+_BIO = re.compile(r"O|[BI]-\S+")
+
+
+def _conll_line(line: str, where: str) -> tuple[str, str]:
+    """'Empire<TAB>B-location' -> ('Empire', 'B-location'); the tag is the last column."""
+    fields = line.split("\t") if "\t" in line else line.split()
+    fields = [f.strip() for f in fields]
+    if len(fields) < 2 or not fields[0] or not fields[-1]:
+        raise ValueError(f"{where}: expected a word and a tag (word<TAB>tag), got {line!r}")
+    if not _BIO.fullmatch(fields[-1]):
+        raise ValueError(f"{where}: tag {fields[-1]!r} is not BIO (O, B-TYPE or I-TYPE)")
+    return fields[0], fields[-1]
+
+
+def read_conll(path) -> list[TaggedExample]:
+    """CoNLL-style tagged sentences: `word<TAB>tag` per line (or whitespace-separated columns,
+    the first is the word and the last the tag), a blank line between sentences.
+
+    The last sentence needs no blank line after it; `-DOCSTART-` lines are skipped; a line of
+    whitespace only (WNUT-17 uses a lone tab) counts as blank; tags must be BIO.
+
+    Example: `f.conll` holding "New<TAB>B-location", "York<TAB>I-location", "" gives
+    [TaggedExample(words=['New', 'York'], tags=['B-location', 'I-location'], where='f.conll:1')].
+    """
+    examples: list[TaggedExample] = []
+    words, tags, first = [], [], 0
+
+    def end_sentence():
+        if words:
+            examples.append(TaggedExample(list(words), list(tags), f"{path}:{first}"))
+        words.clear()
+        tags.clear()
+
+    for lineno, line in enumerate(iter_lines(path), start=1):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            end_sentence()
+        elif not line.startswith("-DOCSTART-"):
+            word, tag = _conll_line(line, f"{path}:{lineno}")
+            first = first if words else lineno
+            words.append(word)
+            tags.append(tag)
+    end_sentence()
+    return examples
+
+
+# ---------------------------------------------------------------------------------------------
+# SWAG CSV
+
+SWAG_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
+
+
+def read_swag(path) -> list[ChoiceExample]:
+    """SWAG's CSV (columns video-id, fold-ind, startphrase, sent1, sent2, gold-source,
+    ending0..ending3, label), quoted as CSV. Paired as transformers' run_swag does:
+    context = sent1, ending i = sent2 + " " + ending_i. No label column (a test file): None.
+
+    Example: sent1 "A man sits down.", sent2 "He", ending0 "smiles." gives context
+    "A man sits down." and endings[0] "He smiles.".
+    """
+    reader = csv.reader(io.StringIO(read_text(path), newline=""))
+    header = next(reader, None)
+    if not header:
+        raise ValueError(f"{path}:1: empty file; expected a SWAG header with {', '.join(SWAG_COLUMNS)}, label")
+    names = {name.strip(): i for i, name in enumerate(header)}
+    missing = [c for c in SWAG_COLUMNS if c not in names]
+    if missing:
+        raise ValueError(f"{path}:1: SWAG header lacks column(s) {', '.join(missing)} (header: {header})")
+    examples = []
+    while True:
+        lineno = reader.line_num + 1  # a quoted field may span lines: the record's first line
+        row = next(reader, None)
+        if row is None:
+            return examples
+        if not any(field.strip() for field in row):
+            continue
+        examples.append(_swag_example(row, names, len(header), f"{path}:{lineno}"))
+
+
+def _swag_example(row: list[str], names: dict, width: int, where: str) -> ChoiceExample:
+    if len(row) != width:
+        raise ValueError(f"{where}: {len(row)} columns, expected {width} as in the header")
+    endings = [f"{row[names['sent2']]} {row[names[f'ending{i}']]}" for i in range(4)]
+    label = None
+    if "label" in names:
+        value = row[names["label"]].strip()
+        if value not in ("0", "1", "2", "3"):
+            raise ValueError(f"{where}: label {value!r} is not one of 0, 1, 2, 3")
+        label = int(value)
+    return ChoiceExample(row[names["sent1"]], endings, label, where)
+
+
+# ---------------------------------------------------------------------------------------------
+# Labels
+
+def label_list(examples) -> list[str]:
+    """The sorted set of labels (TextExample) or tags (TaggedExample); id i is the i-th.
+
+    Sorted rather than in order of first appearance, so shuffling the train file never changes
+    the ids. For SST-2 this gives ['0', '1'], for RTE ['entailment', 'not_entailment'].
+
+    >>> label_list([TextExample("a", None, "pos", "f:2"), TextExample("b", None, "neg", "f:3")])
+    ['neg', 'pos']
+    """
+    found = set()
+    for e in examples:
+        if isinstance(e, TaggedExample):
+            found.update(e.tags)
+        elif e.label is not None:
+            found.add(e.label)
+    return sorted(found)
+
+
+def label_id(label: str, index: dict[str, int], where: str) -> int:
+    """The id of `label`; ValueError naming the line and the known labels if train never had it."""
+    if label not in index:
+        raise ValueError(f"{where}: label {label!r} does not occur in the train file; "
+                         f"known labels: {', '.join(index)}")
+    return index[label]
+
+
+# ---------------------------------------------------------------------------------------------
+# nextsent: an offline multiple-choice task from any one-sentence-per-line corpus
+
+def _distractors(documents, d: int, avoid: set, k: int, rng: np.random.Generator, where: str) -> list[str]:
+    """k different sentences from documents other than d, none equal to a text in `avoid`."""
+    out: list[str] = []
+    for _ in range(100 * k):  # rejection sampling; repeated sentences make a draw fail
+        j = int(rng.integers(len(documents) - 1))
+        j += j >= d  # a uniform document other than d
+        sentence = documents[j][int(rng.integers(len(documents[j])))]
+        if sentence not in avoid and sentence not in out:
+            out.append(sentence)
+            if len(out) == k:
+                return out
+    raise ValueError(f"{where}: could not find {k} distinct distractor sentences in other documents")
+
+
+def nextsent_examples(documents: list[list[str]], seed: int, num_choices: int = 4,
+                      max_per_doc: int | None = 2, source: str = "documents") -> list[ChoiceExample]:
+    """"Which of these sentences comes next?" from documents (lists of sentences).
+
+    For each document with at least 2 sentences, up to `max_per_doc` positions i (all when
+    None) are drawn: the context is sentence i, the right ending sentence i + 1, and the
+    num_choices - 1 distractors are random sentences of OTHER documents (as BERT's random-next
+    sentences for next-sentence prediction). The choices are shuffled; label = the right one's
+    index. Deterministic for a seed (one numpy Generator, no global state).
+
+    >>> docs = [["a1.", "a2."], ["b1.", "b2."], ["c1.", "c2."], ["d1.", "d2."]]
+    >>> e = nextsent_examples(docs, seed=0)[0]
+    >>> e.context, e.endings[e.label]
+    ('a1.', 'a2.')
+    """
+    if len(documents) < 2:
+        raise ValueError(f"{source}: nextsent needs at least 2 documents, got {len(documents)}")
+    rng = np.random.default_rng(seed)
+    examples = []
+    for d, doc in enumerate(documents):
+        positions = np.arange(len(doc) - 1)  # (P,) sentences that have a next one
+        if max_per_doc is not None and len(positions) > max_per_doc:
+            positions = np.sort(rng.choice(positions, max_per_doc, replace=False))
+        for i in positions.tolist():
+            where = f"{source}: document {d + 1}, sentence {i + 1}"
+            wrong = _distractors(documents, d, {doc[i], doc[i + 1]}, num_choices - 1, rng, where)
+            order = rng.permutation(num_choices)  # (C,) position of each choice; right one is 0
+            endings = [""] * num_choices
+            for choice, slot in zip([doc[i + 1], *wrong], order.tolist()):
+                endings[slot] = choice
+            examples.append(ChoiceExample(doc[i], endings, int(order[0]), where))
+    return examples

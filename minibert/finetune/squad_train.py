@@ -1,0 +1,119 @@
+"""SQuAD in the fine-tuning loop: the batch source, the dev evaluation with the official scoring,
+and `predict --question --context`.
+
+    python -m minibert finetune squad2 --data DIR --init runs/tiny --out runs/squad2
+    (DIR holds train-v2.0.json and dev-v2.0.json; squad1: train-v1.1.json and dev-v1.1.json)
+
+At each dev evaluation: logits of every window -> run_squad's post-processing (n-best, max
+context, the null score for v2.0) -> the official EM/F1 (minibert/finetune/squad_eval.py). When
+the dev F1 is the best so far, OUT_DIR gets the model and predictions.json, nbest.json,
+null_odds.json (v2.0) and eval.json (the official keys, best_f1 and its threshold included).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from minibert.finetune import squad, squad_eval
+from minibert.finetune.train import FinetuneConfig, FinetuneRun, TaskSource, load_model, predict_logits
+from minibert.run_dir import write_json
+
+FILES = {"squad2": ("train-v2.0.json", "dev-v2.0.json"), "squad1": ("train-v1.1.json", "dev-v1.1.json")}
+
+
+class SquadSource(TaskSource):
+    label_keys = ("start_positions", "end_positions")
+    main_metric = "f1"  # at threshold 0; best_f1 picks its threshold on dev itself, so it is reported, not used
+
+    def __init__(self, train: dict, dev_examples, dev_features, gold, version_2: bool, do_lower_case: bool):
+        self.train, self.dev_examples, self.dev_features = train, dev_examples, dev_features
+        self.dev = squad.stack_features(dev_features)
+        self.gold, self.version_2, self.do_lower_case = gold, version_2, do_lower_case
+        self.last = None  # (predictions, nbest, null_odds, scores) of the latest evaluation
+
+    def evaluate(self, model) -> dict[str, float]:
+        logits = np.concatenate([np.pad(l, ((0, 0), (0, self.dev["input_ids"].shape[1] - l.shape[1]), (0, 0)))
+                                 for l in predict_logits(model, self.dev)])  # (N, T, 2)
+        preds, nbest, null_odds = squad.postprocess(self.dev_examples, self.dev_features,
+                                                    (logits[..., 0], logits[..., 1]),
+                                                    do_lower_case=self.do_lower_case, version_2=self.version_2)
+        scores = squad_eval.evaluate(self.gold, preds, null_odds if self.version_2 else None)
+        self.last = (preds, nbest, null_odds, scores)
+        return {k: float(v) for k, v in scores.items()}
+
+    def on_best(self, directory: Path) -> None:
+        preds, nbest, null_odds, scores = self.last
+        write_json(directory / "predictions.json", preds)
+        write_json(directory / "nbest.json", nbest)
+        if self.version_2:
+            write_json(directory / "null_odds.json", null_odds)
+        write_json(directory / "eval.json", scores)
+
+
+def _files(cfg: FinetuneConfig) -> tuple[Path, Path]:
+    if not cfg.data:
+        raise ValueError(f"{cfg.task} needs --data DIR holding {' and '.join(FILES[cfg.task])}")
+    paths = tuple(Path(cfg.data) / name for name in FILES[cfg.task])
+    for p in paths:
+        if not p.is_file():
+            present = sorted(q.name for q in Path(cfg.data).iterdir()) if Path(cfg.data).is_dir() else []
+            raise FileNotFoundError(f"{p} does not exist (the directory has {present})")
+    return paths
+
+
+def build_squad_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
+    train_path, dev_path = _files(cfg)
+    model, tokenizer = load_model(cfg, "qa", None, None)
+    train_examples, stats = squad.read_squad(train_path, is_training=True)
+    dev_examples, dev_stats = squad.read_squad(dev_path, is_training=False)
+    if cfg.task == "squad1" and (stats.version_2 or dev_stats.version_2):
+        raise ValueError(f"{train_path} has unanswerable questions (is_impossible): use squad2")
+    version_2 = cfg.task == "squad2"
+    kw = dict(max_seq_length=cfg.max_seq_length, doc_stride=cfg.doc_stride, max_query_length=cfg.max_query_length)
+    train_features = squad.convert_examples_to_features(train_examples, tokenizer, is_training=True, **kw)
+    dev_features = squad.convert_examples_to_features(dev_examples, tokenizer, is_training=False, **kw)
+    gold = squad_eval.load_gold(dev_path)
+    if verbose:
+        print(f"{stats.questions:,} train questions ({stats.skipped} skipped: answer not at its offset), "
+              f"{len(train_features):,} windows; {len(dev_examples):,} dev questions, {len(dev_features):,} windows")
+    source = SquadSource(squad.stack_features(train_features), dev_examples, dev_features, gold, version_2,
+                         model.do_lower_case)
+    info = {"name": cfg.task, "kind": "qa", "version_2": version_2, "max_seq_length": cfg.max_seq_length,
+            "doc_stride": cfg.doc_stride, "max_query_length": cfg.max_query_length, "main_metric": "f1",
+            "train_file": str(train_path), "dev_file": str(dev_path), "train_questions": stats.questions,
+            "train_skipped": stats.skipped, "train_features": len(train_features), "dev_features": len(dev_features)}
+    return FinetuneRun(cfg, model, source, tokenizer, info, verbose)
+
+
+def predict_answer(model, tokenizer, question: str | None, context: str | None, saved: dict) -> int:
+    """`predict OUT_DIR --question Q --context C`: the answer span (or "no answer") and its score,
+    with the windows the passage was cut into."""
+    if not question or not context or not context.strip():
+        raise ValueError("question answering needs --question and a non-empty --context")
+    task = saved.get("task", {})
+    doc_tokens, _ = squad.split_passage(context)
+    example = squad.SquadExample("q", question, doc_tokens, None, None, None, False, [])
+    features = squad.convert_examples_to_features(
+        [example], tokenizer, max_seq_length=int(task.get("max_seq_length", 384)),
+        doc_stride=int(task.get("doc_stride", 128)), max_query_length=int(task.get("max_query_length", 64)),
+        is_training=False)
+    batch = squad.stack_features(features)
+    start, end = model.forward(batch["input_ids"], batch["segment_ids"], batch["input_mask"])  # (N, T) each
+    version_2 = bool(task.get("version_2", False))
+    best = saved.get("best") or {}
+    threshold = float(best.get("best_f1_thresh", 0.0)) if version_2 else 0.0
+    preds, nbest, null_odds = squad.postprocess([example], features, (start, end), do_lower_case=model.do_lower_case,
+                                                version_2=version_2, null_score_diff_threshold=threshold)
+    for f in features:  # which words of the passage each window holds
+        words = sorted(f.token_to_orig_map.values())
+        print(f"window {f.doc_span_index}: words {words[0]}-{words[-1]} of {len(doc_tokens)} "
+              f"({' '.join(doc_tokens[words[0]:words[0] + 4])} ... {' '.join(doc_tokens[max(0, words[-1] - 3):words[-1] + 1])})")
+    answer, top = preds["q"], nbest["q"][0]
+    if answer == "":
+        print(f"no answer (null score minus best span = {null_odds['q']:.3f} > threshold {threshold:.3f}); "
+              f"best span was {top['text']!r}")
+    else:
+        print(f"answer: {answer!r}  (start+end logit {top['start_logit'] + top['end_logit']:.3f}, "
+              f"probability {top['probability']:.3f})")
+    return 0

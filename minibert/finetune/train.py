@@ -1,0 +1,442 @@
+"""The fine-tuning loop: the paper's recipe (§4, A.3) on any task with a batch source and a scorer.
+
+    run = FinetuneRun(cfg)          # checks everything, loads model and data; writes nothing
+    run.start() / run.resume()      # the run directory; then
+    status = run.train()            # "done" | "budget" | "interrupted"
+
+Recipe: AdamW as in pretraining (BERT's: no bias correction, eps 1e-6, decay 0.01 except
+LayerNorm and biases), warm-up over the first 10% of the steps then linear decay to 0, gradient
+clipping at 1.0, dropout 0.1, a few epochs. Each epoch visits the training features in a new
+order drawn from (seed, epoch), so the batch of step s is a function of s alone: a resumed run
+takes exactly the batches the uninterrupted run would have taken.
+
+The output directory:
+    config.json, model.safetensors, vocab.txt   the BEST model so far (by the task's main dev
+                                                metric), in transformers' format
+    finetune.json                               the settings, the task, its labels, the best step
+    metrics.jsonl, curves.png                   training loss and dev metrics; their plot
+    checkpoints/step-NNNNNN/                    the latest state for --resume (model, optimizer,
+                                                trainer_state.json), written atomically
+
+The loop knows nothing about task formats: a `TaskSource` gives it the training features (a dict
+of arrays with one row per feature), the label keys, and an `evaluate(model)` that returns the
+dev metrics. Classification, token tagging and multiple choice use `ClassifierSource` below;
+SQuAD brings its own (minibert/finetune/squad_train.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import signal
+import sys
+import threading
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from minibert import run_dir as run_dir_mod
+from minibert.checkpoint import atomic_write, load_tensors, save_pretrained, save_tensors_atomic
+from minibert.finetune.features import trim
+from minibert.finetune.heads import task_logits
+from minibert.optim import AdamW
+from minibert.train.step import TrainingAborted, TrainingDiverged, training_step
+
+RUN_FILE = "finetune.json"
+METRICS_FILE = "metrics.jsonl"
+CURVES_FILE = "curves.png"
+
+
+@dataclasses.dataclass
+class FinetuneConfig:
+    """The settings of one fine-tuning run (finetune.json records them)."""
+
+    task: str
+    init: str  # a checkpoint directory, or "none" (random init: the control)
+    out: str
+    data: str | None = None
+    format: str | None = None  # for the learner's own files: glue-single | glue-pair | conll | swag
+    vocab: str | None = None  # --init none: the vocabulary (default: the default corpus's)
+    epochs: float = 3.0
+    lr: float = 1e-4
+    batch_size: int = 32
+    max_seq_length: int = 128
+    warmup: float = 0.1  # fraction of the steps
+    dropout: float = 0.1  # hidden_dropout_prob and attention_probs_dropout_prob while fine-tuning
+    weight_decay: float = 0.01
+    clip_norm: float = 1.0
+    seed: int = 0
+    minutes: float = 0.0  # wall-clock budget (0 = none)
+    eval_per_epoch: int = 1  # dev evaluations per epoch
+    log_interval: int = 20
+    max_train_examples: int = 0  # use only the first N training features (0 = all)
+    doc_stride: int = 128  # SQuAD
+    max_query_length: int = 64  # SQuAD
+
+    def validate(self) -> None:
+        for k in ("batch_size", "max_seq_length", "log_interval", "eval_per_epoch"):
+            if getattr(self, k) < 1:
+                raise ValueError(f"{k}={getattr(self, k)} must be at least 1")
+        if not self.epochs > 0 or not self.lr > 0:
+            raise ValueError(f"epochs ({self.epochs}) and lr ({self.lr}) must be positive")
+        if not 0 <= self.warmup < 1 or not 0 <= self.dropout < 1:
+            raise ValueError(f"warmup ({self.warmup}) and dropout ({self.dropout}) must be in [0, 1)")
+        if self.minutes < 0 or self.max_train_examples < 0:
+            raise ValueError("minutes and max_train_examples must be >= 0")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# ---------------------------------------------------------------------------------------------
+# what the loop needs from a task
+
+class TaskSource:
+    """Training features and a dev scorer. Subclasses set `train` (dict of arrays, N rows),
+    `label_keys` (the batch keys that hold labels), `main_metric`, and implement evaluate."""
+
+    train: dict
+    label_keys: tuple = ("labels",)
+    main_metric: str = "accuracy"
+
+    @property
+    def num_train(self) -> int:
+        return len(self.train["input_ids"])
+
+    def batch(self, rows: np.ndarray) -> dict:
+        """The training batch of these feature rows, padding columns that no row uses cut."""
+        keys = ("input_ids", "input_mask", "segment_ids", *self.label_keys)
+        return trim({k: self.train[k][rows] for k in keys})
+
+    def evaluate(self, model) -> dict[str, float]:
+        raise NotImplementedError
+
+
+def predict_logits(model, features: dict, batch_size: int = 128) -> list[np.ndarray]:
+    """Logits of every feature row, batch by batch (padding columns trimmed, dropout off)."""
+    out = []
+    for start in range(0, len(features["input_ids"]), batch_size):
+        b = trim({k: features[k][start:start + batch_size] for k in ("input_ids", "input_mask", "segment_ids")})
+        logits, _ = task_logits(model.params, model.config, model.task, b["input_ids"], b["segment_ids"],
+                                b["input_mask"], None, model.ops, unpad=model.task != "qa")
+        out.append(logits)
+    return out
+
+
+class ClassifierSource(TaskSource):
+    """Sequence classification / regression, token tagging and multiple choice (finetune.tasks)."""
+
+    def __init__(self, data):
+        from minibert.finetune.tasks import score
+
+        self.data, self._score = data, score
+        self.train = data.train
+        self.main_metric = data.task.main_metric
+
+    def evaluate(self, model) -> dict[str, float]:
+        from minibert.finetune.features import IGNORE_INDEX
+
+        logits = predict_logits(model, self.data.dev)
+        if self.data.task.kind == "token":
+            T = self.data.dev["input_ids"].shape[-1]  # batches were trimmed: pad the ids back to T
+            pred = np.concatenate([np.pad(l.argmax(-1), ((0, 0), (0, T - l.shape[1])), constant_values=IGNORE_INDEX)
+                                   for l in logits])
+        elif self.data.task.kind == "regression":
+            pred = np.concatenate([l[:, 0] for l in logits])
+        else:
+            pred = np.concatenate([l.argmax(-1) for l in logits])
+        return self._score(self.data, pred)
+
+
+def train_accuracy(logits: np.ndarray, batch: dict) -> tuple[int, int]:
+    """(hits, counted) of the argmax against the labels; regression and QA count nothing."""
+    labels = batch.get("labels")
+    if labels is None or logits.shape[-1] == 1 or labels.dtype.kind == "f":
+        return 0, 0
+    counted = labels != -100
+    return int(((logits.argmax(-1) == labels) & counted).sum()), int(counted.sum())
+
+
+# ---------------------------------------------------------------------------------------------
+# the model to start from
+
+HEAD_OF_KIND = {"classification": "BertForSequenceClassification", "regression": "BertForSequenceClassification",
+                "token": "BertForTokenClassification", "choice": "BertForMultipleChoice", "qa": "BertForQuestionAnswering"}
+
+
+def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
+    """-> (model, tokenizer). --init DIR: its encoder and vocabulary; --init none: the tiny
+    preset's architecture, randomly initialised, with --vocab or the default corpus's vocabulary."""
+    from minibert.finetune.models import CLASSES
+    from minibert.tokenizer import BertTokenizer
+
+    cls = CLASSES[HEAD_OF_KIND[kind]]
+    extra = {} if kind in ("choice", "qa") else {"num_labels": num_labels, "id2label": id2label}
+    if cfg.init.lower() == "none":
+        from minibert.corpus import ensure_default_corpus
+        from minibert.train.config import make_config
+
+        vocab = Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab
+        tokenizer = BertTokenizer(vocab)
+        bert = make_config("tiny").model_config(len(tokenizer))
+        model = cls(_with_dropout(bert, cfg.dropout), **({} if kind in ("choice", "qa") else
+                                                         {"num_labels": num_labels}), seed=cfg.seed)
+        if id2label and kind not in ("choice", "qa"):
+            model.config.id2label, model.config.label2id = id2label, {v: k for k, v in id2label.items()}
+        return model, tokenizer
+    init = Path(cfg.init)
+    if init.is_file():
+        raise ValueError(f"--init {init} is a file; pass the model directory (config.json, model.safetensors, vocab.txt)")
+    if not (init / "vocab.txt").is_file():
+        raise ValueError(f"--init {init} has no vocab.txt: the model's vocabulary is needed to tokenize the task")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = cls.from_pretrained(init, **extra, seed=cfg.seed)
+    for w in caught:
+        if not getattr(cfg, "resume_run", False):
+            print(f"note: {w.message}")
+    tokenizer = BertTokenizer(init / "vocab.txt", do_lower_case=model.do_lower_case)
+    if len(tokenizer) != model.config.vocab_size:
+        raise ValueError(f"--init {init}: vocab.txt has {len(tokenizer)} tokens but the model's vocab_size is "
+                         f"{model.config.vocab_size}; the model was trained with a different vocabulary")
+    if cfg.vocab and Path(cfg.vocab).resolve() != (init / "vocab.txt").resolve():
+        other = BertTokenizer(cfg.vocab)
+        if other.ids_to_tokens != tokenizer.ids_to_tokens:
+            raise ValueError(f"--vocab {cfg.vocab} differs from the vocabulary of --init {init}; a pretrained model "
+                             f"only understands its own vocabulary (leave --vocab out)")
+    model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = cfg.dropout
+    return model, tokenizer
+
+
+def _with_dropout(bert, p):
+    import dataclasses
+
+    return dataclasses.replace(bert, hidden_dropout_prob=p, attention_probs_dropout_prob=p)
+
+
+# ---------------------------------------------------------------------------------------------
+# the run
+
+class FinetuneRun:
+    """Model, optimizer, task source and the output directory of one fine-tuning run."""
+
+    def __init__(self, cfg: FinetuneConfig, model, source: TaskSource, tokenizer, task_info: dict,
+                 verbose: bool = True):
+        cfg.validate()
+        self.cfg, self.model, self.source, self.tokenizer = cfg, model, source, tokenizer
+        self.task_info, self.verbose = task_info, verbose
+        self.dir = Path(cfg.out)
+        n = source.num_train if not cfg.max_train_examples else min(cfg.max_train_examples, source.num_train)
+        self.num_train = n
+        self.steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
+        self.total_steps = max(1, int(round(cfg.epochs * self.steps_per_epoch)))
+        self.warmup_steps = int(cfg.warmup * self.total_steps)
+        self.eval_every = max(1, self.steps_per_epoch // cfg.eval_per_epoch)
+        self.optimizer = AdamW(model.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.rng = np.random.default_rng([cfg.seed, 1])  # dropout
+        self.step, self.elapsed = 0, 0.0
+        self.best: dict | None = None  # {"step", main metric, ...} of the best evaluation
+        self._stop = False
+
+    def say(self, *args):
+        if self.verbose:
+            print(*args, flush=True)
+
+    # -- batches: a function of the step alone ------------------------------------------------
+    def rows_at(self, step: int) -> np.ndarray:
+        epoch, i = divmod(step, self.steps_per_epoch)
+        order = np.random.default_rng([self.cfg.seed, epoch]).permutation(self.num_train)  # (n,)
+        return np.sort(order[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size])
+
+    # -- files ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for name in (METRICS_FILE, CURVES_FILE, run_dir_mod.CHECKPOINTS, *run_dir_mod.PUBLISHED):
+            run_dir_mod._remove(self.dir / name)
+        self._write_run_file()
+
+    def _write_run_file(self) -> None:
+        run_dir_mod.write_json(self.dir / RUN_FILE, {
+            "created_by": "finetune", "config": self.cfg.to_dict(), "task": self.task_info,
+            "architecture": self.model.architecture, "total_steps": self.total_steps, "best": self.best})
+
+    def save_state(self, status: str) -> Path:
+        def write_files(ckpt: Path) -> None:
+            save_pretrained(self.model, ckpt, vocab=self.tokenizer.ids_to_tokens)
+            save_tensors_atomic(self.optimizer.state_dict(), ckpt / run_dir_mod.OPTIM_FILE)
+            run_dir_mod.write_json(ckpt / run_dir_mod.STATE_FILE, {
+                "step": self.step, "status": status, "elapsed_seconds": self.elapsed, "best": self.best,
+                "dropout_rng": self.rng.bit_generator.state})
+
+        return run_dir_mod.write_checkpoint(self.dir, self.step, write_files, publish=False)
+
+    def resume(self) -> None:
+        ckpt = run_dir_mod.latest_checkpoint(self.dir)
+        if ckpt is None:
+            raise ValueError(f"{self.dir} has no checkpoint to resume from; start again with --overwrite")
+        state = run_dir_mod.read_json(ckpt / run_dir_mod.STATE_FILE)
+        saved = type(self.model).from_pretrained(ckpt, dtype=self.model.dtype)
+        for k, p in self.model.params.items():
+            np.copyto(p, saved.params[k])
+        optim, _ = load_tensors(ckpt / run_dir_mod.OPTIM_FILE)
+        optim["t"] = np.asarray(optim["t"]).reshape(())
+        self.optimizer.load_state_dict(optim)
+        self.rng.bit_generator.state = state["dropout_rng"]
+        self.step, self.elapsed, self.best = int(state["step"]), float(state["elapsed_seconds"]), state["best"]
+        records, _ = run_dir_mod.read_jsonl(self.dir / METRICS_FILE) if (self.dir / METRICS_FILE).exists() else ([], 0)
+        atomic_write(self.dir / METRICS_FILE, lambda tmp: tmp.write_text(
+            "".join(json.dumps(r) + "\n" for r in records if r.get("step", 0) <= self.step), encoding="utf-8"))
+        self.say(f"resumed {self.dir} at step {self.step}/{self.total_steps}")
+
+    def log(self, record: dict) -> None:
+        run_dir_mod.append_jsonl(self.dir / METRICS_FILE, record)
+
+    # -- evaluation and the best model ----------------------------------------------------------
+    def evaluate(self) -> dict:
+        t0 = time.perf_counter()
+        scores = self.source.evaluate(self.model)
+        main = self.source.main_metric
+        self.log({"type": "eval", "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 3),
+                  "time": round(self.elapsed, 3), **scores})
+        better = self.best is None or scores[main] > self.best[main]
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if isinstance(v, float))
+        self.say(f"dev at step {self.step} (epoch {self.step / self.steps_per_epoch:.2f}): {shown}"
+                 f"{' (best so far: saved)' if better else ''} [{time.perf_counter() - t0:.1f}s]")
+        if better:
+            self.best = {"step": self.step, **{k: v for k, v in scores.items() if isinstance(v, (int, float))}}
+            save_pretrained(self.model, self.dir, vocab=self.tokenizer.ids_to_tokens)  # each file atomic
+            if hasattr(self.source, "on_best"):  # e.g. SQuAD's predictions and official scores
+                self.source.on_best(self.dir)
+            self._write_run_file()
+        return scores
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def train(self, max_steps: int | None = None) -> str:
+        """Train to the end, the time budget, Ctrl-C or `max_steps` more steps (then "paused");
+        every way out saves the state, so --resume continues exactly where it stopped."""
+        previous = self._install_sigint()
+        try:
+            status = self._loop(math.inf if max_steps is None else self.step + max_steps)
+            if status not in ("interrupted", "paused") and (self.best is None or self.best["step"] != self.step):
+                self.evaluate()
+            self.save_state(status)
+            self.write_curves()
+        except KeyboardInterrupt:
+            raise TrainingAborted(f"aborted at step {self.step} by a second Ctrl-C without saving; the last "
+                                  f"complete checkpoint in {self.dir}/checkpoints is kept") from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+        if status == "interrupted":
+            self.say(f"interrupted at step {self.step}: saved; continue with `python -m minibert finetune "
+                     f"--resume {self.dir}`")
+        return status
+
+    def _loop(self, pause_at: float) -> str:
+        cfg = self.cfg
+        budget = cfg.minutes * 60 if cfg.minutes > 0 else math.inf
+        t0, elapsed0 = time.perf_counter(), self.elapsed
+        window = []  # (loss, hits, counted, tokens)
+        t_window = t0
+        dropout = cfg.dropout > 0
+        while self.step < self.total_steps:
+            if self._stop:
+                return "interrupted"
+            if self.step >= pause_at:
+                return "paused"
+            if self.elapsed >= budget:
+                self.say(f"time budget of {cfg.minutes:g} min reached at step {self.step}")
+                return "budget"
+            batch = self.source.batch(self.rows_at(self.step))
+            try:
+                r = training_step(self.model, self.optimizer, batch, self.step, lr=cfg.lr,
+                                  warmup_steps=self.warmup_steps, total_steps=self.total_steps,
+                                  clip_norm=cfg.clip_norm, rng=self.rng if dropout else None)
+            except TrainingDiverged as e:
+                raise TrainingDiverged(f"{e}; nothing was saved for this step. Try a lower --lr (now {cfg.lr})") from None
+            self.step += 1
+            self.elapsed = elapsed0 + time.perf_counter() - t0
+            window.append((r.loss, *train_accuracy(r.metrics, batch), int(batch["input_mask"].sum()), r.lr))
+            if self.step % cfg.log_interval == 0 or self.step == self.total_steps:
+                self._log_train(window, time.perf_counter() - t_window)
+                window, t_window = [], time.perf_counter()
+            if self.step % self.eval_every == 0 and self.step < self.total_steps:
+                self.evaluate()
+                self.save_state("running")
+                self.write_curves()
+                t_window = time.perf_counter()
+        return "done"
+
+    def _log_train(self, window, seconds):
+        hits, counted = sum(w[1] for w in window), sum(w[2] for w in window)
+        rec = {"type": "train", "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 3),
+               "time": round(self.elapsed, 3), "loss": float(np.mean([w[0] for w in window])),
+               "lr": window[-1][4], "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
+        if counted:
+            rec["train_acc"] = hits / counted
+        self.log(rec)
+        eta = (self.total_steps - self.step) * self.elapsed / max(self.step, 1)
+        if self.cfg.minutes > 0:
+            eta = min(eta, max(0.0, self.cfg.minutes * 60 - self.elapsed))
+        acc = f" | acc {rec['train_acc']:.3f}" if counted else ""
+        self.say(f"step {self.step}/{self.total_steps} (epoch {rec['epoch']:.2f}) | loss {rec['loss']:.4f}{acc} | "
+                 f"{rec['tokens_per_s']:,.0f} tok/s | lr {rec['lr']:.2e} | ETA {_fmt_seconds(eta)}")
+
+    def _install_sigint(self):
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def handler(signum, frame):
+            if self._stop:
+                raise KeyboardInterrupt
+            self._stop = True
+            print("\nCtrl-C: finishing this step, then saving (press again to abort without saving)",
+                  file=sys.stderr, flush=True)
+
+        return signal.signal(signal.SIGINT, handler)
+
+    def write_curves(self) -> Path | None:
+        try:
+            return plot_finetune_curves(self.dir / METRICS_FILE, self.dir / CURVES_FILE, self.source.main_metric)
+        except OSError as e:
+            print(f"warning: could not draw {self.dir / CURVES_FILE}: {e}", file=sys.stderr)
+            return None
+
+
+def _fmt_seconds(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def plot_finetune_curves(metrics_path: Path, out: Path, main_metric: str) -> Path | None:
+    """curves.png: training loss, training accuracy and the dev metrics against the epoch."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    if not metrics_path.exists():
+        return None
+    recs, _ = run_dir_mod.read_jsonl(metrics_path)
+    train = [r for r in recs if r["type"] == "train"]
+    evals = [r for r in recs if r["type"] == "eval"]
+    fig = Figure(figsize=(12, 3.8))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 3, 1)
+    ax.plot([r["epoch"] for r in train], [r["loss"] for r in train], lw=1)
+    ax.set(title="training loss", xlabel="epoch")
+    ax = fig.add_subplot(1, 3, 2)
+    acc = [r for r in train if "train_acc" in r]
+    if acc:
+        ax.plot([r["epoch"] for r in acc], [r["train_acc"] for r in acc], lw=1, label="train (batch)")
+    if evals and main_metric in evals[0]:
+        ax.plot([r["epoch"] for r in evals], [r[main_metric] for r in evals], "o-", ms=4, label=f"dev {main_metric}")
+    ax.set(title=f"accuracy / dev {main_metric}", xlabel="epoch")
+    ax.legend(fontsize=8)
+    ax = fig.add_subplot(1, 3, 3)
+    ax.plot([r["epoch"] for r in train], [r["lr"] for r in train], lw=1)
+    ax.set(title="learning rate", xlabel="epoch")
+    for a in fig.axes:
+        a.grid(alpha=0.3)
+    fig.tight_layout()
+    return atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))

@@ -1,0 +1,120 @@
+"""`python -m minibert finetune` / `predict` end to end on small fixtures: outputs, a resume that
+continues bit-exactly, the best model loadable as its class, and bad input that writes nothing."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from minibert.__main__ import main
+from minibert.bert import BertForPreTraining
+from minibert.finetune.commands import build_run, cli
+from minibert.finetune.models import BertForSequenceClassification, BertForTokenClassification
+from minibert.finetune.train import FinetuneConfig
+from minibert.model import BertConfig
+
+WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "plot", "the", "was", "paris", "john", "visited"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+
+
+@pytest.fixture
+def pretrained(tmp_path):
+    cfg = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=32)
+    BertForPreTraining(cfg, seed=0).save_pretrained(tmp_path / "pre", vocab=VOCAB)
+    return tmp_path / "pre"
+
+
+@pytest.fixture
+def sst(tmp_path):
+    rng = np.random.default_rng(0)
+    d = tmp_path / "sst"
+    d.mkdir()
+    for split, n in (("train", 64), ("dev", 16)):
+        rows = ["sentence\tlabel"]
+        for _ in range(n):
+            label = int(rng.integers(2))
+            words = rng.choice(["good", "great", "fun"] if label else ["bad", "awful", "dull"], 2)
+            rows.append(f"the film was {words[0]} {words[1]}\t{label}")
+        (d / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return d
+
+
+def _run(*argv):
+    return main(["finetune", *map(str, argv), "--quiet"])
+
+
+def _cli(*argv):  # raises instead of printing `error: ...` and returning 1, as main does
+    return cli([*map(str, argv), "--quiet"])
+
+
+def test_finetune_writes_a_model_transformers_layout_and_learns(sst, pretrained, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert _run("custom", "--format", "glue-single", "--data", sst, "--init", pretrained, "--out", out,
+                "--epochs", 6, "--lr", 3e-3, "--batch-size", 8, "--dropout", 0) == 0
+    run = json.loads((out / "finetune.json").read_text())
+    assert run["architecture"] == "BertForSequenceClassification" and run["task"]["labels"] == ["0", "1"]
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in records if r["type"] == "eval"]
+    assert len(evals) == 6 and run["best"]["accuracy"] == max(e["accuracy"] for e in evals)
+    assert run["best"]["accuracy"] >= 0.9  # the words give the label away
+    assert (out / "curves.png").stat().st_size > 1000
+    model = BertForSequenceClassification.from_pretrained(out)
+    assert model.config.id2label == {0: "0", 1: "1"}
+    capsys.readouterr()
+    assert main(["predict", str(out), "the film was great fun"]) == 0
+    assert capsys.readouterr().out.startswith("1  (0 0.")
+
+
+def test_resume_continues_bit_exactly(sst, pretrained, tmp_path):
+    def cfg(out):
+        return FinetuneConfig(task="custom", format="glue-single", data=str(sst), init=str(pretrained), out=str(out),
+                              epochs=2, lr=1e-3, batch_size=8, dropout=0.1)
+
+    straight = build_run(cfg(tmp_path / "a"), verbose=False)
+    straight.start()
+    assert straight.train() == "done"
+    paused = build_run(cfg(tmp_path / "b"), verbose=False)
+    paused.start()
+    assert paused.train(max_steps=5) == "paused"
+    again = build_run(cfg(tmp_path / "b"), verbose=False)
+    again.resume()
+    assert again.step == 5 and again.train() == "done"
+    for name, p in straight.model.params.items():
+        np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
+
+
+def test_token_classification_run(tmp_path, pretrained):
+    d = tmp_path / "ner"
+    d.mkdir()
+    sentence = "john\tB-person\nvisited\tO\nparis\tB-location\n\nthe\tO\nfilm\tO\n\n"
+    for split in ("train", "dev"):
+        (d / f"{split}.conll").write_text(sentence * 8, encoding="utf-8")
+    out = tmp_path / "ner-out"
+    assert _run("custom", "--format", "conll", "--data", d, "--init", pretrained, "--out", out, "--epochs", 30,
+                "--lr", 3e-3, "--batch-size", 4, "--dropout", 0) == 0
+    assert json.loads((out / "finetune.json").read_text())["best"]["f1"] == pytest.approx(1.0)
+    model = BertForTokenClassification.from_pretrained(out)
+    assert sorted(model.config.label2id) == ["B-location", "B-person", "O"]
+
+
+def test_bad_input_is_named_and_writes_nothing(sst, pretrained, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="is a file; pass the model directory"):
+        _cli("sst2", "--data", sst, "--init", pretrained / "config.json", "--out", out)
+    with pytest.raises(ValueError, match="unknown task 'sts'"):
+        _cli("sts", "--data", sst, "--init", pretrained, "--out", out)
+    other = tmp_path / "vocab.txt"
+    other.write_text("\n".join(reversed(VOCAB)) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="differs from the vocabulary of --init"):
+        _cli("sst2", "--data", sst, "--init", pretrained, "--out", out, "--vocab", other)
+    (sst / "dev.tsv").write_text("sentence\tlabel\nthe film was dull\t2\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"dev.tsv:2.*'2'"):
+        _cli("sst2", "--data", sst, "--init", pretrained, "--out", out)
+    assert not out.exists()
+    out.mkdir()
+    (out / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(ValueError, match="is not a fine-tuning run"):
+        _cli("sst2", "--data", sst, "--init", pretrained, "--out", out)
+    assert (out / "notes.txt").read_text() == "mine"
