@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("attention", "step", "startup", "text", "data")
+SECTIONS = ("attention", "step", "finetune", "startup", "text", "data")
 ATTENTION_SHAPES = [(32, 2, 128, 64), (8, 12, 128, 64)]  # (B, NH, T, HS)
 CONFIGS = {
     "tiny": dict(vocab_size=8192, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
@@ -96,7 +96,8 @@ def isolated_medians(kind: str, spec, names, reps: int, rounds: int = ROUNDS, wa
 def worker(argv: list[str]) -> None:
     """Inside a worker process: build one contender, time it, print the seconds as JSON."""
     kind, spec, name, reps, warmup = argv[0], json.loads(argv[1]), argv[2], int(argv[3]), int(argv[4])
-    fn = attention_fn(tuple(spec), name) if kind == "attention" else step_fn(spec, name)
+    fn = (attention_fn(tuple(spec), name) if kind == "attention" else
+          finetune_step_fn(spec, name) if kind == "finetune" else step_fn(spec, name))
     print(json.dumps(run_times(fn, reps, warmup)))
 
 
@@ -346,6 +347,73 @@ def step_fn(config: str, name: str):
     return minibert_step_fn(cfg, batch, name)
 
 
+def finetune_step_fn(config: str, name: str):
+    """One fine-tuning step of sequence classification (2 labels, dropout on, clip, AdamW) on a
+    batch of B=32 full-length T=128 sequences: minibert's class or transformers' of the same name."""
+    from minibert.model import BertConfig
+
+    cfg = BertConfig(**CONFIGS[config], hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    rng = np.random.default_rng(0)
+    B, T = STEP_SHAPE["B"], STEP_SHAPE["T"]
+    ids = rng.integers(5, cfg.vocab_size, (B, T))
+    batch = dict(input_ids=ids, segment_ids=np.zeros_like(ids), input_mask=np.ones_like(ids), labels=rng.integers(0, 2, B))
+    if name == "torch":
+        torch, why = try_torch()
+        if torch is None:
+            raise RuntimeError(why)
+        import transformers
+
+        torch.manual_seed(0)
+        model = transformers.BertForSequenceClassification(transformers.BertConfig(**cfg.to_dict(), num_labels=2))
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+        t = {k: torch.tensor(v) for k, v in batch.items()}
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss = model(input_ids=t["input_ids"], token_type_ids=t["segment_ids"], attention_mask=t["input_mask"],
+                         labels=t["labels"]).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss.item()
+
+        return step
+    import os as _os
+
+    from minibert import optim
+    from minibert.finetune.models import BertForSequenceClassification
+
+    _os.environ["MINIBERT_BACKEND"] = name
+    model = BertForSequenceClassification(cfg, num_labels=2)
+    opt = optim.AdamW(model.params, lr=1e-4)
+
+    def step():
+        loss, grads = model.loss_and_grads(batch, train=True, rng=rng)
+        grads, _ = optim.clip_by_global_norm(grads, 1.0)
+        opt.step(model.params, grads)
+        return loss
+
+    return step
+
+
+def bench_finetune(report: dict, reps: int, configs) -> None:
+    why = None if _have("torch") and _have("transformers") else "torch or transformers not installed"
+    rows, out = [], {}
+    B, T = STEP_SHAPE["B"], STEP_SHAPE["T"]
+    for name in configs:
+        t = isolated_medians("finetune", name, ["numba"] + ([] if why else ["torch"]), reps)
+        t_torch = t.get("torch")
+        out[name] = {"numba_s": t["numba"], "torch_s": t_torch,
+                     "ratio_numba_over_torch": None if t_torch is None else t["numba"] / t_torch}
+        rows.append([name, ms(t["numba"]), ms(t_torch), "n/a" if t_torch is None else f"{t['numba'] / t_torch:.2f}"])
+    report["finetune_step"] = out
+    print(f"\n== fine-tuning step, BertForSequenceClassification (fwd+bwd+clip+AdamW, dropout 0.1), B={B} T={T}; "
+          f"ms (median of {ROUNDS} processes x {reps})")
+    print(fmt_table(["config", "minibert", "transformers", "minibert/torch"], rows)
+          + ("" if why is None else f"\n[torch: {why}]"))
+
+
 # ---------------------------------------------------------------------------------------------
 # 3. compile time and start-up
 
@@ -456,6 +524,8 @@ def cli(argv: list[str]) -> int:
     if "step" in sections:
         bench_step(report, reps, numpy_reps=2 if args.quick else 3,
                    configs=["tiny"] if args.quick else ["tiny", "small"])
+    if "finetune" in sections:
+        bench_finetune(report, reps, configs=["tiny"] if args.quick else ["tiny", "small"])
     if "startup" in sections:
         bench_startup(report, 2 if args.quick else 3)
     bench_text_and_data(report, sections)

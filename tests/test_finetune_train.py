@@ -118,3 +118,41 @@ def test_bad_input_is_named_and_writes_nothing(sst, pretrained, tmp_path):
     with pytest.raises(ValueError, match="is not a fine-tuning run"):
         _cli("sst2", "--data", sst, "--init", pretrained, "--out", out)
     assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_feature_based_tagger_trains_only_its_head(tmp_path, pretrained):
+    d = tmp_path / "ner"
+    d.mkdir()
+    sentence = "john\tB-person\nvisited\tO\nparis\tB-location\n\nthe\tO\nfilm\tO\n\n"
+    for split in ("train", "dev"):
+        (d / f"{split}.conll").write_text(sentence * 8, encoding="utf-8")
+    cfg = FinetuneConfig(task="custom", format="conll", data=str(d), init=str(pretrained), out=str(tmp_path / "fz"),
+                         epochs=40, lr=1e-2, batch_size=4, dropout=0.0, frozen="last")
+    run = build_run(cfg, verbose=False)
+    before = {k: v.copy() for k, v in run.model.encoder.params.items()}
+    run.start()
+    assert run.train() == "done"
+    assert run.best["f1"] == pytest.approx(1.0)
+    for k, v in run.model.encoder.params.items():
+        np.testing.assert_array_equal(v, before[k])  # exact: the encoder is frozen, never written
+    assert set(run.model.params) == {"cls.w", "cls.b"} and (tmp_path / "fz" / "frozen_head.safetensors").is_file()
+
+
+def test_feature_based_head_gradient_float64(pretrained):
+    from minibert.finetune.frozen import FrozenFeatureTagger
+    from minibert.gradcheck import compare, numerical_grad_scalar
+
+    with pytest.warns(UserWarning, match="newly initialised"):
+        enc = BertForTokenClassification.from_pretrained(pretrained, num_labels=3, dtype=np.float64)
+    tagger = FrozenFeatureTagger(enc, "last", 3, seed=1)
+    rng = np.random.default_rng(0)
+    for p in tagger.params.values():
+        p += rng.standard_normal(p.shape)
+    ids = rng.integers(5, len(VOCAB), (2, 6))
+    labels = rng.integers(0, 3, (2, 6))
+    labels[0, 0] = -100
+    batch = dict(input_ids=ids, segment_ids=np.zeros_like(ids), input_mask=np.ones_like(ids), labels=labels)
+    _, grads, _ = tagger.loss_grads_metrics(batch)
+    for name, p in tagger.params.items():
+        num = numerical_grad_scalar(lambda: tagger.loss_grads_metrics(batch, compute_grads=False)[0], p)
+        assert compare(name, grads[name], num, verbose=False)

@@ -15,7 +15,7 @@ LAYERS = [
     "checkpoint", "run_dir",  # file formats: safetensors, config.json, atomic writes; run directories
     "tokenizer", "wordpiece_trainer", "corpus", "pretraining_data",  # text and pretraining data
     "bert",  # BertForPreTraining: the model with its checkpoints and tokenizer
-    "finetune.models",  # the fine-tuning classes
+    "finetune.models", "finetune.frozen",  # the fine-tuning classes; the feature-based tagger
     "finetune.metrics", "finetune.readers", "finetune.features", "finetune.tasks",  # task data and scoring
     "finetune.squad_eval", "finetune.squad",
     "gradcheck",  # numerical gradients for layers and the whole model

@@ -45,6 +45,8 @@ def _parser() -> argparse.ArgumentParser:
                              ("max-train-examples", int, "use the first N training features only"),
                              ("doc-stride", int, "SQuAD window stride (default 128)")):
         p.add_argument(f"--{name}", type=typ, help=help_)
+    p.add_argument("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4"),
+                   help="feature-based: freeze the encoder, train a linear tagger on these hidden states")
     p.add_argument("--resume", metavar="OUT_DIR", help="continue an interrupted run")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.add_argument("--quiet", action="store_true")
@@ -84,6 +86,12 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     data = load_task(task, tokenizer, cfg.max_seq_length, data_dir=cfg.data, seed=cfg.seed)
     id2label = dict(enumerate(data.labels)) if data.labels else None
     model, tokenizer = load_model(cfg, kind, len(data.labels) if data.labels else None, id2label)
+    if cfg.frozen:
+        from minibert.finetune.frozen import FrozenFeatureTagger
+
+        if kind != "token":
+            raise ValueError(f"--frozen (the feature-based approach) is for token tagging; {task.name} is {kind}")
+        model = FrozenFeatureTagger(model, cfg.frozen, len(data.labels), cfg.seed, id2label)
     info = {"name": task.name, "kind": task.kind, "format": task.format, "labels": data.labels,
             "main_metric": task.main_metric, "max_seq_length": cfg.max_seq_length, **data.info}
     if verbose:
@@ -131,7 +139,7 @@ def cli(argv: list[str]) -> int:
         cfg = FinetuneConfig(task=args.task, init=args.init, out=args.out or f"runs/{args.task}", data=args.data,
                              format=args.format, vocab=args.vocab)
         for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup", "dropout", "seed", "minutes",
-                    "eval_per_epoch", "max_train_examples", "doc_stride"):
+                    "eval_per_epoch", "max_train_examples", "doc_stride", "frozen"):
             if getattr(args, key) is not None:
                 setattr(cfg, key, getattr(args, key))
         kind = task_kind(cfg)

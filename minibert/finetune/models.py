@@ -142,6 +142,13 @@ class _TaskModel:
                              _train_rng(train, rng), self.ops, unpad=False)  # every position, padding too
         return out
 
+    def eval_logits(self, input_ids, token_type_ids=None, attention_mask=None):
+        """Logits for scoring (dropout off); the unpadded fast path where only real positions are
+        read (QA's logits at padding are kept, as forward's)."""
+        out, _ = task_logits(self.params, self.config, self.task, input_ids, token_type_ids, attention_mask,
+                             None, self.ops, unpad=self.task != "qa")
+        return out
+
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
         """-> logits: (B, K) sequence, (B, T, K) token, (B, NC) multiple choice; QA returns
         (start_logits, end_logits), each (B, T)."""
@@ -178,6 +185,10 @@ class _TaskModel:
         return encoder_layers(self.params, self.config, ids, seg, mask, self.ops)
 
     # -- checkpoints -----------------------------------------------------------------------
+    def read_params(self, directory) -> dict:
+        """The parameters of a checkpoint of this class (the fine-tuning loop's resume)."""
+        return type(self).from_pretrained(directory, dtype=self.dtype).params
+
     def save_pretrained(self, directory, vocab=None):
         """config.json (architectures, id2label, label2id, problem_type), model.safetensors and
         the vocabulary: what transformers loads with the class of the same name."""

@@ -38,9 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from minibert import run_dir as run_dir_mod
-from minibert.checkpoint import atomic_write, load_tensors, save_pretrained, save_tensors_atomic
+from minibert.checkpoint import atomic_write, load_tensors, save_tensors_atomic
 from minibert.finetune.features import trim
-from minibert.finetune.heads import task_logits
 from minibert.optim import AdamW
 from minibert.train.step import TrainingAborted, TrainingDiverged, training_step
 
@@ -73,6 +72,7 @@ class FinetuneConfig:
     log_interval: int = 20
     max_train_examples: int = 0  # use only the first N training features (0 = all)
     doc_stride: int = 128  # SQuAD
+    frozen: str | None = None  # feature-based token tagging: last | second_to_last | embeddings | sum4 | concat4
     max_query_length: int = 64  # SQuAD
 
     def validate(self) -> None:
@@ -119,9 +119,7 @@ def predict_logits(model, features: dict, batch_size: int = 128) -> list[np.ndar
     out = []
     for start in range(0, len(features["input_ids"]), batch_size):
         b = trim({k: features[k][start:start + batch_size] for k in ("input_ids", "input_mask", "segment_ids")})
-        logits, _ = task_logits(model.params, model.config, model.task, b["input_ids"], b["segment_ids"],
-                                b["input_mask"], None, model.ops, unpad=model.task != "qa")
-        out.append(logits)
+        out.append(model.eval_logits(b["input_ids"], b["segment_ids"], b["input_mask"]))
     return out
 
 
@@ -233,11 +231,11 @@ class FinetuneRun:
         self.steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
         self.total_steps = max(1, int(round(cfg.epochs * self.steps_per_epoch)))
         self.warmup_steps = int(cfg.warmup * self.total_steps)
-        self.eval_every = max(1, self.steps_per_epoch // cfg.eval_per_epoch)
         self.optimizer = AdamW(model.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.rng = np.random.default_rng([cfg.seed, 1])  # dropout
         self.step, self.elapsed = 0, 0.0
         self.best: dict | None = None  # {"step", main metric, ...} of the best evaluation
+        self.last_eval_step: int | None = None
         self._stop = False
 
     def say(self, *args):
@@ -249,6 +247,11 @@ class FinetuneRun:
         epoch, i = divmod(step, self.steps_per_epoch)
         order = np.random.default_rng([self.cfg.seed, epoch]).permutation(self.num_train)  # (n,)
         return np.sort(order[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size])
+
+    def is_eval_step(self, step: int) -> bool:
+        """After the step that completes each 1/eval_per_epoch of an epoch (and the last step)."""
+        k, spe = self.cfg.eval_per_epoch, self.steps_per_epoch
+        return step == self.total_steps or (step * k) // spe > ((step - 1) * k) // spe
 
     # -- files ----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -264,7 +267,7 @@ class FinetuneRun:
 
     def save_state(self, status: str) -> Path:
         def write_files(ckpt: Path) -> None:
-            save_pretrained(self.model, ckpt, vocab=self.tokenizer.ids_to_tokens)
+            self.model.save_pretrained(ckpt, vocab=self.tokenizer.ids_to_tokens)
             save_tensors_atomic(self.optimizer.state_dict(), ckpt / run_dir_mod.OPTIM_FILE)
             run_dir_mod.write_json(ckpt / run_dir_mod.STATE_FILE, {
                 "step": self.step, "status": status, "elapsed_seconds": self.elapsed, "best": self.best,
@@ -277,9 +280,9 @@ class FinetuneRun:
         if ckpt is None:
             raise ValueError(f"{self.dir} has no checkpoint to resume from; start again with --overwrite")
         state = run_dir_mod.read_json(ckpt / run_dir_mod.STATE_FILE)
-        saved = type(self.model).from_pretrained(ckpt, dtype=self.model.dtype)
+        saved = self.model.read_params(ckpt)
         for k, p in self.model.params.items():
-            np.copyto(p, saved.params[k])
+            np.copyto(p, saved[k])
         optim, _ = load_tensors(ckpt / run_dir_mod.OPTIM_FILE)
         optim["t"] = np.asarray(optim["t"]).reshape(())
         self.optimizer.load_state_dict(optim)
@@ -297,6 +300,7 @@ class FinetuneRun:
     def evaluate(self) -> dict:
         t0 = time.perf_counter()
         scores = self.source.evaluate(self.model)
+        self.last_eval_step = self.step
         main = self.source.main_metric
         self.log({"type": "eval", "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 3),
                   "time": round(self.elapsed, 3), **scores})
@@ -306,7 +310,7 @@ class FinetuneRun:
                  f"{' (best so far: saved)' if better else ''} [{time.perf_counter() - t0:.1f}s]")
         if better:
             self.best = {"step": self.step, **{k: v for k, v in scores.items() if isinstance(v, (int, float))}}
-            save_pretrained(self.model, self.dir, vocab=self.tokenizer.ids_to_tokens)  # each file atomic
+            self.model.save_pretrained(self.dir, vocab=self.tokenizer.ids_to_tokens)  # each file atomic
             if hasattr(self.source, "on_best"):  # e.g. SQuAD's predictions and official scores
                 self.source.on_best(self.dir)
             self._write_run_file()
@@ -319,7 +323,7 @@ class FinetuneRun:
         previous = self._install_sigint()
         try:
             status = self._loop(math.inf if max_steps is None else self.step + max_steps)
-            if status not in ("interrupted", "paused") and (self.best is None or self.best["step"] != self.step):
+            if status not in ("interrupted", "paused") and self.last_eval_step != self.step:
                 self.evaluate()
             self.save_state(status)
             self.write_curves()
@@ -362,10 +366,11 @@ class FinetuneRun:
             if self.step % cfg.log_interval == 0 or self.step == self.total_steps:
                 self._log_train(window, time.perf_counter() - t_window)
                 window, t_window = [], time.perf_counter()
-            if self.step % self.eval_every == 0 and self.step < self.total_steps:
+            if self.is_eval_step(self.step) and self.step < self.total_steps:
                 self.evaluate()
                 self.save_state("running")
-                self.write_curves()
+                if time.perf_counter() - self._last_plot > 30:  # drawing costs ~0.5 s: at most twice a minute
+                    self.write_curves()
                 t_window = time.perf_counter()
         return "done"
 
@@ -397,7 +402,10 @@ class FinetuneRun:
 
         return signal.signal(signal.SIGINT, handler)
 
+    _last_plot = -math.inf
+
     def write_curves(self) -> Path | None:
+        self._last_plot = time.perf_counter()
         try:
             return plot_finetune_curves(self.dir / METRICS_FILE, self.dir / CURVES_FILE, self.source.main_metric)
         except OSError as e:

@@ -1,0 +1,142 @@
+# %% [markdown]
+# # Lesson 13: fine-tuning heads, the other half of BERT
+#
+# **Goal.** Pretraining (lessons 09-12) gives an encoder; fine-tuning puts one small layer on top
+# and trains everything on a labelled task (paper §3.2, Figure 4). The four task shapes differ
+# only in *which* encoder outputs the new layer reads and how its logits meet the labels:
+#
+# | task | reads | logits | loss |
+# |---|---|---|---|
+# | sentence (pair) classification | pooled `[CLS]` `(B, C)` | `(B, K)` | cross-entropy |
+# | token tagging (NER) | every position `(B, T, C)` | `(B, T, K)` | cross-entropy, `-100` skipped |
+# | multiple choice | pooled `[CLS]` of each of `NC` choices | `(B, NC)` | cross-entropy over choices |
+# | span extraction (SQuAD) | every position | start, end `(B, T)` each | `(CE(start) + CE(end)) / 2` |
+#
+# **Finish line.**
+# 1. The classification head written here by hand (dropout -> linear -> cross-entropy, and its
+#    backward) gives the logits, loss and head gradients of `minibert.BertForSequenceClassification`.
+# 2. A sampled float64 gradient check of every tensor of all four classes passes.
+# 3. The first-sub-token rule labels exactly one piece per word.
+# 4. Multiple choice is classification with the choices flattened into the batch.
+# 5. A tiny model fine-tuned on a toy sentiment task gets every dev sentence right.
+
+# %%
+import numpy as np
+
+from minibert import BertForMultipleChoice, BertForSequenceClassification, BertTokenizer, gradcheck, layers
+from minibert.finetune.features import token_features
+from minibert.finetune.readers import TaggedExample
+from minibert.model import BertConfig, encoder_forward, pooler_forward
+
+FAST = __import__("os").environ.get("MINIBERT_FAST") == "1"  # CI: fewer steps
+rng = np.random.default_rng(13)
+cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                 intermediate_size=32, max_position_embeddings=32)
+
+# %% [markdown]
+# ## 1. The classification head by hand
+# The encoder is lesson 10's. The head is two lines: `logits = dropout(pooled) @ W + b`, then the
+# mean cross-entropy of lesson 03. Its backward restates each line in reverse. Dropout is off
+# here (`rng=None`), as at evaluation time; `minibert.gradcheck.check_heads` checks it on.
+
+# %%
+model = BertForSequenceClassification(cfg, num_labels=3, seed=0, dtype=np.float64)
+B, T = 4, 7
+ids = rng.integers(5, cfg.vocab_size, (B, T))  # (B, T)
+seg, mask = np.zeros_like(ids), np.ones_like(ids)
+labels = np.array([0, 2, 1, 2])  # (B,)
+
+seq, _ = encoder_forward(model.params, cfg, ids, seg, mask)  # (B, T, C)
+pooled, _ = pooler_forward(model.params, seq, layers)  # (B, C) = tanh(h_[CLS] @ W_pool + b_pool)
+logits = pooled @ model.params["cls.w"] + model.params["cls.b"]  # (B, C) @ (C, K) -> (B, K)
+z = logits - logits.max(-1, keepdims=True)  # (B, K)
+probs = np.exp(z) / np.exp(z).sum(-1, keepdims=True)  # (B, K)
+loss = -np.log(probs[np.arange(B), labels]).mean()
+
+# backward: d loss / d logits = (probs - onehot) / B, then the linear layer's two gradients
+dlogits = probs.copy()
+dlogits[np.arange(B), labels] -= 1
+dlogits /= B  # (B, K)
+dW = pooled.T @ dlogits  # (C, B) @ (B, K) -> (C, K)
+db = dlogits.sum(0)  # (K,)
+
+batch = dict(input_ids=ids, segment_ids=seg, input_mask=mask, labels=labels)
+ref_loss, ref_grads = model.loss_and_grads(batch)
+print(f"loss by hand {loss:.6f}, minibert {ref_loss:.6f}  (ln 3 = {np.log(3):.6f}: a fresh head guesses)")
+assert np.allclose(logits, model.forward(ids, seg, mask), atol=1e-12)
+assert abs(loss - ref_loss) < 1e-12
+assert np.allclose(dW, ref_grads["cls.w"], atol=1e-12) and np.allclose(db, ref_grads["cls.b"], atol=1e-12)
+
+# %% [markdown]
+# ## 2. Gradient check of all four classes
+# Every tensor of every class (encoder, pooler where used, head) is sampled and compared with
+# centered differences of the loss, in float64, with random (not initial) parameters.
+
+# %%
+checks = gradcheck.check_task_models(np.random.default_rng(0), verbose=False, samples_per_tensor=2)
+worst = max(c.max_abs for c in checks)  # relative error is meaningless where a gradient is ~0
+print(f"{len(checks)} tensors checked, all pass: {all(checks)}; largest absolute difference {worst:.1e}")
+assert all(checks), [c.row() for c in checks if not c]
+
+# %% [markdown]
+# ## 3. Token tagging: one label per word, on its first piece
+# NER data labels *words*; WordPiece splits a word into pieces. BERT puts the word's label on
+# the first piece and `-100` (no loss) on the others and on `[CLS]`, `[SEP]` and padding, so
+# every word counts once however it is split.
+
+# %%
+tok = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "visit", "##ed", "par", "##is", "john"])
+ex = TaggedExample(["john", "visited", "paris"], ["B-person", "O", "B-location"], "lesson")
+tags = ["B-location", "B-person", "O"]
+f = token_features([ex], tok, 12, tags)
+pieces = tok.convert_ids_to_tokens(f["input_ids"][0][f["input_mask"][0] == 1])
+got = f["labels"][0][: len(pieces)]
+for piece, label in zip(pieces, got):
+    print(f"{piece:>8}  {tags[label] if label >= 0 else '-100 (no loss)'}")
+assert list(pieces) == ["[CLS]", "john", "visit", "##ed", "par", "##is", "[SEP]"]
+assert (got >= 0).sum() == 3  # one label per word
+
+# %% [markdown]
+# ## 4. Multiple choice is classification over flattened choices
+# `(B, NC, T)` inputs become `B*NC` ordinary sequences; the head gives each one score from its
+# pooled `[CLS]`, and the scores are reshaped to `(B, NC)` for a softmax over the choices.
+
+# %%
+mc = BertForMultipleChoice(cfg, seed=1)
+choices = rng.integers(5, cfg.vocab_size, (2, 4, T))  # (B=2, NC=4, T)
+scores = mc.forward(choices)  # (2, 4)
+one_by_one = BertForSequenceClassification(cfg, num_labels=1, params=dict(mc.params)).forward(choices.reshape(8, T))
+print("scores (B, NC):\n", np.round(scores, 4))
+assert scores.shape == (2, 4) and np.allclose(scores.reshape(-1), one_by_one[:, 0], atol=1e-6)
+
+# %% [markdown]
+# ## 5. Fine-tune a tiny model on a toy sentiment task
+# Sentences of two "positive" or two "negative" words. With the paper's recipe (AdamW, warm-up
+# then linear decay, dropout 0.1) a randomly initialised tiny model learns it in a few hundred
+# steps; `python -m minibert finetune` runs the same loop on real data (README, "Fine-tune it").
+
+# %%
+from minibert.optim import AdamW, lr_at  # noqa: E402
+
+pos, neg = [5, 6, 7], [8, 9, 10]
+
+
+def toy(n, rng):
+    y = rng.integers(0, 2, n)  # (n,)
+    words = np.where(y[:, None] == 1, rng.choice(pos, (n, 2)), rng.choice(neg, (n, 2)))  # (n, 2)
+    x = np.concatenate([np.full((n, 1), 2), rng.integers(11, 40, (n, 2)), words, np.full((n, 1), 3)], 1)  # (n, 6)
+    return dict(input_ids=x, segment_ids=np.zeros_like(x), input_mask=np.ones_like(x), labels=y)
+
+
+tiny = BertForSequenceClassification(BertConfig(**{**cfg.to_dict(), "hidden_dropout_prob": 0.1}), 2, seed=2)
+opt = AdamW(tiny.params, lr=3e-3)
+steps, drop = (150 if FAST else 300), np.random.default_rng(0)
+for step in range(steps):
+    loss, grads = tiny.loss_and_grads(toy(32, rng), train=True, rng=drop)
+    opt.step(tiny.params, grads, lr_at(step, 3e-3, steps // 10, steps))
+    if step % 50 == 0 or step == steps - 1:
+        print(f"step {step:3d}  loss {loss:.4f}")
+dev = toy(200, np.random.default_rng(99))
+acc = (tiny.forward(dev["input_ids"]).argmax(-1) == dev["labels"]).mean()
+print(f"dev accuracy {acc:.3f}")
+assert acc == 1.0, acc  # exact: a count of 200 hits out of 200

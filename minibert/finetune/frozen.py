@@ -1,0 +1,113 @@
+"""The feature-based approach (paper §5.3, Table 7): BERT frozen, a small classifier on its vectors.
+
+Instead of fine-tuning every weight, run the pretrained encoder once per batch with dropout off,
+take the hidden states of chosen layers for every token, combine them, and train only a linear
+classifier on top:
+
+    hidden states   L + 1 arrays (B, T, C): the embeddings' output and each layer's
+    combine         "last" (B, T, C) | "second_to_last" | "embeddings" | "sum4" (sum of the last
+                    four) | "concat4" (the last four side by side, (B, T, 4C): the paper's best)
+    classifier      dropout -> linear (D, K) -> softmax cross-entropy, -100 skipped
+
+The paper put a two-layer BiLSTM on the features; a linear layer keeps the comparison about the
+features alone. `FrozenFeatureTagger` has the interface the fine-tuning loop needs (params,
+loss_grads_metrics, save_pretrained, read_params), so `python -m minibert finetune wnut17
+--frozen concat4` trains it with the same recipe, logging and resume as fine-tuning.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from minibert.checkpoint import load_tensors, save_tensors_atomic
+from minibert.finetune.heads import classifier_backward, classifier_forward, encoder_layers
+from minibert.model import _train_rng, check_inputs, truncated_normal
+
+COMBINE = ("last", "second_to_last", "embeddings", "sum4", "concat4")
+HEAD_FILE = "frozen_head.safetensors"
+
+
+def combine_layers(states: list, how: str) -> np.ndarray:
+    """L + 1 hidden states (B, T, C) -> the token features (B, T, D)."""
+    if how == "last":
+        return states[-1]  # (B, T, C)
+    if how == "second_to_last":
+        return states[-2]
+    if how == "embeddings":
+        return states[0]
+    if how == "sum4":
+        return np.sum(states[-4:], axis=0)  # (B, T, C)
+    if how == "concat4":
+        return np.concatenate(states[-4:][::-1], axis=-1)  # (B, T, 4C): last layer first
+    raise ValueError(f"unknown combination {how!r}; choose one of {COMBINE}")
+
+
+class FrozenFeatureTagger:
+    """A token classifier on frozen encoder features. Only `params` (the head) is trained."""
+
+    architecture = "FrozenFeatureTagger"
+    task = "token"
+
+    def __init__(self, encoder, combine: str, num_labels: int, seed: int = 0, id2label=None):
+        """`encoder`: a loaded BertForTokenClassification (or any task model) whose encoder
+        weights are used and never changed."""
+        if combine not in COMBINE:
+            raise ValueError(f"unknown combination {combine!r}; choose one of {COMBINE}")
+        if combine in ("sum4", "concat4") and encoder.config.num_hidden_layers + 1 < 4:
+            raise ValueError(f"{combine} needs 4 hidden states; the model has {encoder.config.num_hidden_layers + 1}")
+        self.encoder, self.combine, self.config = encoder, combine, encoder.config
+        self.dtype, self.vocab_path, self.do_lower_case = encoder.dtype, encoder.vocab_path, encoder.do_lower_case
+        C = encoder.config.hidden_size
+        D = 4 * C if combine == "concat4" else C
+        rng = np.random.default_rng([seed, 1])
+        self.params = {"cls.w": truncated_normal(rng, (D, num_labels), 0.02).astype(self.dtype),
+                       "cls.b": np.zeros(num_labels, self.dtype)}
+        self.id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
+
+    @property
+    def ops(self):
+        return self.encoder.ops
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.size for p in self.params.values())
+
+    def features(self, input_ids, token_type_ids=None, attention_mask=None) -> np.ndarray:
+        ids, seg, mask = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
+        return combine_layers(encoder_layers(self.encoder.params, self.config, ids, seg, mask, self.ops), self.combine)
+
+    def logits_and_cache(self, input_ids, token_type_ids, attention_mask, rng=None):
+        x = self.features(input_ids, token_type_ids, attention_mask)  # (B, T, D)
+        B, T, D = x.shape
+        logits, cache = classifier_forward(x.reshape(B * T, D), self.params["cls.w"], self.params["cls.b"],
+                                           self.config.hidden_dropout_prob, rng, self.ops)  # (B*T, K)
+        return logits.reshape(B, T, -1), cache
+
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None):
+        return self.logits_and_cache(input_ids, token_type_ids, attention_mask)[0]  # (B, T, K)
+
+    eval_logits = forward
+
+    def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True):
+        """-> (loss, grads of the head, logits), as the task models."""
+        ops = self.ops
+        logits, cache = self.logits_and_cache(batch["input_ids"], batch.get("segment_ids"), batch.get("input_mask"),
+                                              _train_rng(train, rng))
+        loss, c_ce = ops.cross_entropy_forward(logits, np.asarray(batch["labels"], np.int64))
+        if not compute_grads:
+            return float(loss), None, logits
+        dlogits = ops.cross_entropy_backward(1.0, c_ce)  # (B, T, K)
+        _, dw, db = classifier_backward(dlogits.reshape(-1, dlogits.shape[-1]), cache, ops)
+        return float(loss), {"cls.w": dw, "cls.b": db}, logits
+
+    def save_pretrained(self, directory, vocab=None) -> Path:
+        """The head only (the encoder is the --init model, unchanged)."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        save_tensors_atomic(self.params, directory / HEAD_FILE, {"combine": self.combine})
+        return directory
+
+    def read_params(self, directory) -> dict:
+        tensors, _ = load_tensors(Path(directory) / HEAD_FILE)
+        return tensors
