@@ -32,6 +32,8 @@ _EXPORTS = {
     # fine-tuning: the four task shapes, named as in transformers
     "BertForSequenceClassification": "finetune.models", "BertForTokenClassification": "finetune.models",
     "BertForMultipleChoice": "finetune.models", "BertForQuestionAnswering": "finetune.models",
+    # the BERT family
+    "AlbertConfig": "family.albert", "AlbertForPreTraining": "family.albert",
     # text
     "BertTokenizer": "tokenizer", "basic_tokenize": "tokenizer", "load_vocab": "tokenizer",
     "save_vocab": "tokenizer", "train_wordpiece": "wordpiece_trainer",

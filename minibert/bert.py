@@ -18,8 +18,8 @@ import numpy as np
 from minibert import checkpoint
 from minibert.backend import get_ops
 from minibert.model import (HEAD_GROUPS, BertConfig, LossGradsMetrics, Output, _train_rng, bert_backward,
-                            bert_forward, check_inputs, encoder_forward, init_params, mlm_transform_forward,
-                            param_shapes, pooler_forward)
+                            bert_forward, check_inputs, check_objective, encoder_forward, init_params,
+                            mlm_transform_forward, param_shapes, pooler_forward)
 from minibert.tokenizer import BertTokenizer
 
 
@@ -66,13 +66,15 @@ class BertForPreTraining:
         minibert.layers (the NumPy reference) with MINIBERT_BACKEND=numpy. Read at every call."""
         return get_ops()
 
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
+    def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None, causal=False):
         """-> Output(sequence_output (B,T,C), pooled_output (B,C), mlm_logits (B,T,V), nsp_logits (B,2)).
-        Outputs of heads the model does not have (see `self.heads`) are None."""
+        Outputs of heads the model does not have (see `self.heads`) are None.
+        causal=True runs the encoder left to right, as a model pretrained with objective "ltr"
+        reads: mlm_logits[:, t] is then its prediction of token t + 1 from tokens 0..t."""
         ops = self.ops
         ids, tt, am = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
         rng = _train_rng(train, rng)
-        seq, _ = encoder_forward(self.params, self.config, ids, tt, am, rng, ops)  # (B, T, C)
+        seq, _ = encoder_forward(self.params, self.config, ids, tt, am, rng, ops, causal=causal)  # (B, T, C)
         pooled = nsp_logits = mlm_logits = None
         if "pool" in self.heads:
             pooled, _ = pooler_forward(self.params, seq, ops)  # (B, C)
@@ -86,22 +88,30 @@ class BertForPreTraining:
 
     __call__ = forward
 
-    def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True) -> LossGradsMetrics:
+    def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True,
+                           objective: str = "mlm_nsp") -> LossGradsMetrics:
         """-> (loss, grads, metrics): the pretraining loss of `batch` (the original feature names,
         docs/bert-notes.md §3.7), every parameter's gradient (None with compute_grads=False) and
-        the batch's Metrics (losses, hits and counts for the accuracies)."""
-        if self.heads != HEAD_GROUPS:
-            missing = [g for g in HEAD_GROUPS if g not in self.heads]
-            raise ValueError(f"the pretraining loss needs the pooler, MLM and NSP heads; this model has no "
-                             f"{missing} (loaded from a BertModel or BertForMaskedLM checkpoint?)")
+        the batch's Metrics (losses, hits and counts for the accuracies).
+        `objective` (model.OBJECTIVES): "mlm_nsp" (BERT), "mlm" (No NSP) or "ltr" (left-to-right
+        LM); the last two need only the MLM head, and their grads hold only the parameters they
+        train (model.trained_params: no pool.*, nsp.*)."""
+        check_objective(objective)
+        needed = HEAD_GROUPS if objective == "mlm_nsp" else ("mlm",)
+        if any(g not in self.heads for g in needed):
+            missing = [g for g in needed if g not in self.heads]
+            what = "the pooler, MLM and NSP heads" if objective == "mlm_nsp" else "the MLM head"
+            raise ValueError(f"the pretraining loss needs {what} (objective {objective!r}); this model has "
+                             f"no {missing} (loaded from a BertModel or BertForMaskedLM checkpoint?)")
         ops = self.ops
-        loss, metrics, cache = bert_forward(self.params, self.config, batch, _train_rng(train, rng), ops)
+        loss, metrics, cache = bert_forward(self.params, self.config, batch, _train_rng(train, rng), ops,
+                                            objective=objective)
         grads = bert_backward(self.params, self.config, cache, ops) if compute_grads else None
         return LossGradsMetrics(loss, grads, metrics)
 
-    def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
+    def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True, objective: str = "mlm_nsp"):
         """-> (loss, grads): loss_grads_metrics without the metrics."""
-        loss, grads, _ = self.loss_grads_metrics(batch, train, rng, compute_grads)
+        loss, grads, _ = self.loss_grads_metrics(batch, train, rng, compute_grads, objective)
         return loss, grads
 
     # -- Hugging Face checkpoints (minibert.checkpoint knows the names and layouts) -----------

@@ -521,7 +521,9 @@ def read_config(path: str | Path) -> tuple[BertConfig, str | None]:
     if not isinstance(d, dict):
         raise ValueError(f"{path} must hold a JSON object")
     if d.get("model_type", "bert") != "bert":
-        raise ValueError(f"{path}: model_type {d['model_type']!r} is not 'bert'")
+        raise ValueError(f"{path}: model_type {d['model_type']!r} is not 'bert'" +
+                         (" (load ALBERT checkpoints with minibert.AlbertForPreTraining)"
+                          if d["model_type"] == "albert" else ""))
     archs = d.get("architectures") or []
     if len(archs) > 1 or (archs and archs[0] not in ARCHITECTURES):
         raise ValueError(f"{path}: architecture {archs} is not supported; minibert reads {sorted(ARCHITECTURES)}")
@@ -573,6 +575,14 @@ def save_pretrained(model, directory: str | Path, vocab=None) -> Path:
     if arch in TASK_HEADS:
         hf.update(model.task_config())  # num_labels (implied by id2label), id2label, label2id, problem_type
     write_text_atomic(directory / CONFIG_NAME, json.dumps(hf, indent=2) + "\n")
+    save_vocab_files(model, directory, vocab)
+    return directory
+
+
+def save_vocab_files(model, directory: Path, vocab=None) -> None:
+    """Write vocab.txt + tokenizer_config.json (when a vocab is known) for any model with
+    `config.vocab_size` / `config.max_position_embeddings` (BERT's, ALBERT's). `vocab` is a path,
+    a list of tokens or a BertTokenizer; default: the model's own `vocab_path`, if any."""
     vocab = getattr(model, "vocab_path", None) if vocab is None else vocab
     do_lower_case = getattr(vocab, "do_lower_case", getattr(model, "do_lower_case", True))
     vocab = getattr(vocab, "ids_to_tokens", vocab)  # a BertTokenizer: its tokens in id order
@@ -582,7 +592,6 @@ def save_pretrained(model, directory: str | Path, vocab=None) -> Path:
                "model_max_length": model.config.max_position_embeddings, "pad_token": "[PAD]",
                "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]", "mask_token": "[MASK]"}
         write_text_atomic(directory / TOKENIZER_CONFIG_NAME, json.dumps(tok, indent=2) + "\n")
-    return directory
 
 
 def _save_vocab(vocab, dest: Path, vocab_size: int) -> None:

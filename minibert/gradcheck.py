@@ -208,6 +208,54 @@ def check_model(rng, verbose=True, samples_per_tensor=4, rtol=1e-5, atol=1e-8):
     return checks
 
 
+def check_albert(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
+    """ALBERT in float64 on the backend of get_ops(): (1) the factorised embedding, every entry;
+    (2) the encoder whose one block runs 3 times, sampled entries of every shared tensor (their
+    gradient is the sum over the layers); (3) the whole AlbertForPreTraining, sampled entries of
+    every tensor. Parameters are random, away from the init's zeros and ones."""
+    from minibert.backend import get_ops
+    from minibert.family import albert
+
+    ops = get_ops()
+    cfg = albert.AlbertConfig(vocab_size=30, embedding_size=6, hidden_size=8, num_hidden_layers=3,
+                              num_attention_heads=2, intermediate_size=16, max_position_embeddings=12)
+    params = {k: v + 0.1 * rng.standard_normal(v.shape)
+              for k, v in albert.init_params(cfg, int(rng.integers(1 << 30)), np.float64).items()}
+    ids = np.array([[2, 7, 7, 9, 3, 0], [2, 9, 5, 7, 4, 3]])  # id 7 repeats: its rows must accumulate
+    seg = np.array([[0, 0, 1, 1, 1, 0], [0, 0, 0, 1, 1, 1]])
+    mask = np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]])
+    checks = []
+    # (1) factorised embedding: (V, E) lookups -> LayerNorm(E) -> E -> C
+    out, cache = albert.factorized_embedding_forward(params, cfg, ids, seg, ops=ops)  # (B, T, C)
+    dout = rng.standard_normal(out.shape)
+    grads = albert.factorized_embedding_backward(dout, cache, {}, ops)
+    for name in ("tok_emb", "seg_emb", "pos_emb", "emb_ln.w", "emb_ln.b", "emb_map.w", "emb_map.b"):
+        num = numerical_grad(lambda: albert.factorized_embedding_forward(params, cfg, ids, seg, ops=ops)[0],
+                             params[name], dout)
+        checks.append(compare(f"albert embedding: {name}", grads[name], num, rtol, atol, verbose))
+    # (2) the shared-block encoder
+    encode = lambda: albert.encoder_forward(params, cfg, ids, seg, mask, ops=ops)[0]  # noqa: E731
+    out, cache = albert.encoder_forward(params, cfg, ids, seg, mask, ops=ops)  # (B, T, C)
+    dout = rng.standard_normal(out.shape)
+    grads = albert.encoder_backward(dout, cache, cfg, {}, ops)
+    for part in albert.BLOCK_PARTS:
+        name = albert.BLOCK + part
+        idx = sampled_indices(params[name].shape, samples_per_tensor, rng)
+        num = numerical_grad(encode, params[name], dout, indices=idx)
+        sel = tuple(np.array(i) for i in zip(*idx))
+        checks.append(compare(f"albert encoder (shared x3): {name}", grads[name][sel], num[sel], rtol, atol, verbose))
+    # (3) the whole model: MLM + SOP loss
+    model = albert.AlbertForPreTraining(cfg, dtype=np.float64, params=params)
+    batch = random_batch(cfg, B=3, T=8, P=3, rng=rng)
+    _, grads = model.loss_and_grads(batch)
+    for name, p in model.params.items():
+        idx = sampled_indices(p.shape, samples_per_tensor, rng)
+        num = numerical_grad_scalar(lambda: model.loss_and_grads(batch, compute_grads=False)[0], p, indices=idx)
+        sel = tuple(np.array(i) for i in zip(*idx))
+        checks.append(compare(f"albert model: {name}", grads[name][sel], num[sel], rtol, atol, verbose))
+    return checks
+
+
 def check_heads(rng, verbose=True):
     """The fine-tuning heads' own layers: dropout -> linear (with a fixed dropout mask) and MSE."""
     from minibert.finetune import heads
@@ -303,7 +351,61 @@ def random_batch(cfg, B, T, P, rng, pad_last=True):
                 next_sentence_labels=rng.integers(0, 2, size=B))
 
 
+def check_causal_attention(rng, verbose=True, ops=None):
+    """The left-to-right (causal) mask, with padded keys as well (the masks of check_attention):
+    each query sees the real keys at and before it only. With and without a fixed dropout mask."""
+    from minibert import layers as L
+
+    ops = ops or L
+    tag = "numba" if ops is not L else "numpy"
+    B, NH, T, HS = 2, 2, 5, 4
+    mask = np.ones((B, T))  # (B, T)
+    mask[0, 3:] = 0  # sequence 0: two padded keys
+    mask[1, 1:] = 0  # sequence 1: only its first key is real
+    arrays = dict(q=_rand(rng, B, NH, T, HS), k=_rand(rng, B, NH, T, HS),
+                  v=_rand(rng, B, NH, T, HS))  # 3 x (B, NH, T, HS)
+    fwd = lambda **a: ops.attention_forward(a["q"], a["k"], a["v"], mask, causal=True)  # noqa: E731
+    checks = _layer_check(f"causal attention [{tag}] (padded keys)", fwd, arrays, ops.attention_backward, rng,
+                          verbose)
+    fwd_d = lambda **a: ops.attention_forward(a["q"], a["k"], a["v"], mask, 0.2, np.random.default_rng(3),  # noqa: E731
+                                              causal=True)
+    checks += _layer_check(f"causal attention [{tag}] (dropout, fixed mask)", fwd_d, arrays, ops.attention_backward,
+                           rng, verbose)
+    return checks
+
+
+def check_objective_model(rng, verbose=True, objective="ltr", samples_per_tensor=4, rtol=1e-5, atol=1e-8):
+    """check_model for another pretraining objective (model.OBJECTIVES): "ltr" (causal attention,
+    next-token loss through the tied MLM head) or "mlm" (no NSP). Every parameter the objective
+    trains is checked; the grads must hold exactly those (no pool.*, nsp.*). The batch has
+    padding in its last sequence, so the unpadded encoder path runs."""
+    from minibert.bert import BertForPreTraining
+    from minibert.model import BertConfig, trained_params
+
+    cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)
+    model = BertForPreTraining(cfg, seed=int(rng.integers(1 << 30)), dtype=np.float64)
+    for p in model.params.values():  # away from the init's unit LayerNorms and zero biases
+        p += 0.1 * rng.standard_normal(p.shape)
+    batch = random_batch(cfg, B=3, T=8, P=3, rng=rng)
+    loss, grads = model.loss_and_grads(batch, objective=objective)
+    trained = trained_params(model.params, objective)
+    if list(grads) != trained:
+        raise AssertionError(f"{objective}: grads hold {sorted(set(grads) ^ set(trained))} unexpectedly")
+    checks = []
+    for name in trained:
+        p = model.params[name]
+        idx = sampled_indices(p.shape, samples_per_tensor, rng)
+        num = numerical_grad_scalar(lambda: model.loss_and_grads(batch, compute_grads=False, objective=objective)[0],
+                                    p, indices=idx)
+        sel = tuple(np.array(i) for i in zip(*idx))
+        checks.append(compare(f"model ({objective}): {name}", grads[name][sel], num[sel], rtol, atol, verbose))
+    return checks
+
+
 def all_checks(seed=0, verbose=True):
+    from minibert import kernels, layers
+
     rng = np.random.default_rng(seed)
     checks = []
     for fn in LAYER_CHECKS:
@@ -311,6 +413,12 @@ def all_checks(seed=0, verbose=True):
     checks += check_model(rng, verbose)
     checks += check_heads(rng, verbose)
     checks += check_task_models(rng, verbose)
+    # the pretraining variants (appended: the checks above keep their random draws)
+    for ops in (layers, kernels):
+        checks += check_causal_attention(rng, verbose, ops)
+    checks += check_objective_model(rng, verbose, "ltr")
+    checks += check_objective_model(rng, verbose, "mlm")
+    checks += check_albert(rng, verbose)  # ALBERT (appended, as above)
     return checks
 
 

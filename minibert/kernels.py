@@ -26,6 +26,9 @@ Versions of the attention core (numbers: `python -m minibert bench --only attent
         sharing a name, the serial and parallel builds overwrote each other's cache entries).
         Also tried: splitting the batch over Python threads with OpenBLAS on one thread each;
         no faster inside a training step, so not kept.
+    Both versions take `causal=True` (the left-to-right mask of the "ltr" objective): one more
+    argument of the fused softmax pass, which masks the keys after each query; the backward passes
+    need nothing, as the hidden keys' probabilities are exactly 0.
     Keeping the probabilities vs recomputing them from a saved row max / sum (flash-attention):
     at T = 128 one head's (T, T) block fits in L2, and recomputing q @ k^T would add a third
     matmul to a kernel that is matmul-bound already, so the probabilities are kept.
@@ -267,11 +270,14 @@ def _softmax_row(src, dst):
 
 
 @_jit(inline="always")
-def _masked_softmax_row(row, adder_b, scale):
+def _masked_softmax_row(row, adder_b, scale, last, masked):
     """In place on one row of scores (T,): row <- softmax(row * scale + adder_b). adder_b (T,) is
-    0 for real keys and MASK_VALUE for padded ones."""
+    0 for real keys and MASK_VALUE for padded ones. The keys after `last` get `masked`
+    (MASK_VALUE in the row's dtype) in place of adder_b[j]: the causal mask, with last = the
+    query's own position (a key both padded and in the future gets MASK_VALUE once, as
+    layers.causal_visible says); without it last = T - 1 and no key is affected."""
     for j in range(row.shape[0]):
-        row[j] = row[j] * scale + adder_b[j]
+        row[j] = row[j] * scale + (adder_b[j] if j <= last else masked)
     _softmax_row(row, row)
 
 
@@ -355,9 +361,10 @@ def _copy_head_t(src, dst):
 
 
 @_jit(parallel=True)
-def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out):
+def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out, causal, masked):
     """q, k, v (B, NH, T, HS); adder (B, T) additive key mask; drop (B, NH, T, T) mask or a dummy;
-    scale: scalar of q's dtype. Writes att (B, NH, T, T) contiguous and out (B, NH, T, HS)."""
+    scale: scalar of q's dtype; causal: also mask the keys after each query with `masked`
+    (MASK_VALUE in q's dtype). Writes att (B, NH, T, T) contiguous and out (B, NH, T, HS)."""
     B, NH, T, HS = q.shape
     for bh in numba.prange(B * NH):
         b, h = bh // NH, bh % NH
@@ -369,10 +376,9 @@ def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out):
         _copy_head(q[b, h], qh)
         a = att[b, h]  # (T, T) view
         _mm_rows(qh, kt, a)  # (T, HS) @ (HS, T) -> (T, T) raw scores
-        ad_row = np.empty(T, dtype=q.dtype)  # (T,) one row of att * drop
         o = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
         for i in range(T):
-            _masked_softmax_row(a[i], adder[b], scale)
+            _masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
         if use_drop:
             ad = np.empty((T, T), dtype=q.dtype)  # (T, T) att * drop
             for i in range(T):
@@ -472,9 +478,9 @@ def _attention_inputs(q, k, v, attn_mask, dropout_p):
     return k.astype(dt, copy=False), v.astype(dt, copy=False), 1.0 / math.sqrt(HS), adder
 
 
-def attention_forward_v1(q, k, v, attn_mask, dropout_p=0.0, rng=None):
+def attention_forward_v1(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
     """v1 (all loops in Numba). Same contract as layers.attention_forward (and the same dropout
-    mask for the same rng).
+    mask for the same rng), causal mask included.
 
     `out` is returned as a (B, NH, T, HS) view of a (B, T, NH, HS) array, so that
     merge_heads is a free reshape.
@@ -492,12 +498,13 @@ def attention_forward_v1(q, k, v, attn_mask, dropout_p=0.0, rng=None):
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
     kernel = _pick(_attention_forward_kernel, _attention_forward_serial, q.shape)
     kernel(q, k, v, adder, dummy if drop is None else drop, drop is not None,
-                              dt.type(scale), att, out)
+                              dt.type(scale), att, out, bool(causal), dt.type(MASK_VALUE))
     return out, AttentionCache(q, k, v, att, drop, scale)
 
 
 def attention_backward_v1(dout, cache: AttentionCache):
-    """v1 (all loops in Numba). Same contract as layers.attention_backward."""
+    """v1 (all loops in Numba). Same contract as layers.attention_backward (which needs no
+    causal flag: the future keys' att is exactly 0, as the padded keys')."""
     q, k, v, att, drop, scale = cache
     dt = q.dtype
     B, NH, T, HS = q.shape
@@ -517,14 +524,15 @@ def attention_backward_v1(dout, cache: AttentionCache):
 
 
 @_jit(parallel=True)
-def _softmax_rows_kernel(a, adder, drop, use_drop, scale, att_d):
-    """In place on a (B, NH, T, T): a <- softmax(a * scale + adder[b]); att_d <- a * drop."""
+def _softmax_rows_kernel(a, adder, drop, use_drop, scale, att_d, causal, masked):
+    """In place on a (B, NH, T, T): a <- softmax(a * scale + adder[b]); att_d <- a * drop.
+    causal: row i also gets `masked` (MASK_VALUE) at the keys j > i."""
     B, NH, T, _ = a.shape
     for bh in numba.prange(B * NH):
         b, h = bh // NH, bh % NH
         for i in range(T):
             row = a[b, h, i]
-            _masked_softmax_row(row, adder[b], scale)
+            _masked_softmax_row(row, adder[b], scale, i if causal else T - 1, masked)
             if use_drop:
                 drow = att_d[b, h, i]
                 for j in range(T):
@@ -552,8 +560,9 @@ _softmax_rows_serial = _serial(_softmax_rows_kernel)
 _softmax_rows_backward_serial = _serial(_softmax_rows_backward_kernel)
 
 
-def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
-    """v2. Same contract as layers.attention_forward (and the same dropout mask for the same rng).
+def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
+    """v2. Same contract as layers.attention_forward (and the same dropout mask for the same rng),
+    causal mask included.
 
     `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
     """
@@ -569,14 +578,16 @@ def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
         att_d = np.empty_like(att)  # (B, NH, T, T)
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
     softmax = _pick(_softmax_rows_kernel, _softmax_rows_serial, q.shape)
-    softmax(att, adder, dummy if drop is None else drop, drop is not None, dt.type(scale), att_d)
+    softmax(att, adder, dummy if drop is None else drop, drop is not None, dt.type(scale), att_d,
+            bool(causal), dt.type(MASK_VALUE))
     out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
     np.matmul(att_d, v, out=out)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
     return out, AttentionCache(q, k, v, att, drop, scale)
 
 
 def attention_backward(dout, cache: AttentionCache):
-    """v2. Same contract as layers.attention_backward: -> dq, dk, dv, each (B, NH, T, HS)."""
+    """v2. Same contract as layers.attention_backward: -> dq, dk, dv, each (B, NH, T, HS). The
+    causal mask needs nothing here: the future keys' att is exactly 0, as the padded keys'."""
     q, k, v, att, drop, scale = cache
     dt = q.dtype
     dout = dout.astype(dt, copy=False)

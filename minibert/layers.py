@@ -209,6 +209,8 @@ def dropout_backward(dout, cache: DropoutCache):
 # ---------------------------------------------------------------------------------------------
 # scaled dot-product attention with a key padding mask
 #   preatt = q @ k^T / sqrt(HS) + (1 - mask) * MASK_VALUE ; att = softmax(preatt) ; out = att @ v
+# and, with causal=True, a left-to-right (causal) mask as well: query i sees key j only if j <= i
+#   preatt = q @ k^T / sqrt(HS) + (1 - visible) * MASK_VALUE,  visible[b, i, j] = mask[b, j] * (j <= i)
 
 class AttentionCache(NamedTuple):
     q: np.ndarray  # (B, NH, T, HS)
@@ -219,10 +221,27 @@ class AttentionCache(NamedTuple):
     scale: float  # 1 / sqrt(HS)
 
 
-def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
+def causal_visible(attn_mask):
+    """The keys each query may see under a causal mask: key j is visible to query i if it is a
+    real token and j <= i (no looking ahead). Shapes: attn_mask (B, T) -> visible (B, 1, T, T).
+
+    >>> causal_visible(np.array([[1, 1, 0]]))[0, 0].astype(int).tolist()
+    [[1, 0, 0], [1, 1, 0], [1, 1, 0]]
+    """
+    T = attn_mask.shape[-1]
+    left = np.tril(np.ones((T, T), dtype=attn_mask.dtype))  # (T, T) left[i, j] = 1 if j <= i
+    return attn_mask[:, None, None, :] * left  # (B, 1, 1, T) * (T, T) -> (B, 1, T, T)
+
+
+def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
     """Shapes: q, k, v (B, NH, T, HS); attn_mask (B, T) 1 = real token, 0 = padding
     -> out (B, NH, T, HS). Padded keys get no weight; padded query rows are still computed.
     Dropout (p > 0, needs `rng`) drops individual attention weights, as BERT does.
+    causal=True adds the left-to-right mask of a GPT-style language model: query i attends to
+    the real keys j <= i only, so out[:, :, i] depends on positions 0..i alone. A key that is
+    both padding and in the future gets MASK_VALUE once, as one that is only either. (A row
+    with no visible key at all, in a sequence that starts with padding, spreads its weight over
+    every key, as an all-padding row does without the causal mask; the model rejects such input.)
     """
     B, NH, T, HS = q.shape
     if k.shape != q.shape or v.shape != q.shape:
@@ -230,7 +249,10 @@ def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None):
     if attn_mask.shape != (B, T):
         raise ValueError(f"attn_mask has shape {attn_mask.shape}, expected {(B, T)}")
     scale = 1.0 / math.sqrt(HS)
-    adder = ((1.0 - attn_mask) * MASK_VALUE).astype(q.dtype)[:, None, None, :]  # (B, 1, 1, T)
+    if causal:
+        adder = ((1.0 - causal_visible(attn_mask)) * MASK_VALUE).astype(q.dtype)  # (B, 1, T, T)
+    else:
+        adder = ((1.0 - attn_mask) * MASK_VALUE).astype(q.dtype)[:, None, None, :]  # (B, 1, 1, T)
     preatt = (q @ k.swapaxes(-1, -2)) * q.dtype.type(scale) + adder  # (B, NH, T, T)
     preatt = preatt - preatt.max(axis=-1, keepdims=True)  # (B, NH, T, T) for a stable exp
     e = np.exp(preatt)  # (B, NH, T, T)
@@ -249,7 +271,10 @@ def attention_backward(dout, cache: AttentionCache):
     """Returns dq, dk, dv, each (B, NH, T, HS).
 
     Softmax backward needs only the probabilities: dpreatt = att * (datt - sum(datt * att)).
-    Masked keys need no special case: their att is 0, so their dpreatt is 0.
+    Masked keys need no special case, padded ones nor (causal=True) future ones: the mask is a
+    constant added to preatt (no gradient of its own), and their att is exactly 0 (exp of
+    about MASK_VALUE underflows), so their dpreatt is 0 and no gradient flows from query i into
+    the k and v of a key it could not see. The same backward serves both masks.
     """
     q, k, v, att, drop, scale = cache
     att_d = att if drop is None else att * drop  # (B, NH, T, T) what multiplied v

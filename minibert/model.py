@@ -24,10 +24,15 @@ Parameter names (a flat dict; weights are (C_in, C_out), PyTorch stores them tra
     h{l}.ffn.in.w (C, FF) .b (FF,)     h{l}.ffn.out.w (FF, C) .b   h{l}.ln2.w/b
     pool.w (C, C) .b   mlm.dense.w (C, C) .b   mlm.ln.w/b   mlm.bias (V,)   nsp.w (C, 2) .b (2,)
 The MLM decoder has no matrix of its own: it is tied to tok_emb (logits = t @ tok_emb.T + mlm.bias).
+
+`bert_forward(..., objective=)` also computes the two pretraining ablations of the paper's
+Table 5 with the same functions (OBJECTIVES): "mlm" (No NSP) and "ltr" (LTR & No NSP: causal
+attention, next-token prediction through the MLM head).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from typing import Any, NamedTuple
 
@@ -191,11 +196,12 @@ def _dropout(ops, x, p, rng):
     return ops.dropout_forward(x, p if rng is not None else 0.0, rng)
 
 
-def self_attention_forward(qkv, attention_mask, NH, p_attn, rng, ops):
-    """qkv (B, T, 3C) -> heads -> scaled dot-product attention -> merged heads (B, T, C), cache."""
+def self_attention_forward(qkv, attention_mask, NH, p_attn, rng, ops, causal=False):
+    """qkv (B, T, 3C) -> heads -> scaled dot-product attention -> merged heads (B, T, C), cache.
+    causal=True: each position attends to itself and the positions before it only."""
     q, k, v = np.split(qkv, 3, axis=-1)  # 3 x (B, T, C)
     q, k, v = (ops.split_heads(t, NH) for t in (q, k, v))  # (B, T, C) -> (B, NH, T, HS)
-    a, cache = ops.attention_forward(q, k, v, attention_mask, p_attn, rng)  # (B, NH, T, HS)
+    a, cache = ops.attention_forward(q, k, v, attention_mask, p_attn, rng, causal=causal)  # (B, NH, T, HS)
     return ops.merge_heads(a), cache  # (B, NH, T, HS) -> (B, T, C)
 
 
@@ -245,16 +251,20 @@ def block_backward(dx, c: BlockCache, cfg, l, grads, ops, attend_backward=self_a
     return dsum + dx_attn  # gradients add up at forks (x feeds attention and the residual)
 
 
-def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers):
+def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers, causal=False):
     """Embeddings -> L post-LN blocks: -> sequence_output (B, T, C), cache. Dropout runs only
-    when `rng` is given. `ops` is the module of layer functions (layers, or kernels)."""
+    when `rng` is given. `ops` is the module of layer functions (layers, or kernels).
+    causal=True: every block's attention is left-to-right (layers.attention_forward), so the
+    output at position t depends on the tokens 0..t only, as in a GPT-style language model.
+    encoder_backward needs no flag: the attention backward is the same for both masks."""
+    attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
     e, emb_cache = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
                                          params["pos_emb"])  # (B, T, C)
     x, emb_ln_cache = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)
     x, emb_drop_cache = _dropout(ops, x, cfg.hidden_dropout_prob, rng)  # (B, T, C)
     blocks = []
     for l in range(cfg.num_hidden_layers):
-        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops)  # (B, T, C)
+        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attend)  # (B, T, C)
         blocks.append(c)
     return x, EncoderCache(emb_cache, emb_ln_cache, emb_drop_cache, blocks)
 
@@ -305,12 +315,12 @@ def _unpack(x, keep, B, T):
 class _UnpaddedAttention:
     """The attention sublayer for (N, 3C) rows: onto the (B, T) grid, attend, back to rows."""
 
-    def __init__(self, keep, B, T):
-        self.keep, self.B, self.T = keep, B, T
+    def __init__(self, keep, B, T, causal=False):
+        self.keep, self.B, self.T, self.causal = keep, B, T, causal
 
     def forward(self, qkv, attention_mask, NH, p_attn, rng, ops):
         qkv = _unpack(qkv, self.keep, self.B, self.T)  # (N, 3C) -> (B, T, 3C)
-        a, cache = self_attention_forward(qkv, attention_mask, NH, p_attn, rng, ops)  # (B, T, C)
+        a, cache = self_attention_forward(qkv, attention_mask, NH, p_attn, rng, ops, self.causal)  # (B, T, C)
         return _pack(a, self.keep), cache  # (N, C)
 
     def backward(self, da, cache, NH, ops):
@@ -318,12 +328,13 @@ class _UnpaddedAttention:
         return _pack(self_attention_backward(da, cache, NH, ops), self.keep)  # (N, 3C)
 
 
-def encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers):
+def encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers,
+                             causal=False):
     """encoder_forward on the real tokens only: -> sequence_output (B, T, C), zero at padding,
     and an UnpaddedEncoderCache."""
     B, T = input_ids.shape
     keep = np.flatnonzero(attention_mask.reshape(-1))  # (N,)
-    attention = _UnpaddedAttention(keep, B, T)
+    attention = _UnpaddedAttention(keep, B, T, causal)
     e, emb_cache = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
                                          params["pos_emb"])  # (B, T, C)
     e = _pack(e, keep)  # (N, C)
@@ -356,8 +367,8 @@ def encoder_backward_unpadded(dx, cache: UnpaddedEncoderCache, cfg, grads, ops=l
 
 class HeadsCache(NamedTuple):
     seq_shape: tuple  # (B, T, C)
-    flat_pos: np.ndarray  # (M,) b * T + position
-    pool: Any
+    flat_pos: np.ndarray  # (M,) b * T + position (objective "ltr": every position that predicts)
+    pool: Any  # pool, pool_out, nsp, nsp_ce: None for the objectives without NSP
     pool_out: np.ndarray  # (B, C) tanh output
     nsp: Any
     nsp_ce: Any
@@ -432,10 +443,10 @@ def check_batch(cfg, batch):
 
 class Metrics(NamedTuple):
     loss: float
-    mlm_loss: float
-    nsp_loss: float
+    mlm_loss: float  # objective "ltr": the next-token loss (it runs through the same head)
+    nsp_loss: float  # 0 (and the NSP counts 0) for the objectives without NSP
     mlm_correct: int  # argmax hits over the real predictions
-    mlm_count: int  # real predictions (weight > 0)
+    mlm_count: int  # real predictions (weight > 0); objective "ltr": next-token predictions
     nsp_correct: int
     nsp_count: int
     nsp_isnext_correct: int  # hits among the IsNext pairs (label 0): how often the model sees a real next
@@ -448,7 +459,67 @@ class LossGradsMetrics(NamedTuple):
     metrics: Metrics
 
 
-def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True):
+# ---------------------------------------------------------------------------------------------
+# pretraining objectives: BERT's and the two ablations of the paper's Table 5 (docs/bert-notes.md §5.6)
+
+OBJECTIVES = ("mlm_nsp", "mlm", "ltr")
+# "mlm_nsp"  BERT: masked LM + next sentence prediction, loss = MLM loss + NSP loss.
+# "mlm"      No NSP: the same masked pairs, loss = MLM loss alone (pooler and NSP head untrained).
+# "ltr"      LTR & No NSP (OpenAI-GPT-like): causal attention, every real token t predicts token
+#            t + 1 through the MLM head (dense -> GELU -> LayerNorm -> tied decoder), on the
+#            token ids before masking; no NSP.
+
+
+def check_objective(objective: str) -> None:
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective={objective!r} is not one of {OBJECTIVES}")
+
+
+def trained_params(names, objective: str = "mlm_nsp") -> list[str]:
+    """The parameters (of `names`, in that order) that the objective's loss reaches: every one for
+    "mlm_nsp"; for "mlm" and "ltr" all but the pooler and the NSP head (pool.*, nsp.*), which get
+    no gradient and are left as they are (not even weight-decayed)."""
+    check_objective(objective)
+    if objective == "mlm_nsp":
+        return list(names)
+    return [k for k in names if k.split(".", 1)[0] not in ("pool", "nsp")]
+
+
+def ltr_inputs(cfg, batch):
+    """A batch for the left-to-right LM -> ids, seg, mask (B, T) int64, with the token ids before
+    masking: a pretraining batch's masked_lm_ids are put back at its masked_lm_positions (as
+    pretraining_data.instances_to_features does for unmasked_input_ids), so static and dynamic
+    batches give the same text; a batch without masked_lm_* features is taken as it is."""
+    if "masked_lm_positions" in batch:
+        ids, seg, mask, pos, mlm_ids, w, _ = check_batch(cfg, batch)
+        ids = ids.copy()  # (B, T)
+        b, j = np.nonzero(w > 0)  # (M,), (M,) the real predictions
+        ids[b, pos[b, j]] = mlm_ids[b, j]
+        return ids, seg, mask
+    ids, seg, mask = check_inputs(cfg, batch["input_ids"], batch.get("segment_ids"), batch.get("input_mask"))
+    if ids.shape[0] and not mask[:, 0].all():
+        b = int(np.flatnonzero(mask[:, 0] == 0)[0])
+        raise ValueError(f"sequence {b} starts with padding (input_mask[{b}, 0] = 0); a left-to-right "
+                         f"model reads every sequence from its first real token at position 0")
+    return ids, seg, mask
+
+
+def ltr_targets(ids, mask):
+    """Next-token prediction sites: position t predicts token t + 1 when both are real; the last
+    real token and the padding predict nothing. -> flat_pos (M,) = b * T + t, targets (M,).
+
+    >>> ltr_targets(np.array([[2, 7, 8, 3, 0]]), np.array([[1, 1, 1, 1, 0]]))
+    (array([0, 1, 2]), array([7, 8, 3]))
+    """
+    B, T = ids.shape
+    site = np.zeros((B, T), dtype=bool)  # (B, T)
+    site[:, :-1] = (mask[:, :-1] > 0) & (mask[:, 1:] > 0)
+    flat_pos = np.flatnonzero(site)  # (M,) b * T + t
+    targets = ids.reshape(-1)[flat_pos + 1]  # (M,) the token at t + 1 (same row: t + 1 < T)
+    return flat_pos, targets
+
+
+def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True, objective="mlm_nsp"):
     """Pretraining forward: -> (loss, metrics, cache). Loss = mean MLM cross-entropy over the real
     predictions (weight > 0) + mean NSP cross-entropy. Dropout only when `rng` is given.
 
@@ -456,40 +527,60 @@ def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True):
     matches to float precision, takes the plain mean. The difference is 1e-5 / n relative.
     `unpad`: run the encoder's fast path, encoder_forward_unpadded (same loss and gradients).
     `ops` is the module of layer functions: minibert.layers (the reference) or minibert.kernels.
+    `objective` (OBJECTIVES): "mlm" drops the NSP loss (loss = MLM loss); "ltr" runs the encoder
+    with causal attention and takes the mean next-token cross-entropy over every real token
+    that has a real successor (ltr_targets), through the same MLM head and tied decoder.
     """
-    ids, seg, mask, pos, mlm_ids, w, nsp = check_batch(cfg, batch)
+    check_objective(objective)
+    if objective == "ltr":
+        ids, seg, mask = ltr_inputs(cfg, batch)
+    else:
+        ids, seg, mask, pos, mlm_ids, w, nsp = check_batch(cfg, batch)
     B, T = ids.shape
     encoder = encoder_forward_unpadded if unpad and not mask.all() else encoder_forward
-    seq, enc_cache = encoder(params, cfg, ids, seg, mask, rng, ops)  # (B, T, C)
+    seq, enc_cache = encoder(params, cfg, ids, seg, mask, rng, ops, causal=objective == "ltr")  # (B, T, C)
     C = seq.shape[-1]
-    # NSP: pooler on [CLS], then a 2-way classifier
-    pooled, c_pool = pooler_forward(params, seq, ops)  # (B, C)
-    nsp_logits, c_nsp = ops.linear_forward(pooled, params["nsp.w"], params["nsp.b"])  # (B, 2)
-    nsp_loss, c_nsp_ce = ops.cross_entropy_forward(nsp_logits, nsp)
-    # MLM: gather the M real predictions (weight > 0; flat index b * T + position), transform,
-    # tied decoder. Unused slots (weight 0) would add nothing to the loss, so they are skipped.
-    real = w.reshape(-1) > 0  # (B*P,)
-    flat_pos = (np.arange(B)[:, None] * T + pos).reshape(-1)[real]  # (M,)
+    pooled = nsp_logits = c_pool = c_nsp = c_nsp_ce = None  # no NSP head unless the objective has one
+    if objective == "mlm_nsp":
+        # NSP: pooler on [CLS], then a 2-way classifier
+        pooled, c_pool = pooler_forward(params, seq, ops)  # (B, C)
+        nsp_logits, c_nsp = ops.linear_forward(pooled, params["nsp.w"], params["nsp.b"])  # (B, 2)
+        nsp_loss, c_nsp_ce = ops.cross_entropy_forward(nsp_logits, nsp)
+    if objective == "ltr":
+        # LTR: every real token that has a real successor predicts it (flat index b * T + t)
+        flat_pos, targets = ltr_targets(ids, mask)  # (M,), (M,)
+    else:
+        # MLM: gather the M real predictions (weight > 0; flat index b * T + position). Unused
+        # slots (weight 0) would add nothing to the loss, so they are skipped.
+        real = w.reshape(-1) > 0  # (B*P,)
+        flat_pos = (np.arange(B)[:, None] * T + pos).reshape(-1)[real]  # (M,)
+        targets = mlm_ids.reshape(-1)[real]  # (M,)
+    # transform and tied decoder at the M gathered positions
     h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
     mlm_logits, (c_dense, c_gelu, c_ln, t) = mlm_transform_forward(params, cfg, h, ops)  # (M, V)
-    targets = mlm_ids.reshape(-1)[real]  # (M,)
     mlm_loss, c_mlm_ce = ops.cross_entropy_forward(mlm_logits, targets)
-    loss = mlm_loss + nsp_loss
-    nsp_hit = nsp_logits.argmax(-1) == nsp  # (B,)
-    metrics = Metrics(float(loss), float(mlm_loss), float(nsp_loss),
-                      int((mlm_logits.argmax(-1) == targets).sum()), int(targets.size),
-                      int(nsp_hit.sum()), int(B), int((nsp_hit & (nsp == 0)).sum()), int((nsp == 0).sum()))
+    mlm_hits = int((mlm_logits.argmax(-1) == targets).sum())
+    if objective == "mlm_nsp":
+        loss = mlm_loss + nsp_loss
+        nsp_hit = nsp_logits.argmax(-1) == nsp  # (B,)
+        metrics = Metrics(float(loss), float(mlm_loss), float(nsp_loss), mlm_hits, int(targets.size),
+                          int(nsp_hit.sum()), int(B), int((nsp_hit & (nsp == 0)).sum()), int((nsp == 0).sum()))
+    else:
+        loss = mlm_loss
+        metrics = Metrics(float(loss), float(mlm_loss), 0.0, mlm_hits, int(targets.size), 0, 0, 0, 0)
     heads = HeadsCache((B, T, C), flat_pos, c_pool, pooled, c_nsp, c_nsp_ce, c_dense, c_gelu, c_ln, t, c_mlm_ce)
     out = Output(seq, pooled, mlm_logits, nsp_logits)
     return loss, metrics, (enc_cache, heads, out)
 
 
 def bert_backward(params, cfg, cache, ops=layers):
-    """Mirror of bert_forward, from the loss back to every parameter. -> grads (keys of params)."""
+    """Mirror of bert_forward, from the loss back to every parameter. -> grads with the keys of
+    params that the objective trains (trained_params): all of them for "mlm_nsp"; without the
+    pooler and NSP head for "mlm" and "ltr" (the cache tells: it has no NSP part then)."""
     enc_cache, hc, _ = cache
     B, T, C = hc.seq_shape
     grads = {}
-    dloss = 1.0  # the chain rule starts here: d(loss)/d(loss) = 1, and loss = mlm_loss + nsp_loss
+    dloss = 1.0  # the chain rule starts here: d(loss)/d(loss) = 1, and loss = mlm_loss (+ nsp_loss)
     # MLM head
     dlogits = ops.cross_entropy_backward(dloss, hc.mlm_ce)  # (M, V)
     grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
@@ -503,18 +594,18 @@ def bert_backward(params, cfg, cache, ops=layers):
     dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
     np.add.at(dseq, hc.flat_pos, dh)
     dseq = dseq.reshape(B, T, C)  # (B, T, C)
-    # NSP head
-    dnsp = ops.cross_entropy_backward(dloss, hc.nsp_ce)  # (B, 2)
-    dpooled, grads["nsp.w"], grads["nsp.b"] = ops.linear_backward(dnsp, hc.nsp)  # (B, C)
-    # forward was: pooled = tanh(cls @ pool.w + pool.b)
-    dpre = dpooled * (1.0 - hc.pool_out * hc.pool_out)  # (B, C)
-    dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, hc.pool)  # (B, C)
-    dseq[:, 0] += dcls  # gradients add up at forks ([CLS] feeds the pooler and maybe the MLM head)
+    if hc.nsp_ce is not None:  # NSP head (objective "mlm_nsp")
+        dnsp = ops.cross_entropy_backward(dloss, hc.nsp_ce)  # (B, 2)
+        dpooled, grads["nsp.w"], grads["nsp.b"] = ops.linear_backward(dnsp, hc.nsp)  # (B, C)
+        # forward was: pooled = tanh(cls @ pool.w + pool.b)
+        dpre = dpooled * (1.0 - hc.pool_out * hc.pool_out)  # (B, C)
+        dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, hc.pool)  # (B, C)
+        dseq[:, 0] += dcls  # gradients add up at forks ([CLS] feeds the pooler and maybe the MLM head)
     if isinstance(enc_cache, UnpaddedEncoderCache):
         grads = encoder_backward_unpadded(dseq, enc_cache, cfg, grads, ops)
     else:
         grads = encoder_backward(dseq, enc_cache, cfg, grads, ops)
-    return {k: grads[k] for k in params}  # same keys, same order as params
+    return {k: grads[k] for k in params if k in grads}  # params' keys and order (the trained ones)
 
 
 HEAD_GROUPS = ("pool", "mlm", "nsp")  # parameter-name prefixes of the optional heads

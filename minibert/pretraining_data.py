@@ -58,8 +58,25 @@ UNMASKED_NAME = "unmasked_input_ids"  # int32 (N, T) token ids before masking, 0
 # the one place they are stated; build_pretraining_data's signature and the `data` command read them.
 DEFAULT_FLAGS = {"max_seq_length": 128, "max_predictions_per_seq": 20, "masked_lm_prob": 0.15,
                  "short_seq_prob": 0.1, "dupe_factor": 10, "random_seed": 12345,
-                 "do_whole_word_mask": False, "do_lower_case": True}
+                 "do_whole_word_mask": False, "do_lower_case": True, "mask_shares": (0.8, 0.1, 0.1)}
 DYNAMIC_NAMES = (UNMASKED_NAME, "input_mask", "segment_ids", "next_sentence_labels")
+
+
+def check_mask_shares(mask_shares) -> tuple[float, float, float]:
+    """(MASK, SAME, RND): what becomes of a token chosen for prediction, as shares that sum to 1:
+    [MASK] / kept as it is / a random vocab token. BERT's 80/10/10 is (0.8, 0.1, 0.1); the paper's
+    Table 8 also tries (1, 0, 0), (0.8, 0, 0.2), (0.8, 0.2, 0), (0, 0.2, 0.8) and (0, 0, 1)
+    (docs/bert-notes.md §3.11). -> the three shares as floats; ValueError if they are not shares."""
+    try:
+        shares = tuple(float(x) for x in mask_shares)
+    except (TypeError, ValueError):
+        raise ValueError(f"mask_shares={mask_shares!r} must be three numbers (MASK, SAME, RND)") from None
+    if len(shares) != 3 or not all(0.0 <= x <= 1.0 for x in shares) or abs(sum(shares) - 1.0) > 1e-6:
+        raise ValueError(f"mask_shares={mask_shares!r} must be three shares in [0, 1] summing to 1 "
+                         f"([MASK], same token, random token; BERT: 0.8, 0.1, 0.1)")
+    return shares
+
+
 ALL_NAMES = FEATURE_NAMES + (UNMASKED_NAME,)
 
 META_FILE = "meta.json"
@@ -71,7 +88,7 @@ class TrainingInstance(NamedTuple):
     """One MLM/NSP example, as the original script's `TrainingInstance`."""
     tokens: list[str]               # (L,) [CLS] A [SEP] B [SEP] after masking, L <= T
     segment_ids: list[int]          # (L,) 0 ... 0 1 ... 1
-    is_random_next: bool            # True: B is from a random document (NSP label 1)
+    is_random_next: bool            # True: B is from a random document (NSP label 1); SOP: A, B swapped
     masked_lm_positions: list[int]  # (n_pred,) ascending
     masked_lm_labels: list[str]     # (n_pred,) original tokens at those positions
 
@@ -155,13 +172,18 @@ def require_special_tokens(tokenizer, needed: Sequence[str], purpose: str) -> No
 
 def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
                               masked_lm_prob, max_predictions_per_seq, rng,
-                              do_whole_word_mask=False, progress: Callable | None = None
-                              ) -> list[TrainingInstance]:
+                              do_whole_word_mask=False, progress: Callable | None = None,
+                              mask_shares=DEFAULT_FLAGS["mask_shares"],
+                              sentence_order: bool = False) -> list[TrainingInstance]:
     """All instances of the corpus, exactly as google-research/bert creates them.
 
     `rng` is a `random.Random`; it is the only source of randomness, called in the order of
     docs/bert-notes.md §3.8. `progress(done, total, n_instances)` is called after each document, if given.
+    `mask_shares` (MASK, SAME, RND) replaces BERT's 80/10/10 (check_mask_shares); the rng calls
+    stay the same, so the default reproduces the original exactly. `sentence_order` makes ALBERT's
+    SOP pairs instead of NSP pairs (create_instances_from_document).
     """
+    mask_shares = check_mask_shares(mask_shares)
     if max_seq_length < 5:
         raise ValueError(f"max_seq_length={max_seq_length} is too small: [CLS] A [SEP] B [SEP] "
                          "needs at least 5 positions")
@@ -182,7 +204,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
         for document_index in range(len(all_documents)):
             instances.extend(create_instances_from_document(
                 all_documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
-                max_predictions_per_seq, vocab_words, rng, do_whole_word_mask))
+                max_predictions_per_seq, vocab_words, rng, do_whole_word_mask, mask_shares, sentence_order))
             if progress is not None:
                 progress(dupe * len(all_documents) + document_index + 1, total, len(instances))
     rng.shuffle(instances)
@@ -191,8 +213,15 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
 
 def create_instances_from_document(all_documents, document_index, max_seq_length, short_seq_prob,
                                    masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
-                                   do_whole_word_mask=False) -> list[TrainingInstance]:
-    """Instances from one document (docs/bert-notes.md §3.4): chunks of segments split into A and B."""
+                                   do_whole_word_mask=False, mask_shares=DEFAULT_FLAGS["mask_shares"],
+                                   sentence_order=False) -> list[TrainingInstance]:
+    """Instances from one document (docs/bert-notes.md §3.4): chunks of segments split into A and B.
+
+    `sentence_order` (ALBERT's SOP, docs/bert-notes.md §10.1): B is always the rest of the chunk,
+    and A and B are swapped half the time (label 1 = swapped, kept in `is_random_next`). B never
+    comes from another document: a chunk closes only once it has two segments, and a document's
+    lone last segment makes no instance. False (the default) is BERT's NSP, the original's rng
+    calls unchanged."""
     document = all_documents[document_index]
     max_num_tokens = max_seq_length - 3  # room for [CLS], [SEP], [SEP]
 
@@ -210,8 +239,9 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
         segment = document[i]
         current_chunk.append(segment)
         current_length += len(segment)
-        if i == len(document) - 1 or current_length >= target_seq_length:
-            if current_chunk:
+        full = current_length >= target_seq_length and (not sentence_order or len(current_chunk) >= 2)
+        if i == len(document) - 1 or full:
+            if current_chunk and not (sentence_order and len(current_chunk) == 1):
                 # A = the first a_end segments of the chunk, a_end drawn only if there is a choice
                 a_end = 1
                 if len(current_chunk) >= 2:
@@ -219,8 +249,13 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
                 tokens_a = [t for seg in current_chunk[:a_end] for t in seg]
 
                 tokens_b: list[str] = []
+                if sentence_order:  # SOP: the two consecutive parts of the chunk, swapped on a fair coin
+                    tokens_b = [t for seg in current_chunk[a_end:] for t in seg]
+                    is_random_next = rng.random() < 0.5  # True = swapped (SOP label 1)
+                    if is_random_next:
+                        tokens_a, tokens_b = tokens_b, tokens_a
                 # a one-segment chunk is always random next (no draw); else a fair coin
-                if len(current_chunk) == 1 or rng.random() < 0.5:
+                elif len(current_chunk) == 1 or rng.random() < 0.5:
                     is_random_next = True
                     target_b_length = target_seq_length - len(tokens_a)
                     # up to 10 tries for a different document; after that the same one is used
@@ -249,7 +284,7 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
                 segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
                 tokens, masked_lm_positions, masked_lm_labels = create_masked_lm_predictions(
                     tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
-                    do_whole_word_mask)
+                    do_whole_word_mask, mask_shares)
                 instances.append(TrainingInstance(tokens, segment_ids, is_random_next,
                                                   masked_lm_positions, masked_lm_labels))
             current_chunk = []
@@ -291,12 +326,17 @@ def num_predictions(num_tokens: int, masked_lm_prob: float, max_predictions_per_
 
 
 def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
-                                 do_whole_word_mask=False):
+                                 do_whole_word_mask=False, mask_shares=DEFAULT_FLAGS["mask_shares"]):
     """Mask tokens as the original does (docs/bert-notes.md §3.6); returns (output_tokens, positions, labels).
 
     With whole-word masking a `##` piece joins the previous candidate; the 80/10/10 decision is
     still drawn per piece, as in the reference (google-research/bert#910).
+    `mask_shares` = (MASK, SAME, RND) generalises 80/10/10 with the original's two draws: [MASK]
+    if the first is below MASK, else kept if the second is below SAME / (SAME + RND), else random
+    (for the default, 0.8 and 0.1 / 0.2 = 0.5 exactly: the original's numbers and calls).
     """
+    p_mask, p_same, p_rnd = check_mask_shares(mask_shares)
+    p_same_of_rest = p_same / (p_same + p_rnd) if p_same + p_rnd > 0 else 0.0  # never read if p_mask is 1
     cand_indexes: list[list[int]] = []
     if not do_whole_word_mask:  # special tokens are never masked
         cand_indexes = [[i] for i, token in enumerate(tokens) if token != CLS and token != SEP]
@@ -324,12 +364,12 @@ def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq
             continue  # (a single index cannot be covered: each candidate is visited once)
         for index in index_set:
             covered_indexes.add(index)
-            if rng.random() < 0.8:
-                masked_token = MASK  # 80%: replace with [MASK]
-            elif rng.random() < 0.5:
-                masked_token = tokens[index]  # 10%: keep the original token
+            if rng.random() < p_mask:
+                masked_token = MASK  # MASK share (BERT 80%): replace with [MASK]
+            elif rng.random() < p_same_of_rest:
+                masked_token = tokens[index]  # SAME share (10%): keep the original token
             else:
-                # 10%: a random vocab token (any, specials included; may equal the original)
+                # RND share (10%): a random vocab token (any, specials included; may equal the original)
                 masked_token = vocab_words[rng.randint(0, len(vocab_words) - 1)]
             output_tokens[index] = masked_token
             masked_lms.append((index, tokens[index]))
@@ -390,7 +430,8 @@ def instances_to_features(instances: Sequence[TrainingInstance], tokenizer, max_
 
 def remask(unmasked_features: dict[str, np.ndarray], rng: np.random.Generator | int,
            masked_lm_prob: float, max_predictions_per_seq: int, vocab_size: int,
-           special_ids: Sequence[int], mask_id: int) -> dict[str, np.ndarray]:
+           special_ids: Sequence[int], mask_id: int,
+           mask_shares=DEFAULT_FLAGS["mask_shares"]) -> dict[str, np.ndarray]:
     """New masks for unmasked pairs, vectorised, with the Google rule per sequence.
 
     Per row: exactly num_to_predict = min(P, max(1, round(L * masked_lm_prob))) positions
@@ -401,11 +442,14 @@ def remask(unmasked_features: dict[str, np.ndarray], rng: np.random.Generator | 
     Unlike Google's static masking (Python `random.Random`, per-token loops) this path draws from
     a NumPy Generator, so its masks are not the ones the original script would draw; the rule and
     the distribution are the same. Whole-word masking is not applied here.
+    `mask_shares` = (MASK, SAME, RND) replaces 80/10/10 (check_mask_shares): one uniform draw u
+    per position, [MASK] if u < MASK, kept if u < MASK + SAME, else random.
 
     Shapes: unmasked_input_ids, input_mask, segment_ids (N, T), next_sentence_labels (N,) in;
     all FEATURE_NAMES out.
     """
     rng = np.random.default_rng(rng) if not isinstance(rng, np.random.Generator) else rng
+    p_mask, p_same, _ = check_mask_shares(mask_shares)
     ids = np.asarray(unmasked_features[UNMASKED_NAME])                        # (N, T)
     input_mask = np.asarray(unmasked_features["input_mask"])                  # (N, T)
     N, T = ids.shape
@@ -433,8 +477,8 @@ def remask(unmasked_features: dict[str, np.ndarray], rng: np.random.Generator | 
     orig = np.take_along_axis(ids, positions, axis=1)                         # (N, P)
     u = rng.random((N, P))                                                    # (N, P)
     random_ids = rng.integers(0, vocab_size, size=(N, P))                     # (N, P)
-    replacement = np.where(u < 0.8, mask_id,                                  # 80%: [MASK]
-                           np.where(u < 0.9, orig, random_ids))               # 10% keep, 10% random
+    replacement = np.where(u < p_mask, mask_id,                               # MASK share (80%): [MASK]
+                           np.where(u < p_mask + p_same, orig, random_ids))   # SAME (10%) keep, RND (10%) random
     input_ids = ids.astype(np.int32, copy=True)                               # (N, T)
     rows = np.broadcast_to(np.arange(N)[:, None], (N, P))                     # (N, P)
     input_ids[rows[valid], positions[valid]] = replacement[valid]
@@ -624,14 +668,15 @@ class BatchIterator:
     masking="static" gives the stored masks (dupe_factor copies from the generator);
     masking="dynamic" redraws masks for every batch from the unmasked pairs with `remask`,
     seeded by (seed, epoch, position), so every epoch sees new masks and a resumed run draws
-    the same ones. Iterating never ends; `epoch` counts completed passes.
+    the same ones; its `mask_shares` (MASK, SAME, RND) default to the generator's (meta.json).
+    Iterating never ends; `epoch` counts completed passes.
     """
 
     def __init__(self, data, batch_size: int, seed: int, masking: str = "static",
                  drop_remainder: bool = True, masked_lm_prob: float | None = None,
                  max_predictions_per_seq: int | None = None, vocab_size: int | None = None,
                  mask_id: int | None = None, special_ids: Sequence[int] | None = None,
-                 vocab=None):
+                 vocab=None, mask_shares=None):
         if masking not in ("static", "dynamic"):
             raise ValueError(f"masking={masking!r} must be 'static' or 'dynamic'")
         if batch_size < 1:
@@ -652,6 +697,8 @@ class BatchIterator:
                             for s in meta["shards"]]
         flags = meta.get("flags", {})
         self.masked_lm_prob = masked_lm_prob if masked_lm_prob is not None else flags.get("masked_lm_prob", 0.15)
+        self.mask_shares = check_mask_shares(mask_shares if mask_shares is not None else
+                                             flags.get("mask_shares", DEFAULT_FLAGS["mask_shares"]))
         self.max_predictions_per_seq = (max_predictions_per_seq if max_predictions_per_seq is not None
                                         else meta.get("max_predictions_per_seq"))
         self.vocab_size = vocab_size if vocab_size is not None else meta.get("vocab_size")
@@ -722,7 +769,7 @@ class BatchIterator:
         if self.masking == "dynamic":
             rng = np.random.default_rng([self.seed, self.epoch, 2, start])
             batch = remask(batch, rng, self.masked_lm_prob, self.max_predictions_per_seq,
-                           self.vocab_size, self.special_ids, self.mask_id)
+                           self.vocab_size, self.special_ids, self.mask_id, self.mask_shares)
         self.position = stop
         return {n: batch[n] for n in FEATURE_NAMES}
 
@@ -759,8 +806,9 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
                            random_seed: int = DEFAULT_FLAGS["random_seed"],
                            do_whole_word_mask: bool = DEFAULT_FLAGS["do_whole_word_mask"],
                            do_lower_case: bool = DEFAULT_FLAGS["do_lower_case"],
+                           mask_shares=DEFAULT_FLAGS["mask_shares"],
                            instances_per_shard: int = 20_000, verbose: bool = True,
-                           tokenizer=None) -> dict:
+                           tokenizer=None, sentence_order: bool = False) -> dict:
     """Corpus files + vocab.txt -> out_dir with .npz shards and meta.json; returns the meta."""
     from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer
 
@@ -770,7 +818,10 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
     flags = {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions_per_seq,
              "masked_lm_prob": masked_lm_prob, "short_seq_prob": short_seq_prob,
              "dupe_factor": dupe_factor, "random_seed": random_seed,
-             "do_whole_word_mask": do_whole_word_mask, "do_lower_case": do_lower_case}
+             "do_whole_word_mask": do_whole_word_mask, "do_lower_case": do_lower_case,
+             "mask_shares": list(check_mask_shares(mask_shares))}
+    if sentence_order:  # recorded only when on, so BERT's data keeps its meta.json
+        flags["sentence_order"] = True  # next_sentence_labels are SOP labels: 1 = A and B swapped
     if verbose and max_predictions_per_seq < num_predictions(max_seq_length, masked_lm_prob, 10**9):
         print(f"note: max_predictions_per_seq={max_predictions_per_seq} caps the "
               f"{num_predictions(max_seq_length, masked_lm_prob, 10**9)} predictions a full "
@@ -780,7 +831,7 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
     instances = create_training_instances(
         [str(p) for p in corpus_files], tokenizer, max_seq_length, dupe_factor, short_seq_prob,
         masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask,
-        progress=_Progress() if verbose else None)
+        progress=_Progress() if verbose else None, mask_shares=mask_shares, sentence_order=sentence_order)
     features = instances_to_features(instances, tokenizer, max_seq_length, max_predictions_per_seq)
     stats = generation_stats(features, tokenizer)
     tokens = vocab_tokens(tokenizer)
@@ -809,6 +860,12 @@ def cli(argv: list[str]) -> int:
     p.add_argument("--dupe-factor", type=int, default=DEFAULT_FLAGS["dupe_factor"])
     p.add_argument("--random-seed", type=int, default=DEFAULT_FLAGS["random_seed"])
     p.add_argument("--do-whole-word-mask", action="store_true")
+    p.add_argument("--mask-shares", default=",".join(f"{x:g}" for x in DEFAULT_FLAGS["mask_shares"]),
+                   help="MASK,SAME,RND: what a token chosen for prediction becomes ([MASK], itself, a "
+                        "random token), as shares summing to 1 (default: BERT's 0.8,0.1,0.1)")
+    p.add_argument("--sentence-order", action="store_true",
+                   help="ALBERT's sentence-order pairs (two consecutive segments of one document, "
+                        "swapped half the time; label 1 = swapped) instead of BERT's NSP pairs")
     p.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
     p.add_argument("--instances-per-shard", type=int, default=20_000,
                    help="instances per .npz shard (about 45 MB each at T=128)")
@@ -819,7 +876,8 @@ def cli(argv: list[str]) -> int:
                                masked_lm_prob=a.masked_lm_prob, short_seq_prob=a.short_seq_prob,
                                dupe_factor=a.dupe_factor, random_seed=a.random_seed,
                                do_whole_word_mask=a.do_whole_word_mask,
-                               do_lower_case=not a.cased, instances_per_shard=a.instances_per_shard)
+                               do_lower_case=not a.cased, instances_per_shard=a.instances_per_shard,
+                               mask_shares=a.mask_shares.split(","), sentence_order=a.sentence_order)
     except (ValueError, OSError) as e:  # bad flags, empty corpus, missing/unreadable files
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -16,6 +16,7 @@ LAYERS = [
     "tokenizer", "wordpiece_trainer", "corpus", "pretraining_data",  # text and pretraining data
     "bert",  # BertForPreTraining: the model with its checkpoints and tokenizer
     "finetune.models", "finetune.frozen",  # the fine-tuning classes; the feature-based tagger
+    "family.albert",  # ALBERT: factorised embedding, one shared block, SOP
     "finetune.metrics", "finetune.readers", "finetune.features", "finetune.tasks",  # task data and scoring
     "finetune.squad_eval", "finetune.squad",
     "gradcheck",  # numerical gradients for layers and the whole model

@@ -120,11 +120,12 @@ def time_step(trainer, data_dir: Path, batch_size: int, passes: int) -> float:
     from minibert.pretraining_data import BatchIterator
 
     probe = BatchIterator(str(data_dir), batch_size, trainer.cfg.seed + 99, masking=trainer.cfg.masking,
-                          vocab=trainer.cfg.vocab).next_batch()
+                          vocab=trainer.cfg.vocab, mask_shares=trainer.cfg.mask_shares).next_batch()
     times = []
     for _ in range(passes):
         t0 = time.perf_counter()
-        _, grads = trainer.model.loss_and_grads(probe, train=trainer._dropout_on(), rng=np.random.default_rng(0))
+        _, grads = trainer.model.loss_and_grads(probe, train=trainer._dropout_on(), rng=np.random.default_rng(0),
+                                                objective=trainer.cfg.objective)
         clip_by_global_norm(grads, trainer.cfg.clip_norm)
         times.append(time.perf_counter() - t0)
     return float(np.median(times[passes // 2:])) * 1.12

@@ -59,12 +59,31 @@ def report(trainer: Trainer) -> None:
     at = trainer.last_eval_step if trainer.last_eval_step is not None else trainer.step
     when = (f"after {at} steps" if at == trainer.step  # Ctrl-C stops without a final evaluation
             else f"at step {at} (the last evaluation; training stopped at step {trainer.step})")
+    objective = trainer.cfg.objective
+    lm = "next-token (LTR)" if objective == "ltr" else "MLM"  # what the mlm_* numbers measure
+    nsp = ("" if objective == "ltr" else
+           f", NSP accuracy {r.nsp_acc:.2%} (IsNext pairs {r.nsp_acc_isnext:.1%}, random-next pairs "
+           f"{r.nsp_acc_random:.1%})" + (", NSP head untrained" if objective == "mlm" else ""))
     print(f"\nheld-out ({r.examples} sequences) {when}, {_fmt_seconds(trainer.elapsed)}: "
-          f"MLM accuracy {r.mlm_acc:.2%}, MLM loss {r.mlm_loss:.3f} (perplexity {_fmt_perplexity(r.perplexity)}), "
-          f"NSP accuracy {r.nsp_acc:.2%} (IsNext pairs {r.nsp_acc_isnext:.1%}, random-next pairs "
-          f"{r.nsp_acc_random:.1%})")
+          f"{lm} accuracy {r.mlm_acc:.2%}, {lm} loss {r.mlm_loss:.3f} (perplexity {_fmt_perplexity(r.perplexity)})"
+          f"{nsp}")
     print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
           f"{run_dir_mod.CHECKPOINTS}/)")
+
+
+def _say_fast_mode_learns_nothing(trainer: Trainer) -> None:
+    """MINIBERT_FAST=1 runs every stage on a slice for a few steps: it checks the plumbing (data,
+    training, evaluation, saving), and its numbers say nothing about what the model can learn."""
+    from minibert.train.curves import baselines
+
+    line = (f"\nMINIBERT_FAST=1 is a plumbing check, not training: {trainer.step} steps on a slice of the "
+            "corpus check that data, training, evaluation and saving work, and the model learns nothing "
+            "in that time.")
+    if trainer.heldout is not None:
+        b = baselines(trainer.heldout, trainer.tokenizer.ids_to_tokens)
+        line += (f" For scale, on these held-out sequences always answering {b.mlm_token!r} gives "
+                 f"{b.mlm_acc:.1%} MLM accuracy and always answering {b.nsp_label} {b.nsp_acc:.1%} NSP accuracy.")
+    print(line + " Run `make train-tiny` without MINIBERT_FAST to train (about 10 minutes).")
 
 
 def _build_parser(prog: str) -> argparse.ArgumentParser:
@@ -150,6 +169,8 @@ def train_tiny_cli(argv: list[str]) -> int:
     except BaseException as e:
         return _exit_code(e)
     report(trainer)
+    if fast:
+        _say_fast_mode_learns_nothing(trainer)
     if trainer.status == "interrupted":
         return 130
     from minibert.inspect import fill_mask

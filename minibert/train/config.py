@@ -11,9 +11,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from minibert.model import BertConfig
+from minibert.model import OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
-from minibert.pretraining_data import DEFAULT_FLAGS
+from minibert.pretraining_data import DEFAULT_FLAGS, check_mask_shares
 
 PRESETS: dict[str, dict[str, Any]] = {
     # the issue's sizes; vocab 8192 comes from the default corpus's vocab.txt
@@ -54,6 +54,13 @@ class TrainConfig:
     heldout_dupe_factor: int = 5  # passes over the held-out documents (different pairs and masks)
     data_seed: int = DEFAULT_FLAGS["random_seed"]  # generator seed (also the held-out set's masking seed)
     masking: str = "dynamic"  # static | dynamic
+    # what a token chosen for prediction becomes: (MASK, SAME, RND) shares of [MASK] / itself /
+    # a random token, in the generator and in dynamic masking (BERT's 80/10/10; the paper's Table 8)
+    mask_shares: tuple = DEFAULT_FLAGS["mask_shares"]
+    # the pretraining loss (model.OBJECTIVES): "mlm_nsp" (BERT), "mlm" (No NSP: MLM loss only,
+    # pooler and NSP head left untrained) or "ltr" (LTR & No NSP: causal attention, next-token
+    # prediction on the unmasked pairs through the MLM head); the paper's Table 5
+    objective: str = "mlm_nsp"
     # sequence-length warm-up, as BERT did it (90% of its steps at length 128, then 512): the first
     # short_seq_fraction of the steps train on sequences of short_seq_length tokens (0 = off), with
     # the batch scaled up so a step holds as many tokens; the rest, and every evaluation, use
@@ -104,6 +111,7 @@ class TrainConfig:
         """JSON-ready, with the model's settings under "model" (run.json)."""
         d = dataclasses.asdict(self)
         d["corpus"], d["heldout"] = list(self.corpus), list(self.heldout)
+        d["mask_shares"] = list(self.mask_shares)
         d["model"] = {k: v for k, v in d["model"].items() if k in MODEL_KEYS}
         return d
 
@@ -125,6 +133,11 @@ class TrainConfig:
         for k in ("corpus", "heldout"):
             if k in d:
                 d[k] = tuple(d[k])
+        if "mask_shares" in d:  # run.json's list -> a tuple of floats (validate() names a bad value)
+            try:
+                d["mask_shares"] = tuple(float(x) for x in d["mask_shares"])
+            except (TypeError, ValueError):
+                pass
         model.pop("vocab_size", None)
         return cls(**d, model=BertConfig(**{**MODEL_DEFAULTS, **model}))
 
@@ -137,6 +150,12 @@ class TrainConfig:
                 raise ValueError(f"{key}={v} must be a finite number")
         if self.masking not in ("static", "dynamic"):
             raise ValueError(f"masking={self.masking!r} must be 'static' or 'dynamic'")
+        check_mask_shares(self.mask_shares)
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective={self.objective!r} is not one of {OBJECTIVES}")
+        if self.objective == "ltr" and self.control_shuffle_labels:
+            raise ValueError("control_shuffle_labels shuffles MLM targets; objective 'ltr' has none "
+                             "(its targets are the next tokens)")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule={self.schedule!r} is not one of {SCHEDULES}")
         for k in ("batch_size", "steps", "max_seq_length", "max_predictions_per_seq", "log_interval",
@@ -225,8 +244,9 @@ def _convert(key: str, raw: str, default: Any) -> Any:
             return int(float(raw)) if "e" in raw.lower() else int(raw)
         if isinstance(default, float):
             return float(raw)
-        if isinstance(default, tuple):
-            return tuple(p for p in raw.split(",") if p)
+        if isinstance(default, (tuple, list)):  # flat() holds the tuples as lists (run.json's form)
+            parts = tuple(p for p in raw.split(",") if p)
+            return tuple(float(p) for p in parts) if default and isinstance(default[0], float) else parts
         return raw
     except ValueError:
         raise ValueError(f"{key}={raw!r} is not a valid {type(default).__name__}") from None

@@ -56,7 +56,7 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
     holds only 82 held-out documents, 240 sequences per pass, too few for a steady NSP accuracy)
     with the fixed seed `data_seed`: its masks are the same in every evaluation and every run.
     """
-    from minibert.pretraining_data import build_pretraining_data, read_meta
+    from minibert.pretraining_data import DEFAULT_FLAGS, build_pretraining_data, read_meta
 
     for f in (*cfg.corpus, *cfg.heldout, cfg.vocab):
         if not Path(f).is_file():
@@ -65,6 +65,8 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
     flags = dict(max_seq_length=cfg.max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
                  masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,
                  random_seed=cfg.data_seed)
+    if tuple(cfg.mask_shares) != DEFAULT_FLAGS["mask_shares"]:  # in the key only when changed, so the
+        flags["mask_shares"] = list(cfg.mask_shares)  # default's cache directories keep their names
 
     def build(files: tuple, dupe: int, kind: str, max_lines: int, **changed) -> Path:
         flags_here = {**flags, **changed}

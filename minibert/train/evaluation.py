@@ -21,16 +21,22 @@ class EvalResult(NamedTuple):
     nsp_acc_random: float  # ... and on the random-next pairs (label 1): where the errors are
 
 
-def evaluate(model: BertForPreTraining, feats: dict[str, np.ndarray], batch_size: int = 64) -> EvalResult:
+def evaluate(model: BertForPreTraining, feats: dict[str, np.ndarray], batch_size: int = 64,
+             objective: str = "mlm_nsp") -> EvalResult:
     """MLM accuracy and loss over every real prediction (weights > 0), perplexity = exp(MLM loss),
     NSP accuracy and loss over every example, and NSP accuracy on each class. Dropout off. Fixed
-    data in, same numbers out."""
+    data in, same numbers out.
+    objective "ltr": the mlm_* numbers are the left-to-right model's next-token accuracy and loss
+    (over every real token with a real successor) and the NSP numbers 0 (it has no NSP). A run
+    with objective "mlm" is evaluated with "mlm_nsp": the same MLM numbers, and the NSP numbers of
+    its untrained NSP head (the chance level, for comparison)."""
     N = feats["input_ids"].shape[0]
     mlm_loss_sum = nsp_loss_sum = 0.0
     mlm_correct = mlm_count = nsp_correct = isnext_correct = isnext_count = 0
     for start in range(0, N, batch_size):
         batch = {k: v[start:start + batch_size] for k, v in feats.items()}
-        _, _, m = model.loss_grads_metrics(batch, train=False, compute_grads=False)
+        _, _, m = model.loss_grads_metrics(batch, train=False, compute_grads=False,
+                                           objective="ltr" if objective == "ltr" else "mlm_nsp")
         mlm_loss_sum += m.mlm_loss * m.mlm_count  # the batch loss is a mean over its predictions
         nsp_loss_sum += m.nsp_loss * m.nsp_count
         mlm_correct += m.mlm_correct

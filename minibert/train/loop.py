@@ -36,10 +36,12 @@ import numpy as np
 from minibert import run_dir as run_dir_mod
 from minibert.bert import BertForPreTraining
 from minibert.checkpoint import write_text_atomic
+from minibert.model import trained_params
+from minibert.pretraining_data import DEFAULT_FLAGS
 from minibert.optim import AdamW
 from minibert.train import calibrate
 from minibert.train.config import TrainConfig
-from minibert.train.curves import plot_curves
+from minibert.train.curves import baselines, plot_curves
 from minibert.train.data import DataDirs, _sha256_file, load_heldout, prepare_data
 from minibert.train.evaluation import EvalResult, _fmt_perplexity, evaluate
 from minibert.train.runs import CURVES_FILE, METRICS_FILE, OPTIM_FILE, RUN_FILE, STATE_FILE, check_run_dir, run_state
@@ -70,17 +72,19 @@ class Trainer:
         # model and optimizer first: their own checks (AdamW's betas, ...) fail in milliseconds,
         # before data generation spends seconds and writes its cache
         self.model = BertForPreTraining(cfg.model_config(len(self.tokenizer)), seed=cfg.seed)
-        self.optimizer = AdamW(self.model.params, lr=cfg.lr, beta1=cfg.beta1, beta2=cfg.beta2,
+        # the parameters the objective trains (all, unless it has no NSP: then not pool.*, nsp.*)
+        trained = {k: self.model.params[k] for k in trained_params(self.model.params, cfg.objective)}
+        self.optimizer = AdamW(trained, lr=cfg.lr, beta1=cfg.beta1, beta2=cfg.beta2,
                                weight_decay=cfg.weight_decay, bias_correction=cfg.bias_correction)
         self.data = data if data is not None else prepare_data(cfg, verbose)
         self.iterator = BatchIterator(str(self.data.train), cfg.batch_size, cfg.seed, masking=cfg.masking,
-                                      vocab=cfg.vocab)
+                                      vocab=cfg.vocab, mask_shares=cfg.mask_shares)
         self.short_iterator = None  # the short phase's batches (sequence-length warm-up)
         if cfg.short_seq_length:
             if self.data.short_train is None:
                 raise ValueError(f"short_seq_length={cfg.short_seq_length} but no short-sequence data was prepared")
             self.short_iterator = BatchIterator(str(self.data.short_train), cfg.short_phase()[1], cfg.seed,
-                                                masking=cfg.masking, vocab=cfg.vocab)
+                                                masking=cfg.masking, vocab=cfg.vocab, mask_shares=cfg.mask_shares)
         self.heldout = load_heldout(self.data.heldout, cfg.vocab, cfg.eval_examples) if self.data.heldout else None
         self.rng = np.random.default_rng([cfg.seed, 1])  # dropout
         self.step = 0
@@ -217,7 +221,7 @@ class Trainer:
             r = training_step(self.model, self.optimizer, batch, self.step, lr=cfg.lr,
                               warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
                               schedule=cfg.schedule, clip_norm=cfg.clip_norm,
-                              rng=self.rng if self._dropout_on() else None)
+                              rng=self.rng if self._dropout_on() else None, objective=cfg.objective)
         except TrainingDiverged as e:
             where = (f"{self.dir} (step {self.last_checkpoint})" if self.last_checkpoint is not None
                      else "none (no checkpoint was written yet)")
@@ -326,13 +330,16 @@ class Trainer:
         if self.heldout is None:
             return None
         t0 = time.perf_counter()
-        r = evaluate(self.model, self.heldout)
+        r = evaluate(self.model, self.heldout, objective=self.cfg.objective)
         self._eval_seconds += time.perf_counter() - t0
         self.last_eval, self.last_eval_step = r, self.step
         self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **r._asdict()})
-        self.say(f"eval step {self.step}: held-out MLM acc {r.mlm_acc:.4f}, MLM loss {r.mlm_loss:.3f} "
-                 f"(perplexity {_fmt_perplexity(r.perplexity)}), NSP acc {r.nsp_acc:.4f} (IsNext {r.nsp_acc_isnext:.3f}, "
-                 f"random-next {r.nsp_acc_random:.3f}) [{r.examples} examples, "
+        lm = "next-token (LTR)" if self.cfg.objective == "ltr" else "MLM"  # what the mlm_* numbers measure
+        nsp = ("" if self.cfg.objective == "ltr" else
+               f", NSP acc {r.nsp_acc:.4f} (IsNext {r.nsp_acc_isnext:.3f}, random-next {r.nsp_acc_random:.3f})"
+               + (" of the untrained NSP head" if self.cfg.objective == "mlm" else ""))
+        self.say(f"eval step {self.step}: held-out {lm} acc {r.mlm_acc:.4f}, {lm} loss {r.mlm_loss:.3f} "
+                 f"(perplexity {_fmt_perplexity(r.perplexity)}){nsp} [{r.examples} examples, "
                  f"{time.perf_counter() - t0:.1f}s]")
         if time.perf_counter() - self._last_plot > 60:  # plotting costs seconds: at most once a minute
             self.write_curves()
@@ -354,8 +361,10 @@ class Trainer:
         eta = (self.total_steps - self.step) * per_step
         if self.cfg.minutes > 0:
             eta = min(eta, max(0.0, self.cfg.minutes * 60 - self.elapsed))
-        self.say(f"step {self.step}/{self.total_steps} | loss {rec['loss']:.3f} | MLM acc {rec['mlm_acc']:.3f} "
-                 f"| NSP acc {rec['nsp_acc']:.2f} | {rec['tokens_per_s']:,.0f} tok/s | lr {rec['lr']:.2e} "
+        lm = "LTR acc" if self.cfg.objective == "ltr" else "MLM acc"  # what mlm_acc measures
+        nsp = f"| NSP acc {rec['nsp_acc']:.2f} " if self.cfg.objective == "mlm_nsp" else ""
+        self.say(f"step {self.step}/{self.total_steps} | loss {rec['loss']:.3f} | {lm} {rec['mlm_acc']:.3f} "
+                 f"{nsp}| {rec['tokens_per_s']:,.0f} tok/s | lr {rec['lr']:.2e} "
                  f"| ETA {_fmt_seconds(eta)}")
 
     # --- Ctrl-C: finish the current step, save, exit 130 -----------------------------------------
@@ -391,7 +400,8 @@ class Trainer:
         if not self.cfg.curves or not path.exists():
             return None
         try:
-            return plot_curves(path, self.dir / CURVES_FILE)
+            base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
+            return plot_curves(path, self.dir / CURVES_FILE, base)
         except OSError as e:
             print(f"warning: could not draw {self.dir / CURVES_FILE}: {e}", file=sys.stderr)
             return None
@@ -423,7 +433,11 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
         trainer.say(f"model: {m.num_parameters:,} parameters ({m.config.num_hidden_layers} layers, hidden "
                     f"{m.config.hidden_size}, {m.config.num_attention_heads} heads, vocab {m.config.vocab_size}); "
                     f"{trainer.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
-                    f"tokens, {cfg.masking} masking, batch {cfg.batch_size}, lr {cfg.lr:g}, warmup "
+                    f"tokens, {cfg.masking} masking"
+                    + ("" if cfg.mask_shares == DEFAULT_FLAGS["mask_shares"] else
+                       f" (MASK/SAME/RND {'/'.join(f'{x:g}' for x in cfg.mask_shares)})")
+                    + ("" if cfg.objective == "mlm_nsp" else f", objective {cfg.objective}")
+                    + f", batch {cfg.batch_size}, lr {cfg.lr:g}, warmup "
                     f"{cfg.warmup_steps}, {trainer.total_steps} steps"
                     + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
         if trainer.short_iterator is not None:

@@ -29,18 +29,27 @@ class StepResult(NamedTuple):
 
 def training_step(model: BertForPreTraining, optimizer: AdamW, batch: dict[str, np.ndarray], step: int, *,
                   lr: float, warmup_steps: int, total_steps: int, schedule: str = "bert",
-                  clip_norm: float = 1.0, rng: np.random.Generator | None = None) -> StepResult:
+                  clip_norm: float = 1.0, rng: np.random.Generator | None = None,
+                  objective: str | None = None) -> StepResult:
     """forward + backward -> clip by global norm -> lr for this step -> AdamW update (in place).
 
     `step` is the global step before this update (the schedule's t). Dropout runs when `rng` is
     given. Raises TrainingDiverged (before touching any parameter) on a NaN/inf loss or gradient.
+    `objective` (a pretraining model's; model.OBJECTIVES) is passed on when given. An objective
+    that trains only some parameters ("mlm", "ltr": not the NSP head) returns grads for those
+    only; the optimizer must then have been built over the same ones (model.trained_params), and
+    only they are updated.
     """
-    loss, grads, metrics = model.loss_grads_metrics(batch, train=rng is not None, rng=rng)
+    if objective is None:
+        loss, grads, metrics = model.loss_grads_metrics(batch, train=rng is not None, rng=rng)
+    else:
+        loss, grads, metrics = model.loss_grads_metrics(batch, train=rng is not None, rng=rng, objective=objective)
     grads, norm = clip_by_global_norm(grads, clip_norm)
     if not (math.isfinite(loss) and math.isfinite(norm)):
         raise TrainingDiverged(f"loss is {loss} (gradient norm {norm}) at step {step}")
     step_lr = lr_at(step, lr, warmup_steps, total_steps, schedule)
-    optimizer.step(model.params, grads, step_lr)
+    params = model.params if grads.keys() == model.params.keys() else {k: model.params[k] for k in grads}
+    optimizer.step(params, grads, step_lr)
     return StepResult(float(loss), metrics, norm, step_lr)
 
 
