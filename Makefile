@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-dev
 INTEROP_STAMP := $(VENV)/.installed-interop
 export MPLBACKEND := Agg
 
-.PHONY: help venv test test-interop data train-tiny bench lessons gradcheck clean
+.PHONY: help venv test test-interop data train-tiny bench lessons notebooks gradcheck clean
 
 help:
 	@echo "make train-tiny    build corpus + vocab, pretrain a tiny BERT, evaluate, save (python -m minibert train-tiny)"
@@ -16,6 +16,7 @@ help:
 	@echo "make data          build the default corpus and vocabulary (python -m minibert corpus)"
 	@echo "make bench         benchmarks: kernels, training step, tokenizer, data (python -m minibert bench)"
 	@echo "make lessons       run every lesson top to bottom (python -m minibert lessons)"
+	@echo "make notebooks     write lessons/NN_*.ipynb from the lessons (python -m minibert notebooks)"
 	@echo "make gradcheck     print the full gradient-check table (python -m minibert gradcheck)"
 
 $(STAMP): pyproject.toml
@@ -49,8 +50,11 @@ bench: $(STAMP)
 lessons: $(STAMP)
 	$(PYTHON) -m minibert lessons
 
+notebooks: $(STAMP)
+	$(PYTHON) -m minibert notebooks
+
 gradcheck: $(STAMP)
 	$(PYTHON) -m minibert gradcheck
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis lessons/out
+	rm -rf $(VENV) .pytest_cache .hypothesis lessons/out lessons/*.ipynb

@@ -17,20 +17,13 @@
 # Shapes: `x` is an array of any shape; here `(N, D) = (3, 4)`.
 
 # %%
-import os
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")  # save pictures to files, never open a window
 import matplotlib.pyplot as plt
 import numpy as np
 
+import course  # lessons/course.py: where pictures go, how exercises are graded
+from course import Exercises, show
 from minibert import gradcheck
 
-FAST = os.environ.get("MINIBERT_FAST") == "1"  # CI sets this; this lesson is fast either way
-OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"
-OUT.mkdir(exist_ok=True)
 rng = np.random.default_rng(0)
 N, D = 3, 4
 
@@ -112,7 +105,8 @@ assert check and check.max_rel < 1e-7, check
 # ## Why centered differences, and why float64
 # Sweep `h`. Too large: the Taylor error dominates. Too small: floating-point rounding
 # dominates (we subtract two nearly equal numbers). The centered difference has a much wider
-# good region. The picture is saved to `lessons/out/00_error_vs_h.png`.
+# good region. The picture is saved to `lessons/out/00_error_vs_h.png` (and shown here in a
+# notebook).
 
 # %%
 exponents = list(range(-1, -11, -1))  # h = 10**e for e = -1 ... -10
@@ -135,8 +129,7 @@ ax.set_xlabel("h")
 ax.set_ylabel("max |numeric - analytic|")
 ax.legend()
 fig.tight_layout()
-fig.savefig(OUT / "00_error_vs_h.png")
-plt.close(fig)
+show(fig, "00_error_vs_h.png")
 i5 = exponents.index(-5)  # by construction: list(hs).index(1e-5) fails on CPUs whose pow is 1 ulp off
 print(f"h=1e-5: centered error {err_centered[i5]:.1e}, one-sided error {err_forward[i5]:.1e}")
 assert err_centered[i5] < 1e-9 and err_forward[i5] > 100 * err_centered[i5]
@@ -175,48 +168,65 @@ assert not gradcheck.compare("buggy, random dout (bug caught)", buggy_backward(d
 # per entry), so `gradcheck.sampled_indices` picks a few entries of each tensor instead.
 
 # %% [markdown]
-# ## Try it yourself
-# Edit the functions below, then re-run the file. Each ships with a working answer; replace the
-# body with your own and the asserts tell you whether you got it right.
+# ## Exercises
+# Your turn. Each function below is a stub: replace its `raise NotImplementedError(...)` with
+# your code and re-run the file (or the cell and the one after it). The next cell grades each
+# function with `gradcheck.compare` and says which check failed and by how much. While a function
+# is still the stub, the lesson says so and goes on with the reference solution from
+# `lessons/solutions/00_numerical_gradients.py`; look there only when you are done.
 #
-# 1. `my_numerical_grad`: the centered difference of `sum(f() * dout)`, entry by entry.
-#    Remember to restore `x[i]` after nudging it.
-# 2. `my_rel_error`: CS231n's `max |a - n| / max(|a| + |n|, 1e-12)`; it must equal `Check.max_rel`.
-# 3. `my_silu_backward`: the gradient of SiLU, `f(x) = x * sigmoid(x)`, with `s = sigmoid(x)`.
+# 1. `my_numerical_grad(f, x, dout, h)`: the centered difference of `sum(f() * dout)`, entry by
+#    entry (`np.ndindex(*x.shape)` walks every index). `f` takes no arguments and reads `x`,
+#    which you change in place: restore `x[i]` after nudging it.
+# 2. `my_rel_error(a, n)`: CS231n's `max |a - n| / max(|a| + |n|, 1e-12)`, the `max_rel` column.
+# 3. `my_silu_backward(dout, x)`: the gradient of SiLU, `f(x) = x * sigmoid(x)`. With
+#    `s = sigmoid(x)`, `ds/dx = s (1 - s)`; do not forget `dout`.
 
 # %%
 def my_numerical_grad(f, x, dout, h=1e-5):
-    grad = np.zeros_like(x)
-    for i in np.ndindex(*x.shape):  # replace this loop with your own
-        old = x[i]
-        x[i] = old + h
-        plus = np.sum(f() * dout)
-        x[i] = old - h
-        minus = np.sum(f() * dout)
-        x[i] = old
-        grad[i] = (plus - minus) / (2 * h)
-    return grad
+    """(same shape as x) d sum(f() * dout) / dx by centered differences; x is restored."""
+    raise NotImplementedError("exercise 1: write the centered difference")  # your code here
 
 
 def my_rel_error(a, n):
-    return np.max(np.abs(a - n) / np.maximum(np.abs(a) + np.abs(n), 1e-12))  # replace this line
+    """() the largest |a - n| / max(|a| + |n|, 1e-12) over all entries."""
+    raise NotImplementedError("exercise 2: write CS231n's relative error")  # your code here
 
 
 def my_silu_backward(dout, x):
-    s = 1 / (1 + np.exp(-x))  # (N, D)
-    return dout * (s + x * s * (1 - s))  # replace this line: d/dx [x s(x)] = s + x s (1 - s)
+    """(same shape as x) dL/dx for out = x * sigmoid(x), given dout = dL/dout."""
+    raise NotImplementedError("exercise 3: write SiLU's backward")  # your code here
 
 
 # %%
-x_before = x.copy()
-mine = my_numerical_grad(lambda: f(x), x, dout)
-assert np.array_equal(x, x_before), "my_numerical_grad must restore x"
-assert gradcheck.compare("exercise 1: my_numerical_grad", mine, num_dx)
-c = gradcheck.compare("exercise 2: (row for my_rel_error)", dx_fused, num_dx, verbose=False)
-assert np.isclose(my_rel_error(dx_fused, num_dx), c.max_rel), "exercise 2: my_rel_error"
-silu = lambda: x / (1 + np.exp(-x))  # noqa: E731
-assert gradcheck.compare("exercise 3: my_silu_backward", my_silu_backward(dout, x),
-                         gradcheck.numerical_grad(silu, x, dout))
+ex = Exercises("00_numerical_gradients")
+
+
+def check_numerical_grad(fn):
+    x_before = x.copy()
+    mine = fn(lambda: f(x), x, dout)
+    return [course.true("x is restored afterwards", np.array_equal(x, x_before),
+                        hint="x changed: put x[i] back after the two nudges"),
+            course.close("equals gradcheck.numerical_grad", mine, num_dx)]
+
+
+def check_rel_error(fn):
+    reference = gradcheck.compare("row", dx_fused, num_dx, verbose=False).max_rel
+    wrong = dx_fused + 1e-3 * rng.standard_normal(dx_fused.shape)  # (N, D) a gradient with errors
+    return [course.close("equals Check.max_rel (correct gradient)", fn(dx_fused, num_dx), reference, rtol=1e-9),
+            course.close("equals Check.max_rel (gradient with errors)", fn(wrong, num_dx),
+                         gradcheck.compare("row", wrong, num_dx, verbose=False).max_rel, rtol=1e-9)]
+
+
+def check_silu_backward(fn):
+    silu = lambda: x / (1 + np.exp(-x))  # noqa: E731
+    return [course.close("dx vs numerical gradient", fn(dout, x),
+                         gradcheck.numerical_grad(silu, x, dout))]
+
+
+my_numerical_grad = ex.grade(1, my_numerical_grad, check_numerical_grad)
+my_rel_error = ex.grade(2, my_rel_error, check_rel_error)
+my_silu_backward = ex.grade(3, my_silu_backward, check_silu_backward)
 
 # %% [markdown]
 # ## Recap

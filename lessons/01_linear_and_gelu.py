@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+import course  # lessons/course.py: where pictures go, how exercises are graded
 from minibert import gradcheck, layers
 
 rng = np.random.default_rng(1)
@@ -153,50 +154,71 @@ assert gradcheck.compare("gelu: dx fused vs layers.gelu_backward", dx_fused, lay
 #   block, so keeping one array instead of three matters.
 
 # %% [markdown]
-# ## Try it yourself
-# Each function ships with a working answer. Replace the body with your own and re-run.
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run. The cell after the
+# stubs grades them against `minibert.layers` and numerical gradients, and names the check that
+# failed and by how much. A stub left as it is makes the lesson go on with the reference solution
+# from `lessons/solutions/01_linear_and_gelu.py` (look there when you are done).
 #
-# 1. `my_linear_backward(dout, x, w)`: return `(dx, dw, db)` for any number of leading axes.
+# 1. `my_linear_backward(dout, x, w)`: return `(dx, dw, db)` for any number of leading axes
+#    (`x` may be `(B, T, C_in)` or `(N, C_in)`): flatten the leading axes for `dw` and `db`.
 # 2. `my_gelu_tanh_backward(dout, x)`: the tanh approximation
-#    `0.5 x (1 + tanh(u))`, `u = sqrt(2/pi) (x + 0.044715 x^3)`. Hint: `d tanh(u) = 1 - tanh(u)^2`.
-# 3. `my_gelu_max_gap()`: how far apart are exact and tanh GELU at most on [-6, 6]? (About 5e-4:
-#    that is why a checkpoint must say which one it used.)
+#    `0.5 x (1 + tanh(u))`, `u = sqrt(2/pi) (x + 0.044715 x^3)`. Hint: `d tanh(u) = 1 - tanh(u)^2`,
+#    and `x` appears twice (product rule).
+# 3. `my_gelu_max_gap()`: the largest `|gelu_exact(x) - gelu_tanh(x)|` over `x` in [-6, 6] (use a
+#    fine grid, `layers.gelu_forward(x)` and `layers.gelu_forward(x, approximate="tanh")`). It is
+#    small but not zero, which is why a checkpoint's config must say which GELU it used.
 
 # %%
 def my_linear_backward(dout, x, w):
-    c_in, c_out = w.shape
-    dx = dout @ w.T  # (..., C_in)  replace these three lines with your own
-    dw = x.reshape(-1, c_in).T @ dout.reshape(-1, c_out)  # (C_in, C_out)
-    db = dout.reshape(-1, c_out).sum(axis=0)  # (C_out,)
-    return dx, dw, db
+    """dout (..., C_out), x (..., C_in), w (C_in, C_out) -> dx (..., C_in), dw (C_in, C_out), db (C_out,)"""
+    raise NotImplementedError("exercise 1: write the linear layer's backward")  # your code here
 
 
 def my_gelu_tanh_backward(dout, x):
-    k = math.sqrt(2 / math.pi)  # replace the lines below with your own
-    t = np.tanh(k * (x + 0.044715 * x**3))  # (...)
-    return dout * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x))  # (...)
+    """(same shape as x) dL/dx for out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))"""
+    raise NotImplementedError("exercise 2: write the tanh GELU's backward")  # your code here
 
 
 def my_gelu_max_gap():
-    grid = np.linspace(-6, 6, 2001)  # replace with your own
-    return np.abs(layers.gelu_forward(grid)[0] - layers.gelu_forward(grid, approximate="tanh")[0]).max()
+    """() max |gelu_exact(x) - gelu_tanh(x)| for x in [-6, 6]"""
+    raise NotImplementedError("exercise 3: measure the gap between the two GELUs")  # your code here
 
 
 # %%
+ex = course.Exercises("01_linear_and_gelu")
 x = rng.standard_normal((B, T, C_in))  # (B, T, C_in)
 w = rng.standard_normal((C_in, C_out))  # (C_in, C_out)
 b = rng.standard_normal(C_out)  # (C_out,)
 dout = rng.standard_normal((B, T, C_out))  # (B, T, C_out)
-for name, mine, lib in zip(("dx", "dw", "db"), my_linear_backward(dout, x, w),
-                           layers.linear_backward(dout, layers.linear_forward(x, w, b)[1])):
-    assert gradcheck.compare(f"exercise 1: {name}", mine, lib)
 xg = rng.standard_normal((4, 6)) * 2  # (4, 6)
 dg = rng.standard_normal(xg.shape)  # (4, 6)
-num = gradcheck.numerical_grad(lambda: layers.gelu_forward(xg, approximate="tanh")[0], xg, dg)
-assert gradcheck.compare("exercise 2: gelu tanh backward", my_gelu_tanh_backward(dg, xg), num)
-gap = my_gelu_max_gap()
-print(f"exercise 3: max |gelu_exact - gelu_tanh| on [-6, 6] = {gap:.2e}")
-assert 1e-4 < gap < 1e-3
+
+
+def check_linear_backward(fn):
+    lib = layers.linear_backward(dout, layers.linear_forward(x, w, b)[1])  # dx, dw, db
+    mine = fn(dout, x, w)
+    flat = fn(dout.reshape(-1, C_out), x.reshape(-1, C_in), w)  # the same tokens as (N, C_in)
+    return [course.close(f"{name} vs layers.linear_backward", m, r)
+            for name, m, r in zip(("dx", "dw", "db"), mine, lib)] + [
+        course.close("dw with (N, C_in) inputs", flat[1], lib[1])]
+
+
+def check_gelu_tanh_backward(fn):
+    num = gradcheck.numerical_grad(lambda: layers.gelu_forward(xg, approximate="tanh")[0], xg, dg)
+    return [course.close("dx vs numerical gradient", fn(dg, xg), num)]
+
+
+def check_gelu_max_gap(fn):
+    grid = np.linspace(-6, 6, 200_001)  # (200001,) fine enough to find the maximum to 4 digits
+    gap = np.abs(layers.gelu_forward(grid)[0] - layers.gelu_forward(grid, approximate="tanh")[0]).max()
+    return [course.close("max gap on [-6, 6] (within 1%)", fn(), gap, rtol=0.01, atol=0.0)]
+
+
+my_linear_backward = ex.grade(1, my_linear_backward, check_linear_backward)
+my_gelu_tanh_backward = ex.grade(2, my_gelu_tanh_backward, check_gelu_tanh_backward)
+my_gelu_max_gap = ex.grade(3, my_gelu_max_gap, check_gelu_max_gap)
+print(f"max |gelu_exact - gelu_tanh| on [-6, 6] = {my_gelu_max_gap():.2e}")
 
 # %% [markdown]
 # ## Recap

@@ -17,6 +17,7 @@
 # %%
 import numpy as np
 
+import course  # lessons/course.py: where pictures go, how exercises are graded
 from minibert import gradcheck, layers
 
 rng = np.random.default_rng(2)
@@ -141,38 +142,68 @@ assert not gradcheck.compare("buggy, random w (bug caught)", buggy_dx(dout, norm
 #   training it is smaller than rounding, as in the original BERT.
 
 # %% [markdown]
-# ## Try it yourself
-# 1. `my_layernorm_backward(dout, norm, w, rstd)`: return `(dx, dw, db)` using the fused formula.
-# 2. `my_rmsnorm_backward(dout, x, w)`: RMSNorm (used by newer models) skips the mean:
-#    `out = w * x / sqrt(mean(x^2) + eps)`. Derive its backward the same way.
-# 3. `my_layernorm_no_affine_grad_sum(dout, norm, rstd)`: show that the gradient of a LayerNorm
-#    with `w = 1, b = 0` sums to zero over each row (shifting all inputs of a row changes nothing).
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions and names the check that failed and by how much. A stub left as it
+# is makes the lesson go on with the reference solution (`lessons/solutions/02_layernorm.py`).
+#
+# 1. `my_layernorm_backward(dout, norm, w, rstd)`: return `(dx, dw, db)` with the fused formula.
+# 2. `my_rmsnorm_backward(dout, x, w)`: RMSNorm (used by newer models such as LLaMA) skips the
+#    mean: `out = w * x * r` with `r = 1 / sqrt(mean(x^2) + eps)`. Derive `dx` the same way
+#    (it has two terms, not three: there is no mean to undo).
+# 3. `my_dx_without_mean_term(dout, norm, w, rstd)`: the fused formula with the `- mean(g)`
+#    term left out, the gradient you get if you forget that the mean depends on `x`. The true
+#    `dx` sums to zero over the `C` features of every token, for **every** `w` and `dout` (not
+#    only at `w = 1`): adding the same number to all inputs of a row leaves `norm`, hence the
+#    output, unchanged, so the gradient has no component along `(1, ..., 1)`. In the formula, the
+#    sum of `g - mean(g)` is 0, and so is the sum of `norm`. Without the mean term the rows no
+#    longer sum to zero: the check below prints both, with this lesson's random `w`.
 
 # %%
 def my_layernorm_backward(dout, norm, w, rstd):
-    return layers.layernorm_backward(dout, layers.LayerNormCache(norm, w, rstd))  # replace this line
+    """dout, norm (B, T, C); w (C,); rstd (B, T, 1) -> dx (B, T, C), dw (C,), db (C,)"""
+    raise NotImplementedError("exercise 1: write the fused LayerNorm backward")  # your code here
 
 
-def my_rmsnorm_backward(dout, x, w):
-    r = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)  # (B, T, 1)  replace these lines
-    n = x * r  # (B, T, C)
-    g = dout * w  # (B, T, C)
-    return r * (g - n * (g * n).mean(-1, keepdims=True))  # (B, T, C)
+def my_rmsnorm_backward(dout, x, w, eps=1e-12):
+    """dout, x (B, T, C); w (C,) -> dx (B, T, C) for out = w * x / sqrt(mean(x^2) + eps)"""
+    raise NotImplementedError("exercise 2: derive RMSNorm's backward")  # your code here
 
 
-def my_layernorm_no_affine_grad_sum(dout, norm, rstd):
-    g = dout  # w = 1  (replace these lines)
-    dx = rstd * (g - g.mean(-1, keepdims=True) - norm * (g * norm).mean(-1, keepdims=True))  # (B, T, C)
-    return dx.sum(axis=-1)  # (B, T)
+def my_dx_without_mean_term(dout, norm, w, rstd):
+    """-> (B, T, C): rstd * (g - norm * mean(g * norm)), g = dout * w (the mean term left out)"""
+    raise NotImplementedError("exercise 3: write the formula without its mean term")  # your code here
 
 
 # %%
-for name, mine, lib in zip(("dx", "dw", "db"), my_layernorm_backward(dout, norm, w, rstd), (dx_lib, dw_lib, db_lib)):
-    assert gradcheck.compare(f"exercise 1: {name}", mine, lib)
-rms = lambda: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w  # noqa: E731
-assert gradcheck.compare("exercise 2: rmsnorm dx", my_rmsnorm_backward(dout, x, w),
-                         gradcheck.numerical_grad(rms, x, dout))
-assert np.allclose(my_layernorm_no_affine_grad_sum(dout, norm, rstd), 0, atol=1e-10), "exercise 3"
+ex = course.Exercises("02_layernorm")
+
+
+def check_layernorm_backward(fn):
+    return [course.close(f"{name} vs layers.layernorm_backward", m, r)
+            for name, m, r in zip(("dx", "dw", "db"), fn(dout, norm, w, rstd), (dx_lib, dw_lib, db_lib))]
+
+
+def check_rmsnorm_backward(fn):
+    rms = lambda: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w  # noqa: E731
+    return [course.close("dx vs numerical gradient", fn(dout, x, w, eps),
+                         gradcheck.numerical_grad(rms, x, dout))]
+
+
+def check_dx_without_mean_term(fn):
+    g = dout * w  # (B, T, C)
+    expected = rstd * (g - norm * (g * norm).mean(-1, keepdims=True))  # (B, T, C)
+    return [course.close("dx without the mean term", fn(dout, norm, w, rstd), expected)]
+
+
+my_layernorm_backward = ex.grade(1, my_layernorm_backward, check_layernorm_backward)
+my_rmsnorm_backward = ex.grade(2, my_rmsnorm_backward, check_rmsnorm_backward)
+my_dx_without_mean_term = ex.grade(3, my_dx_without_mean_term, check_dx_without_mean_term)
+sums_true = np.abs(dx_lib.sum(axis=-1)).max()  # largest |row sum| of the true dx
+sums_no_mean = np.abs(my_dx_without_mean_term(dout, norm, w, rstd).sum(axis=-1)).max()
+print(f"w = {w.round(2)} (random, not ones)")
+print(f"largest |sum over C of dx|: true dx {sums_true:.1e}, without the mean term {sums_no_mean:.1e}")
+assert sums_true < 1e-12 and sums_no_mean > 1e-3
 
 # %% [markdown]
 # ## Recap

@@ -17,20 +17,14 @@
 
 # %%
 import math
-import os
-from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+import course  # lessons/course.py: where pictures go, how exercises are graded
+from course import show
 from minibert import gradcheck, layers
 
-OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"
-OUT.mkdir(exist_ok=True)
-FAST = os.environ.get("MINIBERT_FAST") == "1"
 rng = np.random.default_rng(3)
 B, T, K = 2, 4, 6
 IGNORE = -100  # minibert's ignore_index (the Hugging Face convention)
@@ -176,8 +170,7 @@ for ax, tau in zip(axes, taus):
     ax.set_xticks(range(K))
 axes[0].set_ylabel("probability")
 fig.tight_layout()
-fig.savefig(OUT / "03_softmax_temperature.png")
-plt.close(fig)
+show(fig, "03_softmax_temperature.png")
 assert all(a < b for a, b in zip(entropies, entropies[1:])) and entropies[-1] < math.log(K)
 
 # %% [markdown]
@@ -188,39 +181,74 @@ assert all(a < b for a, b in zip(entropies, entropies[1:])) and entropies[-1] < 
 # the masked positions (lesson 10), not at all `T` positions.
 
 # %% [markdown]
-# ## Try it yourself
-# 1. `my_cross_entropy_backward(dloss, probs, t0, weight)`: the fused gradient `(N, K)`.
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions and names the check that failed and by how much. A stub left as it
+# is makes the lesson go on with the reference solution
+# (`lessons/solutions/03_softmax_cross_entropy.py`).
+#
+# 1. `my_cross_entropy_backward(dloss, probs, t0, weight)`: the fused gradient `(N, K)`, with
+#    `probs` `(N, K)`, the targets `t0` `(N,)` and the per-row weights `weight` `(N,)`.
 # 2. `my_softmax_with_temperature(z, tau)`: a numerically stable softmax of `z / tau` over the
-#    last axis. Very small `tau` should put almost all probability on the largest logit.
-# 3. `my_masked_mean(values, valid)`: the mean over `valid` entries that returns 0 (not NaN)
+#    last axis. A very small `tau` puts almost all the probability on the largest logit, and
+#    logits of 1000 must not overflow.
+# 3. `my_masked_mean(values, valid)`: the mean over the `valid` entries that returns 0 (not NaN)
 #    when nothing is valid, as `cross_entropy_forward` does for a batch with no predictions.
 
 # %%
 def my_cross_entropy_backward(dloss, probs, t0, weight):
-    d = probs.copy()  # (N, K)  replace these lines with your own
-    d[np.arange(len(t0)), t0] -= 1.0
-    return d * (weight * dloss)[:, None]  # (N, K)
+    """probs (N, K), t0 (N,), weight (N,) -> dz (N, K)"""
+    raise NotImplementedError("exercise 1: write the fused gradient")  # your code here
 
 
 def my_softmax_with_temperature(z, tau):
-    u = z / tau  # (..., K)  replace these lines with your own
+    """z (..., K), tau > 0 -> probabilities (..., K) of softmax(z / tau)"""
+    raise NotImplementedError("exercise 2: write a stable softmax with a temperature")  # your code here
+
+
+def my_masked_mean(values, valid):
+    """values (N,), valid (N,) bool -> () the mean over valid entries, 0.0 if there are none"""
+    raise NotImplementedError("exercise 3: write the masked mean")  # your code here
+
+
+# %%
+ex = course.Exercises("03_softmax_cross_entropy")
+
+
+def check_cross_entropy_backward(fn):
+    return [course.close("dz vs numerical gradient", fn(dloss, probs, t0, weight), num_dz),
+            course.close("dz with dloss = 2.5", fn(2.5, probs, t0, weight), 2.5 * num_dz)]
+
+
+def check_softmax_with_temperature(fn):
+    p_cold = fn(zrow, 0.01)  # (K,)
+    huge = fn(np.array([1000.0, 999.0, 0.0]), 1.0)  # (3,) exp(1000) overflows float64
+    e_huge = np.exp([0.0, -1.0, -1000.0])  # (3,)
+    return [course.close("tau = 1 gives this lesson's probs", fn(z, 1.0), probs),
+            course.close("tau = 2 equals softmax(z / 2)", fn(z, 2.0), my_softmax_reference(z / 2.0)),
+            course.close("sums to 1 (tau = 0.01)", p_cold.sum(), 1.0),
+            course.true("tau = 0.01 puts > 0.99 on the largest logit", p_cold[0] > 0.99,
+                        f"p[largest] = {p_cold[0]:.4f}"),
+            course.close("logits of 1000 do not overflow", huge, e_huge / e_huge.sum())]
+
+
+def my_softmax_reference(u):
     e = np.exp(u - u.max(axis=-1, keepdims=True))  # (..., K)
     return e / e.sum(axis=-1, keepdims=True)  # (..., K)
 
 
-def my_masked_mean(values, valid):
-    return (values * valid).sum() / max(int(valid.sum()), 1)  # replace this line
+def check_masked_mean(fn):
+    return [course.close("no valid entries gives 0.0", fn(np.ones(5), np.zeros(5, bool)), 0.0),
+            course.close("mean of -log p_t over predictions = loss", fn(-logp_t, valid), loss),
+            course.close("[1, 2, 3, 4] with the last two valid", fn(np.array([1.0, 2.0, 3.0, 4.0]),
+                                                                    np.array([False, False, True, True])), 3.5)]
 
 
-# %%
-assert gradcheck.compare("exercise 1", my_cross_entropy_backward(dloss, probs, t0, weight), num_dz)
-p_cold = my_softmax_with_temperature(zrow, 0.01)  # (K,)
-assert np.isclose(p_cold.sum(), 1) and p_cold[0] > 0.99, "exercise 2"
-assert np.allclose(my_softmax_with_temperature(z, 1.0), probs), "exercise 2"
-assert my_masked_mean(np.ones(5), np.zeros(5, bool)) == 0.0, "exercise 3: no valid entries"
-assert np.isclose(my_masked_mean(-logp_t, valid), loss), "exercise 3"
+my_cross_entropy_backward = ex.grade(1, my_cross_entropy_backward, check_cross_entropy_backward)
+my_softmax_with_temperature = ex.grade(2, my_softmax_with_temperature, check_softmax_with_temperature)
+my_masked_mean = ex.grade(3, my_masked_mean, check_masked_mean)
 all_ignored = np.full((B, T), IGNORE)  # (B, T)
-assert layers.cross_entropy_forward(logits, all_ignored, IGNORE)[0] == 0.0
+assert layers.cross_entropy_forward(logits, all_ignored, IGNORE)[0] == 0.0  # what exercise 3 mimics
 
 # %% [markdown]
 # ## Recap

@@ -7,7 +7,8 @@
 #
 # **Finish line.** A backward that scatters gradients back into the three tables, equal to the
 # numerical gradient and to `minibert.layers.embedding_backward`, including token ids that
-# repeat. You will also watch the most common embedding bug (`dW[ids] += dout`) fail the check.
+# repeat. You will also watch the most common embedding bug (`dW[ids] += dout`) fail the check,
+# and draw BERT's input representation (the paper's Figure 2) from real tensors.
 
 # %% [markdown]
 # ## Setup
@@ -17,8 +18,11 @@
 # its `[SEP]`, segment id 1 marks B and its `[SEP]`.
 
 # %%
+import matplotlib.pyplot as plt
 import numpy as np
 
+import course  # lessons/course.py: where pictures go, how exercises are graded
+from course import show
 from minibert import gradcheck, layers
 
 rng = np.random.default_rng(4)
@@ -54,6 +58,46 @@ out = tok + seg + pos  # (B, T, C) pos is broadcast over B
 out_lib, cache = layers.embedding_forward(input_ids, segment_ids, tok_emb, seg_emb, pos_emb)
 assert np.array_equal(out, out_lib)
 dout = rng.standard_normal(out.shape)  # (B, T, C)
+
+# %% [markdown]
+# ## Picture: BERT's input representation (the paper's Figure 2)
+# The paper draws its input as three rows of embeddings added position by position. Here is the
+# same picture from real tensors: the paper's example pair, a small vocabulary of its tokens,
+# random tables with `C = 12`, and `layers.embedding_forward`. Each column is one position's
+# `(C,)` vector, colour = value. The token row changes with every token (`dog` and `he` differ),
+# the segment row has only two different columns (`E_A` up to the first `[SEP]`, `E_B` after),
+# the position row has a different column at every position, and the bottom row is their sum,
+# what LayerNorm receives. Saved as `lessons/out/04_input_representation.png`.
+
+# %%
+pair = ["[CLS]", "my", "dog", "is", "cute", "[SEP]", "he", "likes", "play", "##ing", "[SEP]"]
+pic_vocab = {tok: i for i, tok in enumerate(dict.fromkeys(["[PAD]", "[UNK]", *pair]))}  # token -> id
+pic_ids = np.array([[pic_vocab[tok] for tok in pair]])  # (1, 11)
+first_sep = pair.index("[SEP]")  # the string "[SEP]" in a list of strings
+pic_segs = np.array([[0] * (first_sep + 1) + [1] * (len(pair) - first_sep - 1)])  # (1, 11)
+pic_rng = np.random.default_rng(42)
+C_pic = 12
+pic_tok = pic_rng.standard_normal((len(pic_vocab), C_pic))  # (V_pic, C_pic)
+pic_seg = pic_rng.standard_normal((2, C_pic))  # (2, C_pic)
+pic_pos = pic_rng.standard_normal((16, C_pic))  # (16, C_pic)
+pic_sum, _ = layers.embedding_forward(pic_ids, pic_segs, pic_tok, pic_seg, pic_pos)  # (1, 11, C_pic)
+rows = [("token embeddings", pic_tok[pic_ids[0]], [f"E_{t}" for t in pair]),
+        ("segment embeddings", pic_seg[pic_segs[0]], [f"E_{'AB'[s]}" for s in pic_segs[0]]),
+        ("position embeddings", pic_pos[:len(pair)], [f"E_{t}" for t in range(len(pair))]),
+        ("sum (to LayerNorm)", pic_sum[0], ["" for _ in pair])]
+assert np.allclose(rows[0][1] + rows[1][1] + rows[2][1], rows[3][1])
+lim = np.abs(pic_sum).max()
+fig, axes = plt.subplots(len(rows), 1, figsize=(11, 7.5), sharex=True, layout="constrained")
+for ax, (title, vectors, labels), sign in zip(axes, rows, ["", "+", "+", "="]):
+    im = ax.imshow(vectors.T, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")  # (C_pic, 11)
+    ax.set_yticks([])
+    ax.set_ylabel(f"{sign}   " + title.replace(" ", "\n", 1), rotation=0, ha="right", va="center", fontsize=9)
+    for t, label in enumerate(labels):
+        ax.text(t, -0.8, label, ha="center", va="bottom", fontsize=7)
+axes[0].set_title("input: " + " ".join(pair), pad=18)
+axes[-1].set_xticks(range(len(pair)), pair)
+fig.colorbar(im, ax=axes, shrink=0.6, label="value")
+show(fig, "04_input_representation.png")
 
 # %% [markdown]
 # ## Backward, line by line
@@ -105,16 +149,23 @@ for name, mine, lib in (("dtok_emb", dtok, dtok_lib), ("dseg_emb", dseg, dseg_li
 
 # %% [markdown]
 # ## Out-of-range ids fail loudly
-# NumPy would silently wrap a negative id around to the end of the table. minibert checks ids
-# and raises an error that names the bad value and the limit.
+# Plain NumPy indexing accepts a negative id without a word: `tok_emb[-1]` is the *last* row, so
+# a bug that produces id -1 would quietly read, and train, the embedding of another token. An id
+# of `V` or more is an `IndexError` in NumPy already, but one that does not say which input held
+# it. minibert checks both before the lookup and raises a `ValueError` that names the input, the
+# bad value and the limit.
 
 # %%
-try:
-    layers.embedding_forward(np.array([[0, V]]), np.zeros((1, 2), int), tok_emb, seg_emb, pos_emb)
-    raise AssertionError("an id equal to V should be rejected")
-except ValueError as err:
-    print("ValueError:", err)
-    assert str(V) in str(err)
+wrapped = tok_emb[np.array([[0, -1]])]  # (1, 2, C) NumPy: no error
+print("NumPy: tok_emb[-1] is row", V - 1, "->", np.array_equal(wrapped[0, 1], tok_emb[V - 1]))
+assert np.array_equal(wrapped[0, 1], tok_emb[V - 1])
+for bad in (-1, V):
+    try:
+        layers.embedding_forward(np.array([[0, bad]]), np.zeros((1, 2), int), tok_emb, seg_emb, pos_emb)
+        raise AssertionError(f"id {bad} should be rejected")
+    except ValueError as err:
+        print(f"minibert, id {bad}: ValueError: {err}")
+        assert str(bad) in str(err) and str(V) in str(err)
 
 # %% [markdown]
 # ## Discussion
@@ -126,38 +177,51 @@ except ValueError as err:
 #   so its gradient will be this scatter **plus** the decoder's contribution.
 
 # %% [markdown]
-# ## Try it yourself
-# 1. `my_embedding_backward(dout, ids, V)`: the token-table gradient, using `np.add.at`.
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions and names the check that failed and by how much. A stub left as it
+# is makes the lesson go on with the reference solution (`lessons/solutions/04_embedding_sum.py`).
+#
+# 1. `my_embedding_backward(dout, ids, V)`: the token-table gradient `(V, C)`, using `np.add.at`.
 # 2. `my_onehot_backward(dout, ids, V)`: the same gradient as a matrix product,
 #    `onehot(ids).T @ dout`: a lookup is a multiplication by a one-hot matrix.
-# 3. `my_segment_ids(tokens)`: given a list of token strings like
-#    `["[CLS]", "a", "[SEP]", "b", "[SEP]"]`, return the segment ids `[0, 0, 0, 1, 1]`.
+# 3. `my_segment_ids(tokens)`: given token strings like `["[CLS]", "a", "[SEP]", "b", "[SEP]"]`,
+#    return the segment ids `[0, 0, 0, 1, 1]` (0 up to and including the first `[SEP]`).
 
 # %%
 def my_embedding_backward(dout, ids, V):
-    d = np.zeros((V, dout.shape[-1]))  # (V, C)  replace these lines with your own
-    np.add.at(d, ids.reshape(-1), dout.reshape(-1, dout.shape[-1]))
-    return d
+    """dout (B, T, C), ids (B, T) -> dtok_emb (V, C)"""
+    raise NotImplementedError("exercise 1: scatter-add the gradient into the table")  # your code here
 
 
 def my_onehot_backward(dout, ids, V):
-    onehot = np.eye(V)[ids.reshape(-1)]  # (B*T, V)  replace these lines with your own
-    return onehot.T @ dout.reshape(-1, dout.shape[-1])  # (V, B*T) @ (B*T, C) -> (V, C)
+    """dout (B, T, C), ids (B, T) -> dtok_emb (V, C), as onehot(ids).T @ dout"""
+    raise NotImplementedError("exercise 2: write the gradient as a matrix product")  # your code here
 
 
 def my_segment_ids(tokens):
-    ids, seg = [], 0  # replace these lines with your own
-    for tok in tokens:
-        ids.append(seg)
-        if tok == "[SEP]":
-            seg = 1  # everything after the first [SEP] belongs to sentence B
-    return ids
+    """list of token strings -> list of 0/1 segment ids"""
+    raise NotImplementedError("exercise 3: assign segment ids")  # your code here
 
 
 # %%
-assert gradcheck.compare("exercise 1", my_embedding_backward(dout, input_ids, V), dtok_lib)
-assert gradcheck.compare("exercise 2", my_onehot_backward(dout, input_ids, V), dtok_lib)
-assert my_segment_ids(["[CLS]", "a1", "a2", "[SEP]", "b1", "b2", "[SEP]"]) == segment_ids[0].tolist(), "exercise 3"
+ex = course.Exercises("04_embedding_sum")
+
+
+def check_embedding_backward(fn):
+    return [course.close("dtok_emb vs layers.embedding_backward", fn(dout, input_ids, V), dtok_lib)]
+
+
+def check_segment_ids(fn):
+    return [course.equal("lesson pair", fn(["[CLS]", "a1", "a2", "[SEP]", "b1", "b2", "[SEP]"]),
+                         segment_ids[0]),
+            course.equal("the paper's pair", fn(pair), pic_segs[0]),
+            course.equal("one-token sides", fn(["[CLS]", "x", "[SEP]", "y", "[SEP]"]), [0, 0, 0, 1, 1])]
+
+
+my_embedding_backward = ex.grade(1, my_embedding_backward, check_embedding_backward)
+my_onehot_backward = ex.grade(2, my_onehot_backward, check_embedding_backward)
+my_segment_ids = ex.grade(3, my_segment_ids, check_segment_ids)
 
 # %% [markdown]
 # ## Recap

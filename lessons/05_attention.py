@@ -19,18 +19,14 @@
 
 # %%
 import math
-from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+import course  # lessons/course.py: where pictures go, how exercises are graded
+from course import show
 from minibert import gradcheck, layers
 
-OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"
-OUT.mkdir(exist_ok=True)
 rng = np.random.default_rng(5)
 B, NH, T, HS = 2, 2, 5, 3
 C = NH * HS
@@ -134,9 +130,8 @@ for h, ax in enumerate(axes):
     ax.set_title(f"sequence 0, head {h}")
     ax.set_xlabel("key position (3, 4 = padding)")
     ax.set_ylabel("query position")
-fig.colorbar(im, ax=axes, shrink=0.8)
-fig.savefig(OUT / "05_attention_padding.png")
-plt.close(fig)
+fig.colorbar(im, ax=axes, shrink=0.8, label="attention weight")
+show(fig, "05_attention_padding.png")
 
 # %% [markdown]
 # ## Multi-head attention from the pieces
@@ -200,34 +195,62 @@ assert np.abs(db_k).max() < 1e-12
 # - Lesson 06 makes this core fast with Numba and checks it against this NumPy reference.
 
 # %% [markdown]
-# ## Try it yourself
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions and names the check that failed and by how much. A stub left as it
+# is makes the lesson go on with the reference solution (`lessons/solutions/05_attention.py`).
+#
 # 1. `my_softmax_backward(datt, att)`: return `dpreatt` for a softmax over the last axis.
-# 2. `my_score_std(HS, rng)`: draw unit-normal `q`, `k` of size `HS` (say 10000 pairs) and return
+# 2. `my_score_std(HS, rng)`: draw unit-normal `q`, `k` of size `HS` (10000 pairs) and return
 #    the standard deviation of the *scaled* score `q . k / sqrt(HS)`. It should be about 1 for any
 #    `HS`; without the scale it would be about `sqrt(HS)`.
-# 3. `my_mask_adder(attn_mask)`: build the `(B, 1, 1, T)` adder from a `(B, T)` 0/1 mask.
+# 3. `my_mask_adder(attn_mask)`: build the `(B, 1, 1, T)` adder from a `(B, T)` 0/1 mask
+#    (0 for a real key, `layers.MASK_VALUE` for padding).
 
 # %%
 def my_softmax_backward(datt, att):
-    return att * (datt - (datt * att).sum(axis=-1, keepdims=True))  # replace this line
+    """datt, att (..., T) -> dpreatt (..., T), for att = softmax(preatt) over the last axis"""
+    raise NotImplementedError("exercise 1: write softmax's backward")  # your code here
 
 
 def my_score_std(HS, rng):
-    qq, kk = rng.standard_normal((2, 10000, HS))  # 2 x (10000, HS)  replace these lines
-    return float(((qq * kk).sum(-1) / math.sqrt(HS)).std())
+    """-> () the standard deviation of q . k / sqrt(HS) for unit-normal q, k of size HS"""
+    raise NotImplementedError("exercise 2: measure the spread of the scaled scores")  # your code here
 
 
 def my_mask_adder(attn_mask):
-    return ((1.0 - attn_mask) * layers.MASK_VALUE)[:, None, None, :]  # replace this line
+    """attn_mask (B, T) of 0/1 -> adder (B, 1, 1, T): 0 for real keys, MASK_VALUE for padding"""
+    raise NotImplementedError("exercise 3: build the mask adder")  # your code here
 
 
 # %%
-assert gradcheck.compare("exercise 1", my_softmax_backward(datt, att), dpreatt)
+ex = course.Exercises("05_attention")
+
+
+def check_softmax_backward(fn):
+    return [course.close("dpreatt vs the line-by-line backward", fn(datt, att), dpreatt)]
+
+
+def check_score_std(fn):
+    results = []
+    for hs in (4, 64):
+        std = fn(hs, np.random.default_rng(hs))
+        results.append(course.true(f"HS = {hs}: std within 0.9..1.1", 0.9 < std < 1.1,
+                                   f"std = {std:.3f} (without the 1/sqrt(HS) scale it would be {math.sqrt(hs):.1f})"))
+    return results
+
+
+def check_mask_adder(fn):
+    got = fn(attn_mask)
+    return [course.equal("shape (B, 1, 1, T)", np.shape(got), (B, 1, 1, T)),
+            course.close("values", got, adder, rtol=0, atol=0)]
+
+
+my_softmax_backward = ex.grade(1, my_softmax_backward, check_softmax_backward)
+my_score_std = ex.grade(2, my_score_std, check_score_std)
+my_mask_adder = ex.grade(3, my_mask_adder, check_mask_adder)
 for hs in (4, 64):
-    std = my_score_std(hs, np.random.default_rng(hs))
-    print(f"exercise 2: HS = {hs}: std of scaled scores = {std:.3f}")
-    assert 0.9 < std < 1.1
-assert my_mask_adder(attn_mask).shape == (B, 1, 1, T) and np.array_equal(my_mask_adder(attn_mask), adder), "exercise 3"
+    print(f"HS = {hs}: std of scaled scores {my_score_std(hs, np.random.default_rng(hs)):.3f}")
 
 # %% [markdown]
 # ## Recap

@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+import course  # lessons/course.py: where pictures go, how exercises are graded
 from minibert import gradcheck, layers
 from minibert.model import BertConfig, encoder_backward, encoder_forward, init_params
 
@@ -154,37 +155,41 @@ assert gradcheck.compare("dtok_emb vs model.encoder_backward", dtok, lib_grads["
 #   projection and after the FFN, and to the attention weights, when given an `rng`.
 
 # %% [markdown]
-# ## Try it yourself
-# 1. `my_ffn_backward(dh, c_in, c_gelu, c_fo)`: backward through linear -> GELU -> linear only;
-#    return `(dx1, dw_in, db_in, dw_out, db_out)`.
-# 2. `my_block_param_count(C, FF)`: how many numbers does one block hold? (Attention: `qkv` and
-#    output projection; FFN: two linears; two LayerNorms.) For BERT-Base (C=768, FF=3072) the
-#    answer is 7,087,872.
-# 3. `my_two_block_forward(x, params, attn_mask)`: stack two blocks (`h0.` then `h1.`) and match
-#    minibert's 2-layer encoder.
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions and names the check that failed and by how much. A stub left as it
+# is makes the lesson go on with the reference solution (`lessons/solutions/07_encoder_block.py`).
+#
+# 1. `my_ffn_backward(dh, c_in, c_gelu, c_fo)`: backward through linear -> GELU -> linear only,
+#    with the layer functions of `minibert.layers`; return `(dx1, dw_in, db_in, dw_out, db_out)`.
+# 2. `my_block_param_count(C, FF)`: how many numbers does one block hold? (Attention: the `qkv`
+#    and output projections, with biases; FFN: two linears; two LayerNorms.) For BERT-Base
+#    (C = 768, FF = 3072) the answer is 7,087,872.
+# 3. `my_stack_blocks(x, params, attn_mask, block, n_layers)`: run `n_layers` blocks one after
+#    the other, layer `l` with the parameters `h{l}.*`: call
+#    `block(x, params, attn_mask, pre=f"h{l}.")`, which returns `(output, cache)`. With this
+#    lesson's `block_forward` it must equal minibert's 2-layer encoder.
 
 # %%
 def my_ffn_backward(dh, c_in, c_gelu, c_fo):
-    dh, dw_out, db_out = layers.linear_backward(dh, c_fo)  # (B, T, FF)  replace these lines
-    dh = layers.gelu_backward(dh, c_gelu)  # (B, T, FF)
-    dx1, dw_in, db_in = layers.linear_backward(dh, c_in)  # (B, T, C)
-    return dx1, dw_in, db_in, dw_out, db_out
+    """dh (B, T, C) and the three caches -> dx1 (B, T, C), dw_in, db_in, dw_out, db_out"""
+    raise NotImplementedError("exercise 1: backward through the feed-forward network")  # your code here
 
 
 def my_block_param_count(C, FF):
-    attention = C * 3 * C + 3 * C + C * C + C  # replace these lines
-    ffn = C * FF + FF + FF * C + C
-    layernorms = 2 * (C + C)
-    return attention + ffn + layernorms
+    """-> int: the number of parameters in one encoder block"""
+    raise NotImplementedError("exercise 2: count a block's parameters")  # your code here
 
 
-def my_two_block_forward(x, params, attn_mask):
-    h, _ = block_forward(x, params, attn_mask, pre="h0.")  # (B, T, C)  replace these lines
-    h, _ = block_forward(h, params, attn_mask, pre="h1.")  # (B, T, C)
-    return h
+def my_stack_blocks(x, params, attn_mask, block, n_layers):
+    """x (B, T, C) -> (B, T, C) after n_layers blocks"""
+    raise NotImplementedError("exercise 3: stack the blocks")  # your code here
 
 
 # %%
+ex = course.Exercises("07_encoder_block")
+
+
 def ffn_forward(x):
     h1, ci = layers.linear_forward(x, params["h0.ffn.in.w"], params["h0.ffn.in.b"])  # (B, T, FF)
     h2, cg = layers.gelu_forward(h1)  # (B, T, FF)
@@ -194,18 +199,35 @@ def ffn_forward(x):
 
 dh = rng.standard_normal((B, T, C))  # (B, T, C)
 _, ffn_caches = ffn_forward(x)
-mine = my_ffn_backward(dh, *ffn_caches)
-assert gradcheck.compare("exercise 1: FFN dx", mine[0], gradcheck.numerical_grad(lambda: ffn_forward(x)[0], x, dh))
-assert gradcheck.compare("exercise 1: FFN dw_in", mine[1],
-                         gradcheck.numerical_grad(lambda: ffn_forward(x)[0], params["h0.ffn.in.w"], dh))
-assert my_block_param_count(C, FF) == sum(p.size for n, p in params.items() if n.startswith("h0.")), "exercise 2"
-assert my_block_param_count(768, 3072) == 7_087_872, "exercise 2 (BERT-Base)"
 cfg2 = BertConfig(**{**cfg.to_dict(), "num_hidden_layers": 2})
 params2 = init_params(cfg2, seed=1, dtype=np.float64)
 seq2, _ = encoder_forward(params2, cfg2, input_ids, segment_ids, attn_mask, ops=layers)  # (B, T, C)
-x0_2 = layers.layernorm_forward(layers.embedding_forward(input_ids, segment_ids, params2["tok_emb"], params2["seg_emb"],
-                                                         params2["pos_emb"])[0], params2["emb_ln.w"], params2["emb_ln.b"], eps)[0]
-assert gradcheck.compare("exercise 3: two blocks vs 2-layer encoder", my_two_block_forward(x0_2, params2, attn_mask), seq2)
+emb2 = layers.embedding_forward(input_ids, segment_ids, params2["tok_emb"], params2["seg_emb"], params2["pos_emb"])[0]
+x0_2 = layers.layernorm_forward(emb2, params2["emb_ln.w"], params2["emb_ln.b"], eps)[0]  # (B, T, C)
+
+
+def check_ffn_backward(fn):
+    mine = fn(dh, *ffn_caches)
+    names = ("dx1", "dw_in", "db_in", "dw_out", "db_out")
+    wrt = (x, params["h0.ffn.in.w"], params["h0.ffn.in.b"], params["h0.ffn.out.w"], params["h0.ffn.out.b"])
+    return [course.close(f"{name} vs numerical gradient", m,
+                         gradcheck.numerical_grad(lambda: ffn_forward(x)[0], arr, dh))
+            for name, m, arr in zip(names, mine, wrt)]
+
+
+def check_block_param_count(fn):
+    return [course.equal("this lesson's block", fn(C, FF), sum(p.size for n, p in params.items() if n.startswith("h0."))),
+            course.equal("BERT-Base (C=768, FF=3072)", fn(768, 3072), 7_087_872)]
+
+
+def check_stack_blocks(fn):
+    return [course.close("two blocks vs the 2-layer encoder", fn(x0_2, params2, attn_mask, block_forward, 2),
+                         seq2)]
+
+
+my_ffn_backward = ex.grade(1, my_ffn_backward, check_ffn_backward)
+my_block_param_count = ex.grade(2, my_block_param_count, check_block_param_count)
+my_stack_blocks = ex.grade(3, my_stack_blocks, check_stack_blocks)
 
 # %% [markdown]
 # ## Recap

@@ -16,19 +16,11 @@
 # lesson, only strings and counts.
 
 # %%
-import os
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")  # save pictures to files, never open a window
 import matplotlib.pyplot as plt
 
+import course  # lessons/course.py: where pictures go, how exercises are graded
+from course import FAST, show
 from minibert import tokenizer, wordpiece_trainer as wpt
-
-FAST = os.environ.get("MINIBERT_FAST") == "1"  # this lesson is fast either way
-OUT = (Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()) / "out"
-OUT.mkdir(exist_ok=True)
 
 # %% [markdown]
 # ## The idea
@@ -180,8 +172,7 @@ ax.plot(sizes, avg_pieces, "o-")
 ax.set_xlabel("vocab size")
 ax.set_ylabel("pieces per word (training corpus)")
 fig.tight_layout()
-fig.savefig(OUT / "08_pieces.png")
-plt.close(fig)
+show(fig, "08_pieces.png")
 print(dict(zip(sizes, (round(a, 2) for a in avg_pieces))))
 assert all(a >= b for a, b in zip(avg_pieces, avg_pieces[1:])), "more merges, fewer pieces"
 assert avg_pieces[-1] < avg_pieces[0] / 2
@@ -198,62 +189,62 @@ assert avg_pieces[-1] < avg_pieces[0] / 2
 #   chooses. minibert's default corpus vocab uses the score rule.
 
 # %% [markdown]
-# ## Try it yourself
-# Each function ships with a working answer; replace the body with your own and re-run.
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions on known answers and against `minibert.tokenizer`, and names the
+# case that failed. A stub left as it is makes the lesson go on with the reference solution
+# (`lessons/solutions/08_wordpiece.py`).
 #
-# 1. `my_merge(split, a, b)`: merge every adjacent `(a, b)` left to right, without overlaps.
-#    `['h', '##u', '##g']`, `('h', '##u')` -> `['hu', '##g']`.
+# 1. `my_merge(split, a, b)`: merge every adjacent `(a, b)` left to right, without overlaps:
+#    `['h', '##u', '##g']`, `('h', '##u')` -> `['hu', '##g']` (the merged token drops `b`'s `##`).
 # 2. `my_wordpiece(word, vocab)`: greedy longest-match-first with `##` continuations and the
 #    whole-word `[UNK]` rule. It must agree with `tokenizer.wordpiece` on every test word.
-# 3. `my_best_pair(word_counts, splits)`: the pair the score rule merges next (ties: first met).
+# 3. `my_best_pair(word_counts, splits)`: the pair the score rule merges next,
+#    `freq(ab) / (freq(a) freq(b))` with frequencies weighted by word count (ties: the pair met
+#    first, going through the words in order).
 
 # %%
 def my_merge(split, a, b):
-    out, i = [], 0
-    while i < len(split):  # replace this loop with your own
-        if i + 1 < len(split) and split[i] == a and split[i + 1] == b:
-            out.append(a + b.removeprefix("##"))
-            i += 2
-        else:
-            out.append(split[i])
-            i += 1
-    return out
+    """list of pieces, a, b -> the list with every adjacent (a, b) merged, left to right"""
+    raise NotImplementedError("exercise 1: write the merge")  # your code here
 
 
 def my_wordpiece(word, vocab):
-    pieces, start = [], 0
-    while start < len(word):  # replace this loop with your own
-        for end in range(len(word), start, -1):
-            piece = word[start:end] if start == 0 else "##" + word[start:end]
-            if piece in vocab:
-                break
-        else:
-            return ["[UNK]"]
-        pieces.append(piece)
-        start = end
-    return pieces
+    """word, vocab (a dict or set of tokens) -> list of pieces, or ["[UNK]"]"""
+    raise NotImplementedError("exercise 2: write greedy longest-match-first")  # your code here
 
 
 def my_best_pair(word_counts, splits):
-    tf, pf = {}, {}
-    for w, c in word_counts.items():  # replace this body with your own
-        for t in splits[w]:
-            tf[t] = tf.get(t, 0) + c
-        for p in zip(splits[w], splits[w][1:]):
-            pf[p] = pf.get(p, 0) + c
-    return max(pf, key=lambda p: pf[p] / (tf[p[0]] * tf[p[1]]))  # max keeps the first of ties
+    """{word: count}, {word: list of pieces} -> (a, b), the best pair by the score rule"""
+    raise NotImplementedError("exercise 3: find the best pair")  # your code here
 
 
 # %%
-assert my_merge(["h", "##u", "##g", "##u", "##g"], "##u", "##g") == ["h", "##ug", "##ug"]
-assert my_merge(["##g", "##g", "##g"], "##g", "##g") == ["##gg", "##g"]  # left to right
-for w in ["hugs", "bugs", "hug", "mug", "bum", "pun", "hugsb", "b"]:
-    assert my_wordpiece(w, vocab) == tokenizer.wordpiece(w, vocab), w
-for w in ["This", "Hugging", "tokenization", "HOgging", "algorithms"]:
-    assert my_wordpiece(w, tok.vocab) == tokenizer.wordpiece(w, tok.vocab), w
-assert my_best_pair(word_counts, splits) == ("##g", "##s")
+ex = course.Exercises("08_wordpiece")
 course_splits = {w: wpt.initial_split(w) for w in counts}
-assert my_best_pair(counts, course_splits) == ("a", "##b")  # score 0.2, docs/bert-notes.md §2.2
+
+
+def check_merge(fn):
+    return [course.equal("two merges", fn(["h", "##u", "##g", "##u", "##g"], "##u", "##g"), ["h", "##ug", "##ug"]),
+            course.equal("left to right, no overlap", fn(["##g", "##g", "##g"], "##g", "##g"), ["##gg", "##g"]),
+            course.equal("first piece", fn(["h", "##u", "##g"], "h", "##u"), ["hu", "##g"]),
+            course.equal("no match", fn(["b", "##u", "##n"], "h", "##u"), ["b", "##u", "##n"])]
+
+
+def check_wordpiece(fn):
+    cases = [(w, vocab) for w in ["hugs", "bugs", "hug", "mug", "bum", "pun", "hugsb", "b"]]
+    cases += [(w, tok.vocab) for w in ["This", "Hugging", "tokenization", "HOgging", "algorithms"]]
+    return [course.equal(f"{w!r}", fn(w, v), tokenizer.wordpiece(w, v)) for w, v in cases]
+
+
+def check_best_pair(fn):
+    return [course.equal("toy corpus (score 1/20)", fn(word_counts, splits), ("##g", "##s")),
+            course.equal("course corpus (score 0.2)", fn(counts, course_splits), ("a", "##b"))]
+
+
+my_merge = ex.grade(1, my_merge, check_merge)
+my_wordpiece = ex.grade(2, my_wordpiece, check_wordpiece)
+my_best_pair = ex.grade(3, my_best_pair, check_best_pair)  # docs/bert-notes.md §2.2 works the toy example
 
 # %% [markdown]
 # ## Recap

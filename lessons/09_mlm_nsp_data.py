@@ -21,25 +21,17 @@
 # Shape legend: `N` instances, `T = max_seq_length`, `P = max_predictions_per_seq`.
 
 # %%
-import os
 import random
-from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # save pictures to files, never open a window
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.patches import Rectangle
 
+import course  # lessons/course.py: where pictures go, how exercises are graded
+from course import FAST, OUT, ROOT, show  # FAST: fewer copies of the corpus
 from minibert import pretraining_data as pd
 from minibert.tokenizer import BertTokenizer
 from minibert.wordpiece_trainer import train_wordpiece
-
-FAST = os.environ.get("MINIBERT_FAST") == "1"  # fewer copies of the corpus in fast mode
-HERE = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()  # lessons/
-ROOT = HERE.parent  # the repository
-OUT = HERE / "out"
-OUT.mkdir(exist_ok=True)
 
 # the small corpus lessons 09 and 11 share (data/lessons_corpus.txt): ten documents of four
 # sentences, one sentence per line, a blank line between documents
@@ -89,7 +81,7 @@ def unmasked(inst: pd.TrainingInstance) -> list[str]:
     return tokens
 
 
-def show(inst: pd.TrainingInstance) -> None:
+def describe(inst: pd.TrainingInstance) -> None:
     """Print one instance: original text, what the model sees, segment ids, labels."""
     print("original:", " ".join(unmasked(inst)))
     print("input:   ", " ".join(inst.tokens))
@@ -100,11 +92,59 @@ def show(inst: pd.TrainingInstance) -> None:
                                                       inst.masked_lm_labels)))
 
 
-show(instances[0])
-show(next(inst for inst in instances if not inst.is_random_next))
+describe(instances[0])
+describe(next(inst for inst in instances if not inst.is_random_next))
 
 # %% [markdown]
 # A piece may start with `##`, or stop mid-sentence: truncation cut it at a random end.
+#
+# ## Picture: MLM masking and an NSP pair, on real instances
+# Two instances from the generator, one whose B really follows A (IsNext) and one whose B was
+# taken from another document. Each box is one input token, coloured by segment; a box with a
+# red frame is a prediction target, with what the model is asked to predict written under it,
+# and whether the input shows `[MASK]`, a random token or the original. Saved as
+# `lessons/out/09_mlm_nsp_example.png`.
+
+# %%
+def masking_case(inst, position, label):
+    """What the input shows at a prediction target: "[MASK]", "random" or "kept"."""
+    seen = inst.tokens[position]
+    return "[MASK]" if seen == "[MASK]" else "kept" if seen == label else "random"
+
+
+def draw_instance(ax, inst, title):
+    """One instance as a row of token boxes (segment colours) with its prediction targets."""
+    colours = {0: "#cfe2f3", 1: "#fce5cd"}  # segment A, segment B
+    targets = dict(zip(inst.masked_lm_positions, inst.masked_lm_labels))  # position -> true token
+    for t, (token, seg) in enumerate(zip(inst.tokens, inst.segment_ids)):
+        special = token in ("[CLS]", "[SEP]")
+        ax.add_patch(Rectangle((t, 0), 0.92, 1, facecolor="#dddddd" if special else colours[seg],
+                               edgecolor="red" if t in targets else "grey", lw=2 if t in targets else 0.5))
+        ax.text(t + 0.46, 0.5, token, rotation=90, ha="center", va="center", fontsize=7)
+        if t in targets:
+            case = masking_case(inst, t, targets[t])
+            ax.text(t + 0.46, -0.1, f"{targets[t]}\n({case})", ha="center", va="top", fontsize=7, color="red")
+    ax.set_xlim(-0.2, len(inst.tokens) + 0.2)
+    ax.set_ylim(-0.8, 1.1)
+    ax.axis("off")
+    ax.set_title(title, fontsize=9, loc="left")
+
+
+def has_every_case(inst):
+    return len({masking_case(inst, p, lab) for p, lab in zip(inst.masked_lm_positions, inst.masked_lm_labels)}) > 1
+
+
+picked = {}
+for inst in instances:  # an instance of each NSP label, preferably showing more than [MASK]
+    if inst.is_random_next not in picked or (has_every_case(inst) and not has_every_case(picked[inst.is_random_next])):
+        picked[inst.is_random_next] = inst
+fig, axes = plt.subplots(2, 1, figsize=(13, 4.2))
+draw_instance(axes[0], picked[False], "NSP label 0 (IsNext): B is the text that followed A in the same document")
+draw_instance(axes[1], picked[True], "NSP label 1 (random B): B starts at a random sentence of another document")
+fig.text(0.01, 0.01, "blue: segment A (ids 0), orange: segment B (ids 1), grey: [CLS] / [SEP]; red frame: "
+         "prediction target, with the true token and what the input shows there", fontsize=8)
+fig.tight_layout(rect=(0, 0.04, 1, 1))
+show(fig, "09_mlm_nsp_example.png")
 # %% [markdown]
 # ## Checking the format of every instance
 # We check the *original* tokens: the input can show any vocab token at a masked position, even
@@ -121,7 +161,8 @@ for inst in instances:
     assert inst.masked_lm_positions == sorted(set(inst.masked_lm_positions))
 
 nsp = np.array([inst.is_random_next for inst in instances])  # (N,)
-print(f"NSP: {np.mean(~nsp):.3f} IsNext (label 0), {np.mean(nsp):.3f} random (label 1)")
+print(f"NSP: {np.mean(~nsp):.3f} IsNext (label 0), {np.mean(nsp):.3f} random (label 1); "
+      f"so about {2 * np.mean(nsp) - 1:.0%} of the chunks held a single sentence (discussion below)")
 assert 0.4 < nsp.mean() < 0.7  # a fair coin, plus the forced single-sentence negatives
 
 # %% [markdown]
@@ -233,52 +274,86 @@ ax.set_xticks(xs, ["[MASK]", "random token", "kept original"])
 ax.set_ylabel("share of predicted positions")
 ax.legend()
 fig.tight_layout()
-fig.savefig(OUT / "09_mask_shares.png")
-plt.close(fig)
+show(fig, "09_mask_shares.png")
 
 # %% [markdown]
 # ## Discussion
 # - Only the predicted positions enter the MLM loss; every other position is ignored (lesson
 #   03's ignored positions). With 15% masked, BERT learns from ~15% of the tokens per step,
 #   which is one reason it needs many steps.
-# - The NSP share is a bit above one half because a one-sentence chunk always gets a random
-#   B. A corpus with a blank line after every sentence would make *every* label 1 (the generator
-#   warns about that).
+# - The random-B share printed above is well above one half: 0.64 in this lesson's runs (fast
+#   mode 0.638, full mode 0.643). A chunk that holds a single sentence has nothing to split, so
+#   it always gets a random B; the rest get a fair coin. A share `r` therefore means that about
+#   `2r - 1` of the chunks, here 28%, held one sentence: these documents are four short
+#   sentences, and after a random B the chunk's unused sentences go back to start the next chunk,
+#   so a document's last sentence often ends up alone. A corpus with a blank line after every
+#   sentence would make *every* label 1 (the generator warns about that).
 # - Google's generator reproduces exactly given the same seed: minibert calls the random
 #   number generator in the same order (docs/bert-notes.md §3.8), so its instances equal the original script's.
 
 # %% [markdown]
-# ## Try it yourself
-# Each function ships with a working answer; replace the body with your own and re-run.
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions against `minibert.pretraining_data` and the instances above, and
+# names the case that failed. A stub left as it is makes the lesson go on with the reference
+# solution (`lessons/solutions/09_mlm_nsp_data.py`).
 #
-# 1. `my_num_predictions(n_tokens)`: the count rule with 0.15 and a cap of 20.
+# 1. `my_num_predictions(n_tokens)`: the count rule with 0.15 and a cap of 20 (mind Python's
+#    `round`).
 # 2. `my_segment_ids(tokens)`: segment ids for `[CLS] A [SEP] B [SEP]`.
-# 3. `my_mask_choice(u1, u2, original, random_token)`: the 80/10/10 branch as Google draws it:
-#    `u1 < 0.8` -> `[MASK]`; else `u2 < 0.5` -> original; else the random token.
+# 3. `my_mask_choice(u1, u2, original, random_token)`: the 80/10/10 branch as Google draws it,
+#    from two uniform numbers in [0, 1): `u1 < 0.8` -> `"[MASK]"`; else `u2 < 0.5` -> the
+#    original; else the random token.
 
 # %%
 def my_num_predictions(n_tokens):
-    return min(20, max(1, int(round(n_tokens * 0.15))))  # replace this line
+    """-> int: how many positions of an n_tokens-long instance become prediction targets"""
+    raise NotImplementedError("exercise 1: write the count rule")  # your code here
 
 
 def my_segment_ids(tokens):
-    first_sep = tokens.index("[SEP]")  # replace these two lines
-    return [0] * (first_sep + 1) + [1] * (len(tokens) - first_sep - 1)
+    """list of token strings [CLS] A [SEP] B [SEP] -> list of 0/1 segment ids"""
+    raise NotImplementedError("exercise 2: assign segment ids")  # your code here
 
 
 def my_mask_choice(u1, u2, original, random_token):
-    if u1 < 0.8:  # replace this body
-        return "[MASK]"
-    return original if u2 < 0.5 else random_token
+    """-> the token the input shows at a prediction target"""
+    raise NotImplementedError("exercise 3: write the 80/10/10 branch")  # your code here
 
 
 # %%
-assert all(my_num_predictions(n) == pd.num_predictions(n, 0.15, 20) for n in range(3, 513))
-assert all(my_segment_ids(unmasked(inst)) == inst.segment_ids for inst in instances)
-r = np.random.default_rng(1)
-choices = [my_mask_choice(r.random(), r.random(), "cat", "dog") for _ in range(20000)]
-shares = np.array([choices.count(c) for c in ("[MASK]", "dog", "cat")]) / len(choices)
-assert np.allclose(shares, [0.8, 0.1, 0.1], atol=0.015), shares
+ex = course.Exercises("09_mlm_nsp_data")
+
+
+def check_num_predictions(fn):
+    wrong = [n for n in range(3, 513) if fn(n) != pd.num_predictions(n, 0.15, 20)]
+    return [course.true("n = 3 ... 512 agree with pd.num_predictions", not wrong,
+                        f"{len(wrong)} lengths differ, first: n = {wrong[0]}: got {fn(wrong[0])}, expected "
+                        f"{pd.num_predictions(wrong[0], 0.15, 20)}" if wrong else "")]
+
+
+def check_segment_ids(fn):
+    wrong = [inst for inst in instances if fn(unmasked(inst)) != inst.segment_ids]
+    results = [course.true(f"every one of the {len(instances)} instances", not wrong,
+                           f"{len(wrong)} differ" if wrong else "")]
+    if wrong:
+        results.append(course.equal("the first that differs", fn(unmasked(wrong[0])), wrong[0].segment_ids))
+    return results
+
+
+def check_mask_choice(fn):
+    r = np.random.default_rng(1)
+    choices = [fn(r.random(), r.random(), "cat", "dog") for _ in range(20000)]
+    shares = np.array([choices.count(c) for c in ("[MASK]", "dog", "cat")]) / len(choices)  # (3,)
+    return [course.equal("u1 = 0.79 -> [MASK]", fn(0.79, 0.99, "cat", "dog"), "[MASK]"),
+            course.equal("u1 = 0.85, u2 = 0.3 -> original", fn(0.85, 0.3, "cat", "dog"), "cat"),
+            course.equal("u1 = 0.85, u2 = 0.7 -> random token", fn(0.85, 0.7, "cat", "dog"), "dog"),
+            course.close("shares of 20000 draws ([MASK], random, kept)", shares, [0.8, 0.1, 0.1], rtol=0, atol=0.015)]
+
+
+my_num_predictions = ex.grade(1, my_num_predictions, check_num_predictions)
+my_segment_ids = ex.grade(2, my_segment_ids, check_segment_ids)
+my_mask_choice = ex.grade(3, my_mask_choice, check_mask_choice)
 
 # %% [markdown]
 # ## Recap

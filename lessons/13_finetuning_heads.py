@@ -23,12 +23,12 @@
 # %%
 import numpy as np
 
+from course import FAST  # CI: fewer steps
 from minibert import BertForMultipleChoice, BertForSequenceClassification, BertTokenizer, gradcheck, layers
 from minibert.finetune.features import token_features
 from minibert.finetune.readers import TaggedExample
 from minibert.model import BertConfig, encoder_forward, pooler_forward
 
-FAST = __import__("os").environ.get("MINIBERT_FAST") == "1"  # CI: fewer steps
 rng = np.random.default_rng(13)
 cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=32, max_position_embeddings=32)

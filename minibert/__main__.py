@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "test": ("minibert.__main__:run_tests", "run the test suite (make test)"),
     "test-interop": ("minibert.__main__:run_interop_tests", "parity tests against transformers"),
     "lessons": ("minibert.__main__:run_lessons", "run every lesson top to bottom (make lessons)"),
+    "notebooks": ("minibert.notebooks:cli", "write lessons/NN_*.ipynb from the lessons (make notebooks)"),
 }
 
 

@@ -114,6 +114,36 @@ def figure_sizes(T: int, NH: int) -> tuple[float, float, bool]:
     return head, in_row, in_row >= readable
 
 
+def draw_attention(fig, ax, m: np.ndarray, tokens: list[str] | None, title: str):
+    """One head's (T, T) map on `ax` of `fig`, with a colour bar (0 to 1) that marks the uniform
+    weight 1/T: a head that spreads evenly is then told apart from one that attends nowhere.
+    `tokens` labels the axes (None: no labels)."""
+    T = m.shape[0]
+    im = ax.imshow(m, cmap="viridis", vmin=0.0, vmax=1.0)
+    if tokens is not None:
+        ax.set_xticks(range(T))
+        ax.set_yticks(range(T))
+        ax.set_xticklabels(tokens, rotation=90, fontsize=7)
+        ax.set_yticklabels(tokens, fontsize=7)
+    ax.set_xlabel("key (attended to)")
+    ax.set_ylabel("query")
+    ax.set_title(title)
+    bar = fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    bar.set_label("attention weight", fontsize=8)
+    bar.ax.axhline(1.0 / T, color="white", lw=1.5)
+    bar.ax.text(1.6, 1.0 / T, f"1/T = {1.0 / T:.2f}", transform=bar.ax.get_yaxis_transform(), va="center",
+                fontsize=7)
+    return im
+
+
+def draw_layer(fig, result: AttentionMaps, layer: int, labels: bool = True) -> None:
+    """All heads of one layer side by side on `fig` (a pyplot or a plain Figure)."""
+    L, NH, T, _ = result.maps.shape
+    for head in range(NH):
+        draw_attention(fig, fig.add_subplot(1, NH, head + 1), result.maps[layer, head],
+                       result.tokens if labels else None, f"layer {layer} head {head}")
+
+
 def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
     """One PNG per layer (all heads side by side) plus one per head; returns the paths.
 
@@ -131,24 +161,10 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     size, size_in_row, labels_in_row = figure_sizes(T, NH)
     paths = []
-
-    def draw(ax, m, title, labels=True):
-        ax.imshow(m, cmap="viridis", vmin=0.0, vmax=1.0)
-        if labels:
-            ax.set_xticks(range(T))
-            ax.set_yticks(range(T))
-            ax.set_xticklabels(result.tokens, rotation=90, fontsize=7)
-            ax.set_yticklabels(result.tokens, fontsize=7)
-        ax.set_xlabel("key (attended to)")
-        ax.set_ylabel("query")
-        ax.set_title(title)
-
     for layer in range(L):
         fig = Figure(figsize=(size_in_row * NH, size_in_row))
         FigureCanvasAgg(fig)
-        for head in range(NH):
-            draw(fig.add_subplot(1, NH, head + 1), result.maps[layer, head], f"layer {layer} head {head}",
-                 labels_in_row)
+        draw_layer(fig, result, layer, labels_in_row)
         fig.tight_layout()
         path = out_dir / f"layer{layer}.png"
         fig.savefig(path, dpi=DPI)
@@ -156,7 +172,8 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
         for head in range(NH):
             fig = Figure(figsize=(size, size))
             FigureCanvasAgg(fig)
-            draw(fig.add_subplot(1, 1, 1), result.maps[layer, head], f"layer {layer} head {head}")
+            draw_attention(fig, fig.add_subplot(1, 1, 1), result.maps[layer, head], result.tokens,
+                           f"layer {layer} head {head}")
             fig.tight_layout()
             path = out_dir / f"layer{layer}_head{head}.png"
             fig.savefig(path, dpi=DPI)

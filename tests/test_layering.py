@@ -23,7 +23,7 @@ LAYERS = [
     "train.config", "train.data", "train.evaluation", "train.step", "train.curves", "train.calibrate",
     "train.runs", "train.loop", "inspect", "train.commands", "train",  # training, and looking inside
     "finetune.train", "finetune.squad_train", "finetune.commands",  # the fine-tuning loop and its commands
-    "nsp_baseline", "export_data", "bench_text", "bench_data", "bench",  # the other commands
+    "nsp_baseline", "export_data", "bench_text", "bench_data", "bench", "notebooks",  # the other commands
     "finetune", "family",  # package docstrings only
     "__main__", "",  # the command line; "" is the package root (lazy re-exports, no imports)
 ]

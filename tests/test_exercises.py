@@ -1,0 +1,192 @@
+"""The lessons' exercises are real: each ships as a stub that fails its check with a readable
+message, its reference solution (lessons/solutions/) passes the same check, and a wrong answer
+(the solution's result moved by 50%) fails it with a message that says by how much.
+
+The per-exercise facts come from the lesson runs of tests/test_lessons.py (run_lesson is cached,
+so each lesson runs once per session), where lessons/course.py logs every grading."""
+from __future__ import annotations
+
+import ast
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from test_float_hygiene import check_source
+from test_lessons import LESSONS, ROOT, run_lesson
+
+SOLUTIONS = ROOT / "lessons" / "solutions"
+# lessons whose exercises are graded (every lesson with a backward or an algorithm to write)
+GRADED = [p for p in LESSONS if (SOLUTIONS / p.name).exists()]
+
+
+def _solution_functions(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+
+
+def test_lessons_00_to_12_have_exercises_with_solutions():
+    numbers = sorted(int(p.name[:2]) for p in GRADED)
+    assert numbers == list(range(13)), f"lessons with lessons/solutions/NN_*.py: {numbers}"
+    assert sorted(p.name for p in SOLUTIONS.glob("*.py")) == sorted(p.name for p in GRADED), \
+        "a solutions file without its lesson"
+
+
+@pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
+def test_lesson_ships_stubs_not_answers(path: Path):
+    """Each exercise function is defined in the lesson, and its body is only a docstring and a
+    `raise NotImplementedError(...)`: the answer lives in lessons/solutions/ alone."""
+    names = _solution_functions(SOLUTIONS / path.name)
+    assert len(names) >= 2, f"{path.name}: only {names} in its solutions file"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    for name in names:
+        assert name in defs, f"{path.name} has no stub `{name}` (lessons/solutions/{path.name} has it)"
+        body = [s for s in defs[name].body
+                if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]  # minus the docstring
+        assert len(body) == 1 and isinstance(body[0], ast.Raise), f"{path.name}: `{name}` is not a stub"
+        exc = body[0].exc
+        called = exc.func if isinstance(exc, ast.Call) else exc
+        assert getattr(called, "id", None) == "NotImplementedError", f"{path.name}: `{name}` must raise NotImplementedError"
+        message = exc.args[0].value if isinstance(exc, ast.Call) and exc.args else ""
+        assert message.startswith("exercise "), f"{path.name}: `{name}`'s message should say which exercise"
+    source = path.read_text(encoding="utf-8")
+    assert not re.search(r"^\s*(from|import)\s+solutions\b", source, re.M), f"{path.name} imports its solutions"
+
+
+@pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
+def test_every_exercise_stub_fails_and_solution_passes(path: Path):
+    run = run_lesson(path)
+    assert run.returncode == 0, f"{path.name} failed; see tests/test_lessons.py"
+    records = {r["name"]: r for r in run.grading}
+    names = _solution_functions(SOLUTIONS / path.name)
+    assert sorted(records) == sorted(names), f"{path.name}: graded {sorted(records)}, solutions define {sorted(names)}"
+    assert sorted(r["number"] for r in run.grading) == list(range(1, len(names) + 1))
+    for name, r in records.items():
+        # the shipped stub: not passed, and the message names the exercise and says it is not written
+        assert r["mine"]["ok"] is False and r["mine"]["stub"] is True, (name, r["mine"])
+        assert f"exercise {r['number']}, {name}: not written yet" in r["mine"]["message"]
+        # the reference solution passes every check
+        failed = [c for c in r["solution"]["checks"] if not c[1]]
+        assert r["solution"]["ok"] and not failed, f"{path.name} {name}: the solution fails {failed}"
+        assert r["solution"]["checks"], f"{path.name} {name}: the check checked nothing"
+
+
+@pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
+def test_every_check_catches_a_wrong_answer_and_says_by_how_much(path: Path):
+    run = run_lesson(path)
+    assert run.returncode == 0, f"{path.name} failed; see tests/test_lessons.py"
+    for r in run.grading:
+        wrong = r["wrong"]
+        assert wrong["ok"] is False, f"{path.name} {r['name']}: a wrong answer (result * 1.5 + 0.1) passed its check"
+        failed = [c for c in wrong["checks"] if not c[1]]
+        message = wrong["message"]
+        assert all(c[0] in message for c in failed), message
+        # numbers or values: max_abs / got ... expected / a measured value or the error raised
+        assert re.search(r"max_abs \d|got .*expected|expected|\d|Error", message), message
+
+
+# ---------------------------------------------------------------------------------------------
+# the grader itself (lessons/course.py), on a toy exercise
+
+
+@pytest.fixture
+def course(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "lessons"))
+    try:
+        import course as mod
+    finally:
+        sys.path.remove(str(ROOT / "lessons"))
+    (tmp_path / "99_toy.py").write_text("def my_double(x):\n    return 2 * x\n", encoding="utf-8")
+    monkeypatch.setattr(mod, "SOLUTIONS", tmp_path)
+    monkeypatch.setattr(mod, "ROOT", tmp_path.parent)
+    monkeypatch.delenv("MINIBERT_SOLUTIONS", raising=False)
+    monkeypatch.delenv("MINIBERT_GRADING_LOG", raising=False)
+    return mod
+
+
+def _check(course):
+    x = np.array([[1.0, -2.0], [3.0, 0.5]])
+    return lambda fn: [course.close("my_double(x) = 2x", fn(x), 2 * x)]
+
+
+def test_grader_uses_a_correct_answer(course, capsys):
+    def my_double(x):
+        return x + x
+
+    assert course.Exercises("99_toy").grade(1, my_double, _check(course)) is my_double
+    assert "exercise 1, my_double: passed" in capsys.readouterr().out
+
+
+def test_grader_stops_at_a_wrong_answer_and_says_where_and_by_how_much(course, capsys):
+    def my_double(x):
+        return 2 * x + np.array([[0.0, 0.0], [0.0, 0.25]])  # one entry off
+
+    with pytest.raises(course.ExerciseFailed) as failure:
+        course.Exercises("99_toy").grade(1, my_double, _check(course))
+    message = str(failure.value)
+    assert "exercise 1, my_double: 1 of 1 checks failed" in message
+    assert "max_abs 2.5e-01" in message and "1 of 4 entries off at index (1, 1)" in message
+    assert "got 1.25, expected 1" in message
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_grader_names_a_crash_and_its_line(course):
+    def my_double(x):
+        return x.reshape(3)  # ValueError
+
+    with pytest.raises(course.ExerciseFailed, match=r"runs without an error: ValueError: .*line \d+"):
+        course.Exercises("99_toy").grade(1, my_double, _check(course))
+
+
+def test_grader_falls_back_to_the_solution_for_a_stub_and_says_so(course, capsys):
+    def my_double(x):
+        raise NotImplementedError("exercise 1: double it")
+
+    used = course.Exercises("99_toy").grade(1, my_double, _check(course))
+    assert used is not my_double and used(np.array(2.0)) == 4.0
+    out = capsys.readouterr().out
+    assert "exercise 1, my_double: not written yet (exercise 1: double it)" in out
+    assert "reference solution from" in out and "99_toy.py" in out
+
+
+def test_minibert_solutions_grades_the_solution_even_over_your_code(course, capsys, monkeypatch):
+    monkeypatch.setenv("MINIBERT_SOLUTIONS", "1")
+
+    def my_double(x):
+        return 3 * x  # wrong, but not used
+
+    used = course.Exercises("99_toy").grade(1, my_double, _check(course))
+    assert used is not my_double
+    assert "MINIBERT_SOLUTIONS=1, the reference solution" in capsys.readouterr().out
+
+
+def test_shape_mismatch_is_a_readable_failure(course):
+    r = course.close("x", np.zeros(3), np.zeros((2, 2)))
+    assert not r.ok and r.detail == "shape (3,), expected (2, 2)"
+    assert not course.equal("ids", [1, 2], [1, 3]).ok
+
+
+def test_solutions_and_course_keep_floats_out_of_lookups():
+    """The float-lookup-by-value pattern (lesson 00's crash on AVX-512) stays out of the files
+    tests/test_float_hygiene.py does not scan."""
+    problems = {p.name: check_source(p.read_text(encoding="utf-8")) for p in sorted(SOLUTIONS.glob("*.py"))}
+    problems = {k: v for k, v in problems.items() if v}
+    assert not problems, problems
+
+
+def test_solution_modules_load_on_their_own():
+    """A learner can open and run a solutions file; it needs nothing from its lesson."""
+    for path in sorted(SOLUTIONS.glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"_check_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        try:
+            spec.loader.exec_module(module)
+        finally:
+            sys.modules.pop(spec.name, None)
+        for name in _solution_functions(path):
+            assert callable(getattr(module, name)), (path.name, name)
