@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
                              ("max-train-examples", int, "use the first N training features only"),
                              ("doc-stride", int, "SQuAD window stride (default 128)")):
         p.add_argument(f"--{name}", type=typ, help=help_)
-    p.add_argument("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4"),
+    p.add_argument("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all"),
                    help="feature-based: freeze the encoder, train a linear tagger on these hidden states")
     p.add_argument("--resume", metavar="OUT_DIR", help="continue an interrupted run")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")

@@ -7,6 +7,7 @@ classifier on top:
     hidden states   L + 1 arrays (B, T, C): the embeddings' output and each layer's
     combine         "last" (B, T, C) | "second_to_last" | "embeddings" | "sum4" (sum of the last
                     four) | "concat4" (the last four side by side, (B, T, 4C): the paper's best)
+                    | "concat_all" (every hidden state, (B, T, (L+1)C): for models under 3 layers)
     classifier      dropout -> linear (D, K) -> softmax cross-entropy, -100 skipped
 
 The paper put a two-layer BiLSTM on the features; a linear layer keeps the comparison about the
@@ -24,7 +25,7 @@ from minibert.checkpoint import load_tensors, save_tensors_atomic
 from minibert.finetune.heads import classifier_backward, classifier_forward, encoder_layers
 from minibert.model import _train_rng, check_inputs, truncated_normal
 
-COMBINE = ("last", "second_to_last", "embeddings", "sum4", "concat4")
+COMBINE = ("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all")
 HEAD_FILE = "frozen_head.safetensors"
 
 
@@ -40,6 +41,8 @@ def combine_layers(states: list, how: str) -> np.ndarray:
         return np.sum(states[-4:], axis=0)  # (B, T, C)
     if how == "concat4":
         return np.concatenate(states[-4:][::-1], axis=-1)  # (B, T, 4C): last layer first
+    if how == "concat_all":
+        return np.concatenate(states[::-1], axis=-1)  # (B, T, (L+1)C)
     raise ValueError(f"unknown combination {how!r}; choose one of {COMBINE}")
 
 
@@ -59,7 +62,7 @@ class FrozenFeatureTagger:
         self.encoder, self.combine, self.config = encoder, combine, encoder.config
         self.dtype, self.vocab_path, self.do_lower_case = encoder.dtype, encoder.vocab_path, encoder.do_lower_case
         C = encoder.config.hidden_size
-        D = 4 * C if combine == "concat4" else C
+        D = {"concat4": 4 * C, "concat_all": (encoder.config.num_hidden_layers + 1) * C}.get(combine, C)
         rng = np.random.default_rng([seed, 1])
         self.params = {"cls.w": truncated_normal(rng, (D, num_labels), 0.02).astype(self.dtype),
                        "cls.b": np.zeros(num_labels, self.dtype)}

@@ -1,8 +1,8 @@
 """SQuAD in the fine-tuning loop: the batch source, the dev evaluation with the official scoring,
 and `predict --question --context`.
 
-    python -m minibert finetune squad2 --data DIR --init runs/tiny --out runs/squad2
-    (DIR holds train-v2.0.json and dev-v2.0.json; squad1: train-v1.1.json and dev-v1.1.json)
+    python -m minibert finetune squad2 --init runs/tiny --out runs/squad2   # data/squad2 ships with minibert
+    python -m minibert finetune squad1 --data DIR --init runs/tiny          # DIR: train-v1.1.json, dev-v1.1.json
 
 At each dev evaluation: logits of every window -> run_squad's post-processing (n-best, max
 context, the null score for v2.0) -> the official EM/F1 (minibert/finetune/squad_eval.py). When
@@ -51,13 +51,17 @@ class SquadSource(TaskSource):
         write_json(directory / "eval.json", scores)
 
 
+DEFAULT_DIR = {"squad2": Path(__file__).resolve().parent.parent.parent / "data" / "squad2"}  # shipped, CC BY-SA
+
+
 def _files(cfg: FinetuneConfig) -> tuple[Path, Path]:
-    if not cfg.data:
+    if not cfg.data and cfg.task not in DEFAULT_DIR:
         raise ValueError(f"{cfg.task} needs --data DIR holding {' and '.join(FILES[cfg.task])}")
-    paths = tuple(Path(cfg.data) / name for name in FILES[cfg.task])
+    data = Path(cfg.data) if cfg.data else DEFAULT_DIR[cfg.task]
+    paths = tuple(data / name for name in FILES[cfg.task])
     for p in paths:
         if not p.is_file():
-            present = sorted(q.name for q in Path(cfg.data).iterdir()) if Path(cfg.data).is_dir() else []
+            present = sorted(q.name for q in data.iterdir()) if data.is_dir() else []
             raise FileNotFoundError(f"{p} does not exist (the directory has {present})")
     return paths
 
