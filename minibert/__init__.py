@@ -34,6 +34,8 @@ _EXPORTS = {
     "BertForMultipleChoice": "finetune.models", "BertForQuestionAnswering": "finetune.models",
     # the BERT family
     "AlbertConfig": "family.albert", "AlbertForPreTraining": "family.albert",
+    "ElectraConfig": "family.electra", "ElectraForPreTraining": "family.electra",
+    "ElectraForMaskedLM": "family.electra",
     # text
     "BertTokenizer": "tokenizer", "basic_tokenize": "tokenizer", "load_vocab": "tokenizer",
     "save_vocab": "tokenizer", "train_wordpiece": "wordpiece_trainer",

@@ -89,13 +89,15 @@ class BertForPreTraining:
     __call__ = forward
 
     def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True,
-                           objective: str = "mlm_nsp") -> LossGradsMetrics:
+                           objective: str = "mlm_nsp", loss_weights=(1.0, 1.0)) -> LossGradsMetrics:
         """-> (loss, grads, metrics): the pretraining loss of `batch` (the original feature names,
         docs/bert-notes.md §3.7), every parameter's gradient (None with compute_grads=False) and
         the batch's Metrics (losses, hits and counts for the accuracies).
         `objective` (model.OBJECTIVES): "mlm_nsp" (BERT), "mlm" (No NSP) or "ltr" (left-to-right
         LM); the last two need only the MLM head, and their grads hold only the parameters they
-        train (model.trained_params: no pool.*, nsp.*)."""
+        train (model.trained_params: no pool.*, nsp.*).
+        `loss_weights` (MLM, NSP): the grads are those of w_mlm * mlm_loss + w_nsp * nsp_loss (for
+        gradient accumulation, minibert/train/step.py); the loss and metrics are unweighted."""
         check_objective(objective)
         needed = HEAD_GROUPS if objective == "mlm_nsp" else ("mlm",)
         if any(g not in self.heads for g in needed):
@@ -106,7 +108,8 @@ class BertForPreTraining:
         ops = self.ops
         loss, metrics, cache = bert_forward(self.params, self.config, batch, _train_rng(train, rng), ops,
                                             objective=objective)
-        grads = bert_backward(self.params, self.config, cache, ops) if compute_grads else None
+        grads = (bert_backward(self.params, self.config, cache, ops, *loss_weights) if compute_grads
+                 else None)
         return LossGradsMetrics(loss, grads, metrics)
 
     def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True, objective: str = "mlm_nsp"):

@@ -256,6 +256,70 @@ def check_albert(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     return checks
 
 
+def check_electra(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
+    """ELECTRA in float64 on the backend of get_ops(): (1) the RTD loss (BCE with logits, mean over
+    the real tokens), every entry; (2) the discriminator alone, sampled entries of every tensor;
+    (3) the joint loss MLM + 50 * RTD of generator and discriminator, sampled entries of every
+    tensor of joint_params, the shared embeddings included (their gradient is the sum of the two
+    networks' parts). The sampling is FIXED: every evaluation draws the generator's samples from a
+    fresh rng with the same seed, and each one is asserted to give the unperturbed samples (the
+    loss is piecewise smooth in the parameters; a step of 1e-5 does not cross a sampling boundary).
+    Generator E 6 -> C 8, discriminator E 6 -> C 12 (each its own projection)."""
+    from minibert.backend import get_ops
+    from minibert.family import electra
+
+    ops = get_ops()
+    common = dict(vocab_size=20, embedding_size=6, max_position_embeddings=12)
+    gen_cfg = electra.ElectraConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+                                    **common)
+    disc_cfg = electra.ElectraConfig(hidden_size=12, num_hidden_layers=2, num_attention_heads=3, intermediate_size=20,
+                                     hidden_act="gelu_new", **common)
+    perturbed = lambda cfg, head: {k: v + 0.1 * rng.standard_normal(v.shape)  # noqa: E731 (away from 0s and 1s)
+                                   for k, v in electra.init_params(cfg, head, int(rng.integers(1 << 30)),
+                                                                   np.float64).items()}
+    disc = perturbed(disc_cfg, "disc")
+    gen = electra.tie_embeddings(perturbed(gen_cfg, "gen"), disc)
+    checks = []
+    # (1) the RTD loss on its own: padding in the last row
+    logits, labels = 2 * rng.standard_normal((3, 5)), rng.integers(0, 2, (3, 5))  # (B, T) each
+    mask = np.ones((3, 5), dtype=np.int64)  # (B, T)
+    mask[2, 3:] = 0
+    _, cache = electra.bce_with_logits_forward(logits, labels, mask)
+    num = numerical_grad_scalar(lambda: electra.bce_with_logits_forward(logits, labels, mask)[0], logits)
+    checks.append(compare("electra rtd loss: dlogits", electra.bce_with_logits_backward(1.0, cache), num, rtol, atol,
+                          verbose))
+
+    def sampled_check(tag, loss_fn, params, grads):
+        for name, p in params.items():
+            idx = sampled_indices(p.shape, samples_per_tensor, rng)
+            num = numerical_grad_scalar(loss_fn, p, indices=idx)
+            sel = tuple(np.array(i) for i in zip(*idx))
+            checks.append(compare(f"{tag}: {name}", grads[name][sel], num[sel], rtol, atol, verbose))
+
+    # (2) the discriminator with its RTD loss
+    batch = random_batch(disc_cfg, B=3, T=8, P=3, rng=rng)
+    model = electra.ElectraForPreTraining(disc_cfg, dtype=np.float64, params=disc)
+    rtd_batch = {**batch, "labels": rng.integers(0, 2, batch["input_ids"].shape)}
+    _, grads = model.loss_and_grads(rtd_batch)
+    sampled_check("electra discriminator", lambda: model.loss_and_grads(rtd_batch, compute_grads=False)[0],
+                  disc, grads)
+    # (3) the joint model, with a fixed sampling
+    seed = int(rng.integers(1 << 30))
+    _, grads, _ = electra.electra_forward_backward(gen, disc, gen_cfg, disc_cfg, batch, np.random.default_rng(seed),
+                                                   ops=ops)
+    base = electra.electra_forward(gen, disc, gen_cfg, disc_cfg, batch, np.random.default_rng(seed), ops=ops)[2]
+
+    def joint_loss():
+        loss, _, cache = electra.electra_forward(gen, disc, gen_cfg, disc_cfg, batch, np.random.default_rng(seed),
+                                                 ops=ops)
+        if not np.array_equal(cache.sampled, base.sampled):  # exact: integer token ids
+            raise AssertionError("a perturbation changed the generator's samples; the check needs them fixed")
+        return loss
+
+    sampled_check("electra joint", joint_loss, electra.joint_params(gen, disc), grads)
+    return checks
+
+
 def check_heads(rng, verbose=True):
     """The fine-tuning heads' own layers: dropout -> linear (with a fixed dropout mask) and MSE."""
     from minibert.finetune import heads
@@ -419,6 +483,7 @@ def all_checks(seed=0, verbose=True):
     checks += check_objective_model(rng, verbose, "ltr")
     checks += check_objective_model(rng, verbose, "mlm")
     checks += check_albert(rng, verbose)  # ALBERT (appended, as above)
+    checks += check_electra(rng, verbose)  # ELECTRA (appended, as above)
     return checks
 
 

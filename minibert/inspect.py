@@ -84,8 +84,12 @@ def attention_maps(model, tokenizer, text: str, text_pair: str | None = None) ->
     holds the softmax probabilities `att` (B, NH, T, T). Text longer than the model's
     max_position_embeddings is a ValueError, not silently cut."""
     from minibert import layers
+    from minibert.family.albert import AlbertForPreTraining
+    from minibert.family.albert import encoder_forward as albert_encoder_forward
     from minibert.model import encoder_forward
 
+    if isinstance(model, AlbertForPreTraining):  # one shared block, applied L times
+        encoder_forward = albert_encoder_forward
     cfg = model.config
     ids, segments = tokenizer.encode(text, text_pair)  # never truncated: a cut text would be
     if len(ids) > cfg.max_position_embeddings:  # maps of a sentence the user did not write
@@ -183,8 +187,12 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
 
 def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
     """A saved run (config.json, model.safetensors, vocab.txt) -> (model, tokenizer), checked
-    (with `verify`: finite weights that match the digest recorded when they were saved)."""
+    (with `verify`: finite weights that match the digest recorded when they were saved). An
+    ALBERT run (config.json model_type "albert") gives an AlbertForPreTraining."""
+    import json
+
     from minibert.bert import load_pretrained
+    from minibert.family.albert import AlbertForPreTraining
     from minibert.tokenizer import BertTokenizer
 
     run_dir = Path(run_dir)
@@ -192,7 +200,12 @@ def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
         if not (run_dir / f).is_file():
             raise ValueError(f"{run_dir / f} not found; expected a saved model directory such as runs/tiny "
                              f"(train one with `make train-tiny`)")
-    model = load_pretrained(run_dir, verify=verify)
+    try:
+        albert = json.loads((run_dir / "config.json").read_text(encoding="utf-8")).get("model_type") == "albert"
+    except (ValueError, AttributeError):
+        albert = False  # load_pretrained names what is wrong with the file
+    model = (AlbertForPreTraining.from_pretrained(run_dir, verify=verify) if albert
+             else load_pretrained(run_dir, verify=verify))
     tokenizer = BertTokenizer(run_dir / "vocab.txt")
     if len(tokenizer) != model.config.vocab_size:
         raise ValueError(f"vocab/checkpoint mismatch in {run_dir}: vocab.txt has {len(tokenizer)} tokens, "

@@ -573,16 +573,20 @@ def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True, objective
     return loss, metrics, (enc_cache, heads, out)
 
 
-def bert_backward(params, cfg, cache, ops=layers):
+def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
     """Mirror of bert_forward, from the loss back to every parameter. -> grads with the keys of
     params that the objective trains (trained_params): all of them for "mlm_nsp"; without the
-    pooler and NSP head for "mlm" and "ltr" (the cache tells: it has no NSP part then)."""
+    pooler and NSP head for "mlm" and "ltr" (the cache tells: it has no NSP part then).
+    `dmlm`, `dnsp`: the weights of the two losses in the loss differentiated, 1 for bert_forward's
+    loss; a micro-batch of an accumulated step passes its share of the step's predictions and
+    pairs (minibert/train/step.py, docs/bert-notes.md §10.2)."""
     enc_cache, hc, _ = cache
     B, T, C = hc.seq_shape
     grads = {}
-    dloss = 1.0  # the chain rule starts here: d(loss)/d(loss) = 1, and loss = mlm_loss (+ nsp_loss)
+    # the chain rule starts here: loss = dmlm * mlm_loss (+ dnsp * nsp_loss), so d(loss)/d(mlm_loss)
+    # = dmlm and d(loss)/d(nsp_loss) = dnsp (both 1 for the loss bert_forward returns)
     # MLM head
-    dlogits = ops.cross_entropy_backward(dloss, hc.mlm_ce)  # (M, V)
+    dlogits = ops.cross_entropy_backward(dmlm, hc.mlm_ce)  # (M, V)
     grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
     # forward was: logits = t @ tok_emb.T + mlm.bias
     dt = dlogits @ params["tok_emb"]  # (M, V) @ (V, C) -> (M, C)
@@ -595,8 +599,8 @@ def bert_backward(params, cfg, cache, ops=layers):
     np.add.at(dseq, hc.flat_pos, dh)
     dseq = dseq.reshape(B, T, C)  # (B, T, C)
     if hc.nsp_ce is not None:  # NSP head (objective "mlm_nsp")
-        dnsp = ops.cross_entropy_backward(dloss, hc.nsp_ce)  # (B, 2)
-        dpooled, grads["nsp.w"], grads["nsp.b"] = ops.linear_backward(dnsp, hc.nsp)  # (B, C)
+        dnsp_logits = ops.cross_entropy_backward(dnsp, hc.nsp_ce)  # (B, 2)
+        dpooled, grads["nsp.w"], grads["nsp.b"] = ops.linear_backward(dnsp_logits, hc.nsp)  # (B, C)
         # forward was: pooled = tanh(cls @ pool.w + pool.b)
         dpre = dpooled * (1.0 - hc.pool_out * hc.pool_out)  # (B, C)
         dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, hc.pool)  # (B, C)

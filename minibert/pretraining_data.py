@@ -8,6 +8,7 @@ segmentation, NSP pairing, truncation and mask is identical.
 Pipeline (docs/bert-notes.md §3):
     corpus files --read_documents--> documents (list of segments = tokenized lines)
       --create_instances_from_document (x dupe_factor)--> TrainingInstance (static masks)
+        (or RoBERTa's packed single segments: pack_documents, create_packed_instances)
       --instances_to_features--> dict of padded int32/float32 arrays (the original feature names)
       --write_shards--> DIR/shard_00000.npz ... + DIR/meta.json (flags, vocab hash, counts)
       --BatchIterator--> shuffled batches, static masks or masks redrawn every epoch (RoBERTa)
@@ -137,12 +138,15 @@ def warn_long_lines(long_lines: list[tuple[str, int, int]], first: bool = False)
                   "a tokenization that takes a while); split the text into sentences", stacklevel=3)
 
 
-def check_documents(documents: list[list[list[str]]], input_files: Sequence) -> None:
-    """Raise on an empty corpus; warn on the two corpus shapes that make NSP labels meaningless."""
+def check_documents(documents: list[list[list[str]]], input_files: Sequence, pairs: bool = True) -> None:
+    """Raise on an empty corpus; warn on the two corpus shapes that make NSP labels meaningless
+    (only when the instances are sentence pairs: `pairs`; packed sequences have no NSP label)."""
     names = ", ".join(str(p) for p in input_files) or "(no files given)"
     if not documents:
         raise ValueError(f"the corpus has no tokens: {names} (expected one sentence per line, "
                          "a blank line between documents)")
+    if not pairs:
+        return
     if len(documents) < 2:
         warnings.warn(f"the corpus {names} has only 1 document: every random-next (NSP label 1) "
                       "B segment comes from that same document, sometimes the true continuation "
@@ -174,16 +178,19 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
                               masked_lm_prob, max_predictions_per_seq, rng,
                               do_whole_word_mask=False, progress: Callable | None = None,
                               mask_shares=DEFAULT_FLAGS["mask_shares"],
-                              sentence_order: bool = False) -> list[TrainingInstance]:
+                              sentence_order: bool = False, packing: str = "segment_pair") -> list[TrainingInstance]:
     """All instances of the corpus, exactly as google-research/bert creates them.
 
     `rng` is a `random.Random`; it is the only source of randomness, called in the order of
     docs/bert-notes.md §3.8. `progress(done, total, n_instances)` is called after each document, if given.
     `mask_shares` (MASK, SAME, RND) replaces BERT's 80/10/10 (check_mask_shares); the rng calls
     stay the same, so the default reproduces the original exactly. `sentence_order` makes ALBERT's
-    SOP pairs instead of NSP pairs (create_instances_from_document).
+    SOP pairs instead of NSP pairs (create_instances_from_document). `packing` (PACKINGS) other
+    than "segment_pair" makes RoBERTa's single-segment sequences instead of pairs
+    (create_packed_instances); each pass after the first packs the documents in a new order.
     """
     mask_shares = check_mask_shares(mask_shares)
+    check_packing(packing, sentence_order)
     if max_seq_length < 5:
         raise ValueError(f"max_seq_length={max_seq_length} is too small: [CLS] A [SEP] B [SEP] "
                          "needs at least 5 positions")
@@ -192,7 +199,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
                          "reproduction of the original relies on its call order")
     require_special_tokens(tokenizer, (CLS, SEP, MASK), "creating MLM/NSP instances")
     all_documents = read_documents(input_files, tokenizer)
-    check_documents(all_documents, input_files)
+    check_documents(all_documents, input_files, pairs=packing == "segment_pair")
     rng.shuffle(all_documents)
 
     vocab_words = list(tokenizer.vocab.keys())  # all vocab tokens in id order, specials included
@@ -201,6 +208,15 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
     if progress is not None:
         progress(0, total, 0)
     for dupe in range(dupe_factor):  # each pass redraws segmentation, pairing and masks
+        if packing != "segment_pair":  # RoBERTa: packed sequences, no pairs
+            if dupe:
+                rng.shuffle(all_documents)  # FULL-SENTENCES: other neighbours across documents
+            instances.extend(create_packed_instances(
+                all_documents, max_seq_length, packing, masked_lm_prob, max_predictions_per_seq,
+                vocab_words, rng, do_whole_word_mask, mask_shares))
+            if progress is not None:
+                progress((dupe + 1) * len(all_documents), total, len(instances))
+            continue
         for document_index in range(len(all_documents)):
             instances.extend(create_instances_from_document(
                 all_documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
@@ -290,6 +306,72 @@ def create_instances_from_document(all_documents, document_index, max_seq_length
             current_chunk = []
             current_length = 0
         i += 1  # always, also after a put-back
+    return instances
+
+
+# ----------------------------------------------------------------------------------------------
+# RoBERTa's input packing (docs/bert-notes.md §10.2): one segment of whole sentences, no pairs
+
+PACKINGS = ("segment_pair", "full_sentences", "doc_sentences")  # BERT's pairs, RoBERTa's two packings
+
+
+def check_packing(packing: str, sentence_order: bool = False) -> str:
+    """ValueError unless `packing` is one of PACKINGS (and not packed with SOP pairs)."""
+    if packing not in PACKINGS:
+        raise ValueError(f"packing={packing!r} is not one of {PACKINGS}")
+    if packing != "segment_pair" and sentence_order:
+        raise ValueError(f"packing={packing!r} makes single-segment sequences; sentence_order (SOP) needs "
+                         f"sentence pairs (packing 'segment_pair')")
+    return packing
+
+
+def pack_documents(documents: list[list[list[str]]], max_num_tokens: int, packing: str) -> list[list[str]]:
+    """RoBERTa's inputs without [CLS] and the final [SEP]: the sentences of `documents`, in order,
+    packed into token lists of at most `max_num_tokens`.
+
+    "full_sentences": one stream across documents, with a [SEP] between two documents that share
+    a sequence (it counts against the length; a document that begins a sequence needs none).
+    "doc_sentences": a sequence never crosses a document, so a document's last one is shorter.
+    A sentence that does not fit in what is left closes the sequence; one longer than a whole
+    sequence is cut into pieces of max_num_tokens (the only split inside a sentence). So every
+    token of the corpus is in exactly one sequence, in the corpus's order.
+
+    Example, max_num_tokens 7, documents [[a b], [c d]] and [[e f], [g]]:
+        full_sentences: [a b c d [SEP] e f], [g]
+        doc_sentences:  [a b c d], [e f g]
+    """
+    sequences: list[list[str]] = []
+    current: list[str] = []
+    for document in documents:
+        if packing == "doc_sentences" and current:  # never cross a document
+            sequences.append(current)
+            current = []
+        for s, sentence in enumerate(document):
+            sep = [SEP] if current and s == 0 else []  # another document's sentences precede it
+            if current and len(current) + len(sep) + len(sentence) > max_num_tokens:
+                sequences.append(current)  # the sentence does not fit: close the sequence
+                current, sep = [], []
+            current = current + sep + sentence
+            while len(current) > max_num_tokens:  # only a sentence longer than a whole sequence
+                sequences.append(current[:max_num_tokens])
+                current = current[max_num_tokens:]
+    if current:
+        sequences.append(current)
+    return sequences
+
+
+def create_packed_instances(all_documents, max_seq_length, packing, masked_lm_prob, max_predictions_per_seq,
+                            vocab_words, rng, do_whole_word_mask=False,
+                            mask_shares=DEFAULT_FLAGS["mask_shares"]) -> list[TrainingInstance]:
+    """[CLS] packed sentences [SEP] (pack_documents), one segment (segment_ids all 0), no NSP
+    label (next_sentence_labels 0), masked like every other instance (create_masked_lm_predictions;
+    a document-boundary [SEP] is never masked)."""
+    instances = []
+    for packed in pack_documents(all_documents, max_seq_length - 2, packing):  # room for [CLS], [SEP]
+        tokens = [CLS, *packed, SEP]
+        tokens, masked_lm_positions, masked_lm_labels = create_masked_lm_predictions(
+            tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng, do_whole_word_mask, mask_shares)
+        instances.append(TrainingInstance(tokens, [0] * len(tokens), False, masked_lm_positions, masked_lm_labels))
     return instances
 
 
@@ -529,11 +611,14 @@ def generation_stats(data, tokenizer) -> dict[str, Any]:
     }
 
 
-def format_stats(stats: dict[str, Any]) -> str:
+def format_stats(stats: dict[str, Any], pairs: str | None = "NSP") -> str:
+    """One line of generation_stats; `pairs` names the pair labels: "NSP", "SOP" or None (packed)."""
+    first, second = ("in order", "swapped") if pairs == "SOP" else ("IsNext", "random-next")
     return (f"instances {stats['instances']}, tokens {stats['tokens']}, "
-            f"NSP IsNext {stats['nsp_is_next']} / random-next {stats['nsp_random_next']} "
-            f"(random-next share {stats['random_next_share']:.3f}), "
-            f"mean predictions/seq {stats['mean_predictions_per_seq']:.2f}, "
+            + ("" if pairs is None else
+               f"{pairs} {first} {stats['nsp_is_next']} / {second} {stats['nsp_random_next']} "
+               f"({second} share {stats['random_next_share']:.3f}), ")
+            + f"mean predictions/seq {stats['mean_predictions_per_seq']:.2f}, "
             f"masked inputs: [MASK] {stats['share_mask']:.3f} / random {stats['share_random']:.3f}"
             f" / kept {stats['share_kept']:.3f}")
 
@@ -808,7 +893,7 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
                            do_lower_case: bool = DEFAULT_FLAGS["do_lower_case"],
                            mask_shares=DEFAULT_FLAGS["mask_shares"],
                            instances_per_shard: int = 20_000, verbose: bool = True,
-                           tokenizer=None, sentence_order: bool = False) -> dict:
+                           tokenizer=None, sentence_order: bool = False, packing: str = "segment_pair") -> dict:
     """Corpus files + vocab.txt -> out_dir with .npz shards and meta.json; returns the meta."""
     from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer
 
@@ -822,6 +907,8 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
              "mask_shares": list(check_mask_shares(mask_shares))}
     if sentence_order:  # recorded only when on, so BERT's data keeps its meta.json
         flags["sentence_order"] = True  # next_sentence_labels are SOP labels: 1 = A and B swapped
+    if check_packing(packing, sentence_order) != "segment_pair":  # likewise recorded only when changed
+        flags["packing"] = packing  # single-segment sequences, next_sentence_labels all 0
     if verbose and max_predictions_per_seq < num_predictions(max_seq_length, masked_lm_prob, 10**9):
         print(f"note: max_predictions_per_seq={max_predictions_per_seq} caps the "
               f"{num_predictions(max_seq_length, masked_lm_prob, 10**9)} predictions a full "
@@ -831,7 +918,8 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
     instances = create_training_instances(
         [str(p) for p in corpus_files], tokenizer, max_seq_length, dupe_factor, short_seq_prob,
         masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask,
-        progress=_Progress() if verbose else None, mask_shares=mask_shares, sentence_order=sentence_order)
+        progress=_Progress() if verbose else None, mask_shares=mask_shares, sentence_order=sentence_order,
+        packing=packing)
     features = instances_to_features(instances, tokenizer, max_seq_length, max_predictions_per_seq)
     stats = generation_stats(features, tokenizer)
     tokens = vocab_tokens(tokenizer)
@@ -842,7 +930,8 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
             "stats": stats, "seconds": round(time.perf_counter() - t0, 3)}
     meta = write_shards(features, out_dir, instances_per_shard, meta)
     if verbose:
-        print(f"wrote {len(meta['shards'])} shard(s) to {out_dir}: {format_stats(stats)}")
+        pairs = None if packing != "segment_pair" else "SOP" if sentence_order else "NSP"
+        print(f"wrote {len(meta['shards'])} shard(s) to {out_dir}: {format_stats(stats, pairs)}")
     return meta
 
 
@@ -866,6 +955,10 @@ def cli(argv: list[str]) -> int:
     p.add_argument("--sentence-order", action="store_true",
                    help="ALBERT's sentence-order pairs (two consecutive segments of one document, "
                         "swapped half the time; label 1 = swapped) instead of BERT's NSP pairs")
+    p.add_argument("--packing", choices=PACKINGS, default="segment_pair",
+                   help="segment_pair: BERT's sentence pairs (default); full_sentences / doc_sentences: "
+                        "RoBERTa's single-segment sequences of whole sentences, crossing documents "
+                        "(with a [SEP] between them) or not")
     p.add_argument("--cased", action="store_true", help="do not lower-case (do_lower_case=False)")
     p.add_argument("--instances-per-shard", type=int, default=20_000,
                    help="instances per .npz shard (about 45 MB each at T=128)")
@@ -877,7 +970,8 @@ def cli(argv: list[str]) -> int:
                                dupe_factor=a.dupe_factor, random_seed=a.random_seed,
                                do_whole_word_mask=a.do_whole_word_mask,
                                do_lower_case=not a.cased, instances_per_shard=a.instances_per_shard,
-                               mask_shares=a.mask_shares.split(","), sentence_order=a.sentence_order)
+                               mask_shares=a.mask_shares.split(","), sentence_order=a.sentence_order,
+                               packing=a.packing)
     except (ValueError, OSError) as e:  # bad flags, empty corpus, missing/unreadable files
         print(f"error: {e}", file=sys.stderr)
         return 1

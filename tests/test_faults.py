@@ -354,11 +354,11 @@ def test_the_summary_names_the_step_of_its_evaluation(capsys):
 
     r = T.EvalResult(0.18, 5.4, 221.4, 0.72, 0.55, 1718, 0.57, 0.83)
     T.report(SimpleNamespace(last_eval=r, last_eval_step=100, step=115, elapsed=30.0, dir=Path("runs/x"),
-                             cfg=SimpleNamespace(objective="mlm_nsp")))
+                             cfg=T.TrainConfig()))
     out = capsys.readouterr().out
     assert "at step 100 (the last evaluation; training stopped at step 115)" in out and "after 115" not in out
     T.report(SimpleNamespace(last_eval=r, last_eval_step=115, step=115, elapsed=30.0, dir=Path("runs/x"),
-                             cfg=SimpleNamespace(objective="mlm_nsp")))
+                             cfg=T.TrainConfig()))
     assert "held-out (1718 sequences) after 115 steps" in capsys.readouterr().out
 
 

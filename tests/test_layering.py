@@ -17,6 +17,7 @@ LAYERS = [
     "bert",  # BertForPreTraining: the model with its checkpoints and tokenizer
     "finetune.models", "finetune.frozen",  # the fine-tuning classes; the feature-based tagger
     "family.albert",  # ALBERT: factorised embedding, one shared block, SOP
+    "family.electra",  # ELECTRA: generator and discriminator with shared embeddings, replaced-token detection
     "finetune.metrics", "finetune.readers", "finetune.features", "finetune.tasks",  # task data and scoring
     "finetune.squad_eval", "finetune.squad",
     "gradcheck",  # numerical gradients for layers and the whole model

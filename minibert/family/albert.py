@@ -258,15 +258,18 @@ def albert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True):
     return loss, metrics, (enc_cache, heads, Output(seq, pooled, mlm_logits, sop_logits))
 
 
-def albert_backward(params, cfg, cache, ops=layers):
-    """Mirror of albert_forward, from the loss back to every parameter. -> grads (keys of params)."""
+def albert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dsop=1.0):
+    """Mirror of albert_forward, from the loss back to every parameter. -> grads (keys of params).
+    `dmlm`, `dsop`: the weights of the two losses in the loss differentiated (1 for albert_forward's
+    loss; gradient accumulation passes a micro-batch's share of the step's predictions and pairs)."""
     enc_cache, hc, _ = cache
     B, T, C = hc.seq_shape
     c_dense, c_gelu, c_ln, t = hc.mlm
     grads = {}
-    dloss = 1.0  # the chain rule starts here: loss = mlm_loss + sop_loss
+    # the chain rule starts here: loss = dmlm * mlm_loss + dsop * sop_loss (both weights 1 for
+    # the loss albert_forward returns)
     # MLM head
-    dlogits = ops.cross_entropy_backward(dloss, hc.mlm_ce)  # (M, V)
+    dlogits = ops.cross_entropy_backward(dmlm, hc.mlm_ce)  # (M, V)
     grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
     # forward was: logits = t @ tok_emb.T + mlm.bias
     dt = dlogits @ params["tok_emb"]  # (M, V) @ (V, E) -> (M, E)
@@ -279,8 +282,8 @@ def albert_backward(params, cfg, cache, ops=layers):
     np.add.at(dseq, hc.flat_pos, dh)
     dseq = dseq.reshape(B, T, C)  # (B, T, C)
     # SOP head
-    dsop = ops.cross_entropy_backward(dloss, hc.sop_ce)  # (B, 2)
-    ddropped, grads["sop.w"], grads["sop.b"] = ops.linear_backward(dsop, hc.sop)  # (B, C)
+    dsop_logits = ops.cross_entropy_backward(dsop, hc.sop_ce)  # (B, 2)
+    ddropped, grads["sop.w"], grads["sop.b"] = ops.linear_backward(dsop_logits, hc.sop)  # (B, C)
     dpooled = ops.dropout_backward(ddropped, hc.sop_drop)  # (B, C)
     # forward was: pooled = tanh(cls @ pool.w + pool.b)
     dpre = dpooled * (1.0 - hc.pool_out * hc.pool_out)  # (B, C)
@@ -446,16 +449,22 @@ class AlbertForPreTraining:
 
     __call__ = forward
 
-    def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True) -> LossGradsMetrics:
+    def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True, objective: str = "mlm_nsp",
+                           loss_weights=(1.0, 1.0)) -> LossGradsMetrics:
         """-> (loss, grads, metrics) for a pretraining batch (BERT's feature names; the SOP label
-        is `next_sentence_labels`: 0 in order, 1 swapped)."""
+        is `next_sentence_labels`: 0 in order, 1 swapped). `objective` is BertForPreTraining's
+        argument; ALBERT's one loss is "mlm_nsp" (MLM + SOP). `loss_weights` (MLM, SOP): the grads
+        are those of w_mlm * mlm_loss + w_sop * sop_loss (gradient accumulation); the loss and
+        metrics are unweighted."""
+        if objective != "mlm_nsp":
+            raise ValueError(f"objective={objective!r}: ALBERT pretrains with MLM + SOP, objective 'mlm_nsp'")
         ops = self.ops
         loss, metrics, cache = albert_forward(self.params, self.config, batch, _train_rng(train, rng), ops)
-        grads = albert_backward(self.params, self.config, cache, ops) if compute_grads else None
+        grads = albert_backward(self.params, self.config, cache, ops, *loss_weights) if compute_grads else None
         return LossGradsMetrics(loss, grads, metrics)
 
-    def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
-        loss, grads, _ = self.loss_grads_metrics(batch, train, rng, compute_grads)
+    def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True, objective: str = "mlm_nsp"):
+        loss, grads, _ = self.loss_grads_metrics(batch, train, rng, compute_grads, objective)
         return loss, grads
 
     def save_pretrained(self, directory, vocab=None) -> Path:

@@ -12,13 +12,15 @@ One training step (`Trainer.train_step`):
     optimizer.step(params, grads, lr)                       # BERT's AdamW, docs/bert-notes.md §6.3
 
 What lives where (each module imports only from the ones above it):
-    config.py      TrainConfig (every setting, checked before anything is written), PRESETS,
-                   make_config, parse_set (--set key=value), TINY_RECIPE / FAST_RECIPE
+    config.py      TrainConfig (every setting, checked before anything is written), PRESETS
+                   (FAMILY_PRESETS: roberta-tiny, albert-tiny), make_config, parse_set
+                   (--set key=value), TINY_RECIPE / FAST_RECIPE
     data.py        corpus -> cached shard directories (prepare_data, DataDirs), load_heldout,
                    the default corpus or CORPUS=file.txt (_default_corpus, _own_corpus)
     evaluation.py  evaluate -> EvalResult: held-out MLM accuracy/loss/perplexity, NSP accuracy
-    step.py        training_step (the one step above) -> StepResult; shuffle_mlm_labels (control
-                   run); TrainingDiverged, TrainingAborted
+    step.py        training_step (the one step above) -> StepResult, on one batch or on
+                   accumulation_steps micro-batches (accumulate_gradients, loss_counts);
+                   shuffle_mlm_labels (control run); TrainingDiverged, TrainingAborted
     curves.py      plot_curves (curves.png), read_metrics (metrics.jsonl)
     calibrate.py   step-time calibration: the schedule length that fits a time budget, refitted
                    twice from the loop's own speed (called through Trainer.calibrate_steps and
@@ -37,12 +39,13 @@ monkeypatch a module-level name (DEFAULT_DATA_CACHE, ...), patch it in the modul
 """
 from __future__ import annotations
 
-from minibert.train.config import (DEFAULT_DATA_CACHE, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS, ROOT,
-                                   TINY_RECIPE, TrainConfig, _convert, make_config, parse_set)
+from minibert.train.config import (DEFAULT_DATA_CACHE, FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS, ROOT,
+                                   TINY_RECIPE, TRAIN_TINY_PRESETS, TrainConfig, _convert, make_config, parse_set)
 from minibert.train.data import (DataDirs, _default_corpus, _own_corpus, _sha256_file, _slice_corpus, load_heldout,
                                  prepare_data)
 from minibert.train.evaluation import EvalResult, _fmt_perplexity, evaluate
-from minibert.train.step import StepResult, TrainingAborted, TrainingDiverged, shuffle_mlm_labels, training_step
+from minibert.train.step import (StepResult, TrainingAborted, TrainingDiverged, accumulate_gradients, loss_counts,
+                                 shuffle_mlm_labels, training_step)
 from minibert.train.curves import plot_curves, read_metrics
 from minibert.train.runs import (CURVES_FILE, FINISHED, METRICS_FILE, OPTIM_FILE, RUN_FILE, STATE_FILE,
                                  check_run_dir, resume_config, run_state)
@@ -50,9 +53,10 @@ from minibert.train.loop import Trainer, _fmt_seconds, _rng_state, _set_rng_stat
 from minibert.train.commands import _build_parser, _exit_code, _overrides, cli, report, train_tiny_cli
 
 __all__ = [
-    "CURVES_FILE", "DEFAULT_DATA_CACHE", "DataDirs", "EvalResult", "FAST_RECIPE", "FILL_MASK_EXAMPLES",
-    "FINISHED", "METRICS_FILE", "OPTIM_FILE", "PRESETS", "ROOT", "RUN_FILE", "STATE_FILE", "StepResult",
-    "TINY_RECIPE", "TrainConfig", "Trainer", "TrainingAborted", "TrainingDiverged", "check_run_dir", "cli",
-    "evaluate", "load_heldout", "make_config", "parse_set", "plot_curves", "prepare_data", "read_metrics",
+    "CURVES_FILE", "DEFAULT_DATA_CACHE", "DataDirs", "EvalResult", "FAMILY_PRESETS", "FAST_RECIPE",
+    "FILL_MASK_EXAMPLES", "FINISHED", "METRICS_FILE", "OPTIM_FILE", "PRESETS", "ROOT", "RUN_FILE",
+    "STATE_FILE", "StepResult", "TINY_RECIPE", "TRAIN_TINY_PRESETS", "TrainConfig", "Trainer",
+    "TrainingAborted", "TrainingDiverged", "accumulate_gradients", "check_run_dir", "cli", "evaluate",
+    "load_heldout", "loss_counts", "make_config", "parse_set", "plot_curves", "prepare_data", "read_metrics",
     "report", "resume_config", "run_state", "shuffle_mlm_labels", "train", "train_tiny_cli", "training_step",
 ]

@@ -43,7 +43,8 @@ def calibrate_steps(trainer, budget_seconds: float, passes: int = 16) -> int:
         short = time_step(trainer, trainer.data.short_train, trainer.cfg.short_phase()[1], passes)
     eval_time = 0.0
     if trainer.heldout is not None:
-        eval_time = full / 3 * trainer.heldout["input_ids"].shape[0] / trainer.cfg.batch_size
+        per_batch = full / trainer.cfg.accumulation_steps  # a step computes accumulation_steps batches
+        eval_time = per_batch / 3 * trainer.heldout["input_ids"].shape[0] / trainer.cfg.batch_size
     trainer._calibration = {"short": short, "full": full, "eval": eval_time, "budget": budget_seconds,
                             "times": collections.deque(maxlen=trainer.RECALIBRATE_LONG_WINDOW), "sum": 0.0,
                             "next": trainer.RECALIBRATE_FIRST}
@@ -116,7 +117,8 @@ def recalibrate(trainer, step_seconds: float) -> None:
 
 def time_step(trainer, data_dir: Path, batch_size: int, passes: int) -> float:
     """Seconds per training step (x 1.12 for the optimizer, data and checkpoints), from the
-    last half of `passes` forward+backward passes on one batch of `data_dir`."""
+    last half of `passes` forward+backward passes on one batch of `data_dir` (times the
+    accumulation_steps micro-batches a step computes)."""
     from minibert.pretraining_data import BatchIterator
 
     probe = BatchIterator(str(data_dir), batch_size, trainer.cfg.seed + 99, masking=trainer.cfg.masking,
@@ -128,4 +130,4 @@ def time_step(trainer, data_dir: Path, batch_size: int, passes: int) -> float:
                                                 objective=trainer.cfg.objective)
         clip_by_global_norm(grads, trainer.cfg.clip_norm)
         times.append(time.perf_counter() - t0)
-    return float(np.median(times[passes // 2:])) * 1.12
+    return float(np.median(times[passes // 2:])) * 1.12 * trainer.cfg.accumulation_steps

@@ -9,7 +9,8 @@ from typing import Any
 
 from minibert import run_dir as run_dir_mod
 from minibert.optim import SCHEDULES
-from minibert.train.config import FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS, TINY_RECIPE, make_config, parse_set
+from minibert.train.config import (FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS, TINY_RECIPE,
+                                   TRAIN_TINY_PRESETS, make_config, parse_set)
 from minibert.train.data import _default_corpus
 from minibert.train.evaluation import _fmt_perplexity
 from minibert.train.loop import Trainer, _fmt_seconds, train
@@ -61,9 +62,10 @@ def report(trainer: Trainer) -> None:
             else f"at step {at} (the last evaluation; training stopped at step {trainer.step})")
     objective = trainer.cfg.objective
     lm = "next-token (LTR)" if objective == "ltr" else "MLM"  # what the mlm_* numbers measure
-    nsp = ("" if objective == "ltr" else
-           f", NSP accuracy {r.nsp_acc:.2%} (IsNext pairs {r.nsp_acc_isnext:.1%}, random-next pairs "
-           f"{r.nsp_acc_random:.1%})" + (", NSP head untrained" if objective == "mlm" else ""))
+    task, first, second = trainer.cfg.pair_task()
+    nsp = ("" if objective == "ltr" or task is None else
+           f", {task} accuracy {r.nsp_acc:.2%} ({first} pairs {r.nsp_acc_isnext:.1%}, {second} pairs "
+           f"{r.nsp_acc_random:.1%})" + (f", {task} head untrained" if objective == "mlm" else ""))
     print(f"\nheld-out ({r.examples} sequences) {when}, {_fmt_seconds(trainer.elapsed)}: "
           f"{lm} accuracy {r.mlm_acc:.2%}, {lm} loss {r.mlm_loss:.3f} (perplexity {_fmt_perplexity(r.perplexity)})"
           f"{nsp}")
@@ -81,8 +83,10 @@ def _say_fast_mode_learns_nothing(trainer: Trainer) -> None:
             "in that time.")
     if trainer.heldout is not None:
         b = baselines(trainer.heldout, trainer.tokenizer.ids_to_tokens)
+        task = trainer.cfg.pair_task()[0]
         line += (f" For scale, on these held-out sequences always answering {b.mlm_token!r} gives "
-                 f"{b.mlm_acc:.1%} MLM accuracy and always answering {b.nsp_label} {b.nsp_acc:.1%} NSP accuracy.")
+                 f"{b.mlm_acc:.1%} MLM accuracy" + ("." if task is None else
+                 f" and always answering {b.nsp_label} {b.nsp_acc:.1%} {task} accuracy."))
     print(line + " Run `make train-tiny` without MINIBERT_FAST to train (about 10 minutes).")
 
 
@@ -141,9 +145,13 @@ def train_tiny_cli(argv: list[str]) -> int:
 
     MINIBERT_FAST=1: the same pipeline and files on a slice of the corpus in about a minute.
     CORPUS=path: your own text (one sentence per line, blank line between documents) instead.
+    --preset roberta-tiny | albert-tiny: the recipe with that family member's changes
+    (config.FAMILY_PRESETS), into runs/<preset>.
     """
     p = argparse.ArgumentParser(prog="python -m minibert train-tiny",
                                 description=train_tiny_cli.__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="tiny", choices=TRAIN_TINY_PRESETS,
+                   help="tiny (BERT, the default), or the recipe with RoBERTa's or ALBERT's changes")
     p.add_argument("--minutes", type=float, help="override the time budget")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--resume", action="store_true", help="continue an interrupted train-tiny run")
@@ -152,16 +160,17 @@ def train_tiny_cli(argv: list[str]) -> int:
     args = p.parse_args(argv)
     fast = os.environ.get("MINIBERT_FAST", "") not in ("", "0")
     try:
-        overrides = {**TINY_RECIPE, **(FAST_RECIPE if fast else {}), "name": "tiny"}
+        preset = args.preset
+        overrides = {**TINY_RECIPE, **FAMILY_PRESETS.get(preset, {}), **(FAST_RECIPE if fast else {}), "name": preset}
         if args.minutes is not None:
             overrides["minutes"] = args.minutes
         overrides.update(parse_set(args.set))
         if args.resume:  # the saved settings; only the budget may change
-            cfg = resume_config(make_config("tiny", **overrides).run_dir,
+            cfg = resume_config(make_config(preset, **overrides).run_dir,
                                 {} if args.minutes is None else {"minutes": args.minutes})
         else:
-            make_config("tiny", **overrides).validate(require_files=False)  # before CORPUS= writes files
-            cfg = make_config("tiny", **_default_corpus(overrides))
+            make_config(preset, **overrides).validate(require_files=False)  # before CORPUS= writes files
+            cfg = make_config(preset, **_default_corpus(overrides))
         print(f"train-tiny{' (MINIBERT_FAST=1: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
               f"on {os.cpu_count()} cores -> {cfg.run_dir}")
         trainer = train(cfg, resume=args.resume, overwrite=args.overwrite, created_by="train-tiny",

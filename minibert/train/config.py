@@ -11,9 +11,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from minibert.family.albert import AlbertConfig
 from minibert.model import OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
-from minibert.pretraining_data import DEFAULT_FLAGS, check_mask_shares
+from minibert.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
 
 PRESETS: dict[str, dict[str, Any]] = {
     # the issue's sizes; vocab 8192 comes from the default corpus's vocab.txt
@@ -22,6 +23,25 @@ PRESETS: dict[str, dict[str, Any]] = {
     "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
                  max_seq_length=128, batch_size=32),
 }
+# The BERT family at the tiny size: what each preset changes in the `tiny` preset and, for
+# `train-tiny --preset NAME`, in TINY_RECIPE (these settings win over the recipe's). Why each
+# value: docs/bert-notes.md §10.2 (RoBERTa), §10.1 (ALBERT).
+FAMILY_PRESETS: dict[str, dict[str, Any]] = {
+    # RoBERTa: no NSP; FULL-SENTENCES packing (RoBERTa's own choice for its later experiments:
+    # every sequence full, so a batch always holds the same number of tokens, and no padding is
+    # computed on 2 cores); dynamic masking; Adam beta2 0.98; a larger batch by accumulating 2
+    # micro-batches of 32 (64 sequences per step, with the lr and warmup of the recipe's measured
+    # batch-64 run, docs/recipe.md)
+    "roberta-tiny": dict(objective="mlm", packing="full_sentences", masking="dynamic", beta2=0.98,
+                         accumulation_steps=2, lr=1.5e-3, warmup_steps=100),
+    # ALBERT: factorised embedding E = 64 < H = 128, one block shared by the layers, SOP pairs.
+    # BERT's exact GELU is kept (ALBERT's default is the tanh form), so only ALBERT's three
+    # changes differ from `tiny`
+    "albert-tiny": dict(model_type="albert", embedding_size=64, sentence_order=True),
+}
+PRESETS.update({name: {**PRESETS["tiny"], **changes} for name, changes in FAMILY_PRESETS.items()})
+TRAIN_TINY_PRESETS = ("tiny", *FAMILY_PRESETS)  # what `train-tiny --preset` takes
+MODEL_TYPES = ("bert", "albert")  # BertForPreTraining, minibert.family.albert.AlbertForPreTraining
 
 # BertConfig's fields a run may set by name (vocab_size comes from the vocab), and the values a
 # training run starts from where they differ from BertConfig's own defaults (BERT-base)
@@ -68,10 +88,25 @@ class TrainConfig:
     short_seq_length: int = 0
     short_seq_fraction: float = 0.0
     max_train_lines: int = 0  # >0: use only the first N lines of the corpus (MINIBERT_FAST)
-    # the model: a BertConfig (see the module docstring)
+    # what a training sequence is (pretraining_data.PACKINGS): "segment_pair" (BERT: two segments,
+    # an NSP or SOP label), or RoBERTa's single segment of whole sentences, "full_sentences"
+    # (crossing documents, a [SEP] between them) or "doc_sentences" (within one document; a
+    # document's last sequence is shorter, and a batch then holds fewer real tokens: its loss is
+    # the mean over its predictions, 15% of its real tokens, and tokens/s counts real tokens)
+    packing: str = "segment_pair"
+    sentence_order: bool = False  # ALBERT's SOP pairs (label 1 = swapped) instead of NSP pairs
+    # the model: a BertConfig (see the module docstring); model_type "albert" builds an
+    # AlbertForPreTraining from it plus the two ALBERT settings below
     model: BertConfig = dataclasses.field(default_factory=lambda: BertConfig(**MODEL_DEFAULTS))
+    model_type: str = "bert"  # MODEL_TYPES
+    embedding_size: int = 128  # ALBERT's E (the paper's 128); read only with model_type "albert"
+    classifier_dropout_prob: float = 0.0  # ALBERT's dropout before the SOP classifier (off, as the others)
     # optimisation
-    batch_size: int = 32
+    batch_size: int = 32  # sequences per micro-batch
+    # micro-batches per optimizer step (gradient accumulation): one step averages the gradients of
+    # accumulation_steps x batch_size sequences, each micro-batch weighted by its share of the
+    # step's predictions (MLM) and pairs (NSP/SOP), which equals one batch of them all
+    accumulation_steps: int = 1
     lr: float = 1e-3
     warmup_steps: int = 100
     steps: int = 1000  # schedule length; with minutes > 0 and auto_steps, measured instead
@@ -99,9 +134,20 @@ class TrainConfig:
         return (T, max(1, round(self.batch_size * self.max_seq_length / T)),
                 max(1, round(self.max_predictions_per_seq * T / self.max_seq_length)))
 
-    def model_config(self, vocab_size: int) -> BertConfig:
-        """The run's BertConfig with the vocab's size."""
-        return dataclasses.replace(self.model, vocab_size=vocab_size)
+    def model_config(self, vocab_size: int) -> BertConfig | AlbertConfig:
+        """The run's BertConfig with the vocab's size (an AlbertConfig for model_type "albert")."""
+        bert = dataclasses.replace(self.model, vocab_size=vocab_size)
+        if self.model_type != "albert":
+            return bert
+        return AlbertConfig.from_dict({**bert.to_dict(), "embedding_size": self.embedding_size,
+                                       "classifier_dropout_prob": self.classifier_dropout_prob})
+
+    def pair_task(self) -> tuple[str | None, str, str]:
+        """(name, label-0 class, label-1 class) of the sentence-pair task the data's
+        next_sentence_labels hold: NSP, SOP (sentence_order), or None (packed single segments)."""
+        if self.packing != "segment_pair":
+            return None, "", ""
+        return ("SOP", "in order", "swapped") if self.sentence_order else ("NSP", "IsNext", "random-next")
 
     @property
     def run_dir(self) -> Path:
@@ -158,8 +204,19 @@ class TrainConfig:
                              "(its targets are the next tokens)")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule={self.schedule!r} is not one of {SCHEDULES}")
-        for k in ("batch_size", "steps", "max_seq_length", "max_predictions_per_seq", "log_interval",
-                  "eval_interval", "checkpoint_interval", "dupe_factor"):
+        check_packing(self.packing, self.sentence_order)
+        if self.packing != "segment_pair" and self.objective == "mlm_nsp":
+            raise ValueError(f"packing={self.packing!r} makes single-segment sequences without NSP labels; "
+                             f"use objective 'mlm' (RoBERTa) or 'ltr', or packing 'segment_pair'")
+        if self.model_type not in MODEL_TYPES:
+            raise ValueError(f"model_type={self.model_type!r} is not one of {MODEL_TYPES}")
+        if self.model_type == "albert":
+            if self.objective != "mlm_nsp":
+                raise ValueError(f"objective={self.objective!r}: model_type 'albert' trains MLM + its "
+                                 f"sentence-pair head (SOP with sentence_order), objective 'mlm_nsp'")
+            self.model_config(vocab_size=1)  # AlbertConfig checks embedding_size, classifier_dropout_prob
+        for k in ("batch_size", "accumulation_steps", "steps", "max_seq_length", "max_predictions_per_seq",
+                  "log_interval", "eval_interval", "checkpoint_interval", "dupe_factor"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
         if self.warmup_steps < 0 or self.minutes < 0 or self.eval_examples < 0:

@@ -67,6 +67,10 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
                  random_seed=cfg.data_seed)
     if tuple(cfg.mask_shares) != DEFAULT_FLAGS["mask_shares"]:  # in the key only when changed, so the
         flags["mask_shares"] = list(cfg.mask_shares)  # default's cache directories keep their names
+    if cfg.sentence_order:  # likewise: SOP pairs (ALBERT)
+        flags["sentence_order"] = True
+    if cfg.packing != "segment_pair":  # likewise: RoBERTa's packed single-segment sequences
+        flags["packing"] = cfg.packing
 
     def build(files: tuple, dupe: int, kind: str, max_lines: int, **changed) -> Path:
         flags_here = {**flags, **changed}

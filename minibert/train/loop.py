@@ -36,6 +36,7 @@ import numpy as np
 from minibert import run_dir as run_dir_mod
 from minibert.bert import BertForPreTraining
 from minibert.checkpoint import write_text_atomic
+from minibert.family.albert import AlbertForPreTraining
 from minibert.model import trained_params
 from minibert.pretraining_data import DEFAULT_FLAGS
 from minibert.optim import AdamW
@@ -46,6 +47,9 @@ from minibert.train.data import DataDirs, _sha256_file, load_heldout, prepare_da
 from minibert.train.evaluation import EvalResult, _fmt_perplexity, evaluate
 from minibert.train.runs import CURVES_FILE, METRICS_FILE, OPTIM_FILE, RUN_FILE, STATE_FILE, check_run_dir, run_state
 from minibert.train.step import TrainingAborted, TrainingDiverged, shuffle_mlm_labels, training_step
+
+
+MODEL_CLASSES = {"bert": BertForPreTraining, "albert": AlbertForPreTraining}  # TrainConfig.model_type
 
 
 def _rng_state(rng: np.random.Generator) -> dict:
@@ -71,7 +75,7 @@ class Trainer:
         self.tokenizer.check_special_tokens(purpose="training")
         # model and optimizer first: their own checks (AdamW's betas, ...) fail in milliseconds,
         # before data generation spends seconds and writes its cache
-        self.model = BertForPreTraining(cfg.model_config(len(self.tokenizer)), seed=cfg.seed)
+        self.model = MODEL_CLASSES[cfg.model_type](cfg.model_config(len(self.tokenizer)), seed=cfg.seed)
         # the parameters the objective trains (all, unless it has no NSP: then not pool.*, nsp.*)
         trained = {k: self.model.params[k] for k in trained_params(self.model.params, cfg.objective)}
         self.optimizer = AdamW(trained, lr=cfg.lr, beta1=cfg.beta1, beta2=cfg.beta2,
@@ -116,10 +120,10 @@ class Trainer:
         """Model (HF format), optimizer and trainer state of this step, as one unit: written into a
         new checkpoint directory that a single rename makes the newest (minibert/run_dir.py).
         The state records the hashes of the two tensor files and how the run stood (`status`)."""
-        from minibert.checkpoint import save_pretrained, save_tensors_atomic
+        from minibert.checkpoint import save_tensors_atomic
 
         def write_files(ckpt: Path) -> None:
-            save_pretrained(self.model, ckpt, vocab=self.tokenizer.ids_to_tokens)
+            self.model.save_pretrained(ckpt, vocab=self.tokenizer.ids_to_tokens)  # BERT's or ALBERT's names
             save_tensors_atomic(self.optimizer.state_dict(), ckpt / OPTIM_FILE, metadata={"step": str(self.step)})
             state = {"step": self.step, "total_steps": self.total_steps, "status": status,
                      "elapsed_seconds": self.elapsed,
@@ -137,7 +141,6 @@ class Trainer:
 
     def load_checkpoint(self) -> None:
         """Restore everything from the run's newest complete checkpoint (bit-exact resume)."""
-        from minibert.bert import load_pretrained
         from minibert.checkpoint import load_tensors
 
         ckpt = run_dir_mod.latest_checkpoint(self.dir)
@@ -149,7 +152,7 @@ class Trainer:
             if not (ckpt / f).is_file() or _sha256_file(ckpt / f) != sha:
                 raise ValueError(f"checkpoint {ckpt} is inconsistent: {f} does not match {STATE_FILE} "
                                  f"(the file was changed after the save)")
-        saved = load_pretrained(ckpt)
+        saved = type(self.model).from_pretrained(ckpt)
         if saved.config.vocab_size != len(self.tokenizer):
             raise ValueError(f"vocab/checkpoint mismatch: {ckpt} has vocab_size "
                              f"{saved.config.vocab_size}, {self.cfg.vocab} has {len(self.tokenizer)} tokens")
@@ -214,11 +217,13 @@ class Trainer:
                       "from_seq_length": cfg.short_seq_length, "max_seq_length": cfg.max_seq_length})
             self.say(f"step {self.step}: short phase done, sequence length {cfg.short_seq_length} -> "
                      f"{cfg.max_seq_length}, batch {cfg.short_phase()[1]} -> {cfg.batch_size}")
-        batch = self.iterator_at(self.step).next_batch()
+        iterator = self.iterator_at(self.step)
+        batches = [iterator.next_batch() for _ in range(cfg.accumulation_steps)]  # the step's micro-batches
         if cfg.control_shuffle_labels:
-            batch = shuffle_mlm_labels(batch, np.random.default_rng([cfg.seed, self.step, 7]))
+            shuffle_rng = np.random.default_rng([cfg.seed, self.step, 7])
+            batches = [shuffle_mlm_labels(b, shuffle_rng) for b in batches]
         try:
-            r = training_step(self.model, self.optimizer, batch, self.step, lr=cfg.lr,
+            r = training_step(self.model, self.optimizer, batches, self.step, lr=cfg.lr,
                               warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
                               schedule=cfg.schedule, clip_norm=cfg.clip_norm,
                               rng=self.rng if self._dropout_on() else None, objective=cfg.objective)
@@ -228,10 +233,13 @@ class Trainer:
             raise TrainingDiverged(f"{e}; the run stopped without saving. Last good checkpoint: {where}. "
                                    f"Try a lower lr (now {cfg.lr}) or more warmup (now {cfg.warmup_steps}).") from None
         self.step += 1
-        return r.metrics, r.grad_norm, r.lr, int(batch["input_mask"].sum())
+        tokens = sum(int(b["input_mask"].sum()) for b in batches)  # the real tokens of every micro-batch
+        return r.metrics, r.grad_norm, r.lr, tokens
 
     def _dropout_on(self) -> bool:
-        return self.cfg.model.hidden_dropout_prob > 0 or self.cfg.model.attention_probs_dropout_prob > 0
+        cfg = self.cfg
+        return (cfg.model.hidden_dropout_prob > 0 or cfg.model.attention_probs_dropout_prob > 0
+                or (cfg.model_type == "albert" and cfg.classifier_dropout_prob > 0))
 
     # --- speed calibration (the work is done in minibert/train/calibrate.py) -----------------------
 
@@ -335,9 +343,10 @@ class Trainer:
         self.last_eval, self.last_eval_step = r, self.step
         self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **r._asdict()})
         lm = "next-token (LTR)" if self.cfg.objective == "ltr" else "MLM"  # what the mlm_* numbers measure
-        nsp = ("" if self.cfg.objective == "ltr" else
-               f", NSP acc {r.nsp_acc:.4f} (IsNext {r.nsp_acc_isnext:.3f}, random-next {r.nsp_acc_random:.3f})"
-               + (" of the untrained NSP head" if self.cfg.objective == "mlm" else ""))
+        task, first, second = self.cfg.pair_task()
+        nsp = ("" if self.cfg.objective == "ltr" or task is None else
+               f", {task} acc {r.nsp_acc:.4f} ({first} {r.nsp_acc_isnext:.3f}, {second} {r.nsp_acc_random:.3f})"
+               + (f" of the untrained {task} head" if self.cfg.objective == "mlm" else ""))
         self.say(f"eval step {self.step}: held-out {lm} acc {r.mlm_acc:.4f}, {lm} loss {r.mlm_loss:.3f} "
                  f"(perplexity {_fmt_perplexity(r.perplexity)}){nsp} [{r.examples} examples, "
                  f"{time.perf_counter() - t0:.1f}s]")
@@ -362,7 +371,7 @@ class Trainer:
         if self.cfg.minutes > 0:
             eta = min(eta, max(0.0, self.cfg.minutes * 60 - self.elapsed))
         lm = "LTR acc" if self.cfg.objective == "ltr" else "MLM acc"  # what mlm_acc measures
-        nsp = f"| NSP acc {rec['nsp_acc']:.2f} " if self.cfg.objective == "mlm_nsp" else ""
+        nsp = f"| {self.cfg.pair_task()[0]} acc {rec['nsp_acc']:.2f} " if self.cfg.objective == "mlm_nsp" else ""
         self.say(f"step {self.step}/{self.total_steps} | loss {rec['loss']:.3f} | {lm} {rec['mlm_acc']:.3f} "
                  f"{nsp}| {rec['tokens_per_s']:,.0f} tok/s | lr {rec['lr']:.2e} "
                  f"| ETA {_fmt_seconds(eta)}")
@@ -430,14 +439,21 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
             trainer.total_steps = trainer.calibrate_steps(cfg.minutes * 60.0)
         trainer.start_fresh()
         m = trainer.model
+        albert = (f", ALBERT: embedding {m.config.embedding_size}, one block shared by the layers"
+                  if cfg.model_type == "albert" else "")
         trainer.say(f"model: {m.num_parameters:,} parameters ({m.config.num_hidden_layers} layers, hidden "
-                    f"{m.config.hidden_size}, {m.config.num_attention_heads} heads, vocab {m.config.vocab_size}); "
-                    f"{trainer.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
-                    f"tokens, {cfg.masking} masking"
+                    f"{m.config.hidden_size}, {m.config.num_attention_heads} heads, vocab {m.config.vocab_size}"
+                    f"{albert}); {trainer.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
+                    f"tokens" + ("" if cfg.packing == "segment_pair" else f" ({cfg.packing} packing)")
+                    + (", SOP pairs" if cfg.sentence_order else "") + f", {cfg.masking} masking"
                     + ("" if cfg.mask_shares == DEFAULT_FLAGS["mask_shares"] else
                        f" (MASK/SAME/RND {'/'.join(f'{x:g}' for x in cfg.mask_shares)})")
                     + ("" if cfg.objective == "mlm_nsp" else f", objective {cfg.objective}")
-                    + f", batch {cfg.batch_size}, lr {cfg.lr:g}, warmup "
+                    + f", batch {cfg.batch_size}"
+                    + ("" if cfg.accumulation_steps == 1 else
+                       f" x {cfg.accumulation_steps} micro-batches ({cfg.batch_size * cfg.accumulation_steps} "
+                       f"sequences per step)")
+                    + f", lr {cfg.lr:g}, warmup "
                     f"{cfg.warmup_steps}, {trainer.total_steps} steps"
                     + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
         if trainer.short_iterator is not None:
