@@ -43,8 +43,8 @@ DATA = ROOT / "data" / "squad2"  # 14 Wikipedia articles of SQuAD 2.0 (CC BY-SA 
 # %%
 train_ex, _ = squad.read_squad(DATA / "train-v2.0.json", is_training=True)
 dev_ex, _ = squad.read_squad(DATA / "dev-v2.0.json", is_training=False)
-if FAST:  # CI: a fifth of the questions
-    train_ex, dev_ex = train_ex[::5], dev_ex[::5]
+if FAST:  # CI: a tenth of the questions
+    train_ex, dev_ex = train_ex[::10], dev_ex[::10]
 with tempfile.TemporaryDirectory() as tmp:
     text = Path(tmp) / "passages.txt"
     text.write_text("\n".join(" ".join(e.doc_tokens) for e in train_ex[::10]) + "\n", encoding="utf-8")
@@ -117,8 +117,8 @@ cfg = BertConfig(vocab_size=len(tok), hidden_size=64, num_hidden_layers=2, num_a
 model = BertForQuestionAnswering(cfg, seed=0)
 train_feats = squad.convert_examples_to_features(train_ex, tok, T, STRIDE, QLEN, is_training=True)
 batch_all = squad.stack_features(train_feats)
-rng, B = np.random.default_rng(0), 32
-steps = 60 if FAST else 400
+rng, B = np.random.default_rng(0), (16 if FAST else 32)
+steps = 30 if FAST else 400  # CI checks the plumbing; the full run lets the scores take shape
 opt = AdamW(model.params, lr=1e-3)
 for step in range(steps):
     rows = rng.choice(len(train_feats), B, replace=False)

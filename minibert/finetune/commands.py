@@ -22,7 +22,7 @@ from minibert.finetune.train import RUN_FILE, ClassifierSource, FinetuneConfig, 
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "squad1", "squad2")
 # Tiny-model learning rates chosen on dev (the grid and the runs are in docs/finetuning.md)
-DEFAULT_LR = {"classification": 1e-4, "regression": 1e-4, "token": 1e-4, "choice": 1e-4, "qa": 1e-4}
+DEFAULT_LR = {"classification": 3e-4, "regression": 3e-4, "token": 3e-4, "choice": 3e-4, "qa": 3e-4}
 
 
 def _parser() -> argparse.ArgumentParser:
