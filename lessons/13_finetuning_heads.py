@@ -14,7 +14,8 @@
 #
 # **Finish line.**
 # 1. The classification head written here by hand (dropout -> linear -> cross-entropy, and its
-#    backward) gives the logits, loss and head gradients of `minibert.BertForSequenceClassification`.
+#    backward, exercise 1) gives the logits, loss and head gradients of
+#    `minibert.BertForSequenceClassification`.
 # 2. A sampled float64 gradient check of every tensor of all four classes passes.
 # 3. The first-sub-token rule labels exactly one piece per word.
 # 4. Multiple choice is classification with the choices flattened into the batch.
@@ -23,10 +24,12 @@
 # %%
 import numpy as np
 
+import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST  # CI: fewer steps
 from minibert import BertForMultipleChoice, BertForSequenceClassification, BertTokenizer, gradcheck, layers
 from minibert.finetune.features import token_features
 from minibert.finetune.readers import TaggedExample
+from minibert.gradcheck import numerical_grad_scalar
 from minibert.model import BertConfig, encoder_forward, pooler_forward
 
 rng = np.random.default_rng(13)
@@ -53,19 +56,17 @@ z = logits - logits.max(-1, keepdims=True)  # (B, K)
 probs = np.exp(z) / np.exp(z).sum(-1, keepdims=True)  # (B, K)
 loss = -np.log(probs[np.arange(B), labels]).mean()
 
-# backward: d loss / d logits = (probs - onehot) / B, then the linear layer's two gradients
+# backward, first step: d loss / d logits = (probs - onehot) / B (lesson 03). The linear layer's
+# three gradients (dpooled, dW, db) are exercise 1 at the end of this lesson.
 dlogits = probs.copy()
 dlogits[np.arange(B), labels] -= 1
 dlogits /= B  # (B, K)
-dW = pooled.T @ dlogits  # (C, B) @ (B, K) -> (C, K)
-db = dlogits.sum(0)  # (K,)
 
 batch = dict(input_ids=ids, segment_ids=seg, input_mask=mask, labels=labels)
 ref_loss, ref_grads = model.loss_and_grads(batch)
 print(f"loss by hand {loss:.6f}, minibert {ref_loss:.6f}  (ln 3 = {np.log(3):.6f}: a fresh head guesses)")
 assert np.allclose(logits, model.forward(ids, seg, mask), atol=1e-12)
 assert abs(loss - ref_loss) < 1e-12
-assert np.allclose(dW, ref_grads["cls.w"], atol=1e-12) and np.allclose(db, ref_grads["cls.b"], atol=1e-12)
 
 # %% [markdown]
 # ## 2. Gradient check of all four classes
@@ -140,3 +141,56 @@ dev = toy(200, np.random.default_rng(99))
 acc = (tiny.forward(dev["input_ids"]).argmax(-1) == dev["labels"]).mean()
 print(f"dev accuracy {acc:.3f}")
 assert acc == 1.0, acc  # exact: a count of 200 hits out of 200
+
+
+# %% [markdown]
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions and names the check that failed and by how much. A stub left as it
+# is makes the lesson go on with the reference solution (`lessons/solutions/13_finetuning_heads.py`).
+#
+# 1. `my_head_backward(dlogits, pooled, W)`: the backward of `logits = pooled @ W + b`, returning
+#    `(dpooled (B, C), dW (C, K), db (K,))` from `dlogits (B, K)`. Graded against minibert's
+#    gradients of section 1 and a numerical gradient of the loss with respect to `pooled`.
+# 2. `my_first_piece_labels(pieces_per_word, word_labels)`: one label per WordPiece piece, the
+#    word's label on its first piece and -100 on the others (no `[CLS]`/`[SEP]` here).
+
+# %%
+def my_head_backward(dlogits, pooled, W):
+    """dlogits (B, K), pooled (B, C), W (C, K) -> dpooled (B, C), dW (C, K), db (K,)"""
+    raise NotImplementedError("exercise 1: write the linear head's backward")  # your code here
+
+
+def my_first_piece_labels(pieces_per_word, word_labels):
+    """pieces_per_word [n_1, ..., n_W], word_labels [l_1, ..., l_W] -> labels, one per piece"""
+    raise NotImplementedError("exercise 2: put each word's label on its first piece")  # your code here
+
+
+# %%
+ex = course.Exercises("13_finetuning_heads")
+
+
+def _loss_of_pooled(p):
+    z = p @ model.params["cls.w"] + model.params["cls.b"]  # (B, K)
+    z = z - z.max(-1, keepdims=True)
+    return float(-(z[np.arange(B), labels] - np.log(np.exp(z).sum(-1))).mean())
+
+
+def check_head_backward(fn):
+    dpooled, dW, db = fn(dlogits, pooled, model.params["cls.w"])
+    p = pooled.copy()
+    num = numerical_grad_scalar(lambda: _loss_of_pooled(p), p)  # (B, C)
+    return [course.close("dW = minibert's cls.w gradient", dW, ref_grads["cls.w"]),
+            course.close("db = minibert's cls.b gradient", db, ref_grads["cls.b"]),
+            course.close("dpooled vs numerical gradient", dpooled, num)]
+
+
+def check_first_piece_labels(fn):
+    return [course.equal("3 words of 1, 2, 2 pieces", list(fn([1, 2, 2], [5, 0, 3])), [5, 0, -100, 3, -100]),
+            course.equal("john visited paris (lesson section 3)", list(fn([1, 2, 2], [1, 2, 0])),
+                         [int(x) for x in got[1:-1]]),
+            course.equal("no words", list(fn([], [])), [])]
+
+
+my_head_backward = ex.grade(1, my_head_backward, check_head_backward)
+my_first_piece_labels = ex.grade(2, my_first_piece_labels, check_first_piece_labels)

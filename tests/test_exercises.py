@@ -28,9 +28,9 @@ def _solution_functions(path: Path) -> list[str]:
     return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
 
 
-def test_lessons_00_to_12_have_exercises_with_solutions():
+def test_lessons_00_to_14_have_exercises_with_solutions():
     numbers = sorted(int(p.name[:2]) for p in GRADED)
-    assert numbers == list(range(13)), f"lessons with lessons/solutions/NN_*.py: {numbers}"
+    assert numbers == list(range(15)), f"lessons with lessons/solutions/NN_*.py: {numbers}"
     assert sorted(p.name for p in SOLUTIONS.glob("*.py")) == sorted(p.name for p in GRADED), \
         "a solutions file without its lesson"
 

@@ -1,0 +1,20 @@
+"""Reference solutions for lesson 13's exercises. Try them yourself first: the lesson grades your
+version and says what is wrong; come here when you are done, or truly stuck."""
+import numpy as np
+
+
+def my_head_backward(dlogits, pooled, W):
+    """dlogits (B, K), pooled (B, C), W (C, K) -> dpooled (B, C), dW (C, K), db (K,)"""
+    # forward was: logits = pooled @ W + b
+    dpooled = dlogits @ W.T  # (B, K) @ (K, C) -> (B, C)
+    dW = pooled.T @ dlogits  # (C, B) @ (B, K) -> (C, K)
+    db = dlogits.sum(axis=0)  # (K,) b was added to every row
+    return dpooled, dW, db
+
+
+def my_first_piece_labels(pieces_per_word, word_labels):
+    """pieces_per_word [n_1, ..., n_W], word_labels [l_1, ..., l_W] -> labels, one per piece"""
+    out = []
+    for n, label in zip(pieces_per_word, word_labels):
+        out += [label] + [-100] * (n - 1)  # the label on the first piece, no loss on the rest
+    return np.array(out, dtype=np.int64)
