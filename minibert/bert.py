@@ -18,7 +18,7 @@ import numpy as np
 from minibert import checkpoint
 from minibert.backend import get_ops
 from minibert.model import (HEAD_GROUPS, BertConfig, LossGradsMetrics, Output, _train_rng, bert_backward,
-                            bert_forward, check_inputs, check_objective, encoder_forward, init_params,
+                            bert_forward, check_inputs, check_objective, check_params, encoder_forward, init_params,
                             mlm_transform_forward, param_shapes, pooler_forward)
 from minibert.tokenizer import BertTokenizer
 
@@ -45,14 +45,7 @@ class BertForPreTraining:
             raise ValueError("an NSP head (nsp.*) needs the pooler (pool.*)")
         expected = {k: s for k, s in param_shapes(config).items()
                     if k.split(".", 1)[0] not in HEAD_GROUPS or k.split(".", 1)[0] in self.heads}
-        for name, shape in expected.items():
-            if name not in self.params:
-                raise ValueError(f"parameter {name!r} is missing")
-            if self.params[name].shape != shape:
-                raise ValueError(f"parameter {name!r} has shape {self.params[name].shape}, expected {shape}")
-        unknown = sorted(set(self.params) - set(expected))
-        if unknown:
-            raise ValueError(f"unknown parameters {unknown[:5]}")
+        check_params(self.params, expected)
         self.vocab_path = None  # set by from_pretrained; encode() builds its tokenizer from it
         self.do_lower_case = True
 

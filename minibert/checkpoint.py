@@ -257,6 +257,20 @@ def from_hf_state_dict(state: dict[str, np.ndarray], config: BertConfig, dtype=n
     return params
 
 
+def check_state(state: dict, expected: dict[str, tuple], model_name: str) -> None:
+    """A transformers state dict holds exactly the `expected` keys, each a float tensor of its
+    shape: a ValueError names the first missing, misshapen or unknown tensor."""
+    for key, shape in expected.items():
+        if key not in state:
+            raise ValueError(f"checkpoint is missing tensor {key!r} (shape {shape})")
+        if tuple(state[key].shape) != shape or state[key].dtype.kind != "f":
+            raise ValueError(f"tensor {key!r} is {state[key].dtype} {tuple(state[key].shape)} in the checkpoint, "
+                             f"but the config needs float {shape}")
+    unexpected = sorted(set(state) - set(expected))
+    if unexpected:
+        raise ValueError(f"checkpoint has tensors {model_name} does not know: {unexpected[:5]}")
+
+
 def _pop_task_heads(state: dict, dtype) -> dict[str, np.ndarray]:
     """Remove a fine-tuning head (classifier.* or qa_outputs.*) from `state` -> minibert params
     cls.w (C, K) / cls.b (K,) or qa.w (C, 2) / qa.b (2,). The shapes must agree with each other."""

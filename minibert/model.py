@@ -112,6 +112,20 @@ def param_shapes(cfg: BertConfig) -> dict[str, tuple]:
     return shapes
 
 
+def check_params(params: dict, expected: dict[str, tuple], owner: str = "") -> None:
+    """Every expected parameter present with its shape and nothing else, or a ValueError that
+    names the first problem (the model classes check what they are given with this)."""
+    who = f"{owner}: " if owner else ""
+    for name, shape in expected.items():
+        if name not in params:
+            raise ValueError(f"{who}parameter {name!r} is missing")
+        if params[name].shape != shape:
+            raise ValueError(f"{who}parameter {name!r} has shape {params[name].shape}, expected {shape}")
+    unknown = sorted(set(params) - set(expected))
+    if unknown:
+        raise ValueError(f"{who}unknown parameters {unknown[:5]}")
+
+
 def truncated_normal(rng: np.random.Generator, shape, std: float) -> np.ndarray:
     """Normal(0, std) with values beyond 2 std redrawn, as TF's truncated_normal_initializer."""
     x = rng.standard_normal(shape)

@@ -42,7 +42,7 @@ from minibert import checkpoint, layers
 from minibert.backend import get_ops
 from minibert.model import (BertConfig, LossGradsMetrics, Metrics, Output, _dropout, _pack,
                             _train_rng, _unpack, _UnpaddedAttention, block_backward, block_forward, check_batch,
-                            check_inputs, mlm_transform_forward, pooler_forward, self_attention_backward,
+                            check_inputs, check_params, mlm_transform_forward, pooler_forward, self_attention_backward,
                             self_attention_forward, truncated_normal)
 
 ARCHITECTURE = "AlbertForPreTraining"
@@ -346,15 +346,7 @@ def from_hf_state_dict(state, cfg: AlbertConfig, dtype=np.float32) -> dict[str, 
     expected = {HF_NAMES[n][0]: (s[::-1] if HF_NAMES[n][1] else s) for n, s in shapes.items() if n in HF_NAMES}
     C = cfg.hidden_size
     expected.update({key + ".weight": (C, C) for key in HF_QKV} | {key + ".bias": (C,) for key in HF_QKV})
-    for key, shape in expected.items():
-        if key not in state:
-            raise ValueError(f"checkpoint is missing tensor {key!r} (shape {shape})")
-        if tuple(state[key].shape) != shape or state[key].dtype.kind != "f":
-            raise ValueError(f"tensor {key!r} is {state[key].dtype} {tuple(state[key].shape)} in the checkpoint, "
-                             f"but the config needs float {shape}")
-    unexpected = sorted(set(state) - set(expected))
-    if unexpected:
-        raise ValueError(f"checkpoint has tensors minibert's ALBERT does not know: {unexpected[:5]}")
+    checkpoint.check_state(state, expected, "minibert's ALBERT")
     params = {}
     for name in shapes:
         if name in HF_NAMES:
@@ -414,14 +406,7 @@ class AlbertForPreTraining:
         self.dtype = np.dtype(dtype)
         self.params = init_params(config, seed, self.dtype) if params is None else params
         expected = param_shapes(config)
-        for name, shape in expected.items():
-            if name not in self.params:
-                raise ValueError(f"parameter {name!r} is missing")
-            if self.params[name].shape != shape:
-                raise ValueError(f"parameter {name!r} has shape {self.params[name].shape}, expected {shape}")
-        unknown = sorted(set(self.params) - set(expected))
-        if unknown:
-            raise ValueError(f"unknown parameters {unknown[:5]}")
+        check_params(self.params, expected)
         self.vocab_path = None  # set by from_pretrained; save_pretrained copies it
         self.do_lower_case = True
 

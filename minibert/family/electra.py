@@ -39,7 +39,7 @@ from minibert import checkpoint, layers
 from minibert.backend import get_ops
 from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, _as_int, _dropout, _pack, _train_rng,
                             _unpack, _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs,
-                            self_attention_backward, self_attention_forward, truncated_normal)
+                            check_params, self_attention_backward, self_attention_forward, truncated_normal)
 from minibert.model import param_shapes as bert_param_shapes
 
 HEADS = {"disc": "ElectraForPreTraining", "gen": "ElectraForMaskedLM"}  # head -> transformers architecture
@@ -104,7 +104,7 @@ def param_shapes(cfg: ElectraConfig, head: str) -> dict[str, tuple]:
     """Names and shapes of the discriminator's ("disc") or the generator's ("gen") parameters."""
     if head not in HEADS:
         raise ValueError(f"head={head!r} is not one of {sorted(HEADS)}")
-    V, E, C, FF = cfg.vocab_size, cfg.embedding_size, cfg.hidden_size, cfg.intermediate_size
+    V, E, C = cfg.vocab_size, cfg.embedding_size, cfg.hidden_size
     shapes = {"tok_emb": (V, E), "pos_emb": (cfg.max_position_embeddings, E), "seg_emb": (cfg.type_vocab_size, E),
               "emb_ln.w": (E,), "emb_ln.b": (E,)}
     if cfg.factorized:
@@ -527,15 +527,7 @@ def from_hf_state_dict(state, cfg: ElectraConfig, head: str, dtype=np.float32) -
     # the keys and shapes to expect: those that to_hf_state_dict writes for params of the right shapes
     expected = {k: a.shape for k, a in to_hf_state_dict({n: np.empty(s, np.float32) for n, s in shapes.items()},
                                                         cfg).items()}
-    for key, shape in expected.items():
-        if key not in state:
-            raise ValueError(f"checkpoint is missing tensor {key!r} (shape {shape})")
-        if tuple(state[key].shape) != shape or state[key].dtype.kind != "f":
-            raise ValueError(f"tensor {key!r} is {state[key].dtype} {tuple(state[key].shape)} in the checkpoint, "
-                             f"but the config needs float {shape}")
-    unexpected = sorted(set(state) - set(expected))
-    if unexpected:
-        raise ValueError(f"checkpoint has tensors minibert's {HEADS[head]} does not know: {unexpected[:5]}")
+    checkpoint.check_state(state, expected, f"minibert's {HEADS[head]}")
     params = {}
     for name in shapes:
         if name in names:
@@ -583,14 +575,7 @@ class _ElectraModel:
         self.dtype = np.dtype(dtype)
         self.params = init_params(config, self.head, seed, self.dtype) if params is None else params
         expected = param_shapes(config, self.head)
-        for name, shape in expected.items():
-            if name not in self.params:
-                raise ValueError(f"parameter {name!r} is missing")
-            if self.params[name].shape != shape:
-                raise ValueError(f"parameter {name!r} has shape {self.params[name].shape}, expected {shape}")
-        unknown = sorted(set(self.params) - set(expected))
-        if unknown:
-            raise ValueError(f"unknown parameters {unknown[:5]}")
+        check_params(self.params, expected)
         self.vocab_path = None  # set by from_pretrained; save_pretrained copies it
         self.do_lower_case = True
 

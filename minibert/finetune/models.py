@@ -26,8 +26,8 @@ import numpy as np
 from minibert import checkpoint
 from minibert.backend import get_ops
 from minibert.finetune.heads import encoder_layers, task_backward, task_forward, task_logits
-from minibert.model import HEAD_GROUPS, BertConfig, _train_rng, check_inputs, init_params, param_shapes, \
-    truncated_normal
+from minibert.model import HEAD_GROUPS, BertConfig, _train_rng, check_inputs, check_params, init_params, \
+    param_shapes, truncated_normal
 
 
 @dataclasses.dataclass
@@ -112,16 +112,7 @@ class _TaskModel:
         return shapes
 
     def _check_params(self):
-        expected = self.expected_shapes()
-        for name, shape in expected.items():
-            if name not in self.params:
-                raise ValueError(f"{type(self).__name__}: parameter {name!r} is missing")
-            if self.params[name].shape != shape:
-                raise ValueError(f"{type(self).__name__}: parameter {name!r} has shape {self.params[name].shape}, "
-                                 f"expected {shape}")
-        unknown = sorted(set(self.params) - set(expected))
-        if unknown:
-            raise ValueError(f"{type(self).__name__}: unknown parameters {unknown[:5]}")
+        check_params(self.params, self.expected_shapes(), type(self).__name__)
 
     @property
     def num_parameters(self) -> int:
