@@ -156,3 +156,28 @@ def test_feature_based_head_gradient_float64(pretrained):
     for name, p in tagger.params.items():
         num = numerical_grad_scalar(lambda: tagger.loss_grads_metrics(batch, compute_grads=False)[0], p)
         assert compare(name, grads[name], num, verbose=False)
+
+
+def test_squad2_finetune_writes_official_scores_and_predict_answers(tmp_path, pretrained, capsys):
+    context = "john visited paris . the film was good . " * 3  # 27 words: several windows of 16 tokens
+    qas = [{"id": "a", "question": "who visited paris", "is_impossible": False,
+            "answers": [{"text": "john", "answer_start": 0}]},
+           {"id": "b", "question": "was the plot dull", "is_impossible": True, "answers": []}]
+    data = {"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": context, "qas": qas}]}]}
+    d = tmp_path / "squad"
+    d.mkdir()
+    for name in ("train-v2.0.json", "dev-v2.0.json"):
+        (d / name).write_text(json.dumps(data), encoding="utf-8")
+    out = tmp_path / "sq"
+    assert _run("squad2", "--data", d, "--init", pretrained, "--out", out, "--epochs", 2, "--batch-size", 2,
+                "--max-seq-length", 16, "--doc-stride", 4) == 0
+    scores = json.loads((out / "eval.json").read_text())
+    assert scores["total"] == 2 and scores["HasAns_total"] == 1 and scores["NoAns_total"] == 1
+    assert {"best_f1", "best_f1_thresh", "exact", "f1"} <= set(scores)
+    assert set(json.loads((out / "predictions.json").read_text())) == {"a", "b"}
+    assert set(json.loads((out / "null_odds.json").read_text())) == {"a", "b"}
+    capsys.readouterr()
+    assert main(["predict", str(out), "--question", "who visited paris", "--context", context]) == 0
+    shown = capsys.readouterr().out
+    assert "window 0: words 0-" in shown and "window 1:" in shown  # the passage needs several windows
+    assert "answer: " in shown or "no answer" in shown

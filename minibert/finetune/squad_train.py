@@ -113,7 +113,8 @@ def predict_answer(model, tokenizer, question: str | None, context: str | None, 
         words = sorted(f.token_to_orig_map.values())
         print(f"window {f.doc_span_index}: words {words[0]}-{words[-1]} of {len(doc_tokens)} "
               f"({' '.join(doc_tokens[words[0]:words[0] + 4])} ... {' '.join(doc_tokens[max(0, words[-1] - 3):words[-1] + 1])})")
-    answer, top = preds["q"], nbest["q"][0]
+    answer = preds["q"]
+    top = next((e for e in nbest["q"] if e["text"]), nbest["q"][0])  # the best non-null span
     if answer == "":
         print(f"no answer (null score minus best span = {null_odds['q']:.3f} > threshold {threshold:.3f}); "
               f"best span was {top['text']!r}")
