@@ -523,8 +523,9 @@ def config_to_hf_dict(config: BertConfig, architecture: str, dtype) -> dict:
     return dict(sorted(d.items()))
 
 
-def read_config(path: str | Path) -> tuple[BertConfig, str | None]:
-    """config.json -> (BertConfig, architecture or None). Rejects what minibert cannot run."""
+def read_config_json(path: str | Path) -> dict:
+    """A checkpoint's config.json as a dict: an error says the file is missing, not JSON, or not
+    a JSON object. What its keys must be is for the model that reads it."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist; a checkpoint directory needs config.json")
@@ -534,6 +535,14 @@ def read_config(path: str | Path) -> tuple[BertConfig, str | None]:
         raise ValueError(f"{path} is not valid JSON: {e}") from None
     if not isinstance(d, dict):
         raise ValueError(f"{path} must hold a JSON object")
+    return d
+
+
+def read_config(path: str | Path, d: dict | None = None) -> tuple[BertConfig, str | None]:
+    """config.json -> (BertConfig, architecture or None). Rejects what minibert cannot run.
+    `d`: the file's contents when the caller has read them already (read_config_json)."""
+    path = Path(path)
+    d = read_config_json(path) if d is None else d
     if d.get("model_type", "bert") != "bert":
         raise ValueError(f"{path}: model_type {d['model_type']!r} is not 'bert'" +
                          (" (load ALBERT checkpoints with minibert.AlbertForPreTraining)"
@@ -652,7 +661,8 @@ def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
                 f"only a single model.safetensors file; convert to safetensors with transformers' "
                 f"model.save_pretrained(dir, safe_serialization=True, max_shard_size='100GB').") if others else ""
         raise FileNotFoundError(f"{directory} has no {WEIGHTS_NAME}.{hint}")
-    config, arch = read_config(directory / CONFIG_NAME)
+    raw = read_config_json(directory / CONFIG_NAME)
+    config, arch = read_config(directory / CONFIG_NAME, raw)
     tensors, _ = load_tensors(weights, verify=verify)
     if verify:
         check_finite(tensors, weights)
@@ -664,13 +674,12 @@ def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
     vocab = directory / VOCAB_NAME
     if arch in TASK_HEADS and TASK_HEADS[arch][0] + ".w" not in params:
         raise ValueError(f"{weights}: config.json says {arch} but the file has no {TASK_HEADS[arch][1]} tensors")
-    raw = json.loads((directory / CONFIG_NAME).read_text(encoding="utf-8"))
     return Pretrained(config, params, arch, vocab if vocab.is_file() else None,
-                      _read_do_lower_case(directory / TOKENIZER_CONFIG_NAME),
+                      read_do_lower_case(directory / TOKENIZER_CONFIG_NAME),
                       {k: raw[k] for k in TASK_CONFIG_KEYS if k in raw})
 
 
-def _read_do_lower_case(path: Path) -> bool:
+def read_do_lower_case(path: Path) -> bool:
     if not path.is_file():
         return True
     try:

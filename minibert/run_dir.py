@@ -218,6 +218,17 @@ def read_jsonl(path: Path) -> tuple[list[dict], int]:
     return records, dropped
 
 
+def truncate_jsonl(path: Path, step: int) -> int:
+    """Keep the records of a metrics file up to `step` (those after it belong to the part of a run
+    that a resume repeats) -> the number of lines cut short by a crash that were dropped too."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    records, dropped = read_jsonl(path)
+    write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in records if r.get("step", 0) <= step))
+    return dropped
+
+
 def append_jsonl(path: Path, record: dict) -> None:
     """Append one record; a full disk is an error naming the file."""
     try:

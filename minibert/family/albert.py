@@ -369,14 +369,9 @@ def config_to_hf_dict(cfg: AlbertConfig, dtype) -> dict:
 
 def read_config(path: Path) -> AlbertConfig:
     """An ALBERT config.json -> AlbertConfig; clear errors for what minibert cannot run."""
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist; a checkpoint directory needs config.json")
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(d, dict) or d.get("model_type") != "albert":
-        got = d.get("model_type") if isinstance(d, dict) else None
+    d = checkpoint.read_config_json(path)
+    if d.get("model_type") != "albert":
+        got = d.get("model_type")
         raise ValueError(f"{path}: model_type {got!r} is not 'albert'" +
                          (" (load BERT checkpoints with minibert.BertForPreTraining)" if got == "bert" else ""))
     archs = d.get("architectures") or [ARCHITECTURE]
@@ -482,5 +477,5 @@ class AlbertForPreTraining:
         model = cls(config, dtype=dtype, params=params)
         vocab = directory / checkpoint.VOCAB_NAME
         model.vocab_path = vocab if vocab.is_file() else None
-        model.do_lower_case = checkpoint._read_do_lower_case(directory / checkpoint.TOKENIZER_CONFIG_NAME)
+        model.do_lower_case = checkpoint.read_do_lower_case(directory / checkpoint.TOKENIZER_CONFIG_NAME)
         return model

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.checkpoint import read_do_lower_case
 from minibert.finetune.train import RUN_FILE, ClassifierSource, FinetuneConfig, FinetuneRun, load_model
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "squad1", "squad2")
@@ -79,7 +80,7 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     if vocab is None:
         from minibert.corpus import ensure_default_corpus
         vocab = Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab
-    do_lower = _do_lower_case(Path(cfg.init)) if cfg.init.lower() != "none" else True
+    do_lower = read_do_lower_case(Path(cfg.init) / "tokenizer_config.json") if cfg.init.lower() != "none" else True
     tokenizer = BertTokenizer(vocab, do_lower_case=do_lower)
     if verbose:
         print(f"reading {task.name} ({task.kind}, {task.format}) ...", flush=True)
@@ -100,13 +101,6 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
               f"({data.info['train_features']:,} / {data.info['dev_features']:,} features)"
               + (f"; cut to {cfg.max_seq_length} tokens: {trunc}" if trunc else ""))
     return FinetuneRun(cfg, model, ClassifierSource(data), tokenizer, info, verbose)
-
-
-def _do_lower_case(init: Path) -> bool:
-    path = init / "tokenizer_config.json"
-    if not path.is_file():
-        return True
-    return bool(json.loads(path.read_text(encoding="utf-8")).get("do_lower_case", True))
 
 
 def _check_out_dir(out: Path, overwrite: bool) -> None:

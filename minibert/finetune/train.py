@@ -26,11 +26,8 @@ SQuAD brings its own (minibert/finetune/squad_train.py).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import signal
 import sys
-import threading
 import time
 import warnings
 from pathlib import Path
@@ -41,7 +38,8 @@ from minibert import run_dir as run_dir_mod
 from minibert.checkpoint import atomic_write, load_tensors, save_tensors_atomic
 from minibert.finetune.features import trim
 from minibert.optim import AdamW
-from minibert.train.step import TrainingAborted, TrainingDiverged, training_step
+from minibert.train.loop import _fmt_seconds
+from minibert.train.step import TrainingAborted, TrainingDiverged, install_sigint, restore_sigint, training_step
 
 RUN_FILE = "finetune.json"
 METRICS_FILE = "metrics.jsonl"
@@ -288,9 +286,7 @@ class FinetuneRun:
         self.optimizer.load_state_dict(optim)
         self.rng.bit_generator.state = state["dropout_rng"]
         self.step, self.elapsed, self.best = int(state["step"]), float(state["elapsed_seconds"]), state["best"]
-        records, _ = run_dir_mod.read_jsonl(self.dir / METRICS_FILE) if (self.dir / METRICS_FILE).exists() else ([], 0)
-        atomic_write(self.dir / METRICS_FILE, lambda tmp: tmp.write_text(
-            "".join(json.dumps(r) + "\n" for r in records if r.get("step", 0) <= self.step), encoding="utf-8"))
+        run_dir_mod.truncate_jsonl(self.dir / METRICS_FILE, self.step)
         self.say(f"resumed {self.dir} at step {self.step}/{self.total_steps}")
 
     def log(self, record: dict) -> None:
@@ -320,7 +316,7 @@ class FinetuneRun:
     def train(self, max_steps: int | None = None) -> str:
         """Train to the end, the time budget, Ctrl-C or `max_steps` more steps (then "paused");
         every way out saves the state, so --resume continues exactly where it stopped."""
-        previous = self._install_sigint()
+        previous = install_sigint(self, "_stop")
         try:
             status = self._loop(math.inf if max_steps is None else self.step + max_steps)
             if status not in ("interrupted", "paused") and self.last_eval_step != self.step:
@@ -331,8 +327,7 @@ class FinetuneRun:
             raise TrainingAborted(f"aborted at step {self.step} by a second Ctrl-C without saving; the last "
                                   f"complete checkpoint in {self.dir}/checkpoints is kept") from None
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            restore_sigint(previous)
         if status == "interrupted":
             self.say(f"interrupted at step {self.step}: saved; continue with `python -m minibert finetune "
                      f"--resume {self.dir}`")
@@ -389,19 +384,6 @@ class FinetuneRun:
         self.say(f"step {self.step}/{self.total_steps} (epoch {rec['epoch']:.2f}) | loss {rec['loss']:.4f}{acc} | "
                  f"{rec['tokens_per_s']:,.0f} tok/s | lr {rec['lr']:.2e} | ETA {_fmt_seconds(eta)}")
 
-    def _install_sigint(self):
-        if threading.current_thread() is not threading.main_thread():
-            return None
-
-        def handler(signum, frame):
-            if self._stop:
-                raise KeyboardInterrupt
-            self._stop = True
-            print("\nCtrl-C: finishing this step, then saving (press again to abort without saving)",
-                  file=sys.stderr, flush=True)
-
-        return signal.signal(signal.SIGINT, handler)
-
     _last_plot = -math.inf
 
     def write_curves(self) -> Path | None:
@@ -411,11 +393,6 @@ class FinetuneRun:
         except OSError as e:
             print(f"warning: could not draw {self.dir / CURVES_FILE}: {e}", file=sys.stderr)
             return None
-
-
-def _fmt_seconds(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
 def plot_finetune_curves(metrics_path: Path, out: Path, main_metric: str) -> Path | None:

@@ -23,9 +23,7 @@ that never stopped (tests/test_train.py checks this with np.array_equal).
 """
 from __future__ import annotations
 
-import json
 import math
-import signal
 import sys
 import time
 from pathlib import Path
@@ -35,7 +33,6 @@ import numpy as np
 
 from minibert import run_dir as run_dir_mod
 from minibert.bert import BertForPreTraining
-from minibert.checkpoint import write_text_atomic
 from minibert.family.albert import AlbertForPreTraining
 from minibert.model import trained_params
 from minibert.pretraining_data import DEFAULT_FLAGS
@@ -46,7 +43,8 @@ from minibert.train.curves import baselines, plot_curves
 from minibert.train.data import DataDirs, _sha256_file, load_heldout, prepare_data
 from minibert.train.evaluation import EvalResult, _fmt_perplexity, evaluate
 from minibert.train.runs import CURVES_FILE, METRICS_FILE, OPTIM_FILE, RUN_FILE, STATE_FILE, check_run_dir, run_state
-from minibert.train.step import TrainingAborted, TrainingDiverged, shuffle_mlm_labels, training_step
+from minibert.train.step import (TrainingAborted, TrainingDiverged, install_sigint, restore_sigint, shuffle_mlm_labels,
+                                  training_step)
 
 
 MODEL_CLASSES = {"bert": BertForPreTraining, "albert": AlbertForPreTraining}  # TrainConfig.model_type
@@ -180,12 +178,8 @@ class Trainer:
         """Drop metrics written after the checkpoint (they belong to the lost part of the run),
         and a last line cut short by a crash mid-write."""
         path = self.dir / METRICS_FILE
-        if path.exists():
-            records, dropped = run_dir_mod.read_jsonl(path)
-            if dropped:
-                self.say(f"note: {path}: dropped its last line, cut short by a crash mid-write")
-            keep = [json.dumps(r) + "\n" for r in records if r.get("step", 0) <= step]
-            write_text_atomic(path, "".join(keep))
+        if run_dir_mod.truncate_jsonl(path, step):
+            self.say(f"note: {path}: dropped its last line, cut short by a crash mid-write")
 
     def start_fresh(self) -> None:
         """Clear what an earlier run left in the directory (after check_run_dir said it may go) and
@@ -379,23 +373,10 @@ class Trainer:
     # --- Ctrl-C: finish the current step, save, exit 130 -----------------------------------------
 
     def _install_sigint(self):
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return None
-
-        def handler(signum, frame):
-            if self._stop_requested:  # second Ctrl-C: stop now
-                raise KeyboardInterrupt
-            self._stop_requested = True
-            print("\nCtrl-C: finishing this step, then saving (press again to abort without saving)",
-                  file=sys.stderr, flush=True)
-
-        return signal.signal(signal.SIGINT, handler)
+        return install_sigint(self, "_stop_requested")
 
     def _restore_sigint(self, previous) -> None:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        restore_sigint(previous)
 
     # --- curves -----------------------------------------------------------------------------------
 

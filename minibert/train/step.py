@@ -4,6 +4,9 @@ the control run's label shuffle; the two ways a run stops early."""
 from __future__ import annotations
 
 import math
+import signal
+import sys
+import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -104,6 +107,28 @@ def training_step(model: BertForPreTraining, optimizer: AdamW, batch: dict[str, 
     params = model.params if grads.keys() == model.params.keys() else {k: model.params[k] for k in grads}
     optimizer.step(params, grads, step_lr)
     return StepResult(float(loss), metrics, norm, step_lr)
+
+
+def install_sigint(owner, flag: str):
+    """Ctrl-C while training: the first sets `owner.<flag>` (the loop finishes its step, saves
+    and stops), a second raises KeyboardInterrupt (stop now). -> the previous handler, for
+    restore_sigint; None off the main thread, where Python delivers no signals."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum, frame):
+        if getattr(owner, flag):  # second Ctrl-C: stop now
+            raise KeyboardInterrupt
+        setattr(owner, flag, True)
+        print("\nCtrl-C: finishing this step, then saving (press again to abort without saving)",
+              file=sys.stderr, flush=True)
+
+    return signal.signal(signal.SIGINT, handler)
+
+
+def restore_sigint(previous) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
 
 
 def shuffle_mlm_labels(batch: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
