@@ -80,6 +80,32 @@ def hf_model_from_params(params, config, dtype):
     return model.eval()
 
 
+def max_rel(a, b):
+    """max |a - b| / max |b|: tensor-relative, so entries near 0 do not blow it up."""
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
+
+
+def gradient_errors(hf_grads: dict, named: dict, key_bias: str) -> dict[str, float]:
+    """minibert's gradients (transformers' names) against the .grad of transformers' parameters
+    -> {name: max_rel} for every tensor but the attention key biases (names ending in
+    `key_bias`). Those are analytically zero: b_k shifts every score of a query by the same
+    q . b_k, which softmax ignores, so both sides hold round-off only and are compared with the
+    overall gradient scale instead. Every other reference gradient must be a real one (above
+    1e-6 of the scale), so that a relative error means something."""
+    assert set(hf_grads) == set(named)
+    scale = max(np.abs(p.grad.numpy()).max() for p in named.values())
+    worst = {}
+    for key, g in hf_grads.items():
+        ref_g = named[key].grad.numpy()
+        assert g.shape == ref_g.shape, key
+        if key.endswith(key_bias):
+            assert np.abs(g).max() <= 1e-12 * scale and np.abs(ref_g).max() <= 1e-12 * scale, key
+            continue
+        assert np.abs(ref_g).max() > 1e-6 * scale, key
+        worst[key] = max_rel(g, ref_g)
+    return worst
+
+
 @pytest.fixture
 def helpers():
     class H:
@@ -88,4 +114,5 @@ def helpers():
     H.random_params = staticmethod(random_params)
     H.make_inputs = staticmethod(make_inputs)
     H.hf_model_from_params = staticmethod(hf_model_from_params)
+    H.gradient_errors = staticmethod(gradient_errors)
     return H
