@@ -40,6 +40,7 @@ STATE_FILE = "trainer_state.json"
 OPTIM_FILE = "optimizer.safetensors"
 # the files a transformers directory needs, copied to the run's top level after every save
 PUBLISHED = (CONFIG_NAME, VOCAB_NAME, TOKENIZER_CONFIG_NAME, WEIGHTS_NAME)
+PUBLISHED_DIRS = ("generator",)  # a second model of the checkpoint (ELECTRA's generator), published the same way
 _STEP_DIR = re.compile(r"step-(\d+)(?:\.(\d+))?$")  # step-000250, or step-000250.1 for a second save
 _TMP_DIR = re.compile(r"\.step-\d+(\.\d+)?\.tmp-\d+$")  # a checkpoint being written
 _TMP_FILE = re.compile(r"\..+\.tmp(\.png)?$")  # atomic_write's .NAME.XXXX.tmp; .curves.tmp.png of older versions
@@ -79,11 +80,11 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
 
 def clean_interrupted_saves(run_dir: str | Path) -> list[Path]:
     """Remove what a save cut off by a crash left behind: hidden step directories and temporary
-    files (`.name.XXXX.tmp`, `.curves.tmp.png`) at the top level and in checkpoints/. Returns
+    files (`.name.XXXX.tmp`, `.curves.tmp.png`) at the top level, in checkpoints/ and generator/. Returns
     what was removed."""
     run_dir = Path(run_dir)
     removed = []
-    for folder in (run_dir, run_dir / CHECKPOINTS):
+    for folder in (run_dir, run_dir / CHECKPOINTS, *(run_dir / d for d in PUBLISHED_DIRS)):
         if not folder.is_dir():
             continue
         for p in folder.iterdir():
@@ -138,10 +139,11 @@ def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path
 
 
 def _publish(run_dir: Path, checkpoint: Path) -> None:
-    """Copy the checkpoint's config.json, model.safetensors, ... to the top level (each replaced
-    atomically: a reader sees the old file or the new one). A failure here leaves the checkpoint
-    itself complete, so it is an error that says so."""
-    for name in PUBLISHED:
+    """Copy the checkpoint's config.json, model.safetensors, ... (and those of its generator/) to
+    the top level (each replaced atomically: a reader sees the old file or the new one). A failure
+    here leaves the checkpoint itself complete, so it is an error that says so."""
+    names = [*PUBLISHED, *(f"{d}/{name}" for d in PUBLISHED_DIRS if (checkpoint / d).is_dir() for name in PUBLISHED)]
+    for name in names:
         src = checkpoint / name
         if src.is_file():
             try:

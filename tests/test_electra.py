@@ -177,6 +177,29 @@ def test_electra_dropout_runs_only_in_training():
         model(ids, train=True)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_electra_training_step_without_dropout_is_the_gradient_checked_step(backend, monkeypatch):
+    """The Trainer calls the joint step with train=True (its rng also draws the samples) and the
+    tiny recipe's dropout 0; the gradient check runs train=False. With dropout 0 the two must be
+    the same computation on a padded batch (unpadded path): same samples, labels, loss and grads.
+    If a p = 0 dropout drew from the rng, the samples would shift and this would fail."""
+    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    from minibert.backend import get_ops
+
+    gen_cfg, disc_cfg = (ElectraConfig(**c, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+                         for c in (GEN, DISC))
+    gen, disc = pair()
+    batch = gc.random_batch(disc_cfg, B=3, T=8, P=3, rng=np.random.default_rng(8))
+    assert not batch["input_mask"].all()  # the unpadded encoder runs
+    out = [electra.electra_forward_backward(gen, disc, gen_cfg, disc_cfg, batch, np.random.default_rng(4), 50.0,
+                                            train, get_ops()) for train in (False, True)]
+    (l0, g0, m0), (l1, g1, m1) = out
+    assert m0[3:] == m1[3:]  # integer counts: same samples, same labels, same flags
+    assert abs(l0 - l1) <= 1e-12 * abs(l0)
+    for name in g0:
+        np.testing.assert_allclose(g1[name], g0[name], rtol=1e-10, atol=1e-14, err_msg=name)
+
+
 def test_electra_config_and_pair_errors():
     with pytest.raises(ValueError, match="embedding_size=0"):
         ElectraConfig(**{**DISC, "embedding_size": 0})

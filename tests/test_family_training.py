@@ -147,7 +147,7 @@ def test_presets_hold_each_family_members_changes():
     (dict(packing="sentences"), "packing"),
     (dict(packing="full_sentences"), "objective 'mlm'"),  # objective mlm_nsp has no pairs to read
     (dict(packing="doc_sentences", objective="mlm", sentence_order=True), "sentence_order"),
-    (dict(model_type="electra"), "model_type"),
+    (dict(model_type="xlnet"), "model_type"),
     (dict(model_type="albert", objective="mlm"), "albert"),
     (dict(model_type="albert", embedding_size=0), "embedding_size"),
     (dict(model_type="albert", classifier_dropout_prob=1.0), "classifier_dropout_prob"),
@@ -282,16 +282,112 @@ def test_train_tiny_cli_runs_a_family_preset_fast(files, tmp_path, preset, monke
     assert saved["config"]["model_type"] == ("albert" if preset == "albert-tiny" else "bert")
 
 
-def test_train_cli_takes_a_family_preset(files, tmp_path, capsys):
-    argv = ["--preset", "roberta-tiny", "--corpus", *files["corpus"], "--heldout", *files["heldout"],
+@pytest.mark.parametrize("preset,key,value", [("roberta-tiny", "packing", "full_sentences"),
+                                              ("electra-tiny", "model_type", "electra")])
+def test_train_cli_takes_a_family_preset(files, tmp_path, capsys, preset, key, value):
+    argv = ["--preset", preset, "--corpus", *files["corpus"], "--heldout", *files["heldout"],
             "--vocab", files["vocab"], "--out", str(tmp_path / "r"), "--steps", "2",
             *(a for k, v in {**SMALL, "data_cache": files["data_cache"], "eval_interval": 2}.items()
               if k != "steps" for a in ("--set", f"{k}={v}"))]
     assert T.cli(argv) == 0
-    assert json.loads((tmp_path / "r" / "run.json").read_text())["config"]["packing"] == "full_sentences"
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["config"][key] == value
 
 
 def test_train_tiny_refuses_an_unknown_preset(capsys):
     with pytest.raises(SystemExit) as e:
         train_tiny_cli(["--preset", "mystery"])
     assert e.value.code == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# ELECTRA: generator + discriminator on the same loop (minibert/train/electra.py)
+
+def test_electra_preset_sizes_its_generator_a_quarter_of_the_discriminator():
+    cfg = T.make_config("electra-tiny")
+    disc, gen = cfg.model_config(100), cfg.generator_config(100)
+    tiny = T.make_config("tiny").model
+    assert (disc.hidden_size, disc.num_hidden_layers, disc.num_attention_heads, disc.intermediate_size) == (
+        tiny.hidden_size, tiny.num_hidden_layers, tiny.num_attention_heads, tiny.intermediate_size)
+    assert (gen.hidden_size, gen.num_hidden_layers, gen.num_attention_heads, gen.intermediate_size) == (
+        tiny.hidden_size // 4, tiny.num_hidden_layers, 1, tiny.hidden_size)
+    assert disc.embedding_size == gen.embedding_size == 128 and gen.factorized and not disc.factorized
+    assert (cfg.objective, cfg.masking, cfg.pair_task()[0]) == ("mlm", "dynamic", None)
+    assert abs(cfg.rtd_weight - 50.0) < 1e-12
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(objective="mlm_nsp"), "electra"),
+    (dict(accumulation_steps=2), "accumulation_steps"),
+    (dict(generator_size=0.0), "generator_size"),
+    (dict(rtd_weight=-1.0), "rtd_weight"),
+])
+def test_bad_electra_settings_are_refused(bad, match):
+    with pytest.raises(ValueError, match=match):
+        T.make_config("electra-tiny", **bad).validate(require_files=False)
+
+
+def _electra_state(trainer):
+    return {**{f"p.{k}": v for k, v in trainer.model.params.items()},
+            **{f"o.{k}": v for k, v in trainer.optimizer.state_dict().items()}}
+
+
+def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path, capsys):
+    kw = dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    straight = T.train(_config(files, tmp_path / "straight", "electra-tiny", **kw), verbose=True)
+    out = capsys.readouterr().out
+    part = T.train(_config(files, tmp_path / "part", "electra-tiny", **kw), verbose=False, max_steps_this_run=3)
+    assert part.status == "paused" and part.step == 3
+    resumed = T.train(T.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
+    assert straight.status == resumed.status == "done" and resumed.step == 6
+    a, b = _electra_state(straight), _electra_state(resumed)
+    assert a.keys() == b.keys() and any(k.startswith("p.gen.") for k in a)
+    assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]  # exact: resume
+    assert not np.array_equal(part.model.params["disc.out.w"], straight.model.params["disc.out.w"])
+    assert straight.last_eval == resumed.last_eval  # exact: the same bits, evaluated with the same samples
+    # the progress line and the evaluation show the generator's and the discriminator's numbers
+    assert "gen MLM acc" in out and "disc acc" in out and "replaced recall" in out and "NSP acc" not in out
+    assert "held-out generator MLM acc" in out and "ELECTRA: generator hidden 4" in out
+    recs = T.read_metrics(tmp_path / "part" / "metrics.jsonl")
+    assert {"mlm_acc", "disc_acc", "replaced_recall", "rtd_loss"} <= set(recs[-1])
+    # the run's top level is the discriminator, generator/ the generator, sharing the embeddings
+    run = tmp_path / "straight"
+    disc = minibert.ElectraForPreTraining.from_pretrained(run)
+    gen = minibert.ElectraForMaskedLM.from_pretrained(run / "generator")
+    assert json.loads((run / "config.json").read_text())["architectures"] == ["ElectraForPreTraining"]
+    assert json.loads((run / "generator" / "config.json").read_text())["architectures"] == ["ElectraForMaskedLM"]
+    assert gen.config.hidden_size == 4 and disc.config.hidden_size == 16  # SMALL's 16, a quarter of it
+    for k, p in straight.model.disc.params.items():
+        assert np.array_equal(disc.params[k], p), k  # exact: float32 saved and read back
+    for k, p in straight.model.gen.params.items():
+        assert np.array_equal(gen.params[k], p), k
+    assert np.array_equal(gen.params["tok_emb"], disc.params["tok_emb"])  # exact: one shared table
+    assert disc.forward(np.array([[2, 7, 8, 3]])).shape == (1, 4)
+
+
+def test_electra_step_trains_both_networks_through_the_shared_embedding(files, tmp_path):
+    trainer = T.TRAINERS["electra"](_config(files, tmp_path / "run", "electra-tiny"), verbose=False)
+    before = {k: p.copy() for k, p in trainer.model.params.items()}
+    trainer.train_step()  # step 0: lr 0 (warmup)
+    metrics, norm, lr, tokens = trainer.train_step()
+    assert lr > 0 and norm > 0
+    assert trainer.model.gen.params["tok_emb"] is trainer.model.disc.params["tok_emb"]  # still tied
+    moved = {k for k, p in trainer.model.params.items() if not np.array_equal(p, before[k])}
+    assert {"tok_emb", "gen.mlm.dense.w", "disc.out.w", "gen.h0.attn.qkv.w", "h0.attn.qkv.w"} <= moved
+    assert metrics.mlm_count > 0 and metrics.disc_count == tokens and 0 <= metrics.replaced_count <= metrics.mlm_count
+
+
+def test_train_tiny_cli_runs_electra_fast_with_curves(files, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MINIBERT_FAST", "1")
+    sets = [f"corpus={files['corpus'][0]}", f"heldout={files['heldout'][0]}", f"vocab={files['vocab']}",
+            f"data_cache={files['data_cache']}", f"out_dir={tmp_path / 'e'}", "auto_steps=0", "minutes=0",
+            "steps=3", "eval_interval=2", "checkpoint_interval=2", "curves=1",
+            *(f"{k}={v}" for k, v in SMALL.items() if k not in ("steps", "eval_interval", "checkpoint_interval",
+                                                                 "curves", "log_interval", "warmup_steps"))]
+    assert train_tiny_cli(["--preset", "electra-tiny", *(a for s in sets for a in ("--set", s))]) == 0
+    out = capsys.readouterr().out
+    assert "discriminator accuracy" in out and "replaced-token recall" in out
+    assert "fill-mask examples (the generator)" in out
+    assert (tmp_path / "e" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "e" / "generator" / "model.safetensors").is_file()
+    saved = json.loads((tmp_path / "e" / "run.json").read_text())
+    assert saved["created_by"] == "train-tiny" and saved["config"]["model_type"] == "electra"

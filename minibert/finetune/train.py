@@ -18,10 +18,11 @@ The output directory:
     checkpoints/step-NNNNNN/                    the latest state for --resume (model, optimizer,
                                                 trainer_state.json), written atomically
 
-The loop knows nothing about task formats: a `TaskSource` gives it the training features (a dict
-of arrays with one row per feature), the label keys, and an `evaluate(model)` that returns the
-dev metrics. Classification, token tagging and multiple choice use `ClassifierSource` below;
-SQuAD brings its own (minibert/finetune/squad_train.py).
+The loop is pretraining's (minibert/train/engine.py: logging, checkpoints, resume, Ctrl-C);
+FinetuneRun plugs the task into it. It knows nothing about task formats: a `TaskSource` gives it
+the training features (a dict of arrays with one row per feature), the label keys, and an
+`evaluate(model)` that returns the dev metrics. Classification, token tagging and multiple
+choice use `ClassifierSource` below; SQuAD brings its own (minibert/finetune/squad_train.py).
 """
 from __future__ import annotations
 
@@ -35,11 +36,10 @@ from pathlib import Path
 import numpy as np
 
 from minibert import run_dir as run_dir_mod
-from minibert.checkpoint import atomic_write, load_tensors, save_tensors_atomic
+from minibert.checkpoint import atomic_write
 from minibert.finetune.features import trim
 from minibert.optim import AdamW
-from minibert.train.loop import _fmt_seconds
-from minibert.train.step import TrainingAborted, TrainingDiverged, install_sigint, restore_sigint, training_step
+from minibert.train.engine import TrainingLoop
 
 RUN_FILE = "finetune.json"
 METRICS_FILE = "metrics.jsonl"
@@ -72,6 +72,7 @@ class FinetuneConfig:
     doc_stride: int = 128  # SQuAD
     frozen: str | None = None  # feature-based token tagging: last | second_to_last | embeddings | sum4 | concat4
     max_query_length: int = 64  # SQuAD
+    strict_length: bool = False  # an example longer than max_seq_length is an error instead of cut
 
     def validate(self) -> None:
         for k in ("batch_size", "max_seq_length", "log_interval", "eval_per_epoch"):
@@ -187,6 +188,18 @@ def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label:
         raise ValueError(f"--init {init} is a file; pass the model directory (config.json, model.safetensors, vocab.txt)")
     if not (init / "vocab.txt").is_file():
         raise ValueError(f"--init {init} has no vocab.txt: the model's vocabulary is needed to tokenize the task")
+    if (init / "config.json").is_file():  # an ALBERT or ELECTRA checkpoint: that family's class of the task
+        from minibert.checkpoint import read_config_json
+
+        model_type = read_config_json(init / "config.json").get("model_type")
+        if model_type == "electra":
+            from minibert.family.electra_finetune import CLASSES as ELECTRA_CLASSES
+
+            cls = ELECTRA_CLASSES[HEAD_OF_KIND[kind].replace("Bert", "Electra", 1)]
+        elif model_type == "albert":
+            from minibert.family.albert_finetune import CLASSES as ALBERT_CLASSES
+
+            cls = ALBERT_CLASSES[HEAD_OF_KIND[kind].replace("Bert", "Albert", 1)]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = cls.from_pretrained(init, **extra, seed=cfg.seed)
@@ -203,6 +216,8 @@ def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label:
             raise ValueError(f"--vocab {cfg.vocab} differs from the vocabulary of --init {init}; a pretrained model "
                              f"only understands its own vocabulary (leave --vocab out)")
     model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = cfg.dropout
+    if hasattr(model.config, "classifier_dropout_prob"):  # ALBERT's classifiers read their own dropout
+        model.config.classifier_dropout_prob = cfg.dropout
     return model, tokenizer
 
 
@@ -215,8 +230,14 @@ def _with_dropout(bert, p):
 # ---------------------------------------------------------------------------------------------
 # the run
 
-class FinetuneRun:
-    """Model, optimizer, task source and the output directory of one fine-tuning run."""
+class FinetuneRun(TrainingLoop):
+    """Model, optimizer, task source and the output directory of one fine-tuning run, on the
+    loop of train/engine.py: the task source is the batch source and the evaluator, and the best
+    model by the dev metric is kept at the run's top level beside the checkpoints."""
+
+    log_partial_window = False  # a log line every log_interval steps and at the end, none in between
+    curves_every = 30.0  # drawing costs ~0.5 s: at most twice a minute
+    publish_checkpoints = False  # the top level holds the best model, not the newest
 
     def __init__(self, cfg: FinetuneConfig, model, source: TaskSource, tokenizer, task_info: dict,
                  verbose: bool = True):
@@ -234,11 +255,15 @@ class FinetuneRun:
         self.step, self.elapsed = 0, 0.0
         self.best: dict | None = None  # {"step", main metric, ...} of the best evaluation
         self.last_eval_step: int | None = None
-        self._stop = False
+        self._stop_requested = False
 
-    def say(self, *args):
-        if self.verbose:
-            print(*args, flush=True)
+    @property
+    def minutes(self) -> float:
+        return self.cfg.minutes
+
+    @property
+    def log_interval(self) -> int:
+        return self.cfg.log_interval
 
     # -- batches: a function of the step alone ------------------------------------------------
     def rows_at(self, step: int) -> np.ndarray:
@@ -246,10 +271,25 @@ class FinetuneRun:
         order = np.random.default_rng([self.cfg.seed, epoch]).permutation(self.num_train)  # (n,)
         return np.sort(order[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size])
 
+    def next_batches(self) -> dict:
+        return self.source.batch(self.rows_at(self.step))
+
+    def step_options(self) -> dict:
+        return dict(lr=self.cfg.lr, warmup_steps=self.warmup_steps, clip_norm=self.cfg.clip_norm)
+
+    def dropout_on(self) -> bool:
+        return self.cfg.dropout > 0
+
+    def diverged_hint(self) -> str:
+        return f"; nothing was saved for this step. Try a lower --lr (now {self.cfg.lr})"
+
     def is_eval_step(self, step: int) -> bool:
         """After the step that completes each 1/eval_per_epoch of an epoch (and the last step)."""
         k, spe = self.cfg.eval_per_epoch, self.steps_per_epoch
         return step == self.total_steps or (step * k) // spe > ((step - 1) * k) // spe
+
+    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
+        return self.is_eval_step(step) and step < self.total_steps  # the state after each evaluation
 
     # -- files ----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -263,34 +303,22 @@ class FinetuneRun:
             "created_by": "finetune", "config": self.cfg.to_dict(), "task": self.task_info,
             "architecture": self.model.architecture, "total_steps": self.total_steps, "best": self.best})
 
+    def checkpoint_state(self, status: str, ckpt: Path) -> dict:
+        return {"step": self.step, "status": status, "elapsed_seconds": self.elapsed, "best": self.best,
+                "dropout_rng": self.rng.bit_generator.state}
+
     def save_state(self, status: str) -> Path:
-        def write_files(ckpt: Path) -> None:
-            self.model.save_pretrained(ckpt, vocab=self.tokenizer.ids_to_tokens)
-            save_tensors_atomic(self.optimizer.state_dict(), ckpt / run_dir_mod.OPTIM_FILE)
-            run_dir_mod.write_json(ckpt / run_dir_mod.STATE_FILE, {
-                "step": self.step, "status": status, "elapsed_seconds": self.elapsed, "best": self.best,
-                "dropout_rng": self.rng.bit_generator.state})
+        return self.save_checkpoint(status)
 
-        return run_dir_mod.write_checkpoint(self.dir, self.step, write_files, publish=False)
-
-    def resume(self) -> None:
-        ckpt = run_dir_mod.latest_checkpoint(self.dir)
-        if ckpt is None:
-            raise ValueError(f"{self.dir} has no checkpoint to resume from; start again with --overwrite")
-        state = run_dir_mod.read_json(ckpt / run_dir_mod.STATE_FILE)
+    def restore_state(self, state: dict, ckpt: Path) -> None:
         saved = self.model.read_params(ckpt)
         for k, p in self.model.params.items():
             np.copyto(p, saved[k])
-        optim, _ = load_tensors(ckpt / run_dir_mod.OPTIM_FILE)
-        optim["t"] = np.asarray(optim["t"]).reshape(())
-        self.optimizer.load_state_dict(optim)
-        self.rng.bit_generator.state = state["dropout_rng"]
-        self.step, self.elapsed, self.best = int(state["step"]), float(state["elapsed_seconds"]), state["best"]
-        run_dir_mod.truncate_jsonl(self.dir / METRICS_FILE, self.step)
-        self.say(f"resumed {self.dir} at step {self.step}/{self.total_steps}")
+        self.best = state["best"]
 
-    def log(self, record: dict) -> None:
-        run_dir_mod.append_jsonl(self.dir / METRICS_FILE, record)
+    def resume(self) -> None:
+        self.load_checkpoint()
+        self.say(f"resumed {self.dir} at step {self.step}/{self.total_steps}")
 
     # -- evaluation and the best model ----------------------------------------------------------
     def evaluate(self) -> dict:
@@ -312,79 +340,36 @@ class FinetuneRun:
             self._write_run_file()
         return scores
 
-    # -- the loop ---------------------------------------------------------------------------------
+    run_eval = evaluate  # the loop's name for it
+
+    # -- the loop (TrainingLoop.run) --------------------------------------------------------------
     def train(self, max_steps: int | None = None) -> str:
         """Train to the end, the time budget, Ctrl-C or `max_steps` more steps (then "paused");
         every way out saves the state, so --resume continues exactly where it stopped."""
-        previous = install_sigint(self, "_stop")
-        try:
-            status = self._loop(math.inf if max_steps is None else self.step + max_steps)
-            if status not in ("interrupted", "paused") and self.last_eval_step != self.step:
-                self.evaluate()
-            self.save_state(status)
-            self.write_curves()
-        except KeyboardInterrupt:
-            raise TrainingAborted(f"aborted at step {self.step} by a second Ctrl-C without saving; the last "
-                                  f"complete checkpoint in {self.dir}/checkpoints is kept") from None
-        finally:
-            restore_sigint(previous)
-        if status == "interrupted":
-            self.say(f"interrupted at step {self.step}: saved; continue with `python -m minibert finetune "
-                     f"--resume {self.dir}`")
-        return status
+        return self.run(max_steps)
 
-    def _loop(self, pause_at: float) -> str:
-        cfg = self.cfg
-        budget = cfg.minutes * 60 if cfg.minutes > 0 else math.inf
-        t0, elapsed0 = time.perf_counter(), self.elapsed
-        window = []  # (loss, hits, counted, tokens)
-        t_window = t0
-        dropout = cfg.dropout > 0
-        while self.step < self.total_steps:
-            if self._stop:
-                return "interrupted"
-            if self.step >= pause_at:
-                return "paused"
-            if self.elapsed >= budget:
-                self.say(f"time budget of {cfg.minutes:g} min reached at step {self.step}")
-                return "budget"
-            batch = self.source.batch(self.rows_at(self.step))
-            try:
-                r = training_step(self.model, self.optimizer, batch, self.step, lr=cfg.lr,
-                                  warmup_steps=self.warmup_steps, total_steps=self.total_steps,
-                                  clip_norm=cfg.clip_norm, rng=self.rng if dropout else None)
-            except TrainingDiverged as e:
-                raise TrainingDiverged(f"{e}; nothing was saved for this step. Try a lower --lr (now {cfg.lr})") from None
-            self.step += 1
-            self.elapsed = elapsed0 + time.perf_counter() - t0
-            window.append((r.loss, *train_accuracy(r.metrics, batch), int(batch["input_mask"].sum()), r.lr))
-            if self.step % cfg.log_interval == 0 or self.step == self.total_steps:
-                self._log_train(window, time.perf_counter() - t_window)
-                window, t_window = [], time.perf_counter()
-            if self.is_eval_step(self.step) and self.step < self.total_steps:
-                self.evaluate()
-                self.save_state("running")
-                if time.perf_counter() - self._last_plot > 30:  # drawing costs ~0.5 s: at most twice a minute
-                    self.write_curves()
-                t_window = time.perf_counter()
-        return "done"
+    def resume_command(self) -> str:
+        return f"python -m minibert finetune --resume {self.dir}"
 
-    def _log_train(self, window, seconds):
+    def on_budget(self) -> None:
+        self.say(f"time budget of {self.cfg.minutes:g} min reached at step {self.step}")
+
+    def window_entry(self, r, batch) -> tuple:
+        """-> (loss, hits, counted, real tokens, lr) of one step."""
+        return (r.loss, *train_accuracy(r.metrics, batch), int(batch["input_mask"].sum()), r.lr)
+
+    def window_record(self, window, seconds) -> dict:
         hits, counted = sum(w[1] for w in window), sum(w[2] for w in window)
         rec = {"type": "train", "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 3),
                "time": round(self.elapsed, 3), "loss": float(np.mean([w[0] for w in window])),
                "lr": window[-1][4], "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
         if counted:
             rec["train_acc"] = hits / counted
-        self.log(rec)
-        eta = (self.total_steps - self.step) * self.elapsed / max(self.step, 1)
-        if self.cfg.minutes > 0:
-            eta = min(eta, max(0.0, self.cfg.minutes * 60 - self.elapsed))
-        acc = f" | acc {rec['train_acc']:.3f}" if counted else ""
-        self.say(f"step {self.step}/{self.total_steps} (epoch {rec['epoch']:.2f}) | loss {rec['loss']:.4f}{acc} | "
-                 f"{rec['tokens_per_s']:,.0f} tok/s | lr {rec['lr']:.2e} | ETA {_fmt_seconds(eta)}")
+        return rec
 
-    _last_plot = -math.inf
+    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
+        acc = [f"acc {rec['train_acc']:.3f}"] if "train_acc" in rec else []
+        return f" (epoch {rec['epoch']:.2f})", [f"loss {rec['loss']:.4f}", *acc]
 
     def write_curves(self) -> Path | None:
         self._last_plot = time.perf_counter()

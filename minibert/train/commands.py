@@ -12,8 +12,8 @@ from minibert.optim import SCHEDULES
 from minibert.train.config import (FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS, TINY_RECIPE,
                                    TRAIN_TINY_PRESETS, make_config, parse_set)
 from minibert.train.data import _default_corpus
-from minibert.train.evaluation import _fmt_perplexity
-from minibert.train.loop import Trainer, _fmt_seconds, train
+from minibert.train.electra import ElectraTrainer
+from minibert.train.loop import HeldoutEvaluator, Trainer, _fmt_seconds, train
 from minibert.train.runs import resume_config
 from minibert.train.step import TrainingAborted, TrainingDiverged
 
@@ -60,16 +60,10 @@ def report(trainer: Trainer) -> None:
     at = trainer.last_eval_step if trainer.last_eval_step is not None else trainer.step
     when = (f"after {at} steps" if at == trainer.step  # Ctrl-C stops without a final evaluation
             else f"at step {at} (the last evaluation; training stopped at step {trainer.step})")
-    objective = trainer.cfg.objective
-    lm = "next-token (LTR)" if objective == "ltr" else "MLM"  # what the mlm_* numbers measure
-    task, first, second = trainer.cfg.pair_task()
-    nsp = ("" if objective == "ltr" or task is None else
-           f", {task} accuracy {r.nsp_acc:.2%} ({first} pairs {r.nsp_acc_isnext:.1%}, {second} pairs "
-           f"{r.nsp_acc_random:.1%})" + (f", {task} head untrained" if objective == "mlm" else ""))
-    print(f"\nheld-out ({r.examples} sequences) {when}, {_fmt_seconds(trainer.elapsed)}: "
-          f"{lm} accuracy {r.mlm_acc:.2%}, {lm} loss {r.mlm_loss:.3f} (perplexity {_fmt_perplexity(r.perplexity)})"
-          f"{nsp}")
-    print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
+    evaluator = getattr(trainer, "evaluator", None) or HeldoutEvaluator(trainer.cfg, None)
+    print(f"\nheld-out ({r.examples} sequences) {when}, {_fmt_seconds(trainer.elapsed)}: {evaluator.summary(r)}")
+    generator = f"{run_dir_mod.PUBLISHED_DIRS[0]}/, " if isinstance(trainer, ElectraTrainer) else ""
+    print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, {generator}metrics.jsonl, curves.png, "
           f"{run_dir_mod.CHECKPOINTS}/)")
 
 
@@ -145,13 +139,14 @@ def train_tiny_cli(argv: list[str]) -> int:
 
     MINIBERT_FAST=1: the same pipeline and files on a slice of the corpus in about a minute.
     CORPUS=path: your own text (one sentence per line, blank line between documents) instead.
-    --preset roberta-tiny | albert-tiny: the recipe with that family member's changes
+    --preset roberta-tiny | albert-tiny | electra-tiny: the recipe with that family member's changes
     (config.FAMILY_PRESETS), into runs/<preset>.
     """
     p = argparse.ArgumentParser(prog="python -m minibert train-tiny",
                                 description=train_tiny_cli.__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="tiny", choices=TRAIN_TINY_PRESETS,
-                   help="tiny (BERT, the default), or the recipe with RoBERTa's or ALBERT's changes")
+                   help="tiny (BERT, the default), or the recipe with RoBERTa's, ALBERT's or ELECTRA's changes "
+                        "(xlnet-tiny and t5-tiny are other models: they run `train-xlnet` / `train-t5`)")
     p.add_argument("--minutes", type=float, help="override the time budget")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--resume", action="store_true", help="continue an interrupted train-tiny run")
@@ -184,10 +179,16 @@ def train_tiny_cli(argv: list[str]) -> int:
         return 130
     from minibert.inspect import fill_mask
 
-    print("\nfill-mask examples:")
+    electra = isinstance(trainer, ElectraTrainer)
+    model = trainer.model.fill_mask_model() if electra else trainer.model  # ELECTRA's masked LM is its generator
+    print(f"\nfill-mask examples{' (the generator)' if electra else ''}:")
     for text in FILL_MASK_EXAMPLES:
         print(f"  {text}")
-        for preds in fill_mask(trainer.model, trainer.tokenizer, text, k=5):
+        for preds in fill_mask(model, trainer.tokenizer, text, k=5):
             print("    " + ", ".join(f"{tok} {prob:.2f}" for tok, prob in preds))
-    print(f"\ntry: python -m minibert fill-mask {cfg.run_dir} \"a [MASK] is an immutable sequence of characters\"")
+    if electra:
+        print(f"\nthe discriminator (transformers' ElectraForPreTraining) is {cfg.run_dir}, the generator "
+              f"(ElectraForMaskedLM) {cfg.run_dir / run_dir_mod.PUBLISHED_DIRS[0]}")
+    else:
+        print(f"\ntry: python -m minibert fill-mask {cfg.run_dir} \"a [MASK] is an immutable sequence of characters\"")
     return 0

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from minibert.family.albert import AlbertConfig
+from minibert.family.electra import ElectraConfig
 from minibert.model import OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
 from minibert.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
@@ -38,10 +39,15 @@ FAMILY_PRESETS: dict[str, dict[str, Any]] = {
     # BERT's exact GELU is kept (ALBERT's default is the tanh form), so only ALBERT's three
     # changes differ from `tiny`
     "albert-tiny": dict(model_type="albert", embedding_size=64, sentence_order=True),
+    # ELECTRA: a discriminator of the `tiny` size (E = H = 128: no projection) and a generator a
+    # quarter as wide (generator_size), sharing the embeddings; MLM + 50 x replaced-token
+    # detection on the generator's masks; no NSP (docs/bert-notes.md §10.3)
+    "electra-tiny": dict(model_type="electra", objective="mlm", embedding_size=128, generator_size=0.25,
+                         rtd_weight=50.0),
 }
 PRESETS.update({name: {**PRESETS["tiny"], **changes} for name, changes in FAMILY_PRESETS.items()})
 TRAIN_TINY_PRESETS = ("tiny", *FAMILY_PRESETS)  # what `train-tiny --preset` takes
-MODEL_TYPES = ("bert", "albert")  # BertForPreTraining, minibert.family.albert.AlbertForPreTraining
+MODEL_TYPES = ("bert", "albert", "electra")  # BertForPreTraining, AlbertForPreTraining, train/electra.py
 
 # BertConfig's fields a run may set by name (vocab_size comes from the vocab), and the values a
 # training run starts from where they differ from BertConfig's own defaults (BERT-base)
@@ -99,8 +105,12 @@ class TrainConfig:
     # AlbertForPreTraining from it plus the two ALBERT settings below
     model: BertConfig = dataclasses.field(default_factory=lambda: BertConfig(**MODEL_DEFAULTS))
     model_type: str = "bert"  # MODEL_TYPES
-    embedding_size: int = 128  # ALBERT's E (the paper's 128); read only with model_type "albert"
+    embedding_size: int = 128  # ALBERT's / ELECTRA's E (the papers' 128); read only with those model_types
     classifier_dropout_prob: float = 0.0  # ALBERT's dropout before the SOP classifier (off, as the others)
+    # ELECTRA (model_type "electra"): the generator's hidden size as a share of the discriminator's
+    # (the paper's 1/4), and lambda, the weight of the replaced-token-detection loss (the paper's 50)
+    generator_size: float = 0.25
+    rtd_weight: float = 50.0
     # optimisation
     batch_size: int = 32  # sequences per micro-batch
     # micro-batches per optimizer step (gradient accumulation): one step averages the gradients of
@@ -137,15 +147,25 @@ class TrainConfig:
     def model_config(self, vocab_size: int) -> BertConfig | AlbertConfig:
         """The run's BertConfig with the vocab's size (an AlbertConfig for model_type "albert")."""
         bert = dataclasses.replace(self.model, vocab_size=vocab_size)
+        if self.model_type == "electra":
+            return ElectraConfig.from_dict({**bert.to_dict(), "embedding_size": self.embedding_size})
         if self.model_type != "albert":
             return bert
         return AlbertConfig.from_dict({**bert.to_dict(), "embedding_size": self.embedding_size,
                                        "classifier_dropout_prob": self.classifier_dropout_prob})
 
+    def generator_config(self, vocab_size: int) -> ElectraConfig:
+        """ELECTRA's generator: the discriminator's layers and embedding, hidden size scaled by
+        generator_size, one head per 64 hidden units (at least one), intermediate 4 x hidden, as
+        google-research/electra sizes it (docs/bert-notes.md §10.3)."""
+        disc = self.model_config(vocab_size)
+        C = max(1, int(round(disc.hidden_size * self.generator_size)))
+        return dataclasses.replace(disc, hidden_size=C, num_attention_heads=max(1, C // 64), intermediate_size=4 * C)
+
     def pair_task(self) -> tuple[str | None, str, str]:
         """(name, label-0 class, label-1 class) of the sentence-pair task the data's
         next_sentence_labels hold: NSP, SOP (sentence_order), or None (packed single segments)."""
-        if self.packing != "segment_pair":
+        if self.packing != "segment_pair" or self.model_type == "electra":  # ELECTRA has no pair head
             return None, "", ""
         return ("SOP", "in order", "swapped") if self.sentence_order else ("NSP", "IsNext", "random-next")
 
@@ -215,6 +235,18 @@ class TrainConfig:
                 raise ValueError(f"objective={self.objective!r}: model_type 'albert' trains MLM + its "
                                  f"sentence-pair head (SOP with sentence_order), objective 'mlm_nsp'")
             self.model_config(vocab_size=1)  # AlbertConfig checks embedding_size, classifier_dropout_prob
+        if self.model_type == "electra":
+            if self.objective != "mlm" or self.sentence_order:
+                raise ValueError(f"objective={self.objective!r}, sentence_order={self.sentence_order}: model_type "
+                                 f"'electra' trains its generator's MLM + replaced-token detection, objective "
+                                 f"'mlm' without sentence_order")
+            if self.accumulation_steps != 1:
+                raise ValueError(f"accumulation_steps={self.accumulation_steps}: model_type 'electra' takes one "
+                                 f"batch per step (raise batch_size instead)")
+            if not (0 < self.generator_size <= 1 and self.rtd_weight > 0):
+                raise ValueError(f"generator_size={self.generator_size} must be in (0, 1] and "
+                                 f"rtd_weight={self.rtd_weight} > 0")
+            self.generator_config(vocab_size=1)  # ElectraConfig checks the sizes
         for k in ("batch_size", "accumulation_steps", "steps", "max_seq_length", "max_predictions_per_seq",
                   "log_interval", "eval_interval", "checkpoint_interval", "dupe_factor"):
             if getattr(self, k) < 1:

@@ -1,6 +1,6 @@
-"""The Trainer (model, optimizer, data iterators, dropout RNG, step counter, run directory), its
-loop with logging, evaluations, checkpoints and Ctrl-C, and `train()`, which starts or resumes a
-run with it.
+"""The pretraining Trainer (model, optimizer, data iterators, dropout RNG, step counter, run
+directory) on the loop of train/engine.py (logging, evaluations, checkpoints, Ctrl-C), and
+`train()`, which starts or resumes a run with it.
 
 Output directory runs/<name>/ (minibert/run_dir.py has the details):
     config.json, model.safetensors, vocab.txt   Hugging Face format (loads in transformers), the
@@ -23,7 +23,6 @@ that never stopped (tests/test_train.py checks this with np.array_equal).
 """
 from __future__ import annotations
 
-import math
 import sys
 import time
 from pathlib import Path
@@ -43,8 +42,8 @@ from minibert.train.curves import baselines, plot_curves
 from minibert.train.data import DataDirs, _sha256_file, load_heldout, prepare_data
 from minibert.train.evaluation import EvalResult, _fmt_perplexity, evaluate
 from minibert.train.runs import CURVES_FILE, METRICS_FILE, OPTIM_FILE, RUN_FILE, STATE_FILE, check_run_dir, run_state
-from minibert.train.step import (TrainingAborted, TrainingDiverged, install_sigint, restore_sigint, shuffle_mlm_labels,
-                                  training_step)
+from minibert.train.engine import TrainingLoop, _fmt_seconds  # noqa: F401  (_fmt_seconds: re-exported)
+from minibert.train.step import shuffle_mlm_labels
 
 
 MODEL_CLASSES = {"bert": BertForPreTraining, "albert": AlbertForPreTraining}  # TrainConfig.model_type
@@ -58,8 +57,44 @@ def _set_rng_state(rng: np.random.Generator, state: dict) -> None:
     rng.bit_generator.state = state
 
 
-class Trainer:
-    """Owns model, optimizer, data iterator, RNG, step counter and the run directory."""
+class HeldoutEvaluator:
+    """Pretraining's evaluator: the held-out MLM (or next-token) and NSP/SOP numbers of
+    evaluation.evaluate, and how the eval line and the final report show them."""
+
+    result_type = EvalResult  # what evaluate returns (and trainer_state.json's "last_eval" holds)
+
+    def __init__(self, cfg: TrainConfig, heldout: dict[str, np.ndarray]):
+        self.cfg, self.heldout = cfg, heldout
+
+    def evaluate(self, model) -> EvalResult:
+        return evaluate(model, self.heldout, objective=self.cfg.objective)
+
+    def describe(self, r: EvalResult) -> str:
+        """The eval line's numbers."""
+        lm = "next-token (LTR)" if self.cfg.objective == "ltr" else "MLM"  # what the mlm_* numbers measure
+        task, first, second = self.cfg.pair_task()
+        nsp = ("" if self.cfg.objective == "ltr" or task is None else
+               f", {task} acc {r.nsp_acc:.4f} ({first} {r.nsp_acc_isnext:.3f}, {second} {r.nsp_acc_random:.3f})"
+               + (f" of the untrained {task} head" if self.cfg.objective == "mlm" else ""))
+        return (f"held-out {lm} acc {r.mlm_acc:.4f}, {lm} loss {r.mlm_loss:.3f} "
+                f"(perplexity {_fmt_perplexity(r.perplexity)}){nsp}")
+
+    def summary(self, r: EvalResult) -> str:
+        """The final report's numbers (train/commands.report)."""
+        objective = self.cfg.objective
+        lm = "next-token (LTR)" if objective == "ltr" else "MLM"
+        task, first, second = self.cfg.pair_task()
+        nsp = ("" if objective == "ltr" or task is None else
+               f", {task} accuracy {r.nsp_acc:.2%} ({first} pairs {r.nsp_acc_isnext:.1%}, {second} pairs "
+               f"{r.nsp_acc_random:.1%})" + (f", {task} head untrained" if objective == "mlm" else ""))
+        return (f"{lm} accuracy {r.mlm_acc:.2%}, {lm} loss {r.mlm_loss:.3f} (perplexity "
+                f"{_fmt_perplexity(r.perplexity)}){nsp}")
+
+
+class Trainer(TrainingLoop):
+    """Pretraining on the loop of train/engine.py: owns model, optimizer, data iterators (the
+    batch source, with the sequence-length phases), the held-out evaluation, the dropout RNG, the
+    step counter and the run directory."""
 
     def __init__(self, cfg: TrainConfig, data: DataDirs | None = None, verbose: bool = True,
                  created_by: str = "train"):
@@ -73,7 +108,7 @@ class Trainer:
         self.tokenizer.check_special_tokens(purpose="training")
         # model and optimizer first: their own checks (AdamW's betas, ...) fail in milliseconds,
         # before data generation spends seconds and writes its cache
-        self.model = MODEL_CLASSES[cfg.model_type](cfg.model_config(len(self.tokenizer)), seed=cfg.seed)
+        self.model = self.build_model(len(self.tokenizer))
         # the parameters the objective trains (all, unless it has no NSP: then not pool.*, nsp.*)
         trained = {k: self.model.params[k] for k in trained_params(self.model.params, cfg.objective)}
         self.optimizer = AdamW(trained, lr=cfg.lr, beta1=cfg.beta1, beta2=cfg.beta2,
@@ -88,6 +123,7 @@ class Trainer:
             self.short_iterator = BatchIterator(str(self.data.short_train), cfg.short_phase()[1], cfg.seed,
                                                 masking=cfg.masking, vocab=cfg.vocab, mask_shares=cfg.mask_shares)
         self.heldout = load_heldout(self.data.heldout, cfg.vocab, cfg.eval_examples) if self.data.heldout else None
+        self.evaluator = self.build_evaluator() if self.heldout is not None else None
         self.rng = np.random.default_rng([cfg.seed, 1])  # dropout
         self.step = 0
         self.total_steps = cfg.steps
@@ -98,6 +134,31 @@ class Trainer:
         self._calibration: dict | None = None  # set by calibrate_steps, used by _recalibrate
         self._short_steps: int | None = None  # fixed once a recalibration has run (then saved)
         self._eval_seconds = 0.0  # spent in evaluations by this process
+
+    def build_model(self, vocab_size: int):
+        """The model the run trains (MODEL_CLASSES by model_type)."""
+        if self.cfg.model_type not in MODEL_CLASSES:
+            raise ValueError(f"model_type {self.cfg.model_type!r} runs on its own Trainer, "
+                             f"minibert.train.TRAINERS[{self.cfg.model_type!r}] (train() picks it)")
+        return MODEL_CLASSES[self.cfg.model_type](self.cfg.model_config(vocab_size), seed=self.cfg.seed)
+
+    def build_evaluator(self) -> HeldoutEvaluator:
+        """The evaluator of the held-out set (self.heldout)."""
+        return HeldoutEvaluator(self.cfg, self.heldout)
+
+    def model_note(self) -> str:
+        """What the start-of-run line adds about the architecture."""
+        m = self.model
+        return (f", ALBERT: embedding {m.config.embedding_size}, one block shared by the layers"
+                if self.cfg.model_type == "albert" else "")
+
+    @property
+    def minutes(self) -> float:
+        return self.cfg.minutes
+
+    @property
+    def log_interval(self) -> int:
+        return self.cfg.log_interval
 
     @property
     def short_steps(self) -> int:
@@ -112,40 +173,31 @@ class Trainer:
     def iterator_at(self, step: int):
         return self.short_iterator if step < self.short_steps else self.iterator
 
-    # --- checkpoints ----------------------------------------------------------------------------
+    # --- checkpoints (written and read by TrainingLoop.save_checkpoint / load_checkpoint) -----------
 
-    def save_checkpoint(self, status: str = "running") -> Path:
-        """Model (HF format), optimizer and trainer state of this step, as one unit: written into a
-        new checkpoint directory that a single rename makes the newest (minibert/run_dir.py).
-        The state records the hashes of the two tensor files and how the run stood (`status`)."""
-        from minibert.checkpoint import save_tensors_atomic
+    MODEL_FILES = ("model.safetensors",)  # the model's tensor files in a checkpoint (hashed in its state)
 
-        def write_files(ckpt: Path) -> None:
-            self.model.save_pretrained(ckpt, vocab=self.tokenizer.ids_to_tokens)  # BERT's or ALBERT's names
-            save_tensors_atomic(self.optimizer.state_dict(), ckpt / OPTIM_FILE, metadata={"step": str(self.step)})
-            state = {"step": self.step, "total_steps": self.total_steps, "status": status,
-                     "elapsed_seconds": self.elapsed,
-                     "iterator": self.iterator.state_dict(), "dropout_rng": _rng_state(self.rng),
-                     "short_iterator": self.short_iterator.state_dict() if self.short_iterator else None,
-                     "short_steps": self.short_steps,
-                     "sha256": {f: _sha256_file(ckpt / f) for f in ("model.safetensors", OPTIM_FILE)},
-                     "last_eval": self.last_eval._asdict() if self.last_eval else None,
-                     "last_eval_step": self.last_eval_step}
-            run_dir_mod.write_json(ckpt / STATE_FILE, state)
+    def optimizer_metadata(self) -> dict:
+        return {"step": str(self.step)}
 
-        ckpt = run_dir_mod.write_checkpoint(self.dir, self.step, write_files)
-        self.last_checkpoint = self.step
-        return ckpt
+    def checkpoint_state(self, status: str, ckpt: Path) -> dict:
+        """trainer_state.json: how the run stood (`status`), the iterators and RNG, the hashes of
+        the two tensor files."""
+        return {"step": self.step, "total_steps": self.total_steps, "status": status,
+                "elapsed_seconds": self.elapsed,
+                "iterator": self.iterator.state_dict(), "dropout_rng": _rng_state(self.rng),
+                "short_iterator": self.short_iterator.state_dict() if self.short_iterator else None,
+                "short_steps": self.short_steps,
+                "sha256": {f: _sha256_file(ckpt / f) for f in (*self.MODEL_FILES, OPTIM_FILE)},
+                "last_eval": self.last_eval._asdict() if self.last_eval else None,
+                "last_eval_step": self.last_eval_step}
 
-    def load_checkpoint(self) -> None:
-        """Restore everything from the run's newest complete checkpoint (bit-exact resume)."""
-        from minibert.checkpoint import load_tensors
+    def no_checkpoint_message(self) -> str:
+        return (f"{self.dir} has no checkpoint to resume from (the run stopped before its first "
+                f"save, every {self.cfg.checkpoint_interval} steps); start it again with --overwrite")
 
-        ckpt = run_dir_mod.latest_checkpoint(self.dir)
-        if ckpt is None:
-            raise ValueError(f"{self.dir} has no checkpoint to resume from (the run stopped before its first "
-                             f"save, every {self.cfg.checkpoint_interval} steps); start it again with --overwrite")
-        state = run_dir_mod.read_json(ckpt / STATE_FILE)
+    def restore_state(self, state: dict, ckpt: Path) -> None:
+        """The model, the iterators, the schedule and the last evaluation of a checkpoint."""
         for f, sha in state["sha256"].items():
             if not (ckpt / f).is_file() or _sha256_file(ckpt / f) != sha:
                 raise ValueError(f"checkpoint {ckpt} is inconsistent: {f} does not match {STATE_FILE} "
@@ -158,53 +210,31 @@ class Trainer:
             if k not in saved.params or saved.params[k].shape != p.shape:
                 raise ValueError(f"checkpoint {ckpt} parameter {k!r} does not match the configured model")
             np.copyto(p, saved.params[k])
-        optim, _ = load_tensors(ckpt / OPTIM_FILE)
-        optim["t"] = np.asarray(optim["t"]).reshape(())  # stored as a 1-element tensor
-        self.optimizer.load_state_dict(optim)
         self.iterator.load_state_dict(state["iterator"])
         if self.short_iterator is not None:
             self.short_iterator.load_state_dict(state["short_iterator"])
             self._short_steps = int(state["short_steps"])
-        _set_rng_state(self.rng, state["dropout_rng"])
-        self.step, self.total_steps = int(state["step"]), int(state["total_steps"])
-        self.elapsed = float(state["elapsed_seconds"])
+        self.total_steps = int(state["total_steps"])
         if state.get("last_eval"):
-            self.last_eval = EvalResult(**state["last_eval"])
+            result_type = self.evaluator.result_type if self.evaluator is not None else EvalResult
+            self.last_eval = result_type(**state["last_eval"])
             self.last_eval_step = state.get("last_eval_step")
-        self.last_checkpoint = self.step
-        self._truncate_metrics(self.step)
-
-    def _truncate_metrics(self, step: int) -> None:
-        """Drop metrics written after the checkpoint (they belong to the lost part of the run),
-        and a last line cut short by a crash mid-write."""
-        path = self.dir / METRICS_FILE
-        if run_dir_mod.truncate_jsonl(path, step):
-            self.say(f"note: {path}: dropped its last line, cut short by a crash mid-write")
 
     def start_fresh(self) -> None:
         """Clear what an earlier run left in the directory (after check_run_dir said it may go) and
         write run.json."""
         self.dir.mkdir(parents=True, exist_ok=True)
         for f in (METRICS_FILE, STATE_FILE, OPTIM_FILE, CURVES_FILE, run_dir_mod.CHECKPOINTS,
-                  *run_dir_mod.PUBLISHED):
+                  *run_dir_mod.PUBLISHED, *run_dir_mod.PUBLISHED_DIRS):
             run_dir_mod._remove(self.dir / f)
         run_dir_mod.write_json(self.dir / RUN_FILE, {"created_by": self.created_by, "config": self.cfg.to_dict(),
                                                      "data": {"train": str(self.data.train),
                                                               "heldout": str(self.data.heldout)}})
 
-    # --- logging ---------------------------------------------------------------------------------
+    # --- the batch source and one step (TrainingLoop.train_step) ------------------------------------
 
-    def log(self, record: dict) -> None:
-        run_dir_mod.append_jsonl(self.dir / METRICS_FILE, record)
-
-    def say(self, *args) -> None:
-        if self.verbose:
-            print(*args, flush=True)
-
-    # --- one step --------------------------------------------------------------------------------
-
-    def train_step(self) -> tuple[Any, float, float, int]:
-        """One optimizer step. -> (metrics, grad norm before clipping, lr, real tokens)."""
+    def next_batches(self) -> list[dict]:
+        """The step's accumulation_steps micro-batches, from the iterator of the step's phase."""
         cfg = self.cfg
         if self.short_steps and self.step == self.short_steps:
             self.log({"type": "phase", "step": self.step, "time": round(self.elapsed, 3),
@@ -216,24 +246,31 @@ class Trainer:
         if cfg.control_shuffle_labels:
             shuffle_rng = np.random.default_rng([cfg.seed, self.step, 7])
             batches = [shuffle_mlm_labels(b, shuffle_rng) for b in batches]
-        try:
-            r = training_step(self.model, self.optimizer, batches, self.step, lr=cfg.lr,
-                              warmup_steps=cfg.warmup_steps, total_steps=self.total_steps,
-                              schedule=cfg.schedule, clip_norm=cfg.clip_norm,
-                              rng=self.rng if self._dropout_on() else None, objective=cfg.objective)
-        except TrainingDiverged as e:
-            where = (f"{self.dir} (step {self.last_checkpoint})" if self.last_checkpoint is not None
-                     else "none (no checkpoint was written yet)")
-            raise TrainingDiverged(f"{e}; the run stopped without saving. Last good checkpoint: {where}. "
-                                   f"Try a lower lr (now {cfg.lr}) or more warmup (now {cfg.warmup_steps}).") from None
-        self.step += 1
-        tokens = sum(int(b["input_mask"].sum()) for b in batches)  # the real tokens of every micro-batch
-        return r.metrics, r.grad_norm, r.lr, tokens
+        return batches
 
-    def _dropout_on(self) -> bool:
+    def step_options(self) -> dict:
+        cfg = self.cfg
+        return dict(lr=cfg.lr, warmup_steps=cfg.warmup_steps, schedule=cfg.schedule, clip_norm=cfg.clip_norm,
+                    objective=cfg.objective)
+
+    def diverged_hint(self) -> str:
+        cfg = self.cfg
+        where = (f"{self.dir} (step {self.last_checkpoint})" if self.last_checkpoint is not None
+                 else "none (no checkpoint was written yet)")
+        return (f"; the run stopped without saving. Last good checkpoint: {where}. "
+                f"Try a lower lr (now {cfg.lr}) or more warmup (now {cfg.warmup_steps}).")
+
+    def window_entry(self, r, batches) -> tuple[Any, float, float, int]:
+        """-> (metrics, grad norm before clipping, lr, real tokens of every micro-batch)."""
+        return r.metrics, r.grad_norm, r.lr, sum(int(b["input_mask"].sum()) for b in batches)
+
+    def dropout_on(self) -> bool:
         cfg = self.cfg
         return (cfg.model.hidden_dropout_prob > 0 or cfg.model.attention_probs_dropout_prob > 0
                 or (cfg.model_type == "albert" and cfg.classifier_dropout_prob > 0))
+
+    def _dropout_on(self) -> bool:  # calibrate.time_step's name
+        return self.dropout_on()
 
     # --- speed calibration (the work is done in minibert/train/calibrate.py) -----------------------
 
@@ -251,136 +288,73 @@ class Trainer:
         """After each step of a fresh auto_steps run: refit the schedule, twice (calibrate.recalibrate)."""
         calibrate.recalibrate(self, step_seconds)
 
+    def after_step(self, seconds: float) -> None:
+        if self._calibration is not None:
+            self._recalibrate(seconds)
+
     def _time_step(self, data_dir: Path, batch_size: int, passes: int) -> float:
         return calibrate.time_step(self, data_dir, batch_size, passes)
 
-    # --- the loop --------------------------------------------------------------------------------
+    # --- the loop (TrainingLoop.run) ---------------------------------------------------------------
 
     def run(self, max_steps_this_run: int | None = None) -> str:
-        """Train until total_steps, the time budget, `max_steps_this_run` more steps or Ctrl-C.
+        """Train until total_steps, the time budget, `max_steps_this_run` more steps or Ctrl-C
+        (TrainingLoop.run): -> "done" | "budget" | "paused" | "interrupted"."""
+        return super().run(max_steps_this_run)
 
-        -> "done" | "budget" (time ran out; evaluated and saved) | "paused" (max_steps_this_run;
-        saved) | "interrupted" (Ctrl-C; saved). Raises TrainingDiverged on NaN/inf, and
-        TrainingAborted on a second Ctrl-C (at any moment, a save included: the newest complete
-        checkpoint stays as it was). Ctrl-C is caught until the final save is written.
-        """
-        self._stop_requested = False
-        previous = self._install_sigint()
-        try:
-            status = self._loop(max_steps_this_run)
-            if status in ("done", "budget"):
-                if self.last_eval is None or self.last_eval_step != self.step:
-                    self.run_eval()
-            self.save_checkpoint(status)
-            self.write_curves()
-        except KeyboardInterrupt:
-            state = run_state(self.dir)
-            where = (f"the last complete checkpoint is step {state['step']} in {self.dir}; continue with "
-                     f"`python -m minibert train --resume {self.dir}`" if state is not None
-                     else "no checkpoint was written yet")
-            raise TrainingAborted(f"aborted at step {self.step} by a second Ctrl-C without saving; {where}") from None
-        finally:
-            self._restore_sigint(previous)
-        if status == "interrupted":
-            self.say(f"interrupted at step {self.step}: saved {self.dir}; continue with "
-                     f"`python -m minibert train --resume {self.dir}`")
-        return status
+    def aborted_where(self) -> str:
+        state = run_state(self.dir)
+        return (f"the last complete checkpoint is step {state['step']} in {self.dir}; continue with "
+                f"`python -m minibert train --resume {self.dir}`" if state is not None
+                else "no checkpoint was written yet")
 
-    def _loop(self, max_steps_this_run: int | None) -> str:
-        """The training steps with their logging, evaluations and checkpoints -> how they ended."""
-        cfg = self.cfg
-        budget = cfg.minutes * 60.0 if cfg.minutes > 0 else math.inf
-        pause_at = math.inf if max_steps_this_run is None else self.step + max_steps_this_run
-        stop_at = min(self.total_steps, pause_at)
-        status = "done"
-        window: list[tuple] = []
-        t_run = time.perf_counter()
-        t_window = t_run
-        elapsed0 = self.elapsed
-        while self.step < stop_at:
-            if self._stop_requested:
-                status = "interrupted"
-                break
-            if elapsed0 + (time.perf_counter() - t_run) >= budget:
-                status = "budget"
-                break
-            t_step = time.perf_counter()
-            window.append(self.train_step())
-            self.elapsed = elapsed0 + time.perf_counter() - t_run
-            if self._calibration is not None:
-                self._recalibrate(time.perf_counter() - t_step)
-                stop_at = min(self.total_steps, pause_at)
-            if self.step % cfg.log_interval == 0 or self.step == stop_at:
-                now = time.perf_counter()
-                self._log_train(window, now - t_window)
-                window, t_window = [], now
-            if self.step % cfg.eval_interval == 0 and self.step < self.total_steps:
-                self.run_eval()
-                t_window = time.perf_counter()  # tokens/s counts training time only
-            if self.step % cfg.checkpoint_interval == 0 and self.step < stop_at:
-                self.save_checkpoint()
-                t_window = time.perf_counter()
-        else:
-            status = "done" if self.step >= self.total_steps else "paused"
-        if window:  # steps since the last log line (the budget or Ctrl-C stopped mid-interval)
-            self._log_train(window, time.perf_counter() - t_window)
-        return status
+    def interrupted_saved(self) -> str:
+        return f"saved {self.dir}"
 
-    last_eval_step: int | None = None
+    def resume_command(self) -> str:
+        return f"python -m minibert train --resume {self.dir}"
 
-    def run_eval(self) -> EvalResult | None:
-        if self.heldout is None:
+    def is_eval_step(self, step: int) -> bool:
+        return step % self.cfg.eval_interval == 0
+
+    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
+        return step % self.cfg.checkpoint_interval == 0 and step < stop_at
+
+    # --- the evaluator -----------------------------------------------------------------------------
+
+    def run_eval(self):
+        """The evaluator on the current model: logged, shown, kept as last_eval (None without a held-out set)."""
+        if self.evaluator is None:
             return None
         t0 = time.perf_counter()
-        r = evaluate(self.model, self.heldout, objective=self.cfg.objective)
+        r = self.evaluator.evaluate(self.model)
         self._eval_seconds += time.perf_counter() - t0
         self.last_eval, self.last_eval_step = r, self.step
         self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **r._asdict()})
-        lm = "next-token (LTR)" if self.cfg.objective == "ltr" else "MLM"  # what the mlm_* numbers measure
-        task, first, second = self.cfg.pair_task()
-        nsp = ("" if self.cfg.objective == "ltr" or task is None else
-               f", {task} acc {r.nsp_acc:.4f} ({first} {r.nsp_acc_isnext:.3f}, {second} {r.nsp_acc_random:.3f})"
-               + (f" of the untrained {task} head" if self.cfg.objective == "mlm" else ""))
-        self.say(f"eval step {self.step}: held-out {lm} acc {r.mlm_acc:.4f}, {lm} loss {r.mlm_loss:.3f} "
-                 f"(perplexity {_fmt_perplexity(r.perplexity)}){nsp} [{r.examples} examples, "
+        self.say(f"eval step {self.step}: {self.evaluator.describe(r)} [{r.examples} examples, "
                  f"{time.perf_counter() - t0:.1f}s]")
-        if time.perf_counter() - self._last_plot > 60:  # plotting costs seconds: at most once a minute
-            self.write_curves()
         return r
 
-    def _log_train(self, window: list[tuple], seconds: float) -> None:
+    # --- the log window ----------------------------------------------------------------------------
+
+    def window_record(self, window: list[tuple], seconds: float) -> dict:
         ms = [w[0] for w in window]
         mlm_count = sum(m.mlm_count for m in ms)
-        rec = {"type": "train", "step": self.step, "time": round(self.elapsed, 3),
-               "loss": float(np.mean([m.loss for m in ms])),
-               "mlm_loss": float(np.mean([m.mlm_loss for m in ms])),
-               "nsp_loss": float(np.mean([m.nsp_loss for m in ms])),
-               "mlm_acc": sum(m.mlm_correct for m in ms) / max(mlm_count, 1),
-               "nsp_acc": sum(m.nsp_correct for m in ms) / max(sum(m.nsp_count for m in ms), 1),
-               "lr": window[-1][2], "grad_norm": float(np.mean([w[1] for w in window])),
-               "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
-        self.log(rec)
-        per_step = self.elapsed / max(self.step, 1)
-        eta = (self.total_steps - self.step) * per_step
-        if self.cfg.minutes > 0:
-            eta = min(eta, max(0.0, self.cfg.minutes * 60 - self.elapsed))
+        return {"type": "train", "step": self.step, "time": round(self.elapsed, 3),
+                "loss": float(np.mean([m.loss for m in ms])),
+                "mlm_loss": float(np.mean([m.mlm_loss for m in ms])),
+                "nsp_loss": float(np.mean([m.nsp_loss for m in ms])),
+                "mlm_acc": sum(m.mlm_correct for m in ms) / max(mlm_count, 1),
+                "nsp_acc": sum(m.nsp_correct for m in ms) / max(sum(m.nsp_count for m in ms), 1),
+                "lr": window[-1][2], "grad_norm": float(np.mean([w[1] for w in window])),
+                "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
+
+    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
         lm = "LTR acc" if self.cfg.objective == "ltr" else "MLM acc"  # what mlm_acc measures
-        nsp = f"| {self.cfg.pair_task()[0]} acc {rec['nsp_acc']:.2f} " if self.cfg.objective == "mlm_nsp" else ""
-        self.say(f"step {self.step}/{self.total_steps} | loss {rec['loss']:.3f} | {lm} {rec['mlm_acc']:.3f} "
-                 f"{nsp}| {rec['tokens_per_s']:,.0f} tok/s | lr {rec['lr']:.2e} "
-                 f"| ETA {_fmt_seconds(eta)}")
-
-    # --- Ctrl-C: finish the current step, save, exit 130 -----------------------------------------
-
-    def _install_sigint(self):
-        return install_sigint(self, "_stop_requested")
-
-    def _restore_sigint(self, previous) -> None:
-        restore_sigint(previous)
+        nsp = [f"{self.cfg.pair_task()[0]} acc {rec['nsp_acc']:.2f}"] if self.cfg.objective == "mlm_nsp" else []
+        return "", [f"loss {rec['loss']:.3f}", f"{lm} {rec['mlm_acc']:.3f}", *nsp]
 
     # --- curves -----------------------------------------------------------------------------------
-
-    _last_plot = -math.inf
 
     def write_curves(self) -> Path | None:
         """Redraw curves.png. A plot that cannot be written (a full disk) is a warning, not the end
@@ -391,15 +365,19 @@ class Trainer:
             return None
         try:
             base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
-            return plot_curves(path, self.dir / CURVES_FILE, base)
+            return self.plot_curves(path, self.dir / CURVES_FILE, base)
         except OSError as e:
             print(f"warning: could not draw {self.dir / CURVES_FILE}: {e}", file=sys.stderr)
             return None
 
+    def plot_curves(self, metrics_path: Path, out: Path, base) -> Path:
+        """curves.png from metrics.jsonl (the objective's own plot: train/electra.py's draws others)."""
+        return plot_curves(metrics_path, out, base)
 
-def _fmt_seconds(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+# a model_type whose run needs more than the Trainer: its Trainer subclass (train/electra.py adds
+# "electra" when minibert.train is imported, which every import of minibert.train.* does first)
+TRAINERS: dict[str, type] = {}
 
 
 def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbose: bool = True,
@@ -409,7 +387,7 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
     cfg.validate()
     if not resume:
         check_run_dir(cfg, overwrite, replaceable_by)  # before writing anything
-    trainer = Trainer(cfg, verbose=verbose, created_by=created_by)
+    trainer = TRAINERS.get(cfg.model_type, Trainer)(cfg, verbose=verbose, created_by=created_by)
     for p in run_dir_mod.clean_interrupted_saves(cfg.run_dir):
         trainer.say(f"removed {p}, left by a save that was cut off")
     if resume:
@@ -420,11 +398,10 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
             trainer.total_steps = trainer.calibrate_steps(cfg.minutes * 60.0)
         trainer.start_fresh()
         m = trainer.model
-        albert = (f", ALBERT: embedding {m.config.embedding_size}, one block shared by the layers"
-                  if cfg.model_type == "albert" else "")
+        note = trainer.model_note()
         trainer.say(f"model: {m.num_parameters:,} parameters ({m.config.num_hidden_layers} layers, hidden "
                     f"{m.config.hidden_size}, {m.config.num_attention_heads} heads, vocab {m.config.vocab_size}"
-                    f"{albert}); {trainer.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
+                    f"{note}); {trainer.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
                     f"tokens" + ("" if cfg.packing == "segment_pair" else f" ({cfg.packing} packing)")
                     + (", SOP pairs" if cfg.sentence_order else "") + f", {cfg.masking} masking"
                     + ("" if cfg.mask_shares == DEFAULT_FLAGS["mask_shares"] else

@@ -1,0 +1,274 @@
+"""The one training loop: what pretraining (train/loop.py's Trainer) and fine-tuning
+(finetune/train.py's FinetuneRun) both run.
+
+    loop.run(max_steps)   # -> "done" | "budget" | "paused" | "interrupted"
+
+`TrainingLoop` owns what every run does the same way: the steps up to the schedule's end, the
+time budget, a pause after `max_steps` or Ctrl-C; one gradient step through
+train/step.training_step (lr from the schedule, clipping, AdamW, a NaN/inf loss stops the run);
+a progress line (step, loss, the objective's accuracies, tokens/s, lr, ETA) and a metrics.jsonl
+record per log interval; periodic evaluation; atomic checkpoints (model, optimizer moments,
+batch-source state, dropout RNG: run_dir.write_checkpoint) and their bit-exact restore; the save
+on Ctrl-C (a second Ctrl-C aborts without saving); curves.png.
+
+A user of the loop is a subclass that sets the attributes below and fills in the hooks:
+
+    attributes   dir (the run directory), model (params, loss_grads_metrics, save_pretrained),
+                 optimizer (AdamW), tokenizer, rng (dropout), step, total_steps, elapsed, verbose,
+                 minutes (the time budget, 0 = none)
+    batch source next_batches()            -> the step's batch, or a list of micro-batches
+                 step_options()            -> training_step's lr, warmup_steps, schedule, clip_norm, objective
+                 dropout_on()              -> whether the step draws dropout masks from self.rng
+    window       window_entry(result, batches) -> what one step adds to the log window
+                 window_record(window, seconds) -> the metrics.jsonl record of the window
+                 progress_fields(record)   -> (text after "step s/T", fields of the progress line)
+    evaluator    is_eval_step(step), run_eval() (sets last_eval_step; the Trainer's calls its
+                 evaluator object, loop.HeldoutEvaluator or electra.ElectraEvaluator; FinetuneRun's
+                 its TaskSource's evaluate(model))
+    checkpoints  is_checkpoint_step(step, stop_at), checkpoint_state(status, ckpt) -> the JSON state,
+                 restore_state(state, ckpt) (the model and everything but optimizer, RNG, step, time)
+    messages     diverged_hint(), resume_command()
+    optional     after_step(seconds) (pretraining refits its schedule), on_budget(), write_curves(),
+                 optimizer_metadata(), aborted_where(), interrupted_saved(), no_checkpoint_message();
+                 class settings log_partial_window, curves_every, publish_checkpoints
+
+How pretraining plugs in: train/loop.py (the data iterators and their sequence-length phases,
+MLM/NSP evaluation, step-time calibration after each step); an ELECTRA run is the same Trainer
+with train/electra.py's model and evaluator. How fine-tuning plugs in: finetune/train.py (a
+TaskSource's rows of the step, the dev metric and the best model kept beside the checkpoints).
+"""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from minibert import run_dir as run_dir_mod
+from minibert.train.step import TrainingAborted, TrainingDiverged, install_sigint, restore_sigint, training_step
+
+FINISHED = ("done", "budget")  # how a run that ran to its end stopped
+
+
+def _fmt_seconds(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+class TrainingLoop:
+    """The loop, its logging, checkpoints and Ctrl-C; subclasses plug in the rest (module docstring)."""
+
+    METRICS_FILE = "metrics.jsonl"
+    log_partial_window = True  # log the steps since the last log line when the loop stops mid-interval
+    curves_every = 60.0  # seconds: after an evaluation in the loop, redraw curves.png at most this often
+    publish_checkpoints = True  # a checkpoint's model files are also the run's top-level model
+    verbose = True
+    last_checkpoint: int | None = None
+    last_eval_step: int | None = None
+    _stop_requested = False
+    _last_plot = -math.inf
+
+    # --- hooks (see the module docstring) --------------------------------------------------------
+
+    def next_batches(self):
+        raise NotImplementedError
+
+    def step_options(self) -> dict:
+        raise NotImplementedError
+
+    def dropout_on(self) -> bool:
+        raise NotImplementedError
+
+    def window_entry(self, result, batches):
+        raise NotImplementedError
+
+    def window_record(self, window: list, seconds: float) -> dict:
+        raise NotImplementedError
+
+    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
+        raise NotImplementedError
+
+    def is_eval_step(self, step: int) -> bool:
+        raise NotImplementedError
+
+    def run_eval(self):
+        raise NotImplementedError
+
+    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
+        raise NotImplementedError
+
+    def checkpoint_state(self, status: str, ckpt: Path) -> dict:
+        raise NotImplementedError
+
+    def restore_state(self, state: dict, ckpt: Path) -> None:
+        raise NotImplementedError
+
+    def optimizer_metadata(self) -> dict | None:
+        return None
+
+    def diverged_hint(self) -> str:
+        return ""
+
+    def resume_command(self) -> str:
+        raise NotImplementedError
+
+    def after_step(self, seconds: float) -> None:
+        """Called after every step with its duration (pretraining refits its schedule here)."""
+
+    def write_curves(self) -> Path | None:
+        return None
+
+    # --- logging ---------------------------------------------------------------------------------
+
+    def log(self, record: dict) -> None:
+        run_dir_mod.append_jsonl(self.dir / self.METRICS_FILE, record)
+
+    def say(self, *args) -> None:
+        if self.verbose:
+            print(*args, flush=True)
+
+    def _log_train(self, window: list, seconds: float) -> None:
+        rec = self.window_record(window, seconds)
+        self.log(rec)
+        eta = (self.total_steps - self.step) * self.elapsed / max(self.step, 1)
+        if self.minutes > 0:
+            eta = min(eta, max(0.0, self.minutes * 60 - self.elapsed))
+        where, fields = self.progress_fields(rec)
+        self.say(f"step {self.step}/{self.total_steps}{where} | " + " | ".join(
+            [*fields, f"{rec['tokens_per_s']:,.0f} tok/s", f"lr {rec['lr']:.2e}", f"ETA {_fmt_seconds(eta)}"]))
+
+    # --- one step ----------------------------------------------------------------------------------
+
+    def train_step(self):
+        """One optimizer step on the batch source's next batch -> window_entry(...)."""
+        batches = self.next_batches()
+        try:
+            r = training_step(self.model, self.optimizer, batches, self.step, total_steps=self.total_steps,
+                              rng=self.rng if self.dropout_on() else None, **self.step_options())
+        except TrainingDiverged as e:
+            raise TrainingDiverged(f"{e}{self.diverged_hint()}") from None
+        self.step += 1
+        return self.window_entry(r, batches)
+
+    # --- checkpoints -------------------------------------------------------------------------------
+
+    def save_checkpoint(self, status: str = "running") -> Path:
+        """Model (transformers' format), optimizer and the loop's state of this step, as one unit:
+        written into a new checkpoint directory that a single rename makes the newest
+        (minibert/run_dir.py). `status` records how the run stood."""
+        from minibert.checkpoint import save_tensors_atomic
+
+        def write_files(ckpt: Path) -> None:
+            self.model.save_pretrained(ckpt, vocab=self.tokenizer.ids_to_tokens)
+            save_tensors_atomic(self.optimizer.state_dict(), ckpt / run_dir_mod.OPTIM_FILE,
+                                metadata=self.optimizer_metadata())
+            run_dir_mod.write_json(ckpt / run_dir_mod.STATE_FILE, self.checkpoint_state(status, ckpt))
+
+        ckpt = run_dir_mod.write_checkpoint(self.dir, self.step, write_files, publish=self.publish_checkpoints)
+        self.last_checkpoint = self.step
+        return ckpt
+
+    def load_checkpoint(self) -> None:
+        """Restore everything from the run's newest complete checkpoint (bit-exact resume)."""
+        from minibert.checkpoint import load_tensors
+
+        ckpt = run_dir_mod.latest_checkpoint(self.dir)
+        if ckpt is None:
+            raise ValueError(self.no_checkpoint_message())
+        state = run_dir_mod.read_json(ckpt / run_dir_mod.STATE_FILE)
+        self.restore_state(state, ckpt)  # the model, the batch source, the evaluator's last result
+        optim, _ = load_tensors(ckpt / run_dir_mod.OPTIM_FILE)
+        optim["t"] = np.asarray(optim["t"]).reshape(())  # stored as a 1-element tensor
+        self.optimizer.load_state_dict(optim)
+        self.rng.bit_generator.state = state["dropout_rng"]
+        self.step, self.elapsed = int(state["step"]), float(state["elapsed_seconds"])
+        self.last_checkpoint = self.step
+        path = self.dir / self.METRICS_FILE
+        if run_dir_mod.truncate_jsonl(path, self.step):  # metrics of the lost part of the run
+            self.say(f"note: {path}: dropped its last line, cut short by a crash mid-write")
+
+    def no_checkpoint_message(self) -> str:
+        return f"{self.dir} has no checkpoint to resume from; start again with --overwrite"
+
+    # --- the loop ----------------------------------------------------------------------------------
+
+    def run(self, max_steps: int | None = None) -> str:
+        """Train until total_steps, the time budget, `max_steps` more steps or Ctrl-C.
+
+        -> "done" | "budget" (time ran out; evaluated and saved) | "paused" (max_steps; saved) |
+        "interrupted" (Ctrl-C; saved). Raises TrainingDiverged on NaN/inf, and TrainingAborted on
+        a second Ctrl-C (at any moment, a save included: the newest complete checkpoint stays as
+        it was). Ctrl-C is caught until the final save is written.
+        """
+        self._stop_requested = False
+        previous = install_sigint(self, "_stop_requested")
+        try:
+            status = self._loop(max_steps)
+            if status in FINISHED and self.last_eval_step != self.step:
+                self.run_eval()
+            self.save_checkpoint(status)
+            self.write_curves()
+        except KeyboardInterrupt:
+            raise TrainingAborted(f"aborted at step {self.step} by a second Ctrl-C without saving; "
+                                  f"{self.aborted_where()}") from None
+        finally:
+            restore_sigint(previous)
+        if status == "interrupted":
+            self.say(f"interrupted at step {self.step}: {self.interrupted_saved()}; continue with "
+                     f"`{self.resume_command()}`")
+        return status
+
+    def aborted_where(self) -> str:
+        return f"the last complete checkpoint in {self.dir}/checkpoints is kept"
+
+    def interrupted_saved(self) -> str:
+        return "saved"
+
+    def _loop(self, max_steps: int | None) -> str:
+        """The training steps with their logging, evaluations and checkpoints -> how they ended."""
+        budget = self.minutes * 60.0 if self.minutes > 0 else math.inf
+        pause_at = math.inf if max_steps is None else self.step + max_steps
+        stop_at = min(self.total_steps, pause_at)
+        status = "done"
+        window: list = []
+        t_run = time.perf_counter()
+        t_window = t_run
+        elapsed0 = self.elapsed
+        while self.step < stop_at:
+            if self._stop_requested:
+                status = "interrupted"
+                break
+            if elapsed0 + (time.perf_counter() - t_run) >= budget:
+                self.on_budget()
+                status = "budget"
+                break
+            t_step = time.perf_counter()
+            window.append(self.train_step())
+            self.elapsed = elapsed0 + time.perf_counter() - t_run
+            self.after_step(time.perf_counter() - t_step)
+            stop_at = min(self.total_steps, pause_at)  # after_step may refit the schedule
+            last = stop_at if self.log_partial_window else self.total_steps
+            if self.step % self.log_interval == 0 or self.step == last:
+                now = time.perf_counter()
+                self._log_train(window, now - t_window)
+                window, t_window = [], now
+            evaluated = False
+            if self.is_eval_step(self.step) and self.step < self.total_steps:
+                self.run_eval()
+                evaluated = True
+                t_window = time.perf_counter()  # tokens/s counts training time only
+            if self.is_checkpoint_step(self.step, stop_at):
+                self.save_checkpoint()
+                t_window = time.perf_counter()
+            if evaluated and time.perf_counter() - self._last_plot > self.curves_every:
+                self.write_curves()  # plotting costs a second or two: not after every evaluation
+                t_window = time.perf_counter()
+        else:
+            status = "done" if self.step >= self.total_steps else "paused"
+        if window and self.log_partial_window:  # steps since the last log line (stopped mid-interval)
+            self._log_train(window, time.perf_counter() - t_window)
+        return status
+
+    def on_budget(self) -> None:
+        """Called when the time budget stops the loop."""
