@@ -181,3 +181,37 @@ def test_squad2_finetune_writes_official_scores_and_predict_answers(tmp_path, pr
     shown = capsys.readouterr().out
     assert "window 0: words 0-" in shown and "window 1:" in shown  # the passage needs several windows
     assert "answer: " in shown or "no answer" in shown
+
+
+@pytest.mark.parametrize("family", ["albert", "electra"])
+def test_feature_based_tagger_reads_each_family_encoder(family):
+    """The frozen tagger takes its features from the encoder's own hidden_states: ALBERT's
+    shared block applied L times, ELECTRA's embedding projection; and it never writes them."""
+    from minibert.finetune.frozen import FrozenFeatureTagger
+
+    if family == "albert":
+        from minibert.family.albert import AlbertConfig
+        from minibert.family.albert_finetune import AlbertForTokenClassification as Cls
+        cfg = AlbertConfig(vocab_size=40, embedding_size=6, hidden_size=8, num_hidden_layers=3,
+                           num_attention_heads=2, intermediate_size=16)
+    else:
+        from minibert.family.electra import ElectraConfig
+        from minibert.family.electra_finetune import ElectraForTokenClassification as Cls
+        cfg = ElectraConfig(vocab_size=40, embedding_size=6, hidden_size=8, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=16)
+    enc = Cls(cfg, num_labels=3, seed=0, dtype=np.float64)
+    before = {k: v.copy() for k, v in enc.params.items()}
+    tagger = FrozenFeatureTagger(enc, "concat_all", 3, seed=1)
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 40, (2, 6))
+    states = enc.hidden_states(ids)
+    assert len(states) == cfg.num_hidden_layers + 1
+    feats = tagger.features(ids)  # (B, T, (L+1)C), the last layer first
+    assert feats.shape == (2, 6, (cfg.num_hidden_layers + 1) * 8)
+    np.testing.assert_allclose(feats[..., :8], states[-1], atol=1e-12)
+    batch = dict(input_ids=ids, segment_ids=np.zeros_like(ids), input_mask=np.ones_like(ids),
+                 labels=rng.integers(0, 3, (2, 6)))
+    loss, grads, _ = tagger.loss_grads_metrics(batch)
+    assert np.isfinite(loss) and set(grads) == {"cls.w", "cls.b"}
+    for k, v in enc.params.items():
+        np.testing.assert_array_equal(v, before[k])  # exact: the encoder is only read

@@ -335,17 +335,22 @@ def to_hf_state_dict(params) -> dict[str, np.ndarray]:
     return state
 
 
-def from_hf_state_dict(state, cfg: AlbertConfig, dtype=np.float32) -> dict[str, np.ndarray]:
+def from_hf_state_dict(state, cfg: AlbertConfig, dtype=np.float32, names=None) -> dict[str, np.ndarray]:
     """transformers' AlbertForPreTraining state dict -> minibert params in `dtype`. The tied
-    decoder keys are accepted when they equal their targets; anything else unknown is an error."""
+    decoder keys are accepted when they equal their targets; anything else unknown is an error.
+    `names`: the minibert params the state holds (default all; the fine-tuning classes read the
+    encoder and maybe the pooler, family/albert_finetune.py)."""
     state = {k: np.asarray(v) for k, v in state.items() if not k.endswith("position_ids")}
     for tied, target in TIED_KEYS.items():  # a missing target is reported below, by name
         if tied in state and target in state and not np.array_equal(state.pop(tied), state[target]):
             raise ValueError(f"{tied!r} differs from {target!r}; minibert ties the MLM decoder to them")
     shapes = param_shapes(cfg)
+    if names is not None:
+        shapes = {n: shapes[n] for n in names}
     expected = {HF_NAMES[n][0]: (s[::-1] if HF_NAMES[n][1] else s) for n, s in shapes.items() if n in HF_NAMES}
     C = cfg.hidden_size
-    expected.update({key + ".weight": (C, C) for key in HF_QKV} | {key + ".bias": (C,) for key in HF_QKV})
+    if BLOCK + "attn.qkv.w" in shapes:
+        expected.update({key + ".weight": (C, C) for key in HF_QKV} | {key + ".bias": (C,) for key in HF_QKV})
     checkpoint.check_state(state, expected, "minibert's ALBERT")
     params = {}
     for name in shapes:

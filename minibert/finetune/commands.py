@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{name}", type=typ, help=help_)
     p.add_argument("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all"),
                    help="feature-based: freeze the encoder, train a linear tagger on these hidden states")
+    p.add_argument("--strict-length", action="store_true",
+                   help="an example longer than --max-seq-length is an error naming its file:line (default: cut it "
+                        "as BERT's run_classifier does, and say how many were cut)")
     p.add_argument("--resume", metavar="OUT_DIR", help="continue an interrupted run")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.add_argument("--quiet", action="store_true")
@@ -84,7 +87,8 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     tokenizer = BertTokenizer(vocab, do_lower_case=do_lower)
     if verbose:
         print(f"reading {task.name} ({task.kind}, {task.format}) ...", flush=True)
-    data = load_task(task, tokenizer, cfg.max_seq_length, data_dir=cfg.data, seed=cfg.seed)
+    data = load_task(task, tokenizer, cfg.max_seq_length, data_dir=cfg.data, seed=cfg.seed,
+                     strict_length=cfg.strict_length)
     id2label = dict(enumerate(data.labels)) if data.labels else None
     model, tokenizer = load_model(cfg, kind, len(data.labels) if data.labels else None, id2label)
     if cfg.frozen:
@@ -96,10 +100,13 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     info = {"name": task.name, "kind": task.kind, "format": task.format, "labels": data.labels,
             "main_metric": task.main_metric, "max_seq_length": cfg.max_seq_length, **data.info}
     if verbose:
-        trunc = {k: v for k, v in data.info.items() if k.endswith("_truncated") and v}
         print(f"{data.info['train_examples']:,} train / {data.info['dev_examples']:,} dev examples "
-              f"({data.info['train_features']:,} / {data.info['dev_features']:,} features)"
-              + (f"; cut to {cfg.max_seq_length} tokens: {trunc}" if trunc else ""))
+              f"({data.info['train_features']:,} / {data.info['dev_features']:,} features)")
+        for split in ("train", "dev"):
+            if data.info.get(f"{split}_truncated"):
+                print(f"note: {data.info[f'{split}_truncated']:,} {split} example(s) longer than "
+                      f"{cfg.max_seq_length} tokens were cut as BERT's run_classifier cuts them, the first at "
+                      f"{data.info[f'{split}_first_truncated']} (--strict-length makes this an error)")
     return FinetuneRun(cfg, model, ClassifierSource(data), tokenizer, info, verbose)
 
 
@@ -131,7 +138,7 @@ def cli(argv: list[str]) -> int:
         if (args.task == "custom") != (args.format is not None):
             raise ValueError("--format goes with the task name `custom` (your own files)")
         cfg = FinetuneConfig(task=args.task, init=args.init, out=args.out or f"runs/{args.task}", data=args.data,
-                             format=args.format, vocab=args.vocab)
+                             format=args.format, vocab=args.vocab, strict_length=args.strict_length)
         for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup", "dropout", "seed", "minutes",
                     "eval_per_epoch", "max_train_examples", "doc_stride", "frozen"):
             if getattr(args, key) is not None:
@@ -172,16 +179,25 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("--question")
     p.add_argument("--context")
     args = p.parse_args(argv)
-    from minibert.checkpoint import read_config
+    from minibert.checkpoint import read_config, read_config_json
+    from minibert.family.electra_finetune import CLASSES as ELECTRA_CLASSES
     from minibert.finetune.models import CLASSES
     from minibert.tokenizer import BertTokenizer
 
     directory = Path(args.model_dir)
-    _, arch = read_config(directory / "config.json")
-    if arch not in CLASSES:
+    raw = read_config_json(directory / "config.json")
+    if raw.get("model_type") == "electra":  # a fine-tuned ELECTRA discriminator
+        classes, arch = ELECTRA_CLASSES, (raw.get("architectures") or [None])[0]
+    elif raw.get("model_type") == "albert":  # a fine-tuned ALBERT
+        from minibert.family.albert_finetune import CLASSES as ALBERT_CLASSES
+
+        classes, arch = ALBERT_CLASSES, (raw.get("architectures") or [None])[0]
+    else:
+        classes, (_, arch) = CLASSES, read_config(directory / "config.json", raw)
+    if arch not in classes:
         raise ValueError(f"{directory} holds a {arch or 'model without architecture'}, not a fine-tuned model; "
                          f"fine-tune it first (python -m minibert finetune ...)")
-    model = CLASSES[arch].from_pretrained(directory)
+    model = classes[arch].from_pretrained(directory)
     if model.vocab_path is None:
         raise ValueError(f"{directory} has no vocab.txt")
     tokenizer = BertTokenizer(model.vocab_path, do_lower_case=model.do_lower_case)

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from minibert.checkpoint import load_tensors, save_tensors_atomic
-from minibert.finetune.heads import classifier_backward, classifier_forward, encoder_layers
-from minibert.model import _train_rng, check_inputs, truncated_normal
+from minibert.finetune.heads import classifier_backward, classifier_forward
+from minibert.model import _train_rng, truncated_normal
 
 COMBINE = ("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all")
 HEAD_FILE = "frozen_head.safetensors"
@@ -77,8 +77,8 @@ class FrozenFeatureTagger:
         return sum(p.size for p in self.params.values())
 
     def features(self, input_ids, token_type_ids=None, attention_mask=None) -> np.ndarray:
-        ids, seg, mask = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
-        return combine_layers(encoder_layers(self.encoder.params, self.config, ids, seg, mask, self.ops), self.combine)
+        # the encoder's own hidden_states: BERT's layers, ALBERT's shared block, ELECTRA's projection
+        return combine_layers(self.encoder.hidden_states(input_ids, token_type_ids, attention_mask), self.combine)
 
     def logits_and_cache(self, input_ids, token_type_ids, attention_mask, rng=None):
         x = self.features(input_ids, token_type_ids, attention_mask)  # (B, T, D)

@@ -5,7 +5,8 @@ Every head is the same small stack on top of the encoder:
     encoder -> (pooler on [CLS]) -> dropout -> linear -> loss
 
 and its backward runs the stack in reverse, then hands d(sequence_output) to the encoder's
-backward (minibert/model.py). The task shapes differ only in what the linear layer reads and
+backward (minibert/model.py; another model's encoder plugs in through `Encoder`, as ALBERT's
+does in minibert/family/albert_finetune.py). The task shapes differ only in what the linear layer reads and
 how its logits meet the labels:
 
     sequence classification  pooled (B, C) -> (B, K)     cross-entropy; K = 1: regression, MSE
@@ -22,7 +23,7 @@ ignored, as transformers does.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
@@ -91,6 +92,18 @@ def run_encoder_backward(dseq, cache, cfg, grads, ops):
     return encoder_backward(dseq, cache, cfg, grads, ops)
 
 
+class Encoder(NamedTuple):
+    """The encoder a head sits on. The heads' math is the same on BERT's encoder and on another
+    model's (ALBERT's, minibert/family/albert_finetune.py) when it gives (B, T, C) and a pooler."""
+
+    forward: Callable  # (params, cfg, ids, seg, mask, rng, ops, unpad) -> sequence_output (B, T, C), cache
+    backward: Callable  # (dseq (B, T, C), cache, cfg, grads, ops) -> grads, the encoder's added
+    head_dropout: str  # the config field of the dropout before the classifiers
+
+
+BERT_ENCODER = Encoder(run_encoder, run_encoder_backward, "hidden_dropout_prob")
+
+
 # ---------------------------------------------------------------------------------------------
 # the four task shapes: logits, then loss, then backward
 
@@ -102,6 +115,7 @@ class TaskCache(NamedTuple):
     pool_out: Any  # (B', C) tanh output, or None
     head: ClassifierCache
     loss: Any  # cross-entropy / MSE cache(s)
+    encoder: Encoder = BERT_ENCODER  # the encoder that ran: its backward undoes it
 
 
 def _flatten_choices(a, name):
@@ -111,10 +125,9 @@ def _flatten_choices(a, name):
     return a.reshape(-1, a.shape[-1])  # (B, NC, T) -> (B*NC, T)
 
 
-def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mask=None, rng=None,
-                ops=layers, unpad=True):
-    """The head's logits -> (logits, partial cache). Shapes: sequence (B, K), token (B, T, K),
-    choice (B, NC), qa (B, T, 2) (start in [..., 0], end in [..., 1])."""
+def task_inputs(cfg, task, input_ids, token_type_ids=None, attention_mask=None):
+    """A task's inputs, checked -> (ids, seg, mask) (B', T) and grid: multiple choice's (B, NC)
+    inputs flattened to B' = B*NC rows (grid (B, NC)), the other tasks' as they are (grid None)."""
     if task not in TASKS:
         raise ValueError(f"task {task!r} is not one of {TASKS}")
     grid = None
@@ -123,24 +136,32 @@ def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mas
         input_ids = _flatten_choices(input_ids, "input_ids")
         token_type_ids = None if token_type_ids is None else _flatten_choices(token_type_ids, "token_type_ids")
         attention_mask = None if attention_mask is None else _flatten_choices(attention_mask, "attention_mask")
-    ids, seg, mask = check_inputs(cfg, input_ids, token_type_ids, attention_mask)
-    seq, enc = run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad)  # (B', T, C)
+    return (*check_inputs(cfg, input_ids, token_type_ids, attention_mask), grid)
+
+
+def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mask=None, rng=None,
+                ops=layers, unpad=True, encoder: Encoder = BERT_ENCODER):
+    """The head's logits -> (logits, partial cache). Shapes: sequence (B, K), token (B, T, K),
+    choice (B, NC), qa (B, T, 2) (start in [..., 0], end in [..., 1])."""
+    ids, seg, mask, grid = task_inputs(cfg, task, input_ids, token_type_ids, attention_mask)
+    seq, enc = encoder.forward(params, cfg, ids, seg, mask, rng, ops, unpad)  # (B', T, C)
+    p_drop = getattr(cfg, encoder.head_dropout)
     B_, T, C = seq.shape
     pool = pool_out = None
     if task in ("sequence", "choice"):
         pool_out, pool = pooler_forward(params, seq, ops)  # (B', C)
-        logits, head = classifier_forward(pool_out, params["cls.w"], params["cls.b"], cfg.hidden_dropout_prob,
+        logits, head = classifier_forward(pool_out, params["cls.w"], params["cls.b"], p_drop,
                                           rng, ops)  # (B', K)
         if task == "choice":
             logits = logits.reshape(grid)  # (B*NC, 1) -> (B, NC)
     elif task == "token":
         logits, head = classifier_forward(seq.reshape(B_ * T, C), params["cls.w"], params["cls.b"],
-                                          cfg.hidden_dropout_prob, rng, ops)  # (B*T, K)
+                                          p_drop, rng, ops)  # (B*T, K)
         logits = logits.reshape(B_, T, -1)  # (B, T, K)
     else:  # qa: no dropout before qa_outputs
         logits, head = classifier_forward(seq.reshape(B_ * T, C), params["qa.w"], params["qa.b"], 0.0, None, ops)
         logits = logits.reshape(B_, T, 2)  # (B, T, 2)
-    return logits, TaskCache(task, (B_, T, C), enc, pool, pool_out, head, None)
+    return logits, TaskCache(task, (B_, T, C), enc, pool, pool_out, head, None, encoder)
 
 
 def _labels(batch, key, shape=None):
@@ -152,7 +173,7 @@ def _labels(batch, key, shape=None):
     return a
 
 
-def task_forward(params, cfg, task, batch, rng=None, ops=layers, unpad=True):
+def task_forward(params, cfg, task, batch, rng=None, ops=layers, unpad=True, encoder: Encoder = BERT_ENCODER):
     """Batch (input_ids, input_mask, segment_ids and the labels) -> (loss, logits, cache).
 
     Labels: `labels` (B,) class ids, or float targets when the head has one output (regression);
@@ -160,7 +181,15 @@ def task_forward(params, cfg, task, batch, rng=None, ops=layers, unpad=True):
     qa: `start_positions`, `end_positions` (B,), positions outside [0, T) are ignored.
     """
     logits, c = task_logits(params, cfg, task, batch["input_ids"], batch.get("segment_ids"),
-                            batch.get("input_mask"), rng, ops, unpad)
+                            batch.get("input_mask"), rng, ops, unpad, encoder)
+    return task_loss(logits, c, batch, ops)
+
+
+def task_loss(logits, c, batch, ops=layers):
+    """The loss of a task's logits (task_logits' or another encoder's, family/electra_finetune.py)
+    -> (loss, logits, the cache `c` with its loss cache): CE for classes and choices, MSE for one
+    output, QA's (CE(start) + CE(end)) / 2 with out-of-window positions ignored."""
+    task = c.task
     if task == "qa":
         B, T, _ = logits.shape
         losses = []
@@ -183,17 +212,9 @@ def task_backward(params, cfg, cache: TaskCache, ops=layers):
     """Mirror of task_forward: from the loss back to every parameter -> grads (keys of params)."""
     B_, T, C = cache.seq_shape
     grads = {}
-    if cache.task == "qa":
-        dstart = ops.cross_entropy_backward(0.5, cache.loss[0])  # (B, T): loss = (CE_s + CE_e) / 2
-        dend = ops.cross_entropy_backward(0.5, cache.loss[1])  # (B, T)
-        dlogits = np.stack([dstart, dend], axis=-1).reshape(B_ * T, 2)  # (B*T, 2)
-    elif isinstance(cache.loss, MSECache):
-        dlogits = mse_backward(1.0, cache.loss)[:, None]  # (B, 1)
-    else:
-        dlogits = ops.cross_entropy_backward(1.0, cache.loss)  # (B, K), (B, T, K) or (B, NC)
     w = "qa" if cache.task == "qa" else "cls"
-    K = 1 if cache.task == "choice" else dlogits.shape[-1]  # choice: (B, NC) was (B*NC, 1)
-    dx, grads[f"{w}.w"], grads[f"{w}.b"] = classifier_backward(dlogits.reshape(-1, K), cache.head, ops)  # (B', C)
+    dx, grads[f"{w}.w"], grads[f"{w}.b"] = classifier_backward(task_loss_backward(cache, ops), cache.head,
+                                                               ops)  # (B', C)
     if cache.pool is not None:  # sequence and choice: dx is d(pooled) (B', C)
         # forward was: pooled = tanh(seq[:, 0] @ pool.w + pool.b)
         dpre = dx * (1.0 - cache.pool_out * cache.pool_out)  # (B', C)
@@ -202,8 +223,23 @@ def task_backward(params, cfg, cache: TaskCache, ops=layers):
         dseq[:, 0] = dcls
     else:  # token and qa: every position feeds the head
         dseq = dx.reshape(B_, T, C)  # (B, T, C)
-    grads = run_encoder_backward(dseq, cache.enc, cfg, grads, ops)
+    grads = cache.encoder.backward(dseq, cache.enc, cfg, grads, ops)
     return {k: grads[k] for k in params}
+
+
+def task_loss_backward(cache, ops=layers):
+    """Mirror of task_loss: -> dlogits as the rows the last classifier produced, (N, K)."""
+    B_, T, _ = cache.seq_shape
+    if cache.task == "qa":
+        dstart = ops.cross_entropy_backward(0.5, cache.loss[0])  # (B, T): loss = (CE_s + CE_e) / 2
+        dend = ops.cross_entropy_backward(0.5, cache.loss[1])  # (B, T)
+        dlogits = np.stack([dstart, dend], axis=-1).reshape(B_ * T, 2)  # (B*T, 2)
+    elif isinstance(cache.loss, MSECache):
+        dlogits = mse_backward(1.0, cache.loss)[:, None]  # (B, 1)
+    else:
+        dlogits = ops.cross_entropy_backward(1.0, cache.loss)  # (B, K), (B, T, K) or (B, NC)
+    K = 1 if cache.task == "choice" else dlogits.shape[-1]  # choice: (B, NC) was (B*NC, 1)
+    return dlogits.reshape(-1, K)  # (N, K)
 
 
 def encoder_layers(params, cfg, ids, seg, mask, ops=layers):

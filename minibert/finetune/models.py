@@ -25,16 +25,19 @@ import numpy as np
 
 from minibert import checkpoint
 from minibert.backend import get_ops
-from minibert.finetune.heads import encoder_layers, task_backward, task_forward, task_logits
+from minibert.finetune.heads import BERT_ENCODER, encoder_layers, task_backward, task_forward, task_logits
 from minibert.model import HEAD_GROUPS, BertConfig, _train_rng, check_inputs, check_params, init_params, \
     param_shapes, truncated_normal
 
 
 @dataclasses.dataclass
-class TaskConfig(BertConfig):
-    """BertConfig plus the fine-tuning keys of transformers' config.json. `id2label` maps class
-    ids to names (default LABEL_0, LABEL_1, ...); `num_labels` is its length."""
+class TaskKeys:
+    """The fine-tuning keys of transformers' config.json on top of a pretraining config class
+    `base`: `class TaskConfig(TaskKeys, BertConfig)` with base = BertConfig (family/'s ALBERT and
+    ELECTRA task configs likewise). `id2label` maps class ids to names (default LABEL_0,
+    LABEL_1, ...); `num_labels` is its length."""
 
+    base = None  # the pretraining config class (a class attribute, not a field)
     num_labels: int = 2
     id2label: dict | None = None
     label2id: dict | None = None
@@ -42,44 +45,66 @@ class TaskConfig(BertConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.id2label is not None:
-            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
-            if sorted(self.id2label) != list(range(len(self.id2label))):
-                raise ValueError(f"id2label keys must be 0..K-1, got {sorted(self.id2label)}")
-            self.num_labels = len(self.id2label)
-        if not isinstance(self.num_labels, (int, np.integer)) or self.num_labels < 1:
-            raise ValueError(f"num_labels={self.num_labels!r} must be a positive integer")
-        if self.id2label is None:
-            self.id2label = {i: f"LABEL_{i}" for i in range(self.num_labels)}
-        self.label2id = {v: k for k, v in self.id2label.items()} if self.label2id is None else \
-            {str(k): int(v) for k, v in self.label2id.items()}
+        check_labels(self)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(BertConfig)}
+        """config.json's keys: the base config's, id2label / label2id (string keys, as JSON has
+        them) and problem_type when set (transformers derives num_labels from id2label)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self.base)}
         d.update(id2label={str(k): v for k, v in self.id2label.items()}, label2id=dict(self.label2id))
         if self.problem_type is not None:
             d["problem_type"] = self.problem_type
         return d
 
     @classmethod
-    def from_bert(cls, config: BertConfig, **task) -> "TaskConfig":
-        base = {f.name: getattr(config, f.name) for f in dataclasses.fields(BertConfig)}
+    def from_base(cls, config, **task):
+        """A pretraining config (of class `base`) plus the task keys given (None: the default)."""
+        base = {f.name: getattr(config, f.name) for f in dataclasses.fields(cls.base)}
         return cls(**base, **{k: v for k, v in task.items() if v is not None})
+
+
+@dataclasses.dataclass
+class TaskConfig(TaskKeys, BertConfig):
+    """BertConfig plus the fine-tuning keys of transformers' config.json (TaskKeys)."""
+
+    base = BertConfig
+
+    @classmethod
+    def from_bert(cls, config: BertConfig, **task) -> "TaskConfig":
+        return cls.from_base(config, **task)
+
+
+def check_labels(config) -> None:
+    """A task config's labels (TaskConfig, family/albert_finetune's AlbertTaskConfig), in place:
+    id2label keys 0..K-1 (JSON gives strings), num_labels = K, label2id its inverse."""
+    if config.id2label is not None:
+        config.id2label = {int(k): str(v) for k, v in config.id2label.items()}
+        if sorted(config.id2label) != list(range(len(config.id2label))):
+            raise ValueError(f"id2label keys must be 0..K-1, got {sorted(config.id2label)}")
+        config.num_labels = len(config.id2label)
+    if not isinstance(config.num_labels, (int, np.integer)) or config.num_labels < 1:
+        raise ValueError(f"num_labels={config.num_labels!r} must be a positive integer")
+    if config.id2label is None:
+        config.id2label = {i: f"LABEL_{i}" for i in range(config.num_labels)}
+    config.label2id = {v: k for k, v in config.id2label.items()} if config.label2id is None else \
+        {str(k): int(v) for k, v in config.label2id.items()}
 
 
 class _TaskModel:
     """What the four classes share; each subclass names its transformers architecture, its task
-    shape (heads.TASKS) and whether it uses the pooler."""
+    shape (heads.TASKS) and whether it uses the pooler. The encoder is BERT's: `encoder`,
+    `head_groups` and the methods marked "the encoder's" are what another encoder replaces
+    (minibert/family/albert_finetune.py)."""
 
     architecture = ""
     task = ""
     pooled = False
     head = "cls"  # parameter prefix of the task head: cls.w / cls.b, or qa.w / qa.b
+    encoder = BERT_ENCODER  # the encoder's forward and backward (heads.Encoder)
+    head_groups = HEAD_GROUPS  # the encoder's pretraining heads (the pooler is kept when `pooled`)
 
     def __init__(self, config: BertConfig, num_labels: int = 2, seed: int = 0, dtype=np.float32, params=None):
-        if not isinstance(config, TaskConfig):
-            config = TaskConfig.from_bert(config, num_labels=num_labels)
-        self.config = config
+        self.config = self._task_config(config, num_labels=num_labels)
         self.dtype = np.dtype(dtype)
         self.params = self._init_params(seed) if params is None else params
         self._check_params()
@@ -90,11 +115,31 @@ class _TaskModel:
     def head_outputs(self) -> int:
         return self.config.num_labels
 
+    # -- the encoder's: config, parameters, checkpoint reading and names ------------------
+    @classmethod
+    def _task_config(cls, config, **task) -> TaskConfig:
+        """A pretraining config plus the task keys (a task config is kept as it is)."""
+        return config if isinstance(config, TaskConfig) else TaskConfig.from_bert(config, **task)
+
+    def _base_params(self, seed: int) -> dict[str, np.ndarray]:
+        return init_params(self.config, seed, self.dtype)
+
+    def _base_shapes(self) -> dict[str, tuple]:
+        return param_shapes(self.config)
+
+    @staticmethod
+    def _read(directory, dtype, verify):
+        return checkpoint.read_pretrained(directory, dtype, verify)
+
+    @staticmethod
+    def _hf_names(params) -> list[str]:
+        return sorted(checkpoint.to_hf_state_dict(params))
+
     def _init_params(self, seed: int) -> dict[str, np.ndarray]:
         """The encoder (and pooler) as model.init_params; the head truncated normal(0.02) with
         zero bias, as google-research/bert initialises its output layers."""
-        params = {k: v for k, v in init_params(self.config, seed, self.dtype).items()
-                  if k.split(".", 1)[0] not in HEAD_GROUPS or (self.pooled and k.startswith("pool."))}
+        params = {k: v for k, v in self._base_params(seed).items()
+                  if k.split(".", 1)[0] not in self.head_groups or (self.pooled and k.startswith("pool."))}
         params.update(self._new_head(seed))
         return params
 
@@ -105,8 +150,8 @@ class _TaskModel:
                 f"{self.head}.b": np.zeros(K, self.dtype)}
 
     def expected_shapes(self) -> dict[str, tuple]:
-        shapes = {k: s for k, s in param_shapes(self.config).items()
-                  if k.split(".", 1)[0] not in HEAD_GROUPS or (self.pooled and k.startswith("pool."))}
+        shapes = {k: s for k, s in self._base_shapes().items()
+                  if k.split(".", 1)[0] not in self.head_groups or (self.pooled and k.startswith("pool."))}
         shapes.update({f"{self.head}.w": (self.config.hidden_size, self.head_outputs),
                        f"{self.head}.b": (self.head_outputs,)})
         return shapes
@@ -130,14 +175,15 @@ class _TaskModel:
     # -- forward and loss ------------------------------------------------------------------
     def logits(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
         out, _ = task_logits(self.params, self.config, self.task, input_ids, token_type_ids, attention_mask,
-                             _train_rng(train, rng), self.ops, unpad=False)  # every position, padding too
+                             _train_rng(train, rng), self.ops, unpad=False,
+                             encoder=self.encoder)  # every position, padding too
         return out
 
     def eval_logits(self, input_ids, token_type_ids=None, attention_mask=None):
         """Logits for scoring (dropout off); the unpadded fast path where only real positions are
         read (QA's logits at padding are kept, as forward's)."""
         out, _ = task_logits(self.params, self.config, self.task, input_ids, token_type_ids, attention_mask,
-                             None, self.ops, unpad=self.task != "qa")
+                             None, self.ops, unpad=self.task != "qa", encoder=self.encoder)
         return out
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
@@ -154,7 +200,7 @@ class _TaskModel:
         ops = self.ops
         # the unpadded fast path where no loss reads a padding position (QA's softmax spans all T)
         loss, logits, cache = task_forward(self.params, self.config, self.task, batch, _train_rng(train, rng), ops,
-                                           unpad=self.task != "qa")
+                                           unpad=self.task != "qa", encoder=self.encoder)
         grads = task_backward(self.params, self.config, cache, ops) if compute_grads else None
         return float(loss), grads, logits
 
@@ -187,10 +233,10 @@ class _TaskModel:
 
     @classmethod
     def _load(cls, directory, num_labels=None, dtype=np.float32, verify=True, seed=0, **kw):
-        loaded = checkpoint.read_pretrained(directory, dtype, verify)
+        loaded = cls._read(directory, dtype, verify)
         prefix = f"{cls.head}."
         if loaded.architecture == cls.architecture:  # a fine-tuned model of this class: all of it
-            config = TaskConfig.from_bert(loaded.config, **loaded.task_config)
+            config = cls._task_config(loaded.config, **loaded.task_config)
             K = loaded.params[prefix + "b"].shape[0]
             if cls.task in ("sequence", "token"):
                 if config.num_labels != K:
@@ -203,7 +249,7 @@ class _TaskModel:
             task = {k: v for k, v in kw.items() if v is not None}
             if num_labels is not None:
                 task["num_labels"] = num_labels
-            config = TaskConfig.from_bert(loaded.config, **task)
+            config = cls._task_config(loaded.config, **task)
             model = cls._from_parts(config, None, dtype, seed)
             new = []
             for name in model.params:
@@ -212,9 +258,9 @@ class _TaskModel:
                 else:
                     new.append(name)
             unused = sorted({n.split(".", 1)[0] for n in loaded.params} - {n.split(".", 1)[0] for n in model.params})
-            hf = checkpoint.to_hf_state_dict({n: model.params[n] for n in new})
+            hf = cls._hf_names({n: model.params[n] for n in new})
             warnings.warn(f"{directory} ({loaded.architecture or 'no architecture'}) -> {cls.architecture}: "
-                          f"newly initialised {sorted(hf)}"
+                          f"newly initialised {hf}"
                           + (f"; not used: the {', '.join(unused)} head(s)" if unused else "")
                           + "; fine-tune the model before using its predictions", stacklevel=3)
         model.vocab_path, model.do_lower_case = loaded.vocab_path, loaded.do_lower_case
@@ -227,48 +273,44 @@ class _TaskModel:
         return model
 
 
-class BertForSequenceClassification(_TaskModel):
-    """Single sentences or sentence pairs -> K classes (num_labels == 1: a regression score).
+# -- the four task shapes' behaviour, on any encoder's base class (_TaskModel here;
+#    family/electra_finetune.py's _ElectraTaskModel; ALBERT's classes subclass the Bert* ones) ----
+class SequenceClassification:
+    """Labels (num_labels of them; one: a regression score) and problem_type, as transformers sets it."""
 
-    >>> cfg = BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
-    ...                  intermediate_size=16)
-    >>> BertForSequenceClassification(cfg, num_labels=3).forward(np.array([[2, 7, 3]])).shape
-    (1, 3)
-    """
+    task = "sequence"
 
-    architecture, task, pooled = "BertForSequenceClassification", "sequence", True
-
-    def __init__(self, config: BertConfig, num_labels: int = 2, seed: int = 0, dtype=np.float32, params=None):
+    def __init__(self, config, num_labels: int = 2, seed: int = 0, dtype=np.float32, params=None):
         super().__init__(config, num_labels, seed, dtype, params)
         if self.config.problem_type is None:
             self.config.problem_type = "regression" if self.config.num_labels == 1 else "single_label_classification"
 
     @classmethod
     def from_pretrained(cls, directory, num_labels=None, dtype=np.float32, verify: bool = True, id2label=None,
-                        seed: int = 0) -> "BertForSequenceClassification":
+                        seed: int = 0):
         model = cls._load(directory, num_labels, dtype, verify, seed, id2label=id2label)
         if model.config.problem_type is None:
             model.config.problem_type = "regression" if model.config.num_labels == 1 else "single_label_classification"
         return model
 
 
-class BertForTokenClassification(_TaskModel):
-    """A label for every token (NER); the loss skips positions labelled -100."""
+class TokenClassification:
+    """Labels (num_labels of them) for every token."""
 
-    architecture, task = "BertForTokenClassification", "token"
+    task = "token"
 
     @classmethod
     def from_pretrained(cls, directory, num_labels=None, dtype=np.float32, verify: bool = True, id2label=None,
-                        seed: int = 0) -> "BertForTokenClassification":
+                        seed: int = 0):
         return cls._load(directory, num_labels, dtype, verify, seed, id2label=id2label)
 
 
-class BertForMultipleChoice(_TaskModel):
-    """(B, NC, T) inputs: each choice scored from its pooled [CLS], softmax over the NC choices."""
+class MultipleChoice:
+    """One score per choice: a head of one output, no labels."""
 
-    architecture, task, pooled = "BertForMultipleChoice", "choice", True
+    task = "choice"
 
-    def __init__(self, config: BertConfig, seed: int = 0, dtype=np.float32, params=None):
+    def __init__(self, config, seed: int = 0, dtype=np.float32, params=None):
         super().__init__(config, 2, seed, dtype, params)
 
     @property
@@ -276,16 +318,16 @@ class BertForMultipleChoice(_TaskModel):
         return 1
 
     @classmethod
-    def from_pretrained(cls, directory, dtype=np.float32, verify: bool = True, seed: int = 0) -> "BertForMultipleChoice":
+    def from_pretrained(cls, directory, dtype=np.float32, verify: bool = True, seed: int = 0):
         return cls._load(directory, None, dtype, verify, seed)
 
 
-class BertForQuestionAnswering(_TaskModel):
-    """Span extraction: a start and an end score for every token (qa_outputs, no dropout)."""
+class QuestionAnswering:
+    """A start and an end score for every token: the qa head of two outputs, no labels."""
 
-    architecture, task, head = "BertForQuestionAnswering", "qa", "qa"
+    task, head = "qa", "qa"
 
-    def __init__(self, config: BertConfig, seed: int = 0, dtype=np.float32, params=None):
+    def __init__(self, config, seed: int = 0, dtype=np.float32, params=None):
         super().__init__(config, 2, seed, dtype, params)
 
     @property
@@ -300,8 +342,38 @@ class BertForQuestionAnswering(_TaskModel):
     __call__ = forward
 
     @classmethod
-    def from_pretrained(cls, directory, dtype=np.float32, verify: bool = True, seed: int = 0) -> "BertForQuestionAnswering":
+    def from_pretrained(cls, directory, dtype=np.float32, verify: bool = True, seed: int = 0):
         return cls._load(directory, None, dtype, verify, seed)
+
+
+class BertForSequenceClassification(SequenceClassification, _TaskModel):
+    """Single sentences or sentence pairs -> K classes (num_labels == 1: a regression score).
+
+    >>> cfg = BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+    ...                  intermediate_size=16)
+    >>> BertForSequenceClassification(cfg, num_labels=3).forward(np.array([[2, 7, 3]])).shape
+    (1, 3)
+    """
+
+    architecture, pooled = "BertForSequenceClassification", True
+
+
+class BertForTokenClassification(TokenClassification, _TaskModel):
+    """A label for every token (NER); the loss skips positions labelled -100."""
+
+    architecture = "BertForTokenClassification"
+
+
+class BertForMultipleChoice(MultipleChoice, _TaskModel):
+    """(B, NC, T) inputs: each choice scored from its pooled [CLS], softmax over the NC choices."""
+
+    architecture, pooled = "BertForMultipleChoice", True
+
+
+class BertForQuestionAnswering(QuestionAnswering, _TaskModel):
+    """Span extraction: a start and an end score for every token (qa_outputs, no dropout)."""
+
+    architecture = "BertForQuestionAnswering"
 
 
 CLASSES = {c.architecture: c for c in (BertForSequenceClassification, BertForTokenClassification,
