@@ -107,7 +107,18 @@ def test_load_and_score_a_glue_task(tmp_path, tok):
     assert data.labels == ["0", "1"]
     assert data.dev["labels"].tolist() == [0, 1]
     assert data.info["dev_truncated"] == 1  # "b c d e" has 4 tokens, room for 3
+    assert data.info["dev_first_truncated"] == f"{d / 'dev.tsv'}:3"
+    assert "train_truncated" not in data.info
     assert score(data, np.array([0, 0]))["accuracy"] == pytest.approx(0.5)
+
+
+def test_strict_length_names_the_first_example_too_long(tmp_path, tok):
+    d = _glue_dir(tmp_path, "1\ta b\n0\tc\n", "0\ta\n1\tb c d e\n0\tb c d e\n")
+    with pytest.raises(ValueError, match=re.escape(f"{d / 'dev.tsv'}:3: this dev example does not fit in "
+                                                   "max_seq_length=5")) as err:
+        load_task("sst2", tok, 5, data_dir=d, strict_length=True)
+    assert "2 dev example(s)" in str(err.value)
+    assert load_task("sst2", tok, 6, data_dir=d, strict_length=True).info.get("dev_truncated") is None
 
 
 def test_regression_labels_are_floats(tmp_path, tok):

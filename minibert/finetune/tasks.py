@@ -199,11 +199,13 @@ def _labels_for(task: Task, train_examples: list, path: Path) -> list[str] | Non
 
 
 def load_task(task: Task | str, tokenizer, max_seq_length: int, data_dir=None,
-              train_path=None, dev_path=None, seed: int = 0) -> TaskData:
+              train_path=None, dev_path=None, seed: int = 0, strict_length: bool = False) -> TaskData:
     """Read train and dev, fix the labels from train, build the features of both splits.
 
     `task` is a name in TASKS or a Task (e.g. from generic_task). `seed` only matters for
-    nextsent (its distractors are drawn at random; dev uses seed + 1).
+    nextsent (its distractors are drawn at random; dev uses seed + 1). An example longer than
+    `max_seq_length` is cut as Google's run_classifier cuts it (counted in `info`, with the
+    file:line of the first one); `strict_length=True` makes it an error naming that line instead.
     """
     task = get_task(task) if isinstance(task, str) else task
     train_file, dev_file = task_paths(task, data_dir, train_path, dev_path)
@@ -218,9 +220,16 @@ def load_task(task: Task | str, tokenizer, max_seq_length: int, data_dir=None,
     info = {"train_file": str(train_file), "dev_file": str(dev_file),
             "train_examples": len(train_examples), "dev_examples": len(dev_examples),
             "train_features": len(train["input_ids"]), "dev_features": len(dev["input_ids"])}
-    for split, feats in (("train", train), ("dev", dev)):
-        if "truncated" in feats:
+    for split, feats, examples in (("train", train, train_examples), ("dev", dev, dev_examples)):
+        if "truncated" in feats and feats["truncated"].any():
+            first = examples[int(np.flatnonzero(feats["truncated"])[0])].where
+            if strict_length:
+                raise ValueError(f"{first}: this {split} example does not fit in max_seq_length={max_seq_length} "
+                                 f"tokens ([CLS] and [SEP] included); {int(feats['truncated'].sum()):,} {split} "
+                                 f"example(s) do not. Raise --max-seq-length, or drop --strict-length to cut "
+                                 f"them as BERT's run_classifier does")
             info[f"{split}_truncated"] = int(feats["truncated"].sum())
+            info[f"{split}_first_truncated"] = first
     return TaskData(task, train, dev, labels, dev_examples, info)
 
 

@@ -1,0 +1,391 @@
+# %% [markdown]
+# # Lesson 16: feature-based vs fine-tuning
+#
+# **Goal.** There are two ways to use a pretrained encoder on a new task (paper §5.3, Table 7):
+#
+# | | fine-tuning (lessons 13-15) | feature-based |
+# |---|---|---|
+# | what trains | every weight: embeddings, every layer, the new head | the new head only |
+# | encoder | updated by its backward pass | **frozen**: run forward once, dropout off |
+# | what the head reads | the last layer | any hidden states: the last layer, the sum of the last four, their concatenation, ... |
+# | per task you store | a whole model | a head (and the shared encoder) |
+#
+# The paper tagged CoNLL-2003 names with BERT-base both ways (docs/bert-notes.md §9.6):
+# fine-tuning 96.4 dev F1; frozen features fed to a two-layer BiLSTM 96.1 with the last four layers
+# concatenated, 95.9 with a weighted sum of them, 94.9 for the last layer alone and 91.0 for the
+# embeddings alone. Feature-based nearly matches fine-tuning when the head
+# reads several layers, and it is cheaper: the encoder's backward never runs, and its features
+# can be computed once and reused.
+#
+# **Finish line.**
+# 1. A feature-based step runs the encoder's backward zero times (a fine-tuning step once), and
+#    after training, every encoder weight is bit-identical to before.
+# 2. The trained parameters: all of them for fine-tuning, `D * K + K` for a head on `D`-wide
+#    features.
+# 3. On a small tagging task, a head on the frozen encoder's last layer (or on all its layers
+#    concatenated) tags as well as fine-tuning, while a head on the embeddings alone cannot tag
+#    the words whose tag depends on the context.
+
+# %% [markdown]
+# ## Setup
+# One thread, as in lesson 11: the matrices here are tiny.
+
+# %%
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+
+import random  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+from collections import Counter  # noqa: E402
+
+import minibert  # noqa: E402,F401  before NumPy: sets OPENBLAS_THREAD_TIMEOUT (lesson 06)
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+import course  # noqa: E402  lessons/course.py: where pictures go, how exercises are graded
+from course import OUT, show  # noqa: E402
+from minibert import optim  # noqa: E402
+from minibert import pretraining_data as pd  # noqa: E402
+from minibert.bert import BertForPreTraining  # noqa: E402
+from minibert.finetune.frozen import FrozenFeatureTagger, combine_layers  # noqa: E402
+from minibert.finetune.models import BertForTokenClassification  # noqa: E402
+from minibert.model import BertConfig  # noqa: E402
+from minibert.tokenizer import BertTokenizer  # noqa: E402
+
+# %% [markdown]
+# ## 1. A pretrained encoder
+# Lesson 15's world and pretraining, repeated so that this lesson stands alone: four topics of 14
+# words each plus seven function words shared by all, 200 unlabelled documents that each stay on
+# one topic, and a tiny BERT (hidden 32, 2 layers) pretrained with MLM and NSP for 400 steps.
+
+# %%
+TOPICS = {
+    "animals": "cat dog horse cow sheep goat duck mouse owl fox bark fur tail paw".split(),
+    "food": "bread cheese soup rice apple cake egg milk salt honey bake cook taste spoon".split(),
+    "travel": "train bus ship plane ticket station road map bridge car ride drive port trip".split(),
+    "weather": "rain snow wind cloud storm sun fog ice frost thunder cold warm wet sky".split(),
+}
+NAMES = list(TOPICS)  # tag id -> topic
+FILLERS = "the a and with of in is".split()
+tok = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + FILLERS
+                    + [w for words in TOPICS.values() for w in words])
+V, T, P = len(tok), 20, 5
+
+
+def sentence(words, rng, n=6, p_topic=0.85):
+    return " ".join(rng.choice(words) if rng.random() < p_topic else rng.choice(FILLERS) for _ in range(n))
+
+
+text_rng = random.Random(15)
+documents = [[sentence(TOPICS[NAMES[d % 4]], text_rng) for _ in range(4)] for d in range(200)]
+corpus_path = OUT / "16_corpus.txt"
+corpus_path.write_text("\n\n".join("\n".join(doc) for doc in documents) + "\n", encoding="utf-8")
+instances = pd.create_training_instances([corpus_path], tok, max_seq_length=T, dupe_factor=5, short_seq_prob=0.1,
+                                         masked_lm_prob=0.25, max_predictions_per_seq=P, rng=random.Random(12345))
+batches = pd.BatchIterator(pd.instances_to_features(instances, tok, T, P), batch_size=32, seed=0,
+                           masking="dynamic", max_predictions_per_seq=P, vocab_size=V, mask_id=tok.mask_id,
+                           special_ids=[tok.cls_id, tok.sep_id])
+config = BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                    max_position_embeddings=T, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+bert = BertForPreTraining(config, seed=0)
+adam, steps, t0 = optim.AdamW(bert.params, lr=2e-3, weight_decay=0.01), 400, time.perf_counter()
+mlm = []
+for step in range(steps):
+    loss, grads, m = bert.loss_grads_metrics(batches.next_batch())
+    adam.step(bert.params, optim.clip_by_global_norm(grads, 1.0)[0], optim.lr_at(step, 2e-3, steps // 10, steps))
+    mlm.append(m.mlm_loss)
+print(f"pretrained {steps} steps in {time.perf_counter() - t0:.1f} s: MLM loss {mlm[0]:.2f} -> "
+      f"{np.mean(mlm[-20:]):.2f} (last 20 steps)")
+assert np.mean(mlm[-20:]) < np.log(V) - 1.0, "pretraining must have learned (lesson 15 has the details)"
+pretrained_dir = OUT / "16_pretrained"
+bert.save_pretrained(pretrained_dir, vocab=tok)
+
+# %% [markdown]
+# ## 2. A tagging task where context matters
+# Tag every word with the topic of its sentence, function words included (`-100`, no loss, on
+# `[CLS]` and `[SEP]`, as in lesson 13). A topic word gives its tag away by itself; `the` or
+# `with` can only be tagged from the words around it. So features without context (the
+# embeddings) can tag the first kind and not the second.
+
+# %%
+L_TASK = 8  # [CLS] + 6 words + [SEP]
+FILLER_IDS = tok.convert_tokens_to_ids(FILLERS)
+
+
+def tagging_task(n, rng):
+    """n sentences of 6 words, 3 or 4 of them from one topic, the rest function words."""
+    y = rng.integers(0, 4, n)  # (n,) each sentence's topic
+    ids = np.zeros((n, L_TASK), dtype=np.int64)  # (n, L_TASK)
+    for i in range(n):
+        k = int(rng.integers(3, 5))  # topic words in this sentence
+        words = list(rng.choice(TOPICS[NAMES[y[i]]], k)) + list(rng.choice(FILLERS, 6 - k))
+        rng.shuffle(words)
+        ids[i] = [tok.cls_id, *tok.convert_tokens_to_ids(words), tok.sep_id]
+    labels = np.repeat(y[:, None], L_TASK, axis=1)  # (n, L_TASK) the topic on every word
+    labels[:, [0, -1]] = -100  # no tag on [CLS], [SEP]
+    return dict(input_ids=ids, segment_ids=np.zeros_like(ids), input_mask=np.ones_like(ids), labels=labels)
+
+
+train, dev = tagging_task(64, np.random.default_rng(1)), tagging_task(300, np.random.default_rng(2))
+is_filler = np.isin(dev["input_ids"], FILLER_IDS)  # (N, L_TASK) the words only context can tag
+is_topic = (dev["labels"] >= 0) & ~is_filler  # (N, L_TASK)
+print(" ".join(f"{w}/{NAMES[t][:4] if t >= 0 else '-'}" for w, t in
+               zip(tok.convert_ids_to_tokens(dev["input_ids"][0]), dev["labels"][0])))
+print(f"dev: {int(is_topic.sum())} topic words, {int(is_filler.sum())} function words")
+assert is_filler.sum() > 400 and is_topic.sum() > 900
+
+
+def hits(logits, mask):
+    """-> (right, total) over the positions in mask: ints."""
+    return int(((logits.argmax(-1) == dev["labels"]) & mask).sum()), int(mask.sum())
+
+
+# %% [markdown]
+# ## 3. What trains, what does not
+# Fine-tuning: `BertForTokenClassification` on the pretrained encoder, a new head, and every
+# parameter in the optimizer. Feature-based: `minibert.finetune.frozen.FrozenFeatureTagger`
+# (what `python -m minibert finetune --frozen ...` trains) keeps the loaded model as a frozen
+# `encoder` and has one parameter dict, its head: `cls.w` `(D, K)` and `cls.b` `(K,)`, where
+# `D = C` for one layer and `D = (L + 1) C` for `concat_all`, every hidden state side by side.
+# Our encoder has 2 layers, so 3 hidden states: the paper's "last four" rows (`sum4`, `concat4`)
+# need at least 3 layers, and `concat_all` is their 2-layer counterpart.
+
+# %%
+def load_token_model(seed=0):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the "newly initialised classifier" warning (lesson 15)
+        return BertForTokenClassification.from_pretrained(pretrained_dir, num_labels=4, seed=seed)
+
+
+fine = load_token_model()
+encoder_size = sum(v.size for k, v in fine.params.items() if not k.startswith("cls."))  # embeddings + layers
+frozen = {how: FrozenFeatureTagger(load_token_model(), how, 4, seed=0) for how in ("embeddings", "last", "concat_all")}
+C, K, L = config.hidden_size, 4, config.num_hidden_layers
+print(f"fine-tuning trains {fine.num_parameters:,} parameters")
+for how, tagger in frozen.items():
+    D = tagger.params["cls.w"].shape[0]
+    print(f"feature-based ({how:10}) trains {tagger.num_parameters:,} = {D} * {K} + {K}; "
+          f"(its frozen encoder's {encoder_size:,} are never updated)")
+    assert sorted(tagger.params) == ["cls.b", "cls.w"] and tagger.num_parameters == D * K + K
+assert frozen["last"].params["cls.w"].shape == (C, K) and frozen["concat_all"].params["cls.w"].shape == ((L + 1) * C, K)
+assert fine.num_parameters == encoder_size + C * K + K  # no pooler: a tagger reads every position
+assert encoder_size == sum(v.size for k, v in bert.params.items() if not k.startswith(("mlm.", "nsp.", "pool.")))
+
+# %% [markdown]
+# **The encoder's backward never runs.** Every backward in minibert is a call to a layer's
+# `*_backward` function on the model's `ops` module (`minibert.kernels`, or `minibert.layers` with
+# `MINIBERT_BACKEND=numpy`). We wrap each of them with a counter for one step of each: fine-tuning
+# runs the backward of every layer, attention included; the frozen tagger's `loss_grads_metrics`
+# stops at its head (one linear layer and its dropout) and returns gradients for the head only.
+
+# %%
+def count_backward_calls(step, ops):
+    """Run step() with every ops.*_backward counted -> (Counter {name: calls}, step's result)."""
+    names = [n for n in dir(ops) if n.endswith("_backward") and callable(getattr(ops, n))]
+    saved, counts = {n: getattr(ops, n) for n in names}, Counter()
+
+    def spy(name, fn):
+        def counted(*args, **kwargs):
+            counts[name] += 1
+            return fn(*args, **kwargs)
+        return counted
+
+    for n in names:
+        setattr(ops, n, spy(n, saved[n]))
+    try:
+        out = step()
+    finally:
+        for n in names:
+            setattr(ops, n, saved[n])  # the module as it was
+    return counts, out
+
+
+batch = {k: v[:16] for k, v in train.items()}
+fine_calls, (_, fine_grads) = count_backward_calls(lambda: fine.loss_and_grads(batch), fine.ops)
+frozen_calls, (_, frozen_grads, _) = count_backward_calls(lambda: frozen["last"].loss_grads_metrics(batch),
+                                                          frozen["last"].ops)
+print("backward calls, fine-tuning step:  ", dict(sorted(fine_calls.items())))
+print("backward calls, feature-based step:", dict(sorted(frozen_calls.items())))
+print(f"gradients returned: {len(fine_grads)} tensors vs {sorted(frozen_grads)}")
+assert fine_calls["attention_backward"] == L and fine_calls["layernorm_backward"] >= 2 * L
+assert frozen_calls["attention_backward"] == 0 and frozen_calls["layernorm_backward"] == 0
+assert frozen_calls["linear_backward"] == 1  # the head's: logits = x @ w + b
+assert sorted(frozen_grads) == ["cls.b", "cls.w"] and sorted(fine_grads) == sorted(fine.params)
+
+
+# %% [markdown]
+# ## 4. Train both ways and compare
+# The same recipe for all four but the learning rate: AdamW with warm-up and linear decay,
+# clipping at 1, batches of 16 in the same order, 100 steps, dropout off. A head on frozen features starts from features that
+# will not move towards it, so it takes a larger learning rate (1e-2, as the `--frozen` test in
+# tests/test_finetune_train.py; fine-tuning: 2e-3, lesson 15's). We snapshot every encoder weight
+# of the frozen taggers before training, to compare after.
+
+# %%
+def train_model(model, lr, seed=0, steps=100, batch_size=16):
+    """Train model.params in place with the model's own loss_grads_metrics -> the final dev logits."""
+    rng = np.random.default_rng(seed)
+    adam = optim.AdamW(model.params, lr=lr, weight_decay=0.01)
+    for step in range(steps):
+        rows = rng.choice(len(train["labels"]), batch_size, replace=False)  # (batch_size,)
+        _, grads, _ = model.loss_grads_metrics({k: v[rows] for k, v in train.items()})
+        adam.step(model.params, optim.clip_by_global_norm(grads, 1.0)[0], optim.lr_at(step, lr, steps // 10, steps))
+    return model.forward(dev["input_ids"])  # (N, L_TASK, K)
+
+
+before = {how: {k: v.copy() for k, v in t.encoder.params.items()} for how, t in frozen.items()}
+t0 = time.perf_counter()
+results = {"fine-tuning": train_model(fine, 2e-3)}
+for how, tagger in frozen.items():
+    results[f"frozen: {how}"] = train_model(tagger, 1e-2)
+print(f"4 runs in {time.perf_counter() - t0:.1f} s")
+table = {name: (hits(logits, is_topic), hits(logits, is_filler)) for name, logits in results.items()}
+print(f"{'':20} {'topic words':>14} {'function words':>16}")
+for name, ((a, n), (b, m)) in table.items():
+    print(f"{name:20} {a:5}/{n} {100 * a / n:4.0f}% {b:5}/{m} {100 * b / m:4.0f}%")
+
+for how, tagger in frozen.items():
+    for k, v in tagger.encoder.params.items():
+        assert np.array_equal(v, before[how][k]), k  # exact: a frozen weight is never written
+print("every encoder weight of the three frozen taggers is bit-identical to before training")
+
+# %% [markdown]
+# The assertions compare integer counts of right tags:
+
+# %%
+pct = {name: (100 * a / n, 100 * b / m) for name, ((a, n), (b, m)) in table.items()}
+assert pct["fine-tuning"][0] >= 95 and pct["fine-tuning"][1] >= 90, "fine-tuning tags both kinds of word"
+for how in ("last", "concat_all"):
+    assert min(pct[f"frozen: {how}"]) >= 85, f"frozen {how}: features with context tag both kinds"
+    assert pct["fine-tuning"][1] - pct[f"frozen: {how}"][1] <= 10, "within a few points of fine-tuning"
+assert pct["frozen: embeddings"][0] >= 90, "the embeddings know each topic word"
+assert pct["frozen: embeddings"][1] <= 40, "but the function words need context they do not have"
+
+fig, ax = plt.subplots(figsize=(7, 3.4))
+names = list(pct)
+xs = np.arange(len(names))  # (4,)
+ax.bar(xs - 0.2, [pct[n][0] for n in names], 0.4, label="topic words")
+ax.bar(xs + 0.2, [pct[n][1] for n in names], 0.4, label="function words (need context)")
+ax.axhline(25, color="grey", ls=":", lw=1, label="chance")
+ax.set_xticks(xs, [n.replace(": ", ":\n") for n in names])
+ax.set_ylabel("dev tag accuracy (%)")
+ax.set_ylim(0, 125)
+ax.legend(loc="upper center", ncol=3, fontsize=8)
+fig.tight_layout()
+show(fig, "16_feature_vs_finetune.png")
+
+# %% [markdown]
+# What the table says, as Table 7 did at full size:
+#
+# - **Layers with context win.** The embeddings layer is a lookup: `the` has one vector whatever
+#   the sentence, so its tag is a guess. Every layer above it has attended to the rest of the
+#   sentence. In BERT-base the embeddings row is 91.0 F1, the worst of Table 7: names are far less
+#   ambiguous than `the`, so context matters less there than here, but it still matters.
+# - **Frozen can be as good, when pretraining already put the answer in a layer.** Here the topic
+#   of a sentence is what MLM and NSP had to learn, so the last layer holds it and a linear head
+#   reads it off; frozen and fine-tuned both tag every dev word right. When the task needs
+#   something pretraining did not put there, only fine-tuning can reshape the encoder for it, and
+#   concatenating several layers lets a frozen head pick from more of what is there (the paper's
+#   best feature-based row, the last four layers concatenated, is 0.3 F1 behind fine-tuning).
+# - **Frozen is cheap.** No encoder backward (the counted calls), no optimizer state for the
+#   encoder, a head of `D * K + K` numbers per task, and the features of a fixed training set can be
+#   computed once: with dropout off, the frozen encoder gives the same vectors every epoch. Then
+#   training the head is a linear classifier on a table of numbers, the two exercises below.
+#
+# `python -m minibert finetune TASK --frozen last|second_to_last|embeddings|sum4|concat4|concat_all`
+# runs the feature-based approach on real data (docs/finetuning.md: on WNUT-17 the tiny model
+# gives 0 F1 both ways, a task out of its reach).
+
+# %% [markdown]
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions and names the check that failed and by how much. A stub left as it
+# is makes the lesson go on with the reference solution
+# (`lessons/solutions/16_feature_based_vs_finetuning.py`).
+#
+# 1. `my_concat_layers(states, which)`: the feature-based input. `states` is the list of `L + 1`
+#    hidden states `(B, T, C)` (`encoder_layers` / `model.hidden_states`), `which` a list of
+#    indices into it (`[-1, -2]`: the last two layers). Return them side by side, in the order
+#    given, `(B, T, len(which) * C)`. Graded against `frozen.combine_layers` (`concat_all` is
+#    `which = [-1, -2, ..., -(L+1)]`).
+# 2. `my_head_grads(x, labels, w, b)`: the backward of a head on frozen features, which stops at
+#    the head: `x (B, T, D)` features, `labels (B, T)` with `-100` for no tag, `logits = x @ w + b`
+#    `(B, T, K)`, loss = the mean cross-entropy over the tagged positions. Return `(dw (D, K),
+#    db (K,))`, and nothing for `x`: it is not trained. Graded against `FrozenFeatureTagger`'s
+#    gradients.
+
+# %%
+def my_concat_layers(states, which):
+    """list of (B, T, C), list of indices -> (B, T, len(which) * C)"""
+    raise NotImplementedError("exercise 1: concatenate the chosen hidden states")  # your code here
+
+
+def my_head_grads(x, labels, w, b):
+    """x (B, T, D), labels (B, T) ints (-100: none), w (D, K), b (K,) -> dw (D, K), db (K,)"""
+    raise NotImplementedError("exercise 2: the head's backward, stopping at the features")  # your code here
+
+
+# %%
+ex = course.Exercises("16_feature_based_vs_finetuning")
+tagger = frozen["concat_all"]
+states = tagger.encoder.hidden_states(dev["input_ids"][:5])  # L + 1 arrays (5, L_TASK, C)
+
+
+def check_concat_layers(fn):
+    everything = list(range(-1, -(L + 2), -1))  # [-1, -2, -3]: last layer first
+    return [course.close("all layers, last first = combine_layers concat_all", fn(states, everything),
+                         combine_layers(states, "concat_all")),
+            course.close("[-1] = combine_layers last", fn(states, [-1]), combine_layers(states, "last")),
+            course.close("[0, -1]: embeddings then last", fn(states, [0, -1]),
+                         np.concatenate([states[0], states[-1]], axis=-1))]
+
+
+def check_head_grads(fn):
+    rng = np.random.default_rng(16)
+    b8 = {k: v[:8] for k, v in train.items()}
+    b8["labels"] = b8["labels"].copy()
+    b8["labels"][0, 1:4] = -100  # some words without a tag too
+    _, want, _ = tagger.loss_grads_metrics(b8)
+    x = tagger.features(b8["input_ids"])  # (8, L_TASK, D)
+    dw, db = fn(x, b8["labels"], tagger.params["cls.w"], tagger.params["cls.b"])
+    out = [course.close("dw vs FrozenFeatureTagger's cls.w gradient", dw, want["cls.w"], rtol=1e-4, atol=1e-6),
+           course.close("db vs FrozenFeatureTagger's cls.b gradient", db, want["cls.b"], rtol=1e-4, atol=1e-6)]
+    x64 = rng.standard_normal((2, 5, 6))  # float64, random
+    y64 = np.array([[0, 2, -100, 1, 2], [-100, -100, 1, 0, 0]])
+    w64, b64 = rng.standard_normal((6, 3)), rng.standard_normal(3)
+
+    def loss(w_, b_):
+        z = x64 @ w_ + b_  # (2, 5, 3)
+        z = z - z.max(-1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(-1, keepdims=True))  # (2, 5, 3)
+        keep = y64 >= 0
+        return float(-np.take_along_axis(logp, np.where(keep, y64, 0)[..., None], -1)[..., 0][keep].mean())
+
+    from minibert.gradcheck import numerical_grad_scalar
+    wn, bn = w64.copy(), b64.copy()
+    num_w = numerical_grad_scalar(lambda: loss(wn, bn), wn)  # (6, 3)
+    num_b = numerical_grad_scalar(lambda: loss(wn, bn), bn)  # (3,)
+    dw64, db64 = fn(x64, y64, w64, b64)
+    return out + [course.close("float64 dw vs numerical gradient", dw64, num_w),
+                  course.close("float64 db vs numerical gradient", db64, num_b)]
+
+
+my_concat_layers = ex.grade(1, my_concat_layers, check_concat_layers)
+my_head_grads = ex.grade(2, my_head_grads, check_head_grads)
+
+# %% [markdown]
+# ## Recap
+# - Feature-based: the encoder frozen (its backward never runs, its weights stay bit-identical),
+#   a head of `D * K + K` parameters on chosen hidden states. Fine-tuning: everything trains.
+# - Hidden states with context (any layer above the embeddings) tag words whose label depends on
+#   their neighbours; the embeddings alone cannot. With them, the frozen head comes within a few
+#   points of fine-tuning, as in the paper's Table 7 (here, on an easy task, level with it).
+#
+# **Next:** the lessons that follow take BERT's successors apart (lessons/README.md lists them).
+
+# %%
+print("lesson 16 passed")
