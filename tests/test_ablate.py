@@ -1,0 +1,273 @@
+"""`python -m minibert ablate`: the studies' registry, resume (a finished cell never runs again),
+the table and JSON, the verdict rule, clear errors for bad names; one real end-to-end run at the
+smallest size (pretraining + fine-tuning on a synthetic corpus)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from minibert import ablate as A
+from minibert import ablate_report as R
+
+SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+TOPICS = [["cat", "kitten", "purrs", "sleeps", "mat", "milk"], ["dog", "puppy", "barks", "runs", "park", "bone"],
+          ["ship", "sail", "floats", "docks", "harbour", "anchor"], ["function", "returns", "list", "string", "calls",
+                                                                     "value"]]
+
+
+def _write_corpus(path: Path, n_docs: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    docs = []
+    for i in range(n_docs):
+        w = TOPICS[i % len(TOPICS)]
+        docs.append("\n".join(f"the {w[rng.integers(2)]} {w[2 + rng.integers(2)]} on a {w[4]} with the {w[5]} ."
+                              for _ in range(rng.integers(4, 8))))
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A tiny corpus, its vocabulary, and a data root whose nextsent/ holds the same corpus."""
+    d = tmp_path_factory.mktemp("ablate")
+    nextsent = d / "root" / "nextsent"
+    nextsent.mkdir(parents=True)
+    _write_corpus(nextsent / "train.txt", 40, 0)
+    _write_corpus(nextsent / "heldout.txt", 12, 1)
+    words = sorted({x for t in TOPICS for x in t} | {"the", "a", "on", "with", "."})
+    (d / "vocab.txt").write_text("".join(t + "\n" for t in SPECIALS + words), encoding="utf-8")
+    return {"corpus": (str(nextsent / "train.txt"),), "heldout": (str(nextsent / "heldout.txt"),),
+            "vocab": str(d / "vocab.txt"), "data_cache": str(d / "cache"), "root": str(d / "root")}
+
+
+def _plan(files, out, **kw) -> A.Plan:
+    settings = {k: files[k] for k in ("corpus", "heldout", "vocab", "data_cache")}
+    base = dict(study="tasks", out=str(out), minutes=0.05, seeds=(0, 1), tasks=("nextsent",), data_root=files["root"],
+                pretrain_settings=settings, verbose=False)
+    base.update(kw)
+    return A.Plan(**base)
+
+
+class Fake:
+    """Stands in for pretraining and fine-tuning: records the calls, scores by a rule."""
+
+    def __init__(self, scores):
+        self.scores, self.pretrained, self.finetuned = scores, [], []
+
+    def pretrain(self, plan, variant, seed, run_dir):
+        self.pretrained.append((variant.name, seed))
+        return {"steps": 10, "total_steps": 10, "status": "budget", "seconds": 1.0, "heldout_lm_acc": 0.1 + 0.01 * seed,
+                "heldout_nsp_acc": 0.5}
+
+    def finetune(self, plan, model_dir, d, seed, out):
+        self.finetuned.append((model_dir.parent.name, seed, d.name))
+        return {"metric": "accuracy", "score": self.scores(model_dir.parent.name, seed, d.name), "scores": {},
+                "best_step": 1, "steps": 1, "total_steps": 1, "status": "done", "seconds": 0.1, "frozen": None}
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    table = {"bert": 0.60, "no-nsp": 0.50, "ltr": 0.40}
+    f = Fake(lambda v, s, t: table[v] + 0.01 * s)
+    monkeypatch.setattr(A, "pretrain", f.pretrain)
+    monkeypatch.setattr(A, "finetune", f.finetune)
+    monkeypatch.setattr(A, "constant_baseline", lambda plan, d, vocab: {"answer": "choice 0", "metric": "accuracy",
+                                                                       "score": 0.25})
+    return f
+
+
+def test_ablate_run_writes_every_cell_and_the_table(fake, files, tmp_path):
+    out = tmp_path / "abl"
+    assert A.run(_plan(files, out)) == 0
+    assert len(fake.finetuned) == 6 and sorted(set(fake.pretrained)) == sorted(
+        (v, s) for v in ("bert", "no-nsp", "ltr") for s in (0, 1))
+    assert len(list((out / "cells").glob("*.json"))) == 6
+    r = json.loads((out / "results.json").read_text())
+    bert = r["results"]["bert"]["nextsent"]
+    assert bert["n"] == 2 and bert["scores"] == pytest.approx([0.60, 0.61])
+    assert bert["mean"] == pytest.approx(0.605) and bert["min"] == pytest.approx(0.60)
+    assert r["baselines"]["nextsent"]["score"] == pytest.approx(0.25)
+    # differences of 0.10 against a seed spread of 0.01: both claims reproduced
+    assert [c["verdict"] for c in r["claims"]] == [R.REPRODUCED, R.REPRODUCED]
+    table = (out / "table.md").read_text()
+    assert "| BERT (MLM + NSP) | 10 (10-10) | 10.5 (10.0-11.0) | 60.5 (60.0-61.0) |" in table and "LTR: next token" in table
+    assert "25.0 (always choice 0)" in table and (out / "plot.png").stat().st_size > 1000
+
+
+def test_ablate_resume_skips_finished_cells(fake, files, tmp_path):
+    out = tmp_path / "abl"
+    A.run(_plan(files, out, seeds=(0,)))
+    assert len(fake.finetuned) == 3
+    fake.finetuned.clear()
+    A.run(_plan(files, out, seeds=(0, 1)))  # one more seed: only its three cells run
+    assert sorted(fake.finetuned) == [("bert", 1, "nextsent"), ("ltr", 1, "nextsent"), ("no-nsp", 1, "nextsent")]
+    fake.finetuned.clear()
+    A.run(_plan(files, out, seeds=(0, 1)))
+    assert fake.finetuned == []
+
+
+def test_ablate_interrupted_cell_loses_only_that_cell(fake, files, tmp_path, monkeypatch):
+    out = tmp_path / "abl"
+    real = fake.finetune
+
+    def stop_at_third(plan, model_dir, d, seed, o):
+        if len(fake.finetuned) == 2:
+            raise KeyboardInterrupt
+        return real(plan, model_dir, d, seed, o)
+
+    monkeypatch.setattr(A, "finetune", stop_at_third)
+    with pytest.raises(KeyboardInterrupt):
+        A.run(_plan(files, out, seeds=(0,)))
+    assert len(list((out / "cells").glob("*.json"))) == 2
+    monkeypatch.setattr(A, "finetune", real)
+    fake.finetuned.clear()
+    A.run(_plan(files, out, seeds=(0,)))
+    assert [c[0] for c in fake.finetuned] == ["ltr"]
+
+
+def test_ablate_refuses_other_settings_in_the_same_directory(fake, files, tmp_path):
+    out = tmp_path / "abl"
+    A.run(_plan(files, out, seeds=(0,)))
+    with pytest.raises(ValueError, match="other settings.*minutes"):
+        A.run(_plan(files, out, seeds=(0,), minutes=0.1))
+
+
+def test_verdict_rule():
+    s = R.summarize_scores
+    a, b = s([0.60, 0.62], [0, 1]), s([0.50, 0.52], [0, 1])
+    assert R.verdict(a, b)[0] == R.REPRODUCED
+    assert R.verdict(b, a)[0] == R.REVERSED
+    wide = s([0.40, 0.70], [0, 1])  # spread 0.30 > difference 0.04
+    assert R.verdict(wide, b)[0] == R.NOT_DISTINGUISHABLE
+    assert R.verdict(b, wide)[0] == R.NOT_DISTINGUISHABLE
+    assert R.verdict(s([0.9], [0]), s([0.1], [0]))[0] == R.NOT_DISTINGUISHABLE  # one seed: no spread
+    assert R.verdict(s([0.61, 0.62], [0, 1]), s([0.60, 0.61], [0, 1]))[0] == R.NOT_DISTINGUISHABLE  # equal to spread
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(study="nsp"), "unknown study 'nsp'; choose one of tasks, masking, size, steps, family"),
+    (dict(tasks=("nextsent", "mnli")), "unknown task\\(s\\) mnli"),
+    (dict(variants=("bert", "gpt")), "study tasks: unknown variant\\(s\\) gpt"),
+    (dict(tasks=("sst2",)), "task sst2 needs its data: a directory sst2 or SST-2"),
+    (dict(minutes=0.0), "--minutes 0.0 must be > 0, or --steps"),
+])
+def test_ablate_bad_names_give_a_clear_error(files, tmp_path, kw, message):
+    with pytest.raises(ValueError, match=message):
+        A.run(_plan(files, tmp_path / "abl", **kw))
+    assert not (tmp_path / "abl").exists()  # nothing written
+
+
+def test_ablate_cli_bad_study_exits_1_with_one_line(capsys):
+    from minibert.__main__ import main
+
+    assert main(["ablate", "bogus", "--minutes", "1"]) == 1
+    assert "unknown study 'bogus'" in capsys.readouterr().err
+    assert main(["ablate", "tasks", "--minutes", "1", "--steps", "10"]) == 1
+    assert "not both" in capsys.readouterr().err
+
+
+def test_steps_mode_gives_every_variant_the_same_steps_and_its_warmup_share(files, tmp_path):
+    plan = _plan(files, tmp_path, steps=400)
+    for v in A.STUDIES["tasks"].variants:
+        cfg = A.pretrain_config(plan, v, 1, tmp_path / "unused")
+        assert (cfg.steps, cfg.auto_steps, cfg.warmup_steps, cfg.seed) == (400, False, 28, 1)
+    timed = A.pretrain_config(_plan(files, tmp_path, minutes=4.75), A.STUDIES["tasks"].variants[0], 0, tmp_path)
+    assert timed.auto_steps and timed.warmup_steps == 100  # half the recipe's 9.5 minutes: half its 200
+
+
+def test_family_registry_skips_a_missing_preset_with_a_note(files, tmp_path, monkeypatch):
+    monkeypatch.setattr(A, "STUDIES", {**A.STUDIES, "family": A.Study(
+        "family", "t", A.STUDIES["family"].variants + (A._v("nope", "Nope", preset="nope-tiny"),),
+        ("bert", "nope"), ("nextsent",))})
+    _, variants, _, notes = A.resolve(_plan(files, tmp_path / "x", study="family"))
+    assert [v.name for v in variants] == ["bert"] and notes == ["Nope: skipped, minibert has no preset 'nope-tiny' yet"]
+
+
+def test_every_study_resolves_with_its_defaults(files, tmp_path):
+    for name, study in A.STUDIES.items():
+        _, variants, downstream, _ = A.resolve(_plan(files, tmp_path / name, study=name, tasks=()))
+        assert variants and [d.name for d in downstream] == list(study.default_tasks)
+        for v in variants:  # every variant's settings are valid TrainConfig settings
+            A.pretrain_config(_plan(files, tmp_path, study=name), v, 0, tmp_path / "unused").validate()
+
+
+# ---------------------------------------------------------------------------------------------
+# one real run, smallest size: pretrain two variants, fine-tune on nextsent, resume
+
+SMALL = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+             max_position_embeddings=32, max_seq_length=32, max_predictions_per_seq=5, batch_size=8, dupe_factor=1,
+             heldout_dupe_factor=1, warmup_steps=2, eval_examples=32, log_interval=5, eval_interval=1000,
+             checkpoint_interval=1000)
+FINETUNE = dict(epochs=1.0, max_train_examples=16, batch_size=8, max_seq_length=32)
+
+
+def test_ablate_end_to_end_smallest(files, tmp_path):
+    out = tmp_path / "abl"
+    plan = _plan(files, out, seeds=(0,), variants=("bert", "ltr"), finetune_minutes=0.0, steps=6,
+                 pretrain_settings={**_plan(files, out).pretrain_settings, **SMALL}, finetune_settings=FINETUNE)
+    assert A.run(plan) == 0
+    r = json.loads((out / "results.json").read_text())
+    for v in ("bert", "ltr"):
+        s = r["results"][v]["nextsent"]
+        assert s["n"] == 1 and 0.0 <= s["mean"] <= 1.0
+        cell = json.loads(A.cell_path(out, v, 0, "nextsent").read_text())
+        assert cell["pretrain"]["status"] == "done" and cell["pretrain"]["steps"] == 6  # --steps: exactly
+        assert (out / "pretrain" / v / "seed-0" / "model.safetensors").is_file()
+    assert 0.0 < r["baselines"]["nextsent"]["score"] < 1.0
+    assert "Pretraining 6 steps per variant and seed (equal steps)" in (out / "table.md").read_text()
+    stamp = A.cell_path(out, "bert", 0, "nextsent").stat().st_mtime_ns
+    assert A.run(plan) == 0  # everything done: nothing runs again
+    assert A.cell_path(out, "bert", 0, "nextsent").stat().st_mtime_ns == stamp
+
+
+def test_ablate_steps_study_snapshots_one_run_at_each_fraction(files, tmp_path, monkeypatch):
+    """`steps`: one real pretraining run per seed, paused at 25/50/75/100% of its schedule; each
+    snapshot is fine-tuned (faked here) from the model of its own step."""
+    seen = []
+
+    def fake_finetune(plan, model_dir, d, seed, out):
+        seen.append(json.loads((model_dir / A.SNAPSHOT_FILE).read_text())["steps"])
+        assert (model_dir / "model.safetensors").is_file() and (model_dir / "vocab.txt").is_file()
+        return {"metric": "accuracy", "score": 0.5, "scores": {}, "best_step": 1, "steps": 1, "total_steps": 1,
+                "status": "done", "seconds": 0.1, "frozen": None}
+
+    monkeypatch.setattr(A, "finetune", fake_finetune)
+    monkeypatch.setattr(A, "constant_baseline", lambda plan, d, vocab: None)
+    out = tmp_path / "steps"
+    plan = _plan(files, out, study="steps", seeds=(0,), minutes=0.01,
+                 pretrain_settings={**_plan(files, out).pretrain_settings, **SMALL, "steps": 8})
+    assert A.run(plan) == 0
+    total = json.loads(A.cell_path(out, "at-100", 0, "nextsent").read_text())["pretrain"]["total_steps"]
+    assert total >= 4 and seen == sorted(seen) and len(set(seen)) == 4  # four different checkpoints, in order
+    assert seen[-1] == total and seen[1] == round(total / 2)
+
+
+def test_finetune_set_is_typed_and_refuses_what_the_ablation_owns():
+    assert A.parse_finetune_set(["max_seq_length=64", "epochs=0.5"]) == pytest.approx({"max_seq_length": 64, "epochs": 0.5})
+    with pytest.raises(ValueError, match="KEY one of epochs"):
+        A.parse_finetune_set(["seed=3"])  # the ablation's seeds are its own
+    with pytest.raises(ValueError, match="'x' is not a valid int"):
+        A.parse_finetune_set(["batch_size=x"])
+
+
+def test_a_failing_cell_is_recorded_and_the_others_run(fake, files, tmp_path, monkeypatch):
+    real = fake.finetune
+
+    def broken_for_ltr(plan, model_dir, d, seed, out):
+        if model_dir.parent.name == "ltr":
+            raise KeyError("h0.attn.qkv.w")  # e.g. a model the fine-tuning code cannot read
+        return real(plan, model_dir, d, seed, out)
+
+    monkeypatch.setattr(A, "finetune", broken_for_ltr)
+    out = tmp_path / "abl"
+    assert A.run(_plan(files, out, seeds=(0,))) == 1  # one cell failed
+    assert sorted(p.name for p in (out / "cells").iterdir()) == ["bert.seed-0.nextsent.json",
+                                                                 "no-nsp.seed-0.nextsent.json"]
+    failed = json.loads((out / "failed" / "ltr.seed-0.nextsent.json").read_text())
+    assert failed["error"] == "KeyError: 'h0.attn.qkv.w'" and "broken_for_ltr" in failed["traceback"]
+    assert "Failed cells" in (out / "table.md").read_text()
+    monkeypatch.setattr(A, "finetune", real)
+    assert A.run(_plan(files, out, seeds=(0,))) == 0  # the next run retries it
+    assert not (out / "failed" / "ltr.seed-0.nextsent.json").exists()
