@@ -1,0 +1,242 @@
+# %% [markdown]
+# # Lesson 18: RoBERTa's recipe, BERT's model fed differently
+#
+# **Goal.** RoBERTa (Liu et al., 2019) keeps BERT's model line for line and changes how it is
+# trained: it drops next-sentence prediction, fills every sequence with whole sentences up to the
+# length limit instead of building sentence pairs, draws a fresh mask each time a sequence is
+# used, and trains with bigger batches (Adam's β2 = 0.98). In its ablation the inputs without NSP
+# did at least as well as BERT's pairs with NSP: SEGMENT-PAIR+NSP < SENTENCE-PAIR+NSP <
+# FULL-SENTENCES ≈ DOC-SENTENCES (docs/bert-notes.md §10). This lesson looks at the two data
+# changes on real instances of the lesson corpus and measures what they change.
+#
+# **Finish line.**
+# 1. The three packings (BERT's pairs, FULL-SENTENCES, DOC-SENTENCES) on the same documents, with
+#    their invariants: one segment and no NSP label when packed, no document boundary inside a
+#    DOC-SENTENCES sequence, every corpus token in exactly one FULL-SENTENCES sequence per pass.
+# 2. A measured table: padding tokens per batch, the share of real tokens, MLM predictions per batch.
+# 3. Dynamic masking: over ten epochs the share of tokens the model is ever asked to predict,
+#    against the static mask and against the formula 1 - (1 - q)^epochs.
+
+# %%
+import random
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+import course  # lessons/course.py: where pictures go, how exercises are graded
+from course import FAST, OUT, ROOT, show
+from minibert import pretraining_data as pd
+from minibert.tokenizer import BertTokenizer
+from minibert.wordpiece_trainer import train_wordpiece
+
+# the lesson corpus (data/lessons_corpus.txt): ten short documents, one sentence per line
+corpus = ROOT / "data" / "lessons_corpus.txt"
+vocab = train_wordpiece([corpus], vocab_size=300, merge_rule="frequency", progress=False)
+tok = BertTokenizer(vocab)
+T, P, BATCH = 64, 10, 32  # sequence length, max predictions per sequence, sequences per batch
+DUPE = 5 if FAST else 10  # passes over the corpus (BERT's dupe_factor)
+PACKINGS = ("segment_pair", "full_sentences", "doc_sentences")  # BERT, then RoBERTa's two
+documents = pd.read_documents([corpus], tok)  # documents -> sentences -> WordPiece tokens
+corpus_tokens = sum(len(s) for d in documents for s in d)
+print(f"{len(documents)} documents, {sum(len(d) for d in documents)} sentences, {corpus_tokens} tokens")
+assert pd.PACKINGS == PACKINGS
+
+# %% [markdown]
+# ## 1. Three ways to fill a sequence of 64 tokens
+# - **BERT's pairs** (`segment_pair`): `[CLS] A [SEP] B [SEP]`, two segments; B is the text that
+#   follows A, or on a fair coin text from another document (the NSP label); a chunk of one
+#   sentence always gets a random B, so on short documents like these more than half are random.
+#   The generator aims at the full length but cuts pairs short 10% of the time
+#   (`short_seq_prob`), and a document's last chunk is as short as what is left of the document.
+# - **FULL-SENTENCES** (`full_sentences`): `[CLS] s1 s2 ... [SEP]`, one segment, sentences taken in
+#   order across documents until the next one does not fit; a `[SEP]` marks a document boundary.
+# - **DOC-SENTENCES** (`doc_sentences`): the same, but a sequence never crosses a document, so a
+#   document's last sequence is short.
+
+# %%
+def instances(packing, seed=18):
+    return pd.create_training_instances([corpus], tok, T, DUPE, 0.1, 0.15, P, random.Random(seed), packing=packing)
+
+
+data = {p: instances(p) for p in PACKINGS}
+feats = {p: pd.instances_to_features(data[p], tok, T, P) for p in PACKINGS}
+for p in PACKINGS:
+    print(f"{p:>15}: {' '.join(data[p][0].tokens)}\n")
+
+pair, full, doc = (feats[p] for p in PACKINGS)
+assert set(np.unique(pair["segment_ids"])) == {0, 1}  # two segments
+for packed in (full, doc):
+    assert not packed["segment_ids"].any() and not packed["next_sentence_labels"].any()  # one segment, no NSP
+sep = tok.vocab["[SEP]"]
+seps_full = (full["input_ids"] == sep).sum(1)  # (N,) 1 + document boundaries crossed
+seps_doc = (doc["input_ids"] == sep).sum(1)  # (N,)
+assert seps_full.max() >= 2 and (seps_doc == 1).all()  # FULL-SENTENCES crosses documents, DOC- never
+print(f"FULL-SENTENCES sequences crossing a document boundary: {(seps_full >= 2).mean():.2f}")
+# every corpus token is in exactly one FULL-SENTENCES sequence of each pass (integers: exact)
+specials = [tok.vocab[t] for t in ("[CLS]", "[SEP]")]
+real_full = int((full["input_mask"] * ~np.isin(full["unmasked_input_ids"], specials)).sum())
+assert real_full == DUPE * corpus_tokens, (real_full, DUPE * corpus_tokens)
+print(f"BERT's pairs: random-next share {pair['next_sentence_labels'].mean():.2f} (the NSP label RoBERTa drops)")
+
+# %% [markdown]
+# ## 2. What fills a batch: real tokens, padding, predictions
+# A batch is `(B, T)` whatever the sequences hold: the padding positions cost memory (and, on the
+# padded code path, compute) and teach nothing. The MLM task predicts 15% of each sequence's real
+# tokens (at most P), so fuller sequences also mean more predictions per step.
+# `pd.generation_stats` counts what the generator produced; the rest is arithmetic.
+
+# %%
+def batch_table():
+    rows = {}
+    for p in PACKINGS:
+        s = pd.generation_stats(feats[p], tok)
+        real_per_seq = s["tokens"] / s["instances"]
+        rows[p] = dict(sequences=s["instances"], real_per_seq=real_per_seq, share_real=real_per_seq / T,
+                       padding_per_batch=BATCH * (T - real_per_seq),
+                       predictions_per_batch=BATCH * s["mean_predictions_per_seq"])
+    return rows
+
+
+table = batch_table()
+print(f"{'packing':>15} {'sequences':>9} {'real/seq':>8} {'share real':>10} {'pad/batch':>9} {'preds/batch':>11}")
+for p, r in table.items():
+    print(f"{p:>15} {r['sequences']:>9} {r['real_per_seq']:>8.1f} {r['share_real']:>10.3f} "
+          f"{r['padding_per_batch']:>9.0f} {r['predictions_per_batch']:>11.1f}")
+# FULL-SENTENCES leaves a gap only where the next sentence does not fit: the fullest by construction
+assert table["full_sentences"]["share_real"] > max(table["segment_pair"]["share_real"],
+                                                   table["doc_sentences"]["share_real"])
+assert table["full_sentences"]["predictions_per_batch"] > table["segment_pair"]["predictions_per_batch"]
+# pairs cannot be full: random-next B, short_seq_prob and a document's last chunk cut them short
+assert table["segment_pair"]["share_real"] < 0.9
+
+# %% [markdown]
+# The picture draws the first 24 sequences of each packing as rows: real tokens dark, padding
+# light. On long documents FULL- and DOC-SENTENCES are almost equally full (only a document's last
+# sequence is short); on ten documents of four sentences, DOC-SENTENCES ends a short sequence at
+# every document. RoBERTa grows DOC-SENTENCES batches to about a constant token count for this
+# reason (docs/bert-notes.md §10.2 says what minibert does instead).
+
+# %%
+fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharey=True)
+for ax, p in zip(axes, PACKINGS):
+    m = feats[p]["input_mask"][:24]  # (24, T)
+    ax.imshow(m, cmap="Blues", vmin=-0.3, vmax=1.2, aspect="auto", interpolation="nearest")
+    ax.set_title(f"{p}: {table[p]['share_real']:.0%} real")
+    ax.set_xlabel("position")
+axes[0].set_ylabel("sequence")
+fig.suptitle("real tokens (dark) and padding (light), T = 64")
+fig.tight_layout()
+show(fig, "18_packing.png")
+
+# %% [markdown]
+# ## 3. Dynamic masking
+# BERT's generator masks each instance once, when the data is written (its `dupe_factor` copies
+# give a corpus 10 different masks over 40 epochs). RoBERTa draws a new mask every time a sequence
+# enters a batch (`masking="dynamic"`, `pd.remask`: Google's rule, NumPy's random numbers). If a
+# sequence has n maskable tokens and k of them are predicted, each epoch asks for a given token with
+# probability q = k / n, so after E epochs the share of tokens ever predicted is 1 - (1 - q)^E with
+# fresh masks, and stays q with one static mask.
+
+# %%
+EPOCHS = 10
+special_ids = [tok.vocab[t] for t in ("[CLS]", "[SEP]")]
+cand = (full["input_mask"] > 0) & ~np.isin(full["unmasked_input_ids"], special_ids)  # (N, T) maskable
+rows = np.repeat(np.arange(len(cand)), P).reshape(-1, P)  # (N, P)
+
+
+def predicted(f):
+    """(N, T) bool: the positions this feature set asks the model to predict."""
+    out = np.zeros(cand.shape, dtype=bool)  # (N, T)
+    w = f["masked_lm_weights"] > 0  # (N, P)
+    out[rows[w], f["masked_lm_positions"][w]] = True
+    return out
+
+
+rng = np.random.default_rng(18)
+ever = np.zeros(cand.shape, dtype=bool)  # (N, T)
+for epoch in range(EPOCHS):
+    fresh = pd.remask(full, rng, 0.15, P, len(tok), special_ids, tok.vocab["[MASK]"])
+    ever |= predicted(fresh)
+    if epoch < 3:
+        print(f"epoch {epoch}: " + " ".join(tok.ids_to_tokens[i] for i in fresh["input_ids"][0][:24]))
+static = predicted(full)
+q = static.sum(1) / cand.sum(1)  # (N,) each sequence's share predicted in one epoch
+theory = float((1 - (1 - q) ** EPOCHS) @ cand.sum(1) / cand.sum())
+share_static, share_dynamic = static.sum() / cand.sum(), ever.sum() / cand.sum()
+print(f"tokens ever predicted in {EPOCHS} epochs: static mask {share_static:.3f}, dynamic {share_dynamic:.3f} "
+      f"(1 - (1 - q)^{EPOCHS} = {theory:.3f})")
+assert not (static & ~cand).any() and not (ever & ~cand).any()  # never [CLS], [SEP] or padding
+assert 0.10 < share_static < 0.20  # about 15%
+assert abs(share_dynamic - theory) < 0.03  # as the formula says, within the noise of a few thousand tokens
+assert share_dynamic > 3 * share_static
+
+# %% [markdown]
+# ## Recap
+# RoBERTa's model is BERT's; what changed is what the model is shown. Without the NSP pairs a
+# sequence can be filled with whole sentences (here about 85% real tokens against about 70% for
+# BERT's pairs, and correspondingly more MLM predictions in the same batch), and with a fresh mask
+# per epoch the model sees most tokens as prediction targets over a few epochs instead of the same
+# 15%. minibert runs the recipe as settings of the BERT pipeline: `python -m minibert train-tiny
+# --preset roberta-tiny` (FULL-SENTENCES, dynamic masking, `objective=mlm`, β2 0.98, two
+# accumulated micro-batches per step). Lesson 19 turns to ALBERT, which kept a sentence-pair task
+# and changed the question it asks.
+
+# %% [markdown]
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions. A stub left as it is makes the lesson go on with the reference
+# solution (`lessons/solutions/18_roberta_recipe.py`).
+#
+# 1. `my_batch_stats(input_mask, masked_lm_weights, batch_size)`: from the features `(N, T)` and
+#    `(N, P)`, the mean padding tokens per batch of `batch_size` sequences, the share of real
+#    tokens, and the mean MLM predictions per batch, as a tuple of three floats (section 2's table).
+# 2. `my_full_sentences(sentence_lengths, max_tokens)`: FULL-SENTENCES packing on lengths alone.
+#    `sentence_lengths` is a list of documents, each a list of sentence lengths; return the lengths
+#    of the packed sequences (without `[CLS]` and the final `[SEP]`). Sentences go in order; a
+#    sentence that starts a new document costs one `[SEP]` more, unless it starts the sequence; one
+#    that does not fit closes the sequence; one longer than `max_tokens` is cut into full pieces.
+
+# %%
+def my_batch_stats(input_mask, masked_lm_weights, batch_size):
+    """input_mask (N, T), masked_lm_weights (N, P) -> (padding per batch, share real, predictions per batch)"""
+    raise NotImplementedError("exercise 1: padding, real share and predictions per batch")  # your code here
+
+
+def my_full_sentences(sentence_lengths, max_tokens):
+    """[[n_11, n_12, ...], [n_21, ...], ...] -> [length of packed sequence 1, 2, ...]"""
+    raise NotImplementedError("exercise 2: FULL-SENTENCES packing of sentence lengths")  # your code here
+
+
+# %%
+ex = course.Exercises("18_roberta_recipe")
+
+
+def check_batch_stats(fn):
+    results = []
+    for p in ("segment_pair", "doc_sentences"):
+        got = fn(feats[p]["input_mask"], feats[p]["masked_lm_weights"], BATCH)
+        want = (table[p]["padding_per_batch"], table[p]["share_real"], table[p]["predictions_per_batch"])
+        results.append(course.close(f"{p}: (pad/batch, share real, preds/batch)", np.array(got, dtype=float),
+                                    np.array(want)))
+    return results
+
+
+def _packed_lengths(docs, max_tokens):
+    """The library's packing on made-up tokens of the given lengths."""
+    tokens = [[["w"] * n for n in d] for d in docs]
+    return [len(s) for s in pd.pack_documents(tokens, max_tokens, "full_sentences")]
+
+
+def check_full_sentences(fn):
+    lengths = [[len(s) for s in d] for d in documents]
+    return [course.equal("docstring example [[2, 2], [2, 1]], 7", list(fn([[2, 2], [2, 1]], 7)), [7, 1]),
+            course.equal("lesson corpus, 62 tokens", list(fn(lengths, T - 2)), _packed_lengths(lengths, T - 2)),
+            course.equal("lesson corpus, 20 tokens", list(fn(lengths, 20)), _packed_lengths(lengths, 20)),
+            course.equal("a sentence longer than a sequence", list(fn([[3], [11, 2]], 5)), [3, 5, 5, 3])]
+
+
+my_batch_stats = ex.grade(1, my_batch_stats, check_batch_stats)
+my_full_sentences = ex.grade(2, my_full_sentences, check_full_sentences)
+
+# %%
+print("lesson 18 passed")
