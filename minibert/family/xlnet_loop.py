@@ -1,0 +1,319 @@
+"""XLNet on minibert's one training loop (minibert/train/engine.py): `XLNetRun`, what `python -m
+minibert train-xlnet` (family/xlnet_train.py) runs.
+
+The loop gives XLNet what every run has: the progress line (step, loss and accuracy of the
+predicted tokens, tokens/s, lr, ETA), metrics.jsonl, curves.png, checkpoints written as one unit
+by minibert.run_dir (config.json, model.safetensors, vocab.txt, optimizer.safetensors,
+trainer_state.json) every `checkpoint_interval` steps, at the end and at Ctrl-C, a stop on a
+NaN/inf loss, and a bit-exact resume: parameters, AdamW's moments, the batch source's Generator
+(it draws both the windows and their factorisation orders) and the fitted schedule are restored,
+so a paused and resumed run ends with the same bits as one that never stopped (tests/test_xlnet.py).
+One step is train/step.training_step's: clipping at 1.0, AdamW in its bias-corrected form, the
+"bert" schedule (linear warmup, capped at half the steps, then linear decay), no dropout.
+
+The plugs XLNet fills in:
+    model        XLNetModel: xlnet.XLNetForPermutationLM whose save_pretrained also writes vocab.txt
+    batch source WindowBatches: `seq_len` consecutive ids of the token stream at random offsets,
+                 each window with a fresh order (xlnet.sample_orders) and its targets, the last
+                 1/K of the order (xlnet.partial_targets); one Generator draws all of it
+    evaluator    evaluate: loss, perplexity and accuracy of the predicted tokens on fixed held-out
+                 windows (orders drawn once from a fixed seed: every evaluation scores the same tokens)
+    after_step   with `steps` = 0 the step count is fitted to the `minutes` budget from the measured
+                 step time (after 5 steps, again at 10% and at 50% of the run), so the decay reaches its end
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from minibert import checkpoint, run_dir
+from minibert.corpus import read_documents
+from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample_orders
+from minibert.optim import AdamW
+from minibert.tokenizer import BertTokenizer, load_vocab
+from minibert.train.engine import TrainingLoop
+
+METRICS = "metrics.jsonl"
+
+
+# ---------------------------------------------------------------------------------------------
+# data
+
+def token_stream(path: Path, tok: BertTokenizer, max_lines: int = 0) -> np.ndarray:
+    """The documents of a corpus file as one stream of ids, each document ended by [SEP]. -> (N,)"""
+    docs = read_documents([path])
+    ids: list[int] = []
+    lines = 0
+    for doc in docs:
+        for sentence in doc:
+            ids.extend(tok.convert_tokens_to_ids(tok.tokenize(sentence)))
+            lines += 1
+        ids.append(tok.sep_id)
+        if max_lines and lines >= max_lines:
+            break
+    return np.asarray(ids, dtype=np.int64)
+
+
+def make_batch(windows: np.ndarray, pred_k: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """(B, T) ids, all real -> an XLNet batch with a fresh order per sequence."""
+    mask = np.ones(windows.shape, dtype=np.int64)  # (B, T)
+    rank = sample_orders(mask, rng)  # (B, T)
+    return {"input_ids": windows, "input_mask": mask, "perm_rank": rank,
+            "target_mask": partial_targets(rank, mask, pred_k)}
+
+
+def train_batch(stream: np.ndarray, cfg, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """`cfg.batch_size` windows of `cfg.seq_len` ids at random offsets, with their orders."""
+    starts = rng.integers(0, stream.size - cfg.seq_len + 1, cfg.batch_size)  # (B,)
+    windows = stream[starts[:, None] + np.arange(cfg.seq_len)]  # (B, T)
+    return make_batch(windows, cfg.pred_k, rng)
+
+
+def heldout_batches(stream: np.ndarray, cfg, seed: int = 12345) -> list[dict[str, np.ndarray]]:
+    """Consecutive windows of the held-out stream with orders from a fixed seed."""
+    n = min(stream.size // cfg.seq_len, cfg.eval_sequences)
+    if n == 0:
+        raise ValueError(f"the held-out text has {stream.size} tokens, fewer than one sequence of {cfg.seq_len}")
+    windows = stream[: n * cfg.seq_len].reshape(n, cfg.seq_len)  # (n, T)
+    rng = np.random.default_rng(seed)
+    return [make_batch(windows[i:i + 64], cfg.pred_k, rng) for i in range(0, n, 64)]
+
+
+class WindowBatches:
+    """The batch source: train_batch on the token stream, every draw (offsets and orders) from one
+    Generator. Its checkpointed state is that Generator's state and the stream's length (a check
+    that the data did not change)."""
+
+    def __init__(self, stream: np.ndarray, cfg, rng: np.random.Generator):
+        self.stream, self.cfg, self.rng = stream, cfg, rng
+
+    def next(self) -> dict[str, np.ndarray]:
+        return train_batch(self.stream, self.cfg, self.rng)
+
+    def state_dict(self) -> dict:
+        return {"tokens": int(self.stream.size), "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        if int(state["tokens"]) != self.stream.size:
+            raise ValueError(f"the run was saved with a training stream of {state['tokens']} tokens but the data "
+                             f"now gives {self.stream.size}: the training data changed, so the run cannot continue "
+                             f"where it stopped")
+        self.rng.bit_generator.state = state["rng"]
+
+
+def evaluate(model: XLNetForPermutationLM, batches) -> dict[str, float]:
+    """Held-out mean cross-entropy of the predicted tokens, its perplexity, and accuracy."""
+    total = correct = count = 0.0
+    for batch in batches:
+        _, _, m = model.loss_grads_metrics(batch, compute_grads=False)
+        total += m.loss * m.count
+        correct += m.correct
+        count += m.count
+    loss = total / max(count, 1)
+    return {"loss": loss, "perplexity": math.exp(min(loss, 700.0)), "acc": correct / max(count, 1),
+            "predicted": int(count), "sequences": int(sum(b["input_ids"].shape[0] for b in batches))}
+
+
+def plot_curves(metrics_path: Path, out: Path) -> Path:
+    """Training and held-out loss of the predicted tokens, held-out perplexity, learning rate."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    recs = run_dir.read_jsonl(metrics_path)[0]
+    train = [r for r in recs if r["type"] == "train"]
+    evals = [r for r in recs if r["type"] == "eval"]
+    fig = Figure(figsize=(14, 4))
+    FigureCanvasAgg(fig)
+    for col, (title, key) in enumerate((("loss of the predicted tokens", "loss"),
+                                        ("held-out perplexity", "perplexity"), ("learning rate", "lr"))):
+        ax = fig.add_subplot(1, 3, col + 1)
+        if key != "perplexity" and train:
+            ax.plot([r["step"] for r in train], [r[key] for r in train], lw=1, label="train")
+        if key != "lr" and evals:
+            ax.plot([r["step"] for r in evals], [r[key] for r in evals], "o-", ms=4, label="held-out")
+        if key == "perplexity":
+            ax.set_yscale("log")
+        ax.set_xlabel("step")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=8)
+    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.14, top=0.9, wspace=0.25)
+    return checkpoint.atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
+
+
+# ---------------------------------------------------------------------------------------------
+# the model as the loop sees it, and the run
+
+class XLNetModel(XLNetForPermutationLM):
+    """The permutation LM with the save_pretrained the training loop calls: config.json and
+    model.safetensors (the base class's) and vocab.txt."""
+
+    def save_pretrained(self, directory, vocab: list[str] | None = None) -> Path:
+        d = super().save_pretrained(directory)
+        if vocab is not None:
+            checkpoint.write_text_atomic(d / checkpoint.VOCAB_NAME, "".join(t + "\n" for t in vocab))
+        return d
+
+
+class XLNetRun(TrainingLoop):
+    """XLNet on the training loop of train/engine.py. `cfg` is the command's settings (an
+    xlnet_train.XLNetTrainConfig: sizes, recipe, intervals, budget); `batches` the WindowBatches
+    of the training stream; `heldout` the fixed evaluation batches."""
+
+    curves_every = 30.0  # drawing costs about a second: at most twice a minute
+
+    def __init__(self, cfg, out: Path, tokenizer: BertTokenizer, batches: WindowBatches, heldout: list[dict]):
+        self.cfg, self.dir, self.tokenizer = cfg, Path(out), tokenizer
+        self.batches, self.heldout = batches, heldout
+        self.model = XLNetModel(cfg.model_config(len(tokenizer)), seed=cfg.seed)
+        self.optimizer = AdamW(self.model.params, lr=cfg.lr, weight_decay=cfg.weight_decay, bias_correction=True)
+        self.rng = np.random.default_rng([cfg.seed, 1])  # the loop's dropout Generator: XLNet here draws nothing
+        self.step, self.elapsed = 0, 0.0
+        self.total_steps = cfg.steps or 1000  # 1000 until the first fit (after 5 steps)
+        self.minutes = 0.0 if cfg.steps else cfg.minutes  # a fixed step count has no time budget
+        self.log_interval = cfg.log_interval
+        self.last_eval: dict | None = None
+        self.fits = 0  # fits of the step count to the budget done so far (saved): after 5 steps, at 10%, at 50%
+        self._timing: list | None = None  # [perf_counter after this process's first step, that step, s not training]
+        self._eval_seconds: list[float] = []
+
+    # --- batch source and step ---------------------------------------------------------------------
+
+    def next_batches(self) -> dict:
+        return self.batches.next()
+
+    def warmup(self) -> int:
+        return min(self.cfg.warmup_steps, self.total_steps // 2)  # so that the lr reaches its peak
+
+    def step_options(self) -> dict:
+        return dict(lr=self.cfg.lr, warmup_steps=self.warmup(), schedule="bert", clip_norm=1.0)
+
+    def dropout_on(self) -> bool:
+        return False
+
+    def window_entry(self, r, batch) -> tuple:
+        """-> (loss, correct predicted tokens, predicted tokens, input tokens, lr)."""
+        return r.loss, int(r.metrics.correct), int(r.metrics.count), int(batch["input_ids"].size), r.lr
+
+    def window_record(self, window: list, seconds: float) -> dict:
+        return {"type": "train", "step": self.step, "time": round(self.elapsed, 2),
+                "loss": float(np.mean([w[0] for w in window])),
+                "acc": sum(w[1] for w in window) / max(sum(w[2] for w in window), 1), "lr": window[-1][4],
+                "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
+
+    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
+        return "", [f"loss {rec['loss']:.3f}", f"acc {rec['acc']:.3f}"]
+
+    # --- fitting the step count to the budget ------------------------------------------------------
+
+    def after_step(self, seconds: float) -> None:
+        """With no fixed step count: after 5 steps, at 10% and at 50% of the run, choose the step
+        count so the rest of the budget holds the remaining steps and evaluations, from this
+        process's speed (its first step, which pays Numba's compilation, not counted). A fit missed
+        while the run was stopped happens at the first measured step after the resume."""
+        if self.cfg.steps:
+            return
+        now = time.perf_counter()
+        if self._timing is None:
+            self._timing = [now, self.step, 0.0]
+            return
+        t1, first, not_training = self._timing
+        due = (5, max(10, self.total_steps // 10), max(20, self.total_steps // 2))
+        if self.fits >= len(due) or self.step < due[self.fits] or self.step - first < 2:
+            return
+        per_step = (now - t1 - not_training) / (self.step - first)
+        per_eval = float(np.mean(self._eval_seconds)) if self._eval_seconds else 2.0
+        left = self.minutes * 60.0 - self.elapsed
+        before = self.total_steps
+        self.total_steps = max(self.step + 1, self.step + int(left / (per_step + per_eval / self.cfg.eval_interval)))
+        self.fits += 1
+        if self.fits == 1:
+            self.say(f"calibration: {per_step * 1000:.0f} ms/step: {self.total_steps} steps fit {self.minutes:g} min "
+                     f"(warmup {self.warmup()})")
+        elif self.total_steps != before:
+            self.say(f"recalibration at step {self.step}: {per_step * 1000:.0f} ms/step, {self.total_steps} steps "
+                     f"fit the budget (was {before})")
+
+    def _not_training(self, t0: float) -> None:
+        """Seconds since t0 went to evaluating or plotting: not part of the step time."""
+        if self._timing is not None:
+            self._timing[2] += time.perf_counter() - t0
+
+    def on_budget(self) -> None:
+        self.say(f"the budget of {self.minutes:g} min is spent at step {self.step}: evaluating and saving")
+
+    # --- evaluation and curves ---------------------------------------------------------------------
+
+    def is_eval_step(self, step: int) -> bool:
+        return step % self.cfg.eval_interval == 0
+
+    def run_eval(self) -> dict:
+        t0 = time.perf_counter()
+        e = {"step": self.step, **evaluate(self.model, self.heldout)}
+        seconds = time.perf_counter() - t0
+        self._eval_seconds.append(seconds)
+        self.last_eval, self.last_eval_step = e, self.step
+        self.log({"type": "eval", "time": round(self.elapsed, 2), **e})
+        self.say(f"eval step {self.step}: held-out loss {e['loss']:.3f} (perplexity {e['perplexity']:.1f}), "
+                 f"accuracy {e['acc']:.4f} [{e['predicted']} predicted tokens in {e['sequences']} sequences, "
+                 f"{seconds:.1f}s]")
+        self._not_training(t0)
+        return e
+
+    def write_curves(self) -> Path | None:
+        t0 = self._last_plot = time.perf_counter()
+        try:
+            return plot_curves(self.dir / METRICS, self.dir / "curves.png")
+        except OSError as e:  # a plot that cannot be written is a warning: the checkpoints are what matter
+            print(f"warning: could not draw {self.dir / 'curves.png'}: {e}", file=sys.stderr)
+            return None
+        finally:
+            self._not_training(t0)
+
+    # --- checkpoints (TrainingLoop.save_checkpoint / load_checkpoint) -------------------------------
+
+    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
+        return step % self.cfg.checkpoint_interval == 0 and step < stop_at
+
+    def optimizer_metadata(self) -> dict:
+        return {"step": str(self.step)}
+
+    def checkpoint_state(self, status: str, ckpt: Path) -> dict:
+        return {"step": self.step, "total_steps": self.total_steps, "status": status, "created_by": "train-xlnet",
+                "elapsed_seconds": self.elapsed, "batches": self.batches.state_dict(),
+                "dropout_rng": self.rng.bit_generator.state, "fits": self.fits,
+                "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
+
+    def restore_state(self, state: dict, ckpt: Path) -> None:
+        saved = XLNetForPermutationLM.from_pretrained(ckpt)
+        if saved.config != self.model.config:
+            raise ValueError(f"{ckpt / checkpoint.CONFIG_NAME} describes {saved.config}, but this run builds "
+                             f"{self.model.config}")
+        if load_vocab(ckpt / checkpoint.VOCAB_NAME) != list(self.tokenizer.ids_to_tokens):
+            raise ValueError(f"{ckpt / checkpoint.VOCAB_NAME} is not the vocabulary this run reads; the run cannot "
+                             f"continue")
+        for k, p in self.model.params.items():
+            np.copyto(p, saved.params[k])
+        self.batches.load_state_dict(state["batches"])
+        self.total_steps, self.fits = int(state["total_steps"]), int(state["fits"])
+        self.last_eval, self.last_eval_step = state["last_eval"], state["last_eval_step"]
+
+    def no_checkpoint_message(self) -> str:
+        return f"{self.dir} has no checkpoint to resume from; start it again with --overwrite"
+
+    def diverged_hint(self) -> str:
+        where = (f"{self.dir} (step {self.last_checkpoint})" if self.last_checkpoint is not None
+                 else "none (no checkpoint was written yet)")
+        return (f"; the run stopped without saving. Last good checkpoint: {where}. Try a lower lr (--set lr=..., "
+                f"now {self.cfg.lr:g}) or more warmup (--set warmup_steps=..., now {self.cfg.warmup_steps})")
+
+    def resume_command(self) -> str:
+        return f"python -m minibert train-xlnet --resume {self.dir}"
+
+    def interrupted_saved(self) -> str:
+        return f"saved {self.dir}"

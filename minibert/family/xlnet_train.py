@@ -1,0 +1,311 @@
+"""`python -m minibert train-xlnet`: pretrain the xlnet-tiny preset on the default corpus.
+
+The data: every document of the corpus is tokenized with the corpus's WordPiece vocab, the
+documents are joined by [SEP] into one stream of ids, and a training sequence is a window of
+`seq_len` consecutive ids at a random offset (new windows every step). Each window gets its own
+factorisation order (xlnet.sample_orders) and its targets, the last 1/K of the order
+(xlnet.partial_targets). The held-out set is the held-out documents cut into consecutive windows,
+with orders drawn once from a fixed seed, so every evaluation scores the same tokens.
+
+The run is minibert's one training loop with XLNet plugged in (family/xlnet_loop.py's XLNetRun on
+train/engine.py): the same progress line, metrics.jsonl, curves.png, atomic checkpoints, Ctrl-C
+save (a second Ctrl-C stops at once), NaN stop and bit-exact `--resume RUN_DIR` as every other
+run. This module is the command: the preset and its settings (`--set KEY=VALUE`), the run
+directory's checks (an unfinished run is refused unless --resume or --overwrite), and the summary
+at the end. `--minutes` is a budget the step count is fitted to (unless `--steps` fixes it);
+`--max-steps-this-run N` pauses after N steps.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minibert import run_dir
+from minibert.corpus import ensure_default_corpus
+from minibert.family.xlnet import XLNetConfig
+from minibert.family.xlnet_loop import (METRICS, WindowBatches, XLNetRun, evaluate, heldout_batches,  # noqa: F401
+                                        make_batch, plot_curves, token_stream, train_batch)
+from minibert.tokenizer import BertTokenizer
+from minibert.train.engine import FINISHED, _fmt_seconds
+from minibert.train.step import TrainingAborted, TrainingDiverged
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_FILE = "run.json"  # marks the directory as a train-xlnet run; its settings and data (what --resume reads)
+
+
+@dataclasses.dataclass
+class XLNetTrainConfig:
+    """The xlnet-tiny preset: BERT-tiny's model and train-tiny's recipe (sequence 64, batch 32,
+    lr 1e-3 with bias-corrected AdamW, 200 warmup steps, no dropout), K = 6."""
+
+    hidden_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 2
+    intermediate_size: int = 512
+    pred_k: int = 6
+    seq_len: int = 64
+    batch_size: int = 32
+    lr: float = 1e-3
+    warmup_steps: int = 200  # at most half of the steps
+    weight_decay: float = 0.01
+    minutes: float = 9.5
+    steps: int = 0  # 0: fit the steps to `minutes`
+    seed: int = 0
+    log_interval: int = 10
+    eval_interval: int = 250
+    checkpoint_interval: int = 250
+    eval_sequences: int = 512
+    max_train_lines: int = 0  # 0: the whole corpus (MINIBERT_FAST=1 takes a slice)
+
+    def validate(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if f.name in ("steps", "max_train_lines", "seed", "warmup_steps"):
+                if v < 0:
+                    raise ValueError(f"{f.name}={v} must be >= 0")
+            elif not v > 0:
+                raise ValueError(f"{f.name}={v} must be > 0")
+        if self.seq_len < 2:
+            raise ValueError(f"seq_len={self.seq_len}: a sequence needs at least 2 tokens to predict one")
+
+    def model_config(self, vocab_size: int) -> XLNetConfig:
+        return XLNetConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,
+                           num_hidden_layers=self.num_hidden_layers, num_attention_heads=self.num_attention_heads,
+                           intermediate_size=self.intermediate_size, max_position_embeddings=max(self.seq_len, 64),
+                           pred_k=self.pred_k)
+
+
+PRESETS = {"xlnet-tiny": {}}
+FAST = dict(minutes=0.4, max_train_lines=3000, eval_sequences=32, log_interval=5, eval_interval=25,
+            checkpoint_interval=50, warmup_steps=10)
+
+
+def parse_settings(items: list[str]) -> dict[str, Any]:
+    """["lr=5e-4", "pred_k=7"] -> {"lr": 0.0005, "pred_k": 7}, typed like the preset's field."""
+    fields = {f.name: f for f in dataclasses.fields(XLNetTrainConfig)}
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or key not in fields:
+            raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(fields)}")
+        kind = type(getattr(XLNetTrainConfig(), key))
+        try:
+            out[key] = kind(raw)
+        except ValueError:
+            raise ValueError(f"--set {item!r}: {raw!r} is not a{'n' if kind is int else ''} {kind.__name__}") from None
+    return out
+
+
+def mlm_perplexity_by_input(model, feats: dict[str, np.ndarray], mask_id: int, batch_size: int = 128) -> dict:
+    """A BERT model's held-out MLM perplexity and accuracy, split by what the input holds at the
+    predicted position: "[MASK]" (80%: the target is hidden, as it always is from XLNet's query
+    stream), "same" (10%: the target itself is in the input) and "random" (10%); "all" is the
+    number train-tiny reports. `model` is a BertForPreTraining, `feats` held-out features.
+    -> {kind: {"count", "perplexity", "acc"}}"""
+    nll: dict[str, list] = {"all": [], "[MASK]": [], "same": [], "random": []}
+    hit: dict[str, list] = {k: [] for k in nll}
+    for s in range(0, feats["input_ids"].shape[0], batch_size):
+        f = {k: v[s:s + batch_size] for k, v in feats.items()}
+        logits = model.forward(f["input_ids"], f["segment_ids"], f["input_mask"]).mlm_logits  # (B, T, V)
+        b, j = np.nonzero(f["masked_lm_weights"] > 0)  # (M,) each
+        pos, y = f["masked_lm_positions"][b, j], f["masked_lm_ids"][b, j]  # (M,) each
+        z = logits[b, pos].astype(np.float64)  # (M, V)
+        zmax = z.max(-1)  # (M,)
+        logp = z[np.arange(y.size), y] - zmax - np.log(np.exp(z - zmax[:, None]).sum(-1))  # (M,)
+        x = f["input_ids"][b, pos]  # (M,) what the input holds there
+        kind = np.where(x == mask_id, "[MASK]", np.where(x == y, "same", "random"))  # (M,)
+        for k in nll:
+            sel = np.ones(y.size, dtype=bool) if k == "all" else kind == k
+            nll[k].append(-logp[sel])
+            hit[k].append(z[sel].argmax(-1) == y[sel])
+    out = {}
+    for k in nll:
+        v, h = np.concatenate(nll[k]), np.concatenate(hit[k])
+        out[k] = {"count": int(v.size), "perplexity": float(np.exp(v.mean())) if v.size else float("nan"),
+                  "acc": float(h.mean()) if h.size else float("nan")}
+    return out
+
+
+
+
+# ---------------------------------------------------------------------------------------------
+# the run directory
+
+def _newest_state(out: Path) -> dict:
+    ckpt = run_dir.latest_checkpoint(out)
+    return run_dir.read_json(ckpt / run_dir.STATE_FILE) if ckpt is not None else {}
+
+
+def check_out(out: Path, overwrite: bool) -> None:
+    """Before anything is written: refuse a directory that holds something other than a
+    train-xlnet run, or an unfinished train-xlnet run (that one is for --resume), unless
+    --overwrite. A finished train-xlnet run is replaced."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file")
+    if overwrite or not out.is_dir() or not any(out.iterdir()):
+        return
+    if not (out / RUN_FILE).is_file():
+        raise ValueError(f"{out} exists and does not hold a train-xlnet run; choose another --out or pass --overwrite")
+    created = run_dir.read_json(out / RUN_FILE).get("created_by")
+    if created != "train-xlnet":
+        raise ValueError(f"{out} holds a run of {created or 'another command'}; pass --overwrite to replace it")
+    state = _newest_state(out)
+    if state.get("status") in ("running", "paused", "interrupted"):
+        raise ValueError(f"{out} holds an unfinished train-xlnet run (stopped at step {state['step']} of "
+                         f"{state['total_steps']}); continue it with --resume {out}, or replace it with --overwrite")
+
+
+def start_fresh(out: Path, cfg: XLNetTrainConfig, preset: str = "xlnet-tiny", data: dict | None = None) -> None:
+    """Clear what an earlier run wrote and record this run's settings and data in run.json."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name in (METRICS, "curves.png", run_dir.CHECKPOINTS, *run_dir.PUBLISHED):
+        run_dir._remove(out / name)
+    run_dir.write_json(out / RUN_FILE, {"created_by": "train-xlnet", "preset": preset,
+                                        "settings": dataclasses.asdict(cfg), "data": data})
+
+
+def prepare_run_dir(out: Path, cfg: XLNetTrainConfig, overwrite: bool, data: dict | None = None) -> None:
+    """check_out, then start_fresh."""
+    check_out(Path(out), overwrite)
+    start_fresh(Path(out), cfg, data=data)
+
+
+def build_run(cfg: XLNetTrainConfig, out: Path, vocab: Path, train_path: Path, heldout_path: Path) -> XLNetRun:
+    """Tokenizer, training stream, held-out batches and the run on them (nothing is written)."""
+    tokenizer = BertTokenizer(vocab)
+    tokenizer.check_special_tokens(("[SEP]",), "XLNet pretraining")
+    stream = token_stream(train_path, tokenizer, cfg.max_train_lines)
+    if stream.size < cfg.seq_len:
+        raise ValueError(f"{train_path}: {stream.size} tokens, fewer than one sequence of {cfg.seq_len}")
+    heldout = heldout_batches(token_stream(heldout_path, tokenizer), cfg)
+    return XLNetRun(cfg, out, tokenizer, WindowBatches(stream, cfg, np.random.default_rng(cfg.seed)), heldout)
+
+
+def _resumed(p: argparse.ArgumentParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path, Path, Path]]:
+    """--resume RUN_DIR: the settings and data run.json saved; only the budget and the pause may be
+    given anew. -> (settings, run directory, (training text, held-out text, vocab))."""
+    out = Path(args.resume)
+    saved = run_dir.read_json(out / RUN_FILE) if (out / RUN_FILE).is_file() else {}
+    if saved.get("created_by") != "train-xlnet":
+        raise ValueError(f"{out} has no {RUN_FILE} written by train-xlnet: not a train-xlnet run to resume")
+    defaults = vars(p.parse_args([]))
+    changed = sorted(k for k, v in vars(args).items()
+                     if k not in ("resume", "minutes", "max_steps_this_run") and v != defaults[k])
+    if changed:
+        raise ValueError(f"--resume continues {out} with its saved settings; only --minutes and --max-steps-this-run "
+                         f"may be given (got {', '.join('--' + k.replace('_', '-') for k in changed)})")
+    ckpt = run_dir.latest_checkpoint(out)
+    if ckpt is None:
+        raise ValueError(f"{out} has no checkpoint to resume from; start the run again with --overwrite")
+    if "batches" not in run_dir.read_json(ckpt / run_dir.STATE_FILE):
+        raise ValueError(f"{ckpt} was saved by a train-xlnet without resume; start the run again with --overwrite")
+    cfg = XLNetTrainConfig(**saved["settings"])
+    if args.minutes is not None:
+        cfg.minutes = args.minutes
+    cfg.validate()
+    data = saved.get("data")
+    paths = ((Path(data["corpus"]), Path(data["heldout"]), Path(data["vocab"])) if data
+             else tuple(ensure_default_corpus()))
+    return cfg, out, paths
+
+
+def _finish(run: XLNetRun, status: str, fast: bool) -> int:
+    """The last lines of a run -> the exit code (130 after Ctrl-C, with the checkpoint saved)."""
+    e = run.last_eval
+    if status in FINISHED:
+        if e is not None:
+            print(f"\nheld-out ({e['sequences']} sequences, {e['predicted']} predicted tokens) after {e['step']} "
+                  f"steps, {_fmt_seconds(run.elapsed)}: loss {e['loss']:.3f}, perplexity {e['perplexity']:.1f}, "
+                  f"accuracy {e['acc']:.2%}")
+        print(f"saved: {run.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
+              f"{run_dir.CHECKPOINTS}/)")
+        if fast:
+            print("MINIBERT_FAST=1 is a plumbing check: the model learns nothing in that time.")
+    elif status == "paused":
+        print(f"paused at step {run.step}/{run.total_steps}: saved {run.dir}; continue with "
+              f"`{run.resume_command()}`", flush=True)
+    return 130 if status == "interrupted" else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# the command
+
+def train_xlnet_cli(argv: list[str]) -> int:
+    """python -m minibert train-xlnet [--minutes M] [--steps N] [--out DIR] [--set KEY=VALUE] [--resume DIR]"""
+    p = argparse.ArgumentParser(prog="python -m minibert train-xlnet",
+                                description="Pretrain the xlnet-tiny preset (permutation LM, two-stream "
+                                            "attention) on the default corpus; MINIBERT_FAST=1: a slice, ~1 min.")
+    p.add_argument("--preset", default="xlnet-tiny", choices=sorted(PRESETS))
+    p.add_argument("--minutes", type=float, help="wall-clock budget of the whole run (default 9.5)")
+    p.add_argument("--steps", type=int, help="a fixed number of steps instead of fitting them to the budget")
+    p.add_argument("--out", help="run directory (default runs/<preset>)")
+    p.add_argument("--corpus", help="training text, one sentence per line, blank line between documents")
+    p.add_argument("--heldout", help="held-out text (with --corpus)")
+    p.add_argument("--vocab", help="vocab.txt (with --corpus)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help=f"any setting: {', '.join(f.name for f in dataclasses.fields(XLNetTrainConfig))}")
+    p.add_argument("--overwrite", action="store_true", help="replace a directory that holds something else, or an "
+                                                            "unfinished run")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the train-xlnet run saved in RUN_DIR with its saved "
+                                                       "settings (--minutes may change the budget)")
+    p.add_argument("--max-steps-this-run", type=int, help="pause (and save) after this many steps; --resume continues")
+    args = p.parse_args(argv)
+    fast = os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+    try:
+        if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
+            raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
+        if args.resume:
+            cfg, out, (train_path, heldout_path, vocab) = _resumed(p, args)
+            data = None
+        else:
+            settings = {**PRESETS[args.preset], **(FAST if fast else {}), **parse_settings(args.set)}
+            for key in ("minutes", "steps"):
+                if getattr(args, key) is not None:
+                    settings[key] = getattr(args, key)
+            cfg = XLNetTrainConfig(**settings)
+            cfg.validate()
+            if args.corpus:
+                if not (args.heldout and args.vocab):
+                    raise ValueError("--corpus needs --heldout and --vocab too")
+                train_path, heldout_path, vocab = Path(args.corpus), Path(args.heldout), Path(args.vocab)
+                data = {"corpus": str(train_path.resolve()), "heldout": str(heldout_path.resolve()),
+                        "vocab": str(vocab.resolve())}
+            else:
+                train_path, heldout_path, vocab = ensure_default_corpus()
+                data = None  # the default corpus: --resume finds it again
+            out = Path(args.out) if args.out else ROOT / "runs" / args.preset
+            check_out(out, args.overwrite)
+        budget = f"{cfg.steps} steps" if cfg.steps else f"budget {cfg.minutes:g} min"
+        print(f"train-xlnet{' (MINIBERT_FAST=1: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
+              f"-> {out}", flush=True)
+        run = build_run(cfg, out, vocab, train_path, heldout_path)
+        out.mkdir(parents=True, exist_ok=True)
+        for removed in run_dir.clean_interrupted_saves(out):
+            print(f"removed {removed}, left by a save that was cut off")
+        if args.resume:
+            run.load_checkpoint()
+            print(f"resumed {out} at step {run.step}/{run.total_steps}", flush=True)
+        else:
+            start_fresh(out, cfg, args.preset, data)
+        model = run.model
+        print(f"model: {model.num_parameters:,} parameters ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, "
+              f"{cfg.num_attention_heads} heads, vocab {model.config.vocab_size}); {run.batches.stream.size:,} "
+              f"training tokens, windows of {cfg.seq_len}, batch {cfg.batch_size}, predict the last 1/{cfg.pred_k} "
+              f"of each order; lr {cfg.lr:g}; {budget}", flush=True)
+        status = run.run(args.max_steps_this_run)
+    except KeyboardInterrupt:  # Ctrl-C before the loop started
+        print("\ninterrupted before training started: nothing was saved", file=sys.stderr)
+        return 130
+    except TrainingAborted as e:  # a second Ctrl-C: stopped without saving
+        print(f"\n{e}", file=sys.stderr)
+        return 130
+    except (ValueError, OSError, TrainingDiverged) as e:  # bad input; NaN/inf (the message names the last checkpoint)
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    return _finish(run, status, fast)
