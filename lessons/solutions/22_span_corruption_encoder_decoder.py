@@ -1,0 +1,34 @@
+"""Reference solutions for lesson 22's exercises. Try them yourself first: the lesson grades your
+version and says what is wrong; come here when you are done, or truly stuck."""
+import numpy as np
+
+
+def my_span_corrupt(tokens, noise_mask, vocab_size, eos_id):
+    """tokens (n,), noise_mask (n,) bool -> input ids, target ids (1-d int arrays, each ending with eos_id)"""
+    inputs, targets, span = [], [], -1
+    for j, tok in enumerate(tokens):
+        if noise_mask[j]:
+            if j == 0 or not noise_mask[j - 1]:  # the first token of a run: one sentinel for the run
+                span += 1
+                inputs.append(vocab_size - 1 - span)  # <extra_id_span>, counting down from the last id
+                targets.append(vocab_size - 1 - span)
+            targets.append(int(tok))  # dropped: it goes to the target, after its sentinel
+        else:
+            inputs.append(int(tok))  # kept: it stays in the input
+    return np.array(inputs + [eos_id], dtype=np.int64), np.array(targets + [eos_id], dtype=np.int64)
+
+
+def my_cross_attention_encoder_grad(dout, q, enc_out, w_k, w_v, enc_mask):
+    """dout (S, HS), q (S, HS), enc_out (T, C), w_k, w_v (C, HS), enc_mask (T,) -> denc_out (T, C)"""
+    HS = q.shape[1]
+    k, v = enc_out @ w_k, enc_out @ w_v  # (T, HS) each
+    preatt = q @ k.T / np.sqrt(HS) + (1 - enc_mask) * -10000.0  # (S, T)
+    att = np.exp(preatt - preatt.max(-1, keepdims=True))
+    att /= att.sum(-1, keepdims=True)  # (S, T)
+    # forward was: out = att @ v
+    dv = att.T @ dout  # (T, S) @ (S, HS) -> (T, HS)
+    datt = dout @ v.T  # (S, T)
+    dpreatt = att * (datt - (datt * att).sum(-1, keepdims=True))  # (S, T) softmax backward
+    dk = dpreatt.T @ q / np.sqrt(HS)  # (T, HS) forward was: preatt = q @ k.T / sqrt(HS)
+    # forward was: k = enc_out @ w_k and v = enc_out @ w_v: both read enc_out
+    return dk @ w_k.T + dv @ w_v.T  # (T, C) gradients add up at forks

@@ -1,0 +1,357 @@
+"""T5 on minibert's one training loop (minibert/train/engine.py): `T5Run`, what `python -m
+minibert train-t5` (family/t5_train.py) runs, for span-corruption pretraining and text-to-text
+SST-2 alike.
+
+The loop gives T5 what every run has: the progress line (step, loss, target-token accuracy,
+tokens/s, lr, ETA), metrics.jsonl, curves.png, checkpoints written as one unit by
+minibert.run_dir (config.json, model.safetensors, vocab.txt, optimizer.safetensors,
+trainer_state.json) every `--save-every` steps, at the end and at Ctrl-C, a stop on a NaN/inf
+loss, and a bit-exact resume: parameters, AdamW's moments, the batch source (`ShuffledBatches`:
+the epoch's order and the Generator that draws the noise masks) and the fitted schedule are
+restored, so a paused and resumed run ends with the same bits as one that never stopped
+(tests/test_t5.py). One step is train/step.training_step's: clipping at 1.0, AdamW in PyTorch's
+bias-corrected form, the "hf" schedule (linear warmup, linear decay to 0), no dropout.
+
+The plugs T5 fills in:
+    model        T5Model: the parameters, loss_grads_metrics (t5_loss_and_grads), save_pretrained
+    batch source ShuffledBatches: a new order every epoch; span corruption draws a fresh noise mask
+                 for every chunk on every visit (dynamic corruption)
+    evaluator    evaluate: teacher-forced target-token loss and accuracy on fixed held-out batches
+                 (fixed noise masks, so every evaluation scores the same examples), and the
+                 accuracy on the dropped-text tokens alone
+    after_step   --minutes is a budget the number of steps is fitted to (after 10 steps, at step
+                 100 and halfway), so the learning-rate decay runs to its end
+"""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from minibert import run_dir
+from minibert.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, atomic_write, load_tensors, save_tensors_atomic, \
+    write_text_atomic
+from minibert.family import t5_data as D
+from minibert.family.t5 import T5Config, param_shapes, t5_forward, t5_loss_and_grads
+from minibert.optim import AdamW
+from minibert.train.engine import TrainingLoop
+
+METRICS = "metrics.jsonl"
+
+
+# ---------------------------------------------------------------------------------------------
+# the model as the loop sees it, saving and loading
+
+class T5Model:
+    """T5's parameters with the two methods the training loop calls: loss_grads_metrics (one
+    teacher-forced forward and backward) and save_pretrained (config.json, model.safetensors,
+    vocab.txt)."""
+
+    def __init__(self, cfg: T5Config, params: dict[str, np.ndarray], ops):
+        self.cfg, self.params, self.ops = cfg, params, ops
+
+    @property
+    def num_parameters(self) -> int:
+        return sum(p.size for p in self.params.values())
+
+    def loss_grads_metrics(self, batch: dict, train: bool = False, rng=None):
+        """-> (loss, grads keyed as params, {"loss", "acc", "tokens"}). T5 here has no dropout:
+        `train` and `rng` change nothing."""
+        loss, metrics, grads = t5_loss_and_grads(self.params, self.cfg, batch, self.ops)
+        return float(loss), grads, metrics
+
+    def save_pretrained(self, directory, vocab: list[str]) -> Path:
+        d = Path(directory)
+        write_text_atomic(d / CONFIG_NAME, self.cfg.to_json() + "\n")
+        save_tensors_atomic(self.params, d / WEIGHTS_NAME, {"format": "minibert-t5"})
+        write_text_atomic(d / VOCAB_NAME, "".join(t + "\n" for t in vocab))
+        return d
+
+
+def load_run(path: str | Path, dtype=np.float32):
+    """(cfg, params, base vocab tokens) of a run directory (or one of its checkpoints) saved by train-t5."""
+    path = Path(path)
+    cfg_path = path / CONFIG_NAME
+    if not cfg_path.is_file():
+        raise ValueError(f"{path} has no {CONFIG_NAME}: not a train-t5 run directory")
+    d = run_dir.read_json(cfg_path)
+    if d.get("model_type") != "minibert-t5":
+        raise ValueError(f"{cfg_path} describes model_type {d.get('model_type')!r}, not a minibert-t5 model")
+    cfg = T5Config.from_dict(d)
+    tensors, _ = load_tensors(path / WEIGHTS_NAME)
+    expected = param_shapes(cfg)
+    for name, shape in expected.items():
+        if name not in tensors or tensors[name].shape != shape:
+            got = tensors[name].shape if name in tensors else "missing"
+            raise ValueError(f"{path / WEIGHTS_NAME}: parameter {name!r} is {got}, expected {shape}")
+    from minibert.tokenizer import load_vocab
+
+    tokens = load_vocab(path / VOCAB_NAME)
+    if len(tokens) + cfg.num_sentinels != cfg.vocab_size:
+        raise ValueError(f"{path / VOCAB_NAME} has {len(tokens)} tokens; with {cfg.num_sentinels} sentinels the "
+                         f"model expects {cfg.vocab_size - cfg.num_sentinels}")
+    return cfg, {k: tensors[k].astype(dtype) for k in expected}, tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation and curves
+
+def span_mask(batch: dict, cfg: T5Config) -> np.ndarray:
+    """(B, S) True at the target tokens that are dropped text: not padding, not a sentinel, not the
+    final EOS (the last real position of each row)."""
+    labels, real = batch["labels"], batch["decoder_attention_mask"] > 0
+    last = real & ~np.concatenate([real[:, 1:], np.zeros_like(real[:, :1])], axis=1)  # (B, S)
+    return real & ~last & ~D.is_sentinel(labels, cfg.vocab_size, cfg.num_sentinels)
+
+
+def span_baseline(batches: list[dict], cfg: T5Config) -> tuple[int, float]:
+    """(token id, accuracy) of always answering the most frequent dropped-text token."""
+    spans = np.concatenate([b["labels"][span_mask(b, cfg)] for b in batches])  # (n,)
+    counts = np.bincount(spans, minlength=1)
+    return int(counts.argmax()), float(counts.max() / max(spans.size, 1))
+
+
+def evaluate(params, cfg: T5Config, batches: list[dict], ops) -> dict:
+    """Teacher-forced target-token loss and accuracy over fixed batches (weighted by tokens),
+    and the accuracy on the dropped-span tokens alone (sentinels and EOS excluded)."""
+    loss = correct = n = span_correct = span_n = 0.0
+    for batch in batches:
+        _, m, cache = t5_forward(params, cfg, batch, ops)
+        loss += m["loss"] * m["tokens"]
+        correct += m["acc"] * m["tokens"]
+        n += m["tokens"]
+        labels = batch["labels"]
+        pred = cache.loss.probs.argmax(-1).reshape(labels.shape)  # (B, S)
+        span = span_mask(batch, cfg)  # (B, S)
+        span_correct += float(((pred == labels) & span).sum())
+        span_n += float(span.sum())
+    return {"loss": loss / max(n, 1), "acc": correct / max(n, 1), "span_acc": span_correct / max(span_n, 1),
+            "tokens": int(n)}
+
+
+def plot_curves(out: Path) -> Path:
+    """curves.png: loss and target-token accuracy against step, training as lines, held-out as dots."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    recs = run_dir.read_jsonl(out / METRICS)[0]
+    train = [r for r in recs if r["type"] == "train"]
+    evals = [r for r in recs if r["type"] == "eval"]
+    base = [r for r in recs if r["type"] == "baseline"]
+    fig = Figure(figsize=(11, 4))
+    FigureCanvasAgg(fig)
+    for i, (key, title) in enumerate((("loss", "target-token loss"), ("acc", "target-token accuracy"))):
+        ax = fig.add_subplot(1, 2, i + 1)
+        ax.plot([r["step"] for r in train], [r[key] for r in train], label="train", lw=1)
+        ax.plot([r["step"] for r in evals], [r[key] for r in evals], "o-", label="held-out")
+        if key == "acc" and evals and "span_acc" in evals[0]:
+            ax.plot([r["step"] for r in evals], [r["span_acc"] for r in evals], "s--", label="held-out, span tokens")
+        if key == "acc" and base:
+            ax.axhline(base[-1]["span_acc"], color="gray", ls=":",
+                       label=f"span tokens: always {base[-1]['token']!r}")
+        ax.set_xlabel("step")
+        ax.set_title(title)
+        ax.legend()
+    fig.tight_layout()
+    return atomic_write(out / "curves.png", lambda tmp: fig.savefig(tmp, format="png", dpi=80))
+
+
+
+# ---------------------------------------------------------------------------------------------
+# the batch source and the run on the training loop
+
+class ShuffledBatches:
+    """The training rows in a new random order every epoch, `batch_size` at a time; make(rows, rng)
+    builds the batch (span corruption draws its noise masks from the same Generator). The state
+    a checkpoint keeps is small: the Generator's state at the epoch's shuffle (the order is drawn
+    again from it), the position in the epoch, and the Generator's state now."""
+
+    def __init__(self, n: int, batch_size: int, rng: np.random.Generator, make):
+        self.n, self.batch_size, self.rng, self.make = n, batch_size, rng, make
+        self._shuffle()
+
+    def _shuffle(self) -> None:
+        self.epoch_rng = self.rng.bit_generator.state
+        self.order, self.pos = self.rng.permutation(self.n), 0  # (n,)
+
+    def next(self) -> dict:
+        if self.pos + self.batch_size > self.n:
+            self._shuffle()
+        rows = self.order[self.pos:self.pos + self.batch_size]
+        self.pos += self.batch_size
+        return self.make(rows, self.rng)
+
+    def state_dict(self) -> dict:
+        return {"rows": self.n, "epoch_rng": self.epoch_rng, "pos": self.pos, "rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["rows"] != self.n:
+            raise ValueError(f"the run was saved with {state['rows']} training rows but the data now gives {self.n}: "
+                             f"the training data changed, so the run cannot continue where it stopped")
+        self.rng.bit_generator.state = state["epoch_rng"]
+        self._shuffle()
+        self.pos = int(state["pos"])
+        self.rng.bit_generator.state = state["rng"]
+
+
+class T5Run(TrainingLoop):
+    """T5 on the training loop of train/engine.py: the model, AdamW, the batch source, the held-out
+    evaluation and the fitting of the step count to the budget."""
+
+    curves_every = 30.0  # drawing costs about a second: at most twice a minute
+
+    def __init__(self, args, cfg: T5Config, params, tokenizer, batches: ShuffledBatches, eval_batches: list[dict],
+                 ops):
+        self.args, self.cfg, self.tokenizer = args, cfg, tokenizer
+        self.batches, self.eval_batches = batches, eval_batches
+        self.model = T5Model(cfg, params, ops)
+        self.optimizer = AdamW(params, lr=args.lr, weight_decay=0.01, bias_correction=True)
+        self.dir = Path(args.out)
+        self.rng = np.random.default_rng([args.seed, 1])  # the loop's dropout Generator: T5 here draws nothing from it
+        self.step, self.total_steps, self.elapsed = 0, args.steps, 0.0
+        self.minutes, self.log_interval, self.eval_every = args.minutes, args.log_every, args.eval_every
+        self.last_eval: dict | None = None
+        self.fitted = self.refit_halfway = False  # the fits of the step count done so far (saved)
+        self._timing: list | None = None  # [perf_counter after this process's first step, that step, eval seconds]
+        self._per_eval: float | None = None
+
+    # --- batch source and step ---------------------------------------------------------------------
+
+    def next_batches(self) -> dict:
+        return self.batches.next()
+
+    def step_options(self) -> dict:
+        return dict(lr=self.args.lr, warmup_steps=min(self.args.warmup, self.total_steps // 10), schedule="hf",
+                    clip_norm=1.0)
+
+    def dropout_on(self) -> bool:
+        return False
+
+    def window_entry(self, r, batch) -> tuple:
+        """-> (loss, correct target tokens, target tokens, real input + target tokens, lr)."""
+        n = r.metrics["tokens"]
+        real = int(batch["attention_mask"].sum() + batch["decoder_attention_mask"].sum())
+        return r.loss, round(r.metrics["acc"] * n), n, real, r.lr
+
+    def window_record(self, window: list, seconds: float) -> dict:
+        return {"type": "train", "step": self.step, "time": round(self.elapsed, 3),
+                "loss": float(np.mean([w[0] for w in window])),
+                "acc": sum(w[1] for w in window) / max(sum(w[2] for w in window), 1), "lr": window[-1][4],
+                "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
+
+    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
+        return "", [f"loss {rec['loss']:.3f}", f"acc {rec['acc']:.3f}"]
+
+    # --- fitting the step count to the budget ------------------------------------------------------
+
+    def after_step(self, seconds: float) -> None:
+        """After 10 steps, at step 100 and halfway: fit the number of steps to what is left of the
+        budget, from this process's speed (its first step, which pays Numba's compilation, not
+        counted) and the time of one evaluation."""
+        now = time.perf_counter()
+        if self._timing is None:
+            self._timing = [now, self.step, 0.0]
+            return
+        t1, first, eval_seconds = self._timing
+        step, args = self.step, self.args
+        halfway = step == self.total_steps // 2 and step > 10 and not self.refit_halfway
+        if not (step in (10, 100) or halfway) or step - first < 2:
+            return
+        self.refit_halfway = self.refit_halfway or halfway
+        if self._per_eval is None:
+            t_eval = time.perf_counter()
+            evaluate(self.model.params, self.cfg, self.eval_batches, self.model.ops)
+            self._per_eval = time.perf_counter() - t_eval
+            self._timing[2] += self._per_eval
+        per_step = (time.perf_counter() - t1 - self._timing[2]) / (step - first)
+        left = self.minutes * 60.0 - (self.elapsed + time.perf_counter() - now)
+        fit = step + int(left / per_step)
+        for _ in range(3):  # the evaluations still to come depend on the number of steps
+            every = self.eval_every if self.fitted else max(1, min(self.eval_every, fit // 6))
+            fit = step + int((left - self._per_eval * ((fit - step) // every + 1)) / per_step)
+        before, self.total_steps = self.total_steps, max(step + 1, min(args.steps, fit))
+        if not self.fitted:
+            self.fitted = True
+            self.eval_every = max(1, min(self.eval_every, self.total_steps // 6))
+            self.say(f"calibration: {per_step * 1000:.0f} ms/step, eval {self._per_eval:.1f} s: {self.total_steps} "
+                     f"steps fit {self.minutes:g} min")
+        elif self.total_steps != before:
+            self.say(f"recalibration at step {step}: {per_step * 1000:.0f} ms/step, {self.total_steps} steps fit the "
+                     f"budget (was {before})")
+
+    def _not_training(self, t0: float) -> None:
+        """Seconds since t0 went to evaluating or plotting: not part of the step time."""
+        if self._timing is not None:
+            self._timing[2] += time.perf_counter() - t0
+
+    def on_budget(self) -> None:
+        self.say(f"time budget of {self.minutes:g} min reached at step {self.step}")
+
+    # --- evaluation and curves ---------------------------------------------------------------------
+
+    def is_eval_step(self, step: int) -> bool:
+        return step % self.eval_every == 0
+
+    def run_eval(self) -> dict:
+        t0 = time.perf_counter()
+        ev = evaluate(self.model.params, self.cfg, self.eval_batches, self.model.ops)
+        self.last_eval, self.last_eval_step = ev, self.step
+        self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **ev})
+        self.say(f"eval step {self.step}: held-out target-token loss {ev['loss']:.3f}, accuracy {ev['acc']:.4f} "
+                 f"(span tokens {ev['span_acc']:.4f}) [{ev['tokens']} tokens]")
+        self._not_training(t0)
+        return ev
+
+    def write_curves(self) -> Path | None:
+        t0 = self._last_plot = time.perf_counter()
+        try:
+            return plot_curves(self.dir)
+        except OSError as e:  # a plot that cannot be written is a warning: the checkpoints are what matter
+            print(f"warning: could not draw {self.dir / 'curves.png'}: {e}", file=sys.stderr)
+            return None
+        finally:
+            self._not_training(t0)
+
+    # --- checkpoints (TrainingLoop.save_checkpoint / load_checkpoint) -------------------------------
+
+    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
+        return bool(self.args.save_every) and step % self.args.save_every == 0 and step < stop_at
+
+    def optimizer_metadata(self) -> dict:
+        return {"step": str(self.step)}
+
+    def checkpoint_state(self, status: str, ckpt: Path) -> dict:
+        return {"step": self.step, "total_steps": self.total_steps, "status": status, "elapsed_seconds": self.elapsed,
+                "batches": self.batches.state_dict(), "dropout_rng": self.rng.bit_generator.state,
+                "eval_every": self.eval_every, "fitted": self.fitted, "refit_halfway": self.refit_halfway,
+                "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
+
+    def restore_state(self, state: dict, ckpt: Path) -> None:
+        cfg, params, vocab = load_run(ckpt)
+        if cfg != self.cfg:
+            raise ValueError(f"{ckpt / CONFIG_NAME} describes {cfg}, but this run builds {self.cfg}")
+        if vocab != list(self.tokenizer.ids_to_tokens):
+            raise ValueError(f"{ckpt / VOCAB_NAME} is not the vocabulary this run reads; the run cannot continue")
+        for k, p in self.model.params.items():
+            np.copyto(p, params[k])
+        self.batches.load_state_dict(state["batches"])
+        self.total_steps, self.eval_every = int(state["total_steps"]), int(state["eval_every"])
+        self.fitted, self.refit_halfway = bool(state["fitted"]), bool(state["refit_halfway"])
+        self.last_eval, self.last_eval_step = state["last_eval"], state["last_eval_step"]
+
+    def no_checkpoint_message(self) -> str:
+        return f"{self.dir} has no checkpoint to resume from; start it again with --overwrite"
+
+    def diverged_hint(self) -> str:
+        where = (f"{self.dir} (step {self.last_checkpoint})" if self.last_checkpoint is not None
+                 else "none (no checkpoint was written yet)")
+        return (f"; the run stopped without saving. Last good checkpoint: {where}. Try a lower --lr (now "
+                f"{self.args.lr:g}) or more --warmup (now {self.args.warmup})")
+
+    def resume_command(self) -> str:
+        return f"python -m minibert train-t5 --resume {self.dir}"
+
+    def interrupted_saved(self) -> str:
+        return f"saved {self.dir}"
