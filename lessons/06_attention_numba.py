@@ -79,8 +79,9 @@ def max_rel(a, b):
 #   own slice of `att` and `out`, so threads never write the same memory.
 #   Backward needs more care, because `dk` and `dv` of a key collect contributions from *every*
 #   query. minibert's default backward (`kernels.attention_backward`) leaves those sums to
-#   BLAS: `dv = att^T @ dout` and `dk = dpreatt^T @ q` are `np.matmul` calls over the whole
-#   `(B, NH)` stack, as in the NumPy reference. Only the softmax backward between the matrix
+#   BLAS: `dv = att^T @ dout` and `dk = dpreatt^T @ q` are matrix products over the whole
+#   `(B, NH)` stack, as in the NumPy reference (each one batched OpenBLAS call, `minibert/blas.py`,
+#   which gives each thread whole heads). Only the softmax backward between the matrix
 #   products is a Numba pass, one row at a time, and a row belongs to exactly one `(b, h)`
 #   iteration of the `prange`. The all-Numba version (`kernels.attention_backward_v1`) computes
 #   `dk` and `dv` in loops, and stays correct the same way: each thread owns a whole

@@ -1,11 +1,15 @@
 """`python -m minibert bench` (make bench): how fast minibert is, next to PyTorch, in one run.
 
 Sections (select with --only, comma-separated):
-    attention  attention forward+backward: Numba kernel vs NumPy reference vs PyTorch eager
+    attention  attention forward+backward: Numba kernels (v3 default, v2, v1) vs NumPy reference vs
+               PyTorch eager
     step       one full pretraining step (forward, backward, clipping, AdamW) on the tiny and
                small configs: minibert (numba and numpy backends) vs transformers'
                BertForPreTraining in PyTorch eager (MLM logits only at the masked positions);
                tokens/s, achieved matmul GFLOP/s and the machine's float32 matmul peak
+    finetune   a fine-tuning step: sequence classification (T=128) and question answering (T=384),
+               minibert's class vs transformers' of the same name
+    profile    where the step's time goes, layer by layer, and its peak memory (minibert.bench_profile)
     startup    Numba compile time on a cold cache; import + first step on a warm cache
     text       WordPiece training and tokenizer speed (minibert.bench_text)
     data       pretraining-data throughput (minibert.bench_data) vs what training consumes
@@ -32,8 +36,10 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.bench_profile import QA_SHAPE, task_step_fn
+
 ROOT = Path(__file__).resolve().parent.parent
-SECTIONS = ("attention", "step", "finetune", "startup", "text", "data")
+SECTIONS = ("attention", "step", "finetune", "profile", "startup", "text", "data")
 ATTENTION_SHAPES = [(32, 2, 128, 64), (8, 12, 128, 64)]  # (B, NH, T, HS)
 CONFIGS = {
     "tiny": dict(vocab_size=8192, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
@@ -83,22 +89,40 @@ def isolated_medians(kind: str, spec, names, reps: int, rounds: int = ROUNDS, wa
     0.48 s and 0.44-0.49 s each alone). Taking turns spreads background load over all alike.
     """
     times = {n: [] for n in names}
+    rss = {n: [] for n in names}
     for _ in range(rounds):
         for name in names:
             cmd = [sys.executable, "-m", "minibert.bench", "--worker", kind, json.dumps(spec), name, str(reps), str(warmup)]
             res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             if res.returncode != 0:
                 raise RuntimeError(f"bench worker {kind} {spec} {name} failed:\n{res.stderr[-2000:]}")
-            times[name] += json.loads(res.stdout.strip().splitlines()[-1])
-    return {n: statistics.median(ts) for n, ts in times.items()}
+            got = json.loads(res.stdout.strip().splitlines()[-1])
+            times[name] += got["times"]
+            rss[name].append(got["step_rss_bytes"])
+    medians = {n: statistics.median(ts) for n, ts in times.items()}
+    isolated_medians.last_rss = {n: max(r, default=None) if None not in r else None
+                                 for n, r in rss.items()}  # the peak step memory of each contender
+    return medians
 
 
 def worker(argv: list[str]) -> None:
-    """Inside a worker process: build one contender, time it, print the seconds as JSON."""
+    """Inside a worker process: build one contender, time it, print the seconds as JSON, with the
+    memory its steps took: the process's peak resident set size minus its size before the first
+    call (the model, optimizer and inputs already built; Linux ru_maxrss is in KiB)."""
+    import resource
+
     kind, spec, name, reps, warmup = argv[0], json.loads(argv[1]), argv[2], int(argv[3]), int(argv[4])
     fn = (attention_fn(tuple(spec), name) if kind == "attention" else
-          finetune_step_fn(spec, name) if kind == "finetune" else step_fn(spec, name))
-    print(json.dumps(run_times(fn, reps, warmup)))
+          finetune_step_fn(spec, name) if kind == "finetune" else
+          qa_step(spec, name) if kind == "qa" else step_fn(spec, name))
+    try:
+        with open("/proc/self/statm") as f:  # Linux: current resident pages
+            before = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        before = None  # elsewhere the column says n/a
+    times = run_times(fn, reps, warmup)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"times": times, "step_rss_bytes": None if before is None else max(0, peak - before)}))
 
 
 def n_threads() -> int:
@@ -127,6 +151,10 @@ def fmt_table(headers, rows) -> str:
 
 def ms(s) -> str:
     return "n/a" if s is None else f"{s * 1e3:.1f}"
+
+
+def mib(b) -> str:
+    return "n/a" if b is None else f"{b / 2**20:.0f}"
 
 
 def ratio(a, b) -> str:
@@ -172,7 +200,7 @@ def _torch_attention_fns(torch, q, k, v, mask, dout):
     return {"torch explicit": explicit, "torch sdpa": sdpa}
 
 
-ATTENTION_CONTENDERS = ("numba", "numba v1", "numpy", "torch explicit", "torch sdpa")
+ATTENTION_CONTENDERS = ("numba", "numba v2", "numba v1", "numpy", "torch explicit", "torch sdpa")
 
 
 def attention_fn(shape, name: str):
@@ -187,6 +215,7 @@ def attention_fn(shape, name: str):
             raise RuntimeError(why)
         return _torch_attention_fns(torch, q, k, v, mask, dout)[name]
     forward, backward = {"numba": (kernels.attention_forward, kernels.attention_backward),
+                         "numba v2": (kernels.attention_forward_v2, kernels.attention_backward_v2),
                          "numba v1": (kernels.attention_forward_v1, kernels.attention_backward_v1),
                          "numpy": (layers.attention_forward, layers.attention_backward)}[name]
 
@@ -203,18 +232,22 @@ def bench_attention(report: dict, reps: int) -> None:
     for shape in ATTENTION_SHAPES:
         t = isolated_medians("attention", list(shape), names, reps)
         t_torch = min((t[n], n) for n in t if n.startswith("torch")) if torch_ok else (None, "torch not installed")
-        res = {"numba_s": t["numba"], "numba_v1_s": t["numba v1"], "numpy_s": t["numpy"], "torch_s": t_torch[0],
+        res = {"numba_s": t["numba"], "numba_v2_s": t["numba v2"], "numba_v1_s": t["numba v1"], "numpy_s": t["numpy"],
+               "torch_s": t_torch[0],
                "torch_variant": t_torch[1], "speedup_vs_numpy": t["numpy"] / t["numba"],
                "speedup_vs_torch": None if t_torch[0] is None else t_torch[0] / t["numba"], "all_s": t}
         out["x".join(map(str, shape))] = res
-        rows.append(["x".join(map(str, shape)), ms(t["numba"]), ms(t["numba v1"]), ms(t["numpy"]), ms(t_torch[0]),
+        rows.append(["x".join(map(str, shape)), ms(t["numba"]), ms(t["numba v2"]), ms(t["numba v1"]), ms(t["numpy"]),
+                     ms(t_torch[0]),
                      ratio(t["numpy"], t["numba"]), ratio(t_torch[0], t["numba"])])
     report["attention"] = out
     print(f"\n== attention forward+backward, float32, padded keys; ms (median of {ROUNDS} processes x {reps}), "
           f"{n_threads()} threads")
-    print(fmt_table(["B x NH x T x HS", "numba", "numba v1", "numpy", "torch", "numpy/numba", "torch/numba"], rows))
-    print("targets: numpy/numba >= 4x, torch/numba >= 1x (torch = the faster of explicit and sdpa); "
-          "numba = v2 (BLAS matmuls + fused Numba softmax, the default), v1 = all-Numba")
+    print(fmt_table(["B x NH x T x HS", "numba", "numba v2", "numba v1", "numpy", "torch", "numpy/numba",
+                     "torch/numba"], rows))
+    print("targets: numpy/numba >= 4x, torch/numba >= 1x (torch = the faster of explicit and sdpa); numba = v3 "
+          "(the default: batched OpenBLAS matmuls + fused Numba softmax), v2 = np.matmul + the same softmax, "
+          "v1 = all-Numba")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,6 +340,7 @@ def bench_step(report: dict, reps: int, numpy_reps: int, configs) -> None:
     for name in configs:
         cfg = BertConfig(**CONFIGS[name])
         t = isolated_medians("step", name, ["numba"] + ([] if why else ["torch"]), reps)
+        rss = dict(isolated_medians.last_rss)
         t.update(isolated_medians("step", name, ["numpy"], numpy_reps, rounds=1))
         flops = matmul_flops(cfg, B, T, P)
         t_torch = t.get("torch")
@@ -315,20 +349,24 @@ def bench_step(report: dict, reps: int, numpy_reps: int, configs) -> None:
                "tokens_per_s_torch": None if t_torch is None else B * T / t_torch,
                "step_ratio_numba_over_torch": None if t_torch is None else t["numba"] / t_torch,
                "matmul_gflop_per_step": flops / 1e9, "gflops_numba": flops / t["numba"] / 1e9,
-               "fraction_of_peak": flops / t["numba"] / 1e9 / peak, "torch_note": why}
+               "fraction_of_peak": flops / t["numba"] / 1e9 / peak, "torch_note": why,
+               "step_rss_bytes_numba": rss["numba"], "step_rss_bytes_torch": rss.get("torch")}
         out[name] = res
         rows.append([name, ms(t["numba"]), ms(t["numpy"]), ms(t_torch), f"{B * T / t['numba']:,.0f}",
                      "n/a" if t_torch is None else f"{B * T / t_torch:,.0f}",
                      "n/a" if t_torch is None else f"{t['numba'] / t_torch:.2f}",
-                     f"{flops / t['numba'] / 1e9:.1f}", f"{100 * flops / t['numba'] / 1e9 / peak:.0f}%"])
+                     f"{flops / t['numba'] / 1e9:.1f}", f"{100 * flops / t['numba'] / 1e9 / peak:.0f}%",
+                     mib(rss["numba"]), mib(rss.get("torch"))])
     report["step"] = out
     print(f"\n== training step (fwd+bwd+clip+AdamW), B={B} T={T} P={P}, float32; ms (median of {ROUNDS} "
           f"processes x {reps}; numpy backend 1 x {numpy_reps}), {n_threads()} threads")
     print(fmt_table(["config", "numba", "numpy", "torch", "tok/s numba", "tok/s torch", "numba/torch",
-                     "GFLOP/s", "of peak"], rows))
+                     "GFLOP/s", "of peak", "step MiB numba", "step MiB torch"], rows))
     print(f"float32 matmul peak (2048^3 np.matmul): {peak:.1f} GFLOP/s"
           + ("" if why is None else f"   [torch: {why}]"))
-    print("targets: numba/torch <= 1.0 on both; >= 50% of peak on small")
+    print("targets: numba/torch <= 0.7 on both; >= 50% of peak on small. step MiB: the worker process's peak "
+          "resident memory minus its size before the first step (model, optimizer, batch already built)")
+    report["matmul_peak_gflops"] = peak
 
 
 def step_fn(config: str, name: str):
@@ -357,61 +395,69 @@ def finetune_step_fn(config: str, name: str):
     B, T = STEP_SHAPE["B"], STEP_SHAPE["T"]
     ids = rng.integers(5, cfg.vocab_size, (B, T))
     batch = dict(input_ids=ids, segment_ids=np.zeros_like(ids), input_mask=np.ones_like(ids), labels=rng.integers(0, 2, B))
+    torch = None
     if name == "torch":
         torch, why = try_torch()
         if torch is None:
             raise RuntimeError(why)
-        import transformers
-
-        torch.manual_seed(0)
-        model = transformers.BertForSequenceClassification(transformers.BertConfig(**cfg.to_dict(), num_labels=2))
-        model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
-        t = {k: torch.tensor(v) for k, v in batch.items()}
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            loss = model(input_ids=t["input_ids"], token_type_ids=t["segment_ids"], attention_mask=t["input_mask"],
-                         labels=t["labels"]).loss
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            return loss.item()
-
-        return step
-    import os as _os
-
-    from minibert import optim
-    from minibert.finetune.models import BertForSequenceClassification
-
-    _os.environ["MINIBERT_BACKEND"] = name
-    model = BertForSequenceClassification(cfg, num_labels=2)
-    opt = optim.AdamW(model.params, lr=1e-4)
-
-    def step():
-        loss, grads = model.loss_and_grads(batch, train=True, rng=rng)
-        grads, _ = optim.clip_by_global_norm(grads, 1.0)
-        opt.step(model.params, grads)
-        return loss
-
-    return step
+    return task_step_fn("BertForSequenceClassification", cfg, batch, name, rng, torch, num_labels=2)
 
 
 def bench_finetune(report: dict, reps: int, configs) -> None:
     why = None if _have("torch") and _have("transformers") else "torch or transformers not installed"
     rows, out = [], {}
     B, T = STEP_SHAPE["B"], STEP_SHAPE["T"]
-    for name in configs:
-        t = isolated_medians("finetune", name, ["numba"] + ([] if why else ["torch"]), reps)
-        t_torch = t.get("torch")
-        out[name] = {"numba_s": t["numba"], "torch_s": t_torch,
-                     "ratio_numba_over_torch": None if t_torch is None else t["numba"] / t_torch}
-        rows.append([name, ms(t["numba"]), ms(t_torch), "n/a" if t_torch is None else f"{t['numba'] / t_torch:.2f}"])
+    qa = f"BertForQuestionAnswering B={QA_SHAPE['B']} T={QA_SHAPE['T']}"
+    for kind, task in (("finetune", f"BertForSequenceClassification B={B} T={T}"), ("qa", qa)):
+        for name in configs:
+            t = isolated_medians(kind, name, ["numba"] + ([] if why else ["torch"]), reps)
+            rss = isolated_medians.last_rss
+            t_torch = t.get("torch")
+            out[f"{kind} {name}"] = {"numba_s": t["numba"], "torch_s": t_torch, "task": task,
+                                     "ratio_numba_over_torch": None if t_torch is None else t["numba"] / t_torch,
+                                     "step_rss_bytes_numba": rss["numba"], "step_rss_bytes_torch": rss.get("torch")}
+            rows.append([task.split()[0][len("BertFor"):], task.split(" ", 1)[1], name, ms(t["numba"]), ms(t_torch),
+                         "n/a" if t_torch is None else f"{t['numba'] / t_torch:.2f}", mib(rss["numba"]),
+                         mib(rss.get("torch"))])
     report["finetune_step"] = out
-    print(f"\n== fine-tuning step, BertForSequenceClassification (fwd+bwd+clip+AdamW, dropout 0.1), B={B} T={T}; "
-          f"ms (median of {ROUNDS} processes x {reps})")
-    print(fmt_table(["config", "minibert", "transformers", "minibert/torch"], rows)
-          + ("" if why is None else f"\n[torch: {why}]"))
+    print(f"\n== fine-tuning step (fwd+bwd+clip+AdamW, dropout 0.1); ms (median of {ROUNDS} processes x {reps})")
+    print(fmt_table(["task", "shape", "config", "minibert", "transformers", "minibert/torch", "step MiB minibert",
+                     "step MiB torch"], rows) + ("" if why is None else f"\n[torch: {why}]"))
+
+
+def qa_step(config: str, name: str):
+    """A QA fine-tuning step at T=384 (minibert.bench_profile.qa_step_fn) in a worker process."""
+    from minibert.bench_profile import qa_step_fn
+
+    torch = None
+    if name == "torch":
+        torch, why = try_torch()
+        if torch is None:
+            raise RuntimeError(why)
+    return qa_step_fn(CONFIGS[config], name, torch)
+
+
+def bench_profile(report: dict, reps: int, configs) -> None:
+    """Where a step's time goes, layer by layer, and its peak memory (minibert.bench_profile)."""
+    from minibert.bench_profile import profile_rows, profile_step
+    from minibert.model import BertConfig
+
+    peak = report.get("matmul_peak_gflops") or matmul_peak(max(3, reps // 2))
+    B, T, P = (STEP_SHAPE[k] for k in "BTP")
+    out = {}
+    for name in configs:
+        cfg = BertConfig(**CONFIGS[name])
+        p = profile_step(cfg, STEP_SHAPE, reps)
+        flops = matmul_flops(cfg, B, T, P)
+        p["matmul_bound_s"] = flops / peak / 1e9
+        out[name] = p
+        print(f"\n== profile: training step, {name}, B={B} T={T} P={P}, numba backend, one process; ms "
+              f"(median of {reps}), {n_threads()} threads")
+        print(fmt_table(["layer", "forward", "backward", "total", "of step"], profile_rows(p)))
+        print(f"peak NumPy memory in a step (tracemalloc, above what existed before it): "
+              f"{p['peak_bytes'] / 2**20:.1f} MiB; matmul work {flops / 1e9:.2f} GFLOP = "
+              f"{ms(p['matmul_bound_s'])} ms at the measured {peak:.0f} GFLOP/s matmul peak")
+    report["profile"] = out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,8 +563,11 @@ def cli(argv: list[str]) -> int:
               "quick": args.quick, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     from minibert.backend import backend_name
 
+    from minibert.bench_profile import cpu_description
+
+    report["machine"]["cpu"] = cpu_description()
     print(f"minibert bench: {os.cpu_count()} cores, {n_threads()} threads, numpy {np.__version__}, "
-          f"MINIBERT_BACKEND={backend_name()}; every figure is a median")
+          f"MINIBERT_BACKEND={backend_name()}; every figure is a median\nCPU: {report['machine']['cpu']}")
     if "attention" in sections:
         bench_attention(report, reps)
     if "step" in sections:
@@ -526,6 +575,8 @@ def cli(argv: list[str]) -> int:
                    configs=["tiny"] if args.quick else ["tiny", "small"])
     if "finetune" in sections:
         bench_finetune(report, reps, configs=["tiny"] if args.quick else ["tiny", "small"])
+    if "profile" in sections:
+        bench_profile(report, reps, configs=["tiny"] if args.quick else ["tiny", "small"])
     if "startup" in sections:
         bench_startup(report, 2 if args.quick else 3)
     bench_text_and_data(report, sections)

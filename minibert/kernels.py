@@ -16,17 +16,32 @@ Versions of the attention core (numbers: `python -m minibert bench --only attent
         fastmath; 4 output rows per pass share each loaded row of the right operand. Kept as the
         readable all-Numba version and as a measured alternative: its hand-written matmul runs at
         about half of OpenBLAS's speed, and matmuls are most of the work.
-    v2  `attention_forward` / `attention_backward` (the default): the matmuls go to BLAS
+    v2  `attention_forward_v2` / `attention_backward_v2`: the matmuls go to BLAS
         (np.matmul over the b*NH stack) and everything between them (scale, mask, softmax,
         dropout; the softmax backward) is one fused Numba pass with `prange` over b*NH, using
-        the vectorizing `_exp` below. It is the fastest version here (bench, 2 cores, (32, 2, 128, 64):
+        the vectorizing `_exp` below (bench, 2 cores, (32, 2, 128, 64), before v3:
         27 ms against 34 ms for the NumPy reference and 21 ms for PyTorch). Three things made it so:
         Numba's `workqueue` threads (the default OpenMP ones spun and starved OpenBLAS), inlined
         helpers with a vectorizing exp, and serial copies with their own cache names (`_serial`:
         sharing a name, the serial and parallel builds overwrote each other's cache entries).
         Also tried: splitting the batch over Python threads with OpenBLAS on one thread each;
         no faster inside a training step, so not kept.
-    Both versions take `causal=True` (the left-to-right mask of the "ltr" objective): one more
+    v3  `attention_forward` / `attention_backward` (the default): v2 with each of its six matmuls
+        one call of OpenBLAS's batched gemm (`blas.matmul`), which hands whole (T, T) @ (T, HS)
+        products to its threads instead of splitting each 2-MFLOP product over them as
+        np.matmul's loop of multi-threaded gemm calls does. Single-threaded, v2 and v3 run the
+        same OpenBLAS kernels (CPU time per fwd+bwd at (32, 2, 128, 64): 14.1 vs 14.6 ms, at
+        (8, 12, 128, 64): 22.2 vs 23.2 ms); with 2 threads q @ k^T alone took 1.6 ms batched
+        against 8.5-12 ms through np.matmul (2 cores, shared with other work: compare `make
+        bench`'s ratios). The backward writes dq, dk, dv into one (B, T, 3, NH, HS) array, the
+        layout of the qkv projection's gradient, so the model's merge is a single copy. Products
+        of T*T*HS <= 100**3 (T <= 125 at HS = 64) and a BLAS other than OpenBLAS >= 0.3.27 take
+        np.matmul, i.e. v2 (see minibert/blas.py for why).
+    Not tried: one fused kernel per head (q @ k^T, softmax and att @ v while the head's (T, T)
+    block is in L2) that calls BLAS from Numba's threads: it needs OpenBLAS's thread count at 1
+    inside the parallel loop, a process-wide setting. OpenBLAS's batched gemm with its small-
+    matrix path would serve T <= 125, but that path crashes in NumPy's build (minibert/blas.py).
+    All versions take `causal=True` (the left-to-right mask of the "ltr" objective): one more
     argument of the fused softmax pass, which masks the keys after each query; the backward passes
     need nothing, as the hidden keys' probabilities are exactly 0.
     Keeping the probabilities vs recomputing them from a saved row max / sum (flash-attention):
@@ -39,7 +54,12 @@ compile again; the cache lives in __pycache__), parallel loops only over indepen
 split into 8 partial sums so they vectorize; this changes the summation order, not the math.
 
 Threads: Numba uses NUMBA_NUM_THREADS (default: the number of cores) on its `workqueue` threading
-layer (set below; see the comment there). For debugging, run with
+layer (set below; see the comment there), OpenBLAS its own count (OPENBLAS_NUM_THREADS, default
+the cores too); the two take turns, never run at once (a Numba pass waits for the matmul before
+it and the other way round), so neither needs fewer threads, as long as the idle ones sleep:
+Numba's workqueue threads do, and OpenBLAS's after OPENBLAS_THREAD_TIMEOUT, which this module
+makes OpenBLAS read even when NumPy was imported before minibert (blas.apply_thread_timeout).
+For debugging, run with
 NUMBA_DISABLE_JIT=1: every kernel then runs as plain Python (slow) and can be stepped through.
 """
 from __future__ import annotations
@@ -53,7 +73,7 @@ import numba
 import numpy as np
 from numba.extending import intrinsic, overload
 
-from minibert import layers
+from minibert import blas, layers
 from minibert.layers import MASK_VALUE, AttentionCache
 
 # Numba's parallel loops and OpenBLAS's matmuls take turns on the same cores. Numba's default
@@ -63,6 +83,12 @@ from minibert.layers import MASK_VALUE, AttentionCache
 # environment wins.
 if "NUMBA_THREADING_LAYER" not in os.environ:
     numba.config.THREADING_LAYER = "workqueue"
+
+# OpenBLAS's idle threads should sleep at once too (OPENBLAS_THREAD_TIMEOUT, see
+# minibert/__init__.py). minibert/__init__.py sets the variable, but OpenBLAS reads it when NumPy
+# loads it: in a program that imported NumPy before minibert, blas.apply_thread_timeout() has
+# OpenBLAS read it again and restarts its (idle) thread pool with it. A no-op when it is in force.
+blas.apply_thread_timeout()
 
 
 def _jit(fn=None, **options):
@@ -560,16 +586,13 @@ _softmax_rows_serial = _serial(_softmax_rows_kernel)
 _softmax_rows_backward_serial = _serial(_softmax_rows_backward_kernel)
 
 
-def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
-    """v2. Same contract as layers.attention_forward (and the same dropout mask for the same rng),
-    causal mask included.
-
-    `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
-    """
+def _attention_forward_mm(matmul, q, k, v, attn_mask, dropout_p, rng, causal):
+    """v2 and v3: the matmuls by `matmul` (np.matmul or blas.matmul), softmax in Numba."""
     B, NH, T, HS = q.shape
     dt = q.dtype
     k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
-    att = np.matmul(q, k.swapaxes(-1, -2))  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T) raw scores
+    att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
+    matmul(q, k.swapaxes(-1, -2), out=att)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T) raw scores
     drop, att_d = None, att
     if dropout_p > 0.0:
         # exactly layers.dropout_forward's draw, so the same rng gives the same mask
@@ -581,27 +604,59 @@ def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False)
     softmax(att, adder, dummy if drop is None else drop, drop is not None, dt.type(scale), att_d,
             bool(causal), dt.type(MASK_VALUE))
     out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
-    np.matmul(att_d, v, out=out)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+    matmul(att_d, v, out=out)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
     return out, AttentionCache(q, k, v, att, drop, scale)
 
 
-def attention_backward(dout, cache: AttentionCache):
-    """v2. Same contract as layers.attention_backward: -> dq, dk, dv, each (B, NH, T, HS). The
-    causal mask needs nothing here: the future keys' att is exactly 0, as the padded keys'."""
+def _attention_backward_mm(matmul, dout, cache: AttentionCache):
+    """v2 and v3: mirror of _attention_forward_mm."""
     q, k, v, att, drop, scale = cache
+    B, NH, T, HS = q.shape
     dt = q.dtype
     dout = dout.astype(dt, copy=False)
     att_d = att if drop is None else att * drop  # (B, NH, T, T) what multiplied v
+    # dq, dk, dv side by side in one (B, T, 3, NH, HS) array: the (B, T, 3C) layout of the qkv
+    # projection whose gradient they are, so the caller's merge is a copy of contiguous rows
+    dqkv = np.empty((B, T, 3, NH, HS), dtype=dt)  # (B, T, 3, NH, HS)
+    dq, dk, dv = (dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # 3 x (B, NH, T, HS) views
     # forward was: out = att_d @ v
-    dv = np.matmul(att_d.swapaxes(-1, -2), dout)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
-    datt = np.matmul(dout, v.swapaxes(-1, -2))  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
+    matmul(att_d.swapaxes(-1, -2), dout, out=dv)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+    datt = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
+    matmul(dout, v.swapaxes(-1, -2), out=datt)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
     # forward was: att = softmax(q @ k^T * scale + adder), then att_d = att * drop
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
     softmax_backward = _pick(_softmax_rows_backward_kernel, _softmax_rows_backward_serial, q.shape)
     softmax_backward(datt, att, dummy if drop is None else drop, drop is not None, dt.type(scale))
-    dq = np.matmul(datt, k)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
-    dk = np.matmul(datt.swapaxes(-1, -2), q)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+    matmul(datt, k, out=dq)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+    matmul(datt.swapaxes(-1, -2), q, out=dk)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
     return dq, dk, dv
+
+
+def attention_forward_v2(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
+    """v2: np.matmul + the fused Numba softmax. Same contract as layers.attention_forward."""
+    return _attention_forward_mm(np.matmul, q, k, v, attn_mask, dropout_p, rng, causal)
+
+
+def attention_backward_v2(dout, cache: AttentionCache):
+    """v2: np.matmul + the fused Numba softmax backward. Same contract as layers.attention_backward."""
+    return _attention_backward_mm(np.matmul, dout, cache)
+
+
+def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
+    """v3 (the default). Same contract as layers.attention_forward (and the same dropout mask for
+    the same rng), causal mask included: v2 with each of its matmuls one batched OpenBLAS call
+    (blas.matmul), which falls back to np.matmul where batching is not available or not safe.
+
+    `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
+    """
+    return _attention_forward_mm(blas.matmul, q, k, v, attn_mask, dropout_p, rng, causal)
+
+
+def attention_backward(dout, cache: AttentionCache):
+    """v3. Same contract as layers.attention_backward: -> dq, dk, dv, each (B, NH, T, HS), views
+    of one (B, T, 3, NH, HS) array. The causal mask needs nothing here: the future keys' att is
+    exactly 0, as the padded keys'."""
+    return _attention_backward_mm(blas.matmul, dout, cache)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -648,51 +703,79 @@ class GeluGradCache(NamedTuple):
     approximate: str  # "none" (erf) or "tanh"
 
 
+# Each kernel hands its prange chunk to an inlined helper as slices: indexing the whole arrays
+# inside the prange loop kept LLVM from vectorizing the loop (as for AdamW below). Measured on one
+# thread, GELU forward over 3543 x 512 float32 (the tiny step's FFN): 6.9 ms before, 1.8 ms after.
+
+@_jit(inline="always")
+def _gelu_erf_forward_chunk(x, out, dgelu, half, one, inv_sqrt2, inv_sqrt_2pi):
+    for i in range(x.shape[0]):
+        xi = x[i]
+        e, g = _erf_gauss(xi * inv_sqrt2)  # erf(x / sqrt 2), exp(-x^2 / 2)
+        cdf = half * (one + e)  # Phi(x)
+        pdf = g * inv_sqrt_2pi  # phi(x)
+        out[i] = xi * cdf  # 0.5 x (1 + erf(x / sqrt 2))
+        dgelu[i] = cdf + xi * pdf
+
+
+@_jit(inline="always")
+def _gelu_erf_backward_chunk(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
+    for i in range(x.shape[0]):
+        xi = x[i]
+        cdf = half * (one + _erf(xi * inv_sqrt2))  # Phi(x)
+        pdf = _exp(-half * xi * xi) * inv_sqrt_2pi  # phi(x)
+        dx[i] = dout[i] * (cdf + xi * pdf)
+
+
+@_jit(inline="always")
+def _gelu_tanh_forward_chunk(x, out, dgelu, half, one, c0, c1, three):
+    for i in range(x.shape[0]):
+        xi = x[i]
+        t = math.tanh(c0 * (xi + c1 * xi * xi * xi))
+        du = c0 * (one + three * c1 * xi * xi)
+        out[i] = half * xi * (one + t)
+        dgelu[i] = half * (one + t) + half * xi * (one - t * t) * du
+
+
+@_jit(inline="always")
+def _gelu_tanh_backward_chunk(dout, x, dx, half, one, c0, c1, three):
+    for i in range(x.shape[0]):
+        xi = x[i]
+        t = math.tanh(c0 * (xi + c1 * xi * xi * xi))
+        du = c0 * (one + three * c1 * xi * xi)
+        dx[i] = dout[i] * (half * (one + t) + half * xi * (one - t * t) * du)
+
+
 @_jit(parallel=True)
 def _gelu_erf_forward_kernel(x, out, dgelu, half, one, inv_sqrt2, inv_sqrt_2pi):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
-        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
-            xi = x[i]
-            e, g = _erf_gauss(xi * inv_sqrt2)  # erf(x / sqrt 2), exp(-x^2 / 2)
-            cdf = half * (one + e)  # Phi(x)
-            pdf = g * inv_sqrt_2pi  # phi(x)
-            out[i] = xi * cdf  # 0.5 x (1 + erf(x / sqrt 2))
-            dgelu[i] = cdf + xi * pdf
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _gelu_erf_forward_chunk(x[lo:hi], out[lo:hi], dgelu[lo:hi], half, one, inv_sqrt2, inv_sqrt_2pi)
 
 
 @_jit(parallel=True)
 def _gelu_erf_backward_kernel(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
-        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
-            xi = x[i]
-            cdf = half * (one + _erf(xi * inv_sqrt2))  # Phi(x)
-            pdf = _exp(-half * xi * xi) * inv_sqrt_2pi  # phi(x)
-            dx[i] = dout[i] * (cdf + xi * pdf)
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _gelu_erf_backward_chunk(dout[lo:hi], x[lo:hi], dx[lo:hi], half, one, inv_sqrt2, inv_sqrt_2pi)
 
 
 @_jit(parallel=True)
 def _gelu_tanh_forward_kernel(x, out, dgelu, half, one, c0, c1, three):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
-        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
-            xi = x[i]
-            t = math.tanh(c0 * (xi + c1 * xi * xi * xi))
-            du = c0 * (one + three * c1 * xi * xi)
-            out[i] = half * xi * (one + t)
-            dgelu[i] = half * (one + t) + half * xi * (one - t * t) * du
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _gelu_tanh_forward_chunk(x[lo:hi], out[lo:hi], dgelu[lo:hi], half, one, c0, c1, three)
 
 
 @_jit(parallel=True)
 def _gelu_tanh_backward_kernel(dout, x, dx, half, one, c0, c1, three):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
-        for i in range(c * _CHUNK, min(n, (c + 1) * _CHUNK)):
-            xi = x[i]
-            t = math.tanh(c0 * (xi + c1 * xi * xi * xi))
-            du = c0 * (one + three * c1 * xi * xi)
-            dx[i] = dout[i] * (half * (one + t) + half * xi * (one - t * t) * du)
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _gelu_tanh_backward_chunk(dout[lo:hi], x[lo:hi], dx[lo:hi], half, one, c0, c1, three)
 
 
 def _gelu_constants(f, approximate):
