@@ -18,8 +18,9 @@ import os
 # OpenBLAS's idle threads spin for 2**28 cycles (~0.1 s) after each matmul before they sleep,
 # and in a training step every matmul is followed by a Numba kernel that wants the same cores:
 # with 2**4 cycles the tiny training step took 0.40-0.41 s instead of 0.44-0.48 s (2 cores).
-# Read by OpenBLAS when NumPy loads it, so it only takes effect if minibert is imported before
-# numpy (as `python -m minibert ...` does); an explicit setting in the environment wins.
+# Read by OpenBLAS when NumPy loads it; if NumPy was imported first, `minibert.kernels` has
+# OpenBLAS read it again when it loads (minibert.blas.apply_thread_timeout). An explicit setting
+# in the environment wins.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 __version__ = "0.1.0"
@@ -34,8 +35,14 @@ _EXPORTS = {
     "BertForMultipleChoice": "finetune.models", "BertForQuestionAnswering": "finetune.models",
     # the BERT family
     "AlbertConfig": "family.albert", "AlbertForPreTraining": "family.albert",
+    "AlbertForSequenceClassification": "family.albert_finetune",
+    "AlbertForTokenClassification": "family.albert_finetune",
+    "AlbertForMultipleChoice": "family.albert_finetune", "AlbertForQuestionAnswering": "family.albert_finetune",
     "ElectraConfig": "family.electra", "ElectraForPreTraining": "family.electra",
     "ElectraForMaskedLM": "family.electra",
+    "ElectraForSequenceClassification": "family.electra_finetune",
+    "ElectraForTokenClassification": "family.electra_finetune",
+    "ElectraForMultipleChoice": "family.electra_finetune", "ElectraForQuestionAnswering": "family.electra_finetune",
     # text
     "BertTokenizer": "tokenizer", "basic_tokenize": "tokenizer", "load_vocab": "tokenizer",
     "save_vocab": "tokenizer", "train_wordpiece": "wordpiece_trainer",
@@ -53,7 +60,7 @@ _EXPORTS = {
     # gradient checking
     "numerical_grad": "gradcheck", "compare": "gradcheck", "check_model": "gradcheck",
 }
-_SUBMODULES = ("backend", "bench", "bench_data", "bench_text", "bert", "checkpoint", "corpus", "export_data",
+_SUBMODULES = ("backend", "bench", "bench_data", "bench_profile", "bench_text", "bert", "blas", "checkpoint", "corpus", "export_data",
                "family", "finetune", "gradcheck", "inspect", "kernels", "layers", "model", "nsp_baseline", "optim", "pretraining_data",
                "run_dir", "textio", "tokenizer", "train", "wordpiece_trainer")
 

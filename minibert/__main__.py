@@ -21,6 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 COMMANDS: dict[str, tuple[str, str]] = {
     "train-tiny": ("minibert.train:train_tiny_cli", "build data if needed, pretrain the tiny preset, evaluate, save"),
     "train": ("minibert.train:cli", "pretrain with a preset and overrides (see --help)"),
+    "train-t5": ("minibert.family.t5_train:train_t5_cli", "pretrain the t5-tiny encoder-decoder (span corruption) or fine-tune it on SST-2"),
+    "train-xlnet": ("minibert.family.xlnet_train:train_xlnet_cli",
+                    "pretrain xlnet-tiny: permutation LM with two-stream attention (see --help)"),
     "corpus": ("minibert.corpus:cli", "build the default corpus and vocabulary (make data)"),
     "vocab": ("minibert.wordpiece_trainer:cli", "train a WordPiece vocab.txt from text files"),
     "tokenize": ("minibert.tokenizer:cli", "tokenize text with a vocab.txt"),
@@ -28,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "finetune": ("minibert.finetune.commands:cli", "fine-tune on a task: sst2, rte, wnut17, swag, nextsent, squad1/2"),
     "predict": ("minibert.finetune.commands:predict_cli", "run a fine-tuned model on your own text"),
     "squad-eval": ("minibert.finetune.squad_eval:cli", "the official SQuAD v1.1/v2.0 scores of a predictions file"),
+    "ablate": ("minibert.ablate:cli", "re-run a BERT ablation in small: tasks, masking, size, steps, family"),
     "fill-mask": ("minibert.inspect:fill_mask_cli", "top-5 predictions for each [MASK] in a sentence"),
     "attention": ("minibert.inspect:attention_cli", "save attention maps (PNG) for a sentence"),
     "nsp-baseline": ("minibert.nsp_baseline:cli", "how far word overlap alone goes on a run's NSP task"),
@@ -74,6 +78,22 @@ def run_lessons(argv: list[str]) -> int:
     return 0
 
 
+# `train-tiny --preset NAME` for the family members that are not BERT encoders: their own command
+ROUTED_PRESETS = {"xlnet-tiny": "train-xlnet", "t5-tiny": "train-t5"}
+
+
+def _route(name: str, rest: list[str]) -> str:
+    """train-tiny --preset xlnet-tiny | t5-tiny -> the command that trains that model."""
+    if name != "train-tiny":
+        return name
+    for i, arg in enumerate(rest):
+        preset = rest[i + 1] if arg == "--preset" and i + 1 < len(rest) else \
+            arg.split("=", 1)[1] if arg.startswith("--preset=") else None
+        if preset in ROUTED_PRESETS:
+            return ROUTED_PRESETS[preset]
+    return name
+
+
 def _usage() -> str:
     width = max(map(len, COMMANDS))
     rows = "\n".join(f"  {name:<{width}}  {help_}" for name, (_, help_) in COMMANDS.items())
@@ -86,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0
     name, rest = argv[0], argv[1:]
+    name = _route(name, rest)
     if name not in COMMANDS:
         print(f"unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2

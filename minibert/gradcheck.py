@@ -184,6 +184,21 @@ LAYER_CHECKS = [check_linear, check_embedding, check_layernorm, check_gelu, chec
                 check_attention, check_cross_entropy]
 
 
+def sampled_loss_checks(label, loss, params, grads, rng, samples_per_tensor, rtol=RTOL, atol=ATOL, verbose=True,
+                        names=None):
+    """A whole model's check: `samples_per_tensor` sampled entries of each tensor in `names`
+    (default: every one of params, in order) against centered differences of loss() (no
+    arguments; it reads params), named `label: name`."""
+    checks = []
+    for name in params if names is None else names:
+        p = params[name]
+        idx = sampled_indices(p.shape, samples_per_tensor, rng)
+        num = numerical_grad_scalar(loss, p, indices=idx)
+        sel = tuple(np.array(i) for i in zip(*idx))
+        checks.append(compare(f"{label}: {name}", grads[name][sel], num[sel], rtol, atol, verbose))
+    return checks
+
+
 def check_model(rng, verbose=True, samples_per_tensor=4, rtol=1e-5, atol=1e-8):
     """Whole-model check on a tiny float64 BertForPreTraining: a few sampled entries of every
     parameter tensor (tied word embeddings included) against centered differences of the loss."""
@@ -199,13 +214,8 @@ def check_model(rng, verbose=True, samples_per_tensor=4, rtol=1e-5, atol=1e-8):
         p += 0.1 * rng.standard_normal(p.shape)
     batch = random_batch(cfg, B=3, T=8, P=3, rng=rng)
     loss, grads = model.loss_and_grads(batch)
-    checks = []
-    for name, p in model.params.items():
-        idx = sampled_indices(p.shape, samples_per_tensor, rng)
-        num = numerical_grad_scalar(lambda: model.loss_and_grads(batch, compute_grads=False)[0], p, indices=idx)
-        sel = tuple(np.array(i) for i in zip(*idx))
-        checks.append(compare(f"model: {name}", grads[name][sel], num[sel], rtol, atol, verbose))
-    return checks
+    return sampled_loss_checks("model", lambda: model.loss_and_grads(batch, compute_grads=False)[0], model.params,
+                               grads, rng, samples_per_tensor, rtol, atol, verbose)
 
 
 def check_albert(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
@@ -248,12 +258,8 @@ def check_albert(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     model = albert.AlbertForPreTraining(cfg, dtype=np.float64, params=params)
     batch = random_batch(cfg, B=3, T=8, P=3, rng=rng)
     _, grads = model.loss_and_grads(batch)
-    for name, p in model.params.items():
-        idx = sampled_indices(p.shape, samples_per_tensor, rng)
-        num = numerical_grad_scalar(lambda: model.loss_and_grads(batch, compute_grads=False)[0], p, indices=idx)
-        sel = tuple(np.array(i) for i in zip(*idx))
-        checks.append(compare(f"albert model: {name}", grads[name][sel], num[sel], rtol, atol, verbose))
-    return checks
+    return checks + sampled_loss_checks("albert model", lambda: model.loss_and_grads(batch, compute_grads=False)[0],
+                                        model.params, grads, rng, samples_per_tensor, rtol, atol, verbose)
 
 
 def check_electra(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
@@ -320,6 +326,97 @@ def check_electra(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8)
     return checks
 
 
+def t5_batch(cfg, rng, B=3, T=7, S=5):
+    """A random encoder-decoder batch with padding in the last row of both sides."""
+    input_ids = rng.integers(5, cfg.vocab_size, size=(B, T))  # (B, T)
+    attention_mask = np.ones((B, T), dtype=np.int64)
+    attention_mask[-1, T - 2:] = 0
+    labels = rng.integers(5, cfg.vocab_size, size=(B, S))  # (B, S)
+    decoder_input_ids = np.concatenate([np.full((B, 1), 2), labels[:, :-1]], axis=1)  # (B, S)
+    decoder_attention_mask = np.ones((B, S), dtype=np.int64)
+    decoder_attention_mask[-1, S - 2:] = 0
+    labels[-1, S - 2:] = -100
+    return dict(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids,
+                decoder_attention_mask=decoder_attention_mask, labels=labels)
+
+
+def _t5_setup(rng):
+    from minibert.family.t5 import T5Config, init_params
+
+    cfg = T5Config(vocab_size=40, hidden_size=16, num_layers=2, num_decoder_layers=2, num_heads=2,
+                   intermediate_size=32, max_position_embeddings=16, num_sentinels=5)
+    params = init_params(cfg, seed=int(rng.integers(1 << 30)), dtype=np.float64)
+    for p in params.values():  # away from the init's unit LayerNorms and zero biases
+        p += 0.1 * rng.standard_normal(p.shape)
+    return cfg, params
+
+
+def check_cross_attention(rng, verbose=True):
+    """T5's cross-attention core: S = 3 decoder queries over T = 5 encoder keys, two of them
+    padding in sequence 0 and all but the first in sequence 1."""
+    from minibert.family import t5
+
+    B, NH, S, T, HS = 2, 2, 3, 5, 4
+    enc_mask = np.ones((B, T))  # (B, T)
+    enc_mask[0, 3:] = 0
+    enc_mask[1, 1:] = 0
+    arrays = dict(q=_rand(rng, B, NH, S, HS), k=_rand(rng, B, NH, T, HS), v=_rand(rng, B, NH, T, HS))
+    fwd = lambda **a: t5.cross_attention_forward(a["q"], a["k"], a["v"], enc_mask)  # noqa: E731
+    return _layer_check("t5 cross-attention (padded keys)", fwd, arrays, t5.cross_attention_backward, rng, verbose)
+
+
+def check_t5_decoder_block(rng, verbose=True, ops=None, samples_per_tensor=4):
+    """One decoder block (causal self-attention, cross-attention, FFN): every entry of the
+    gradients into the block input and into the encoder output, sampled entries of every
+    parameter, with padding on both sides."""
+    from minibert.backend import get_ops
+    from minibert.family import t5
+
+    ops = ops or get_ops()
+    cfg, params = _t5_setup(rng)
+    B, S, T, C = 2, 4, 5, cfg.hidden_size
+    y, enc_out = _rand(rng, B, S, C), _rand(rng, B, T, C)
+    dec_mask, enc_mask = np.ones((B, S)), np.ones((B, T))
+    dec_mask[1, 3:], enc_mask[1, 3:] = 0, 0
+    fwd = lambda: t5.decoder_block_forward(params, cfg, 1, y, dec_mask, enc_out, enc_mask, ops)[0]  # noqa: E731
+    out, cache = t5.decoder_block_forward(params, cfg, 1, y, dec_mask, enc_out, enc_mask, ops)
+    dout = rng.standard_normal(out.shape)
+    grads = {}
+    dy, denc = t5.decoder_block_backward(dout, cache, cfg, 1, grads, ops)
+    checks = [compare("t5 decoder block: dy", dy, numerical_grad(fwd, y, dout), verbose=verbose),
+              compare("t5 decoder block: denc_out", denc, numerical_grad(fwd, enc_out, dout), verbose=verbose)]
+    for name in sorted(grads):
+        idx = sampled_indices(params[name].shape, samples_per_tensor, rng)
+        num = numerical_grad(fwd, params[name], dout, indices=idx)
+        sel = tuple(np.array(i) for i in zip(*idx))
+        checks.append(compare(f"t5 decoder block: {name}", grads[name][sel], num[sel], verbose=verbose))
+    return checks
+
+
+def check_t5(rng, verbose=True, ops=None, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
+    """The whole encoder-decoder (teacher-forced target-token loss): sampled entries of every
+    parameter tensor, the shared tok_emb (encoder input, decoder input, output layer) included."""
+    from minibert.backend import get_ops
+    from minibert.family import t5
+
+    ops = ops or get_ops()
+    cfg, params = _t5_setup(rng)
+    batch = t5_batch(cfg, rng)
+    _, _, grads = t5.t5_loss_and_grads(params, cfg, batch, ops)
+    if list(grads) != list(params):
+        raise AssertionError(f"t5 grads keys differ from params: {sorted(set(grads) ^ set(params))}")
+    checks = []
+    for name, p in params.items():
+        idx = sampled_indices(p.shape, samples_per_tensor, rng)
+        if name == "tok_emb":  # rows read by the encoder, the decoder and only the output layer
+            idx = sorted(set(idx) | {(int(batch["input_ids"][0, 1]), 0), (int(batch["decoder_input_ids"][0, 2]), 1),
+                                      (cfg.vocab_size - 1, 2)})
+        num = numerical_grad_scalar(lambda: t5.t5_forward(params, cfg, batch, ops)[0], p, indices=idx)
+        sel = tuple(np.array(i) for i in zip(*idx))
+        checks.append(compare(f"t5: {name}", grads[name][sel], num[sel], rtol, atol, verbose))
+    return checks
+
+
 def check_heads(rng, verbose=True):
     """The fine-tuning heads' own layers: dropout -> linear (with a fixed dropout mask) and MSE."""
     from minibert.finetune import heads
@@ -380,16 +477,50 @@ def check_task_models(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1
               ("qa", BertForQuestionAnswering(cfg, seed, np.float64))]
     checks = []
     for label, model in models:
-        for p in model.params.values():  # away from the init's unit LayerNorms and zero biases
-            p += 0.1 * rng.standard_normal(p.shape)
-        batch = task_batch(model.task, cfg, rng, num_labels=model.config.num_labels)
-        _, grads = model.loss_and_grads(batch)
-        for name, p in model.params.items():
-            idx = sampled_indices(p.shape, samples_per_tensor, rng)
-            num = numerical_grad_scalar(lambda: model.loss_and_grads(batch, compute_grads=False)[0], p, indices=idx)
-            sel = tuple(np.array(i) for i in zip(*idx))
-            checks.append(compare(f"{type(model).__name__[7:]} ({label}): {name}", grads[name][sel], num[sel],
-                                  rtol, atol, verbose))
+        checks += check_task_model(f"{type(model).__name__[7:]} ({label})", model, cfg, rng, verbose,
+                                   samples_per_tensor, rtol, atol)
+    return checks
+
+
+def check_task_model(label, model, cfg, rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
+    """One fine-tuning model (any encoder's), whole, in float64 with dropout off: its parameters
+    moved away from the init's unit LayerNorms and zero biases, a task_batch, and sampled entries
+    of every parameter tensor against centered differences of the loss; checks named `label: name`."""
+    for p in model.params.values():
+        p += 0.1 * rng.standard_normal(p.shape)
+    batch = task_batch(model.task, cfg, rng, num_labels=model.config.num_labels)
+    _, grads = model.loss_and_grads(batch)
+    return sampled_loss_checks(label, lambda: model.loss_and_grads(batch, compute_grads=False)[0], model.params,
+                               grads, rng, samples_per_tensor, rtol, atol, verbose)
+
+
+def check_electra_finetune(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
+    """ELECTRA's fine-tuning classes (family/electra_finetune.py) in float64 on the backend of
+    get_ops(): (1) the new layer, dropout -> dense -> GELU (the classification head's first half and
+    the multiple-choice summary), with a fixed dropout mask, exact and tanh GELU; (2) each class
+    whole, sampled entries of every tensor (E 6 -> C 8, padding in the last row, dropout off)."""
+    from minibert.backend import get_ops
+    from minibert.family import electra_finetune as ef
+
+    ops = get_ops()
+    mask_rng = lambda: np.random.default_rng(5)  # noqa: E731 (same dropout mask every call)
+    x, w, b = _rand(rng, 5, 8), _rand(rng, 8, 8), _rand(rng, 8)
+    checks = []
+    for approx, p in (("none", 0.3), ("tanh", 0.0)):
+        checks += _layer_check(f"electra dense -> gelu ({approx}, dropout {p})",
+                               lambda x, w, b: ef.dense_act_forward(x, w, b, p, mask_rng(), approx, ops),
+                               dict(x=x, w=w, b=b), lambda d, c: ef.dense_act_backward(d, c, ops), rng, verbose, rtol, atol)
+    cfg = ef.ElectraConfig(vocab_size=40, embedding_size=6, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=16, max_position_embeddings=16, hidden_act="gelu_new")
+    seed = int(rng.integers(1 << 30))
+    models = [("sequence", ef.ElectraForSequenceClassification(cfg, 3, seed, np.float64)),
+              ("regression", ef.ElectraForSequenceClassification(cfg, 1, seed, np.float64)),
+              ("token", ef.ElectraForTokenClassification(cfg, 3, seed, np.float64)),
+              ("choice", ef.ElectraForMultipleChoice(cfg, seed, np.float64)),
+              ("qa", ef.ElectraForQuestionAnswering(cfg, seed, np.float64))]
+    for label, model in models:
+        checks += check_task_model(f"{type(model).__name__} ({label})", model, cfg, rng, verbose, samples_per_tensor,
+                                   rtol, atol)
     return checks
 
 
@@ -456,15 +587,9 @@ def check_objective_model(rng, verbose=True, objective="ltr", samples_per_tensor
     trained = trained_params(model.params, objective)
     if list(grads) != trained:
         raise AssertionError(f"{objective}: grads hold {sorted(set(grads) ^ set(trained))} unexpectedly")
-    checks = []
-    for name in trained:
-        p = model.params[name]
-        idx = sampled_indices(p.shape, samples_per_tensor, rng)
-        num = numerical_grad_scalar(lambda: model.loss_and_grads(batch, compute_grads=False, objective=objective)[0],
-                                    p, indices=idx)
-        sel = tuple(np.array(i) for i in zip(*idx))
-        checks.append(compare(f"model ({objective}): {name}", grads[name][sel], num[sel], rtol, atol, verbose))
-    return checks
+    return sampled_loss_checks(f"model ({objective})",
+                               lambda: model.loss_and_grads(batch, compute_grads=False, objective=objective)[0],
+                               model.params, grads, rng, samples_per_tensor, rtol, atol, verbose, names=trained)
 
 
 def all_checks(seed=0, verbose=True):
@@ -484,6 +609,10 @@ def all_checks(seed=0, verbose=True):
     checks += check_objective_model(rng, verbose, "mlm")
     checks += check_albert(rng, verbose)  # ALBERT (appended, as above)
     checks += check_electra(rng, verbose)  # ELECTRA (appended, as above)
+    checks += check_electra_finetune(rng, verbose)  # ELECTRA's fine-tuning classes (appended, as above)
+    checks += check_cross_attention(rng, verbose)  # T5 (appended, as above)
+    checks += check_t5_decoder_block(rng, verbose)
+    checks += check_t5(rng, verbose)
     return checks
 
 

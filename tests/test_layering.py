@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # bottom to top; a module may import any module of an earlier entry
 LAYERS = [
-    "textio", "layers", "kernels", "backend", "optim",  # the layer math and the optimizer
+    "textio", "layers", "blas", "kernels", "backend", "optim",  # the layer math (blas: OpenBLAS via ctypes), the optimizer
     "model",  # BERT's forward and backward, no I/O
     "finetune.heads",  # the fine-tuning heads' forward and backward
     "checkpoint", "run_dir",  # file formats: safetensors, config.json, atomic writes; run directories
@@ -17,14 +17,24 @@ LAYERS = [
     "bert",  # BertForPreTraining: the model with its checkpoints and tokenizer
     "finetune.models", "finetune.frozen",  # the fine-tuning classes; the feature-based tagger
     "family.albert",  # ALBERT: factorised embedding, one shared block, SOP
+    "family.albert_finetune",  # ALBERT's encoder under transformers' four Albert* task heads (BERT's head math)
     "family.electra",  # ELECTRA: generator and discriminator with shared embeddings, replaced-token detection
+    "family.t5", "family.t5_data",  # T5: encoder-decoder math (cross-attention, causal decoder); span corruption
+    "family.electra_finetune",  # ELECTRA's discriminator under transformers' four Electra* task heads
+    "family.flops",  # training FLOPs per step of BERT and of ELECTRA (generator + discriminator), from configs
+    "family.xlnet",  # XLNet: factorisation orders as masks, two-stream attention, the permutation LM
     "finetune.metrics", "finetune.readers", "finetune.features", "finetune.tasks",  # task data and scoring
     "finetune.squad_eval", "finetune.squad",
     "gradcheck",  # numerical gradients for layers and the whole model
-    "train.config", "train.data", "train.evaluation", "train.step", "train.curves", "train.calibrate",
-    "train.runs", "train.loop", "inspect", "train.commands", "train",  # training, and looking inside
+    "train.config", "train.data", "train.evaluation", "train.step", "train.engine", "train.curves",
+    "train.calibrate", "train.runs", "train.loop", "train.electra", "inspect", "train.commands", "train",  # training, and looking inside
     "finetune.train", "finetune.squad_train", "finetune.commands",  # the fine-tuning loop and its commands
-    "nsp_baseline", "export_data", "bench_text", "bench_data", "bench", "notebooks",  # the other commands
+    "family.t5_loop",  # T5 on train/engine's loop: its model, batch source, held-out evaluation, budget fit
+    "family.t5_train",  # train-t5: span-corruption pretraining and text-to-text SST-2
+    "family.xlnet_loop",  # XLNet on train/engine's loop: its data windows, batch source, held-out evaluation, budget fit
+    "family.xlnet_train",  # train-xlnet: the xlnet-tiny preset, its run directory and the command
+    "ablate_studies", "ablate_report", "ablate",  # the ablations: the registry; table and verdicts; the cells
+    "nsp_baseline", "export_data", "bench_text", "bench_data", "bench_profile", "bench", "notebooks",  # the other commands
     "finetune", "family",  # package docstrings only
     "__main__", "",  # the command line; "" is the package root (lazy re-exports, no imports)
 ]
