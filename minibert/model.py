@@ -139,16 +139,31 @@ def truncated_normal(rng: np.random.Generator, shape, std: float) -> np.ndarray:
 def init_params(cfg: BertConfig, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:
     """The original init (docs/bert-notes.md §4.2): truncated normal(0.02) for every matrix and embedding
     table, zero biases, LayerNorm w = 1 and b = 0."""
+    return init_from_shapes(param_shapes(cfg), cfg.initializer_range, seed, dtype)
+
+
+def is_layernorm(name: str) -> bool:
+    """A LayerNorm parameter: its owner (the name without `.w` / `.b`) is `ln*` or `*_ln`
+    (h0.ln1.w, emb_ln.b, mlm.ln.w, dec.emb_ln.w, ...)."""
+    owner = name.rpartition(".")[0].rpartition(".")[2]
+    return owner.startswith("ln") or owner.endswith("_ln")
+
+
+def init_from_shapes(shapes: dict[str, tuple], initializer_range: float, seed: int = 0,
+                     dtype=np.float32) -> dict[str, np.ndarray]:
+    """BERT's init for any parameter set (BERT and the family models share it): LayerNorm w = 1 and
+    b = 0, every other bias 0, every matrix and table truncated normal(initializer_range), drawn in
+    the order of `shapes`."""
     rng = np.random.default_rng(seed)
     params = {}
-    for name, shape in param_shapes(cfg).items():
+    for name, shape in shapes.items():
         last = name.rsplit(".", 1)[-1]
-        if ".ln" in name or name.startswith("emb_ln") or name.startswith("mlm.ln"):
+        if is_layernorm(name):
             params[name] = (np.ones if last == "w" else np.zeros)(shape, dtype=dtype)
         elif last in ("b", "bias"):
             params[name] = np.zeros(shape, dtype=dtype)
         else:
-            params[name] = truncated_normal(rng, shape, cfg.initializer_range).astype(dtype)
+            params[name] = truncated_normal(rng, shape, initializer_range).astype(dtype)
     return params
 
 

@@ -43,7 +43,7 @@ from minibert.backend import get_ops
 from minibert.model import (BertConfig, LossGradsMetrics, Metrics, Output, _dropout, _pack,
                             _train_rng, _unpack, _UnpaddedAttention, block_backward, block_forward, check_batch,
                             check_inputs, check_params, mlm_transform_forward, pooler_forward, self_attention_backward,
-                            self_attention_forward, truncated_normal)
+                            self_attention_forward, init_from_shapes)
 
 ARCHITECTURE = "AlbertForPreTraining"
 
@@ -115,17 +115,7 @@ def param_shapes(cfg: AlbertConfig) -> dict[str, tuple]:
 
 def init_params(cfg: AlbertConfig, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:
     """As BERT's: truncated normal(initializer_range) for matrices and tables, zero biases, LayerNorm 1/0."""
-    rng = np.random.default_rng(seed)
-    params = {}
-    for name, shape in param_shapes(cfg).items():
-        owner, _, last = name.rpartition(".")
-        if owner.split(".")[-1] in ("emb_ln", "ln1", "ln2", "ln"):  # the LayerNorms: w = 1, b = 0
-            params[name] = (np.ones if last == "w" else np.zeros)(shape, dtype=dtype)
-        elif last in ("b", "bias"):
-            params[name] = np.zeros(shape, dtype=dtype)
-        else:
-            params[name] = truncated_normal(rng, shape, cfg.initializer_range).astype(dtype)
-    return params
+    return init_from_shapes(param_shapes(cfg), cfg.initializer_range, seed, dtype)
 
 
 def shared_block_view(params) -> dict[str, np.ndarray]:

@@ -39,7 +39,7 @@ from minibert import checkpoint, layers
 from minibert.backend import get_ops
 from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, _as_int, _dropout, _pack, _train_rng,
                             _unpack, _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs,
-                            check_params, self_attention_backward, self_attention_forward, truncated_normal)
+                            check_params, self_attention_backward, self_attention_forward, init_from_shapes)
 from minibert.model import param_shapes as bert_param_shapes
 
 HEADS = {"disc": "ElectraForPreTraining", "gen": "ElectraForMaskedLM"}  # head -> transformers architecture
@@ -121,17 +121,7 @@ def param_shapes(cfg: ElectraConfig, head: str) -> dict[str, tuple]:
 
 def init_params(cfg: ElectraConfig, head: str, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:
     """As BERT's: truncated normal(initializer_range) for matrices and tables, zero biases, LayerNorm 1/0."""
-    rng = np.random.default_rng(seed)
-    params = {}
-    for name, shape in param_shapes(cfg, head).items():
-        owner, _, last = name.rpartition(".")
-        if owner.split(".")[-1] in ("emb_ln", "ln1", "ln2", "ln"):
-            params[name] = (np.ones if last == "w" else np.zeros)(shape, dtype=dtype)
-        elif last in ("b", "bias"):
-            params[name] = np.zeros(shape, dtype=dtype)
-        else:
-            params[name] = truncated_normal(rng, shape, cfg.initializer_range).astype(dtype)
-    return params
+    return init_from_shapes(param_shapes(cfg, head), cfg.initializer_range, seed, dtype)
 
 
 # ---------------------------------------------------------------------------------------------

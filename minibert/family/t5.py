@@ -42,7 +42,7 @@ import numpy as np
 from minibert import layers
 from minibert.layers import MASK_VALUE
 from minibert.model import (ACTIVATIONS, BertConfig, encoder_backward, encoder_forward, self_attention_backward,
-                            self_attention_forward, truncated_normal)
+                            self_attention_forward, init_from_shapes)
 
 IGNORE = -100  # label of a padded target position (no loss)
 
@@ -115,17 +115,7 @@ def param_shapes(cfg: T5Config) -> dict[str, tuple]:
 
 def init_params(cfg: T5Config, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:
     """BERT's init: truncated normal(0.02) matrices and tables, zero biases, LayerNorm w = 1, b = 0."""
-    rng = np.random.default_rng(seed)
-    params = {}
-    for name, shape in param_shapes(cfg).items():
-        last, is_ln = name.rsplit(".", 1)[-1], any(p.startswith("ln") or p.endswith("_ln") for p in name.split("."))
-        if is_ln:
-            params[name] = (np.ones if last == "w" else np.zeros)(shape, dtype=dtype)
-        elif last in ("b", "bias"):
-            params[name] = np.zeros(shape, dtype=dtype)
-        else:
-            params[name] = truncated_normal(rng, shape, cfg.initializer_range).astype(dtype)
-    return params
+    return init_from_shapes(param_shapes(cfg), cfg.initializer_range, seed, dtype)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ from minibert.backend import get_ops
 from minibert.layers import MASK_VALUE
 from minibert.model import ACTIVATIONS, BertConfig, LossGradsMetrics, check_params, mlm_transform_forward
 from minibert.model import param_shapes as bert_param_shapes
-from minibert.model import truncated_normal
+from minibert.model import init_from_shapes
 
 MODEL_TYPE = "minibert-xlnet"  # config.json's model_type: not a transformers XLNet checkpoint
 BATCH_KEYS = ("input_ids", "input_mask", "perm_rank", "target_mask")
@@ -100,17 +100,7 @@ def param_shapes(cfg: XLNetConfig) -> dict[str, tuple]:
 def init_params(cfg: XLNetConfig, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:
     """As BERT's: truncated normal(initializer_range) for matrices, tables and query_emb, zero
     biases, LayerNorm 1/0."""
-    rng = np.random.default_rng(seed)
-    params = {}
-    for name, shape in param_shapes(cfg).items():
-        owner, _, last = name.rpartition(".")
-        if owner.split(".")[-1] in ("emb_ln", "ln1", "ln2", "ln"):
-            params[name] = (np.ones if last == "w" else np.zeros)(shape, dtype=dtype)
-        elif last in ("b", "bias"):
-            params[name] = np.zeros(shape, dtype=dtype)
-        else:
-            params[name] = truncated_normal(rng, shape, cfg.initializer_range).astype(dtype)
-    return params
+    return init_from_shapes(param_shapes(cfg), cfg.initializer_range, seed, dtype)
 
 
 # ---------------------------------------------------------------------------------------------
