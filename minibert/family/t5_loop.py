@@ -345,8 +345,7 @@ class T5Run(TrainingLoop):
         return f"{self.dir} has no checkpoint to resume from; start it again with --overwrite"
 
     def diverged_hint(self) -> str:
-        where = (f"{self.dir} (step {self.last_checkpoint})" if self.last_checkpoint is not None
-                 else "none (no checkpoint was written yet)")
+        where = self.last_good_checkpoint()
         return (f"; the run stopped without saving. Last good checkpoint: {where}. Try a lower --lr (now "
                 f"{self.args.lr:g}) or more --warmup (now {self.args.warmup})")
 

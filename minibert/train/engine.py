@@ -191,6 +191,11 @@ class TrainingLoop:
     def no_checkpoint_message(self) -> str:
         return f"{self.dir} has no checkpoint to resume from; start again with --overwrite"
 
+    def last_good_checkpoint(self) -> str:
+        """Where a run that stops now can be continued from, for the messages."""
+        return (f"{self.dir} (step {self.last_checkpoint})" if self.last_checkpoint is not None
+                else "none (no checkpoint was written yet)")
+
     # --- the loop ----------------------------------------------------------------------------------
 
     def run(self, max_steps: int | None = None) -> str:

@@ -255,8 +255,7 @@ class Trainer(TrainingLoop):
 
     def diverged_hint(self) -> str:
         cfg = self.cfg
-        where = (f"{self.dir} (step {self.last_checkpoint})" if self.last_checkpoint is not None
-                 else "none (no checkpoint was written yet)")
+        where = self.last_good_checkpoint()
         return (f"; the run stopped without saving. Last good checkpoint: {where}. "
                 f"Try a lower lr (now {cfg.lr}) or more warmup (now {cfg.warmup_steps}).")
 
