@@ -28,7 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "vocab": ("minibert.wordpiece_trainer:cli", "train a WordPiece vocab.txt from text files"),
     "tokenize": ("minibert.tokenizer:cli", "tokenize text with a vocab.txt"),
     "data": ("minibert.pretraining_data:cli", "create MLM/NSP pretraining shards from a corpus"),
-    "finetune": ("minibert.finetune.commands:cli", "fine-tune on a task: sst2, rte, wnut17, swag, nextsent, squad1/2"),
+    "finetune": ("minibert.finetune.commands:cli", "fine-tune on a task: sst2, rte, wnut17, swag, nextsent, punct, squad1/2"),
     "predict": ("minibert.finetune.commands:predict_cli", "run a fine-tuned model on your own text"),
     "squad-eval": ("minibert.finetune.squad_eval:cli", "the official SQuAD v1.1/v2.0 scores of a predictions file"),
     "ablate": ("minibert.ablate:cli", "re-run a BERT ablation in small: tasks, masking, size, steps, family"),

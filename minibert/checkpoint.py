@@ -59,7 +59,8 @@ ARCHITECTURES = {"BertForPreTraining": ("pool", "mlm", "nsp"), "BertForMaskedLM"
 # fine-tuning architecture -> its task head: minibert's prefix and transformers' module name
 TASK_HEADS = {"BertForSequenceClassification": ("cls", "classifier"), "BertForMultipleChoice": ("cls", "classifier"),
               "BertForTokenClassification": ("cls", "classifier"), "BertForQuestionAnswering": ("qa", "qa_outputs")}
-TASK_CONFIG_KEYS = ("id2label", "label2id", "problem_type")  # config.json keys of the fine-tuning classes
+# config.json keys of the fine-tuning classes (causal, bilstm: minibert's own, the LTR ablation's)
+TASK_CONFIG_KEYS = ("id2label", "label2id", "problem_type", "causal", "bilstm")
 # keys that real checkpoints carry but that minibert does not need
 IGNORED_KEYS = ("embeddings.position_ids",)  # an int64 buffer in older transformers checkpoints
 TIED_KEYS = {"cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
@@ -165,6 +166,8 @@ def to_hf_state_dict(params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             l = int(name[1:].split(".", 1)[0])
             for key, part in zip(_qkv_names(l, "bias"), np.split(a, 3)):  # (3C,) -> 3 x (C,)
                 state[key] = np.ascontiguousarray(part)
+        elif name.startswith("lstm."):  # the LTR + BiLSTM fine-tuning ablation: minibert's own names and
+            state["bilstm." + name[len("lstm."):]] = np.ascontiguousarray(a)  # layout (transformers has none)
         else:
             raise ValueError(f"parameter {name!r} has no transformers name")
     return state
@@ -289,6 +292,8 @@ def _pop_task_heads(state: dict, dtype) -> dict[str, np.ndarray]:
         out[prefix + ".w"], out[prefix + ".b"] = _cast(w_key, w, dtype, transpose=True), _cast(b_key, b, dtype)
     if len(out) > 2:
         raise ValueError("checkpoint has both a classifier and a qa_outputs head")
+    for key in [k for k in state if k.startswith("bilstm.")]:  # the LTR + BiLSTM ablation's layer
+        out["lstm." + key[len("bilstm."):]] = _cast(key, np.asarray(state.pop(key)), dtype)
     return out
 
 

@@ -474,7 +474,13 @@ def check_task_models(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1
               ("regression", BertForSequenceClassification(cfg, 1, seed, np.float64)),
               ("token", BertForTokenClassification(cfg, 3, seed, np.float64)),
               ("choice", BertForMultipleChoice(cfg, seed, np.float64)),
-              ("qa", BertForQuestionAnswering(cfg, seed, np.float64))]
+              ("qa", BertForQuestionAnswering(cfg, seed, np.float64)),
+              # left to right, as the LTR ablation fine-tunes (the pooled heads read the last real token)
+              ("sequence, causal", BertForSequenceClassification(cfg, 3, seed, np.float64).make_causal()),
+              ("token, causal", BertForTokenClassification(cfg, 3, seed, np.float64).make_causal()),
+              ("choice, causal", BertForMultipleChoice(cfg, seed, np.float64).make_causal()),
+              ("sequence, causal + BiLSTM", BertForSequenceClassification(cfg, 3, seed, np.float64).make_causal(True)),
+              ("token, causal + BiLSTM", BertForTokenClassification(cfg, 3, seed, np.float64).make_causal(True))]
     checks = []
     for label, model in models:
         checks += check_task_model(f"{type(model).__name__[7:]} ({label})", model, cfg, rng, verbose,
@@ -592,6 +598,30 @@ def check_objective_model(rng, verbose=True, objective="ltr", samples_per_tensor
                                model.params, grads, rng, samples_per_tensor, rtol, atol, verbose, names=trained)
 
 
+def check_bilstm(rng, verbose=True):
+    """The BiLSTM tagger's layer (finetune/bilstm.py): x and the six tensors of both directions,
+    rows padded after 4 tokens and after 1, random parameters and upstream gradient."""
+    from minibert.finetune import bilstm
+
+    B, T, D, H = 3, 6, 5, 4
+    mask = np.ones((B, T))
+    mask[1, 4:] = 0
+    mask[2, 1:] = 0
+    keys = [f"lstm.{d}.{n}" for d in ("fwd", "bwd") for n in bilstm.NAMES]
+
+    def forward(x, **p):
+        return bilstm.bilstm_forward(x, mask, {k: p[k.replace(".", "_")] for k in keys})
+
+    def backward(dout, cache):
+        dx, grads = bilstm.bilstm_backward(dout, cache)
+        return (dx, *(grads[k] for k in keys))
+
+    shapes = {"wx": (D, 4 * H), "wh": (H, 4 * H), "b": (4 * H,)}
+    arrays = {"x": _rand(rng, B, T, D)}
+    arrays.update({k.replace(".", "_"): _rand(rng, *shapes[k.rsplit(".", 1)[1]], scale=0.5) for k in keys})
+    return _layer_check("bilstm", forward, arrays, backward, rng, verbose)
+
+
 def all_checks(seed=0, verbose=True):
     from minibert import kernels, layers
 
@@ -613,6 +643,7 @@ def all_checks(seed=0, verbose=True):
     checks += check_cross_attention(rng, verbose)  # T5 (appended, as above)
     checks += check_t5_decoder_block(rng, verbose)
     checks += check_t5(rng, verbose)
+    checks += check_bilstm(rng, verbose)  # the feature-based BiLSTM tagger (appended, as above)
     return checks
 
 

@@ -35,8 +35,15 @@ def test_every_class_gradcheck_float64(backend, monkeypatch):
     checks = gradcheck.check_task_models(np.random.default_rng(1), verbose=False)
     n_tensors = sum(len(m.params) for m in (BertForSequenceClassification(CFG, 3), BertForSequenceClassification(CFG, 1),
                                             BertForTokenClassification(CFG, 3), BertForMultipleChoice(CFG),
-                                            BertForQuestionAnswering(CFG)))
-    assert len(checks) == n_tensors  # every tensor of every class sampled
+                                            BertForQuestionAnswering(CFG), BertForSequenceClassification(CFG, 3),
+                                            BertForTokenClassification(CFG, 3), BertForMultipleChoice(CFG),
+                                            BertForSequenceClassification(CFG, 3).make_causal(bilstm=True),
+                                            BertForTokenClassification(CFG, 3).make_causal(bilstm=True)))
+    # every tensor of every class sampled, the three causal ones and the two with a BiLSTM too
+    assert len(checks) == n_tensors
+    assert sum(", causal)" in c.name for c in checks) == sum(
+        len(m.params) for m in (BertForSequenceClassification(CFG, 3), BertForTokenClassification(CFG, 3),
+                                BertForMultipleChoice(CFG)))
     assert all(checks), [c.row() for c in checks if not c]
 
 
@@ -169,3 +176,109 @@ def test_hidden_states_for_feature_based_use():
     assert len(states) == CFG.num_hidden_layers + 1 and states[-1].shape == (1, 4, CFG.hidden_size)
     last, _ = heads.encoder_forward(model.params, CFG, ids, np.zeros_like(ids), np.ones_like(ids), ops=model.ops)
     np.testing.assert_allclose(states[-1], last, rtol=0, atol=1e-6)
+
+
+def _causal_inputs(rng):
+    ids = rng.integers(5, CFG.vocab_size, (3, 9))
+    mask = np.ones_like(ids)
+    mask[1, 6:] = 0
+    mask[2, 4:] = 0
+    return ids, mask
+
+
+def test_causal_token_output_at_t_ignores_the_tokens_after_t():
+    """Left-to-right fine-tuning (the paper's LTR model): position t's logits depend on 0..t only."""
+    rng = np.random.default_rng(0)
+    model = BertForTokenClassification(CFG, 3, seed=1, dtype=np.float64).make_causal()
+    ids, mask = _causal_inputs(rng)
+    base = model.forward(ids, attention_mask=mask)
+    for t in (0, 3, 5):
+        changed = ids.copy()
+        changed[:, t + 1:] = rng.integers(5, CFG.vocab_size, changed[:, t + 1:].shape)
+        out = model.forward(changed, attention_mask=mask)
+        np.testing.assert_allclose(out[:, :t + 1], base[:, :t + 1], rtol=1e-12, atol=1e-12)
+        assert np.abs(out[0, t + 1:] - base[0, t + 1:]).max() > 1e-6  # the later positions do see it
+    bidirectional = BertForTokenClassification(CFG, 3, seed=1, dtype=np.float64)
+    changed = ids.copy()
+    changed[:, -1] = (ids[:, -1] + 1 - 5) % (CFG.vocab_size - 5) + 5
+    assert np.abs(bidirectional.forward(changed, attention_mask=mask)[0, 0]
+                  - bidirectional.forward(ids, attention_mask=mask)[0, 0]).max() > 1e-6
+
+
+def test_causal_sequence_head_reads_the_last_real_token():
+    """[CLS] sees only itself under the causal mask; the pooled head reads each row's last real
+    token: changing it moves that row's logits, changing padding after it moves nothing."""
+    rng = np.random.default_rng(1)
+    model = BertForSequenceClassification(CFG, 3, seed=2, dtype=np.float64).make_causal()
+    ids, mask = _causal_inputs(rng)
+    base = model.forward(ids, attention_mask=mask)
+    last = mask.sum(axis=1) - 1  # 8, 5, 3
+    for row in range(3):
+        changed = ids.copy()
+        changed[row, last[row]] = (ids[row, last[row]] + 1 - 5) % (CFG.vocab_size - 5) + 5
+        delta = np.abs(model.forward(changed, attention_mask=mask) - base).max(axis=1)
+        assert delta[row] > 1e-6 and np.delete(delta, row).max() < 1e-12
+    padded = ids.copy()
+    padded[2, 4:] = 7
+    np.testing.assert_allclose(model.forward(padded, attention_mask=mask), base, rtol=1e-12, atol=1e-12)
+
+
+def test_causal_is_saved_and_restored(tmp_path):
+    model = BertForSequenceClassification(CFG, num_labels=2, seed=4).make_causal()
+    model.save_pretrained(tmp_path / "m", vocab=VOCAB)
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["causal"] is True
+    again = BertForSequenceClassification.from_pretrained(tmp_path / "m")
+    assert again.config.causal and again.encoder is heads.CAUSAL_ENCODER
+    ids = np.random.default_rng(3).integers(5, CFG.vocab_size, (2, 6))
+    np.testing.assert_allclose(again.forward(ids), model.forward(ids), rtol=1e-6)
+    plain = BertForSequenceClassification(CFG, num_labels=2, seed=4)
+    plain.save_pretrained(tmp_path / "p", vocab=VOCAB)
+    assert "causal" not in json.loads((tmp_path / "p" / "config.json").read_text())  # transformers' keys only
+
+
+def test_causal_is_for_berts_encoder_only():
+    from minibert.family.albert import AlbertConfig
+    from minibert.family.albert_finetune import AlbertForSequenceClassification
+
+    albert = AlbertForSequenceClassification(AlbertConfig(vocab_size=40, embedding_size=4, hidden_size=8,
+                                                          num_hidden_layers=2, num_attention_heads=2,
+                                                          intermediate_size=16), 2)
+    with pytest.raises(ValueError, match="causal .* is for BERT's encoder only"):
+        albert.make_causal()
+
+
+def test_a_wrong_causal_pool_position_fails_the_check(monkeypatch):
+    """The causal classes' check can fail: send the pooled gradient to [CLS] instead of the last
+    real token the forward read, and the causal sequence and choice checks fail, the rest pass."""
+    monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
+    real = heads.task_backward
+    monkeypatch.setattr("minibert.finetune.models.task_backward",
+                        lambda params, cfg, cache, ops=None: real(params, cfg, cache._replace(pool_at=None), ops))
+    checks = gradcheck.check_task_models(np.random.default_rng(1), verbose=False)
+    assert any(not c for c in checks if c.name.startswith("SequenceClassification (sequence, causal)"))
+    assert any(not c for c in checks if c.name.startswith("MultipleChoice (choice, causal)"))
+    assert all(c for c in checks if ", causal)" not in c.name)
+
+
+def test_causal_bilstm_sees_both_sides_again_and_round_trips(tmp_path):
+    """The paper's "LTR + BiLSTM": on top of the left-to-right encoder a BiLSTM gives each
+    position its right-hand context back (a later token moves an earlier position's logits), and
+    a saved model loads with its BiLSTM (minibert's own bilstm.* tensors and config keys)."""
+    rng = np.random.default_rng(4)
+    model = BertForTokenClassification(CFG, 3, seed=1, dtype=np.float64).make_causal(bilstm=True)
+    assert {k for k in model.params if k.startswith("lstm.")} == {
+        f"lstm.{d}.{n}" for d in ("fwd", "bwd") for n in ("wx", "wh", "b")}
+    ids, mask = _causal_inputs(rng)
+    changed = ids.copy()
+    changed[0, 5] = (ids[0, 5] + 1 - 5) % (CFG.vocab_size - 5) + 5
+    assert np.abs(model.forward(changed, attention_mask=mask)[0, 2] - model.forward(ids, attention_mask=mask)[0, 2]
+                  ).max() > 1e-8
+    model.save_pretrained(tmp_path / "m", vocab=VOCAB)
+    cfg = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert cfg["causal"] is True and cfg["bilstm"] is True
+    again = BertForTokenClassification.from_pretrained(tmp_path / "m", dtype=np.float64)
+    assert again.encoder is heads.CAUSAL_BILSTM_ENCODER
+    for k, v in model.params.items():
+        np.testing.assert_array_equal(again.params[k], v)  # exact: written and read back
+    np.testing.assert_allclose(again.forward(ids, attention_mask=mask), model.forward(ids, attention_mask=mask),
+                               rtol=1e-12)

@@ -314,13 +314,49 @@ def test_nextsent_task_reads_corpus_files(tmp_path, tok):
     assert data.dev["labels"].shape == (10,)  # every position in dev
 
 
+# punct: punctuation restoration from a corpus
+
+def test_punct_example_tags_the_word_before_each_mark():
+    from minibert.finetune.readers import punct_example
+
+    e = punct_example('Then, call "f()"; it returns os.path . Done!', "f:3")
+    assert e.words == ["Then", "call", '"f()"', "it", "returns", "os.path", "Done"]
+    # "os.path" keeps its dot; the lone "." tags the word before it
+    assert e.tags == ["B-COMMA", "O", "B-COLON", "O", "O", "B-PERIOD", "B-PERIOD"]
+    assert e.where == "f:3"
+    assert punct_example(". ,", "f:4") is None  # marks only: no words
+
+
+def test_punct_task_pairs_sentences_and_scores_by_tag(tmp_path, tok):
+    from minibert.finetune.readers import punct_examples
+
+    docs = [["the film was fun.", "he smiles, he sits."], ["a b c.", "d e:", "new york rock."]]
+    examples = punct_examples(docs, source="c.txt")
+    assert [e.words for e in examples] == [["the", "film", "was", "fun", "he", "smiles", "he", "sits"],
+                                           ["a", "b", "c", "d", "e"], ["new", "york", "rock"]]
+    assert examples[0].tags == ["O", "O", "O", "B-PERIOD", "O", "B-COMMA", "O", "B-PERIOD"]
+    assert examples[1].tags == ["O", "O", "B-PERIOD", "O", "B-COLON"]
+    assert examples[2].where == "c.txt: document 2, sentence 3"
+    text = "\n\n".join("\n".join(doc) for doc in docs) + "\n"
+    write(tmp_path / "train.txt", text)
+    write(tmp_path / "heldout.txt", text)
+    data = load_task("punct", tok, 16, data_dir=tmp_path)
+    assert data.labels == ["B-COLON", "B-COMMA", "B-PERIOD", "O"]
+    assert data.train["input_ids"].shape[0] == 3
+    gold = np.full(data.dev["input_ids"].shape, data.labels.index("O"))
+    assert score(data, gold)["f1"] == 0.0  # always "O": no mark found
+    perfect = np.where(data.dev["labels"] == IGNORE_INDEX, 0, data.dev["labels"])
+    assert score(data, perfect)["f1"] == pytest.approx(1.0)
+
+
 # ---------------------------------------------------------------------------------------------
 # Registry and the shipped WNUT-17 files
 
 def test_registry():
     assert {name: (t.kind, t.main_metric) for name, t in TASKS.items()} == {
         "sst2": ("classification", "accuracy"), "rte": ("classification", "accuracy"),
-        "wnut17": ("token", "f1"), "swag": ("choice", "accuracy"), "nextsent": ("choice", "accuracy")}
+        "wnut17": ("token", "f1"), "swag": ("choice", "accuracy"), "nextsent": ("choice", "accuracy"),
+        "punct": ("token", "f1")}
     assert TASKS["swag"].dev_files == ("val.csv", "dev.csv")
     assert TASKS["wnut17"].head == "token" and TASKS["sst2"].head == "sequence"
     with pytest.raises(ValueError, match="known tasks: sst2"):

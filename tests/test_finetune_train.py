@@ -138,24 +138,58 @@ def test_feature_based_tagger_trains_only_its_head(tmp_path, pretrained):
     assert set(run.model.params) == {"cls.w", "cls.b"} and (tmp_path / "fz" / "frozen_head.safetensors").is_file()
 
 
-def test_feature_based_head_gradient_float64(pretrained):
+@pytest.mark.parametrize("tagger", ["linear", "bilstm"])
+def test_feature_based_head_gradient_float64(pretrained, tagger):
     from minibert.finetune.frozen import FrozenFeatureTagger
     from minibert.gradcheck import compare, numerical_grad_scalar
 
     with pytest.warns(UserWarning, match="newly initialised"):
         enc = BertForTokenClassification.from_pretrained(pretrained, num_labels=3, dtype=np.float64)
-    tagger = FrozenFeatureTagger(enc, "last", 3, seed=1)
+    tagger = FrozenFeatureTagger(enc, "last", 3, seed=1, tagger=tagger)
     rng = np.random.default_rng(0)
     for p in tagger.params.values():
-        p += rng.standard_normal(p.shape)
+        p += (0.3 if tagger.tagger == "bilstm" else 1.0) * rng.standard_normal(p.shape)
     ids = rng.integers(5, len(VOCAB), (2, 6))
     labels = rng.integers(0, 3, (2, 6))
     labels[0, 0] = -100
-    batch = dict(input_ids=ids, segment_ids=np.zeros_like(ids), input_mask=np.ones_like(ids), labels=labels)
+    mask = np.ones_like(ids)
+    mask[1, 4:] = 0  # padding: the BiLSTM's backward direction starts at each row's last real token
+    labels[1, 4:] = -100
+    batch = dict(input_ids=ids, segment_ids=np.zeros_like(ids), input_mask=mask, labels=labels)
     _, grads, _ = tagger.loss_grads_metrics(batch)
+    assert set(grads) == set(tagger.params) == ({"cls.w", "cls.b"} | (
+        {f"lstm.{d}.{n}" for d in ("fwd", "bwd") for n in ("wx", "wh", "b")} if tagger.tagger == "bilstm" else set()))
     for name, p in tagger.params.items():
         num = numerical_grad_scalar(lambda: tagger.loss_grads_metrics(batch, compute_grads=False)[0], p)
         assert compare(name, grads[name], num, verbose=False)
+
+
+def test_a_bilstm_tagger_reads_context_the_frozen_embeddings_lack(tmp_path, pretrained):
+    """On the embeddings' output (no context), a word's tag that depends on the NEXT word is out
+    of a linear tagger's reach; the BiLSTM tagger learns it from the same frozen features."""
+    d = tmp_path / "ctx"
+    d.mkdir()
+    rows = []
+    for first, second in (("john", "visited"), ("john", "the"), ("paris", "visited"), ("paris", "film")):
+        tag = "B-x" if second == "visited" else "O"  # "john" / "paris" tagged by what follows
+        rows.append(f"{first}\t{tag}\n{second}\tO\n\n")
+    for split in ("train", "dev"):
+        (d / f"{split}.conll").write_text("".join(rows) * 6, encoding="utf-8")
+    f1 = {}
+    for tagger, lr in (("linear", 1e-2), ("bilstm", 1e-2)):
+        cfg = FinetuneConfig(task="custom", format="conll", data=str(d), init=str(pretrained),
+                             out=str(tmp_path / tagger), epochs=30, lr=lr, batch_size=8, dropout=0.0,
+                             frozen="embeddings", frozen_tagger=tagger, seed=0)
+        run = build_run(cfg, verbose=False)
+        run.start()
+        assert run.train() == "done"
+        f1[tagger] = run.best["f1"]
+    assert f1["bilstm"] == pytest.approx(1.0) and f1["linear"] < 0.8, f1
+
+
+def test_frozen_tagger_needs_frozen():
+    with pytest.raises(ValueError, match="--frozen-tagger bilstm goes with --frozen"):
+        FinetuneConfig(task="wnut17", init="none", out="unused", frozen_tagger="bilstm").validate()
 
 
 def test_squad2_finetune_writes_official_scores_and_predict_answers(tmp_path, pretrained, capsys):

@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LAYERS = [
     "textio", "layers", "blas", "kernels", "backend", "optim",  # the layer math (blas: OpenBLAS via ctypes), the optimizer
     "model",  # BERT's forward and backward, no I/O
+    "finetune.bilstm",  # the BiLSTM (the feature-based tagger's and the LTR + BiLSTM ablation's)
     "finetune.heads",  # the fine-tuning heads' forward and backward
     "checkpoint", "run_dir",  # file formats: safetensors, config.json, atomic writes; run directories
     "tokenizer", "wordpiece_trainer", "corpus", "pretraining_data",  # text and pretraining data

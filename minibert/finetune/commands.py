@@ -21,7 +21,7 @@ import numpy as np
 from minibert.checkpoint import read_do_lower_case
 from minibert.finetune.train import RUN_FILE, ClassifierSource, FinetuneConfig, FinetuneRun, load_model
 
-TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "squad1", "squad2")
+TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
 # Tiny-model learning rates chosen on dev (the grid and the runs are in docs/finetuning.md)
 DEFAULT_LR = {"classification": 3e-4, "regression": 3e-4, "token": 3e-4, "choice": 3e-4, "qa": 3e-4}
 
@@ -48,6 +48,15 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{name}", type=typ, help=help_)
     p.add_argument("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all"),
                    help="feature-based: freeze the encoder, train a linear tagger on these hidden states")
+    p.add_argument("--frozen-tagger", choices=("linear", "bilstm"),
+                   help="what --frozen trains on the features: a linear layer (default) or, as the paper, a BiLSTM "
+                        "then a linear layer")
+    p.add_argument("--causal", action="store_true",
+                   help="left-to-right attention, as a model pretrained with objective 'ltr' (the paper's LTR & No "
+                        "NSP); the sequence and choice heads read the last real token instead of [CLS]")
+    p.add_argument("--bilstm", action="store_true",
+                   help="with --causal: a new BiLSTM on top of the left-to-right encoder, trained with it (the "
+                        "paper's Table 5 row 'LTR & No NSP + BiLSTM')")
     p.add_argument("--strict-length", action="store_true",
                    help="an example longer than --max-seq-length is an error naming its file:line (default: cut it "
                         "as BERT's run_classifier does, and say how many were cut)")
@@ -55,6 +64,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.add_argument("--quiet", action="store_true")
     return p
+
+
+def pretrained_objective(init: str) -> str | None:
+    """The objective a minibert pretraining run recorded in its run.json (None if there is none)."""
+    path = Path(init) / "run.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("config", {}).get("objective")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def task_kind(cfg: FinetuneConfig) -> str:
@@ -91,12 +109,15 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
                      strict_length=cfg.strict_length)
     id2label = dict(enumerate(data.labels)) if data.labels else None
     model, tokenizer = load_model(cfg, kind, len(data.labels) if data.labels else None, id2label)
+    if not cfg.causal and pretrained_objective(cfg.init) == "ltr" and verbose:
+        print(f"note: {cfg.init} was pretrained left to right (objective 'ltr'); the paper fine-tuned such a model "
+              f"left to right too: add --causal")
     if cfg.frozen:
         from minibert.finetune.frozen import FrozenFeatureTagger
 
         if kind != "token":
             raise ValueError(f"--frozen (the feature-based approach) is for token tagging; {task.name} is {kind}")
-        model = FrozenFeatureTagger(model, cfg.frozen, len(data.labels), cfg.seed, id2label)
+        model = FrozenFeatureTagger(model, cfg.frozen, len(data.labels), cfg.seed, id2label, cfg.frozen_tagger)
     info = {"name": task.name, "kind": task.kind, "format": task.format, "labels": data.labels,
             "main_metric": task.main_metric, "max_seq_length": cfg.max_seq_length, **data.info}
     if verbose:
@@ -138,9 +159,10 @@ def cli(argv: list[str]) -> int:
         if (args.task == "custom") != (args.format is not None):
             raise ValueError("--format goes with the task name `custom` (your own files)")
         cfg = FinetuneConfig(task=args.task, init=args.init, out=args.out or f"runs/{args.task}", data=args.data,
-                             format=args.format, vocab=args.vocab, strict_length=args.strict_length)
+                             format=args.format, vocab=args.vocab, strict_length=args.strict_length,
+                             causal=args.causal, bilstm=args.bilstm)
         for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup", "dropout", "seed", "minutes",
-                    "eval_per_epoch", "max_train_examples", "doc_stride", "frozen"):
+                    "eval_per_epoch", "max_train_examples", "doc_stride", "frozen", "frozen_tagger"):
             if getattr(args, key) is not None:
                 setattr(cfg, key, getattr(args, key))
         kind = task_kind(cfg)

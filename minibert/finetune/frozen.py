@@ -8,12 +8,16 @@ classifier on top:
     combine         "last" (B, T, C) | "second_to_last" | "embeddings" | "sum4" (sum of the last
                     four) | "concat4" (the last four side by side, (B, T, 4C): the paper's best)
                     | "concat_all" (every hidden state, (B, T, (L+1)C): for models under 3 layers)
-    classifier      dropout -> linear (D, K) -> softmax cross-entropy, -100 skipped
+    tagger          "linear": dropout -> linear (D, K)
+                    "bilstm": BiLSTM (D -> 2 x C/2, finetune/bilstm.py) -> dropout -> linear (C, K)
+    loss            softmax cross-entropy, -100 skipped
 
-The paper put a two-layer BiLSTM on the features; a linear layer keeps the comparison about the
-features alone. `FrozenFeatureTagger` has the interface the fine-tuning loop needs (params,
-loss_grads_metrics, save_pretrained, read_params), so `python -m minibert finetune wnut17
---frozen concat4` trains it with the same recipe, logging and resume as fine-tuning.
+The paper put a randomly initialised two-layer BiLSTM on the features (`tagger="bilstm"` is one
+layer of it); the linear tagger keeps the comparison about the features alone, but sees each
+token's vector by itself, so it cannot use the context the encoder did not put there.
+`FrozenFeatureTagger` has the interface the fine-tuning loop needs (params, loss_grads_metrics,
+save_pretrained, read_params), so `python -m minibert finetune wnut17 --frozen concat4
+[--frozen-tagger bilstm]` trains it with the same recipe, logging and resume as fine-tuning.
 """
 from __future__ import annotations
 
@@ -22,10 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from minibert.checkpoint import load_tensors, save_tensors_atomic
+from minibert.finetune.bilstm import bilstm_backward, bilstm_forward, bilstm_params
 from minibert.finetune.heads import classifier_backward, classifier_forward
 from minibert.model import _train_rng, truncated_normal
 
 COMBINE = ("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all")
+TAGGERS = ("linear", "bilstm")
 HEAD_FILE = "frozen_head.safetensors"
 
 
@@ -52,20 +58,26 @@ class FrozenFeatureTagger:
     architecture = "FrozenFeatureTagger"
     task = "token"
 
-    def __init__(self, encoder, combine: str, num_labels: int, seed: int = 0, id2label=None):
+    def __init__(self, encoder, combine: str, num_labels: int, seed: int = 0, id2label=None, tagger: str = "linear"):
         """`encoder`: a loaded BertForTokenClassification (or any task model) whose encoder
         weights are used and never changed."""
         if combine not in COMBINE:
             raise ValueError(f"unknown combination {combine!r}; choose one of {COMBINE}")
+        if tagger not in TAGGERS:
+            raise ValueError(f"unknown tagger {tagger!r}; choose one of {TAGGERS}")
         if combine in ("sum4", "concat4") and encoder.config.num_hidden_layers + 1 < 4:
             raise ValueError(f"{combine} needs 4 hidden states; the model has {encoder.config.num_hidden_layers + 1}")
-        self.encoder, self.combine, self.config = encoder, combine, encoder.config
+        self.encoder, self.combine, self.tagger, self.config = encoder, combine, tagger, encoder.config
         self.dtype, self.vocab_path, self.do_lower_case = encoder.dtype, encoder.vocab_path, encoder.do_lower_case
         C = encoder.config.hidden_size
         D = {"concat4": 4 * C, "concat_all": (encoder.config.num_hidden_layers + 1) * C}.get(combine, C)
         rng = np.random.default_rng([seed, 1])
-        self.params = {"cls.w": truncated_normal(rng, (D, num_labels), 0.02).astype(self.dtype),
-                       "cls.b": np.zeros(num_labels, self.dtype)}
+        self.params = {}
+        if tagger == "bilstm":  # D -> C/2 each way -> C
+            self.params.update(bilstm_params(rng, D, max(1, C // 2), "lstm", self.dtype))
+            D = 2 * max(1, C // 2)
+        self.params.update({"cls.w": truncated_normal(rng, (D, num_labels), 0.02).astype(self.dtype),
+                            "cls.b": np.zeros(num_labels, self.dtype)})
         self.id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
 
     @property
@@ -82,10 +94,14 @@ class FrozenFeatureTagger:
 
     def logits_and_cache(self, input_ids, token_type_ids, attention_mask, rng=None):
         x = self.features(input_ids, token_type_ids, attention_mask)  # (B, T, D)
+        lstm = None
+        if self.tagger == "bilstm":
+            mask = np.ones(x.shape[:2]) if attention_mask is None else np.asarray(attention_mask)
+            x, lstm = bilstm_forward(x, mask, self.params, "lstm")  # (B, T, C)
         B, T, D = x.shape
         logits, cache = classifier_forward(x.reshape(B * T, D), self.params["cls.w"], self.params["cls.b"],
                                            self.config.hidden_dropout_prob, rng, self.ops)  # (B*T, K)
-        return logits.reshape(B, T, -1), cache
+        return logits.reshape(B, T, -1), (cache, lstm)
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None):
         return self.logits_and_cache(input_ids, token_type_ids, attention_mask)[0]  # (B, T, K)
@@ -101,14 +117,18 @@ class FrozenFeatureTagger:
         if not compute_grads:
             return float(loss), None, logits
         dlogits = ops.cross_entropy_backward(1.0, c_ce)  # (B, T, K)
-        _, dw, db = classifier_backward(dlogits.reshape(-1, dlogits.shape[-1]), cache, ops)
-        return float(loss), {"cls.w": dw, "cls.b": db}, logits
+        head, lstm = cache
+        dx, dw, db = classifier_backward(dlogits.reshape(-1, dlogits.shape[-1]), head, ops)  # dx (B*T, D)
+        grads = {"cls.w": dw, "cls.b": db}
+        if lstm is not None:  # back through the BiLSTM to its six tensors (the features are frozen)
+            grads.update(bilstm_backward(dx.reshape(*logits.shape[:2], -1), lstm)[1])
+        return float(loss), {k: grads[k] for k in self.params}, logits
 
     def save_pretrained(self, directory, vocab=None) -> Path:
         """The head only (the encoder is the --init model, unchanged)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        save_tensors_atomic(self.params, directory / HEAD_FILE, {"combine": self.combine})
+        save_tensors_atomic(self.params, directory / HEAD_FILE, {"combine": self.combine, "tagger": self.tagger})
         return directory
 
     def read_params(self, directory) -> dict:

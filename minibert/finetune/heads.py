@@ -23,13 +23,16 @@ ignored, as transformers does.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
 from minibert import layers
+from minibert.finetune.bilstm import bilstm_backward, bilstm_forward
 from minibert.model import (UnpaddedEncoderCache, block_forward, check_inputs, encoder_backward,
-                            encoder_backward_unpadded, encoder_forward, encoder_forward_unpadded, pooler_forward)
+                            encoder_backward_unpadded, encoder_forward, encoder_forward_unpadded, pooler_forward,
+                            self_attention_forward)
 
 TASKS = ("sequence", "token", "choice", "qa")  # the four heads, by what their linear layer reads
 
@@ -78,12 +81,17 @@ def mse_backward(dloss, cache: MSECache):
 # ---------------------------------------------------------------------------------------------
 # the encoder, padded or not
 
-def run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad=True):
+def run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad=True, causal=False):
     """-> sequence_output (B, T, C), cache. With padding in the batch and `unpad`, the fast path
-    (encoder_forward_unpadded: same outputs at the real tokens, zeros at padding)."""
+    (encoder_forward_unpadded: same outputs at the real tokens, zeros at padding). causal=True:
+    left-to-right attention (position t sees 0..t), as an "ltr" model was pretrained."""
     if unpad and not mask.all():
-        return encoder_forward_unpadded(params, cfg, ids, seg, mask, rng, ops)
-    return encoder_forward(params, cfg, ids, seg, mask, rng, ops)
+        return encoder_forward_unpadded(params, cfg, ids, seg, mask, rng, ops, causal=causal)
+    return encoder_forward(params, cfg, ids, seg, mask, rng, ops, causal=causal)
+
+
+def run_causal_encoder(params, cfg, ids, seg, mask, rng, ops, unpad=True):
+    return run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad, causal=True)
 
 
 def run_encoder_backward(dseq, cache, cfg, grads, ops):
@@ -99,9 +107,35 @@ class Encoder(NamedTuple):
     forward: Callable  # (params, cfg, ids, seg, mask, rng, ops, unpad) -> sequence_output (B, T, C), cache
     backward: Callable  # (dseq (B, T, C), cache, cfg, grads, ops) -> grads, the encoder's added
     head_dropout: str  # the config field of the dropout before the classifiers
+    pool_last: bool = False  # the pooled heads read the last real token instead of [CLS] (position 0)
 
 
 BERT_ENCODER = Encoder(run_encoder, run_encoder_backward, "hidden_dropout_prob")
+# The paper's "LTR & No NSP" model fine-tuned as it was pretrained, left to right (its Table 5;
+# lifting the mask hurt, the paper says). Under that mask [CLS] sees only itself, so the pooled
+# heads read the last real token, the one that has seen the whole input, as OpenAI GPT does.
+# The backward is BERT's: the attention backward is the same for both masks.
+CAUSAL_ENCODER = Encoder(run_causal_encoder, run_encoder_backward, "hidden_dropout_prob", pool_last=True)
+
+
+# The paper's "LTR & No NSP + BiLSTM" row: a randomly initialised BiLSTM (C/2 each way, so the
+# heads still read C numbers per position) on top of the left-to-right encoder, trained with it.
+# Its backward direction gives every position the right-hand context back; the pooled heads read
+# [CLS] again (the BiLSTM's backward half there has read the whole input).
+def run_causal_bilstm_encoder(params, cfg, ids, seg, mask, rng, ops, unpad=True):
+    seq, enc = run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad, causal=True)  # (B, T, C)
+    out, lstm = bilstm_forward(seq, mask, params, "lstm")  # (B, T, C)
+    return out, (enc, lstm)
+
+
+def run_bilstm_encoder_backward(dseq, cache, cfg, grads, ops):
+    enc, lstm = cache
+    dx, lstm_grads = bilstm_backward(dseq, lstm)  # dx (B, T, C)
+    grads.update(lstm_grads)
+    return run_encoder_backward(dx, enc, cfg, grads, ops)
+
+
+CAUSAL_BILSTM_ENCODER = Encoder(run_causal_bilstm_encoder, run_bilstm_encoder_backward, "hidden_dropout_prob")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,6 +150,7 @@ class TaskCache(NamedTuple):
     head: ClassifierCache
     loss: Any  # cross-entropy / MSE cache(s)
     encoder: Encoder = BERT_ENCODER  # the encoder that ran: its backward undoes it
+    pool_at: Any = None  # (B',) the position each row's pooler read (None: [CLS], position 0)
 
 
 def _flatten_choices(a, name):
@@ -147,9 +182,13 @@ def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mas
     seq, enc = encoder.forward(params, cfg, ids, seg, mask, rng, ops, unpad)  # (B', T, C)
     p_drop = getattr(cfg, encoder.head_dropout)
     B_, T, C = seq.shape
-    pool = pool_out = None
+    pool = pool_out = pool_at = None
     if task in ("sequence", "choice"):
-        pool_out, pool = pooler_forward(params, seq, ops)  # (B', C)
+        if encoder.pool_last:  # the last real token of each row: (B', 1, C) for the pooler
+            pool_at = mask.sum(axis=1).astype(np.int64) - 1  # (B',)
+            pool_out, pool = pooler_forward(params, seq[np.arange(B_), pool_at][:, None], ops)  # (B', C)
+        else:
+            pool_out, pool = pooler_forward(params, seq, ops)  # (B', C)
         logits, head = classifier_forward(pool_out, params["cls.w"], params["cls.b"], p_drop,
                                           rng, ops)  # (B', K)
         if task == "choice":
@@ -161,7 +200,7 @@ def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mas
     else:  # qa: no dropout before qa_outputs
         logits, head = classifier_forward(seq.reshape(B_ * T, C), params["qa.w"], params["qa.b"], 0.0, None, ops)
         logits = logits.reshape(B_, T, 2)  # (B, T, 2)
-    return logits, TaskCache(task, (B_, T, C), enc, pool, pool_out, head, None, encoder)
+    return logits, TaskCache(task, (B_, T, C), enc, pool, pool_out, head, None, encoder, pool_at)
 
 
 def _labels(batch, key, shape=None):
@@ -220,7 +259,10 @@ def task_backward(params, cfg, cache: TaskCache, ops=layers):
         dpre = dx * (1.0 - cache.pool_out * cache.pool_out)  # (B', C)
         dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, cache.pool)  # (B', C)
         dseq = np.zeros((B_, T, C), dtype=dcls.dtype)  # (B', T, C): only [CLS] feeds the head
-        dseq[:, 0] = dcls
+        if cache.pool_at is None:
+            dseq[:, 0] = dcls
+        else:  # the causal encoder's pooled position: each row's last real token
+            dseq[np.arange(B_), cache.pool_at] = dcls
     else:  # token and qa: every position feeds the head
         dseq = dx.reshape(B_, T, C)  # (B, T, C)
     grads = cache.encoder.backward(dseq, cache.enc, cfg, grads, ops)
@@ -242,13 +284,15 @@ def task_loss_backward(cache, ops=layers):
     return dlogits.reshape(-1, K)  # (N, K)
 
 
-def encoder_layers(params, cfg, ids, seg, mask, ops=layers):
+def encoder_layers(params, cfg, ids, seg, mask, ops=layers, causal=False):
     """The hidden states after the embeddings and after every block (no dropout):
-    a list of L + 1 arrays (B, T, C); [-1] is the last layer's output (feature-based use)."""
+    a list of L + 1 arrays (B, T, C); [-1] is the last layer's output (feature-based use).
+    causal=True: left-to-right attention, as run_encoder's."""
+    attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
     e, _ = ops.embedding_forward(ids, seg, params["tok_emb"], params["seg_emb"], params["pos_emb"])  # (B, T, C)
     x, _ = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, C)
     states = [x]
     for l in range(cfg.num_hidden_layers):
-        x, _ = block_forward(params, cfg, l, x, mask, None, ops)  # (B, T, C)
+        x, _ = block_forward(params, cfg, l, x, mask, None, ops, attend)  # (B, T, C)
         states.append(x)
     return states

@@ -25,7 +25,9 @@ import numpy as np
 
 from minibert import checkpoint
 from minibert.backend import get_ops
-from minibert.finetune.heads import BERT_ENCODER, encoder_layers, task_backward, task_forward, task_logits
+from minibert.finetune.bilstm import bilstm_params
+from minibert.finetune.heads import BERT_ENCODER, CAUSAL_BILSTM_ENCODER, CAUSAL_ENCODER, encoder_layers, \
+    task_backward, task_forward, task_logits
 from minibert.model import HEAD_GROUPS, BertConfig, _train_rng, check_inputs, check_params, init_params, \
     param_shapes, truncated_normal
 
@@ -42,6 +44,12 @@ class TaskKeys:
     id2label: dict | None = None
     label2id: dict | None = None
     problem_type: str | None = None  # "single_label_classification" or "regression" (sequence heads)
+    # minibert's own keys, written only when true: fine-tuned left to right (an "ltr" model, the
+    # paper's Table 5; heads.CAUSAL_ENCODER), and with a BiLSTM on top (its "+ BiLSTM" row; the
+    # lstm.* tensors are saved as bilstm.*). transformers ignores both and would run the plain
+    # bidirectional encoder.
+    causal: bool = False
+    bilstm: bool = False
 
     def __post_init__(self):
         super().__post_init__()
@@ -54,6 +62,10 @@ class TaskKeys:
         d.update(id2label={str(k): v for k, v in self.id2label.items()}, label2id=dict(self.label2id))
         if self.problem_type is not None:
             d["problem_type"] = self.problem_type
+        if self.causal:
+            d["causal"] = True
+        if self.bilstm:
+            d["bilstm"] = True
         return d
 
     @classmethod
@@ -107,6 +119,8 @@ class _TaskModel:
         self.config = self._task_config(config, num_labels=num_labels)
         self.dtype = np.dtype(dtype)
         self.params = self._init_params(seed) if params is None else params
+        if self.config.causal:
+            self.make_causal(bilstm=self.config.bilstm, seed=seed)
         self._check_params()
         self.vocab_path = None  # set by from_pretrained; predict() builds its tokenizer from it
         self.do_lower_case = True
@@ -114,6 +128,29 @@ class _TaskModel:
     @property
     def head_outputs(self) -> int:
         return self.config.num_labels
+
+    def make_causal(self, bilstm: bool = False, seed: int = 0):
+        """Fine-tune and predict with left-to-right attention, as an "ltr" model was pretrained
+        (the pooled heads then read the last real token); config.json records it. bilstm=True:
+        a new BiLSTM on top (the paper's "LTR & No NSP + BiLSTM"), initialised here unless the
+        parameters already hold it (a fine-tuned checkpoint)."""
+        if type(self).encoder is not BERT_ENCODER:
+            raise ValueError(f"{type(self).__name__}: causal (left-to-right) fine-tuning is for BERT's encoder only")
+        if bilstm and self.config.hidden_size % 2:
+            raise ValueError(f"bilstm: hidden_size {self.config.hidden_size} must be even (C/2 each way)")
+        self.encoder = CAUSAL_BILSTM_ENCODER if bilstm else CAUSAL_ENCODER
+        self.config.causal, self.config.bilstm = True, bool(bilstm)
+        if bilstm and "lstm.fwd.wx" not in self.params:
+            C = self.config.hidden_size
+            self.params.update(bilstm_params(np.random.default_rng([seed, 2]), C, C // 2, "lstm", self.dtype))
+        return self
+
+    def _bilstm_shapes(self) -> dict[str, tuple]:
+        if not getattr(self.config, "bilstm", False):
+            return {}
+        C, H = self.config.hidden_size, self.config.hidden_size // 2
+        return {f"lstm.{d}.{n}": s for d in ("fwd", "bwd") for n, s in (("wx", (C, 4 * H)), ("wh", (H, 4 * H)),
+                                                                          ("b", (4 * H,)))}
 
     # -- the encoder's: config, parameters, checkpoint reading and names ------------------
     @classmethod
@@ -154,6 +191,7 @@ class _TaskModel:
                   if k.split(".", 1)[0] not in self.head_groups or (self.pooled and k.startswith("pool."))}
         shapes.update({f"{self.head}.w": (self.config.hidden_size, self.head_outputs),
                        f"{self.head}.b": (self.head_outputs,)})
+        shapes.update(self._bilstm_shapes())
         return shapes
 
     def _check_params(self):
@@ -219,7 +257,7 @@ class _TaskModel:
         """Feature-based use (paper §5.3): the embeddings' output and every layer's, a list of
         L + 1 arrays (B, T, C), with dropout off. [-4:] are the last four layers."""
         ids, seg, mask = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
-        return encoder_layers(self.params, self.config, ids, seg, mask, self.ops)
+        return encoder_layers(self.params, self.config, ids, seg, mask, self.ops, causal=self.config.causal)
 
     # -- checkpoints -----------------------------------------------------------------------
     def read_params(self, directory) -> dict:

@@ -286,3 +286,46 @@ def nextsent_examples(documents: list[list[str]], seed: int, num_choices: int = 
                 endings[slot] = choice
             examples.append(ChoiceExample(doc[i], endings, int(order[0]), where))
     return examples
+
+
+# punct: punctuation restoration, a token task built offline from any corpus of documents
+PUNCT_TAGS = {",": "B-COMMA", ".": "B-PERIOD", "?": "B-PERIOD", "!": "B-PERIOD", ":": "B-COLON", ";": "B-COLON"}
+_TRAILING_PUNCT = re.compile(r"^(.*?)([.,;:!?]+)$")
+
+
+def punct_example(text: str, where: str) -> TaggedExample | None:
+    """One text with its sentence punctuation taken out, each word tagged with the mark that
+    followed it: B-COMMA (","), B-PERIOD (". ? !"), B-COLON (": ;"), or O. Only marks at the end
+    of a whitespace-separated word count ("os.path" keeps its dots; a mark standing alone goes to
+    the word before it). Every tag is a one-word BIO "entity", so entity P/R/F1 scores it.
+
+    >>> e = punct_example("First, open it. Then read:", "f:1")
+    >>> e.words, e.tags
+    (['First', 'open', 'it', 'Then', 'read'], ['B-COMMA', 'O', 'B-PERIOD', 'O', 'B-COLON'])
+    """
+    words, tags = [], []
+    for token in text.split():
+        m = _TRAILING_PUNCT.match(token)
+        word, mark = (m.group(1), m.group(2)[-1]) if m else (token, None)
+        if word:
+            words.append(word)
+            tags.append("O")
+        if mark is not None and words:
+            tags[-1] = PUNCT_TAGS[mark]
+    return TaggedExample(words, tags, where) if words else None
+
+
+def punct_examples(documents: list[list[str]], sentences_per_example: int = 2,
+                   source: str = "documents") -> list[TaggedExample]:
+    """Punctuation restoration from documents (lists of sentences): each run of
+    `sentences_per_example` consecutive sentences of a document is one example (punct_example),
+    so the model must find where one sentence ends and the next begins, not only tag the last
+    word. Deterministic: no sampling."""
+    examples = []
+    for d, doc in enumerate(documents):
+        for i in range(0, len(doc), sentences_per_example):
+            e = punct_example(" ".join(doc[i:i + sentences_per_example]),
+                              f"{source}: document {d + 1}, sentence {i + 1}")
+            if e is not None:
+                examples.append(e)
+    return examples

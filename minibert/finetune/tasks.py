@@ -17,6 +17,9 @@ Built-in tasks (`TASKS`), and the files each reads from its data directory:
     swag      choice          swag         train.csv, val.csv (or dev.csv)   accuracy
     nextsent  choice          nextsent     train.txt, heldout.txt    accuracy
               (offline "which sentence comes next"; default: the default pretraining corpus)
+    punct     token           punct        train.txt, heldout.txt    tag precision/recall/F1
+              (offline punctuation restoration: the marks taken out, each word tagged with
+              the one that followed it; default: the default pretraining corpus)
 
 `generic_task(format)` makes the same for a learner's own files in one of the formats.
 
@@ -41,11 +44,12 @@ from minibert.finetune.features import (IGNORE_INDEX, choice_features,  # noqa: 
                                         classification_features, token_features, trim,
                                         word_predictions)
 from minibert.finetune.readers import (ChoiceExample, TaggedExample, TextExample,  # noqa: F401
-                                       label_list, nextsent_examples, read_conll, read_glue,
-                                       read_swag)
+                                       label_list, nextsent_examples, punct_examples, read_conll,
+                                       read_glue, read_swag)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-FORMATS = ("glue-single", "glue-pair", "conll", "swag", "nextsent")
+FORMATS = ("glue-single", "glue-pair", "conll", "swag", "nextsent", "punct")
+CORPUS_FORMATS = ("nextsent", "punct")  # built from documents; default data: the default corpus
 
 
 @dataclass(frozen=True)
@@ -81,6 +85,8 @@ TASKS = {
                  ("accuracy",), "accuracy"),
     "nextsent": Task("nextsent", "choice", "nextsent", ("train.txt",), ("heldout.txt",),
                      ("accuracy",), "accuracy"),
+    "punct": Task("punct", "token", "punct", ("train.txt",), ("heldout.txt",),
+                  ("precision", "recall", "f1"), "f1"),
 }
 NEXTSENT_TRAIN_PER_DOC = 2  # nextsent: examples per train document (all positions for dev)
 
@@ -132,7 +138,7 @@ def find_file(data_dir: Path, names: tuple[str, ...], split: str, task: Task) ->
 def task_paths(task: Task, data_dir=None, train_path=None, dev_path=None) -> tuple[Path, Path]:
     """(train, dev) paths: explicit paths win, else the task's file names in data_dir."""
     directory = Path(data_dir) if data_dir is not None else task.default_dir
-    if directory is None and task.format == "nextsent":
+    if directory is None and task.format in CORPUS_FORMATS:
         from minibert.corpus import ensure_default_corpus
         directory = Path(ensure_default_corpus().train).parent
     if directory is None and (train_path is None or dev_path is None):
@@ -174,6 +180,8 @@ def read_examples(task: Task, path: Path, split: str, seed: int = 0) -> list:
     if task.format == "swag":
         return read_swag(path)
     from minibert.corpus import read_documents
+    if task.format == "punct":
+        return punct_examples(read_documents(path), source=str(path))
     per_doc = NEXTSENT_TRAIN_PER_DOC if split == "train" else None
     return nextsent_examples(read_documents(path), seed=seed + (split != "train"),
                              max_per_doc=per_doc, source=str(path))

@@ -71,8 +71,11 @@ class FinetuneConfig:
     max_train_examples: int = 0  # use only the first N training features (0 = all)
     doc_stride: int = 128  # SQuAD
     frozen: str | None = None  # feature-based token tagging: last | second_to_last | embeddings | sum4 | concat4
+    frozen_tagger: str = "linear"  # on the frozen features: linear | bilstm (the paper's, one layer)
     max_query_length: int = 64  # SQuAD
     strict_length: bool = False  # an example longer than max_seq_length is an error instead of cut
+    causal: bool = False  # left-to-right attention, as an "ltr" model was pretrained (heads.CAUSAL_ENCODER)
+    bilstm: bool = False  # with causal: a new BiLSTM on top, the paper's "LTR & No NSP + BiLSTM"
 
     def validate(self) -> None:
         for k in ("batch_size", "max_seq_length", "log_interval", "eval_per_epoch"):
@@ -84,6 +87,12 @@ class FinetuneConfig:
             raise ValueError(f"warmup ({self.warmup}) and dropout ({self.dropout}) must be in [0, 1)")
         if self.minutes < 0 or self.max_train_examples < 0:
             raise ValueError("minutes and max_train_examples must be >= 0")
+        if self.frozen_tagger not in ("linear", "bilstm"):
+            raise ValueError(f"frozen_tagger={self.frozen_tagger!r} must be 'linear' or 'bilstm'")
+        if self.bilstm and not self.causal:
+            raise ValueError("--bilstm goes with --causal (the paper's LTR & No NSP + BiLSTM)")
+        if self.frozen_tagger != "linear" and not self.frozen:
+            raise ValueError(f"--frozen-tagger {self.frozen_tagger} goes with --frozen (the feature-based approach)")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -165,7 +174,15 @@ HEAD_OF_KIND = {"classification": "BertForSequenceClassification", "regression":
 
 def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
     """-> (model, tokenizer). --init DIR: its encoder and vocabulary; --init none: the tiny
-    preset's architecture, randomly initialised, with --vocab or the default corpus's vocabulary."""
+    preset's architecture, randomly initialised, with --vocab or the default corpus's vocabulary.
+    cfg.causal: the model attends left to right (make_causal)."""
+    model, tokenizer = _load_model(cfg, kind, num_labels, id2label)
+    if cfg.causal:
+        model.make_causal(bilstm=cfg.bilstm, seed=cfg.seed)
+    return model, tokenizer
+
+
+def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
     from minibert.finetune.models import CLASSES
     from minibert.tokenizer import BertTokenizer
 
