@@ -13,6 +13,7 @@ With one seed there is no spread to compare with, and nothing is distinguishable
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import NamedTuple
 
@@ -66,7 +67,7 @@ def read_cells(out: Path) -> list[dict]:
 def summarize(cells: list[dict], variants: list[str], tasks: list[str]) -> dict:
     """-> {variant: {task: Summary, "_pretrain": Summary of the held-out LM accuracy, "_steps":
     Summary of the pretraining steps (equal wall-clock gives unequal steps: a slower model, or a
-    busier machine, takes fewer)}}"""
+    busier machine, takes fewer), "_seconds": Summary of the pretraining seconds}}"""
     out: dict = {}
     for v in variants:
         row = {}
@@ -82,6 +83,10 @@ def summarize(cells: list[dict], variants: list[str], tasks: list[str]) -> dict:
         steps = dict(sorted({c["seed"]: c["pretrain"]["steps"] for c in cells if c["variant"] == v}.items()))
         if steps:
             row["_steps"] = summarize_scores(list(steps.values()), list(steps))
+        secs = dict(sorted({c["seed"]: c["pretrain"].get("seconds") for c in cells if c["variant"] == v}.items()))
+        secs = {s: t for s, t in secs.items() if t is not None}
+        if secs:
+            row["_seconds"] = summarize_scores(list(secs.values()), list(secs))
         out[v] = row
     return out
 
@@ -114,6 +119,7 @@ def build(out: Path, study, variants: list, downstream: list, plan, baselines: d
             "tasks": tasks, "metrics": {t: _metric(cells, t) for t in tasks},
             "results": {v: {t: s._asdict() for t, s in row.items()} for v, row in summary.items()},
             "baselines": baselines, "claims": claims, "notes": notes, "failed": failed,
+            "parameters": parameters(out, variants, plan.seeds),
             "cells_done": len(cells)}
 
 
@@ -123,7 +129,7 @@ def _metric(cells: list[dict], task: str) -> str:
 
 def markdown(r: dict) -> str:
     tasks = r["tasks"]
-    head = (["variant", "pretraining steps", "held-out LM acc. (masked; LTR: next token)"]
+    head = (["variant", "parameters", "pretraining steps", "ms per step", "held-out LM acc. (masked; LTR: next token)"]
             + [f"{t} ({r['metrics'][t]})" for t in tasks])
     lines = [f"# ablate {r['study']}: {r['title']}", "",
              (f"Pretraining {r['plan']['steps']} steps per variant and seed (equal steps), " if r["plan"].get("steps")
@@ -138,11 +144,16 @@ def markdown(r: dict) -> str:
         steps = Summary(**row["_steps"]) if "_steps" in row else None
         shown = "-" if steps is None else (f"{steps.mean:.0f}" if steps.n == 1 else
                                            f"{steps.mean:.0f} ({steps.min:.0f}-{steps.max:.0f})")
-        lines.append("| " + " | ".join([v["label"], shown, get("_pretrain")] + [get(t) for t in tasks]) + " |")
-    base = ["constant answer", "", ""] + [
+        ms = (f"{1000 * row['_seconds']['mean'] / steps.mean:.0f}" if steps is not None and steps.mean
+              and "_seconds" in row else "-")
+        lines.append("| " + " | ".join([v["label"], _count(r.get("parameters", {}).get(v["name"])), shown, ms,
+                                        get("_pretrain")] + [get(t) for t in tasks]) + " |")
+    base = ["constant answer", "", "", "", ""] + [
         f"{100 * r['baselines'][t]['score']:.1f} (always {r['baselines'][t]['answer']})"
         if r["baselines"].get(t) else "-" for t in tasks]
     lines.append("| " + " | ".join(base) + " |")
+    lines += ["", "Parameters: the pretrained model's tensors (ELECTRA: the discriminator, + its generator); "
+                  "ms per step: pretraining wall-clock over steps, evaluations included."]
     if r["claims"]:
         lines += ["", "The paper's claims at this scale (a difference within the seed spread is not distinguishable):", ""]
         lines += [f"- {c['claim']}, on {c['task']}: **{c['verdict']}** ({c['why']})" for c in r["claims"]]
@@ -154,6 +165,36 @@ def markdown(r: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _count(p: dict | None) -> str:
+    if not p:
+        return "-"
+    text = f"{p['model'] / 1e6:.2f}M"
+    return text + (f" (+{p['generator'] / 1e6:.2f}M generator)" if p.get("generator") else "")
+
+
+def tensor_elements(path: Path) -> int:
+    """The number of parameters in a .safetensors file, from its JSON header (no tensor is read)."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        header = json.loads(f.read(n))
+    return sum(math.prod(t["shape"]) for k, t in header.items() if k != "__metadata__")
+
+
+def parameters(out: Path, variants: list, seeds) -> dict:
+    """-> {variant: {"model": n, "generator": n or None}} from the first seed's pretrained model
+    (out/pretrain/NAME/seed-S/model.safetensors; the `steps` study's snapshots have none)."""
+    counts = {}
+    for v in variants:
+        for s in seeds:
+            path = out / "pretrain" / v.name / f"seed-{s}" / "model.safetensors"
+            if path.is_file():
+                gen = path.parent / "generator" / "model.safetensors"
+                counts[v.name] = {"model": tensor_elements(path),
+                                  "generator": tensor_elements(gen) if gen.is_file() else None}
+                break
+    return counts
+
+
 def plot(r: dict, path: Path) -> Path | None:
     """One panel per task: each variant's mean with its min-max bar and every seed's point, the
     constant answer as a dashed line (for `steps`, the score against the fraction of the schedule)."""
@@ -163,31 +204,71 @@ def plot(r: dict, path: Path) -> Path | None:
     tasks = [t for t in r["tasks"] if any(t in row for row in r["results"].values())]
     if not tasks:
         return None
+    if r["study"] == "steps":
+        return _plot_against_time(r, tasks, path)
     fig = Figure(figsize=(max(5.5, 1.5 * len(r["variants"])) * len(tasks), 4.2))
     FigureCanvasAgg(fig)
     for i, t in enumerate(tasks):
         ax = fig.add_subplot(1, len(tasks), i + 1)
-        xs, labels = [], []
+        labels = []
         for j, v in enumerate(r["variants"]):
             s = r["results"].get(v["name"], {}).get(t)
-            labels.append(v["label"] if r["study"] != "steps" else v["name"])
+            labels.append(v["label"])
             if s is None:
                 continue
-            xs.append((j, s))
             ax.errorbar([j], [100 * s["mean"]], yerr=[[100 * (s["mean"] - s["min"])], [100 * (s["max"] - s["mean"])]],
                         fmt="o", ms=7, capsize=4, color="C0")
             ax.plot([j] * len(s["scores"]), [100 * x for x in s["scores"]], "x", color="C1", ms=5)
-        if r["study"] == "steps" and len(xs) > 1:
-            ax.plot([j for j, _ in xs], [100 * s["mean"] for _, s in xs], "-", color="C0", lw=1)
-        b = r["baselines"].get(t)
-        if b:
-            ax.axhline(100 * b["score"], ls="--", color="gray", lw=1, label=f"always {b['answer']}")
-            ax.legend(fontsize=8)
+        _baseline_line(ax, r, t)
         ax.set_xticks(range(len(labels)))
         ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
         ax.set(title=f"{t}: dev {r['metrics'][t]} x 100", ylabel="mean, min-max (x: each seed)")
         ax.grid(alpha=0.3)
     fig.suptitle(f"ablate {r['study']}: {r['title']}", fontsize=10)
+    fig.tight_layout()
+    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
+
+
+def _baseline_line(ax, r: dict, t: str) -> None:
+    b = r["baselines"].get(t)
+    if b:
+        ax.axhline(100 * b["score"], ls="--", color="gray", lw=1, label=f"always {b['answer']}")
+    ax.legend(fontsize=8)
+
+
+PRESET_NAMES = {"tiny": "BERT (tiny; at 0: no pretraining)", "electra-tiny": "ELECTRA (electra-tiny)"}
+
+
+def _plot_against_time(r: dict, tasks: list[str], path: Path) -> Path:
+    """`steps`: the score against the pretraining time (mean seconds over seeds at each snapshot),
+    one line per preset (BERT's MLM + NSP, ELECTRA's replaced-token detection), min-max bars."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.5 * len(tasks), 4.4))
+    FigureCanvasAgg(fig)
+    presets = list(dict.fromkeys(v["preset"] for v in r["variants"]))
+    for i, t in enumerate(tasks):
+        ax = fig.add_subplot(1, len(tasks), i + 1)
+        for k, preset in enumerate(presets):
+            pts = []
+            for v in r["variants"]:
+                row = r["results"].get(v["name"], {})
+                if v["preset"] == preset and t in row and "_seconds" in row:
+                    pts.append((row["_seconds"]["mean"] / 60, row[t]))
+            if not pts:
+                continue
+            pts.sort(key=lambda p: p[0])
+            x = [p[0] for p in pts]
+            y = [100 * s["mean"] for _, s in pts]
+            err = [[100 * (s["mean"] - s["min"]) for _, s in pts], [100 * (s["max"] - s["mean"]) for _, s in pts]]
+            ax.errorbar(x, y, yerr=err, fmt="o-", ms=6, capsize=4, color=f"C{k}",
+                        label=PRESET_NAMES.get(preset, preset))
+        _baseline_line(ax, r, t)
+        ax.set(title=f"{t}: dev {r['metrics'][t]} x 100", xlabel="pretraining minutes (mean over seeds)",
+               ylabel="mean, min-max over seeds")
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"ablate steps: {r['title']}", fontsize=10)
     fig.tight_layout()
     return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
 

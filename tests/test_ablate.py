@@ -46,6 +46,8 @@ def _plan(files, out, **kw) -> A.Plan:
     settings = {k: files[k] for k in ("corpus", "heldout", "vocab", "data_cache")}
     base = dict(study="tasks", out=str(out), minutes=0.05, seeds=(0, 1), tasks=("nextsent",), data_root=files["root"],
                 pretrain_settings=settings, verbose=False)
+    if kw.get("study", "tasks") == "tasks":  # the three variants these tests were written for (not + BiLSTM)
+        base["variants"] = ("bert", "no-nsp", "ltr")
     base.update(kw)
     return A.Plan(**base)
 
@@ -61,15 +63,16 @@ class Fake:
         return {"steps": 10, "total_steps": 10, "status": "budget", "seconds": 1.0, "heldout_lm_acc": 0.1 + 0.01 * seed,
                 "heldout_nsp_acc": 0.5}
 
-    def finetune(self, plan, model_dir, d, seed, out):
-        self.finetuned.append((model_dir.parent.name, seed, d.name))
-        return {"metric": "accuracy", "score": self.scores(model_dir.parent.name, seed, d.name), "scores": {},
+    def finetune(self, plan, model_dir, d, seed, out, extra=()):
+        variant = out.parent.parent.name  # OUT/finetune/VARIANT/seed-S/TASK
+        self.finetuned.append((variant, seed, d.name))
+        return {"metric": "accuracy", "score": self.scores(variant, seed, d.name), "scores": {},
                 "best_step": 1, "steps": 1, "total_steps": 1, "status": "done", "seconds": 0.1, "frozen": None}
 
 
 @pytest.fixture
 def fake(monkeypatch):
-    table = {"bert": 0.60, "no-nsp": 0.50, "ltr": 0.40}
+    table = {"bert": 0.60, "no-nsp": 0.50, "ltr": 0.40, "ltr-bilstm": 0.45, "scratch": 0.30}
     f = Fake(lambda v, s, t: table[v] + 0.01 * s)
     monkeypatch.setattr(A, "pretrain", f.pretrain)
     monkeypatch.setattr(A, "finetune", f.finetune)
@@ -92,8 +95,46 @@ def test_ablate_run_writes_every_cell_and_the_table(fake, files, tmp_path):
     # differences of 0.10 against a seed spread of 0.01: both claims reproduced
     assert [c["verdict"] for c in r["claims"]] == [R.REPRODUCED, R.REPRODUCED]
     table = (out / "table.md").read_text()
-    assert "| BERT (MLM + NSP) | 10 (10-10) | 10.5 (10.0-11.0) | 60.5 (60.0-61.0) |" in table and "LTR: next token" in table
+    # no model file from the fake pretraining: parameters "-"; 1.0 s over 10 steps: 100 ms per step
+    assert "| BERT (MLM + NSP) | - | 10 (10-10) | 100 | 10.5 (10.0-11.0) | 60.5 (60.0-61.0) |" in table
+    assert "LTR: next token" in table
     assert "25.0 (always choice 0)" in table and (out / "plot.png").stat().st_size > 1000
+
+
+def test_ltr_bilstm_fine_tunes_the_ltr_run_with_a_bilstm(fake, files, tmp_path, monkeypatch):
+    """Table 5's "+ BiLSTM" row is the LTR model fine-tuned with a BiLSTM on top: its cells read
+    the ltr variant's pretraining directory (no second run) and pass bilstm=True to fine-tuning."""
+    calls = []
+    real = fake.finetune
+
+    def recording(plan, model_dir, d, seed, out, extra=()):
+        calls.append((out.parent.parent.name, model_dir.parent.name, dict(extra)))
+        return real(plan, model_dir, d, seed, out, extra)
+
+    monkeypatch.setattr(A, "finetune", recording)
+    out = tmp_path / "abl"
+    assert A.run(_plan(files, out, seeds=(0,), variants=("ltr", "ltr-bilstm"))) == 0
+    assert calls == [("ltr", "ltr", {}), ("ltr-bilstm", "ltr", {"bilstm": True})]
+    assert A.STUDIES["tasks"].default_variants == ("bert", "no-nsp", "ltr", "ltr-bilstm", "scratch")
+
+
+def test_every_study_has_the_random_init_control(fake, files, tmp_path, monkeypatch):
+    """`scratch` fine-tunes `--init none` (no pretraining run) with the study's settings: a row
+    whose pretraining columns are empty, the yardstick of what pretraining bought."""
+    seen = []
+    real = fake.finetune
+
+    def recording(plan, model_dir, d, seed, out, extra=()):
+        seen.append(str(model_dir))
+        return real(plan, model_dir, d, seed, out, extra)
+
+    monkeypatch.setattr(A, "finetune", recording)
+    assert all(s.default_variants[-1] == "scratch" for s in A.STUDIES.values())
+    out = tmp_path / "abl"
+    assert A.run(_plan(files, out, seeds=(0,), variants=("bert", "scratch"))) == 0
+    assert fake.pretrained == [("bert", 0)] and seen[1] == "none"
+    row = next(line for line in (out / "table.md").read_text().splitlines() if line.startswith("| no pretraining"))
+    assert row == "| no pretraining (random init) | - | 0 | - | - | 30.0 (1 seed) |"
 
 
 def test_ablate_resume_skips_finished_cells(fake, files, tmp_path):
@@ -112,7 +153,7 @@ def test_ablate_interrupted_cell_loses_only_that_cell(fake, files, tmp_path, mon
     out = tmp_path / "abl"
     real = fake.finetune
 
-    def stop_at_third(plan, model_dir, d, seed, o):
+    def stop_at_third(plan, model_dir, d, seed, o, extra=()):
         if len(fake.finetuned) == 2:
             raise KeyboardInterrupt
         return real(plan, model_dir, d, seed, o)
@@ -227,7 +268,7 @@ def test_ablate_steps_study_snapshots_one_run_at_each_fraction(files, tmp_path, 
     snapshot is fine-tuned (faked here) from the model of its own step."""
     seen = []
 
-    def fake_finetune(plan, model_dir, d, seed, out):
+    def fake_finetune(plan, model_dir, d, seed, out, extra=()):
         seen.append(json.loads((model_dir / A.SNAPSHOT_FILE).read_text())["steps"])
         assert (model_dir / "model.safetensors").is_file() and (model_dir / "vocab.txt").is_file()
         return {"metric": "accuracy", "score": 0.5, "scores": {}, "best_step": 1, "steps": 1, "total_steps": 1,
@@ -236,12 +277,85 @@ def test_ablate_steps_study_snapshots_one_run_at_each_fraction(files, tmp_path, 
     monkeypatch.setattr(A, "finetune", fake_finetune)
     monkeypatch.setattr(A, "constant_baseline", lambda plan, d, vocab: None)
     out = tmp_path / "steps"
-    plan = _plan(files, out, study="steps", seeds=(0,), minutes=0.01,
+    plan = _plan(files, out, study="steps", seeds=(0,), minutes=0.01, variants=("at-25", "at-50", "at-75", "at-100"),
                  pretrain_settings={**_plan(files, out).pretrain_settings, **SMALL, "steps": 8})
     assert A.run(plan) == 0
     total = json.loads(A.cell_path(out, "at-100", 0, "nextsent").read_text())["pretrain"]["total_steps"]
     assert total >= 4 and seen == sorted(seen) and len(set(seen)) == 4  # four different checkpoints, in order
     assert seen[-1] == total and seen[1] == round(total / 2)
+
+
+def test_steps_study_snapshots_each_preset_in_its_own_run_and_plots_against_time(files, tmp_path, monkeypatch):
+    """BERT's and ELECTRA's fractions of the `steps` study come from two runs per seed (one per
+    preset), and the plot puts each preset's scores against its pretraining minutes."""
+    runs = []
+
+    def fake_snapshots(plan, v, seed, run_dir):
+        runs.append((v.name, v.preset, run_dir.parent.name))
+        snap = run_dir / v.name
+        snap.mkdir(parents=True, exist_ok=True)
+        minutes = 4 * v.fraction
+        (snap / A.SNAPSHOT_FILE).write_text(json.dumps({"steps": round(100 * v.fraction), "total_steps": 100,
+                                                         "status": "done", "seconds": 60 * minutes,
+                                                         "heldout_lm_acc": 0.1, "heldout_nsp_acc": None}))
+        return snap
+
+    def fake_finetune(plan, model_dir, d, seed, out, extra=()):
+        score = 0.3 + 0.1 * json.loads((model_dir / A.SNAPSHOT_FILE).read_text())["steps"] / 100
+        return {"metric": "accuracy", "score": score + 0.01 * seed, "scores": {}, "best_step": 1, "steps": 1,
+                "total_steps": 1, "status": "done", "seconds": 0.1, "frozen": None}
+
+    monkeypatch.setattr(A, "pretrain_with_snapshots", fake_snapshots)
+    monkeypatch.setattr(A, "finetune", fake_finetune)
+    monkeypatch.setattr(A, "constant_baseline", lambda plan, d, vocab: None)
+    out = tmp_path / "steps"
+    plan = _plan(files, out, study="steps", variants=("at-50", "at-100", "electra-at-50", "electra-at-100"))
+    assert A.run(plan) == 0
+    assert {(p, d) for _, p, d in runs} == {("tiny", "steps"), ("electra-tiny", "steps-electra-tiny")}
+    r = json.loads((out / "results.json").read_text())
+    assert r["results"]["electra-at-50"]["_seconds"]["mean"] == pytest.approx(120.0)
+    # both at 100% score 0.40 (+0.01 per seed): not distinguishable within the seed spread
+    electra = next(c for c in r["claims"] if c["better"] == "electra-at-100")
+    assert electra["verdict"] == R.NOT_DISTINGUISHABLE
+    assert (out / "plot.png").stat().st_size > 1000
+
+
+def test_an_ltr_model_is_fine_tuned_left_to_right(tmp_path, monkeypatch):
+    """The paper fine-tuned its LTR model with the causal mask: a cell whose pretraining run
+    recorded objective 'ltr' in run.json fine-tunes with causal=True, the others without."""
+    import minibert.finetune.commands as C
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_build_run(cfg, verbose=True):
+        seen.append(cfg.causal)
+        raise Stop
+
+    monkeypatch.setattr(C, "build_run", fake_build_run)
+    for objective in ("ltr", "mlm"):
+        run = tmp_path / objective
+        run.mkdir()
+        (run / "run.json").write_text(json.dumps({"config": {"objective": objective}}))
+        plan = A.Plan(study="tasks", out=str(tmp_path / "out"), minutes=1.0, seeds=(0,), tasks=("nextsent",))
+        with pytest.raises(Stop):
+            A.finetune(plan, run, A.DOWNSTREAM["nextsent"], 0, tmp_path / "ft" / objective)
+    assert seen == [True, False]
+
+
+def test_parameters_are_counted_from_the_pretrained_files(tmp_path):
+    from safetensors.numpy import save_file
+
+    run = tmp_path / "pretrain" / "electra" / "seed-1"
+    (run / "generator").mkdir(parents=True)
+    save_file({"a": np.zeros((3, 4), np.float32), "b": np.zeros(5, np.float32)}, str(run / "model.safetensors"))
+    save_file({"g": np.zeros((2, 3), np.float32)}, str(run / "generator" / "model.safetensors"))
+    by_name = {v.name: v for v in A.STUDIES["family"].variants}
+    variants = [by_name["electra"], by_name["bert"]]  # bert has no files here
+    assert R.parameters(tmp_path, variants, (0, 1)) == {"electra": {"model": 17, "generator": 6}}
+    assert R._count({"model": 1_234_567, "generator": 300_000}) == "1.23M (+0.30M generator)"
 
 
 def test_finetune_set_is_typed_and_refuses_what_the_ablation_owns():
@@ -255,7 +369,7 @@ def test_finetune_set_is_typed_and_refuses_what_the_ablation_owns():
 def test_a_failing_cell_is_recorded_and_the_others_run(fake, files, tmp_path, monkeypatch):
     real = fake.finetune
 
-    def broken_for_ltr(plan, model_dir, d, seed, out):
+    def broken_for_ltr(plan, model_dir, d, seed, out, extra=()):
         if model_dir.parent.name == "ltr":
             raise KeyError("h0.attn.qkv.w")  # e.g. a model the fine-tuning code cannot read
         return real(plan, model_dir, d, seed, out)
