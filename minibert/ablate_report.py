@@ -106,7 +106,7 @@ def build(out: Path, study, variants: list, downstream: list, plan, baselines: d
     summary = summarize(cells, names, tasks)
     claims = []
     for claim in study.claims:
-        for t in tasks:
+        for t in (t for t in tasks if not claim.tasks or t in claim.tasks):
             a, b = summary.get(claim.better, {}).get(t), summary.get(claim.worse, {}).get(t)
             if a is not None and b is not None:
                 word, why = verdict(a, b)
@@ -186,7 +186,7 @@ def parameters(out: Path, variants: list, seeds) -> dict:
     counts = {}
     for v in variants:
         for s in seeds:
-            path = out / "pretrain" / v.name / f"seed-{s}" / "model.safetensors"
+            path = out / "pretrain" / (v.pretrained_as or v.name) / f"seed-{s}" / "model.safetensors"
             if path.is_file():
                 gen = path.parent / "generator" / "model.safetensors"
                 counts[v.name] = {"model": tensor_elements(path),

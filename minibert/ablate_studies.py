@@ -32,6 +32,7 @@ class Claim:
     better: str
     worse: str
     text: str
+    tasks: tuple = ()  # the downstream tasks the claim is about (() = every task of the study)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +88,10 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
           ("bert", "no-nsp", "ltr", "ltr-bilstm"), ("nextsent", "punct"),
           (Claim("bert", "no-nsp", "NSP helps: BERT above No NSP"),
            Claim("no-nsp", "ltr", "bidirectional helps: No NSP above LTR & No NSP"),
-           Claim("ltr-bilstm", "ltr", "a BiLSTM on the LTR model helps (the paper: on SQuAD; it hurt GLUE)"))),
+           Claim("ltr-bilstm", "ltr", "a BiLSTM on the LTR model helps a token task (the paper: SQuAD)",
+                 ("punct", "wnut17", "squad2")),
+           Claim("ltr", "ltr-bilstm", "a BiLSTM on the LTR model hurts a sentence-level task (the paper: GLUE)",
+                 ("nextsent", "sst2", "rte")))),
     Study("masking", "the masking mix MASK/SAME/RND (the paper's Table 8)",
           tuple(_v(_mix_name(m), f"{_mix_name(m).replace('-', '/')}", paper=_mix_name(m).replace('-', '/'),
                    mask_shares=m) for m in TABLE_8),

@@ -115,6 +115,9 @@ def test_ltr_bilstm_fine_tunes_the_ltr_run_with_a_bilstm(fake, files, tmp_path, 
     out = tmp_path / "abl"
     assert A.run(_plan(files, out, seeds=(0,), variants=("ltr", "ltr-bilstm"))) == 0
     assert calls == [("ltr", "ltr", {}), ("ltr-bilstm", "ltr", {"bilstm": True})]
+    # the paper's two BiLSTM claims are about different tasks: on nextsent only "hurts" is judged
+    claims = json.loads((out / "results.json").read_text())["claims"]
+    assert [(c["better"], c["worse"], c["task"]) for c in claims] == [("ltr", "ltr-bilstm", "nextsent")]
     assert A.STUDIES["tasks"].default_variants == ("bert", "no-nsp", "ltr", "ltr-bilstm", "scratch")
 
 
