@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import NamedTuple
 
-from minibert.checkpoint import atomic_write
+from minibert.checkpoint import atomic_write, read_safetensors_header
 
 NOT_DISTINGUISHABLE = "not distinguishable at this scale"
 REPRODUCED, REVERSED = "reproduced", "reversed"
@@ -173,10 +173,8 @@ def _count(p: dict | None) -> str:
 
 
 def tensor_elements(path: Path) -> int:
-    """The number of parameters in a .safetensors file, from its JSON header (no tensor is read)."""
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(n))
+    """The number of parameters in a .safetensors file, from its checked header (no tensor is read)."""
+    header, _ = read_safetensors_header(path)
     return sum(math.prod(t["shape"]) for k, t in header.items() if k != "__metadata__")
 
 

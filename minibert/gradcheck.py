@@ -607,7 +607,8 @@ def check_bilstm(rng, verbose=True):
     mask = np.ones((B, T))
     mask[1, 4:] = 0
     mask[2, 1:] = 0
-    keys = [f"lstm.{d}.{n}" for d in ("fwd", "bwd") for n in bilstm.NAMES]
+    shapes = bilstm.bilstm_shapes(D, H, "lstm")
+    keys = list(shapes)
 
     def forward(x, **p):
         return bilstm.bilstm_forward(x, mask, {k: p[k.replace(".", "_")] for k in keys})
@@ -616,9 +617,8 @@ def check_bilstm(rng, verbose=True):
         dx, grads = bilstm.bilstm_backward(dout, cache)
         return (dx, *(grads[k] for k in keys))
 
-    shapes = {"wx": (D, 4 * H), "wh": (H, 4 * H), "b": (4 * H,)}
     arrays = {"x": _rand(rng, B, T, D)}
-    arrays.update({k.replace(".", "_"): _rand(rng, *shapes[k.rsplit(".", 1)[1]], scale=0.5) for k in keys})
+    arrays.update({k.replace(".", "_"): _rand(rng, *shapes[k], scale=0.5) for k in keys})
     return _layer_check("bilstm", forward, arrays, backward, rng, verbose)
 
 

@@ -104,16 +104,22 @@ def lstm_backward(dout, cache: LSTMCache):
 NAMES = ("wx", "wh", "b")  # per direction: params[f"{prefix}.fwd.wx"], ...
 
 
+def bilstm_shapes(D: int, H: int, prefix: str = "lstm") -> dict[str, tuple]:
+    """The six tensors of a BiLSTM from D inputs to H units each way, in init order."""
+    return {f"{prefix}.{d}.{n}": shape for d in ("fwd", "bwd")
+            for n, shape in zip(NAMES, ((D, 4 * H), (H, 4 * H), (4 * H,)))}
+
+
 def bilstm_params(rng, D: int, H: int, prefix: str = "lstm", dtype=np.float32, std: float = 0.02) -> dict:
     """wx, wh truncated normal(std), b zeros except the forget gate's, 1.0 (a common LSTM start:
     remember by default)."""
     params = {}
-    for d in ("fwd", "bwd"):
-        b = np.zeros(4 * H, dtype)
-        b[H:2 * H] = 1.0
-        params.update({f"{prefix}.{d}.wx": truncated_normal(rng, (D, 4 * H), std).astype(dtype),
-                       f"{prefix}.{d}.wh": truncated_normal(rng, (H, 4 * H), std).astype(dtype),
-                       f"{prefix}.{d}.b": b})
+    for name, shape in bilstm_shapes(D, H, prefix).items():
+        if name.endswith(".b"):
+            params[name] = np.zeros(shape, dtype)
+            params[name][H:2 * H] = 1.0
+        else:
+            params[name] = truncated_normal(rng, shape, std).astype(dtype)
     return params
 
 

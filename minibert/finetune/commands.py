@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from minibert.checkpoint import read_do_lower_case
+from minibert.finetune.frozen import TAGGERS
 from minibert.finetune.train import RUN_FILE, ClassifierSource, FinetuneConfig, FinetuneRun, load_model
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
@@ -48,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{name}", type=typ, help=help_)
     p.add_argument("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all"),
                    help="feature-based: freeze the encoder, train a linear tagger on these hidden states")
-    p.add_argument("--frozen-tagger", choices=("linear", "bilstm"),
+    p.add_argument("--frozen-tagger", choices=TAGGERS,
                    help="what --frozen trains on the features: a linear layer (default) or, as the paper, a BiLSTM "
                         "then a linear layer")
     p.add_argument("--causal", action="store_true",
@@ -68,10 +69,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def pretrained_objective(init: str) -> str | None:
     """The objective a minibert pretraining run recorded in its run.json (None if there is none)."""
-    path = Path(init) / "run.json"
+    from minibert.run_dir import read_json
+    from minibert.train.runs import RUN_FILE as PRETRAIN_RUN_FILE
+
+    path = Path(init) / PRETRAIN_RUN_FILE
+    if not path.is_file():
+        return None
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("config", {}).get("objective")
-    except (OSError, ValueError, AttributeError):
+        return read_json(path).get("config", {}).get("objective")
+    except (ValueError, AttributeError):  # unreadable, or not a run's JSON object: no objective known
         return None
 
 

@@ -74,8 +74,9 @@ class FrozenFeatureTagger:
         rng = np.random.default_rng([seed, 1])
         self.params = {}
         if tagger == "bilstm":  # D -> C/2 each way -> C
-            self.params.update(bilstm_params(rng, D, max(1, C // 2), "lstm", self.dtype))
-            D = 2 * max(1, C // 2)
+            H = max(1, C // 2)
+            self.params.update(bilstm_params(rng, D, H, "lstm", self.dtype))
+            D = 2 * H
         self.params.update({"cls.w": truncated_normal(rng, (D, num_labels), 0.02).astype(self.dtype),
                             "cls.b": np.zeros(num_labels, self.dtype)})
         self.id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}

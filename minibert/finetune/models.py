@@ -25,7 +25,7 @@ import numpy as np
 
 from minibert import checkpoint
 from minibert.backend import get_ops
-from minibert.finetune.bilstm import bilstm_params
+from minibert.finetune.bilstm import bilstm_params, bilstm_shapes
 from minibert.finetune.heads import BERT_ENCODER, CAUSAL_BILSTM_ENCODER, CAUSAL_ENCODER, encoder_layers, \
     task_backward, task_forward, task_logits
 from minibert.model import HEAD_GROUPS, BertConfig, _train_rng, check_inputs, check_params, init_params, \
@@ -148,9 +148,7 @@ class _TaskModel:
     def _bilstm_shapes(self) -> dict[str, tuple]:
         if not getattr(self.config, "bilstm", False):
             return {}
-        C, H = self.config.hidden_size, self.config.hidden_size // 2
-        return {f"lstm.{d}.{n}": s for d in ("fwd", "bwd") for n, s in (("wx", (C, 4 * H)), ("wh", (H, 4 * H)),
-                                                                          ("b", (4 * H,)))}
+        return bilstm_shapes(self.config.hidden_size, self.config.hidden_size // 2, "lstm")
 
     # -- the encoder's: config, parameters, checkpoint reading and names ------------------
     @classmethod

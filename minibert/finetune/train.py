@@ -38,6 +38,7 @@ import numpy as np
 from minibert import run_dir as run_dir_mod
 from minibert.checkpoint import atomic_write
 from minibert.finetune.features import trim
+from minibert.finetune.frozen import TAGGERS
 from minibert.optim import AdamW
 from minibert.train.engine import TrainingLoop
 
@@ -87,8 +88,8 @@ class FinetuneConfig:
             raise ValueError(f"warmup ({self.warmup}) and dropout ({self.dropout}) must be in [0, 1)")
         if self.minutes < 0 or self.max_train_examples < 0:
             raise ValueError("minutes and max_train_examples must be >= 0")
-        if self.frozen_tagger not in ("linear", "bilstm"):
-            raise ValueError(f"frozen_tagger={self.frozen_tagger!r} must be 'linear' or 'bilstm'")
+        if self.frozen_tagger not in TAGGERS:
+            raise ValueError(f"frozen_tagger={self.frozen_tagger!r} must be one of {TAGGERS}")
         if self.bilstm and not self.causal:
             raise ValueError("--bilstm goes with --causal (the paper's LTR & No NSP + BiLSTM)")
         if self.frozen_tagger != "linear" and not self.frozen:
