@@ -457,7 +457,32 @@ def bench_profile(report: dict, reps: int, configs) -> None:
         print(f"peak NumPy memory in a step (tracemalloc, above what existed before it): "
               f"{p['peak_bytes'] / 2**20:.1f} MiB; matmul work {flops / 1e9:.2f} GFLOP = "
               f"{ms(p['matmul_bound_s'])} ms at the measured {peak:.0f} GFLOP/s matmul peak")
+        p["matmul_floor"] = _print_matmul_floor(cfg, report.get("step", {}).get(name, {}).get("torch_s"), reps)
     report["profile"] = out
+
+
+def _print_matmul_floor(cfg, torch_s, reps: int) -> dict:
+    """The arithmetic behind the step target: the step's matmuls alone, each timed at its own
+    shape through the BLAS calls the step makes (minibert.bench_profile.matmul_floor), grouped,
+    against 0.7x the torch step of the `step` section (when it ran)."""
+    from minibert.bench_profile import matmul_floor
+    from minibert.gradcheck import random_batch
+
+    B, T, P = (STEP_SHAPE[k] for k in "BTP")
+    n_real = int(random_batch(cfg, B, T, P, np.random.default_rng(0))["input_mask"].sum())
+    f = matmul_floor(cfg, STEP_SHAPE, max(5, reps), n_real)
+    groups = f["groups"]
+    rows = [[g, f"{fl / 1e9:.2f}", ms(s), f"{fl / s / 1e9:.0f}"] for g, (s, fl) in groups.items()]
+    rows.append(["all matmuls", f"{f['flops'] / 1e9:.2f}", ms(f["floor_s"]), f"{f['flops'] / f['floor_s'] / 1e9:.0f}"])
+    print("the step's matmuls alone, each timed at its own shape (the BLAS calls the step makes; ms per step):")
+    print(fmt_table(["matmuls", "GFLOP", "ms", "GFLOP/s"], rows))
+    if torch_s is not None:
+        target = 0.7 * torch_s
+        print(f"0.7x the torch step = {ms(target)} ms; the matmuls alone take {ms(f['floor_s'])} ms, "
+              f"{100 * f['floor_s'] / target:.0f}% of it, leaving {ms(max(0.0, target - f['floor_s']))} ms "
+              "for everything else (attention softmax, LayerNorm, GELU, dropout, embeddings, loss, AdamW)")
+    return {"floor_s": f["floor_s"], "flops": f["flops"], "groups_s": {g: s for g, (s, _) in groups.items()},
+            "target_s": None if torch_s is None else 0.7 * torch_s}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ import statistics
 import time
 import tracemalloc
 from collections import defaultdict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -132,6 +133,98 @@ def profile_rows(p: dict) -> list[list[str]]:
     rows.append(["the rest: tied MLM decoder, adds, gathers", "", "", ms(glue), f"{100 * glue / step:.0f}%"])
     rows.append(["step (median; the rows are medians too)", "", "", ms(step), "100%"])
     return rows
+
+
+class Matmul(NamedTuple):
+    """One matmul of a training step: out (M, N) = a (M, K) @ b (K, N), `batch` of them side by
+    side (attention's heads), done `count` times per step; a_t / b_t: the operand is stored
+    transposed and passed as a transposed view, as the layer does (w.T in dx, x.T in dw)."""
+    group: str  # the layer: "qkv", "ffn in", "attention core", "decoder", ...
+    what: str  # which of its matmuls: "fwd", "dx", "dw", "q @ k^T", ...
+    count: int
+    M: int
+    K: int
+    N: int
+    a_t: bool = False
+    b_t: bool = False
+    batch: int = 0  # 0: one 2-D product; > 0: a (batch, M, N) stack through blas.matmul
+
+    @property
+    def name(self) -> str:
+        return f"{self.group} {self.what}"
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.M * self.K * self.N * max(1, self.batch) * self.count
+
+
+def _linear_matmuls(group, count, n, c_in, c_out) -> list[Matmul]:
+    """x (n, c_in) @ w (c_in, c_out), and its backward: dx = dout @ w.T, dw = x.T @ dout."""
+    return [Matmul(group, "fwd", count, n, c_in, c_out), Matmul(group, "dx", count, n, c_out, c_in, b_t=True),
+            Matmul(group, "dw", count, c_in, n, c_out, a_t=True)]
+
+
+def step_matmuls(cfg, B: int, T: int, P: int, n_real: int) -> list[Matmul]:
+    """Every matmul of one pretraining step (forward and backward) of config `cfg` on B x T
+    sequences with `n_real` real tokens (the encoder's linears run on those only) and B*P
+    predictions: the four linears of each layer, the six products of its attention core, the
+    pooler, the NSP classifier, the MLM transform and the tied decoder (t @ E.T; dt = dl @ E;
+    dE = dl.T @ t)."""
+    C, FF, V, L = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
+    NH = cfg.num_attention_heads
+    HS, M, BH = C // NH, B * P, B * cfg.num_attention_heads
+    mm = (_linear_matmuls("qkv", L, n_real, C, 3 * C) + _linear_matmuls("attention out", L, n_real, C, C)
+          + _linear_matmuls("ffn in", L, n_real, C, FF) + _linear_matmuls("ffn out", L, n_real, FF, C))
+    core = "attention core"
+    mm += [Matmul(core, "q @ k^T", L, T, HS, T, b_t=True, batch=BH), Matmul(core, "att @ v", L, T, T, HS, batch=BH),
+           Matmul(core, "dv = att^T @ dout", L, T, T, HS, a_t=True, batch=BH),
+           Matmul(core, "datt = dout @ v^T", L, T, HS, T, b_t=True, batch=BH),
+           Matmul(core, "dq = datt @ k", L, T, T, HS, batch=BH),
+           Matmul(core, "dk = datt^T @ q", L, T, T, HS, a_t=True, batch=BH)]
+    mm += (_linear_matmuls("pooler", 1, B, C, C) + _linear_matmuls("nsp", 1, B, C, 2)
+           + _linear_matmuls("mlm dense", 1, M, C, C))
+    mm += [Matmul("decoder", "t @ E.T", 1, M, C, V, b_t=True), Matmul("decoder", "dt = dl @ E", 1, M, V, C),
+           Matmul("decoder", "dE = dl.T @ t", 1, V, M, C, a_t=True)]
+    return mm
+
+
+def time_matmul(m: Matmul, reps: int, rng=None) -> float:
+    """Median seconds of one `m` (float32, random operands in the layout the step uses)."""
+    from minibert import blas
+
+    rng = np.random.default_rng(0) if rng is None else rng
+    lead = (m.batch,) if m.batch else ()
+
+    def operand(rows, cols, transposed):
+        x = rng.standard_normal((*lead, cols, rows) if transposed else (*lead, rows, cols)).astype(np.float32)
+        return x.swapaxes(-1, -2) if transposed else x
+
+    a, b = operand(m.M, m.K, m.a_t), operand(m.K, m.N, m.b_t)
+    out = np.empty((*lead, m.M, m.N), dtype=np.float32)
+    run = (lambda: blas.matmul(a, b, out=out)) if m.batch else (lambda: np.matmul(a, b, out=out))
+    run()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def matmul_floor(cfg, shape: dict, reps: int, n_real: int | None = None) -> dict:
+    """The step's matmuls alone, each timed at its own shape through the same BLAS calls the
+    step makes: what the step would take if everything between the matmuls cost nothing.
+    -> {"floor_s", "flops", "rows": [(name, count, median seconds of one)],
+        "groups": {layer: (seconds per step, FLOPs per step)}}."""
+    B, T, P = shape["B"], shape["T"], shape["P"]
+    mms = step_matmuls(cfg, B, T, P, B * T if n_real is None else n_real)
+    rows = [(m.name, m.count, time_matmul(m, reps)) for m in mms]
+    groups = {}
+    for m, (_, count, t) in zip(mms, rows):
+        s, fl = groups.get(m.group, (0.0, 0.0))
+        groups[m.group] = (s + count * t, fl + m.flops)
+    return {"floor_s": sum(c * t for _, c, t in rows), "flops": sum(m.flops for m in mms), "rows": rows,
+            "groups": groups}
 
 
 def cpu_description() -> str:

@@ -73,7 +73,7 @@ import numba
 import numpy as np
 from numba.extending import intrinsic, overload
 
-from minibert import blas, layers
+from minibert import blas, layers, malloc
 from minibert.layers import MASK_VALUE, AttentionCache
 
 # Numba's parallel loops and OpenBLAS's matmuls take turns on the same cores. Numba's default
@@ -89,6 +89,12 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
 # loads it: in a program that imported NumPy before minibert, blas.apply_thread_timeout() has
 # OpenBLAS read it again and restarts its (idle) thread pool with it. A no-op when it is in force.
 blas.apply_thread_timeout()
+
+# A training step frees and allocates the same arrays every step; by default glibc gives the
+# freed memory back to the kernel and the next step pays a page fault per 4 KiB page again
+# (tiny step: ~7,100 faults, 60-90 ms of system time per ~200 ms step). See minibert/malloc.py;
+# MINIBERT_KEEP_MEMORY=0 turns it off.
+malloc.keep_freed_memory()
 
 
 def _jit(fn=None, **options):

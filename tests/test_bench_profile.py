@@ -59,3 +59,51 @@ def test_cpu_description_names_model_simd_and_blas_kernel():
     model, simd, core = bench_profile.cpu_description().split("; ")
     assert model and simd
     assert core.startswith("OpenBLAS ") == (blas.openblas() is not None)
+
+
+@pytest.mark.parametrize("dims", [dict(hidden_size=16, num_attention_heads=2),
+                                  dict(hidden_size=24, num_attention_heads=3)])
+def test_step_matmuls_are_the_steps_matmul_flops(dims):
+    """The enumerated matmuls of a step (timed one by one for the matmul floor) add up to the
+    analytic count of bench.matmul_flops, which is written independently of them."""
+    from minibert import bench
+
+    cfg = BertConfig(**{**TINY, **dims})
+    B, T, P = 3, 16, 4
+    listed = sum(m.flops for m in bench_profile.step_matmuls(cfg, B, T, P, n_real=B * T))
+    np.testing.assert_allclose(listed, bench.matmul_flops(cfg, B, T, P), rtol=1e-12)
+    # fewer real tokens: only the encoder's linears shrink
+    fewer = sum(m.flops for m in bench_profile.step_matmuls(cfg, B, T, P, n_real=B * T - 5))
+    assert fewer < listed
+
+
+def test_matmul_floor_times_every_matmul_and_sums_them():
+    cfg = BertConfig(**TINY)
+    f = bench_profile.matmul_floor(cfg, dict(B=2, T=8, P=2), reps=2)
+    names = [name for name, _, _ in f["rows"]]
+    assert len(names) == len(set(names)) == len(bench_profile.step_matmuls(cfg, 2, 8, 2, 16))
+    assert all(t > 0 for _, _, t in f["rows"])
+    np.testing.assert_allclose(f["floor_s"], sum(c * t for _, c, t in f["rows"]), rtol=1e-12)
+    np.testing.assert_allclose(sum(fl for _, fl in f["groups"].values()), f["flops"], rtol=1e-12)
+    np.testing.assert_allclose(sum(s for s, _ in f["groups"].values()), f["floor_s"], rtol=1e-12)
+    assert {"qkv", "attention out", "ffn in", "ffn out", "attention core", "decoder"} <= set(f["groups"])
+
+
+def test_time_matmul_runs_the_layouts_it_names(monkeypatch):
+    """a_t / b_t operands are transposed views, as in the layers (w.T, x.T), not copies."""
+    from minibert import blas
+
+    seen = []
+    real = np.matmul
+
+    def matmul(a, b, out):
+        seen.append((a.flags.c_contiguous, b.flags.c_contiguous))
+        return real(a, b, out=out)
+
+    monkeypatch.setattr(bench_profile.np, "matmul", matmul)
+    bench_profile.time_matmul(bench_profile.Matmul("qkv", "dx", 1, 5, 4, 3, b_t=True), reps=1)
+    assert seen and seen[0] == (True, False)
+    calls = []
+    monkeypatch.setattr(blas, "matmul", lambda a, b, out: calls.append(a.shape) or out)
+    bench_profile.time_matmul(bench_profile.Matmul("attention core", "att @ v", 1, 8, 8, 4, batch=6), reps=1)
+    assert calls and calls[0] == (6, 8, 8)

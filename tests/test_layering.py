@@ -9,7 +9,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 # bottom to top; a module may import any module of an earlier entry
 LAYERS = [
-    "textio", "layers", "blas", "kernels", "backend", "optim",  # the layer math (blas: OpenBLAS via ctypes), the optimizer
+    # the layer math (blas: OpenBLAS via ctypes; malloc: glibc's settings), the optimizer
+    "textio", "layers", "blas", "malloc", "kernels", "backend", "optim",
     "model",  # BERT's forward and backward, no I/O
     "finetune.bilstm",  # the BiLSTM (the feature-based tagger's and the LTR + BiLSTM ablation's)
     "finetune.heads",  # the fine-tuning heads' forward and backward
