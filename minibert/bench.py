@@ -1,7 +1,7 @@
 """`python -m minibert bench` (make bench): how fast minibert is, next to PyTorch, in one run.
 
 Sections (select with --only, comma-separated):
-    attention  attention forward+backward: Numba kernels (v3 default, v2, v1) vs NumPy reference vs
+    attention  attention forward+backward: Numba kernels (v4 default, v3, v2, v1) vs NumPy reference vs
                PyTorch eager
     step       one full pretraining step (forward, backward, clipping, AdamW) on the tiny and
                small configs: minibert (numba and numpy backends) vs transformers'
@@ -200,7 +200,7 @@ def _torch_attention_fns(torch, q, k, v, mask, dout):
     return {"torch explicit": explicit, "torch sdpa": sdpa}
 
 
-ATTENTION_CONTENDERS = ("numba", "numba v2", "numba v1", "numpy", "torch explicit", "torch sdpa")
+ATTENTION_CONTENDERS = ("numba", "numba v3", "numba v2", "numba v1", "numpy", "torch explicit", "torch sdpa")
 
 
 def attention_fn(shape, name: str):
@@ -215,6 +215,7 @@ def attention_fn(shape, name: str):
             raise RuntimeError(why)
         return _torch_attention_fns(torch, q, k, v, mask, dout)[name]
     forward, backward = {"numba": (kernels.attention_forward, kernels.attention_backward),
+                         "numba v3": (kernels.attention_forward_v3, kernels.attention_backward_v3),
                          "numba v2": (kernels.attention_forward_v2, kernels.attention_backward_v2),
                          "numba v1": (kernels.attention_forward_v1, kernels.attention_backward_v1),
                          "numpy": (layers.attention_forward, layers.attention_backward)}[name]
@@ -232,22 +233,24 @@ def bench_attention(report: dict, reps: int) -> None:
     for shape in ATTENTION_SHAPES:
         t = isolated_medians("attention", list(shape), names, reps)
         t_torch = min((t[n], n) for n in t if n.startswith("torch")) if torch_ok else (None, "torch not installed")
-        res = {"numba_s": t["numba"], "numba_v2_s": t["numba v2"], "numba_v1_s": t["numba v1"], "numpy_s": t["numpy"],
+        res = {"numba_s": t["numba"], "numba_v3_s": t["numba v3"], "numba_v2_s": t["numba v2"],
+               "numba_v1_s": t["numba v1"], "numpy_s": t["numpy"],
                "torch_s": t_torch[0],
                "torch_variant": t_torch[1], "speedup_vs_numpy": t["numpy"] / t["numba"],
                "speedup_vs_torch": None if t_torch[0] is None else t_torch[0] / t["numba"], "all_s": t}
         out["x".join(map(str, shape))] = res
-        rows.append(["x".join(map(str, shape)), ms(t["numba"]), ms(t["numba v2"]), ms(t["numba v1"]), ms(t["numpy"]),
+        rows.append(["x".join(map(str, shape)), ms(t["numba"]), ms(t["numba v3"]), ms(t["numba v2"]), ms(t["numba v1"]),
+                     ms(t["numpy"]),
                      ms(t_torch[0]),
                      ratio(t["numpy"], t["numba"]), ratio(t_torch[0], t["numba"])])
     report["attention"] = out
     print(f"\n== attention forward+backward, float32, padded keys; ms (median of {ROUNDS} processes x {reps}), "
           f"{n_threads()} threads")
-    print(fmt_table(["B x NH x T x HS", "numba", "numba v2", "numba v1", "numpy", "torch", "numpy/numba",
+    print(fmt_table(["B x NH x T x HS", "numba", "numba v3", "numba v2", "numba v1", "numpy", "torch", "numpy/numba",
                      "torch/numba"], rows))
-    print("targets: numpy/numba >= 4x, torch/numba >= 1x (torch = the faster of explicit and sdpa); numba = v3 "
-          "(the default: batched OpenBLAS matmuls + fused Numba softmax), v2 = np.matmul + the same softmax, "
-          "v1 = all-Numba")
+    print("target: torch/numba >= 1x (torch = the faster of explicit and sdpa); numba = v4 (the default: per head, "
+          "OpenBLAS gemm called from Numba's threads, softmax on the head's block in cache), v3 = batched OpenBLAS "
+          "matmuls + a fused Numba softmax pass, v2 = np.matmul + the same softmax, v1 = all-Numba")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -78,6 +78,13 @@ class _OpenBLAS:
                 fn.restype = None
                 fn.argtypes = [ctypes.c_int] + [ctypes.c_void_p] * 13 + [self.int, ctypes.c_void_p]
                 self.gemm_batch[np.dtype(dtype)] = fn
+        # the plain cblas_?gemm, by address: Numba kernels call it from their own threads
+        # (kernels.attention_forward), one (T, T) or (T, HS) product per call
+        self.gemm_address = {}
+        for dtype, letter in ((np.float32, "s"), (np.float64, "d")):
+            name = f"{self.prefix}cblas_{letter}gemm{self.suffix}"
+            if hasattr(lib, name):
+                self.gemm_address[np.dtype(dtype)] = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
 
     def _fn(self, name):
         return getattr(self.lib, f"{self.prefix}{name}{self.suffix}")
@@ -164,6 +171,34 @@ def matmul(a, b, out=None, alpha=1.0):
        pa.ctypes.data, base + 3 * isz, pb.ctypes.data, base + 4 * isz, sbase + dt.itemsize,
        pc.ctypes.data, base + 5 * isz, 1, base + 6 * isz)
     return out
+
+
+def gemm_for_kernels(dtype):
+    """(address of cblas_sgemm or cblas_dgemm for `dtype`, a zero of OpenBLAS's integer type) for
+    a Numba kernel that calls the gemm itself, or None without a usable OpenBLAS. The kernel
+    must run with OpenBLAS at one thread (`single_threaded`), so each call stays on the Numba
+    thread that makes it."""
+    lib = openblas()
+    if lib is None or os.environ.get("MINIBERT_BLAS_BATCH", "1") == "0":
+        return None
+    address = lib.gemm_address.get(np.dtype(dtype))
+    return None if address is None else (address, lib.np_int(0))
+
+
+class single_threaded:
+    """with single_threaded(): OpenBLAS runs every call on the calling thread (its thread count
+    at 1), and gets its thread count back afterwards. A no-op without OpenBLAS."""
+
+    def __enter__(self):
+        self.n = blas_threads()
+        if self.n not in (None, 1):
+            set_blas_threads(1)
+        return self
+
+    def __exit__(self, *exc):
+        if self.n not in (None, 1):
+            set_blas_threads(self.n)
+        return False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ Versions of the attention core (numbers: `python -m minibert bench --only attent
         sharing a name, the serial and parallel builds overwrote each other's cache entries).
         Also tried: splitting the batch over Python threads with OpenBLAS on one thread each;
         no faster inside a training step, so not kept.
-    v3  `attention_forward` / `attention_backward` (the default): v2 with each of its six matmuls
+    v3  `attention_forward_v3` / `attention_backward_v3`: v2 with each of its six matmuls
         one call of OpenBLAS's batched gemm (`blas.matmul`), which hands whole (T, T) @ (T, HS)
         products to its threads instead of splitting each 2-MFLOP product over them as
         np.matmul's loop of multi-threaded gemm calls does. Single-threaded, v2 and v3 run the
@@ -37,16 +37,24 @@ Versions of the attention core (numbers: `python -m minibert bench --only attent
         layout of the qkv projection's gradient, so the model's merge is a single copy. Products
         of T*T*HS <= 100**3 (T <= 125 at HS = 64) and a BLAS other than OpenBLAS >= 0.3.27 take
         np.matmul, i.e. v2 (see minibert/blas.py for why).
-    Not tried: one fused kernel per head (q @ k^T, softmax and att @ v while the head's (T, T)
-    block is in L2) that calls BLAS from Numba's threads: it needs OpenBLAS's thread count at 1
-    inside the parallel loop, a process-wide setting. OpenBLAS's batched gemm with its small-
-    matrix path would serve T <= 125, but that path crashes in NumPy's build (minibert/blas.py).
+    v4  `attention_forward` / `attention_backward` (the default): one Numba pass per (b, h)
+        head, `prange` over b*NH, that calls OpenBLAS's plain cblas_?gemm itself (its address
+        is a kernel argument, `_gemm_call`), with OpenBLAS at one thread while the kernel runs
+        (`blas.single_threaded`), so every gemm stays on the Numba thread that calls it: q @ k^T
+        into the head's (T, T) block, the softmax on that block while it is in the core's cache,
+        att @ v; backward: four gemms and the softmax backward per head. The same products as
+        v3, without v3's passes over the whole (B, NH, T, T) array in memory between them
+        (bench, 2 cores, AVX-512, fwd+bwd: 7.8 vs 9.1 ms at (32, 2, 128, 64), 12.1 vs 14.2 ms at
+        (8, 12, 128, 64); torch 8.7 and 12.9). Plain gemm has no size limit (NumPy's own matmul
+        calls it for every size), so v4 serves every shape; without OpenBLAS, or with
+        MINIBERT_BLAS_BATCH=0, attention_forward is v3 (which then is v2).
     All versions take `causal=True` (the left-to-right mask of the "ltr" objective): one more
     argument of the fused softmax pass, which masks the keys after each query; the backward passes
     need nothing, as the hidden keys' probabilities are exactly 0.
     Keeping the probabilities vs recomputing them from a saved row max / sum (flash-attention):
     at T = 128 one head's (T, T) block fits in L2, and recomputing q @ k^T would add a third
-    matmul to a kernel that is matmul-bound already, so the probabilities are kept.
+    matmul to a kernel that is matmul-bound already, so the probabilities are kept (v4 writes
+    each head's block once, in the forward, and reads it once, in the backward).
 
 Rules: no fastmath (everything here is gradient-checked), `cache=True` (the second run does not
 compile again; the cache lives in __pycache__), parallel loops only over independent outputs
@@ -56,7 +64,8 @@ split into 8 partial sums so they vectorize; this changes the summation order, n
 Threads: Numba uses NUMBA_NUM_THREADS (default: the number of cores) on its `workqueue` threading
 layer (set below; see the comment there), OpenBLAS its own count (OPENBLAS_NUM_THREADS, default
 the cores too); the two take turns, never run at once (a Numba pass waits for the matmul before
-it and the other way round), so neither needs fewer threads, as long as the idle ones sleep:
+it and the other way round; inside attention v4's kernels OpenBLAS is at one thread and runs on
+Numba's), so neither needs fewer threads, as long as the idle ones sleep:
 Numba's workqueue threads do, and OpenBLAS's after OPENBLAS_THREAD_TIMEOUT, which this module
 makes OpenBLAS read even when NumPy was imported before minibert (blas.apply_thread_timeout).
 For debugging, run with
@@ -648,21 +657,215 @@ def attention_backward_v2(dout, cache: AttentionCache):
     return _attention_backward_mm(np.matmul, dout, cache)
 
 
-def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
-    """v3 (the default). Same contract as layers.attention_forward (and the same dropout mask for
-    the same rng), causal mask included: v2 with each of its matmuls one batched OpenBLAS call
-    (blas.matmul), which falls back to np.matmul where batching is not available or not safe.
+def attention_forward_v3(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
+    """v3. Same contract as layers.attention_forward (and the same dropout mask for the same rng),
+    causal mask included: v2 with each of its matmuls one batched OpenBLAS call (blas.matmul),
+    which falls back to np.matmul where batching is not available or not safe.
 
     `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
     """
     return _attention_forward_mm(blas.matmul, q, k, v, attn_mask, dropout_p, rng, causal)
 
 
-def attention_backward(dout, cache: AttentionCache):
+def attention_backward_v3(dout, cache: AttentionCache):
     """v3. Same contract as layers.attention_backward: -> dq, dk, dv, each (B, NH, T, HS), views
     of one (B, T, 3, NH, HS) array. The causal mask needs nothing here: the future keys' att is
     exactly 0, as the padded keys'."""
     return _attention_backward_mm(blas.matmul, dout, cache)
+
+
+# ---------------------------------------------------------------------------------------------
+# attention v4 (the default): one pass per (b, h) head, in Numba's threads, that calls OpenBLAS's
+# plain gemm itself (OpenBLAS at one thread, so each call runs on the Numba thread that makes
+# it): q @ k^T into the head's (T, T) block, the softmax on that block while it is still in the
+# core's cache, then att @ v. The backward likewise: four gemms and the softmax backward per
+# head. v3 made the same products in batched calls, but wrote the (B, NH, T, T) scores to memory,
+# read them back for the softmax, wrote them again and read them for att @ v.
+
+_NO_TRANS, _TRANS, _ROW_MAJOR = blas.NO_TRANS, blas.TRANS, blas.ROW_MAJOR
+
+
+@intrinsic
+def _gemm_call(typingctx, address, like, order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    """cblas_?gemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc) through its
+    `address` (an integer, so kernels that use it stay cacheable: the address is an argument,
+    not a constant of the compiled code). The enums go as C ints, m..ldc as OpenBLAS's integer
+    (the type of `like`: int64 or int32 by build), a, b, c are addresses, alpha and beta
+    float32 for sgemm, float64 for dgemm."""
+    sig = numba.types.void(address, like, order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+    enums, ints, pointers = (2, 3, 4), (5, 6, 7, 10, 12, 15), (9, 11, 14)  # positions in the signature
+
+    def codegen(context, builder, signature, args):
+        from llvmlite import ir
+
+        tys = signature.args
+        voidp = ir.IntType(8).as_pointer()
+        vals, lltypes = [], []
+        for i in range(2, len(args)):
+            if i in enums:
+                vals.append(context.cast(builder, args[i], tys[i], numba.types.int32))
+                lltypes.append(ir.IntType(32))
+            elif i in ints:
+                vals.append(context.cast(builder, args[i], tys[i], tys[1]))
+                lltypes.append(context.get_value_type(tys[1]))
+            elif i in pointers:
+                vals.append(builder.inttoptr(args[i], voidp))
+                lltypes.append(voidp)
+            else:  # alpha, beta: the gemm's float type
+                vals.append(args[i])
+                lltypes.append(context.get_value_type(tys[i]))
+        fnty = ir.FunctionType(ir.VoidType(), lltypes)
+        builder.call(builder.inttoptr(args[0], fnty.as_pointer()), vals)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@_jit(inline="always")
+def _gemm(gemm, like, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, one):
+    """c (m, n) = op(a) @ op(b), row-major; op(x) = x, or x^T when its flag is _TRANS. a, b, c
+    are the arrays (views) whose first element starts each matrix, with row strides lda, ldb,
+    ldc in elements."""
+    _gemm_call(gemm, like, _ROW_MAJOR, ta, tb, m, n, k, one, a.ctypes.data, lda, b.ctypes.data, ldb,
+               one - one, c.ctypes.data, ldc)
+
+
+@_jit(parallel=True)
+def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, drop, use_drop, scale, att, out, causal,
+                                   masked, one):
+    """q, k, v (B, NH, T, HS) with unit-stride rows whose row strides are ld[0..2] elements, out
+    likewise (ld[3]); adder (B, T); drop (B, NH, T, T) or a dummy; att (B, NH, T, T) contiguous.
+    Writes att (the probabilities, before dropout) and out."""
+    B, NH, T, HS = q.shape
+    for bh in numba.prange(B * NH):
+        b, h = bh // NH, bh % NH
+        a = att[b, h]  # (T, T) this head's block, contiguous
+        # raw scores: (T, HS) @ (HS, T) -> (T, T)
+        _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, q[b, h], ld[0], k[b, h], ld[1], a, T, one)
+        for i in range(T):
+            _masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
+        src = a
+        if use_drop:
+            src = np.empty((T, T), dtype=q.dtype)  # (T, T) att * drop: what multiplies v
+            for i in range(T):
+                for j in range(T):
+                    src[i, j] = a[i, j] * drop[b, h, i, j]
+        # (T, T) @ (T, HS) -> (T, HS)
+        _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, src, T, v[b, h], ld[2], out[b, h], ld[3], one)
+
+
+@_jit(parallel=True)
+def _attention_backward_gemm_kernel(gemm, like, dout, q, k, v, ld, att, drop, use_drop, scale, dq, dk, dv, one):
+    """Mirror of the forward kernel. ld: row strides of dout, q, k, v and of dq, dk, dv (one
+    stride: they are slices of one array). Each (b, h) owns its rows of dq, dk, dv."""
+    B, NH, T, HS = q.shape
+    for bh in numba.prange(B * NH):
+        b, h = bh // NH, bh % NH
+        a = att[b, h]  # (T, T)
+        ad = a
+        if use_drop:
+            ad = np.empty((T, T), dtype=q.dtype)  # (T, T) att * drop: what multiplied v
+            for i in range(T):
+                for j in range(T):
+                    ad[i, j] = a[i, j] * drop[b, h, i, j]
+        # forward was: out = ad @ v  ->  dv = ad^T @ dout, (T, T)^T @ (T, HS) -> (T, HS)
+        _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, ad, T, dout[b, h], ld[0], dv[b, h], ld[4], one)
+        # datt = dout @ v^T, (T, HS) @ (HS, T) -> (T, T)
+        datt = np.empty((T, T), dtype=q.dtype)
+        _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, dout[b, h], ld[0], v[b, h], ld[3], datt, T, one)
+        # forward was: att = softmax(preatt); dpreatt = att * (datt - sum(datt * att)) * scale
+        for i in range(T):
+            drow = datt[i]
+            arow = a[i]
+            if use_drop:
+                for j in range(T):
+                    drow[j] *= drop[b, h, i, j]
+            s = _row_dot(drow, arow)
+            for j in range(T):
+                drow[j] = arow[j] * (drow[j] - s) * scale
+        # forward was: preatt = q @ k^T * scale + adder
+        _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, datt, T, k[b, h], ld[2], dq[b, h], ld[4], one)
+        _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, datt, T, q[b, h], ld[1], dk[b, h], ld[4], one)
+
+
+_attention_forward_gemm_serial = _serial(_attention_forward_gemm_kernel)
+_attention_backward_gemm_serial = _serial(_attention_backward_gemm_kernel)
+
+
+def _row_stride(x):
+    """The row stride of x (..., T, HS) in elements if its rows can go to BLAS as they are (unit
+    stride within a row, rows at least HS apart, forward), else None."""
+    isz = x.itemsize
+    *_, T, HS = x.shape
+    s_row, s_col = x.strides[-2:]
+    if HS > 1 and s_col != isz:
+        return None
+    if T == 1:
+        return max(1, HS)  # one row: BLAS never steps over it
+    if s_row % isz or s_row < max(1, HS) * isz:
+        return None
+    return s_row // isz
+
+
+def _blas_rows(x):
+    """x with BLAS-usable rows and its row stride: x itself when it has them, else a copy."""
+    ld = _row_stride(x)
+    if ld is None:
+        x = np.ascontiguousarray(x)
+        ld = _row_stride(x)
+    return x, ld
+
+
+def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
+    """v4 (the default). Same contract as layers.attention_forward (and the same dropout mask for
+    the same rng), causal mask included. Without a usable OpenBLAS (another BLAS, or
+    MINIBERT_BLAS_BATCH=0) it is v3, which then falls back to v2.
+
+    `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
+    """
+    gemm = blas.gemm_for_kernels(q.dtype)
+    if gemm is None:
+        return attention_forward_v3(q, k, v, attn_mask, dropout_p, rng, causal)
+    B, NH, T, HS = q.shape
+    dt = q.dtype
+    k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
+    (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (q, k, v))
+    drop = None
+    if dropout_p > 0.0:
+        # exactly layers.dropout_forward's draw, so the same rng gives the same mask
+        keep = rng.random((B, NH, T, T), dtype=np.float32) >= dropout_p  # (B, NH, T, T) bool
+        drop = keep.astype(dt) * dt.type(1.0 / (1.0 - dropout_p))  # (B, NH, T, T)
+    att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
+    out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
+    ld = np.array([lq, lk, lv, _row_stride(out)], dtype=np.int64)
+    dummy = np.empty((1, 1, 1, 1), dtype=dt)
+    kernel = _pick(_attention_forward_gemm_kernel, _attention_forward_gemm_serial, q.shape)
+    with blas.single_threaded():
+        kernel(gemm[0], gemm[1], q, k, v, ld, adder, dummy if drop is None else drop, drop is not None,
+               dt.type(scale), att, out, bool(causal), dt.type(MASK_VALUE), dt.type(1.0))
+    return out, AttentionCache(q, k, v, att, drop, scale)
+
+
+def attention_backward(dout, cache: AttentionCache):
+    """v4. Same contract as layers.attention_backward: -> dq, dk, dv, each (B, NH, T, HS), views
+    of one (B, T, 3, NH, HS) array (the layout of the qkv projection's gradient, so the model's
+    merge is one copy). The causal mask needs nothing here: the future keys' att is exactly 0."""
+    q, k, v, att, drop, scale = cache
+    gemm = blas.gemm_for_kernels(q.dtype)
+    if gemm is None:
+        return attention_backward_v3(dout, cache)
+    B, NH, T, HS = q.shape
+    dt = q.dtype
+    (dout, ldo), (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (dout.astype(dt, copy=False), q, k, v))
+    dqkv = np.empty((B, T, 3, NH, HS), dtype=dt)  # (B, T, 3, NH, HS)
+    dq, dk, dv = (dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # 3 x (B, NH, T, HS) views
+    ld = np.array([ldo, lq, lk, lv, _row_stride(dq)], dtype=np.int64)
+    dummy = np.empty((1, 1, 1, 1), dtype=dt)
+    kernel = _pick(_attention_backward_gemm_kernel, _attention_backward_gemm_serial, q.shape)
+    with blas.single_threaded():
+        kernel(gemm[0], gemm[1], dout, q, k, v, ld, att, dummy if drop is None else drop, drop is not None,
+               dt.type(scale), dq, dk, dv, dt.type(1.0))
+    return dq, dk, dv
 
 
 # ---------------------------------------------------------------------------------------------

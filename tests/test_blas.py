@@ -1,10 +1,12 @@
-"""minibert.blas (OpenBLAS through ctypes) and attention v3, the batched-BLAS attention core.
+"""minibert.blas (OpenBLAS through ctypes) and the attention cores built on it: v3 (batched
+OpenBLAS calls) and v4 (Numba threads calling OpenBLAS's gemm themselves).
 
 blas.matmul must equal np.matmul for every operand layout the attention core passes (strided
 views of the qkv projection, transposed views, outputs written into views); attention v3 must
 equal the NumPy reference at a size where the batched path really runs (T * T * HS > 100**3),
-with padded keys, a row with one real key, the causal mask and dropout. Tolerances as in
-tests/test_kernels.py: float64 1e-10 relative, float32 a few ulps of the largest entry.
+and v4 at the bench's T = 128 on its parallel kernel, both with padded keys, a row with one
+real key, the causal mask and dropout. Tolerances as in tests/test_kernels.py: float64 1e-10
+relative, float32 a few ulps of the largest entry.
 """
 from __future__ import annotations
 
@@ -111,17 +113,81 @@ def test_attention_v3_batched_matches_reference(dropout_p, causal, dtype, monkey
     q, k, v = qkv_views(rng, *BIG, dtype)
     mask = _mask(BIG[0], BIG[2])
     out_ref, c_ref = layers.attention_forward(q, k, v, mask, dropout_p, np.random.default_rng(4), causal=causal)
-    out, c = kernels.attention_forward(q, k, v, mask, dropout_p, np.random.default_rng(4), causal=causal)
+    out, c = kernels.attention_forward_v3(q, k, v, mask, dropout_p, np.random.default_rng(4), causal=causal)
+    _check_against_reference(rng, out, c, out_ref, c_ref, causal, kernels.attention_backward_v3)
+    assert counter.calls == 6, "2 forward + 4 backward products, each one batched call"
+
+
+def _check_against_reference(rng, out, c, out_ref, c_ref, causal, backward):
     assert_matches("out", out, out_ref)
     assert_matches("att", c.att, c_ref.att)
     assert np.all(c.att[-1, :, :, 1:] == 0.0), "keys after the one real key must get no weight"
     if causal:
         assert np.all(np.triu(c.att[0, 0], 1) == 0.0), "no query may see a later key"
-    dout = rng.standard_normal(out.shape).astype(dtype)  # (B, NH, T, HS)
+    dout = rng.standard_normal(out.shape).astype(out.dtype)  # (B, NH, T, HS)
+    for name, g, g_ref in zip(("dq", "dk", "dv"), backward(dout, c), layers.attention_backward(dout, c_ref)):
+        assert_matches(name, g, g_ref)
+
+
+needs_gemm = pytest.mark.skipif(blas.gemm_for_kernels(np.float32) is None, reason="no OpenBLAS cblas_sgemm")
+
+
+class ThreadLog:
+    """The OpenBLAS thread counts set around attention v4's kernels (the gemm calls themselves
+    are made from compiled code, where nothing can watch them)."""
+
+    def __init__(self, monkeypatch):
+        self.set = []
+        real = blas.set_blas_threads
+        monkeypatch.setattr(blas, "set_blas_threads", lambda n: self.set.append(n) or real(n))
+
+
+@needs_gemm
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("dropout_p", [0.0, 0.1], ids=["nodrop", "drop0.1"])
+def test_attention_v4_matches_reference_on_the_parallel_kernel(dropout_p, causal, dtype, monkeypatch):
+    shape = (3, 2, 128, 64)  # the bench's T and HS; B * NH * T * T * HS >= PARALLEL_MIN_WORK
+    assert kernels._pick(kernels._attention_forward_gemm_kernel, None, shape) is kernels._attention_forward_gemm_kernel
+    rng = np.random.default_rng(3)
+    q, k, v = qkv_views(rng, *shape, dtype)
+    mask = _mask(shape[0], shape[2])
+    log = ThreadLog(monkeypatch)
+    before = blas.blas_threads()
+    out_ref, c_ref = layers.attention_forward(q, k, v, mask, dropout_p, np.random.default_rng(4), causal=causal)
+    out, c = kernels.attention_forward(q, k, v, mask, dropout_p, np.random.default_rng(4), causal=causal)
+    assert c.q is q and c.k is k, "the qkv projection's views go to BLAS as they are, not copied"
+    _check_against_reference(rng, out, c, out_ref, c_ref, causal, kernels.attention_backward)
+    assert blas.blas_threads() == before, "OpenBLAS gets its thread count back"
+    if before != 1:
+        assert log.set == [1, before, 1, before], "one OpenBLAS thread inside each kernel"
+
+
+@needs_gemm
+def test_attention_v4_copies_operands_blas_cannot_take():
+    """Heads whose rows are not unit-stride (a transposed array) are copied, not misread."""
+    rng = np.random.default_rng(5)
+    B, NH, T, HS = 2, 2, 16, 8
+    q, k, v = (rng.standard_normal((B, NH, HS, T)).swapaxes(-1, -2) for _ in range(3))  # column-major heads
+    assert kernels._row_stride(q) is None
+    mask = _mask(B, T)
+    out_ref, c_ref = layers.attention_forward(q, k, v, mask)
+    out, c = kernels.attention_forward(q, k, v, mask)
+    dout = rng.standard_normal((B, NH, HS, T)).swapaxes(-1, -2)
+    _check_against_reference(rng, out, c, out_ref, c_ref, False, kernels.attention_backward)
     for name, g, g_ref in zip(("dq", "dk", "dv"), kernels.attention_backward(dout, c),
                               layers.attention_backward(dout, c_ref)):
         assert_matches(name, g, g_ref)
-    assert counter.calls == 6, "2 forward + 4 backward products, each one batched call"
+
+
+def test_attention_v4_falls_back_to_v3_without_direct_blas(monkeypatch):
+    monkeypatch.setenv("MINIBERT_BLAS_BATCH", "0")
+    assert blas.gemm_for_kernels(np.float32) is None
+    rng = np.random.default_rng(6)
+    q, k, v = qkv_views(rng, 2, 2, 8, 4, np.float32)
+    out, c = kernels.attention_forward(q, k, v, _mask(2, 8))
+    out_ref, c_ref = layers.attention_forward(q, k, v, _mask(2, 8))
+    _check_against_reference(rng, out, c, out_ref, c_ref, False, kernels.attention_backward)
 
 
 def test_apply_thread_timeout_after_numpy_is_loaded():

@@ -50,7 +50,8 @@ SHAPE_IDS = ["B2-NH2-T16-HS8", "T1-NH1", "T7", "NH1-T5", "T13-HS24"]
 
 VERSIONS = {"v1": (kernels.attention_forward_v1, kernels.attention_backward_v1),
             "v2": (kernels.attention_forward_v2, kernels.attention_backward_v2),
-            "v3": (kernels.attention_forward, kernels.attention_backward)}
+            "v3": (kernels.attention_forward_v3, kernels.attention_backward_v3),
+            "v4": (kernels.attention_forward, kernels.attention_backward)}
 
 
 @pytest.mark.parametrize("version", sorted(VERSIONS))

@@ -386,13 +386,17 @@ def _assert_matches(name, got, ref):
     np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol, err_msg=name)
 
 
-@pytest.mark.parametrize("version", ["v1", "v2"])
+CAUSAL_VERSIONS = {"v1": (kernels.attention_forward_v1, kernels.attention_backward_v1),
+                   "v3": (kernels.attention_forward_v3, kernels.attention_backward_v3),
+                   "v4": (kernels.attention_forward, kernels.attention_backward)}
+
+
+@pytest.mark.parametrize("version", sorted(CAUSAL_VERSIONS))
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("dropout_p", [0.0, 0.2], ids=["nodrop", "drop0.2"])
 @pytest.mark.parametrize("shape", [(2, 2, 7, 8), (1, 1, 1, 8), (5, 2, 64, 32)], ids=["T7", "T1", "parallel"])
 def test_causal_attention_kernels_match_reference(shape, dropout_p, dtype, version):
-    forward, backward = ((kernels.attention_forward_v1, kernels.attention_backward_v1) if version == "v1" else
-                         (kernels.attention_forward, kernels.attention_backward))
+    forward, backward = CAUSAL_VERSIONS[version]
     rng = np.random.default_rng(sum(shape))
     B, NH, T_, HS = shape
     q, k, v = (rng.standard_normal(shape).astype(dtype) for _ in range(3))  # 3 x (B, NH, T, HS)
