@@ -105,6 +105,16 @@ def isolated_medians(kind: str, spec, names, reps: int, rounds: int = ROUNDS, wa
     return medians
 
 
+def run_worker(kind: str, spec, reps: int) -> dict:
+    """Run `python -m minibert.bench --worker kind spec - reps 0` in a fresh process and return
+    the JSON it prints last (for the kinds that are not timed contenders: "profile")."""
+    cmd = [sys.executable, "-m", "minibert.bench", "--worker", kind, json.dumps(spec), "-", str(reps), "0"]
+    res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"bench worker {kind} {spec} failed:\n{res.stderr[-2000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def worker(argv: list[str]) -> None:
     """Inside a worker process: build one contender, time it, print the seconds as JSON, with the
     memory its steps took: the process's peak resident set size minus its size before the first
@@ -112,6 +122,9 @@ def worker(argv: list[str]) -> None:
     import resource
 
     kind, spec, name, reps, warmup = argv[0], json.loads(argv[1]), argv[2], int(argv[3]), int(argv[4])
+    if kind == "profile":
+        print(json.dumps(profile_worker(spec, reps)))
+        return
     fn = (attention_fn(tuple(spec), name) if kind == "attention" else
           finetune_step_fn(spec, name) if kind == "finetune" else
           qa_step(spec, name) if kind == "qa" else step_fn(spec, name))
@@ -440,52 +453,63 @@ def qa_step(config: str, name: str):
     return qa_step_fn(CONFIGS[config], name, torch)
 
 
-def bench_profile(report: dict, reps: int, configs) -> None:
-    """Where a step's time goes, layer by layer, and its peak memory (minibert.bench_profile)."""
-    from minibert.bench_profile import profile_rows, profile_step
+def profile_worker(config: str, reps: int) -> dict:
+    """Inside a worker process: the per-layer profile of `config`'s step (profile_step) and the
+    step's matmuls timed one by one (matmul_floor), as JSON-ready values."""
+    from minibert.bench_profile import matmul_floor, profile_step
+    from minibert.gradcheck import random_batch
     from minibert.model import BertConfig
+
+    cfg = BertConfig(**CONFIGS[config])
+    p = profile_step(cfg, STEP_SHAPE, reps)
+    B, T, P = (STEP_SHAPE[k] for k in "BTP")
+    n_real = int(random_batch(cfg, B, T, P, np.random.default_rng(0))["input_mask"].sum())
+    p["matmul_floor"] = matmul_floor(cfg, STEP_SHAPE, max(5, reps), n_real)
+    return p
+
+
+def bench_profile(report: dict, reps: int, configs) -> None:
+    """Where a step's time goes, layer by layer, its peak memory (minibert.bench_profile), and
+    the step's matmuls alone; measured in a fresh worker process per config, like the step."""
+    from minibert.bench_profile import profile_rows
 
     peak = report.get("matmul_peak_gflops") or matmul_peak(max(3, reps // 2))
     B, T, P = (STEP_SHAPE[k] for k in "BTP")
     out = {}
     for name in configs:
-        cfg = BertConfig(**CONFIGS[name])
-        p = profile_step(cfg, STEP_SHAPE, reps)
-        flops = matmul_flops(cfg, B, T, P)
+        from minibert.model import BertConfig
+
+        p = run_worker("profile", name, reps)
+        flops = matmul_flops(BertConfig(**CONFIGS[name]), B, T, P)
         p["matmul_bound_s"] = flops / peak / 1e9
         out[name] = p
-        print(f"\n== profile: training step, {name}, B={B} T={T} P={P}, numba backend, one process; ms "
+        print(f"\n== profile: training step, {name}, B={B} T={T} P={P}, numba backend, one worker process; ms "
               f"(median of {reps}), {n_threads()} threads")
         print(fmt_table(["layer", "forward", "backward", "total", "of step"], profile_rows(p)))
         print(f"peak NumPy memory in a step (tracemalloc, above what existed before it): "
               f"{p['peak_bytes'] / 2**20:.1f} MiB; matmul work {flops / 1e9:.2f} GFLOP = "
               f"{ms(p['matmul_bound_s'])} ms at the measured {peak:.0f} GFLOP/s matmul peak")
-        p["matmul_floor"] = _print_matmul_floor(cfg, report.get("step", {}).get(name, {}).get("torch_s"), reps)
+        _print_matmul_floor(p, report.get("step", {}).get(name, {}).get("torch_s"))
     report["profile"] = out
 
 
-def _print_matmul_floor(cfg, torch_s, reps: int) -> dict:
+def _print_matmul_floor(p: dict, torch_s) -> None:
     """The arithmetic behind the step target: the step's matmuls alone, each timed at its own
     shape through the BLAS calls the step makes (minibert.bench_profile.matmul_floor), grouped,
-    against 0.7x the torch step of the `step` section (when it ran)."""
-    from minibert.bench_profile import matmul_floor
-    from minibert.gradcheck import random_batch
-
-    B, T, P = (STEP_SHAPE[k] for k in "BTP")
-    n_real = int(random_batch(cfg, B, T, P, np.random.default_rng(0))["input_mask"].sum())
-    f = matmul_floor(cfg, STEP_SHAPE, max(5, reps), n_real)
-    groups = f["groups"]
-    rows = [[g, f"{fl / 1e9:.2f}", ms(s), f"{fl / s / 1e9:.0f}"] for g, (s, fl) in groups.items()]
+    against the profiled step and 0.7x the torch step of the `step` section (when it ran)."""
+    f = p["matmul_floor"]
+    rows = [[g, f"{fl / 1e9:.2f}", ms(s), f"{fl / s / 1e9:.0f}"] for g, (s, fl) in f["groups"].items()]
     rows.append(["all matmuls", f"{f['flops'] / 1e9:.2f}", ms(f["floor_s"]), f"{f['flops'] / f['floor_s'] / 1e9:.0f}"])
     print("the step's matmuls alone, each timed at its own shape (the BLAS calls the step makes; ms per step):")
     print(fmt_table(["matmuls", "GFLOP", "ms", "GFLOP/s"], rows))
+    print(f"this step: {ms(p['step_s'])} ms, of which the matmuls alone {ms(f['floor_s'])} ms and "
+          f"{ms(max(0.0, p['step_s'] - f['floor_s']))} ms everything else")
     if torch_s is not None:
         target = 0.7 * torch_s
+        f["target_s"] = target
         print(f"0.7x the torch step = {ms(target)} ms; the matmuls alone take {ms(f['floor_s'])} ms, "
               f"{100 * f['floor_s'] / target:.0f}% of it, leaving {ms(max(0.0, target - f['floor_s']))} ms "
               "for everything else (attention softmax, LayerNorm, GELU, dropout, embeddings, loss, AdamW)")
-    return {"floor_s": f["floor_s"], "flops": f["flops"], "groups_s": {g: s for g, (s, _) in groups.items()},
-            "target_s": None if torch_s is None else 0.7 * torch_s}
 
 
 # ---------------------------------------------------------------------------------------------

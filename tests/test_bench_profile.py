@@ -107,3 +107,19 @@ def test_time_matmul_runs_the_layouts_it_names(monkeypatch):
     monkeypatch.setattr(blas, "matmul", lambda a, b, out: calls.append(a.shape) or out)
     bench_profile.time_matmul(bench_profile.Matmul("attention core", "att @ v", 1, 8, 8, 4, batch=6), reps=1)
     assert calls and calls[0] == (6, 8, 8)
+
+
+def test_profile_worker_result_travels_as_json(monkeypatch):
+    """bench --only profile runs profile_worker in a fresh process and reads its JSON back."""
+    import json
+
+    from minibert import bench
+
+    monkeypatch.setitem(bench.CONFIGS, "test", TINY)
+    monkeypatch.setattr(bench, "STEP_SHAPE", dict(B=2, T=8, P=2))
+    p = json.loads(json.dumps(bench.profile_worker("test", reps=2)))
+    assert p["step_s"] > 0 and p["layers_s"]["linear forward"] > 0
+    f = p["matmul_floor"]
+    assert 0 < f["floor_s"] and all(len(v) == 2 for v in f["groups"].values())
+    rows = bench_profile.profile_rows(p)
+    assert rows[-1][0].startswith("step")
