@@ -79,7 +79,7 @@ def _have(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def isolated_medians(kind: str, spec, names, reps: int, rounds: int = ROUNDS, warmup: int = 1) -> dict:
+def isolated_medians(kind: str, spec, names, reps: int, rounds: int | None = None, warmup: int = 1) -> dict:
     """Median seconds of each contender, each timed in fresh worker processes (`reps` timed runs
     after `warmup` in each), the contenders taking turns `rounds` times.
 
@@ -90,7 +90,7 @@ def isolated_medians(kind: str, spec, names, reps: int, rounds: int = ROUNDS, wa
     """
     times = {n: [] for n in names}
     rss = {n: [] for n in names}
-    for _ in range(rounds):
+    for _ in range(ROUNDS if rounds is None else rounds):
         for name in names:
             cmd = [sys.executable, "-m", "minibert.bench", "--worker", kind, json.dumps(spec), name, str(reps), str(warmup)]
             res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -599,12 +599,17 @@ def bench_text_and_data(report: dict, sections) -> None:
 # command line
 
 def cli(argv: list[str]) -> int:
+    global ROUNDS  # --rounds sets it for every section
     ap = argparse.ArgumentParser(prog="python -m minibert bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repetitions, tiny config only for the step")
     ap.add_argument("--only", default=",".join(SECTIONS),
                     help=f"comma-separated sections to run (default: all of {','.join(SECTIONS)})")
     ap.add_argument("--json", default=str(ROOT / "bench" / "results.json"), help="where to write the figures")
+    ap.add_argument("--rounds", type=int, default=ROUNDS,
+                    help=f"worker processes per contender for attention, step and finetune, taking turns "
+                         f"(default {ROUNDS}); more rounds, steadier medians on a noisy machine")
     args = ap.parse_args(argv)
+    ROUNDS = max(1, args.rounds)
     sections = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:

@@ -1,6 +1,6 @@
-"""NumPy's own OpenBLAS, reached through ctypes: a batched matmul and the thread settings.
+"""NumPy's own OpenBLAS, reached through ctypes: a batched matmul, gemm for Numba kernels, threads.
 
-Two things NumPy does not offer, both taken from the OpenBLAS library that NumPy has already
+What NumPy does not offer, taken from the OpenBLAS library that NumPy has already
 loaded (found in /proc/self/maps, as threadpoolctl finds it; no second copy is loaded):
 
 `matmul(a, b, out)`, out[i] = a[i] @ b[i] over stacks of small matrices, as ONE call of
@@ -13,6 +13,11 @@ The operands may be any strided views whose last two axes are BLAS-shaped (one o
 contiguous): q, k, v as views of the (B, T, 3C) projection go in without a copy. Without a
 usable OpenBLAS (another BLAS, macOS's Accelerate, an OpenBLAS before 0.3.27, a non-Linux
 system) `matmul` is np.matmul, so results never depend on the library, only the speed does.
+
+`gemm_for_kernels(dtype)`: the address of the plain cblas_sgemm / cblas_dgemm, which attention
+v4's Numba kernels call from their own threads (minibert/kernels.py), inside
+`with single_threaded():` (OpenBLAS's thread count at 1, so each call runs on the thread that
+makes it; the count is restored after). MINIBERT_BLAS_BATCH=0 turns this off as well.
 
 Threads: `apply_thread_timeout()` sets OPENBLAS_THREAD_TIMEOUT (how long OpenBLAS's idle threads
 spin before they sleep) in a process where NumPy loaded OpenBLAS before minibert could set the

@@ -44,8 +44,9 @@ Versions of the attention core (numbers: `python -m minibert bench --only attent
         into the head's (T, T) block, the softmax on that block while it is in the core's cache,
         att @ v; backward: four gemms and the softmax backward per head. The same products as
         v3, without v3's passes over the whole (B, NH, T, T) array in memory between them
-        (bench, 2 cores, AVX-512, fwd+bwd: 7.8 vs 9.1 ms at (32, 2, 128, 64), 12.1 vs 14.2 ms at
-        (8, 12, 128, 64); torch 8.7 and 12.9). Plain gemm has no size limit (NumPy's own matmul
+        (bench, 2 cores, AVX-512, fwd+bwd, median of 9 processes: 8.2 vs 10.2 ms at (32, 2, 128,
+        64), 12.1 vs 15.0 ms at (8, 12, 128, 64); torch 9.5 and 14.3). Plain gemm has no size
+        limit (NumPy's own matmul
         calls it for every size), so v4 serves every shape; without OpenBLAS, or with
         MINIBERT_BLAS_BATCH=0, attention_forward is v3 (which then is v2).
     All versions take `causal=True` (the left-to-right mask of the "ltr" objective): one more
