@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.bench_profile import QA_SHAPE, task_step_fn
+from minibert.bench_profile import QA_SHAPE, run_times, task_step_fn
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ("attention", "step", "finetune", "profile", "startup", "text", "data")
@@ -52,18 +52,6 @@ STEP_SHAPE = dict(B=32, T=128, P=20)
 
 # ---------------------------------------------------------------------------------------------
 # timing helpers
-
-def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
-    """Wall times of fn() in seconds over `reps` runs, after `warmup` untimed runs."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return times
-
 
 def median_time(fn, reps: int, warmup: int = 1) -> float:
     """Median wall time of fn() in seconds over `reps` runs, after `warmup` untimed runs."""

@@ -28,6 +28,18 @@ QA_SHAPE = dict(B=8, T=384)  # a SQuAD window (max_seq_length 384), 8 windows pe
 PHASES = ("forward", "backward")
 
 
+def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
+    """Wall times of fn() in seconds over `reps` runs, after `warmup` untimed runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 class TimedOps:
     """The module of layer functions `ops`, with every `*_forward` / `*_backward` /
     `split_heads` / `merge_heads` call timed: times[(layer, phase)] += seconds."""
@@ -202,13 +214,7 @@ def time_matmul(m: Matmul, reps: int, rng=None) -> float:
     a, b = operand(m.M, m.K, m.a_t), operand(m.K, m.N, m.b_t)
     out = np.empty((*lead, m.M, m.N), dtype=np.float32)
     run = (lambda: blas.matmul(a, b, out=out)) if m.batch else (lambda: np.matmul(a, b, out=out))
-    run()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return statistics.median(run_times(run, reps))
 
 
 def matmul_floor(cfg, shape: dict, reps: int, n_real: int | None = None) -> dict:

@@ -402,6 +402,34 @@ def _copy_head_t(src, dst):
 # attention: preatt = q @ k^T * scale + adder ; att = softmax(preatt) ; out = (att * drop) @ v
 
 
+@_jit(inline="always")
+def _times_drop(a, drop, b, h):
+    """One head's att * drop: a (T, T), drop (B, NH, T, T) -> a new (T, T) array."""
+    T = a.shape[0]
+    ad = np.empty((T, T), dtype=a.dtype)  # (T, T)
+    for i in range(T):
+        for j in range(T):
+            ad[i, j] = a[i, j] * drop[b, h, i, j]
+    return ad
+
+
+@_jit(inline="always")
+def _softmax_backward_head(datt, a, drop, b, h, use_drop, scale):
+    """In place on one head's datt (T, T), the gradient of att * drop:
+    datt <- a * (datt*drop - sum(datt*drop * a)) * scale, row by row (a = att (T, T); drop
+    (B, NH, T, T) read at [b, h] only when use_drop). The gradient of the scaled scores."""
+    T = a.shape[0]
+    for i in range(T):
+        drow = datt[i]
+        arow = a[i]
+        if use_drop:
+            for j in range(T):
+                drow[j] *= drop[b, h, i, j]
+        s = _row_dot(drow, arow)
+        for j in range(T):
+            drow[j] = arow[j] * (drow[j] - s) * scale
+
+
 @_jit(parallel=True)
 def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out, causal, masked):
     """q, k, v (B, NH, T, HS); adder (B, T) additive key mask; drop (B, NH, T, T) mask or a dummy;
@@ -422,11 +450,7 @@ def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out, c
         for i in range(T):
             _masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
         if use_drop:
-            ad = np.empty((T, T), dtype=q.dtype)  # (T, T) att * drop
-            for i in range(T):
-                for j in range(T):
-                    ad[i, j] = a[i, j] * drop[b, h, i, j]
-            _mm_rows(ad, vh, o)  # (T, T) @ (T, HS) -> (T, HS)
+            _mm_rows(_times_drop(a, drop, b, h), vh, o)  # (T, T) @ (T, HS) -> (T, HS)
         else:
             _mm_rows(a, vh, o)  # (T, T) @ (T, HS) -> (T, HS)
         oh = out[b, h]
@@ -450,13 +474,7 @@ def _attention_backward_kernel(dout, q, k, v, att, drop, use_drop, scale, dq, dk
         doh = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
         _copy_head(dout[b, h], doh)
         a = att[b, h]  # (T, T)
-        if use_drop:
-            ad = np.empty((T, T), dtype=q.dtype)  # (T, T) att * drop: what multiplied v
-            for i in range(T):
-                for j in range(T):
-                    ad[i, j] = a[i, j] * drop[b, h, i, j]
-        else:
-            ad = a
+        ad = _times_drop(a, drop, b, h) if use_drop else a  # (T, T) att * drop: what multiplied v
         tmp = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
         # forward was: out = ad @ v  ->  dv = ad^T @ dout
         _mm_rows(ad.T, doh, tmp)  # (T, T) @ (T, HS) -> (T, HS)
@@ -465,15 +483,7 @@ def _attention_backward_kernel(dout, q, k, v, att, drop, use_drop, scale, dq, dk
         datt = np.empty((T, T), dtype=q.dtype)  # (T, T)
         _mm_rows(doh, vt, datt)  # (T, HS) @ (HS, T) -> (T, T)
         # forward was: att = softmax(preatt); dpreatt = att * (datt - sum(datt * att)) * scale
-        for i in range(T):
-            drow = datt[i]
-            arow = a[i]
-            if use_drop:
-                for j in range(T):
-                    drow[j] *= drop[b, h, i, j]
-            s = _row_dot(drow, arow)
-            for j in range(T):
-                drow[j] = arow[j] * (drow[j] - s) * scale
+        _softmax_backward_head(datt, a, drop, b, h, use_drop, scale)
         # forward was: preatt = q @ k^T * scale + adder
         _mm_rows(datt, kh, tmp)  # (T, T) @ (T, HS) -> (T, HS)
         dq[b, h] = tmp
@@ -520,6 +530,15 @@ def _attention_inputs(q, k, v, attn_mask, dropout_p):
     return k.astype(dt, copy=False), v.astype(dt, copy=False), 1.0 / math.sqrt(HS), adder
 
 
+def _attention_dropout_mask(rng, shape, dropout_p, dt):
+    """The attention dropout mask (keep / (1 - p), in dtype dt) of `shape`, or None for p = 0:
+    exactly layers.dropout_forward's draw, so the same rng gives the same mask."""
+    if dropout_p == 0.0:
+        return None
+    keep = rng.random(shape, dtype=np.float32) >= dropout_p  # (B, NH, T, T) bool
+    return keep.astype(dt) * dt.type(1.0 / (1.0 - dropout_p))  # (B, NH, T, T)
+
+
 def attention_forward_v1(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
     """v1 (all loops in Numba). Same contract as layers.attention_forward (and the same dropout
     mask for the same rng), causal mask included.
@@ -530,11 +549,7 @@ def attention_forward_v1(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=Fal
     B, NH, T, HS = q.shape
     dt = q.dtype
     k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
-    drop = None
-    if dropout_p > 0.0:
-        # exactly layers.dropout_forward's draw, so the same rng gives the same mask
-        keep = rng.random((B, NH, T, T), dtype=np.float32) >= dropout_p  # (B, NH, T, T) bool
-        drop = keep.astype(dt) * dt.type(1.0 / (1.0 - dropout_p))  # (B, NH, T, T)
+    drop = _attention_dropout_mask(rng, (B, NH, T, T), dropout_p, dt)  # (B, NH, T, T) or None
     att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
     out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
@@ -587,15 +602,7 @@ def _softmax_rows_backward_kernel(datt, att, drop, use_drop, scale):
     B, NH, T, _ = att.shape
     for bh in numba.prange(B * NH):
         b, h = bh // NH, bh % NH
-        for i in range(T):
-            drow = datt[b, h, i]
-            arow = att[b, h, i]
-            if use_drop:
-                for j in range(T):
-                    drow[j] *= drop[b, h, i, j]
-            s = _row_dot(drow, arow)
-            for j in range(T):
-                drow[j] = arow[j] * (drow[j] - s) * scale
+        _softmax_backward_head(datt[b, h], att[b, h], drop, b, h, use_drop, scale)
 
 
 _softmax_rows_serial = _serial(_softmax_rows_kernel)
@@ -609,12 +616,8 @@ def _attention_forward_mm(matmul, q, k, v, attn_mask, dropout_p, rng, causal):
     k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
     att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
     matmul(q, k.swapaxes(-1, -2), out=att)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T) raw scores
-    drop, att_d = None, att
-    if dropout_p > 0.0:
-        # exactly layers.dropout_forward's draw, so the same rng gives the same mask
-        keep = rng.random((B, NH, T, T), dtype=np.float32) >= dropout_p  # (B, NH, T, T) bool
-        drop = keep.astype(dt) * dt.type(1.0 / (1.0 - dropout_p))  # (B, NH, T, T)
-        att_d = np.empty_like(att)  # (B, NH, T, T)
+    drop = _attention_dropout_mask(rng, (B, NH, T, T), dropout_p, dt)  # (B, NH, T, T) or None
+    att_d = att if drop is None else np.empty_like(att)  # (B, NH, T, T)
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
     softmax = _pick(_softmax_rows_kernel, _softmax_rows_serial, q.shape)
     softmax(att, adder, dummy if drop is None else drop, drop is not None, dt.type(scale), att_d,
@@ -745,12 +748,7 @@ def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, drop, use_dro
         _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, q[b, h], ld[0], k[b, h], ld[1], a, T, one)
         for i in range(T):
             _masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
-        src = a
-        if use_drop:
-            src = np.empty((T, T), dtype=q.dtype)  # (T, T) att * drop: what multiplies v
-            for i in range(T):
-                for j in range(T):
-                    src[i, j] = a[i, j] * drop[b, h, i, j]
+        src = _times_drop(a, drop, b, h) if use_drop else a  # (T, T) att * drop: what multiplies v
         # (T, T) @ (T, HS) -> (T, HS)
         _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, src, T, v[b, h], ld[2], out[b, h], ld[3], one)
 
@@ -763,27 +761,14 @@ def _attention_backward_gemm_kernel(gemm, like, dout, q, k, v, ld, att, drop, us
     for bh in numba.prange(B * NH):
         b, h = bh // NH, bh % NH
         a = att[b, h]  # (T, T)
-        ad = a
-        if use_drop:
-            ad = np.empty((T, T), dtype=q.dtype)  # (T, T) att * drop: what multiplied v
-            for i in range(T):
-                for j in range(T):
-                    ad[i, j] = a[i, j] * drop[b, h, i, j]
+        ad = _times_drop(a, drop, b, h) if use_drop else a  # (T, T) att * drop: what multiplied v
         # forward was: out = ad @ v  ->  dv = ad^T @ dout, (T, T)^T @ (T, HS) -> (T, HS)
         _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, ad, T, dout[b, h], ld[0], dv[b, h], ld[4], one)
         # datt = dout @ v^T, (T, HS) @ (HS, T) -> (T, T)
         datt = np.empty((T, T), dtype=q.dtype)
         _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, dout[b, h], ld[0], v[b, h], ld[3], datt, T, one)
         # forward was: att = softmax(preatt); dpreatt = att * (datt - sum(datt * att)) * scale
-        for i in range(T):
-            drow = datt[i]
-            arow = a[i]
-            if use_drop:
-                for j in range(T):
-                    drow[j] *= drop[b, h, i, j]
-            s = _row_dot(drow, arow)
-            for j in range(T):
-                drow[j] = arow[j] * (drow[j] - s) * scale
+        _softmax_backward_head(datt, a, drop, b, h, use_drop, scale)
         # forward was: preatt = q @ k^T * scale + adder
         _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, datt, T, k[b, h], ld[2], dq[b, h], ld[4], one)
         _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, datt, T, q[b, h], ld[1], dk[b, h], ld[4], one)
@@ -831,11 +816,7 @@ def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False)
     dt = q.dtype
     k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
     (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (q, k, v))
-    drop = None
-    if dropout_p > 0.0:
-        # exactly layers.dropout_forward's draw, so the same rng gives the same mask
-        keep = rng.random((B, NH, T, T), dtype=np.float32) >= dropout_p  # (B, NH, T, T) bool
-        drop = keep.astype(dt) * dt.type(1.0 / (1.0 - dropout_p))  # (B, NH, T, T)
+    drop = _attention_dropout_mask(rng, (B, NH, T, T), dropout_p, dt)  # (B, NH, T, T) or None
     att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
     out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
     ld = np.array([lq, lk, lv, _row_stride(out)], dtype=np.int64)
