@@ -78,6 +78,7 @@ def isolated_medians(kind: str, spec, names, reps: int, rounds: int | None = Non
     """
     times = {n: [] for n in names}
     rss = {n: [] for n in names}
+    per_round = {n: [] for n in names}  # the median of each worker process, in turn order
     for _ in range(ROUNDS if rounds is None else rounds):
         for name in names:
             cmd = [sys.executable, "-m", "minibert.bench", "--worker", kind, json.dumps(spec), name, str(reps), str(warmup)]
@@ -86,8 +87,10 @@ def isolated_medians(kind: str, spec, names, reps: int, rounds: int | None = Non
                 raise RuntimeError(f"bench worker {kind} {spec} {name} failed:\n{res.stderr[-2000:]}")
             got = json.loads(res.stdout.strip().splitlines()[-1])
             times[name] += got["times"]
+            per_round[name].append(statistics.median(got["times"]))
             rss[name].append(got["step_rss_bytes"])
     medians = {n: statistics.median(ts) for n, ts in times.items()}
+    isolated_medians.last_rounds = per_round
     isolated_medians.last_rss = {n: max(r, default=None) if None not in r else None
                                  for n, r in rss.items()}  # the peak step memory of each contender
     return medians
@@ -227,6 +230,13 @@ def attention_fn(shape, name: str):
     return run
 
 
+def round_ratios(rounds: dict, slow: list[str], fast: str) -> list[float]:
+    """Per round (one worker process each, taken in turn): the fastest of the `slow` contenders'
+    medians over `fast`'s, e.g. torch/numba for each round: the spread of the ratio that the
+    medians over all rounds hide."""
+    return [min(rounds[n][r] for n in slow) / rounds[fast][r] for r in range(len(rounds[fast]))]
+
+
 def bench_attention(report: dict, reps: int) -> None:
     torch_ok = _have("torch")
     names = [n for n in ATTENTION_CONTENDERS if torch_ok or not n.startswith("torch")]
@@ -234,22 +244,25 @@ def bench_attention(report: dict, reps: int) -> None:
     for shape in ATTENTION_SHAPES:
         t = isolated_medians("attention", list(shape), names, reps)
         t_torch = min((t[n], n) for n in t if n.startswith("torch")) if torch_ok else (None, "torch not installed")
+        spread = round_ratios(isolated_medians.last_rounds, [n for n in t if n.startswith("torch")], "numba") \
+            if torch_ok else []
         res = {"numba_s": t["numba"], "numba_v3_s": t["numba v3"], "numba_v2_s": t["numba v2"],
                "numba_v1_s": t["numba v1"], "numpy_s": t["numpy"],
                "torch_s": t_torch[0],
                "torch_variant": t_torch[1], "speedup_vs_numpy": t["numpy"] / t["numba"],
-               "speedup_vs_torch": None if t_torch[0] is None else t_torch[0] / t["numba"], "all_s": t}
+               "speedup_vs_torch": None if t_torch[0] is None else t_torch[0] / t["numba"],
+               "speedup_vs_torch_per_round": spread, "all_s": t}
         out["x".join(map(str, shape))] = res
         rows.append(["x".join(map(str, shape)), ms(t["numba"]), ms(t["numba v3"]), ms(t["numba v2"]), ms(t["numba v1"]),
-                     ms(t["numpy"]),
-                     ms(t_torch[0]),
-                     ratio(t["numpy"], t["numba"]), ratio(t_torch[0], t["numba"])])
+                     ms(t["numpy"]), ms(t_torch[0]), ratio(t["numpy"], t["numba"]), ratio(t_torch[0], t["numba"]),
+                     f"{min(spread):.2f}-{max(spread):.2f}x" if spread else "n/a"])
     report["attention"] = out
     print(f"\n== attention forward+backward, float32, padded keys; ms (median of {ROUNDS} processes x {reps}), "
           f"{n_threads()} threads")
     print(fmt_table(["B x NH x T x HS", "numba", "numba v3", "numba v2", "numba v1", "numpy", "torch", "numpy/numba",
-                     "torch/numba"], rows))
-    print("target: torch/numba >= 1x (torch = the faster of explicit and sdpa); numba = v4 (the default: per head, "
+                     "torch/numba", "per round"], rows))
+    print("target: torch/numba >= 1x (torch = the faster of explicit and sdpa); per round: the lowest and highest "
+          "torch/numba of the rounds' own medians, the machine's noise; numba = v4 (the default: per head, "
           "OpenBLAS gemm called from Numba's threads, softmax on the head's block in cache), v3 = batched OpenBLAS "
           "matmuls + a fused Numba softmax pass, v2 = np.matmul + the same softmax, v1 = all-Numba")
 

@@ -123,3 +123,10 @@ def test_profile_worker_result_travels_as_json(monkeypatch):
     assert 0 < f["floor_s"] and all(len(v) == 2 for v in f["groups"].values())
     rows = bench_profile.profile_rows(p)
     assert rows[-1][0].startswith("step")
+
+
+def test_round_ratios_take_the_faster_reference_per_round():
+    from minibert import bench
+
+    rounds = {"numba": [10.0, 8.0], "torch explicit": [12.0, 6.0], "torch sdpa": [11.0, 9.0]}
+    np.testing.assert_allclose(bench.round_ratios(rounds, ["torch explicit", "torch sdpa"], "numba"), [1.1, 0.75])
