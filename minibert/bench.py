@@ -204,6 +204,7 @@ def _torch_attention_fns(torch, q, k, v, mask, dout):
     return {"torch explicit": explicit, "torch sdpa": sdpa}
 
 
+ATTENTION_WARMUP = 10  # untimed runs in each worker process before the timed ones
 ATTENTION_CONTENDERS = ("numba", "numba v3", "numba v2", "numba v1", "numpy", "torch explicit", "torch sdpa")
 
 
@@ -242,7 +243,10 @@ def bench_attention(report: dict, reps: int) -> None:
     names = [n for n in ATTENTION_CONTENDERS if torch_ok or not n.startswith("torch")]
     rows, out = [], {}
     for shape in ATTENTION_SHAPES:
-        t = isolated_medians("attention", list(shape), names, reps)
+        # 10 untimed runs first: a fresh process's first several runs are slower (seen for every
+        # contender, v3, v4 and torch alike: 10-14 ms before settling at 7-9 ms), and one warm-up
+        # left that start-up in the medians
+        t = isolated_medians("attention", list(shape), names, reps, warmup=ATTENTION_WARMUP)
         t_torch = min((t[n], n) for n in t if n.startswith("torch")) if torch_ok else (None, "torch not installed")
         spread = round_ratios(isolated_medians.last_rounds, [n for n in t if n.startswith("torch")], "numba") \
             if torch_ok else []
