@@ -264,7 +264,8 @@ assert max_rel(out32_nb, out32_ref) < 1e-5
 #   loops) took 32 ms: hand-written loops reach about half of BLAS's speed. The library's default
 #   today (v4) keeps BLAS for the products but calls it per head from Numba's own threads, so each
 #   head's scores go through q k^T, the softmax and att v while they sit in the core's cache:
-#   8.2 ms against 9.5 ms for PyTorch on the same shape (`minibert/kernels.py` tells the story).
+#   8.2-9.8 ms against PyTorch's 8.2-9.5 ms on the same shape in two runs, level with it
+#   (`minibert/kernels.py` tells the story).
 # - Why is the lesson's simple loop kernel slower still? Its inner loop over `d` walks
 #   `k[b, h, j, :]` for every `(i, j)`, and the `out` loop walks `v` column by column (a stride
 #   of `HS` elements): poor memory access. `attention_forward_v1` copies each head into

@@ -45,8 +45,9 @@ Versions of the attention core (numbers: `python -m minibert bench --only attent
         att @ v; backward: four gemms and the softmax backward per head. The same products as
         v3, without v3's passes over the whole (B, NH, T, T) array in memory between them
         (bench, 2 cores, AVX-512, fwd+bwd, median of 9 processes: 8.2 vs 10.2 ms at (32, 2, 128,
-        64), 12.1 vs 15.0 ms at (8, 12, 128, 64); torch 9.5 and 14.3). Plain gemm has no size
-        limit (NumPy's own matmul
+        64), 12.1 vs 15.0 ms at (8, 12, 128, 64), torch 9.5 and 14.3; in a later run 9.8 vs 10.5
+        and 12.1 vs 16.3, torch 8.2 and 12.7: level with torch within this machine's noise at the
+        first shape, level or faster at the second). Plain gemm has no size limit (NumPy's own matmul
         calls it for every size), so v4 serves every shape; without OpenBLAS, or with
         MINIBERT_BLAS_BATCH=0, attention_forward is v3 (which then is v2).
     All versions take `causal=True` (the left-to-right mask of the "ltr" objective): one more
