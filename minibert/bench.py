@@ -81,11 +81,7 @@ def isolated_medians(kind: str, spec, names, reps: int, rounds: int | None = Non
     per_round = {n: [] for n in names}  # the median of each worker process, in turn order
     for _ in range(ROUNDS if rounds is None else rounds):
         for name in names:
-            cmd = [sys.executable, "-m", "minibert.bench", "--worker", kind, json.dumps(spec), name, str(reps), str(warmup)]
-            res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-            if res.returncode != 0:
-                raise RuntimeError(f"bench worker {kind} {spec} {name} failed:\n{res.stderr[-2000:]}")
-            got = json.loads(res.stdout.strip().splitlines()[-1])
+            got = run_worker(kind, spec, reps, name, warmup)
             times[name] += got["times"]
             per_round[name].append(statistics.median(got["times"]))
             rss[name].append(got["step_rss_bytes"])
@@ -96,13 +92,13 @@ def isolated_medians(kind: str, spec, names, reps: int, rounds: int | None = Non
     return medians
 
 
-def run_worker(kind: str, spec, reps: int) -> dict:
-    """Run `python -m minibert.bench --worker kind spec - reps 0` in a fresh process and return
-    the JSON it prints last (for the kinds that are not timed contenders: "profile")."""
-    cmd = [sys.executable, "-m", "minibert.bench", "--worker", kind, json.dumps(spec), "-", str(reps), "0"]
+def run_worker(kind: str, spec, reps: int, name: str = "-", warmup: int = 0) -> dict:
+    """Run `python -m minibert.bench --worker kind spec name reps warmup` in a fresh process and
+    return the JSON it prints last (`worker` below; "profile" takes no contender name)."""
+    cmd = [sys.executable, "-m", "minibert.bench", "--worker", kind, json.dumps(spec), name, str(reps), str(warmup)]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if res.returncode != 0:
-        raise RuntimeError(f"bench worker {kind} {spec} failed:\n{res.stderr[-2000:]}")
+        raise RuntimeError(f"bench worker {kind} {spec} {name} failed:\n{res.stderr[-2000:]}")
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
@@ -477,13 +473,12 @@ def bench_profile(report: dict, reps: int, configs) -> None:
     """Where a step's time goes, layer by layer, its peak memory (minibert.bench_profile), and
     the step's matmuls alone; measured in a fresh worker process per config, like the step."""
     from minibert.bench_profile import profile_rows
+    from minibert.model import BertConfig
 
     peak = report.get("matmul_peak_gflops") or matmul_peak(max(3, reps // 2))
     B, T, P = (STEP_SHAPE[k] for k in "BTP")
     out = {}
     for name in configs:
-        from minibert.model import BertConfig
-
         p = run_worker("profile", name, reps)
         flops = matmul_flops(BertConfig(**CONFIGS[name]), B, T, P)
         p["matmul_bound_s"] = flops / peak / 1e9

@@ -184,7 +184,7 @@ def step_matmuls(cfg, B: int, T: int, P: int, n_real: int) -> list[Matmul]:
     dE = dl.T @ t)."""
     C, FF, V, L = cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size, cfg.num_hidden_layers
     NH = cfg.num_attention_heads
-    HS, M, BH = C // NH, B * P, B * cfg.num_attention_heads
+    HS, M, BH = C // NH, B * P, B * NH
     mm = (_linear_matmuls("qkv", L, n_real, C, 3 * C) + _linear_matmuls("attention out", L, n_real, C, C)
           + _linear_matmuls("ffn in", L, n_real, C, FF) + _linear_matmuls("ffn out", L, n_real, FF, C))
     core = "attention core"

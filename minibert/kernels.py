@@ -628,6 +628,14 @@ def _attention_forward_mm(matmul, q, k, v, attn_mask, dropout_p, rng, causal):
     return out, AttentionCache(q, k, v, att, drop, scale)
 
 
+def _qkv_gradient_views(B, NH, T, HS, dt):
+    """dq, dk, dv (B, NH, T, HS) as views of one new (B, T, 3, NH, HS) array, side by side: the
+    (B, T, 3C) layout of the qkv projection whose gradient they are, so the caller's merge is a
+    copy of contiguous rows."""
+    dqkv = np.empty((B, T, 3, NH, HS), dtype=dt)  # (B, T, 3, NH, HS)
+    return tuple(dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # 3 x (B, NH, T, HS) views
+
+
 def _attention_backward_mm(matmul, dout, cache: AttentionCache):
     """v2 and v3: mirror of _attention_forward_mm."""
     q, k, v, att, drop, scale = cache
@@ -635,10 +643,7 @@ def _attention_backward_mm(matmul, dout, cache: AttentionCache):
     dt = q.dtype
     dout = dout.astype(dt, copy=False)
     att_d = att if drop is None else att * drop  # (B, NH, T, T) what multiplied v
-    # dq, dk, dv side by side in one (B, T, 3, NH, HS) array: the (B, T, 3C) layout of the qkv
-    # projection whose gradient they are, so the caller's merge is a copy of contiguous rows
-    dqkv = np.empty((B, T, 3, NH, HS), dtype=dt)  # (B, T, 3, NH, HS)
-    dq, dk, dv = (dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # 3 x (B, NH, T, HS) views
+    dq, dk, dv = _qkv_gradient_views(B, NH, T, HS, dt)  # 3 x (B, NH, T, HS)
     # forward was: out = att_d @ v
     matmul(att_d.swapaxes(-1, -2), dout, out=dv)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
     datt = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
@@ -840,8 +845,7 @@ def attention_backward(dout, cache: AttentionCache):
     B, NH, T, HS = q.shape
     dt = q.dtype
     (dout, ldo), (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (dout.astype(dt, copy=False), q, k, v))
-    dqkv = np.empty((B, T, 3, NH, HS), dtype=dt)  # (B, T, 3, NH, HS)
-    dq, dk, dv = (dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # 3 x (B, NH, T, HS) views
+    dq, dk, dv = _qkv_gradient_views(B, NH, T, HS, dt)  # 3 x (B, NH, T, HS)
     ld = np.array([ldo, lq, lk, lv, _row_stride(dq)], dtype=np.int64)
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
     kernel = _pick(_attention_backward_gemm_kernel, _attention_backward_gemm_serial, q.shape)

@@ -10,7 +10,7 @@ import pytest
 
 from minibert import malloc
 
-# Allocate and free a step's worth of arrays of mixed sizes (0.5-24 MiB, 120 MiB in all) twice;
+# Allocate and free a step's worth of arrays of mixed sizes (1-24 MiB, 120 MiB in all) twice;
 # print the page faults of the second round. Every array is written (np.ones), as activations are.
 SCRIPT = """
 import json, os, resource, sys
