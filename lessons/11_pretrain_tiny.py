@@ -42,6 +42,7 @@ import course  # noqa: E402  lessons/course.py: where pictures go, how exercises
 from course import FAST, OUT, ROOT, show  # noqa: E402  FAST (CI): fewer training steps
 from minibert import optim  # noqa: E402
 from minibert import pretraining_data as pd  # noqa: E402
+from minibert.shards import BatchIterator  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
 from minibert.tokenizer import BertTokenizer  # noqa: E402
@@ -186,7 +187,7 @@ instances = pd.create_training_instances(
     [corpus_path], tok, max_seq_length=T, dupe_factor=10, short_seq_prob=0.1,
     masked_lm_prob=0.15, max_predictions_per_seq=P, rng=random.Random(12345))
 features = pd.instances_to_features(instances, tok, T, P)
-batches = pd.BatchIterator(features, batch_size=16, seed=0, masking="dynamic",
+batches = BatchIterator(features, batch_size=16, seed=0, masking="dynamic",
                            max_predictions_per_seq=P, vocab_size=V, mask_id=tok.mask_id,
                            special_ids=[tok.cls_id, tok.sep_id])
 print(f"{len(instances)} instances, vocab {V}, {batches.batches_per_epoch} batches per epoch")

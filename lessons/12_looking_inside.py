@@ -39,13 +39,14 @@ from course import HERE, OUT, show  # noqa: E402
 from minibert import inspect, layers  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.model import encoder_forward  # noqa: E402
+from minibert.tools.look_inside import load_model_and_tokenizer  # noqa: E402
 
 RUN_DIR = OUT / "11_tiny_bert"
 if not (RUN_DIR / "model.safetensors").is_file():
     print(f"{RUN_DIR} not found: running lesson 11 (fast mode) to train the model")
     subprocess.run([sys.executable, str(HERE / "11_pretrain_tiny.py")], check=True,
                    env=dict(os.environ, MINIBERT_FAST="1", MPLBACKEND="Agg"))  # headless: no pictures shown
-model, tok = inspect.load_model_and_tokenizer(RUN_DIR)
+model, tok = load_model_and_tokenizer(RUN_DIR)
 cfg = model.config
 print(f"model: {cfg.num_hidden_layers} layers, {cfg.num_attention_heads} heads, hidden "
       f"{cfg.hidden_size}, vocab {cfg.vocab_size}; {model.num_parameters:,} parameters")

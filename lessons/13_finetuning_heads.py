@@ -28,6 +28,7 @@ import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST  # CI: fewer steps
 from minibert import BertForMultipleChoice, BertForSequenceClassification, BertTokenizer, gradcheck, layers
 from minibert.finetune.features import token_features
+from minibert.finetune.gradchecks import check_task_models
 from minibert.finetune.readers import TaggedExample
 from minibert.gradcheck import numerical_grad_scalar
 from minibert.model import BertConfig, encoder_forward, pooler_forward
@@ -40,7 +41,7 @@ cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attenti
 # ## 1. The classification head by hand
 # The encoder is lesson 10's. The head is two lines: `logits = dropout(pooled) @ W + b`, then the
 # mean cross-entropy of lesson 03. Its backward restates each line in reverse. Dropout is off
-# here (`rng=None`), as at evaluation time; `minibert.gradcheck.check_heads` checks it on.
+# here (`rng=None`), as at evaluation time; `minibert.finetune.gradchecks.check_heads` checks it on.
 
 # %%
 model = BertForSequenceClassification(cfg, num_labels=3, seed=0, dtype=np.float64)
@@ -74,7 +75,7 @@ assert abs(loss - ref_loss) < 1e-12
 # centered differences of the loss, in float64, with random (not initial) parameters.
 
 # %%
-checks = gradcheck.check_task_models(np.random.default_rng(0), verbose=False, samples_per_tensor=2)
+checks = check_task_models(np.random.default_rng(0), verbose=False, samples_per_tensor=2)
 worst = max(c.max_abs for c in checks)  # relative error is meaningless where a gradient is ~0
 print(f"{len(checks)} tensors checked, all pass: {all(checks)}; largest absolute difference {worst:.1e}")
 assert all(checks), [c.row() for c in checks if not c]

@@ -48,6 +48,7 @@ import course  # noqa: E402  lessons/course.py: where pictures go, how exercises
 from course import FAST, OUT, ROOT, show  # noqa: E402  FAST (CI): skips section 5
 from minibert import optim  # noqa: E402
 from minibert import pretraining_data as pd  # noqa: E402
+from minibert.shards import BatchIterator  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.finetune.models import BertForSequenceClassification  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
@@ -110,7 +111,7 @@ instances = pd.create_training_instances(
     [corpus_path], tok, max_seq_length=T, dupe_factor=5, short_seq_prob=0.1,
     masked_lm_prob=0.25, max_predictions_per_seq=P, rng=random.Random(12345))
 features = pd.instances_to_features(instances, tok, T, P)
-batches = pd.BatchIterator(features, batch_size=32, seed=0, masking="dynamic", max_predictions_per_seq=P,
+batches = BatchIterator(features, batch_size=32, seed=0, masking="dynamic", max_predictions_per_seq=P,
                            vocab_size=V, mask_id=tok.mask_id, special_ids=[tok.cls_id, tok.sep_id])
 config = BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=64, max_position_embeddings=T, hidden_dropout_prob=0.0,

@@ -52,6 +52,7 @@ import course  # noqa: E402  lessons/course.py: where pictures go, how exercises
 from course import OUT, show  # noqa: E402
 from minibert import optim  # noqa: E402
 from minibert import pretraining_data as pd  # noqa: E402
+from minibert.shards import BatchIterator  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.finetune.frozen import FrozenFeatureTagger, combine_layers  # noqa: E402
 from minibert.finetune.models import BertForTokenClassification  # noqa: E402
@@ -88,7 +89,7 @@ corpus_path = OUT / "16_corpus.txt"
 corpus_path.write_text("\n\n".join("\n".join(doc) for doc in documents) + "\n", encoding="utf-8")
 instances = pd.create_training_instances([corpus_path], tok, max_seq_length=T, dupe_factor=5, short_seq_prob=0.1,
                                          masked_lm_prob=0.25, max_predictions_per_seq=P, rng=random.Random(12345))
-batches = pd.BatchIterator(pd.instances_to_features(instances, tok, T, P), batch_size=32, seed=0,
+batches = BatchIterator(pd.instances_to_features(instances, tok, T, P), batch_size=32, seed=0,
                            masking="dynamic", max_predictions_per_seq=P, vocab_size=V, mask_id=tok.mask_id,
                            special_ids=[tok.cls_id, tok.sep_id])
 config = BertConfig(vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,

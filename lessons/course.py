@@ -44,8 +44,8 @@ OUT.mkdir(exist_ok=True)
 # pictures
 
 # matplotlib backends that draw into a notebook's output cells; minibert's own notebook runner
-# (`python -m minibert notebooks --execute`) registers itself as "module://minibert.notebooks"
-INLINE_BACKENDS = ("inline", "ipympl", "widget", "nbagg", "minibert.notebooks")
+# (`python -m minibert notebooks --execute`) registers itself as "module://minibert.tools.notebooks"
+INLINE_BACKENDS = ("inline", "ipympl", "widget", "nbagg", "minibert.tools.notebooks")
 
 
 def in_notebook() -> bool:

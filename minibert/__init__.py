@@ -19,7 +19,7 @@ import os
 # and in a training step every matmul is followed by a Numba kernel that wants the same cores:
 # with 2**4 cycles the tiny training step took 0.40-0.41 s instead of 0.44-0.48 s (2 cores).
 # Read by OpenBLAS when NumPy loads it; if NumPy was imported first, `minibert.kernels` has
-# OpenBLAS read it again when it loads (minibert.blas.apply_thread_timeout). An explicit setting
+# OpenBLAS read it again when it loads (minibert.native.blas.apply_thread_timeout). An explicit setting
 # in the environment wins.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
@@ -29,40 +29,40 @@ __version__ = "0.1.0"
 _EXPORTS = {
     # the model and its checkpoints (transformers-readable directories)
     "BertConfig": "model", "BertForPreTraining": "bert",
-    "load_pretrained": "bert", "save_pretrained": "checkpoint",
+    "load_pretrained": "bert", "save_pretrained": "io.checkpoint",
     # fine-tuning: the four task shapes, named as in transformers
     "BertForSequenceClassification": "finetune.models", "BertForTokenClassification": "finetune.models",
     "BertForMultipleChoice": "finetune.models", "BertForQuestionAnswering": "finetune.models",
     # the BERT family
     "AlbertConfig": "family.albert", "AlbertForPreTraining": "family.albert",
-    "AlbertForSequenceClassification": "family.albert_finetune",
-    "AlbertForTokenClassification": "family.albert_finetune",
-    "AlbertForMultipleChoice": "family.albert_finetune", "AlbertForQuestionAnswering": "family.albert_finetune",
+    "AlbertForSequenceClassification": "finetune.albert_tasks",
+    "AlbertForTokenClassification": "finetune.albert_tasks",
+    "AlbertForMultipleChoice": "finetune.albert_tasks", "AlbertForQuestionAnswering": "finetune.albert_tasks",
     "ElectraConfig": "family.electra", "ElectraForPreTraining": "family.electra",
     "ElectraForMaskedLM": "family.electra",
-    "ElectraForSequenceClassification": "family.electra_finetune",
-    "ElectraForTokenClassification": "family.electra_finetune",
-    "ElectraForMultipleChoice": "family.electra_finetune", "ElectraForQuestionAnswering": "family.electra_finetune",
+    "ElectraForSequenceClassification": "finetune.electra_tasks",
+    "ElectraForTokenClassification": "finetune.electra_tasks",
+    "ElectraForMultipleChoice": "finetune.electra_tasks", "ElectraForQuestionAnswering": "finetune.electra_tasks",
     # text
     "BertTokenizer": "tokenizer", "basic_tokenize": "tokenizer", "load_vocab": "tokenizer",
     "save_vocab": "tokenizer", "train_wordpiece": "wordpiece_trainer",
-    "read_text": "textio", "iter_lines": "textio",
+    "read_text": "io.textio", "iter_lines": "io.textio",
     # pretraining data
-    "build_pretraining_data": "pretraining_data", "create_training_instances": "pretraining_data",
-    "BatchIterator": "pretraining_data", "load_shards": "pretraining_data",
+    "build_pretraining_data": "shards", "create_training_instances": "pretraining_data",
+    "BatchIterator": "shards", "load_shards": "shards",
     "build_default_corpus": "corpus",
     # training
-    "TrainConfig": "train", "make_config": "train", "pretrain": "train:train", "Trainer": "train",
-    "resume_config": "train", "AdamW": "optim", "lr_at": "optim", "clip_by_global_norm": "optim",
+    "TrainConfig": "train.config", "make_config": "train.config", "pretrain": "train.pretrain:train",
+    "Trainer": "train.trainer", "resume_config": "train.runs", "AdamW": "optim", "lr_at": "optim", "clip_by_global_norm": "optim",
     # looking inside
     "fill_mask": "inspect", "attention_maps": "inspect", "plot_attention": "inspect",
-    "load_model_and_tokenizer": "inspect",
+    "load_model_and_tokenizer": "tools.look_inside",
     # gradient checking
     "numerical_grad": "gradcheck", "compare": "gradcheck", "check_model": "gradcheck",
 }
-_SUBMODULES = ("backend", "bench", "bench_data", "bench_profile", "bench_text", "bert", "blas", "checkpoint", "corpus", "export_data",
-               "family", "finetune", "gradcheck", "inspect", "kernels", "layers", "model", "nsp_baseline", "optim", "pretraining_data",
-               "run_dir", "textio", "tokenizer", "train", "wordpiece_trainer")
+_SUBMODULES = ("backend", "bert", "corpus", "family", "finetune", "gradcheck", "inspect", "io", "kernels", "layers",
+               "loop", "model", "native", "nsp_baseline", "optim", "pretraining_data", "tokenizer", "tools", "train",
+               "wordpiece_trainer")
 
 __all__ = sorted(_EXPORTS)
 

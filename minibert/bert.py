@@ -7,7 +7,7 @@
     token_vectors, sentence_vectors = model.encode(["a sentence", ...])
 
 It sits above the model's math (minibert/model.py), the checkpoint formats
-(minibert/checkpoint.py) and the tokenizer, and brings them together; none of them imports it.
+(minibert/io/checkpoint.py) and the tokenizer, and brings them together; none of them imports it.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import warnings
 
 import numpy as np
 
-from minibert import checkpoint
 from minibert.backend import get_ops
-from minibert.model import (HEAD_GROUPS, BertConfig, LossGradsMetrics, Output, _train_rng, bert_backward,
-                            bert_forward, check_inputs, check_objective, check_params, encoder_forward, init_params,
+from minibert.io import checkpoint
+from minibert.model import (HEAD_GROUPS, BertConfig, LossGradsMetrics, Output, _train_rng, bert_backward, bert_forward,
+                            check_inputs, check_objective, check_params, encoder_forward, init_params,
                             mlm_transform_forward, param_shapes, pooler_forward)
 from minibert.tokenizer import BertTokenizer
 
@@ -32,6 +32,8 @@ class BertForPreTraining:
     >>> out.mlm_logits.shape, out.nsp_logits.shape
     ((1, 3, 100), (1, 2))
     """
+
+    encoder_forward = staticmethod(encoder_forward)  # the model's encoder (inspect.attention_maps reads its cache)
 
     def __init__(self, config: BertConfig, seed: int = 0, dtype=np.float32, params=None):
         """`params` may lack whole head groups (pool.*, mlm.*, nsp.*), as checkpoints of
@@ -90,7 +92,7 @@ class BertForPreTraining:
         LM); the last two need only the MLM head, and their grads hold only the parameters they
         train (model.trained_params: no pool.*, nsp.*).
         `loss_weights` (MLM, NSP): the grads are those of w_mlm * mlm_loss + w_nsp * nsp_loss (for
-        gradient accumulation, minibert/train/step.py); the loss and metrics are unweighted."""
+        gradient accumulation, minibert/loop/step.py); the loss and metrics are unweighted."""
         check_objective(objective)
         needed = HEAD_GROUPS if objective == "mlm_nsp" else ("mlm",)
         if any(g not in self.heads for g in needed):
@@ -110,7 +112,7 @@ class BertForPreTraining:
         loss, grads, _ = self.loss_grads_metrics(batch, train, rng, compute_grads, objective)
         return loss, grads
 
-    # -- Hugging Face checkpoints (minibert.checkpoint knows the names and layouts) -----------
+    # -- Hugging Face checkpoints (minibert.io.checkpoint knows the names and layouts) -----------
     def save_pretrained(self, directory, vocab=None):
         """Write a transformers-readable directory: config.json, model.safetensors, vocab.txt."""
         return checkpoint.save_pretrained(self, directory, vocab)

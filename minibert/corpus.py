@@ -62,9 +62,9 @@ def read_documents(files) -> list[list[str]]:
 
     For statistics and tests. Unlike Google's reader, the end of a file also ends a document
     (Google continues the last document of one file into the next file). Files must be UTF-8
-    (minibert.textio: the first bad byte is a ValueError naming file, line and byte).
+    (minibert.io.textio: the first bad byte is a ValueError naming file, line and byte).
     """
-    from minibert.textio import iter_lines
+    from minibert.io.textio import iter_lines
 
     files = [files] if isinstance(files, (str, Path)) else list(files)
     docs: list[list[str]] = [[]]
@@ -309,7 +309,7 @@ def is_heldout(title: str, percent: int = HELDOUT_PERCENT) -> bool:
 
 def write_documents(docs: list[list[str]], path: Path) -> None:
     """Original BERT format: one sentence per line, one blank line between documents."""
-    from minibert.checkpoint import write_text_atomic
+    from minibert.io.atomic import write_text_atomic
 
     write_text_atomic(path, "\n\n".join("\n".join(d) for d in docs) + "\n")
 
@@ -354,7 +354,7 @@ def build_default_corpus(out_dir: str | Path | None = None, vocab_size: int = 81
                              "docstrings": sum(not t.startswith("topic:") for t, _ in docs)},
                  "train": split_stats(train, paths.train),
                  "heldout": split_stats(heldout, paths.heldout)}
-        from minibert.checkpoint import write_text_atomic
+        from minibert.io.atomic import write_text_atomic
 
         write_text_atomic(out / "stats.json", json.dumps(stats, indent=2) + "\n")
         print(f"corpus: {stats['train']['documents']} train / {stats['heldout']['documents']} "
@@ -377,8 +377,8 @@ def build_default_corpus(out_dir: str | Path | None = None, vocab_size: int = 81
 
 def _record_vocab_stats(stats_path: Path, vocab: list[str], merge_rule: str, heldout: Path):
     """Add the vocab's size, rule and held-out tokens per word to stats.json."""
-    from minibert.checkpoint import write_text_atomic
-    from minibert.textio import read_text
+    from minibert.io.atomic import write_text_atomic
+    from minibert.io.textio import read_text
     from minibert.tokenizer import BertTokenizer
 
     tok = BertTokenizer(vocab)

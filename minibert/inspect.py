@@ -1,10 +1,8 @@
 """Look inside a trained model: fill in [MASK]s and draw attention maps.
 
-    python -m minibert fill-mask runs/tiny "a [MASK] is an immutable sequence of characters"
-    python -m minibert attention runs/tiny "the list is sorted in place" --out runs/tiny/attention
-
-`fill_mask(model, tokenizer, text, k)` and `attention_maps(model, tokenizer, text)` are the
-importable versions used by the lessons.
+`fill_mask(model, tokenizer, text, k)`, `attention_maps(model, tokenizer, text)` and
+`plot_attention(maps, out_dir)`, used by the lessons and by the commands `fill-mask` and
+`attention` (tools/look_inside.py).
 
 About the literal "[MASK]": Google's tokenizer (which minibert follows) has no special-token
 handling, so "[MASK]" in text becomes "[", "mask", "]". We split the text at each literal
@@ -12,14 +10,10 @@ handling, so "[MASK]" in text becomes "[", "mask", "]". We split the text at eac
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-
-from minibert.textio import check_argument
 
 MASK_MARKER = "[MASK]"
 # Beyond ~128 tokens the per-token labels of an attention map are unreadable, and the figures
@@ -84,12 +78,7 @@ def attention_maps(model, tokenizer, text: str, text_pair: str | None = None) ->
     holds the softmax probabilities `att` (B, NH, T, T). Text longer than the model's
     max_position_embeddings is a ValueError, not silently cut."""
     from minibert import layers
-    from minibert.family.albert import AlbertForPreTraining
-    from minibert.family.albert import encoder_forward as albert_encoder_forward
-    from minibert.model import encoder_forward
 
-    if isinstance(model, AlbertForPreTraining):  # one shared block, applied L times
-        encoder_forward = albert_encoder_forward
     cfg = model.config
     ids, segments = tokenizer.encode(text, text_pair)  # never truncated: a cut text would be
     if len(ids) > cfg.max_position_embeddings:  # maps of a sentence the user did not write
@@ -99,7 +88,8 @@ def attention_maps(model, tokenizer, text: str, text_pair: str | None = None) ->
     ids_a = np.array([ids])  # (1, T)
     seg = np.array([segments])  # (1, T)
     mask = np.ones_like(ids_a)  # (1, T)
-    _, cache = encoder_forward(model.params, cfg, ids_a, seg, mask, None, layers)
+    # the model class's own encoder (ALBERT's applies its one shared block L times)
+    _, cache = type(model).encoder_forward(model.params, cfg, ids_a, seg, mask, None, layers)
     maps = np.stack([block.attn.att[0] for block in cache.blocks])  # (L, NH, T, T)
     return AttentionMaps(tokenizer.convert_ids_to_tokens(ids), maps)
 
@@ -183,80 +173,3 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
             fig.savefig(path, dpi=DPI)
             paths.append(path)
     return paths
-
-
-def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
-    """A saved run (config.json, model.safetensors, vocab.txt) -> (model, tokenizer), checked
-    (with `verify`: finite weights that match the digest recorded when they were saved). An
-    ALBERT run (config.json model_type "albert") gives an AlbertForPreTraining."""
-    import json
-
-    from minibert.bert import load_pretrained
-    from minibert.family.albert import AlbertForPreTraining
-    from minibert.tokenizer import BertTokenizer
-
-    run_dir = Path(run_dir)
-    for f in ("config.json", "model.safetensors", "vocab.txt"):
-        if not (run_dir / f).is_file():
-            raise ValueError(f"{run_dir / f} not found; expected a saved model directory such as runs/tiny "
-                             f"(train one with `make train-tiny`)")
-    try:
-        albert = json.loads((run_dir / "config.json").read_text(encoding="utf-8")).get("model_type") == "albert"
-    except (ValueError, AttributeError):
-        albert = False  # load_pretrained names what is wrong with the file
-    model = (AlbertForPreTraining.from_pretrained(run_dir, verify=verify) if albert
-             else load_pretrained(run_dir, verify=verify))
-    tokenizer = BertTokenizer(run_dir / "vocab.txt")
-    if len(tokenizer) != model.config.vocab_size:
-        raise ValueError(f"vocab/checkpoint mismatch in {run_dir}: vocab.txt has {len(tokenizer)} tokens, "
-                         f"config.json says vocab_size {model.config.vocab_size}")
-    return model, tokenizer
-
-
-def fill_mask_cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert fill-mask",
-                                description="Top-k predictions for each [MASK] in a sentence.")
-    p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
-    p.add_argument("text", nargs="+", help="text with one or more [MASK] markers")
-    p.add_argument("-k", type=int, default=5, help="predictions per mask (default 5)")
-    p.add_argument("--no-verify", dest="verify", action="store_false",
-                   help="load weights that are not finite or do not match their recorded sha256")
-    args = p.parse_args(argv)
-    text = " ".join(args.text)
-    try:
-        check_argument(text)
-        model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
-        results = fill_mask(model, tokenizer, text, args.k)
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(text)
-    for i, preds in enumerate(results):
-        print(f"[MASK] #{i + 1}:")
-        for tok, prob in preds:
-            print(f"  {tok:<16} {prob:.3f}")
-    return 0
-
-
-def attention_cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert attention",
-                                description="Save attention maps (PNG) per layer and head for a sentence.")
-    p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
-    p.add_argument("text", nargs="+", help="the sentence")
-    p.add_argument("--pair", default=None, help="optional second segment")
-    p.add_argument("--out", default=None, help="output directory (default RUN_DIR/attention)")
-    p.add_argument("--no-verify", dest="verify", action="store_false",
-                   help="load weights that are not finite or do not match their recorded sha256")
-    args = p.parse_args(argv)
-    try:
-        text = check_argument(" ".join(args.text))
-        pair = None if args.pair is None else check_argument(args.pair, "--pair")
-        model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
-        result = attention_maps(model, tokenizer, text, pair)
-        paths = plot_attention(result, args.out or Path(args.run_dir) / "attention")
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(f"tokens: {' '.join(result.tokens)}")
-    print(f"wrote {len(paths)} PNGs to {paths[0].parent}/ (layer<L>.png: all heads; layer<L>_head<H>.png)")
-    return 0

@@ -8,55 +8,27 @@ ones that pay compiled below, the rest imported from the reference at the bottom
 `minibert/layers.py` stays the source of truth; tests/test_kernels.py checks every kernel here
 against it (float64 to 1e-10 relative, float32 scaled to magnitude).
 
-Versions of the attention core (numbers: `python -m minibert bench --only attention`):
-    v0  the NumPy reference: batched matmuls (BLAS) with softmax as five NumPy passes.
-    v1  `attention_forward_v1` / `attention_backward_v1`: everything in Numba, `prange` over
-        b*NH; per head, K and V are copied to small contiguous buffers (K transposed) so every
-        inner loop is a contiguous axpy `c[n] += a * b[n]`, which LLVM vectorizes without
-        fastmath; 4 output rows per pass share each loaded row of the right operand. Kept as the
-        readable all-Numba version and as a measured alternative: its hand-written matmul runs at
-        about half of OpenBLAS's speed, and matmuls are most of the work.
-    v2  `attention_forward_v2` / `attention_backward_v2`: the matmuls go to BLAS
-        (np.matmul over the b*NH stack) and everything between them (scale, mask, softmax,
-        dropout; the softmax backward) is one fused Numba pass with `prange` over b*NH, using
-        the vectorizing `_exp` below (bench, 2 cores, (32, 2, 128, 64), before v3:
-        27 ms against 34 ms for the NumPy reference and 21 ms for PyTorch). Three things made it so:
-        Numba's `workqueue` threads (the default OpenMP ones spun and starved OpenBLAS), inlined
-        helpers with a vectorizing exp, and serial copies with their own cache names (`_serial`:
-        sharing a name, the serial and parallel builds overwrote each other's cache entries).
-        Also tried: splitting the batch over Python threads with OpenBLAS on one thread each;
-        no faster inside a training step, so not kept.
-    v3  `attention_forward_v3` / `attention_backward_v3`: v2 with each of its six matmuls
-        one call of OpenBLAS's batched gemm (`blas.matmul`), which hands whole (T, T) @ (T, HS)
-        products to its threads instead of splitting each 2-MFLOP product over them as
-        np.matmul's loop of multi-threaded gemm calls does. Single-threaded, v2 and v3 run the
-        same OpenBLAS kernels (CPU time per fwd+bwd at (32, 2, 128, 64): 14.1 vs 14.6 ms, at
-        (8, 12, 128, 64): 22.2 vs 23.2 ms); with 2 threads q @ k^T alone took 1.6 ms batched
-        against 8.5-12 ms through np.matmul (2 cores, shared with other work: compare `make
-        bench`'s ratios). The backward writes dq, dk, dv into one (B, T, 3, NH, HS) array, the
-        layout of the qkv projection's gradient, so the model's merge is a single copy. Products
-        of T*T*HS <= 100**3 (T <= 125 at HS = 64) and a BLAS other than OpenBLAS >= 0.3.27 take
-        np.matmul, i.e. v2 (see minibert/blas.py for why).
-    v4  `attention_forward` / `attention_backward` (the default): one Numba pass per (b, h)
-        head, `prange` over b*NH, that calls OpenBLAS's plain cblas_?gemm itself (its address
-        is a kernel argument, `_gemm_call`), with OpenBLAS at one thread while the kernel runs
-        (`blas.single_threaded`), so every gemm stays on the Numba thread that calls it: q @ k^T
-        into the head's (T, T) block, the softmax on that block while it is in the core's cache,
-        att @ v; backward: four gemms and the softmax backward per head. The same products as
-        v3, without v3's passes over the whole (B, NH, T, T) array in memory between them
-        (bench, 2 cores, AVX-512, fwd+bwd, median of 9 processes: 8.2 vs 10.2 ms at (32, 2, 128,
-        64), 12.1 vs 15.0 ms at (8, 12, 128, 64), torch 9.5 and 14.3; in a later run 9.8 vs 10.5
-        and 12.1 vs 16.3, torch 8.2 and 12.7: level with torch within this machine's noise at the
-        first shape, level or faster at the second). Plain gemm has no size limit (NumPy's own matmul
-        calls it for every size), so v4 serves every shape; without OpenBLAS, or with
-        MINIBERT_BLAS_BATCH=0, attention_forward is v3 (which then is v2).
-    All versions take `causal=True` (the left-to-right mask of the "ltr" objective): one more
-    argument of the fused softmax pass, which masks the keys after each query; the backward passes
-    need nothing, as the hidden keys' probabilities are exactly 0.
-    Keeping the probabilities vs recomputing them from a saved row max / sum (flash-attention):
-    at T = 128 one head's (T, T) block fits in L2, and recomputing q @ k^T would add a third
-    matmul to a kernel that is matmul-bound already, so the probabilities are kept (v4 writes
-    each head's block once, in the forward, and reads it once, in the backward).
+The attention core (docs/speed.md tells the story of the versions, with the measurements):
+    v1  all loops in Numba: minibert/tools/attention_v1.py, a bench contender (half of BLAS's speed).
+    v2  `attention_forward_v2`: the matmuls through np.matmul over the b*NH stack, everything between
+        them (scale, mask, softmax, dropout; the softmax backward) one fused Numba pass, `prange`
+        over b*NH, with the vectorizing `_exp` below.
+    v3  `attention_forward_v3`: v2 with each matmul one call of OpenBLAS's batched gemm
+        (minibert/native/blas.py). The backward writes dq, dk, dv into one (B, T, 3, NH, HS)
+        array, the layout of the qkv projection's gradient. Small products, and a BLAS other than
+        OpenBLAS >= 0.3.27, take np.matmul: v3 is then v2.
+    v4  `attention_forward` / `attention_backward` (the default): one Numba pass per (b, h) head that
+        calls OpenBLAS's cblas_?gemm itself (its address is a kernel argument, `_gemm_call`), with
+        OpenBLAS at one thread while the kernel runs (`blas.single_threaded`): q @ k^T, the softmax
+        while the head's (T, T) block is in the core's cache, att @ v. Without OpenBLAS (NumPy
+        built on MKL or Apple's Accelerate), or with MINIBERT_BLAS_BATCH=0, attention_forward is v3.
+    Every version takes `causal=True` (the "ltr" objective's mask) as one more argument of the
+    fused softmax pass. The probabilities are kept, not recomputed flash-style: at T = 128 a
+    head's (T, T) block fits in L2, and recomputing q @ k^T would add a third matmul.
+
+Why this module is over 500 lines: it is the backend's contract, one module whose every public
+name is the compiled twin of the `minibert.layers` function of the same name
+(`kernels.dropout_forward is layers.dropout_forward` where nothing pays compiling).
 
 Rules: no fastmath (everything here is gradient-checked), `cache=True` (the second run does not
 compile again; the cache lives in __pycache__), parallel loops only over independent outputs
@@ -84,8 +56,9 @@ import numba
 import numpy as np
 from numba.extending import intrinsic, overload
 
-from minibert import blas, layers, malloc
+from minibert import layers
 from minibert.layers import MASK_VALUE, AttentionCache
+from minibert.native import blas, malloc
 
 # Numba's parallel loops and OpenBLAS's matmuls take turns on the same cores. Numba's default
 # (OpenMP) threads keep spinning after each parallel loop and steal cycles from the BLAS threads
@@ -103,7 +76,7 @@ blas.apply_thread_timeout()
 
 # A training step frees and allocates the same arrays every step; by default glibc gives the
 # freed memory back to the kernel and the next step pays a page fault per 4 KiB page again
-# (tiny step: ~7,100 faults, 60-90 ms of system time per ~200 ms step). See minibert/malloc.py;
+# (tiny step: ~7,100 faults, 60-90 ms of system time per ~200 ms step). See minibert/native/malloc.py;
 # MINIBERT_KEEP_MEMORY=0 turns it off.
 malloc.keep_freed_memory()
 
@@ -229,45 +202,6 @@ def _erf_gauss_for_type(x):
 # small building blocks (compiled into the kernels that call them)
 
 
-@_jit
-def _mm_rows(A, Bm, C):
-    """C = A @ Bm with Bm and the rows of C contiguous. A (M, K) may have any strides.
-
-    The inner loop is `c[n] += a * b[n]` over a contiguous row (no reduction, so it vectorizes
-    without fastmath); 4 rows of C share each loaded row of Bm.
-    """
-    M, K = A.shape
-    N = Bm.shape[1]
-    i = 0
-    while i + 4 <= M:
-        c0, c1, c2, c3 = C[i], C[i + 1], C[i + 2], C[i + 3]
-        for n in range(N):
-            c0[n] = 0.0
-            c1[n] = 0.0
-            c2[n] = 0.0
-            c3[n] = 0.0
-        for kk in range(K):
-            a0, a1, a2, a3 = A[i, kk], A[i + 1, kk], A[i + 2, kk], A[i + 3, kk]
-            b = Bm[kk]
-            for n in range(N):
-                bn = b[n]
-                c0[n] += a0 * bn
-                c1[n] += a1 * bn
-                c2[n] += a2 * bn
-                c3[n] += a3 * bn
-        i += 4
-    while i < M:
-        c0 = C[i]
-        for n in range(N):
-            c0[n] = 0.0
-        for kk in range(K):
-            a0 = A[i, kk]
-            b = Bm[kk]
-            for n in range(N):
-                c0[n] += a0 * b[n]
-        i += 1
-
-
 @_jit(inline="always")
 def _row_sum(x):
     """sum(x) over a contiguous row (n >= 1), as 8 partial sums in 8 local variables, which LLVM
@@ -381,28 +315,6 @@ def _row_dot(x, y):
     return s
 
 
-@_jit
-def _copy_head(src, dst):
-    """dst (T, HS) contiguous <- src (T, HS) with any strides."""
-    T, HS = src.shape
-    for t in range(T):
-        for d in range(HS):
-            dst[t, d] = src[t, d]
-
-
-@_jit
-def _copy_head_t(src, dst):
-    """dst (HS, T) contiguous <- src (T, HS)^T."""
-    T, HS = src.shape
-    for t in range(T):
-        for d in range(HS):
-            dst[d, t] = src[t, d]
-
-
-# ---------------------------------------------------------------------------------------------
-# attention: preatt = q @ k^T * scale + adder ; att = softmax(preatt) ; out = (att * drop) @ v
-
-
 @_jit(inline="always")
 def _times_drop(a, drop, b, h):
     """One head's att * drop: a (T, T), drop (B, NH, T, T) -> a new (T, T) array."""
@@ -431,67 +343,6 @@ def _softmax_backward_head(datt, a, drop, b, h, use_drop, scale):
             drow[j] = arow[j] * (drow[j] - s) * scale
 
 
-@_jit(parallel=True)
-def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out, causal, masked):
-    """q, k, v (B, NH, T, HS); adder (B, T) additive key mask; drop (B, NH, T, T) mask or a dummy;
-    scale: scalar of q's dtype; causal: also mask the keys after each query with `masked`
-    (MASK_VALUE in q's dtype). Writes att (B, NH, T, T) contiguous and out (B, NH, T, HS)."""
-    B, NH, T, HS = q.shape
-    for bh in numba.prange(B * NH):
-        b, h = bh // NH, bh % NH
-        kt = np.empty((HS, T), dtype=q.dtype)  # (HS, T) k^T, contiguous
-        _copy_head_t(k[b, h], kt)
-        vh = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
-        _copy_head(v[b, h], vh)
-        qh = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
-        _copy_head(q[b, h], qh)
-        a = att[b, h]  # (T, T) view
-        _mm_rows(qh, kt, a)  # (T, HS) @ (HS, T) -> (T, T) raw scores
-        o = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
-        for i in range(T):
-            _masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
-        if use_drop:
-            _mm_rows(_times_drop(a, drop, b, h), vh, o)  # (T, T) @ (T, HS) -> (T, HS)
-        else:
-            _mm_rows(a, vh, o)  # (T, T) @ (T, HS) -> (T, HS)
-        oh = out[b, h]
-        for i in range(T):
-            for d in range(HS):
-                oh[i, d] = o[i, d]
-
-
-@_jit(parallel=True)
-def _attention_backward_kernel(dout, q, k, v, att, drop, use_drop, scale, dq, dk, dv):
-    """Mirror of the forward kernel. Each (b, h) owns its rows of dq, dk, dv (B, NH, T, HS)."""
-    B, NH, T, HS = q.shape
-    for bh in numba.prange(B * NH):
-        b, h = bh // NH, bh % NH
-        qh = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
-        _copy_head(q[b, h], qh)
-        kh = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
-        _copy_head(k[b, h], kh)
-        vt = np.empty((HS, T), dtype=q.dtype)  # (HS, T) v^T
-        _copy_head_t(v[b, h], vt)
-        doh = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
-        _copy_head(dout[b, h], doh)
-        a = att[b, h]  # (T, T)
-        ad = _times_drop(a, drop, b, h) if use_drop else a  # (T, T) att * drop: what multiplied v
-        tmp = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
-        # forward was: out = ad @ v  ->  dv = ad^T @ dout
-        _mm_rows(ad.T, doh, tmp)  # (T, T) @ (T, HS) -> (T, HS)
-        dv[b, h] = tmp
-        # datt = dout @ v^T
-        datt = np.empty((T, T), dtype=q.dtype)  # (T, T)
-        _mm_rows(doh, vt, datt)  # (T, HS) @ (HS, T) -> (T, T)
-        # forward was: att = softmax(preatt); dpreatt = att * (datt - sum(datt * att)) * scale
-        _softmax_backward_head(datt, a, drop, b, h, use_drop, scale)
-        # forward was: preatt = q @ k^T * scale + adder
-        _mm_rows(datt, kh, tmp)  # (T, T) @ (T, HS) -> (T, HS)
-        dq[b, h] = tmp
-        _mm_rows(datt.T, qh, tmp)  # (T, T) @ (T, HS) -> (T, HS)
-        dk[b, h] = tmp
-
-
 def _serial(kernel):
     """The same Python function compiled without threads and without the GIL, under its own
     name. The name matters: Numba's cache is keyed by the function's name and signature, not by
@@ -504,10 +355,6 @@ def _serial(kernel):
     return _jit(g, nogil=True)
 
 
-# The same kernels compiled without threads: small problems (gradient checks, T=1 tests) would
-# spend more time waking the thread pool than computing.
-_attention_forward_serial = _serial(_attention_forward_kernel)
-_attention_backward_serial = _serial(_attention_backward_kernel)
 PARALLEL_MIN_WORK = 1 << 18  # B * NH * T * T * HS below this runs on one thread
 
 
@@ -538,47 +385,6 @@ def _attention_dropout_mask(rng, shape, dropout_p, dt):
         return None
     keep = rng.random(shape, dtype=np.float32) >= dropout_p  # (B, NH, T, T) bool
     return keep.astype(dt) * dt.type(1.0 / (1.0 - dropout_p))  # (B, NH, T, T)
-
-
-def attention_forward_v1(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
-    """v1 (all loops in Numba). Same contract as layers.attention_forward (and the same dropout
-    mask for the same rng), causal mask included.
-
-    `out` is returned as a (B, NH, T, HS) view of a (B, T, NH, HS) array, so that
-    merge_heads is a free reshape.
-    """
-    B, NH, T, HS = q.shape
-    dt = q.dtype
-    k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
-    drop = _attention_dropout_mask(rng, (B, NH, T, T), dropout_p, dt)  # (B, NH, T, T) or None
-    att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
-    out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
-    dummy = np.empty((1, 1, 1, 1), dtype=dt)
-    kernel = _pick(_attention_forward_kernel, _attention_forward_serial, q.shape)
-    kernel(q, k, v, adder, dummy if drop is None else drop, drop is not None,
-                              dt.type(scale), att, out, bool(causal), dt.type(MASK_VALUE))
-    return out, AttentionCache(q, k, v, att, drop, scale)
-
-
-def attention_backward_v1(dout, cache: AttentionCache):
-    """v1 (all loops in Numba). Same contract as layers.attention_backward (which needs no
-    causal flag: the future keys' att is exactly 0, as the padded keys')."""
-    q, k, v, att, drop, scale = cache
-    dt = q.dtype
-    B, NH, T, HS = q.shape
-    dout = dout.astype(dt, copy=False)
-    dq, dk, dv = (np.empty((B, NH, T, HS), dtype=dt) for _ in range(3))  # 3 x (B, NH, T, HS)
-    dummy = np.empty((1, 1, 1, 1), dtype=dt)
-    kernel = _pick(_attention_backward_kernel, _attention_backward_serial, q.shape)
-    kernel(dout, q, k, v, att, dummy if drop is None else drop, drop is not None,
-                               dt.type(scale), dq, dk, dv)
-    return dq, dk, dv
-
-
-# ---------------------------------------------------------------------------------------------
-# attention v2 (the default): the two matmuls forward and four backward go to BLAS (np.matmul
-# over the b*NH stack), and everything between them (scale, mask, softmax, dropout; softmax
-# backward) is one fused Numba pass with `prange` over b*NH, in place on the (B, NH, T, T) scores.
 
 
 @_jit(parallel=True)
@@ -1218,5 +1024,5 @@ def adamw_update(p, g, m, v, *, b1, b2, eps, lr, wd, decay, bias_correction, ste
 # ---------------------------------------------------------------------------------------------
 # the rest of what the model uses: the NumPy reference itself (not worth compiling)
 
-from minibert.layers import (dropout_backward, dropout_forward, embedding_forward, merge_heads,  # noqa: E402, F401
-                             split_heads)  # re-exported: kernels has every name of layers the model uses
+from minibert.layers import split_heads  # re-exported: kernels has every name of layers the model uses
+from minibert.layers import dropout_backward, dropout_forward, embedding_forward, merge_heads  # noqa: E402, F401

@@ -41,6 +41,10 @@ import numpy as np
 from minibert import layers
 
 ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
+# the model sizes minibert trains (vocab_size comes from the vocabulary): `tiny` is the shape of
+# Google's BERT-Tiny (L=2, H=128), `mini` of BERT-Mini (L=4, H=256)
+MODEL_SIZES = {"tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
+               "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)}
 
 
 @dataclasses.dataclass
@@ -608,7 +612,7 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
     pooler and NSP head for "mlm" and "ltr" (the cache tells: it has no NSP part then).
     `dmlm`, `dnsp`: the weights of the two losses in the loss differentiated, 1 for bert_forward's
     loss; a micro-batch of an accumulated step passes its share of the step's predictions and
-    pairs (minibert/train/step.py, docs/bert-notes.md §10.2)."""
+    pairs (minibert/loop/step.py, docs/bert-notes.md §10.2)."""
     enc_cache, hc, _ = cache
     B, T, C = hc.seq_shape
     grads = {}

@@ -8,7 +8,7 @@ how far the cue alone goes on a run's data: a logistic regression on a few word-
 features of A and B, computed on the inputs exactly as the model sees them (masks included),
 fit on training pairs and scored on the held-out pairs.
 
-    python -m minibert nsp-baseline runs/tiny
+    python -m minibert nsp-baseline runs/tiny     (the command: tools/look_inside.py)
 
 The features per pair (distinct token ids; [PAD], [UNK], [CLS], [SEP] and [MASK] left out):
 the share of B's tokens that occur in A and of A's that occur in B, the same two shares
@@ -18,8 +18,6 @@ their pairwise products, so it can combine them; it is fit by plain gradient des
 """
 from __future__ import annotations
 
-import argparse
-import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -110,36 +108,3 @@ def nsp_overlap_baseline(train: dict[str, np.ndarray], heldout: dict[str, np.nda
     acc_he = float((model.predict(overlap_features(pairs_he, idf)) == y_he).mean())
     majority = float(max(y_he.mean(), 1.0 - y_he.mean()))
     return BaselineResult(acc_tr, acc_he, majority, len(y_tr), len(y_he))
-
-
-def cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert nsp-baseline",
-                                description="How far word overlap alone goes on a run's NSP task.")
-    p.add_argument("run_dir", help="a training run (runs/<name>): its data settings pick the shards")
-    p.add_argument("--max-train", type=int, default=40_000, help="training pairs to fit on")
-    args = p.parse_args(argv)
-    from minibert.pretraining_data import FEATURE_NAMES, load_shards
-    from minibert.tokenizer import BertTokenizer
-    from minibert.train import prepare_data, resume_config, run_state
-
-    try:
-        cfg = resume_config(args.run_dir, {})
-        dirs = prepare_data(cfg, verbose=False)
-        if dirs.heldout is None:
-            raise ValueError(f"{args.run_dir} was trained without held-out data")
-        tok = BertTokenizer(cfg.vocab)
-        specials = {tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id}
-        r = nsp_overlap_baseline(load_shards(dirs.train, cfg.vocab, FEATURE_NAMES),
-                                 load_shards(dirs.heldout, cfg.vocab, FEATURE_NAMES), len(tok),
-                                 specials, args.max_train)
-    except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
-    print(f"NSP from word overlap alone (logistic regression on {len(FEATURES)} features and their "
-          f"products, fit on {r.train_examples:,} training pairs):")
-    print(f"  training pairs {r.train_acc:.2%}, held-out pairs {r.heldout_acc:.2%} "
-          f"({r.heldout_examples:,} pairs; always answering the majority label: {r.heldout_majority:.2%})")
-    last = (run_state(args.run_dir) or {}).get("last_eval")
-    if last:
-        print(f"  the model in {args.run_dir}: held-out NSP {last['nsp_acc']:.2%} at its last evaluation")
-    return 0

@@ -31,7 +31,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
-from minibert.textio import check_argument, read_text
+from minibert.io.textio import check_argument, read_text
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 200  # Google's value (HF uses 100)
@@ -421,7 +421,7 @@ def truncate_pair(a: list, b: list | None, max_tokens: int) -> tuple[list, list 
 
 def save_vocab(tokens: list[str], path: str | Path) -> Path:
     """Write tokens one per line (vocab.txt format, docs/bert-notes.md §2.4)."""
-    from minibert.checkpoint import write_text_atomic
+    from minibert.io.atomic import write_text_atomic
 
     return write_text_atomic(path, "".join(t + "\n" for t in tokens))
 

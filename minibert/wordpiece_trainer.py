@@ -40,7 +40,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from minibert.textio import read_text
+from minibert.io.textio import read_text
 from minibert.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize, save_vocab
 
 MERGE_RULES = ("score", "frequency")

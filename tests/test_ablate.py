@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minibert import ablate as A
-from minibert import ablate_report as R
+from minibert.tools import ablate as A
+from minibert.tools import ablate_report as R
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 TOPICS = [["cat", "kitten", "purrs", "sleeps", "mat", "milk"], ["dog", "puppy", "barks", "runs", "park", "bone"],

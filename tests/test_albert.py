@@ -6,11 +6,11 @@ import math
 import numpy as np
 import pytest
 
-from minibert import gradcheck as gc
+from minibert import layers
 from minibert.bert import BertForPreTraining
 from minibert.family import albert
+from minibert.family import gradchecks as gc
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining
-from minibert import layers
 from minibert.model import BertConfig, block_backward
 
 TINY = dict(vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,

@@ -16,9 +16,10 @@ from minibert import gradcheck
 from minibert.bert import BertForPreTraining
 from minibert.family import albert
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining
-from minibert.family.albert_finetune import (ALBERT_ENCODER, AlbertForMultipleChoice, AlbertForQuestionAnswering,
-                                             AlbertForSequenceClassification, AlbertForTokenClassification,
-                                             AlbertTaskConfig, to_hf_state_dict)
+from minibert.finetune import gradchecks as ft_checks
+from minibert.finetune.albert_tasks import (ALBERT_ENCODER, AlbertForMultipleChoice, AlbertForQuestionAnswering,
+                                            AlbertForSequenceClassification, AlbertForTokenClassification,
+                                            AlbertTaskConfig, to_hf_state_dict)
 from minibert.finetune.heads import Encoder
 from minibert.finetune.models import BertForSequenceClassification
 from minibert.model import BertConfig
@@ -40,10 +41,10 @@ def models(seed, dtype=np.float64):
 
 def gradient_checks(rng, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     """Each class, whole, in float64, dropout off: sampled entries of every parameter tensor against
-    centered differences of the loss (gradcheck.check_task_model, as for BERT's classes)."""
+    centered differences of the loss (finetune/gradchecks.check_task_model, as for BERT's classes)."""
     checks = []
     for label, model in models(int(rng.integers(1 << 30))).items():
-        checks += gradcheck.check_task_model(label, model, CFG, rng, False, samples_per_tensor, rtol, atol)
+        checks += ft_checks.check_task_model(label, model, CFG, rng, False, samples_per_tensor, rtol, atol)
     return checks
 
 
@@ -188,7 +189,7 @@ def test_bad_configs_and_checkpoints_name_the_problem(tmp_path):
 
 
 def test_finetune_init_an_albert_run_picks_the_albert_class(tmp_path):
-    from minibert.finetune.train import FinetuneConfig, load_model
+    from minibert.finetune.run import FinetuneConfig, load_model
 
     AlbertForPreTraining(CFG, seed=4).save_pretrained(tmp_path / "run", vocab=["[PAD]", "[UNK]", "[CLS]", "[SEP]",
                                                                                "[MASK]"] + VOCAB[5:])

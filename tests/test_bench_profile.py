@@ -1,4 +1,4 @@
-"""minibert.bench_profile: the per-layer profile of a training step and the QA step at T=384
+"""minibert.tools.bench_profile: the per-layer profile of a training step and the QA step at T=384
 (on tiny shapes here; `python -m minibert bench --only profile,finetune` runs the real ones)."""
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import pytest
 
 pytest.importorskip("numba")
 
-from minibert import bench_profile, kernels, layers  # noqa: E402
+from minibert import kernels, layers
 from minibert.model import BertConfig  # noqa: E402
+from minibert.tools import bench_profile  # noqa: E402
 
 TINY = dict(vocab_size=64, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
             max_position_embeddings=16)
@@ -54,7 +55,7 @@ def test_qa_step_runs_at_t384_and_learns(backend, monkeypatch):
 
 
 def test_cpu_description_names_model_simd_and_blas_kernel():
-    from minibert import blas
+    from minibert.native import blas
 
     model, simd, core = bench_profile.cpu_description().split("; ")
     assert model and simd
@@ -66,7 +67,7 @@ def test_cpu_description_names_model_simd_and_blas_kernel():
 def test_step_matmuls_are_the_steps_matmul_flops(dims):
     """The enumerated matmuls of a step (timed one by one for the matmul floor) add up to the
     analytic count of bench.matmul_flops, which is written independently of them."""
-    from minibert import bench
+    from minibert.tools import bench
 
     cfg = BertConfig(**{**TINY, **dims})
     B, T, P = 3, 16, 4
@@ -91,7 +92,7 @@ def test_matmul_floor_times_every_matmul_and_sums_them():
 
 def test_time_matmul_runs_the_layouts_it_names(monkeypatch):
     """a_t / b_t operands are transposed views, as in the layers (w.T, x.T), not copies."""
-    from minibert import blas
+    from minibert.native import blas
 
     seen = []
     real = np.matmul
@@ -113,7 +114,7 @@ def test_profile_worker_result_travels_as_json(monkeypatch):
     """bench --only profile runs profile_worker in a fresh process and reads its JSON back."""
     import json
 
-    from minibert import bench
+    from minibert.tools import bench
 
     monkeypatch.setitem(bench.CONFIGS, "test", TINY)
     monkeypatch.setattr(bench, "STEP_SHAPE", dict(B=2, T=8, P=2))
@@ -126,7 +127,7 @@ def test_profile_worker_result_travels_as_json(monkeypatch):
 
 
 def test_round_ratios_take_the_faster_reference_per_round():
-    from minibert import bench
+    from minibert.tools import bench
 
     rounds = {"numba": [10.0, 8.0], "torch explicit": [12.0, 6.0], "torch sdpa": [11.0, 9.0]}
     np.testing.assert_allclose(bench.round_ratios(rounds, ["torch explicit", "torch sdpa"], "numba"), [1.1, 0.75])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minibert import gradcheck as gc
+from minibert.finetune import gradchecks as gc
 from minibert.finetune.bilstm import bilstm_forward, bilstm_params, lstm_backward, lstm_forward
 
 B, T, D, H = 3, 6, 5, 4

@@ -1,4 +1,4 @@
-"""minibert.blas (OpenBLAS through ctypes) and the attention cores built on it: v3 (batched
+"""minibert.native.blas (OpenBLAS through ctypes) and the attention cores built on it: v3 (batched
 OpenBLAS calls) and v4 (Numba threads calling OpenBLAS's gemm themselves).
 
 blas.matmul must equal np.matmul for every operand layout the attention core passes (strided
@@ -20,7 +20,8 @@ import pytest
 
 pytest.importorskip("numba")
 
-from minibert import blas, kernels, layers  # noqa: E402
+from minibert import kernels, layers
+from minibert.native import blas  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BIG = (2, 2, 128, 64)  # (B, NH, T, HS): T * T * HS = 1.05e6 > blas.SMALL_LIMIT, so batched
@@ -205,7 +206,7 @@ def test_apply_thread_timeout_after_numpy_is_loaded():
         "        burnt.append(time.process_time() - c0)\n"
         "    return sorted(burnt)[1]\n"
         "control = spin()\n"
-        "from minibert import blas\n"
+        "from minibert.native import blas\n"
         "before = blas.thread_timeout_read()\n"
         "ok = blas.apply_thread_timeout()\n"
         "err = float(abs(a @ a - np.einsum('ij,jk->ik', a, a)).max())\n"

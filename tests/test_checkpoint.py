@@ -1,4 +1,4 @@
-"""minibert.checkpoint without torch: names and layouts, safetensors files, atomic writes, errors."""
+"""minibert.io.checkpoint without torch: names and layouts, safetensors files, atomic writes, errors."""
 from __future__ import annotations
 
 import errno
@@ -10,8 +10,9 @@ import struct
 import numpy as np
 import pytest
 
-from minibert import checkpoint as ck
 from minibert.bert import BertForPreTraining
+from minibert.io import checkpoint as ck
+from minibert.io import tensorfile
 from minibert.model import BertConfig, param_shapes
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "##s", "a", ".",
@@ -165,8 +166,8 @@ def test_saved_config_has_transformers_keys(tmp_path):
     assert cfg["classifier_dropout"] is None and cfg["use_cache"] is True
     assert cfg["layer_norm_eps"] == 1e-12 and cfg["hidden_act"] == "gelu"  # exact: a literal through JSON
     assert cfg["dtype"] == cfg["torch_dtype"] == "float64"
-    tensors, meta = ck.load_tensors(tmp_path / "model.safetensors")
-    assert meta == {"format": "pt", "minibert_sha256": ck.tensor_digest(tensors)}
+    tensors, meta = tensorfile.load_tensors(tmp_path / "model.safetensors")
+    assert meta == {"format": "pt", "minibert_sha256": tensorfile.tensor_digest(tensors)}
     assert not any("decoder" in k or "position_ids" in k for k in tensors)
 
 
@@ -174,7 +175,7 @@ def test_float16_file_reads_into_float32(tmp_path):
     model = random_model()
     model.save_pretrained(tmp_path)
     half = {k: v.astype(np.float16) for k, v in ck.to_hf_state_dict(model.params).items()}
-    ck.save_tensors_atomic(half, tmp_path / "model.safetensors", {"format": "pt"})
+    tensorfile.save_tensors_atomic(half, tmp_path / "model.safetensors", {"format": "pt"})
     loaded = BertForPreTraining.from_pretrained(tmp_path, dtype=np.float32)
     assert loaded.params["h0.attn.qkv.w"].dtype == np.float32
     for k, a in model.params.items():
@@ -206,7 +207,7 @@ def test_encoder_only_and_masked_lm_load(tmp_path, drop, arch, heads):
     part.save_pretrained(tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
     assert cfg["architectures"] == [arch]
-    tensors, _ = ck.load_tensors(tmp_path / "model.safetensors")
+    tensors, _ = tensorfile.load_tensors(tmp_path / "model.safetensors")
     assert any(k.startswith("bert.") for k in tensors) == (arch != "BertModel")  # BertModel keys have no prefix
     with pytest.warns(UserWarning, match="no .*forward returns None"):
         loaded = BertForPreTraining.from_pretrained(tmp_path)
@@ -253,7 +254,7 @@ def test_architecture_missing_a_required_head_is_refused(tmp_path):
     model = random_model()
     model.save_pretrained(tmp_path)
     state = {k: v for k, v in ck.to_hf_state_dict(model.params).items() if not k.startswith("cls.seq")}
-    ck.save_tensors_atomic(state, tmp_path / "model.safetensors", {"format": "pt"})
+    tensorfile.save_tensors_atomic(state, tmp_path / "model.safetensors", {"format": "pt"})
     with pytest.raises(ValueError, match="model.safetensors: checkpoint is missing tensor 'cls.seq_relationship"):
         BertForPreTraining.from_pretrained(tmp_path)
 
@@ -270,11 +271,11 @@ def test_pickle_checkpoint_is_refused_without_unpickling(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="pytorch_model.bin.*never unpickles.*safetensors"):
         BertForPreTraining.from_pretrained(tmp_path)
     with pytest.raises(ValueError, match="never unpickles.*safetensors"):
-        ck.load_tensors(tmp_path / "pytorch_model.bin")
+        tensorfile.load_tensors(tmp_path / "pytorch_model.bin")
     renamed = tmp_path / "weights.data"
     renamed.write_bytes((tmp_path / "pytorch_model.bin").read_bytes())
     with pytest.raises(ValueError, match="never unpickles.*safetensors"):  # found by the pickle magic byte
-        ck.load_tensors(renamed)
+        tensorfile.load_tensors(renamed)
 
 
 def test_missing_directory_and_file_errors(tmp_path):
@@ -283,14 +284,14 @@ def test_missing_directory_and_file_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="has no model.safetensors"):
         BertForPreTraining.from_pretrained(tmp_path)
     with pytest.raises(FileNotFoundError, match="nope.safetensors does not exist"):
-        ck.load_tensors(tmp_path / "nope.safetensors")
+        tensorfile.load_tensors(tmp_path / "nope.safetensors")
 
 
 # ---------------------------------------------------------------------------------------------
 # safetensors files
 
 def test_safetensors_worked_vector_spec_7_4(tmp_path):
-    path = ck.save_tensors_atomic({"a": np.array([1.0, 2.0], np.float32)}, tmp_path / "a.safetensors",
+    path = tensorfile.save_tensors_atomic({"a": np.array([1.0, 2.0], np.float32)}, tmp_path / "a.safetensors",
                                   {"format": "pt"}, digest=False)
     raw = path.read_bytes()
     compact = b'{"__metadata__":{"format":"pt"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}'
@@ -299,7 +300,7 @@ def test_safetensors_worked_vector_spec_7_4(tmp_path):
     assert raw[:8] == bytes([0x58, 0, 0, 0, 0, 0, 0, 0])  # 88 little-endian
     assert raw[8:96] == compact + b"   "
     assert raw[96:] == np.array([1.0, 2.0], "<f4").tobytes()
-    tensors, meta = ck.load_tensors(path)
+    tensors, meta = tensorfile.load_tensors(path)
     assert meta == {"format": "pt"}
     np.testing.assert_array_equal(tensors["a"], [1.0, 2.0])
 
@@ -310,38 +311,38 @@ def _handmade(path, header: bytes, data: bytes = b""):
 
 
 def test_truncated_file_is_named(tmp_path):
-    good = ck.save_tensors_atomic({"w": np.arange(12, dtype=np.float32).reshape(3, 4)}, tmp_path / "w.safetensors")
+    good = tensorfile.save_tensors_atomic({"w": np.arange(12, dtype=np.float32).reshape(3, 4)}, tmp_path / "w.safetensors")
     raw = good.read_bytes()
     cut = tmp_path / "cut.safetensors"
     cut.write_bytes(raw[:-5])
     with pytest.raises(ValueError, match="cut.safetensors is truncated: the header describes 48 data bytes but the file holds 43"):
-        ck.load_tensors(cut)
+        tensorfile.load_tensors(cut)
     cut.write_bytes(raw[:5])
     with pytest.raises(ValueError, match="truncated.*8-byte header length"):
-        ck.load_tensors(cut)
+        tensorfile.load_tensors(cut)
     cut.write_bytes(raw[:20])
     with pytest.raises(ValueError, match="truncated: header says"):
-        ck.load_tensors(cut)
+        tensorfile.load_tensors(cut)
 
 
 def test_corrupt_headers_are_named(tmp_path):
     p = tmp_path / "bad.safetensors"
     with pytest.raises(ValueError, match="bad.safetensors: corrupt safetensors header"):
-        ck.load_tensors(_handmade(p, b'{"a": {"dtype": "F32", '))
+        tensorfile.load_tensors(_handmade(p, b'{"a": {"dtype": "F32", '))
     with pytest.raises(ValueError, match="corrupt safetensors header"):
-        ck.load_tensors(_handmade(p, b"\xff\xfe{}"))
+        tensorfile.load_tensors(_handmade(p, b"\xff\xfe{}"))
     p.write_bytes(struct.pack("<Q", 2 ** 40) + b"{}")
     with pytest.raises(ValueError, match="header length 1099511627776 exceeds the safetensors limit"):
-        ck.load_tensors(p)
+        tensorfile.load_tensors(p)
     hdr = b'{"a":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}'
     with pytest.raises(ValueError, match="'a' has dtype 'BF16'"):
-        ck.load_tensors(_handmade(p, hdr, b"\0" * 4))
+        tensorfile.load_tensors(_handmade(p, hdr, b"\0" * 4))
     hdr = b'{"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}}'
     with pytest.raises(ValueError, match=r"'a' spans \[0, 8\].*needs 12 bytes"):
-        ck.load_tensors(_handmade(p, hdr, b"\0" * 8))
+        tensorfile.load_tensors(_handmade(p, hdr, b"\0" * 8))
     hdr = b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}}'
     with pytest.raises(ValueError, match="'b' starts at byte 8, expected 4"):
-        ck.load_tensors(_handmade(p, hdr, b"\0" * 12))
+        tensorfile.load_tensors(_handmade(p, hdr, b"\0" * 12))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -358,7 +359,7 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
 
 @pytest.mark.parametrize("error", [KeyboardInterrupt(), OSError(errno.ENOSPC, "No space left on device")])
 def test_interrupted_write_keeps_old_file(tmp_path, monkeypatch, error):
-    path = ck.save_tensors_atomic({"w": np.ones(4, np.float32)}, tmp_path / "opt.safetensors", {"step": "1"})
+    path = tensorfile.save_tensors_atomic({"w": np.ones(4, np.float32)}, tmp_path / "opt.safetensors", {"step": "1"})
     before = path.read_bytes()
 
     def crash(filename, data):
@@ -368,12 +369,12 @@ def test_interrupted_write_keeps_old_file(tmp_path, monkeypatch, error):
 
     monkeypatch.setattr(ck, "write_bytes_synced", crash)
     with pytest.raises(type(error)) as e:
-        ck.save_tensors_atomic({"w": np.zeros(4, np.float32)}, path, {"step": "2"})
+        tensorfile.save_tensors_atomic({"w": np.zeros(4, np.float32)}, path, {"step": "2"})
     if isinstance(error, OSError):  # one line naming the file, not safetensors' own error type
         assert str(e.value) == f"[Errno {errno.ENOSPC}] cannot write {path}: No space left on device (the disk is full)"
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["opt.safetensors"]
-    tensors, meta = ck.load_tensors(path)
+    tensors, meta = tensorfile.load_tensors(path)
     assert meta["step"] == "1" and tensors["w"].tolist() == [1.0] * 4
 
 
@@ -385,7 +386,7 @@ def test_flipped_bytes_are_refused_and_no_verify_loads_them(tmp_path):
     model.save_pretrained(tmp_path, vocab=VOCAB)
     path = tmp_path / "model.safetensors"
     raw = bytearray(path.read_bytes())
-    _, start = ck.read_safetensors_header(path)
+    _, start = tensorfile.read_safetensors_header(path)
     rng = np.random.default_rng(0)
     for i in rng.choice(np.arange(start, len(raw)), size=200, replace=False):  # 200 data bytes flipped
         raw[i] ^= 0x01  # a low mantissa bit: every value stays finite
@@ -407,18 +408,18 @@ def test_nan_weights_are_refused_naming_the_tensor(tmp_path):
 
 def test_tensor_digest_depends_on_names_shapes_and_bytes():
     a = {"w": np.arange(6, dtype=np.float32).reshape(2, 3)}
-    assert ck.tensor_digest(a) == ck.tensor_digest({"w": a["w"].copy()})
-    assert ck.tensor_digest(a) != ck.tensor_digest({"v": a["w"]})
-    assert ck.tensor_digest(a) != ck.tensor_digest({"w": a["w"].reshape(3, 2)})
-    assert ck.tensor_digest(a) != ck.tensor_digest({"w": a["w"].astype(np.float64)})
+    assert tensorfile.tensor_digest(a) == tensorfile.tensor_digest({"w": a["w"].copy()})
+    assert tensorfile.tensor_digest(a) != tensorfile.tensor_digest({"v": a["w"]})
+    assert tensorfile.tensor_digest(a) != tensorfile.tensor_digest({"w": a["w"].reshape(3, 2)})
+    assert tensorfile.tensor_digest(a) != tensorfile.tensor_digest({"w": a["w"].astype(np.float64)})
     b = a["w"].copy()
     b[1, 2] = 6.5
-    assert ck.tensor_digest(a) != ck.tensor_digest({"w": b})
+    assert tensorfile.tensor_digest(a) != tensorfile.tensor_digest({"w": b})
 
 
 def test_save_tensors_atomic_rejects_non_string_metadata(tmp_path):
     with pytest.raises(ValueError, match="metadata must map str to str.*'step': 3"):
-        ck.save_tensors_atomic({"w": np.ones(2)}, tmp_path / "x.safetensors", {"step": 3})
+        tensorfile.save_tensors_atomic({"w": np.ones(2)}, tmp_path / "x.safetensors", {"step": 3})
     assert not os.listdir(tmp_path)
 
 

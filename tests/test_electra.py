@@ -7,10 +7,10 @@ import math
 import numpy as np
 import pytest
 
-from minibert import gradcheck as gc
 from minibert import layers
 from minibert.bert import BertForPreTraining
 from minibert.family import electra
+from minibert.family import gradchecks as gc
 from minibert.family.electra import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 from minibert.model import BertConfig
 

@@ -1,4 +1,4 @@
-"""ELECTRA's fine-tuning classes (minibert/family/electra_finetune.py): float64 gradient checks of the
+"""ELECTRA's fine-tuning classes (minibert/finetune/electra_tasks.py): float64 gradient checks of the
 new head layer and of each whole class on both backends, the head layouts, checkpoints (what
 transformers reads is in tests/interop/test_electra_finetune_parity.py), `finetune --init` picking
 the ELECTRA class, clear errors."""
@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 import minibert
-from minibert import gradcheck, layers
-from minibert.family import electra_finetune as ef
+from minibert import layers
 from minibert.family.electra import ElectraConfig, ElectraForPreTraining
-from minibert.family.electra_finetune import (ElectraForMultipleChoice, ElectraForQuestionAnswering,
-                                              ElectraForSequenceClassification, ElectraForTokenClassification)
+from minibert.finetune import electra_tasks as ef
+from minibert.finetune import gradchecks as ft_checks
+from minibert.finetune.electra_tasks import (ElectraForMultipleChoice, ElectraForQuestionAnswering,
+                                             ElectraForSequenceClassification, ElectraForTokenClassification)
 
 CFG = ElectraConfig(vocab_size=40, embedding_size=6, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                     intermediate_size=16, max_position_embeddings=16)
@@ -31,7 +32,7 @@ def all_classes(cfg=CFG, dtype=np.float32):
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_electra_heads_and_every_class_gradcheck_float64(backend, monkeypatch):
     monkeypatch.setenv("MINIBERT_BACKEND", backend)
-    checks = gradcheck.check_electra_finetune(np.random.default_rng(2), verbose=False)
+    checks = ft_checks.check_electra_finetune(np.random.default_rng(2), verbose=False)
     layer = [c for c in checks if c.name.startswith("electra dense -> gelu")]
     assert len(layer) == 6  # dx, dw, db; exact GELU with dropout, tanh GELU without
     n_tensors = sum(len(m.params) for m in all_classes())
@@ -48,7 +49,7 @@ def test_a_wrong_head_backward_fails_the_check(monkeypatch):
         return layers.dropout_backward(dx, cache.drop), dw, db
 
     monkeypatch.setattr(ef, "dense_act_backward", no_gelu)
-    checks = gradcheck.check_electra_finetune(np.random.default_rng(2), verbose=False)
+    checks = ft_checks.check_electra_finetune(np.random.default_rng(2), verbose=False)
     assert any(not c for c in checks if c.name.startswith("ElectraForSequenceClassification (sequence)"))
     assert any(not c for c in checks if c.name.startswith("ElectraForMultipleChoice"))
     assert all(c for c in checks if c.name.startswith("ElectraForTokenClassification"))
@@ -209,7 +210,7 @@ def test_bad_checkpoints_and_batches_name_the_problem(tmp_path):
 def test_finetune_init_picks_the_electra_class(tmp_path):
     """`python -m minibert finetune TASK --init DIR` on an ELECTRA discriminator: load_model reads
     model_type from config.json and builds transformers' Electra* class of the task."""
-    from minibert.finetune.train import FinetuneConfig, load_model
+    from minibert.finetune.run import FinetuneConfig, load_model
 
     ElectraForPreTraining(CFG).save_pretrained(tmp_path / "disc", vocab=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
                                                + VOCAB[5:])

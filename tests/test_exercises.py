@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from test_float_hygiene import check_source
 from test_lessons import LESSONS, ROOT, run_lesson
 

@@ -7,8 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from minibert.export_data import IGNORE, cli, to_transformers
-from minibert.pretraining_data import FEATURE_NAMES, build_pretraining_data, load_shards
+from minibert.pretraining_data import FEATURE_NAMES
+from minibert.shards import build_pretraining_data, load_shards
+from minibert.tools.export_data import IGNORE, cli, to_transformers
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "ran", "on", "mat", "."]
 

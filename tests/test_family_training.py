@@ -11,16 +11,21 @@ import numpy as np
 import pytest
 
 import minibert
-from minibert import train as T
 from minibert.bert import BertForPreTraining
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining
-from minibert.inspect import attention_cli, attention_maps, fill_mask_cli
+from minibert.inspect import attention_maps
+from minibert.loop.rundir import latest_checkpoint
+from minibert.loop.step import accumulate_gradients, loss_counts, training_step
 from minibert.model import BertConfig
 from minibert.optim import AdamW
-from minibert.pretraining_data import UNMASKED_NAME, BatchIterator, read_meta, remask
-from minibert.run_dir import latest_checkpoint
+from minibert.pretraining_data import UNMASKED_NAME, remask
+from minibert.shards import BatchIterator, read_meta
+from minibert.tools.look_inside import attention_cli, fill_mask_cli
+from minibert.train import commands
+from minibert.train import config as train_config
+from minibert.train import curves, pretrain, runs
+from minibert.train import trainer as trainer_mod
 from minibert.train.commands import train_tiny_cli
-from minibert.train.step import accumulate_gradients, loss_counts, training_step
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = [f"w{i}" for i in range(45)]  # with SPECIALS: a vocabulary of V = 50 tokens
@@ -121,25 +126,25 @@ def test_a_list_of_one_batch_is_that_batch():
 # settings
 
 def test_defaults_stay_bert():
-    cfg = T.make_config("tiny")
+    cfg = train_config.make_config("tiny")
     assert (cfg.accumulation_steps, cfg.packing, cfg.sentence_order, cfg.model_type) == (1, "segment_pair", False,
                                                                                           "bert")
     assert type(cfg.model_config(50)) is BertConfig
-    assert not T.config.FAMILY_PRESETS.get("tiny")  # train-tiny's default recipe gets no changes
+    assert not train_config.FAMILY_PRESETS.get("tiny")  # train-tiny's default recipe gets no changes
 
 
 def test_presets_hold_each_family_members_changes():
-    r = T.make_config("roberta-tiny")
+    r = train_config.make_config("roberta-tiny")
     assert (r.objective, r.packing, r.masking, r.accumulation_steps, r.model_type) == ("mlm", "full_sentences",
                                                                                        "dynamic", 2, "bert")
     assert abs(r.beta2 - 0.98) < 1e-12
-    a = T.make_config("albert-tiny")
+    a = train_config.make_config("albert-tiny")
     assert (a.model_type, a.embedding_size, a.sentence_order, a.objective) == ("albert", 64, True, "mlm_nsp")
     mc = a.model_config(100)
     assert isinstance(mc, AlbertConfig) and (mc.embedding_size, mc.hidden_size) == (64, 128)
     for cfg in (r, a):
         cfg.validate(require_files=False)
-        assert cfg.model.hidden_size == T.make_config("tiny").model.hidden_size
+        assert cfg.model.hidden_size == train_config.make_config("tiny").model.hidden_size
 
 
 @pytest.mark.parametrize("bad,match", [
@@ -154,11 +159,11 @@ def test_presets_hold_each_family_members_changes():
 ])
 def test_bad_family_settings_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):
-        T.make_config("tiny", **bad).validate(require_files=False)
+        train_config.make_config("tiny", **bad).validate(require_files=False)
 
 
 def test_new_settings_parse_from_the_command_line():
-    got = T.parse_set(["accumulation_steps=4", "packing=doc_sentences", "sentence_order=1", "model_type=albert",
+    got = train_config.parse_set(["accumulation_steps=4", "packing=doc_sentences", "sentence_order=1", "model_type=albert",
                        "embedding_size=32"])
     assert got == dict(accumulation_steps=4, packing="doc_sentences", sentence_order=True, model_type="albert",
                        embedding_size=32)
@@ -195,7 +200,7 @@ SMALL = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, interme
 
 
 def _config(files, out, preset, **kw):
-    return T.make_config(preset, **{**files, "out_dir": str(out), **SMALL, **kw})
+    return train_config.make_config(preset, **{**files, "out_dir": str(out), **SMALL, **kw})
 
 
 def _state(trainer):
@@ -205,21 +210,21 @@ def _state(trainer):
 
 @pytest.mark.parametrize("preset", ["roberta-tiny", "albert-tiny"])
 def test_preset_run_resumes_bit_exactly(files, tmp_path, preset, capsys):
-    straight = T.train(_config(files, tmp_path / "straight", preset), verbose=True)
+    straight = pretrain.train(_config(files, tmp_path / "straight", preset), verbose=True)
     out = capsys.readouterr().out
-    part = T.train(_config(files, tmp_path / "part", preset), verbose=False, max_steps_this_run=3)
+    part = pretrain.train(_config(files, tmp_path / "part", preset), verbose=False, max_steps_this_run=3)
     assert part.status == "paused" and part.step == 3
-    resumed = T.train(T.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
+    resumed = pretrain.train(runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
     assert straight.status == resumed.status == "done" and resumed.step == 6
     a, b = _state(straight), _state(resumed)
     assert a.keys() == b.keys()
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]  # exact: resume
     assert straight.last_eval == resumed.last_eval  # exact: the same bits, evaluated the same way
     saved = json.loads((tmp_path / "part" / "run.json").read_text())["config"]
-    expected = T.make_config(preset)
+    expected = train_config.make_config(preset)
     for key in ("model_type", "accumulation_steps", "packing", "sentence_order", "objective"):
         assert saved[key] == getattr(expected, key), key
-    assert T.resume_config(tmp_path / "part", {}).flat() == _config(files, tmp_path / "part", preset).flat()
+    assert runs.resume_config(tmp_path / "part", {}).flat() == _config(files, tmp_path / "part", preset).flat()
     if preset == "roberta-tiny":
         assert "full_sentences packing" in out and "x 2 micro-batches (16 sequences per step)" in out
         assert isinstance(straight.model, BertForPreTraining) and "NSP" not in out
@@ -228,7 +233,7 @@ def test_preset_run_resumes_bit_exactly(files, tmp_path, preset, capsys):
 
 
 def test_albert_run_checkpoints_load_as_albert_for_pretraining(files, tmp_path):
-    trainer = T.train(_config(files, tmp_path / "run", "albert-tiny", steps=3, checkpoint_interval=2), verbose=False)
+    trainer = pretrain.train(_config(files, tmp_path / "run", "albert-tiny", steps=3, checkpoint_interval=2), verbose=False)
     for where in (tmp_path / "run", latest_checkpoint(tmp_path / "run")):
         model = minibert.AlbertForPreTraining.from_pretrained(where)
         assert model.config.embedding_size == 8 and model.config.num_hidden_groups == 1
@@ -247,7 +252,7 @@ def test_albert_run_checkpoints_load_as_albert_for_pretraining(files, tmp_path):
 
 
 def test_doc_sentences_run_trains_on_shorter_sequences_of_one_document(files, tmp_path):
-    runs = {p: T.train(_config(files, tmp_path / p, "roberta-tiny", packing=p, steps=2, eval_interval=2), verbose=False)
+    runs = {p: pretrain.train(_config(files, tmp_path / p, "roberta-tiny", packing=p, steps=2, eval_interval=2), verbose=False)
             for p in ("full_sentences", "doc_sentences")}
     fill = {p: read_meta(r.data.train)["stats"]["tokens"] / read_meta(r.data.train)["stats"]["instances"]
             for p, r in runs.items()}
@@ -258,7 +263,7 @@ def test_doc_sentences_run_trains_on_shorter_sequences_of_one_document(files, tm
 
 def test_a_step_takes_k_micro_batches_and_counts_all_their_tokens(files, tmp_path):
     cfg = _config(files, tmp_path / "run", "roberta-tiny", accumulation_steps=3)
-    trainer = T.Trainer(cfg, verbose=False)
+    trainer = trainer_mod.Trainer(cfg, verbose=False)
     _, _, _, tokens = trainer.train_step()
     assert trainer.step == 1 and trainer.iterator.position == 3 * cfg.batch_size
     fresh = BatchIterator(str(trainer.data.train), cfg.batch_size, cfg.seed, masking="dynamic", vocab=cfg.vocab)
@@ -289,7 +294,7 @@ def test_train_cli_takes_a_family_preset(files, tmp_path, capsys, preset, key, v
             "--vocab", files["vocab"], "--out", str(tmp_path / "r"), "--steps", "2",
             *(a for k, v in {**SMALL, "data_cache": files["data_cache"], "eval_interval": 2}.items()
               if k != "steps" for a in ("--set", f"{k}={v}"))]
-    assert T.cli(argv) == 0
+    assert commands.cli(argv) == 0
     assert json.loads((tmp_path / "r" / "run.json").read_text())["config"][key] == value
 
 
@@ -303,9 +308,9 @@ def test_train_tiny_refuses_an_unknown_preset(capsys):
 # ELECTRA: generator + discriminator on the same loop (minibert/train/electra.py)
 
 def test_electra_preset_sizes_its_generator_a_quarter_of_the_discriminator():
-    cfg = T.make_config("electra-tiny")
+    cfg = train_config.make_config("electra-tiny")
     disc, gen = cfg.model_config(100), cfg.generator_config(100)
-    tiny = T.make_config("tiny").model
+    tiny = train_config.make_config("tiny").model
     assert (disc.hidden_size, disc.num_hidden_layers, disc.num_attention_heads, disc.intermediate_size) == (
         tiny.hidden_size, tiny.num_hidden_layers, tiny.num_attention_heads, tiny.intermediate_size)
     assert (gen.hidden_size, gen.num_hidden_layers, gen.num_attention_heads, gen.intermediate_size) == (
@@ -323,7 +328,7 @@ def test_electra_preset_sizes_its_generator_a_quarter_of_the_discriminator():
 ])
 def test_bad_electra_settings_are_refused(bad, match):
     with pytest.raises(ValueError, match=match):
-        T.make_config("electra-tiny", **bad).validate(require_files=False)
+        train_config.make_config("electra-tiny", **bad).validate(require_files=False)
 
 
 def _electra_state(trainer):
@@ -333,11 +338,11 @@ def _electra_state(trainer):
 
 def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path, capsys):
     kw = dict(hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
-    straight = T.train(_config(files, tmp_path / "straight", "electra-tiny", **kw), verbose=True)
+    straight = pretrain.train(_config(files, tmp_path / "straight", "electra-tiny", **kw), verbose=True)
     out = capsys.readouterr().out
-    part = T.train(_config(files, tmp_path / "part", "electra-tiny", **kw), verbose=False, max_steps_this_run=3)
+    part = pretrain.train(_config(files, tmp_path / "part", "electra-tiny", **kw), verbose=False, max_steps_this_run=3)
     assert part.status == "paused" and part.step == 3
-    resumed = T.train(T.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
+    resumed = pretrain.train(runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
     assert straight.status == resumed.status == "done" and resumed.step == 6
     a, b = _electra_state(straight), _electra_state(resumed)
     assert a.keys() == b.keys() and any(k.startswith("p.gen.") for k in a)
@@ -347,7 +352,7 @@ def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path
     # the progress line and the evaluation show the generator's and the discriminator's numbers
     assert "gen MLM acc" in out and "disc acc" in out and "replaced recall" in out and "NSP acc" not in out
     assert "held-out generator MLM acc" in out and "ELECTRA: generator hidden 4" in out
-    recs = T.read_metrics(tmp_path / "part" / "metrics.jsonl")
+    recs = curves.read_metrics(tmp_path / "part" / "metrics.jsonl")
     assert {"mlm_acc", "disc_acc", "replaced_recall", "rtd_loss"} <= set(recs[-1])
     # the run's top level is the discriminator, generator/ the generator, sharing the embeddings
     run = tmp_path / "straight"
@@ -365,7 +370,7 @@ def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path
 
 
 def test_electra_step_trains_both_networks_through_the_shared_embedding(files, tmp_path):
-    trainer = T.TRAINERS["electra"](_config(files, tmp_path / "run", "electra-tiny"), verbose=False)
+    trainer = pretrain.TRAINERS["electra"](_config(files, tmp_path / "run", "electra-tiny"), verbose=False)
     before = {k: p.copy() for k, p in trainer.model.params.items()}
     trainer.train_step()  # step 0: lr 0 (warmup)
     metrics, norm, lr, tokens = trainer.train_step()

@@ -21,11 +21,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from minibert import checkpoint as ck
-from minibert import run_dir as rd
-from minibert import train as T
 from test_train import corpus, small_config  # noqa: F401  (corpus is a fixture)
+
+from minibert.io import atomic
+from minibert.io import checkpoint as ck
+from minibert.loop import rundir as rd
+from minibert.train import commands
+from minibert.train import config as train_config
+from minibert.train import curves, evaluation, pretrain, runs
+from minibert.train import trainer as trainer_mod
 
 ROOT = Path(__file__).resolve().parent.parent
 FINAL_FILES = ("model.safetensors", "optimizer.safetensors")
@@ -42,7 +46,7 @@ class Faults:
 
     def __init__(self, monkeypatch, at: int = 0, action=None):
         self.at, self.action, self.events, self.active = at, action, [], False
-        real_replace, real_remove, real_write = os.replace, rd._remove, ck.write_bytes_synced
+        real_replace, real_remove, real_write = os.replace, rd._remove, atomic.write_bytes_synced
 
         def replace(src, dst, *a, **kw):
             real_replace(src, dst, *a, **kw)
@@ -78,7 +82,7 @@ def _final_name(path) -> str:
 
 
 def _only_during_saves(monkeypatch, faults: Faults) -> None:
-    real = T.Trainer.save_checkpoint
+    real = trainer_mod.Trainer.save_checkpoint
 
     def save(self, *a, **kw):
         faults.active = True
@@ -87,15 +91,15 @@ def _only_during_saves(monkeypatch, faults: Faults) -> None:
         finally:
             faults.active = False
 
-    monkeypatch.setattr(T.Trainer, "save_checkpoint", save)
+    monkeypatch.setattr(trainer_mod.Trainer, "save_checkpoint", save)
 
 
 @pytest.fixture(scope="module")
 def runs(corpus, tmp_path_factory):  # noqa: F811
     d = tmp_path_factory.mktemp("faults")
-    full = T.train(small_config(corpus, d / "full"), verbose=False)
+    full = pretrain.train(small_config(corpus, d / "full"), verbose=False)
     assert full.status == "done" and full.step == 12
-    paused = T.train(small_config(corpus, d / "paused"), verbose=False, max_steps_this_run=4)
+    paused = pretrain.train(small_config(corpus, d / "paused"), verbose=False, max_steps_this_run=4)
     assert paused.status == "paused" and [s for s, _ in rd.checkpoints(d / "paused")] == [4]
     return {"full": d / "full", "paused": d / "paused"}
 
@@ -105,12 +109,12 @@ def _copy_paused(runs, dest: Path) -> Path:
     return dest
 
 
-def _resume(run: Path, **kw) -> T.Trainer:
-    return T.train(T.resume_config(run, {}), resume=True, verbose=False, **kw)
+def _resume(run: Path, **kw) -> trainer_mod.Trainer:
+    return pretrain.train(runs.resume_config(run, {}), resume=True, verbose=False, **kw)
 
 
 def _assert_resumes_to_the_uninterrupted_bytes(run: Path, runs) -> None:
-    step = T.run_state(run)["step"]
+    step = runs.run_state(run)["step"]
     assert step in (4, 8), step
     trainer = _resume(run)
     assert trainer.status == "done" and trainer.step == 12
@@ -153,7 +157,7 @@ def test_a_save_cut_off_after_any_operation_resumes_to_the_same_bytes(runs, tmp_
             with pytest.raises(Crash):
                 _resume(run, max_steps_this_run=4)
         assert faults.events == events[:k]
-        assert T.run_state(run)["step"] == (8 if k >= renamed else 4), (k, events)
+        assert runs.run_state(run)["step"] == (8 if k >= renamed else 4), (k, events)
         _assert_resumes_to_the_uninterrupted_bytes(run, runs)
 
 
@@ -162,13 +166,19 @@ KILL_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     from pathlib import Path
     import pytest
-    from minibert import train as T
+    from minibert.train import commands
+    from minibert.train import config as train_config
+    from minibert.train import curves
+    from minibert.train import evaluation
+    from minibert.train import pretrain
+    from minibert.train import runs
+    from minibert.train import trainer as trainer_mod
     import test_faults as F
 
     mp = pytest.MonkeyPatch()
     faults = F.Faults(mp, at={k}, action=lambda what: os.kill(os.getpid(), signal.SIGKILL))
     F._only_during_saves(mp, faults)
-    T.train(T.resume_config(Path({run!r}), {{}}), resume=True, verbose=False, max_steps_this_run=4)
+    pretrain.train(runs.resume_config(Path({run!r}), {{}}), resume=True, verbose=False, max_steps_this_run=4)
     print("the save finished; no kill happened")
 """)
 
@@ -193,7 +203,7 @@ def test_sigkill_during_a_save_loses_at_most_the_steps_since_the_last_checkpoint
 def test_double_ctrl_c_during_a_save_aborts_with_one_message_and_keeps_the_last_checkpoint(
         runs, tmp_path, monkeypatch, capsys):
     run = _copy_paused(runs, tmp_path / "ctrl-c")
-    steps = T.Trainer.train_step
+    steps = trainer_mod.Trainer.train_step
 
     def step_then_ctrl_c(self):
         out = steps(self)
@@ -201,10 +211,10 @@ def test_double_ctrl_c_during_a_save_aborts_with_one_message_and_keeps_the_last_
             os.kill(os.getpid(), signal.SIGINT)  # the first: finish the step, then save
         return out
 
-    monkeypatch.setattr(T.Trainer, "train_step", step_then_ctrl_c)
+    monkeypatch.setattr(trainer_mod.Trainer, "train_step", step_then_ctrl_c)
     faults = Faults(monkeypatch, at=3, action=lambda what: os.kill(os.getpid(), signal.SIGINT))  # the second
     _only_during_saves(monkeypatch, faults)
-    assert T.cli(["--resume", str(run)]) == 130
+    assert commands.cli(["--resume", str(run)]) == 130
     err = capsys.readouterr().err
     assert f"aborted at step 6 by a second Ctrl-C without saving; the last complete checkpoint is step 4 in {run}" in err
     assert "Traceback" not in err and "interrupted before training started" not in err
@@ -217,7 +227,7 @@ def test_ctrl_c_during_the_final_save_still_saves(runs, tmp_path, monkeypatch):
     faults = Faults(monkeypatch, at=2, action=lambda what: os.kill(os.getpid(), signal.SIGINT))
     _only_during_saves(monkeypatch, faults)
     trainer = _resume(run, max_steps_this_run=4)
-    assert trainer.status == "paused" and T.run_state(run)["step"] == 8  # the save was finished
+    assert trainer.status == "paused" and runs.run_state(run)["step"] == 8  # the save was finished
     monkeypatch.undo()
     _assert_resumes_to_the_uninterrupted_bytes(run, runs)
 
@@ -229,15 +239,15 @@ def test_full_disk_during_a_save_keeps_the_previous_checkpoint_and_prints_one_li
     def no_space(path, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    real = T.Trainer.save_checkpoint
+    real = trainer_mod.Trainer.save_checkpoint
 
     def save(self, *a, **kw):
         with monkeypatch.context() as m:
             m.setattr(ck, "write_bytes_synced", no_space)
             return real(self, *a, **kw)
 
-    monkeypatch.setattr(T.Trainer, "save_checkpoint", save)
-    assert T.cli(["--resume", str(run), "--max-steps-this-run", "4"]) == 1
+    monkeypatch.setattr(trainer_mod.Trainer, "save_checkpoint", save)
+    assert commands.cli(["--resume", str(run), "--max-steps-this-run", "4"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: [Errno {errno.ENOSPC}] could not save the checkpoint of step 8: cannot write "
                    f"{run}/checkpoints/.step-000008.tmp-{os.getpid()}/model.safetensors: No space left on device "
@@ -269,11 +279,11 @@ def test_a_real_full_disk_keeps_the_previous_checkpoint(runs, tmpfs, capsys):
                     f.write(b"\0" * size)
             except OSError as e:
                 assert e.errno == errno.ENOSPC
-    assert T.cli(["--resume", str(run), "--max-steps-this-run", "4"]) == 1
+    assert commands.cli(["--resume", str(run), "--max-steps-this-run", "4"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: [Errno 28] ") and str(run) in err[0], err
     assert "No space left on device" in err[0]
-    assert T.run_state(run)["step"] == 4
+    assert runs.run_state(run)["step"] == 4
     ballast.unlink()
     _assert_resumes_to_the_uninterrupted_bytes(run, runs)
 
@@ -285,7 +295,7 @@ def test_a_metrics_line_cut_short_by_a_crash_does_not_block_resume(runs, tmp_pat
     with open(run / "metrics.jsonl", "a", encoding="utf-8") as f:
         f.write('{"type": "train", "step": 5, "lo')  # the process died mid-write
     _assert_resumes_to_the_uninterrupted_bytes(run, runs)
-    steps = [r["step"] for r in T.read_metrics(run / "metrics.jsonl") if r["type"] == "train"]
+    steps = [r["step"] for r in curves.read_metrics(run / "metrics.jsonl") if r["type"] == "train"]
     assert steps == sorted(set(steps)) and steps[-1] == 12
 
 
@@ -303,16 +313,16 @@ def test_train_tiny_replaces_its_finished_run_but_keeps_an_unfinished_one(runs, 
     cfg = small_config(corpus, unfinished)
     with pytest.raises(ValueError, match="already holds an unfinished run \\(stopped at step 4 of 12\\).*"
                                          "`python -m minibert train-tiny --resume` to continue it"):
-        T.check_run_dir(cfg, replaceable_by="train-tiny")
-    T.check_run_dir(cfg, overwrite=True, replaceable_by="train-tiny")  # --overwrite may
-    T.train(T.resume_config(unfinished, {}), resume=True, verbose=False)  # now finished
-    T.check_run_dir(cfg, replaceable_by="train-tiny")  # a finished train-tiny run is replaced
+        runs.check_run_dir(cfg, replaceable_by="train-tiny")
+    runs.check_run_dir(cfg, overwrite=True, replaceable_by="train-tiny")  # --overwrite may
+    pretrain.train(runs.resume_config(unfinished, {}), resume=True, verbose=False)  # now finished
+    runs.check_run_dir(cfg, replaceable_by="train-tiny")  # a finished train-tiny run is replaced
 
 
 def test_out_pointing_at_a_file_is_refused_before_anything_runs(corpus, tmp_path):  # noqa: F811
     (tmp_path / "afile").write_text("x")
     with pytest.raises(ValueError, match="output directory .*afile is a file"):
-        T.train(small_config(corpus, tmp_path / "afile"), verbose=False)
+        pretrain.train(small_config(corpus, tmp_path / "afile"), verbose=False)
 
 
 @pytest.mark.parametrize("setting,message", [
@@ -324,7 +334,7 @@ def test_bad_settings_fail_before_anything_is_written(runs, corpus, tmp_path, ca
     before = {p.relative_to(old): p.read_bytes() for p in old.rglob("*") if p.is_file()}
     argv = ["--out", str(old), "--overwrite", "--corpus", *corpus["corpus"], "--vocab", corpus["vocab"],
             "--set", "max_seq_length=32", "--set", setting]
-    assert T.cli(argv) == 1
+    assert commands.cli(argv) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ")
     assert re.search(message, err), err
@@ -332,8 +342,8 @@ def test_bad_settings_fail_before_anything_is_written(runs, corpus, tmp_path, ca
 
 
 def test_perplexity_of_a_diverged_model_is_printed_short():
-    assert T._fmt_perplexity(213.71) == "213.7"
-    assert T._fmt_perplexity(float(np.exp(700.0))) == "1.01e+304"
+    assert evaluation._fmt_perplexity(213.71) == "213.7"
+    assert evaluation._fmt_perplexity(float(np.exp(700.0))) == "1.01e+304"
 
 
 def test_a_run_saved_in_the_older_layout_resumes(runs, tmp_path):
@@ -352,13 +362,13 @@ def test_a_run_saved_in_the_older_layout_resumes(runs, tmp_path):
 def test_the_summary_names_the_step_of_its_evaluation(capsys):
     from types import SimpleNamespace
 
-    r = T.EvalResult(0.18, 5.4, 221.4, 0.72, 0.55, 1718, 0.57, 0.83)
-    T.report(SimpleNamespace(last_eval=r, last_eval_step=100, step=115, elapsed=30.0, dir=Path("runs/x"),
-                             cfg=T.TrainConfig()))
+    r = evaluation.EvalResult(0.18, 5.4, 221.4, 0.72, 0.55, 1718, 0.57, 0.83)
+    commands.report(SimpleNamespace(last_eval=r, last_eval_step=100, step=115, elapsed=30.0, dir=Path("runs/x"),
+                             cfg=train_config.TrainConfig()))
     out = capsys.readouterr().out
     assert "at step 100 (the last evaluation; training stopped at step 115)" in out and "after 115" not in out
-    T.report(SimpleNamespace(last_eval=r, last_eval_step=115, step=115, elapsed=30.0, dir=Path("runs/x"),
-                             cfg=T.TrainConfig()))
+    commands.report(SimpleNamespace(last_eval=r, last_eval_step=115, step=115, elapsed=30.0, dir=Path("runs/x"),
+                             cfg=train_config.TrainConfig()))
     assert "held-out (1718 sequences) after 115 steps" in capsys.readouterr().out
 
 

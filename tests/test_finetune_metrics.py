@@ -6,10 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from minibert.finetune.metrics import (accuracy, average_ranks, confusion_matrix, entities,
-                                       entity_scores, f1_binary, matthews_corrcoef, pearson,
-                                       spearman)
-
+from minibert.finetune.metrics import (accuracy, average_ranks, confusion_matrix, entities, entity_scores, f1_binary,
+                                       matthews_corrcoef, pearson, spearman)
 
 # ---------------------------------------------------------------------------------------------
 # Classification

@@ -11,10 +11,11 @@ import pytest
 import minibert
 from minibert import gradcheck
 from minibert.bert import BertForPreTraining
-from minibert.checkpoint import to_hf_state_dict
+from minibert.finetune import gradchecks as ft_checks
 from minibert.finetune import heads
 from minibert.finetune.models import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
                                       BertForTokenClassification, TaskConfig)
+from minibert.io.checkpoint import to_hf_state_dict
 from minibert.model import BertConfig
 
 CFG = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16,
@@ -25,14 +26,14 @@ VOCAB = [f"t{i}" for i in range(CFG.vocab_size)]
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_heads_gradcheck(backend, monkeypatch):
     monkeypatch.setenv("MINIBERT_BACKEND", backend)
-    checks = gradcheck.check_heads(np.random.default_rng(0), verbose=False)
+    checks = ft_checks.check_heads(np.random.default_rng(0), verbose=False)
     assert len(checks) == 4 and all(checks), [c.row() for c in checks if not c]
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_every_class_gradcheck_float64(backend, monkeypatch):
     monkeypatch.setenv("MINIBERT_BACKEND", backend)
-    checks = gradcheck.check_task_models(np.random.default_rng(1), verbose=False)
+    checks = ft_checks.check_task_models(np.random.default_rng(1), verbose=False)
     n_tensors = sum(len(m.params) for m in (BertForSequenceClassification(CFG, 3), BertForSequenceClassification(CFG, 1),
                                             BertForTokenClassification(CFG, 3), BertForMultipleChoice(CFG),
                                             BertForQuestionAnswering(CFG), BertForSequenceClassification(CFG, 3),
@@ -57,7 +58,7 @@ def test_a_wrong_backward_fails_the_check(monkeypatch):
                     else cache, ops)
 
     monkeypatch.setattr("minibert.finetune.models.task_backward", broken)
-    checks = gradcheck.check_task_models(np.random.default_rng(1), verbose=False)
+    checks = ft_checks.check_task_models(np.random.default_rng(1), verbose=False)
     assert any(not c for c in checks if c.name.startswith("SequenceClassification"))
     assert all(checks[i] for i, c in enumerate(checks) if c.name.startswith("TokenClassification"))
 
@@ -238,7 +239,7 @@ def test_causal_is_saved_and_restored(tmp_path):
 
 def test_causal_is_for_berts_encoder_only():
     from minibert.family.albert import AlbertConfig
-    from minibert.family.albert_finetune import AlbertForSequenceClassification
+    from minibert.finetune.albert_tasks import AlbertForSequenceClassification
 
     albert = AlbertForSequenceClassification(AlbertConfig(vocab_size=40, embedding_size=4, hidden_size=8,
                                                           num_hidden_layers=2, num_attention_heads=2,
@@ -254,7 +255,7 @@ def test_a_wrong_causal_pool_position_fails_the_check(monkeypatch):
     real = heads.task_backward
     monkeypatch.setattr("minibert.finetune.models.task_backward",
                         lambda params, cfg, cache, ops=None: real(params, cfg, cache._replace(pool_at=None), ops))
-    checks = gradcheck.check_task_models(np.random.default_rng(1), verbose=False)
+    checks = ft_checks.check_task_models(np.random.default_rng(1), verbose=False)
     assert any(not c for c in checks if c.name.startswith("SequenceClassification (sequence, causal)"))
     assert any(not c for c in checks if c.name.startswith("MultipleChoice (choice, causal)"))
     assert all(c for c in checks if ", causal)" not in c.name)

@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minibert.finetune.tasks import (IGNORE_INDEX, TASKS, TaggedExample, TaskData, TextExample,
-                                     choice_features, classification_features, generic_task,
-                                     get_task, label_list, load_task, nextsent_examples,
-                                     read_conll, read_glue, read_swag, score, token_features,
-                                     trim, word_predictions)
+from minibert.finetune.tasks import (IGNORE_INDEX, TASKS, TaggedExample, TaskData, TextExample, choice_features,
+                                     classification_features, generic_task, get_task, label_list, load_task,
+                                     nextsent_examples, read_conll, read_glue, read_swag, score, token_features, trim,
+                                     word_predictions)
 from minibert.tokenizer import BertTokenizer
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from minibert.__main__ import main
 from minibert.bert import BertForPreTraining
 from minibert.finetune.commands import build_run, cli
 from minibert.finetune.models import BertForSequenceClassification, BertForTokenClassification
-from minibert.finetune.train import FinetuneConfig
+from minibert.finetune.run import FinetuneConfig
 from minibert.model import BertConfig
 
 WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "plot", "the", "was", "paris", "john", "visited"]
@@ -225,12 +225,12 @@ def test_feature_based_tagger_reads_each_family_encoder(family):
 
     if family == "albert":
         from minibert.family.albert import AlbertConfig
-        from minibert.family.albert_finetune import AlbertForTokenClassification as Cls
+        from minibert.finetune.albert_tasks import AlbertForTokenClassification as Cls
         cfg = AlbertConfig(vocab_size=40, embedding_size=6, hidden_size=8, num_hidden_layers=3,
                            num_attention_heads=2, intermediate_size=16)
     else:
         from minibert.family.electra import ElectraConfig
-        from minibert.family.electra_finetune import ElectraForTokenClassification as Cls
+        from minibert.finetune.electra_tasks import ElectraForTokenClassification as Cls
         cfg = ElectraConfig(vocab_size=40, embedding_size=6, hidden_size=8, num_hidden_layers=2,
                             num_attention_heads=2, intermediate_size=16)
     enc = Cls(cfg, num_labels=3, seed=0, dtype=np.float64)

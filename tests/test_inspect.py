@@ -9,7 +9,9 @@ import pytest
 
 from minibert import inspect as I
 from minibert.bert import BertForPreTraining
+from minibert.io import tensorfile
 from minibert.model import BertConfig
+from minibert.tools import look_inside as look
 
 WORDS = ["the", "cat", "dog", "sat", "on", "a", "mat", "ran", "far", "."]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS
@@ -27,7 +29,7 @@ def run_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def loaded(run_dir):
-    return I.load_model_and_tokenizer(run_dir)
+    return look.load_model_and_tokenizer(run_dir)
 
 
 def words(n: int) -> str:
@@ -50,9 +52,9 @@ def test_fill_mask_k_bounds_are_inclusive(loaded):
 
 
 def test_fill_mask_cli_k(run_dir, capsys):
-    assert I.fill_mask_cli([str(run_dir), "the [MASK] sat", "-k", "0"]) == 1
+    assert look.fill_mask_cli([str(run_dir), "the [MASK] sat", "-k", "0"]) == 1
     assert "k=0 predictions per [MASK]: k must be between 1 and" in capsys.readouterr().err
-    assert I.fill_mask_cli([str(run_dir), "the [MASK] sat", "-k", "2"]) == 0
+    assert look.fill_mask_cli([str(run_dir), "the [MASK] sat", "-k", "2"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 1 + 1 + 2  # text, "[MASK] #1:", 2 rows
 
 
@@ -63,7 +65,7 @@ def test_attention_refuses_text_longer_than_the_model_takes(loaded, run_dir, cap
         I.attention_maps(model, tok, words(MAX_POS + 1))
     with pytest.raises(ValueError, match=rf"is {MAX_POS + 2} tokens long"):  # the pair counts too
         I.attention_maps(model, tok, words(MAX_POS - 20), words(19))
-    assert I.attention_cli([str(run_dir), words(MAX_POS + 1), "--out", str(run_dir / "a")]) == 1
+    assert look.attention_cli([str(run_dir), words(MAX_POS + 1), "--out", str(run_dir / "a")]) == 1
     assert f"the model takes at most {MAX_POS}" in capsys.readouterr().err
 
 
@@ -75,7 +77,7 @@ def test_attention_refuses_to_plot_more_than_128_tokens(loaded, run_dir, capsys)
                                          r"tokens: shorten the text"):
         I.plot_attention(result, run_dir / "too_long")
     assert not (run_dir / "too_long").exists()
-    assert I.attention_cli([str(run_dir), words(I.MAX_PLOT_TOKENS - 1), "--out", str(run_dir / "b")]) == 1
+    assert look.attention_cli([str(run_dir), words(I.MAX_PLOT_TOKENS - 1), "--out", str(run_dir / "b")]) == 1
     assert "shorten the text" in capsys.readouterr().err
 
 
@@ -98,7 +100,7 @@ def _png_size(path) -> tuple[int, int]:
 
 def test_attention_cli_writes_pngs_of_the_planned_size(run_dir, capsys):
     out = run_dir / "small"
-    assert I.attention_cli([str(run_dir), words(8), "--out", str(out)]) == 0
+    assert look.attention_cli([str(run_dir), words(8), "--out", str(out)]) == 0
     names = sorted(p.name for p in out.glob("*.png"))
     assert names == ["layer0.png", "layer0_head0.png", "layer0_head1.png"]
     head, in_row, _ = I.figure_sizes(10, 2)
@@ -113,26 +115,26 @@ def test_damaged_weights_are_refused_by_the_commands_unless_no_verify(run_dir, t
 
     import numpy as np
 
-    from minibert import checkpoint as ck
+    from minibert.io import checkpoint as ck
 
     bad = tmp_path / "bad"
     shutil.copytree(run_dir, bad)
     path = bad / "model.safetensors"
-    _, start = ck.read_safetensors_header(path)
+    _, start = tensorfile.read_safetensors_header(path)
     raw = bytearray(path.read_bytes())
     for i in range(start + 100, start + 300):  # 200 data bytes changed
         raw[i] ^= 0x01
     path.write_bytes(bytes(raw))
-    assert I.fill_mask_cli([str(bad), "the [MASK] sat"]) == 1
+    assert look.fill_mask_cli([str(bad), "the [MASK] sat"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: {path} is corrupt") and "--no-verify" in err and err.count("\n") == 1
-    assert I.fill_mask_cli([str(bad), "the [MASK] sat", "--no-verify"]) == 0
-    assert I.attention_cli([str(bad), "the cat sat", "--out", str(tmp_path / "att")]) == 1
-    assert I.attention_cli([str(bad), "the cat sat", "--out", str(tmp_path / "att"), "--no-verify"]) == 0
+    assert look.fill_mask_cli([str(bad), "the [MASK] sat", "--no-verify"]) == 0
+    assert look.attention_cli([str(bad), "the cat sat", "--out", str(tmp_path / "att")]) == 1
+    assert look.attention_cli([str(bad), "the cat sat", "--out", str(tmp_path / "att"), "--no-verify"]) == 0
     capsys.readouterr()
     # a NaN saved with a matching digest: refused for not being finite
     model = BertForPreTraining.from_pretrained(run_dir)
     model.params["tok_emb"][5, 0] = np.nan
     model.save_pretrained(bad, vocab=VOCAB)
-    assert I.fill_mask_cli([str(bad), "the [MASK] sat"]) == 1
+    assert look.fill_mask_cli([str(bad), "the [MASK] sat"]) == 1
     assert "'bert.embeddings.word_embeddings.weight' holds 1 NaN/inf" in capsys.readouterr().err

@@ -12,6 +12,8 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
+from minibert.tools import attention_v1
+
 from minibert import gradcheck, kernels, layers  # noqa: E402
 from minibert.backend import get_ops  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
@@ -48,7 +50,7 @@ SHAPES = [(2, 2, 16, 8), (1, 1, 1, 8), (3, 2, 7, 8), (2, 1, 5, 16), (2, 3, 13, 2
 SHAPE_IDS = ["B2-NH2-T16-HS8", "T1-NH1", "T7", "NH1-T5", "T13-HS24"]
 
 
-VERSIONS = {"v1": (kernels.attention_forward_v1, kernels.attention_backward_v1),
+VERSIONS = {"v1": (attention_v1.attention_forward_v1, attention_v1.attention_backward_v1),
             "v2": (kernels.attention_forward_v2, kernels.attention_backward_v2),
             "v3": (kernels.attention_forward_v3, kernels.attention_backward_v3),
             "v4": (kernels.attention_forward, kernels.attention_backward)}

@@ -1,4 +1,4 @@
-"""minibert.malloc: with glibc, memory freed by one step is reused by the next without page faults."""
+"""minibert.native.malloc: with glibc, memory freed by one step is reused by the next without page faults."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from minibert import malloc
+from minibert.native import malloc
 
 # Allocate and free a step's worth of arrays of mixed sizes (1-24 MiB, 120 MiB in all) twice;
 # print the page faults of the second round. Every array is written (np.ones), as activations are.

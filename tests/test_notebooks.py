@@ -1,4 +1,4 @@
-"""The lessons as notebooks (`python -m minibert notebooks`, minibert/notebooks.py): every lesson
+"""The lessons as notebooks (`python -m minibert notebooks`, minibert/tools/notebooks.py): every lesson
 converts to valid nbformat-4 JSON, a generated notebook executes headless with its pictures in
 its outputs, and the lessons leave figures to the notebook (no forced Agg backend, no figure
 closed before it is shown). Also the library's pictures: colour bars on attention maps
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minibert import notebooks
+from minibert.tools import notebooks
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.py"))

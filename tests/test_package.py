@@ -31,7 +31,7 @@ def test_every_name_in_all_resolves():
     from minibert import train
 
     assert minibert.pretrain is train.train  # train.train, renamed (see __init__)
-    assert minibert.pretrain.__module__ == "minibert.train.loop"  # where the package defines it
+    assert minibert.pretrain.__module__ == "minibert.train.trainer"  # where the package defines it
 
 
 def test_the_readme_names_import_from_the_root():

@@ -13,10 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from minibert import pretraining_data as pd
-from minibert.pretraining_data import (CLS, MASK, SEP, BatchIterator, TrainingInstance,
-                                       create_masked_lm_predictions, create_training_instances,
-                                       instances_to_features, num_predictions, remask,
+from minibert import shards
+from minibert.pretraining_data import (CLS, MASK, SEP, TrainingInstance, create_masked_lm_predictions,
+                                       create_training_instances, instances_to_features, num_predictions, remask,
                                        truncate_seq_pair)
+from minibert.shards import BatchIterator
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "a", "big", "red", "sun",
@@ -591,8 +592,8 @@ def test_features_padding_and_labels(small_data, tok):
 
 def test_shards_round_trip_without_pickle(tmp_path, small_data, tok):
     _, feats = small_data
-    meta = pd.write_shards(feats, tmp_path / "out", instances_per_shard=37,
-                           meta={"vocab_sha256": pd.vocab_sha256(tok), "vocab_size": len(tok.vocab),
+    meta = shards.write_shards(feats, tmp_path / "out", instances_per_shard=37,
+                           meta={"vocab_sha256": shards.vocab_sha256(tok), "vocab_size": len(tok.vocab),
                                  "flags": {"masked_lm_prob": 0.15}})
     N = feats["input_ids"].shape[0]
     assert len(meta["shards"]) == math.ceil(N / 37)
@@ -600,9 +601,9 @@ def test_shards_round_trip_without_pickle(tmp_path, small_data, tok):
     assert not list((tmp_path / "out").glob("*.tmp"))
     for s in meta["shards"]:  # every shard opens with allow_pickle=False
         with np.load(tmp_path / "out" / s["file"], allow_pickle=False) as z:
-            assert set(z.files) == set(pd.ALL_NAMES)
-    back = pd.load_shards(tmp_path / "out", vocab=tok)
-    for name in pd.ALL_NAMES:
+            assert set(z.files) == set(shards.ALL_NAMES)
+    back = shards.load_shards(tmp_path / "out", vocab=tok)
+    for name in shards.ALL_NAMES:
         assert back[name].dtype == feats[name].dtype
         np.testing.assert_array_equal(back[name], feats[name])
     assert json.loads((tmp_path / "out" / "meta.json").read_text())["num_instances"] == N
@@ -611,18 +612,18 @@ def test_shards_round_trip_without_pickle(tmp_path, small_data, tok):
 def test_shards_errors_missing_corrupt_vocab(tmp_path, small_data, tok):
     _, feats = small_data
     out = tmp_path / "out"
-    pd.write_shards(feats, out, instances_per_shard=50,
-                    meta={"vocab_sha256": pd.vocab_sha256(tok), "vocab_size": len(tok.vocab)})
+    shards.write_shards(feats, out, instances_per_shard=50,
+                    meta={"vocab_sha256": shards.vocab_sha256(tok), "vocab_size": len(tok.vocab)})
     with pytest.raises(ValueError, match="vocab mismatch"):
-        pd.load_shards(out, vocab=SPECIALS + ["x"])
+        shards.load_shards(out, vocab=SPECIALS + ["x"])
     (out / "shard_00001.npz").write_bytes(b"not a zip file")
     with pytest.raises(ValueError, match="shard_00001.npz is corrupt"):
-        pd.load_shards(out)
+        shards.load_shards(out)
     (out / "shard_00001.npz").unlink()
     with pytest.raises(ValueError, match="shard_00001.npz.*missing"):
-        pd.load_shards(out)
+        shards.load_shards(out)
     with pytest.raises(ValueError, match="meta.json not found"):
-        pd.load_shards(tmp_path)
+        shards.load_shards(tmp_path)
 
 
 def test_generation_stats_instances_equal_features(small_data, tok):
@@ -742,7 +743,7 @@ def test_batch_iterator_epochs_cover_everything_once_and_deterministic():
 @pytest.mark.parametrize("masking", ["static", "dynamic"])
 def test_batch_iterator_resume_mid_epoch_equals_uninterrupted(tmp_path, masking):
     feats = indexed_features()
-    pd.write_shards(feats, tmp_path / "d", instances_per_shard=30,
+    shards.write_shards(feats, tmp_path / "d", instances_per_shard=30,
                     meta={"vocab_size": 30, "special_ids": {CLS: 2, SEP: 3, MASK: 4},
                           "flags": {"masked_lm_prob": 0.15}})
     ref = BatchIterator(tmp_path / "d", 7, seed=3, masking=masking)
@@ -801,16 +802,16 @@ def test_build_pretraining_data_and_cli(tmp_path, tok, capsys):
     f = write_corpus(tmp_path / "c.txt", 12, 2, 8, seed=1)
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(SPECIALS + WORDS) + "\n", encoding="utf-8")
-    meta = pd.build_pretraining_data([f], vocab, tmp_path / "out", max_seq_length=32,
+    meta = shards.build_pretraining_data([f], vocab, tmp_path / "out", max_seq_length=32,
                                      max_predictions_per_seq=5, dupe_factor=2, tokenizer=tok)
     assert meta["flags"]["dupe_factor"] == 2 and meta["vocab_size"] == len(SPECIALS + WORDS)
-    assert meta["vocab_sha256"] == pd.vocab_sha256(vocab)
+    assert meta["vocab_sha256"] == shards.vocab_sha256(vocab)
     out = capsys.readouterr()
     assert "instances" in out.out and "documents 24/24" in out.err
-    feats = pd.load_shards(tmp_path / "out", vocab=vocab)
+    feats = shards.load_shards(tmp_path / "out", vocab=vocab)
     again = instances_to_features(
         create_training_instances([f], tok, 32, 2, 0.1, 0.15, 5, random.Random(12345)), tok, 32, 5)
-    for name in pd.ALL_NAMES:
+    for name in shards.ALL_NAMES:
         np.testing.assert_array_equal(feats[name], again[name])
     it = BatchIterator(tmp_path / "out", 4, seed=0, masking="dynamic")
     assert it.next_batch()["input_ids"].shape == (4, 32)
@@ -818,12 +819,12 @@ def test_build_pretraining_data_and_cli(tmp_path, tok, capsys):
         from minibert.tokenizer import BertTokenizer  # noqa: F401
     except Exception:
         return
-    rc = pd.cli(["--corpus", str(f), "--vocab", str(vocab), "--out", str(tmp_path / "cli"),
+    rc = shards.cli(["--corpus", str(f), "--vocab", str(vocab), "--out", str(tmp_path / "cli"),
                  "--max-seq-length", "32", "--max-predictions-per-seq", "5", "--dupe-factor", "2"])
     assert rc == 0
-    cli_feats = pd.load_shards(tmp_path / "cli")
+    cli_feats = shards.load_shards(tmp_path / "cli")
     np.testing.assert_array_equal(cli_feats["input_ids"], again["input_ids"])
-    assert pd.cli(["--corpus", str(tmp_path / "nope.txt"), "--vocab", str(vocab),
+    assert shards.cli(["--corpus", str(tmp_path / "nope.txt"), "--vocab", str(vocab),
                    "--out", str(tmp_path / "x")]) == 1
 
 
@@ -834,9 +835,9 @@ def test_vocab_without_special_tokens_fails_before_generation(tmp_path, capsys):
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[SEP]"] + WORDS) + "\n", encoding="utf-8")
     with pytest.raises(ValueError, match=r"vocab file .*vocab.txt lacks the special token\(s\) "
                                          r"\[CLS\] \[MASK\]; pretraining data needs"):
-        pd.build_pretraining_data([f], vocab, tmp_path / "out", verbose=False)
+        shards.build_pretraining_data([f], vocab, tmp_path / "out", verbose=False)
     assert not (tmp_path / "out").exists()
-    assert pd.cli(["--corpus", str(f), "--vocab", str(vocab), "--out", str(tmp_path / "out")]) == 1
+    assert shards.cli(["--corpus", str(f), "--vocab", str(vocab), "--out", str(tmp_path / "out")]) == 1
     assert "lacks the special token(s) [CLS] [MASK]" in capsys.readouterr().err
     from minibert.tokenizer import BertTokenizer
 
@@ -847,7 +848,7 @@ def test_vocab_without_special_tokens_fails_before_generation(tmp_path, capsys):
 
 
 def test_bench_data_fills_report():
-    from minibert.bench_data import bench_data
+    from minibert.tools.bench_data import bench_data
     report = {}
     out = bench_data(report, runs=1, max_lines=300, max_seq_length=32, max_predictions_per_seq=5,
                      dupe_factor=1, batch_size=4, n_batches=5)

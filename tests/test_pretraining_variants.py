@@ -12,18 +12,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from minibert.tools import attention_v1
+
 from minibert import gradcheck as gc
 from minibert import kernels, layers
-from minibert import train as T
 from minibert.backend import get_ops
 from minibert.bert import BertForPreTraining
+from minibert.loop.step import training_step
 from minibert.model import (OBJECTIVES, BertConfig, UnpaddedEncoderCache, bert_backward, bert_forward, ltr_targets,
                             trained_params)
 from minibert.optim import AdamW
-from minibert.pretraining_data import (CLS, MASK, SEP, UNMASKED_NAME, BatchIterator, build_pretraining_data,
-                                       check_mask_shares, create_masked_lm_predictions, create_training_instances,
-                                       read_meta, remask)
-from minibert.train.step import training_step
+from minibert.pretraining_data import (CLS, MASK, SEP, UNMASKED_NAME, check_mask_shares, create_masked_lm_predictions,
+                                       create_training_instances, remask)
+from minibert.shards import BatchIterator, build_pretraining_data, read_meta
+from minibert.train import config as train_config
+from minibert.train import pretrain, runs
 
 TABLE_8 = [(0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.8, 0.0, 0.2), (0.8, 0.2, 0.0), (0.0, 0.2, 0.8), (0.0, 0.0, 1.0)]
 TABLE_8_IDS = ["80-10-10", "100-0-0", "80-0-20", "80-20-0", "0-20-80", "0-0-100"]
@@ -145,19 +148,19 @@ def test_mask_shares_must_be_three_shares_summing_to_one(bad):
     with pytest.raises(ValueError, match="mask_shares"):
         check_mask_shares(bad)
     with pytest.raises(ValueError, match="mask_shares"):
-        T.make_config("tiny", mask_shares=bad).validate(require_files=False)
+        train_config.make_config("tiny", mask_shares=bad).validate(require_files=False)
     assert check_mask_shares(["0", "0.2", "0.8"]) == (0.0, 0.2, 0.8)  # exact: float() of text, no arithmetic
 
 
 def test_mask_shares_setting_parses_round_trips_and_reaches_the_shards(tmp_path):
     """--set mask_shares=1,0,0 -> floats; run.json's list form reads back equal; the generator
     writes the shares to meta.json, and a dynamic iterator takes them from there."""
-    assert T.parse_set(["mask_shares=1,0,0"]) == {"mask_shares": (1.0, 0.0, 0.0)}
-    cfg = T.make_config("tiny", mask_shares=[1, 0, 0], objective="mlm")
+    assert train_config.parse_set(["mask_shares=1,0,0"]) == {"mask_shares": (1.0, 0.0, 0.0)}
+    cfg = train_config.make_config("tiny", mask_shares=[1, 0, 0], objective="mlm")
     cfg.validate(require_files=False)
     assert cfg.mask_shares == (1.0, 0.0, 0.0) and cfg.to_dict()["mask_shares"] == [1.0, 0.0, 0.0]
-    assert T.TrainConfig.from_dict(cfg.to_dict()) == cfg and T.TrainConfig.from_dict(cfg.flat()) == cfg
-    assert T.TrainConfig().mask_shares == (0.8, 0.1, 0.1) and T.TrainConfig().objective == "mlm_nsp"  # exact: literals
+    assert train_config.TrainConfig.from_dict(cfg.to_dict()) == cfg and train_config.TrainConfig.from_dict(cfg.flat()) == cfg
+    assert train_config.TrainConfig().mask_shares == (0.8, 0.1, 0.1) and train_config.TrainConfig().objective == "mlm_nsp"  # exact: literals
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")
@@ -188,9 +191,9 @@ def test_objectives_and_the_parameters_they_train():
     with pytest.raises(ValueError, match="objective"):
         trained_params(names, "gpt")
     with pytest.raises(ValueError, match="objective"):
-        T.make_config("tiny", objective="gpt").validate(require_files=False)
+        train_config.make_config("tiny", objective="gpt").validate(require_files=False)
     with pytest.raises(ValueError, match="control_shuffle_labels"):
-        T.make_config("tiny", objective="ltr", control_shuffle_labels=True).validate(require_files=False)
+        train_config.make_config("tiny", objective="ltr", control_shuffle_labels=True).validate(require_files=False)
 
 
 def test_default_objective_is_bert_mlm_plus_nsp():
@@ -386,7 +389,7 @@ def _assert_matches(name, got, ref):
     np.testing.assert_allclose(got, ref, rtol=rtol, atol=atol, err_msg=name)
 
 
-CAUSAL_VERSIONS = {"v1": (kernels.attention_forward_v1, kernels.attention_backward_v1),
+CAUSAL_VERSIONS = {"v1": (attention_v1.attention_forward_v1, attention_v1.attention_backward_v1),
                    "v3": (kernels.attention_forward_v3, kernels.attention_backward_v3),
                    "v4": (kernels.attention_forward, kernels.attention_backward)}
 
@@ -440,20 +443,20 @@ def _config(files, out, **kw):
                 intermediate_size=32, max_position_embeddings=32, max_seq_length=32, max_predictions_per_seq=5,
                 batch_size=8, dupe_factor=2, lr=5e-3, warmup_steps=2, steps=6, log_interval=2, eval_interval=3,
                 checkpoint_interval=3, eval_examples=32, curves=False)
-    return T.make_config("tiny", **{**base, **kw})
+    return train_config.make_config("tiny", **{**base, **kw})
 
 
 @pytest.mark.parametrize("objective", ["mlm", "ltr"])
 def test_training_run_without_nsp_resumes_bit_exactly_and_never_touches_nsp(files, tmp_path, objective, capsys):
     cfg = _config(files, tmp_path / "run", objective=objective)
-    trainer = T.train(cfg, verbose=True, max_steps_this_run=3)
+    trainer = pretrain.train(cfg, verbose=True, max_steps_this_run=3)
     assert trainer.status == "paused" and set(trainer.optimizer.m) == set(trained_params(trainer.model.params,
                                                                                          objective))
     init = BertForPreTraining(trainer.model.config, seed=cfg.seed).params
     for k in ("pool.w", "pool.b", "nsp.w", "nsp.b"):
         assert np.array_equal(trainer.model.params[k], init[k]), k
-    resumed = T.train(T.resume_config(tmp_path / "run", {}), resume=True, verbose=False)
-    straight = T.train(_config(files, tmp_path / "straight", objective=objective), verbose=False)
+    resumed = pretrain.train(runs.resume_config(tmp_path / "run", {}), resume=True, verbose=False)
+    straight = pretrain.train(_config(files, tmp_path / "straight", objective=objective), verbose=False)
     assert resumed.status == straight.status == "done"
     for k, p in straight.model.params.items():
         assert np.array_equal(resumed.model.params[k], p), k  # the same computation, resumed
@@ -467,8 +470,8 @@ def test_training_run_without_nsp_resumes_bit_exactly_and_never_touches_nsp(file
 
 
 def test_training_run_with_table_8_shares_uses_its_own_data(files, tmp_path):
-    default = T.train(_config(files, tmp_path / "a", steps=1, eval_interval=100), verbose=False)
-    mask_only = T.train(_config(files, tmp_path / "b", steps=1, eval_interval=100, masking="static",
+    default = pretrain.train(_config(files, tmp_path / "a", steps=1, eval_interval=100), verbose=False)
+    mask_only = pretrain.train(_config(files, tmp_path / "b", steps=1, eval_interval=100, masking="static",
                                 mask_shares=(1.0, 0.0, 0.0)), verbose=False)
     assert default.data.train != mask_only.data.train
     assert read_meta(mask_only.data.train)["stats"]["share_mask"] == 1.0

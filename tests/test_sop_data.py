@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from minibert.pretraining_data import (CLS, MASK, SEP, TrainingInstance, build_pretraining_data,
-                                       create_instances_from_document, load_shards, read_meta)
+from minibert.pretraining_data import CLS, MASK, SEP, TrainingInstance, create_instances_from_document
+from minibert.shards import build_pretraining_data, load_shards, read_meta
 
 
 def traced_documents(n_docs, seed, seg_lo=1, seg_hi=9, words_hi=6):

@@ -11,14 +11,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibert import gradcheck as gc
 from minibert import layers
+from minibert.family import gradchecks as gc
 from minibert.family import t5
 from minibert.family import t5_data as D
-from minibert.family import t5_loop, t5_train
-from minibert.checkpoint import load_tensors
+from minibert.io.tensorfile import load_tensors
 from minibert.optim import AdamW
 from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
+from minibert.train import t5 as t5_loop
+from minibert.train import t5_command as t5_train
 
 SPECIAL = D.Special(pad=0, start=2, eos=3)
 
@@ -52,14 +53,14 @@ def test_t5_backward_matches_numerical_every_tensor(backend, monkeypatch):
     monkeypatch.setenv("MINIBERT_BACKEND", backend)
     checks = gc.check_t5(np.random.default_rng(2), verbose=False)
     assert not _failed(checks), _failed(checks)
-    cfg, _ = gc._t5_setup(np.random.default_rng(0))
+    cfg, _ = gc.t5_setup(np.random.default_rng(0))
     assert len(checks) == len(t5.param_shapes(cfg))  # one check per tensor, tok_emb's three uses included
 
 
 def test_cross_attention_gradient_reaches_the_encoder_only_through_keys_and_values():
     """Zeroing every cross.kv.w / cross.kv.b cuts the encoder off the loss: then no encoder
     parameter gets a gradient (the decoder alone still does)."""
-    cfg, params = gc._t5_setup(np.random.default_rng(3))
+    cfg, params = gc.t5_setup(np.random.default_rng(3))
     batch = gc.t5_batch(cfg, np.random.default_rng(4))
     _, _, grads = t5.t5_loss_and_grads(params, cfg, batch)
     assert np.abs(grads["h0.attn.qkv.w"]).max() > 1e-6
@@ -72,7 +73,7 @@ def test_cross_attention_gradient_reaches_the_encoder_only_through_keys_and_valu
 
 
 def test_decoder_is_causal_and_ignores_padded_encoder_tokens():
-    cfg, params = gc._t5_setup(np.random.default_rng(5))
+    cfg, params = gc.t5_setup(np.random.default_rng(5))
     rng = np.random.default_rng(6)
     enc_ids, dec_ids = rng.integers(5, cfg.vocab_size, (2, 7)), rng.integers(5, cfg.vocab_size, (2, 5))
     enc_mask = np.ones((2, 7), np.int64)
@@ -99,7 +100,7 @@ def test_initial_loss_is_about_log_vocab():
 
 
 def test_batch_errors_name_the_problem():
-    cfg, params = gc._t5_setup(np.random.default_rng(0))
+    cfg, params = gc.t5_setup(np.random.default_rng(0))
     batch = gc.t5_batch(cfg, np.random.default_rng(0))
     with pytest.raises(ValueError, match="labels.*shape"):
         t5.t5_forward(params, cfg, {**batch, "labels": batch["labels"][:, :2]})

@@ -1,7 +1,7 @@
-"""minibert.textio: the one text-reading policy (strict UTF-8, one message naming the spot)."""
+"""minibert.io.textio: the one text-reading policy (strict UTF-8, one message naming the spot)."""
 import pytest
 
-from minibert import textio
+from minibert.io import textio
 
 LATIN1 = "caf\u00e9 au lait\n"  # é is the single byte 0xe9 in Latin-1, two bytes in UTF-8
 

@@ -2,7 +2,8 @@
 import string
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from minibert import tokenizer as T
 from minibert.tokenizer import BertTokenizer, basic_tokenize, load_vocab

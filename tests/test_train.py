@@ -12,11 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minibert import train as T
-from minibert.inspect import attention_cli, attention_maps, encode_with_masks, fill_mask, fill_mask_cli
 from minibert.bert import BertForPreTraining
-from minibert.nsp_baseline import cli as nsp_baseline_cli
+from minibert.inspect import attention_maps, encode_with_masks, fill_mask
+from minibert.loop import step
+from minibert.tools.look_inside import attention_cli, fill_mask_cli, nsp_baseline_cli
+from minibert.train import commands
+from minibert.train import config as train_config
+from minibert.train import curves
 from minibert.train import data as train_data
+from minibert.train import evaluation, pretrain, runs
+from minibert.train import trainer as trainer_mod
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SHARED = ["the", "a", "is", "on", "of", "and", "with", "to", "."]
@@ -63,14 +68,14 @@ def corpus(tmp_path_factory):
             "data_cache": str(d / "cache")}
 
 
-def small_config(files, out: Path, **kw) -> T.TrainConfig:
+def small_config(files, out: Path, **kw) -> train_config.TrainConfig:
     base = dict(files, out_dir=str(out), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                 intermediate_size=32, max_position_embeddings=32, max_seq_length=32,
                 max_predictions_per_seq=5, batch_size=8, dupe_factor=2, lr=5e-3, warmup_steps=3,
                 steps=12, log_interval=2, eval_interval=6, checkpoint_interval=4, eval_examples=32,
                 curves=False)
     base.update(kw)
-    return T.make_config("tiny", **base)
+    return train_config.make_config("tiny", **base)
 
 
 def _state(trainer):
@@ -83,12 +88,12 @@ def _state(trainer):
 @pytest.mark.parametrize("masking,dropout", [("dynamic", 0.1), ("static", 0.0)])
 def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dropout):
     kw = dict(masking=masking, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    full = T.train(small_config(corpus, tmp_path / "full", **kw), verbose=False)
+    full = pretrain.train(small_config(corpus, tmp_path / "full", **kw), verbose=False)
     assert full.status == "done" and full.step == 12
-    part = T.train(small_config(corpus, tmp_path / "part", **kw), verbose=False, max_steps_this_run=5)
+    part = pretrain.train(small_config(corpus, tmp_path / "part", **kw), verbose=False, max_steps_this_run=5)
     assert part.status == "paused" and part.step == 5
-    cfg = T.resume_config(tmp_path / "part", {})
-    resumed = T.train(cfg, resume=True, verbose=False)
+    cfg = runs.resume_config(tmp_path / "part", {})
+    resumed = pretrain.train(cfg, resume=True, verbose=False)
     assert resumed.status == "done" and resumed.step == 12
     a, b = _state(full), _state(resumed)
     assert a.keys() == b.keys()
@@ -97,15 +102,15 @@ def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dr
     assert not np.array_equal(part.model.params["h0.ffn.in.w"], full.model.params["h0.ffn.in.w"])
     assert full.last_eval == resumed.last_eval
     # metrics.jsonl of the resumed run has each step once
-    steps = [r["step"] for r in T.read_metrics(tmp_path / "part" / "metrics.jsonl") if r["type"] == "train"]
+    steps = [r["step"] for r in curves.read_metrics(tmp_path / "part" / "metrics.jsonl") if r["type"] == "train"]
     assert steps == sorted(set(steps)) and steps[-1] == 12
 
 
 def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path):
-    full = T.train(small_config(corpus, tmp_path / "full"), verbose=False)
+    full = pretrain.train(small_config(corpus, tmp_path / "full"), verbose=False)
     cfg = small_config(corpus, tmp_path / "int")
-    T.check_run_dir(cfg)
-    trainer = T.Trainer(cfg, verbose=False)
+    runs.check_run_dir(cfg)
+    trainer = trainer_mod.Trainer(cfg, verbose=False)
     trainer.start_fresh()
     original = trainer.train_step
 
@@ -117,8 +122,8 @@ def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path):
 
     trainer.train_step = step_then_ctrl_c
     assert trainer.run() == "interrupted"
-    assert T.run_state(tmp_path / "int")["step"] == 7
-    resumed = T.train(T.resume_config(tmp_path / "int", {}), resume=True, verbose=False)
+    assert runs.run_state(tmp_path / "int")["step"] == 7
+    resumed = pretrain.train(runs.resume_config(tmp_path / "int", {}), resume=True, verbose=False)
     a, b = _state(full), _state(resumed)
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
@@ -131,8 +136,8 @@ SHORT = dict(short_seq_length=16, short_seq_fraction=0.5)  # steps 0-5 at 16 tok
 def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "s", **SHORT)
     assert cfg.short_phase() == (16, 16, 2)  # same tokens per step (16 x 16 = 8 x 32), 5 * 16/32 predictions
-    T.check_run_dir(cfg)
-    trainer = T.Trainer(cfg, verbose=False)
+    runs.check_run_dir(cfg)
+    trainer = trainer_mod.Trainer(cfg, verbose=False)
     trainer.start_fresh()
     assert trainer.short_steps == 6
     shapes = []
@@ -147,22 +152,22 @@ def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_pat
     # evaluations always use the full-length held-out set
     assert trainer.heldout["input_ids"].shape[1] == 32
     # the switch is in metrics.jsonl, and curves.png marks it
-    recs = T.read_metrics(tmp_path / "s" / "metrics.jsonl")
+    recs = curves.read_metrics(tmp_path / "s" / "metrics.jsonl")
     assert [(r["step"], r["from_seq_length"], r["max_seq_length"]) for r in recs if r["type"] == "phase"] == [(6, 16, 32)]
-    assert T.plot_curves(tmp_path / "s" / "metrics.jsonl", tmp_path / "c.png").stat().st_size > 10_000
+    assert curves.plot_curves(tmp_path / "s" / "metrics.jsonl", tmp_path / "c.png").stat().st_size > 10_000
 
 
 @pytest.mark.parametrize("pause_at", [4, 8])  # inside the short phase, and after the switch
 def test_resume_across_the_short_phase_is_bit_identical(corpus, tmp_path, pause_at):
-    full = T.train(small_config(corpus, tmp_path / "full", **SHORT), verbose=False)
-    part = T.train(small_config(corpus, tmp_path / "part", **SHORT), verbose=False, max_steps_this_run=pause_at)
+    full = pretrain.train(small_config(corpus, tmp_path / "full", **SHORT), verbose=False)
+    part = pretrain.train(small_config(corpus, tmp_path / "part", **SHORT), verbose=False, max_steps_this_run=pause_at)
     assert part.status == "paused" and part.step == pause_at
-    resumed = T.train(T.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
+    resumed = pretrain.train(runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
     assert resumed.status == "done" and resumed.step == 12
     a, b = _state(full), _state(resumed)
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
     # without the short phase the same seed ends elsewhere: the phase really ran
-    plain = T.train(small_config(corpus, tmp_path / "plain"), verbose=False)
+    plain = pretrain.train(small_config(corpus, tmp_path / "plain"), verbose=False)
     assert not np.array_equal(plain.model.params["h0.ffn.in.w"], full.model.params["h0.ffn.in.w"])
 
 
@@ -173,14 +178,14 @@ def test_short_phase_settings_are_checked(corpus, tmp_path):
         small_config(corpus, tmp_path / "x", short_seq_fraction=0.5).validate()
     with pytest.raises(ValueError, match="short_seq_fraction=1.0"):
         small_config(corpus, tmp_path / "x", short_seq_length=16, short_seq_fraction=1.0).validate()
-    dirs = T.prepare_data(small_config(corpus, tmp_path / "x", **SHORT), verbose=False)
+    dirs = train_data.prepare_data(small_config(corpus, tmp_path / "x", **SHORT), verbose=False)
     assert dirs.short_train != dirs.train  # its own cache entry, keyed by the short length
-    assert dirs == T.prepare_data(small_config(corpus, tmp_path / "x", **SHORT), verbose=False)
+    assert dirs == train_data.prepare_data(small_config(corpus, tmp_path / "x", **SHORT), verbose=False)
 
 
 def test_recalibration_refits_the_schedule_to_the_loops_own_speed(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "c", minutes=1.0, auto_steps=True, eval_interval=1000, **SHORT)
-    trainer = T.Trainer(cfg, verbose=False)
+    trainer = trainer_mod.Trainer(cfg, verbose=False)
     trainer.RECALIBRATE_MARGIN = 1.0  # (the default keeps 2% of the time left in reserve)
     # the probe said 20 ms per step (both lengths) and 0.5 s per evaluation; 60 s budget
     trainer._calibration = {"short": 0.02, "full": 0.02, "eval": 0.5, "budget": 60.01,
@@ -208,7 +213,7 @@ def test_recalibration_refits_the_schedule_to_the_loops_own_speed(corpus, tmp_pa
 
 def test_second_refit_times_400_steps_so_a_passing_slowdown_does_not_cut_the_schedule(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "c", minutes=1.0, auto_steps=True, eval_interval=10000)
-    trainer = T.Trainer(cfg, verbose=False)
+    trainer = trainer_mod.Trainer(cfg, verbose=False)
     trainer.RECALIBRATE_MARGIN = 1.0
     trainer._calibration = {"short": 0.01, "full": 0.01, "eval": 0.0, "budget": 60.0,
                             "times": collections.deque(maxlen=400), "sum": 0.0, "next": 100}
@@ -231,7 +236,7 @@ def test_second_refit_times_400_steps_so_a_passing_slowdown_does_not_cut_the_sch
 
 
 def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
-    original = T.Trainer.train_step
+    original = trainer_mod.Trainer.train_step
 
     def step_then_ctrl_c(self):
         out = original(self)
@@ -239,12 +244,12 @@ def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
             os.kill(os.getpid(), signal.SIGINT)
         return out
 
-    monkeypatch.setattr(T.Trainer, "train_step", step_then_ctrl_c)
+    monkeypatch.setattr(trainer_mod.Trainer, "train_step", step_then_ctrl_c)
     argv = ["--out", str(tmp_path / "r"), "--corpus", *corpus["corpus"], "--heldout", *corpus["heldout"],
             "--vocab", corpus["vocab"], "--steps", "6", "--set", f"data_cache={corpus['data_cache']}",
             "--set", "hidden_size=16", "--set", "num_hidden_layers=1", "--set", "intermediate_size=32",
             "--set", "max_seq_length=32", "--set", "max_predictions_per_seq=5", "--batch-size", "8"]
-    assert T.cli(argv) == 130
+    assert commands.cli(argv) == 130
     assert (tmp_path / "r" / "model.safetensors").exists()
 
 
@@ -252,11 +257,11 @@ def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
 
 def test_train_nan_loss_stops_naming_step_and_checkpoint(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "nan", checkpoint_interval=4)
-    trainer = T.train(cfg, verbose=False, max_steps_this_run=4)
+    trainer = pretrain.train(cfg, verbose=False, max_steps_this_run=4)
     assert trainer.last_checkpoint == 4
     trainer.model.params["h0.ffn.in.w"][0, 0] = np.nan
     before = (tmp_path / "nan" / "model.safetensors").read_bytes()
-    with pytest.raises(T.TrainingDiverged) as e:
+    with pytest.raises(step.TrainingDiverged) as e:
         trainer.run()
     msg = str(e.value)
     assert "at step 4" in msg and str(tmp_path / "nan") in msg and "(step 4)" in msg
@@ -264,47 +269,47 @@ def test_train_nan_loss_stops_naming_step_and_checkpoint(corpus, tmp_path):
 
 
 def test_train_refuses_directory_of_another_run(corpus, tmp_path):
-    T.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
+    pretrain.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
     files = {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir() if p.is_file()}
     with pytest.raises(ValueError, match="already holds a different run.*lr"):
-        T.train(small_config(corpus, tmp_path / "r", steps=2, lr=1e-4), verbose=False)
+        pretrain.train(small_config(corpus, tmp_path / "r", steps=2, lr=1e-4), verbose=False)
     assert {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir() if p.is_file()} == files
-    T.train(small_config(corpus, tmp_path / "r", steps=2, lr=1e-4), verbose=False, overwrite=True)
+    pretrain.train(small_config(corpus, tmp_path / "r", steps=2, lr=1e-4), verbose=False, overwrite=True)
 
 
 def test_train_unknown_preset_and_setting_errors():
     with pytest.raises(ValueError, match="unknown preset 'huge'.*mini.*tiny"):
-        T.make_config("huge")
+        train_config.make_config("huge")
     with pytest.raises(ValueError, match="unknown setting 'lrr'"):
-        T.parse_set(["lrr=1"])
+        train_config.parse_set(["lrr=1"])
     with pytest.raises(ValueError, match="masking='sometimes'"):
-        T.make_config("tiny", corpus=("x",), vocab="v", masking="sometimes").validate()
-    assert T.parse_set(["lr=2e-3", "masking=static", "bias_correction=true", "steps=1e3"]) == \
+        train_config.make_config("tiny", corpus=("x",), vocab="v", masking="sometimes").validate()
+    assert train_config.parse_set(["lr=2e-3", "masking=static", "bias_correction=true", "steps=1e3"]) == \
         {"lr": 2e-3, "masking": "static", "bias_correction": True, "steps": 1000}
 
 
 def test_the_model_settings_are_a_bert_config_set_by_name(corpus, tmp_path):
-    cfg = T.make_config("mini", hidden_dropout_prob=0.1, **T.parse_set(["num_hidden_layers=3"]))
+    cfg = train_config.make_config("mini", hidden_dropout_prob=0.1, **train_config.parse_set(["num_hidden_layers=3"]))
     assert (cfg.model.hidden_size, cfg.model.num_hidden_layers, cfg.model.hidden_dropout_prob) == (256, 3, 0.1)  # exact: literals
     assert cfg.model_config(99) == dataclasses.replace(cfg.model, vocab_size=99)
     d = cfg.to_dict()  # run.json: the model's settings under "model", without vocab_size (the vocab's)
     assert d["model"]["num_hidden_layers"] == 3 and "vocab_size" not in d["model"] and "hidden_size" not in d
-    assert T.TrainConfig.from_dict(d) == cfg
-    assert T.TrainConfig.from_dict(cfg.flat()) == cfg  # the flat form of run.json before this change
+    assert train_config.TrainConfig.from_dict(d) == cfg
+    assert train_config.TrainConfig.from_dict(cfg.flat()) == cfg  # the flat form of run.json before this change
     with pytest.raises(ValueError, match="unknown setting 'vocab_size'"):
-        T.parse_set(["vocab_size=5"])
+        train_config.parse_set(["vocab_size=5"])
     with pytest.raises(ValueError, match="hidden_size 30 is not divisible by num_attention_heads 4"):
-        T.make_config("mini", hidden_size=30)
-    trainer = T.Trainer(small_config(corpus, tmp_path / "r", num_hidden_layers=2), verbose=False)
+        train_config.make_config("mini", hidden_size=30)
+    trainer = trainer_mod.Trainer(small_config(corpus, tmp_path / "r", num_hidden_layers=2), verbose=False)
     assert trainer.model.config.num_hidden_layers == 2 and trainer.model.config.vocab_size == len(trainer.tokenizer)
 
 
 def test_adam_betas_reach_the_optimizer(corpus, tmp_path):
-    assert T.parse_set(["beta1=0.8", "beta2=0.98"]) == {"beta1": 0.8, "beta2": 0.98}
-    opt = T.Trainer(small_config(corpus, tmp_path / "r", beta1=0.8, beta2=0.98), verbose=False).optimizer
+    assert train_config.parse_set(["beta1=0.8", "beta2=0.98"]) == {"beta1": 0.8, "beta2": 0.98}
+    opt = trainer_mod.Trainer(small_config(corpus, tmp_path / "r", beta1=0.8, beta2=0.98), verbose=False).optimizer
     assert (opt.beta1, opt.beta2) == (0.8, 0.98)  # exact: the literals set, passed through
     with pytest.raises(ValueError, match="beta2=1.0"):
-        T.Trainer(small_config(corpus, tmp_path / "r", beta2=1.0, data_cache=str(tmp_path / "c")),
+        trainer_mod.Trainer(small_config(corpus, tmp_path / "r", beta2=1.0, data_cache=str(tmp_path / "c")),
                   verbose=False)
     assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()  # no run, no data
 
@@ -314,16 +319,16 @@ def test_train_corpus_too_small_for_one_batch(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "s", corpus=(str(small),), batch_size=64, dupe_factor=1,
                        data_cache=str(tmp_path / "cache"))
     with pytest.raises(ValueError, match="cannot fill one batch of 64"):
-        T.train(cfg, verbose=False)
+        pretrain.train(cfg, verbose=False)
     assert not (tmp_path / "s").exists()
 
 
 def test_train_vocab_checkpoint_mismatch(corpus, tmp_path):
-    T.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
+    pretrain.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
     bigger = tmp_path / "vocab2.txt"
     bigger.write_text(Path(corpus["vocab"]).read_text() + "extra\n", encoding="utf-8")
     cfg = small_config(corpus, tmp_path / "r", steps=2, vocab=str(bigger))
-    trainer = T.Trainer(cfg, verbose=False)
+    trainer = trainer_mod.Trainer(cfg, verbose=False)
     with pytest.raises(ValueError, match="vocab/checkpoint mismatch"):
         trainer.load_checkpoint()
     (tmp_path / "r" / "vocab.txt").write_text(bigger.read_text(), encoding="utf-8")
@@ -331,21 +336,21 @@ def test_train_vocab_checkpoint_mismatch(corpus, tmp_path):
 
 
 def test_resume_refuses_changed_settings(corpus, tmp_path):
-    T.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
+    pretrain.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
     with pytest.raises(ValueError, match="lr=0.1 \\(saved 0.005\\)"):
-        T.resume_config(tmp_path / "r", {"lr": 0.1})
+        runs.resume_config(tmp_path / "r", {"lr": 0.1})
     with pytest.raises(ValueError, match="holds no resumable run"):
-        T.resume_config(tmp_path / "nothing", {})
+        runs.resume_config(tmp_path / "nothing", {})
 
 
 def test_checkpoint_tampering_is_detected(corpus, tmp_path):
-    T.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
-    T.train(small_config(corpus, tmp_path / "other", steps=3), verbose=False)
+    pretrain.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
+    pretrain.train(small_config(corpus, tmp_path / "other", steps=3), verbose=False)
     # a model file from another run next to this run's state
     (tmp_path / "r" / "checkpoints" / "step-000002" / "model.safetensors").write_bytes(
         (tmp_path / "other" / "model.safetensors").read_bytes())
     with pytest.raises(ValueError, match="inconsistent"):
-        T.train(T.resume_config(tmp_path / "r", {}), resume=True, verbose=False)
+        pretrain.train(runs.resume_config(tmp_path / "r", {}), resume=True, verbose=False)
 
 
 def test_own_corpus_that_is_not_utf8_is_refused_naming_the_line_and_leaves_nothing(tmp_path, monkeypatch):
@@ -353,13 +358,13 @@ def test_own_corpus_that_is_not_utf8_is_refused_naming_the_line_and_leaves_nothi
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("the cat sat .\n\nthe dog ran .\na caf\u00e9 .\n".encode("latin-1"))
     with pytest.raises(ValueError, match=f"{latin1} line 4: invalid UTF-8 byte 0xe9 at column 6"):
-        T._own_corpus(str(latin1), {})
+        train_data._own_corpus(str(latin1), {})
     assert not (tmp_path / "generated").exists() or not list((tmp_path / "generated").iterdir())
 
 
 def test_own_corpus_split_is_written_whole(tmp_path, monkeypatch, corpus):
     monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # _own_corpus reads it there
-    files = T._own_corpus(corpus["corpus"][0], {"vocab": corpus["vocab"]})
+    files = train_data._own_corpus(corpus["corpus"][0], {"vocab": corpus["vocab"]})
     (out,) = list((tmp_path / "generated").iterdir())
     assert out.name.startswith("own-") and sorted(p.name for p in out.iterdir()) == ["heldout.txt", "train.txt"]
     assert files["corpus"] == (str(out / "train.txt"),) and files["vocab"] == corpus["vocab"]
@@ -370,12 +375,13 @@ def test_own_corpus_split_is_written_whole(tmp_path, monkeypatch, corpus):
 # --- data ------------------------------------------------------------------------------------
 
 def test_heldout_documents_never_in_training_data(corpus, tmp_path):
-    from minibert.pretraining_data import UNMASKED_NAME, load_shards
+    from minibert.pretraining_data import UNMASKED_NAME
+    from minibert.shards import load_shards
     from minibert.tokenizer import BertTokenizer
 
     disjoint = str(Path(corpus["heldout"][0]).with_name("heldout_disjoint.txt"))
     cfg = small_config(corpus, tmp_path / "r", heldout=(disjoint,))
-    dirs = T.prepare_data(cfg, verbose=False)
+    dirs = train_data.prepare_data(cfg, verbose=False)
     tok = BertTokenizer(cfg.vocab)
     held_ids = {tok.vocab[w] for t in HELD_TOPICS for w in TOPICS[t]}
     train_ids = {tok.vocab[w] for t in TOPICS if t not in HELD_TOPICS for w in TOPICS[t]}
@@ -385,14 +391,14 @@ def test_heldout_documents_never_in_training_data(corpus, tmp_path):
     assert not held_ids & set(np.unique(tr).tolist())  # ...and training data has none of them
     assert not train_ids & set(np.unique(he).tolist())
     # the cache is keyed by content: a second call reuses, a changed flag regenerates
-    assert T.prepare_data(cfg, verbose=False) == dirs
-    assert T.prepare_data(small_config(corpus, tmp_path / "r", heldout=(disjoint,), short_seq_prob=0.5),
+    assert train_data.prepare_data(cfg, verbose=False) == dirs
+    assert train_data.prepare_data(small_config(corpus, tmp_path / "r", heldout=(disjoint,), short_seq_prob=0.5),
                           verbose=False).train != dirs.train
 
 
 def test_default_corpus_heldout_documents_not_in_train():
     """On the real corpus (when built): no held-out document appears in the training text."""
-    root = Path(T.ROOT) / "data" / "pydoc"
+    root = Path(train_config.ROOT) / "data" / "pydoc"
     if not (root / "train.txt").exists():
         pytest.skip("default corpus not built (make data)")
 
@@ -407,7 +413,7 @@ def test_shuffle_mlm_labels_keeps_the_label_multiset():
     rng = np.random.default_rng(0)
     batch = {"masked_lm_ids": rng.integers(5, 50, size=(4, 6)),
              "masked_lm_weights": (rng.random((4, 6)) > 0.3).astype(np.float32)}
-    out = T.shuffle_mlm_labels(batch, np.random.default_rng(1))
+    out = step.shuffle_mlm_labels(batch, np.random.default_rng(1))
     real = batch["masked_lm_weights"] > 0
     assert sorted(out["masked_lm_ids"][real]) == sorted(batch["masked_lm_ids"][real])
     assert np.array_equal(out["masked_lm_ids"][~real], batch["masked_lm_ids"][~real])
@@ -422,11 +428,11 @@ def trained(corpus, tmp_path_factory):
     cfg = small_config(corpus, out, steps=90, lr=3e-3, warmup_steps=10, eval_interval=30,
                        checkpoint_interval=45, log_interval=10, hidden_size=32, intermediate_size=64,
                        eval_examples=0, curves=True)
-    return T.train(cfg, verbose=False)
+    return pretrain.train(cfg, verbose=False)
 
 
 def test_train_loss_decreases_and_heldout_improves(trained):
-    recs = T.read_metrics(trained.dir / "metrics.jsonl")
+    recs = curves.read_metrics(trained.dir / "metrics.jsonl")
     train = [r for r in recs if r["type"] == "train"]
     evals = [r for r in recs if r["type"] == "eval"]
     # from ~ln(43) + ln(2) = 4.45 at step 0
@@ -451,13 +457,13 @@ def test_train_writes_hf_checkpoint_metrics_and_curves(trained):
     assert (d / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((d / "config.json").read_text())["model_type"] == "bert"
     assert not any(p.suffix in (".pkl", ".pickle", ".pt", ".bin") for p in d.iterdir())
-    state = T.run_state(d)
+    state = runs.run_state(d)
     assert state["step"] == 90 and state["iterator"]["position"] > 0 and state["status"] == "done"
 
 
 def test_evaluate_is_deterministic(trained):
-    a = T.evaluate(trained.model, trained.heldout)
-    b = T.evaluate(trained.model, trained.heldout, batch_size=7)
+    a = evaluation.evaluate(trained.model, trained.heldout)
+    b = evaluation.evaluate(trained.model, trained.heldout, batch_size=7)
     assert a.mlm_acc == b.mlm_acc and a.nsp_acc == b.nsp_acc
     assert a.mlm_loss == pytest.approx(b.mlm_loss, rel=1e-5)
     assert (a.nsp_acc_isnext, a.nsp_acc_random) == (b.nsp_acc_isnext, b.nsp_acc_random)
@@ -471,7 +477,7 @@ def test_evaluate_nsp_accuracy_per_class_matches_the_model_outputs(trained):
     b = trained.model.params["nsp.b"].copy()  # (2,)
     b[0] += np.median(logits[:, 1] - logits[:, 0])
     model = BertForPreTraining(trained.model.config, params=dict(trained.model.params, **{"nsp.b": b}))
-    r = T.evaluate(model, h, batch_size=16)
+    r = evaluation.evaluate(model, h, batch_size=16)
     out = model.forward(h["input_ids"], h["segment_ids"], h["input_mask"])
     hit = out.nsp_logits.argmax(-1) == h["next_sentence_labels"]  # (N,)
     isnext = h["next_sentence_labels"] == 0  # (N,)
@@ -523,6 +529,6 @@ def test_fill_mask_and_attention_cli(trained, tmp_path, capsys):
 
 def test_time_budget_stops_and_still_evaluates(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "b", steps=10_000, minutes=0.02)  # 1.2 s
-    trainer = T.train(cfg, verbose=False)
+    trainer = pretrain.train(cfg, verbose=False)
     assert trainer.status == "budget" and 0 < trainer.step < 10_000
     assert trainer.last_eval is not None and trainer.last_eval_step == trainer.step

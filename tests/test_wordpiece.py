@@ -3,7 +3,8 @@ fast == naive, determinism, vocab_size bound, bad input."""
 import re
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from minibert import wordpiece_trainer as W
 from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize

@@ -12,8 +12,8 @@ import pytest
 
 from minibert import gradcheck as gc
 from minibert.family import xlnet
-from minibert.family import xlnet_train
 from minibert.family.xlnet import XLNetConfig, XLNetForPermutationLM
+from minibert.train import xlnet_command as xlnet_train
 
 TINY = dict(vocab_size=30, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16,
             max_position_embeddings=12, pred_k=3)
@@ -56,7 +56,7 @@ def test_masked_attention_backward_matches_numerical_with_an_empty_row():
     arrays = dict(q=rng.standard_normal((B, NH, T, HS)), k=rng.standard_normal((B, NH, T, HS)),
                   v=rng.standard_normal((B, NH, T, HS)))
     fwd = lambda q, k, v: xlnet.masked_attention_forward(q, k, v, visible)  # noqa: E731
-    checks = gc._layer_check("masked attention", fwd, arrays, xlnet.masked_attention_backward, rng, verbose=False)
+    checks = gc.layer_check("masked attention", fwd, arrays, xlnet.masked_attention_backward, rng, verbose=False)
     assert len(checks) == 3 and all(checks), [c.row() for c in checks]
     out, cache = fwd(**arrays)
     empty = visible.sum(-1) == 0  # (B, T)
@@ -290,7 +290,7 @@ def _cli(tmp_path, out, *extra):
 
 def _newest(out):
     """The newest checkpoint's parameters and optimizer state, and its trainer_state.json."""
-    from minibert.checkpoint import load_tensors
+    from minibert.io.tensorfile import load_tensors
 
     ckpt = xlnet_train.run_dir.latest_checkpoint(out)
     params = load_tensors(ckpt / "model.safetensors")[0]
@@ -335,7 +335,7 @@ def test_train_xlnet_ctrl_c_saves_refuses_to_overwrite_and_a_second_one_aborts(t
     import os
     import signal
 
-    from minibert.family import xlnet_loop
+    from minibert.train import xlnet as xlnet_loop
 
     calls = []
     real = xlnet_loop.XLNetModel.loss_grads_metrics
@@ -394,7 +394,7 @@ def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, ca
 
 
 def test_train_xlnet_stops_on_a_nan_loss_without_saving_that_step(tmp_path, monkeypatch, capsys, no_fast):
-    from minibert.family import xlnet_loop
+    from minibert.train import xlnet as xlnet_loop
 
     calls = []
     real = xlnet_loop.XLNetModel.loss_grads_metrics

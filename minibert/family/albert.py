@@ -38,12 +38,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from minibert import checkpoint, layers
+from minibert import layers
 from minibert.backend import get_ops
-from minibert.model import (BertConfig, LossGradsMetrics, Metrics, Output, _dropout, _pack,
-                            _train_rng, _unpack, _UnpaddedAttention, block_backward, block_forward, check_batch,
-                            check_inputs, check_params, mlm_transform_forward, pooler_forward, self_attention_backward,
-                            self_attention_forward, init_from_shapes)
+from minibert.io import atomic, checkpoint, tensorfile
+from minibert.model import (BertConfig, LossGradsMetrics, Metrics, Output, _dropout, _pack, _train_rng, _unpack,
+                            _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs, check_params,
+                            init_from_shapes, mlm_transform_forward, pooler_forward, self_attention_backward,
+                            self_attention_forward)
 
 ARCHITECTURE = "AlbertForPreTraining"
 
@@ -329,7 +330,7 @@ def from_hf_state_dict(state, cfg: AlbertConfig, dtype=np.float32, names=None) -
     """transformers' AlbertForPreTraining state dict -> minibert params in `dtype`. The tied
     decoder keys are accepted when they equal their targets; anything else unknown is an error.
     `names`: the minibert params the state holds (default all; the fine-tuning classes read the
-    encoder and maybe the pooler, family/albert_finetune.py)."""
+    encoder and maybe the pooler, finetune/albert_tasks.py)."""
     state = {k: np.asarray(v) for k, v in state.items() if not k.endswith("position_ids")}
     for tied, target in TIED_KEYS.items():  # a missing target is reported below, by name
         if tied in state and target in state and not np.array_equal(state.pop(tied), state[target]):
@@ -391,6 +392,8 @@ class AlbertForPreTraining:
     ((1, 3, 100), (1, 2))
     """
 
+    encoder_forward = staticmethod(encoder_forward)  # one shared block, applied L times (inspect.attention_maps)
+
     def __init__(self, config: AlbertConfig, seed: int = 0, dtype=np.float32, params=None):
         self.config = config
         self.dtype = np.dtype(dtype)
@@ -446,10 +449,10 @@ class AlbertForPreTraining:
         """Write config.json, model.safetensors (transformers' AlbertForPreTraining names) and the vocab."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        checkpoint.save_tensors_atomic(to_hf_state_dict(self.params), directory / checkpoint.WEIGHTS_NAME,
+        tensorfile.save_tensors_atomic(to_hf_state_dict(self.params), directory / checkpoint.WEIGHTS_NAME,
                                        {"format": "pt"})
         hf = config_to_hf_dict(self.config, self.dtype)
-        checkpoint.write_text_atomic(directory / checkpoint.CONFIG_NAME, json.dumps(hf, indent=2) + "\n")
+        atomic.write_text_atomic(directory / checkpoint.CONFIG_NAME, json.dumps(hf, indent=2) + "\n")
         checkpoint.save_vocab_files(self, directory, vocab)
         return directory
 
@@ -462,9 +465,9 @@ class AlbertForPreTraining:
             raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
         config = read_config(directory / checkpoint.CONFIG_NAME)
         weights = directory / checkpoint.WEIGHTS_NAME
-        tensors, _ = checkpoint.load_tensors(weights, verify=verify)
+        tensors, _ = tensorfile.load_tensors(weights, verify=verify)
         if verify:
-            checkpoint.check_finite(tensors, weights)
+            tensorfile.check_finite(tensors, weights)
         try:
             params = from_hf_state_dict(tensors, config, dtype)
         except ValueError as e:

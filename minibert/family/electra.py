@@ -35,12 +35,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from minibert import checkpoint, layers
+from minibert import layers
 from minibert.backend import get_ops
-from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, _as_int, _dropout, _pack, _train_rng,
-                            _unpack, _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs,
-                            check_params, self_attention_backward, self_attention_forward, init_from_shapes)
+from minibert.io import atomic, checkpoint, tensorfile
+from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, _as_int, _dropout, _pack, _train_rng, _unpack,
+                            _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs, check_params,
+                            init_from_shapes)
 from minibert.model import param_shapes as bert_param_shapes
+from minibert.model import self_attention_backward, self_attention_forward
 
 HEADS = {"disc": "ElectraForPreTraining", "gen": "ElectraForMaskedLM"}  # head -> transformers architecture
 SHARED = ("tok_emb", "pos_emb", "seg_emb", "emb_ln.w", "emb_ln.b")  # tied between generator and discriminator
@@ -590,11 +592,11 @@ class _ElectraModel:
         """Write config.json, model.safetensors (transformers' names) and the vocab."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        checkpoint.save_tensors_atomic(to_hf_state_dict(self.params, self.config),
+        tensorfile.save_tensors_atomic(to_hf_state_dict(self.params, self.config),
                                        directory / checkpoint.WEIGHTS_NAME, {"format": "pt"})
         hf = {**self.config.to_dict(), "architectures": [HEADS[self.head]], "model_type": "electra",
               "pad_token_id": 0, "tie_word_embeddings": True, "dtype": self.dtype.name}
-        checkpoint.write_text_atomic(directory / checkpoint.CONFIG_NAME, json.dumps(dict(sorted(hf.items())),
+        atomic.write_text_atomic(directory / checkpoint.CONFIG_NAME, json.dumps(dict(sorted(hf.items())),
                                                                                     indent=2) + "\n")
         checkpoint.save_vocab_files(self, directory, vocab)
         return directory
@@ -608,9 +610,9 @@ class _ElectraModel:
             raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
         config = read_config(directory / checkpoint.CONFIG_NAME, HEADS[cls.head])
         weights = directory / checkpoint.WEIGHTS_NAME
-        tensors, _ = checkpoint.load_tensors(weights, verify=verify)
+        tensors, _ = tensorfile.load_tensors(weights, verify=verify)
         if verify:
-            checkpoint.check_finite(tensors, weights)
+            tensorfile.check_finite(tensors, weights)
         try:
             params = from_hf_state_dict(tensors, config, cls.head, dtype)
         except ValueError as e:

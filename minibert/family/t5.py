@@ -41,8 +41,8 @@ import numpy as np
 
 from minibert import layers
 from minibert.layers import MASK_VALUE
-from minibert.model import (ACTIVATIONS, BertConfig, encoder_backward, encoder_forward, self_attention_backward,
-                            self_attention_forward, init_from_shapes)
+from minibert.model import (ACTIVATIONS, BertConfig, encoder_backward, encoder_forward, init_from_shapes,
+                            self_attention_backward, self_attention_forward)
 
 IGNORE = -100  # label of a padded target position (no loss)
 

@@ -45,12 +45,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from minibert import checkpoint, layers
+from minibert import layers
 from minibert.backend import get_ops
+from minibert.io import atomic, checkpoint, tensorfile
 from minibert.layers import MASK_VALUE
-from minibert.model import ACTIVATIONS, BertConfig, LossGradsMetrics, check_params, mlm_transform_forward
+from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, check_params, init_from_shapes,
+                            mlm_transform_forward)
 from minibert.model import param_shapes as bert_param_shapes
-from minibert.model import init_from_shapes
 
 MODEL_TYPE = "minibert-xlnet"  # config.json's model_type: not a transformers XLNet checkpoint
 BATCH_KEYS = ("input_ids", "input_mask", "perm_rank", "target_mask")
@@ -447,7 +448,7 @@ def xlnet_backward(params, cfg: XLNetConfig, cache: XLNetCache, ops=layers, dlos
 
 class XLNetForPermutationLM:
     """Parameters + config + backend; `loss_grads_metrics(batch)` is what
-    minibert.train.step.training_step calls. A batch: input_ids, input_mask, perm_rank, target_mask
+    minibert.loop.step.training_step calls. A batch: input_ids, input_mask, perm_rank, target_mask
     (B, T) (sample_orders and partial_targets make the last two)."""
 
     def __init__(self, config: XLNetConfig, seed: int = 0, dtype=np.float32, params=None):
@@ -477,8 +478,8 @@ class XLNetForPermutationLM:
         """config.json (model_type minibert-xlnet) and model.safetensors, each written atomically."""
         directory = Path(directory)
         d = {"model_type": MODEL_TYPE, **self.config.to_dict()}
-        checkpoint.write_text_atomic(directory / checkpoint.CONFIG_NAME, json.dumps(d, indent=2) + "\n")
-        checkpoint.save_tensors_atomic(self.params, directory / checkpoint.WEIGHTS_NAME, {"format": "np"})
+        atomic.write_text_atomic(directory / checkpoint.CONFIG_NAME, json.dumps(d, indent=2) + "\n")
+        tensorfile.save_tensors_atomic(self.params, directory / checkpoint.WEIGHTS_NAME, {"format": "np"})
         return directory
 
     @classmethod
@@ -488,6 +489,6 @@ class XLNetForPermutationLM:
         if d.get("model_type") != MODEL_TYPE:
             raise ValueError(f"{directory / checkpoint.CONFIG_NAME}: model_type {d.get('model_type')!r}, "
                              f"expected {MODEL_TYPE!r}")
-        tensors, _ = checkpoint.load_tensors(directory / checkpoint.WEIGHTS_NAME)
+        tensors, _ = tensorfile.load_tensors(directory / checkpoint.WEIGHTS_NAME)
         cfg = XLNetConfig.from_dict(d)
         return cls(cfg, dtype=dtype, params={k: np.asarray(v, dtype=dtype) for k, v in tensors.items()})

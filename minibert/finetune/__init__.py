@@ -1,4 +1,4 @@
-"""Fine-tuning: BERT's second half (paper §3.2, §4). Heads, task data, metrics, SQuAD, the loop.
+"""Fine-tuning: BERT's second half (paper §3.2, §4). Heads, the task classes of every encoder, task
+data, metrics, SQuAD, the fine-tuning run on the loop and its commands.
 
-No imports here: the modules are imported one by one (see the README's file map).
-"""
+No imports here: import the modules one by one."""

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.checkpoint import read_do_lower_case
 from minibert.finetune.frozen import TAGGERS
-from minibert.finetune.train import RUN_FILE, ClassifierSource, FinetuneConfig, FinetuneRun, load_model
+from minibert.finetune.run import RUN_FILE, ClassifierSource, FinetuneConfig, FinetuneRun, load_model
+from minibert.io.checkpoint import read_do_lower_case
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
 # Tiny-model learning rates chosen on dev (the grid and the runs are in docs/finetuning.md)
@@ -69,8 +69,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def pretrained_objective(init: str) -> str | None:
     """The objective a minibert pretraining run recorded in its run.json (None if there is none)."""
-    from minibert.run_dir import read_json
-    from minibert.train.runs import RUN_FILE as PRETRAIN_RUN_FILE
+    from minibert.loop.rundir import RUN_FILE as PRETRAIN_RUN_FILE
+    from minibert.loop.rundir import read_json
 
     path = Path(init) / PRETRAIN_RUN_FILE
     if not path.is_file():
@@ -94,7 +94,7 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     cfg.validate()
     kind = task_kind(cfg)
     if kind == "qa":
-        from minibert.finetune.squad_train import build_squad_run
+        from minibert.finetune.squad_run import build_squad_run
         return build_squad_run(cfg, verbose)
     from minibert.finetune.tasks import generic_task, get_task, load_task
     from minibert.tokenizer import BertTokenizer
@@ -207,9 +207,9 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("--question")
     p.add_argument("--context")
     args = p.parse_args(argv)
-    from minibert.checkpoint import read_config, read_config_json
-    from minibert.family.electra_finetune import CLASSES as ELECTRA_CLASSES
+    from minibert.finetune.electra_tasks import CLASSES as ELECTRA_CLASSES
     from minibert.finetune.models import CLASSES
+    from minibert.io.checkpoint import read_config, read_config_json
     from minibert.tokenizer import BertTokenizer
 
     directory = Path(args.model_dir)
@@ -217,7 +217,7 @@ def predict_cli(argv: list[str]) -> int:
     if raw.get("model_type") == "electra":  # a fine-tuned ELECTRA discriminator
         classes, arch = ELECTRA_CLASSES, (raw.get("architectures") or [None])[0]
     elif raw.get("model_type") == "albert":  # a fine-tuned ALBERT
-        from minibert.family.albert_finetune import CLASSES as ALBERT_CLASSES
+        from minibert.finetune.albert_tasks import CLASSES as ALBERT_CLASSES
 
         classes, arch = ALBERT_CLASSES, (raw.get("architectures") or [None])[0]
     else:
@@ -232,7 +232,7 @@ def predict_cli(argv: list[str]) -> int:
     saved = json.loads((directory / RUN_FILE).read_text(encoding="utf-8")) if (directory / RUN_FILE).is_file() else {}
     T = int(saved.get("task", {}).get("max_seq_length", 128))
     if model.task == "qa":
-        from minibert.finetune.squad_train import predict_answer
+        from minibert.finetune.squad_run import predict_answer
         return predict_answer(model, tokenizer, args.question, args.context, saved)
     if not args.texts:
         raise ValueError("predict needs the text to classify")

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.checkpoint import load_tensors, save_tensors_atomic
 from minibert.finetune.bilstm import bilstm_backward, bilstm_forward, bilstm_params
 from minibert.finetune.heads import classifier_backward, classifier_forward
+from minibert.io.tensorfile import load_tensors, save_tensors_atomic
 from minibert.model import _train_rng, truncated_normal
 
 COMBINE = ("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all")

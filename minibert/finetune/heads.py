@@ -6,7 +6,7 @@ Every head is the same small stack on top of the encoder:
 
 and its backward runs the stack in reverse, then hands d(sequence_output) to the encoder's
 backward (minibert/model.py; another model's encoder plugs in through `Encoder`, as ALBERT's
-does in minibert/family/albert_finetune.py). The task shapes differ only in what the linear layer reads and
+does in minibert/finetune/albert_tasks.py). The task shapes differ only in what the linear layer reads and
 how its logits meet the labels:
 
     sequence classification  pooled (B, C) -> (B, K)     cross-entropy; K = 1: regression, MSE
@@ -102,7 +102,7 @@ def run_encoder_backward(dseq, cache, cfg, grads, ops):
 
 class Encoder(NamedTuple):
     """The encoder a head sits on. The heads' math is the same on BERT's encoder and on another
-    model's (ALBERT's, minibert/family/albert_finetune.py) when it gives (B, T, C) and a pooler."""
+    model's (ALBERT's, minibert/finetune/albert_tasks.py) when it gives (B, T, C) and a pooler."""
 
     forward: Callable  # (params, cfg, ids, seg, mask, rng, ops, unpad) -> sequence_output (B, T, C), cache
     backward: Callable  # (dseq (B, T, C), cache, cfg, grads, ops) -> grads, the encoder's added
@@ -225,7 +225,7 @@ def task_forward(params, cfg, task, batch, rng=None, ops=layers, unpad=True, enc
 
 
 def task_loss(logits, c, batch, ops=layers):
-    """The loss of a task's logits (task_logits' or another encoder's, family/electra_finetune.py)
+    """The loss of a task's logits (task_logits' or another encoder's, finetune/electra_tasks.py)
     -> (loss, logits, the cache `c` with its loss cache): CE for classes and choices, MSE for one
     output, QA's (CE(start) + CE(end)) / 2 with out-of-window positions ignored."""
     task = c.task

@@ -23,13 +23,13 @@ from typing import Any
 
 import numpy as np
 
-from minibert import checkpoint
 from minibert.backend import get_ops
 from minibert.finetune.bilstm import bilstm_params, bilstm_shapes
-from minibert.finetune.heads import BERT_ENCODER, CAUSAL_BILSTM_ENCODER, CAUSAL_ENCODER, encoder_layers, \
-    task_backward, task_forward, task_logits
-from minibert.model import HEAD_GROUPS, BertConfig, _train_rng, check_inputs, check_params, init_params, \
-    param_shapes, truncated_normal
+from minibert.finetune.heads import (BERT_ENCODER, CAUSAL_BILSTM_ENCODER, CAUSAL_ENCODER, encoder_layers, task_backward,
+                                     task_forward, task_logits)
+from minibert.io import checkpoint
+from minibert.model import (HEAD_GROUPS, BertConfig, _train_rng, check_inputs, check_params, init_params, param_shapes,
+                            truncated_normal)
 
 
 @dataclasses.dataclass
@@ -106,7 +106,7 @@ class _TaskModel:
     """What the four classes share; each subclass names its transformers architecture, its task
     shape (heads.TASKS) and whether it uses the pooler. The encoder is BERT's: `encoder`,
     `head_groups` and the methods marked "the encoder's" are what another encoder replaces
-    (minibert/family/albert_finetune.py)."""
+    (minibert/finetune/albert_tasks.py)."""
 
     architecture = ""
     task = ""
@@ -241,7 +241,7 @@ class _TaskModel:
         return float(loss), grads, logits
 
     def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True):
-        """The training step's interface (minibert/train/step.py): -> (loss, grads, metrics),
+        """The training step's interface (minibert/loop/step.py): -> (loss, grads, metrics),
         where a task model's metrics are its logits, from which the loop counts accuracy."""
         return self.loss_grads_logits(batch, train, rng, compute_grads)
 
@@ -310,7 +310,7 @@ class _TaskModel:
 
 
 # -- the four task shapes' behaviour, on any encoder's base class (_TaskModel here;
-#    family/electra_finetune.py's _ElectraTaskModel; ALBERT's classes subclass the Bert* ones) ----
+#    finetune/electra_tasks.py's _ElectraTaskModel; ALBERT's classes subclass the Bert* ones) ----
 class SequenceClassification:
     """Labels (num_labels of them; one: a regression score) and problem_type, as transformers sets it."""
 

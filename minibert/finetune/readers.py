@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from minibert.textio import iter_lines, read_text
+from minibert.io.textio import iter_lines, read_text
 
 
 @dataclass

@@ -41,11 +41,9 @@ import numpy as np
 
 from minibert.finetune import metrics
 from minibert.finetune.features import (IGNORE_INDEX, choice_features,  # noqa: F401 (re-exported)
-                                        classification_features, token_features, trim,
-                                        word_predictions)
-from minibert.finetune.readers import (ChoiceExample, TaggedExample, TextExample,  # noqa: F401
-                                       label_list, nextsent_examples, punct_examples, read_conll,
-                                       read_glue, read_swag)
+                                        classification_features, token_features, trim, word_predictions)
+from minibert.finetune.readers import (ChoiceExample, TaggedExample, TextExample, label_list,  # noqa: F401
+                                       nextsent_examples, punct_examples, read_conll, read_glue, read_swag)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FORMATS = ("glue-single", "glue-pair", "conll", "swag", "nextsent", "punct")

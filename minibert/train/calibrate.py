@@ -2,7 +2,7 @@
 
 `calibrate_steps` times a few forward+backward passes before the run and sizes the schedule;
 `recalibrate`, called after every step of a fresh auto_steps run, fits it again (twice) from the
-loop's own speed. Both act on a Trainer (minibert/train/loop.py): they read its config, model,
+loop's own speed. Both act on a Trainer (minibert/train/trainer.py): they read its config, model,
 data, step counters and elapsed time, keep their measurements in `trainer._calibration`, and set
 `trainer.total_steps` (and the short phase's length, `trainer._short_steps`). The Trainer's
 methods of the same names (`calibrate_steps`, `_recalibrate`, ...) call these; the RECALIBRATE_*
@@ -119,7 +119,7 @@ def time_step(trainer, data_dir: Path, batch_size: int, passes: int) -> float:
     """Seconds per training step (x 1.12 for the optimizer, data and checkpoints), from the
     last half of `passes` forward+backward passes on one batch of `data_dir` (times the
     accumulation_steps micro-batches a step computes)."""
-    from minibert.pretraining_data import BatchIterator
+    from minibert.shards import BatchIterator
 
     probe = BatchIterator(str(data_dir), batch_size, trainer.cfg.seed + 99, masking=trainer.cfg.masking,
                           vocab=trainer.cfg.vocab, mask_shares=trainer.cfg.mask_shares).next_batch()

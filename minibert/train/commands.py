@@ -7,15 +7,16 @@ import os
 import sys
 from typing import Any
 
-from minibert import run_dir as run_dir_mod
+from minibert.loop import rundir as run_dir_mod
+from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES
 from minibert.train.config import (FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS, TINY_RECIPE,
                                    TRAIN_TINY_PRESETS, make_config, parse_set)
 from minibert.train.data import _default_corpus
 from minibert.train.electra import ElectraTrainer
-from minibert.train.loop import HeldoutEvaluator, Trainer, _fmt_seconds, train
+from minibert.train.pretrain import train
 from minibert.train.runs import resume_config
-from minibert.train.step import TrainingAborted, TrainingDiverged
+from minibert.train.trainer import HeldoutEvaluator, Trainer, _fmt_seconds
 
 
 def cli(argv: list[str]) -> int:

@@ -13,16 +13,14 @@ from typing import Any
 
 from minibert.family.albert import AlbertConfig
 from minibert.family.electra import ElectraConfig
-from minibert.model import OBJECTIVES, BertConfig
+from minibert.model import MODEL_SIZES, OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
 from minibert.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
 
 PRESETS: dict[str, dict[str, Any]] = {
     # the sizes; vocab 8192 comes from the default corpus's vocab.txt
-    "tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
-                 max_seq_length=128, batch_size=32),
-    "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-                 max_seq_length=128, batch_size=32),
+    "tiny": dict(**MODEL_SIZES["tiny"], max_seq_length=128, batch_size=32),
+    "mini": dict(**MODEL_SIZES["mini"], max_seq_length=128, batch_size=32),
 }
 # The BERT family at the tiny size: what each preset changes in the `tiny` preset and, for
 # `train-tiny --preset NAME`, in TINY_RECIPE (these settings win over the recipe's). Why each
@@ -52,7 +50,7 @@ MODEL_TYPES = ("bert", "albert", "electra")  # BertForPreTraining, AlbertForPreT
 # BertConfig's fields a run may set by name (vocab_size comes from the vocab), and the values a
 # training run starts from where they differ from BertConfig's own defaults (BERT-base)
 MODEL_KEYS = tuple(f.name for f in dataclasses.fields(BertConfig) if f.name != "vocab_size")
-MODEL_DEFAULTS = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+MODEL_DEFAULTS = dict(**MODEL_SIZES["tiny"],
                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the repository

@@ -7,8 +7,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minibert import run_dir as run_dir_mod
-from minibert.checkpoint import atomic_write
+from minibert.io.atomic import atomic_write
+from minibert.loop import rundir as run_dir_mod
 
 
 class Baselines(NamedTuple):

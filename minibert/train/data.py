@@ -11,8 +11,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from minibert import run_dir as run_dir_mod
-from minibert.checkpoint import atomic_write
+from minibert.io.atomic import atomic_write
+from minibert.loop import rundir as run_dir_mod
 from minibert.train.config import DEFAULT_DATA_CACHE, TrainConfig
 
 
@@ -26,7 +26,7 @@ def _sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 
 def _slice_corpus(files: tuple, max_lines: int, out: Path) -> list[str]:
     """The first `max_lines` lines of the corpus (cut at a document boundary when possible)."""
-    from minibert.textio import iter_lines
+    from minibert.io.textio import iter_lines
 
     lines: list[str] = []
     for f in files:
@@ -56,7 +56,8 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
     holds only 82 held-out documents, 240 sequences per pass, too few for a steady NSP accuracy)
     with the fixed seed `data_seed`: its masks are the same in every evaluation and every run.
     """
-    from minibert.pretraining_data import DEFAULT_FLAGS, build_pretraining_data, read_meta
+    from minibert.pretraining_data import DEFAULT_FLAGS
+    from minibert.shards import build_pretraining_data, read_meta
 
     for f in (*cfg.corpus, *cfg.heldout, cfg.vocab):
         if not Path(f).is_file():
@@ -102,7 +103,8 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
 
 def load_heldout(data_dir: Path, vocab: str, max_examples: int) -> dict[str, np.ndarray]:
     """The held-out features with their stored (fixed-seed) masks, the first `max_examples`."""
-    from minibert.pretraining_data import FEATURE_NAMES, load_shards
+    from minibert.pretraining_data import FEATURE_NAMES
+    from minibert.shards import load_shards
 
     feats = load_shards(data_dir, vocab, FEATURE_NAMES)
     if max_examples:
@@ -138,7 +140,7 @@ def _own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
     files = {"corpus": (str(out / "train.txt"),), "heldout": (str(out / "heldout.txt"),), "vocab": vocab}
     if (out / "train.txt").is_file() and Path(vocab).is_file():
         return files
-    from minibert.textio import read_text
+    from minibert.io.textio import read_text
 
     docs = [d for d in read_text(src).split("\n\n") if d.strip()]
     if len(docs) < 2:

@@ -2,7 +2,7 @@
 
 The math is minibert/family/electra.py's (generator -> sampled replacements -> replaced-token
 detection, loss = MLM + lam x RTD, electra_forward_backward). This module makes it a user of the
-pretraining loop, through the loop's three plugs (minibert/train/engine.py):
+pretraining loop, through the loop's three plugs (minibert/loop/engine.py):
 
     model       ElectraPretraining: the generator and the discriminator with shared embeddings as
                 one model (params = the optimizer's one flat dict, family.electra.joint_params;
@@ -30,12 +30,12 @@ from typing import NamedTuple
 import numpy as np
 
 from minibert.backend import get_ops
-from minibert.checkpoint import atomic_write
 from minibert.family.electra import (SHARED, ElectraForMaskedLM, ElectraForPreTraining, check_pair,
                                      electra_forward_backward, joint_params, tie_embeddings)
-from minibert.run_dir import PUBLISHED_DIRS, read_jsonl
+from minibert.io.atomic import atomic_write
+from minibert.loop.rundir import PUBLISHED_DIRS, read_jsonl
 from minibert.train.evaluation import _fmt_perplexity
-from minibert.train.loop import TRAINERS, Trainer
+from minibert.train.trainer import Trainer
 
 GENERATOR_DIR = PUBLISHED_DIRS[0]  # "generator": the generator's transformers directory inside a run or checkpoint
 
@@ -156,7 +156,7 @@ def evaluate_electra(model: ElectraPretraining, feats: dict[str, np.ndarray], se
 
 
 class ElectraEvaluator:
-    """The Trainer's evaluator for ELECTRA (train/loop.py's HeldoutEvaluator has the same methods)."""
+    """The Trainer's evaluator for ELECTRA (train/trainer.py's HeldoutEvaluator has the same methods)."""
 
     result_type = ElectraEvalResult
 
@@ -225,7 +225,6 @@ class ElectraTrainer(Trainer):
         return plot_electra_curves(metrics_path, out, base, self.cfg.rtd_weight)
 
 
-TRAINERS["electra"] = ElectraTrainer  # train() picks it for model_type "electra"
 
 
 def plot_electra_curves(metrics_path, out, base=None, lam: float = 50.0) -> Path:

@@ -1,15 +1,15 @@
 """A run's directory as training sees it: the names of its files, the state of its newest
 checkpoint, whether a fresh run may start there, and the settings a resumed run continues with.
-(The layout and the atomic checkpoints themselves are in minibert/run_dir.py.)"""
+(The layout and the atomic checkpoints themselves are in minibert/loop/rundir.py.)"""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from minibert import run_dir as run_dir_mod
+from minibert.loop import rundir as run_dir_mod
 from minibert.train.config import TrainConfig, flatten
 
-RUN_FILE, METRICS_FILE, CURVES_FILE = "run.json", "metrics.jsonl", "curves.png"
+RUN_FILE, METRICS_FILE, CURVES_FILE = run_dir_mod.RUN_FILE, run_dir_mod.METRICS_FILE, run_dir_mod.CURVES_FILE
 # the files of a checkpoint directory besides the transformers ones (also the names a run saved
 # before checkpoints had their own directories used at its top level)
 STATE_FILE, OPTIM_FILE = run_dir_mod.STATE_FILE, run_dir_mod.OPTIM_FILE

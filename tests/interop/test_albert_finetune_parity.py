@@ -13,9 +13,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining  # noqa: E402
-from minibert.family.albert_finetune import (AlbertForMultipleChoice, AlbertForQuestionAnswering,  # noqa: E402
-                                             AlbertForSequenceClassification, AlbertForTokenClassification,
-                                             to_hf_state_dict)
+from minibert.finetune.albert_tasks import (AlbertForMultipleChoice, AlbertForQuestionAnswering,
+                                            AlbertForSequenceClassification, AlbertForTokenClassification,
+                                            to_hf_state_dict)
 
 SHAPES = {
     "E8-C16-NH2-L3": dict(vocab_size=40, embedding_size=8, hidden_size=16, num_attention_heads=2,

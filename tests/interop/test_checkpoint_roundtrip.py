@@ -9,8 +9,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from minibert import checkpoint as ck  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
+from minibert.io import checkpoint as ck  # noqa: E402
+from minibert.io import tensorfile
 from minibert.model import BertConfig  # noqa: E402
 from minibert.tokenizer import BertTokenizer  # noqa: E402
 
@@ -164,7 +165,7 @@ def test_torch_save_pytorch_model_bin_is_refused(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match=r"pytorch_model\.bin.*never unpickles.*safetensors"):
         BertForPreTraining.from_pretrained(tmp_path)
     with pytest.raises(ValueError, match="never unpickles.*safetensors"):
-        ck.load_tensors(tmp_path / "pytorch_model.bin")
+        tensorfile.load_tensors(tmp_path / "pytorch_model.bin")
     # renamed to look like safetensors: the zip signature still gives it away
     (tmp_path / "model.safetensors").write_bytes((tmp_path / "pytorch_model.bin").read_bytes())
     with pytest.raises(ValueError, match="never unpickles.*safetensors"):

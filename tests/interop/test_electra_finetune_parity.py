@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from minibert.family import electra_finetune as ef  # noqa: E402
 from minibert.family.electra import ElectraConfig, ElectraForPreTraining  # noqa: E402
+from minibert.finetune import electra_tasks as ef  # noqa: E402
 
 SHAPES = {
     "E8-C16-NH2-L2": dict(vocab_size=40, embedding_size=8, hidden_size=16, num_attention_heads=2, num_hidden_layers=2,

@@ -9,7 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from minibert import train as T  # noqa: E402
+from minibert.train import config as train_config  # noqa: E402
+from minibert.train import pretrain  # noqa: E402
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = [f"w{i}" for i in range(35)]
@@ -25,14 +26,14 @@ def _corpus(path, n_docs, seed):
 
 def test_electra_run_directory_loads_in_transformers(tmp_path):
     (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in SPECIALS + WORDS), encoding="utf-8")
-    cfg = T.make_config("electra-tiny", corpus=(_corpus(tmp_path / "train.txt", 40, 0),),
+    cfg = train_config.make_config("electra-tiny", corpus=(_corpus(tmp_path / "train.txt", 40, 0),),
                         heldout=(_corpus(tmp_path / "heldout.txt", 8, 1),), vocab=str(tmp_path / "vocab.txt"),
                         data_cache=str(tmp_path / "cache"), out_dir=str(tmp_path / "run"), hidden_size=16,
                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, embedding_size=16,
                         max_position_embeddings=32, max_seq_length=32, max_predictions_per_seq=5, batch_size=8,
                         dupe_factor=2, warmup_steps=1, steps=3, eval_interval=3, checkpoint_interval=3,
                         eval_examples=16, curves=False)
-    trainer = T.train(cfg, verbose=False)
+    trainer = pretrain.train(cfg, verbose=False)
     run = tmp_path / "run"
     disc = transformers.ElectraForPreTraining.from_pretrained(run).eval()
     gen = transformers.ElectraForMaskedLM.from_pretrained(run / "generator").eval()

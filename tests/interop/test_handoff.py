@@ -15,11 +15,14 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # transformers' Trainer needs it
 
-from minibert import train as T  # noqa: E402
-from minibert.export_data import cli as export_cli  # noqa: E402
-from minibert.export_data import to_transformers  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
-from minibert.pretraining_data import BatchIterator  # noqa: E402
+from minibert.shards import BatchIterator  # noqa: E402
+from minibert.tools.export_data import cli as export_cli  # noqa: E402
+from minibert.tools.export_data import to_transformers  # noqa: E402
+from minibert.train import config as train_config  # noqa: E402
+from minibert.train import data as train_data  # noqa: E402
+from minibert.train import pretrain  # noqa: E402
+from minibert.train import runs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = {"cats": "cat kitten purrs sleeps mat milk", "dogs": "dog puppy barks runs park bone",
@@ -43,13 +46,13 @@ def run(tmp_path_factory):
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "on", "a", "with", "."]
     vocab += sorted({w for ws in WORDS.values() for w in ws.split()})
     (d / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
-    cfg = T.make_config("tiny", corpus=(str(_corpus(d / "train.txt", 60, 0)),),
+    cfg = train_config.make_config("tiny", corpus=(str(_corpus(d / "train.txt", 60, 0)),),
                         heldout=(str(_corpus(d / "heldout.txt", 9, 1)),), vocab=str(d / "vocab.txt"),
                         data_cache=str(d / "cache"), out_dir=str(d / "run"), hidden_size=32,
                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                         max_position_embeddings=64, max_seq_length=32, max_predictions_per_seq=5,
                         batch_size=8, dupe_factor=2, steps=10, warmup_steps=2, lr=3e-3, curves=False)
-    T.train(cfg, verbose=False)
+    pretrain.train(cfg, verbose=False)
     return d / "run"
 
 
@@ -64,8 +67,8 @@ def test_export_data_writes_what_bert_for_pretraining_takes(run, tmp_path):
     out = tmp_path / "train.jsonl"
     assert export_cli([str(run), "--out", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    cfg = T.resume_config(run, {})
-    it = BatchIterator(str(T.prepare_data(cfg, verbose=False).train), cfg.batch_size, cfg.seed,
+    cfg = runs.resume_config(run, {})
+    it = BatchIterator(str(train_data.prepare_data(cfg, verbose=False).train), cfg.batch_size, cfg.seed,
                        masking=cfg.masking, vocab=cfg.vocab)
     assert len(rows) == it.batches_per_epoch * cfg.batch_size  # the run's epoch, batch by batch
     first = it.next_batch()  # the first batch the run trained on, with its dynamic masks
@@ -92,8 +95,8 @@ def test_trainer_continues_a_minibert_run_and_minibert_reads_the_result(run, tmp
     assert not np.array_equal(after.params["h0.ffn.in.w"], before.params["h0.ffn.in.w"])  # it trained
 
     # a fixed batch: the run's held-out sequences with their stored masks
-    cfg = T.resume_config(run, {})
-    batch = BatchIterator(str(T.prepare_data(cfg, verbose=False).heldout), 8, 0, vocab=cfg.vocab).next_batch()
+    cfg = runs.resume_config(run, {})
+    batch = BatchIterator(str(train_data.prepare_data(cfg, verbose=False).heldout), 8, 0, vocab=cfg.vocab).next_batch()
     ours, _ = after.loss_and_grads(batch, compute_grads=False)
     rows = list(to_transformers(batch))
     tensors = {k: torch.tensor([r[k] for r in rows]) for k in rows[0]}

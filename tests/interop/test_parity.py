@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from minibert.checkpoint import to_hf_state_dict  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
+from minibert.io.checkpoint import to_hf_state_dict  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
 
 SHAPES = {

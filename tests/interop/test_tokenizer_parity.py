@@ -10,7 +10,8 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 legacy = pytest.importorskip("transformers.models.bert.tokenization_bert_legacy")
 

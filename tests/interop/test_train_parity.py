@@ -20,11 +20,11 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from minibert.gradcheck import random_batch  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
+from minibert.gradcheck import random_batch  # noqa: E402
+from minibert.loop.step import training_step  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
 from minibert.optim import AdamW  # noqa: E402
-from minibert.train import training_step  # noqa: E402
 
 STEPS, PEAK_LR, WARMUP = 10, 1e-2, 3
 
@@ -88,7 +88,7 @@ def is_key_bias(name: str) -> bool:
 
 def test_ten_training_steps_match_transformers_float32(monkeypatch):
     monkeypatch.setenv("MINIBERT_BACKEND", "numba")
-    from minibert.checkpoint import to_hf_state_dict
+    from minibert.io.checkpoint import to_hf_state_dict
 
     config = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,

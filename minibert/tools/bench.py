@@ -9,10 +9,10 @@ Sections (select with --only, comma-separated):
                tokens/s, achieved matmul GFLOP/s and the machine's float32 matmul peak
     finetune   a fine-tuning step: sequence classification (T=128) and question answering (T=384),
                minibert's class vs transformers' of the same name
-    profile    where the step's time goes, layer by layer, and its peak memory (minibert.bench_profile)
+    profile    where the step's time goes, layer by layer, and its peak memory (minibert.tools.bench_profile)
     startup    Numba compile time on a cold cache; import + first step on a warm cache
-    text       WordPiece training and tokenizer speed (minibert.bench_text)
-    data       pretraining-data throughput (minibert.bench_data) vs what training consumes
+    text       WordPiece training and tokenizer speed (minibert.tools.bench_text)
+    data       pretraining-data throughput (minibert.tools.bench_data) vs what training consumes
 
 Every figure is the median of several repetitions (after one warm-up); ratios are computed
 from the medians. The attention and step contenders each run in their own worker processes,
@@ -36,7 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.bench_profile import QA_SHAPE, run_times, task_step_fn
+from minibert.tools import attention_v1
+
+from minibert.tools.bench_profile import QA_SHAPE, run_times, task_step_fn
 
 ROOT = Path(__file__).resolve().parent.parent
 SECTIONS = ("attention", "step", "finetune", "profile", "startup", "text", "data")
@@ -93,9 +95,9 @@ def isolated_medians(kind: str, spec, names, reps: int, rounds: int | None = Non
 
 
 def run_worker(kind: str, spec, reps: int, name: str = "-", warmup: int = 0) -> dict:
-    """Run `python -m minibert.bench --worker kind spec name reps warmup` in a fresh process and
+    """Run `python -m minibert.tools.bench --worker kind spec name reps warmup` in a fresh process and
     return the JSON it prints last (`worker` below; "profile" takes no contender name)."""
-    cmd = [sys.executable, "-m", "minibert.bench", "--worker", kind, json.dumps(spec), name, str(reps), str(warmup)]
+    cmd = [sys.executable, "-m", "minibert.tools.bench", "--worker", kind, json.dumps(spec), name, str(reps), str(warmup)]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"bench worker {kind} {spec} {name} failed:\n{res.stderr[-2000:]}")
@@ -218,7 +220,7 @@ def attention_fn(shape, name: str):
     forward, backward = {"numba": (kernels.attention_forward, kernels.attention_backward),
                          "numba v3": (kernels.attention_forward_v3, kernels.attention_backward_v3),
                          "numba v2": (kernels.attention_forward_v2, kernels.attention_backward_v2),
-                         "numba v1": (kernels.attention_forward_v1, kernels.attention_backward_v1),
+                         "numba v1": (attention_v1.attention_forward_v1, attention_v1.attention_backward_v1),
                          "numpy": (layers.attention_forward, layers.attention_backward)}[name]
 
     def run():
@@ -443,8 +445,8 @@ def bench_finetune(report: dict, reps: int, configs) -> None:
 
 
 def qa_step(config: str, name: str):
-    """A QA fine-tuning step at T=384 (minibert.bench_profile.qa_step_fn) in a worker process."""
-    from minibert.bench_profile import qa_step_fn
+    """A QA fine-tuning step at T=384 (minibert.tools.bench_profile.qa_step_fn) in a worker process."""
+    from minibert.tools.bench_profile import qa_step_fn
 
     torch = None
     if name == "torch":
@@ -457,9 +459,9 @@ def qa_step(config: str, name: str):
 def profile_worker(config: str, reps: int) -> dict:
     """Inside a worker process: the per-layer profile of `config`'s step (profile_step) and the
     step's matmuls timed one by one (matmul_floor), as JSON-ready values."""
-    from minibert.bench_profile import matmul_floor, profile_step
     from minibert.gradcheck import random_batch
     from minibert.model import BertConfig
+    from minibert.tools.bench_profile import matmul_floor, profile_step
 
     cfg = BertConfig(**CONFIGS[config])
     p = profile_step(cfg, STEP_SHAPE, reps)
@@ -470,10 +472,10 @@ def profile_worker(config: str, reps: int) -> dict:
 
 
 def bench_profile(report: dict, reps: int, configs) -> None:
-    """Where a step's time goes, layer by layer, its peak memory (minibert.bench_profile), and
+    """Where a step's time goes, layer by layer, its peak memory (minibert.tools.bench_profile), and
     the step's matmuls alone; measured in a fresh worker process per config, like the step."""
-    from minibert.bench_profile import profile_rows
     from minibert.model import BertConfig
+    from minibert.tools.bench_profile import profile_rows
 
     peak = report.get("matmul_peak_gflops") or matmul_peak(max(3, reps // 2))
     B, T, P = (STEP_SHAPE[k] for k in "BTP")
@@ -495,7 +497,7 @@ def bench_profile(report: dict, reps: int, configs) -> None:
 
 def _print_matmul_floor(p: dict, torch_s) -> None:
     """The arithmetic behind the step target: the step's matmuls alone, each timed at its own
-    shape through the BLAS calls the step makes (minibert.bench_profile.matmul_floor), grouped,
+    shape through the BLAS calls the step makes (minibert.tools.bench_profile.matmul_floor), grouped,
     against the profiled step and 0.7x the torch step of the `step` section (when it ran)."""
     f = p["matmul_floor"]
     rows = [[g, f"{fl / 1e9:.2f}", ms(s), f"{fl / s / 1e9:.0f}"] for g, (s, fl) in f["groups"].items()]
@@ -569,18 +571,18 @@ def bench_startup(report: dict, reps: int) -> None:
 def bench_text_and_data(report: dict, sections) -> None:
     if "text" in sections:
         try:
-            from minibert import bench_text
+            from minibert.tools import bench_text
         except ImportError as e:
-            print(f"\n== text: skipped (minibert.bench_text not importable: {e})")
+            print(f"\n== text: skipped (minibert.tools.bench_text not importable: {e})")
         else:
             print("\n== text")
             bench_text.bench_wordpiece(report)
             bench_text.bench_tokenizer(report)
     if "data" in sections:
         try:
-            from minibert import bench_data
+            from minibert.tools import bench_data
         except ImportError as e:
-            print(f"\n== data: skipped (minibert.bench_data not importable: {e})")
+            print(f"\n== data: skipped (minibert.tools.bench_data not importable: {e})")
             return
         print("\n== data")
         bench_data.bench_data(report)
@@ -619,8 +621,7 @@ def cli(argv: list[str]) -> int:
                           "python": platform.python_version(), "numpy": np.__version__},
               "quick": args.quick, "started": time.strftime("%Y-%m-%d %H:%M:%S")}
     from minibert.backend import backend_name
-
-    from minibert.bench_profile import cpu_description
+    from minibert.tools.bench_profile import cpu_description
 
     report["machine"]["cpu"] = cpu_description()
     print(f"minibert bench: {os.cpu_count()} cores, {n_threads()} threads, numpy {np.__version__}, "
@@ -637,7 +638,7 @@ def cli(argv: list[str]) -> int:
     if "startup" in sections:
         bench_startup(report, 2 if args.quick else 3)
     bench_text_and_data(report, sections)
-    from minibert.checkpoint import write_text_atomic
+    from minibert.io.atomic import write_text_atomic
 
     path = write_text_atomic(args.json, json.dumps(report, indent=2, default=float) + "\n")
     print(f"\nwrote {path}")

@@ -15,7 +15,7 @@ needs neither jupytext nor nbformat, and `--execute` runs a notebook without a J
 `--execute` runs each notebook in its own process, cell by cell in one namespace, the way a
 kernel does, and records what a notebook shows: printed text, the value of a cell's last
 expression, errors, and figures. Figures follow the rules of matplotlib's inline backend (this
-module is that backend while it runs: "module://minibert.notebooks"): `plt.show()` displays every
+module is that backend while it runs: "module://minibert.tools.notebooks"): `plt.show()` displays every
 open figure and closes it, and figures still open when a cell ends are displayed then. To open
 the notebooks in Jupyter instead, install it into the same environment (`.venv/bin/pip install
 jupyterlab`, then `.venv/bin/jupyter lab lessons/`).
@@ -36,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = ROOT / "lessons"
-BACKEND = "module://minibert.notebooks"
+BACKEND = "module://minibert.tools.notebooks"
 
 # ---------------------------------------------------------------------------------------------
 # percent script -> notebook

@@ -1,8 +1,8 @@
 """The pretraining Trainer (model, optimizer, data iterators, dropout RNG, step counter, run
-directory) on the loop of train/engine.py (logging, evaluations, checkpoints, Ctrl-C), and
+directory) on the loop of loop/engine.py (logging, evaluations, checkpoints, Ctrl-C), and
 `train()`, which starts or resumes a run with it.
 
-Output directory runs/<name>/ (minibert/run_dir.py has the details):
+Output directory runs/<name>/ (minibert/loop/rundir.py has the details):
     config.json, model.safetensors, vocab.txt   Hugging Face format (loads in transformers), the
                                                 newest checkpoint's model
     run.json                                    the full TrainConfig of this run (its identity)
@@ -30,21 +30,20 @@ from typing import Any
 
 import numpy as np
 
-from minibert import run_dir as run_dir_mod
 from minibert.bert import BertForPreTraining
 from minibert.family.albert import AlbertForPreTraining
+from minibert.loop import rundir as run_dir_mod
+from minibert.loop.engine import TrainingLoop, _fmt_seconds  # noqa: F401  (_fmt_seconds: re-exported)
+from minibert.loop.step import shuffle_mlm_labels
 from minibert.model import trained_params
-from minibert.pretraining_data import DEFAULT_FLAGS
 from minibert.optim import AdamW
+from minibert.pretraining_data import DEFAULT_FLAGS
 from minibert.train import calibrate
 from minibert.train.config import TrainConfig
 from minibert.train.curves import baselines, plot_curves
 from minibert.train.data import DataDirs, _sha256_file, load_heldout, prepare_data
 from minibert.train.evaluation import EvalResult, _fmt_perplexity, evaluate
 from minibert.train.runs import CURVES_FILE, METRICS_FILE, OPTIM_FILE, RUN_FILE, STATE_FILE, check_run_dir, run_state
-from minibert.train.engine import TrainingLoop, _fmt_seconds  # noqa: F401  (_fmt_seconds: re-exported)
-from minibert.train.step import shuffle_mlm_labels
-
 
 MODEL_CLASSES = {"bert": BertForPreTraining, "albert": AlbertForPreTraining}  # TrainConfig.model_type
 
@@ -92,13 +91,13 @@ class HeldoutEvaluator:
 
 
 class Trainer(TrainingLoop):
-    """Pretraining on the loop of train/engine.py: owns model, optimizer, data iterators (the
+    """Pretraining on the loop of loop/engine.py: owns model, optimizer, data iterators (the
     batch source, with the sequence-length phases), the held-out evaluation, the dropout RNG, the
     step counter and the run directory."""
 
     def __init__(self, cfg: TrainConfig, data: DataDirs | None = None, verbose: bool = True,
                  created_by: str = "train"):
-        from minibert.pretraining_data import BatchIterator
+        from minibert.shards import BatchIterator
         from minibert.tokenizer import BertTokenizer
 
         cfg.validate()
@@ -139,7 +138,7 @@ class Trainer(TrainingLoop):
         """The model the run trains (MODEL_CLASSES by model_type)."""
         if self.cfg.model_type not in MODEL_CLASSES:
             raise ValueError(f"model_type {self.cfg.model_type!r} runs on its own Trainer, "
-                             f"minibert.train.TRAINERS[{self.cfg.model_type!r}] (train() picks it)")
+                             f"minibert.train.pretrain.TRAINERS[{self.cfg.model_type!r}] (train() picks it)")
         return MODEL_CLASSES[self.cfg.model_type](self.cfg.model_config(vocab_size), seed=self.cfg.seed)
 
     def build_evaluator(self) -> HeldoutEvaluator:
@@ -372,50 +371,3 @@ class Trainer(TrainingLoop):
     def plot_curves(self, metrics_path: Path, out: Path, base) -> Path:
         """curves.png from metrics.jsonl (the objective's own plot: train/electra.py's draws others)."""
         return plot_curves(metrics_path, out, base)
-
-
-# a model_type whose run needs more than the Trainer: its Trainer subclass (train/electra.py adds
-# "electra" when minibert.train is imported, which every import of minibert.train.* does first)
-TRAINERS: dict[str, type] = {}
-
-
-def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbose: bool = True,
-          max_steps_this_run: int | None = None, created_by: str = "train",
-          replaceable_by: str | None = None) -> Trainer:
-    """Run (or resume) a training run; returns the Trainer (its .status says how it ended)."""
-    cfg.validate()
-    if not resume:
-        check_run_dir(cfg, overwrite, replaceable_by)  # before writing anything
-    trainer = TRAINERS.get(cfg.model_type, Trainer)(cfg, verbose=verbose, created_by=created_by)
-    for p in run_dir_mod.clean_interrupted_saves(cfg.run_dir):
-        trainer.say(f"removed {p}, left by a save that was cut off")
-    if resume:
-        trainer.load_checkpoint()
-        trainer.say(f"resumed {trainer.dir} at step {trainer.step}/{trainer.total_steps}")
-    else:
-        if cfg.auto_steps:
-            trainer.total_steps = trainer.calibrate_steps(cfg.minutes * 60.0)
-        trainer.start_fresh()
-        m = trainer.model
-        note = trainer.model_note()
-        trainer.say(f"model: {m.num_parameters:,} parameters ({m.config.num_hidden_layers} layers, hidden "
-                    f"{m.config.hidden_size}, {m.config.num_attention_heads} heads, vocab {m.config.vocab_size}"
-                    f"{note}); {trainer.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
-                    f"tokens" + ("" if cfg.packing == "segment_pair" else f" ({cfg.packing} packing)")
-                    + (", SOP pairs" if cfg.sentence_order else "") + f", {cfg.masking} masking"
-                    + ("" if cfg.mask_shares == DEFAULT_FLAGS["mask_shares"] else
-                       f" (MASK/SAME/RND {'/'.join(f'{x:g}' for x in cfg.mask_shares)})")
-                    + ("" if cfg.objective == "mlm_nsp" else f", objective {cfg.objective}")
-                    + f", batch {cfg.batch_size}"
-                    + ("" if cfg.accumulation_steps == 1 else
-                       f" x {cfg.accumulation_steps} micro-batches ({cfg.batch_size * cfg.accumulation_steps} "
-                       f"sequences per step)")
-                    + f", lr {cfg.lr:g}, warmup "
-                    f"{cfg.warmup_steps}, {trainer.total_steps} steps"
-                    + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
-        if trainer.short_iterator is not None:
-            T_short, B_short, _ = cfg.short_phase()
-            trainer.say(f"sequence-length warm-up: steps 1-{trainer.short_steps} on "
-                        f"{trainer.short_iterator.num_examples:,} sequences of {T_short} tokens, batch {B_short}")
-    trainer.status = trainer.run(max_steps_this_run)
-    return trainer

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 
 from minibert.finetune import squad, squad_eval
-from minibert.finetune.train import FinetuneConfig, FinetuneRun, TaskSource, load_model, predict_logits
-from minibert.run_dir import write_json
+from minibert.finetune.run import FinetuneConfig, FinetuneRun, TaskSource, load_model, predict_logits
+from minibert.loop.rundir import write_json
 
 FILES = {"squad2": ("train-v2.0.json", "dev-v2.0.json"), "squad1": ("train-v1.1.json", "dev-v1.1.json")}
 

@@ -1,5 +1,5 @@
 """The ablations' registry: the studies (their variants and the paper's claims) and the
-downstream tasks `python -m minibert ablate` can score them on (minibert/ablate.py runs them).
+downstream tasks `python -m minibert ablate` can score them on (minibert/tools/ablate.py runs them).
 
 A variant is a preset plus TrainConfig settings; adding one, or a study, is an entry here. The
 family study's variants are FAMILY_VARIANTS, one line per preset: a preset that minibert/train

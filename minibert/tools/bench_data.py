@@ -1,4 +1,4 @@
-"""Benchmarks of the data pipeline, called by `make bench` (minibert.bench).
+"""Benchmarks of the data pipeline, called by `make bench` (minibert.tools.bench).
 
 Two numbers, each the median of several runs on this machine:
 - generation: tokens/s of `create_training_instances` + `instances_to_features` (reading and
@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from minibert import pretraining_data as pd
+from minibert import shards
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -89,14 +90,14 @@ def bench_data(report: dict, runs: int = 3, max_lines: int = 5_000, max_seq_leng
         gen_s = statistics.median(gen_times)
 
         tok = BertTokenizer(vocab if isinstance(vocab, list) else str(vocab))
-        pd.write_shards(feats, workdir / "shards", instances_per_shard=max(1, len(feats["input_ids"]) // 4),
+        shards.write_shards(feats, workdir / "shards", instances_per_shard=max(1, len(feats["input_ids"]) // 4),
                         meta={"vocab_size": len(tok.vocab), "flags": {"masked_lm_prob": 0.15},
                               "special_ids": {t: tok.vocab[t] for t in ("[PAD]", "[CLS]", "[SEP]", "[MASK]")}})
         results = {}
         for masking in ("static", "dynamic"):
             times = []
             for r in range(runs):
-                it = pd.BatchIterator(workdir / "shards", batch_size, seed=r, masking=masking)
+                it = shards.BatchIterator(workdir / "shards", batch_size, seed=r, masking=masking)
                 t0 = time.perf_counter()
                 for _ in range(n_batches):
                     it.next_batch()

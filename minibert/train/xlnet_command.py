@@ -7,8 +7,8 @@ factorisation order (xlnet.sample_orders) and its targets, the last 1/K of the o
 (xlnet.partial_targets). The held-out set is the held-out documents cut into consecutive windows,
 with orders drawn once from a fixed seed, so every evaluation scores the same tokens.
 
-The run is minibert's one training loop with XLNet plugged in (family/xlnet_loop.py's XLNetRun on
-train/engine.py): the same progress line, metrics.jsonl, curves.png, atomic checkpoints, Ctrl-C
+The run is minibert's one training loop with XLNet plugged in (train/xlnet.py's XLNetRun on
+loop/engine.py): the same progress line, metrics.jsonl, curves.png, atomic checkpoints, Ctrl-C
 save (a second Ctrl-C stops at once), NaN stop and bit-exact `--resume RUN_DIR` as every other
 run. This module is the command: the preset and its settings (`--set KEY=VALUE`), the run
 directory's checks (an unfinished run is refused unless --resume or --overwrite), and the summary
@@ -26,14 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from minibert import run_dir
 from minibert.corpus import ensure_default_corpus
 from minibert.family.xlnet import XLNetConfig
-from minibert.family.xlnet_loop import (METRICS, WindowBatches, XLNetRun, evaluate, heldout_batches,  # noqa: F401
-                                        make_batch, plot_curves, token_stream, train_batch)
+from minibert.loop import rundir as run_dir
+from minibert.loop.engine import FINISHED, _fmt_seconds
+from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.tokenizer import BertTokenizer
-from minibert.train.engine import FINISHED, _fmt_seconds
-from minibert.train.step import TrainingAborted, TrainingDiverged
+from minibert.train.xlnet import (METRICS, WindowBatches, XLNetRun, evaluate, heldout_batches, make_batch, plot_curves,
+                                  token_stream, train_batch)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_FILE = "run.json"  # marks the directory as a train-xlnet run; its settings and data (what --resume reads)

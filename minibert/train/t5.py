@@ -1,10 +1,10 @@
-"""T5 on minibert's one training loop (minibert/train/engine.py): `T5Run`, what `python -m
-minibert train-t5` (family/t5_train.py) runs, for span-corruption pretraining and text-to-text
+"""T5 on minibert's one training loop (minibert/loop/engine.py): `T5Run`, what `python -m
+minibert train-t5` (train/t5_command.py) runs, for span-corruption pretraining and text-to-text
 SST-2 alike.
 
 The loop gives T5 what every run has: the progress line (step, loss, target-token accuracy,
 tokens/s, lr, ETA), metrics.jsonl, curves.png, checkpoints written as one unit by
-minibert.run_dir (config.json, model.safetensors, vocab.txt, optimizer.safetensors,
+minibert.loop.rundir (config.json, model.safetensors, vocab.txt, optimizer.safetensors,
 trainer_state.json) every `--save-every` steps, at the end and at Ctrl-C, a stop on a NaN/inf
 loss, and a bit-exact resume: parameters, AdamW's moments, the batch source (`ShuffledBatches`:
 the epoch's order and the Generator that draws the noise masks) and the fitted schedule are
@@ -30,13 +30,14 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert import run_dir
-from minibert.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, atomic_write, load_tensors, save_tensors_atomic, \
-    write_text_atomic
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, param_shapes, t5_forward, t5_loss_and_grads
+from minibert.io.atomic import atomic_write, write_text_atomic
+from minibert.io.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
+from minibert.io.tensorfile import load_tensors, save_tensors_atomic
+from minibert.loop import rundir as run_dir
+from minibert.loop.engine import TrainingLoop
 from minibert.optim import AdamW
-from minibert.train.engine import TrainingLoop
 
 METRICS = "metrics.jsonl"
 
@@ -197,7 +198,7 @@ class ShuffledBatches:
 
 
 class T5Run(TrainingLoop):
-    """T5 on the training loop of train/engine.py: the model, AdamW, the batch source, the held-out
+    """T5 on the training loop of loop/engine.py: the model, AdamW, the batch source, the held-out
     evaluation and the fitting of the step count to the budget."""
 
     curves_every = 30.0  # drawing costs about a second: at most twice a minute

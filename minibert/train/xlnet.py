@@ -1,9 +1,9 @@
-"""XLNet on minibert's one training loop (minibert/train/engine.py): `XLNetRun`, what `python -m
-minibert train-xlnet` (family/xlnet_train.py) runs.
+"""XLNet on minibert's one training loop (minibert/loop/engine.py): `XLNetRun`, what `python -m
+minibert train-xlnet` (train/xlnet_command.py) runs.
 
 The loop gives XLNet what every run has: the progress line (step, loss and accuracy of the
 predicted tokens, tokens/s, lr, ETA), metrics.jsonl, curves.png, checkpoints written as one unit
-by minibert.run_dir (config.json, model.safetensors, vocab.txt, optimizer.safetensors,
+by minibert.loop.rundir (config.json, model.safetensors, vocab.txt, optimizer.safetensors,
 trainer_state.json) every `checkpoint_interval` steps, at the end and at Ctrl-C, a stop on a
 NaN/inf loss, and a bit-exact resume: parameters, AdamW's moments, the batch source's Generator
 (it draws both the windows and their factorisation orders) and the fitted schedule are restored,
@@ -30,12 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert import checkpoint, run_dir
 from minibert.corpus import read_documents
 from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample_orders
+from minibert.io import atomic, checkpoint
+from minibert.loop import rundir as run_dir
+from minibert.loop.engine import TrainingLoop
 from minibert.optim import AdamW
 from minibert.tokenizer import BertTokenizer, load_vocab
-from minibert.train.engine import TrainingLoop
 
 METRICS = "metrics.jsonl"
 
@@ -143,7 +144,7 @@ def plot_curves(metrics_path: Path, out: Path) -> Path:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.subplots_adjust(left=0.05, right=0.99, bottom=0.14, top=0.9, wspace=0.25)
-    return checkpoint.atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
+    return atomic.atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,12 +157,12 @@ class XLNetModel(XLNetForPermutationLM):
     def save_pretrained(self, directory, vocab: list[str] | None = None) -> Path:
         d = super().save_pretrained(directory)
         if vocab is not None:
-            checkpoint.write_text_atomic(d / checkpoint.VOCAB_NAME, "".join(t + "\n" for t in vocab))
+            atomic.write_text_atomic(d / checkpoint.VOCAB_NAME, "".join(t + "\n" for t in vocab))
         return d
 
 
 class XLNetRun(TrainingLoop):
-    """XLNet on the training loop of train/engine.py. `cfg` is the command's settings (an
+    """XLNet on the training loop of loop/engine.py. `cfg` is the command's settings (an
     xlnet_train.XLNetTrainConfig: sizes, recipe, intervals, budget); `batches` the WindowBatches
     of the training stream; `heldout` the fixed evaluation batches."""
 

@@ -61,12 +61,13 @@ def source(path: str | Path, split: str, masking: str | None, seed: int | None) 
     """A run or shard directory -> where and how to read. A run's training split is read with
     its batch size and seed, so the stream (and dynamic masks) are the run's; everything else
     is read whole, in batches of 256, with seed 0 unless told otherwise."""
-    from minibert.pretraining_data import META_FILE
+    from minibert.shards import META_FILE
 
     path = Path(path)
     if (path / META_FILE).is_file():
         return Source(path, None, masking or "static", 0 if seed is None else seed, 256, False)
-    from minibert.train import RUN_FILE, prepare_data, resume_config
+    from minibert.train.data import prepare_data
+    from minibert.train.runs import RUN_FILE, resume_config
 
     if not (path / RUN_FILE).is_file():
         raise ValueError(f"{path} is neither a training run (no {RUN_FILE}) nor a pretraining data directory "
@@ -87,8 +88,8 @@ def export_jsonl(data_dir, out: str | Path, *, vocab=None, masking: str = "stati
                  progress=None) -> int:
     """Write `epochs` passes over the data (at most `limit` sequences, 0 = all) to `out`,
     atomically. -> the number of lines written."""
-    from minibert.checkpoint import atomic_write
-    from minibert.pretraining_data import BatchIterator
+    from minibert.io.atomic import atomic_write
+    from minibert.shards import BatchIterator
 
     if epochs < 1 or limit < 0:
         raise ValueError(f"--epochs must be >= 1 and --limit >= 0 (got {epochs}, {limit})")

@@ -21,7 +21,7 @@ its result is a small JSON file in OUT/cells/, written atomically when the cell 
   - Ctrl-C loses at most the cell in progress (a pretraining run in progress is even resumed
     from its last checkpoint);
   - the table (table.md, results.json) and the plot (plot.png) are rewritten after every cell, so
-    a partial run always has its partial table (minibert/ablate_report.py).
+    a partial run always has its partial table (minibert/tools/ablate_report.py).
 
 The output directory:
     plan.json                    the study, the budgets and the settings (a rerun must match them)
@@ -43,9 +43,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from minibert.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8,  # noqa: F401
-                                     Claim, Downstream, Study, Variant, _v)
-from minibert.checkpoint import atomic_write
+from minibert.io.atomic import atomic_write
+from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
+                                           Downstream, Study, Variant, _v)
 
 # ---------------------------------------------------------------------------------------------
 # the plan: what one invocation runs
@@ -185,7 +185,7 @@ def _finished(run_dir: Path) -> dict | None:
 
 
 def _train(cfg, resume: bool, max_steps: int | None, verbose: bool):
-    from minibert.train.loop import train
+    from minibert.train.pretrain import train
 
     trainer = train(cfg, resume=resume, overwrite=not resume, verbose=verbose, max_steps_this_run=max_steps,
                     created_by="ablate")
@@ -249,7 +249,7 @@ def pretrain_with_snapshots(plan: Plan, variant: Variant, seed: int, run_dir: Pa
 
 
 def _copy_published(run_dir: Path, dest: Path) -> None:
-    from minibert.run_dir import PUBLISHED
+    from minibert.loop.rundir import PUBLISHED
 
     for name in PUBLISHED:
         if (run_dir / name).is_file():
@@ -262,9 +262,9 @@ def _copy_published(run_dir: Path, dest: Path) -> None:
 def finetune(plan: Plan, model_dir: Path, d: Downstream, seed: int, out: Path, extra: tuple = ()) -> dict:
     """Fine-tune (or train the feature-based tagger on) the pretrained model -> the best dev scores.
     `extra`: the variant's own FinetuneConfig settings (Variant.finetune), applied before --finetune-set."""
-    from minibert.checkpoint import read_config_json
-    from minibert.finetune.commands import DEFAULT_LR, pretrained_objective, build_run, task_kind
-    from minibert.finetune.train import FinetuneConfig
+    from minibert.finetune.commands import DEFAULT_LR, build_run, pretrained_objective, task_kind
+    from minibert.finetune.run import FinetuneConfig
+    from minibert.io.checkpoint import read_config_json
 
     cfg = FinetuneConfig(task=d.task, init=str(model_dir), out=str(out), data=task_data_dir(d, plan.data_root),
                          seed=seed, minutes=plan.finetune_minutes)
@@ -341,7 +341,7 @@ def _check_plan(plan: Plan, out: Path) -> None:
 
 def run(plan: Plan) -> int:
     """Run every cell of the plan that has not finished -> the number of cells that failed."""
-    from minibert import ablate_report as report
+    from minibert.tools import ablate_report as report
 
     study, variants, downstream, notes = resolve(plan)
     out = Path(plan.out)
@@ -447,7 +447,7 @@ FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup", "drop
 def parse_finetune_set(items: list[str]) -> dict[str, Any]:
     """["max_seq_length=64", "epochs=1"] -> typed FinetuneConfig overrides (the task, the model,
     the output, the seed and the budget are the ablation's own, not settable here)."""
-    from minibert.finetune.train import FinetuneConfig
+    from minibert.finetune.run import FinetuneConfig
 
     defaults = FinetuneConfig(task="", init="", out="")
     out: dict[str, Any] = {}

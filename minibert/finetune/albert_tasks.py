@@ -33,12 +33,12 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert import checkpoint
 from minibert.family import albert
 from minibert.family.albert import AlbertConfig
 from minibert.finetune.heads import Encoder
 from minibert.finetune.models import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
                                       BertForTokenClassification, TaskKeys, _TaskModel)
+from minibert.io import atomic, checkpoint, tensorfile
 from minibert.model import block_forward, check_inputs
 
 HEAD_GROUPS = ("pool", "mlm", "sop")  # ALBERT's pretraining heads (the pooler stays for the pooled classes)
@@ -110,9 +110,9 @@ def read_pretrained(directory, dtype=np.float32, verify: bool = True) -> checkpo
         config = AlbertConfig.from_dict(raw)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{config_path}: {e}") from None
-    tensors, _ = checkpoint.load_tensors(weights, verify=verify)
+    tensors, _ = tensorfile.load_tensors(weights, verify=verify)
     if verify:
-        checkpoint.check_finite(tensors, weights)
+        tensorfile.check_finite(tensors, weights)
     try:
         params = _params_from_state(tensors, config, archs[0], dtype)
     except ValueError as e:
@@ -173,11 +173,11 @@ class _AlbertTaskModel(_TaskModel):
         transformers' names and the vocabulary: what transformers loads with the class of the same name."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        checkpoint.save_tensors_atomic(to_hf_state_dict(self.params), directory / checkpoint.WEIGHTS_NAME,
+        tensorfile.save_tensors_atomic(to_hf_state_dict(self.params), directory / checkpoint.WEIGHTS_NAME,
                                        {"format": "pt"})
         hf = albert.config_to_hf_dict(self.config, self.dtype)  # AlbertConfig's keys + the task keys
         hf["architectures"] = [self.architecture]
-        checkpoint.write_text_atomic(directory / checkpoint.CONFIG_NAME, json.dumps(hf, indent=2) + "\n")
+        atomic.write_text_atomic(directory / checkpoint.CONFIG_NAME, json.dumps(hf, indent=2) + "\n")
         checkpoint.save_vocab_files(self, directory, vocab)
         return directory
 

@@ -35,14 +35,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from minibert import checkpoint, layers
+from minibert import layers
 from minibert.backend import get_ops
 from minibert.family import electra
 from minibert.family.electra import ElectraConfig
-from minibert.finetune.heads import (classifier_backward, classifier_forward, task_inputs, task_loss,
-                                     task_loss_backward)
+from minibert.finetune.heads import classifier_backward, classifier_forward, task_inputs, task_loss, task_loss_backward
 from minibert.finetune.models import (MultipleChoice, QuestionAnswering, SequenceClassification, TaskKeys,
                                       TokenClassification)
+from minibert.io import atomic, checkpoint, tensorfile
 from minibert.model import ACTIVATIONS, _train_rng, block_forward, check_inputs, check_params, truncated_normal
 
 # the new heads' names: minibert name -> (transformers key, transpose?)
@@ -346,11 +346,11 @@ class _ElectraTaskModel:
         transformers loads with the class of the same name."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        checkpoint.save_tensors_atomic(to_hf_state_dict(self.params, self.config, self.task),
+        tensorfile.save_tensors_atomic(to_hf_state_dict(self.params, self.config, self.task),
                                        directory / checkpoint.WEIGHTS_NAME, {"format": "pt"})
         hf = {**self.config.to_dict(), "architectures": [self.architecture], "model_type": "electra",
               "pad_token_id": 0, "tie_word_embeddings": True, "dtype": self.dtype.name}
-        checkpoint.write_text_atomic(directory / checkpoint.CONFIG_NAME,
+        atomic.write_text_atomic(directory / checkpoint.CONFIG_NAME,
                                      json.dumps(dict(sorted(hf.items())), indent=2) + "\n")
         checkpoint.save_vocab_files(self, directory, vocab)
         return directory
@@ -387,9 +387,9 @@ class _ElectraTaskModel:
         except (TypeError, ValueError) as e:
             raise ValueError(f"{path}: {e}") from None
         weights = directory / checkpoint.WEIGHTS_NAME
-        state, _ = checkpoint.load_tensors(weights, verify=verify)
+        state, _ = tensorfile.load_tensors(weights, verify=verify)
         if verify:
-            checkpoint.check_finite(state, weights)
+            tensorfile.check_finite(state, weights)
         state = {k: v for k, v in state.items() if not k.endswith(("position_ids", "token_type_ids"))}
         state.pop("generator_lm_head.weight", None)  # a generator's tied decoder: the word embeddings again
         model = cls.__new__(cls)

@@ -17,7 +17,8 @@ import math
 from pathlib import Path
 from typing import NamedTuple
 
-from minibert.checkpoint import atomic_write, read_safetensors_header
+from minibert.io.atomic import atomic_write
+from minibert.io.tensorfile import read_safetensors_header
 
 NOT_DISTINGUISHABLE = "not distinguishable at this scale"
 REPRODUCED, REVERSED = "reproduced", "reversed"

@@ -20,7 +20,7 @@ checkpoint. What an interrupted save leaves behind (the hidden directory, a temp
 a top-level copy) is removed by `clean_interrupted_saves` when the run starts again.
 
 The operations that touch the disk are the small functions `_rename`, `_copy` and `_remove`
-(and the file writers of minibert.checkpoint), so tests can interrupt a save after any one of
+(and the file writers of minibert.io.checkpoint), so tests can interrupt a save after any one of
 them (tests/test_faults.py).
 """
 from __future__ import annotations
@@ -32,10 +32,12 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from minibert.checkpoint import (CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME, atomic_write,
-                                 write_error, write_text_atomic)
+from minibert.io.atomic import atomic_write, write_error, write_text_atomic
+from minibert.io.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 
 CHECKPOINTS = "checkpoints"
+# a run's own files: its settings (written once at the start), the metrics log, their plot
+RUN_FILE, METRICS_FILE, CURVES_FILE = "run.json", "metrics.jsonl", "curves.png"
 STATE_FILE = "trainer_state.json"
 OPTIM_FILE = "optimizer.safetensors"
 # the files a transformers directory needs, copied to the run's top level after every save

@@ -18,11 +18,11 @@ The output directory:
     checkpoints/step-NNNNNN/                    the latest state for --resume (model, optimizer,
                                                 trainer_state.json), written atomically
 
-The loop is pretraining's (minibert/train/engine.py: logging, checkpoints, resume, Ctrl-C);
+The loop is pretraining's (minibert/loop/engine.py: logging, checkpoints, resume, Ctrl-C);
 FinetuneRun plugs the task into it. It knows nothing about task formats: a `TaskSource` gives it
 the training features (a dict of arrays with one row per feature), the label keys, and an
 `evaluate(model)` that returns the dev metrics. Classification, token tagging and multiple
-choice use `ClassifierSource` below; SQuAD brings its own (minibert/finetune/squad_train.py).
+choice use `ClassifierSource` below; SQuAD brings its own (minibert/finetune/squad_run.py).
 """
 from __future__ import annotations
 
@@ -35,12 +35,13 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert import run_dir as run_dir_mod
-from minibert.checkpoint import atomic_write
 from minibert.finetune.features import trim
 from minibert.finetune.frozen import TAGGERS
+from minibert.io.atomic import atomic_write
+from minibert.loop import rundir as run_dir_mod
+from minibert.loop.engine import TrainingLoop
+from minibert.model import MODEL_SIZES, BertConfig
 from minibert.optim import AdamW
-from minibert.train.engine import TrainingLoop
 
 RUN_FILE = "finetune.json"
 METRICS_FILE = "metrics.jsonl"
@@ -191,11 +192,10 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
     extra = {} if kind in ("choice", "qa") else {"num_labels": num_labels, "id2label": id2label}
     if cfg.init.lower() == "none":
         from minibert.corpus import ensure_default_corpus
-        from minibert.train.config import make_config
 
         vocab = Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab
         tokenizer = BertTokenizer(vocab)
-        bert = make_config("tiny").model_config(len(tokenizer))
+        bert = BertConfig(vocab_size=len(tokenizer), **MODEL_SIZES["tiny"])
         model = cls(_with_dropout(bert, cfg.dropout), **({} if kind in ("choice", "qa") else
                                                          {"num_labels": num_labels}), seed=cfg.seed)
         if id2label and kind not in ("choice", "qa"):
@@ -207,15 +207,15 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
     if not (init / "vocab.txt").is_file():
         raise ValueError(f"--init {init} has no vocab.txt: the model's vocabulary is needed to tokenize the task")
     if (init / "config.json").is_file():  # an ALBERT or ELECTRA checkpoint: that family's class of the task
-        from minibert.checkpoint import read_config_json
+        from minibert.io.checkpoint import read_config_json
 
         model_type = read_config_json(init / "config.json").get("model_type")
         if model_type == "electra":
-            from minibert.family.electra_finetune import CLASSES as ELECTRA_CLASSES
+            from minibert.finetune.electra_tasks import CLASSES as ELECTRA_CLASSES
 
             cls = ELECTRA_CLASSES[HEAD_OF_KIND[kind].replace("Bert", "Electra", 1)]
         elif model_type == "albert":
-            from minibert.family.albert_finetune import CLASSES as ALBERT_CLASSES
+            from minibert.finetune.albert_tasks import CLASSES as ALBERT_CLASSES
 
             cls = ALBERT_CLASSES[HEAD_OF_KIND[kind].replace("Bert", "Albert", 1)]
     with warnings.catch_warnings(record=True) as caught:
@@ -250,7 +250,7 @@ def _with_dropout(bert, p):
 
 class FinetuneRun(TrainingLoop):
     """Model, optimizer, task source and the output directory of one fine-tuning run, on the
-    loop of train/engine.py: the task source is the batch source and the evaluator, and the best
+    loop of loop/engine.py: the task source is the batch source and the evaluator, and the best
     model by the dev metric is kept at the run's top level beside the checkpoints."""
 
     log_partial_window = False  # a log line every log_interval steps and at the end, none in between

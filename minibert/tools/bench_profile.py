@@ -202,7 +202,7 @@ def step_matmuls(cfg, B: int, T: int, P: int, n_real: int) -> list[Matmul]:
 
 def time_matmul(m: Matmul, reps: int, rng=None) -> float:
     """Median seconds of one `m` (float32, random operands in the layout the step uses)."""
-    from minibert import blas
+    from minibert.native import blas
 
     rng = np.random.default_rng(0) if rng is None else rng
     lead = (m.batch,) if m.batch else ()
@@ -239,7 +239,7 @@ def cpu_description() -> str:
     OpenBLAS SkylakeX"."""
     import ctypes
 
-    from minibert import blas
+    from minibert.native import blas
 
     model, flags = "unknown CPU", set()
     try:

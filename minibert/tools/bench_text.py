@@ -4,7 +4,7 @@
 results and print them. Times are medians of `repeats` (>= 3) runs. Hugging Face `tokenizers`
 and `transformers` are optional: imported only here, and skipped with a note when missing.
 
-    python -m minibert.bench_text        # both benchmarks on the default corpus
+    python -m minibert.tools.bench_text        # both benchmarks on the default corpus
 """
 from __future__ import annotations
 

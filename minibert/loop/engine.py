@@ -1,5 +1,5 @@
-"""The one training loop: what pretraining (train/loop.py's Trainer) and fine-tuning
-(finetune/train.py's FinetuneRun) both run.
+"""The one training loop: what pretraining (train/trainer.py's Trainer) and fine-tuning
+(finetune/run.py's FinetuneRun) both run.
 
     loop.run(max_steps)   # -> "done" | "budget" | "paused" | "interrupted"
 
@@ -32,9 +32,9 @@ A user of the loop is a subclass that sets the attributes below and fills in the
                  optimizer_metadata(), aborted_where(), interrupted_saved(), no_checkpoint_message();
                  class settings log_partial_window, curves_every, publish_checkpoints
 
-How pretraining plugs in: train/loop.py (the data iterators and their sequence-length phases,
+How pretraining plugs in: train/trainer.py (the data iterators and their sequence-length phases,
 MLM/NSP evaluation, step-time calibration after each step); an ELECTRA run is the same Trainer
-with train/electra.py's model and evaluator. How fine-tuning plugs in: finetune/train.py (a
+with train/electra.py's model and evaluator. How fine-tuning plugs in: finetune/run.py (a
 TaskSource's rows of the step, the dev metric and the best model kept beside the checkpoints).
 """
 from __future__ import annotations
@@ -45,8 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert import run_dir as run_dir_mod
-from minibert.train.step import TrainingAborted, TrainingDiverged, install_sigint, restore_sigint, training_step
+from minibert.loop import rundir as run_dir_mod
+from minibert.loop.step import TrainingAborted, TrainingDiverged, install_sigint, restore_sigint, training_step
 
 FINISHED = ("done", "budget")  # how a run that ran to its end stopped
 
@@ -156,8 +156,8 @@ class TrainingLoop:
     def save_checkpoint(self, status: str = "running") -> Path:
         """Model (transformers' format), optimizer and the loop's state of this step, as one unit:
         written into a new checkpoint directory that a single rename makes the newest
-        (minibert/run_dir.py). `status` records how the run stood."""
-        from minibert.checkpoint import save_tensors_atomic
+        (minibert/loop/rundir.py). `status` records how the run stood."""
+        from minibert.io.tensorfile import save_tensors_atomic
 
         def write_files(ckpt: Path) -> None:
             self.model.save_pretrained(ckpt, vocab=self.tokenizer.ids_to_tokens)
@@ -171,7 +171,7 @@ class TrainingLoop:
 
     def load_checkpoint(self) -> None:
         """Restore everything from the run's newest complete checkpoint (bit-exact resume)."""
-        from minibert.checkpoint import load_tensors
+        from minibert.io.tensorfile import load_tensors
 
         ckpt = run_dir_mod.latest_checkpoint(self.dir)
         if ckpt is None:

@@ -1,8 +1,8 @@
 """`python -m minibert train-t5`: pretrain the `t5-tiny` encoder-decoder with span corruption on
 the default corpus, or fine-tune it text-to-text on SST-2 (`--task sst2 --data DIR`).
 
-The run is minibert's one training loop with T5 plugged in (family/t5_loop.py's T5Run on
-train/engine.py): the same progress line, metrics.jsonl, curves.png, atomic checkpoints, Ctrl-C
+The run is minibert's one training loop with T5 plugged in (train/t5.py's T5Run on
+loop/engine.py): the same progress line, metrics.jsonl, curves.png, atomic checkpoints, Ctrl-C
 save, NaN stop and bit-exact `--resume RUN_DIR` as every other run. This module is the command:
 its presets, the data of each task (span-corrupted chunks of the corpus; "sst2 sentence: ..." ->
 "positive" | "negative"), the run directory's checks, and what is shown at the end (a held-out
@@ -20,14 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert import run_dir
-from minibert.checkpoint import write_text_atomic
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
-from minibert.family.t5_loop import (METRICS, ShuffledBatches, T5Model, T5Run, evaluate, load_run,  # noqa: F401
-                                     plot_curves, span_baseline, span_mask)
-from minibert.train.engine import FINISHED, _fmt_seconds
-from minibert.train.step import TrainingAborted, TrainingDiverged
+from minibert.io.atomic import write_text_atomic
+from minibert.loop import rundir as run_dir
+from minibert.loop.engine import FINISHED, _fmt_seconds
+from minibert.loop.step import TrainingAborted, TrainingDiverged
+from minibert.train.t5 import (METRICS, ShuffledBatches, T5Model, T5Run, evaluate, load_run, plot_curves, span_baseline,
+                               span_mask)
 
 PRESETS = {"t5-tiny": dict(hidden_size=128, num_layers=2, num_decoder_layers=2, num_heads=2, intermediate_size=512,
                            max_position_embeddings=128, num_sentinels=100),

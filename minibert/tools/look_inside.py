@@ -1,0 +1,129 @@
+"""The commands that look inside a trained run: `fill-mask`, `attention` and `nsp-baseline`.
+
+    python -m minibert fill-mask runs/tiny "a [MASK] is an immutable sequence of characters"
+    python -m minibert attention runs/tiny "the list is sorted in place" --out runs/tiny/attention
+    python -m minibert nsp-baseline runs/tiny
+
+The work is done by minibert/inspect.py (fill_mask, attention_maps, plot_attention) and
+minibert/nsp_baseline.py; this module reads the run directory and prints."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from minibert.inspect import attention_maps, fill_mask, plot_attention
+from minibert.io.textio import check_argument
+from minibert.nsp_baseline import FEATURES, nsp_overlap_baseline
+
+
+def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
+    """A saved run (config.json, model.safetensors, vocab.txt) -> (model, tokenizer), checked
+    (with `verify`: finite weights that match the digest recorded when they were saved). An
+    ALBERT run (config.json model_type "albert") gives an AlbertForPreTraining."""
+    import json
+
+    from minibert.bert import load_pretrained
+    from minibert.family.albert import AlbertForPreTraining
+    from minibert.tokenizer import BertTokenizer
+
+    run_dir = Path(run_dir)
+    for f in ("config.json", "model.safetensors", "vocab.txt"):
+        if not (run_dir / f).is_file():
+            raise ValueError(f"{run_dir / f} not found; expected a saved model directory such as runs/tiny "
+                             f"(train one with `make train-tiny`)")
+    try:
+        albert = json.loads((run_dir / "config.json").read_text(encoding="utf-8")).get("model_type") == "albert"
+    except (ValueError, AttributeError):
+        albert = False  # load_pretrained names what is wrong with the file
+    model = (AlbertForPreTraining.from_pretrained(run_dir, verify=verify) if albert
+             else load_pretrained(run_dir, verify=verify))
+    tokenizer = BertTokenizer(run_dir / "vocab.txt")
+    if len(tokenizer) != model.config.vocab_size:
+        raise ValueError(f"vocab/checkpoint mismatch in {run_dir}: vocab.txt has {len(tokenizer)} tokens, "
+                         f"config.json says vocab_size {model.config.vocab_size}")
+    return model, tokenizer
+
+
+def fill_mask_cli(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m minibert fill-mask",
+                                description="Top-k predictions for each [MASK] in a sentence.")
+    p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
+    p.add_argument("text", nargs="+", help="text with one or more [MASK] markers")
+    p.add_argument("-k", type=int, default=5, help="predictions per mask (default 5)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="load weights that are not finite or do not match their recorded sha256")
+    args = p.parse_args(argv)
+    text = " ".join(args.text)
+    try:
+        check_argument(text)
+        model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
+        results = fill_mask(model, tokenizer, text, args.k)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(text)
+    for i, preds in enumerate(results):
+        print(f"[MASK] #{i + 1}:")
+        for tok, prob in preds:
+            print(f"  {tok:<16} {prob:.3f}")
+    return 0
+
+
+def attention_cli(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m minibert attention",
+                                description="Save attention maps (PNG) per layer and head for a sentence.")
+    p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
+    p.add_argument("text", nargs="+", help="the sentence")
+    p.add_argument("--pair", default=None, help="optional second segment")
+    p.add_argument("--out", default=None, help="output directory (default RUN_DIR/attention)")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="load weights that are not finite or do not match their recorded sha256")
+    args = p.parse_args(argv)
+    try:
+        text = check_argument(" ".join(args.text))
+        pair = None if args.pair is None else check_argument(args.pair, "--pair")
+        model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
+        result = attention_maps(model, tokenizer, text, pair)
+        paths = plot_attention(result, args.out or Path(args.run_dir) / "attention")
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"tokens: {' '.join(result.tokens)}")
+    print(f"wrote {len(paths)} PNGs to {paths[0].parent}/ (layer<L>.png: all heads; layer<L>_head<H>.png)")
+    return 0
+
+
+def nsp_baseline_cli(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m minibert nsp-baseline",
+                                description="How far word overlap alone goes on a run's NSP task.")
+    p.add_argument("run_dir", help="a training run (runs/<name>): its data settings pick the shards")
+    p.add_argument("--max-train", type=int, default=40_000, help="training pairs to fit on")
+    args = p.parse_args(argv)
+    from minibert.pretraining_data import FEATURE_NAMES
+    from minibert.shards import load_shards
+    from minibert.tokenizer import BertTokenizer
+    from minibert.train.data import prepare_data
+    from minibert.train.runs import resume_config, run_state
+
+    try:
+        cfg = resume_config(args.run_dir, {})
+        dirs = prepare_data(cfg, verbose=False)
+        if dirs.heldout is None:
+            raise ValueError(f"{args.run_dir} was trained without held-out data")
+        tok = BertTokenizer(cfg.vocab)
+        specials = {tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id}
+        r = nsp_overlap_baseline(load_shards(dirs.train, cfg.vocab, FEATURE_NAMES),
+                                 load_shards(dirs.heldout, cfg.vocab, FEATURE_NAMES), len(tok),
+                                 specials, args.max_train)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"NSP from word overlap alone (logistic regression on {len(FEATURES)} features and their "
+          f"products, fit on {r.train_examples:,} training pairs):")
+    print(f"  training pairs {r.train_acc:.2%}, held-out pairs {r.heldout_acc:.2%} "
+          f"({r.heldout_examples:,} pairs; always answering the majority label: {r.heldout_majority:.2%})")
+    last = (run_state(args.run_dir) or {}).get("last_eval")
+    if last:
+        print(f"  the model in {args.run_dir}: held-out NSP {last['nsp_acc']:.2%} at its last evaluation")
+    return 0

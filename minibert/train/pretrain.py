@@ -1,0 +1,55 @@
+"""`train()`: start or resume a pretraining run with the Trainer its model_type needs
+(train/trainer.py's for BERT and ALBERT, train/electra.py's for ELECTRA)."""
+from __future__ import annotations
+
+from minibert.loop import rundir as run_dir_mod
+from minibert.pretraining_data import DEFAULT_FLAGS
+from minibert.train.config import TrainConfig
+from minibert.train.electra import ElectraTrainer
+from minibert.train.runs import check_run_dir
+from minibert.train.trainer import Trainer
+
+# a model_type whose run needs more than the Trainer: its Trainer subclass
+TRAINERS: dict[str, type[Trainer]] = {"electra": ElectraTrainer}
+
+
+def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbose: bool = True,
+          max_steps_this_run: int | None = None, created_by: str = "train",
+          replaceable_by: str | None = None) -> Trainer:
+    """Run (or resume) a training run; returns the Trainer (its .status says how it ended)."""
+    cfg.validate()
+    if not resume:
+        check_run_dir(cfg, overwrite, replaceable_by)  # before writing anything
+    trainer = TRAINERS.get(cfg.model_type, Trainer)(cfg, verbose=verbose, created_by=created_by)
+    for p in run_dir_mod.clean_interrupted_saves(cfg.run_dir):
+        trainer.say(f"removed {p}, left by a save that was cut off")
+    if resume:
+        trainer.load_checkpoint()
+        trainer.say(f"resumed {trainer.dir} at step {trainer.step}/{trainer.total_steps}")
+    else:
+        if cfg.auto_steps:
+            trainer.total_steps = trainer.calibrate_steps(cfg.minutes * 60.0)
+        trainer.start_fresh()
+        m = trainer.model
+        note = trainer.model_note()
+        trainer.say(f"model: {m.num_parameters:,} parameters ({m.config.num_hidden_layers} layers, hidden "
+                    f"{m.config.hidden_size}, {m.config.num_attention_heads} heads, vocab {m.config.vocab_size}"
+                    f"{note}); {trainer.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
+                    f"tokens" + ("" if cfg.packing == "segment_pair" else f" ({cfg.packing} packing)")
+                    + (", SOP pairs" if cfg.sentence_order else "") + f", {cfg.masking} masking"
+                    + ("" if cfg.mask_shares == DEFAULT_FLAGS["mask_shares"] else
+                       f" (MASK/SAME/RND {'/'.join(f'{x:g}' for x in cfg.mask_shares)})")
+                    + ("" if cfg.objective == "mlm_nsp" else f", objective {cfg.objective}")
+                    + f", batch {cfg.batch_size}"
+                    + ("" if cfg.accumulation_steps == 1 else
+                       f" x {cfg.accumulation_steps} micro-batches ({cfg.batch_size * cfg.accumulation_steps} "
+                       f"sequences per step)")
+                    + f", lr {cfg.lr:g}, warmup "
+                    f"{cfg.warmup_steps}, {trainer.total_steps} steps"
+                    + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
+        if trainer.short_iterator is not None:
+            T_short, B_short, _ = cfg.short_phase()
+            trainer.say(f"sequence-length warm-up: steps 1-{trainer.short_steps} on "
+                        f"{trainer.short_iterator.num_examples:,} sequences of {T_short} tokens, batch {B_short}")
+    trainer.status = trainer.run(max_steps_this_run)
+    return trainer
