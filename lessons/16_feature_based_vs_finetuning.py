@@ -225,7 +225,7 @@ assert sorted(frozen_grads) == ["cls.b", "cls.w"] and sorted(fine_grads) == sort
 # The same recipe for all four but the learning rate: AdamW with warm-up and linear decay,
 # clipping at 1, batches of 16 in the same order, 100 steps, dropout off. A head on frozen features starts from features that
 # will not move towards it, so it takes a larger learning rate (1e-2, as the `--frozen` test in
-# tests/test_finetune_train.py; fine-tuning: 2e-3, lesson 15's). We snapshot every encoder weight
+# tests/finetune/test_finetune_train.py; fine-tuning: 2e-3, lesson 15's). We snapshot every encoder weight
 # of the frozen taggers before training, to compare after.
 
 # %%

@@ -70,7 +70,8 @@ def is_decayed(name: str) -> bool:
 # learning-rate schedule
 
 
-def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, schedule: str = "bert") -> float:
+def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, schedule: str = "bert",
+          anchor: tuple[int, float] | None = None) -> float:
     """Learning rate for global step `step` (the counter value BEFORE this update: 0, 1, 2, ...).
 
     schedule="bert" (Google, docs/bert-notes.md §6.1): decay from step 0, warmup overriding it while t < W:
@@ -80,6 +81,11 @@ def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, schedu
         lr(t) = peak * max(0, (T - t)/max(1, T - W)) for t >= W, so lr(W) == peak exactly.
 
     Both give lr 0 for the first update (t = 0) when W > 0.
+
+    `anchor` = (s, rate): the schedule was refitted to a new length at step s >= W, where the
+    rate was `rate` (a time budget's refit, minibert/loop/budget.py). From s on the rate decays
+    linearly from `rate` to 0 at the new T, so a refit bends the line instead of making it jump:
+        lr(t) = rate * max(0, (T - t)/(T - s)) for t >= s
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule={schedule!r} is not one of {SCHEDULES}")
@@ -91,6 +97,8 @@ def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, schedu
         raise ValueError(f"warmup_steps={warmup_steps} must be >= 0")
     if warmup_steps > 0 and step < warmup_steps:
         return peak_lr * step / warmup_steps  # linear warmup, identical in both schedules
+    if anchor is not None and step >= anchor[0]:  # the rest of the decay, re-spread at a refit
+        return anchor[1] * max(0.0, (total_steps - step) / max(1, total_steps - anchor[0]))
     if schedule == "bert":
         return peak_lr * (1.0 - min(step, total_steps) / total_steps)  # decay that began at t=0
     return peak_lr * max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))

@@ -20,6 +20,10 @@ Corpus format: one sentence per line, a blank line between documents. NSP never 
 document boundary, so a blank line between every sentence makes every instance a forced
 random-next negative (google-research/bert#125); a single document makes the "random" B come
 from the same document (NVIDIA/DeepLearningExamples#421). Both cases warn.
+
+Why this module is over 500 lines: it is one program's port, kept in the original's order so it
+reads beside `create_pretraining_data.py` line by line, with each successor's variant (masking
+mixes, SOP, RoBERTa's packing) at the line it changes. Its output on disk is minibert/shards.py.
 """
 from __future__ import annotations
 

@@ -283,19 +283,20 @@ class BatchIterator:
 # top level: build a data directory
 
 
-class _Progress:
-    """One updating line: documents done / total, instances, elapsed (at most ~4 updates/s)."""
+def _document_progress() -> Callable[[int, int, int], None]:
+    """create_training_instances' progress(done, total, n_instances) on one Progress line."""
+    from minibert.io.progress import Progress
 
-    def __init__(self, stream=None):
-        self.stream, self.t0, self.last = stream or sys.stderr, time.perf_counter(), 0.0
+    bar: list = []
 
-    def __call__(self, done: int, total: int, n_instances: int) -> None:
-        now = time.perf_counter()
-        if done in (0, total) or now - self.last > 0.25:
-            self.last = now
-            end = "\n" if done == total else ""
-            print(f"\rdocuments {done}/{total}, instances {n_instances}, "
-                  f"elapsed {now - self.t0:.1f}s", end=end, file=self.stream, flush=True)
+    def progress(done: int, total: int, n_instances: int) -> None:
+        if not bar:
+            bar.append(Progress("data", total, "documents"))
+        bar[0].update(done, f"{n_instances:,} instances")
+        if done == total:
+            bar[0].done()
+
+    return progress
 
 
 def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
@@ -334,7 +335,7 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
     instances = create_training_instances(
         [str(p) for p in corpus_files], tokenizer, max_seq_length, dupe_factor, short_seq_prob,
         masked_lm_prob, max_predictions_per_seq, rng, do_whole_word_mask,
-        progress=_Progress() if verbose else None, mask_shares=mask_shares, sentence_order=sentence_order,
+        progress=_document_progress() if verbose else None, mask_shares=mask_shares, sentence_order=sentence_order,
         packing=packing)
     features = instances_to_features(instances, tokenizer, max_seq_length, max_predictions_per_seq)
     stats = generation_stats(features, tokenizer)

@@ -40,6 +40,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from minibert.io.progress import Progress
 from minibert.io.textio import read_text
 from minibert.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize, save_vocab
 
@@ -336,6 +337,7 @@ def train_from_word_counts(word_counts: dict[str, int], vocab_size: int,
     heap: list = []
     state.push_all(heap, state.pair_count, min_frequency)                    # count
     n_start, t0 = len(vocab), time.perf_counter()
+    bar = Progress("wordpiece", vocab_size, "tokens") if progress else None
     total = vocab_size - n_start
     merges = 0
     while len(state.vocab) < vocab_size:
@@ -351,12 +353,11 @@ def train_from_word_counts(word_counts: dict[str, int], vocab_size: int,
             a, b = (state.vocab[t] for t in pair)
             print(f"merge {len(state.vocab) - n_start}/{total}: ({a}, {b}) -> {state.vocab[new]} "
                   f"score={score:.6g} count={count}")
-        if progress and sys.stderr.isatty() and merges % 250 == 0:
-            print(f"\rwordpiece: vocab {len(state.vocab)}/{vocab_size} "
-                  f"({time.perf_counter() - t0:.1f}s)", end="", file=sys.stderr, flush=True)
-    if progress:
-        print(f"\rwordpiece: vocab {len(state.vocab)}/{vocab_size} after {merges} merges "
-              f"({time.perf_counter() - t0:.1f}s)", file=sys.stderr, flush=True)
+        if bar is not None and merges % 250 == 0:
+            bar.update(len(state.vocab), f"{merges:,} merges")
+    if bar is not None:
+        bar.done(f"wordpiece: vocab {len(state.vocab)}/{vocab_size} after {merges} merges "
+                 f"({time.perf_counter() - t0:.1f}s)")
     return state.vocab
 
 

@@ -12,12 +12,11 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-from minibert.tools import attention_v1
-
 from minibert import gradcheck, kernels, layers  # noqa: E402
 from minibert.backend import get_ops  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
+from minibert.tools import attention_v1  # noqa: E402
 
 
 def assert_matches(name, got, ref):
@@ -276,8 +275,8 @@ def test_serial_copies_have_their_own_cache_entries():
     compiled from the same Python function under the same name would load the parallel build."""
     for parallel, serial in [(kernels._softmax_rows_kernel, kernels._softmax_rows_serial),
                              (kernels._softmax_rows_backward_kernel, kernels._softmax_rows_backward_serial),
-                             (kernels._attention_forward_kernel, kernels._attention_forward_serial),
-                             (kernels._attention_backward_kernel, kernels._attention_backward_serial)]:
+                             (attention_v1._attention_forward_kernel, attention_v1._attention_forward_serial),
+                             (attention_v1._attention_backward_kernel, attention_v1._attention_backward_serial)]:
         assert parallel.targetoptions.get("parallel") and not serial.targetoptions.get("parallel")
         assert serial.py_func.__qualname__ != parallel.py_func.__qualname__
 

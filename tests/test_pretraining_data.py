@@ -807,7 +807,7 @@ def test_build_pretraining_data_and_cli(tmp_path, tok, capsys):
     assert meta["flags"]["dupe_factor"] == 2 and meta["vocab_size"] == len(SPECIALS + WORDS)
     assert meta["vocab_sha256"] == shards.vocab_sha256(vocab)
     out = capsys.readouterr()
-    assert "instances" in out.out and "documents 24/24" in out.err
+    assert "instances" in out.out and "data: 24/24 documents" in out.err
     feats = shards.load_shards(tmp_path / "out", vocab=vocab)
     again = instances_to_features(
         create_training_instances([f], tok, 32, 2, 0.1, 0.15, 5, random.Random(12345)), tok, 32, 5)

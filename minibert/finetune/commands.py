@@ -13,14 +13,14 @@ output directory) before the first file is written, so a mistake costs nothing.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 
 from minibert.finetune.frozen import TAGGERS
-from minibert.finetune.run import RUN_FILE, ClassifierSource, FinetuneConfig, FinetuneRun, load_model
+from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, load_model
 from minibert.io.checkpoint import read_do_lower_case
+from minibert.loop import rundir
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
 # Tiny-model learning rates chosen on dev (the grid and the runs are in docs/finetuning.md)
@@ -69,16 +69,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def pretrained_objective(init: str) -> str | None:
     """The objective a minibert pretraining run recorded in its run.json (None if there is none)."""
-    from minibert.loop.rundir import RUN_FILE as PRETRAIN_RUN_FILE
-    from minibert.loop.rundir import read_json
-
-    path = Path(init) / PRETRAIN_RUN_FILE
-    if not path.is_file():
-        return None
     try:
-        return read_json(path).get("config", {}).get("objective")
-    except (ValueError, AttributeError):  # unreadable, or not a run's JSON object: no objective known
+        info = rundir.read_run(init)
+    except ValueError:  # unreadable: no objective known
         return None
+    objective = info.settings.get("objective") if info is not None else None
+    return objective if isinstance(objective, str) else None
 
 
 def task_kind(cfg: FinetuneConfig) -> str:
@@ -138,23 +134,16 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
 
 
 def _check_out_dir(out: Path, overwrite: bool) -> None:
-    if out.is_file():
-        raise ValueError(f"--out {out} is a file")
-    if (out / RUN_FILE).exists() and not overwrite:
-        raise ValueError(f"{out} already holds a fine-tuning run; continue it with --resume {out} or replace it "
-                         f"with --overwrite")
-    if out.is_dir() and any(out.iterdir()) and not (out / RUN_FILE).exists() and not overwrite:
-        raise ValueError(f"{out} exists and is not a fine-tuning run; choose another --out (or --overwrite)")
+    rundir.check_run_dir(out, COMMAND, overwrite=overwrite, resume=f"python -m minibert finetune --resume {out}")
 
 
 def cli(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.resume:
-        saved = json.loads((Path(args.resume) / RUN_FILE).read_text(encoding="utf-8")) \
-            if (Path(args.resume) / RUN_FILE).is_file() else None
-        if saved is None:
-            raise ValueError(f"{args.resume} has no {RUN_FILE}: not a fine-tuning run")
-        cfg = FinetuneConfig(**saved["config"])
+        info = rundir.read_run(args.resume)
+        if info is None or info.command != COMMAND:
+            raise ValueError(f"{args.resume} has no {rundir.RUN_FILE} written by finetune: not a fine-tuning run")
+        cfg = FinetuneConfig.from_dict(info.settings, str(Path(args.resume) / rundir.RUN_FILE))
         if args.minutes is not None:
             cfg.minutes = args.minutes
     else:
@@ -229,7 +218,8 @@ def predict_cli(argv: list[str]) -> int:
     if model.vocab_path is None:
         raise ValueError(f"{directory} has no vocab.txt")
     tokenizer = BertTokenizer(model.vocab_path, do_lower_case=model.do_lower_case)
-    saved = json.loads((directory / RUN_FILE).read_text(encoding="utf-8")) if (directory / RUN_FILE).is_file() else {}
+    info = rundir.read_run(directory)
+    saved = info.extra if info is not None and info.command == COMMAND else {}
     T = int(saved.get("task", {}).get("max_seq_length", 128))
     if model.task == "qa":
         from minibert.finetune.squad_run import predict_answer

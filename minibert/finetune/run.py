@@ -13,7 +13,7 @@ takes exactly the batches the uninterrupted run would have taken.
 The output directory:
     config.json, model.safetensors, vocab.txt   the BEST model so far (by the task's main dev
                                                 metric), in transformers' format
-    finetune.json                               the settings, the task, its labels, the best step
+    run.json                                    the command, the settings, the task, its labels, the best step
     metrics.jsonl, curves.png                   training loss and dev metrics; their plot
     checkpoints/step-NNNNNN/                    the latest state for --resume (model, optimizer,
                                                 trainer_state.json), written atomically
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -37,20 +36,19 @@ import numpy as np
 
 from minibert.finetune.features import trim
 from minibert.finetune.frozen import TAGGERS
-from minibert.io.atomic import atomic_write
 from minibert.loop import rundir as run_dir_mod
+from minibert.loop.curves import Panel, Series
 from minibert.loop.engine import TrainingLoop
+from minibert.loop.settings import Settings
 from minibert.model import MODEL_SIZES, BertConfig
 from minibert.optim import AdamW
 
-RUN_FILE = "finetune.json"
-METRICS_FILE = "metrics.jsonl"
-CURVES_FILE = "curves.png"
+COMMAND = "finetune"  # run.json's "command"
 
 
 @dataclasses.dataclass
-class FinetuneConfig:
-    """The settings of one fine-tuning run (finetune.json records them)."""
+class FinetuneConfig(Settings):
+    """The settings of one fine-tuning run (run.json records them)."""
 
     task: str
     init: str  # a checkpoint directory, or "none" (random init: the control)
@@ -96,8 +94,6 @@ class FinetuneConfig:
         if self.frozen_tagger != "linear" and not self.frozen:
             raise ValueError(f"--frozen-tagger {self.frozen_tagger} goes with --frozen (the feature-based approach)")
 
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -311,15 +307,12 @@ class FinetuneRun(TrainingLoop):
 
     # -- files ----------------------------------------------------------------------------------
     def start(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for name in (METRICS_FILE, CURVES_FILE, run_dir_mod.CHECKPOINTS, *run_dir_mod.PUBLISHED):
-            run_dir_mod._remove(self.dir / name)
+        run_dir_mod.start_run(self.dir, COMMAND, self.cfg.to_dict())
         self._write_run_file()
 
     def _write_run_file(self) -> None:
-        run_dir_mod.write_json(self.dir / RUN_FILE, {
-            "created_by": "finetune", "config": self.cfg.to_dict(), "task": self.task_info,
-            "architecture": self.model.architecture, "total_steps": self.total_steps, "best": self.best})
+        run_dir_mod.write_run(self.dir, COMMAND, self.cfg.to_dict(), task=self.task_info,
+                              architecture=self.model.architecture, total_steps=self.total_steps, best=self.best)
 
     def checkpoint_state(self, status: str, ckpt: Path) -> dict:
         return {"step": self.step, "status": status, "elapsed_seconds": self.elapsed, "best": self.best,
@@ -389,42 +382,13 @@ class FinetuneRun(TrainingLoop):
         acc = [f"acc {rec['train_acc']:.3f}"] if "train_acc" in rec else []
         return f" (epoch {rec['epoch']:.2f})", [f"loss {rec['loss']:.4f}", *acc]
 
-    def write_curves(self) -> Path | None:
-        self._last_plot = time.perf_counter()
-        try:
-            return plot_finetune_curves(self.dir / METRICS_FILE, self.dir / CURVES_FILE, self.source.main_metric)
-        except OSError as e:
-            print(f"warning: could not draw {self.dir / CURVES_FILE}: {e}", file=sys.stderr)
-            return None
+    curve_axes = (("epoch", "epoch"),)
+    eval_label = "dev"
 
-
-def plot_finetune_curves(metrics_path: Path, out: Path, main_metric: str) -> Path | None:
-    """curves.png: training loss, training accuracy and the dev metrics against the epoch."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    if not metrics_path.exists():
-        return None
-    recs, _ = run_dir_mod.read_jsonl(metrics_path)
-    train = [r for r in recs if r["type"] == "train"]
-    evals = [r for r in recs if r["type"] == "eval"]
-    fig = Figure(figsize=(12, 3.8))
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 3, 1)
-    ax.plot([r["epoch"] for r in train], [r["loss"] for r in train], lw=1)
-    ax.set(title="training loss", xlabel="epoch")
-    ax = fig.add_subplot(1, 3, 2)
-    acc = [r for r in train if "train_acc" in r]
-    if acc:
-        ax.plot([r["epoch"] for r in acc], [r["train_acc"] for r in acc], lw=1, label="train (batch)")
-    if evals and main_metric in evals[0]:
-        ax.plot([r["epoch"] for r in evals], [r[main_metric] for r in evals], "o-", ms=4, label=f"dev {main_metric}")
-    ax.set(title=f"accuracy / dev {main_metric}", xlabel="epoch")
-    ax.legend(fontsize=8)
-    ax = fig.add_subplot(1, 3, 3)
-    ax.plot([r["epoch"] for r in train], [r["lr"] for r in train], lw=1)
-    ax.set(title="learning rate", xlabel="epoch")
-    for a in fig.axes:
-        a.grid(alpha=0.3)
-    fig.tight_layout()
-    return atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
+    def curve_panels(self, records: list[dict]) -> list[Panel]:
+        """Training loss, training accuracy (of the batches) and the dev metric, the learning rate."""
+        main = self.source.main_metric
+        return [Panel("training loss", (Series("loss", label=""),)),
+                Panel(f"accuracy / dev {main}", (Series("train_acc", label="train (batch)"),
+                                                  Series(main, "eval", f"dev {main}"))),
+                Panel("learning rate", (Series("lr", label=""),))]

@@ -28,32 +28,36 @@ A user of the loop is a subclass that sets the attributes below and fills in the
     checkpoints  is_checkpoint_step(step, stop_at), checkpoint_state(status, ckpt) -> the JSON state,
                  restore_state(state, ckpt) (the model and everything but optimizer, RNG, step, time)
     messages     diverged_hint(), resume_command()
-    optional     after_step(seconds) (pretraining refits its schedule), on_budget(), write_curves(),
-                 optimizer_metadata(), aborted_where(), interrupted_saved(), no_checkpoint_message();
-                 class settings log_partial_window, curves_every, publish_checkpoints
+    budget       `budget`: a loop/budget.StepBudget when the schedule is fitted to the time budget
+                 (the engine reports every step and evaluation to it, applies its refits and keeps
+                 the learning rate continuous across them), step_kind(step), on_fit(fit, before, first),
+                 time_eval() (one evaluation's seconds, for a fit that has none measured)
+    curves       curve_panels(records) -> the Panels of curves.png (loop/curves.py; None: no
+                 curves), class settings curve_axes, eval_label
+    optional     after_step(seconds), on_budget(), optimizer_metadata(),
+                 aborted_where(), interrupted_saved(), no_checkpoint_message(); class settings
+                 log_partial_window, curves_every, publish_checkpoints
 
 How pretraining plugs in: train/trainer.py (the data iterators and their sequence-length phases,
-MLM/NSP evaluation, step-time calibration after each step); an ELECTRA run is the same Trainer
+MLM/NSP evaluation, a probe of the step time for the budget); an ELECTRA run is the same Trainer
 with train/electra.py's model and evaluator. How fine-tuning plugs in: finetune/run.py (a
 TaskSource's rows of the step, the dev metric and the best model kept beside the checkpoints).
 """
 from __future__ import annotations
 
 import math
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir as run_dir_mod
+from minibert.loop.budget import FULL, Fit, StepBudget
+from minibert.loop.curves import draw_curves, read_metrics
 from minibert.loop.step import TrainingAborted, TrainingDiverged, install_sigint, restore_sigint, training_step
-
-FINISHED = ("done", "budget")  # how a run that ran to its end stopped
-
-
-def _fmt_seconds(s: float) -> str:
-    s = int(round(s))
-    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+from minibert.optim import lr_at
 
 
 class TrainingLoop:
@@ -66,6 +70,8 @@ class TrainingLoop:
     verbose = True
     last_checkpoint: int | None = None
     last_eval_step: int | None = None
+    budget: StepBudget | None = None  # the schedule is fitted to the time budget (loop/budget.py)
+    lr_anchor: tuple[int, float] | None = None  # where a refit re-spread the lr decay (optim.lr_at)
     _stop_requested = False
     _last_plot = -math.inf
 
@@ -107,17 +113,59 @@ class TrainingLoop:
     def optimizer_metadata(self) -> dict | None:
         return None
 
+    lr_option, warmup_option = "lr", "warmup"  # how the run's command names the two settings (diverged_hint)
+
     def diverged_hint(self) -> str:
-        return ""
+        """What the NaN/inf message adds: where the run can continue from, and what to change."""
+        options = self.step_options()
+        return (f"; the run stopped without saving. Last good checkpoint: {self.last_good_checkpoint()}. Try a lower "
+                f"{self.lr_option} (now {options['lr']:g}) or more {self.warmup_option} (now {options['warmup_steps']})")
 
     def resume_command(self) -> str:
         raise NotImplementedError
 
     def after_step(self, seconds: float) -> None:
-        """Called after every step with its duration (pretraining refits its schedule here)."""
+        """Called after every step with its duration."""
+
+    def step_kind(self, step: int) -> str:
+        """The budget's kind of step `step` (loop/budget.py: FULL, or SHORT in a short phase)."""
+        return FULL
+
+    def time_eval(self) -> float | None:
+        """Run one evaluation and return its seconds (a budget's first fit without a probe)."""
+        return None
+
+    def on_fit(self, fit: Fit, before: int, first: bool) -> None:
+        """Called when the budget fitted the schedule anew (total_steps is already fit.total_steps);
+        `first`: the fit from the loop's own first steps (a run without a probe)."""
+        self.say(self.fit_message(fit, before, first))
+
+    # --- curves ------------------------------------------------------------------------------------
+
+    curve_axes = (("step", "step"),)  # the x axes of curves.png, a row of panels each
+    eval_label = "held-out"  # what the evaluation records are called in the legends
+
+    def curve_panels(self, records: list[dict]) -> list | None:
+        """The panels of curves.png (loop/curves.py's Panel), from the run's records; None: no curves."""
+        return None
 
     def write_curves(self) -> Path | None:
-        return None
+        """Redraw curves.png from metrics.jsonl. A plot that cannot be written (a full disk) is a
+        warning, not the end of the run: the checkpoints are what must not be lost."""
+        self._last_plot = time.perf_counter()
+        path = self.dir / run_dir_mod.METRICS_FILE
+        if not path.exists():
+            return None
+        records = read_metrics(path)
+        panels = self.curve_panels(records)
+        if panels is None:
+            return None
+        out = self.dir / run_dir_mod.CURVES_FILE
+        try:
+            return draw_curves(records, out, panels, self.curve_axes, self.eval_label)
+        except OSError as e:
+            print(f"warning: could not draw {out}: {e}", file=sys.stderr)
+            return None
 
     # --- logging ---------------------------------------------------------------------------------
 
@@ -136,16 +184,19 @@ class TrainingLoop:
             eta = min(eta, max(0.0, self.minutes * 60 - self.elapsed))
         where, fields = self.progress_fields(rec)
         self.say(f"step {self.step}/{self.total_steps}{where} | " + " | ".join(
-            [*fields, f"{rec['tokens_per_s']:,.0f} tok/s", f"lr {rec['lr']:.2e}", f"ETA {_fmt_seconds(eta)}"]))
+            [*fields, f"{rec['tokens_per_s']:,.0f} tok/s", f"lr {rec['lr']:.2e}", f"ETA {fmt_seconds(eta)}"]))
 
     # --- one step ----------------------------------------------------------------------------------
 
     def train_step(self):
         """One optimizer step on the batch source's next batch -> window_entry(...)."""
         batches = self.next_batches()
+        options = self.step_options()
+        if self.lr_anchor is not None:
+            options["lr_anchor"] = self.lr_anchor
         try:
             r = training_step(self.model, self.optimizer, batches, self.step, total_steps=self.total_steps,
-                              rng=self.rng if self.dropout_on() else None, **self.step_options())
+                              rng=self.rng if self.dropout_on() else None, **options)
         except TrainingDiverged as e:
             raise TrainingDiverged(f"{e}{self.diverged_hint()}") from None
         self.step += 1
@@ -163,7 +214,8 @@ class TrainingLoop:
             self.model.save_pretrained(ckpt, vocab=self.tokenizer.ids_to_tokens)
             save_tensors_atomic(self.optimizer.state_dict(), ckpt / run_dir_mod.OPTIM_FILE,
                                 metadata=self.optimizer_metadata())
-            run_dir_mod.write_json(ckpt / run_dir_mod.STATE_FILE, self.checkpoint_state(status, ckpt))
+            run_dir_mod.write_json(ckpt / run_dir_mod.STATE_FILE, {**self.checkpoint_state(status, ckpt),
+                                                                   **self._loop_state()})
 
         ckpt = run_dir_mod.write_checkpoint(self.dir, self.step, write_files, publish=self.publish_checkpoints)
         self.last_checkpoint = self.step
@@ -183,10 +235,28 @@ class TrainingLoop:
         self.optimizer.load_state_dict(optim)
         self.rng.bit_generator.state = state["dropout_rng"]
         self.step, self.elapsed = int(state["step"]), float(state["elapsed_seconds"])
+        self._restore_loop_state(state)
         self.last_checkpoint = self.step
         path = self.dir / self.METRICS_FILE
         if run_dir_mod.truncate_jsonl(path, self.step):  # metrics of the lost part of the run
             self.say(f"note: {path}: dropped its last line, cut short by a crash mid-write")
+
+    def _loop_state(self) -> dict:
+        """The engine's own part of trainer_state.json: the budget and the lr anchor, when a run has them."""
+        state = {}
+        if self.budget is not None:
+            state["budget"] = self.budget.state_dict()
+        if self.lr_anchor is not None:
+            state["lr_anchor"] = list(self.lr_anchor)
+        return state
+
+    def _restore_loop_state(self, state: dict) -> None:
+        if self.budget is not None and state.get("budget"):
+            self.budget.load_state_dict(state["budget"])
+        elif self.budget is not None:  # saved by a run without a budget, or by an older minibert: keep the schedule
+            self.budget = None
+        anchor = state.get("lr_anchor")
+        self.lr_anchor = (int(anchor[0]), float(anchor[1])) if anchor else None
 
     def no_checkpoint_message(self) -> str:
         return f"{self.dir} has no checkpoint to resume from; start again with --overwrite"
@@ -210,7 +280,7 @@ class TrainingLoop:
         previous = install_sigint(self, "_stop_requested")
         try:
             status = self._loop(max_steps)
-            if status in FINISHED and self.last_eval_step != self.step:
+            if status in run_dir_mod.FINISHED and self.last_eval_step != self.step:
                 self.run_eval()
             self.save_checkpoint(status)
             self.write_curves()
@@ -228,7 +298,7 @@ class TrainingLoop:
         return f"the last complete checkpoint in {self.dir}/checkpoints is kept"
 
     def interrupted_saved(self) -> str:
-        return "saved"
+        return f"saved {self.dir}"
 
     def _loop(self, max_steps: int | None) -> str:
         """The training steps with their logging, evaluations and checkpoints -> how they ended."""
@@ -252,7 +322,9 @@ class TrainingLoop:
             window.append(self.train_step())
             self.elapsed = elapsed0 + time.perf_counter() - t_run
             self.after_step(time.perf_counter() - t_step)
-            stop_at = min(self.total_steps, pause_at)  # after_step may refit the schedule
+            if self.budget is not None:
+                self._fit_budget(time.perf_counter() - t_step)
+            stop_at = min(self.total_steps, pause_at)  # the budget may have refitted the schedule
             last = stop_at if self.log_partial_window else self.total_steps
             if self.step % self.log_interval == 0 or self.step == last:
                 now = time.perf_counter()
@@ -260,7 +332,10 @@ class TrainingLoop:
                 window, t_window = [], now
             evaluated = False
             if self.is_eval_step(self.step) and self.step < self.total_steps:
+                t_eval = time.perf_counter()
                 self.run_eval()
+                if self.budget is not None:
+                    self.budget.observe_eval(time.perf_counter() - t_eval)
                 evaluated = True
                 t_window = time.perf_counter()  # tokens/s counts training time only
             if self.is_checkpoint_step(self.step, stop_at):
@@ -277,3 +352,32 @@ class TrainingLoop:
 
     def on_budget(self) -> None:
         """Called when the time budget stops the loop."""
+
+    # --- the time budget -------------------------------------------------------------------------
+
+    def _fit_budget(self, seconds: float) -> None:
+        """Report the step to the budget; when it fits the schedule anew, apply the new length with
+        the learning rate continuous: past the warmup, the rest of the decay is re-spread from
+        this step's rate (lr_anchor)."""
+        first = self.budget.stage == "probe"
+        fit = self.budget.observe(self.step, self.elapsed, seconds, self.step_kind(self.step - 1), self.time_eval)
+        if fit is None:
+            return
+        before = self.total_steps
+        if fit.total_steps != before:
+            options = self.step_options()
+            warmup = options["warmup_steps"]
+            if self.step >= warmup:
+                rate = lr_at(self.step, options["lr"], warmup, before, options["schedule"], self.lr_anchor)
+                self.lr_anchor = (self.step, rate)
+            self.total_steps = fit.total_steps
+        self.on_fit(fit, before, first)
+
+    def fit_message(self, fit: Fit, before: int, first: bool) -> str:
+        """The line a fit prints."""
+        if first:
+            return (f"calibration: {fit.step_seconds * 1000:.0f} ms/step, eval "
+                    f"{self.budget._eval_time(fit.scale):.1f} s x {fit.evals}: {fit.total_steps} steps fit "
+                    f"{self.budget.seconds / 60:.1f} min")
+        return (f"recalibration at step {self.step}: the loop runs at {fit.scale:.2f}x the calibrated time; "
+                f"{fit.step_seconds * 1000:.0f} ms/step, {fit.total_steps} steps fit the budget (was {before})")

@@ -1,7 +1,8 @@
 """A run directory on disk, with checkpoints that are never half-written.
 
     runs/<name>/
-        run.json                     the run's settings (its identity), written once at the start
+        run.json                     the command that made the run and its settings (its
+                                     identity), written at the start
         metrics.jsonl, curves.png    one JSON record per log line and evaluation; their plot
         config.json, model.safetensors, vocab.txt, tokenizer_config.json
                                      the newest model in transformers' format (copies of the
@@ -21,7 +22,7 @@ a top-level copy) is removed by `clean_interrupted_saves` when the run starts ag
 
 The operations that touch the disk are the small functions `_rename`, `_copy` and `_remove`
 (and the file writers of minibert.io.checkpoint), so tests can interrupt a save after any one of
-them (tests/test_faults.py).
+them (tests/loop/test_faults.py).
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from minibert.io.atomic import atomic_write, write_error, write_text_atomic
 from minibert.io.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
@@ -183,6 +184,196 @@ def _fsync_dir(path: Path) -> None:
         pass  # some file systems cannot fsync a directory; the rename is still atomic
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------------------------------------
+# the run's identity (run.json) and the guard a fresh run passes
+
+# what a run writes besides run.json; a fresh run clears what an earlier run left of these
+RUN_OUTPUTS = (METRICS_FILE, CURVES_FILE, "eval_results.json", CHECKPOINTS, STATE_FILE, OPTIM_FILE, *PUBLISHED,
+               *PUBLISHED_DIRS)
+FINISHED = ("done", "budget")  # trainer_state.json "status" of a run that ran to its end
+OLD_FINETUNE_FILE = "finetune.json"  # where fine-tuning runs of older minibert kept their settings
+
+
+class RunInfo(NamedTuple):
+    command: str  # the command that made the run: train, train-tiny, train-t5, train-xlnet, finetune, ...
+    settings: dict  # its settings, as the command's settings class writes them (to_dict)
+    extra: dict  # the rest of run.json (the data it read, the task, ...)
+
+
+def write_run(directory: str | Path, command: str, settings: dict, **extra) -> None:
+    """run.json: {"command": ..., "settings": {...}, **extra}, atomically."""
+    write_json(Path(directory) / RUN_FILE, {"command": command, "settings": settings, **extra})
+
+
+def read_run(directory: str | Path) -> RunInfo | None:
+    """run.json of a run directory, in every form minibert wrote; None if it has none. Older forms:
+    {"created_by": "train" | "train-tiny", "config": ..., "data": ...} (pretraining), {"command":
+    "train-t5", <settings>} (train-t5), {"created_by": "train-xlnet", "settings": ...}, and the
+    fine-tuning runs' finetune.json {"created_by": "finetune", "config": ..., "task": ...}."""
+    d = Path(directory)
+    path = d / RUN_FILE if (d / RUN_FILE).is_file() else d / OLD_FINETUNE_FILE
+    if not path.is_file():
+        return None
+    raw = read_json(path)
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path} must hold a JSON object, not {type(raw).__name__}")
+    raw = dict(raw)
+    if "settings" in raw and "command" in raw:  # this version's form
+        command, settings = raw.pop("command"), raw.pop("settings")
+    elif "config" in raw or "created_by" in raw:  # pretraining, fine-tuning and XLNet runs of older minibert
+        command = raw.pop("created_by", "finetune" if path.name == OLD_FINETUNE_FILE else "train")
+        settings = raw.pop("config", None) or raw.pop("settings", None) or {}
+    elif "command" in raw:  # train-t5 of older minibert: its settings at the top level
+        command, settings = raw.pop("command"), raw
+        raw = {}
+    else:
+        raise ValueError(f"{path} does not say which command made the run (no \"command\" key)")
+    if not isinstance(command, str) or not isinstance(settings, dict):
+        raise ValueError(f"{path}: \"command\" must be a string and the settings a JSON object")
+    return RunInfo(command, settings, raw)
+
+
+def run_state(directory: str | Path) -> dict | None:
+    """trainer_state.json of a run's newest checkpoint, or None if it has none."""
+    ckpt = latest_checkpoint(directory)
+    return read_json(ckpt / STATE_FILE) if ckpt is not None else None
+
+
+LOCK_FILE = ".lock"  # held by the process that writes the run (RunLock); not part of the run's outputs
+
+
+class RunLock:
+    """One writer per run directory: an exclusive `fcntl.flock` on DIR/.lock, taken before the
+    first write and held to the end of the run. A second run on the same directory gets one error
+    naming the holder's pid; the operating system releases the lock when the holder exits or is
+    killed, so a stale lock file never blocks. (Where `fcntl` does not exist, on Windows, there
+    is no lock.)
+
+        with RunLock(out):
+            check_run_dir(out, ...); start_run(out, ...); ...
+    """
+
+    def __init__(self, directory: str | Path):
+        self.dir = Path(directory)
+        self._file = None
+        self._made = False  # the lock made the directory (then a run that fails before writing leaves none)
+
+    def __enter__(self) -> "RunLock":
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover (Windows)
+            return self
+        if self.dir.exists() and not self.dir.is_dir():
+            raise ValueError(f"output directory {self.dir} is a file; choose another --out")
+        self._made = not self.dir.exists()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        f = open(self.dir / LOCK_FILE, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            f.close()
+            raise ValueError(f"{self.dir} is in use by another minibert process (pid {holder}); wait for it to "
+                             f"finish, or choose another --out") from None
+        f.seek(0)
+        f.truncate()
+        f.write(f"{os.getpid()}\n")
+        f.flush()
+        self._file = f
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        if self._file is None:
+            return
+        import fcntl
+
+        if kind is not None and self._made and not _holds_files(self.dir):  # refused before the first write
+            (self.dir / LOCK_FILE).unlink(missing_ok=True)
+            try:
+                self.dir.rmdir()
+            except OSError:
+                pass
+        fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+        self._file.close()
+        self._file = None
+
+
+def _holds_files(d: Path) -> bool:
+    """Whether a directory holds anything besides the lock file."""
+    return any(p.name != LOCK_FILE for p in d.iterdir())
+
+
+def check_run_dir(directory: str | Path, command: str, *, overwrite: bool = False, replaceable: bool = False,
+                  resume: str = "", differs: Callable[[dict], list[str]] | None = None) -> None:
+    """Before a fresh run writes anything: refuse a directory that holds something else, or a run
+    that would be lost, unless `overwrite`. May start: a missing or empty directory; a run of
+    `command` that saved nothing yet (no checkpoint, no model); a finished run of `command` when
+    `replaceable` (train-tiny, train-t5 and train-xlnet re-run into their own directory).
+    `resume` is the command that continues the run (for the message); `differs(settings)` lists
+    the settings in which the saved run differs from the new one (for the message)."""
+    d = Path(directory)
+    if d.exists() and not d.is_dir():
+        raise ValueError(f"output directory {d} is a file; choose another --out")
+    if overwrite or not d.is_dir() or not _holds_files(d):
+        return
+    info = read_run(d)
+    if info is None or info.command != command:
+        what = "files of its own" if info is None else f"a {info.command} run"
+        raise ValueError(f"{d} already holds {what}, not a {command} run; nothing was written. Choose another "
+                         f"--out, or pass --overwrite to replace it")
+    state = run_state(d)
+    if state is None and not (d / WEIGHTS_NAME).exists():
+        return  # run.json (and perhaps metrics) of a run that never saved: nothing to lose
+    finished = state is not None and state.get("status") in FINISHED
+    if finished and replaceable:
+        return
+    diff = differs(info.settings) if differs is not None else []
+    what = f"a finished {command} run" if finished or state is None else (
+        f"an unfinished {command} run (stopped at step {state.get('step')} of {state.get('total_steps')})")
+    if diff:
+        what += f" with other settings ({', '.join(diff)})"
+    how = f"continue it with `{resume}`, " if resume and not finished else ""
+    raise ValueError(f"{d} already holds {what}; nothing was written. {how.capitalize()}replace it with "
+                     f"--overwrite, or choose another --out")
+
+
+def resumable_run(directory: str | Path, command: str, given: list[str] = ()) -> RunInfo:
+    """The run a `--resume DIRECTORY` continues: run.json written by `command` and a checkpoint
+    whose state can resume. `given`: command-line options given besides the ones a resume may
+    change; any is refused (the run continues with its saved settings)."""
+    d = Path(directory)
+    info = read_run(d)
+    if info is None or info.command != command:
+        raise ValueError(f"{d} has no {RUN_FILE} written by {command}: not a {command} run to resume")
+    if given:
+        raise ValueError(f"--resume continues {d} with its saved settings; only --minutes and --max-steps-this-run "
+                         f"may be given (got {', '.join(given)})")
+    ckpt = latest_checkpoint(d)
+    if ckpt is None:
+        raise ValueError(f"{d} has no checkpoint to resume from; start the run again with --overwrite")
+    if "batches" not in read_json(ckpt / STATE_FILE):
+        raise ValueError(f"{ckpt} was saved by a {command} without resume; start the run again with --overwrite")
+    return info
+
+
+def options_given(parser, args, allowed=("resume", "minutes", "max_steps_this_run")) -> list[str]:
+    """The options of an argparse Namespace that differ from the parser's defaults, as --names,
+    leaving out `allowed`."""
+    defaults = vars(parser.parse_args([]))
+    return ["--" + k.replace("_", "-") for k, v in sorted(vars(args).items()) if k not in allowed and v != defaults[k]]
+
+
+def start_run(directory: str | Path, command: str, settings: dict, **extra) -> None:
+    """A fresh run in `directory` (check_run_dir said it may start): clear what an earlier run
+    left and write run.json."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    for name in (*RUN_OUTPUTS, OLD_FINETUNE_FILE):
+        _remove(d / name)
+    write_run(d, command, settings, **extra)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def accumulate_gradients(model, batches: list[dict[str, np.ndarray]], rng: np.ra
     batch's loss is sum_i (M_i / M) mlm_loss_i + (N_i / N) nsp_loss_i, with M_i, N_i micro-batch
     i's predictions and pairs (loss_counts) and M, N their sums. Each micro-batch's backward
     starts from those two weights (loss_weights) and the gradients are summed: the step's
-    gradient is the big batch's (to float rounding; tests/test_family_training.py), whatever
+    gradient is the big batch's (to float rounding; tests/train/test_family_training.py), whatever
     the micro-batches' prediction counts. Only one micro-batch's activations are held at a time.
     Dropout draws from `rng` micro-batch after micro-batch."""
     counts = [loss_counts(b, objective or "mlm_nsp") for b in batches]
@@ -80,13 +80,13 @@ def accumulate_gradients(model, batches: list[dict[str, np.ndarray]], rng: np.ra
 def training_step(model: BertForPreTraining, optimizer: AdamW, batch: dict[str, np.ndarray] | list, step: int, *,
                   lr: float, warmup_steps: int, total_steps: int, schedule: str = "bert",
                   clip_norm: float = 1.0, rng: np.random.Generator | None = None,
-                  objective: str | None = None) -> StepResult:
+                  objective: str | None = None, lr_anchor: tuple[int, float] | None = None) -> StepResult:
     """forward + backward -> clip by global norm -> lr for this step -> AdamW update (in place).
 
     `batch` is one batch, or a list of micro-batches whose gradients are accumulated into one
     step (accumulate_gradients; a list of one is the same as that batch).
-    `step` is the global step before this update (the schedule's t). Dropout runs when `rng` is
-    given. Raises TrainingDiverged (before touching any parameter) on a NaN/inf loss or gradient.
+    `step` is the global step before this update (the schedule's t); `lr_anchor`: where a refit
+    of the schedule re-spread the decay (optim.lr_at). Dropout runs when `rng` is given. Raises TrainingDiverged (before touching any parameter) on a NaN/inf loss or gradient.
     `objective` (a pretraining model's; model.OBJECTIVES) is passed on when given. An objective
     that trains only some parameters ("mlm", "ltr": not the NSP head) returns grads for those
     only; the optimizer must then have been built over the same ones (model.trained_params), and
@@ -103,7 +103,7 @@ def training_step(model: BertForPreTraining, optimizer: AdamW, batch: dict[str, 
     grads, norm = clip_by_global_norm(grads, clip_norm)
     if not (math.isfinite(loss) and math.isfinite(norm)):
         raise TrainingDiverged(f"loss is {loss} (gradient norm {norm}) at step {step}")
-    step_lr = lr_at(step, lr, warmup_steps, total_steps, schedule)
+    step_lr = lr_at(step, lr, warmup_steps, total_steps, schedule, lr_anchor)
     params = model.params if grads.keys() == model.params.keys() else {k: model.params[k] for k in grads}
     optimizer.step(params, grads, step_lr)
     return StepResult(float(loss), metrics, norm, step_lr)

@@ -30,6 +30,9 @@ The output directory:
     finetune/VARIANT/seed-S/TASK the fine-tuning run (finetune's run directory)
     cells/VARIANT.seed-S.TASK.json   one finished cell: the dev scores and the pretraining's
     table.md, results.json, plot.png
+
+Why this module is over 500 lines: one study's life in one place (plan, pretraining per variant
+and seed, fine-tuning per cell, resume), so a reader follows a cell from the command to its row.
 """
 from __future__ import annotations
 
@@ -178,7 +181,7 @@ FROZEN_LR = 3e-3
 
 
 def _finished(run_dir: Path) -> dict | None:
-    from minibert.train.runs import run_state
+    from minibert.loop.rundir import run_state
 
     state = run_state(run_dir) if run_dir.is_dir() else None
     return state if state is not None and state.get("status") in ("done", "budget") else None
@@ -195,7 +198,7 @@ def _train(cfg, resume: bool, max_steps: int | None, verbose: bool):
 
 
 def _resumable(run_dir: Path) -> bool:
-    from minibert.train.runs import run_state
+    from minibert.loop.rundir import run_state
 
     return run_dir.is_dir() and run_state(run_dir) is not None
 
@@ -225,7 +228,7 @@ def pretrain_with_snapshots(plan: Plan, variant: Variant, seed: int, run_dir: Pa
     """`steps` study: ONE run per seed, paused at each fraction of its schedule, the published
     model copied to run_dir/at-NN/ each time (the run keeps only its newest checkpoint). Returns
     the snapshot directory of `variant.fraction`."""
-    from minibert.train.runs import run_state
+    from minibert.loop.rundir import run_state
 
     snap = run_dir / f"at-{round(100 * variant.fraction)}"
     if (snap / SNAPSHOT_FILE).is_file():

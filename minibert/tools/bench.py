@@ -20,6 +20,10 @@ taking turns (see `isolated_medians`), so that one library's idle threads do not
 Torch uses as many threads as Numba and OpenBLAS (the core count). The
 figures go to a JSON file (default bench/results.json, git-ignored) so runs can be compared.
 torch and transformers are optional: their columns say "n/a" when they are not installed.
+
+Why this module is over 500 lines: every section runs its contenders in worker processes of this
+module (`python -m minibert.tools.bench --worker KIND ...`) and shares its tables; a section in a
+module of its own would be reached from the worker by name, an import the layering test cannot see.
 """
 from __future__ import annotations
 
@@ -37,10 +41,9 @@ from pathlib import Path
 import numpy as np
 
 from minibert.tools import attention_v1
-
 from minibert.tools.bench_profile import QA_SHAPE, run_times, task_step_fn
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 SECTIONS = ("attention", "step", "finetune", "profile", "startup", "text", "data")
 ATTENTION_SHAPES = [(32, 2, 128, 64), (8, 12, 128, 64)]  # (B, NH, T, HS)
 CONFIGS = {

@@ -26,7 +26,7 @@ import numpy as np
 from minibert import pretraining_data as pd
 from minibert import shards
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Iterator, NamedTuple
 
 import numpy as np
+
+from minibert.io.progress import Progress
 
 IGNORE = -100  # PyTorch's cross-entropy ignore_index: no MLM loss at this position
 
@@ -66,8 +67,9 @@ def source(path: str | Path, split: str, masking: str | None, seed: int | None) 
     path = Path(path)
     if (path / META_FILE).is_file():
         return Source(path, None, masking or "static", 0 if seed is None else seed, 256, False)
+    from minibert.loop.rundir import RUN_FILE
     from minibert.train.data import prepare_data
-    from minibert.train.runs import RUN_FILE, resume_config
+    from minibert.train.runs import resume_config
 
     if not (path / RUN_FILE).is_file():
         raise ValueError(f"{path} is neither a training run (no {RUN_FILE}) nor a pretraining data directory "
@@ -129,18 +131,19 @@ def cli(argv: list[str]) -> int:
     p.add_argument("--seed", type=int, help="shuffling and masking seed (default: the run's)")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
+    bar: list = []
 
     def progress(done: int, total: int, lines: int) -> None:
-        if done == total or done % 50 == 0:
-            rate = lines / max(time.perf_counter() - t0, 1e-9)
-            print(f"\r{lines:,} sequences ({done}/{total} batches, {rate:,.0f}/s)", end="", file=sys.stderr,
-                  flush=True)
+        if not bar:
+            bar.append(Progress("export", total, "batches"))
+        bar[0].update(done, f"{lines:,} sequences")
 
     src = source(args.source, args.split, args.masking, args.seed)
     n = export_jsonl(src.data, args.out, vocab=src.vocab, masking=src.masking, seed=src.seed,
                      batch_size=src.batch_size, drop_remainder=src.drop_remainder, epochs=args.epochs,
                      limit=args.limit, progress=progress)
-    print(file=sys.stderr)
+    if bar:
+        bar[0].done()
     print(f"wrote {n:,} sequences to {args.out} ({src.masking} masking, {args.epochs} epoch(s), from "
           f"{src.data}) in {time.perf_counter() - t0:.1f}s")
     return 0

@@ -100,11 +100,12 @@ def nsp_baseline_cli(argv: list[str]) -> int:
     p.add_argument("run_dir", help="a training run (runs/<name>): its data settings pick the shards")
     p.add_argument("--max-train", type=int, default=40_000, help="training pairs to fit on")
     args = p.parse_args(argv)
+    from minibert.loop.rundir import run_state
     from minibert.pretraining_data import FEATURE_NAMES
     from minibert.shards import load_shards
     from minibert.tokenizer import BertTokenizer
     from minibert.train.data import prepare_data
-    from minibert.train.runs import resume_config, run_state
+    from minibert.train.runs import resume_config
 
     try:
         cfg = resume_config(args.run_dir, {})

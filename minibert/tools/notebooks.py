@@ -34,7 +34,7 @@ import sys
 import traceback
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository
 LESSONS = ROOT / "lessons"
 BACKEND = "module://minibert.tools.notebooks"
 

@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir as run_dir_mod
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES
@@ -16,7 +17,7 @@ from minibert.train.data import _default_corpus
 from minibert.train.electra import ElectraTrainer
 from minibert.train.pretrain import train
 from minibert.train.runs import resume_config
-from minibert.train.trainer import HeldoutEvaluator, Trainer, _fmt_seconds
+from minibert.train.trainer import HeldoutEvaluator, Trainer
 
 
 def cli(argv: list[str]) -> int:
@@ -62,7 +63,7 @@ def report(trainer: Trainer) -> None:
     when = (f"after {at} steps" if at == trainer.step  # Ctrl-C stops without a final evaluation
             else f"at step {at} (the last evaluation; training stopped at step {trainer.step})")
     evaluator = getattr(trainer, "evaluator", None) or HeldoutEvaluator(trainer.cfg, None)
-    print(f"\nheld-out ({r.examples} sequences) {when}, {_fmt_seconds(trainer.elapsed)}: {evaluator.summary(r)}")
+    print(f"\nheld-out ({r.examples} sequences) {when}, {fmt_seconds(trainer.elapsed)}: {evaluator.summary(r)}")
     generator = f"{run_dir_mod.PUBLISHED_DIRS[0]}/, " if isinstance(trainer, ElectraTrainer) else ""
     print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, {generator}metrics.jsonl, curves.png, "
           f"{run_dir_mod.CHECKPOINTS}/)")
@@ -169,8 +170,7 @@ def train_tiny_cli(argv: list[str]) -> int:
             cfg = make_config(preset, **_default_corpus(overrides))
         print(f"train-tiny{' (MINIBERT_FAST=1: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
               f"on {os.cpu_count()} cores -> {cfg.run_dir}")
-        trainer = train(cfg, resume=args.resume, overwrite=args.overwrite, created_by="train-tiny",
-                        replaceable_by="train-tiny")
+        trainer = train(cfg, resume=args.resume, overwrite=args.overwrite, created_by="train-tiny")
     except BaseException as e:
         return _exit_code(e)
     report(trainer)

@@ -13,6 +13,7 @@ from typing import Any
 
 from minibert.family.albert import AlbertConfig
 from minibert.family.electra import ElectraConfig
+from minibert.loop.settings import Settings, check_value
 from minibert.model import MODEL_SIZES, OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
 from minibert.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
@@ -58,7 +59,7 @@ DEFAULT_DATA_CACHE = str(ROOT / "data" / "generated")  # git-ignored, shared by 
 
 
 @dataclasses.dataclass
-class TrainConfig:
+class TrainConfig(Settings):
     """Every hyperparameter of a run. `python -m minibert train --set key=value` sets any field."""
 
     name: str = "tiny"
@@ -185,24 +186,31 @@ class TrainConfig:
         return flatten(self.to_dict())
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TrainConfig":
-        """From to_dict's form, or from flat names (make_config, and run.json of older runs)."""
+    def settable_fields(cls) -> dict[str, dataclasses.Field]:
+        """Every setting by its flat name (the model's beside the others), with its field."""
+        model = {f.name: f for f in dataclasses.fields(BertConfig) if f.name in MODEL_KEYS}
+        return {**model, **{k: f for k, f in cls.fields().items() if k != "model"}}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], where: str = "") -> "TrainConfig":
+        """From to_dict's form, or from flat names (make_config, and run.json of older runs); every
+        value of its field's type (a wrong one is an error naming the setting)."""
+        if not isinstance(d, dict) or not isinstance(d.get("model") or {}, dict):
+            raise ValueError(f"{where + ': ' if where else ''}the settings must be a JSON object with an object "
+                             f"\"model\"")
         d = dict(d)
         model = dict(d.pop("model", None) or {})
         model.update({k: d.pop(k) for k in list(d) if k in MODEL_KEYS})
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - names) + sorted(set(model) - set(MODEL_KEYS) - {"vocab_size"})
-        if unknown:
-            raise ValueError(f"unknown training settings {unknown}; known: {sorted((names - {'model'}) | set(MODEL_KEYS))}")
-        for k in ("corpus", "heldout"):
-            if k in d:
-                d[k] = tuple(d[k])
-        if "mask_shares" in d:  # run.json's list -> a tuple of floats (validate() names a bad value)
-            try:
-                d["mask_shares"] = tuple(float(x) for x in d["mask_shares"])
-            except (TypeError, ValueError):
-                pass
         model.pop("vocab_size", None)
+        fields = cls.settable_fields()
+        unknown = sorted(set(d) - set(fields)) + sorted(set(model) - set(MODEL_KEYS))
+        if unknown:
+            raise ValueError(f"unknown training settings {unknown}; known: {sorted(fields)}")
+        if "mask_shares" in d and isinstance(d["mask_shares"], (list, tuple)):  # floats (validate() names a bad value)
+            d["mask_shares"] = tuple(float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
+                                     for x in d["mask_shares"])
+        d = {k: check_value(k, v, fields[k], where) for k, v in d.items()}
+        model = {k: check_value(k, v, fields[k], where) for k, v in model.items()}
         return cls(**d, model=BertConfig(**{**MODEL_DEFAULTS, **model}))
 
     def validate(self, require_files: bool = True) -> None:
@@ -306,37 +314,8 @@ def make_config(preset: str = "tiny", **overrides) -> TrainConfig:
     return TrainConfig.from_dict(values)
 
 
-def parse_set(items: list[str]) -> dict[str, Any]:
-    """["lr=1e-3", "masking=static", "corpus=a.txt,b.txt"] -> typed overrides."""
-    defaults = TrainConfig().flat()
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep:
-            raise ValueError(f"--set {item!r}: expected key=value")
-        if key not in defaults:
-            raise ValueError(f"--set {item!r}: unknown setting {key!r}; known: {sorted(defaults)}")
-        out[key] = _convert(key, raw, defaults[key])
-    return out
-
-
-def _convert(key: str, raw: str, default: Any) -> Any:
-    try:
-        if isinstance(default, bool):
-            if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
-                raise ValueError
-            return raw.lower() in ("1", "true", "yes")
-        if isinstance(default, int):
-            return int(float(raw)) if "e" in raw.lower() else int(raw)
-        if isinstance(default, float):
-            return float(raw)
-        if isinstance(default, (tuple, list)):  # flat() holds the tuples as lists (run.json's form)
-            parts = tuple(p for p in raw.split(",") if p)
-            return tuple(float(p) for p in parts) if default and isinstance(default[0], float) else parts
-        return raw
-    except ValueError:
-        raise ValueError(f"{key}={raw!r} is not a valid {type(default).__name__}") from None
+# --set key=value: typed by the field, by flat name (the model's settings beside the others)
+parse_set = TrainConfig.parse_set
 
 
 # ---------------------------------------------------------------------------------------------

@@ -32,8 +32,9 @@ import numpy as np
 from minibert.backend import get_ops
 from minibert.family.electra import (SHARED, ElectraForMaskedLM, ElectraForPreTraining, check_pair,
                                      electra_forward_backward, joint_params, tie_embeddings)
-from minibert.io.atomic import atomic_write
-from minibert.loop.rundir import PUBLISHED_DIRS, read_jsonl
+from minibert.loop.curves import Panel, Series
+from minibert.loop.rundir import PUBLISHED_DIRS
+from minibert.train.curves import baselines
 from minibert.train.evaluation import _fmt_perplexity
 from minibert.train.trainer import Trainer
 
@@ -221,48 +222,23 @@ class ElectraTrainer(Trainer):
         return "", [f"loss {rec['loss']:.3f}", f"gen MLM acc {rec['mlm_acc']:.3f}", f"disc acc {rec['disc_acc']:.3f}",
                     f"replaced recall {rec['replaced_recall']:.3f}"]
 
-    def plot_curves(self, metrics_path: Path, out: Path, base) -> Path:
-        return plot_electra_curves(metrics_path, out, base, self.cfg.rtd_weight)
-
-
-
-
-def plot_electra_curves(metrics_path, out, base=None, lam: float = 50.0) -> Path:
-    """curves.png of an ELECTRA run: the two losses, the generator's MLM accuracy, the
-    discriminator's accuracy and replaced-token recall, and the lr (columns), against step (top
-    row) and wall time (bottom row); training as lines, held-out evaluations as dots. Dashed:
-    always the most frequent token (MLM) and always "original" (discriminator)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    recs = read_jsonl(Path(metrics_path))[0]
-    train = [r for r in recs if r["type"] == "train"]
-    evals = [r for r in recs if r["type"] == "eval"]
-    fig = Figure(figsize=(16, 7))
-    FigureCanvasAgg(fig)
-    panels = ((f"losses (MLM + {lam:g} x RTD)", (("mlm_loss", "MLM"), ("rtd_loss", "RTD"))),
-              ("generator MLM accuracy", (("mlm_acc", "MLM acc"),)),
-              ("discriminator", (("disc_acc", "accuracy"), ("replaced_recall", "replaced recall"))),
-              ("learning rate", (("lr", None),)))
-    for row, (xkey, xlabel) in enumerate((("step", "step"), ("time", "wall time (s)"))):
-        for col, (title, keys) in enumerate(panels):
-            ax = fig.add_subplot(2, 4, row * 4 + col + 1)
-            for key, label in keys:
-                if train:
-                    ax.plot([r[xkey] for r in train], [r[key] for r in train], lw=1,
-                            label=f"train {label}" if label else None)
-                if label and evals:
-                    ax.plot([r[xkey] for r in evals], [r[key] for r in evals], "o-", ms=4, label=f"held-out {label}")
-            if col == 1 and base is not None:
-                ax.axhline(base.mlm_acc, color="black", ls="--", lw=0.9,
-                           label=f"always {base.mlm_token!r}: {base.mlm_acc:.1%}")
-            if col == 2 and evals:
-                always = 1 - evals[-1]["replaced_share"]
-                ax.axhline(always, color="black", ls="--", lw=0.9, label=f"always 'original': {always:.1%}")
-            ax.set_xlabel(xlabel)
-            ax.set_title(title)
-            ax.grid(alpha=0.3)
-            if col < 3 and (train or evals):
-                ax.legend(fontsize=8)
-    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.08, top=0.95, wspace=0.25, hspace=0.35)
-    return atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
+    def curve_panels(self, records: list[dict]) -> list[Panel] | None:
+        """The two losses, the generator's MLM accuracy, the discriminator's accuracy and
+        replaced-token recall, and the lr. Dashed: always the most frequent token (MLM) and always
+        "original" (discriminator, from the last evaluation's share of replaced tokens)."""
+        if not self.cfg.curves:
+            return None
+        base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
+        evals = [r for r in records if r.get("type") == "eval" and "replaced_share" in r]
+        always = 1 - evals[-1]["replaced_share"] if evals else None
+        return [Panel(f"losses (MLM + {self.cfg.rtd_weight:g} x RTD)",
+                      (Series("mlm_loss", label="train MLM"), Series("mlm_loss", "eval", "held-out MLM"),
+                       Series("rtd_loss", label="train RTD"), Series("rtd_loss", "eval", "held-out RTD"))),
+                Panel("generator MLM accuracy", (Series("mlm_acc"), Series("mlm_acc", "eval")),
+                      ((base.mlm_acc, f"always {base.mlm_token!r}: {base.mlm_acc:.1%}", "--"),) if base else ()),
+                Panel("discriminator", (Series("disc_acc", label="train accuracy"),
+                                        Series("disc_acc", "eval", "held-out accuracy"),
+                                        Series("replaced_recall", label="train replaced recall"),
+                                        Series("replaced_recall", "eval", "held-out replaced recall")),
+                      ((always, f"always 'original': {always:.1%}", "--"),) if always is not None else ()),
+                Panel("learning rate", (Series("lr", label=""),))]

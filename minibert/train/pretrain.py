@@ -14,12 +14,18 @@ TRAINERS: dict[str, type[Trainer]] = {"electra": ElectraTrainer}
 
 
 def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbose: bool = True,
-          max_steps_this_run: int | None = None, created_by: str = "train",
-          replaceable_by: str | None = None) -> Trainer:
-    """Run (or resume) a training run; returns the Trainer (its .status says how it ended)."""
+          max_steps_this_run: int | None = None, created_by: str = "train") -> Trainer:
+    """Run (or resume) a training run; returns the Trainer (its .status says how it ended). The run
+    directory is locked for the whole run (loop/rundir.RunLock: one writer per directory)."""
     cfg.validate()
+    with run_dir_mod.RunLock(cfg.run_dir):
+        return _train(cfg, resume, overwrite, verbose, max_steps_this_run, created_by)
+
+
+def _train(cfg: TrainConfig, resume: bool, overwrite: bool, verbose: bool, max_steps_this_run: int | None,
+           created_by: str) -> Trainer:
     if not resume:
-        check_run_dir(cfg, overwrite, replaceable_by)  # before writing anything
+        check_run_dir(cfg, overwrite, created_by)  # before writing anything
     trainer = TRAINERS.get(cfg.model_type, Trainer)(cfg, verbose=verbose, created_by=created_by)
     for p in run_dir_mod.clean_interrupted_saves(cfg.run_dir):
         trainer.say(f"removed {p}, left by a save that was cut off")
@@ -28,7 +34,7 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
         trainer.say(f"resumed {trainer.dir} at step {trainer.step}/{trainer.total_steps}")
     else:
         if cfg.auto_steps:
-            trainer.total_steps = trainer.calibrate_steps(cfg.minutes * 60.0)
+            trainer.start_budget()
         trainer.start_fresh()
         m = trainer.model
         note = trainer.model_note()

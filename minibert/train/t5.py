@@ -9,7 +9,7 @@ trainer_state.json) every `--save-every` steps, at the end and at Ctrl-C, a stop
 loss, and a bit-exact resume: parameters, AdamW's moments, the batch source (`ShuffledBatches`:
 the epoch's order and the Generator that draws the noise masks) and the fitted schedule are
 restored, so a paused and resumed run ends with the same bits as one that never stopped
-(tests/test_t5.py). One step is train/step.training_step's: clipping at 1.0, AdamW in PyTorch's
+(tests/family/test_t5.py). One step is train/step.training_step's: clipping at 1.0, AdamW in PyTorch's
 bias-corrected form, the "hf" schedule (linear warmup, linear decay to 0), no dropout.
 
 The plugs T5 fills in:
@@ -19,12 +19,12 @@ The plugs T5 fills in:
     evaluator    evaluate: teacher-forced target-token loss and accuracy on fixed held-out batches
                  (fixed noise masks, so every evaluation scores the same examples), and the
                  accuracy on the dropped-text tokens alone
-    after_step   --minutes is a budget the number of steps is fitted to (after 10 steps, at step
-                 100 and halfway), so the learning-rate decay runs to its end
+    budget       --minutes is a budget the number of steps is fitted to (loop/budget.py: from the
+                 loop's own first steps, then twice more), so the learning-rate decay runs to its
+                 end; --steps caps it
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -32,15 +32,14 @@ import numpy as np
 
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, param_shapes, t5_forward, t5_loss_and_grads
-from minibert.io.atomic import atomic_write, write_text_atomic
+from minibert.io.atomic import write_text_atomic
 from minibert.io.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
 from minibert.loop import rundir as run_dir
+from minibert.loop.budget import Fit, StepBudget
+from minibert.loop.curves import Panel, Series
 from minibert.loop.engine import TrainingLoop
 from minibert.optim import AdamW
-
-METRICS = "metrics.jsonl"
-
 
 # ---------------------------------------------------------------------------------------------
 # the model as the loop sees it, saving and loading
@@ -97,7 +96,7 @@ def load_run(path: str | Path, dtype=np.float32):
 
 
 # ---------------------------------------------------------------------------------------------
-# evaluation and curves
+# evaluation
 
 def span_mask(batch: dict, cfg: T5Config) -> np.ndarray:
     """(B, S) True at the target tokens that are dropped text: not padding, not a sentinel, not the
@@ -130,34 +129,6 @@ def evaluate(params, cfg: T5Config, batches: list[dict], ops) -> dict:
         span_n += float(span.sum())
     return {"loss": loss / max(n, 1), "acc": correct / max(n, 1), "span_acc": span_correct / max(span_n, 1),
             "tokens": int(n)}
-
-
-def plot_curves(out: Path) -> Path:
-    """curves.png: loss and target-token accuracy against step, training as lines, held-out as dots."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    recs = run_dir.read_jsonl(out / METRICS)[0]
-    train = [r for r in recs if r["type"] == "train"]
-    evals = [r for r in recs if r["type"] == "eval"]
-    base = [r for r in recs if r["type"] == "baseline"]
-    fig = Figure(figsize=(11, 4))
-    FigureCanvasAgg(fig)
-    for i, (key, title) in enumerate((("loss", "target-token loss"), ("acc", "target-token accuracy"))):
-        ax = fig.add_subplot(1, 2, i + 1)
-        ax.plot([r["step"] for r in train], [r[key] for r in train], label="train", lw=1)
-        ax.plot([r["step"] for r in evals], [r[key] for r in evals], "o-", label="held-out")
-        if key == "acc" and evals and "span_acc" in evals[0]:
-            ax.plot([r["step"] for r in evals], [r["span_acc"] for r in evals], "s--", label="held-out, span tokens")
-        if key == "acc" and base:
-            ax.axhline(base[-1]["span_acc"], color="gray", ls=":",
-                       label=f"span tokens: always {base[-1]['token']!r}")
-        ax.set_xlabel("step")
-        ax.set_title(title)
-        ax.legend()
-    fig.tight_layout()
-    return atomic_write(out / "curves.png", lambda tmp: fig.savefig(tmp, format="png", dpi=80))
-
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,10 +184,9 @@ class T5Run(TrainingLoop):
         self.rng = np.random.default_rng([args.seed, 1])  # the loop's dropout Generator: T5 here draws nothing from it
         self.step, self.total_steps, self.elapsed = 0, args.steps, 0.0
         self.minutes, self.log_interval, self.eval_every = args.minutes, args.log_every, args.eval_every
+        self.warmup = min(args.warmup, args.steps // 10)  # at most a tenth of the steps --steps allows
         self.last_eval: dict | None = None
-        self.fitted = self.refit_halfway = False  # the fits of the step count done so far (saved)
-        self._timing: list | None = None  # [perf_counter after this process's first step, that step, eval seconds]
-        self._per_eval: float | None = None
+        self.budget = StepBudget(args.minutes * 60.0, args.eval_every, max_steps=args.steps)
 
     # --- batch source and step ---------------------------------------------------------------------
 
@@ -224,8 +194,7 @@ class T5Run(TrainingLoop):
         return self.batches.next()
 
     def step_options(self) -> dict:
-        return dict(lr=self.args.lr, warmup_steps=min(self.args.warmup, self.total_steps // 10), schedule="hf",
-                    clip_norm=1.0)
+        return dict(lr=self.args.lr, warmup_steps=self.warmup, schedule="hf", clip_norm=1.0)
 
     def dropout_on(self) -> bool:
         return False
@@ -245,47 +214,18 @@ class T5Run(TrainingLoop):
     def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
         return "", [f"loss {rec['loss']:.3f}", f"acc {rec['acc']:.3f}"]
 
-    # --- fitting the step count to the budget ------------------------------------------------------
+    # --- the budget (TrainingLoop._fit_budget) -----------------------------------------------------
 
-    def after_step(self, seconds: float) -> None:
-        """After 10 steps, at step 100 and halfway: fit the number of steps to what is left of the
-        budget, from this process's speed (its first step, which pays Numba's compilation, not
-        counted) and the time of one evaluation."""
-        now = time.perf_counter()
-        if self._timing is None:
-            self._timing = [now, self.step, 0.0]
-            return
-        t1, first, eval_seconds = self._timing
-        step, args = self.step, self.args
-        halfway = step == self.total_steps // 2 and step > 10 and not self.refit_halfway
-        if not (step in (10, 100) or halfway) or step - first < 2:
-            return
-        self.refit_halfway = self.refit_halfway or halfway
-        if self._per_eval is None:
-            t_eval = time.perf_counter()
-            evaluate(self.model.params, self.cfg, self.eval_batches, self.model.ops)
-            self._per_eval = time.perf_counter() - t_eval
-            self._timing[2] += self._per_eval
-        per_step = (time.perf_counter() - t1 - self._timing[2]) / (step - first)
-        left = self.minutes * 60.0 - (self.elapsed + time.perf_counter() - now)
-        fit = step + int(left / per_step)
-        for _ in range(3):  # the evaluations still to come depend on the number of steps
-            every = self.eval_every if self.fitted else max(1, min(self.eval_every, fit // 6))
-            fit = step + int((left - self._per_eval * ((fit - step) // every + 1)) / per_step)
-        before, self.total_steps = self.total_steps, max(step + 1, min(args.steps, fit))
-        if not self.fitted:
-            self.fitted = True
-            self.eval_every = max(1, min(self.eval_every, self.total_steps // 6))
-            self.say(f"calibration: {per_step * 1000:.0f} ms/step, eval {self._per_eval:.1f} s: {self.total_steps} "
-                     f"steps fit {self.minutes:g} min")
-        elif self.total_steps != before:
-            self.say(f"recalibration at step {step}: {per_step * 1000:.0f} ms/step, {self.total_steps} steps fit the "
-                     f"budget (was {before})")
+    def time_eval(self) -> float:
+        t0 = time.perf_counter()
+        evaluate(self.model.params, self.cfg, self.eval_batches, self.model.ops)
+        return time.perf_counter() - t0
 
-    def _not_training(self, t0: float) -> None:
-        """Seconds since t0 went to evaluating or plotting: not part of the step time."""
-        if self._timing is not None:
-            self._timing[2] += time.perf_counter() - t0
+    def on_fit(self, fit: Fit, before: int, first: bool) -> None:
+        """At the first fit, evaluate often enough to draw a curve: at least 6 times a run."""
+        if first:
+            self.eval_every = self.budget.eval_interval = max(1, min(self.eval_every, self.total_steps // 6))
+        super().on_fit(fit, before, first)
 
     def on_budget(self) -> None:
         self.say(f"time budget of {self.minutes:g} min reached at step {self.step}")
@@ -301,19 +241,17 @@ class T5Run(TrainingLoop):
         self.last_eval, self.last_eval_step = ev, self.step
         self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **ev})
         self.say(f"eval step {self.step}: held-out target-token loss {ev['loss']:.3f}, accuracy {ev['acc']:.4f} "
-                 f"(span tokens {ev['span_acc']:.4f}) [{ev['tokens']} tokens]")
-        self._not_training(t0)
+                 f"(span tokens {ev['span_acc']:.4f}) [{ev['tokens']} tokens, {time.perf_counter() - t0:.1f}s]")
         return ev
 
-    def write_curves(self) -> Path | None:
-        t0 = self._last_plot = time.perf_counter()
-        try:
-            return plot_curves(self.dir)
-        except OSError as e:  # a plot that cannot be written is a warning: the checkpoints are what matter
-            print(f"warning: could not draw {self.dir / 'curves.png'}: {e}", file=sys.stderr)
-            return None
-        finally:
-            self._not_training(t0)
+    def curve_panels(self, records: list[dict]) -> list[Panel]:
+        """Target-token loss and accuracy (the held-out accuracy on the dropped-text tokens too, with
+        the always-the-most-frequent-token baseline the run logged at its start)."""
+        base = [r for r in records if r.get("type") == "baseline"]
+        lines = ((base[-1]["span_acc"], f"span tokens: always {base[-1]['token']!r}", ":"),) if base else ()
+        return [Panel("target-token loss", (Series("loss"), Series("loss", "eval"))),
+                Panel("target-token accuracy", (Series("acc"), Series("acc", "eval"),
+                                                Series("span_acc", "eval", "held-out, span tokens")), lines)]
 
     # --- checkpoints (TrainingLoop.save_checkpoint / load_checkpoint) -------------------------------
 
@@ -326,8 +264,7 @@ class T5Run(TrainingLoop):
     def checkpoint_state(self, status: str, ckpt: Path) -> dict:
         return {"step": self.step, "total_steps": self.total_steps, "status": status, "elapsed_seconds": self.elapsed,
                 "batches": self.batches.state_dict(), "dropout_rng": self.rng.bit_generator.state,
-                "eval_every": self.eval_every, "fitted": self.fitted, "refit_halfway": self.refit_halfway,
-                "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
+                "eval_every": self.eval_every, "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
 
     def restore_state(self, state: dict, ckpt: Path) -> None:
         cfg, params, vocab = load_run(ckpt)
@@ -339,19 +276,10 @@ class T5Run(TrainingLoop):
             np.copyto(p, params[k])
         self.batches.load_state_dict(state["batches"])
         self.total_steps, self.eval_every = int(state["total_steps"]), int(state["eval_every"])
-        self.fitted, self.refit_halfway = bool(state["fitted"]), bool(state["refit_halfway"])
+        self.budget.eval_interval = self.eval_every
         self.last_eval, self.last_eval_step = state["last_eval"], state["last_eval_step"]
 
-    def no_checkpoint_message(self) -> str:
-        return f"{self.dir} has no checkpoint to resume from; start it again with --overwrite"
-
-    def diverged_hint(self) -> str:
-        where = self.last_good_checkpoint()
-        return (f"; the run stopped without saving. Last good checkpoint: {where}. Try a lower --lr (now "
-                f"{self.args.lr:g}) or more --warmup (now {self.args.warmup})")
+    lr_option, warmup_option = "--lr", "--warmup"
 
     def resume_command(self) -> str:
         return f"python -m minibert train-t5 --resume {self.dir}"
-
-    def interrupted_saved(self) -> str:
-        return f"saved {self.dir}"

@@ -13,6 +13,7 @@ starting point for `--task sst2 --init`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -23,18 +24,62 @@ import numpy as np
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
+from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir as run_dir
-from minibert.loop.engine import FINISHED, _fmt_seconds
+from minibert.loop.rundir import FINISHED
+from minibert.loop.settings import Settings
 from minibert.loop.step import TrainingAborted, TrainingDiverged
-from minibert.train.t5 import (METRICS, ShuffledBatches, T5Model, T5Run, evaluate, load_run, plot_curves, span_baseline,
-                               span_mask)
+from minibert.train.t5 import ShuffledBatches, T5Run, load_run, span_baseline
 
 PRESETS = {"t5-tiny": dict(hidden_size=128, num_layers=2, num_decoder_layers=2, num_heads=2, intermediate_size=512,
                            max_position_embeddings=128, num_sentinels=100),
            # for tests and quick looks at the pipeline: learns little
            "t5-micro": dict(hidden_size=32, num_layers=1, num_decoder_layers=1, num_heads=2, intermediate_size=64,
                             max_position_embeddings=64, num_sentinels=100)}
-RUN_FILE = "run.json"  # marks the directory as a train-t5 run and holds its settings (what --resume reads)
+COMMAND = "train-t5"  # run.json's "command"
+
+
+@dataclasses.dataclass
+class T5TrainConfig(Settings):
+    """The settings of a train-t5 run (run.json records them; --resume reads them back)."""
+
+    out: str
+    preset: str = "t5-tiny"
+    task: str = "span-corruption"  # or "sst2" (text to text)
+    data: str | None = None  # sst2: a directory with GLUE-format train.tsv and dev.tsv
+    init: str | None = None  # sst2: the train-t5 run to start from, or "none"
+    corpus: str | None = None
+    heldout: str | None = None
+    vocab: str | None = None
+    minutes: float = 9.5
+    steps: int = 1_000_000  # at most this many steps (the budget fits the rest)
+    batch_size: int = 32
+    lr: float = 1e-3  # 3e-4 for sst2
+    warmup: int = 200
+    chunk_len: int = 64
+    max_input: int = 64
+    eval_every: int = 250
+    log_every: int = 20
+    save_every: int = 0
+    seed: int = 0
+    fast: bool = False  # MINIBERT_FAST=1: a slice of the data
+
+    def validate(self) -> None:
+        for name in ("steps", "batch_size", "chunk_len", "eval_every", "log_every", "max_input"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        if self.preset not in PRESETS:
+            raise ValueError(f"preset {self.preset!r} is not one of {sorted(PRESETS)}")
+        if self.task not in ("span-corruption", "sst2"):
+            raise ValueError(f"task {self.task!r} is not span-corruption or sst2")
+        if self.task != "sst2" and self.chunk_len + 1 > PRESETS[self.preset]["max_position_embeddings"]:
+            raise ValueError(f"--chunk-len {self.chunk_len} does not fit max_position_embeddings "
+                             f"{PRESETS[self.preset]['max_position_embeddings']}")
+        if not self.minutes > 0:
+            raise ValueError(f"--minutes must be positive, got {self.minutes}")
+        if not self.lr > 0 or self.warmup < 0 or self.save_every < 0 or self.seed < 0:
+            raise ValueError(f"--lr must be positive and --warmup, --save-every, --seed >= 0 (got {self.lr:g}, "
+                             f"{self.warmup}, {self.save_every}, {self.seed})")
 
 
 def _fast() -> bool:
@@ -47,59 +92,37 @@ def _fast() -> bool:
 def _check_out(out: Path, overwrite: bool) -> None:
     """Before anything is written: refuse a directory that holds something other than a train-t5
     run, or an unfinished train-t5 run (that one is for --resume), unless --overwrite."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file")
-    if overwrite or not out.is_dir() or not any(out.iterdir()):
-        return
-    if not ((out / RUN_FILE).is_file() and run_dir.read_json(out / RUN_FILE).get("command") == "train-t5"):
-        raise ValueError(f"{out} exists and does not hold a train-t5 run; choose another --out or pass --overwrite")
-    ckpt = run_dir.latest_checkpoint(out)
-    state = run_dir.read_json(ckpt / run_dir.STATE_FILE) if ckpt is not None else {}
-    if state.get("status") in ("running", "paused", "interrupted"):
-        raise ValueError(f"{out} holds an unfinished train-t5 run (stopped at step {state['step']} of "
-                         f"{state['total_steps']}); continue it with --resume {out}, or replace it with --overwrite")
+    run_dir.check_run_dir(out, COMMAND, overwrite=overwrite, replaceable=True,
+                          resume=f"python -m minibert train-t5 --resume {out}")
 
 
-def _check_resumable(out: Path) -> None:
-    ckpt = run_dir.latest_checkpoint(out)
-    if ckpt is None:
-        raise ValueError(f"{out} has no checkpoint to resume from; start the run again with --overwrite")
-    if "batches" not in run_dir.read_json(ckpt / run_dir.STATE_FILE):
-        raise ValueError(f"{ckpt} was saved by a train-t5 without resume; start the run again with --overwrite")
-
-
-def _settings(args) -> dict:
-    return {k: v for k, v in vars(args).items() if k not in ("resume", "overwrite", "max_steps_this_run")}
-
-
-def run_t5(args, cfg, params, tok, batches: ShuffledBatches, eval_batches: list[dict], ops, describe: str):
-    """Start (or with args.resume continue) the run in args.out and train -> (T5Run, status)."""
+def run_t5(args: T5TrainConfig, resume: bool, max_steps: int | None, cfg, params, tok, batches: ShuffledBatches,
+           eval_batches: list[dict], ops, describe: str):
+    """Start (or with `resume` continue) the run in args.out and train -> (T5Run, status)."""
     run = T5Run(args, cfg, params, tok, batches, eval_batches, ops)
     out = run.dir
     out.mkdir(parents=True, exist_ok=True)
     for p in run_dir.clean_interrupted_saves(out):
         print(f"removed {p}, left by a save that was cut off")
-    if args.resume:
+    if resume:
         run.load_checkpoint()
         print(f"resumed {out} at step {run.step}/{run.total_steps}", flush=True)
     else:
-        for name in (METRICS, "curves.png", "eval_results.json", run_dir.CHECKPOINTS, *run_dir.PUBLISHED):
-            run_dir._remove(out / name)
-        run_dir.write_json(out / RUN_FILE, {"command": "train-t5", **_settings(args)})
+        run_dir.start_run(out, COMMAND, args.to_dict())
         token, share = span_baseline(eval_batches, cfg)
         name = D.t5_tokens(tok.ids_to_tokens, cfg.num_sentinels)[token]
         run.log({"type": "baseline", "token": name, "span_acc": share})
         print(f"held-out baseline: always answering {name!r} gets {share:.4f} of the answer tokens (the target "
               f"without sentinels and EOS: the dropped text, or the SST-2 label word)", flush=True)
     print(f"model: {run.model.num_parameters:,} parameters; {describe}", flush=True)
-    return run, run.run(args.max_steps_this_run)
+    return run, run.run(max_steps)
 
 
 def _finish(run: T5Run, status: str) -> int:
     """The last line of a run -> the exit code (130 after Ctrl-C, with the checkpoint saved)."""
     if status in FINISHED:
         how = "done" if status == "done" else "time budget reached"
-        print(f"{how}: {run.step} steps in {_fmt_seconds(run.elapsed)}; saved: {run.dir}/ (config.json, "
+        print(f"{how}: {run.step} steps in {fmt_seconds(run.elapsed)}; saved: {run.dir}/ (config.json, "
               f"model.safetensors, vocab.txt, metrics.jsonl, curves.png, checkpoints/)", flush=True)
     elif status == "paused":
         print(f"paused at step {run.step}/{run.total_steps}: saved {run.dir}; continue with "
@@ -110,7 +133,7 @@ def _finish(run: T5Run, status: str) -> int:
 # ---------------------------------------------------------------------------------------------
 # the two tasks and the command
 
-def pretrain(args, ops) -> int:
+def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
     from minibert.corpus import ensure_default_corpus, read_documents
     from minibert.tokenizer import BertTokenizer
 
@@ -141,7 +164,7 @@ def pretrain(args, ops) -> int:
         [chunks[i] for i in rows], r, cfg.vocab_size, special, T, S))
     describe = (f"{len(chunks):,} training chunks of up to {args.chunk_len} tokens ({len(held)} held-out), "
                 f"input {T} / target {S} tokens, batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
-    run, status = run_t5(args, cfg, params, tok, batches, eval_batches, ops, describe)
+    run, status = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
     code = _finish(run, status)
     if status in FINISHED:
         show_example(run.model.params, cfg, tok, held[0], special, ops)
@@ -163,7 +186,7 @@ def show_example(params, cfg, tok, chunk, special, ops) -> None:
     print(f"\nheld-out example:\n  input   {show(inp)}\n  target  {show(tgt)}\n  greedy  {show(out)}")
 
 
-def finetune_sst2(args, ops) -> int:
+def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
     """Text-to-text SST-2: "sst2 sentence: ..." -> "positive" | "negative", dev accuracy by
     greedy decoding (an answer that is neither word counts as wrong)."""
     from minibert.finetune.readers import read_glue
@@ -177,8 +200,8 @@ def finetune_sst2(args, ops) -> int:
             raise ValueError(f"--data {data}: {name} is missing")
     if not args.init:
         raise ValueError("--task sst2 needs --init RUN (a train-t5 run directory, or `none` for a random init)")
-    if args.resume:  # the model, its sizes and vocabulary as the run saved them (its checkpoint replaces the weights)
-        cfg, params, base = load_run(run_dir.latest_checkpoint(args.resume))
+    if resume:  # the model, its sizes and vocabulary as the run saved them (its checkpoint replaces the weights)
+        cfg, params, base = load_run(run_dir.latest_checkpoint(args.out))
     elif args.init == "none":  # the control: the same model, not pretrained
         from minibert.corpus import ensure_default_corpus
         from minibert.tokenizer import load_vocab
@@ -202,7 +225,7 @@ def finetune_sst2(args, ops) -> int:
                               lambda rows, r: D.pad_batch([train_pairs[i] for i in rows], special))
     describe = (f"SST-2 text-to-text from {args.init}: {len(train_pairs):,} train / {len(dev_pairs)} dev sentences, "
                 f"batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
-    run, status = run_t5(args, cfg, params, tok, batches, eval_batches, ops, describe)
+    run, status = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
     code = _finish(run, status)
     if status in FINISHED:
         acc, invalid = sst2_accuracy(run.model.params, cfg, dev_pairs, special, ops)
@@ -224,24 +247,14 @@ def sst2_accuracy(params, cfg, pairs, special, ops) -> tuple[float, float]:
     return correct / max(len(pairs), 1), invalid / max(len(pairs), 1)
 
 
-def _resumed_args(ap: argparse.ArgumentParser, args) -> argparse.Namespace:
+def _resumed(ap: argparse.ArgumentParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
-    saved = run_dir.read_json(out / RUN_FILE) if (out / RUN_FILE).is_file() else {}
-    if saved.get("command") != "train-t5":
-        raise ValueError(f"{out} has no {RUN_FILE} written by train-t5: not a train-t5 run to resume")
-    defaults = vars(ap.parse_args([]))
-    changed = sorted(k for k, v in vars(args).items()
-                     if k not in ("resume", "minutes", "max_steps_this_run") and v != defaults[k])
-    if changed:
-        raise ValueError(f"--resume continues {out} with its saved settings; only --minutes and --max-steps-this-run "
-                         f"may be given (got {', '.join('--' + k.replace('_', '-') for k in changed)})")
-    _check_resumable(out)
-    merged = argparse.Namespace(**{**defaults, "fast": _fast(), **{k: v for k, v in saved.items() if k != "command"}})
-    merged.resume, merged.out, merged.max_steps_this_run = str(out), str(out), args.max_steps_this_run
+    info = run_dir.resumable_run(out, COMMAND, run_dir.options_given(ap, args))
+    saved = T5TrainConfig.from_dict({**info.settings, "fast": _fast(), "out": str(out)}, str(out / run_dir.RUN_FILE))
     if args.minutes is not None:
-        merged.minutes = args.minutes
-    return merged
+        saved.minutes = args.minutes
+    return saved
 
 
 def train_t5_cli(argv: list[str]) -> int:
@@ -274,31 +287,30 @@ def train_t5_cli(argv: list[str]) -> int:
     if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
         raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
     if args.resume:
-        args = _resumed_args(ap, args)
+        settings = _resumed(ap, args)
     else:
-        args.fast = _fast()
-        args.minutes = args.minutes if args.minutes is not None else (1.0 if args.fast else 9.5)
-        args.steps = args.steps if args.steps is not None else (30 if args.fast else 1_000_000)
-        if args.fast:
-            args.eval_every, args.log_every = min(args.eval_every, 10), min(args.log_every, 5)
-        for name in ("steps", "batch_size", "chunk_len", "eval_every", "log_every", "max_input"):
-            if getattr(args, name) < 1:
-                raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
-        if args.task != "sst2" and args.chunk_len + 1 > PRESETS[args.preset]["max_position_embeddings"]:
-            raise ValueError(f"--chunk-len {args.chunk_len} does not fit max_position_embeddings "
-                             f"{PRESETS[args.preset]['max_position_embeddings']}")
-        args.lr = args.lr if args.lr is not None else (3e-4 if args.task == "sst2" else 1e-3)
-        args.out = args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny")
-        _check_out(Path(args.out), args.overwrite)
-    if args.minutes <= 0:
-        raise ValueError(f"--minutes must be positive, got {args.minutes}")
+        fast = _fast()
+        given = {k: v for k, v in vars(args).items()
+                 if k not in ("resume", "overwrite", "max_steps_this_run") and v is not None}
+        settings = T5TrainConfig(**{
+            **given, "fast": fast, "minutes": args.minutes if args.minutes is not None else (1.0 if fast else 9.5),
+            "steps": args.steps if args.steps is not None else (30 if fast else 1_000_000),
+            "eval_every": min(args.eval_every, 10) if fast else args.eval_every,
+            "log_every": min(args.log_every, 5) if fast else args.log_every,
+            "lr": args.lr if args.lr is not None else (3e-4 if args.task == "sst2" else 1e-3),
+            "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny")})
+    settings.validate()  # before anything is written
     from minibert.backend import get_ops
 
     ops = get_ops()
-    print(f"train-t5 {args.task}{' (MINIBERT_FAST=1: small slice)' if args.fast else ''}: budget {args.minutes:g} min "
-          f"-> {args.out}", flush=True)
+    task = finetune_sst2 if settings.task == "sst2" else pretrain
     try:
-        return finetune_sst2(args, ops) if args.task == "sst2" else pretrain(args, ops)
+        with run_dir.RunLock(settings.out):  # one writer per run directory
+            if not args.resume:
+                _check_out(Path(settings.out), args.overwrite)
+            print(f"train-t5 {settings.task}{' (MINIBERT_FAST=1: small slice)' if settings.fast else ''}: budget "
+                  f"{settings.minutes:g} min -> {settings.out}", flush=True)
+            return task(settings, bool(args.resume), args.max_steps_this_run, ops)
     except TrainingDiverged as e:  # NaN/inf: stopped without saving that step (the message names the last checkpoint)
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -19,11 +19,10 @@ complete; settings are all checked before anything is written.
 Resume is bit-exact: parameters, optimizer moments, the iterator position (epoch, offset; dynamic
 masks are seeded by position) and the dropout Generator state are all restored, and the learning
 rate is a function of the step, so an interrupted and resumed run ends with the same bits as one
-that never stopped (tests/test_train.py checks this with np.array_equal).
+that never stopped (tests/train/test_train.py checks this with np.array_equal).
 """
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,17 +32,16 @@ import numpy as np
 from minibert.bert import BertForPreTraining
 from minibert.family.albert import AlbertForPreTraining
 from minibert.loop import rundir as run_dir_mod
-from minibert.loop.engine import TrainingLoop, _fmt_seconds  # noqa: F401  (_fmt_seconds: re-exported)
+from minibert.loop.budget import FULL, SHORT, Fit, StepBudget
+from minibert.loop.curves import Panel
+from minibert.loop.engine import TrainingLoop
 from minibert.loop.step import shuffle_mlm_labels
 from minibert.model import trained_params
-from minibert.optim import AdamW
-from minibert.pretraining_data import DEFAULT_FLAGS
-from minibert.train import calibrate
+from minibert.optim import AdamW, clip_by_global_norm
 from minibert.train.config import TrainConfig
-from minibert.train.curves import baselines, plot_curves
+from minibert.train.curves import WALL, baselines, pretraining_panels
 from minibert.train.data import DataDirs, _sha256_file, load_heldout, prepare_data
 from minibert.train.evaluation import EvalResult, _fmt_perplexity, evaluate
-from minibert.train.runs import CURVES_FILE, METRICS_FILE, OPTIM_FILE, RUN_FILE, STATE_FILE, check_run_dir, run_state
 
 MODEL_CLASSES = {"bert": BertForPreTraining, "albert": AlbertForPreTraining}  # TrainConfig.model_type
 
@@ -130,9 +128,10 @@ class Trainer(TrainingLoop):
         self.last_checkpoint: int | None = None
         self.last_eval: EvalResult | None = None
         self._stop_requested = False
-        self._calibration: dict | None = None  # set by calibrate_steps, used by _recalibrate
-        self._short_steps: int | None = None  # fixed once a recalibration has run (then saved)
-        self._eval_seconds = 0.0  # spent in evaluations by this process
+        self._short_steps: int | None = None  # fixed by the budget's first refit (then saved)
+        if cfg.auto_steps:  # a resume reads the budget's state; a fresh run probes it (start_budget)
+            self.budget = StepBudget(cfg.minutes * 60.0, cfg.eval_interval,
+                                     short_fraction=cfg.short_seq_fraction if self.short_iterator else 0.0)
 
     def build_model(self, vocab_size: int):
         """The model the run trains (MODEL_CLASSES by model_type)."""
@@ -187,7 +186,7 @@ class Trainer(TrainingLoop):
                 "iterator": self.iterator.state_dict(), "dropout_rng": _rng_state(self.rng),
                 "short_iterator": self.short_iterator.state_dict() if self.short_iterator else None,
                 "short_steps": self.short_steps,
-                "sha256": {f: _sha256_file(ckpt / f) for f in (*self.MODEL_FILES, OPTIM_FILE)},
+                "sha256": {f: _sha256_file(ckpt / f) for f in (*self.MODEL_FILES, run_dir_mod.OPTIM_FILE)},
                 "last_eval": self.last_eval._asdict() if self.last_eval else None,
                 "last_eval_step": self.last_eval_step}
 
@@ -199,7 +198,7 @@ class Trainer(TrainingLoop):
         """The model, the iterators, the schedule and the last evaluation of a checkpoint."""
         for f, sha in state["sha256"].items():
             if not (ckpt / f).is_file() or _sha256_file(ckpt / f) != sha:
-                raise ValueError(f"checkpoint {ckpt} is inconsistent: {f} does not match {STATE_FILE} "
+                raise ValueError(f"checkpoint {ckpt} is inconsistent: {f} does not match {run_dir_mod.STATE_FILE} "
                                  f"(the file was changed after the save)")
         saved = type(self.model).from_pretrained(ckpt)
         if saved.config.vocab_size != len(self.tokenizer):
@@ -222,13 +221,8 @@ class Trainer(TrainingLoop):
     def start_fresh(self) -> None:
         """Clear what an earlier run left in the directory (after check_run_dir said it may go) and
         write run.json."""
-        self.dir.mkdir(parents=True, exist_ok=True)
-        for f in (METRICS_FILE, STATE_FILE, OPTIM_FILE, CURVES_FILE, run_dir_mod.CHECKPOINTS,
-                  *run_dir_mod.PUBLISHED, *run_dir_mod.PUBLISHED_DIRS):
-            run_dir_mod._remove(self.dir / f)
-        run_dir_mod.write_json(self.dir / RUN_FILE, {"created_by": self.created_by, "config": self.cfg.to_dict(),
-                                                     "data": {"train": str(self.data.train),
-                                                              "heldout": str(self.data.heldout)}})
+        run_dir_mod.start_run(self.dir, self.created_by, self.cfg.to_dict(),
+                              data={"train": str(self.data.train), "heldout": str(self.data.heldout)})
 
     # --- the batch source and one step (TrainingLoop.train_step) ------------------------------------
 
@@ -252,12 +246,6 @@ class Trainer(TrainingLoop):
         return dict(lr=cfg.lr, warmup_steps=cfg.warmup_steps, schedule=cfg.schedule, clip_norm=cfg.clip_norm,
                     objective=cfg.objective)
 
-    def diverged_hint(self) -> str:
-        cfg = self.cfg
-        where = self.last_good_checkpoint()
-        return (f"; the run stopped without saving. Last good checkpoint: {where}. "
-                f"Try a lower lr (now {cfg.lr}) or more warmup (now {cfg.warmup_steps}).")
-
     def window_entry(self, r, batches) -> tuple[Any, float, float, int]:
         """-> (metrics, grad norm before clipping, lr, real tokens of every micro-batch)."""
         return r.metrics, r.grad_norm, r.lr, sum(int(b["input_mask"].sum()) for b in batches)
@@ -267,31 +255,56 @@ class Trainer(TrainingLoop):
         return (cfg.model.hidden_dropout_prob > 0 or cfg.model.attention_probs_dropout_prob > 0
                 or (cfg.model_type == "albert" and cfg.classifier_dropout_prob > 0))
 
-    def _dropout_on(self) -> bool:  # calibrate.time_step's name
-        return self.dropout_on()
+    # --- the time budget (minibert/loop/budget.py) -------------------------------------------------
 
-    # --- speed calibration (the work is done in minibert/train/calibrate.py) -----------------------
+    def start_budget(self, passes: int = 16) -> None:
+        """auto_steps: the schedule sized to the budget before the first step, from a probe of the
+        step time (probe_step_seconds; with a short phase, both lengths are timed) and an estimate
+        of an evaluation (a third of a training step's time per held-out batch)."""
+        cfg = self.cfg
+        full = self.probe_step_seconds(self.data.train, cfg.batch_size, passes)
+        short = full
+        if self.short_iterator is not None:
+            short = self.probe_step_seconds(self.data.short_train, cfg.short_phase()[1], passes)
+        eval_time = 0.0
+        if self.heldout is not None:
+            per_batch = full / cfg.accumulation_steps  # a step computes accumulation_steps batches
+            eval_time = per_batch / 3 * self.heldout["input_ids"].shape[0] / cfg.batch_size
+        fraction = cfg.short_seq_fraction if self.short_iterator is not None else 0.0
+        self.budget = StepBudget(cfg.minutes * 60.0, cfg.eval_interval, full, eval_time, fraction, short)
+        fit = self.budget.initial()
+        self.total_steps = fit.total_steps
+        self.say(self.fit_message(fit, fit.total_steps, first=True))
 
-    RECALIBRATE_FIRST, RECALIBRATE_WINDOW = calibrate.RECALIBRATE_FIRST, calibrate.RECALIBRATE_WINDOW
-    RECALIBRATE_LONG_WINDOW, RECALIBRATE_MARGIN = calibrate.RECALIBRATE_LONG_WINDOW, calibrate.RECALIBRATE_MARGIN
+    def probe_step_seconds(self, data_dir: Path, batch_size: int, passes: int) -> float:
+        """Seconds per training step (x 1.12 for the optimizer, data and checkpoints), from the
+        last half of `passes` forward+backward passes on one held-aside batch of `data_dir` (times
+        the accumulation_steps micro-batches a step computes); the parameters are not touched.
+        The first passes compile Numba's kernels and warm the allocator (measured: the first 4 ran
+        ~20% slower than the run's average), so only the last half are timed. With 10 passes and
+        +8%, four 9-minute runs measured 202-214 ms/step for a loop that then ran at 209-229:
+        hence 16 passes and +12%; the budget's refits correct the rest."""
+        from minibert.shards import BatchIterator
 
-    def calibrate_steps(self, budget_seconds: float, passes: int = 16) -> int:
-        """The schedule length that fits `budget_seconds`, from timed passes (calibrate.calibrate_steps)."""
-        return calibrate.calibrate_steps(self, budget_seconds, passes)
+        cfg = self.cfg
+        probe = BatchIterator(str(data_dir), batch_size, cfg.seed + 99, masking=cfg.masking, vocab=cfg.vocab,
+                              mask_shares=cfg.mask_shares).next_batch()
+        times = []
+        for _ in range(passes):
+            t0 = time.perf_counter()
+            _, grads = self.model.loss_and_grads(probe, train=self.dropout_on(), rng=np.random.default_rng(0),
+                                                 objective=cfg.objective)
+            clip_by_global_norm(grads, cfg.clip_norm)
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times[passes // 2:])) * 1.12 * cfg.accumulation_steps
 
-    def _fit_steps(self, seconds: float, scale: float, overhead: float = 0.0) -> tuple[int, float, int]:
-        return calibrate.fit_steps(self, seconds, scale, overhead)
+    def step_kind(self, step: int) -> str:
+        return SHORT if step < self.short_steps else FULL
 
-    def _recalibrate(self, step_seconds: float) -> None:
-        """After each step of a fresh auto_steps run: refit the schedule, twice (calibrate.recalibrate)."""
-        calibrate.recalibrate(self, step_seconds)
-
-    def after_step(self, seconds: float) -> None:
-        if self._calibration is not None:
-            self._recalibrate(seconds)
-
-    def _time_step(self, data_dir: Path, batch_size: int, passes: int) -> float:
-        return calibrate.time_step(self, data_dir, batch_size, passes)
+    def on_fit(self, fit: Fit, before: int, first: bool) -> None:
+        if self._short_steps is None and self.budget.short_steps is not None and self.short_iterator is not None:
+            self._short_steps = self.budget.short_steps  # the first refit fixed the switch to full length
+        super().on_fit(fit, before, first)
 
     # --- the loop (TrainingLoop.run) ---------------------------------------------------------------
 
@@ -301,13 +314,10 @@ class Trainer(TrainingLoop):
         return super().run(max_steps_this_run)
 
     def aborted_where(self) -> str:
-        state = run_state(self.dir)
+        state = run_dir_mod.run_state(self.dir)
         return (f"the last complete checkpoint is step {state['step']} in {self.dir}; continue with "
                 f"`python -m minibert train --resume {self.dir}`" if state is not None
                 else "no checkpoint was written yet")
-
-    def interrupted_saved(self) -> str:
-        return f"saved {self.dir}"
 
     def resume_command(self) -> str:
         return f"python -m minibert train --resume {self.dir}"
@@ -326,7 +336,6 @@ class Trainer(TrainingLoop):
             return None
         t0 = time.perf_counter()
         r = self.evaluator.evaluate(self.model)
-        self._eval_seconds += time.perf_counter() - t0
         self.last_eval, self.last_eval_step = r, self.step
         self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **r._asdict()})
         self.say(f"eval step {self.step}: {self.evaluator.describe(r)} [{r.examples} examples, "
@@ -352,22 +361,13 @@ class Trainer(TrainingLoop):
         nsp = [f"{self.cfg.pair_task()[0]} acc {rec['nsp_acc']:.2f}"] if self.cfg.objective == "mlm_nsp" else []
         return "", [f"loss {rec['loss']:.3f}", f"{lm} {rec['mlm_acc']:.3f}", *nsp]
 
-    # --- curves -----------------------------------------------------------------------------------
+    # --- curves (TrainingLoop.write_curves draws them) ---------------------------------------------
 
-    def write_curves(self) -> Path | None:
-        """Redraw curves.png. A plot that cannot be written (a full disk) is a warning, not the end
-        of the run: the checkpoints are what must not be lost."""
-        self._last_plot = time.perf_counter()
-        path = self.dir / METRICS_FILE
-        if not self.cfg.curves or not path.exists():
-            return None
-        try:
-            base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
-            return self.plot_curves(path, self.dir / CURVES_FILE, base)
-        except OSError as e:
-            print(f"warning: could not draw {self.dir / CURVES_FILE}: {e}", file=sys.stderr)
-            return None
+    curve_axes = WALL
 
-    def plot_curves(self, metrics_path: Path, out: Path, base) -> Path:
-        """curves.png from metrics.jsonl (the objective's own plot: train/electra.py's draws others)."""
-        return plot_curves(metrics_path, out, base)
+    def curve_panels(self, records: list[dict]) -> list[Panel] | None:
+        """curves.png's panels (train/curves.py), with the held-out set's constant-answer baselines."""
+        if not self.cfg.curves:
+            return None
+        base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
+        return pretraining_panels(base, self.cfg.objective, self.cfg.pair_task()[0])

@@ -7,7 +7,7 @@ by minibert.loop.rundir (config.json, model.safetensors, vocab.txt, optimizer.sa
 trainer_state.json) every `checkpoint_interval` steps, at the end and at Ctrl-C, a stop on a
 NaN/inf loss, and a bit-exact resume: parameters, AdamW's moments, the batch source's Generator
 (it draws both the windows and their factorisation orders) and the fitted schedule are restored,
-so a paused and resumed run ends with the same bits as one that never stopped (tests/test_xlnet.py).
+so a paused and resumed run ends with the same bits as one that never stopped (tests/family/test_xlnet.py).
 One step is train/step.training_step's: clipping at 1.0, AdamW in its bias-corrected form, the
 "bert" schedule (linear warmup, capped at half the steps, then linear decay), no dropout.
 
@@ -24,7 +24,6 @@ The plugs XLNet fills in:
 from __future__ import annotations
 
 import math
-import sys
 import time
 from pathlib import Path
 
@@ -33,13 +32,11 @@ import numpy as np
 from minibert.corpus import read_documents
 from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample_orders
 from minibert.io import atomic, checkpoint
-from minibert.loop import rundir as run_dir
+from minibert.loop.budget import StepBudget
+from minibert.loop.curves import Panel, Series
 from minibert.loop.engine import TrainingLoop
 from minibert.optim import AdamW
 from minibert.tokenizer import BertTokenizer, load_vocab
-
-METRICS = "metrics.jsonl"
-
 
 # ---------------------------------------------------------------------------------------------
 # data
@@ -119,34 +116,6 @@ def evaluate(model: XLNetForPermutationLM, batches) -> dict[str, float]:
             "predicted": int(count), "sequences": int(sum(b["input_ids"].shape[0] for b in batches))}
 
 
-def plot_curves(metrics_path: Path, out: Path) -> Path:
-    """Training and held-out loss of the predicted tokens, held-out perplexity, learning rate."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    recs = run_dir.read_jsonl(metrics_path)[0]
-    train = [r for r in recs if r["type"] == "train"]
-    evals = [r for r in recs if r["type"] == "eval"]
-    fig = Figure(figsize=(14, 4))
-    FigureCanvasAgg(fig)
-    for col, (title, key) in enumerate((("loss of the predicted tokens", "loss"),
-                                        ("held-out perplexity", "perplexity"), ("learning rate", "lr"))):
-        ax = fig.add_subplot(1, 3, col + 1)
-        if key != "perplexity" and train:
-            ax.plot([r["step"] for r in train], [r[key] for r in train], lw=1, label="train")
-        if key != "lr" and evals:
-            ax.plot([r["step"] for r in evals], [r[key] for r in evals], "o-", ms=4, label="held-out")
-        if key == "perplexity":
-            ax.set_yscale("log")
-        ax.set_xlabel("step")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=8)
-    fig.subplots_adjust(left=0.05, right=0.99, bottom=0.14, top=0.9, wspace=0.25)
-    return atomic.atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
-
-
 # ---------------------------------------------------------------------------------------------
 # the model as the loop sees it, and the run
 
@@ -175,13 +144,12 @@ class XLNetRun(TrainingLoop):
         self.optimizer = AdamW(self.model.params, lr=cfg.lr, weight_decay=cfg.weight_decay, bias_correction=True)
         self.rng = np.random.default_rng([cfg.seed, 1])  # the loop's dropout Generator: XLNet here draws nothing
         self.step, self.elapsed = 0, 0.0
-        self.total_steps = cfg.steps or 1000  # 1000 until the first fit (after 5 steps)
+        self.total_steps = cfg.steps or 1000  # 1000 until the budget's first fit (after 10 steps)
         self.minutes = 0.0 if cfg.steps else cfg.minutes  # a fixed step count has no time budget
         self.log_interval = cfg.log_interval
         self.last_eval: dict | None = None
-        self.fits = 0  # fits of the step count to the budget done so far (saved): after 5 steps, at 10%, at 50%
-        self._timing: list | None = None  # [perf_counter after this process's first step, that step, s not training]
-        self._eval_seconds: list[float] = []
+        if not cfg.steps:  # the step count is fitted to the budget (loop/budget.py)
+            self.budget = StepBudget(cfg.minutes * 60.0, cfg.eval_interval)
 
     # --- batch source and step ---------------------------------------------------------------------
 
@@ -189,7 +157,9 @@ class XLNetRun(TrainingLoop):
         return self.batches.next()
 
     def warmup(self) -> int:
-        return min(self.cfg.warmup_steps, self.total_steps // 2)  # so that the lr reaches its peak
+        """At most half of a fixed step count, so that the lr reaches its peak (a budget's
+        schedule keeps warmup_steps: a refit must not move the warmup under the running lr)."""
+        return min(self.cfg.warmup_steps, self.cfg.steps // 2) if self.cfg.steps else self.cfg.warmup_steps
 
     def step_options(self) -> dict:
         return dict(lr=self.cfg.lr, warmup_steps=self.warmup(), schedule="bert", clip_norm=1.0)
@@ -210,40 +180,12 @@ class XLNetRun(TrainingLoop):
     def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
         return "", [f"loss {rec['loss']:.3f}", f"acc {rec['acc']:.3f}"]
 
-    # --- fitting the step count to the budget ------------------------------------------------------
+    # --- the budget (TrainingLoop._fit_budget) -----------------------------------------------------
 
-    def after_step(self, seconds: float) -> None:
-        """With no fixed step count: after 5 steps, at 10% and at 50% of the run, choose the step
-        count so the rest of the budget holds the remaining steps and evaluations, from this
-        process's speed (its first step, which pays Numba's compilation, not counted). A fit missed
-        while the run was stopped happens at the first measured step after the resume."""
-        if self.cfg.steps:
-            return
-        now = time.perf_counter()
-        if self._timing is None:
-            self._timing = [now, self.step, 0.0]
-            return
-        t1, first, not_training = self._timing
-        due = (5, max(10, self.total_steps // 10), max(20, self.total_steps // 2))
-        if self.fits >= len(due) or self.step < due[self.fits] or self.step - first < 2:
-            return
-        per_step = (now - t1 - not_training) / (self.step - first)
-        per_eval = float(np.mean(self._eval_seconds)) if self._eval_seconds else 2.0
-        left = self.minutes * 60.0 - self.elapsed
-        before = self.total_steps
-        self.total_steps = max(self.step + 1, self.step + int(left / (per_step + per_eval / self.cfg.eval_interval)))
-        self.fits += 1
-        if self.fits == 1:
-            self.say(f"calibration: {per_step * 1000:.0f} ms/step: {self.total_steps} steps fit {self.minutes:g} min "
-                     f"(warmup {self.warmup()})")
-        elif self.total_steps != before:
-            self.say(f"recalibration at step {self.step}: {per_step * 1000:.0f} ms/step, {self.total_steps} steps "
-                     f"fit the budget (was {before})")
-
-    def _not_training(self, t0: float) -> None:
-        """Seconds since t0 went to evaluating or plotting: not part of the step time."""
-        if self._timing is not None:
-            self._timing[2] += time.perf_counter() - t0
+    def time_eval(self) -> float:
+        t0 = time.perf_counter()
+        evaluate(self.model, self.heldout)
+        return time.perf_counter() - t0
 
     def on_budget(self) -> None:
         self.say(f"the budget of {self.minutes:g} min is spent at step {self.step}: evaluating and saving")
@@ -257,24 +199,18 @@ class XLNetRun(TrainingLoop):
         t0 = time.perf_counter()
         e = {"step": self.step, **evaluate(self.model, self.heldout)}
         seconds = time.perf_counter() - t0
-        self._eval_seconds.append(seconds)
         self.last_eval, self.last_eval_step = e, self.step
         self.log({"type": "eval", "time": round(self.elapsed, 2), **e})
         self.say(f"eval step {self.step}: held-out loss {e['loss']:.3f} (perplexity {e['perplexity']:.1f}), "
                  f"accuracy {e['acc']:.4f} [{e['predicted']} predicted tokens in {e['sequences']} sequences, "
                  f"{seconds:.1f}s]")
-        self._not_training(t0)
         return e
 
-    def write_curves(self) -> Path | None:
-        t0 = self._last_plot = time.perf_counter()
-        try:
-            return plot_curves(self.dir / METRICS, self.dir / "curves.png")
-        except OSError as e:  # a plot that cannot be written is a warning: the checkpoints are what matter
-            print(f"warning: could not draw {self.dir / 'curves.png'}: {e}", file=sys.stderr)
-            return None
-        finally:
-            self._not_training(t0)
+    def curve_panels(self, records: list[dict]) -> list[Panel]:
+        """The loss of the predicted tokens, the held-out perplexity (log scale), the learning rate."""
+        return [Panel("loss of the predicted tokens", (Series("loss"), Series("loss", "eval"))),
+                Panel("held-out perplexity", (Series("perplexity", "eval"),), log=True),
+                Panel("learning rate", (Series("lr", label=""),))]
 
     # --- checkpoints (TrainingLoop.save_checkpoint / load_checkpoint) -------------------------------
 
@@ -287,7 +223,7 @@ class XLNetRun(TrainingLoop):
     def checkpoint_state(self, status: str, ckpt: Path) -> dict:
         return {"step": self.step, "total_steps": self.total_steps, "status": status, "created_by": "train-xlnet",
                 "elapsed_seconds": self.elapsed, "batches": self.batches.state_dict(),
-                "dropout_rng": self.rng.bit_generator.state, "fits": self.fits,
+                "dropout_rng": self.rng.bit_generator.state,
                 "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
 
     def restore_state(self, state: dict, ckpt: Path) -> None:
@@ -301,19 +237,10 @@ class XLNetRun(TrainingLoop):
         for k, p in self.model.params.items():
             np.copyto(p, saved.params[k])
         self.batches.load_state_dict(state["batches"])
-        self.total_steps, self.fits = int(state["total_steps"]), int(state["fits"])
+        self.total_steps = int(state["total_steps"])
         self.last_eval, self.last_eval_step = state["last_eval"], state["last_eval_step"]
 
-    def no_checkpoint_message(self) -> str:
-        return f"{self.dir} has no checkpoint to resume from; start it again with --overwrite"
-
-    def diverged_hint(self) -> str:
-        where = self.last_good_checkpoint()
-        return (f"; the run stopped without saving. Last good checkpoint: {where}. Try a lower lr (--set lr=..., "
-                f"now {self.cfg.lr:g}) or more warmup (--set warmup_steps=..., now {self.cfg.warmup_steps})")
+    lr_option, warmup_option = "lr (--set lr=...)", "warmup (--set warmup_steps=...)"
 
     def resume_command(self) -> str:
         return f"python -m minibert train-xlnet --resume {self.dir}"
-
-    def interrupted_saved(self) -> str:
-        return f"saved {self.dir}"

@@ -22,25 +22,25 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from minibert.corpus import ensure_default_corpus
 from minibert.family.xlnet import XLNetConfig
+from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir as run_dir
-from minibert.loop.engine import FINISHED, _fmt_seconds
+from minibert.loop.rundir import FINISHED
+from minibert.loop.settings import Settings
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.tokenizer import BertTokenizer
-from minibert.train.xlnet import (METRICS, WindowBatches, XLNetRun, evaluate, heldout_batches, make_batch, plot_curves,
-                                  token_stream, train_batch)
+from minibert.train.xlnet import WindowBatches, XLNetRun, heldout_batches, token_stream
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN_FILE = "run.json"  # marks the directory as a train-xlnet run; its settings and data (what --resume reads)
+COMMAND = "train-xlnet"  # run.json's "command"
 
 
 @dataclasses.dataclass
-class XLNetTrainConfig:
+class XLNetTrainConfig(Settings):
     """The xlnet-tiny preset: BERT-tiny's model and train-tiny's recipe (sequence 64, batch 32,
     lr 1e-3 with bias-corrected AdamW, 200 warmup steps, no dropout), K = 6."""
 
@@ -86,22 +86,6 @@ FAST = dict(minutes=0.4, max_train_lines=3000, eval_sequences=32, log_interval=5
             checkpoint_interval=50, warmup_steps=10)
 
 
-def parse_settings(items: list[str]) -> dict[str, Any]:
-    """["lr=5e-4", "pred_k=7"] -> {"lr": 0.0005, "pred_k": 7}, typed like the preset's field."""
-    fields = {f.name: f for f in dataclasses.fields(XLNetTrainConfig)}
-    out: dict[str, Any] = {}
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or key not in fields:
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE with KEY one of {sorted(fields)}")
-        kind = type(getattr(XLNetTrainConfig(), key))
-        try:
-            out[key] = kind(raw)
-        except ValueError:
-            raise ValueError(f"--set {item!r}: {raw!r} is not a{'n' if kind is int else ''} {kind.__name__}") from None
-    return out
-
-
 def mlm_perplexity_by_input(model, feats: dict[str, np.ndarray], mask_id: int, batch_size: int = 128) -> dict:
     """A BERT model's held-out MLM perplexity and accuracy, split by what the input holds at the
     predicted position: "[MASK]" (80%: the target is hidden, as it always is from XLNet's query
@@ -137,37 +121,17 @@ def mlm_perplexity_by_input(model, feats: dict[str, np.ndarray], mask_id: int, b
 # ---------------------------------------------------------------------------------------------
 # the run directory
 
-def _newest_state(out: Path) -> dict:
-    ckpt = run_dir.latest_checkpoint(out)
-    return run_dir.read_json(ckpt / run_dir.STATE_FILE) if ckpt is not None else {}
-
-
 def check_out(out: Path, overwrite: bool) -> None:
     """Before anything is written: refuse a directory that holds something other than a
     train-xlnet run, or an unfinished train-xlnet run (that one is for --resume), unless
     --overwrite. A finished train-xlnet run is replaced."""
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} is a file")
-    if overwrite or not out.is_dir() or not any(out.iterdir()):
-        return
-    if not (out / RUN_FILE).is_file():
-        raise ValueError(f"{out} exists and does not hold a train-xlnet run; choose another --out or pass --overwrite")
-    created = run_dir.read_json(out / RUN_FILE).get("created_by")
-    if created != "train-xlnet":
-        raise ValueError(f"{out} holds a run of {created or 'another command'}; pass --overwrite to replace it")
-    state = _newest_state(out)
-    if state.get("status") in ("running", "paused", "interrupted"):
-        raise ValueError(f"{out} holds an unfinished train-xlnet run (stopped at step {state['step']} of "
-                         f"{state['total_steps']}); continue it with --resume {out}, or replace it with --overwrite")
+    run_dir.check_run_dir(out, COMMAND, overwrite=overwrite, replaceable=True,
+                          resume=f"python -m minibert train-xlnet --resume {out}")
 
 
 def start_fresh(out: Path, cfg: XLNetTrainConfig, preset: str = "xlnet-tiny", data: dict | None = None) -> None:
     """Clear what an earlier run wrote and record this run's settings and data in run.json."""
-    out.mkdir(parents=True, exist_ok=True)
-    for name in (METRICS, "curves.png", run_dir.CHECKPOINTS, *run_dir.PUBLISHED):
-        run_dir._remove(out / name)
-    run_dir.write_json(out / RUN_FILE, {"created_by": "train-xlnet", "preset": preset,
-                                        "settings": dataclasses.asdict(cfg), "data": data})
+    run_dir.start_run(out, COMMAND, cfg.to_dict(), preset=preset, data=data)
 
 
 def prepare_run_dir(out: Path, cfg: XLNetTrainConfig, overwrite: bool, data: dict | None = None) -> None:
@@ -191,25 +155,12 @@ def _resumed(p: argparse.ArgumentParser, args) -> tuple[XLNetTrainConfig, Path, 
     """--resume RUN_DIR: the settings and data run.json saved; only the budget and the pause may be
     given anew. -> (settings, run directory, (training text, held-out text, vocab))."""
     out = Path(args.resume)
-    saved = run_dir.read_json(out / RUN_FILE) if (out / RUN_FILE).is_file() else {}
-    if saved.get("created_by") != "train-xlnet":
-        raise ValueError(f"{out} has no {RUN_FILE} written by train-xlnet: not a train-xlnet run to resume")
-    defaults = vars(p.parse_args([]))
-    changed = sorted(k for k, v in vars(args).items()
-                     if k not in ("resume", "minutes", "max_steps_this_run") and v != defaults[k])
-    if changed:
-        raise ValueError(f"--resume continues {out} with its saved settings; only --minutes and --max-steps-this-run "
-                         f"may be given (got {', '.join('--' + k.replace('_', '-') for k in changed)})")
-    ckpt = run_dir.latest_checkpoint(out)
-    if ckpt is None:
-        raise ValueError(f"{out} has no checkpoint to resume from; start the run again with --overwrite")
-    if "batches" not in run_dir.read_json(ckpt / run_dir.STATE_FILE):
-        raise ValueError(f"{ckpt} was saved by a train-xlnet without resume; start the run again with --overwrite")
-    cfg = XLNetTrainConfig(**saved["settings"])
+    info = run_dir.resumable_run(out, COMMAND, run_dir.options_given(p, args))
+    cfg = XLNetTrainConfig.from_dict(info.settings, str(out / run_dir.RUN_FILE))
     if args.minutes is not None:
         cfg.minutes = args.minutes
     cfg.validate()
-    data = saved.get("data")
+    data = info.extra.get("data")
     paths = ((Path(data["corpus"]), Path(data["heldout"]), Path(data["vocab"])) if data
              else tuple(ensure_default_corpus()))
     return cfg, out, paths
@@ -221,7 +172,7 @@ def _finish(run: XLNetRun, status: str, fast: bool) -> int:
     if status in FINISHED:
         if e is not None:
             print(f"\nheld-out ({e['sequences']} sequences, {e['predicted']} predicted tokens) after {e['step']} "
-                  f"steps, {_fmt_seconds(run.elapsed)}: loss {e['loss']:.3f}, perplexity {e['perplexity']:.1f}, "
+                  f"steps, {fmt_seconds(run.elapsed)}: loss {e['loss']:.3f}, perplexity {e['perplexity']:.1f}, "
                   f"accuracy {e['acc']:.2%}")
         print(f"saved: {run.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
               f"{run_dir.CHECKPOINTS}/)")
@@ -235,6 +186,29 @@ def _finish(run: XLNetRun, status: str, fast: bool) -> int:
 
 # ---------------------------------------------------------------------------------------------
 # the command
+
+def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple, fast: bool):
+    """The run in `out` (locked by the caller): built, started or resumed, trained -> (XLNetRun, status)."""
+    train_path, heldout_path, vocab = paths
+    budget = f"{cfg.steps} steps" if cfg.steps else f"budget {cfg.minutes:g} min"
+    print(f"train-xlnet{' (MINIBERT_FAST=1: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
+          f"-> {out}", flush=True)
+    run = build_run(cfg, out, vocab, train_path, heldout_path)
+    out.mkdir(parents=True, exist_ok=True)
+    for removed in run_dir.clean_interrupted_saves(out):
+        print(f"removed {removed}, left by a save that was cut off")
+    if args.resume:
+        run.load_checkpoint()
+        print(f"resumed {out} at step {run.step}/{run.total_steps}", flush=True)
+    else:
+        start_fresh(out, cfg, args.preset, data)
+    model = run.model
+    print(f"model: {model.num_parameters:,} parameters ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, "
+          f"{cfg.num_attention_heads} heads, vocab {model.config.vocab_size}); {run.batches.stream.size:,} "
+          f"training tokens, windows of {cfg.seq_len}, batch {cfg.batch_size}, predict the last 1/{cfg.pred_k} "
+          f"of each order; lr {cfg.lr:g}; {budget}", flush=True)
+    return run, run.run(args.max_steps_this_run)
+
 
 def train_xlnet_cli(argv: list[str]) -> int:
     """python -m minibert train-xlnet [--minutes M] [--steps N] [--out DIR] [--set KEY=VALUE] [--resume DIR]"""
@@ -264,7 +238,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
             cfg, out, (train_path, heldout_path, vocab) = _resumed(p, args)
             data = None
         else:
-            settings = {**PRESETS[args.preset], **(FAST if fast else {}), **parse_settings(args.set)}
+            settings = {**PRESETS[args.preset], **(FAST if fast else {}), **XLNetTrainConfig.parse_set(args.set)}
             for key in ("minutes", "steps"):
                 if getattr(args, key) is not None:
                     settings[key] = getattr(args, key)
@@ -280,25 +254,10 @@ def train_xlnet_cli(argv: list[str]) -> int:
                 train_path, heldout_path, vocab = ensure_default_corpus()
                 data = None  # the default corpus: --resume finds it again
             out = Path(args.out) if args.out else ROOT / "runs" / args.preset
-            check_out(out, args.overwrite)
-        budget = f"{cfg.steps} steps" if cfg.steps else f"budget {cfg.minutes:g} min"
-        print(f"train-xlnet{' (MINIBERT_FAST=1: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
-              f"-> {out}", flush=True)
-        run = build_run(cfg, out, vocab, train_path, heldout_path)
-        out.mkdir(parents=True, exist_ok=True)
-        for removed in run_dir.clean_interrupted_saves(out):
-            print(f"removed {removed}, left by a save that was cut off")
-        if args.resume:
-            run.load_checkpoint()
-            print(f"resumed {out} at step {run.step}/{run.total_steps}", flush=True)
-        else:
-            start_fresh(out, cfg, args.preset, data)
-        model = run.model
-        print(f"model: {model.num_parameters:,} parameters ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, "
-              f"{cfg.num_attention_heads} heads, vocab {model.config.vocab_size}); {run.batches.stream.size:,} "
-              f"training tokens, windows of {cfg.seq_len}, batch {cfg.batch_size}, predict the last 1/{cfg.pred_k} "
-              f"of each order; lr {cfg.lr:g}; {budget}", flush=True)
-        status = run.run(args.max_steps_this_run)
+        with run_dir.RunLock(out):  # one writer per run directory
+            if not args.resume:
+                check_out(out, args.overwrite)
+            run, status = _run(args, cfg, out, data, (train_path, heldout_path, vocab), fast)
     except KeyboardInterrupt:  # Ctrl-C before the loop started
         print("\ninterrupted before training started: nothing was saved", file=sys.stderr)
         return 130

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from corpora import SPECIALS, word_corpus, write_vocab
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -12,20 +13,15 @@ transformers = pytest.importorskip("transformers")
 from minibert.train import config as train_config  # noqa: E402
 from minibert.train import pretrain  # noqa: E402
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = [f"w{i}" for i in range(35)]
 
 
 def _corpus(path, n_docs, seed):
-    rng = np.random.default_rng(seed)
-    docs = ["\n".join(" ".join(rng.choice(WORDS, size=rng.integers(4, 9))) for _ in range(rng.integers(3, 6)))
-            for _ in range(n_docs)]
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    return str(path)
+    return str(word_corpus(path, n_docs, seed, WORDS, group=None, sentences=(3, 6)))
 
 
 def test_electra_run_directory_loads_in_transformers(tmp_path):
-    (tmp_path / "vocab.txt").write_text("".join(t + "\n" for t in SPECIALS + WORDS), encoding="utf-8")
+    write_vocab(tmp_path / "vocab.txt", SPECIALS + WORDS)
     cfg = train_config.make_config("electra-tiny", corpus=(_corpus(tmp_path / "train.txt", 40, 0),),
                         heldout=(_corpus(tmp_path / "heldout.txt", 8, 1),), vocab=str(tmp_path / "vocab.txt"),
                         data_cache=str(tmp_path / "cache"), out_dir=str(tmp_path / "run"), hidden_size=16,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpora import TOPICS, topic_corpus
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -22,29 +23,21 @@ from minibert.tools.export_data import to_transformers  # noqa: E402
 from minibert.train import config as train_config  # noqa: E402
 from minibert.train import data as train_data  # noqa: E402
 from minibert.train import pretrain  # noqa: E402
-from minibert.train import runs  # noqa: E402
+from minibert.train import runs as train_runs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-WORDS = {"cats": "cat kitten purrs sleeps mat milk", "dogs": "dog puppy barks runs park bone",
-         "ships": "ship sail floats docks harbour anchor"}
+HANDOFF_TOPICS = ["cats", "dogs", "ships"]
 
 
 def _corpus(path: Path, n_docs: int, seed: int) -> Path:
-    rng = np.random.default_rng(seed)
-    docs = []
-    for i in range(n_docs):
-        w = list(WORDS.values())[i % 3].split()
-        docs.append("\n".join(f"the {w[rng.integers(2)]} {w[2 + rng.integers(2)]} on a {w[4]} with the {w[5]} ."
-                              for _ in range(rng.integers(4, 9))))
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    return path
+    return topic_corpus(path, n_docs, seed, HANDOFF_TOPICS)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     d = tmp_path_factory.mktemp("handoff")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "on", "a", "with", "."]
-    vocab += sorted({w for ws in WORDS.values() for w in ws.split()})
+    vocab += sorted({w for t in HANDOFF_TOPICS for w in TOPICS[t]})
     (d / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     cfg = train_config.make_config("tiny", corpus=(str(_corpus(d / "train.txt", 60, 0)),),
                         heldout=(str(_corpus(d / "heldout.txt", 9, 1)),), vocab=str(d / "vocab.txt"),
@@ -67,7 +60,7 @@ def test_export_data_writes_what_bert_for_pretraining_takes(run, tmp_path):
     out = tmp_path / "train.jsonl"
     assert export_cli([str(run), "--out", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    cfg = runs.resume_config(run, {})
+    cfg = train_runs.resume_config(run, {})
     it = BatchIterator(str(train_data.prepare_data(cfg, verbose=False).train), cfg.batch_size, cfg.seed,
                        masking=cfg.masking, vocab=cfg.vocab)
     assert len(rows) == it.batches_per_epoch * cfg.batch_size  # the run's epoch, batch by batch
@@ -95,7 +88,7 @@ def test_trainer_continues_a_minibert_run_and_minibert_reads_the_result(run, tmp
     assert not np.array_equal(after.params["h0.ffn.in.w"], before.params["h0.ffn.in.w"])  # it trained
 
     # a fixed batch: the run's held-out sequences with their stored masks
-    cfg = runs.resume_config(run, {})
+    cfg = train_runs.resume_config(run, {})
     batch = BatchIterator(str(train_data.prepare_data(cfg, verbose=False).heldout), 8, 0, vocab=cfg.vocab).next_batch()
     ours, _ = after.loss_and_grads(batch, compute_grads=False)
     rows = list(to_transformers(batch))

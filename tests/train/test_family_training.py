@@ -2,15 +2,17 @@
 §10.1, §10.2): gradient accumulation (accumulation_steps) equal to one big batch, the packing,
 model_type and sentence_order settings, the roberta-tiny and albert-tiny presets end to end
 (train and train-tiny), their bit-exact resume, and ALBERT checkpoints that load as
-minibert.AlbertForPreTraining. The defaults stay BERT's: tests/test_train.py runs unchanged."""
+minibert.AlbertForPreTraining. The defaults stay BERT's: tests/train/test_train.py runs unchanged."""
 from __future__ import annotations
 
 import json
 
 import numpy as np
 import pytest
+from corpora import SPECIALS, WORDS, pretraining_files, word_corpus, write_vocab
 
 import minibert
+from minibert.loop.curves import read_metrics
 from minibert.bert import BertForPreTraining
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining
 from minibert.inspect import attention_maps
@@ -23,12 +25,11 @@ from minibert.shards import BatchIterator, read_meta
 from minibert.tools.look_inside import attention_cli, fill_mask_cli
 from minibert.train import commands
 from minibert.train import config as train_config
-from minibert.train import curves, pretrain, runs
+from minibert.train import curves, pretrain
+from minibert.train import runs as train_runs
 from minibert.train import trainer as trainer_mod
 from minibert.train.commands import train_tiny_cli
 
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-WORDS = [f"w{i}" for i in range(45)]  # with SPECIALS: a vocabulary of V = 50 tokens
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
             max_position_embeddings=16)
 
@@ -172,25 +173,11 @@ def test_new_settings_parse_from_the_command_line():
 # ---------------------------------------------------------------------------------------------
 # through the training loop
 
-def _write_corpus(path, n_docs, seed):
-    rng = np.random.default_rng(seed)
-    docs = []
-    for _ in range(n_docs):
-        topic = rng.choice(len(WORDS) // 5)
-        words = WORDS[5 * topic:5 * topic + 5]
-        docs.append("\n".join(" ".join(rng.choice(words, size=rng.integers(4, 9))) for _ in range(rng.integers(3, 7))))
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("family")
-    vocab = d / "vocab.txt"
-    vocab.write_text("".join(t + "\n" for t in SPECIALS + WORDS), encoding="utf-8")
-    return {"corpus": (str(_write_corpus(d / "train.txt", 60, 0)),),
-            "heldout": (str(_write_corpus(d / "heldout.txt", 10, 1)),),
-            "vocab": str(vocab), "data_cache": str(d / "cache")}
+    return pretraining_files(d, word_corpus(d / "train.txt", 60, 0), word_corpus(d / "heldout.txt", 10, 1),
+                             write_vocab(d / "vocab.txt", SPECIALS + WORDS))
 
 
 SMALL = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
@@ -214,17 +201,17 @@ def test_preset_run_resumes_bit_exactly(files, tmp_path, preset, capsys):
     out = capsys.readouterr().out
     part = pretrain.train(_config(files, tmp_path / "part", preset), verbose=False, max_steps_this_run=3)
     assert part.status == "paused" and part.step == 3
-    resumed = pretrain.train(runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
+    resumed = pretrain.train(train_runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
     assert straight.status == resumed.status == "done" and resumed.step == 6
     a, b = _state(straight), _state(resumed)
     assert a.keys() == b.keys()
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]  # exact: resume
     assert straight.last_eval == resumed.last_eval  # exact: the same bits, evaluated the same way
-    saved = json.loads((tmp_path / "part" / "run.json").read_text())["config"]
+    saved = json.loads((tmp_path / "part" / "run.json").read_text())["settings"]
     expected = train_config.make_config(preset)
     for key in ("model_type", "accumulation_steps", "packing", "sentence_order", "objective"):
         assert saved[key] == getattr(expected, key), key
-    assert runs.resume_config(tmp_path / "part", {}).flat() == _config(files, tmp_path / "part", preset).flat()
+    assert train_runs.resume_config(tmp_path / "part", {}).flat() == _config(files, tmp_path / "part", preset).flat()
     if preset == "roberta-tiny":
         assert "full_sentences packing" in out and "x 2 micro-batches (16 sequences per step)" in out
         assert isinstance(straight.model, BertForPreTraining) and "NSP" not in out
@@ -283,8 +270,8 @@ def test_train_tiny_cli_runs_a_family_preset_fast(files, tmp_path, preset, monke
     out = capsys.readouterr().out
     assert "fill-mask examples" in out and ("SOP accuracy" in out) == (preset == "albert-tiny")
     saved = json.loads((tmp_path / preset / "run.json").read_text())
-    assert saved["created_by"] == "train-tiny" and saved["config"]["preset"] == preset
-    assert saved["config"]["model_type"] == ("albert" if preset == "albert-tiny" else "bert")
+    assert saved["command"] == "train-tiny" and saved["settings"]["preset"] == preset
+    assert saved["settings"]["model_type"] == ("albert" if preset == "albert-tiny" else "bert")
 
 
 @pytest.mark.parametrize("preset,key,value", [("roberta-tiny", "packing", "full_sentences"),
@@ -295,7 +282,7 @@ def test_train_cli_takes_a_family_preset(files, tmp_path, capsys, preset, key, v
             *(a for k, v in {**SMALL, "data_cache": files["data_cache"], "eval_interval": 2}.items()
               if k != "steps" for a in ("--set", f"{k}={v}"))]
     assert commands.cli(argv) == 0
-    assert json.loads((tmp_path / "r" / "run.json").read_text())["config"][key] == value
+    assert json.loads((tmp_path / "r" / "run.json").read_text())["settings"][key] == value
 
 
 def test_train_tiny_refuses_an_unknown_preset(capsys):
@@ -342,7 +329,7 @@ def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path
     out = capsys.readouterr().out
     part = pretrain.train(_config(files, tmp_path / "part", "electra-tiny", **kw), verbose=False, max_steps_this_run=3)
     assert part.status == "paused" and part.step == 3
-    resumed = pretrain.train(runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
+    resumed = pretrain.train(train_runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
     assert straight.status == resumed.status == "done" and resumed.step == 6
     a, b = _electra_state(straight), _electra_state(resumed)
     assert a.keys() == b.keys() and any(k.startswith("p.gen.") for k in a)
@@ -352,7 +339,7 @@ def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path
     # the progress line and the evaluation show the generator's and the discriminator's numbers
     assert "gen MLM acc" in out and "disc acc" in out and "replaced recall" in out and "NSP acc" not in out
     assert "held-out generator MLM acc" in out and "ELECTRA: generator hidden 4" in out
-    recs = curves.read_metrics(tmp_path / "part" / "metrics.jsonl")
+    recs = read_metrics(tmp_path / "part" / "metrics.jsonl")
     assert {"mlm_acc", "disc_acc", "replaced_recall", "rtd_loss"} <= set(recs[-1])
     # the run's top level is the discriminator, generator/ the generator, sharing the embeddings
     run = tmp_path / "straight"
@@ -395,4 +382,4 @@ def test_train_tiny_cli_runs_electra_fast_with_curves(files, tmp_path, monkeypat
     assert (tmp_path / "e" / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (tmp_path / "e" / "generator" / "model.safetensors").is_file()
     saved = json.loads((tmp_path / "e" / "run.json").read_text())
-    assert saved["created_by"] == "train-tiny" and saved["config"]["model_type"] == "electra"
+    assert saved["command"] == "train-tiny" and saved["settings"]["model_type"] == "electra"

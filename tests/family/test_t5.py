@@ -8,6 +8,7 @@ import signal
 
 import numpy as np
 import pytest
+from corpora import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -203,8 +204,8 @@ def test_span_mask_keeps_the_dropped_text_only():
                       intermediate_size=16, max_position_embeddings=16, num_sentinels=10)
     batch = D.pad_batch([(np.array([5, 99, 3]), np.array([99, 6, 7, 98, 8, 3])), (np.array([9, 3]), np.array([99, 3]))],
                         SPECIAL)
-    assert t5_train.span_mask(batch, cfg).astype(int).tolist() == [[0, 1, 1, 0, 1, 0], [0, 0, 0, 0, 0, 0]]
-    token, share = t5_train.span_baseline([batch], cfg)
+    assert t5_loop.span_mask(batch, cfg).astype(int).tolist() == [[0, 1, 1, 0, 1, 0], [0, 0, 0, 0, 0, 0]]
+    token, share = t5_loop.span_baseline([batch], cfg)
     assert token == 6 and abs(share - 1 / 3) < 1e-12  # 6 is one of the three dropped-text tokens
 
 
@@ -213,7 +214,7 @@ def test_span_mask_keeps_the_dropped_text_only():
 
 @pytest.fixture
 def tiny_corpus(tmp_path):
-    lines = (t5_train.Path(__file__).resolve().parent.parent / "data" / "sample.txt").read_text().splitlines()
+    lines = (REPO / "data" / "sample.txt").read_text().splitlines()
     words = sorted({w for line in lines for w in basic_tokenize(line)} | {"sst", "##2", "sentence", ":", "positive",
                                                                           "negative", "good", "bad", "film"})
     (tmp_path / "vocab.txt").write_text("\n".join(list(SPECIAL_TOKENS) + words) + "\n")
@@ -340,7 +341,7 @@ def test_train_t5_refuses_bad_arguments(tiny_corpus, tmp_path):
         _cli(tiny_corpus, tmp_path / "y", "--steps", "0")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "file.txt").write_text("x")
-    with pytest.raises(ValueError, match="does not hold a train-t5 run"):
+    with pytest.raises(ValueError, match="already holds files of its own, not a train-t5 run"):
         _cli(tiny_corpus, tmp_path / "other", "--steps", "1")
     with pytest.raises(ValueError, match="not a train-t5 run directory"):
         t5_train.load_run(tmp_path / "other")

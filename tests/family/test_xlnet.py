@@ -5,10 +5,10 @@ a fixed order; the masks' invariants; partial prediction; batch errors; save/loa
 training loop (its run directory, Ctrl-C, NaN stop, bit-exact resume)."""
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from corpora import REPO
 
 from minibert import gradcheck as gc
 from minibert.family import xlnet
@@ -269,7 +269,7 @@ def test_model_overfits_one_batch():
 def small_corpus(tmp_path):
     from minibert.tokenizer import BertTokenizer
 
-    src = Path(__file__).resolve().parent.parent / "data" / "sample.txt"
+    src = REPO / "data" / "sample.txt"
     text = src.read_text(encoding="utf-8")
     words = sorted({w for line in text.splitlines() for w in BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]",
                                                                               "[MASK]"]).basic_tokenize(line)})
@@ -324,10 +324,10 @@ def test_train_xlnet_writes_a_run_on_the_training_loop(tmp_path, capsys, no_fast
     assert _cli(tmp_path, out, "--steps", "2") == 0  # a finished run is replaced without --overwrite
     assert _newest(out)[1]["step"] == 2
     (out / "run.json").write_text(json.dumps({"created_by": "train-tiny"}))  # another command's run is refused
-    with pytest.raises(ValueError, match="holds a run of train-tiny"):
+    with pytest.raises(ValueError, match="already holds a train-tiny run, not a train-xlnet run"):
         xlnet_train.check_out(out, overwrite=False)
     with pytest.raises(ValueError, match="pred_k"):
-        xlnet_train.parse_settings(["pred_k=x"])
+        xlnet_train.XLNetTrainConfig.parse_set(["pred_k=x"])
 
 
 def test_train_xlnet_ctrl_c_saves_refuses_to_overwrite_and_a_second_one_aborts(tmp_path, monkeypatch, capsys,
@@ -359,8 +359,8 @@ def test_train_xlnet_ctrl_c_saves_refuses_to_overwrite_and_a_second_one_aborts(t
     assert xlnet_train.train_xlnet_cli(["--resume", str(out), "--steps", "3"]) == 1  # resume keeps the settings
     assert "only --minutes and --max-steps-this-run" in capsys.readouterr().err
     assert _cli(tmp_path, out, "--steps", "10") == 1  # kept for --resume
-    assert f"unfinished train-xlnet run (stopped at step 2 of 10); continue it with --resume {out}" in \
-        capsys.readouterr().err
+    assert (f"unfinished train-xlnet run (stopped at step 2 of 10); nothing was written. Continue it with "
+            f"`python -m minibert train-xlnet --resume {out}`") in capsys.readouterr().err
     calls.clear()
     monkeypatch.setattr(xlnet_loop.XLNetModel, "loss_grads_metrics", ctrl_c(2))
     assert _cli(tmp_path, out, "--steps", "10", "--set", "checkpoint_interval=1", "--overwrite") == 130
@@ -414,7 +414,7 @@ def test_train_xlnet_stops_on_a_nan_loss_without_saving_that_step(tmp_path, monk
 
 def test_train_xlnet_cli_bad_settings_give_one_error_line(capsys, tmp_path):
     assert xlnet_train.train_xlnet_cli(["--set", "bogus=1", "--out", str(tmp_path / "r")]) == 1
-    assert capsys.readouterr().err.strip().startswith("error: --set 'bogus=1': expected KEY=VALUE")
+    assert capsys.readouterr().err.strip().startswith("error: --set 'bogus=1': unknown setting 'bogus'")
     assert xlnet_train.train_xlnet_cli(["--set", "seq_len=1", "--out", str(tmp_path / "r")]) == 1
     assert "seq_len=1" in capsys.readouterr().err
     assert xlnet_train.train_xlnet_cli(["--corpus", "x.txt", "--out", str(tmp_path / "r")]) == 1

@@ -4,7 +4,7 @@ a lesson shows up here with the lesson's output.
 
 The lessons run as shipped: every exercise is a stub, so each lesson must say so and go on with
 the reference solution from lessons/solutions/. `run_lesson` also asks the lessons to log how
-every exercise was graded (MINIBERT_GRADING_LOG); tests/test_exercises.py reads those logs, from
+every exercise was graded (MINIBERT_GRADING_LOG); tests/lessons/test_exercises.py reads those logs, from
 the same runs (one run per lesson per pytest session)."""
 from __future__ import annotations
 
@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from corpora import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.py"))
 WITH_EXERCISES = [p for p in LESSONS if (ROOT / "lessons" / "solutions" / p.name).exists()]
 TIMEOUT_S = 120  # per lesson; each aims at a few seconds (the issue's limit is 60 s)

@@ -2,7 +2,7 @@
 message, its reference solution (lessons/solutions/) passes the same check, and a wrong answer
 (the solution's result moved by 50%) fails it with a message that says by how much.
 
-The per-exercise facts come from the lesson runs of tests/test_lessons.py (run_lesson is cached,
+The per-exercise facts come from the lesson runs of tests/lessons/test_lessons.py (run_lesson is cached,
 so each lesson runs once per session), where lessons/course.py logs every grading."""
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_float_hygiene import check_source
+from hygiene import check_source
 from test_lessons import LESSONS, ROOT, run_lesson
 
 SOLUTIONS = ROOT / "lessons" / "solutions"
@@ -60,7 +60,7 @@ def test_lesson_ships_stubs_not_answers(path: Path):
 @pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
 def test_every_exercise_stub_fails_and_solution_passes(path: Path):
     run = run_lesson(path)
-    assert run.returncode == 0, f"{path.name} failed; see tests/test_lessons.py"
+    assert run.returncode == 0, f"{path.name} failed; see tests/lessons/test_lessons.py"
     records = {r["name"]: r for r in run.grading}
     names = _solution_functions(SOLUTIONS / path.name)
     assert sorted(records) == sorted(names), f"{path.name}: graded {sorted(records)}, solutions define {sorted(names)}"
@@ -78,7 +78,7 @@ def test_every_exercise_stub_fails_and_solution_passes(path: Path):
 @pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
 def test_every_check_catches_a_wrong_answer_and_says_by_how_much(path: Path):
     run = run_lesson(path)
-    assert run.returncode == 0, f"{path.name} failed; see tests/test_lessons.py"
+    assert run.returncode == 0, f"{path.name} failed; see tests/lessons/test_lessons.py"
     for r in run.grading:
         wrong = r["wrong"]
         assert wrong["ok"] is False, f"{path.name} {r['name']}: a wrong answer (result * 1.5 + 0.1) passed its check"
@@ -172,7 +172,7 @@ def test_shape_mismatch_is_a_readable_failure(course):
 
 def test_solutions_and_course_keep_floats_out_of_lookups():
     """The float-lookup-by-value pattern (lesson 00's crash on AVX-512) stays out of the files
-    tests/test_float_hygiene.py does not scan."""
+    tests/meta/test_float_hygiene.py does not scan."""
     problems = {p.name: check_source(p.read_text(encoding="utf-8")) for p in sorted(SOLUTIONS.glob("*.py"))}
     problems = {k: v for k, v in problems.items() if v}
     assert not problems, problems

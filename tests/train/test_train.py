@@ -2,7 +2,6 @@
 input, held-out leakage, learning, output files, fill-mask / attention commands."""
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
 import os
@@ -11,71 +10,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpora import HELD_TOPICS, TOPICS, small_config, topic_corpus
 
+from minibert.loop.curves import plot_curves, read_metrics
 from minibert.bert import BertForPreTraining
 from minibert.inspect import attention_maps, encode_with_masks, fill_mask
+from minibert.loop import rundir as rd
 from minibert.loop import step
+from minibert.optim import lr_at
 from minibert.tools.look_inside import attention_cli, fill_mask_cli, nsp_baseline_cli
 from minibert.train import commands
 from minibert.train import config as train_config
 from minibert.train import curves
 from minibert.train import data as train_data
-from minibert.train import evaluation, pretrain, runs
+from minibert.train import evaluation, pretrain
+from minibert.train import runs as train_runs
 from minibert.train import trainer as trainer_mod
-
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-SHARED = ["the", "a", "is", "on", "of", "and", "with", "to", "."]
-TOPICS = {  # each topic has its own words; held-out topics share none with training topics
-    "cats": ["cat", "kitten", "purrs", "sleeps", "mat", "milk"],
-    "dogs": ["dog", "puppy", "barks", "runs", "park", "bone"],
-    "ships": ["ship", "sail", "floats", "docks", "harbour", "anchor"],
-    "code": ["function", "returns", "list", "string", "calls", "value"],
-    "heldA": ["zebra", "gallops", "savanna", "stripes", "grass", "herd"],
-    "heldB": ["violin", "plays", "melody", "strings", "concert", "bow"],
-}
-HELD_TOPICS = ("heldA", "heldB")
-
-
-def _sentence(rng, words):
-    """'the <noun> <verb> on a <place> with the <thing> .': the topic decides every content word,
-    so a model that reads the context can predict masked words."""
-    return f"the {words[rng.integers(2)]} {words[2 + rng.integers(2)]} on a {words[4]} with the {words[5]} ."
-
-
-def _write_corpus(path: Path, topics, n_docs: int, seed: int, sentences=(4, 9)) -> Path:
-    rng = np.random.default_rng(seed)
-    docs = []
-    for i in range(n_docs):
-        words = TOPICS[topics[i % len(topics)]]
-        docs.append("\n".join(_sentence(rng, words) for _ in range(rng.integers(*sentences))))
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    return path
-
-
-TRAIN_TOPICS = ["cats", "dogs", "ships", "code"]
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    d = tmp_path_factory.mktemp("corpus")
-    train = _write_corpus(d / "train.txt", TRAIN_TOPICS, 80, 0)
-    heldout = _write_corpus(d / "heldout.txt", TRAIN_TOPICS, 12, 1)  # new documents, same topics
-    _write_corpus(d / "heldout_disjoint.txt", list(HELD_TOPICS), 12, 2)  # words never in training
-    vocab = d / "vocab.txt"
-    vocab.write_text("".join(t + "\n" for t in SPECIALS + SHARED + sorted({w for ws in TOPICS.values()
-                                                                            for w in ws})), encoding="utf-8")
-    return {"corpus": (str(train),), "heldout": (str(heldout),), "vocab": str(vocab),
-            "data_cache": str(d / "cache")}
-
-
-def small_config(files, out: Path, **kw) -> train_config.TrainConfig:
-    base = dict(files, out_dir=str(out), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                intermediate_size=32, max_position_embeddings=32, max_seq_length=32,
-                max_predictions_per_seq=5, batch_size=8, dupe_factor=2, lr=5e-3, warmup_steps=3,
-                steps=12, log_interval=2, eval_interval=6, checkpoint_interval=4, eval_examples=32,
-                curves=False)
-    base.update(kw)
-    return train_config.make_config("tiny", **base)
 
 
 def _state(trainer):
@@ -92,7 +42,7 @@ def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dr
     assert full.status == "done" and full.step == 12
     part = pretrain.train(small_config(corpus, tmp_path / "part", **kw), verbose=False, max_steps_this_run=5)
     assert part.status == "paused" and part.step == 5
-    cfg = runs.resume_config(tmp_path / "part", {})
+    cfg = train_runs.resume_config(tmp_path / "part", {})
     resumed = pretrain.train(cfg, resume=True, verbose=False)
     assert resumed.status == "done" and resumed.step == 12
     a, b = _state(full), _state(resumed)
@@ -102,14 +52,14 @@ def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dr
     assert not np.array_equal(part.model.params["h0.ffn.in.w"], full.model.params["h0.ffn.in.w"])
     assert full.last_eval == resumed.last_eval
     # metrics.jsonl of the resumed run has each step once
-    steps = [r["step"] for r in curves.read_metrics(tmp_path / "part" / "metrics.jsonl") if r["type"] == "train"]
+    steps = [r["step"] for r in read_metrics(tmp_path / "part" / "metrics.jsonl") if r["type"] == "train"]
     assert steps == sorted(set(steps)) and steps[-1] == 12
 
 
 def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path):
     full = pretrain.train(small_config(corpus, tmp_path / "full"), verbose=False)
     cfg = small_config(corpus, tmp_path / "int")
-    runs.check_run_dir(cfg)
+    train_runs.check_run_dir(cfg)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
     trainer.start_fresh()
     original = trainer.train_step
@@ -122,8 +72,8 @@ def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path):
 
     trainer.train_step = step_then_ctrl_c
     assert trainer.run() == "interrupted"
-    assert runs.run_state(tmp_path / "int")["step"] == 7
-    resumed = pretrain.train(runs.resume_config(tmp_path / "int", {}), resume=True, verbose=False)
+    assert rd.run_state(tmp_path / "int")["step"] == 7
+    resumed = pretrain.train(train_runs.resume_config(tmp_path / "int", {}), resume=True, verbose=False)
     a, b = _state(full), _state(resumed)
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
@@ -136,7 +86,7 @@ SHORT = dict(short_seq_length=16, short_seq_fraction=0.5)  # steps 0-5 at 16 tok
 def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "s", **SHORT)
     assert cfg.short_phase() == (16, 16, 2)  # same tokens per step (16 x 16 = 8 x 32), 5 * 16/32 predictions
-    runs.check_run_dir(cfg)
+    train_runs.check_run_dir(cfg)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
     trainer.start_fresh()
     assert trainer.short_steps == 6
@@ -152,9 +102,10 @@ def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_pat
     # evaluations always use the full-length held-out set
     assert trainer.heldout["input_ids"].shape[1] == 32
     # the switch is in metrics.jsonl, and curves.png marks it
-    recs = curves.read_metrics(tmp_path / "s" / "metrics.jsonl")
+    recs = read_metrics(tmp_path / "s" / "metrics.jsonl")
     assert [(r["step"], r["from_seq_length"], r["max_seq_length"]) for r in recs if r["type"] == "phase"] == [(6, 16, 32)]
-    assert curves.plot_curves(tmp_path / "s" / "metrics.jsonl", tmp_path / "c.png").stat().st_size > 10_000
+    path = plot_curves(tmp_path / "s" / "metrics.jsonl", tmp_path / "c.png", curves.pretraining_panels(), curves.WALL)
+    assert path.stat().st_size > 10_000
 
 
 @pytest.mark.parametrize("pause_at", [4, 8])  # inside the short phase, and after the switch
@@ -162,7 +113,7 @@ def test_resume_across_the_short_phase_is_bit_identical(corpus, tmp_path, pause_
     full = pretrain.train(small_config(corpus, tmp_path / "full", **SHORT), verbose=False)
     part = pretrain.train(small_config(corpus, tmp_path / "part", **SHORT), verbose=False, max_steps_this_run=pause_at)
     assert part.status == "paused" and part.step == pause_at
-    resumed = pretrain.train(runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
+    resumed = pretrain.train(train_runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
     assert resumed.status == "done" and resumed.step == 12
     a, b = _state(full), _state(resumed)
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
@@ -183,56 +134,33 @@ def test_short_phase_settings_are_checked(corpus, tmp_path):
     assert dirs == train_data.prepare_data(small_config(corpus, tmp_path / "x", **SHORT), verbose=False)
 
 
-def test_recalibration_refits_the_schedule_to_the_loops_own_speed(corpus, tmp_path):
-    cfg = small_config(corpus, tmp_path / "c", minutes=1.0, auto_steps=True, eval_interval=1000, **SHORT)
+def test_the_trainer_applies_the_budgets_fits_fixes_the_switch_and_bends_the_lr(corpus, tmp_path):
+    """The budget's policy is tests/loop/test_budget.py's; here the Trainer on the loop: a refit sets
+    the schedule, the first fixes the switch to full-length sequences, a refit past the warmup keeps
+    the learning rate where it was (loop/engine.py, _fit_budget)."""
+    from minibert.loop.budget import StepBudget
+
+    cfg = small_config(corpus, tmp_path / "c", minutes=1.0, auto_steps=True, eval_interval=1000, warmup_steps=50,
+                       **SHORT)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
-    trainer.RECALIBRATE_MARGIN = 1.0  # (the default keeps 2% of the time left in reserve)
-    # the probe said 20 ms per step (both lengths) and 0.5 s per evaluation; 60 s budget
-    trainer._calibration = {"short": 0.02, "full": 0.02, "eval": 0.5, "budget": 60.01,
-                            "times": collections.deque(maxlen=400), "sum": 0.0, "next": 100}
+    trainer.budget = StepBudget(60.01, 1000, step_seconds=0.02, eval_seconds=0.5, short_fraction=0.5,
+                                short_step_seconds=0.02)
+    trainer.budget.MARGIN = 1.0
     trainer.total_steps = 2900  # short phase: steps 0-1449
 
     def run_steps(last, seconds_each):
         while trainer.step < last:
             trainer.step += 1
             trainer.elapsed += seconds_each
-            trainer._recalibrate(seconds_each)
+            trainer._fit_budget(seconds_each)
 
-    run_steps(100, 0.04)  # the loop runs twice as slow
-    # left: 60.01 - 4 s; 2 evaluations (step 1000, end) at 2 x 0.5 s; 0.04 s per step
-    assert abs(trainer.total_steps - (100 + (56.01 - 2 * 1.0) / 0.04)) <= 1 and trainer.total_steps == 1450
-    assert trainer.short_steps == 725  # 0.5 of the new schedule, now fixed
-    assert trainer._calibration["next"] == 725 + 80  # 80 full-length steps after the switch
-    trainer.elapsed += 2.0  # 2 s of the loop outside the steps (say, drawing curves)
-    run_steps(805, 0.01)  # then at half the probe's time
-    # left: 60.01 - 4 - 2 - 7.05 s; 4 evaluations (steps 1000-3000, end) at 0.5 x 0.5 s;
-    # 0.01 s per step + 2 s / 805 steps
-    assert abs(trainer.total_steps - (805 + (46.96 - 4 * 0.25) / (0.01 + 2.0 / 805))) <= 1
-    assert trainer.short_steps == 725 and trainer._calibration is None  # twice per run, switch kept
-
-
-def test_second_refit_times_400_steps_so_a_passing_slowdown_does_not_cut_the_schedule(corpus, tmp_path):
-    cfg = small_config(corpus, tmp_path / "c", minutes=1.0, auto_steps=True, eval_interval=10000)
-    trainer = trainer_mod.Trainer(cfg, verbose=False)
-    trainer.RECALIBRATE_MARGIN = 1.0
-    trainer._calibration = {"short": 0.01, "full": 0.01, "eval": 0.0, "budget": 60.0,
-                            "times": collections.deque(maxlen=400), "sum": 0.0, "next": 100}
-    trainer.total_steps = 6000
-
-    def run_steps(last, seconds_each):
-        while trainer.step < last:
-            trainer.step += 1
-            trainer.elapsed += seconds_each
-            trainer._recalibrate(seconds_each)
-
-    run_steps(100, 0.01)  # as the probe said: 60 s fit 6000 steps
-    assert trainer.total_steps == 6000 and trainer._calibration["next"] == 3080
-    run_steps(3000, 0.01)
-    run_steps(3080, 0.03)  # a passing slowdown: the last 80 steps three times as slow
-    # timed over the last 400 steps (320 x 0.01 + 80 x 0.03 = 5.6 s): 0.014 s per step for the
-    # 60 - 32.4 s left, not 0.03 as the last 80 steps alone would say (920 steps)
-    assert abs(trainer.total_steps - (3080 + 27.6 / 0.014)) <= 1
-    assert trainer._calibration is None
+    run_steps(100, 0.04)  # twice as slow as the probe: the same fit as the budget's own test
+    assert trainer.total_steps == 1450 and trainer.short_steps == 725
+    rate = lr_at(100, cfg.lr, 50, 2900, cfg.schedule)
+    assert trainer.lr_anchor == (100, rate)  # past the warmup: the rate of step 100 is kept
+    assert lr_at(100, cfg.lr, 50, trainer.total_steps, cfg.schedule, trainer.lr_anchor) == pytest.approx(rate)
+    run_steps(805, 0.01)
+    assert trainer.short_steps == 725 and trainer.budget.stage == "done" and trainer.lr_anchor[0] == 805
 
 
 def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
@@ -271,7 +199,7 @@ def test_train_nan_loss_stops_naming_step_and_checkpoint(corpus, tmp_path):
 def test_train_refuses_directory_of_another_run(corpus, tmp_path):
     pretrain.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
     files = {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir() if p.is_file()}
-    with pytest.raises(ValueError, match="already holds a different run.*lr"):
+    with pytest.raises(ValueError, match="already holds a finished train run with other settings \\(.*lr"):
         pretrain.train(small_config(corpus, tmp_path / "r", steps=2, lr=1e-4), verbose=False)
     assert {p.name: p.read_bytes() for p in (tmp_path / "r").iterdir() if p.is_file()} == files
     pretrain.train(small_config(corpus, tmp_path / "r", steps=2, lr=1e-4), verbose=False, overwrite=True)
@@ -315,7 +243,7 @@ def test_adam_betas_reach_the_optimizer(corpus, tmp_path):
 
 
 def test_train_corpus_too_small_for_one_batch(corpus, tmp_path):
-    small = _write_corpus(tmp_path / "small.txt", ["cats", "dogs"], 2, 3, sentences=(2, 3))
+    small = topic_corpus(tmp_path / "small.txt", 2, 3, ["cats", "dogs"], sentences=(2, 3))
     cfg = small_config(corpus, tmp_path / "s", corpus=(str(small),), batch_size=64, dupe_factor=1,
                        data_cache=str(tmp_path / "cache"))
     with pytest.raises(ValueError, match="cannot fill one batch of 64"):
@@ -338,9 +266,9 @@ def test_train_vocab_checkpoint_mismatch(corpus, tmp_path):
 def test_resume_refuses_changed_settings(corpus, tmp_path):
     pretrain.train(small_config(corpus, tmp_path / "r", steps=2), verbose=False)
     with pytest.raises(ValueError, match="lr=0.1 \\(saved 0.005\\)"):
-        runs.resume_config(tmp_path / "r", {"lr": 0.1})
-    with pytest.raises(ValueError, match="holds no resumable run"):
-        runs.resume_config(tmp_path / "nothing", {})
+        train_runs.resume_config(tmp_path / "r", {"lr": 0.1})
+    with pytest.raises(ValueError, match="holds no resumable pretraining run"):
+        train_runs.resume_config(tmp_path / "nothing", {})
 
 
 def test_checkpoint_tampering_is_detected(corpus, tmp_path):
@@ -350,7 +278,7 @@ def test_checkpoint_tampering_is_detected(corpus, tmp_path):
     (tmp_path / "r" / "checkpoints" / "step-000002" / "model.safetensors").write_bytes(
         (tmp_path / "other" / "model.safetensors").read_bytes())
     with pytest.raises(ValueError, match="inconsistent"):
-        pretrain.train(runs.resume_config(tmp_path / "r", {}), resume=True, verbose=False)
+        pretrain.train(train_runs.resume_config(tmp_path / "r", {}), resume=True, verbose=False)
 
 
 def test_own_corpus_that_is_not_utf8_is_refused_naming_the_line_and_leaves_nothing(tmp_path, monkeypatch):
@@ -432,7 +360,7 @@ def trained(corpus, tmp_path_factory):
 
 
 def test_train_loss_decreases_and_heldout_improves(trained):
-    recs = curves.read_metrics(trained.dir / "metrics.jsonl")
+    recs = read_metrics(trained.dir / "metrics.jsonl")
     train = [r for r in recs if r["type"] == "train"]
     evals = [r for r in recs if r["type"] == "eval"]
     # from ~ln(43) + ln(2) = 4.45 at step 0
@@ -457,7 +385,7 @@ def test_train_writes_hf_checkpoint_metrics_and_curves(trained):
     assert (d / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((d / "config.json").read_text())["model_type"] == "bert"
     assert not any(p.suffix in (".pkl", ".pickle", ".pt", ".bin") for p in d.iterdir())
-    state = runs.run_state(d)
+    state = rd.run_state(d)
     assert state["step"] == 90 and state["iterator"]["position"] > 0 and state["status"] == "done"
 
 
@@ -495,7 +423,7 @@ def test_nsp_baseline_cli_reads_the_runs_data_and_last_evaluation(trained, capsy
     out = capsys.readouterr().out
     assert "held-out pairs" in out and f"held-out NSP {trained.last_eval.nsp_acc:.2%}" in out
     assert nsp_baseline_cli([str(trained.dir / "missing")]) == 1
-    assert "holds no resumable run" in capsys.readouterr().err
+    assert "holds no resumable pretraining run" in capsys.readouterr().err
 
 
 def test_fill_mask_predicts_learned_words(trained):

@@ -21,17 +21,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_train import corpus, small_config  # noqa: F401  (corpus is a fixture)
+from corpora import REPO, small_config
 
-from minibert.io import atomic
-from minibert.io import checkpoint as ck
+from minibert.loop.curves import read_metrics
+from minibert.io import atomic, tensorfile
 from minibert.loop import rundir as rd
 from minibert.train import commands
 from minibert.train import config as train_config
-from minibert.train import curves, evaluation, pretrain, runs
+from minibert.train import curves, evaluation, pretrain
+from minibert.train import runs as train_runs
 from minibert.train import trainer as trainer_mod
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 FINAL_FILES = ("model.safetensors", "optimizer.safetensors")
 
 
@@ -66,7 +67,7 @@ class Faults:
 
         monkeypatch.setattr(os, "replace", replace)
         monkeypatch.setattr(rd, "_remove", remove)
-        monkeypatch.setattr(ck, "write_bytes_synced", write)
+        monkeypatch.setattr(tensorfile, "write_bytes_synced", write)
 
     def hit(self, what: str) -> None:
         if self.active:
@@ -110,11 +111,11 @@ def _copy_paused(runs, dest: Path) -> Path:
 
 
 def _resume(run: Path, **kw) -> trainer_mod.Trainer:
-    return pretrain.train(runs.resume_config(run, {}), resume=True, verbose=False, **kw)
+    return pretrain.train(train_runs.resume_config(run, {}), resume=True, verbose=False, **kw)
 
 
 def _assert_resumes_to_the_uninterrupted_bytes(run: Path, runs) -> None:
-    step = runs.run_state(run)["step"]
+    step = rd.run_state(run)["step"]
     assert step in (4, 8), step
     trainer = _resume(run)
     assert trainer.status == "done" and trainer.step == 12
@@ -123,7 +124,7 @@ def _assert_resumes_to_the_uninterrupted_bytes(run: Path, runs) -> None:
         assert (run / "checkpoints/step-000012" / f).read_bytes() == \
             (runs["full"] / "checkpoints/step-000012" / f).read_bytes(), f
     assert (run / "model.safetensors").read_bytes() == (runs["full"] / "model.safetensors").read_bytes()
-    assert not [p for p in run.rglob(".*")], "leftovers of the interrupted save were not cleaned up"
+    assert not [p for p in run.rglob(".*") if p.name != rd.LOCK_FILE], "leftovers of the interrupted save were not cleaned up"
 
 
 def _count_save_events(runs, tmp_path, monkeypatch) -> list[str]:
@@ -157,28 +158,23 @@ def test_a_save_cut_off_after_any_operation_resumes_to_the_same_bytes(runs, tmp_
             with pytest.raises(Crash):
                 _resume(run, max_steps_this_run=4)
         assert faults.events == events[:k]
-        assert runs.run_state(run)["step"] == (8 if k >= renamed else 4), (k, events)
+        assert rd.run_state(run)["step"] == (8 if k >= renamed else 4), (k, events)
         _assert_resumes_to_the_uninterrupted_bytes(run, runs)
 
 
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
-    sys.path.insert(0, {tests!r})
+    sys.path[:0] = [{tests!r}, {here!r}]  # corpora.py; this file
     from pathlib import Path
     import pytest
-    from minibert.train import commands
-    from minibert.train import config as train_config
-    from minibert.train import curves
-    from minibert.train import evaluation
     from minibert.train import pretrain
-    from minibert.train import runs
-    from minibert.train import trainer as trainer_mod
+    from minibert.train import runs as train_runs
     import test_faults as F
 
     mp = pytest.MonkeyPatch()
     faults = F.Faults(mp, at={k}, action=lambda what: os.kill(os.getpid(), signal.SIGKILL))
     F._only_during_saves(mp, faults)
-    pretrain.train(runs.resume_config(Path({run!r}), {{}}), resume=True, verbose=False, max_steps_this_run=4)
+    pretrain.train(train_runs.resume_config(Path({run!r}), {{}}), resume=True, verbose=False, max_steps_this_run=4)
     print("the save finished; no kill happened")
 """)
 
@@ -192,7 +188,7 @@ def test_sigkill_during_a_save_loses_at_most_the_steps_since_the_last_checkpoint
     name, _, nth = where.partition("#")
     k = [i + 1 for i, e in enumerate(events) if e == name][int(nth or 1) - 1]
     run = _copy_paused(runs, tmp_path / "killed")
-    script = KILL_SCRIPT.format(tests=str(ROOT / "tests"), k=k, run=str(run))
+    script = KILL_SCRIPT.format(tests=str(ROOT / "tests"), here=str(Path(__file__).resolve().parent), k=k, run=str(run))
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stdout, proc.stderr)
     if where == "write model.safetensors":  # killed mid-file: the hidden directory is left behind
@@ -227,7 +223,7 @@ def test_ctrl_c_during_the_final_save_still_saves(runs, tmp_path, monkeypatch):
     faults = Faults(monkeypatch, at=2, action=lambda what: os.kill(os.getpid(), signal.SIGINT))
     _only_during_saves(monkeypatch, faults)
     trainer = _resume(run, max_steps_this_run=4)
-    assert trainer.status == "paused" and runs.run_state(run)["step"] == 8  # the save was finished
+    assert trainer.status == "paused" and rd.run_state(run)["step"] == 8  # the save was finished
     monkeypatch.undo()
     _assert_resumes_to_the_uninterrupted_bytes(run, runs)
 
@@ -243,7 +239,7 @@ def test_full_disk_during_a_save_keeps_the_previous_checkpoint_and_prints_one_li
 
     def save(self, *a, **kw):
         with monkeypatch.context() as m:
-            m.setattr(ck, "write_bytes_synced", no_space)
+            m.setattr(tensorfile, "write_bytes_synced", no_space)
             return real(self, *a, **kw)
 
     monkeypatch.setattr(trainer_mod.Trainer, "save_checkpoint", save)
@@ -283,7 +279,7 @@ def test_a_real_full_disk_keeps_the_previous_checkpoint(runs, tmpfs, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: [Errno 28] ") and str(run) in err[0], err
     assert "No space left on device" in err[0]
-    assert runs.run_state(run)["step"] == 4
+    assert rd.run_state(run)["step"] == 4
     ballast.unlink()
     _assert_resumes_to_the_uninterrupted_bytes(run, runs)
 
@@ -295,7 +291,7 @@ def test_a_metrics_line_cut_short_by_a_crash_does_not_block_resume(runs, tmp_pat
     with open(run / "metrics.jsonl", "a", encoding="utf-8") as f:
         f.write('{"type": "train", "step": 5, "lo')  # the process died mid-write
     _assert_resumes_to_the_uninterrupted_bytes(run, runs)
-    steps = [r["step"] for r in curves.read_metrics(run / "metrics.jsonl") if r["type"] == "train"]
+    steps = [r["step"] for r in read_metrics(run / "metrics.jsonl") if r["type"] == "train"]
     assert steps == sorted(set(steps)) and steps[-1] == 12
 
 
@@ -309,14 +305,14 @@ def test_a_bad_metrics_line_in_the_middle_is_an_error_naming_the_line(tmp_path):
 def test_train_tiny_replaces_its_finished_run_but_keeps_an_unfinished_one(runs, corpus, tmp_path):  # noqa: F811
     unfinished = _copy_paused(runs, tmp_path / "tiny")
     json_path = unfinished / "run.json"
-    json_path.write_text(json.dumps({**json.loads(json_path.read_text()), "created_by": "train-tiny"}))
+    json_path.write_text(json.dumps({**json.loads(json_path.read_text()), "command": "train-tiny"}))
     cfg = small_config(corpus, unfinished)
-    with pytest.raises(ValueError, match="already holds an unfinished run \\(stopped at step 4 of 12\\).*"
-                                         "`python -m minibert train-tiny --resume` to continue it"):
-        runs.check_run_dir(cfg, replaceable_by="train-tiny")
-    runs.check_run_dir(cfg, overwrite=True, replaceable_by="train-tiny")  # --overwrite may
-    pretrain.train(runs.resume_config(unfinished, {}), resume=True, verbose=False)  # now finished
-    runs.check_run_dir(cfg, replaceable_by="train-tiny")  # a finished train-tiny run is replaced
+    with pytest.raises(ValueError, match="already holds an unfinished train-tiny run \\(stopped at step 4 of 12\\).*"
+                                         "Continue it with `python -m minibert train-tiny --resume`"):
+        train_runs.check_run_dir(cfg, command="train-tiny")
+    train_runs.check_run_dir(cfg, overwrite=True, command="train-tiny")  # --overwrite may
+    pretrain.train(train_runs.resume_config(unfinished, {}), resume=True, verbose=False)  # now finished
+    train_runs.check_run_dir(cfg, command="train-tiny")  # a finished train-tiny run is replaced
 
 
 def test_out_pointing_at_a_file_is_refused_before_anything_runs(corpus, tmp_path):  # noqa: F811
@@ -326,7 +322,7 @@ def test_out_pointing_at_a_file_is_refused_before_anything_runs(corpus, tmp_path
 
 
 @pytest.mark.parametrize("setting,message", [
-    ("clip_norm=-1", "clip_norm=-1.0 must be > 0"), ("lr=inf", "lr=inf must be a finite number"),
+    ("clip_norm=-1", "clip_norm=-1.0 must be > 0"), ("lr=inf", "lr=.inf. is not a valid finite number"),
     ("masked_lm_prob=2", "masked_lm_prob=2.0 must be in \\(0, 1\\]"),
     ("max_predictions_per_seq=1000", "max_predictions_per_seq=1000 must be at most max_seq_length - 3 = 29")])
 def test_bad_settings_fail_before_anything_is_written(runs, corpus, tmp_path, capsys, setting, message):  # noqa: F811

@@ -13,17 +13,17 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from corpora import REPO
 
 pytest.importorskip("numba")
 
 from minibert import kernels, layers
 from minibert.native import blas  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 BIG = (2, 2, 128, 64)  # (B, NH, T, HS): T * T * HS = 1.05e6 > blas.SMALL_LIMIT, so batched
 needs_batch = pytest.mark.skipif(not blas.batched_available(np.float32),
                                  reason="no OpenBLAS with cblas_sgemm_batch in this NumPy")

@@ -2,17 +2,15 @@
 (docs/bert-notes.md §3.11, §5.6): the MASK/SAME/RND shares of Table 8 in the generator and in
 dynamic masking; No NSP (objective "mlm"); LTR & No NSP (objective "ltr": causal attention,
 next-token loss through the MLM head). The default settings stay BERT's, bit for bit
-(tests/test_pretraining_data.py, tests/test_model.py, tests/test_train.py run unchanged)."""
+(tests/test_pretraining_data.py, tests/test_model.py, tests/train/test_train.py run unchanged)."""
 from __future__ import annotations
 
 import math
 import random
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-from minibert.tools import attention_v1
+from corpora import SPECIALS, WORDS, pretraining_files, word_corpus, write_vocab
 
 from minibert import gradcheck as gc
 from minibert import kernels, layers
@@ -25,15 +23,15 @@ from minibert.optim import AdamW
 from minibert.pretraining_data import (CLS, MASK, SEP, UNMASKED_NAME, check_mask_shares, create_masked_lm_predictions,
                                        create_training_instances, remask)
 from minibert.shards import BatchIterator, build_pretraining_data, read_meta
+from minibert.tools import attention_v1
 from minibert.train import config as train_config
-from minibert.train import pretrain, runs
+from minibert.train import pretrain
+from minibert.train import runs as train_runs
 
 TABLE_8 = [(0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.8, 0.0, 0.2), (0.8, 0.2, 0.0), (0.0, 0.2, 0.8), (0.0, 0.0, 1.0)]
 TABLE_8_IDS = ["80-10-10", "100-0-0", "80-0-20", "80-20-0", "0-20-80", "0-0-100"]
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=16)
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-WORDS = [f"w{i}" for i in range(45)]  # with SPECIALS: a vocabulary of V = 50 tokens
 VOCAB = SPECIALS + WORDS
 
 
@@ -130,7 +128,7 @@ def test_default_mask_shares_give_the_same_instances_and_rng_state(tmp_path):
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")
-    corpus = _write_corpus(tmp_path / "c.txt", n_docs=12, seed=3)
+    corpus = word_corpus(tmp_path / "c.txt", n_docs=12, seed=3)
     tok = BertTokenizer(str(vocab))
     runs = []
     for kw in ({}, {"mask_shares": (0.8, 0.1, 0.1)}):
@@ -164,7 +162,7 @@ def test_mask_shares_setting_parses_round_trips_and_reaches_the_shards(tmp_path)
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")
-    corpus = _write_corpus(tmp_path / "c.txt", n_docs=20, seed=4)
+    corpus = word_corpus(tmp_path / "c.txt", n_docs=20, seed=4)
     meta = build_pretraining_data([corpus], vocab, tmp_path / "d", max_seq_length=32, max_predictions_per_seq=5,
                                   dupe_factor=2, mask_shares=(1.0, 0.0, 0.0), verbose=False)
     assert meta["flags"]["mask_shares"] == [1.0, 0.0, 0.0] == read_meta(tmp_path / "d")["flags"]["mask_shares"]
@@ -417,25 +415,11 @@ def test_causal_attention_kernels_match_reference(shape, dropout_p, dtype, versi
 # ---------------------------------------------------------------------------------------------
 # through the training loop
 
-def _write_corpus(path: Path, n_docs: int, seed: int) -> Path:
-    rng = np.random.default_rng(seed)
-    docs = []
-    for _ in range(n_docs):
-        topic = rng.choice(len(WORDS) // 5)
-        words = WORDS[5 * topic:5 * topic + 5]
-        docs.append("\n".join(" ".join(rng.choice(words, size=rng.integers(4, 9))) for _ in range(rng.integers(3, 7))))
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    return path
-
-
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("variants")
-    vocab = d / "vocab.txt"
-    vocab.write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")
-    return {"corpus": (str(_write_corpus(d / "train.txt", 60, 0)),),
-            "heldout": (str(_write_corpus(d / "heldout.txt", 10, 1)),),
-            "vocab": str(vocab), "data_cache": str(d / "cache")}
+    return pretraining_files(d, word_corpus(d / "train.txt", 60, 0), word_corpus(d / "heldout.txt", 10, 1),
+                             write_vocab(d / "vocab.txt", VOCAB))
 
 
 def _config(files, out, **kw):
@@ -455,7 +439,7 @@ def test_training_run_without_nsp_resumes_bit_exactly_and_never_touches_nsp(file
     init = BertForPreTraining(trainer.model.config, seed=cfg.seed).params
     for k in ("pool.w", "pool.b", "nsp.w", "nsp.b"):
         assert np.array_equal(trainer.model.params[k], init[k]), k
-    resumed = pretrain.train(runs.resume_config(tmp_path / "run", {}), resume=True, verbose=False)
+    resumed = pretrain.train(train_runs.resume_config(tmp_path / "run", {}), resume=True, verbose=False)
     straight = pretrain.train(_config(files, tmp_path / "straight", objective=objective), verbose=False)
     assert resumed.status == straight.status == "done"
     for k, p in straight.model.params.items():

@@ -15,7 +15,7 @@ from minibert.native import malloc
 SCRIPT = """
 import json, os, resource, sys
 import numpy as np
-from minibert import malloc
+from minibert.native import malloc
 applied = malloc.keep_freed_memory()
 sizes = [s << 20 for s in (24, 1, 8, 3, 16, 2, 12, 1, 20, 4, 6, 1, 9, 5, 8)]
 def step():

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from corpora import REPO
 
 from minibert import __main__ as cli
 from minibert.bert import BertForPreTraining
 from minibert.model import BertConfig
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "."]
 
 
@@ -46,10 +46,10 @@ CASES = {  # name -> (argv with {d} for the fixture directory, a phrase the one 
                                             "the model takes at most 16"),
     "fill-mask on a missing run": (["fill-mask", "{d}/nothing", "the [MASK]"], "not found"),
     "train with lr=inf": (["train", "--corpus", "{d}/corpus.txt", "--vocab", "{d}/vocab.txt", "--out",
-                           "{d}/run", "--set", "lr=inf"], "lr=inf must be a finite number"),
+                           "{d}/run", "--set", "lr=inf"], "lr='inf' is not a valid finite number"),
     "train --out a file": (["train", "--corpus", "{d}/corpus.txt", "--vocab", "{d}/vocab.txt", "--out",
                             "{d}/corpus.txt"], "is a file"),
-    "train --resume of nothing": (["train", "--resume", "{d}/adir"], "holds no resumable run"),
+    "train --resume of nothing": (["train", "--resume", "{d}/adir"], "holds no resumable pretraining run"),
 }
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from corpora import REPO
+
+ROOT = REPO
 NOTES = ROOT / "docs" / "bert-notes.md"
 SOURCES = sorted([*ROOT.glob("minibert/**/*.py"), *ROOT.glob("lessons/*.py"), *ROOT.glob("tests/**/*.py"),
                   *ROOT.glob("examples/*.py"), *ROOT.glob("**/*.md")])
@@ -35,3 +37,18 @@ def test_nothing_points_outside_the_repository():
     hits = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in SOURCES if p != Path(__file__)
             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1) if outside.search(line)]
     assert not hits, "\n".join(hits)
+
+
+def test_the_architecture_page_lists_every_module_once_in_the_layer_order():
+    """docs/architecture.md is the one map of the package: its module table is the import order of
+    tests/meta/test_layering.py, module for module, so it cannot drift from the code."""
+    from test_layering import LAYERS, PACKAGE
+
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `([\w/]+)\.py` \|", text, re.M)
+    assert len(listed) == len(set(listed)), [m for m in listed if listed.count(m) > 1]
+    modules = [m.replace(".", "/") for m in LAYERS if m and not (PACKAGE / m.replace(".", "/")).is_dir()]
+    assert listed == modules, (sorted(set(modules) - set(listed)), sorted(set(listed) - set(modules)))
+    folders = [f for f in re.findall(r"^(\w+)/ ", text.split("```")[1], re.M) if f != "minibert"]  # the picture
+    order = list(dict.fromkeys(m.split(".")[0] for m in LAYERS if "." in m))  # the subfolders, bottom up
+    assert folders[::-1] == order

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpora import REPO
 
 from minibert.finetune.tasks import (IGNORE_INDEX, TASKS, TaggedExample, TaskData, TextExample, choice_features,
                                      classification_features, generic_task, get_task, label_list, load_task,
@@ -14,7 +15,7 @@ from minibert.finetune.tasks import (IGNORE_INDEX, TASKS, TaggedExample, TaskDat
                                      word_predictions)
 from minibert.tokenizer import BertTokenizer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "fun", "a", "b",
          "c", "d", "e", "new", "york", "rock", "##s", "it", "he", "smiles", "sits", "."]
 PAD, UNK, CLS, SEP = 0, 1, 2, 3

@@ -367,7 +367,7 @@ def test_interrupted_write_keeps_old_file(tmp_path, monkeypatch, error):
             f.write(data[:20])  # a partial write, then the process "dies" or the disk is full
         raise error
 
-    monkeypatch.setattr(ck, "write_bytes_synced", crash)
+    monkeypatch.setattr(tensorfile, "write_bytes_synced", crash)
     with pytest.raises(type(error)) as e:
         tensorfile.save_tensors_atomic({"w": np.zeros(4, np.float32)}, path, {"step": "2"})
     if isinstance(error, OSError):  # one line naming the file, not safetensors' own error type

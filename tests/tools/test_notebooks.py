@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpora import REPO
 
 from minibert.tools import notebooks
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.py"))
 LESSON_SOURCES = [*LESSONS, ROOT / "lessons" / "course.py"]
 
@@ -134,7 +135,8 @@ def test_attention_maps_have_colour_bars_marking_uniform_attention():
 
 
 def test_curves_draw_the_constant_answer_baselines(tmp_path):
-    from minibert.train.curves import baselines, plot_curves
+    from minibert.loop.curves import plot_curves
+    from minibert.train.curves import WALL, baselines, pretraining_panels
 
     feats = {"masked_lm_ids": np.array([[7, 7, 3], [7, 2, 0]]),
              "masked_lm_weights": np.array([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]]),  # 5 real predictions
@@ -148,5 +150,7 @@ def test_curves_draw_the_constant_answer_baselines(tmp_path):
              "mlm_acc": 0.1, "nsp_acc": 0.6, "lr": 1e-3} for s in (10, 20)]
     rows.append({"type": "eval", "step": 20, "time": 2.0, "mlm_acc": 0.1, "mlm_loss": 4.4, "nsp_acc": 0.6})
     metrics.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    assert plot_curves(metrics, tmp_path / "curves.png", b).stat().st_size > 10_000
-    assert plot_curves(metrics, tmp_path / "plain.png").stat().st_size > 10_000  # no data: chance line only
+    assert plot_curves(metrics, tmp_path / "curves.png", pretraining_panels(b), WALL).stat().st_size > 10_000
+    panels = pretraining_panels()  # no held-out set: the chance line only
+    assert [len(p.lines) for p in panels] == [0, 0, 1, 0] and panels[2].lines[0][:2] == (0.5, "chance: 50%")
+    assert plot_curves(metrics, tmp_path / "plain.png", panels, WALL).stat().st_size > 10_000

@@ -4,28 +4,13 @@ smallest size (pretraining + fine-tuning on a synthetic corpus)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
+from corpora import SPECIALS, TOPICS, TRAIN_TOPICS, topic_corpus, write_vocab
 
 from minibert.tools import ablate as A
 from minibert.tools import ablate_report as R
-
-SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-TOPICS = [["cat", "kitten", "purrs", "sleeps", "mat", "milk"], ["dog", "puppy", "barks", "runs", "park", "bone"],
-          ["ship", "sail", "floats", "docks", "harbour", "anchor"], ["function", "returns", "list", "string", "calls",
-                                                                     "value"]]
-
-
-def _write_corpus(path: Path, n_docs: int, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    docs = []
-    for i in range(n_docs):
-        w = TOPICS[i % len(TOPICS)]
-        docs.append("\n".join(f"the {w[rng.integers(2)]} {w[2 + rng.integers(2)]} on a {w[4]} with the {w[5]} ."
-                              for _ in range(rng.integers(4, 8))))
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +19,10 @@ def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("ablate")
     nextsent = d / "root" / "nextsent"
     nextsent.mkdir(parents=True)
-    _write_corpus(nextsent / "train.txt", 40, 0)
-    _write_corpus(nextsent / "heldout.txt", 12, 1)
-    words = sorted({x for t in TOPICS for x in t} | {"the", "a", "on", "with", "."})
-    (d / "vocab.txt").write_text("".join(t + "\n" for t in SPECIALS + words), encoding="utf-8")
+    topic_corpus(nextsent / "train.txt", 40, 0, sentences=(4, 8))
+    topic_corpus(nextsent / "heldout.txt", 12, 1, sentences=(4, 8))
+    words = sorted({x for t in TRAIN_TOPICS for x in TOPICS[t]} | {"the", "a", "on", "with", "."})
+    write_vocab(d / "vocab.txt", SPECIALS + words)
     return {"corpus": (str(nextsent / "train.txt"),), "heldout": (str(nextsent / "heldout.txt"),),
             "vocab": str(d / "vocab.txt"), "data_cache": str(d / "cache"), "root": str(d / "root")}
 

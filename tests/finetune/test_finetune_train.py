@@ -53,7 +53,7 @@ def test_finetune_writes_a_model_transformers_layout_and_learns(sst, pretrained,
     out = tmp_path / "out"
     assert _run("custom", "--format", "glue-single", "--data", sst, "--init", pretrained, "--out", out,
                 "--epochs", 6, "--lr", 3e-3, "--batch-size", 8, "--dropout", 0) == 0
-    run = json.loads((out / "finetune.json").read_text())
+    run = json.loads((out / "run.json").read_text())
     assert run["architecture"] == "BertForSequenceClassification" and run["task"]["labels"] == ["0", "1"]
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in records if r["type"] == "eval"]
@@ -94,7 +94,7 @@ def test_token_classification_run(tmp_path, pretrained):
     out = tmp_path / "ner-out"
     assert _run("custom", "--format", "conll", "--data", d, "--init", pretrained, "--out", out, "--epochs", 30,
                 "--lr", 3e-3, "--batch-size", 4, "--dropout", 0) == 0
-    assert json.loads((out / "finetune.json").read_text())["best"]["f1"] == pytest.approx(1.0)
+    assert json.loads((out / "run.json").read_text())["best"]["f1"] == pytest.approx(1.0)
     model = BertForTokenClassification.from_pretrained(out)
     assert sorted(model.config.label2id) == ["B-location", "B-person", "O"]
 
@@ -115,7 +115,7 @@ def test_bad_input_is_named_and_writes_nothing(sst, pretrained, tmp_path):
     assert not out.exists()
     out.mkdir()
     (out / "notes.txt").write_text("mine", encoding="utf-8")
-    with pytest.raises(ValueError, match="is not a fine-tuning run"):
+    with pytest.raises(ValueError, match="already holds files of its own, not a finetune run"):
         _cli("sst2", "--data", sst, "--init", pretrained, "--out", out)
     assert (out / "notes.txt").read_text() == "mine"
 

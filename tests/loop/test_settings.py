@@ -1,0 +1,54 @@
+"""loop/settings.py: every command's settings are a dataclass; run.json's form is read back with
+unknown keys and wrong types refused by name, and --set KEY=VALUE is typed by the field."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from minibert.loop.settings import Settings
+
+
+@dataclasses.dataclass
+class Demo(Settings):
+    out: str
+    lr: float = 1e-3
+    steps: int = 10
+    fast: bool = False
+    data: str | None = None
+    shares: tuple = (0.8, 0.1, 0.1)
+    files: tuple = ()
+
+
+def test_from_dict_round_trips_and_accepts_an_int_for_a_float():
+    d = Demo("runs/x", lr=3, data="d").to_dict()
+    assert d["shares"] == [0.8, 0.1, 0.1]  # JSON's form
+    back = Demo.from_dict(d)
+    assert back == Demo("runs/x", lr=3.0, data="d") and isinstance(back.lr, float) and back.shares == (0.8, 0.1, 0.1)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"out": "o", "steps": "8"}, "steps is '8' \\(str\\); it must be an integer"),
+    ({"out": "o", "steps": True}, "steps is True \\(bool\\); it must be an integer"),
+    ({"out": "o", "lr": None}, "lr is None \\(NoneType\\); it must be a number"),
+    ({"out": "o", "lr": float("nan")}, "lr=nan must be a finite number"),
+    ({"out": "o", "fast": 1}, "fast is 1 \\(int\\); it must be true or false"),
+    ({"out": "o", "data": 3}, "data is 3 \\(int\\); it must be a string or null"),
+    ({"out": "o", "typo": 1}, "unknown settings \\['typo'\\]"),
+    ({"lr": 1.0}, "settings \\['out'\\] are missing"),
+    ([1], "the settings must be a JSON object, not list"),
+])
+def test_from_dict_names_the_file_and_the_setting(bad, message):
+    with pytest.raises(ValueError, match=f"^runs/x/run.json: {message}"):
+        Demo.from_dict(bad, "runs/x/run.json")
+
+
+def test_parse_set_types_each_value_by_its_field():
+    got = Demo.parse_set(["lr=5e-4", "steps=1e3", "fast=yes", "data=none", "shares=1,0,0", "files=a.txt,b.txt"])
+    assert got == {"lr": 5e-4, "steps": 1000, "fast": True, "data": None, "shares": (1.0, 0.0, 0.0),
+                   "files": ("a.txt", "b.txt")}
+    for item, message in (("steps=x", "steps='x' is not a valid int"), ("lr=inf", "lr='inf' is not a valid finite"),
+                          ("fast=maybe", "fast='maybe' is not a valid bool"), ("nope=1", "unknown setting 'nope'"),
+                          ("lr", "expected KEY=VALUE")):
+        with pytest.raises(ValueError, match=message):
+            Demo.parse_set([item])
