@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.finetune import albert_tasks, electra_tasks, models
 from minibert.finetune.features import trim
 from minibert.finetune.frozen import TAGGERS
 from minibert.io.atomic import atomic_write
@@ -170,8 +171,23 @@ def train_accuracy(logits: np.ndarray, batch: dict) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------------
 # the model to start from
 
-HEAD_OF_KIND = {"classification": "BertForSequenceClassification", "regression": "BertForSequenceClassification",
-                "token": "BertForTokenClassification", "choice": "BertForMultipleChoice", "qa": "BertForQuestionAnswering"}
+# One registry of the task classes of every encoder, keyed by config.json's model_type and the
+# task shape (heads.TASKS): `finetune --init DIR` picks the class for DIR's model type, and
+# `predict` a saved fine-tuned model's class by its config.json's architecture.
+TASK_CLASSES = {(cls.encoder.model_type, cls.task): cls
+                for family in (models.CLASSES, albert_tasks.CLASSES, electra_tasks.CLASSES) for cls in family.values()}
+TASK_ARCHITECTURES = {cls.architecture: cls for cls in TASK_CLASSES.values()}
+TASK_OF_KIND = {"classification": "sequence", "regression": "sequence", "token": "token", "choice": "choice",
+                "qa": "qa"}  # a task's kind (finetune/tasks.py) -> the head it needs
+
+
+def task_class(model_type: str, kind: str):
+    """The class that fine-tunes a `model_type` model on a task of this kind (TASK_CLASSES)."""
+    key = (model_type, TASK_OF_KIND[kind])
+    if key not in TASK_CLASSES:
+        raise ValueError(f"model_type {model_type!r} has no fine-tuning classes; minibert fine-tunes "
+                         f"{sorted({t for t, _ in TASK_CLASSES})}")
+    return TASK_CLASSES[key]
 
 
 def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
@@ -185,10 +201,8 @@ def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label:
 
 
 def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
-    from minibert.finetune.models import CLASSES
     from minibert.tokenizer import BertTokenizer
 
-    cls = CLASSES[HEAD_OF_KIND[kind]]
     extra = {} if kind in ("choice", "qa") else {"num_labels": num_labels, "id2label": id2label}
     if cfg.init.lower() == "none":
         from minibert.corpus import ensure_default_corpus
@@ -196,6 +210,7 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         vocab = Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab
         tokenizer = BertTokenizer(vocab)
         bert = BertConfig(vocab_size=len(tokenizer), **MODEL_SIZES["tiny"])
+        cls = task_class("bert", kind)
         model = cls(_with_dropout(bert, cfg.dropout), **({} if kind in ("choice", "qa") else
                                                          {"num_labels": num_labels}), seed=cfg.seed)
         if id2label and kind not in ("choice", "qa"):
@@ -206,18 +221,15 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         raise ValueError(f"--init {init} is a file; pass the model directory (config.json, model.safetensors, vocab.txt)")
     if not (init / "vocab.txt").is_file():
         raise ValueError(f"--init {init} has no vocab.txt: the model's vocabulary is needed to tokenize the task")
-    if (init / "config.json").is_file():  # an ALBERT or ELECTRA checkpoint: that family's class of the task
+    model_type = "bert"  # without config.json, from_pretrained says what is missing
+    if (init / "config.json").is_file():
         from minibert.io.checkpoint import read_config_json
 
-        model_type = read_config_json(init / "config.json").get("model_type")
-        if model_type == "electra":
-            from minibert.finetune.electra_tasks import CLASSES as ELECTRA_CLASSES
-
-            cls = ELECTRA_CLASSES[HEAD_OF_KIND[kind].replace("Bert", "Electra", 1)]
-        elif model_type == "albert":
-            from minibert.finetune.albert_tasks import CLASSES as ALBERT_CLASSES
-
-            cls = ALBERT_CLASSES[HEAD_OF_KIND[kind].replace("Bert", "Albert", 1)]
+        model_type = read_config_json(init / "config.json").get("model_type", "bert")
+    try:
+        cls = task_class(model_type, kind)
+    except ValueError as e:
+        raise ValueError(f"--init {init}: {e}") from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = cls.from_pretrained(init, **extra, seed=cfg.seed)
