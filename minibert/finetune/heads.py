@@ -253,8 +253,9 @@ def task_inputs(cfg, task, input_ids, token_type_ids=None, attention_mask=None):
     return (*check_inputs(cfg, input_ids, token_type_ids, attention_mask), grid)
 
 
-def _p(cfg, dropout: str | None) -> float:
-    return 0.0 if dropout is None else getattr(cfg, dropout)
+def _dropout_p(cfg, attribute: str | None) -> float:
+    """A head's dropout probability: the config attribute a Head or Pool names (None: no dropout)."""
+    return 0.0 if attribute is None else getattr(cfg, attribute)
 
 
 def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mask=None, rng=None,
@@ -273,12 +274,12 @@ def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mas
         else:
             x = seq[:, 0]  # (B', C) [CLS], the first token
         d = head.pool.dense
-        x, pool = dense_act_forward(x, params[d + ".w"], params[d + ".b"], _p(cfg, head.pool.dropout), rng,
+        x, pool = dense_act_forward(x, params[d + ".w"], params[d + ".b"], _dropout_p(cfg, head.pool.dropout), rng,
                                     getattr(cfg, head.pool.activation), ops)  # (B', C)
     else:  # token, qa: every position
         x = seq.reshape(B_ * T, C)  # (B', T, C) -> (B'*T, C)
-    logits, c_out = classifier_forward(x, params[head.out + ".w"], params[head.out + ".b"], _p(cfg, head.dropout),
-                                       rng, ops)  # (B', K) or (B'*T, K)
+    logits, c_out = classifier_forward(x, params[head.out + ".w"], params[head.out + ".b"],
+                                       _dropout_p(cfg, head.dropout), rng, ops)  # (B', K) or (B'*T, K)
     if task == "choice":
         logits = logits.reshape(grid)  # (B*NC, 1) -> (B, NC)
     elif head.pool is None:
