@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from minibert.finetune.frozen import TAGGERS
+from minibert.finetune.registry import TASK_ARCHITECTURES
 from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, load_model
 from minibert.io.checkpoint import read_do_lower_case
 from minibert.loop import rundir
@@ -196,25 +197,15 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("--question")
     p.add_argument("--context")
     args = p.parse_args(argv)
-    from minibert.finetune.electra_tasks import CLASSES as ELECTRA_CLASSES
-    from minibert.finetune.models import CLASSES
-    from minibert.io.checkpoint import read_config, read_config_json
+    from minibert.io.checkpoint import read_config_json
     from minibert.tokenizer import BertTokenizer
 
     directory = Path(args.model_dir)
-    raw = read_config_json(directory / "config.json")
-    if raw.get("model_type") == "electra":  # a fine-tuned ELECTRA discriminator
-        classes, arch = ELECTRA_CLASSES, (raw.get("architectures") or [None])[0]
-    elif raw.get("model_type") == "albert":  # a fine-tuned ALBERT
-        from minibert.finetune.albert_tasks import CLASSES as ALBERT_CLASSES
-
-        classes, arch = ALBERT_CLASSES, (raw.get("architectures") or [None])[0]
-    else:
-        classes, (_, arch) = CLASSES, read_config(directory / "config.json", raw)
-    if arch not in classes:
-        raise ValueError(f"{directory} holds a {arch or 'model without architecture'}, not a fine-tuned model; "
+    archs = read_config_json(directory / "config.json").get("architectures") or [None]
+    if archs[0] not in TASK_ARCHITECTURES:
+        raise ValueError(f"{directory} holds a {archs[0] or 'model without architecture'}, not a fine-tuned model; "
                          f"fine-tune it first (python -m minibert finetune ...)")
-    model = classes[arch].from_pretrained(directory)
+    model = TASK_ARCHITECTURES[archs[0]].from_pretrained(directory)  # it checks the rest of config.json
     if model.vocab_path is None:
         raise ValueError(f"{directory} has no vocab.txt")
     tokenizer = BertTokenizer(model.vocab_path, do_lower_case=model.do_lower_case)

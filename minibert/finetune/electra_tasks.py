@@ -14,8 +14,10 @@ the heads differ from BERT's, because transformers' ELECTRA has no pooler:
 
 The classification head's GELU is always the exact one (transformers calls get_activation("gelu")
 there, whatever hidden_act says); its dropout is classifier_dropout, or hidden_dropout_prob when
-that is None. The losses are BERT's (minibert/finetune/heads.py, whose pieces are reused here):
-cross-entropy, MSE for one output, QA's (CE(start) + CE(end)) / 2 with out-of-window positions ignored.
+that is None. These are data for the shared heads (ELECTRA_HEADS: heads.Head, heads.Pool for the
+dense -> GELU layer); the classes are finetune/models.py's _TaskModel with ELECTRA_ENCODER below,
+as BERT's and ALBERT's are with theirs. The losses are BERT's: cross-entropy, MSE for one output,
+QA's (CE(start) + CE(end)) / 2 with out-of-window positions ignored.
 
 Parameter names: the discriminator's encoder names (family/electra.py) plus the head
     sequence  cls.dense.w (C, C) .b (C,)  cls.out.w (C, K) .b (K,)   classifier.dense / classifier.out_proj
@@ -28,24 +30,19 @@ Shape legend: B batch, NC choices, T sequence length, C hidden size, K labels, N
 from __future__ import annotations
 
 import dataclasses
-import json
-import warnings
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from minibert import layers
-from minibert.backend import get_ops
 from minibert.family import electra
 from minibert.family.electra import ElectraConfig
-from minibert.finetune.heads import classifier_backward, classifier_forward, task_inputs, task_loss, task_loss_backward
+from minibert.finetune.heads import Encoder, Head, Pool, block_states, head_shapes
 from minibert.finetune.models import (MultipleChoice, QuestionAnswering, SequenceClassification, TaskKeys,
-                                      TokenClassification)
-from minibert.io import atomic, checkpoint, tensorfile
-from minibert.model import ACTIVATIONS, _train_rng, block_forward, check_inputs, check_params, truncated_normal
+                                      TokenClassification, _TaskModel, read_checkpoint)
+from minibert.io import checkpoint
+from minibert.model import ACTIVATIONS
 
-# the new heads' names: minibert name -> (transformers key, transpose?)
+# the new heads' names: minibert name -> transformers module
 HEAD_NAMES = {
     "sequence": {"cls.dense": "classifier.dense", "cls.out": "classifier.out_proj"},
     "token": {"cls": "classifier"},
@@ -54,8 +51,8 @@ HEAD_NAMES = {
 }
 # ElectraTaskConfig's keys beyond TaskKeys: what the sequence and choice heads read
 HEAD_KEYS = ("classifier_dropout", "summary_type", "summary_use_proj", "summary_activation", "summary_last_dropout")
-# what a pretraining checkpoint may be (its encoder is loaded; its heads are not)
-SOURCES = ("ElectraForPreTraining", "ElectraForMaskedLM")
+# what a pretraining checkpoint may be (its encoder is loaded; its heads are not): architecture -> family/electra's head
+SOURCES = {"ElectraForPreTraining": "disc", "ElectraForMaskedLM": "gen"}
 
 
 @dataclasses.dataclass
@@ -64,6 +61,9 @@ class ElectraTaskConfig(TaskKeys, ElectraConfig):
     problem_type, as BERT's TaskConfig) and ELECTRA's head keys (their defaults are transformers')."""
 
     base = ElectraConfig
+    # ElectraClassificationHead's activation: transformers calls get_activation("gelu") there,
+    # whatever hidden_act says (a class attribute, not a config.json key; heads.Pool reads it by name)
+    classifier_activation = "gelu"
     classifier_dropout: float | None = None  # None: hidden_dropout_prob
     summary_type: str = "first"  # multiple choice's ElectraSequenceSummary
     summary_use_proj: bool = True
@@ -100,106 +100,42 @@ class ElectraTaskConfig(TaskKeys, ElectraConfig):
 
 
 # ---------------------------------------------------------------------------------------------
-# the new layer: dropout -> dense -> GELU (ElectraClassificationHead's first half; the summary)
+# the encoder the heads sit on, and ELECTRA's heads (heads.Head): the dropouts and activations
+# are ElectraTaskConfig's attributes, by name
 
-class DenseActCache(NamedTuple):
-    drop: Any  # dropout cache of x (N, C)
-    linear: Any  # linear cache (N, C) -> (N, C')
-    act: Any  # GELU cache (N, C')
-
-
-def dense_act_forward(x, w, b, p, rng, approximate="none", ops=layers):
-    """x (N, C) -> dropout(p) -> x @ w + b -> GELU -> (N, C'), cache. Dropout only when `rng` is given."""
-    x, c_drop = ops.dropout_forward(x, p if rng is not None else 0.0, rng)  # (N, C)
-    t, c_lin = ops.linear_forward(x, w, b)  # (N, C) @ (C, C') -> (N, C')
-    t, c_act = ops.gelu_forward(t, approximate)  # (N, C')
-    return t, DenseActCache(c_drop, c_lin, c_act)
+ELECTRA_HEADS = {
+    # ElectraClassificationHead: dropout -> dense -> GELU -> dropout -> out_proj, on the first token
+    "sequence": Head("cls.out", "head_dropout", Pool("cls.dense", "classifier_activation", "head_dropout")),
+    "token": Head("cls", "head_dropout"),
+    # ElectraSequenceSummary (summary -> summary_activation -> dropout), then the classifier
+    "choice": Head("cls", "summary_last_dropout", Pool("summary", "summary_activation")),
+    "qa": Head("qa", None),
+}
 
 
-def dense_act_backward(dout, cache: DenseActCache, ops=layers):
-    """Mirror of dense_act_forward: dout (N, C') -> dx (N, C), dw (C, C'), db (C',)."""
-    dt = ops.gelu_backward(dout, cache.act)  # (N, C')
-    dx, dw, db = ops.linear_backward(dt, cache.linear)  # (N, C)
-    return ops.dropout_backward(dx, cache.drop), dw, db
+def electra_encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad=True):
+    """heads.Encoder's forward for the discriminator: ids (B, T) -> sequence_output (B, T, C), cache;
+    the blocks on the real tokens only when the batch has padding and `unpad`."""
+    return electra.encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad and not mask.all())
 
 
-# ---------------------------------------------------------------------------------------------
-# the four task shapes on the discriminator's encoder
-
-class ElectraTaskCache(NamedTuple):
-    task: str
-    seq_shape: tuple  # (B', T, C) of the encoder's output (B' = B * NC for multiple choice)
-    enc: Any  # electra.ElectraEncoderCache
-    first: Any  # DenseActCache of the first-token heads (sequence, choice), else None
-    head: Any  # heads.ClassifierCache of the last dropout -> linear
-    loss: Any  # cross-entropy / MSE cache(s)
+def electra_layers(params, cfg, ids, seg, mask, ops):
+    """Feature-based use (`finetune --frozen`): the embedding's output (after the E -> C
+    projection) and every layer's, a list of L + 1 arrays (B, T, C), dropout off."""
+    x, _ = electra.embedding_forward(params, cfg, ids, seg, None, ops)  # (B, T, C)
+    return block_states(x, params, cfg, mask, ops)
 
 
-def task_logits(params, cfg: ElectraTaskConfig, task, input_ids, token_type_ids=None, attention_mask=None, rng=None,
-                ops=layers, unpad=True):
-    """-> (logits, partial cache). Shapes: sequence (B, K), token (B, T, K), choice (B, NC),
-    qa (B, T, 2). With `unpad` and padding in the batch, the encoder runs on the real tokens only."""
-    ids, seg, mask, grid = task_inputs(cfg, task, input_ids, token_type_ids, attention_mask)
-    seq, enc = electra.encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad and not mask.all())  # (B', T, C)
-    B_, T, C = seq.shape
-    first = None
-    if task == "sequence":  # ElectraClassificationHead: dropout -> dense -> GELU -> dropout -> out_proj
-        p = cfg.head_dropout
-        h, first = dense_act_forward(seq[:, 0], params["cls.dense.w"], params["cls.dense.b"], p, rng,
-                                     ACTIVATIONS["gelu"], ops)  # (B, C)
-        logits, head = classifier_forward(h, params["cls.out.w"], params["cls.out.b"], p, rng, ops)  # (B, K)
-    elif task == "choice":  # ElectraSequenceSummary -> classifier
-        h, first = dense_act_forward(seq[:, 0], params["summary.w"], params["summary.b"], 0.0, None,
-                                     ACTIVATIONS[cfg.summary_activation], ops)  # (B*NC, C)
-        logits, head = classifier_forward(h, params["cls.w"], params["cls.b"], cfg.summary_last_dropout, rng,
-                                          ops)  # (B*NC, 1)
-        logits = logits.reshape(grid)  # (B*NC, 1) -> (B, NC)
-    elif task == "token":
-        logits, head = classifier_forward(seq.reshape(B_ * T, C), params["cls.w"], params["cls.b"], cfg.head_dropout,
-                                          rng, ops)  # (B*T, K)
-        logits = logits.reshape(B_, T, -1)  # (B, T, K)
-    else:  # qa: no dropout before qa_outputs
-        logits, head = classifier_forward(seq.reshape(B_ * T, C), params["qa.w"], params["qa.b"], 0.0, None, ops)
-        logits = logits.reshape(B_, T, 2)  # (B, T, 2)
-    return logits, ElectraTaskCache(task, (B_, T, C), enc, first, head, None)
+def disc_init_params(cfg, seed, dtype) -> dict[str, np.ndarray]:
+    return electra.init_params(cfg, "disc", seed, dtype)
 
 
-def task_forward(params, cfg, task, batch, rng=None, ops=layers, unpad=True):
-    """Batch (input_ids, input_mask, segment_ids and the labels, as finetune/heads.task_forward)
-    -> (loss, logits, cache)."""
-    logits, c = task_logits(params, cfg, task, batch["input_ids"], batch.get("segment_ids"),
-                            batch.get("input_mask"), rng, ops, unpad)
-    return task_loss(logits, c, batch, ops)
-
-
-def task_backward(params, cfg, cache: ElectraTaskCache, ops=layers):
-    """Mirror of task_forward: from the loss back to every parameter -> grads (keys of params)."""
-    B_, T, C = cache.seq_shape
-    grads = {}
-    last = {"sequence": "cls.out", "token": "cls", "choice": "cls", "qa": "qa"}[cache.task]
-    dx, grads[f"{last}.w"], grads[f"{last}.b"] = classifier_backward(task_loss_backward(cache, ops), cache.head, ops)
-    if cache.first is not None:  # sequence and choice: dx is d(h) (B', C), h from the first token
-        dense = "cls.dense" if cache.task == "sequence" else "summary"
-        # forward was: h = GELU(dropout(seq[:, 0]) @ w + b)
-        dfirst, grads[f"{dense}.w"], grads[f"{dense}.b"] = dense_act_backward(dx, cache.first, ops)  # (B', C)
-        dseq = np.zeros((B_, T, C), dtype=dfirst.dtype)  # (B', T, C): only the first token feeds the head
-        dseq[:, 0] = dfirst
-    else:  # token and qa: every position feeds the head
-        dseq = dx.reshape(B_, T, C)  # (B, T, C)
-    grads = electra.encoder_backward(dseq, cache.enc, cfg, grads, ops)
-    return {k: grads[k] for k in params}
+def disc_param_shapes(cfg) -> dict[str, tuple]:
+    return electra.param_shapes(cfg, "disc")
 
 
 # ---------------------------------------------------------------------------------------------
-# transformers' names
-
-def head_shapes(task: str, C: int, K: int) -> dict[str, tuple]:
-    if task == "sequence":
-        return {"cls.dense.w": (C, C), "cls.dense.b": (C,), "cls.out.w": (C, K), "cls.out.b": (K,)}
-    if task == "choice":
-        return {"summary.w": (C, C), "summary.b": (C,), "cls.w": (C, 1), "cls.b": (1,)}
-    return {f"{'qa' if task == 'qa' else 'cls'}.w": (C, K), f"{'qa' if task == 'qa' else 'cls'}.b": (K,)}
-
+# transformers' names, and reading a checkpoint directory
 
 def encoder_shapes(cfg: ElectraConfig) -> dict[str, tuple]:
     """The discriminator's parameters without its RTD head."""
@@ -207,21 +143,24 @@ def encoder_shapes(cfg: ElectraConfig) -> dict[str, tuple]:
 
 
 def to_hf_state_dict(params, cfg: ElectraConfig, task: str) -> dict[str, np.ndarray]:
-    """minibert params (or grads) of a task model -> transformers' names and layouts."""
+    """minibert params (or grads, or some of them) of a task model -> transformers' names and layouts."""
     ours = {}
     for module, theirs in HEAD_NAMES[task].items():
-        ours[theirs + ".weight"] = np.ascontiguousarray(params[module + ".w"].T)  # PyTorch stores (out, in)
-        ours[theirs + ".bias"] = np.ascontiguousarray(params[module + ".b"])
+        if module + ".w" in params:
+            ours[theirs + ".weight"] = np.ascontiguousarray(params[module + ".w"].T)  # PyTorch stores (out, in)
+        if module + ".b" in params:
+            ours[theirs + ".bias"] = np.ascontiguousarray(params[module + ".b"])
     heads = {m + s for m in HEAD_NAMES[task] for s in (".w", ".b")}
     return {**electra.to_hf_state_dict({k: v for k, v in params.items() if k not in heads}, cfg), **ours}
 
 
-def from_hf_state_dict(state, cfg: ElectraConfig, shapes: dict, task: str, dtype) -> dict[str, np.ndarray]:
+def from_hf_state_dict(state, cfg: ElectraConfig, shapes, task: str | None, dtype) -> dict[str, np.ndarray]:
     """Inverse of to_hf_state_dict for the parameters named in `shapes` (the state may hold
-    more; check_state has checked what must be there)."""
+    more; check_state has checked what must be there). task None: the encoder's names and the
+    pretraining heads' (family/electra.py's)."""
     names = electra.hf_names(cfg)
-    names.update({m + ".w": (t + ".weight", True) for m, t in HEAD_NAMES[task].items()})
-    names.update({m + ".b": (t + ".bias", False) for m, t in HEAD_NAMES[task].items()})
+    for m, t in HEAD_NAMES.get(task, {}).items():
+        names.update({m + ".w": (t + ".weight", True), m + ".b": (t + ".bias", False)})
     params = {}
     for name in shapes:
         if name in names:
@@ -242,196 +181,60 @@ def expected_hf_shapes(shapes, cfg, task=None) -> dict[str, tuple]:
     return {k: a.shape for k, a in state.items()}
 
 
+def _read_config(raw: dict) -> ElectraConfig:
+    for flag in ("is_decoder", "add_cross_attention"):
+        if raw.get(flag):
+            raise ValueError(f"{flag}=true is not supported (minibert's ELECTRA is an encoder)")
+    return ElectraConfig.from_dict(raw)
+
+
+def _params_from_state(tensors, config: ElectraConfig, arch: str, dtype) -> dict[str, np.ndarray]:
+    state = {k: v for k, v in tensors.items() if not k.endswith(("position_ids", "token_type_ids"))}
+    state.pop("generator_lm_head.weight", None)  # a generator's tied decoder: the word embeddings again
+    enc = encoder_shapes(config)
+    if arch in CLASSES:  # a task model: its encoder and head, every tensor checked
+        task = CLASSES[arch].task
+        out = HEAD_NAMES[task][ELECTRA_HEADS[task].out] + ".bias"
+        K = state[out].shape[0] if out in state else 1  # (when it is missing, check_state says so)
+        shapes = {**enc, **head_shapes(ELECTRA_HEADS[task], config.hidden_size, K)}
+        checkpoint.check_state(state, expected_hf_shapes(shapes, config, task), f"minibert's {arch}")
+        return from_hf_state_dict(state, config, shapes, task, dtype)
+    # a pretraining checkpoint: the encoder, checked, and the tensors of its head that the file has
+    # (reported as not used)
+    mine = {k: v for k, v in state.items() if k.startswith("electra.")}
+    checkpoint.check_state(mine, expected_hf_shapes(enc, config), "an ELECTRA encoder")
+    names = electra.hf_names(config)
+    head = [n for n in electra.param_shapes(config, SOURCES[arch]) if n not in enc and names[n][0] in state]
+    return from_hf_state_dict(state, config, [*enc, *head], None, dtype)
+
+
+def read_pretrained(directory, dtype=np.float32, verify: bool = True) -> checkpoint.Pretrained:
+    """An ELECTRA directory (a discriminator or generator checkpoint, or one of the four task
+    classes, minibert's or transformers') -> checkpoint.Pretrained: config, params under minibert's
+    names (the heads the file holds), architecture, vocab and casing, the config's fine-tuning and
+    head keys."""
+    return read_checkpoint(directory, dtype, verify, "electra", tuple(SOURCES) + tuple(CLASSES), _read_config,
+                           _params_from_state, keys=checkpoint.TASK_CONFIG_KEYS + HEAD_KEYS)
+
+
+def hf_config(model) -> dict:
+    """ElectraTaskConfig's keys (the labels and head keys included), transformers' fixed ones."""
+    hf = {**model.config.to_dict(), "architectures": [model.architecture], "model_type": "electra",
+          "pad_token_id": 0, "tie_word_embeddings": True, "dtype": model.dtype.name}
+    return dict(sorted(hf.items()))
+
+
+ELECTRA_ENCODER = Encoder(
+    forward=electra_encoder_forward, backward=electra.encoder_backward, heads=ELECTRA_HEADS, pool_last=False,
+    layers=electra_layers, model_type="electra", config=ElectraTaskConfig, init_params=disc_init_params,
+    param_shapes=disc_param_shapes, pretraining_heads=("disc",), read=read_pretrained, to_hf=to_hf_state_dict,
+    hf_config=hf_config, carried_keys=HEAD_KEYS)
+
+
 # ---------------------------------------------------------------------------------------------
 # the classes
 
-class _ElectraTaskModel:
-    """What the four classes share (the interface of minibert.finetune.models' Bert* classes)."""
-
-    architecture = ""
-    task = ""
-
-    def __init__(self, config: ElectraConfig, num_labels: int = 2, seed: int = 0, dtype=np.float32, params=None):
-        if not isinstance(config, ElectraTaskConfig):
-            config = ElectraTaskConfig.from_electra(config, num_labels=num_labels)
-        self.config = config
-        self.dtype = np.dtype(dtype)
-        self.params = self._init_params(seed) if params is None else params
-        check_params(self.params, self.expected_shapes(), type(self).__name__)
-        self.vocab_path = None
-        self.do_lower_case = True
-
-    @property
-    def head_outputs(self) -> int:
-        return self.config.num_labels
-
-    def expected_shapes(self) -> dict[str, tuple]:
-        return {**encoder_shapes(self.config), **head_shapes(self.task, self.config.hidden_size, self.head_outputs)}
-
-    def _init_params(self, seed: int) -> dict[str, np.ndarray]:
-        """The encoder as electra.init_params; the head truncated normal(initializer_range), zero
-        biases, from a stream of its own (the encoder's init does not depend on the head)."""
-        params = {k: v for k, v in electra.init_params(self.config, "disc", seed, self.dtype).items()
-                  if not k.startswith("disc.")}
-        rng = np.random.default_rng([seed, 1])
-        for name, shape in head_shapes(self.task, self.config.hidden_size, self.head_outputs).items():
-            params[name] = (np.zeros(shape, self.dtype) if name.endswith(".b") else
-                            truncated_normal(rng, shape, self.config.initializer_range).astype(self.dtype))
-        return params
-
-    @property
-    def num_parameters(self) -> int:
-        return sum(p.size for p in self.params.values())
-
-    @property
-    def ops(self):
-        """minibert.kernels (Numba) by default, minibert.layers with MINIBERT_BACKEND=numpy."""
-        return get_ops()
-
-    # -- forward and loss ------------------------------------------------------------------
-    def logits(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
-        out, _ = task_logits(self.params, self.config, self.task, input_ids, token_type_ids, attention_mask,
-                             _train_rng(train, rng), self.ops, unpad=False)  # every position, padding too
-        return out
-
-    def eval_logits(self, input_ids, token_type_ids=None, attention_mask=None):
-        """Logits for scoring (dropout off), skipping padding where only real positions are read."""
-        out, _ = task_logits(self.params, self.config, self.task, input_ids, token_type_ids, attention_mask,
-                             None, self.ops, unpad=self.task != "qa")
-        return out
-
-    def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
-        """-> logits: (B, K) sequence, (B, T, K) token, (B, NC) multiple choice."""
-        return self.logits(input_ids, token_type_ids, attention_mask, train, rng)
-
-    __call__ = forward
-
-    def loss_grads_logits(self, batch, train=False, rng=None, compute_grads=True):
-        """-> (loss, grads, logits); the batch as BertFor*'s (input_ids, input_mask, segment_ids, labels)."""
-        ops = self.ops
-        loss, logits, cache = task_forward(self.params, self.config, self.task, batch, _train_rng(train, rng), ops,
-                                           unpad=self.task != "qa")
-        grads = task_backward(self.params, self.config, cache, ops) if compute_grads else None
-        return float(loss), grads, logits
-
-    def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True):
-        """The training step's interface: -> (loss, grads, metrics = logits)."""
-        return self.loss_grads_logits(batch, train, rng, compute_grads)
-
-    def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
-        """-> (loss, grads); to_hf_state_dict(grads, config, task) gives them transformers' names."""
-        loss, grads, _ = self.loss_grads_logits(batch, train, rng, compute_grads)
-        return loss, grads
-
-    def hidden_states(self, input_ids, token_type_ids=None, attention_mask=None):
-        """Feature-based use (`finetune --frozen`): the embedding's output (after the E -> C
-        projection) and every layer's, a list of L + 1 arrays (B, T, C), dropout off."""
-        ids, seg, mask = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
-        x, _ = electra.embedding_forward(self.params, self.config, ids, seg, None, self.ops)  # (B, T, C)
-        states = [x]
-        for l in range(self.config.num_hidden_layers):
-            x, _ = block_forward(self.params, self.config, l, x, mask, None, self.ops)  # (B, T, C)
-            states.append(x)
-        return states
-
-    # -- checkpoints -----------------------------------------------------------------------
-    def task_config(self) -> dict:
-        return {k: v for k, v in self.config.to_dict().items() if k in checkpoint.TASK_CONFIG_KEYS}
-
-    def read_params(self, directory) -> dict:
-        return type(self).from_pretrained(directory, dtype=self.dtype).params
-
-    def save_pretrained(self, directory, vocab=None) -> Path:
-        """config.json (architectures, labels, the summary keys), model.safetensors, vocab: what
-        transformers loads with the class of the same name."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        tensorfile.save_tensors_atomic(to_hf_state_dict(self.params, self.config, self.task),
-                                       directory / checkpoint.WEIGHTS_NAME, {"format": "pt"})
-        hf = {**self.config.to_dict(), "architectures": [self.architecture], "model_type": "electra",
-              "pad_token_id": 0, "tie_word_embeddings": True, "dtype": self.dtype.name}
-        atomic.write_text_atomic(directory / checkpoint.CONFIG_NAME,
-                                     json.dumps(dict(sorted(hf.items())), indent=2) + "\n")
-        checkpoint.save_vocab_files(self, directory, vocab)
-        return directory
-
-    @classmethod
-    def _load(cls, directory, num_labels=None, dtype=np.float32, verify=True, seed=0, **task):
-        """A checkpoint of this class (everything), or an ELECTRA pretraining / other task checkpoint
-        (its encoder; the head new, and a warning names the new tensors and the unused ones)."""
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
-        path = directory / checkpoint.CONFIG_NAME
-        d = checkpoint.read_config_json(path)
-        if d.get("model_type") != "electra":
-            raise ValueError(f"{path}: model_type {d.get('model_type')!r} is not 'electra'")
-        archs = d.get("architectures") or []
-        known = SOURCES + tuple(CLASSES)
-        if len(archs) != 1 or archs[0] not in known:
-            raise ValueError(f"{path}: architecture {archs} is not one of {list(known)}")
-        for flag in ("is_decoder", "add_cross_attention"):
-            if d.get(flag):
-                raise ValueError(f"{path}: {flag}=true is not supported (minibert's ELECTRA is an encoder)")
-        same = archs[0] == cls.architecture
-        try:
-            base = electra.ElectraConfig.from_dict(d)
-            extra = {k: d[k] for k in HEAD_KEYS if k in d}
-            if same:
-                extra.update({k: d[k] for k in checkpoint.TASK_CONFIG_KEYS if k in d})
-            else:
-                extra.update({k: v for k, v in task.items() if v is not None})
-                if num_labels is not None:
-                    extra["num_labels"] = num_labels
-            config = ElectraTaskConfig.from_electra(base, **extra)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}: {e}") from None
-        weights = directory / checkpoint.WEIGHTS_NAME
-        state, _ = tensorfile.load_tensors(weights, verify=verify)
-        if verify:
-            tensorfile.check_finite(state, weights)
-        state = {k: v for k, v in state.items() if not k.endswith(("position_ids", "token_type_ids"))}
-        state.pop("generator_lm_head.weight", None)  # a generator's tied decoder: the word embeddings again
-        model = cls.__new__(cls)
-        _ElectraTaskModel.__init__(model, config, config.num_labels, seed, dtype)  # a fresh head
-        shapes = model.expected_shapes()
-        if same:
-            last = {"sequence": "cls.out", "token": "cls"}.get(cls.task)
-            key = HEAD_NAMES[cls.task][last] + ".bias" if last else None
-            if key in state:  # (if it is missing, check_state below says so)
-                K = state[key].shape[0]
-                if K != config.num_labels:
-                    raise ValueError(f"{directory}: config.json has {config.num_labels} labels but the classifier "
-                                     f"has {K} outputs")
-                if num_labels is not None and num_labels != K:
-                    raise ValueError(f"{directory} is a {cls.architecture} with {K} labels, not {num_labels}")
-            try:
-                checkpoint.check_state(state, expected_hf_shapes(shapes, config, cls.task),
-                                       f"minibert's {cls.architecture}")
-            except ValueError as e:
-                raise ValueError(f"{weights}: {e}") from None
-            model.params = from_hf_state_dict(state, config, shapes, cls.task, np.dtype(dtype))
-        else:
-            enc = encoder_shapes(config)
-            mine = {k: v for k, v in state.items() if k.startswith("electra.")}
-            try:
-                checkpoint.check_state(mine, expected_hf_shapes(enc, config), "an ELECTRA encoder")
-            except ValueError as e:
-                raise ValueError(f"{weights}: {e}") from None
-            model.params.update(from_hf_state_dict(mine, config, enc, cls.task, np.dtype(dtype)))
-            new = sorted(k for k in expected_hf_shapes(shapes, config, cls.task) if not k.startswith("electra."))
-            unused = sorted({k.split(".", 1)[0] for k in state if not k.startswith("electra.")})
-            warnings.warn(f"{directory} ({archs[0]}) -> {cls.architecture}: newly initialised {new}"
-                          + (f"; not used: {', '.join(unused)}" if unused else "")
-                          + "; fine-tune the model before using its predictions", stacklevel=3)
-        check_params(model.params, shapes, cls.architecture)
-        vocab = directory / checkpoint.VOCAB_NAME
-        model.vocab_path = vocab if vocab.is_file() else None
-        model.do_lower_case = checkpoint.read_do_lower_case(directory / checkpoint.TOKENIZER_CONFIG_NAME)
-        return model
-
-
-class ElectraForSequenceClassification(SequenceClassification, _ElectraTaskModel):
+class ElectraForSequenceClassification(SequenceClassification, _TaskModel):
     """Single sentences or pairs -> K classes (num_labels == 1: regression), from the first token
     through ElectraClassificationHead (no pooler).
 
@@ -441,25 +244,25 @@ class ElectraForSequenceClassification(SequenceClassification, _ElectraTaskModel
     (1, 3)
     """
 
-    architecture = "ElectraForSequenceClassification"
+    architecture, encoder = "ElectraForSequenceClassification", ELECTRA_ENCODER
 
 
-class ElectraForTokenClassification(TokenClassification, _ElectraTaskModel):
+class ElectraForTokenClassification(TokenClassification, _TaskModel):
     """A label for every token (NER); the loss skips positions labelled -100."""
 
-    architecture = "ElectraForTokenClassification"
+    architecture, encoder = "ElectraForTokenClassification", ELECTRA_ENCODER
 
 
-class ElectraForMultipleChoice(MultipleChoice, _ElectraTaskModel):
+class ElectraForMultipleChoice(MultipleChoice, _TaskModel):
     """(B, NC, T) inputs: each choice scored from its first token through ElectraSequenceSummary."""
 
-    architecture = "ElectraForMultipleChoice"
+    architecture, encoder = "ElectraForMultipleChoice", ELECTRA_ENCODER
 
 
-class ElectraForQuestionAnswering(QuestionAnswering, _ElectraTaskModel):
+class ElectraForQuestionAnswering(QuestionAnswering, _TaskModel):
     """Span extraction: a start and an end score for every token (qa_outputs, no dropout)."""
 
-    architecture = "ElectraForQuestionAnswering"
+    architecture, encoder = "ElectraForQuestionAnswering", ELECTRA_ENCODER
 
 
 CLASSES = {c.architecture: c for c in (ElectraForSequenceClassification, ElectraForTokenClassification,

@@ -66,20 +66,23 @@ def check_task_model(label, model, cfg, rng, verbose=True, samples_per_tensor=3,
 
 def check_electra_finetune(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     """ELECTRA's fine-tuning classes (finetune/electra_tasks.py) in float64 on the backend of
-    get_ops(): (1) the new layer, dropout -> dense -> GELU (the classification head's first half and
-    the multiple-choice summary), with a fixed dropout mask, exact and tanh GELU; (2) each class
-    whole, sampled entries of every tensor (E 6 -> C 8, padding in the last row, dropout off)."""
+    get_ops(): (1) their head's own layer, dropout -> dense -> GELU (heads.dense_act_forward: the
+    classification head's first half and the multiple-choice summary), with a fixed dropout mask,
+    exact and tanh GELU; (2) each class whole, sampled entries of every tensor (E 6 -> C 8, padding
+    in the last row, dropout off)."""
     from minibert.backend import get_ops
     from minibert.finetune import electra_tasks as ef
+    from minibert.finetune import heads
 
     ops = get_ops()
     mask_rng = lambda: np.random.default_rng(5)  # noqa: E731 (same dropout mask every call)
     x, w, b = rand_array(rng, 5, 8), rand_array(rng, 8, 8), rand_array(rng, 8)
     checks = []
-    for approx, p in (("none", 0.3), ("tanh", 0.0)):
-        checks += layer_check(f"electra dense -> gelu ({approx}, dropout {p})",
-                               lambda x, w, b: ef.dense_act_forward(x, w, b, p, mask_rng(), approx, ops),
-                               dict(x=x, w=w, b=b), lambda d, c: ef.dense_act_backward(d, c, ops), rng, verbose, rtol, atol)
+    for act, p in (("gelu", 0.3), ("gelu_new", 0.0)):
+        checks += layer_check(f"electra dense -> {act} (dropout {p})",
+                              lambda x, w, b: heads.dense_act_forward(x, w, b, p, mask_rng(), act, ops),
+                              dict(x=x, w=w, b=b), lambda d, c: heads.dense_act_backward(d, c, ops), rng, verbose,
+                              rtol, atol)
     cfg = ef.ElectraConfig(vocab_size=40, embedding_size=6, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                            intermediate_size=16, max_position_embeddings=16, hidden_act="gelu_new")
     seed = int(rng.integers(1 << 30))

@@ -2,36 +2,38 @@
 
 Every head is the same small stack on top of the encoder:
 
-    encoder -> (pooler on [CLS]) -> dropout -> linear -> loss
+    encoder -> (one position per row -> dropout -> dense -> activation) -> dropout -> linear -> loss
 
 and its backward runs the stack in reverse, then hands d(sequence_output) to the encoder's
-backward (minibert/model.py; another model's encoder plugs in through `Encoder`, as ALBERT's
-does in minibert/finetune/albert_tasks.py). The task shapes differ only in what the linear layer reads and
-how its logits meet the labels:
+backward. What differs between encoders is data, an `Encoder` (below): how to run and backprop
+it, and the `Head` of each task shape on it (BERT's and ALBERT's pooled heads read their
+pretrained pooler, tanh(dense); ELECTRA's read the first token through a new dense -> GELU).
+The task shapes differ only in what the last linear layer reads and how its logits meet the labels:
 
     sequence classification  pooled (B, C) -> (B, K)     cross-entropy; K = 1: regression, MSE
     token classification     sequence (B, T, C) -> (B, T, K)  cross-entropy, -100 ignored
     multiple choice          (B, NC, T) flattened to (B*NC, T); pooled -> (B*NC, 1) -> (B, NC), CE
     question answering       sequence (B, T, C) -> (B, T, 2) = start, end; (CE(start) + CE(end)) / 2
 
-Parameters use minibert's names (model.param_shapes for the encoder and pooler) plus the head:
-`cls.w` (C, K) / `cls.b` (K,) for the three classifiers (transformers: `classifier`), `qa.w` (C, 2)
-/ `qa.b` (2,) for span extraction (transformers: `qa_outputs`, which has no dropout). The losses
-match transformers' to float precision: mean cross-entropy over the counted targets, mean squared
-error for regression, and for QA start/end positions outside the window are clamped to T and
-ignored, as transformers does.
+Parameters use minibert's names (the encoder's, e.g. model.param_shapes, and its pooler) plus the
+head: `cls.w` (C, K) / `cls.b` (K,) for the classifiers (transformers: `classifier`), `qa.w` (C, 2)
+/ `qa.b` (2,) for span extraction (transformers: `qa_outputs`, which has no dropout); ELECTRA's
+dense layers are `cls.dense` / `summary`, its out_proj `cls.out` (finetune/electra_tasks.py). The
+losses match transformers' to float precision: mean cross-entropy over the counted targets, mean
+squared error for regression, and for QA start/end positions outside the window are clamped to T
+and ignored, as transformers does.
 """
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
 from minibert import layers
 from minibert.finetune.bilstm import bilstm_backward, bilstm_forward
-from minibert.model import (UnpaddedEncoderCache, block_forward, check_inputs, encoder_backward,
-                            encoder_backward_unpadded, encoder_forward, encoder_forward_unpadded, pooler_forward,
+from minibert.model import (ACTIVATIONS, UnpaddedEncoderCache, block_forward, check_inputs, encoder_backward,
+                            encoder_backward_unpadded, encoder_forward, encoder_forward_unpadded,
                             self_attention_forward)
 
 TASKS = ("sequence", "token", "choice", "qa")  # the four heads, by what their linear layer reads
@@ -59,6 +61,39 @@ def classifier_backward(dlogits, cache: ClassifierCache, ops=layers):
 
 
 # ---------------------------------------------------------------------------------------------
+# the pooled heads' layer: dropout -> dense -> activation (BERT's pooler: tanh, no dropout;
+# ELECTRA's classification head and sequence summary: GELU)
+
+class DenseActCache(NamedTuple):
+    drop: Any  # dropout cache of x (N, C)
+    linear: Any  # linear cache (N, C) -> (N, C')
+    gelu: Any  # the GELU's cache, or None for tanh
+    tanh: Any  # tanh's output (N, C') (its derivative is 1 - out^2), or None for a GELU
+
+
+def dense_act_forward(x, w, b, p, rng, activation="tanh", ops=layers):
+    """x (N, C) -> dropout(p) -> x @ w + b -> activation -> (N, C'), cache. activation: "tanh" or
+    a GELU by transformers' name (model.ACTIVATIONS). Dropout only when `rng` is given."""
+    x, c_drop = ops.dropout_forward(x, p if rng is not None else 0.0, rng)  # (N, C)
+    t, c_lin = ops.linear_forward(x, w, b)  # (N, C) @ (C, C') -> (N, C')
+    if activation == "tanh":
+        out = np.tanh(t)  # (N, C')
+        return out, DenseActCache(c_drop, c_lin, None, out)
+    out, c_gelu = ops.gelu_forward(t, ACTIVATIONS[activation])  # (N, C')
+    return out, DenseActCache(c_drop, c_lin, c_gelu, None)
+
+
+def dense_act_backward(dout, cache: DenseActCache, ops=layers):
+    """Mirror of dense_act_forward: dout (N, C') -> dx (N, C), dw (C, C'), db (C',)."""
+    if cache.tanh is not None:
+        dt = dout * (1.0 - cache.tanh * cache.tanh)  # (N, C'): forward was out = tanh(t)
+    else:
+        dt = ops.gelu_backward(dout, cache.gelu)  # (N, C')
+    dx, dw, db = ops.linear_backward(dt, cache.linear)  # (N, C)
+    return ops.dropout_backward(dx, cache.drop), dw, db
+
+
+# ---------------------------------------------------------------------------------------------
 # mean squared error (regression, num_labels == 1, as STS-B)
 
 class MSECache(NamedTuple):
@@ -79,8 +114,70 @@ def mse_backward(dloss, cache: MSECache):
 
 
 # ---------------------------------------------------------------------------------------------
-# the encoder, padded or not
+# the encoder a head sits on, and each task's head on it, as data
 
+class Pool(NamedTuple):
+    """The pooled heads' layer (sequence, choice) on one position of each row:
+    h = activation(dropout(x) @ w + b), dense_act_forward."""
+
+    dense: str  # its tensors' prefix: pool (BERT's pretrained pooler), cls.dense / summary (ELECTRA's, new)
+    activation: str  # the config attribute naming its activation: "tanh" or a GELU (model.ACTIVATIONS)
+    dropout: str | None = None  # the config attribute of the dropout before the dense (None: none)
+    pretrained: bool = False  # its tensors come with the pretraining checkpoint (BERT's pooler)
+
+
+class Head(NamedTuple):
+    """A task's head on an encoder, as data: [Pool on one position per row ->] dropout -> out."""
+
+    out: str  # the last linear's prefix: cls (transformers: classifier), cls.out (out_proj), qa (qa_outputs)
+    dropout: str | None  # the config attribute of the dropout before it (None: none, as before qa_outputs)
+    pool: Pool | None = None  # sequence, choice: the layer on one position; None: every position feeds `out`
+
+
+def pooler_heads(dropout: str) -> dict[str, Head]:
+    """BERT's four heads (transformers' BertFor*) on an encoder with BERT's pooler (BERT's, ALBERT's):
+    sequence and choice read the pooled [CLS], token and qa every position; `dropout` is the config
+    attribute of the dropout before the classifier."""
+    pooled = Head("cls", dropout, Pool("pool", "pooler_activation", pretrained=True))
+    return {"sequence": pooled, "token": Head("cls", dropout), "choice": pooled, "qa": Head("qa", None)}
+
+
+def head_shapes(head: Head, C: int, K: int) -> dict[str, tuple]:
+    """A task head's new tensors (the task class initialises them; a pretraining checkpoint has
+    none): its pooled layer unless pretrained (ELECTRA's dense (C, C)), then the last linear (C, K)."""
+    shapes = {}
+    if head.pool is not None and not head.pool.pretrained:
+        shapes.update({f"{head.pool.dense}.w": (C, C), f"{head.pool.dense}.b": (C,)})
+    shapes.update({f"{head.out}.w": (C, K), f"{head.out}.b": (K,)})
+    return shapes
+
+
+class Encoder(NamedTuple):
+    """Everything a task class (finetune/models.py's _TaskModel) needs of the encoder under its
+    head, as data and small functions: BERT's (models.BERT_ENCODER and its causal variants),
+    ALBERT's (finetune/albert_tasks.py), ELECTRA's discriminator (finetune/electra_tasks.py). The
+    heads' math below uses the first four fields; _TaskModel the rest."""
+
+    # running it
+    forward: Callable  # (params, cfg, ids, seg, mask, rng, ops, unpad) -> sequence_output (B, T, C), cache
+    backward: Callable  # (dseq (B, T, C), cache, cfg, grads, ops) -> grads, the encoder's added
+    heads: Mapping[str, Head]  # the head of each task shape (TASKS) on this encoder
+    pool_last: bool  # the pooled heads read the last real token instead of [CLS] (position 0)
+    layers: Callable  # (params, cfg, ids, seg, mask, ops) -> L + 1 hidden states (B, T, C), dropout off
+    # its parameters and checkpoints
+    model_type: str  # config.json's model_type; with the task, the key of finetune/registry.py's TASK_CLASSES
+    config: type  # the task config class: TaskKeys + the pretraining config class (`config.base`)
+    init_params: Callable  # (config, seed, dtype) -> the pretraining model's parameters
+    param_shapes: Callable  # (config) -> their names and shapes
+    pretraining_heads: tuple  # parameter groups of the pretraining heads, dropped (a pretrained Pool is kept)
+    read: Callable  # (directory, dtype, verify) -> checkpoint.Pretrained, params under minibert's names
+    to_hf: Callable  # (params or grads, config, task) -> transformers' names and layouts
+    hf_config: Callable  # (task model) -> its config.json as a dict
+    carried_keys: tuple = ()  # config.json keys any checkpoint of the family passes on (ELECTRA's head keys)
+
+
+# BERT's encoder, padded or not, and its two left-to-right variants (the Encoders made of these
+# are in finetune/models.py, beside BERT's task config)
 def run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad=True, causal=False):
     """-> sequence_output (B, T, C), cache. With padding in the batch and `unpad`, the fast path
     (encoder_forward_unpadded: same outputs at the real tokens, zeros at padding). causal=True:
@@ -90,6 +187,10 @@ def run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad=True, causal=False)
     return encoder_forward(params, cfg, ids, seg, mask, rng, ops, causal=causal)
 
 
+# The paper's "LTR & No NSP" model fine-tuned as it was pretrained, left to right (its Table 5;
+# lifting the mask hurt, the paper says). Under that mask [CLS] sees only itself, so the pooled
+# heads read the last real token, the one that has seen the whole input, as OpenAI GPT does
+# (Encoder.pool_last). The backward is BERT's: the attention backward is the same for both masks.
 def run_causal_encoder(params, cfg, ids, seg, mask, rng, ops, unpad=True):
     return run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad, causal=True)
 
@@ -98,24 +199,6 @@ def run_encoder_backward(dseq, cache, cfg, grads, ops):
     if isinstance(cache, UnpaddedEncoderCache):
         return encoder_backward_unpadded(dseq, cache, cfg, grads, ops)
     return encoder_backward(dseq, cache, cfg, grads, ops)
-
-
-class Encoder(NamedTuple):
-    """The encoder a head sits on. The heads' math is the same on BERT's encoder and on another
-    model's (ALBERT's, minibert/finetune/albert_tasks.py) when it gives (B, T, C) and a pooler."""
-
-    forward: Callable  # (params, cfg, ids, seg, mask, rng, ops, unpad) -> sequence_output (B, T, C), cache
-    backward: Callable  # (dseq (B, T, C), cache, cfg, grads, ops) -> grads, the encoder's added
-    head_dropout: str  # the config field of the dropout before the classifiers
-    pool_last: bool = False  # the pooled heads read the last real token instead of [CLS] (position 0)
-
-
-BERT_ENCODER = Encoder(run_encoder, run_encoder_backward, "hidden_dropout_prob")
-# The paper's "LTR & No NSP" model fine-tuned as it was pretrained, left to right (its Table 5;
-# lifting the mask hurt, the paper says). Under that mask [CLS] sees only itself, so the pooled
-# heads read the last real token, the one that has seen the whole input, as OpenAI GPT does.
-# The backward is BERT's: the attention backward is the same for both masks.
-CAUSAL_ENCODER = Encoder(run_causal_encoder, run_encoder_backward, "hidden_dropout_prob", pool_last=True)
 
 
 # The paper's "LTR & No NSP + BiLSTM" row: a randomly initialised BiLSTM (C/2 each way, so the
@@ -135,9 +218,6 @@ def run_bilstm_encoder_backward(dseq, cache, cfg, grads, ops):
     return run_encoder_backward(dx, enc, cfg, grads, ops)
 
 
-CAUSAL_BILSTM_ENCODER = Encoder(run_causal_bilstm_encoder, run_bilstm_encoder_backward, "hidden_dropout_prob")
-
-
 # ---------------------------------------------------------------------------------------------
 # the four task shapes: logits, then loss, then backward
 
@@ -145,12 +225,11 @@ class TaskCache(NamedTuple):
     task: str
     seq_shape: tuple  # (B', T, C) of the encoder's output (B' = B * NC for multiple choice)
     enc: Any
-    pool: Any  # pooler's linear cache, or None
-    pool_out: Any  # (B', C) tanh output, or None
-    head: ClassifierCache
+    pool: Any  # DenseActCache of the pooled heads' layer (sequence, choice), or None
+    head: ClassifierCache  # the last dropout -> linear
     loss: Any  # cross-entropy / MSE cache(s)
-    encoder: Encoder = BERT_ENCODER  # the encoder that ran: its backward undoes it
-    pool_at: Any = None  # (B',) the position each row's pooler read (None: [CLS], position 0)
+    encoder: Encoder  # the encoder that ran: its backward undoes it, its heads name the tensors
+    pool_at: Any = None  # (B',) the position each row's pooled layer read (None: [CLS], position 0)
 
 
 def _flatten_choices(a, name):
@@ -174,33 +253,38 @@ def task_inputs(cfg, task, input_ids, token_type_ids=None, attention_mask=None):
     return (*check_inputs(cfg, input_ids, token_type_ids, attention_mask), grid)
 
 
+def _dropout_p(cfg, attribute: str | None) -> float:
+    """A head's dropout probability: the config attribute a Head or Pool names (None: no dropout)."""
+    return 0.0 if attribute is None else getattr(cfg, attribute)
+
+
 def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mask=None, rng=None,
-                ops=layers, unpad=True, encoder: Encoder = BERT_ENCODER):
+                ops=layers, unpad=True, *, encoder: Encoder):
     """The head's logits -> (logits, partial cache). Shapes: sequence (B, K), token (B, T, K),
     choice (B, NC), qa (B, T, 2) (start in [..., 0], end in [..., 1])."""
     ids, seg, mask, grid = task_inputs(cfg, task, input_ids, token_type_ids, attention_mask)
     seq, enc = encoder.forward(params, cfg, ids, seg, mask, rng, ops, unpad)  # (B', T, C)
-    p_drop = getattr(cfg, encoder.head_dropout)
+    head = encoder.heads[task]
     B_, T, C = seq.shape
-    pool = pool_out = pool_at = None
-    if task in ("sequence", "choice"):
-        if encoder.pool_last:  # the last real token of each row: (B', 1, C) for the pooler
+    pool = pool_at = None
+    if head.pool is not None:  # sequence, choice: one position of each row
+        if encoder.pool_last:  # the last real token of each row
             pool_at = mask.sum(axis=1).astype(np.int64) - 1  # (B',)
-            pool_out, pool = pooler_forward(params, seq[np.arange(B_), pool_at][:, None], ops)  # (B', C)
+            x = seq[np.arange(B_), pool_at]  # (B', C)
         else:
-            pool_out, pool = pooler_forward(params, seq, ops)  # (B', C)
-        logits, head = classifier_forward(pool_out, params["cls.w"], params["cls.b"], p_drop,
-                                          rng, ops)  # (B', K)
-        if task == "choice":
-            logits = logits.reshape(grid)  # (B*NC, 1) -> (B, NC)
-    elif task == "token":
-        logits, head = classifier_forward(seq.reshape(B_ * T, C), params["cls.w"], params["cls.b"],
-                                          p_drop, rng, ops)  # (B*T, K)
-        logits = logits.reshape(B_, T, -1)  # (B, T, K)
-    else:  # qa: no dropout before qa_outputs
-        logits, head = classifier_forward(seq.reshape(B_ * T, C), params["qa.w"], params["qa.b"], 0.0, None, ops)
-        logits = logits.reshape(B_, T, 2)  # (B, T, 2)
-    return logits, TaskCache(task, (B_, T, C), enc, pool, pool_out, head, None, encoder, pool_at)
+            x = seq[:, 0]  # (B', C) [CLS], the first token
+        d = head.pool.dense
+        x, pool = dense_act_forward(x, params[d + ".w"], params[d + ".b"], _dropout_p(cfg, head.pool.dropout), rng,
+                                    getattr(cfg, head.pool.activation), ops)  # (B', C)
+    else:  # token, qa: every position
+        x = seq.reshape(B_ * T, C)  # (B', T, C) -> (B'*T, C)
+    logits, c_out = classifier_forward(x, params[head.out + ".w"], params[head.out + ".b"],
+                                       _dropout_p(cfg, head.dropout), rng, ops)  # (B', K) or (B'*T, K)
+    if task == "choice":
+        logits = logits.reshape(grid)  # (B*NC, 1) -> (B, NC)
+    elif head.pool is None:
+        logits = logits.reshape(B_, T, -1)  # (B, T, K); qa: (B, T, 2)
+    return logits, TaskCache(task, (B_, T, C), enc, pool, c_out, None, encoder, pool_at)
 
 
 def _labels(batch, key, shape=None):
@@ -212,7 +296,7 @@ def _labels(batch, key, shape=None):
     return a
 
 
-def task_forward(params, cfg, task, batch, rng=None, ops=layers, unpad=True, encoder: Encoder = BERT_ENCODER):
+def task_forward(params, cfg, task, batch, rng=None, ops=layers, unpad=True, *, encoder: Encoder):
     """Batch (input_ids, input_mask, segment_ids and the labels) -> (loss, logits, cache).
 
     Labels: `labels` (B,) class ids, or float targets when the head has one output (regression);
@@ -220,14 +304,14 @@ def task_forward(params, cfg, task, batch, rng=None, ops=layers, unpad=True, enc
     qa: `start_positions`, `end_positions` (B,), positions outside [0, T) are ignored.
     """
     logits, c = task_logits(params, cfg, task, batch["input_ids"], batch.get("segment_ids"),
-                            batch.get("input_mask"), rng, ops, unpad, encoder)
+                            batch.get("input_mask"), rng, ops, unpad, encoder=encoder)
     return task_loss(logits, c, batch, ops)
 
 
 def task_loss(logits, c, batch, ops=layers):
-    """The loss of a task's logits (task_logits' or another encoder's, finetune/electra_tasks.py)
-    -> (loss, logits, the cache `c` with its loss cache): CE for classes and choices, MSE for one
-    output, QA's (CE(start) + CE(end)) / 2 with out-of-window positions ignored."""
+    """The loss of a task's logits (task_logits') -> (loss, logits, the cache `c` with its loss
+    cache): CE for classes and choices, MSE for one output, QA's (CE(start) + CE(end)) / 2 with
+    out-of-window positions ignored."""
     task = c.task
     if task == "qa":
         B, T, _ = logits.shape
@@ -250,19 +334,19 @@ def task_loss(logits, c, batch, ops=layers):
 def task_backward(params, cfg, cache: TaskCache, ops=layers):
     """Mirror of task_forward: from the loss back to every parameter -> grads (keys of params)."""
     B_, T, C = cache.seq_shape
+    head = cache.encoder.heads[cache.task]
     grads = {}
-    w = "qa" if cache.task == "qa" else "cls"
-    dx, grads[f"{w}.w"], grads[f"{w}.b"] = classifier_backward(task_loss_backward(cache, ops), cache.head,
-                                                               ops)  # (B', C)
-    if cache.pool is not None:  # sequence and choice: dx is d(pooled) (B', C)
-        # forward was: pooled = tanh(seq[:, 0] @ pool.w + pool.b)
-        dpre = dx * (1.0 - cache.pool_out * cache.pool_out)  # (B', C)
-        dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, cache.pool)  # (B', C)
-        dseq = np.zeros((B_, T, C), dtype=dcls.dtype)  # (B', T, C): only [CLS] feeds the head
+    dx, grads[head.out + ".w"], grads[head.out + ".b"] = classifier_backward(task_loss_backward(cache, ops),
+                                                                             cache.head, ops)  # (N, C)
+    if head.pool is not None:  # sequence and choice: dx is d(h) (B', C), h from one position per row
+        d = head.pool.dense
+        # forward was: h = activation(dropout(seq[:, 0]) @ w + b)
+        dx, grads[d + ".w"], grads[d + ".b"] = dense_act_backward(dx, cache.pool, ops)  # (B', C)
+        dseq = np.zeros((B_, T, C), dtype=dx.dtype)  # (B', T, C): only that position feeds the head
         if cache.pool_at is None:
-            dseq[:, 0] = dcls
+            dseq[:, 0] = dx
         else:  # the causal encoder's pooled position: each row's last real token
-            dseq[np.arange(B_), cache.pool_at] = dcls
+            dseq[np.arange(B_), cache.pool_at] = dx
     else:  # token and qa: every position feeds the head
         dseq = dx.reshape(B_, T, C)  # (B, T, C)
     grads = cache.encoder.backward(dseq, cache.enc, cfg, grads, ops)
@@ -291,8 +375,18 @@ def encoder_layers(params, cfg, ids, seg, mask, ops=layers, causal=False):
     attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
     e, _ = ops.embedding_forward(ids, seg, params["tok_emb"], params["seg_emb"], params["pos_emb"])  # (B, T, C)
     x, _ = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, C)
+    return block_states(x, params, cfg, mask, ops, attend)
+
+
+def causal_encoder_layers(params, cfg, ids, seg, mask, ops=layers):
+    return encoder_layers(params, cfg, ids, seg, mask, ops, causal=True)
+
+
+def block_states(x, params, cfg, mask, ops=layers, attend=self_attention_forward, shared=False):
+    """x (B, T, C), an embedding's output -> [x] and every block's output after it: L + 1 arrays
+    (B, T, C), no dropout. shared=True: ALBERT's one block (h0.* of `params`) applied L times."""
     states = [x]
     for l in range(cfg.num_hidden_layers):
-        x, _ = block_forward(params, cfg, l, x, mask, None, ops, attend)  # (B, T, C)
+        x, _ = block_forward(params, cfg, 0 if shared else l, x, mask, None, ops, attend)  # (B, T, C)
         states.append(x)
     return states

@@ -14,20 +14,28 @@
 the encoder and, for the pooled heads, the pooler are loaded, the head is new and a warning names
 the new tensors) or a checkpoint of the same class (everything loaded). The math lives in
 minibert/finetune/heads.py; this module holds parameters, checkpoints and labels.
+
+Every encoder's task classes are `_TaskModel` with a task shape's behaviour (SequenceClassification,
+... below) and an `encoder`, a heads.Encoder: BERT's here, ALBERT's and ELECTRA's in
+finetune/albert_tasks.py and electra_tasks.py. It holds, as data and small functions, all that
+differs between encoders: running it, its heads, its parameters, checkpoints and transformers' names.
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from minibert.backend import get_ops
 from minibert.finetune.bilstm import bilstm_params, bilstm_shapes
-from minibert.finetune.heads import (BERT_ENCODER, CAUSAL_BILSTM_ENCODER, CAUSAL_ENCODER, encoder_layers, task_backward,
-                                     task_forward, task_logits)
-from minibert.io import checkpoint
+from minibert.finetune.heads import (Encoder, causal_encoder_layers, encoder_layers, head_shapes, pooler_heads,
+                                     run_bilstm_encoder_backward, run_causal_bilstm_encoder, run_causal_encoder,
+                                     run_encoder, run_encoder_backward, task_backward, task_forward, task_logits)
+from minibert.io import atomic, checkpoint, tensorfile
 from minibert.model import (HEAD_GROUPS, BertConfig, _train_rng, check_inputs, check_params, init_params, param_shapes,
                             truncated_normal)
 
@@ -35,17 +43,18 @@ from minibert.model import (HEAD_GROUPS, BertConfig, _train_rng, check_inputs, c
 @dataclasses.dataclass
 class TaskKeys:
     """The fine-tuning keys of transformers' config.json on top of a pretraining config class
-    `base`: `class TaskConfig(TaskKeys, BertConfig)` with base = BertConfig (family/'s ALBERT and
-    ELECTRA task configs likewise). `id2label` maps class ids to names (default LABEL_0,
+    `base`: `class TaskConfig(TaskKeys, BertConfig)` with base = BertConfig (finetune/albert_tasks.py's
+    and electra_tasks.py's task configs likewise). `id2label` maps class ids to names (default LABEL_0,
     LABEL_1, ...); `num_labels` is its length."""
 
     base = None  # the pretraining config class (a class attribute, not a field)
+    pooler_activation = "tanh"  # BertPooler's, fixed in transformers too (heads.Pool reads it by name)
     num_labels: int = 2
     id2label: dict | None = None
     label2id: dict | None = None
     problem_type: str | None = None  # "single_label_classification" or "regression" (sequence heads)
     # minibert's own keys, written only when true: fine-tuned left to right (an "ltr" model, the
-    # paper's Table 5; heads.CAUSAL_ENCODER), and with a BiLSTM on top (its "+ BiLSTM" row; the
+    # paper's Table 5; CAUSAL_ENCODER below), and with a BiLSTM on top (its "+ BiLSTM" row; the
     # lstm.* tensors are saved as bilstm.*). transformers ignores both and would run the plain
     # bidirectional encoder.
     causal: bool = False
@@ -87,7 +96,7 @@ class TaskConfig(TaskKeys, BertConfig):
 
 
 def check_labels(config) -> None:
-    """A task config's labels (TaskConfig, family/albert_finetune's AlbertTaskConfig), in place:
+    """A task config's labels (TaskConfig, AlbertTaskConfig, ElectraTaskConfig), in place:
     id2label keys 0..K-1 (JSON gives strings), num_labels = K, label2id its inverse."""
     if config.id2label is not None:
         config.id2label = {int(k): str(v) for k, v in config.id2label.items()}
@@ -102,20 +111,83 @@ def check_labels(config) -> None:
         {str(k): int(v) for k, v in config.label2id.items()}
 
 
+# ---------------------------------------------------------------------------------------------
+# BERT's encoder, for the heads (heads.Encoder)
+
+def _bert_to_hf(params, config, task) -> dict[str, np.ndarray]:
+    return checkpoint.to_hf_state_dict(params)  # the heads' names included (checkpoint.TASK_HEADS)
+
+
+def _bert_hf_config(model) -> dict:
+    """BertConfig's keys, transformers' fixed ones, the labels and problem_type (and minibert's causal, bilstm)."""
+    hf = checkpoint.config_to_hf_dict(model.config, model.architecture, model.dtype)
+    hf.update(model.task_config())
+    return hf
+
+
+BERT_ENCODER = Encoder(
+    forward=run_encoder, backward=run_encoder_backward, heads=pooler_heads("hidden_dropout_prob"), pool_last=False,
+    layers=encoder_layers, model_type="bert", config=TaskConfig, init_params=init_params, param_shapes=param_shapes,
+    pretraining_heads=HEAD_GROUPS, read=checkpoint.read_pretrained, to_hf=_bert_to_hf, hf_config=_bert_hf_config)
+# make_causal's: left to right, the pooled heads on the last real token (heads.run_causal_encoder);
+# and with a BiLSTM on top, the pooled heads on [CLS] again
+CAUSAL_ENCODER = BERT_ENCODER._replace(forward=run_causal_encoder, pool_last=True, layers=causal_encoder_layers)
+CAUSAL_BILSTM_ENCODER = BERT_ENCODER._replace(forward=run_causal_bilstm_encoder, backward=run_bilstm_encoder_backward,
+                                              layers=causal_encoder_layers)
+
+
+def read_checkpoint(directory, dtype, verify, model_type: str, architectures, read_config, read_params,
+                    keys=checkpoint.TASK_CONFIG_KEYS, hint: str = "") -> checkpoint.Pretrained:
+    """A directory of another encoder's family (ALBERT's, ELECTRA's: a pretraining model or one of
+    its task classes) -> checkpoint.Pretrained, as checkpoint.read_pretrained reads BERT's:
+    read_config(config.json's dict) -> the pretraining config; read_params(tensors, config,
+    architecture, dtype) -> params under minibert's names (the heads the file holds); `keys`: the
+    config.json keys kept as task_config."""
+    directory = Path(directory)
+    if directory.is_file():
+        raise ValueError(f"{directory} is a file; pass the checkpoint directory")
+    if not directory.is_dir():
+        raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
+    weights, config_path = directory / checkpoint.WEIGHTS_NAME, directory / checkpoint.CONFIG_NAME
+    if not weights.is_file():
+        raise FileNotFoundError(f"{directory} has no {checkpoint.WEIGHTS_NAME}")
+    raw = checkpoint.read_config_json(config_path)
+    if raw.get("model_type") != model_type:
+        raise ValueError(f"{config_path}: model_type {raw.get('model_type')!r} is not {model_type!r}{hint}")
+    archs = raw.get("architectures") or []
+    if len(archs) != 1 or archs[0] not in architectures:
+        raise ValueError(f"{config_path}: architecture {archs} is not supported; minibert's {model_type.upper()} "
+                         f"task classes read {list(architectures)}")
+    try:
+        config = read_config(raw)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{config_path}: {e}") from None
+    tensors, _ = tensorfile.load_tensors(weights, verify=verify)
+    if verify:
+        tensorfile.check_finite(tensors, weights)
+    try:
+        params = read_params(tensors, config, archs[0], dtype)
+    except ValueError as e:
+        raise ValueError(f"{weights}: {e}") from None
+    vocab = directory / checkpoint.VOCAB_NAME
+    return checkpoint.Pretrained(config, params, archs[0], vocab if vocab.is_file() else None,
+                                 checkpoint.read_do_lower_case(directory / checkpoint.TOKENIZER_CONFIG_NAME),
+                                 {k: raw[k] for k in keys if k in raw})
+
+
+# ---------------------------------------------------------------------------------------------
+# the task classes of every encoder
+
 class _TaskModel:
-    """What the four classes share; each subclass names its transformers architecture, its task
-    shape (heads.TASKS) and whether it uses the pooler. The encoder is BERT's: `encoder`,
-    `head_groups` and the methods marked "the encoder's" are what another encoder replaces
-    (minibert/finetune/albert_tasks.py)."""
+    """What every task class shares; each names its transformers architecture, its task shape
+    (heads.TASKS) and its `encoder` (heads.Encoder: BERT's here, ALBERT's and ELECTRA's in their
+    modules), which holds everything that differs between encoders."""
 
     architecture = ""
     task = ""
-    pooled = False
-    head = "cls"  # parameter prefix of the task head: cls.w / cls.b, or qa.w / qa.b
-    encoder = BERT_ENCODER  # the encoder's forward and backward (heads.Encoder)
-    head_groups = HEAD_GROUPS  # the encoder's pretraining heads (the pooler is kept when `pooled`)
+    encoder = BERT_ENCODER
 
-    def __init__(self, config: BertConfig, num_labels: int = 2, seed: int = 0, dtype=np.float32, params=None):
+    def __init__(self, config, num_labels: int = 2, seed: int = 0, dtype=np.float32, params=None):
         self.config = self._task_config(config, num_labels=num_labels)
         self.dtype = np.dtype(dtype)
         self.params = self._init_params(seed) if params is None else params
@@ -150,45 +222,45 @@ class _TaskModel:
             return {}
         return bilstm_shapes(self.config.hidden_size, self.config.hidden_size // 2, "lstm")
 
-    # -- the encoder's: config, parameters, checkpoint reading and names ------------------
+    # -- config and parameters --------------------------------------------------------------
     @classmethod
-    def _task_config(cls, config, **task) -> TaskConfig:
+    def _task_config(cls, config, **task):
         """A pretraining config plus the task keys (a task config is kept as it is)."""
-        return config if isinstance(config, TaskConfig) else TaskConfig.from_bert(config, **task)
+        task_config = cls.encoder.config
+        if isinstance(config, task_config):
+            return config
+        if not isinstance(config, task_config.base):
+            base = task_config.base.__name__
+            raise TypeError(f"{cls.__name__} needs {'an' if base[0] in 'AEIOU' else 'a'} {base}, "
+                            f"got {type(config).__name__}")
+        return task_config.from_base(config, **task)
 
-    def _base_params(self, seed: int) -> dict[str, np.ndarray]:
-        return init_params(self.config, seed, self.dtype)
+    def _kept(self, name: str) -> bool:
+        """Whether a parameter of the pretraining model is kept: the encoder's, and a pretrained
+        pooled layer (BERT's pooler) when the head reads it."""
+        pool = self.encoder.heads[self.task].pool
+        return (name.split(".", 1)[0] not in self.encoder.pretraining_heads
+                or (pool is not None and pool.pretrained and name.startswith(pool.dense + ".")))
 
-    def _base_shapes(self) -> dict[str, tuple]:
-        return param_shapes(self.config)
-
-    @staticmethod
-    def _read(directory, dtype, verify):
-        return checkpoint.read_pretrained(directory, dtype, verify)
-
-    @staticmethod
-    def _hf_names(params) -> list[str]:
-        return sorted(checkpoint.to_hf_state_dict(params))
+    def head_shapes(self) -> dict[str, tuple]:
+        """The task head's new tensors (names and shapes), initialised here, not read from a
+        pretraining checkpoint."""
+        return head_shapes(self.encoder.heads[self.task], self.config.hidden_size, self.head_outputs)
 
     def _init_params(self, seed: int) -> dict[str, np.ndarray]:
-        """The encoder (and pooler) as model.init_params; the head truncated normal(0.02) with
-        zero bias, as google-research/bert initialises its output layers."""
-        params = {k: v for k, v in self._base_params(seed).items()
-                  if k.split(".", 1)[0] not in self.head_groups or (self.pooled and k.startswith("pool."))}
-        params.update(self._new_head(seed))
+        """The encoder (and pooler) as the pretraining model's init; the head truncated
+        normal(initializer_range) with zero biases, as google-research/bert initialises its output
+        layers, from a stream of its own (the encoder's init does not depend on the head)."""
+        params = {k: v for k, v in self.encoder.init_params(self.config, seed, self.dtype).items() if self._kept(k)}
+        rng = np.random.default_rng([seed, 1])
+        for name, shape in self.head_shapes().items():
+            params[name] = (np.zeros(shape, self.dtype) if name.endswith(".b") else
+                            truncated_normal(rng, shape, self.config.initializer_range).astype(self.dtype))
         return params
 
-    def _new_head(self, seed: int) -> dict[str, np.ndarray]:
-        rng = np.random.default_rng([seed, 1])  # a stream of its own: the encoder's init is unchanged
-        C, K = self.config.hidden_size, self.head_outputs
-        return {f"{self.head}.w": truncated_normal(rng, (C, K), self.config.initializer_range).astype(self.dtype),
-                f"{self.head}.b": np.zeros(K, self.dtype)}
-
     def expected_shapes(self) -> dict[str, tuple]:
-        shapes = {k: s for k, s in self._base_shapes().items()
-                  if k.split(".", 1)[0] not in self.head_groups or (self.pooled and k.startswith("pool."))}
-        shapes.update({f"{self.head}.w": (self.config.hidden_size, self.head_outputs),
-                       f"{self.head}.b": (self.head_outputs,)})
+        shapes = {k: s for k, s in self.encoder.param_shapes(self.config).items() if self._kept(k)}
+        shapes.update(self.head_shapes())
         shapes.update(self._bilstm_shapes())
         return shapes
 
@@ -246,34 +318,45 @@ class _TaskModel:
         return self.loss_grads_logits(batch, train, rng, compute_grads)
 
     def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
-        """-> (loss, grads): grads has the keys of .params; checkpoint.to_hf_state_dict(grads)
+        """-> (loss, grads): grads has the keys of .params; encoder.to_hf(grads, config, task)
         gives them transformers' names."""
         loss, grads, _ = self.loss_grads_logits(batch, train, rng, compute_grads)
         return loss, grads
 
     def hidden_states(self, input_ids, token_type_ids=None, attention_mask=None):
-        """Feature-based use (paper §5.3): the embeddings' output and every layer's, a list of
-        L + 1 arrays (B, T, C), with dropout off. [-4:] are the last four layers."""
+        """Feature-based use (paper §5.3): the embedding's output (mapped to C where the encoder
+        factorises it) and every layer's, a list of L + 1 arrays (B, T, C), with dropout off.
+        [-4:] are the last four layers."""
         ids, seg, mask = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
-        return encoder_layers(self.params, self.config, ids, seg, mask, self.ops, causal=self.config.causal)
+        return self.encoder.layers(self.params, self.config, ids, seg, mask, self.ops)
 
     # -- checkpoints -----------------------------------------------------------------------
     def read_params(self, directory) -> dict:
         """The parameters of a checkpoint of this class (the fine-tuning loop's resume)."""
         return type(self).from_pretrained(directory, dtype=self.dtype).params
 
-    def save_pretrained(self, directory, vocab=None):
-        """config.json (architectures, id2label, label2id, problem_type), model.safetensors and
-        the vocabulary: what transformers loads with the class of the same name."""
-        return checkpoint.save_pretrained(self, directory, vocab)
+    def save_pretrained(self, directory, vocab=None) -> Path:
+        """config.json (architectures, id2label, label2id, problem_type and the encoder's keys),
+        model.safetensors in transformers' names and the vocabulary: what transformers loads with
+        the class of the same name."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensorfile.save_tensors_atomic(self.encoder.to_hf(self.params, self.config, self.task),
+                                       directory / checkpoint.WEIGHTS_NAME, {"format": "pt"})
+        atomic.write_text_atomic(directory / checkpoint.CONFIG_NAME,
+                                 json.dumps(self.encoder.hf_config(self), indent=2) + "\n")
+        checkpoint.save_vocab_files(self, directory, vocab)
+        return directory
 
     @classmethod
     def _load(cls, directory, num_labels=None, dtype=np.float32, verify=True, seed=0, **kw):
-        loaded = cls._read(directory, dtype, verify)
-        prefix = f"{cls.head}."
+        """A checkpoint of this class (everything), or a pretraining / other task checkpoint of the
+        same encoder (its encoder and pooler; the head new, and a warning names the new tensors and
+        the heads not used)."""
+        loaded = cls.encoder.read(directory, dtype, verify)
         if loaded.architecture == cls.architecture:  # a fine-tuned model of this class: all of it
-            config = cls._task_config(loaded.config, **loaded.task_config)
-            K = loaded.params[prefix + "b"].shape[0]
+            config = cls._loaded_config(directory, loaded.config, loaded.task_config)
+            K = loaded.params[cls.encoder.heads[cls.task].out + ".b"].shape[0]
             if cls.task in ("sequence", "token"):
                 if config.num_labels != K:
                     raise ValueError(f"{directory}: config.json has {config.num_labels} labels but the "
@@ -282,19 +365,20 @@ class _TaskModel:
                     raise ValueError(f"{directory} is a {cls.architecture} with {K} labels, not {num_labels}")
             model = cls._from_parts(config, loaded.params, dtype)
         else:  # a pretraining (or another task's) checkpoint: the encoder, and a new head
-            task = {k: v for k, v in kw.items() if v is not None}
+            task = {k: v for k, v in loaded.task_config.items() if k in cls.encoder.carried_keys}
+            task.update({k: v for k, v in kw.items() if v is not None})
             if num_labels is not None:
                 task["num_labels"] = num_labels
-            config = cls._task_config(loaded.config, **task)
+            config = cls._loaded_config(directory, loaded.config, task)
             model = cls._from_parts(config, None, dtype, seed)
-            new = []
+            head, new = model.head_shapes(), []
             for name in model.params:
-                if name in loaded.params and name.split(".", 1)[0] not in ("cls", "qa"):
+                if name in loaded.params and name not in head:
                     model.params[name] = loaded.params[name]
                 else:
                     new.append(name)
             unused = sorted({n.split(".", 1)[0] for n in loaded.params} - {n.split(".", 1)[0] for n in model.params})
-            hf = cls._hf_names({n: model.params[n] for n in new})
+            hf = sorted(cls.encoder.to_hf({n: model.params[n] for n in new}, config, cls.task))
             warnings.warn(f"{directory} ({loaded.architecture or 'no architecture'}) -> {cls.architecture}: "
                           f"newly initialised {hf}"
                           + (f"; not used: the {', '.join(unused)} head(s)" if unused else "")
@@ -303,14 +387,20 @@ class _TaskModel:
         return model
 
     @classmethod
+    def _loaded_config(cls, directory, config, task: dict):
+        try:
+            return cls._task_config(config, **task)
+        except ValueError as e:
+            raise ValueError(f"{Path(directory) / checkpoint.CONFIG_NAME}: {e}") from None
+
+    @classmethod
     def _from_parts(cls, config, params, dtype, seed=0):
         model = cls.__new__(cls)
         _TaskModel.__init__(model, config, config.num_labels, seed, dtype, params)
         return model
 
 
-# -- the four task shapes' behaviour, on any encoder's base class (_TaskModel here;
-#    finetune/electra_tasks.py's _ElectraTaskModel; ALBERT's classes subclass the Bert* ones) ----
+# -- the four task shapes' behaviour, mixed into _TaskModel by every encoder's classes ----------
 class SequenceClassification:
     """Labels (num_labels of them; one: a regression score) and problem_type, as transformers sets it."""
 
@@ -361,7 +451,7 @@ class MultipleChoice:
 class QuestionAnswering:
     """A start and an end score for every token: the qa head of two outputs, no labels."""
 
-    task, head = "qa", "qa"
+    task = "qa"
 
     def __init__(self, config, seed: int = 0, dtype=np.float32, params=None):
         super().__init__(config, 2, seed, dtype, params)
@@ -391,7 +481,7 @@ class BertForSequenceClassification(SequenceClassification, _TaskModel):
     (1, 3)
     """
 
-    architecture, pooled = "BertForSequenceClassification", True
+    architecture = "BertForSequenceClassification"
 
 
 class BertForTokenClassification(TokenClassification, _TaskModel):
@@ -403,7 +493,7 @@ class BertForTokenClassification(TokenClassification, _TaskModel):
 class BertForMultipleChoice(MultipleChoice, _TaskModel):
     """(B, NC, T) inputs: each choice scored from its pooled [CLS], softmax over the NC choices."""
 
-    architecture, pooled = "BertForMultipleChoice", True
+    architecture = "BertForMultipleChoice"
 
 
 class BertForQuestionAnswering(QuestionAnswering, _TaskModel):

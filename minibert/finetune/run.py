@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.finetune.registry import task_class
 from minibert.finetune.features import trim
 from minibert.finetune.frozen import TAGGERS
 from minibert.loop import rundir as run_dir_mod
@@ -166,10 +167,6 @@ def train_accuracy(logits: np.ndarray, batch: dict) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------------
 # the model to start from
 
-HEAD_OF_KIND = {"classification": "BertForSequenceClassification", "regression": "BertForSequenceClassification",
-                "token": "BertForTokenClassification", "choice": "BertForMultipleChoice", "qa": "BertForQuestionAnswering"}
-
-
 def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
     """-> (model, tokenizer). --init DIR: its encoder and vocabulary; --init none: the tiny
     preset's architecture, randomly initialised, with --vocab or the default corpus's vocabulary.
@@ -181,10 +178,8 @@ def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label:
 
 
 def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
-    from minibert.finetune.models import CLASSES
     from minibert.tokenizer import BertTokenizer
 
-    cls = CLASSES[HEAD_OF_KIND[kind]]
     extra = {} if kind in ("choice", "qa") else {"num_labels": num_labels, "id2label": id2label}
     if cfg.init.lower() == "none":
         from minibert.corpus import ensure_default_corpus
@@ -192,6 +187,7 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         vocab = Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab
         tokenizer = BertTokenizer(vocab)
         bert = BertConfig(vocab_size=len(tokenizer), **MODEL_SIZES["tiny"])
+        cls = task_class("bert", kind)
         model = cls(_with_dropout(bert, cfg.dropout), **({} if kind in ("choice", "qa") else
                                                          {"num_labels": num_labels}), seed=cfg.seed)
         if id2label and kind not in ("choice", "qa"):
@@ -202,18 +198,15 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         raise ValueError(f"--init {init} is a file; pass the model directory (config.json, model.safetensors, vocab.txt)")
     if not (init / "vocab.txt").is_file():
         raise ValueError(f"--init {init} has no vocab.txt: the model's vocabulary is needed to tokenize the task")
-    if (init / "config.json").is_file():  # an ALBERT or ELECTRA checkpoint: that family's class of the task
+    model_type = "bert"  # without config.json, from_pretrained says what is missing
+    if (init / "config.json").is_file():
         from minibert.io.checkpoint import read_config_json
 
-        model_type = read_config_json(init / "config.json").get("model_type")
-        if model_type == "electra":
-            from minibert.finetune.electra_tasks import CLASSES as ELECTRA_CLASSES
-
-            cls = ELECTRA_CLASSES[HEAD_OF_KIND[kind].replace("Bert", "Electra", 1)]
-        elif model_type == "albert":
-            from minibert.finetune.albert_tasks import CLASSES as ALBERT_CLASSES
-
-            cls = ALBERT_CLASSES[HEAD_OF_KIND[kind].replace("Bert", "Albert", 1)]
+        model_type = read_config_json(init / "config.json").get("model_type", "bert")
+    try:
+        cls = task_class(model_type, kind)
+    except ValueError as e:
+        raise ValueError(f"--init {init}: {e}") from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = cls.from_pretrained(init, **extra, seed=cfg.seed)

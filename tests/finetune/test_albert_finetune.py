@@ -20,7 +20,6 @@ from minibert.finetune import gradchecks as ft_checks
 from minibert.finetune.albert_tasks import (ALBERT_ENCODER, AlbertForMultipleChoice, AlbertForQuestionAnswering,
                                             AlbertForSequenceClassification, AlbertForTokenClassification,
                                             AlbertTaskConfig, to_hf_state_dict)
-from minibert.finetune.heads import Encoder
 from minibert.finetune.models import BertForSequenceClassification
 from minibert.model import BertConfig
 
@@ -67,7 +66,7 @@ def test_a_shared_block_gradient_not_summed_fails_the_check(monkeypatch):
         grads = albert.encoder_backward(dseq, cache, cfg, grads, ops)
         return {k: g / L if k.startswith(albert.BLOCK) else g for k, g in grads.items()}
 
-    broken = Encoder(ALBERT_ENCODER.forward, averaging_backward, ALBERT_ENCODER.head_dropout)
+    broken = ALBERT_ENCODER._replace(backward=averaging_backward)
     for cls in (AlbertForSequenceClassification, AlbertForTokenClassification, AlbertForMultipleChoice,
                 AlbertForQuestionAnswering):
         monkeypatch.setattr(cls, "encoder", broken)

@@ -1,7 +1,7 @@
 """ELECTRA's fine-tuning classes (minibert/finetune/electra_tasks.py): float64 gradient checks of the
-new head layer and of each whole class on both backends, the head layouts, checkpoints (what
-transformers reads is in tests/interop/test_electra_finetune_parity.py), `finetune --init` picking
-the ELECTRA class, clear errors."""
+head's dense -> GELU layer (heads.dense_act_forward) and of each whole class on both backends, the
+head layouts, checkpoints (what transformers reads is in tests/interop/test_electra_finetune_parity.py),
+`finetune --init` picking the ELECTRA class, clear errors."""
 from __future__ import annotations
 
 import json
@@ -15,6 +15,7 @@ from minibert import layers
 from minibert.family.electra import ElectraConfig, ElectraForPreTraining
 from minibert.finetune import electra_tasks as ef
 from minibert.finetune import gradchecks as ft_checks
+from minibert.finetune import heads
 from minibert.finetune.electra_tasks import (ElectraForMultipleChoice, ElectraForQuestionAnswering,
                                              ElectraForSequenceClassification, ElectraForTokenClassification)
 
@@ -48,7 +49,7 @@ def test_a_wrong_head_backward_fails_the_check(monkeypatch):
         dx, dw, db = layers.linear_backward(dout, cache.linear)
         return layers.dropout_backward(dx, cache.drop), dw, db
 
-    monkeypatch.setattr(ef, "dense_act_backward", no_gelu)
+    monkeypatch.setattr(heads, "dense_act_backward", no_gelu)
     checks = ft_checks.check_electra_finetune(np.random.default_rng(2), verbose=False)
     assert any(not c for c in checks if c.name.startswith("ElectraForSequenceClassification (sequence)"))
     assert any(not c for c in checks if c.name.startswith("ElectraForMultipleChoice"))
@@ -60,6 +61,17 @@ def test_package_root_exports_the_classes():
     assert minibert.ElectraForTokenClassification is ElectraForTokenClassification
     assert minibert.ElectraForMultipleChoice is ElectraForMultipleChoice
     assert minibert.ElectraForQuestionAnswering is ElectraForQuestionAnswering
+
+
+def test_the_classes_are_the_shared_task_model_on_electras_encoder():
+    """One mechanism for every encoder: finetune/models.py's _TaskModel with ELECTRA_ENCODER, whose
+    sequence and choice heads are data for the shared heads (a dense -> GELU on the first token)."""
+    from minibert.finetune.models import _TaskModel
+
+    for model in all_classes():
+        assert isinstance(model, _TaskModel) and model.encoder is ef.ELECTRA_ENCODER
+    assert ef.ELECTRA_ENCODER.heads["sequence"].pool.dense == "cls.dense"
+    assert ef.ELECTRA_ENCODER.heads["choice"].pool.dense == "summary"
 
 
 def test_head_layouts_are_transformers():
@@ -162,7 +174,7 @@ def test_a_discriminator_checkpoint_loads_with_the_encoder_unchanged_and_says_wh
         with pytest.warns(UserWarning, match="newly initialised") as record:
             model = cls.from_pretrained(tmp_path / "disc")
         message = str(record[0].message)
-        assert new in message and "not used: discriminator_predictions" in message
+        assert new in message and "not used: the disc head(s)" in message
         for name, p in model.params.items():
             if name in disc.params:
                 np.testing.assert_array_equal(p, disc.params[name], err_msg=name)  # exact: loaded

@@ -12,7 +12,7 @@ import minibert
 from minibert import gradcheck
 from minibert.bert import BertForPreTraining
 from minibert.finetune import gradchecks as ft_checks
-from minibert.finetune import heads
+from minibert.finetune import heads, models
 from minibert.finetune.models import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
                                       BertForTokenClassification, TaskConfig)
 from minibert.io.checkpoint import to_hf_state_dict
@@ -54,8 +54,8 @@ def test_a_wrong_backward_fails_the_check(monkeypatch):
     real = heads.task_backward
 
     def broken(params, cfg, cache, ops=None):
-        return real(params, cfg, cache._replace(pool_out=cache.pool_out * 0) if cache.pool_out is not None
-                    else cache, ops)
+        return real(params, cfg, cache._replace(pool=cache.pool._replace(tanh=cache.pool.tanh * 0))
+                    if cache.pool is not None else cache, ops)
 
     monkeypatch.setattr("minibert.finetune.models.task_backward", broken)
     checks = ft_checks.check_task_models(np.random.default_rng(1), verbose=False)
@@ -229,7 +229,7 @@ def test_causal_is_saved_and_restored(tmp_path):
     model.save_pretrained(tmp_path / "m", vocab=VOCAB)
     assert json.loads((tmp_path / "m" / "config.json").read_text())["causal"] is True
     again = BertForSequenceClassification.from_pretrained(tmp_path / "m")
-    assert again.config.causal and again.encoder is heads.CAUSAL_ENCODER
+    assert again.config.causal and again.encoder is models.CAUSAL_ENCODER
     ids = np.random.default_rng(3).integers(5, CFG.vocab_size, (2, 6))
     np.testing.assert_allclose(again.forward(ids), model.forward(ids), rtol=1e-6)
     plain = BertForSequenceClassification(CFG, num_labels=2, seed=4)
@@ -278,7 +278,7 @@ def test_causal_bilstm_sees_both_sides_again_and_round_trips(tmp_path):
     cfg = json.loads((tmp_path / "m" / "config.json").read_text())
     assert cfg["causal"] is True and cfg["bilstm"] is True
     again = BertForTokenClassification.from_pretrained(tmp_path / "m", dtype=np.float64)
-    assert again.encoder is heads.CAUSAL_BILSTM_ENCODER
+    assert again.encoder is models.CAUSAL_BILSTM_ENCODER
     for k, v in model.params.items():
         np.testing.assert_array_equal(again.params[k], v)  # exact: written and read back
     np.testing.assert_allclose(again.forward(ids, attention_mask=mask), model.forward(ids, attention_mask=mask),

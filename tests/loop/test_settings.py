@@ -22,9 +22,10 @@ class Demo(Settings):
 
 def test_from_dict_round_trips_and_accepts_an_int_for_a_float():
     d = Demo("runs/x", lr=3, data="d").to_dict()
-    assert d["shares"] == [0.8, 0.1, 0.1]  # JSON's form
+    assert d["shares"] == [0.8, 0.1, 0.1]  # exact: the values given, copied into a list (JSON's form)
     back = Demo.from_dict(d)
-    assert back == Demo("runs/x", lr=3.0, data="d") and isinstance(back.lr, float) and back.shares == (0.8, 0.1, 0.1)
+    assert back == Demo("runs/x", lr=3.0, data="d")  # exact: the values given, copied back and forth
+    assert isinstance(back.lr, float) and back.shares == (0.8, 0.1, 0.1)  # exact: the defaults, copied
 
 
 @pytest.mark.parametrize("bad, message", [

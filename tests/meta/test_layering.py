@@ -28,7 +28,7 @@ LAYERS = [
     "family.gradchecks",  # BERT's successors: the models only
     "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.budget", "loop.engine",  # the one training loop every trainer runs
     "finetune", "finetune.bilstm", "finetune.heads", "finetune.models", "finetune.albert_tasks",
-    "finetune.electra_tasks", "finetune.frozen", "finetune.gradchecks", "finetune.metrics", "finetune.readers",
+    "finetune.electra_tasks", "finetune.registry", "finetune.frozen", "finetune.gradchecks", "finetune.metrics", "finetune.readers",
     "finetune.features", "finetune.tasks", "finetune.squad_eval", "finetune.squad", "finetune.run",
     "finetune.squad_run", "finetune.commands",  # BERT's second half, from the heads to the command
     "train", "train.config", "train.runs", "train.data", "train.evaluation", "train.curves",
