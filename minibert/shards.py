@@ -25,6 +25,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from minibert.io.jsonfile import read_json_object
 from minibert.pretraining_data import (CLS, DEFAULT_FLAGS, FEATURE_NAMES, MASK, PACKINGS, PAD, SEP, UNMASKED_NAME,
                                        check_mask_shares, check_packing, create_training_instances, format_stats,
                                        generation_stats, instances_to_features, num_predictions, remask,
@@ -107,10 +108,7 @@ def read_meta(data_dir, vocab=None) -> dict:
     if not path.is_file():
         raise ValueError(f"{path} not found: not a pretraining data directory (or generation "
                          "did not finish); run `python -m minibert data`")
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from e
+    meta = read_json_object(path)
     if meta.get("format") != META_FORMAT or meta.get("version") != META_VERSION:
         raise ValueError(f"{path}: format {meta.get('format')!r} v{meta.get('version')} is not "
                          f"{META_FORMAT!r} v{META_VERSION}")

@@ -62,7 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--strict-length", action="store_true",
                    help="an example longer than --max-seq-length is an error naming its file:line (default: cut it "
                         "as BERT's run_classifier does, and say how many were cut)")
-    p.add_argument("--resume", metavar="OUT_DIR", help="continue an interrupted run")
+    p.add_argument("--resume", metavar="OUT_DIR", help="continue an interrupted run, in OUT_DIR")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="load --init weights that are not finite or do not match their recorded sha256")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.add_argument("--quiet", action="store_true")
     return p
@@ -145,6 +147,7 @@ def cli(argv: list[str]) -> int:
         if info is None or info.command != COMMAND:
             raise ValueError(f"{args.resume} has no {rundir.RUN_FILE} written by finetune: not a fine-tuning run")
         cfg = FinetuneConfig.from_dict(info.settings, str(Path(args.resume) / rundir.RUN_FILE))
+        cfg.out = str(Path(args.resume))  # the run continues where it is, whatever run.json says it was
         if args.minutes is not None:
             cfg.minutes = args.minutes
     else:
@@ -166,10 +169,19 @@ def cli(argv: list[str]) -> int:
             cfg.lr = DEFAULT_LR[kind]
         if kind == "qa" and args.max_seq_length is None:
             cfg.max_seq_length = 384
-        _check_out_dir(Path(cfg.out), args.overwrite)
-    cfg.resume_run = bool(args.resume)
-    run = build_run(cfg, verbose=not args.quiet)
-    if args.resume:
+    cfg.validate()  # every setting, before anything is written
+    cfg.verify = args.verify
+    with rundir.RunLock(cfg.out):  # one writer per run directory
+        if not args.resume:
+            _check_out_dir(Path(cfg.out), args.overwrite)
+        return _run(cfg, bool(args.resume), args.quiet)
+
+
+def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
+    """Build, start or resume, train and report (the directory is locked by the caller)."""
+    cfg.resume_run = resume
+    run = build_run(cfg, verbose=not quiet)
+    if resume:
         run.resume()
     else:
         run.start()
@@ -196,6 +208,8 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("texts", nargs="*", help="a sentence, or a pair; multiple choice: the context, then the choices")
     p.add_argument("--question")
     p.add_argument("--context")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
     from minibert.io.checkpoint import read_config_json
     from minibert.tokenizer import BertTokenizer
@@ -205,7 +219,7 @@ def predict_cli(argv: list[str]) -> int:
     if archs[0] not in TASK_ARCHITECTURES:
         raise ValueError(f"{directory} holds a {archs[0] or 'model without architecture'}, not a fine-tuned model; "
                          f"fine-tune it first (python -m minibert finetune ...)")
-    model = TASK_ARCHITECTURES[archs[0]].from_pretrained(directory)  # it checks the rest of config.json
+    model = TASK_ARCHITECTURES[archs[0]].from_pretrained(directory, verify=args.verify)  # checks the rest of config.json
     if model.vocab_path is None:
         raise ValueError(f"{directory} has no vocab.txt")
     tokenizer = BertTokenizer(model.vocab_path, do_lower_case=model.do_lower_case)
@@ -215,8 +229,8 @@ def predict_cli(argv: list[str]) -> int:
     if model.task == "qa":
         from minibert.finetune.squad_run import predict_answer
         return predict_answer(model, tokenizer, args.question, args.context, saved)
-    if not args.texts:
-        raise ValueError("predict needs the text to classify")
+    if not args.texts or not all(t.strip() for t in args.texts):
+        raise ValueError("predict needs the text to classify (every text given must hold a word)")
     if model.task == "sequence":
         if len(args.texts) > 2:
             raise ValueError("sequence classification takes one text or a pair")

@@ -209,7 +209,7 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         raise ValueError(f"--init {init}: {e}") from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = cls.from_pretrained(init, **extra, seed=cfg.seed)
+        model = cls.from_pretrained(init, **extra, seed=cfg.seed, verify=getattr(cfg, "verify", True))
     for w in caught:
         if not getattr(cfg, "resume_run", False):
             print(f"note: {w.message}")

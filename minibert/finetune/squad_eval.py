@@ -40,6 +40,8 @@ def load_json(path, what: str = "JSON file"):
         raise ValueError(f"{what} {path}: invalid UTF-8 byte at offset {e.start}") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{what} {path} is not valid JSON: {e}") from None
+    except RecursionError:  # '[' * 100000: the parser recurses once per level
+        raise ValueError(f"{what} {path}: the JSON is nested too deeply to read") from None
 
 
 def require(obj, key: str, kind: type, where: str, path) -> object:

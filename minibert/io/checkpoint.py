@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from minibert.io.atomic import atomic_write, write_text_atomic
+from minibert.io.jsonfile import read_json, read_json_object
 from minibert.io.tensorfile import PICKLE_SUFFIXES, check_finite, load_tensors, refuse_pickle, save_tensors_atomic
 from minibert.model import ACTIVATIONS, HEAD_GROUPS, BertConfig, param_shapes
 
@@ -288,13 +289,7 @@ def read_config_json(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist; a checkpoint directory needs config.json")
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from None
-    if not isinstance(d, dict):
-        raise ValueError(f"{path} must hold a JSON object")
-    return d
+    return read_json_object(path)
 
 
 def read_config(path: str | Path, d: dict | None = None) -> tuple[BertConfig, str | None]:
@@ -441,10 +436,7 @@ def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
 def read_do_lower_case(path: Path) -> bool:
     if not path.is_file():
         return True
-    try:
-        d = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"{path} is not valid JSON: {e}") from None
+    d = read_json(path)
     value = d.get("do_lower_case", True) if isinstance(d, dict) else True
     if not isinstance(value, bool):
         raise ValueError(f"{path}: do_lower_case must be true or false, got {value!r}")

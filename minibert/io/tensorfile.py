@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from minibert.io.atomic import atomic_write, write_bytes_synced
+from minibert.io.jsonfile import parse_json
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
 # safetensors dtype strings <-> NumPy (docs/bert-notes.md §7.4.6); BF16 and float8 have no NumPy dtype
@@ -135,7 +136,7 @@ def read_safetensors_header(path: str | Path) -> tuple[dict, int]:
         text = raw.decode("utf-8")
         if not text.startswith("{"):
             raise ValueError("header does not start with '{'")
-        header = json.loads(text)
+        header = parse_json(text, "header")
     except (UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"{path}: corrupt safetensors header (not valid JSON): {e}") from None
     if not isinstance(header, dict):
@@ -154,7 +155,7 @@ def _check_entries(path, header, buffer_len):
             continue
         if not isinstance(e, dict) or not {"dtype", "shape", "data_offsets"} <= set(e):
             raise ValueError(f"{path}: tensor {name!r} entry needs dtype, shape and data_offsets, got {e!r}")
-        if e["dtype"] not in ST_DTYPES:
+        if not isinstance(e["dtype"], str) or e["dtype"] not in ST_DTYPES:
             raise ValueError(f"{path}: tensor {name!r} has dtype {e['dtype']!r}, which minibert cannot read "
                              f"(supported: {sorted(ST_DTYPES)})")
         shape, offs = e["shape"], e["data_offsets"]

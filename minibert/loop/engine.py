@@ -21,6 +21,9 @@ A user of the loop is a subclass that sets the attributes below and fills in the
                  dropout_on()              -> whether the step draws dropout masks from self.rng
     window       window_entry(result, batches) -> what one step adds to the log window
                  window_record(window, seconds) -> the metrics.jsonl record of the window
+                 decode_window_entry(entry) -> an entry as window_entry made it, from its JSON form
+                 (a paused run saves its unfinished window, so the resumed run logs the same
+                 records as one that never stopped)
                  progress_fields(record)   -> (text after "step s/T", fields of the progress line)
     evaluator    is_eval_step(step), run_eval() (sets last_eval_step; the Trainer's calls its
                  evaluator object, loop.HeldoutEvaluator or electra.ElectraEvaluator; FinetuneRun's
@@ -60,11 +63,18 @@ from minibert.loop.step import TrainingAborted, TrainingDiverged, install_sigint
 from minibert.optim import lr_at
 
 
+def _plain(x):
+    """A window entry's field as JSON: NamedTuples (a step's metrics) as lists, NumPy numbers as Python's."""
+    if isinstance(x, tuple):
+        return [_plain(v) for v in x]
+    return x.item() if hasattr(x, "item") else x
+
+
 class TrainingLoop:
     """The loop, its logging, checkpoints and Ctrl-C; subclasses plug in the rest (module docstring)."""
 
     METRICS_FILE = "metrics.jsonl"
-    log_partial_window = True  # log the steps since the last log line when the loop stops mid-interval
+    log_partial_window = True  # log the steps since the last log line when the run ends mid-interval
     curves_every = 60.0  # seconds: after an evaluation in the loop, redraw curves.png at most this often
     publish_checkpoints = True  # a checkpoint's model files are also the run's top-level model
     verbose = True
@@ -91,6 +101,10 @@ class TrainingLoop:
 
     def window_record(self, window: list, seconds: float) -> dict:
         raise NotImplementedError
+
+    def decode_window_entry(self, entry: list):
+        """A window entry from its JSON form (tuples of plain numbers by default)."""
+        return tuple(entry)
 
     def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
         raise NotImplementedError
@@ -215,7 +229,7 @@ class TrainingLoop:
             save_tensors_atomic(self.optimizer.state_dict(), ckpt / run_dir_mod.OPTIM_FILE,
                                 metadata=self.optimizer_metadata())
             run_dir_mod.write_json(ckpt / run_dir_mod.STATE_FILE, {**self.checkpoint_state(status, ckpt),
-                                                                   **self._loop_state()})
+                                                                   **self._loop_state(status)})
 
         ckpt = run_dir_mod.write_checkpoint(self.dir, self.step, write_files, publish=self.publish_checkpoints)
         self.last_checkpoint = self.step
@@ -225,6 +239,8 @@ class TrainingLoop:
         """Restore everything from the run's newest complete checkpoint (bit-exact resume)."""
         from minibert.io.tensorfile import load_tensors
 
+        for p in run_dir_mod.clean_interrupted_saves(self.dir):  # what a save cut off by a kill left
+            self.say(f"removed {p}, left by a save that was cut off")
         ckpt = run_dir_mod.latest_checkpoint(self.dir)
         if ckpt is None:
             raise ValueError(self.no_checkpoint_message())
@@ -241,9 +257,19 @@ class TrainingLoop:
         if run_dir_mod.truncate_jsonl(path, self.step):  # metrics of the lost part of the run
             self.say(f"note: {path}: dropped its last line, cut short by a crash mid-write")
 
-    def _loop_state(self) -> dict:
-        """The engine's own part of trainer_state.json: the budget and the lr anchor, when a run has them."""
+    @property
+    def _window(self) -> list:
+        """The entries of the steps since the last log line."""
+        if "_window_entries" not in self.__dict__:
+            self._window_entries = []
+        return self._window_entries
+
+    def _loop_state(self, status: str = "running") -> dict:
+        """The engine's own part of trainer_state.json: the budget and the lr anchor, when a run has
+        them, and the log window of a run that stops before its end."""
         state = {}
+        if status not in run_dir_mod.FINISHED and self._window:
+            state["window"] = [[_plain(x) for x in entry] for entry in self._window]
         if self.budget is not None:
             state["budget"] = self.budget.state_dict()
         if self.lr_anchor is not None:
@@ -257,6 +283,7 @@ class TrainingLoop:
             self.budget = None
         anchor = state.get("lr_anchor")
         self.lr_anchor = (int(anchor[0]), float(anchor[1])) if anchor else None
+        self._window[:] = [self.decode_window_entry(entry) for entry in state.get("window", [])]
 
     def no_checkpoint_message(self) -> str:
         return f"{self.dir} has no checkpoint to resume from; start again with --overwrite"
@@ -306,7 +333,7 @@ class TrainingLoop:
         pause_at = math.inf if max_steps is None else self.step + max_steps
         stop_at = min(self.total_steps, pause_at)
         status = "done"
-        window: list = []
+        window = self._window  # the steps since the last log line (a resumed run's, restored)
         t_run = time.perf_counter()
         t_window = t_run
         elapsed0 = self.elapsed
@@ -329,7 +356,8 @@ class TrainingLoop:
             if self.step % self.log_interval == 0 or self.step == last:
                 now = time.perf_counter()
                 self._log_train(window, now - t_window)
-                window, t_window = [], now
+                window.clear()
+                t_window = now
             evaluated = False
             if self.is_eval_step(self.step) and self.step < self.total_steps:
                 t_eval = time.perf_counter()
@@ -346,8 +374,11 @@ class TrainingLoop:
                 t_window = time.perf_counter()
         else:
             status = "done" if self.step >= self.total_steps else "paused"
-        if window and self.log_partial_window:  # steps since the last log line (stopped mid-interval)
-            self._log_train(window, time.perf_counter() - t_window)
+        if window and self.log_partial_window and status in run_dir_mod.FINISHED:
+            self._log_train(window, time.perf_counter() - t_window)  # the last steps of the run
+            window.clear()
+        # a paused or interrupted run keeps its window: the checkpoint saves it, and the resumed run
+        # logs it whole, so metrics.jsonl is the same as a run's that never stopped
         return status
 
     def on_budget(self) -> None:

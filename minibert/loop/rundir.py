@@ -33,6 +33,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
+from minibert.io import jsonfile
 from minibert.io.atomic import atomic_write, write_error, write_text_atomic
 from minibert.io.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 
@@ -385,10 +386,12 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def read_json(path: Path) -> Any:
+    """A run's JSON file (io/jsonfile.py: an error names the file); a missing or unreadable file is
+    an error naming it too."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"cannot read {path}: {e}") from None
+        return jsonfile.read_json(path)
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 def read_jsonl(path: Path) -> tuple[list[dict], int]:
@@ -401,7 +404,7 @@ def read_jsonl(path: Path) -> tuple[list[dict], int]:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = jsonfile.parse_json(line, f"{path} line {i + 1}")
             if not isinstance(rec, dict):
                 raise ValueError("not a JSON object")
         except ValueError as e:

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from minibert.backend import get_ops
-from minibert.family.electra import (SHARED, ElectraForMaskedLM, ElectraForPreTraining, check_pair,
+from minibert.family.electra import (SHARED, ElectraForMaskedLM, ElectraForPreTraining, ElectraMetrics, check_pair,
                                      electra_forward_backward, joint_params, tie_embeddings)
 from minibert.loop.curves import Panel, Series
 from minibert.loop.rundir import PUBLISHED_DIRS
@@ -200,6 +200,8 @@ class ElectraTrainer(Trainer):
 
     def dropout_on(self) -> bool:
         return True  # self.rng draws the generator's samples at every step (module docstring)
+
+    metrics_type = ElectraMetrics  # the joint step's metrics (window entries)
 
     def build_evaluator(self) -> ElectraEvaluator:
         return ElectraEvaluator(self.cfg.seed, self.heldout)

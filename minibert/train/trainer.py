@@ -36,7 +36,7 @@ from minibert.loop.budget import FULL, SHORT, Fit, StepBudget
 from minibert.loop.curves import Panel
 from minibert.loop.engine import TrainingLoop
 from minibert.loop.step import shuffle_mlm_labels
-from minibert.model import trained_params
+from minibert.model import Metrics, trained_params
 from minibert.optim import AdamW, clip_by_global_norm
 from minibert.train.config import TrainConfig
 from minibert.train.curves import WALL, baselines, pretraining_panels
@@ -249,6 +249,11 @@ class Trainer(TrainingLoop):
     def window_entry(self, r, batches) -> tuple[Any, float, float, int]:
         """-> (metrics, grad norm before clipping, lr, real tokens of every micro-batch)."""
         return r.metrics, r.grad_norm, r.lr, sum(int(b["input_mask"].sum()) for b in batches)
+
+    metrics_type = Metrics  # what the model's loss_grads_metrics returns (ELECTRA's has its own)
+
+    def decode_window_entry(self, entry: list) -> tuple:
+        return (self.metrics_type(*entry[0]), *entry[1:])
 
     def dropout_on(self) -> bool:
         cfg = self.cfg

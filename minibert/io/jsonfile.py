@@ -1,0 +1,41 @@
+"""JSON read as untrusted input: every file a user hands minibert (config.json, run.json,
+trainer_state.json, a SQuAD file, a safetensors header) goes through here, so a bad one ends in
+one error naming the file, never in a traceback.
+
+    read_json(path)           the value, or ValueError "PATH: ..." (not UTF-8, not JSON, nested
+                              too deeply for Python's parser)
+    read_json_object(path)    the same, and it must be a JSON object
+    parse_json(text, where)   the same for text already read (`where` names it in errors)
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def parse_json(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except RecursionError:  # '[' * 100000: the parser recurses once per level
+        raise ValueError(f"{where}: the JSON is nested too deeply to read") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where} is not valid JSON: {e}") from None
+
+
+def read_json(path: str | Path) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text: {e}") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path} is a directory, not a JSON file") from None
+    return parse_json(text, str(path))
+
+
+def read_json_object(path: str | Path) -> dict:
+    d = read_json(path)
+    if not isinstance(d, dict):
+        raise ValueError(f"{path} must hold a JSON object, not {type(d).__name__}")
+    return d
