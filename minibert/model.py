@@ -401,14 +401,10 @@ def encoder_backward_unpadded(dx, cache: UnpaddedEncoderCache, cfg, grads, ops=l
 class HeadsCache(NamedTuple):
     seq_shape: tuple  # (B, T, C)
     flat_pos: np.ndarray  # (M,) b * T + position (objective "ltr": every position that predicts)
-    pool: Any  # pool, pool_out, nsp, nsp_ce: None for the objectives without NSP
-    pool_out: np.ndarray  # (B, C) tanh output
+    pool: PoolerCache | None  # pool, nsp, nsp_ce: None for the objectives without NSP
     nsp: Any
     nsp_ce: Any
-    mlm_dense: Any
-    mlm_gelu: Any
-    mlm_ln: Any
-    mlm_t: np.ndarray  # (M, C) transformed hidden states at the masked positions
+    mlm: Any  # MLMTransformCache at the M gathered positions
     mlm_ce: Any
 
 
@@ -419,19 +415,61 @@ class Output(NamedTuple):
     nsp_logits: np.ndarray  # (B, 2)
 
 
+class PoolerCache(NamedTuple):
+    dense: Any  # linear cache, [CLS] (B, C) -> (B, C)
+    out: np.ndarray  # (B, C) the tanh output (tanh' = 1 - out^2)
+
+
 def pooler_forward(params, seq, ops):
-    pooled, c_pool = ops.linear_forward(seq[:, 0], params["pool.w"], params["pool.b"])  # (B, C) the [CLS] vector
-    pooled = np.tanh(pooled)  # (B, C)
-    return pooled, c_pool
+    """The [CLS] vector through a dense layer and tanh: seq (B, T, C) -> pooled (B, C), cache."""
+    pre, c_dense = ops.linear_forward(seq[:, 0], params["pool.w"], params["pool.b"])  # (B, C) the [CLS] vector
+    pooled = np.tanh(pre)  # (B, C)
+    return pooled, PoolerCache(c_dense, pooled)
 
 
-def mlm_transform_forward(params, cfg, h, ops):
-    """dense -> GELU -> LayerNorm, then logits against the tied word embeddings."""
-    t, c_dense = ops.linear_forward(h, params["mlm.dense.w"], params["mlm.dense.b"])  # (N, C)
-    t, c_gelu = ops.gelu_forward(t, ACTIVATIONS[cfg.hidden_act])  # (N, C)
-    t, c_ln = ops.layernorm_forward(t, params["mlm.ln.w"], params["mlm.ln.b"], cfg.layer_norm_eps)  # (N, C)
-    logits = t @ params["tok_emb"].T + params["mlm.bias"]  # (N, C) @ (C, V) -> (N, V)
-    return logits, (c_dense, c_gelu, c_ln, t)
+def pooler_backward(dpooled, cache: PoolerCache, grads, ops):
+    """Mirror of pooler_forward: dpooled (B, C) -> d(seq[:, 0]) (B, C), which the caller adds at
+    [CLS]; sets grads["pool.w"], grads["pool.b"]."""
+    # forward was: pooled = tanh(cls @ pool.w + pool.b)
+    dpre = dpooled * (1.0 - cache.out * cache.out)  # (B, C)
+    dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, cache.dense)  # (B, C)
+    return dcls
+
+
+class MLMTransformCache(NamedTuple):
+    dense: Any  # linear cache, h (M, C) -> (M, E)
+    act: Any  # GELU cache
+    ln: Any  # LayerNorm cache
+    t: np.ndarray  # (M, E) the transformed vectors the decoder reads
+    tok_emb: np.ndarray  # (V, E) the decoder's matrix: the word embeddings (tied)
+
+
+def mlm_transform_forward(params, cfg, h, ops, act=None):
+    """The MLM head: dense -> GELU -> LayerNorm, then logits against the tied word embeddings.
+    Shapes: h (M, C) -> logits (M, V), cache. E is tok_emb's width: C for BERT and XLNet, the
+    embedding size for ALBERT and ELECTRA's generator. `act` names the activation (an ACTIVATIONS
+    key), cfg.hidden_act by default; ELECTRA's generator passes "gelu", the exact one, whatever
+    its hidden_act (transformers' ElectraGeneratorPredictions)."""
+    t, c_dense = ops.linear_forward(h, params["mlm.dense.w"], params["mlm.dense.b"])  # (M, E)
+    t, c_act = ops.gelu_forward(t, ACTIVATIONS[act or cfg.hidden_act])  # (M, E)
+    t, c_ln = ops.layernorm_forward(t, params["mlm.ln.w"], params["mlm.ln.b"], cfg.layer_norm_eps)  # (M, E)
+    logits = t @ params["tok_emb"].T + params["mlm.bias"]  # (M, E) @ (E, V) -> (M, V)
+    return logits, MLMTransformCache(c_dense, c_act, c_ln, t, params["tok_emb"])
+
+
+def mlm_transform_backward(dlogits, cache: MLMTransformCache, grads, ops):
+    """Mirror of mlm_transform_forward: dlogits (M, V) -> dh (M, C); sets the mlm.* grads and
+    puts the decoder's side of the tie in grads["tok_emb"] (added to what is there: the input
+    embedding's backward adds its side later, minibert's order in every model)."""
+    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
+    # forward was: logits = t @ tok_emb.T + mlm.bias
+    dt = dlogits @ cache.tok_emb  # (M, V) @ (V, E) -> (M, E)
+    dtok = dlogits.T @ cache.t  # (V, M) @ (M, E) -> (V, E) the decoder side of the tie
+    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks
+    dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, cache.ln)  # (M, E)
+    dt = ops.gelu_backward(dt, cache.act)  # (M, E)
+    dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, cache.dense)  # (M, C)
+    return dh
 
 
 def check_batch(cfg, batch):
@@ -590,7 +628,7 @@ def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True, objective
         targets = mlm_ids.reshape(-1)[real]  # (M,)
     # transform and tied decoder at the M gathered positions
     h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
-    mlm_logits, (c_dense, c_gelu, c_ln, t) = mlm_transform_forward(params, cfg, h, ops)  # (M, V)
+    mlm_logits, c_mlm = mlm_transform_forward(params, cfg, h, ops)  # (M, V)
     mlm_loss, c_mlm_ce = ops.cross_entropy_forward(mlm_logits, targets)
     mlm_hits = int((mlm_logits.argmax(-1) == targets).sum())
     if objective == "mlm_nsp":
@@ -601,7 +639,7 @@ def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True, objective
     else:
         loss = mlm_loss
         metrics = Metrics(float(loss), float(mlm_loss), 0.0, mlm_hits, int(targets.size), 0, 0, 0, 0)
-    heads = HeadsCache((B, T, C), flat_pos, c_pool, pooled, c_nsp, c_nsp_ce, c_dense, c_gelu, c_ln, t, c_mlm_ce)
+    heads = HeadsCache((B, T, C), flat_pos, c_pool, c_nsp, c_nsp_ce, c_mlm, c_mlm_ce)
     out = Output(seq, pooled, mlm_logits, nsp_logits)
     return loss, metrics, (enc_cache, heads, out)
 
@@ -620,13 +658,7 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
     # = dmlm and d(loss)/d(nsp_loss) = dnsp (both 1 for the loss bert_forward returns)
     # MLM head
     dlogits = ops.cross_entropy_backward(dmlm, hc.mlm_ce)  # (M, V)
-    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
-    # forward was: logits = t @ tok_emb.T + mlm.bias
-    dt = dlogits @ params["tok_emb"]  # (M, V) @ (V, C) -> (M, C)
-    grads["tok_emb"] = dlogits.T @ hc.mlm_t  # (V, M) @ (M, C) -> (V, C) decoder side of the tie
-    dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, hc.mlm_ln)  # (M, C)
-    dt = ops.gelu_backward(dt, hc.mlm_gelu)  # (M, C)
-    dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, hc.mlm_dense)  # (M, C)
+    dh = mlm_transform_backward(dlogits, hc.mlm, grads, ops)  # (M, C); grads["tok_emb"]: the decoder's side
     # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
     dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
     np.add.at(dseq, hc.flat_pos, dh)
@@ -634,9 +666,7 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
     if hc.nsp_ce is not None:  # NSP head (objective "mlm_nsp")
         dnsp_logits = ops.cross_entropy_backward(dnsp, hc.nsp_ce)  # (B, 2)
         dpooled, grads["nsp.w"], grads["nsp.b"] = ops.linear_backward(dnsp_logits, hc.nsp)  # (B, C)
-        # forward was: pooled = tanh(cls @ pool.w + pool.b)
-        dpre = dpooled * (1.0 - hc.pool_out * hc.pool_out)  # (B, C)
-        dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, hc.pool)  # (B, C)
+        dcls = pooler_backward(dpooled, hc.pool, grads, ops)  # (B, C)
         dseq[:, 0] += dcls  # gradients add up at forks ([CLS] feeds the pooler and maybe the MLM head)
     if isinstance(enc_cache, UnpaddedEncoderCache):
         grads = encoder_backward_unpadded(dseq, enc_cache, cfg, grads, ops)

@@ -54,8 +54,8 @@ def test_a_wrong_backward_fails_the_check(monkeypatch):
     real = heads.task_backward
 
     def broken(params, cfg, cache, ops=None):
-        return real(params, cfg, cache._replace(pool_out=cache.pool_out * 0) if cache.pool_out is not None
-                    else cache, ops)
+        return real(params, cfg, cache._replace(pool=cache.pool._replace(out=cache.pool.out * 0))
+                    if cache.pool is not None else cache, ops)
 
     monkeypatch.setattr("minibert.finetune.models.task_backward", broken)
     checks = ft_checks.check_task_models(np.random.default_rng(1), verbose=False)

@@ -43,8 +43,8 @@ from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
 from minibert.model import (BertConfig, LossGradsMetrics, Metrics, Output, _dropout, _pack, _train_rng, _unpack,
                             _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs, check_params,
-                            init_from_shapes, mlm_transform_forward, pooler_forward, self_attention_backward,
-                            self_attention_forward)
+                            init_from_shapes, mlm_transform_backward, mlm_transform_forward, pooler_backward,
+                            pooler_forward, self_attention_backward, self_attention_forward)
 
 ARCHITECTURE = "AlbertForPreTraining"
 
@@ -212,12 +212,11 @@ def encoder_backward(dx, cache: AlbertEncoderCache, cfg, grads, ops=layers):
 class AlbertHeadsCache(NamedTuple):
     seq_shape: tuple  # (B, T, C)
     flat_pos: np.ndarray  # (M,) b * T + position
-    pool: Any
-    pool_out: np.ndarray  # (B, C) tanh output
+    pool: Any  # PoolerCache
     sop_drop: Any
     sop: Any
     sop_ce: Any
-    mlm: tuple  # mlm_transform_forward's (dense, gelu, ln caches, t (M, E))
+    mlm: Any  # MLMTransformCache, t (M, E)
     mlm_ce: Any
 
 
@@ -245,7 +244,7 @@ def albert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True):
     metrics = Metrics(float(loss), float(mlm_loss), float(sop_loss),
                       int((mlm_logits.argmax(-1) == targets).sum()), int(targets.size),
                       int(hit.sum()), int(B), int((hit & (sop == 0)).sum()), int((sop == 0).sum()))
-    heads = AlbertHeadsCache((B, T, C), flat_pos, c_pool, pooled, c_sop_drop, c_sop, c_sop_ce, c_mlm, c_mlm_ce)
+    heads = AlbertHeadsCache((B, T, C), flat_pos, c_pool, c_sop_drop, c_sop, c_sop_ce, c_mlm, c_mlm_ce)
     return loss, metrics, (enc_cache, heads, Output(seq, pooled, mlm_logits, sop_logits))
 
 
@@ -255,19 +254,12 @@ def albert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dsop=1.0):
     loss; gradient accumulation passes a micro-batch's share of the step's predictions and pairs)."""
     enc_cache, hc, _ = cache
     B, T, C = hc.seq_shape
-    c_dense, c_gelu, c_ln, t = hc.mlm
     grads = {}
     # the chain rule starts here: loss = dmlm * mlm_loss + dsop * sop_loss (both weights 1 for
     # the loss albert_forward returns)
     # MLM head
     dlogits = ops.cross_entropy_backward(dmlm, hc.mlm_ce)  # (M, V)
-    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
-    # forward was: logits = t @ tok_emb.T + mlm.bias
-    dt = dlogits @ params["tok_emb"]  # (M, V) @ (V, E) -> (M, E)
-    grads["tok_emb"] = dlogits.T @ t  # (V, M) @ (M, E) -> (V, E) decoder side of the tie
-    dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, c_ln)  # (M, E)
-    dt = ops.gelu_backward(dt, c_gelu)  # (M, E)
-    dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, c_dense)  # (M, C)
+    dh = mlm_transform_backward(dlogits, hc.mlm, grads, ops)  # (M, C); grads["tok_emb"]: the decoder's side
     # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
     dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
     np.add.at(dseq, hc.flat_pos, dh)
@@ -276,9 +268,7 @@ def albert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dsop=1.0):
     dsop_logits = ops.cross_entropy_backward(dsop, hc.sop_ce)  # (B, 2)
     ddropped, grads["sop.w"], grads["sop.b"] = ops.linear_backward(dsop_logits, hc.sop)  # (B, C)
     dpooled = ops.dropout_backward(ddropped, hc.sop_drop)  # (B, C)
-    # forward was: pooled = tanh(cls @ pool.w + pool.b)
-    dpre = dpooled * (1.0 - hc.pool_out * hc.pool_out)  # (B, C)
-    dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, hc.pool)  # (B, C)
+    dcls = pooler_backward(dpooled, hc.pool, grads, ops)  # (B, C)
     dseq[:, 0] += dcls  # gradients add up at forks ([CLS] feeds the pooler and maybe the MLM head)
     grads = encoder_backward(dseq, enc_cache, cfg, grads, ops)
     return {k: grads[k] for k in params}  # same keys, same order as params

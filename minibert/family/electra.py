@@ -40,7 +40,7 @@ from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
 from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, _as_int, _dropout, _pack, _train_rng, _unpack,
                             _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs, check_params,
-                            init_from_shapes)
+                            init_from_shapes, mlm_transform_backward, mlm_transform_forward)
 from minibert.model import param_shapes as bert_param_shapes
 from minibert.model import self_attention_backward, self_attention_forward
 
@@ -206,7 +206,8 @@ def encoder_backward(dx, cache: ElectraEncoderCache, cfg, grads, ops=layers):
 
 
 # ---------------------------------------------------------------------------------------------
-# 3. the heads and their losses
+# 3. the heads and their losses (the generator's is BERT's MLM head, model.mlm_transform_forward,
+#    with the exact GELU whatever hidden_act, as transformers' ElectraGeneratorPredictions)
 
 class BCECache(NamedTuple):
     probs: np.ndarray  # (...) sigmoid(logits)
@@ -246,29 +247,6 @@ def disc_head_backward(dz, cache, grads, ops=layers):
     return dh
 
 
-def gen_head_forward(params, cfg, h, ops=layers):
-    """transformers' ElectraGeneratorPredictions + generator_lm_head: h (M, C) -> dense C -> E ->
-    GELU (always the exact one, whatever hidden_act) -> LayerNorm(E) -> tied decoder -> logits (M, V)."""
-    t, c_dense = ops.linear_forward(h, params["mlm.dense.w"], params["mlm.dense.b"])  # (M, E)
-    t, c_gelu = ops.gelu_forward(t, ACTIVATIONS["gelu"])  # (M, E)
-    t, c_ln = ops.layernorm_forward(t, params["mlm.ln.w"], params["mlm.ln.b"], cfg.layer_norm_eps)  # (M, E)
-    logits = t @ params["tok_emb"].T + params["mlm.bias"]  # (M, E) @ (E, V) -> (M, V)
-    return logits, (c_dense, c_gelu, c_ln, t)
-
-
-def gen_head_backward(dlogits, cache, params, grads, ops=layers):
-    c_dense, c_gelu, c_ln, t = cache
-    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
-    # forward was: logits = t @ tok_emb.T + mlm.bias
-    dt = dlogits @ params["tok_emb"]  # (M, V) @ (V, E) -> (M, E)
-    dtok = dlogits.T @ t  # (V, M) @ (M, E) -> (V, E) decoder side of the tie
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok
-    dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, c_ln)  # (M, E)
-    dt = ops.gelu_backward(dt, c_gelu)  # (M, E)
-    dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, c_dense)  # (M, C)
-    return dh
-
-
 # ---------------------------------------------------------------------------------------------
 # 4. each network's loss, forward and backward
 
@@ -295,7 +273,7 @@ def generator_forward(params, cfg, ids, seg, mask, flat_pos, targets, rng=None, 
     seq, c_enc = encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad and not mask.all())  # (B, T, C)
     B, T, C = seq.shape
     h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
-    logits, c_head = gen_head_forward(params, cfg, h, ops)  # (M, V)
+    logits, c_head = mlm_transform_forward(params, cfg, h, ops, act="gelu")  # (M, V): always the exact GELU
     loss, c_ce = ops.cross_entropy_forward(logits, targets)
     return loss, (c_enc, c_head, c_ce, flat_pos, (B, T, C)), logits
 
@@ -305,7 +283,7 @@ def generator_backward(params, cfg, cache, dloss=1.0, ops=layers):
     c_enc, c_head, c_ce, flat_pos, (B, T, C) = cache
     grads = {}
     dlogits = ops.cross_entropy_backward(dloss, c_ce)  # (M, V)
-    dh = gen_head_backward(dlogits, c_head, params, grads, ops)  # (M, C)
+    dh = mlm_transform_backward(dlogits, c_head, grads, ops)  # (M, C); grads["tok_emb"]: the decoder's side
     # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
     dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
     np.add.at(dseq, flat_pos, dh)
@@ -664,7 +642,8 @@ class ElectraForMaskedLM(_ElectraModel):
         """-> logits (B, T, V)."""
         seq = self._encode(input_ids, token_type_ids, attention_mask, train, rng)  # (B, T, C)
         B, T, C = seq.shape
-        logits, _ = gen_head_forward(self.params, self.config, seq.reshape(B * T, C), self.ops)  # (B*T, V)
+        logits, _ = mlm_transform_forward(self.params, self.config, seq.reshape(B * T, C), self.ops,
+                                          act="gelu")  # (B*T, V)
         return logits.reshape(B, T, -1)  # (B*T, V) -> (B, T, V)
 
     __call__ = forward

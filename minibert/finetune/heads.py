@@ -31,8 +31,8 @@ import numpy as np
 from minibert import layers
 from minibert.finetune.bilstm import bilstm_backward, bilstm_forward
 from minibert.model import (UnpaddedEncoderCache, block_forward, check_inputs, encoder_backward,
-                            encoder_backward_unpadded, encoder_forward, encoder_forward_unpadded, pooler_forward,
-                            self_attention_forward)
+                            encoder_backward_unpadded, encoder_forward, encoder_forward_unpadded, pooler_backward,
+                            pooler_forward, self_attention_forward)
 
 TASKS = ("sequence", "token", "choice", "qa")  # the four heads, by what their linear layer reads
 
@@ -145,8 +145,7 @@ class TaskCache(NamedTuple):
     task: str
     seq_shape: tuple  # (B', T, C) of the encoder's output (B' = B * NC for multiple choice)
     enc: Any
-    pool: Any  # pooler's linear cache, or None
-    pool_out: Any  # (B', C) tanh output, or None
+    pool: Any  # model.PoolerCache, or None
     head: ClassifierCache
     loss: Any  # cross-entropy / MSE cache(s)
     encoder: Encoder = BERT_ENCODER  # the encoder that ran: its backward undoes it
@@ -182,7 +181,7 @@ def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mas
     seq, enc = encoder.forward(params, cfg, ids, seg, mask, rng, ops, unpad)  # (B', T, C)
     p_drop = getattr(cfg, encoder.head_dropout)
     B_, T, C = seq.shape
-    pool = pool_out = pool_at = None
+    pool = pool_at = None
     if task in ("sequence", "choice"):
         if encoder.pool_last:  # the last real token of each row: (B', 1, C) for the pooler
             pool_at = mask.sum(axis=1).astype(np.int64) - 1  # (B',)
@@ -200,7 +199,7 @@ def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mas
     else:  # qa: no dropout before qa_outputs
         logits, head = classifier_forward(seq.reshape(B_ * T, C), params["qa.w"], params["qa.b"], 0.0, None, ops)
         logits = logits.reshape(B_, T, 2)  # (B, T, 2)
-    return logits, TaskCache(task, (B_, T, C), enc, pool, pool_out, head, None, encoder, pool_at)
+    return logits, TaskCache(task, (B_, T, C), enc, pool, head, None, encoder, pool_at)
 
 
 def _labels(batch, key, shape=None):
@@ -255,9 +254,7 @@ def task_backward(params, cfg, cache: TaskCache, ops=layers):
     dx, grads[f"{w}.w"], grads[f"{w}.b"] = classifier_backward(task_loss_backward(cache, ops), cache.head,
                                                                ops)  # (B', C)
     if cache.pool is not None:  # sequence and choice: dx is d(pooled) (B', C)
-        # forward was: pooled = tanh(seq[:, 0] @ pool.w + pool.b)
-        dpre = dx * (1.0 - cache.pool_out * cache.pool_out)  # (B', C)
-        dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, cache.pool)  # (B', C)
+        dcls = pooler_backward(dx, cache.pool, grads, ops)  # (B', C)
         dseq = np.zeros((B_, T, C), dtype=dcls.dtype)  # (B', T, C): only [CLS] feeds the head
         if cache.pool_at is None:
             dseq[:, 0] = dcls
