@@ -10,13 +10,16 @@ reference, the default: "go to definition" lands on the code) or `minibert.kerne
 names, Numba-compiled where it pays); `BertForPreTraining.ops` picks one (minibert/backend.py).
 The reference encoder (`encoder_forward`) reads in (B, T, C) throughout; the fast path that
 skips padding (`encoder_forward_unpadded`, used by `bert_forward` in training) is kept apart,
-below it, and tested equal to it.
+below it, and tested equal to it; `encoder_backward` mirrors both. ALBERT and ELECTRA run this
+encoder too: `embeddings_forward` has their E -> C projection, and `blocks_forward` reads layer
+l's block wherever the params put h{l}.* (ALBERT: one shared block for every l).
 
 Shape legend:
     B   batch size              T   sequence length         C   hidden size
     NH  attention heads         HS  head size = C // NH     V   vocabulary size
     FF  intermediate size       P   predictions per sequence (masked positions)
     L   encoder layers          N   real (unpadded) tokens  M   real predictions (weight > 0)
+    E   width of the embedding tables: C in BERT; ALBERT's and ELECTRA's embedding_size
 
 Parameter names (a flat dict; weights are (C_in, C_out), PyTorch stores them transposed):
     tok_emb (V, C)  pos_emb (MAXPOS, C)  seg_emb (TV, C)  emb_ln.w/b (C,)
@@ -218,15 +221,52 @@ class BlockCache(NamedTuple):
     ln2: Any
 
 
-class EncoderCache(NamedTuple):
-    emb: Any
-    emb_ln: Any
-    emb_drop: Any
-    blocks: list
-
-
 def _dropout(ops, x, p, rng):
     return ops.dropout_forward(x, p if rng is not None else 0.0, rng)
+
+
+class EmbeddingsCache(NamedTuple):
+    emb: Any  # embedding-sum cache, (B, T) ids -> (B, T, E)
+    rows: tuple | None  # (keep (N,), B, T) when the real tokens' rows were packed after the sum, else None
+    ln: Any
+    drop: Any
+    map: Any  # linear cache of emb_map, E -> C; None without emb_map (E == C)
+
+
+def embeddings_forward(params, cfg, input_ids, token_type_ids, rng=None, ops=layers, keep=None):
+    """The input embedding: token + segment + position lookups -> LayerNorm -> dropout, then the
+    projection E -> C when the params have one (`emb_map`: ALBERT's factorised embedding, ELECTRA's
+    when E != C). Shapes: ids (B, T) -> x (B, T, C); with `keep` (N,) (the flat indices b * T + t
+    of the real tokens) x (N, C), their rows packed right after the lookups (the fast path below).
+    Dropout runs only when `rng` is given. BERT: E == C, no projection."""
+    e, c_emb = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
+                                     params["pos_emb"])  # (B, T, E)
+    rows = None
+    if keep is not None:
+        e, rows = _pack(e, keep), (keep, *input_ids.shape)  # (B, T, E) -> (N, E)
+    e, c_ln = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, E)
+    e, c_drop = _dropout(ops, e, cfg.hidden_dropout_prob, rng)  # (B, T, E)
+    if "emb_map.w" not in params:  # E == C: no projection
+        return e, EmbeddingsCache(c_emb, rows, c_ln, c_drop, None)
+    x, c_map = ops.linear_forward(e, params["emb_map.w"], params["emb_map.b"])  # (B, T, E) @ (E, C) -> (B, T, C)
+    return x, EmbeddingsCache(c_emb, rows, c_ln, c_drop, c_map)
+
+
+def embeddings_backward(dx, cache: EmbeddingsCache, grads, ops=layers):
+    """Mirror of embeddings_forward: dx (B, T, C), or (N, C) -> fills `grads` with the embedding's
+    gradients and returns it. grads["tok_emb"] may already hold the tied MLM decoder's part; the
+    lookup's part is added to it."""
+    de = dx
+    if cache.map is not None:
+        # forward was: x = e @ emb_map.w + emb_map.b
+        de, grads["emb_map.w"], grads["emb_map.b"] = ops.linear_backward(dx, cache.map)  # (B, T, E)
+    de = ops.dropout_backward(de, cache.drop)  # (B, T, E)
+    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(de, cache.ln)  # (B, T, E)
+    if cache.rows is not None:
+        de = _unpack(de, *cache.rows)  # (N, E) -> (B, T, E), zero at padding
+    dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)  # (V, E), (TV, E), (MAXPOS, E)
+    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks (tied)
+    return grads
 
 
 def self_attention_forward(qkv, attention_mask, NH, p_attn, rng, ops, causal=False):
@@ -284,35 +324,60 @@ def block_backward(dx, c: BlockCache, cfg, l, grads, ops, attend_backward=self_a
     return dsum + dx_attn  # gradients add up at forks (x feeds attention and the residual)
 
 
+def blocks_forward(params, cfg, x, attention_mask, rng=None, ops=layers, keep=None, causal=False):
+    """The L post-LN blocks, block l reading h{l}.* from `params`: x (B, T, C) -> (B, T, C) and a
+    list of L BlockCaches. With `keep` (N,), x and the output are the (N, C) rows of the real tokens
+    (the fast path below). Layers that share one block get params whose h{l}.* are the same arrays
+    for every l (ALBERT's family/albert.layer_view). causal=True: left-to-right attention."""
+    if keep is None:
+        attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
+    else:
+        attend = _UnpaddedAttention(keep, *attention_mask.shape, causal).forward
+    blocks = []
+    for l in range(cfg.num_hidden_layers):
+        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attend)  # (B, T, C) or (N, C)
+        blocks.append(c)
+    return x, blocks
+
+
+def blocks_backward(dx, blocks, cfg, grads, ops=layers, keep=None, grid=None):
+    """Mirror of blocks_forward: dx (B, T, C), or (N, C) with `keep` and the (B, T) `grid` ->
+    d(blocks' input) of the same shape; sets grads[h{l}.*] for every l."""
+    attend_backward = self_attention_backward if keep is None else _UnpaddedAttention(keep, *grid).backward
+    for l in reversed(range(cfg.num_hidden_layers)):
+        dx = block_backward(dx, blocks[l], cfg, l, grads, ops, attend_backward)  # (B, T, C) or (N, C)
+    return dx
+
+
+class EncoderCache(NamedTuple):
+    emb: EmbeddingsCache
+    blocks: list  # L BlockCaches
+    keep: np.ndarray | None  # (N,) flat indices b * T + t of the real tokens when padding was skipped
+    grid: tuple  # (B, T)
+
+
 def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers, causal=False):
     """Embeddings -> L post-LN blocks: -> sequence_output (B, T, C), cache. Dropout runs only
     when `rng` is given. `ops` is the module of layer functions (layers, or kernels).
     causal=True: every block's attention is left-to-right (layers.attention_forward), so the
     output at position t depends on the tokens 0..t only, as in a GPT-style language model.
     encoder_backward needs no flag: the attention backward is the same for both masks."""
-    attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
-    e, emb_cache = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
-                                         params["pos_emb"])  # (B, T, C)
-    x, emb_ln_cache = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)
-    x, emb_drop_cache = _dropout(ops, x, cfg.hidden_dropout_prob, rng)  # (B, T, C)
-    blocks = []
-    for l in range(cfg.num_hidden_layers):
-        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attend)  # (B, T, C)
-        blocks.append(c)
-    return x, EncoderCache(emb_cache, emb_ln_cache, emb_drop_cache, blocks)
+    x, c_emb = embeddings_forward(params, cfg, input_ids, token_type_ids, rng, ops)  # (B, T, C)
+    x, blocks = blocks_forward(params, cfg, x, attention_mask, rng, ops, causal=causal)  # (B, T, C)
+    return x, EncoderCache(c_emb, blocks, None, input_ids.shape)
 
 
 def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=layers):
-    """Mirror of encoder_forward: dx (B, T, C) -> fills `grads` (a dict) with every encoder
-    gradient and returns it. grads["tok_emb"] may already hold the tied MLM decoder's part; the
-    embedding's part is added to it."""
-    for l in reversed(range(cfg.num_hidden_layers)):
-        dx = block_backward(dx, cache.blocks[l], cfg, l, grads, ops)  # (B, T, C)
-    dx = ops.dropout_backward(dx, cache.emb_drop)  # (B, T, C)
-    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(dx, cache.emb_ln)  # (B, T, C)
-    dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks (tied with the MLM decoder)
-    return grads
+    """Mirror of encoder_forward, and of encoder_forward_unpadded (cache.keep says which ran):
+    dx (B, T, C) -> fills `grads` (a dict) with every encoder gradient and returns it.
+    grads["tok_emb"] may already hold the tied MLM decoder's part; the embedding's part is added."""
+    keep, grid = cache.keep, cache.grid
+    if keep is not None:
+        dx = _pack(dx, keep)  # (B, T, C) -> (N, C)
+    dx = blocks_backward(dx, cache.blocks, cfg, grads, ops, keep, grid)  # (B, T, C) or (N, C)
+    if keep is not None and cache.emb.rows is None:  # the embedding ran on the whole grid
+        dx = _unpack(dx, keep, *grid)  # (N, C) -> (B, T, C)
+    return embeddings_backward(dx, cache.emb, grads, ops)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,12 +391,6 @@ def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=layers):
 # scatters q, k, v back into it (zeros at padding, which the mask hides) and gathers the output
 # again. The loss and every gradient equal the reference's (tests/test_model.py). With dropout on,
 # the masks are drawn for the N real rows only, so they differ from the reference's masks.
-
-class UnpaddedEncoderCache(NamedTuple):
-    encoder: EncoderCache  # its arrays hold N rows where the reference's hold B*T
-    keep: np.ndarray  # (N,) flat indices b * T + t of the real tokens
-    grid: tuple  # (B, T)
-
 
 def _pack(x, keep):
     """(B, T, D) -> (N, D): the rows of the real tokens."""
@@ -362,37 +421,20 @@ class _UnpaddedAttention:
 
 
 def encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers,
-                             causal=False):
-    """encoder_forward on the real tokens only: -> sequence_output (B, T, C), zero at padding,
-    and an UnpaddedEncoderCache."""
+                             causal=False, embed_padding=False):
+    """encoder_forward on the real tokens only: -> sequence_output (B, T, C), zero at padding, and
+    an EncoderCache with `keep`; encoder_backward is the mirror of both. The rows are packed right
+    after the table lookups, so LayerNorm and dropout skip the padding too. `embed_padding` packs
+    them after the whole embedding instead: ALBERT's and ELECTRA's order, whose embedding dropout
+    masks are drawn on the (B, T) grid (their runs were made so)."""
     B, T = input_ids.shape
     keep = np.flatnonzero(attention_mask.reshape(-1))  # (N,)
-    attention = _UnpaddedAttention(keep, B, T, causal)
-    e, emb_cache = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
-                                         params["pos_emb"])  # (B, T, C)
-    e = _pack(e, keep)  # (N, C)
-    x, emb_ln_cache = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (N, C)
-    x, emb_drop_cache = _dropout(ops, x, cfg.hidden_dropout_prob, rng)  # (N, C)
-    blocks = []
-    for l in range(cfg.num_hidden_layers):
-        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attention.forward)  # (N, C)
-        blocks.append(c)
-    cache = EncoderCache(emb_cache, emb_ln_cache, emb_drop_cache, blocks)
-    return _unpack(x, keep, B, T), UnpaddedEncoderCache(cache, keep, (B, T))
-
-
-def encoder_backward_unpadded(dx, cache: UnpaddedEncoderCache, cfg, grads, ops=layers):
-    """Mirror of encoder_forward_unpadded: dx (B, T, C) -> grads, as encoder_backward."""
-    (B, T), keep, enc = cache.grid, cache.keep, cache.encoder
-    attention = _UnpaddedAttention(keep, B, T)
-    dx = _pack(dx, keep)  # (N, C)
-    for l in reversed(range(cfg.num_hidden_layers)):
-        dx = block_backward(dx, enc.blocks[l], cfg, l, grads, ops, attention.backward)  # (N, C)
-    dx = ops.dropout_backward(dx, enc.emb_drop)  # (N, C)
-    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(dx, enc.emb_ln)  # (N, C)
-    dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(_unpack(de, keep, B, T), enc.emb)
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # tied with the MLM decoder
-    return grads
+    x, c_emb = embeddings_forward(params, cfg, input_ids, token_type_ids, rng, ops,
+                                  None if embed_padding else keep)  # (N, C), or (B, T, C) with embed_padding
+    if embed_padding:
+        x = _pack(x, keep)  # (B, T, C) -> (N, C)
+    x, blocks = blocks_forward(params, cfg, x, attention_mask, rng, ops, keep, causal)  # (N, C)
+    return _unpack(x, keep, B, T), EncoderCache(c_emb, blocks, keep, (B, T))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -668,10 +710,7 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
         dpooled, grads["nsp.w"], grads["nsp.b"] = ops.linear_backward(dnsp_logits, hc.nsp)  # (B, C)
         dcls = pooler_backward(dpooled, hc.pool, grads, ops)  # (B, C)
         dseq[:, 0] += dcls  # gradients add up at forks ([CLS] feeds the pooler and maybe the MLM head)
-    if isinstance(enc_cache, UnpaddedEncoderCache):
-        grads = encoder_backward_unpadded(dseq, enc_cache, cfg, grads, ops)
-    else:
-        grads = encoder_backward(dseq, enc_cache, cfg, grads, ops)
+    grads = encoder_backward(dseq, enc_cache, cfg, grads, ops)  # the reference's or the fast path's mirror
     return {k: grads[k] for k in params if k in grads}  # params' keys and order (the trained ones)
 
 

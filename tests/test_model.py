@@ -7,7 +7,7 @@ import pytest
 from minibert import gradcheck as gc
 from minibert.backend import get_ops
 from minibert.bert import BertForPreTraining
-from minibert.model import BertConfig, UnpaddedEncoderCache, bert_backward, bert_forward, param_shapes
+from minibert.model import BertConfig, bert_backward, bert_forward, param_shapes
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=16)
@@ -131,7 +131,7 @@ def test_unpadding_gives_the_same_loss_and_gradients(backend, monkeypatch):
     out = {}
     for unpad in (False, True):
         loss, metrics, cache = bert_forward(model.params, model.config, batch, ops=ops, unpad=unpad)
-        assert isinstance(cache[0], UnpaddedEncoderCache) == unpad  # the fast path ran, or the reference
+        assert (cache[0].keep is not None) == unpad  # the fast path ran, or the reference
         seq = cache[2].sequence_output
         out[unpad] = loss, metrics, seq, bert_backward(model.params, model.config, cache, ops)
     m_unpad, m_full = out[True][1], out[False][1]

@@ -41,10 +41,12 @@ import numpy as np
 from minibert import layers
 from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
-from minibert.model import (BertConfig, LossGradsMetrics, Metrics, Output, _dropout, _pack, _train_rng, _unpack,
-                            _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs, check_params,
-                            init_from_shapes, mlm_transform_backward, mlm_transform_forward, pooler_backward,
-                            pooler_forward, self_attention_backward, self_attention_forward)
+from minibert.model import (BertConfig, EncoderCache, LossGradsMetrics, Metrics, Output, _dropout, _train_rng,
+                            check_batch, check_inputs, check_params, embeddings_backward, embeddings_forward,
+                            encoder_forward_unpadded, init_from_shapes, mlm_transform_backward, mlm_transform_forward,
+                            pooler_backward, pooler_forward)
+from minibert.model import encoder_backward as bert_encoder_backward
+from minibert.model import encoder_forward as bert_encoder_forward
 
 ARCHITECTURE = "AlbertForPreTraining"
 
@@ -125,85 +127,47 @@ def shared_block_view(params) -> dict[str, np.ndarray]:
     return {"h0." + part: params[BLOCK + part] for part in BLOCK_PARTS}
 
 
-# ---------------------------------------------------------------------------------------------
-# 1. the factorised embedding: (V, E) tables -> LayerNorm(E) -> dropout -> E -> C
-
-class FactorizedEmbeddingCache(NamedTuple):
-    emb: Any  # embedding-sum cache, (B, T) ids -> (B, T, E)
-    ln: Any
-    drop: Any
-    map: Any  # linear cache of emb_map, (B, T, E) -> (B, T, C)
-
-
-def factorized_embedding_forward(params, cfg, input_ids, token_type_ids, rng=None, ops=layers):
-    """(B, T) ids -> x (B, T, C), cache. Dropout runs only when `rng` is given."""
-    e, c_emb = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
-                                     params["pos_emb"])  # (B, T, E)
-    e, c_ln = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, E)
-    e, c_drop = _dropout(ops, e, cfg.hidden_dropout_prob, rng)  # (B, T, E)
-    x, c_map = ops.linear_forward(e, params["emb_map.w"], params["emb_map.b"])  # (B, T, E) @ (E, C) -> (B, T, C)
-    return x, FactorizedEmbeddingCache(c_emb, c_ln, c_drop, c_map)
-
-
-def factorized_embedding_backward(dx, cache: FactorizedEmbeddingCache, grads, ops=layers):
-    """Mirror of factorized_embedding_forward: dx (B, T, C) -> the embedding's grads (added to
-    grads["tok_emb"] if the tied MLM decoder already put its part there). Returns grads."""
-    # forward was: x = e @ emb_map.w + emb_map.b
-    de, grads["emb_map.w"], grads["emb_map.b"] = ops.linear_backward(dx, cache.map)  # (B, T, E)
-    de = ops.dropout_backward(de, cache.drop)  # (B, T, E)
-    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(de, cache.ln)  # (B, T, E)
-    dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)  # (V, E), (TV, E), (MAXPOS, E)
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks (tied)
-    return grads
+def layer_view(params, cfg) -> dict[str, np.ndarray]:
+    """params plus BERT's per-layer names for the shared block: h{l}.<part> is block.<part> for
+    every l (the same arrays, not copies), so model's encoder runs the one block L times."""
+    return {**params, **{f"h{l}.{part}": params[BLOCK + part]
+                         for l in range(cfg.num_hidden_layers) for part in BLOCK_PARTS}}
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. the encoder: the factorised embedding, then the one shared block applied L times
+# 1. the factorised embedding: (V, E) tables -> LayerNorm(E) -> dropout -> E -> C. It is
+#    model.embeddings_forward / embeddings_backward, which project E -> C when the params have
+#    emb_map; the names below are kept for the code that calls them by ALBERT's name.
 
-class AlbertEncoderCache(NamedTuple):
-    emb: FactorizedEmbeddingCache
-    blocks: list  # L BlockCaches: one per application of the shared block
-    keep: np.ndarray | None  # (N,) flat indices b * T + t of the real tokens when padding is skipped
-    grid: tuple  # (B, T)
+factorized_embedding_forward = embeddings_forward
+factorized_embedding_backward = embeddings_backward
 
+
+# ---------------------------------------------------------------------------------------------
+# 2. the encoder: model's encoder on the factorised embedding, each layer reading the one
+#    shared block (layer_view); its gradient is the sum of the L layers' parts
 
 def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers, unpad=False):
-    """-> sequence_output (B, T, C), cache. With `unpad` the blocks run on the N real tokens only
-    (as model.encoder_forward_unpadded; the padding rows of the output are then 0)."""
-    B, T = input_ids.shape
-    x, c_emb = factorized_embedding_forward(params, cfg, input_ids, token_type_ids, rng, ops)  # (B, T, C)
-    shared = shared_block_view(params)
-    keep, attend = None, self_attention_forward
-    if unpad:
-        keep = np.flatnonzero(attention_mask.reshape(-1))  # (N,)
-        attend = _UnpaddedAttention(keep, B, T).forward
-        x = _pack(x, keep)  # (B, T, C) -> (N, C)
-    blocks = []
-    for l in range(cfg.num_hidden_layers):
-        x, c = block_forward(shared, cfg, 0, x, attention_mask, rng, ops, attend)  # (B, T, C) or (N, C): the same block
-        blocks.append(c)
-    if unpad:
-        x = _unpack(x, keep, B, T)  # (N, C) -> (B, T, C)
-    return x, AlbertEncoderCache(c_emb, blocks, keep, (B, T))
+    """-> sequence_output (B, T, C), model.EncoderCache. With `unpad` the blocks run on the N real
+    tokens only (model.encoder_forward_unpadded; the padding rows of the output are then 0)."""
+    view = layer_view(params, cfg)
+    if unpad:  # packed after the embedding: its dropout masks are drawn on the (B, T) grid
+        return encoder_forward_unpadded(view, cfg, input_ids, token_type_ids, attention_mask, rng, ops,
+                                        embed_padding=True)
+    return bert_encoder_forward(view, cfg, input_ids, token_type_ids, attention_mask, rng, ops)
 
 
-def encoder_backward(dx, cache: AlbertEncoderCache, cfg, grads, ops=layers):
+def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=layers):
     """Mirror of encoder_forward: dx (B, T, C) -> grads. Each application of the shared block
-    gives a gradient for every shared tensor; the L of them are summed."""
-    (B, T), keep = cache.grid, cache.keep
-    attend_backward = self_attention_backward if keep is None else _UnpaddedAttention(keep, B, T).backward
-    if keep is not None:
-        dx = _pack(dx, keep)  # (B, T, C) -> (N, C)
-    for l in reversed(range(cfg.num_hidden_layers)):
-        layer = {}  # this application's gradients, under block_forward's names h0.*
-        dx = block_backward(dx, cache.blocks[l], cfg, 0, layer, ops, attend_backward)  # (B, T, C) or (N, C)
-        for part in BLOCK_PARTS:
-            name = BLOCK + part
-            # gradients add up at forks: one tensor feeds all L layers
-            grads[name] = grads[name] + layer["h0." + part] if name in grads else layer["h0." + part]
-    if keep is not None:
-        dx = _unpack(dx, keep, B, T)  # (N, C) -> (B, T, C)
-    return factorized_embedding_backward(dx, cache.emb, grads, ops)
+    gives a gradient for every shared tensor (model's backward names them h{l}.*); the L of them
+    are summed, in the order the backward ran (layer L-1 first)."""
+    grads = bert_encoder_backward(dx, cache, cfg, grads, ops)
+    for part in BLOCK_PARTS:
+        name = BLOCK + part
+        for l in reversed(range(cfg.num_hidden_layers)):
+            g = grads.pop(f"h{l}.{part}")  # layer l's part
+            grads[name] = grads[name] + g if name in grads else g  # gradients add up at forks: one tensor, L layers
+    return grads
 
 
 # ---------------------------------------------------------------------------------------------

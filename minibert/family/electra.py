@@ -38,11 +38,12 @@ import numpy as np
 from minibert import layers
 from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
-from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, _as_int, _dropout, _pack, _train_rng, _unpack,
-                            _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs, check_params,
+from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, _as_int, _train_rng, check_batch, check_inputs,
+                            check_params, embeddings_backward, embeddings_forward, encoder_forward_unpadded,
                             init_from_shapes, mlm_transform_backward, mlm_transform_forward)
+from minibert.model import encoder_backward as bert_encoder_backward
+from minibert.model import encoder_forward as bert_encoder_forward
 from minibert.model import param_shapes as bert_param_shapes
-from minibert.model import self_attention_backward, self_attention_forward
 
 HEADS = {"disc": "ElectraForPreTraining", "gen": "ElectraForMaskedLM"}  # head -> transformers architecture
 SHARED = ("tok_emb", "pos_emb", "seg_emb", "emb_ln.w", "emb_ln.b")  # tied between generator and discriminator
@@ -127,82 +128,27 @@ def init_params(cfg: ElectraConfig, head: str, seed: int = 0, dtype=np.float32) 
 
 
 # ---------------------------------------------------------------------------------------------
-# 1. the embedding: (V, E) tables -> LayerNorm(E) -> dropout -> (E -> C when E != C)
+# 1. the embedding: (V, E) tables -> LayerNorm(E) -> dropout -> (E -> C when E != C): it is
+#    model.embeddings_forward / embeddings_backward, which project when the params have emb_map
+#    (param_shapes gives them emb_map only when E != C)
 
-class ElectraEmbeddingCache(NamedTuple):
-    emb: Any  # embedding-sum cache, (B, T) ids -> (B, T, E)
-    ln: Any
-    drop: Any
-    map: Any  # linear cache of emb_map (B, T, E) -> (B, T, C); None when E == C
-
-
-def embedding_forward(params, cfg, input_ids, token_type_ids, rng=None, ops=layers):
-    """(B, T) ids -> x (B, T, C), cache. Dropout runs only when `rng` is given."""
-    e, c_emb = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
-                                     params["pos_emb"])  # (B, T, E)
-    e, c_ln = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, E)
-    e, c_drop = _dropout(ops, e, cfg.hidden_dropout_prob, rng)  # (B, T, E)
-    if not cfg.factorized:
-        return e, ElectraEmbeddingCache(c_emb, c_ln, c_drop, None)  # E == C: no projection
-    x, c_map = ops.linear_forward(e, params["emb_map.w"], params["emb_map.b"])  # (B, T, E) @ (E, C) -> (B, T, C)
-    return x, ElectraEmbeddingCache(c_emb, c_ln, c_drop, c_map)
-
-
-def embedding_backward(dx, cache: ElectraEmbeddingCache, grads, ops=layers):
-    """Mirror of embedding_forward: dx (B, T, C) -> the embedding's grads, ADDED to what `grads`
-    already holds for them (the tied decoder's part of tok_emb). Returns grads."""
-    de = dx
-    if cache.map is not None:
-        # forward was: x = e @ emb_map.w + emb_map.b
-        de, grads["emb_map.w"], grads["emb_map.b"] = ops.linear_backward(dx, cache.map)  # (B, T, E)
-    de = ops.dropout_backward(de, cache.drop)  # (B, T, E)
-    de, dlnw, dlnb = ops.layernorm_backward(de, cache.ln)  # (B, T, E)
-    dtok, dseg, dpos = ops.embedding_backward(de, cache.emb)  # (V, E), (TV, E), (MAXPOS, E)
-    for name, g in (("tok_emb", dtok), ("seg_emb", dseg), ("pos_emb", dpos), ("emb_ln.w", dlnw), ("emb_ln.b", dlnb)):
-        grads[name] = grads[name] + g if name in grads else g  # gradients add up at forks (tied)
-    return grads
+embedding_forward = embeddings_forward
+embedding_backward = embeddings_backward
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. the encoder: the embedding, then L of BERT's blocks (optionally on the real tokens only)
-
-class ElectraEncoderCache(NamedTuple):
-    emb: ElectraEmbeddingCache
-    blocks: list  # L BlockCaches
-    keep: np.ndarray | None  # (N,) flat indices b * T + t of the real tokens when padding is skipped
-    grid: tuple  # (B, T)
-
+# 2. the encoder: model's, the embedding then L of BERT's blocks (optionally on the real tokens only)
 
 def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers, unpad=False):
-    """-> sequence_output (B, T, C), cache. With `unpad` the blocks run on the N real tokens only
-    (as model.encoder_forward_unpadded; the padding rows of the output are then 0)."""
-    B, T = input_ids.shape
-    x, c_emb = embedding_forward(params, cfg, input_ids, token_type_ids, rng, ops)  # (B, T, C)
-    keep, attend = None, self_attention_forward
-    if unpad:
-        keep = np.flatnonzero(attention_mask.reshape(-1))  # (N,)
-        attend = _UnpaddedAttention(keep, B, T).forward
-        x = _pack(x, keep)  # (B, T, C) -> (N, C)
-    blocks = []
-    for l in range(cfg.num_hidden_layers):
-        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attend)  # (B, T, C) or (N, C)
-        blocks.append(c)
-    if unpad:
-        x = _unpack(x, keep, B, T)  # (N, C) -> (B, T, C)
-    return x, ElectraEncoderCache(c_emb, blocks, keep, (B, T))
+    """-> sequence_output (B, T, C), model.EncoderCache. With `unpad` the blocks run on the N real
+    tokens only (model.encoder_forward_unpadded; the padding rows of the output are then 0)."""
+    if unpad:  # packed after the embedding: its dropout masks are drawn on the (B, T) grid
+        return encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_mask, rng, ops,
+                                        embed_padding=True)
+    return bert_encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng, ops)
 
 
-def encoder_backward(dx, cache: ElectraEncoderCache, cfg, grads, ops=layers):
-    """Mirror of encoder_forward: dx (B, T, C) -> grads."""
-    (B, T), keep = cache.grid, cache.keep
-    attend_backward = self_attention_backward if keep is None else _UnpaddedAttention(keep, B, T).backward
-    if keep is not None:
-        dx = _pack(dx, keep)  # (B, T, C) -> (N, C)
-    for l in reversed(range(cfg.num_hidden_layers)):
-        dx = block_backward(dx, cache.blocks[l], cfg, l, grads, ops, attend_backward)  # (B, T, C) or (N, C)
-    if keep is not None:
-        dx = _unpack(dx, keep, B, T)  # (N, C) -> (B, T, C)
-    return embedding_backward(dx, cache.emb, grads, ops)
+encoder_backward = bert_encoder_backward  # the cache says whether padding was skipped
 
 
 # ---------------------------------------------------------------------------------------------

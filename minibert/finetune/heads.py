@@ -30,9 +30,8 @@ import numpy as np
 
 from minibert import layers
 from minibert.finetune.bilstm import bilstm_backward, bilstm_forward
-from minibert.model import (UnpaddedEncoderCache, block_forward, check_inputs, encoder_backward,
-                            encoder_backward_unpadded, encoder_forward, encoder_forward_unpadded, pooler_backward,
-                            pooler_forward, self_attention_forward)
+from minibert.model import (block_forward, check_inputs, embeddings_forward, encoder_backward, encoder_forward,
+                            encoder_forward_unpadded, pooler_backward, pooler_forward, self_attention_forward)
 
 TASKS = ("sequence", "token", "choice", "qa")  # the four heads, by what their linear layer reads
 
@@ -94,12 +93,6 @@ def run_causal_encoder(params, cfg, ids, seg, mask, rng, ops, unpad=True):
     return run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad, causal=True)
 
 
-def run_encoder_backward(dseq, cache, cfg, grads, ops):
-    if isinstance(cache, UnpaddedEncoderCache):
-        return encoder_backward_unpadded(dseq, cache, cfg, grads, ops)
-    return encoder_backward(dseq, cache, cfg, grads, ops)
-
-
 class Encoder(NamedTuple):
     """The encoder a head sits on. The heads' math is the same on BERT's encoder and on another
     model's (ALBERT's, minibert/finetune/albert_tasks.py) when it gives (B, T, C) and a pooler."""
@@ -110,12 +103,12 @@ class Encoder(NamedTuple):
     pool_last: bool = False  # the pooled heads read the last real token instead of [CLS] (position 0)
 
 
-BERT_ENCODER = Encoder(run_encoder, run_encoder_backward, "hidden_dropout_prob")
+BERT_ENCODER = Encoder(run_encoder, encoder_backward, "hidden_dropout_prob")  # the cache says if padding was skipped
 # The paper's "LTR & No NSP" model fine-tuned as it was pretrained, left to right (its Table 5;
 # lifting the mask hurt, the paper says). Under that mask [CLS] sees only itself, so the pooled
 # heads read the last real token, the one that has seen the whole input, as OpenAI GPT does.
 # The backward is BERT's: the attention backward is the same for both masks.
-CAUSAL_ENCODER = Encoder(run_causal_encoder, run_encoder_backward, "hidden_dropout_prob", pool_last=True)
+CAUSAL_ENCODER = Encoder(run_causal_encoder, encoder_backward, "hidden_dropout_prob", pool_last=True)
 
 
 # The paper's "LTR & No NSP + BiLSTM" row: a randomly initialised BiLSTM (C/2 each way, so the
@@ -132,7 +125,7 @@ def run_bilstm_encoder_backward(dseq, cache, cfg, grads, ops):
     enc, lstm = cache
     dx, lstm_grads = bilstm_backward(dseq, lstm)  # dx (B, T, C)
     grads.update(lstm_grads)
-    return run_encoder_backward(dx, enc, cfg, grads, ops)
+    return encoder_backward(dx, enc, cfg, grads, ops)
 
 
 CAUSAL_BILSTM_ENCODER = Encoder(run_causal_bilstm_encoder, run_bilstm_encoder_backward, "hidden_dropout_prob")
@@ -286,8 +279,7 @@ def encoder_layers(params, cfg, ids, seg, mask, ops=layers, causal=False):
     a list of L + 1 arrays (B, T, C); [-1] is the last layer's output (feature-based use).
     causal=True: left-to-right attention, as run_encoder's."""
     attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
-    e, _ = ops.embedding_forward(ids, seg, params["tok_emb"], params["seg_emb"], params["pos_emb"])  # (B, T, C)
-    x, _ = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, C)
+    x, _ = embeddings_forward(params, cfg, ids, seg, None, ops)  # (B, T, C)
     states = [x]
     for l in range(cfg.num_hidden_layers):
         x, _ = block_forward(params, cfg, l, x, mask, None, ops, attend)  # (B, T, C)
