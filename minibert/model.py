@@ -441,13 +441,10 @@ def encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_m
 # heads and the pretraining loss
 
 class HeadsCache(NamedTuple):
-    seq_shape: tuple  # (B, T, C)
-    flat_pos: np.ndarray  # (M,) b * T + position (objective "ltr": every position that predicts)
     pool: PoolerCache | None  # pool, nsp, nsp_ce: None for the objectives without NSP
     nsp: Any
     nsp_ce: Any
-    mlm: Any  # MLMTransformCache at the M gathered positions
-    mlm_ce: Any
+    mlm: Any  # MLMLossCache at the M predicted positions (objective "ltr": every position that predicts)
 
 
 class Output(NamedTuple):
@@ -512,6 +509,36 @@ def mlm_transform_backward(dlogits, cache: MLMTransformCache, grads, ops):
     dt = ops.gelu_backward(dt, cache.act)  # (M, E)
     dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, cache.dense)  # (M, C)
     return dh
+
+
+class MLMLossCache(NamedTuple):
+    seq_shape: tuple  # (B, T, C)
+    flat_pos: np.ndarray  # (M,) b * T + t of the predicted positions (one may repeat)
+    head: MLMTransformCache
+    ce: Any  # cross-entropy cache
+
+
+def mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops, act=None):
+    """The MLM loss at M positions: their vectors through the MLM head (mlm_transform_forward,
+    `act` as there), mean cross-entropy against `targets`. Shapes: seq (B, T, C), flat_pos (M,)
+    = b * T + t, targets (M,) -> loss (), logits (M, V), cache."""
+    B, T, C = seq.shape
+    h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
+    logits, c_head = mlm_transform_forward(params, cfg, h, ops, act)  # (M, V)
+    loss, c_ce = ops.cross_entropy_forward(logits, targets)
+    return loss, logits, MLMLossCache(seq.shape, flat_pos, c_head, c_ce)
+
+
+def mlm_loss_backward(dloss, cache: MLMLossCache, grads, ops):
+    """Mirror of mlm_loss_forward: dloss = d(total)/d(MLM loss) -> dseq (B, T, C), zero at the
+    positions no prediction reads; sets the head's grads (mlm_transform_backward)."""
+    B, T, C = cache.seq_shape
+    dlogits = ops.cross_entropy_backward(dloss, cache.ce)  # (M, V)
+    dh = mlm_transform_backward(dlogits, cache.head, grads, ops)  # (M, C); grads["tok_emb"]: the decoder's side
+    # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
+    dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
+    np.add.at(dseq, cache.flat_pos, dh)
+    return dseq.reshape(B, T, C)  # (B, T, C)
 
 
 def check_batch(cfg, batch):
@@ -617,6 +644,19 @@ def ltr_inputs(cfg, batch):
     return ids, seg, mask
 
 
+def mlm_targets(pos, mlm_ids, w, T):
+    """The real predictions of a pretraining batch (weight > 0; an unused slot, weight 0, would add
+    nothing to the loss, so it is skipped): pos, mlm_ids, w (B, P) -> flat_pos (M,) = b * T +
+    position, targets (M,).
+
+    >>> mlm_targets(np.array([[1, 3], [2, 0]]), np.array([[7, 8], [9, 0]]), np.array([[1., 1.], [1., 0.]]), 5)
+    (array([1, 3, 7]), array([7, 8, 9]))
+    """
+    real = w.reshape(-1) > 0  # (B*P,)
+    flat_pos = (np.arange(pos.shape[0])[:, None] * T + pos).reshape(-1)[real]  # (M,)
+    return flat_pos, mlm_ids.reshape(-1)[real]  # (M,), (M,)
+
+
 def ltr_targets(ids, mask):
     """Next-token prediction sites: position t predicts token t + 1 when both are real; the last
     real token and the padding predict nothing. -> flat_pos (M,) = b * T + t, targets (M,).
@@ -652,7 +692,6 @@ def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True, objective
     B, T = ids.shape
     encoder = encoder_forward_unpadded if unpad and not mask.all() else encoder_forward
     seq, enc_cache = encoder(params, cfg, ids, seg, mask, rng, ops, causal=objective == "ltr")  # (B, T, C)
-    C = seq.shape[-1]
     pooled = nsp_logits = c_pool = c_nsp = c_nsp_ce = None  # no NSP head unless the objective has one
     if objective == "mlm_nsp":
         # NSP: pooler on [CLS], then a 2-way classifier
@@ -663,15 +702,10 @@ def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True, objective
         # LTR: every real token that has a real successor predicts it (flat index b * T + t)
         flat_pos, targets = ltr_targets(ids, mask)  # (M,), (M,)
     else:
-        # MLM: gather the M real predictions (weight > 0; flat index b * T + position). Unused
-        # slots (weight 0) would add nothing to the loss, so they are skipped.
-        real = w.reshape(-1) > 0  # (B*P,)
-        flat_pos = (np.arange(B)[:, None] * T + pos).reshape(-1)[real]  # (M,)
-        targets = mlm_ids.reshape(-1)[real]  # (M,)
+        # MLM: the M real predictions (weight > 0; flat index b * T + position)
+        flat_pos, targets = mlm_targets(pos, mlm_ids, w, T)  # (M,), (M,)
     # transform and tied decoder at the M gathered positions
-    h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
-    mlm_logits, c_mlm = mlm_transform_forward(params, cfg, h, ops)  # (M, V)
-    mlm_loss, c_mlm_ce = ops.cross_entropy_forward(mlm_logits, targets)
+    mlm_loss, mlm_logits, c_mlm = mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops)  # mlm_logits (M, V)
     mlm_hits = int((mlm_logits.argmax(-1) == targets).sum())
     if objective == "mlm_nsp":
         loss = mlm_loss + nsp_loss
@@ -681,7 +715,7 @@ def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True, objective
     else:
         loss = mlm_loss
         metrics = Metrics(float(loss), float(mlm_loss), 0.0, mlm_hits, int(targets.size), 0, 0, 0, 0)
-    heads = HeadsCache((B, T, C), flat_pos, c_pool, c_nsp, c_nsp_ce, c_mlm, c_mlm_ce)
+    heads = HeadsCache(c_pool, c_nsp, c_nsp_ce, c_mlm)
     out = Output(seq, pooled, mlm_logits, nsp_logits)
     return loss, metrics, (enc_cache, heads, out)
 
@@ -694,17 +728,10 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
     loss; a micro-batch of an accumulated step passes its share of the step's predictions and
     pairs (minibert/loop/step.py, docs/bert-notes.md §10.2)."""
     enc_cache, hc, _ = cache
-    B, T, C = hc.seq_shape
     grads = {}
     # the chain rule starts here: loss = dmlm * mlm_loss (+ dnsp * nsp_loss), so d(loss)/d(mlm_loss)
     # = dmlm and d(loss)/d(nsp_loss) = dnsp (both 1 for the loss bert_forward returns)
-    # MLM head
-    dlogits = ops.cross_entropy_backward(dmlm, hc.mlm_ce)  # (M, V)
-    dh = mlm_transform_backward(dlogits, hc.mlm, grads, ops)  # (M, C); grads["tok_emb"]: the decoder's side
-    # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
-    dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
-    np.add.at(dseq, hc.flat_pos, dh)
-    dseq = dseq.reshape(B, T, C)  # (B, T, C)
+    dseq = mlm_loss_backward(dmlm, hc.mlm, grads, ops)  # (B, T, C) MLM head; grads["tok_emb"]: the decoder's side
     if hc.nsp_ce is not None:  # NSP head (objective "mlm_nsp")
         dnsp_logits = ops.cross_entropy_backward(dnsp, hc.nsp_ce)  # (B, 2)
         dpooled, grads["nsp.w"], grads["nsp.b"] = ops.linear_backward(dnsp_logits, hc.nsp)  # (B, C)

@@ -43,8 +43,8 @@ from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
 from minibert.model import (BertConfig, EncoderCache, LossGradsMetrics, Metrics, Output, _dropout, _train_rng,
                             check_batch, check_inputs, check_params, embeddings_backward, embeddings_forward,
-                            encoder_forward_unpadded, init_from_shapes, mlm_transform_backward, mlm_transform_forward,
-                            pooler_backward, pooler_forward)
+                            encoder_forward_unpadded, init_from_shapes, mlm_loss_backward, mlm_loss_forward, mlm_targets,
+                            mlm_transform_forward, pooler_backward, pooler_forward)
 from minibert.model import encoder_backward as bert_encoder_backward
 from minibert.model import encoder_forward as bert_encoder_forward
 
@@ -174,14 +174,11 @@ def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=layers):
 # 3. heads (pooler + SOP classifier, MLM) and the pretraining loss
 
 class AlbertHeadsCache(NamedTuple):
-    seq_shape: tuple  # (B, T, C)
-    flat_pos: np.ndarray  # (M,) b * T + position
     pool: Any  # PoolerCache
     sop_drop: Any
     sop: Any
     sop_ce: Any
-    mlm: Any  # MLMTransformCache, t (M, E)
-    mlm_ce: Any
+    mlm: Any  # MLMLossCache, the head's t (M, E)
 
 
 def albert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True):
@@ -190,25 +187,20 @@ def albert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True):
     ids, seg, mask, pos, mlm_ids, w, sop = check_batch(cfg, batch)
     B, T = ids.shape
     seq, enc_cache = encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad and not mask.all())  # (B, T, C)
-    C = seq.shape[-1]
     # SOP: pooler on [CLS], dropout, a 2-way classifier
     pooled, c_pool = pooler_forward(params, seq, ops)  # (B, C)
     dropped, c_sop_drop = _dropout(ops, pooled, cfg.classifier_dropout_prob, rng)  # (B, C)
     sop_logits, c_sop = ops.linear_forward(dropped, params["sop.w"], params["sop.b"])  # (B, 2)
     sop_loss, c_sop_ce = ops.cross_entropy_forward(sop_logits, sop)
     # MLM at the M real predictions: dense C -> E, activation, LayerNorm(E), tied decoder E -> V
-    real = w.reshape(-1) > 0  # (B*P,)
-    flat_pos = (np.arange(B)[:, None] * T + pos).reshape(-1)[real]  # (M,)
-    h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
-    mlm_logits, c_mlm = mlm_transform_forward(params, cfg, h, ops)  # (M, V)
-    targets = mlm_ids.reshape(-1)[real]  # (M,)
-    mlm_loss, c_mlm_ce = ops.cross_entropy_forward(mlm_logits, targets)
+    flat_pos, targets = mlm_targets(pos, mlm_ids, w, T)  # (M,), (M,)
+    mlm_loss, mlm_logits, c_mlm = mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops)  # mlm_logits (M, V)
     loss = mlm_loss + sop_loss
     hit = sop_logits.argmax(-1) == sop  # (B,)
     metrics = Metrics(float(loss), float(mlm_loss), float(sop_loss),
                       int((mlm_logits.argmax(-1) == targets).sum()), int(targets.size),
                       int(hit.sum()), int(B), int((hit & (sop == 0)).sum()), int((sop == 0).sum()))
-    heads = AlbertHeadsCache((B, T, C), flat_pos, c_pool, c_sop_drop, c_sop, c_sop_ce, c_mlm, c_mlm_ce)
+    heads = AlbertHeadsCache(c_pool, c_sop_drop, c_sop, c_sop_ce, c_mlm)
     return loss, metrics, (enc_cache, heads, Output(seq, pooled, mlm_logits, sop_logits))
 
 
@@ -217,17 +209,10 @@ def albert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dsop=1.0):
     `dmlm`, `dsop`: the weights of the two losses in the loss differentiated (1 for albert_forward's
     loss; gradient accumulation passes a micro-batch's share of the step's predictions and pairs)."""
     enc_cache, hc, _ = cache
-    B, T, C = hc.seq_shape
     grads = {}
     # the chain rule starts here: loss = dmlm * mlm_loss + dsop * sop_loss (both weights 1 for
     # the loss albert_forward returns)
-    # MLM head
-    dlogits = ops.cross_entropy_backward(dmlm, hc.mlm_ce)  # (M, V)
-    dh = mlm_transform_backward(dlogits, hc.mlm, grads, ops)  # (M, C); grads["tok_emb"]: the decoder's side
-    # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
-    dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
-    np.add.at(dseq, hc.flat_pos, dh)
-    dseq = dseq.reshape(B, T, C)  # (B, T, C)
+    dseq = mlm_loss_backward(dmlm, hc.mlm, grads, ops)  # (B, T, C) MLM head; grads["tok_emb"]: the decoder's side
     # SOP head
     dsop_logits = ops.cross_entropy_backward(dsop, hc.sop_ce)  # (B, 2)
     ddropped, grads["sop.w"], grads["sop.b"] = ops.linear_backward(dsop_logits, hc.sop)  # (B, C)

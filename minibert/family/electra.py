@@ -40,7 +40,8 @@ from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
 from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, _as_int, _train_rng, check_batch, check_inputs,
                             check_params, embeddings_backward, embeddings_forward, encoder_forward_unpadded,
-                            init_from_shapes, mlm_transform_backward, mlm_transform_forward)
+                            init_from_shapes, mlm_loss_backward, mlm_loss_forward, mlm_targets,
+                            mlm_transform_forward)
 from minibert.model import encoder_backward as bert_encoder_backward
 from minibert.model import encoder_forward as bert_encoder_forward
 from minibert.model import param_shapes as bert_param_shapes
@@ -152,7 +153,7 @@ encoder_backward = bert_encoder_backward  # the cache says whether padding was s
 
 
 # ---------------------------------------------------------------------------------------------
-# 3. the heads and their losses (the generator's is BERT's MLM head, model.mlm_transform_forward,
+# 3. the heads and their losses (the generator's are BERT's MLM head and loss, model.mlm_loss_forward,
 #    with the exact GELU whatever hidden_act, as transformers' ElectraGeneratorPredictions)
 
 class BCECache(NamedTuple):
@@ -217,23 +218,16 @@ def discriminator_backward(params, cfg, cache, dloss=1.0, ops=layers):
 def generator_forward(params, cfg, ids, seg, mask, flat_pos, targets, rng=None, ops=layers, unpad=True):
     """-> (MLM loss, cache, logits (M, V)): mean cross-entropy at the M positions flat_pos = b * T + t."""
     seq, c_enc = encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad and not mask.all())  # (B, T, C)
-    B, T, C = seq.shape
-    h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
-    logits, c_head = mlm_transform_forward(params, cfg, h, ops, act="gelu")  # (M, V): always the exact GELU
-    loss, c_ce = ops.cross_entropy_forward(logits, targets)
-    return loss, (c_enc, c_head, c_ce, flat_pos, (B, T, C)), logits
+    loss, logits, c_mlm = mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops, act="gelu")  # logits (M, V)
+    return loss, (c_enc, c_mlm), logits
 
 
 def generator_backward(params, cfg, cache, dloss=1.0, ops=layers):
     """Mirror of generator_forward. -> grads (keys of params)."""
-    c_enc, c_head, c_ce, flat_pos, (B, T, C) = cache
+    c_enc, c_mlm = cache
     grads = {}
-    dlogits = ops.cross_entropy_backward(dloss, c_ce)  # (M, V)
-    dh = mlm_transform_backward(dlogits, c_head, grads, ops)  # (M, C); grads["tok_emb"]: the decoder's side
-    # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
-    dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
-    np.add.at(dseq, flat_pos, dh)
-    grads = encoder_backward(dseq.reshape(B, T, C), c_enc, cfg, grads, ops)
+    dseq = mlm_loss_backward(dloss, c_mlm, grads, ops)  # (B, T, C); grads["tok_emb"]: the decoder's side
+    grads = encoder_backward(dseq, c_enc, cfg, grads, ops)
     return {k: grads[k] for k in params}
 
 
@@ -335,10 +329,7 @@ def electra_forward(gen_params, disc_params, gen_cfg, disc_cfg, batch, rng, lam=
     _check_tied(gen_params, disc_params)
     B = np.shape(batch["input_ids"])[0]
     ids, seg, mask, pos, mlm_ids, w, _ = check_batch(disc_cfg, {"next_sentence_labels": np.zeros(B, int), **batch})
-    T = ids.shape[1]
-    real = w.reshape(-1) > 0  # (B*P,)
-    flat_pos = (np.arange(B)[:, None] * T + pos).reshape(-1)[real]  # (M,) b * T + position
-    originals = mlm_ids.reshape(-1)[real]  # (M,)
+    flat_pos, originals = mlm_targets(pos, mlm_ids, w, ids.shape[1])  # (M,) b * T + position, (M,)
     drop_rng = rng if train else None
     # 1. the generator predicts the masked tokens
     mlm_loss, c_gen, gen_logits = generator_forward(gen_params, gen_cfg, ids, seg, mask, flat_pos, originals,
