@@ -244,11 +244,11 @@ def embeddings_forward(params, cfg, input_ids, token_type_ids, rng=None, ops=lay
     rows = None
     if keep is not None:
         e, rows = _pack(e, keep), (keep, *input_ids.shape)  # (B, T, E) -> (N, E)
-    e, c_ln = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, E)
-    e, c_drop = _dropout(ops, e, cfg.hidden_dropout_prob, rng)  # (B, T, E)
+    e, c_ln = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, E)/(N, E)
+    e, c_drop = _dropout(ops, e, cfg.hidden_dropout_prob, rng)  # (B, T, E) or (N, E)
     if "emb_map.w" not in params:  # E == C: no projection
         return e, EmbeddingsCache(c_emb, rows, c_ln, c_drop, None)
-    x, c_map = ops.linear_forward(e, params["emb_map.w"], params["emb_map.b"])  # (B, T, E) @ (E, C) -> (B, T, C)
+    x, c_map = ops.linear_forward(e, params["emb_map.w"], params["emb_map.b"])  # (..., E) @ (E, C) -> (..., C)
     return x, EmbeddingsCache(c_emb, rows, c_ln, c_drop, c_map)
 
 
@@ -259,13 +259,13 @@ def embeddings_backward(dx, cache: EmbeddingsCache, grads, ops=layers):
     de = dx
     if cache.map is not None:
         # forward was: x = e @ emb_map.w + emb_map.b
-        de, grads["emb_map.w"], grads["emb_map.b"] = ops.linear_backward(dx, cache.map)  # (B, T, E)
-    de = ops.dropout_backward(de, cache.drop)  # (B, T, E)
-    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(de, cache.ln)  # (B, T, E)
+        de, grads["emb_map.w"], grads["emb_map.b"] = ops.linear_backward(dx, cache.map)  # (..., E)
+    de = ops.dropout_backward(de, cache.drop)  # (B, T, E) or (N, E)
+    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(de, cache.ln)  # (B, T, E) or (N, E)
     if cache.rows is not None:
         de = _unpack(de, *cache.rows)  # (N, E) -> (B, T, E), zero at padding
     dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)  # (V, E), (TV, E), (MAXPOS, E)
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks (tied)
+    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # (V, E) gradients add up at forks
     return grads
 
 
@@ -440,13 +440,6 @@ def encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_m
 # ---------------------------------------------------------------------------------------------
 # heads and the pretraining loss
 
-class HeadsCache(NamedTuple):
-    pool: PoolerCache | None  # pool, nsp, nsp_ce: None for the objectives without NSP
-    nsp: Any
-    nsp_ce: Any
-    mlm: Any  # MLMLossCache at the M predicted positions (objective "ltr": every position that predicts)
-
-
 class Output(NamedTuple):
     sequence_output: np.ndarray  # (B, T, C)
     pooled_output: np.ndarray  # (B, C)
@@ -498,13 +491,13 @@ def mlm_transform_forward(params, cfg, h, ops, act=None):
 
 def mlm_transform_backward(dlogits, cache: MLMTransformCache, grads, ops):
     """Mirror of mlm_transform_forward: dlogits (M, V) -> dh (M, C); sets the mlm.* grads and
-    puts the decoder's side of the tie in grads["tok_emb"] (added to what is there: the input
-    embedding's backward adds its side later, minibert's order in every model)."""
+    puts the decoder's side of the tie in grads["tok_emb"]. Every model runs it before the input
+    embedding's backward, which adds the lookup's side: decoder + lookup, the order of the sum."""
     grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
     # forward was: logits = t @ tok_emb.T + mlm.bias
     dt = dlogits @ cache.tok_emb  # (M, V) @ (V, E) -> (M, E)
     dtok = dlogits.T @ cache.t  # (V, M) @ (M, E) -> (V, E) the decoder side of the tie
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks
+    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # (V, E) gradients add up at forks
     dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, cache.ln)  # (M, E)
     dt = ops.gelu_backward(dt, cache.act)  # (M, E)
     dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, cache.dense)  # (M, C)
@@ -539,6 +532,13 @@ def mlm_loss_backward(dloss, cache: MLMLossCache, grads, ops):
     dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
     np.add.at(dseq, cache.flat_pos, dh)
     return dseq.reshape(B, T, C)  # (B, T, C)
+
+
+class HeadsCache(NamedTuple):
+    pool: PoolerCache | None  # pool, nsp, nsp_ce: None for the objectives without NSP
+    nsp: Any
+    nsp_ce: Any
+    mlm: Any  # MLMLossCache at the M predicted positions (objective "ltr": every position that predicts)
 
 
 def check_batch(cfg, batch):

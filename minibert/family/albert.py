@@ -43,8 +43,8 @@ from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
 from minibert.model import (BertConfig, EncoderCache, LossGradsMetrics, Metrics, Output, _dropout, _train_rng,
                             check_batch, check_inputs, check_params, embeddings_backward, embeddings_forward,
-                            encoder_forward_unpadded, init_from_shapes, mlm_loss_backward, mlm_loss_forward, mlm_targets,
-                            mlm_transform_forward, pooler_backward, pooler_forward)
+                            encoder_forward_unpadded, init_from_shapes, mlm_loss_backward, mlm_loss_forward,
+                            mlm_targets, mlm_transform_forward, pooler_backward, pooler_forward)
 from minibert.model import encoder_backward as bert_encoder_backward
 from minibert.model import encoder_forward as bert_encoder_forward
 
@@ -166,7 +166,7 @@ def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=layers):
         name = BLOCK + part
         for l in reversed(range(cfg.num_hidden_layers)):
             g = grads.pop(f"h{l}.{part}")  # layer l's part
-            grads[name] = grads[name] + g if name in grads else g  # gradients add up at forks: one tensor, L layers
+            grads[name] = grads[name] + g if name in grads else g  # gradients add up at forks (one tensor, L uses)
     return grads
 
 
