@@ -505,10 +505,10 @@ def mlm_transform_backward(dlogits, cache: MLMTransformCache, grads, ops):
 
 
 class MLMLossCache(NamedTuple):
-    seq_shape: tuple  # (B, T, C)
-    flat_pos: np.ndarray  # (M,) b * T + t of the predicted positions (one may repeat)
     head: MLMTransformCache
     ce: Any  # cross-entropy cache
+    flat_pos: np.ndarray  # (M,) b * T + t of the predicted positions (one may repeat)
+    seq_shape: tuple  # (B, T, C)
 
 
 def mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops, act=None):
@@ -519,7 +519,7 @@ def mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops, act=None):
     h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
     logits, c_head = mlm_transform_forward(params, cfg, h, ops, act)  # (M, V)
     loss, c_ce = ops.cross_entropy_forward(logits, targets)
-    return loss, logits, MLMLossCache(seq.shape, flat_pos, c_head, c_ce)
+    return loss, logits, MLMLossCache(c_head, c_ce, flat_pos, seq.shape)
 
 
 def mlm_loss_backward(dloss, cache: MLMLossCache, grads, ops):

@@ -38,10 +38,10 @@ import numpy as np
 from minibert import layers
 from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
-from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, _as_int, _train_rng, check_batch, check_inputs,
-                            check_params, embeddings_backward, embeddings_forward, encoder_forward_unpadded,
-                            init_from_shapes, mlm_loss_backward, mlm_loss_forward, mlm_targets,
-                            mlm_transform_forward)
+from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, MLMLossCache, _as_int, _train_rng, check_batch,
+                            check_inputs, check_params, embeddings_backward, embeddings_forward,
+                            encoder_forward_unpadded, init_from_shapes, mlm_loss_backward, mlm_loss_forward,
+                            mlm_targets, mlm_transform_forward)
 from minibert.model import encoder_backward as bert_encoder_backward
 from minibert.model import encoder_forward as bert_encoder_forward
 from minibert.model import param_shapes as bert_param_shapes
@@ -219,12 +219,13 @@ def generator_forward(params, cfg, ids, seg, mask, flat_pos, targets, rng=None, 
     """-> (MLM loss, cache, logits (M, V)): mean cross-entropy at the M positions flat_pos = b * T + t."""
     seq, c_enc = encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad and not mask.all())  # (B, T, C)
     loss, logits, c_mlm = mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops, act="gelu")  # logits (M, V)
-    return loss, (c_enc, c_mlm), logits
+    return loss, (c_enc, *c_mlm), logits  # the encoder's cache, then MLMLossCache's fields: [2] is the
+    # cross-entropy cache, as [2] of the discriminator's is its BCE cache (lesson 20 reads both)
 
 
 def generator_backward(params, cfg, cache, dloss=1.0, ops=layers):
     """Mirror of generator_forward. -> grads (keys of params)."""
-    c_enc, c_mlm = cache
+    c_enc, c_mlm = cache[0], MLMLossCache(*cache[1:])
     grads = {}
     dseq = mlm_loss_backward(dloss, c_mlm, grads, ops)  # (B, T, C); grads["tok_emb"]: the decoder's side
     grads = encoder_backward(dseq, c_enc, cfg, grads, ops)
