@@ -10,13 +10,16 @@ reference, the default: "go to definition" lands on the code) or `minibert.kerne
 names, Numba-compiled where it pays); `BertForPreTraining.ops` picks one (minibert/backend.py).
 The reference encoder (`encoder_forward`) reads in (B, T, C) throughout; the fast path that
 skips padding (`encoder_forward_unpadded`, used by `bert_forward` in training) is kept apart,
-below it, and tested equal to it.
+below it, and tested equal to it; `encoder_backward` mirrors both. ALBERT and ELECTRA run this
+encoder too: `embeddings_forward` has their E -> C projection, and `blocks_forward` reads layer
+l's block wherever the params put h{l}.* (ALBERT: one shared block for every l).
 
 Shape legend:
     B   batch size              T   sequence length         C   hidden size
     NH  attention heads         HS  head size = C // NH     V   vocabulary size
     FF  intermediate size       P   predictions per sequence (masked positions)
     L   encoder layers          N   real (unpadded) tokens  M   real predictions (weight > 0)
+    E   width of the embedding tables: C in BERT; ALBERT's and ELECTRA's embedding_size
 
 Parameter names (a flat dict; weights are (C_in, C_out), PyTorch stores them transposed):
     tok_emb (V, C)  pos_emb (MAXPOS, C)  seg_emb (TV, C)  emb_ln.w/b (C,)
@@ -218,15 +221,52 @@ class BlockCache(NamedTuple):
     ln2: Any
 
 
-class EncoderCache(NamedTuple):
-    emb: Any
-    emb_ln: Any
-    emb_drop: Any
-    blocks: list
-
-
 def _dropout(ops, x, p, rng):
     return ops.dropout_forward(x, p if rng is not None else 0.0, rng)
+
+
+class EmbeddingsCache(NamedTuple):
+    emb: Any  # embedding-sum cache, (B, T) ids -> (B, T, E)
+    rows: tuple | None  # (keep (N,), B, T) when the real tokens' rows were packed after the sum, else None
+    ln: Any
+    drop: Any
+    map: Any  # linear cache of emb_map, E -> C; None without emb_map (E == C)
+
+
+def embeddings_forward(params, cfg, input_ids, token_type_ids, rng=None, ops=layers, keep=None):
+    """The input embedding: token + segment + position lookups -> LayerNorm -> dropout, then the
+    projection E -> C when the params have one (`emb_map`: ALBERT's factorised embedding, ELECTRA's
+    when E != C). Shapes: ids (B, T) -> x (B, T, C); with `keep` (N,) (the flat indices b * T + t
+    of the real tokens) x (N, C), their rows packed right after the lookups (the fast path below).
+    Dropout runs only when `rng` is given. BERT: E == C, no projection."""
+    e, c_emb = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
+                                     params["pos_emb"])  # (B, T, E)
+    rows = None
+    if keep is not None:
+        e, rows = _pack(e, keep), (keep, *input_ids.shape)  # (B, T, E) -> (N, E)
+    e, c_ln = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, E)/(N, E)
+    e, c_drop = _dropout(ops, e, cfg.hidden_dropout_prob, rng)  # (B, T, E) or (N, E)
+    if "emb_map.w" not in params:  # E == C: no projection
+        return e, EmbeddingsCache(c_emb, rows, c_ln, c_drop, None)
+    x, c_map = ops.linear_forward(e, params["emb_map.w"], params["emb_map.b"])  # (..., E) @ (E, C) -> (..., C)
+    return x, EmbeddingsCache(c_emb, rows, c_ln, c_drop, c_map)
+
+
+def embeddings_backward(dx, cache: EmbeddingsCache, grads, ops=layers):
+    """Mirror of embeddings_forward: dx (B, T, C), or (N, C) -> fills `grads` with the embedding's
+    gradients and returns it. grads["tok_emb"] may already hold the tied MLM decoder's part; the
+    lookup's part is added to it."""
+    de = dx
+    if cache.map is not None:
+        # forward was: x = e @ emb_map.w + emb_map.b
+        de, grads["emb_map.w"], grads["emb_map.b"] = ops.linear_backward(dx, cache.map)  # (..., E)
+    de = ops.dropout_backward(de, cache.drop)  # (B, T, E) or (N, E)
+    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(de, cache.ln)  # (B, T, E) or (N, E)
+    if cache.rows is not None:
+        de = _unpack(de, *cache.rows)  # (N, E) -> (B, T, E), zero at padding
+    dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)  # (V, E), (TV, E), (MAXPOS, E)
+    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # (V, E) gradients add up at forks
+    return grads
 
 
 def self_attention_forward(qkv, attention_mask, NH, p_attn, rng, ops, causal=False):
@@ -284,35 +324,60 @@ def block_backward(dx, c: BlockCache, cfg, l, grads, ops, attend_backward=self_a
     return dsum + dx_attn  # gradients add up at forks (x feeds attention and the residual)
 
 
+def blocks_forward(params, cfg, x, attention_mask, rng=None, ops=layers, keep=None, causal=False):
+    """The L post-LN blocks, block l reading h{l}.* from `params`: x (B, T, C) -> (B, T, C) and a
+    list of L BlockCaches. With `keep` (N,), x and the output are the (N, C) rows of the real tokens
+    (the fast path below). Layers that share one block get params whose h{l}.* are the same arrays
+    for every l (ALBERT's family/albert.layer_view). causal=True: left-to-right attention."""
+    if keep is None:
+        attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
+    else:
+        attend = _UnpaddedAttention(keep, *attention_mask.shape, causal).forward
+    blocks = []
+    for l in range(cfg.num_hidden_layers):
+        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attend)  # (B, T, C) or (N, C)
+        blocks.append(c)
+    return x, blocks
+
+
+def blocks_backward(dx, blocks, cfg, grads, ops=layers, keep=None, grid=None):
+    """Mirror of blocks_forward: dx (B, T, C), or (N, C) with `keep` and the (B, T) `grid` ->
+    d(blocks' input) of the same shape; sets grads[h{l}.*] for every l."""
+    attend_backward = self_attention_backward if keep is None else _UnpaddedAttention(keep, *grid).backward
+    for l in reversed(range(cfg.num_hidden_layers)):
+        dx = block_backward(dx, blocks[l], cfg, l, grads, ops, attend_backward)  # (B, T, C) or (N, C)
+    return dx
+
+
+class EncoderCache(NamedTuple):
+    emb: EmbeddingsCache
+    blocks: list  # L BlockCaches
+    keep: np.ndarray | None  # (N,) flat indices b * T + t of the real tokens when padding was skipped
+    grid: tuple  # (B, T)
+
+
 def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers, causal=False):
     """Embeddings -> L post-LN blocks: -> sequence_output (B, T, C), cache. Dropout runs only
     when `rng` is given. `ops` is the module of layer functions (layers, or kernels).
     causal=True: every block's attention is left-to-right (layers.attention_forward), so the
     output at position t depends on the tokens 0..t only, as in a GPT-style language model.
     encoder_backward needs no flag: the attention backward is the same for both masks."""
-    attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
-    e, emb_cache = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
-                                         params["pos_emb"])  # (B, T, C)
-    x, emb_ln_cache = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)
-    x, emb_drop_cache = _dropout(ops, x, cfg.hidden_dropout_prob, rng)  # (B, T, C)
-    blocks = []
-    for l in range(cfg.num_hidden_layers):
-        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attend)  # (B, T, C)
-        blocks.append(c)
-    return x, EncoderCache(emb_cache, emb_ln_cache, emb_drop_cache, blocks)
+    x, c_emb = embeddings_forward(params, cfg, input_ids, token_type_ids, rng, ops)  # (B, T, C)
+    x, blocks = blocks_forward(params, cfg, x, attention_mask, rng, ops, causal=causal)  # (B, T, C)
+    return x, EncoderCache(c_emb, blocks, None, input_ids.shape)
 
 
 def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=layers):
-    """Mirror of encoder_forward: dx (B, T, C) -> fills `grads` (a dict) with every encoder
-    gradient and returns it. grads["tok_emb"] may already hold the tied MLM decoder's part; the
-    embedding's part is added to it."""
-    for l in reversed(range(cfg.num_hidden_layers)):
-        dx = block_backward(dx, cache.blocks[l], cfg, l, grads, ops)  # (B, T, C)
-    dx = ops.dropout_backward(dx, cache.emb_drop)  # (B, T, C)
-    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(dx, cache.emb_ln)  # (B, T, C)
-    dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks (tied with the MLM decoder)
-    return grads
+    """Mirror of encoder_forward, and of encoder_forward_unpadded (cache.keep says which ran):
+    dx (B, T, C) -> fills `grads` (a dict) with every encoder gradient and returns it.
+    grads["tok_emb"] may already hold the tied MLM decoder's part; the embedding's part is added."""
+    keep, grid = cache.keep, cache.grid
+    if keep is not None:
+        dx = _pack(dx, keep)  # (B, T, C) -> (N, C)
+    dx = blocks_backward(dx, cache.blocks, cfg, grads, ops, keep, grid)  # (B, T, C) or (N, C)
+    if keep is not None and cache.emb.rows is None:  # the embedding ran on the whole grid
+        dx = _unpack(dx, keep, *grid)  # (N, C) -> (B, T, C)
+    return embeddings_backward(dx, cache.emb, grads, ops)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -326,12 +391,6 @@ def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=layers):
 # scatters q, k, v back into it (zeros at padding, which the mask hides) and gathers the output
 # again. The loss and every gradient equal the reference's (tests/test_model.py). With dropout on,
 # the masks are drawn for the N real rows only, so they differ from the reference's masks.
-
-class UnpaddedEncoderCache(NamedTuple):
-    encoder: EncoderCache  # its arrays hold N rows where the reference's hold B*T
-    keep: np.ndarray  # (N,) flat indices b * T + t of the real tokens
-    grid: tuple  # (B, T)
-
 
 def _pack(x, keep):
     """(B, T, D) -> (N, D): the rows of the real tokens."""
@@ -362,55 +421,24 @@ class _UnpaddedAttention:
 
 
 def encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers,
-                             causal=False):
-    """encoder_forward on the real tokens only: -> sequence_output (B, T, C), zero at padding,
-    and an UnpaddedEncoderCache."""
+                             causal=False, embed_padding=False):
+    """encoder_forward on the real tokens only: -> sequence_output (B, T, C), zero at padding, and
+    an EncoderCache with `keep`; encoder_backward is the mirror of both. The rows are packed right
+    after the table lookups, so LayerNorm and dropout skip the padding too. `embed_padding` packs
+    them after the whole embedding instead: ALBERT's and ELECTRA's order, whose embedding dropout
+    masks are drawn on the (B, T) grid (their runs were made so)."""
     B, T = input_ids.shape
     keep = np.flatnonzero(attention_mask.reshape(-1))  # (N,)
-    attention = _UnpaddedAttention(keep, B, T, causal)
-    e, emb_cache = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
-                                         params["pos_emb"])  # (B, T, C)
-    e = _pack(e, keep)  # (N, C)
-    x, emb_ln_cache = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (N, C)
-    x, emb_drop_cache = _dropout(ops, x, cfg.hidden_dropout_prob, rng)  # (N, C)
-    blocks = []
-    for l in range(cfg.num_hidden_layers):
-        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attention.forward)  # (N, C)
-        blocks.append(c)
-    cache = EncoderCache(emb_cache, emb_ln_cache, emb_drop_cache, blocks)
-    return _unpack(x, keep, B, T), UnpaddedEncoderCache(cache, keep, (B, T))
-
-
-def encoder_backward_unpadded(dx, cache: UnpaddedEncoderCache, cfg, grads, ops=layers):
-    """Mirror of encoder_forward_unpadded: dx (B, T, C) -> grads, as encoder_backward."""
-    (B, T), keep, enc = cache.grid, cache.keep, cache.encoder
-    attention = _UnpaddedAttention(keep, B, T)
-    dx = _pack(dx, keep)  # (N, C)
-    for l in reversed(range(cfg.num_hidden_layers)):
-        dx = block_backward(dx, enc.blocks[l], cfg, l, grads, ops, attention.backward)  # (N, C)
-    dx = ops.dropout_backward(dx, enc.emb_drop)  # (N, C)
-    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(dx, enc.emb_ln)  # (N, C)
-    dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(_unpack(de, keep, B, T), enc.emb)
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # tied with the MLM decoder
-    return grads
+    x, c_emb = embeddings_forward(params, cfg, input_ids, token_type_ids, rng, ops,
+                                  None if embed_padding else keep)  # (N, C), or (B, T, C) with embed_padding
+    if embed_padding:
+        x = _pack(x, keep)  # (B, T, C) -> (N, C)
+    x, blocks = blocks_forward(params, cfg, x, attention_mask, rng, ops, keep, causal)  # (N, C)
+    return _unpack(x, keep, B, T), EncoderCache(c_emb, blocks, keep, (B, T))
 
 
 # ---------------------------------------------------------------------------------------------
 # heads and the pretraining loss
-
-class HeadsCache(NamedTuple):
-    seq_shape: tuple  # (B, T, C)
-    flat_pos: np.ndarray  # (M,) b * T + position (objective "ltr": every position that predicts)
-    pool: Any  # pool, pool_out, nsp, nsp_ce: None for the objectives without NSP
-    pool_out: np.ndarray  # (B, C) tanh output
-    nsp: Any
-    nsp_ce: Any
-    mlm_dense: Any
-    mlm_gelu: Any
-    mlm_ln: Any
-    mlm_t: np.ndarray  # (M, C) transformed hidden states at the masked positions
-    mlm_ce: Any
-
 
 class Output(NamedTuple):
     sequence_output: np.ndarray  # (B, T, C)
@@ -419,19 +447,98 @@ class Output(NamedTuple):
     nsp_logits: np.ndarray  # (B, 2)
 
 
+class PoolerCache(NamedTuple):
+    dense: Any  # linear cache, [CLS] (B, C) -> (B, C)
+    out: np.ndarray  # (B, C) the tanh output (tanh' = 1 - out^2)
+
+
 def pooler_forward(params, seq, ops):
-    pooled, c_pool = ops.linear_forward(seq[:, 0], params["pool.w"], params["pool.b"])  # (B, C) the [CLS] vector
-    pooled = np.tanh(pooled)  # (B, C)
-    return pooled, c_pool
+    """The [CLS] vector through a dense layer and tanh: seq (B, T, C) -> pooled (B, C), cache."""
+    pre, c_dense = ops.linear_forward(seq[:, 0], params["pool.w"], params["pool.b"])  # (B, C) the [CLS] vector
+    pooled = np.tanh(pre)  # (B, C)
+    return pooled, PoolerCache(c_dense, pooled)
 
 
-def mlm_transform_forward(params, cfg, h, ops):
-    """dense -> GELU -> LayerNorm, then logits against the tied word embeddings."""
-    t, c_dense = ops.linear_forward(h, params["mlm.dense.w"], params["mlm.dense.b"])  # (N, C)
-    t, c_gelu = ops.gelu_forward(t, ACTIVATIONS[cfg.hidden_act])  # (N, C)
-    t, c_ln = ops.layernorm_forward(t, params["mlm.ln.w"], params["mlm.ln.b"], cfg.layer_norm_eps)  # (N, C)
-    logits = t @ params["tok_emb"].T + params["mlm.bias"]  # (N, C) @ (C, V) -> (N, V)
-    return logits, (c_dense, c_gelu, c_ln, t)
+def pooler_backward(dpooled, cache: PoolerCache, grads, ops):
+    """Mirror of pooler_forward: dpooled (B, C) -> d(seq[:, 0]) (B, C), which the caller adds at
+    [CLS]; sets grads["pool.w"], grads["pool.b"]."""
+    # forward was: pooled = tanh(cls @ pool.w + pool.b)
+    dpre = dpooled * (1.0 - cache.out * cache.out)  # (B, C)
+    dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, cache.dense)  # (B, C)
+    return dcls
+
+
+class MLMTransformCache(NamedTuple):
+    dense: Any  # linear cache, h (M, C) -> (M, E)
+    act: Any  # GELU cache
+    ln: Any  # LayerNorm cache
+    t: np.ndarray  # (M, E) the transformed vectors the decoder reads
+    tok_emb: np.ndarray  # (V, E) the decoder's matrix: the word embeddings (tied)
+
+
+def mlm_transform_forward(params, cfg, h, ops, act=None):
+    """The MLM head: dense -> GELU -> LayerNorm, then logits against the tied word embeddings.
+    Shapes: h (M, C) -> logits (M, V), cache. E is tok_emb's width: C for BERT and XLNet, the
+    embedding size for ALBERT and ELECTRA's generator. `act` names the activation (an ACTIVATIONS
+    key), cfg.hidden_act by default; ELECTRA's generator passes "gelu", the exact one, whatever
+    its hidden_act (transformers' ElectraGeneratorPredictions)."""
+    t, c_dense = ops.linear_forward(h, params["mlm.dense.w"], params["mlm.dense.b"])  # (M, E)
+    t, c_act = ops.gelu_forward(t, ACTIVATIONS[act or cfg.hidden_act])  # (M, E)
+    t, c_ln = ops.layernorm_forward(t, params["mlm.ln.w"], params["mlm.ln.b"], cfg.layer_norm_eps)  # (M, E)
+    logits = t @ params["tok_emb"].T + params["mlm.bias"]  # (M, E) @ (E, V) -> (M, V)
+    return logits, MLMTransformCache(c_dense, c_act, c_ln, t, params["tok_emb"])
+
+
+def mlm_transform_backward(dlogits, cache: MLMTransformCache, grads, ops):
+    """Mirror of mlm_transform_forward: dlogits (M, V) -> dh (M, C); sets the mlm.* grads and
+    puts the decoder's side of the tie in grads["tok_emb"]. Every model runs it before the input
+    embedding's backward, which adds the lookup's side: decoder + lookup, the order of the sum."""
+    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
+    # forward was: logits = t @ tok_emb.T + mlm.bias
+    dt = dlogits @ cache.tok_emb  # (M, V) @ (V, E) -> (M, E)
+    dtok = dlogits.T @ cache.t  # (V, M) @ (M, E) -> (V, E) the decoder side of the tie
+    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # (V, E) gradients add up at forks
+    dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, cache.ln)  # (M, E)
+    dt = ops.gelu_backward(dt, cache.act)  # (M, E)
+    dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, cache.dense)  # (M, C)
+    return dh
+
+
+class MLMLossCache(NamedTuple):
+    head: MLMTransformCache
+    ce: Any  # cross-entropy cache
+    flat_pos: np.ndarray  # (M,) b * T + t of the predicted positions (one may repeat)
+    seq_shape: tuple  # (B, T, C)
+
+
+def mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops, act=None):
+    """The MLM loss at M positions: their vectors through the MLM head (mlm_transform_forward,
+    `act` as there), mean cross-entropy against `targets`. Shapes: seq (B, T, C), flat_pos (M,)
+    = b * T + t, targets (M,) -> loss (), logits (M, V), cache."""
+    B, T, C = seq.shape
+    h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
+    logits, c_head = mlm_transform_forward(params, cfg, h, ops, act)  # (M, V)
+    loss, c_ce = ops.cross_entropy_forward(logits, targets)
+    return loss, logits, MLMLossCache(c_head, c_ce, flat_pos, seq.shape)
+
+
+def mlm_loss_backward(dloss, cache: MLMLossCache, grads, ops):
+    """Mirror of mlm_loss_forward: dloss = d(total)/d(MLM loss) -> dseq (B, T, C), zero at the
+    positions no prediction reads; sets the head's grads (mlm_transform_backward)."""
+    B, T, C = cache.seq_shape
+    dlogits = ops.cross_entropy_backward(dloss, cache.ce)  # (M, V)
+    dh = mlm_transform_backward(dlogits, cache.head, grads, ops)  # (M, C); grads["tok_emb"]: the decoder's side
+    # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
+    dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
+    np.add.at(dseq, cache.flat_pos, dh)
+    return dseq.reshape(B, T, C)  # (B, T, C)
+
+
+class HeadsCache(NamedTuple):
+    pool: PoolerCache | None  # pool, nsp, nsp_ce: None for the objectives without NSP
+    nsp: Any
+    nsp_ce: Any
+    mlm: Any  # MLMLossCache at the M predicted positions (objective "ltr": every position that predicts)
 
 
 def check_batch(cfg, batch):
@@ -537,6 +644,19 @@ def ltr_inputs(cfg, batch):
     return ids, seg, mask
 
 
+def mlm_targets(pos, mlm_ids, w, T):
+    """The real predictions of a pretraining batch (weight > 0; an unused slot, weight 0, would add
+    nothing to the loss, so it is skipped): pos, mlm_ids, w (B, P) -> flat_pos (M,) = b * T +
+    position, targets (M,).
+
+    >>> mlm_targets(np.array([[1, 3], [2, 0]]), np.array([[7, 8], [9, 0]]), np.array([[1., 1.], [1., 0.]]), 5)
+    (array([1, 3, 7]), array([7, 8, 9]))
+    """
+    real = w.reshape(-1) > 0  # (B*P,)
+    flat_pos = (np.arange(pos.shape[0])[:, None] * T + pos).reshape(-1)[real]  # (M,)
+    return flat_pos, mlm_ids.reshape(-1)[real]  # (M,), (M,)
+
+
 def ltr_targets(ids, mask):
     """Next-token prediction sites: position t predicts token t + 1 when both are real; the last
     real token and the padding predict nothing. -> flat_pos (M,) = b * T + t, targets (M,).
@@ -572,7 +692,6 @@ def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True, objective
     B, T = ids.shape
     encoder = encoder_forward_unpadded if unpad and not mask.all() else encoder_forward
     seq, enc_cache = encoder(params, cfg, ids, seg, mask, rng, ops, causal=objective == "ltr")  # (B, T, C)
-    C = seq.shape[-1]
     pooled = nsp_logits = c_pool = c_nsp = c_nsp_ce = None  # no NSP head unless the objective has one
     if objective == "mlm_nsp":
         # NSP: pooler on [CLS], then a 2-way classifier
@@ -583,15 +702,10 @@ def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True, objective
         # LTR: every real token that has a real successor predicts it (flat index b * T + t)
         flat_pos, targets = ltr_targets(ids, mask)  # (M,), (M,)
     else:
-        # MLM: gather the M real predictions (weight > 0; flat index b * T + position). Unused
-        # slots (weight 0) would add nothing to the loss, so they are skipped.
-        real = w.reshape(-1) > 0  # (B*P,)
-        flat_pos = (np.arange(B)[:, None] * T + pos).reshape(-1)[real]  # (M,)
-        targets = mlm_ids.reshape(-1)[real]  # (M,)
+        # MLM: the M real predictions (weight > 0; flat index b * T + position)
+        flat_pos, targets = mlm_targets(pos, mlm_ids, w, T)  # (M,), (M,)
     # transform and tied decoder at the M gathered positions
-    h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
-    mlm_logits, (c_dense, c_gelu, c_ln, t) = mlm_transform_forward(params, cfg, h, ops)  # (M, V)
-    mlm_loss, c_mlm_ce = ops.cross_entropy_forward(mlm_logits, targets)
+    mlm_loss, mlm_logits, c_mlm = mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops)  # mlm_logits (M, V)
     mlm_hits = int((mlm_logits.argmax(-1) == targets).sum())
     if objective == "mlm_nsp":
         loss = mlm_loss + nsp_loss
@@ -601,7 +715,7 @@ def bert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True, objective
     else:
         loss = mlm_loss
         metrics = Metrics(float(loss), float(mlm_loss), 0.0, mlm_hits, int(targets.size), 0, 0, 0, 0)
-    heads = HeadsCache((B, T, C), flat_pos, c_pool, pooled, c_nsp, c_nsp_ce, c_dense, c_gelu, c_ln, t, c_mlm_ce)
+    heads = HeadsCache(c_pool, c_nsp, c_nsp_ce, c_mlm)
     out = Output(seq, pooled, mlm_logits, nsp_logits)
     return loss, metrics, (enc_cache, heads, out)
 
@@ -614,34 +728,16 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
     loss; a micro-batch of an accumulated step passes its share of the step's predictions and
     pairs (minibert/loop/step.py, docs/bert-notes.md §10.2)."""
     enc_cache, hc, _ = cache
-    B, T, C = hc.seq_shape
     grads = {}
     # the chain rule starts here: loss = dmlm * mlm_loss (+ dnsp * nsp_loss), so d(loss)/d(mlm_loss)
     # = dmlm and d(loss)/d(nsp_loss) = dnsp (both 1 for the loss bert_forward returns)
-    # MLM head
-    dlogits = ops.cross_entropy_backward(dmlm, hc.mlm_ce)  # (M, V)
-    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
-    # forward was: logits = t @ tok_emb.T + mlm.bias
-    dt = dlogits @ params["tok_emb"]  # (M, V) @ (V, C) -> (M, C)
-    grads["tok_emb"] = dlogits.T @ hc.mlm_t  # (V, M) @ (M, C) -> (V, C) decoder side of the tie
-    dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, hc.mlm_ln)  # (M, C)
-    dt = ops.gelu_backward(dt, hc.mlm_gelu)  # (M, C)
-    dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, hc.mlm_dense)  # (M, C)
-    # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
-    dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
-    np.add.at(dseq, hc.flat_pos, dh)
-    dseq = dseq.reshape(B, T, C)  # (B, T, C)
+    dseq = mlm_loss_backward(dmlm, hc.mlm, grads, ops)  # (B, T, C) MLM head; grads["tok_emb"]: the decoder's side
     if hc.nsp_ce is not None:  # NSP head (objective "mlm_nsp")
         dnsp_logits = ops.cross_entropy_backward(dnsp, hc.nsp_ce)  # (B, 2)
         dpooled, grads["nsp.w"], grads["nsp.b"] = ops.linear_backward(dnsp_logits, hc.nsp)  # (B, C)
-        # forward was: pooled = tanh(cls @ pool.w + pool.b)
-        dpre = dpooled * (1.0 - hc.pool_out * hc.pool_out)  # (B, C)
-        dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, hc.pool)  # (B, C)
+        dcls = pooler_backward(dpooled, hc.pool, grads, ops)  # (B, C)
         dseq[:, 0] += dcls  # gradients add up at forks ([CLS] feeds the pooler and maybe the MLM head)
-    if isinstance(enc_cache, UnpaddedEncoderCache):
-        grads = encoder_backward_unpadded(dseq, enc_cache, cfg, grads, ops)
-    else:
-        grads = encoder_backward(dseq, enc_cache, cfg, grads, ops)
+    grads = encoder_backward(dseq, enc_cache, cfg, grads, ops)  # the reference's or the fast path's mirror
     return {k: grads[k] for k in params if k in grads}  # params' keys and order (the trained ones)
 
 

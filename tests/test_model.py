@@ -7,7 +7,10 @@ import pytest
 from minibert import gradcheck as gc
 from minibert.backend import get_ops
 from minibert.bert import BertForPreTraining
-from minibert.model import BertConfig, UnpaddedEncoderCache, bert_backward, bert_forward, param_shapes
+from minibert import layers
+from minibert.model import (BertConfig, bert_backward, bert_forward, embeddings_backward, embeddings_forward,
+                            init_from_shapes, mlm_transform_backward, mlm_transform_forward, param_shapes,
+                            pooler_backward, pooler_forward)
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=16)
@@ -52,6 +55,74 @@ def test_tied_decoder_grad_is_input_side_plus_output_side():
                                        model.params["tok_emb"], indices=idx)
         assert gc.compare(f"tok_emb row {row}", grads["tok_emb"][row, :4], num[row, :4], verbose=False)
         assert np.abs(grads["tok_emb"][row]).max() > 0
+
+
+def _random_params(shapes, seed):
+    """Random, non-trivial float64 parameters: LayerNorm w near 1, everything else near N(0, 0.1^2)."""
+    rng = np.random.default_rng(seed)
+    return {k: v + 0.1 * rng.standard_normal(v.shape)
+            for k, v in init_from_shapes(shapes, 0.5, seed, np.float64).items()}
+
+
+@pytest.mark.parametrize("act", [None, "gelu"], ids=["hidden_act", "exact-gelu"])
+def test_mlm_transform_backward_matches_numerical(act):
+    """The MLM head on E-wide tied embeddings (E != C, as ALBERT's), with hidden_act "gelu_new" or,
+    as ELECTRA's generator passes, the exact GELU; tok_emb gets only the decoder's side here."""
+    cfg = BertConfig(**{**TINY, "hidden_act": "gelu_new"})
+    V, C, E, M = cfg.vocab_size, cfg.hidden_size, 6, 5
+    params = _random_params({"tok_emb": (V, E), "mlm.dense.w": (C, E), "mlm.dense.b": (E,), "mlm.ln.w": (E,),
+                             "mlm.ln.b": (E,), "mlm.bias": (V,)}, 11)
+    rng = np.random.default_rng(12)
+    h = rng.standard_normal((M, C))  # (M, C)
+    logits, cache = mlm_transform_forward(params, cfg, h, layers, act)  # (M, V)
+    other, _ = mlm_transform_forward(params, cfg, h, layers, "gelu" if act is None else None)  # (M, V)
+    assert np.abs(logits - other).max() > 1e-6  # the activation is the one asked for
+    dlogits = rng.standard_normal(logits.shape)  # (M, V)
+    grads = {}
+    dh = mlm_transform_backward(dlogits, cache, grads, layers)  # (M, C)
+    assert sorted(grads) == sorted(params)
+    f = lambda: mlm_transform_forward(params, cfg, h, layers, act)[0]  # noqa: E731
+    assert gc.compare("dh", dh, gc.numerical_grad(f, h, dlogits), verbose=False)
+    for name, x in params.items():
+        assert gc.compare(name, grads[name], gc.numerical_grad(f, x, dlogits), verbose=False)
+
+
+def test_pooler_backward_matches_numerical():
+    params = _random_params({"pool.w": (16, 16), "pool.b": (16,)}, 13)
+    rng = np.random.default_rng(14)
+    seq = rng.standard_normal((3, 5, 16))  # (B, T, C)
+    pooled, cache = pooler_forward(params, seq, layers)  # (B, C)
+    dpooled = rng.standard_normal(pooled.shape)  # (B, C)
+    grads = {}
+    dcls = pooler_backward(dpooled, cache, grads, layers)  # (B, C)
+    f = lambda: pooler_forward(params, seq, layers)[0]  # noqa: E731
+    assert gc.compare("d seq[:, 0]", dcls, gc.numerical_grad(f, seq, dpooled)[:, 0], verbose=False)
+    for name, x in params.items():
+        assert gc.compare(name, grads[name], gc.numerical_grad(f, x, dpooled), verbose=False)
+
+
+@pytest.mark.parametrize("projection", [False, True], ids=["E==C", "E->C"])
+@pytest.mark.parametrize("packed", [False, True], ids=["grid", "real-rows"])
+def test_embeddings_backward_matches_numerical(projection, packed):
+    """BERT's embedding (no emb_map) and the factorised one (emb_map, ALBERT's and ELECTRA's), on
+    the (B, T) grid or on the real tokens' rows (the fast path); token 7 repeats."""
+    cfg = BertConfig(**{**TINY, "hidden_dropout_prob": 0.0})
+    E = 6 if projection else cfg.hidden_size
+    shapes = {"tok_emb": (cfg.vocab_size, E), "pos_emb": (cfg.max_position_embeddings, E),
+              "seg_emb": (cfg.type_vocab_size, E), "emb_ln.w": (E,), "emb_ln.b": (E,)}
+    if projection:
+        shapes.update({"emb_map.w": (E, cfg.hidden_size), "emb_map.b": (cfg.hidden_size,)})
+    params = _random_params(shapes, 15)
+    ids, seg = np.array([[2, 7, 7, 3, 0], [2, 9, 5, 7, 3]]), np.array([[0, 0, 1, 1, 0], [0, 0, 0, 1, 1]])
+    keep = np.flatnonzero(ids.reshape(-1) > 0) if packed else None  # (N,)
+    x, cache = embeddings_forward(params, cfg, ids, seg, None, layers, keep)  # (B, T, C) or (N, C)
+    assert x.shape == ((keep.size,) if packed else ids.shape) + (cfg.hidden_size,)
+    dx = np.random.default_rng(16).standard_normal(x.shape)
+    grads = embeddings_backward(dx, cache, {}, layers)
+    assert sorted(grads) == sorted(params)
+    f = lambda: embeddings_forward(params, cfg, ids, seg, None, layers, keep)[0]  # noqa: E731
+    for name, p in params.items():
+        assert gc.compare(name, grads[name], gc.numerical_grad(f, p, dx), verbose=False)
 
 
 def test_init_is_truncated_normal_with_zero_biases_and_unit_layernorm():
@@ -131,7 +202,7 @@ def test_unpadding_gives_the_same_loss_and_gradients(backend, monkeypatch):
     out = {}
     for unpad in (False, True):
         loss, metrics, cache = bert_forward(model.params, model.config, batch, ops=ops, unpad=unpad)
-        assert isinstance(cache[0], UnpaddedEncoderCache) == unpad  # the fast path ran, or the reference
+        assert (cache[0].keep is not None) == unpad  # the fast path ran, or the reference
         seq = cache[2].sequence_output
         out[unpad] = loss, metrics, seq, bert_backward(model.params, model.config, cache, ops)
     m_unpad, m_full = out[True][1], out[False][1]

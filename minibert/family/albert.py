@@ -41,10 +41,12 @@ import numpy as np
 from minibert import layers
 from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
-from minibert.model import (BertConfig, LossGradsMetrics, Metrics, Output, _dropout, _pack, _train_rng, _unpack,
-                            _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs, check_params,
-                            init_from_shapes, mlm_transform_forward, pooler_forward, self_attention_backward,
-                            self_attention_forward)
+from minibert.model import (BertConfig, EncoderCache, LossGradsMetrics, Metrics, Output, _dropout, _train_rng,
+                            check_batch, check_inputs, check_params, embeddings_backward, embeddings_forward,
+                            encoder_forward_unpadded, init_from_shapes, mlm_loss_backward, mlm_loss_forward,
+                            mlm_targets, mlm_transform_forward, pooler_backward, pooler_forward)
+from minibert.model import encoder_backward as bert_encoder_backward
+from minibert.model import encoder_forward as bert_encoder_forward
 
 ARCHITECTURE = "AlbertForPreTraining"
 
@@ -125,100 +127,55 @@ def shared_block_view(params) -> dict[str, np.ndarray]:
     return {"h0." + part: params[BLOCK + part] for part in BLOCK_PARTS}
 
 
-# ---------------------------------------------------------------------------------------------
-# 1. the factorised embedding: (V, E) tables -> LayerNorm(E) -> dropout -> E -> C
-
-class FactorizedEmbeddingCache(NamedTuple):
-    emb: Any  # embedding-sum cache, (B, T) ids -> (B, T, E)
-    ln: Any
-    drop: Any
-    map: Any  # linear cache of emb_map, (B, T, E) -> (B, T, C)
-
-
-def factorized_embedding_forward(params, cfg, input_ids, token_type_ids, rng=None, ops=layers):
-    """(B, T) ids -> x (B, T, C), cache. Dropout runs only when `rng` is given."""
-    e, c_emb = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
-                                     params["pos_emb"])  # (B, T, E)
-    e, c_ln = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, E)
-    e, c_drop = _dropout(ops, e, cfg.hidden_dropout_prob, rng)  # (B, T, E)
-    x, c_map = ops.linear_forward(e, params["emb_map.w"], params["emb_map.b"])  # (B, T, E) @ (E, C) -> (B, T, C)
-    return x, FactorizedEmbeddingCache(c_emb, c_ln, c_drop, c_map)
-
-
-def factorized_embedding_backward(dx, cache: FactorizedEmbeddingCache, grads, ops=layers):
-    """Mirror of factorized_embedding_forward: dx (B, T, C) -> the embedding's grads (added to
-    grads["tok_emb"] if the tied MLM decoder already put its part there). Returns grads."""
-    # forward was: x = e @ emb_map.w + emb_map.b
-    de, grads["emb_map.w"], grads["emb_map.b"] = ops.linear_backward(dx, cache.map)  # (B, T, E)
-    de = ops.dropout_backward(de, cache.drop)  # (B, T, E)
-    de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(de, cache.ln)  # (B, T, E)
-    dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)  # (V, E), (TV, E), (MAXPOS, E)
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks (tied)
-    return grads
+def layer_view(params, cfg) -> dict[str, np.ndarray]:
+    """params plus BERT's per-layer names for the shared block: h{l}.<part> is block.<part> for
+    every l (the same arrays, not copies), so model's encoder runs the one block L times."""
+    return {**params, **{f"h{l}.{part}": params[BLOCK + part]
+                         for l in range(cfg.num_hidden_layers) for part in BLOCK_PARTS}}
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. the encoder: the factorised embedding, then the one shared block applied L times
+# 1. the factorised embedding: (V, E) tables -> LayerNorm(E) -> dropout -> E -> C is
+#    model.embeddings_forward / embeddings_backward, which project E -> C when the params have
+#    emb_map (ELECTRA's embedding is the same function).
 
-class AlbertEncoderCache(NamedTuple):
-    emb: FactorizedEmbeddingCache
-    blocks: list  # L BlockCaches: one per application of the shared block
-    keep: np.ndarray | None  # (N,) flat indices b * T + t of the real tokens when padding is skipped
-    grid: tuple  # (B, T)
 
+# ---------------------------------------------------------------------------------------------
+# 2. the encoder: model's encoder on the factorised embedding, each layer reading the one
+#    shared block (layer_view); its gradient is the sum of the L layers' parts
 
 def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers, unpad=False):
-    """-> sequence_output (B, T, C), cache. With `unpad` the blocks run on the N real tokens only
-    (as model.encoder_forward_unpadded; the padding rows of the output are then 0)."""
-    B, T = input_ids.shape
-    x, c_emb = factorized_embedding_forward(params, cfg, input_ids, token_type_ids, rng, ops)  # (B, T, C)
-    shared = shared_block_view(params)
-    keep, attend = None, self_attention_forward
-    if unpad:
-        keep = np.flatnonzero(attention_mask.reshape(-1))  # (N,)
-        attend = _UnpaddedAttention(keep, B, T).forward
-        x = _pack(x, keep)  # (B, T, C) -> (N, C)
-    blocks = []
-    for l in range(cfg.num_hidden_layers):
-        x, c = block_forward(shared, cfg, 0, x, attention_mask, rng, ops, attend)  # (B, T, C) or (N, C): the same block
-        blocks.append(c)
-    if unpad:
-        x = _unpack(x, keep, B, T)  # (N, C) -> (B, T, C)
-    return x, AlbertEncoderCache(c_emb, blocks, keep, (B, T))
+    """-> sequence_output (B, T, C), model.EncoderCache. With `unpad` the blocks run on the N real
+    tokens only (model.encoder_forward_unpadded; the padding rows of the output are then 0)."""
+    view = layer_view(params, cfg)
+    if unpad:  # packed after the embedding: its dropout masks are drawn on the (B, T) grid
+        return encoder_forward_unpadded(view, cfg, input_ids, token_type_ids, attention_mask, rng, ops,
+                                        embed_padding=True)
+    return bert_encoder_forward(view, cfg, input_ids, token_type_ids, attention_mask, rng, ops)
 
 
-def encoder_backward(dx, cache: AlbertEncoderCache, cfg, grads, ops=layers):
+def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=layers):
     """Mirror of encoder_forward: dx (B, T, C) -> grads. Each application of the shared block
-    gives a gradient for every shared tensor; the L of them are summed."""
-    (B, T), keep = cache.grid, cache.keep
-    attend_backward = self_attention_backward if keep is None else _UnpaddedAttention(keep, B, T).backward
-    if keep is not None:
-        dx = _pack(dx, keep)  # (B, T, C) -> (N, C)
-    for l in reversed(range(cfg.num_hidden_layers)):
-        layer = {}  # this application's gradients, under block_forward's names h0.*
-        dx = block_backward(dx, cache.blocks[l], cfg, 0, layer, ops, attend_backward)  # (B, T, C) or (N, C)
-        for part in BLOCK_PARTS:
-            name = BLOCK + part
-            # gradients add up at forks: one tensor feeds all L layers
-            grads[name] = grads[name] + layer["h0." + part] if name in grads else layer["h0." + part]
-    if keep is not None:
-        dx = _unpack(dx, keep, B, T)  # (N, C) -> (B, T, C)
-    return factorized_embedding_backward(dx, cache.emb, grads, ops)
+    gives a gradient for every shared tensor (model's backward names them h{l}.*); the L of them
+    are summed, in the order the backward ran (layer L-1 first)."""
+    grads = bert_encoder_backward(dx, cache, cfg, grads, ops)
+    for part in BLOCK_PARTS:
+        name = BLOCK + part
+        for l in reversed(range(cfg.num_hidden_layers)):
+            g = grads.pop(f"h{l}.{part}")  # layer l's part
+            grads[name] = grads[name] + g if name in grads else g  # gradients add up at forks (one tensor, L uses)
+    return grads
 
 
 # ---------------------------------------------------------------------------------------------
 # 3. heads (pooler + SOP classifier, MLM) and the pretraining loss
 
 class AlbertHeadsCache(NamedTuple):
-    seq_shape: tuple  # (B, T, C)
-    flat_pos: np.ndarray  # (M,) b * T + position
-    pool: Any
-    pool_out: np.ndarray  # (B, C) tanh output
+    pool: Any  # PoolerCache
     sop_drop: Any
     sop: Any
     sop_ce: Any
-    mlm: tuple  # mlm_transform_forward's (dense, gelu, ln caches, t (M, E))
-    mlm_ce: Any
+    mlm: Any  # MLMLossCache, the head's t (M, E)
 
 
 def albert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True):
@@ -227,25 +184,20 @@ def albert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True):
     ids, seg, mask, pos, mlm_ids, w, sop = check_batch(cfg, batch)
     B, T = ids.shape
     seq, enc_cache = encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad and not mask.all())  # (B, T, C)
-    C = seq.shape[-1]
     # SOP: pooler on [CLS], dropout, a 2-way classifier
     pooled, c_pool = pooler_forward(params, seq, ops)  # (B, C)
     dropped, c_sop_drop = _dropout(ops, pooled, cfg.classifier_dropout_prob, rng)  # (B, C)
     sop_logits, c_sop = ops.linear_forward(dropped, params["sop.w"], params["sop.b"])  # (B, 2)
     sop_loss, c_sop_ce = ops.cross_entropy_forward(sop_logits, sop)
     # MLM at the M real predictions: dense C -> E, activation, LayerNorm(E), tied decoder E -> V
-    real = w.reshape(-1) > 0  # (B*P,)
-    flat_pos = (np.arange(B)[:, None] * T + pos).reshape(-1)[real]  # (M,)
-    h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
-    mlm_logits, c_mlm = mlm_transform_forward(params, cfg, h, ops)  # (M, V)
-    targets = mlm_ids.reshape(-1)[real]  # (M,)
-    mlm_loss, c_mlm_ce = ops.cross_entropy_forward(mlm_logits, targets)
+    flat_pos, targets = mlm_targets(pos, mlm_ids, w, T)  # (M,), (M,)
+    mlm_loss, mlm_logits, c_mlm = mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops)  # mlm_logits (M, V)
     loss = mlm_loss + sop_loss
     hit = sop_logits.argmax(-1) == sop  # (B,)
     metrics = Metrics(float(loss), float(mlm_loss), float(sop_loss),
                       int((mlm_logits.argmax(-1) == targets).sum()), int(targets.size),
                       int(hit.sum()), int(B), int((hit & (sop == 0)).sum()), int((sop == 0).sum()))
-    heads = AlbertHeadsCache((B, T, C), flat_pos, c_pool, pooled, c_sop_drop, c_sop, c_sop_ce, c_mlm, c_mlm_ce)
+    heads = AlbertHeadsCache(c_pool, c_sop_drop, c_sop, c_sop_ce, c_mlm)
     return loss, metrics, (enc_cache, heads, Output(seq, pooled, mlm_logits, sop_logits))
 
 
@@ -254,31 +206,15 @@ def albert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dsop=1.0):
     `dmlm`, `dsop`: the weights of the two losses in the loss differentiated (1 for albert_forward's
     loss; gradient accumulation passes a micro-batch's share of the step's predictions and pairs)."""
     enc_cache, hc, _ = cache
-    B, T, C = hc.seq_shape
-    c_dense, c_gelu, c_ln, t = hc.mlm
     grads = {}
     # the chain rule starts here: loss = dmlm * mlm_loss + dsop * sop_loss (both weights 1 for
     # the loss albert_forward returns)
-    # MLM head
-    dlogits = ops.cross_entropy_backward(dmlm, hc.mlm_ce)  # (M, V)
-    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
-    # forward was: logits = t @ tok_emb.T + mlm.bias
-    dt = dlogits @ params["tok_emb"]  # (M, V) @ (V, E) -> (M, E)
-    grads["tok_emb"] = dlogits.T @ t  # (V, M) @ (M, E) -> (V, E) decoder side of the tie
-    dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, c_ln)  # (M, E)
-    dt = ops.gelu_backward(dt, c_gelu)  # (M, E)
-    dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, c_dense)  # (M, C)
-    # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
-    dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
-    np.add.at(dseq, hc.flat_pos, dh)
-    dseq = dseq.reshape(B, T, C)  # (B, T, C)
+    dseq = mlm_loss_backward(dmlm, hc.mlm, grads, ops)  # (B, T, C) MLM head; grads["tok_emb"]: the decoder's side
     # SOP head
     dsop_logits = ops.cross_entropy_backward(dsop, hc.sop_ce)  # (B, 2)
     ddropped, grads["sop.w"], grads["sop.b"] = ops.linear_backward(dsop_logits, hc.sop)  # (B, C)
     dpooled = ops.dropout_backward(ddropped, hc.sop_drop)  # (B, C)
-    # forward was: pooled = tanh(cls @ pool.w + pool.b)
-    dpre = dpooled * (1.0 - hc.pool_out * hc.pool_out)  # (B, C)
-    dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, hc.pool)  # (B, C)
+    dcls = pooler_backward(dpooled, hc.pool, grads, ops)  # (B, C)
     dseq[:, 0] += dcls  # gradients add up at forks ([CLS] feeds the pooler and maybe the MLM head)
     grads = encoder_backward(dseq, enc_cache, cfg, grads, ops)
     return {k: grads[k] for k in params}  # same keys, same order as params

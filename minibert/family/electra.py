@@ -38,11 +38,13 @@ import numpy as np
 from minibert import layers
 from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
-from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, _as_int, _dropout, _pack, _train_rng, _unpack,
-                            _UnpaddedAttention, block_backward, block_forward, check_batch, check_inputs, check_params,
-                            init_from_shapes)
+from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, MLMLossCache, _as_int, _train_rng, check_batch,
+                            check_inputs, check_params, embeddings_backward, embeddings_forward,
+                            encoder_forward_unpadded, init_from_shapes, mlm_loss_backward, mlm_loss_forward,
+                            mlm_targets, mlm_transform_forward)
+from minibert.model import encoder_backward as bert_encoder_backward
+from minibert.model import encoder_forward as bert_encoder_forward
 from minibert.model import param_shapes as bert_param_shapes
-from minibert.model import self_attention_backward, self_attention_forward
 
 HEADS = {"disc": "ElectraForPreTraining", "gen": "ElectraForMaskedLM"}  # head -> transformers architecture
 SHARED = ("tok_emb", "pos_emb", "seg_emb", "emb_ln.w", "emb_ln.b")  # tied between generator and discriminator
@@ -127,86 +129,29 @@ def init_params(cfg: ElectraConfig, head: str, seed: int = 0, dtype=np.float32) 
 
 
 # ---------------------------------------------------------------------------------------------
-# 1. the embedding: (V, E) tables -> LayerNorm(E) -> dropout -> (E -> C when E != C)
-
-class ElectraEmbeddingCache(NamedTuple):
-    emb: Any  # embedding-sum cache, (B, T) ids -> (B, T, E)
-    ln: Any
-    drop: Any
-    map: Any  # linear cache of emb_map (B, T, E) -> (B, T, C); None when E == C
-
-
-def embedding_forward(params, cfg, input_ids, token_type_ids, rng=None, ops=layers):
-    """(B, T) ids -> x (B, T, C), cache. Dropout runs only when `rng` is given."""
-    e, c_emb = ops.embedding_forward(input_ids, token_type_ids, params["tok_emb"], params["seg_emb"],
-                                     params["pos_emb"])  # (B, T, E)
-    e, c_ln = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, E)
-    e, c_drop = _dropout(ops, e, cfg.hidden_dropout_prob, rng)  # (B, T, E)
-    if not cfg.factorized:
-        return e, ElectraEmbeddingCache(c_emb, c_ln, c_drop, None)  # E == C: no projection
-    x, c_map = ops.linear_forward(e, params["emb_map.w"], params["emb_map.b"])  # (B, T, E) @ (E, C) -> (B, T, C)
-    return x, ElectraEmbeddingCache(c_emb, c_ln, c_drop, c_map)
-
-
-def embedding_backward(dx, cache: ElectraEmbeddingCache, grads, ops=layers):
-    """Mirror of embedding_forward: dx (B, T, C) -> the embedding's grads, ADDED to what `grads`
-    already holds for them (the tied decoder's part of tok_emb). Returns grads."""
-    de = dx
-    if cache.map is not None:
-        # forward was: x = e @ emb_map.w + emb_map.b
-        de, grads["emb_map.w"], grads["emb_map.b"] = ops.linear_backward(dx, cache.map)  # (B, T, E)
-    de = ops.dropout_backward(de, cache.drop)  # (B, T, E)
-    de, dlnw, dlnb = ops.layernorm_backward(de, cache.ln)  # (B, T, E)
-    dtok, dseg, dpos = ops.embedding_backward(de, cache.emb)  # (V, E), (TV, E), (MAXPOS, E)
-    for name, g in (("tok_emb", dtok), ("seg_emb", dseg), ("pos_emb", dpos), ("emb_ln.w", dlnw), ("emb_ln.b", dlnb)):
-        grads[name] = grads[name] + g if name in grads else g  # gradients add up at forks (tied)
-    return grads
+# 1. the embedding: (V, E) tables -> LayerNorm(E) -> dropout -> (E -> C when E != C): it is
+#    model.embeddings_forward / embeddings_backward, which project when the params have emb_map
+#    (param_shapes gives them emb_map only when E != C)
 
 
 # ---------------------------------------------------------------------------------------------
-# 2. the encoder: the embedding, then L of BERT's blocks (optionally on the real tokens only)
-
-class ElectraEncoderCache(NamedTuple):
-    emb: ElectraEmbeddingCache
-    blocks: list  # L BlockCaches
-    keep: np.ndarray | None  # (N,) flat indices b * T + t of the real tokens when padding is skipped
-    grid: tuple  # (B, T)
-
+# 2. the encoder: model's, the embedding then L of BERT's blocks (optionally on the real tokens only)
 
 def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers, unpad=False):
-    """-> sequence_output (B, T, C), cache. With `unpad` the blocks run on the N real tokens only
-    (as model.encoder_forward_unpadded; the padding rows of the output are then 0)."""
-    B, T = input_ids.shape
-    x, c_emb = embedding_forward(params, cfg, input_ids, token_type_ids, rng, ops)  # (B, T, C)
-    keep, attend = None, self_attention_forward
-    if unpad:
-        keep = np.flatnonzero(attention_mask.reshape(-1))  # (N,)
-        attend = _UnpaddedAttention(keep, B, T).forward
-        x = _pack(x, keep)  # (B, T, C) -> (N, C)
-    blocks = []
-    for l in range(cfg.num_hidden_layers):
-        x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attend)  # (B, T, C) or (N, C)
-        blocks.append(c)
-    if unpad:
-        x = _unpack(x, keep, B, T)  # (N, C) -> (B, T, C)
-    return x, ElectraEncoderCache(c_emb, blocks, keep, (B, T))
+    """-> sequence_output (B, T, C), model.EncoderCache. With `unpad` the blocks run on the N real
+    tokens only (model.encoder_forward_unpadded; the padding rows of the output are then 0)."""
+    if unpad:  # packed after the embedding: its dropout masks are drawn on the (B, T) grid
+        return encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_mask, rng, ops,
+                                        embed_padding=True)
+    return bert_encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng, ops)
 
 
-def encoder_backward(dx, cache: ElectraEncoderCache, cfg, grads, ops=layers):
-    """Mirror of encoder_forward: dx (B, T, C) -> grads."""
-    (B, T), keep = cache.grid, cache.keep
-    attend_backward = self_attention_backward if keep is None else _UnpaddedAttention(keep, B, T).backward
-    if keep is not None:
-        dx = _pack(dx, keep)  # (B, T, C) -> (N, C)
-    for l in reversed(range(cfg.num_hidden_layers)):
-        dx = block_backward(dx, cache.blocks[l], cfg, l, grads, ops, attend_backward)  # (B, T, C) or (N, C)
-    if keep is not None:
-        dx = _unpack(dx, keep, B, T)  # (N, C) -> (B, T, C)
-    return embedding_backward(dx, cache.emb, grads, ops)
+encoder_backward = bert_encoder_backward  # the cache says whether padding was skipped
 
 
 # ---------------------------------------------------------------------------------------------
-# 3. the heads and their losses
+# 3. the heads and their losses (the generator's are BERT's MLM head and loss, model.mlm_loss_forward,
+#    with the exact GELU whatever hidden_act, as transformers' ElectraGeneratorPredictions)
 
 class BCECache(NamedTuple):
     probs: np.ndarray  # (...) sigmoid(logits)
@@ -246,29 +191,6 @@ def disc_head_backward(dz, cache, grads, ops=layers):
     return dh
 
 
-def gen_head_forward(params, cfg, h, ops=layers):
-    """transformers' ElectraGeneratorPredictions + generator_lm_head: h (M, C) -> dense C -> E ->
-    GELU (always the exact one, whatever hidden_act) -> LayerNorm(E) -> tied decoder -> logits (M, V)."""
-    t, c_dense = ops.linear_forward(h, params["mlm.dense.w"], params["mlm.dense.b"])  # (M, E)
-    t, c_gelu = ops.gelu_forward(t, ACTIVATIONS["gelu"])  # (M, E)
-    t, c_ln = ops.layernorm_forward(t, params["mlm.ln.w"], params["mlm.ln.b"], cfg.layer_norm_eps)  # (M, E)
-    logits = t @ params["tok_emb"].T + params["mlm.bias"]  # (M, E) @ (E, V) -> (M, V)
-    return logits, (c_dense, c_gelu, c_ln, t)
-
-
-def gen_head_backward(dlogits, cache, params, grads, ops=layers):
-    c_dense, c_gelu, c_ln, t = cache
-    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
-    # forward was: logits = t @ tok_emb.T + mlm.bias
-    dt = dlogits @ params["tok_emb"]  # (M, V) @ (V, E) -> (M, E)
-    dtok = dlogits.T @ t  # (V, M) @ (M, E) -> (V, E) decoder side of the tie
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok
-    dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, c_ln)  # (M, E)
-    dt = ops.gelu_backward(dt, c_gelu)  # (M, E)
-    dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, c_dense)  # (M, C)
-    return dh
-
-
 # ---------------------------------------------------------------------------------------------
 # 4. each network's loss, forward and backward
 
@@ -293,23 +215,17 @@ def discriminator_backward(params, cfg, cache, dloss=1.0, ops=layers):
 def generator_forward(params, cfg, ids, seg, mask, flat_pos, targets, rng=None, ops=layers, unpad=True):
     """-> (MLM loss, cache, logits (M, V)): mean cross-entropy at the M positions flat_pos = b * T + t."""
     seq, c_enc = encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad and not mask.all())  # (B, T, C)
-    B, T, C = seq.shape
-    h = seq.reshape(B * T, C)[flat_pos]  # (M, C)
-    logits, c_head = gen_head_forward(params, cfg, h, ops)  # (M, V)
-    loss, c_ce = ops.cross_entropy_forward(logits, targets)
-    return loss, (c_enc, c_head, c_ce, flat_pos, (B, T, C)), logits
+    loss, logits, c_mlm = mlm_loss_forward(params, cfg, seq, flat_pos, targets, ops, act="gelu")  # logits (M, V)
+    return loss, (c_enc, *c_mlm), logits  # the encoder's cache, then MLMLossCache's fields: [2] is the
+    # cross-entropy cache, as [2] of the discriminator's is its BCE cache (lesson 20 reads both)
 
 
 def generator_backward(params, cfg, cache, dloss=1.0, ops=layers):
     """Mirror of generator_forward. -> grads (keys of params)."""
-    c_enc, c_head, c_ce, flat_pos, (B, T, C) = cache
+    c_enc, c_mlm = cache[0], MLMLossCache(*cache[1:])
     grads = {}
-    dlogits = ops.cross_entropy_backward(dloss, c_ce)  # (M, V)
-    dh = gen_head_backward(dlogits, c_head, params, grads, ops)  # (M, C)
-    # forward was: h = seq.reshape(B*T, C)[flat_pos]; positions may repeat, so accumulate
-    dseq = np.zeros((B * T, C), dtype=dh.dtype)  # (B*T, C)
-    np.add.at(dseq, flat_pos, dh)
-    grads = encoder_backward(dseq.reshape(B, T, C), c_enc, cfg, grads, ops)
+    dseq = mlm_loss_backward(dloss, c_mlm, grads, ops)  # (B, T, C); grads["tok_emb"]: the decoder's side
+    grads = encoder_backward(dseq, c_enc, cfg, grads, ops)
     return {k: grads[k] for k in params}
 
 
@@ -411,10 +327,7 @@ def electra_forward(gen_params, disc_params, gen_cfg, disc_cfg, batch, rng, lam=
     _check_tied(gen_params, disc_params)
     B = np.shape(batch["input_ids"])[0]
     ids, seg, mask, pos, mlm_ids, w, _ = check_batch(disc_cfg, {"next_sentence_labels": np.zeros(B, int), **batch})
-    T = ids.shape[1]
-    real = w.reshape(-1) > 0  # (B*P,)
-    flat_pos = (np.arange(B)[:, None] * T + pos).reshape(-1)[real]  # (M,) b * T + position
-    originals = mlm_ids.reshape(-1)[real]  # (M,)
+    flat_pos, originals = mlm_targets(pos, mlm_ids, w, ids.shape[1])  # (M,) b * T + position, (M,)
     drop_rng = rng if train else None
     # 1. the generator predicts the masked tokens
     mlm_loss, c_gen, gen_logits = generator_forward(gen_params, gen_cfg, ids, seg, mask, flat_pos, originals,
@@ -664,7 +577,8 @@ class ElectraForMaskedLM(_ElectraModel):
         """-> logits (B, T, V)."""
         seq = self._encode(input_ids, token_type_ids, attention_mask, train, rng)  # (B, T, C)
         B, T, C = seq.shape
-        logits, _ = gen_head_forward(self.params, self.config, seq.reshape(B * T, C), self.ops)  # (B*T, V)
+        logits, _ = mlm_transform_forward(self.params, self.config, seq.reshape(B * T, C), self.ops,
+                                          act="gelu")  # (B*T, V)
         return logits.reshape(B, T, -1)  # (B*T, V) -> (B, T, V)
 
     __call__ = forward

@@ -7,6 +7,7 @@ import numpy as np
 
 from minibert.gradcheck import (compare, layer_check, numerical_grad, numerical_grad_scalar, rand_array, random_batch,
                                 sampled_indices, sampled_loss_checks)
+from minibert.model import embeddings_backward, embeddings_forward
 
 
 def check_albert(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
@@ -27,11 +28,11 @@ def check_albert(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     mask = np.array([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1]])
     checks = []
     # (1) factorised embedding: (V, E) lookups -> LayerNorm(E) -> E -> C
-    out, cache = albert.factorized_embedding_forward(params, cfg, ids, seg, ops=ops)  # (B, T, C)
+    out, cache = embeddings_forward(params, cfg, ids, seg, ops=ops)  # (B, T, C)
     dout = rng.standard_normal(out.shape)
-    grads = albert.factorized_embedding_backward(dout, cache, {}, ops)
+    grads = embeddings_backward(dout, cache, {}, ops)
     for name in ("tok_emb", "seg_emb", "pos_emb", "emb_ln.w", "emb_ln.b", "emb_map.w", "emb_map.b"):
-        num = numerical_grad(lambda: albert.factorized_embedding_forward(params, cfg, ids, seg, ops=ops)[0],
+        num = numerical_grad(lambda: embeddings_forward(params, cfg, ids, seg, ops=ops)[0],
                              params[name], dout)
         checks.append(compare(f"albert embedding: {name}", grads[name], num, rtol, atol, verbose))
     # (2) the shared-block encoder

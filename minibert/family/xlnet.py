@@ -33,7 +33,7 @@ Shape legend (as in model.py):
 Parameter names (a flat dict; weights are (C_in, C_out), PyTorch stores them transposed):
     tok_emb (V, C)  pos_emb (MAXPOS, C)  query_emb (C,)  emb_ln.w/b (C,)   (LN shared by both streams)
     h{l}.*   BERT's block names and shapes (model.py), used by both streams
-    mlm.dense.w (C, C) .b  mlm.ln.w/b  mlm.bias (V,)   decoder tied to tok_emb (model.mlm_transform_forward)
+    mlm.dense.w (C, C) .b  mlm.ln.w/b  mlm.bias (V,)   decoder tied to tok_emb (model.mlm_transform_forward/backward)
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
 from minibert.layers import MASK_VALUE
 from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, check_params, init_from_shapes,
-                            mlm_transform_forward)
+                            mlm_transform_backward, mlm_transform_forward)
 from minibert.model import param_shapes as bert_param_shapes
 
 MODEL_TYPE = "minibert-xlnet"  # config.json's model_type: not a transformers XLNet checkpoint
@@ -374,7 +374,7 @@ class XLNetCache(NamedTuple):
     emb: tuple  # (input_ids (B, T), T): what the embedding backward needs
     blocks: list  # L TwoStreamBlockCaches
     flat_pos: np.ndarray  # (M,) b * T + t of the targets
-    head: tuple  # model.mlm_transform_forward's (dense, gelu, ln, t) caches
+    head: Any  # model.MLMTransformCache
     ce: Any
     shape: tuple  # (B, T, C)
 
@@ -415,14 +415,7 @@ def xlnet_backward(params, cfg: XLNetConfig, cache: XLNetCache, ops=layers, dlos
     grads: dict[str, np.ndarray] = {}
     # the chain rule starts here: d(loss)/d(loss) = dloss
     dlogits = ops.cross_entropy_backward(dloss, cache.ce)  # (M, V)
-    c_dense, c_gelu, c_ln, t = cache.head
-    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
-    # forward was: logits = t @ tok_emb.T + mlm.bias
-    dt = dlogits @ params["tok_emb"]  # (M, V) @ (V, C) -> (M, C)
-    grads["tok_emb"] = dlogits.T @ t  # (V, M) @ (M, C) -> (V, C) decoder side of the tie
-    dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, c_ln)  # (M, C)
-    dt = ops.gelu_backward(dt, c_gelu)  # (M, C)
-    dx, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, c_dense)  # (M, C)
+    dx = mlm_transform_backward(dlogits, cache.head, grads, ops)  # (M, C); grads["tok_emb"]: the decoder's side
     # forward was: x = g.reshape(B*T, C)[flat_pos] (distinct positions)
     dg = np.zeros((B * T, C), dtype=dx.dtype)  # (B*T, C)
     dg[cache.flat_pos] = dx

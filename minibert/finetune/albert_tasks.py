@@ -38,6 +38,7 @@ from minibert.finetune.heads import Encoder, block_states, pooler_heads
 from minibert.finetune.models import (MultipleChoice, QuestionAnswering, SequenceClassification, TaskKeys,
                                       TokenClassification, _TaskModel, read_checkpoint)
 from minibert.io import checkpoint
+from minibert.model import embeddings_forward
 
 HEAD_GROUPS = ("pool", "mlm", "sop")  # ALBERT's pretraining heads (the pooler stays for the pooled classes)
 HF_HEADS = {"cls": "classifier", "qa": "qa_outputs"}  # the task head: minibert prefix -> transformers module
@@ -66,7 +67,7 @@ def albert_encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad=True):
 def albert_layers(params, cfg, ids, seg, mask, ops):
     """Feature-based use: the factorised embedding's output (already mapped to C) and every
     application of the shared block, a list of L + 1 arrays (B, T, C), dropout off."""
-    x, _ = albert.factorized_embedding_forward(params, cfg, ids, seg, None, ops)  # (B, T, C)
+    x, _ = embeddings_forward(params, cfg, ids, seg, None, ops)  # (B, T, C)
     return block_states(x, albert.shared_block_view(params), cfg, mask, ops, shared=True)
 
 

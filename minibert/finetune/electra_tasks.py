@@ -40,7 +40,7 @@ from minibert.finetune.heads import Encoder, Head, Pool, block_states, head_shap
 from minibert.finetune.models import (MultipleChoice, QuestionAnswering, SequenceClassification, TaskKeys,
                                       TokenClassification, _TaskModel, read_checkpoint)
 from minibert.io import checkpoint
-from minibert.model import ACTIVATIONS
+from minibert.model import ACTIVATIONS, embeddings_forward
 
 # the new heads' names: minibert name -> transformers module
 HEAD_NAMES = {
@@ -122,7 +122,7 @@ def electra_encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad=True):
 def electra_layers(params, cfg, ids, seg, mask, ops):
     """Feature-based use (`finetune --frozen`): the embedding's output (after the E -> C
     projection) and every layer's, a list of L + 1 arrays (B, T, C), dropout off."""
-    x, _ = electra.embedding_forward(params, cfg, ids, seg, None, ops)  # (B, T, C)
+    x, _ = embeddings_forward(params, cfg, ids, seg, None, ops)  # (B, T, C)
     return block_states(x, params, cfg, mask, ops)
 
 

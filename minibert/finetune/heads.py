@@ -32,9 +32,8 @@ import numpy as np
 
 from minibert import layers
 from minibert.finetune.bilstm import bilstm_backward, bilstm_forward
-from minibert.model import (ACTIVATIONS, UnpaddedEncoderCache, block_forward, check_inputs, encoder_backward,
-                            encoder_backward_unpadded, encoder_forward, encoder_forward_unpadded,
-                            self_attention_forward)
+from minibert.model import (ACTIVATIONS, block_forward, check_inputs, embeddings_forward, encoder_backward,
+                            encoder_forward, encoder_forward_unpadded, self_attention_forward)
 
 TASKS = ("sequence", "token", "choice", "qa")  # the four heads, by what their linear layer reads
 
@@ -195,10 +194,6 @@ def run_causal_encoder(params, cfg, ids, seg, mask, rng, ops, unpad=True):
     return run_encoder(params, cfg, ids, seg, mask, rng, ops, unpad, causal=True)
 
 
-def run_encoder_backward(dseq, cache, cfg, grads, ops):
-    if isinstance(cache, UnpaddedEncoderCache):
-        return encoder_backward_unpadded(dseq, cache, cfg, grads, ops)
-    return encoder_backward(dseq, cache, cfg, grads, ops)
 
 
 # The paper's "LTR & No NSP + BiLSTM" row: a randomly initialised BiLSTM (C/2 each way, so the
@@ -215,7 +210,7 @@ def run_bilstm_encoder_backward(dseq, cache, cfg, grads, ops):
     enc, lstm = cache
     dx, lstm_grads = bilstm_backward(dseq, lstm)  # dx (B, T, C)
     grads.update(lstm_grads)
-    return run_encoder_backward(dx, enc, cfg, grads, ops)
+    return encoder_backward(dx, enc, cfg, grads, ops)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -373,8 +368,7 @@ def encoder_layers(params, cfg, ids, seg, mask, ops=layers, causal=False):
     a list of L + 1 arrays (B, T, C); [-1] is the last layer's output (feature-based use).
     causal=True: left-to-right attention, as run_encoder's."""
     attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
-    e, _ = ops.embedding_forward(ids, seg, params["tok_emb"], params["seg_emb"], params["pos_emb"])  # (B, T, C)
-    x, _ = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, C)
+    x, _ = embeddings_forward(params, cfg, ids, seg, None, ops)  # (B, T, C), no dropout
     return block_states(x, params, cfg, mask, ops, attend)
 
 

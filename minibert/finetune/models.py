@@ -34,10 +34,10 @@ from minibert.backend import get_ops
 from minibert.finetune.bilstm import bilstm_params, bilstm_shapes
 from minibert.finetune.heads import (Encoder, causal_encoder_layers, encoder_layers, head_shapes, pooler_heads,
                                      run_bilstm_encoder_backward, run_causal_bilstm_encoder, run_causal_encoder,
-                                     run_encoder, run_encoder_backward, task_backward, task_forward, task_logits)
+                                     run_encoder, task_backward, task_forward, task_logits)
 from minibert.io import atomic, checkpoint, tensorfile
-from minibert.model import (HEAD_GROUPS, BertConfig, _train_rng, check_inputs, check_params, init_params, param_shapes,
-                            truncated_normal)
+from minibert.model import (HEAD_GROUPS, BertConfig, _train_rng, check_inputs, check_params, encoder_backward,
+                            init_params, param_shapes, truncated_normal)
 
 
 @dataclasses.dataclass
@@ -126,7 +126,7 @@ def _bert_hf_config(model) -> dict:
 
 
 BERT_ENCODER = Encoder(
-    forward=run_encoder, backward=run_encoder_backward, heads=pooler_heads("hidden_dropout_prob"), pool_last=False,
+    forward=run_encoder, backward=encoder_backward, heads=pooler_heads("hidden_dropout_prob"), pool_last=False,
     layers=encoder_layers, model_type="bert", config=TaskConfig, init_params=init_params, param_shapes=param_shapes,
     pretraining_heads=HEAD_GROUPS, read=checkpoint.read_pretrained, to_hf=_bert_to_hf, hf_config=_bert_hf_config)
 # make_causal's: left to right, the pooled heads on the last real token (heads.run_causal_encoder);
