@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -48,6 +49,15 @@ ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 # Google's BERT-Tiny (L=2, H=128), `mini` of BERT-Mini (L=4, H=256)
 MODEL_SIZES = {"tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
                "mini": dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)}
+
+
+# The largest model minibert builds, by config field: a config.json is untrusted input, and
+# `"num_hidden_layers": 1000000` must be refused before a million layers of parameters are
+# planned, not after (BERT-large's sizes beside them, for scale).
+SIZE_LIMITS = {"vocab_size": 1 << 22, "hidden_size": 16384, "num_hidden_layers": 256, "num_attention_heads": 256,
+               "intermediate_size": 65536, "max_position_embeddings": 65536, "type_vocab_size": 1024}
+BERT_LARGE = {"vocab_size": 30522, "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+              "intermediate_size": 4096, "max_position_embeddings": 512, "type_vocab_size": 2}
 
 
 @dataclasses.dataclass
@@ -68,19 +78,31 @@ class BertConfig:
     layer_norm_eps: float = 1e-12
 
     def __post_init__(self):
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size"):
+        """Every field of its type and in its range, checked before anything is built from it (a
+        config.json is untrusted input): a bad one is a ValueError naming it."""
+        for name, limit in SIZE_LIMITS.items():
             value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"{name}={value!r} must be a positive integer")
+            if value > limit:
+                raise ValueError(f"{name}={value} is more than minibert builds (at most {limit:,}; BERT-large has "
+                                 f"{BERT_LARGE[name]:,})")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range", "layer_norm_eps"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(value):
+                raise ValueError(f"{name}={value!r} must be a finite number")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by "
                              f"num_attention_heads {self.num_attention_heads}")
-        if self.hidden_act not in ACTIVATIONS:
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACTIVATIONS)}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")
+        if not self.layer_norm_eps > 0:  # LayerNorm divides by sqrt(var + eps): eps <= 0 gives NaNs
+            raise ValueError(f"layer_norm_eps={self.layer_norm_eps} must be > 0 (BERT: 1e-12)")
+        if self.initializer_range < 0:
+            raise ValueError(f"initializer_range={self.initializer_range} must be >= 0 (BERT: 0.02)")
 
     @property
     def head_size(self) -> int:

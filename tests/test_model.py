@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from minibert import gradcheck as gc
+from minibert import layers
 from minibert.backend import get_ops
 from minibert.bert import BertForPreTraining
-from minibert import layers
 from minibert.model import (BertConfig, bert_backward, bert_forward, embeddings_backward, embeddings_forward,
                             init_from_shapes, mlm_transform_backward, mlm_transform_forward, param_shapes,
                             pooler_backward, pooler_forward)

@@ -41,7 +41,7 @@ import numpy as np
 
 from minibert import layers
 from minibert.layers import MASK_VALUE
-from minibert.model import (ACTIVATIONS, BertConfig, encoder_backward, encoder_forward, init_from_shapes,
+from minibert.model import (ACTIVATIONS, SIZE_LIMITS, BertConfig, encoder_backward, encoder_forward, init_from_shapes,
                             self_attention_backward, self_attention_forward)
 
 IGNORE = -100  # label of a padded target position (no loss)
@@ -65,14 +65,21 @@ class T5Config:
         for name in ("vocab_size", "hidden_size", "num_layers", "num_decoder_layers", "num_heads",
                      "intermediate_size", "max_position_embeddings", "num_sentinels"):
             value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"T5Config: {name}={value!r} must be a positive integer")
         if self.hidden_size % self.num_heads:
             raise ValueError(f"T5Config: hidden_size {self.hidden_size} is not divisible by num_heads {self.num_heads}")
         if self.num_sentinels >= self.vocab_size:
             raise ValueError(f"T5Config: num_sentinels {self.num_sentinels} leaves no room in vocab_size {self.vocab_size}")
-        if self.hidden_act not in ACTIVATIONS:
+        if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
             raise ValueError(f"T5Config: hidden_act {self.hidden_act!r} is not one of {sorted(ACTIVATIONS)}")
+        try:
+            self.encoder_config()  # BertConfig checks the sizes the two share (and their limits)
+        except ValueError as e:
+            raise ValueError(f"T5Config: {e}") from None
+        if self.num_decoder_layers > SIZE_LIMITS["num_hidden_layers"]:
+            raise ValueError(f"T5Config: num_decoder_layers={self.num_decoder_layers} is more than minibert builds "
+                             f"(at most {SIZE_LIMITS['num_hidden_layers']})")
 
     def encoder_config(self) -> BertConfig:
         """The BertConfig of the encoder (one segment type, no dropout)."""

@@ -211,11 +211,11 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
-    from minibert.io.checkpoint import read_config_json
+    from minibert.io.checkpoint import config_architectures, read_config_json
     from minibert.tokenizer import BertTokenizer
 
     directory = Path(args.model_dir)
-    archs = read_config_json(directory / "config.json").get("architectures") or [None]
+    archs = config_architectures(read_config_json(directory / "config.json"), directory / "config.json") or [None]
     if archs[0] not in TASK_ARCHITECTURES:
         raise ValueError(f"{directory} holds a {archs[0] or 'model without architecture'}, not a fine-tuned model; "
                          f"fine-tune it first (python -m minibert finetune ...)")

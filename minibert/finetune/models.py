@@ -99,14 +99,22 @@ def check_labels(config) -> None:
     """A task config's labels (TaskConfig, AlbertTaskConfig, ElectraTaskConfig), in place:
     id2label keys 0..K-1 (JSON gives strings), num_labels = K, label2id its inverse."""
     if config.id2label is not None:
+        if not isinstance(config.id2label, dict) or not all(str(k).isdigit() for k in config.id2label):
+            raise ValueError(f"id2label is {config.id2label!r}; it must map class ids 0..K-1 to label names, "
+                             f"e.g. {{\"0\": \"negative\", \"1\": \"positive\"}}")
         config.id2label = {int(k): str(v) for k, v in config.id2label.items()}
         if sorted(config.id2label) != list(range(len(config.id2label))):
             raise ValueError(f"id2label keys must be 0..K-1, got {sorted(config.id2label)}")
         config.num_labels = len(config.id2label)
-    if not isinstance(config.num_labels, (int, np.integer)) or config.num_labels < 1:
-        raise ValueError(f"num_labels={config.num_labels!r} must be a positive integer")
+    if isinstance(config.num_labels, bool) or not isinstance(config.num_labels, (int, np.integer)) \
+            or not 1 <= config.num_labels <= 1 << 20:
+        raise ValueError(f"num_labels={config.num_labels!r} must be a positive integer (at most 2**20)")
     if config.id2label is None:
         config.id2label = {i: f"LABEL_{i}" for i in range(config.num_labels)}
+    if config.label2id is not None and (not isinstance(config.label2id, dict)
+                                        or not all(isinstance(v, int) and not isinstance(v, bool)
+                                                   for v in config.label2id.values())):
+        raise ValueError(f"label2id is {config.label2id!r}; it must map label names to class ids")
     config.label2id = {v: k for k, v in config.id2label.items()} if config.label2id is None else \
         {str(k): int(v) for k, v in config.label2id.items()}
 
@@ -152,9 +160,9 @@ def read_checkpoint(directory, dtype, verify, model_type: str, architectures, re
     if not weights.is_file():
         raise FileNotFoundError(f"{directory} has no {checkpoint.WEIGHTS_NAME}")
     raw = checkpoint.read_config_json(config_path)
-    if raw.get("model_type") != model_type:
+    if checkpoint.config_text(raw, "model_type", None, config_path) != model_type:
         raise ValueError(f"{config_path}: model_type {raw.get('model_type')!r} is not {model_type!r}{hint}")
-    archs = raw.get("architectures") or []
+    archs = checkpoint.config_architectures(raw, config_path)
     if len(archs) != 1 or archs[0] not in architectures:
         raise ValueError(f"{config_path}: architecture {archs} is not supported; minibert's {model_type.upper()} "
                          f"task classes read {list(architectures)}")

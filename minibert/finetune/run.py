@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.finetune.registry import task_class
 from minibert.finetune.features import trim
 from minibert.finetune.frozen import TAGGERS
+from minibert.finetune.registry import task_class
 from minibert.loop import rundir as run_dir_mod
 from minibert.loop.curves import Panel, Series
 from minibert.loop.engine import TrainingLoop

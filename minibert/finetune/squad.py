@@ -13,7 +13,8 @@ Everything around the network (docs/bert-notes.md §9.4):
 Shape legend: N features (windows), T = max_seq_length.
 
 Choices where run_squad crashes or says nothing (errors are ValueError naming the file or question):
-- a paragraph whose context is empty (or only whitespace) is an error, not skipped;
+- a paragraph whose context is empty (or only whitespace) is an error, not skipped, and so is one
+  longer than MAX_CONTEXT_CHARS, a question id seen twice, and a file with no usable question;
 - a question so long that no passage token fits in the window is an error (shorten it with
   max_query_length or raise max_seq_length), as is a passage that tokenizes to nothing;
 - for training, an answer whose text is not at its character offset (or whose offset lies
@@ -38,6 +39,10 @@ from minibert.finetune.squad_eval import iter_qas, load_json, require
 from minibert.tokenizer import BertTokenizer, basic_tokenize
 
 FIRST_UNIQUE_ID = 1000000000  # run_squad numbers features from here
+# A context longer than this is refused: every window of a passage checks every other window for
+# the best context (run_squad's _check_is_max_context), so time grows with the square of its
+# length. SQuAD 2.0's longest context has about 4,000 characters; this is 25 times that.
+MAX_CONTEXT_CHARS = 100_000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -170,10 +175,18 @@ def read_squad(path: str | Path, is_training: bool,
     skipped: list[str] = []
     n_questions = 0
     passages: dict[int, tuple] = {}  # id(paragraph) -> split_passage(context), computed once
+    seen: set[str] = set()
     for where, paragraph, qa in iter_qas(squad_json, path):
         if id(paragraph) not in passages:
             context = require(paragraph, "context", str, where.rsplit(".qas[", 1)[0], path)
+            if len(context) > MAX_CONTEXT_CHARS:
+                raise ValueError(f"{path}: {where.rsplit('.qas[', 1)[0]} has a context of {len(context):,} "
+                                 f"characters (about {len(context.split()):,} words); the limit is "
+                                 f"{MAX_CONTEXT_CHARS:,} (SQuAD's longest is about 4,000): split it into paragraphs")
             passages[id(paragraph)] = split_passage(context)
+        if qa["id"] in seen:
+            raise ValueError(f"{path}: question id {qa['id']!r} appears twice ({where})")
+        seen.add(qa["id"])
         n_questions += 1
         example = _read_question(qa, where, path, *passages[id(paragraph)], is_training,
                                  version_2)
@@ -181,6 +194,10 @@ def read_squad(path: str | Path, is_training: bool,
             skipped.append(qa["id"])
         else:
             examples.append(example)
+    if not examples:
+        what = (f"no training question: all {n_questions:,} have their answer off its character offset"
+                if is_training and n_questions else "no questions")
+        raise ValueError(f"{path}: {what}")
     return examples, ReadStats(version_2, n_questions, len(skipped), skipped)
 
 

@@ -23,6 +23,7 @@ Public API:
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import NamedTuple
@@ -31,7 +32,8 @@ import numpy as np
 
 from minibert.io.atomic import atomic_write, write_text_atomic
 from minibert.io.jsonfile import read_json, read_json_object
-from minibert.io.tensorfile import PICKLE_SUFFIXES, check_finite, load_tensors, refuse_pickle, save_tensors_atomic
+from minibert.io.tensorfile import (PICKLE_SUFFIXES, check_finite, load_tensors, read_safetensors_header, refuse_pickle,
+                                    save_tensors_atomic)
 from minibert.model import ACTIVATIONS, HEAD_GROUPS, BertConfig, param_shapes
 
 CONFIG_NAME = "config.json"
@@ -292,21 +294,38 @@ def read_config_json(path: str | Path) -> dict:
     return read_json_object(path)
 
 
+def config_text(d: dict, key: str, default: str | None, path) -> str | None:
+    """A string field of config.json (model_type, hidden_act, ...), checked to be one."""
+    value = d.get(key, default)
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{path}: {key} is {value!r} ({type(value).__name__}); it must be a string")
+    return value
+
+
+def config_architectures(d: dict, path) -> list[str]:
+    """config.json's "architectures": a list of class names (empty when absent)."""
+    archs = d.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise ValueError(f"{path}: architectures is {archs!r}; it must be a list of class names, "
+                         f"e.g. [\"BertForSequenceClassification\"]")
+    return archs
+
+
 def read_config(path: str | Path, d: dict | None = None) -> tuple[BertConfig, str | None]:
     """config.json -> (BertConfig, architecture or None). Rejects what minibert cannot run.
     `d`: the file's contents when the caller has read them already (read_config_json)."""
     path = Path(path)
     d = read_config_json(path) if d is None else d
-    if d.get("model_type", "bert") != "bert":
-        raise ValueError(f"{path}: model_type {d['model_type']!r} is not 'bert'" +
-                         (" (load ALBERT checkpoints with minibert.AlbertForPreTraining)"
-                          if d["model_type"] == "albert" else ""))
-    archs = d.get("architectures") or []
+    model_type = config_text(d, "model_type", "bert", path)
+    if model_type != "bert":
+        raise ValueError(f"{path}: model_type {model_type!r} is not 'bert'" +
+                         (" (load ALBERT checkpoints with minibert.AlbertForPreTraining)" if model_type == "albert" else ""))
+    archs = config_architectures(d, path)
     if len(archs) > 1 or (archs and archs[0] not in ARCHITECTURES):
         raise ValueError(f"{path}: architecture {archs} is not supported; minibert reads {sorted(ARCHITECTURES)}")
-    if d.get("hidden_act", "gelu") not in ACTIVATIONS:
+    if config_text(d, "hidden_act", "gelu", path) not in ACTIVATIONS:
         raise ValueError(f"{path}: hidden_act {d['hidden_act']!r} is not supported; use one of {sorted(ACTIVATIONS)}")
-    if d.get("position_embedding_type", "absolute") != "absolute":
+    if config_text(d, "position_embedding_type", "absolute", path) != "absolute":
         raise ValueError(f"{path}: position_embedding_type {d['position_embedding_type']!r} is not supported "
                          f"(only 'absolute')")
     for flag in ("is_decoder", "add_cross_attention"):
@@ -417,6 +436,8 @@ def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
         raise FileNotFoundError(f"{directory} has no {WEIGHTS_NAME}.{hint}")
     raw = read_config_json(directory / CONFIG_NAME)
     config, arch = read_config(directory / CONFIG_NAME, raw)
+    check_layer_count(read_safetensors_header(weights)[0], config.num_hidden_layers, r"encoder\.layer\.(\d+)\.",
+                      weights)  # before the tensors are read and their shapes planned
     tensors, _ = load_tensors(weights, verify=verify)
     if verify:
         check_finite(tensors, weights)
@@ -431,6 +452,16 @@ def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
     return Pretrained(config, params, arch, vocab if vocab.is_file() else None,
                       read_do_lower_case(directory / TOKENIZER_CONFIG_NAME),
                       {k: raw[k] for k in TASK_CONFIG_KEYS if k in raw})
+
+
+def check_layer_count(header: dict, layers: int, pattern: str, path) -> None:
+    """config.json's num_hidden_layers against the layers a safetensors header holds (the
+    distinct numbers `pattern`'s group finds in its tensor names): a config that asks for more
+    or fewer layers than the file has is an error naming both, before anything is allocated."""
+    found = {int(m.group(1)) for name in header if (m := re.search(pattern, name))}
+    if found and len(found) != layers:
+        raise ValueError(f"{path}: config.json says num_hidden_layers={layers}, but the file holds "
+                         f"{len(found)} layer(s)")
 
 
 def read_do_lower_case(path: Path) -> bool:

@@ -63,6 +63,20 @@ from minibert.loop.step import TrainingAborted, TrainingDiverged, install_sigint
 from minibert.optim import lr_at
 
 
+def check_state(state, path: Path) -> dict:
+    """trainer_state.json's loop fields, checked before any is used: one error naming the file
+    and the field, not a TypeError three calls later."""
+    if not isinstance(state, dict):
+        raise ValueError(f"{path} must hold a JSON object, not {type(state).__name__}")
+    for key, kinds, what in (("step", (int,), "a non-negative integer"),
+                             ("elapsed_seconds", (int, float), "a non-negative number"),
+                             ("dropout_rng", (dict,), "a random generator's state (an object)")):
+        value = state.get(key)
+        if not isinstance(value, kinds) or isinstance(value, bool) or (kinds != (dict,) and value < 0):
+            raise ValueError(f"{path}: {key} is {value!r}, expected {what}")
+    return state
+
+
 def _plain(x):
     """A window entry's field as JSON: NamedTuples (a step's metrics) as lists, NumPy numbers as Python's."""
     if isinstance(x, tuple):
@@ -244,12 +258,23 @@ class TrainingLoop:
         ckpt = run_dir_mod.latest_checkpoint(self.dir)
         if ckpt is None:
             raise ValueError(self.no_checkpoint_message())
-        state = run_dir_mod.read_json(ckpt / run_dir_mod.STATE_FILE)
+        state = check_state(run_dir_mod.read_json(ckpt / run_dir_mod.STATE_FILE), ckpt / run_dir_mod.STATE_FILE)
         self.restore_state(state, ckpt)  # the model, the batch source, the evaluator's last result
-        optim, _ = load_tensors(ckpt / run_dir_mod.OPTIM_FILE)
+        optim_path = ckpt / run_dir_mod.OPTIM_FILE
+        optim, _ = load_tensors(optim_path)
+        if "t" not in optim:
+            raise ValueError(f"{optim_path} holds no optimizer state (no step count 't'; {len(optim)} tensors "
+                             f"such as {sorted(optim)[:2]}): is it a model file?")
         optim["t"] = np.asarray(optim["t"]).reshape(())  # stored as a 1-element tensor
-        self.optimizer.load_state_dict(optim)
-        self.rng.bit_generator.state = state["dropout_rng"]
+        try:
+            self.optimizer.load_state_dict(optim)
+        except ValueError as e:
+            raise ValueError(f"{optim_path}: {e}") from None
+        try:
+            self.rng.bit_generator.state = state["dropout_rng"]
+        except (TypeError, ValueError, KeyError) as e:
+            raise ValueError(f"{ckpt / run_dir_mod.STATE_FILE}: dropout_rng is not a random generator's "
+                             f"state ({type(e).__name__}: {e})") from None
         self.step, self.elapsed = int(state["step"]), float(state["elapsed_seconds"])
         self._restore_loop_state(state)
         self.last_checkpoint = self.step

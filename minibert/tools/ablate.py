@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from minibert.io.atomic import atomic_write
+from minibert.loop.rundir import RunLock
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
                                            Downstream, Study, Variant, _v)
 
@@ -150,9 +151,10 @@ def task_data_dir(d: Downstream, data_root: str | None) -> str | None:
 # ---------------------------------------------------------------------------------------------
 # pretraining one variant for one seed
 
-def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path):
+def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, check_only: bool = False):
     """The TrainConfig of a cell's pretraining: the train-tiny recipe (and the preset's own
-    changes), the variant's settings, the shared budget, this seed."""
+    changes), the variant's settings, the shared budget, this seed. `check_only`: validate the
+    settings and stop (before the default corpus is looked for or built)."""
     from minibert.train.config import FAMILY_PRESETS, FAST_RECIPE, TINY_RECIPE, make_config
     from minibert.train.data import _default_corpus
 
@@ -169,6 +171,8 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path):
     overrides = {**recipe, **(FAST_RECIPE if _fast() else {}), **dict(variant.settings), **plan.pretrain_settings,
                  **budget, "seed": seed, "curves": False, "name": f"{variant.name}-seed{seed}", "out_dir": str(run_dir)}
     make_config(variant.preset, **overrides).validate(require_files=False)
+    if check_only:
+        return None
     return make_config(variant.preset, **_default_corpus(overrides))
 
 
@@ -262,29 +266,40 @@ def _copy_published(run_dir: Path, dest: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # fine-tuning one cell
 
-def finetune(plan: Plan, model_dir: Path, d: Downstream, seed: int, out: Path, extra: tuple = ()) -> dict:
-    """Fine-tune (or train the feature-based tagger on) the pretrained model -> the best dev scores.
-    `extra`: the variant's own FinetuneConfig settings (Variant.finetune), applied before --finetune-set."""
-    from minibert.finetune.commands import DEFAULT_LR, build_run, pretrained_objective, task_kind
+def finetune_config(plan: Plan, model_dir: Path | None, d: Downstream, seed: int, out: Path, extra: tuple = (),
+                    ltr: bool = False):
+    """The FinetuneConfig of one cell. `model_dir` None: the cell's model does not exist yet (the
+    settings are being checked before anything runs), so `ltr` says what it will be."""
+    from minibert.finetune.commands import DEFAULT_LR, pretrained_objective, task_kind
     from minibert.finetune.run import FinetuneConfig
     from minibert.io.checkpoint import read_config_json
 
-    cfg = FinetuneConfig(task=d.task, init=str(model_dir), out=str(out), data=task_data_dir(d, plan.data_root),
-                         seed=seed, minutes=plan.finetune_minutes)
+    cfg = FinetuneConfig(task=d.task, init=str(model_dir or "none"), out=str(out),
+                         data=task_data_dir(d, plan.data_root), seed=seed, minutes=plan.finetune_minutes)
     kind = task_kind(cfg)
     cfg.lr = DEFAULT_LR[kind]
     if kind == "qa":
         cfg.max_seq_length = 384
     if d.frozen:  # the paper's best features are the last four layers side by side; a tiny model has fewer
-        layers = (2 if str(model_dir) == "none" else  # --init none: the tiny preset's 2 layers
+        layers = (2 if model_dir is None or str(model_dir) == "none" else  # --init none: the tiny preset's 2
                   int(read_config_json(model_dir / "config.json").get("num_hidden_layers", 2)))
         cfg.frozen = "concat4" if layers >= 3 else "concat_all"
         cfg.frozen_tagger = "bilstm"  # the paper's tagger on frozen features (one layer of its two)
         cfg.lr = FROZEN_LR
     # the paper fine-tuned its LTR model left to right, as it was pretrained
-    cfg.causal = pretrained_objective(str(model_dir)) == "ltr"
+    cfg.causal = pretrained_objective(str(model_dir)) == "ltr" if model_dir is not None else ltr
     for k, v in (*extra, *plan.finetune_settings.items()):
         setattr(cfg, k, v)
+    cfg.validate()
+    return cfg
+
+
+def finetune(plan: Plan, model_dir: Path, d: Downstream, seed: int, out: Path, extra: tuple = ()) -> dict:
+    """Fine-tune (or train the feature-based tagger on) the pretrained model -> the best dev scores.
+    `extra`: the variant's own FinetuneConfig settings (Variant.finetune), applied before --finetune-set."""
+    from minibert.finetune.commands import build_run
+
+    cfg = finetune_config(plan, model_dir, d, seed, out, extra)
     if out.exists():  # a cell cut off earlier: it starts again
         shutil.rmtree(out)
     run = build_run(cfg, verbose=plan.verbose)
@@ -344,11 +359,30 @@ def _check_plan(plan: Plan, out: Path) -> None:
 
 def run(plan: Plan) -> int:
     """Run every cell of the plan that has not finished -> the number of cells that failed."""
-    from minibert.tools import ablate_report as report
-
     study, variants, downstream, notes = resolve(plan)
     out = Path(plan.out)
+    check_settings(plan, variants, downstream, out)
     _check_plan(plan, out)
+    out.mkdir(parents=True, exist_ok=True)
+    with RunLock(out):
+        return _run(plan, study, variants, downstream, notes, out)
+
+
+def check_settings(plan: Plan, variants: list[Variant], downstream: list[Downstream], out: Path) -> None:
+    """Every cell's pretraining and fine-tuning settings, checked before anything is written: a
+    bad --set or --finetune-set is refused now, not after an hour of pretraining."""
+    for v in variants:
+        if v.pretrained_as != "none":
+            pretrain_config(plan, v, plan.seeds[0], out / "pretrain" / v.name / "seed-0", check_only=True)
+        for d in downstream:
+            finetune_config(plan, None, d, plan.seeds[0], out / "finetune", extra=v.finetune,
+                            ltr=dict(v.settings).get("objective") == "ltr")
+
+
+def _run(plan: Plan, study: Study, variants: list[Variant], downstream: list[Downstream], notes: list[str],
+         out: Path) -> int:
+    from minibert.tools import ablate_report as report
+
     _write_json(out / "plan.json", plan.identity())
     say = print if plan.verbose else (lambda *a, **k: None)
     for n in notes:

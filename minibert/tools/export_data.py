@@ -25,6 +25,8 @@ generator drew.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -58,13 +60,45 @@ class Source(NamedTuple):
     drop_remainder: bool  # True to reproduce a run's batches; False to write every sequence
 
 
-def source(path: str | Path, split: str, masking: str | None, seed: int | None) -> Source:
+def _run_data(run: Path, cfg, prepare_data):
+    """The shard directories of a run: the ones its run.json recorded if they still hold the data
+    (read_meta checks them against the vocabulary), else generated again into cfg.data_cache,
+    after checking that the corpus the run file names hashes to the data the run trained on."""
+    from minibert.io.jsonfile import read_json_object
+    from minibert.shards import read_meta
+    from minibert.train.data import DataDirs
+
+    recorded = read_json_object(run / "run.json").get("data")
+    recorded = {k: v for k, v in recorded.items() if isinstance(v, str)} if isinstance(recorded, dict) else {}
+    kept = {}
+    for kind in ("train", "heldout"):
+        try:
+            kept[kind] = Path(recorded[kind])
+            read_meta(kept[kind], cfg.vocab)
+        except (KeyError, ValueError, OSError):
+            kept[kind] = None
+    if kept["train"] is not None and (kept["heldout"] is not None or not cfg.heldout):
+        return DataDirs(kept["train"], kept["heldout"], None)
+    planned = prepare_data(cfg, verbose=False, names_only=True)
+    for kind, new in (("train", planned.train), ("heldout", planned.heldout)):
+        if kind in recorded and new is not None and Path(recorded[kind]).name != new.name:
+            raise ValueError(f"{run}/run.json: the files it names as corpus, held-out text and vocabulary "
+                             f"({', '.join(map(str, (*cfg.corpus, *cfg.heldout, cfg.vocab)))}) are not the ones "
+                             f"the run trained on: they make {new.name}, the run's {kind} data was "
+                             f"{Path(recorded[kind]).name}")
+    return prepare_data(cfg, verbose=False)
+
+
+def source(path: str | Path, split: str, masking: str | None, seed: int | None,
+           data_cache: str | Path | None = None) -> Source:
     """A run or shard directory -> where and how to read. A run's training split is read with
     its batch size and seed, so the stream (and dynamic masks) are the run's; everything else
     is read whole, in batches of 256, with seed 0 unless told otherwise."""
     from minibert.shards import META_FILE
+    from minibert.train.config import DEFAULT_DATA_CACHE
 
     path = Path(path)
+    data_cache = data_cache or DEFAULT_DATA_CACHE
     if (path / META_FILE).is_file():
         return Source(path, None, masking or "static", 0 if seed is None else seed, 256, False)
     from minibert.loop.rundir import RUN_FILE
@@ -74,8 +108,11 @@ def source(path: str | Path, split: str, masking: str | None, seed: int | None) 
     if not (path / RUN_FILE).is_file():
         raise ValueError(f"{path} is neither a training run (no {RUN_FILE}) nor a pretraining data directory "
                          f"(no {META_FILE})")
-    cfg = resume_config(path, {})
-    dirs = prepare_data(cfg, verbose=False)
+    # the run's files name its corpus and data cache; only the reading follows them. Shards that are
+    # gone are generated again into the cache this command was given, never where the run file
+    # says, and only when the files it names hash to the data the run trained on
+    cfg = dataclasses.replace(resume_config(path, {}), data_cache=str(data_cache))
+    dirs = _run_data(path, cfg, prepare_data)
     data = dirs.train if split == "train" else dirs.heldout
     if data is None:
         raise ValueError(f"{path} was trained without held-out data; use --split train")
@@ -129,6 +166,8 @@ def cli(argv: list[str]) -> int:
     p.add_argument("--epochs", type=int, default=1, help="passes over the data (new masks each, if dynamic)")
     p.add_argument("--limit", type=int, default=0, help="write at most this many sequences (0 = all)")
     p.add_argument("--seed", type=int, help="shuffling and masking seed (default: the run's)")
+    p.add_argument("--data-cache", help="where a run's shards are generated again if they were deleted "
+                                        "(default data/generated; never the directory the run file names)")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
     bar: list = []
@@ -138,10 +177,15 @@ def cli(argv: list[str]) -> int:
             bar.append(Progress("export", total, "batches"))
         bar[0].update(done, f"{lines:,} sequences")
 
-    src = source(args.source, args.split, args.masking, args.seed)
-    n = export_jsonl(src.data, args.out, vocab=src.vocab, masking=src.masking, seed=src.seed,
-                     batch_size=src.batch_size, drop_remainder=src.drop_remainder, epochs=args.epochs,
-                     limit=args.limit, progress=progress)
+    from minibert.loop.rundir import RUN_FILE, RunLock
+
+    run = Path(args.source)
+    lock = RunLock(run) if (run / RUN_FILE).is_file() else contextlib.nullcontext()
+    with lock:  # a run still training, or a second export into it, is refused
+        src = source(args.source, args.split, args.masking, args.seed, args.data_cache)
+        n = export_jsonl(src.data, args.out, vocab=src.vocab, masking=src.masking, seed=src.seed,
+                         batch_size=src.batch_size, drop_remainder=src.drop_remainder, epochs=args.epochs,
+                         limit=args.limit, progress=progress)
     if bar:
         bar[0].done()
     print(f"wrote {n:,} sequences to {args.out} ({src.masking} masking, {args.epochs} epoch(s), from "

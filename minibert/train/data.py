@@ -47,7 +47,7 @@ class DataDirs(NamedTuple):
     short_train: Path | None = None  # the training data at short_seq_length (sequence-length warm-up)
 
 
-def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
+def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = False) -> DataDirs:
     """Generate (or reuse) the pretraining shards for the corpus and the held-out files.
 
     The cache key is a hash of the corpus contents, the vocab contents and every generation flag,
@@ -55,6 +55,7 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
     held-out set is generated once (`heldout_dupe_factor` passes, default 5: the default corpus
     holds only 82 held-out documents, 240 sequences per pass, too few for a steady NSP accuracy)
     with the fixed seed `data_seed`: its masks are the same in every evaluation and every run.
+    `names_only`: the directories these settings use, without reading or generating anything.
     """
     from minibert.pretraining_data import DEFAULT_FLAGS
     from minibert.shards import build_pretraining_data, read_meta
@@ -78,6 +79,8 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True) -> DataDirs:
         key = json.dumps({"files": [_sha256_file(f) for f in files], "vocab": vocab_sha, "dupe": dupe,
                           "max_lines": max_lines, **flags_here}, sort_keys=True)
         out = Path(cfg.data_cache) / f"pretrain-{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
+        if names_only:
+            return out
         try:
             read_meta(out, cfg.vocab)
             if verbose:

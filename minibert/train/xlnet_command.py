@@ -73,6 +73,7 @@ class XLNetTrainConfig(Settings):
                 raise ValueError(f"{f.name}={v} must be > 0")
         if self.seq_len < 2:
             raise ValueError(f"seq_len={self.seq_len}: a sequence needs at least 2 tokens to predict one")
+        self.model_config(vocab_size=1)  # the model's sizes (and their limits), before any data is read
 
     def model_config(self, vocab_size: int) -> XLNetConfig:
         return XLNetConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 from corpora import REPO, small_config
 
-from minibert.loop.curves import read_metrics
 from minibert.io import atomic, tensorfile
 from minibert.loop import rundir as rd
+from minibert.loop.curves import read_metrics
 from minibert.train import commands
 from minibert.train import config as train_config
 from minibert.train import curves, evaluation, pretrain

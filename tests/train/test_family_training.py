@@ -12,10 +12,10 @@ import pytest
 from corpora import SPECIALS, WORDS, pretraining_files, word_corpus, write_vocab
 
 import minibert
-from minibert.loop.curves import read_metrics
 from minibert.bert import BertForPreTraining
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining
 from minibert.inspect import attention_maps
+from minibert.loop.curves import read_metrics
 from minibert.loop.rundir import latest_checkpoint
 from minibert.loop.step import accumulate_gradients, loss_counts, training_step
 from minibert.model import BertConfig

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 from corpora import HELD_TOPICS, TOPICS, small_config, topic_corpus
 
-from minibert.loop.curves import plot_curves, read_metrics
 from minibert.bert import BertForPreTraining
 from minibert.inspect import attention_maps, encode_with_masks, fill_mask
 from minibert.loop import rundir as rd
 from minibert.loop import step
+from minibert.loop.curves import plot_curves, read_metrics
 from minibert.optim import lr_at
 from minibert.tools.look_inside import attention_cli, fill_mask_cli, nsp_baseline_cli
 from minibert.train import commands
