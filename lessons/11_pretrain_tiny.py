@@ -342,7 +342,7 @@ def check_update_size(fn):
     measured = moves[False][:, 0]  # (3000,) |update| / lr for g = 0.5, from optim.AdamW above
     return [course.close("steps 1..3000 vs optim.AdamW's measured steps", fn(t), measured, rtol=2e-4),
             course.close("b1 = 0.5, b2 = 0.9, step 2: 0.75 / sqrt(0.19)", fn(2, 0.5, 0.9), 0.75 / math.sqrt(0.19),
-                         rtol=1e-9)]
+                         rtol=1e-9, atol=1e-12)]
 
 
 def check_lr(fn):

@@ -19,7 +19,15 @@ deliberate step away. `Exercises.grade` runs a lesson's check on your function:
 - `MINIBERT_SOLUTIONS=1`: the reference solution is graded and used even where you wrote yours.
 
 `MINIBERT_GRADING_LOG=file` (the tests set it) also grades the stub and a deliberately wrong
-version of the solution (its result moved by 50%), and appends one JSON line per exercise.
+version of the solution (its result moved by 50%), and appends one JSON line per exercise. For a
+backward graded path by path (`grade(..., paths=("dq", "dk", "dv"))`, each check named after the
+gradient it judges), it also makes each returned gradient wrong on its own and logs which checks
+fail: tests/test_exercises.py asserts that exactly that path's checks do.
+
+What a grader compares with: numbers (numerical gradients, values worked out by hand, arrays the
+lesson computed earlier), never the library function that is the exercise's answer. `close`
+compares floats with a tolerance, `entries`/`mask` compare exact arrays and name the first wrong
+entry and the rule it breaks, `equal` compares ids and strings, `true` a known-answer condition.
 """
 from __future__ import annotations
 
