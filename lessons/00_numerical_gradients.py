@@ -89,9 +89,11 @@ assert gradcheck.compare("dx (atomic)", dx, num_dx)
 # It must equal the atomic version and the numerical gradient.
 #
 # **Reading the table.** `gradcheck.compare(name, analytic, reference)` prints one row and
-# returns a `Check` that is truthy when the check passes (so we can `assert` it). `max_abs` is the largest `|analytic - numeric|`. `max_rel` is CS231n's
-# relative error `|a - n| / (|a| + |n|)`: below 1e-7 is good, 1e-7..1e-4 deserves a closer look,
-# above 1e-2 is wrong. The verdict uses the rule `|a - n| <= atol + rtol * |n|` for every entry
+# returns a `Check` that is truthy when the check passes (so we can `assert` it). `max_abs` is
+# the largest `|analytic - numeric|`. `max_rel` is CS231n's relative error: the difference
+# measured against the sizes of *both* numbers, entry by entry, the largest over the entries
+# (exercise 2 writes it). Below 1e-7 is good, 1e-7..1e-4 deserves a closer look, above 1e-2 is
+# wrong. The verdict uses the rule `|a - n| <= atol + rtol * |n|` for every entry
 # (`gradcheck.ATOL`, `gradcheck.RTOL`), so a tiny true gradient next to a numeric 0 does not fail
 # on a meaningless relative error.
 
@@ -102,39 +104,7 @@ check = gradcheck.compare("dx (fused) vs numerical", dx_fused, num_dx)
 assert check and check.max_rel < 1e-7, check
 
 # %% [markdown]
-# ## Why centered differences, and why float64
-# Sweep `h`. Too large: the Taylor error dominates. Too small: floating-point rounding
-# dominates (we subtract two nearly equal numbers). The centered difference has a much wider
-# good region. The picture is saved to `lessons/out/00_error_vs_h.png` (and shown here in a
-# notebook).
-
-# %%
-exponents = list(range(-1, -11, -1))  # h = 10**e for e = -1 ... -10
-hs = np.logspace(-1, -10, 10)  # (10,) float64; hs[i] is about 10**exponents[i], not exactly
-loss_of_x = lambda: np.sum(f(x) * dout)  # noqa: E731  the pretend loss L(x)
-err_centered, err_forward = [], []
-for h in hs:
-    err_centered.append(np.abs(gradcheck.numerical_grad(lambda: f(x), x, dout, h=h) - dx).max())
-    g = np.zeros_like(x)
-    for i in np.ndindex(*x.shape):  # one-sided: (L(x + h e_i) - L(x)) / h
-        base = loss_of_x()
-        x[i] += h
-        g[i] = (loss_of_x() - base) / h
-        x[i] -= h
-    err_forward.append(np.abs(g - dx).max())
-fig, ax = plt.subplots(figsize=(5, 3.5))
-ax.loglog(hs, err_centered, "o-", label="centered")
-ax.loglog(hs, err_forward, "s-", label="one-sided")
-ax.set_xlabel("h")
-ax.set_ylabel("max |numeric - analytic|")
-ax.legend()
-fig.tight_layout()
-show(fig, "00_error_vs_h.png")
-i5 = exponents.index(-5)  # by construction: list(hs).index(1e-5) fails on CPUs whose pow is 1 ulp off
-print(f"h=1e-5: centered error {err_centered[i5]:.1e}, one-sided error {err_forward[i5]:.1e}")
-assert err_centered[i5] < 1e-9 and err_forward[i5] > 100 * err_centered[i5]
-
-# %% [markdown]
+# ## Why float64
 # In float32 (about 7 significant digits), `L(x + h) - L(x - h)` with `h = 1e-3` keeps only a
 # few correct digits, so even a *correct* gradient fails the check. All checks run in float64.
 
@@ -177,8 +147,12 @@ assert not gradcheck.compare("buggy, random dout (bug caught)", buggy_backward(d
 #
 # 1. `my_numerical_grad(f, x, dout, h)`: the centered difference of `sum(f() * dout)`, entry by
 #    entry (`np.ndindex(*x.shape)` walks every index). `f` takes no arguments and reads `x`,
-#    which you change in place: restore `x[i]` after nudging it.
-# 2. `my_rel_error(a, n)`: CS231n's `max |a - n| / max(|a| + |n|, 1e-12)`, the `max_rel` column.
+#    which you change in place, so `x` must be exactly as it was when you return. Graded against
+#    the true gradient of this lesson's `f`: a centered difference is within about 1e-9 of it, a
+#    one-sided one is off by about `h`.
+# 2. `my_rel_error(a, n)`: the `max_rel` column. For every entry, the difference relative to the
+#    sizes of the two numbers; return the largest. Two entries that are both 0 agree perfectly:
+#    make that a 0, not a division by zero (a floor of 1e-12 under the denominator does it).
 # 3. `my_silu_backward(dout, x)`: the gradient of SiLU, `f(x) = x * sigmoid(x)`. With
 #    `s = sigmoid(x)`, `ds/dx = s (1 - s)`; do not forget `dout`.
 
@@ -189,7 +163,7 @@ def my_numerical_grad(f, x, dout, h=1e-5):
 
 
 def my_rel_error(a, n):
-    """() the largest |a - n| / max(|a| + |n|, 1e-12) over all entries."""
+    """() CS231n's relative error of a against n, the largest over all entries."""
     raise NotImplementedError("exercise 2: write CS231n's relative error")  # your code here
 
 
@@ -207,15 +181,19 @@ def check_numerical_grad(fn):
     mine = fn(lambda: f(x), x, dout)
     return [course.true("x is restored afterwards", np.array_equal(x, x_before),
                         hint="x changed: put x[i] back after the two nudges"),
-            course.close("equals gradcheck.numerical_grad", mine, num_dx)]
+            course.close("equals the true gradient dx (to 1e-9)", mine, dx_fused, rtol=1e-7, atol=1e-9)]
 
 
 def check_rel_error(fn):
-    reference = gradcheck.compare("row", dx_fused, num_dx, verbose=False).max_rel
-    wrong = dx_fused + 1e-3 * rng.standard_normal(dx_fused.shape)  # (N, D) a gradient with errors
-    return [course.close("equals Check.max_rel (correct gradient)", fn(dx_fused, num_dx), reference, rtol=1e-9),
-            course.close("equals Check.max_rel (gradient with errors)", fn(wrong, num_dx),
-                         gradcheck.compare("row", wrong, num_dx, verbose=False).max_rel, rtol=1e-9)]
+    # known answers, worked by hand: |1 - 1.1| / (1 + 1.1) = 0.1 / 2.1; two zeros agree (0);
+    # opposite signs of equal size are as far apart as they can be (1)
+    exact = dict(rtol=1e-9, atol=1e-12)  # known answers: to rounding
+    return [course.close("[1, 0, -2] vs [1.1, 0, -2]: 0.1 / 2.1",
+                         fn(np.array([1.0, 0.0, -2.0]), np.array([1.1, 0.0, -2.0])), 0.1 / 2.1, **exact),
+            course.close("0 vs 0: 0, not nan", fn(np.zeros(3), np.zeros(3)), 0.0, atol=1e-15),
+            course.close("1e-3 vs -1e-3: 1", fn(np.array([1e-3]), np.array([-1e-3])), 1.0, **exact),
+            course.close("the largest entry of a (2, 2) array: 1 / 3",
+                         fn(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.0, 1.0], [3.0, 4.0]])), 1 / 3, **exact)]
 
 
 def check_silu_backward(fn):
@@ -229,10 +207,45 @@ my_rel_error = ex.grade(2, my_rel_error, check_rel_error)
 my_silu_backward = ex.grade(3, my_silu_backward, check_silu_backward)
 
 # %% [markdown]
+# ## Why centered differences
+# Sweep `h`, with your `my_numerical_grad` and, beside it, the one-sided difference. Too large:
+# the Taylor error dominates. Too small: floating-point rounding dominates (we subtract two nearly equal numbers). The centered difference has a much wider
+# good region. The picture is saved to `lessons/out/00_error_vs_h.png` (and shown here in a
+# notebook).
+
+# %%
+exponents = list(range(-1, -11, -1))  # h = 10**e for e = -1 ... -10
+hs = np.logspace(-1, -10, 10)  # (10,) float64; hs[i] is about 10**exponents[i], not exactly
+loss_of_x = lambda: np.sum(f(x) * dout)  # noqa: E731  the pretend loss L(x)
+err_centered, err_forward = [], []
+for h in hs:
+    err_centered.append(np.abs(my_numerical_grad(lambda: f(x), x, dout, h=h) - dx).max())
+    g = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):  # one-sided: (L(x + h e_i) - L(x)) / h
+        base = loss_of_x()
+        x[i] += h
+        g[i] = (loss_of_x() - base) / h
+        x[i] -= h
+    err_forward.append(np.abs(g - dx).max())
+fig, ax = plt.subplots(figsize=(5, 3.5))
+ax.loglog(hs, err_centered, "o-", label="centered")
+ax.loglog(hs, err_forward, "s-", label="one-sided")
+ax.set_xlabel("h")
+ax.set_ylabel("max |numeric - analytic|")
+ax.legend()
+fig.tight_layout()
+show(fig, "00_error_vs_h.png")
+i5 = exponents.index(-5)  # by construction: list(hs).index(1e-5) fails on CPUs whose pow is 1 ulp off
+print(f"h=1e-5: centered error {err_centered[i5]:.1e}, one-sided error {err_forward[i5]:.1e}")
+assert err_centered[i5] < 1e-9 and err_forward[i5] > 100 * err_centered[i5]
+
+
+# %% [markdown]
 # ## Recap
 # - A gradient check compares backward's `dx` with centered differences of `sum(f(x) * dout)`.
 # - Use float64, a random `dout`, and random (not ones/zeros) parameters.
-# - Read `max_rel` with the CS231n ranges; the verdict uses `atol + rtol * |n|`.
+# - Read `max_rel`, `max |a - n| / max(|a| + |n|, 1e-12)`, with the CS231n ranges; the verdict
+#   uses `atol + rtol * |n|`.
 #
 # **Next: lesson 01**, the first two layers of BERT, linear and GELU, checked exactly this way.
 

@@ -73,8 +73,7 @@ dout = rng.standard_normal(out.shape)  # (B, T, C)
 pair = ["[CLS]", "my", "dog", "is", "cute", "[SEP]", "he", "likes", "play", "##ing", "[SEP]"]
 pic_vocab = {tok: i for i, tok in enumerate(dict.fromkeys(["[PAD]", "[UNK]", *pair]))}  # token -> id
 pic_ids = np.array([[pic_vocab[tok] for tok in pair]])  # (1, 11)
-first_sep = pair.index("[SEP]")  # the string "[SEP]" in a list of strings
-pic_segs = np.array([[0] * (first_sep + 1) + [1] * (len(pair) - first_sep - 1)])  # (1, 11)
+pic_segs = np.array([[0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1]])  # (1, 11) A: [CLS] my dog is cute [SEP]; B: the rest
 pic_rng = np.random.default_rng(42)
 C_pic = 12
 pic_tok = pic_rng.standard_normal((len(pic_vocab), C_pic))  # (V_pic, C_pic)
@@ -101,27 +100,49 @@ show(fig, "04_input_representation.png")
 
 # %% [markdown]
 # ## Backward, line by line
-# `np.add.at(table, ids, values)` adds `values[i]` into `table[ids[i]]` for every `i`, *including
-# repeats*. The tempting `dtable[ids] += values` does not: for a repeated id, NumPy performs
-# the writes one after another from the same starting value, so only one of them survives.
+# The sum passes `dout` unchanged to each of its three terms. The position term was broadcast
+# over the batch, so its gradient sums over the batch; rows `T..MAXPOS-1` of the table were not
+# used and get 0. The two lookups are the interesting part: each `dout[b, t]` must go back to the
+# row it was copied from, and a row used several times must receive the **sum** of its
+# gradients. `np.add.at(table, ids, values)` adds `values[i]` into `table[ids[i]]` for every `i`,
+# *including repeats*. The tempting `dtable[ids] += values` does not: for a repeated id, NumPy
+# performs the writes one after another from the same starting value, so only one survives.
+# Writing the lookup's backward is exercise 1, right here: the lesson uses your function for the
+# token table and the segment table.
 
 # %%
 fwd = lambda: layers.embedding_forward(input_ids, segment_ids, tok_emb, seg_emb, pos_emb)[0]  # noqa: E731
-# forward was: out = tok + seg + pos
-dtok_rows, dseg_rows = dout, dout  # (B, T, C) a sum passes the gradient to every term unchanged
-dpos_rows = dout.sum(axis=0)  # (T, C) pos was broadcast over the batch
-# forward was: tok = tok_emb[input_ids]
-dtok = np.zeros((V, C))  # (V, C)
-np.add.at(dtok, input_ids.reshape(-1), dtok_rows.reshape(-1, C))  # scatter-add (B*T, C) rows
-assert gradcheck.compare("dtok_emb (np.add.at)", dtok, gradcheck.numerical_grad(fwd, tok_emb, dout))
-# forward was: seg = seg_emb[segment_ids]
-dseg = np.zeros((TV, C))  # (TV, C)
-np.add.at(dseg, segment_ids.reshape(-1), dseg_rows.reshape(-1, C))
-assert gradcheck.compare("dseg_emb", dseg, gradcheck.numerical_grad(fwd, seg_emb, dout))
-# forward was: pos = pos_emb[:T]
+# forward was: out = tok + seg + pos;  pos = pos_emb[:T]
 dpos = np.zeros((MAXPOS, C))  # (MAXPOS, C) rows T.. were not used: gradient 0
-dpos[:T] = dpos_rows
+dpos[:T] = dout.sum(axis=0)  # (T, C) pos was broadcast over the batch
 assert gradcheck.compare("dpos_emb", dpos, gradcheck.numerical_grad(fwd, pos_emb, dout))
+
+
+# %% [markdown]
+# **Exercise 1.** `my_embedding_backward(dout, ids, V)`: the gradient `(V, C)` of a table of `V`
+# rows that `ids` `(B, T)` looked up, given `dout` `(B, T, C)`. The same function serves the
+# token table (`V` rows) and the segment table (`TV` rows). A stub left as it is makes the lesson
+# go on with the reference solution (`lessons/solutions/04_embedding_sum.py`).
+
+# %%
+ex = course.Exercises("04_embedding_sum")
+
+
+def my_embedding_backward(dout, ids, V):
+    """dout (B, T, C), ids (B, T) -> dtable (V, C)"""
+    raise NotImplementedError("exercise 1: scatter-add the gradient into the table")  # your code here
+
+
+def check_embedding_backward(fn):
+    return [course.close("token table vs numerical gradient", fn(dout, input_ids, V),
+                         gradcheck.numerical_grad(fwd, tok_emb, dout)),
+            course.close("segment table vs numerical gradient", fn(dout, segment_ids, TV),
+                         gradcheck.numerical_grad(fwd, seg_emb, dout))]
+
+
+my_embedding_backward = ex.grade(1, my_embedding_backward, check_embedding_backward)
+dtok = my_embedding_backward(dout, input_ids, V)  # (V, C)
+dseg = my_embedding_backward(dout, segment_ids, TV)  # (TV, C)
 
 # %% [markdown]
 # ## The classic bug
@@ -182,18 +203,15 @@ for bad in (-1, V):
 # stubs grades your functions and names the check that failed and by how much. A stub left as it
 # is makes the lesson go on with the reference solution (`lessons/solutions/04_embedding_sum.py`).
 #
-# 1. `my_embedding_backward(dout, ids, V)`: the token-table gradient `(V, C)`, using `np.add.at`.
-# 2. `my_onehot_backward(dout, ids, V)`: the same gradient as a matrix product,
-#    `onehot(ids).T @ dout`: a lookup is a multiplication by a one-hot matrix.
+# (Exercise 1, the scatter-add backward, came up in the backward section.)
+#
+# 2. `my_onehot_backward(dout, ids, V)`: the same gradient as exercise 1 as a matrix product,
+#    `onehot(ids).T @ dout`: a lookup is a multiplication by a one-hot matrix. Build the
+#    one-hot matrix of the ids, then one product.
 # 3. `my_segment_ids(tokens)`: given token strings like `["[CLS]", "a", "[SEP]", "b", "[SEP]"]`,
 #    return the segment ids `[0, 0, 0, 1, 1]` (0 up to and including the first `[SEP]`).
 
 # %%
-def my_embedding_backward(dout, ids, V):
-    """dout (B, T, C), ids (B, T) -> dtok_emb (V, C)"""
-    raise NotImplementedError("exercise 1: scatter-add the gradient into the table")  # your code here
-
-
 def my_onehot_backward(dout, ids, V):
     """dout (B, T, C), ids (B, T) -> dtok_emb (V, C), as onehot(ids).T @ dout"""
     raise NotImplementedError("exercise 2: write the gradient as a matrix product")  # your code here
@@ -205,11 +223,9 @@ def my_segment_ids(tokens):
 
 
 # %%
-ex = course.Exercises("04_embedding_sum")
-
-
-def check_embedding_backward(fn):
-    return [course.close("dtok_emb vs layers.embedding_backward", fn(dout, input_ids, V), dtok_lib)]
+def check_onehot_backward(fn):
+    return [course.close("token table vs numerical gradient", fn(dout, input_ids, V),
+                         gradcheck.numerical_grad(fwd, tok_emb, dout))]
 
 
 def check_segment_ids(fn):
@@ -219,8 +235,7 @@ def check_segment_ids(fn):
             course.equal("one-token sides", fn(["[CLS]", "x", "[SEP]", "y", "[SEP]"]), [0, 0, 0, 1, 1])]
 
 
-my_embedding_backward = ex.grade(1, my_embedding_backward, check_embedding_backward)
-my_onehot_backward = ex.grade(2, my_onehot_backward, check_embedding_backward)
+my_onehot_backward = ex.grade(2, my_onehot_backward, check_onehot_backward)
 my_segment_ids = ex.grade(3, my_segment_ids, check_segment_ids)
 
 # %% [markdown]

@@ -52,8 +52,9 @@ print(gradcheck.HEADER)
 scale = 1.0 / math.sqrt(HS)
 # forward, one op per line
 scores = q @ k.swapaxes(-1, -2)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
-adder = ((1.0 - attn_mask) * layers.MASK_VALUE)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
-preatt = scores * scale + adder  # (B, NH, T, T) the adder is broadcast over heads and queries
+real_key = attn_mask[:, None, None, :] == 1  # (B, 1, 1, T) broadcast over heads and queries
+preatt = np.where(real_key, scores * scale, layers.MASK_VALUE)  # (B, NH, T, T) padded keys: -10000
+# (the library adds an adder to every score instead of replacing the padded ones: exercise 3)
 shifted = preatt - preatt.max(axis=-1, keepdims=True)  # (B, NH, T, T) for a stable exp
 e = np.exp(shifted)  # (B, NH, T, T)
 att = e / e.sum(axis=-1, keepdims=True)  # (B, NH, T, T)
@@ -66,9 +67,10 @@ dout = rng.standard_normal(out.shape)  # (B, NH, T, HS)
 
 # %% [markdown]
 # ## Backward, line by line
-# Softmax backward was derived in lesson 03: for `att = softmax(preatt)` over the last axis,
-# `dpreatt = att * (datt - sum(datt * att))`. The adder is a constant, so it gets no gradient
-# and needs no special case: where `att` is 0, `dpreatt` is 0 too.
+# The first line is a matrix product, done as in lesson 01. The second undoes the softmax: lesson
+# 03 went through it one operation at a time on the way to the loss; here you collapse it into
+# one line (exercise 1, right below). The mask is a constant, so it gets no gradient and needs no
+# special case: where `att` is 0, `dpreatt` should come out 0 too.
 
 # %%
 fwd = lambda: layers.attention_forward(q, k, v, attn_mask)[0]  # noqa: E731
@@ -77,15 +79,43 @@ dv = att.swapaxes(-1, -2) @ dout  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T,
 datt = dout @ v.swapaxes(-1, -2)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
 att_in = att.copy()
 assert gradcheck.compare("datt", datt, gradcheck.numerical_grad(lambda: att_in @ v, att_in, dout))
-# forward was: att = softmax(preatt)
-dpreatt = att * (datt - (datt * att).sum(axis=-1, keepdims=True))  # (B, NH, T, T)
+
+
+# %% [markdown]
+# **Exercise 1.** `my_softmax_backward(datt, att)`: `dpreatt` for `att = softmax(preatt)` over the
+# last axis, from `datt` and `att` alone (no `preatt`: the cache does not keep it). Each output
+# `att[j]` depends on every `preatt[i]` of its row: work out `d att[j] / d preatt[i]` (two cases,
+# `i = j` and `i != j`), then sum over `j`. Graded against the numerical gradient of
+# `softmax(preatt) @ v`. A stub left as it is makes the lesson go on with the reference solution
+# (`lessons/solutions/05_attention.py`).
+
+# %%
+ex = course.Exercises("05_attention")
+
+
+def my_softmax_backward(datt, att):
+    """datt, att (..., T) -> dpreatt (..., T), for att = softmax(preatt) over the last axis"""
+    raise NotImplementedError("exercise 1: write softmax's backward")  # your code here
+
+
 def softmax(p):
     e = np.exp(p - p.max(axis=-1, keepdims=True))  # (..., T)
     return e / e.sum(axis=-1, keepdims=True)  # (..., T)
 
 
 pre_in = preatt.copy()
-assert gradcheck.compare("dpreatt", dpreatt, gradcheck.numerical_grad(lambda: softmax(pre_in) @ v, pre_in, dout))
+
+
+def check_softmax_backward(fn):
+    return [course.close("dpreatt vs numerical gradient", fn(datt, att),
+                         gradcheck.numerical_grad(lambda: softmax(pre_in) @ v, pre_in, dout))]
+
+
+my_softmax_backward = ex.grade(1, my_softmax_backward, check_softmax_backward)
+
+# %%
+# forward was: att = softmax(preatt)
+dpreatt = my_softmax_backward(datt, att)  # (B, NH, T, T)
 assert np.all(dpreatt[0, :, :, 3:] == 0.0), "no gradient flows to padded keys"
 # forward was: preatt = scores * scale + adder
 dscores = dpreatt * scale  # (B, NH, T, T)
@@ -200,19 +230,17 @@ assert np.abs(db_k).max() < 1e-12
 # stubs grades your functions and names the check that failed and by how much. A stub left as it
 # is makes the lesson go on with the reference solution (`lessons/solutions/05_attention.py`).
 #
-# 1. `my_softmax_backward(datt, att)`: return `dpreatt` for a softmax over the last axis.
+# (Exercise 1, softmax's backward, came up in the backward section.)
+#
 # 2. `my_score_std(HS, rng)`: draw unit-normal `q`, `k` of size `HS` (10000 pairs) and return
 #    the standard deviation of the *scaled* score `q . k / sqrt(HS)`. It should be about 1 for any
 #    `HS`; without the scale it would be about `sqrt(HS)`.
-# 3. `my_mask_adder(attn_mask)`: build the `(B, 1, 1, T)` adder from a `(B, T)` 0/1 mask
-#    (0 for a real key, `layers.MASK_VALUE` for padding).
+# 3. `my_mask_adder(attn_mask)`: the library does not replace the padded scores as the forward
+#    above did; it *adds* a matrix to all scores. Build it from a `(B, T)` 0/1 mask: 0 for a real
+#    key, `layers.MASK_VALUE` for padding, with the shape that broadcasts over heads and queries,
+#    `(B, 1, 1, T)`. One arithmetic line, no `np.where`.
 
 # %%
-def my_softmax_backward(datt, att):
-    """datt, att (..., T) -> dpreatt (..., T), for att = softmax(preatt) over the last axis"""
-    raise NotImplementedError("exercise 1: write softmax's backward")  # your code here
-
-
 def my_score_std(HS, rng):
     """-> () the standard deviation of q . k / sqrt(HS) for unit-normal q, k of size HS"""
     raise NotImplementedError("exercise 2: measure the spread of the scaled scores")  # your code here
@@ -224,13 +252,6 @@ def my_mask_adder(attn_mask):
 
 
 # %%
-ex = course.Exercises("05_attention")
-
-
-def check_softmax_backward(fn):
-    return [course.close("dpreatt vs the line-by-line backward", fn(datt, att), dpreatt)]
-
-
 def check_score_std(fn):
     results = []
     for hs in (4, 64):
@@ -241,12 +262,15 @@ def check_score_std(fn):
 
 
 def check_mask_adder(fn):
+    M = layers.MASK_VALUE
     got = fn(attn_mask)
     return [course.equal("shape (B, 1, 1, T)", np.shape(got), (B, 1, 1, T)),
-            course.close("values", got, adder, rtol=0, atol=0)]
+            course.close("this lesson's mask", got, np.array([[[[0, 0, 0, M, M]]], [[[0, 0, 0, 0, 0]]]]),
+                         rtol=0, atol=0),
+            course.close("padding in the middle, [[1, 0, 1]]", fn(np.array([[1, 0, 1]])),
+                         np.array([[[[0, M, 0]]]]), rtol=0, atol=0)]
 
 
-my_softmax_backward = ex.grade(1, my_softmax_backward, check_softmax_backward)
 my_score_std = ex.grade(2, my_score_std, check_score_std)
 my_mask_adder = ex.grade(3, my_mask_adder, check_mask_adder)
 for hs in (4, 64):

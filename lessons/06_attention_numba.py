@@ -48,7 +48,7 @@ import numpy as np  # noqa: E402
 from numba.core.errors import NumbaPerformanceWarning  # noqa: E402
 
 import course  # noqa: E402  lessons/course.py: where pictures go, how exercises are graded
-from minibert import kernels, layers  # noqa: E402
+from minibert import gradcheck, kernels, layers  # noqa: E402
 
 FAST = course.FAST  # smaller timing problem in CI
 rng = np.random.default_rng(6)
@@ -286,19 +286,24 @@ assert max_rel(out32_nb, out32_ref) < 1e-5
 # NumPy is allowed; if Numba refuses your code, its error names the line. `NUMBA_DISABLE_JIT=1`
 # runs the functions as plain Python, to debug with `print`.
 #
-# 1. `my_row_softmax(x)`: a stable softmax over the last axis of a 2-D array, `prange` over rows.
-#    It must match the reference to 1e-12.
+# 1. `my_softmax_backward_rows(att, datt)`: the pass `minibert.kernels` runs between its two
+#    matrix products in backward: softmax's backward (lesson 05, exercise 1), one row at a time,
+#    `prange` over the rows, two plain loops per row and no `(N, T)` temporary besides the
+#    output. A row of `att` that is all 0 (a fully masked row) must give 0. Graded against the
+#    numerical gradient of a row softmax.
 # 2. `my_dv(att, dout)`: the backward line `dv = att^T @ dout` for one head, as loops
-#    (`att` (T, T), `dout` (T, HS) -> (T, HS)): `dv[j] += att[i, j] * dout[i]` for every query `i`.
+#    (`att` (T, T), `dout` (T, HS) -> (T, HS)). Which index of `att` is the query and which the
+#    key, and which of them does `dv` sum over? Order the loops so that the innermost one walks
+#    contiguous memory. Graded against the numerical gradient of `att @ v`.
 
 # %%
 warnings.filterwarnings("ignore", category=NumbaPerformanceWarning)  # the stub has no prange yet
 
 
 @numba.njit(parallel=True, cache=True)
-def my_row_softmax(x):
-    """x (N, T) -> (N, T), softmax over each row"""
-    raise NotImplementedError("exercise 1: write the row softmax kernel")  # your code here
+def my_softmax_backward_rows(att, datt):
+    """att, datt (N, T) -> dpreatt (N, T): softmax's backward, row by row"""
+    raise NotImplementedError("exercise 1: write the softmax backward kernel")  # your code here
 
 
 @numba.njit(cache=True)
@@ -309,29 +314,40 @@ def my_dv(att, dout):
 
 # %%
 ex = course.Exercises("06_attention_numba")
-x = rng.standard_normal((7, 11)) * 5  # (N, T)
-ref = np.exp(x - x.max(-1, keepdims=True))
-ref /= ref.sum(-1, keepdims=True)  # (N, T)
+x = rng.standard_normal((7, 11)) * 3  # (N, T) scores
+att_rows = np.exp(x - x.max(-1, keepdims=True))
+att_rows /= att_rows.sum(-1, keepdims=True)  # (N, T) their softmax
+datt_rows = rng.standard_normal(x.shape)  # (N, T) a random upstream gradient
+
+
+def row_softmax(z):
+    e = np.exp(z - z.max(-1, keepdims=True))  # (N, T)
+    return e / e.sum(-1, keepdims=True)
+
+
+def check_softmax_backward_rows(fn):
+    xx = x.copy()
+    num = gradcheck.numerical_grad(lambda: row_softmax(xx), xx, datt_rows)  # (N, T)
+    masked = np.zeros((1, 4))  # (1, 4) a row that sees no key at all
+    return [course.close("dpreatt vs numerical gradient", fn(att_rows, datt_rows), num),
+            course.close("an all-zero att row gives 0", fn(masked, np.ones((1, 4))), np.zeros((1, 4)), atol=0.0)]
+
+
 q, k, v, attn_mask = make_inputs(2, 2, 9, 4)
 dout = rng.standard_normal(q.shape)  # (B, NH, T, HS)
-_, cache = kernels.attention_forward(q, k, v, attn_mask)
-_, _, dv = kernels.attention_backward(dout, cache)
-
-
-def check_row_softmax(fn):
-    big = np.array([[1000.0, 999.0, -1000.0]])  # (1, 3) exp(1000) would overflow
-    e_big = np.exp([0.0, -1.0, -2000.0])  # (3,)
-    return [course.close("matches the reference", fn(x), ref, rtol=1e-12, atol=1e-15),
-            course.close("large logits do not overflow", fn(big)[0], e_big / e_big.sum(), rtol=1e-12, atol=1e-15)]
+_, cache = layers.attention_forward(q, k, v, attn_mask)
 
 
 def check_dv(fn):
-    return [course.close(f"dv of (b, h) = ({b}, {h}) vs kernels.attention_backward",
-                         fn(cache.att[b, h], dout[b, h]), dv[b, h], rtol=1e-12, atol=1e-15)
-            for b in range(2) for h in range(2)]
+    results = []
+    for b, h in ((0, 0), (1, 1)):
+        a, vv = cache.att[b, h], v[b, h].copy()  # (T, T), (T, HS)
+        num = gradcheck.numerical_grad(lambda: a @ vv, vv, dout[b, h])  # (T, HS)
+        results.append(course.close(f"dv of (b, h) = ({b}, {h}) vs numerical gradient", fn(a, dout[b, h]), num))
+    return results
 
 
-my_row_softmax = ex.grade(1, my_row_softmax, check_row_softmax)
+my_softmax_backward_rows = ex.grade(1, my_softmax_backward_rows, check_softmax_backward_rows)
 my_dv = ex.grade(2, my_dv, check_dv)
 
 # %% [markdown]

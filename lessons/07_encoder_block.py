@@ -77,7 +77,49 @@ def block_forward(x, p, attn_mask, pre="h0."):
 
 
 # %% [markdown]
-# ## Backward: the forward, read from the bottom up
+# ## Backward, part 1: the feed-forward network (exercise 1)
+# The block's backward reads the forward from the bottom up. Its middle is the FFN,
+# `h = linear_out(GELU(linear_in(x1)))`: three layers whose backward functions you know from
+# lesson 01 (`layers.linear_backward`, `layers.gelu_backward`). In which order do
+# they run, and which cache goes with which? Write `my_ffn_backward(dh, c_in, c_gelu, c_fo)`,
+# returning `(dx1, dw_in, db_in, dw_out, db_out)`; each of the five is graded on its own against
+# the numerical gradient, and `block_backward` below uses your function. A stub left as it is
+# makes the lesson go on with the reference solution (`lessons/solutions/07_encoder_block.py`).
+
+# %%
+ex = course.Exercises("07_encoder_block")
+
+
+def my_ffn_backward(dh, c_in, c_gelu, c_fo):
+    """dh (B, T, C) and the three caches -> dx1 (B, T, C), dw_in, db_in, dw_out, db_out"""
+    raise NotImplementedError("exercise 1: backward through the feed-forward network")  # your code here
+
+
+def ffn_forward(x):
+    h1, ci = layers.linear_forward(x, params["h0.ffn.in.w"], params["h0.ffn.in.b"])  # (B, T, FF)
+    h2, cg = layers.gelu_forward(h1)  # (B, T, FF)
+    h3, cf = layers.linear_forward(h2, params["h0.ffn.out.w"], params["h0.ffn.out.b"])  # (B, T, C)
+    return h3, (ci, cg, cf)
+
+
+dh = rng.standard_normal((B, T, C))  # (B, T, C)
+_, ffn_caches = ffn_forward(x)
+
+
+def check_ffn_backward(fn):
+    mine = fn(dh, *ffn_caches)
+    names = ("dx1", "dw_in", "db_in", "dw_out", "db_out")
+    wrt = (x, params["h0.ffn.in.w"], params["h0.ffn.in.b"], params["h0.ffn.out.w"], params["h0.ffn.out.b"])
+    return [course.close(f"{name} vs numerical gradient", m,
+                         gradcheck.numerical_grad(lambda: ffn_forward(x)[0], arr, dh))
+            for name, m, arr in zip(names, mine, wrt)]
+
+
+my_ffn_backward = ex.grade(1, my_ffn_backward, check_ffn_backward,
+                           paths=("dx1", "dw_in", "db_in", "dw_out", "db_out"))
+
+# %% [markdown]
+# ## Backward, part 2: the whole block, read from the bottom up
 # Each line undoes one forward line. `g` collects the parameter gradients under the same names.
 
 # %%
@@ -86,10 +128,9 @@ def block_backward(dx2, c: MyBlockCache, pre="h0."):
     # forward was: x2 = LN2(h + x1)
     dsum2, g[pre + "ln2.w"], g[pre + "ln2.b"] = layers.layernorm_backward(dx2, c.ln2)  # (B, T, C)
     dh, dx1 = dsum2, dsum2  # a sum passes its gradient to both terms
-    # forward was: h = linear_out(gelu(linear_in(x1)))
-    dh, g[pre + "ffn.out.w"], g[pre + "ffn.out.b"] = layers.linear_backward(dh, c.ffn_out)  # (B, T, FF)
-    dh = layers.gelu_backward(dh, c.gelu)  # (B, T, FF)
-    dx1_ffn, g[pre + "ffn.in.w"], g[pre + "ffn.in.b"] = layers.linear_backward(dh, c.ffn_in)  # (B, T, C)
+    # forward was: h = linear_out(gelu(linear_in(x1))): exercise 1
+    dx1_ffn, g[pre + "ffn.in.w"], g[pre + "ffn.in.b"], g[pre + "ffn.out.w"], g[pre + "ffn.out.b"] = \
+        my_ffn_backward(dh, c.ffn_in, c.gelu, c.ffn_out)  # (B, T, C)
     dx1 = dx1 + dx1_ffn  # (B, T, C) gradients add up at forks (x1 feeds the FFN and the residual)
     # forward was: x1 = LN1(a + x)
     dsum1, g[pre + "ln1.w"], g[pre + "ln1.b"] = layers.layernorm_backward(dx1, c.ln1)  # (B, T, C)
@@ -160,8 +201,8 @@ assert gradcheck.compare("dtok_emb vs model.encoder_backward", dtok, lib_grads["
 # stubs grades your functions and names the check that failed and by how much. A stub left as it
 # is makes the lesson go on with the reference solution (`lessons/solutions/07_encoder_block.py`).
 #
-# 1. `my_ffn_backward(dh, c_in, c_gelu, c_fo)`: backward through linear -> GELU -> linear only,
-#    with the layer functions of `minibert.layers`; return `(dx1, dw_in, db_in, dw_out, db_out)`.
+# (Exercise 1, the FFN's backward, came up in the backward section.)
+#
 # 2. `my_block_param_count(C, FF)`: how many numbers does one block hold? (Attention: the `qkv`
 #    and output projections, with biases; FFN: two linears; two LayerNorms.) For BERT-Base
 #    (C = 768, FF = 3072) the answer is 7,087,872.
@@ -171,11 +212,6 @@ assert gradcheck.compare("dtok_emb vs model.encoder_backward", dtok, lib_grads["
 #    lesson's `block_forward` it must equal minibert's 2-layer encoder.
 
 # %%
-def my_ffn_backward(dh, c_in, c_gelu, c_fo):
-    """dh (B, T, C) and the three caches -> dx1 (B, T, C), dw_in, db_in, dw_out, db_out"""
-    raise NotImplementedError("exercise 1: backward through the feed-forward network")  # your code here
-
-
 def my_block_param_count(C, FF):
     """-> int: the number of parameters in one encoder block"""
     raise NotImplementedError("exercise 2: count a block's parameters")  # your code here
@@ -187,32 +223,11 @@ def my_stack_blocks(x, params, attn_mask, block, n_layers):
 
 
 # %%
-ex = course.Exercises("07_encoder_block")
-
-
-def ffn_forward(x):
-    h1, ci = layers.linear_forward(x, params["h0.ffn.in.w"], params["h0.ffn.in.b"])  # (B, T, FF)
-    h2, cg = layers.gelu_forward(h1)  # (B, T, FF)
-    h3, cf = layers.linear_forward(h2, params["h0.ffn.out.w"], params["h0.ffn.out.b"])  # (B, T, C)
-    return h3, (ci, cg, cf)
-
-
-dh = rng.standard_normal((B, T, C))  # (B, T, C)
-_, ffn_caches = ffn_forward(x)
 cfg2 = BertConfig(**{**cfg.to_dict(), "num_hidden_layers": 2})
 params2 = init_params(cfg2, seed=1, dtype=np.float64)
 seq2, _ = encoder_forward(params2, cfg2, input_ids, segment_ids, attn_mask, ops=layers)  # (B, T, C)
 emb2 = layers.embedding_forward(input_ids, segment_ids, params2["tok_emb"], params2["seg_emb"], params2["pos_emb"])[0]
 x0_2 = layers.layernorm_forward(emb2, params2["emb_ln.w"], params2["emb_ln.b"], eps)[0]  # (B, T, C)
-
-
-def check_ffn_backward(fn):
-    mine = fn(dh, *ffn_caches)
-    names = ("dx1", "dw_in", "db_in", "dw_out", "db_out")
-    wrt = (x, params["h0.ffn.in.w"], params["h0.ffn.in.b"], params["h0.ffn.out.w"], params["h0.ffn.out.b"])
-    return [course.close(f"{name} vs numerical gradient", m,
-                         gradcheck.numerical_grad(lambda: ffn_forward(x)[0], arr, dh))
-            for name, m, arr in zip(names, mine, wrt)]
 
 
 def check_block_param_count(fn):
@@ -225,7 +240,6 @@ def check_stack_blocks(fn):
                          seq2)]
 
 
-my_ffn_backward = ex.grade(1, my_ffn_backward, check_ffn_backward)
 my_block_param_count = ex.grade(2, my_block_param_count, check_block_param_count)
 my_stack_blocks = ex.grade(3, my_stack_blocks, check_stack_blocks)
 

@@ -167,19 +167,16 @@ assert 0.4 < nsp.mean() < 0.7  # a fair coin, plus the forced single-sentence ne
 
 # %% [markdown]
 # ## How many tokens to predict
-# `n_pred = min(max_predictions_per_seq, max(1, round(len(tokens) * 0.15)))`, where
-# `len(tokens)` **includes** `[CLS]` and both `[SEP]`, and Python's `round` rounds halves to the
-# even neighbour. So a full 128-token sequence gets `round(19.2) = 19` predictions, not 20
-# (Google's README suggests `max_predictions_per_seq=20`: a cap never reached at length 128), and
-# even a tiny sequence gets at least 1.
+# About 15% of each instance, with a floor and a cap (`max_predictions_per_seq`). The details
+# matter for the arrays' shapes, and they are not the obvious ones. Here is what Google's rule
+# (`pd.num_predictions`) gives for a few lengths, with a cap of 20. Which tokens does the length
+# count, how does it round (look at 10, 30, 50 and 70), and what happens to a very short
+# instance? That is exercise 1; the rule itself is written out after the exercises.
 
 # %%
 for n in (5, 10, 30, 50, 70, 128, 512):
-    print(f"len {n:3d} -> {pd.num_predictions(n, 0.15, 10**9)} predictions")
-assert pd.num_predictions(128, 0.15, 20) == 19
-assert [pd.num_predictions(n, 0.15, 20) for n in (5, 10, 30, 50)] == [1, 2, 4, 8]  # 7.5 -> 8
-assert pd.num_predictions(512, 0.15, 20) == 20  # 76.8, capped
-for inst in instances:
+    print(f"len {n:3d} -> {pd.num_predictions(n, 0.15, 20)} predictions")
+for inst in instances:  # the generator's instances follow the same rule, with this lesson's cap P
     assert len(inst.masked_lm_positions) == pd.num_predictions(len(inst.tokens), 0.15, P)
 
 # %% [markdown]
@@ -189,6 +186,8 @@ for inst in instances:
 # - 80%: `[MASK]`;
 # - 10%: the original token, unchanged (so the model cannot assume "unmasked means correct");
 # - 10%: a random token from the whole vocab (specials included; it can even hit the original).
+#
+# (Google draws this from two uniform numbers, one per decision: exercise 3.)
 #
 # Why not always `[MASK]`? `[MASK]` never appears when BERT is later used on real text. The 20%
 # that look like ordinary tokens force the model to keep a good guess for *every* position.
@@ -294,16 +293,20 @@ show(fig, "09_mask_shares.png")
 # %% [markdown]
 # ## Exercises
 # Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
-# stubs grades your functions against `minibert.pretraining_data` and the instances above, and
-# names the case that failed. A stub left as it is makes the lesson go on with the reference
+# stubs grades your functions on known answers and names the case that failed. A stub left as it is makes the lesson go on with the reference
 # solution (`lessons/solutions/09_mlm_nsp_data.py`).
 #
-# 1. `my_num_predictions(n_tokens)`: the count rule with 0.15 and a cap of 20 (mind Python's
-#    `round`).
-# 2. `my_segment_ids(tokens)`: segment ids for `[CLS] A [SEP] B [SEP]`.
-# 3. `my_mask_choice(u1, u2, original, random_token)`: the 80/10/10 branch as Google draws it,
-#    from two uniform numbers in [0, 1): `u1 < 0.8` -> `"[MASK]"`; else `u2 < 0.5` -> the
-#    original; else the random token.
+# 1. `my_num_predictions(n_tokens)`: the count rule with 0.15 and a cap of 20, found from the
+#    table of section "How many tokens to predict". Graded on lengths 3 to 512.
+# 2. `my_truncate_pair(tokens_a, tokens_b, max_num_tokens, draws)`: the pair truncation of the
+#    section on the input format, on lists of tokens: while the pair is longer than
+#    `max_num_tokens`, the longer side loses one token (B when they are equally long), from its
+#    front or its back at random. `draws` gives one uniform number in [0, 1) per lost token, in
+#    order: below 0.5 means the front (Google's `rng.random() < 0.5`). Return the two new lists.
+# 3. `my_mask_choice(u1, u2, original, random_token)`: what the input shows at a prediction
+#    target, as Google draws it, from two uniform numbers in [0, 1): `u1` decides whether it is
+#    `"[MASK]"`; if not, `u2` decides between the original (the lower values) and the random
+#    token. Which thresholds give 80/10/10?
 
 # %%
 def my_num_predictions(n_tokens):
@@ -311,9 +314,9 @@ def my_num_predictions(n_tokens):
     raise NotImplementedError("exercise 1: write the count rule")  # your code here
 
 
-def my_segment_ids(tokens):
-    """list of token strings [CLS] A [SEP] B [SEP] -> list of 0/1 segment ids"""
-    raise NotImplementedError("exercise 2: assign segment ids")  # your code here
+def my_truncate_pair(tokens_a, tokens_b, max_num_tokens, draws):
+    """two lists of tokens, a length, uniform numbers (one per lost token) -> (new a, new b)"""
+    raise NotImplementedError("exercise 2: truncate the pair")  # your code here
 
 
 def my_mask_choice(u1, u2, original, random_token):
@@ -325,19 +328,30 @@ def my_mask_choice(u1, u2, original, random_token):
 ex = course.Exercises("09_mlm_nsp_data")
 
 
+COUNTS = {3: 1, 5: 1, 6: 1, 10: 2, 13: 2, 17: 3, 30: 4, 50: 8, 70: 10, 90: 14, 110: 16, 128: 19, 130: 20, 134: 20,
+          512: 20}  # n_tokens -> predictions, worked out by hand (the halves at 10, 30, ..., 110 included)
+
+
 def check_num_predictions(fn):
-    wrong = [n for n in range(3, 513) if fn(n) != pd.num_predictions(n, 0.15, 20)]
-    return [course.true("n = 3 ... 512 agree with pd.num_predictions", not wrong,
+    wrong = [n for n, want in COUNTS.items() if fn(n) != want]
+    return [course.true(f"{len(COUNTS)} lengths from 3 to 512", not wrong,
                         f"{len(wrong)} lengths differ, first: n = {wrong[0]}: got {fn(wrong[0])}, expected "
-                        f"{pd.num_predictions(wrong[0], 0.15, 20)}" if wrong else "")]
+                        f"{COUNTS[wrong[0]]}" if wrong else "")]
 
 
-def check_segment_ids(fn):
-    wrong = [inst for inst in instances if fn(unmasked(inst)) != inst.segment_ids]
-    results = [course.true(f"every one of the {len(instances)} instances", not wrong,
-                           f"{len(wrong)} differ" if wrong else "")]
-    if wrong:
-        results.append(course.equal("the first that differs", fn(unmasked(wrong[0])), wrong[0].segment_ids))
+def check_truncate_pair(fn):
+    a, b = ["a1", "a2", "a3", "a4", "a5"], ["b1", "b2", "b3"]
+    results = [course.equal("A 5, B 3, to 5; draws 0.3, 0.7, 0.2",
+                            [list(t) for t in fn(list(a), list(b), 5, [0.3, 0.7, 0.2])],
+                            [["a2", "a3", "a4"], ["b2", "b3"]]),
+               course.equal("B longer; draws 0.9, 0.9, 0.1, 0.6",
+                            [list(t) for t in fn(["x", "x"], ["y1", "y2", "y3", "y4", "y5", "y6"], 4,
+                                                 [0.9, 0.9, 0.1, 0.6])], [["x", "x"], ["y2", "y3"]]),
+               course.equal("a pair that fits is left alone (no draw used)",
+                            [list(t) for t in fn(list(a), list(b), 8, [])], [a, b])]
+    before = list(a)
+    fn(a, list(b), 5, [0.3, 0.7, 0.2])
+    results.append(course.true("new lists: the arguments are not changed", a == before, hint=f"tokens_a became {a}"))
     return results
 
 
@@ -345,15 +359,29 @@ def check_mask_choice(fn):
     r = np.random.default_rng(1)
     choices = [fn(r.random(), r.random(), "cat", "dog") for _ in range(20000)]
     shares = np.array([choices.count(c) for c in ("[MASK]", "dog", "cat")]) / len(choices)  # (3,)
-    return [course.equal("u1 = 0.79 -> [MASK]", fn(0.79, 0.99, "cat", "dog"), "[MASK]"),
-            course.equal("u1 = 0.85, u2 = 0.3 -> original", fn(0.85, 0.3, "cat", "dog"), "cat"),
-            course.equal("u1 = 0.85, u2 = 0.7 -> random token", fn(0.85, 0.7, "cat", "dog"), "dog"),
+    return [course.equal("u1 = 0.5 -> [MASK]", fn(0.5, 0.99, "cat", "dog"), "[MASK]"),
+            course.equal("u1 = 0.95, u2 = 0.2 -> the original", fn(0.95, 0.2, "cat", "dog"), "cat"),
+            course.equal("u1 = 0.95, u2 = 0.9 -> the random token", fn(0.95, 0.9, "cat", "dog"), "dog"),
             course.close("shares of 20000 draws ([MASK], random, kept)", shares, [0.8, 0.1, 0.1], rtol=0, atol=0.015)]
 
 
 my_num_predictions = ex.grade(1, my_num_predictions, check_num_predictions)
-my_segment_ids = ex.grade(2, my_segment_ids, check_segment_ids)
+my_truncate_pair = ex.grade(2, my_truncate_pair, check_truncate_pair)
 my_mask_choice = ex.grade(3, my_mask_choice, check_mask_choice)
+
+# %% [markdown]
+# ## How many tokens to predict: the rule (exercise 1's answer)
+# `n_pred = min(max_predictions_per_seq, max(1, round(len(tokens) * 0.15)))`, where
+# `len(tokens)` **includes** `[CLS]` and both `[SEP]`, and Python's `round` rounds halves to the
+# even neighbour. So a full 128-token sequence gets `round(19.2) = 19` predictions, not 20
+# (Google's README suggests `max_predictions_per_seq=20`: a cap never reached at length 128), and
+# even a tiny sequence gets at least 1.
+
+# %%
+assert pd.num_predictions(128, 0.15, 20) == 19
+assert [pd.num_predictions(n, 0.15, 20) for n in (5, 10, 30, 50)] == [1, 2, 4, 8]  # 7.5 -> 8
+assert pd.num_predictions(512, 0.15, 20) == 20  # 76.8, capped
+
 
 # %% [markdown]
 # ## Recap

@@ -85,23 +85,74 @@ assert np.isclose(loss, loss_lib, rtol=0, atol=1e-12)
 # %% [markdown]
 # ## Backward, one line per forward line
 # The chain rule starts at `dloss = 1`. `loss = mlm_loss + nsp_loss`, so both heads receive 1.
-# Then the heads backward, and finally `encoder_backward` (lesson 07) takes `dseq`.
+# Then the heads backward, and finally `encoder_backward` (lesson 07) takes `dseq`. Two lines of
+# the MLM head are new, and you write them: the tied decoder (exercise 1) and the gather of the
+# masked positions (exercise 2). A stub left as it is makes the lesson go on with the reference
+# solution (`lessons/solutions/10_bert_model.py`).
+#
+# **Exercise 1.** `my_tied_decoder_backward(dlogits, t, tok_emb)` for `logits = t @ tok_emb.T +
+# bias`: return `(dt, dtok_from_decoder)`. It is a linear layer whose weight is `tok_emb.T`; mind
+# the transpose. Each of the two is graded on its own against the numerical gradient.
 
 # %%
+ex = course.Exercises("10_bert_model")
 g = {}
 dloss = 1.0  # the chain rule starts here
 dlogits = layers.cross_entropy_backward(dloss, c_mlm_ce)  # (B*P, V)
+
+
+def my_tied_decoder_backward(dlogits, t, tok_emb):
+    """dlogits (B*P, V), t (B*P, C), tok_emb (V, C) -> dt (B*P, C), dtok_from_decoder (V, C)"""
+    raise NotImplementedError("exercise 1: backward through the tied decoder")  # your code here
+
+
+def check_tied_decoder_backward(fn):
+    t_in, tok_in = t.copy(), params["tok_emb"].copy()
+    decoder = lambda: t_in @ tok_in.T + params["mlm.bias"]  # noqa: E731  (B*P, V)
+    dt_mine, dtok_mine = fn(dlogits, t, params["tok_emb"])
+    return [course.close("dt vs numerical gradient", dt_mine, gradcheck.numerical_grad(decoder, t_in, dlogits)),
+            course.close("dtok vs numerical gradient", dtok_mine, gradcheck.numerical_grad(decoder, tok_in, dlogits))]
+
+
+my_tied_decoder_backward = ex.grade(1, my_tied_decoder_backward, check_tied_decoder_backward, paths=("dt", "dtok"))
+
+# %%
 # forward was: logits = t @ tok_emb.T + mlm.bias
 g["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
-dt = dlogits @ params["tok_emb"]  # (B*P, V) @ (V, C) -> (B*P, C)
-dtok_decoder = dlogits.T @ t  # (V, B*P) @ (B*P, C) -> (V, C) decoder side of the tie
+dt, dtok_decoder = my_tied_decoder_backward(dlogits, t, params["tok_emb"])  # (B*P, C), (V, C) decoder side of the tie
 dt2, g["mlm.ln.w"], g["mlm.ln.b"] = layers.layernorm_backward(dt, c_ln)  # (B*P, C)
 dt1 = layers.gelu_backward(dt2, c_gelu)  # (B*P, C)
 dh, g["mlm.dense.w"], g["mlm.dense.b"] = layers.linear_backward(dt1, c_dense)  # (B*P, C)
+
+# %% [markdown]
+# **Exercise 2.** `my_gather_backward(dh, flat_pos, B, T)`: undo `h = seq.reshape(B*T, C)[flat_pos]`,
+# giving `dseq` `(B, T, C)`. Positions can repeat (the same row gathered twice). Graded against
+# the numerical gradient, on the MLM head's positions and on a list with repeats.
+
+# %%
+def my_gather_backward(dh, flat_pos, B, T):
+    """dh (B*P, C), flat_pos (B*P,) -> dseq (B, T, C)"""
+    raise NotImplementedError("exercise 2: scatter the gathered gradient back")  # your code here
+
+
+repeat_pos = np.array([0, 5, 5, 7, 0, 11])  # (6,) a flat position gathered twice must add up
+dh_rep = rng.standard_normal((len(repeat_pos), C))  # (6, C)
+
+
+def check_gather_backward(fn):
+    seq_in = seq.copy()  # (B, T, C)
+    results = []
+    for label, pos, d in (("dseq from the MLM head", flat_pos, dh), ("repeated positions add up", repeat_pos, dh_rep)):
+        num = gradcheck.numerical_grad(lambda: seq_in.reshape(B * T, C)[pos], seq_in, d)  # (B, T, C)
+        results.append(course.close(f"{label}, vs numerical gradient", fn(d, pos, B, T), num))
+    return results
+
+
+my_gather_backward = ex.grade(2, my_gather_backward, check_gather_backward)
+
+# %%
 # forward was: h = seq.reshape(B*T, C)[flat_pos]   (a gather: scatter back, repeats add)
-dseq = np.zeros((B * T, C))  # (B*T, C)
-np.add.at(dseq, flat_pos, dh)
-dseq = dseq.reshape(B, T, C)  # (B*T, C) -> (B, T, C)
+dseq = my_gather_backward(dh, flat_pos, B, T)  # (B, T, C)
 dnsp = layers.cross_entropy_backward(dloss, c_nsp_ce)  # (B, 2)
 dpooled, g["nsp.w"], g["nsp.b"] = layers.linear_backward(dnsp, c_nsp)  # (B, C)
 # forward was: pooled = tanh(pre)
@@ -228,66 +279,35 @@ assert curve[-1] < 0.5 and curve[-1] < curve[0] / 8
 # %% [markdown]
 # ## Exercises
 # Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
-# stubs grades your functions against the backward above, and names the check that failed and by
-# how much. A stub left as it is makes the lesson go on with the reference solution
+# stub grades your function, and names the check that failed and by how much. A stub left as it is makes the lesson go on with the reference solution
 # (`lessons/solutions/10_bert_model.py`).
 #
-# 1. `my_gather_backward(dh, flat_pos, B, T)`: undo `h = seq.reshape(B*T, C)[flat_pos]`, giving
-#    `dseq` `(B, T, C)`. Positions can repeat, so accumulate.
-# 2. `my_tied_decoder_backward(dlogits, t, tok_emb)`: return `(dt, dtok_from_decoder)` for
-#    `logits = t @ tok_emb.T + bias`.
+# (Exercises 1 and 2 came up in the backward section.)
+#
 # 3. `my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8)`: the change that Adam (the
-#    `adam_step` above, with bias correction) makes to a parameter on step 1, from zero moments.
-#    Work it out on paper first: it is about `-lr * sign(g)`, whatever the size of `g`.
+#    `adam_step` above, with bias correction) makes to a parameter on step 1, from zero moments,
+#    as one closed-form line in `g`, `lr` and `eps` (no `m`, `v`, `b1` or `b2` left in it: work
+#    it out on paper first). Graded against `adam_step` itself, for gradients of very different
+#    sizes.
 
 # %%
-def my_gather_backward(dh, flat_pos, B, T):
-    """dh (B*P, C), flat_pos (B*P,) -> dseq (B, T, C)"""
-    raise NotImplementedError("exercise 1: scatter the gathered gradient back")  # your code here
-
-
-def my_tied_decoder_backward(dlogits, t, tok_emb):
-    """dlogits (B*P, V), t (B*P, C), tok_emb (V, C) -> dt (B*P, C), dtok_from_decoder (V, C)"""
-    raise NotImplementedError("exercise 2: backward through the tied decoder")  # your code here
-
-
 def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
     """g (any shape) -> (same shape) the first update of Adam with bias correction"""
     raise NotImplementedError("exercise 3: work out Adam's first step")  # your code here
 
 
 # %%
-ex = course.Exercises("10_bert_model")
-repeat_pos = np.array([0, 5, 5, 7, 0, 11])  # (6,) a flat position gathered twice must add up
-dh_rep = rng.standard_normal((len(repeat_pos), C))  # (6, C)
-
-
-def check_gather_backward(fn):
-    dseq_heads = np.zeros((B * T, C))  # (B*T, C)
-    np.add.at(dseq_heads, flat_pos, dh)
-    dseq_rep = np.zeros((B * T, C))  # (B*T, C)
-    np.add.at(dseq_rep, repeat_pos, dh_rep)
-    return [course.close("dseq from the MLM head", fn(dh, flat_pos, B, T), dseq_heads.reshape(B, T, C)),
-            course.close("repeated positions add up", fn(dh_rep, repeat_pos, B, T), dseq_rep.reshape(B, T, C))]
-
-
-def check_tied_decoder_backward(fn):
-    mine = fn(dlogits, t, params["tok_emb"])
-    return [course.close("dt", mine[0], dt),
-            course.close("dtok from the decoder", mine[1], dtok_decoder)]
-
-
 def check_adam_first_step(fn):
     gg = np.array([1e-3, -5.0, 200.0])  # (3,) very different sizes
     p = {"x": np.zeros(3)}  # (3,)
     adam_step(p, {"x": gg}, {"x": np.zeros(3)}, {"x": np.zeros(3)}, step=1, lr=0.01)
-    return [course.close("equals adam_step's first update", fn(gg, 0.01), p["x"]),
-            course.close("about -lr * sign(g)", fn(gg, 0.01), -0.01 * np.sign(gg), rtol=1e-3)]
+    return [course.close("equals adam_step's first update", fn(gg, 0.01), p["x"])]
 
 
-my_gather_backward = ex.grade(1, my_gather_backward, check_gather_backward)
-my_tied_decoder_backward = ex.grade(2, my_tied_decoder_backward, check_tied_decoder_backward)
 my_adam_first_step = ex.grade(3, my_adam_first_step, check_adam_first_step)
+step1 = my_adam_first_step(np.array([1e-3, -5.0, 200.0]), 0.01)  # (3,)
+print(f"Adam's first step for g = 1e-3, -5, 200 at lr 0.01: {step1.round(6)}: about -lr * sign(g) whatever |g| is")
+assert np.allclose(step1, -0.01 * np.sign([1e-3, -5.0, 200.0]), rtol=1e-3)
 
 # %% [markdown]
 # ## Recap

@@ -122,25 +122,14 @@ assert np.allclose(params["h0.attn.qkv.b"], 1) and np.allclose(params["h0.ln1.w"
 # ## The learning-rate schedule: warmup and decay, overlapping
 # BERT raises the rate linearly from 0 over `W` warmup steps, then lowers it linearly to 0 at
 # the last step `T` (called `T_steps` in the code: `T` is the sequence length elsewhere). In
-# Google's code the decay starts at step 0, *under* the warmup, and the
-# warmup simply wins while `t < W`:
-#
-#     lr(t) = peak * t / W          if t < W
-#     lr(t) = peak * (1 - t / T)    otherwise
-#
-# So the peak is never reached: at `t = W` the rate *drops* from `peak (W-1)/W` to
-# `peak (1 - W/T)`. Hugging Face's schedule decays from the peak instead. With BERT's own
-# numbers (`W = 10 000`, `T = 1 000 000`) the drop is 1%; with short runs it is visible.
+# Google's code the decay does not start where the warmup ends: it starts at step 0, *under* the
+# warmup, and the warmup simply wins while `t < W`. The picture draws `optim.lr_at` against
+# Hugging Face's schedule, which decays from the peak instead. What is `lr(t)`, and what happens
+# at `t = W`? That is exercise 2; the formula and its consequence come after the exercises.
 
 # %%
 peak, W, T_steps = 1e-3, 20, 100
 lrs = [optim.lr_at(t, peak, W, T_steps) for t in range(T_steps + 1)]
-print(f"lr(0)={lrs[0]}, lr(W-1)={lrs[W - 1]:.2e}, lr(W)={lrs[W]:.2e}, lr(T)={lrs[T_steps]}")
-assert lrs[0] == 0.0 and lrs[T_steps] == 0.0  # the first update does nothing
-assert math.isclose(lrs[W - 1], peak * (W - 1) / W)  # the last warmup step
-assert math.isclose(lrs[W], peak * (1 - W / T_steps))  # the decay line, already lower
-assert lrs[W] < lrs[W - 1]  # the drop at the end of warmup
-assert math.isclose(optim.lr_at(W, peak, W, T_steps, schedule="hf"), peak)  # HF reaches the peak
 fig, ax = plt.subplots(figsize=(7, 3.5))
 ax.plot(range(T_steps + 1), lrs, label='BERT (schedule="bert")')
 ax.plot(range(T_steps + 1), [optim.lr_at(t, peak, W, T_steps, schedule="hf") for t in range(T_steps + 1)], "--",
@@ -151,6 +140,7 @@ ax.set_ylabel("learning rate")
 ax.legend()
 fig.tight_layout()
 show(fig, "11_schedule.png")
+assert lrs[0] == 0.0 and lrs[T_steps] == 0.0  # the first update does nothing
 
 # %% [markdown]
 # ## Global-norm clipping
@@ -314,25 +304,27 @@ print(f"saved to {run_dir}")
 # %% [markdown]
 # ## Exercises
 # Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
-# stubs grades your functions against `minibert.optim` and names the check that failed and by
-# how much. A stub left as it is makes the lesson go on with the reference solution
+# stubs grades your functions and names the check that failed and by how much. A stub left as it is makes the lesson go on with the reference solution
 # (`lessons/solutions/11_pretrain_tiny.py`).
 #
-# 1. `my_lr(t, peak, W, T)`: BERT's overlapping warmup/decay schedule.
-# 2. `my_adam_step(p, g, m, v, lr, wd)`: one BERT AdamW update of one array (no bias correction,
-#    decoupled weight decay); returns the new `(p, m, v)`. It must match `optim.AdamW` over
-#    several steps.
+# 1. `my_update_size(t, b1, b2)`: the size of BERT's AdamW update, `|update| / lr`, at step `t`
+#    (1, 2, ...) for a gradient that is the same at every step, without bias correction and
+#    without weight decay. The first section worked out step 1 (3.16); write `m` and `v` after `t`
+#    steps as sums (geometric series) and simplify. Ignore `eps`. Graded against the sizes
+#    measured with `optim.AdamW` in the first section, steps 1 to 3000.
+# 2. `my_lr(t, peak, W, T)`: BERT's overlapping warmup/decay schedule (the picture of section 2).
+#    Graded on known values, worked out by hand.
 # 3. `my_clip(grads, max_norm)`: global-norm clipping of a dict of arrays; returns a new dict.
 
 # %%
+def my_update_size(t, b1=0.9, b2=0.999):
+    """t (int or array of steps 1, 2, ...) -> |update| / lr for a constant gradient, no bias correction"""
+    raise NotImplementedError("exercise 1: the size of Adam's update at step t")  # your code here
+
+
 def my_lr(t, peak, W, T):
     """-> the learning rate at global step t"""
-    raise NotImplementedError("exercise 1: write BERT's schedule")  # your code here
-
-
-def my_adam_step(p, g, m, v, lr, wd, b1=0.9, b2=0.999, eps=1e-6):
-    """arrays p, g, m, v of one shape -> new (p, m, v) after one BERT AdamW step"""
-    raise NotImplementedError("exercise 2: write BERT's AdamW update")  # your code here
+    raise NotImplementedError("exercise 2: write BERT's schedule")  # your code here
 
 
 def my_clip(grads, max_norm):
@@ -346,38 +338,62 @@ r = np.random.default_rng(0)
 big = {"a": r.standard_normal((3, 4)) * 5, "b": r.standard_normal(5)}  # joint norm ~ 20
 
 
+def check_update_size(fn):
+    t = np.arange(1, len(moves[False]) + 1)  # (3000,) steps
+    measured = moves[False][:, 0]  # (3000,) |update| / lr for g = 0.5, from optim.AdamW above
+    return [course.close("steps 1..3000 vs optim.AdamW's measured steps", fn(t), measured, rtol=2e-4),
+            course.close("b1 = 0.5, b2 = 0.9, step 2: 0.75 / sqrt(0.19)", fn(2, 0.5, 0.9), 0.75 / math.sqrt(0.19),
+                         rtol=1e-9, atol=1e-12)]
+
+
 def check_lr(fn):
-    steps = list(range(0, 101, 7)) + [19, 20, 21, 100]
-    got = [fn(t, 1e-3, 20, 100) for t in steps]
-    want = [optim.lr_at(t, 1e-3, 20, 100) for t in steps]
-    return [course.close("t = 0, 7, ..., 98, 19, 20, 21, 100 vs optim.lr_at", got, want, rtol=1e-12, atol=1e-15),
-            course.close("no warmup (W = 0)", [fn(t, 1e-3, 0, 50) for t in (0, 25)],
-                         [optim.lr_at(t, 1e-3, 0, 50) for t in (0, 25)], rtol=1e-12, atol=1e-15)]
-
-
-def check_adam_step(fn):
-    rr = np.random.default_rng(0)
-    p_ref = {"w": rr.standard_normal(4)}  # (4,)
-    p_mine, m_mine, v_mine = p_ref["w"].copy(), np.zeros(4), np.zeros(4)
-    ref = optim.AdamW(p_ref, weight_decay=0.01)
-    for _ in range(5):
-        g_t = rr.standard_normal(4)  # (4,)
-        ref.step(p_ref, {"w": g_t}, lr=1e-2)
-        p_mine, m_mine, v_mine = fn(p_mine, g_t, m_mine, v_mine, 1e-2, 0.01)
-    return [course.close("p after 5 steps vs optim.AdamW", p_mine, p_ref["w"], rtol=1e-12, atol=1e-12)]
+    # peak 1e-3, W = 20, T = 100, worked out by hand: warmup t/20, then the line 1 - t/100
+    want = {0: 0.0, 10: 5e-4, 19: 9.5e-4, 20: 8e-4, 21: 7.9e-4, 60: 4e-4, 100: 0.0}
+    results = [course.close(f"t = {list(want)}", [fn(t, 1e-3, 20, 100) for t in want], list(want.values()),
+                            rtol=1e-12, atol=1e-15)]
+    return results + [course.close("no warmup (W = 0): t = 0, 25 of 50", [fn(t, 1e-3, 0, 50) for t in (0, 25)],
+                                   [1e-3, 5e-4], rtol=1e-12, atol=1e-15)]
 
 
 def check_clip(fn):
-    results = []
-    for max_norm in (0.5, 1.0, 100.0):
-        mine, lib = fn(big, max_norm), optim.clip_by_global_norm(big, max_norm)[0]
-        results += [course.close(f"max_norm {max_norm:g}: {k}", mine[k], lib[k]) for k in big]
+    small = {"a": np.array([3.0, 0.0]), "b": np.array([[4.0]])}  # joint norm 5
+    results = [course.close("{a: [3, 0], b: [[4]]} to norm 1: a", fn(small, 1.0)["a"], [0.6, 0.0]),
+               course.close("{a: [3, 0], b: [[4]]} to norm 1: b", fn(small, 1.0)["b"], [[0.8]]),
+               course.close("norm 5 under max_norm 10: unchanged", fn(small, 10.0)["b"], [[4.0]])]
+    norm = optim.global_norm(big)  # ~20
+    for max_norm in (0.5, 100.0):
+        mine = fn(big, max_norm)
+        factors = [float(np.linalg.norm(mine[k]) / np.linalg.norm(big[k])) for k in big]  # one per array
+        results += [course.close(f"max_norm {max_norm:g}: the same factor for every array", factors[1:],
+                                 factors[:1] * (len(factors) - 1), rtol=1e-12),
+                    course.close(f"max_norm {max_norm:g}: joint norm {min(norm, max_norm):.3g} after",
+                                 optim.global_norm(mine), min(norm, max_norm), rtol=1e-12)]
     return results
 
 
-my_lr = ex.grade(1, my_lr, check_lr)
-my_adam_step = ex.grade(2, my_adam_step, check_adam_step)
+my_update_size = ex.grade(1, my_update_size, check_update_size)
+my_lr = ex.grade(2, my_lr, check_lr)
 my_clip = ex.grade(3, my_clip, check_clip)
+peak_step = int(np.argmax(my_update_size(np.arange(1, 3001)))) + 1
+print(f"BERT's uncorrected update is largest at step {peak_step}: {my_update_size(peak_step):.2f} x lr")
+
+# %% [markdown]
+# ## The schedule's formula (exercise 2's answer)
+#
+#     lr(t) = peak * t / W          if t < W
+#     lr(t) = peak * (1 - t / T)    otherwise
+#
+# So the peak is never reached: at `t = W` the rate *drops* from `peak (W-1)/W` to
+# `peak (1 - W/T)`. With BERT's own numbers (`W = 10 000`, `T = 1 000 000`) the drop is 1%; with
+# short runs it is visible in the picture above.
+
+# %%
+print(f"lr(0)={lrs[0]}, lr(W-1)={lrs[W - 1]:.2e}, lr(W)={lrs[W]:.2e}, lr(T)={lrs[T_steps]}")
+assert math.isclose(lrs[W - 1], peak * (W - 1) / W)  # the last warmup step
+assert math.isclose(lrs[W], peak * (1 - W / T_steps))  # the decay line, already lower
+assert lrs[W] < lrs[W - 1]  # the drop at the end of warmup
+assert math.isclose(optim.lr_at(W, peak, W, T_steps, schedule="hf"), peak)  # HF reaches the peak
+
 
 # %% [markdown]
 # ## Recap

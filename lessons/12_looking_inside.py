@@ -33,6 +33,8 @@ from collections import Counter  # noqa: E402
 import minibert  # noqa: E402,F401  before NumPy: sets OPENBLAS_THREAD_TIMEOUT (lesson 06)
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.colors import SymLogNorm  # noqa: E402
+from matplotlib.patches import ConnectionPatch  # noqa: E402
 
 import course  # noqa: E402  lessons/course.py: where pictures go, how exercises are graded
 from course import HERE, OUT, show  # noqa: E402
@@ -58,7 +60,8 @@ print(f"model: {cfg.num_hidden_layers} layers, {cfg.num_attention_heads} heads, 
 #
 #     p(token | context) = softmax(mlm_logits[position])      # (V,), sums to 1
 #
-# We check that by hand: the distribution is valid and `fill_mask`'s top 5 are its 5 largest.
+# Exercise 1 checks that by hand: you write the top-k from the logits, and it must give
+# `fill_mask`'s five tokens and probabilities.
 
 # %%
 text = "the cat sat on the [MASK] mat ."
@@ -67,12 +70,7 @@ print(text)
 for token, p in top5:
     print(f"  {token:12} {p:.3f}")
 ids, positions = inspect.encode_with_masks(tok, text)
-logits = model.forward(np.array([ids])).mlm_logits[0, positions[0]].astype(np.float64)  # (V,)
-probs = np.exp(logits - logits.max())  # (V,)
-probs /= probs.sum()  # (V,)
-assert probs.shape == (cfg.vocab_size,) and np.all(probs >= 0) and math.isclose(probs.sum(), 1.0)
-assert [t for t, _ in top5] == tok.convert_ids_to_tokens(np.argsort(-probs, kind="stable")[:5])
-assert np.allclose([p for _, p in top5], np.sort(probs)[::-1][:5])
+logits = model.forward(np.array([ids])).mlm_logits[0, positions[0]].astype(np.float64)  # (V,) the [MASK]'s logits
 assert all(a >= b for (_, a), (_, b) in zip(top5, top5[1:]))  # sorted, most likely first
 
 fig, ax = plt.subplots(figsize=(5, 3))
@@ -146,14 +144,21 @@ assert trained_lp > untrained_lp + 0.5
 # ## The big picture: pre-training, then fine-tuning (the paper's Figure 1)
 # BERT's paper opens with one picture: the same network first **pre-trained** on unlabelled
 # sentence pairs (MLM and NSP, lessons 09-11), then **fine-tuned**: the pre-trained weights are
-# kept, a small new output layer is added for the task, and everything is trained further on
-# labelled examples. Below, both halves drawn from real tensors of this model. Each column of a
-# heat map is one token's final hidden state (`sequence_output`, `(T, C)`, from the very same
-# weights on both sides). On the left, the two pre-training heads read it: NSP at `[CLS]`, MLM at
-# the masked position. On the right, a question-answering input and two new heads, as in the
-# paper's SQuAD and MNLI panels: a classifier on `[CLS]` (3 classes) and a span head that scores
-# every token as the start of the answer. The new heads are random (std 0.02, as BERT's init), so
-# their outputs are close to uniform: that is what fine-tuning starts from.
+# kept, small new output layers are added for the task, and everything is trained further on
+# labelled examples. Below, both halves drawn from real tensors of this model:
+# - bottom row, each side: the final hidden states (`sequence_output`, one column of `C` numbers
+#   per token, colour bar below), computed by the **same parameters** on both sides. The middle
+#   panel draws them: every tensor of the encoder (embeddings and both layers), one row per tensor,
+#   its values in their real order, cut to the width of the panel. Nothing is copied or changed
+#   between the two sides: it is one set of arrays.
+# - top row, left: the two pre-training heads. NSP reads `[CLS]` (P(IsNext), P(NotNext)); MLM
+#   reads the masked position (its three best guesses).
+# - top row, right: a question and a passage, with the paper's SQuAD heads: a **start** head and
+#   an **end** head, each a new `(C,)` vector scoring every passage token (the bars: the
+#   softmax of the scores over the passage), and a 3-class classifier on `[CLS]` as in its MNLI
+#   panel. The new heads are random (std 0.02, as BERT's init), so their outputs are close to
+#   uniform (the dotted line): that is what fine-tuning starts from.
+#
 # Saved as `lessons/out/12_pretrain_finetune.png`.
 
 # %%
@@ -164,60 +169,93 @@ def encode_pair(text_a, text_b):
     return ids_a + ids_b, [0] * len(ids_a) + [1] * len(ids_b), positions
 
 
-def draw_panel(ax, ids, seq, heads, title, lim):
-    """Token labels, the hidden states as a heat map, and the heads' outputs above it."""
-    tokens = tok.convert_ids_to_tokens(ids)
-    T = len(tokens)
-    ax.imshow(seq.T, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto", extent=(-0.5, T - 0.5, 0, 4),
-              interpolation="nearest")  # (C, T): one column per token
-    ax.text(-0.7, 2, f"BERT\n{cfg.num_hidden_layers} layers", ha="right", va="center", fontsize=8)
-    for t, token in enumerate(tokens):
-        ax.text(t, -0.2, token, rotation=90, ha="center", va="top", fontsize=8)
-    for t, text, height in heads:
-        ax.annotate(text, xy=(t, 4.05), xytext=(t, 4.05 + height), ha="center", va="bottom", fontsize=7,
-                    arrowprops=dict(arrowstyle="->", lw=0.8), bbox=dict(boxstyle="round", fc="#fff2cc", lw=0.5))
-    ax.set_xlim(-2.5, T)
-    ax.set_ylim(-2.4, 7.2)
-    ax.axis("off")
-    ax.set_title(title, fontsize=10)
+def softmax(z):
+    e = np.exp(z - z.max())  # (n,)
+    return e / e.sum()
 
 
 # pre-training: a sentence pair with a [MASK], through the model and its two heads
 ids_pt, segs_pt, mask_pos = encode_pair("the cat sat on the [MASK] mat .", "it watched the birds in the garden .")
 out_pt = model.forward(np.array([ids_pt]), np.array([segs_pt]))
-p_nsp = np.exp(out_pt.nsp_logits[0] - out_pt.nsp_logits[0].max())  # (2,)
-p_nsp /= p_nsp.sum()
-p_mlm = np.exp(out_pt.mlm_logits[0, mask_pos[0]] - out_pt.mlm_logits[0, mask_pos[0]].max())  # (V,)
-p_mlm /= p_mlm.sum()
+p_nsp = softmax(out_pt.nsp_logits[0])  # (2,)
+p_mlm = softmax(out_pt.mlm_logits[0, mask_pos[0]])  # (V,)
 top3 = np.argsort(-p_mlm)[:3]  # (3,)
-heads_pt = [(0, f"NSP head\nIsNext {p_nsp[0]:.2f}\nNotNext {p_nsp[1]:.2f}", 1.3),
-            (mask_pos[0], "MLM head\n" + "\n".join(f"{tok.ids_to_tokens[int(i)]} {p_mlm[i]:.2f}" for i in top3), 1.3)]
-# fine-tuning: a question and a passage, the same encoder weights, two new (random) heads
+# fine-tuning: a question and a passage, the same encoder weights, new (random) heads
 ids_ft, segs_ft, _ = encode_pair("what is warm", "the cat sat on the warm mat .")
 out_ft = model.forward(np.array([ids_ft]), np.array([segs_ft]))
 head_rng = np.random.default_rng(0)
 w_cls = 0.02 * head_rng.standard_normal((cfg.hidden_size, 3))  # (C, 3) new: a 3-class classifier
-w_span = 0.02 * head_rng.standard_normal((cfg.hidden_size, 2))  # (C, 2) new: start and end scores
-z_cls = out_ft.pooled_output[0] @ w_cls  # (3,)
-p_cls = np.exp(z_cls - z_cls.max()) / np.exp(z_cls - z_cls.max()).sum()  # (3,)
+w_span = 0.02 * head_rng.standard_normal((cfg.hidden_size, 2))  # (C, 2) new: a start and an end vector
+p_cls = softmax(out_ft.pooled_output[0] @ w_cls)  # (3,)
 first_b = segs_ft.index(1)  # the passage starts here: an answer is a span of the passage
-z_start = out_ft.sequence_output[0, first_b:-1] @ w_span[:, 0]  # (n,) one score per passage token
-p_start = np.exp(z_start - z_start.max()) / np.exp(z_start - z_start.max()).sum()  # (n,)
-heads_ft = [(0, "new classifier\n" + " ".join(f"{p:.2f}" for p in p_cls), 1.3)]
+passage = out_ft.sequence_output[0, first_b:-1]  # (n, C) the passage tokens, without the last [SEP]
+p_start, p_end = softmax(passage @ w_span[:, 0]), softmax(passage @ w_span[:, 1])  # (n,) each
+
+encoder_names = [k for k in model.params if not k.startswith(("mlm.", "nsp.", "pool."))]  # the shared tensors
+n_shared = sum(model.params[k].size for k in encoder_names)
+width = 96  # numbers drawn per tensor
+shared = np.full((len(encoder_names), width), np.nan)  # (tensors, width) NaN: a tensor with fewer numbers
+for r, name in enumerate(encoder_names):
+    flat = model.params[name].ravel()[:width]
+    shared[r, :flat.size] = flat
 lim = float(np.abs(np.concatenate([out_pt.sequence_output[0], out_ft.sequence_output[0]])).max())
-fig, (ax_pt, ax_ft) = plt.subplots(1, 2, figsize=(14, 4.8))
-draw_panel(ax_pt, ids_pt, out_pt.sequence_output[0], heads_pt, "pre-training: MLM + NSP on unlabelled pairs", lim)
-draw_panel(ax_ft, ids_ft, out_ft.sequence_output[0], heads_ft,
-           "fine-tuning: the same weights, new heads, labelled data", lim)
-ax_ft.bar(range(first_b, len(ids_ft) - 1), 1.6 * p_start / p_start.max(), bottom=4.2, width=0.5, color="#6aa84f")
-ax_ft.text(len(ids_ft) - 1, 6.0, f"new span head: P(answer starts here), uniform = {1 / len(p_start):.2f}",
-           ha="right", fontsize=7)
-fig.tight_layout()
+fig = plt.figure(figsize=(15, 7), layout="constrained")
+grid = fig.add_gridspec(2, 3, width_ratios=[len(ids_pt), 9, len(ids_ft)], height_ratios=[1, 1.6])
+ax_pt_head, ax_ft_head = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 2])
+ax_pt, ax_ft = fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[1, 2])
+ax_w = fig.add_subplot(grid[:, 1])
+for ax, ids, out, title in ((ax_pt, ids_pt, out_pt, "pre-training: MLM + NSP on unlabelled pairs"),
+                            (ax_ft, ids_ft, out_ft, "fine-tuning: the same encoder, new heads, labelled data")):
+    im = ax.imshow(out.sequence_output[0].T, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto",
+                   interpolation="nearest")  # (C, T): one column per token
+    ax.set_xticks(range(len(ids)), tok.convert_ids_to_tokens(ids), rotation=90, fontsize=8)
+    ax.set_ylabel(f"final hidden state (C = {cfg.hidden_size})", fontsize=8)
+    ax.set_yticks([])
+    ax.set_title(title, fontsize=10)
+fig.colorbar(im, ax=ax_ft, location="right", label="hidden state value (same scale on both sides)")
+imw = ax_w.imshow(shared, cmap="PuOr_r", aspect="auto", interpolation="nearest",
+                  norm=SymLogNorm(linthresh=0.01, vmin=-1.5, vmax=1.5))  # weights ~0.02 and LayerNorm scales ~1
+ax_w.set_yticks(range(len(encoder_names)), encoder_names, fontsize=6)
+ax_w.set_xticks([])
+ax_w.set_title(f"shared parameters:\n{n_shared:,} numbers, {len(encoder_names)} tensors,\n"
+               f"the same arrays on both sides", fontsize=9)
+ax_w.set_xlabel(f"the first {width} values of each tensor", fontsize=8)
+cbar = fig.colorbar(imw, ax=ax_w, location="bottom", label="parameter value (log scale beyond 0.01)", shrink=0.95)
+cbar.set_ticks([-1, -0.1, 0, 0.1, 1], labels=["-1", "-0.1", "0", "0.1", "1"])
+for ax_enc in (ax_pt, ax_ft):  # arrows from the parameters to both encoders
+    fig.add_artist(ConnectionPatch(xyA=(0.5, 0.25), coordsA=ax_w.transAxes,
+                                   xyB=(0.0 if ax_enc is ax_ft else 1.0, 0.5), coordsB=ax_enc.transAxes,
+                                   arrowstyle="->", lw=1.5, color="#7f6000"))
+# the heads: bars over the tokens they read
+ax_pt_head.bar([0, 0.35], p_nsp, width=0.3, color=["#6aa84f", "#cc0000"])
+ax_pt_head.text(0.9, 0.8, "<- NSP head at [CLS]:\nIsNext (green), NotNext (red)", ha="left", fontsize=7)
+ax_pt_head.bar(mask_pos[0] + np.array([-0.3, 0.0, 0.3]), p_mlm[top3], width=0.28, color="#3d85c6")
+for i, tid in enumerate(top3):
+    ax_pt_head.text(mask_pos[0] - 0.3 + 0.3 * i, p_mlm[tid] + 0.02, tok.ids_to_tokens[int(tid)], rotation=90,
+                    ha="center", va="bottom", fontsize=7)
+ax_pt_head.text(mask_pos[0], max(p_mlm[top3]) + 0.3, "MLM head at [MASK]:\nits 3 best guesses", ha="center",
+                fontsize=7)
+xs = np.arange(first_b, len(ids_ft) - 1)  # (n,) positions of the passage tokens
+ax_ft_head.bar(xs - 0.18, p_start, width=0.34, color="#6aa84f", label="new start head: P(answer starts here)")
+ax_ft_head.bar(xs + 0.18, p_end, width=0.34, color="#8e7cc3", label="new end head: P(answer ends here)")
+ax_ft_head.axhline(1 / len(xs), color="grey", ls=":", lw=1, label=f"uniform over the passage, 1/{len(xs)}")
+ax_ft_head.bar([-0.3, 0.0, 0.3], p_cls, width=0.28, color="#e69138", label="new classifier on [CLS]: 3 classes")
+for ax, n in ((ax_pt_head, len(ids_pt)), (ax_ft_head, len(ids_ft))):
+    ax.set_xlim(-0.5, n - 0.5)
+    ax.set_ylim(0, 1.0)
+    ax.set_xticks([])
+    ax.set_ylabel("probability", fontsize=8)
+ax_pt_head.set_title("pre-training heads (trained in lesson 11)", fontsize=9)
+ax_ft_head.set_title("fine-tuning heads (new, random: to be trained on the task)", fontsize=9)
+ax_ft_head.legend(fontsize=7, loc="upper left")
 show(fig, "12_pretrain_finetune.png")
 print(f"pre-training heads: P(IsNext) {p_nsp[0]:.2f}; MLM top guess {tok.ids_to_tokens[int(top3[0])]!r}")
-print(f"fine-tuning heads (random, untrained): classes {p_cls.round(2)}, span start probabilities "
-      f"{p_start.min():.3f}-{p_start.max():.3f} (uniform {1 / len(p_start):.3f})")
+print(f"fine-tuning heads (random, untrained): classes {p_cls.round(2)}, start {p_start.min():.3f}-{p_start.max():.3f}, "
+      f"end {p_end.min():.3f}-{p_end.max():.3f} (uniform {1 / len(xs):.3f})")
+print(f"shared: {n_shared:,} encoder parameters; the pre-training heads add "
+      f"{model.num_parameters - n_shared:,} (pooler, MLM, NSP), the new heads {w_cls.size + w_span.size:,}")
 assert np.allclose(p_cls, 1 / 3, atol=0.05)  # a new head starts near uniform
+assert np.allclose(p_start, 1 / len(xs), atol=0.05) and np.allclose(p_end, 1 / len(xs), atol=0.05)
 
 # %% [markdown]
 # ## Attention maps
@@ -310,12 +348,13 @@ assert np.allclose(seq[1, :n_real], alone[0], atol=1e-5), "padding changed the r
 # %% [markdown]
 # ## Exercises
 # Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
-# stubs grades your functions against `minibert.inspect` and known answers, and names the check
-# that failed and by how much. A stub left as it is makes the lesson go on with the reference
+# stubs grades your functions against known answers, and names the check that failed and by how
+# much. A stub left as it is makes the lesson go on with the reference
 # solution (`lessons/solutions/12_looking_inside.py`).
 #
 # 1. `my_top_k(logits, k)`: the k most likely token ids and their probabilities, most likely
-#    first (ties: the smaller id first). It must agree with `inspect.fill_mask`.
+#    first (ties: the smaller id first). It must give the five tokens and probabilities that
+#    `inspect.fill_mask` printed at the start of the lesson.
 # 2. `my_encode_with_masks(text, tok)`: `[CLS]` + tokens + `[SEP]` ids, with each literal
 #    `[MASK]` turned into the mask id (Google's tokenizer would split it into `[`, `mask`, `]`);
 #    returns the ids and the mask positions, like `inspect.encode_with_masks`.
@@ -350,9 +389,20 @@ def check_top_k(fn):
             course.equal("ties: smaller id first", list(fn(np.array([0.0, 2.0, 2.0, 1.0]), 2)[0]), [1, 2])]
 
 
+ENCODED = [  # (text, its tokens with [CLS] and [SEP], the [MASK] positions): lesson 11's vocabulary
+    (text, ["[CLS]", "the", "cat", "sat", "on", "the", "[MASK]", "mat", ".", "[SEP]"], [6]),
+    ("[MASK] bread smells [MASK] .", ["[CLS]", "[MASK]", "bread", "sm", "##ell", "##s", "[MASK]", ".", "[SEP]"], [1, 6]),
+    ("no mask here", ["[CLS]", "n", "##o", "ma", "##s", "##k", "h", "##er", "##e", "[SEP]"], []),
+]
+
+
 def check_encode_with_masks(fn):
-    return [course.equal(repr(t), fn(t, tok), inspect.encode_with_masks(tok, t))
-            for t in [text, "[MASK] bread smells [MASK] .", "no mask here"]]
+    results = []
+    for t, tokens, positions in ENCODED:
+        ids, pos = fn(t, tok)
+        results += [course.equal(f"{t!r}: tokens", tok.convert_ids_to_tokens(list(ids)), tokens),
+                    course.equal(f"{t!r}: mask positions", list(pos), positions)]
+    return results
 
 
 def check_head_entropy(fn):
@@ -369,6 +419,8 @@ def check_head_entropy(fn):
 my_top_k = ex.grade(1, my_top_k, check_top_k)
 my_encode_with_masks = ex.grade(2, my_encode_with_masks, check_encode_with_masks)
 my_head_entropy = ex.grade(3, my_head_entropy, check_head_entropy)
+top_ids, top_p = my_top_k(logits, cfg.vocab_size)  # every token, most likely first: the whole distribution
+assert math.isclose(top_p.sum(), 1.0) and np.all(top_p >= 0)  # a valid distribution over the vocab
 entropy = my_head_entropy(result.maps)  # (L, NH)
 print("mean attention entropy per head:", entropy.round(2), f"(ln T = {math.log(T):.2f})")
 assert np.all(entropy >= 0) and np.all(entropy <= math.log(T) + 1e-6)
@@ -381,9 +433,11 @@ assert np.all(entropy >= 0) and np.all(entropy <= math.log(T) + 1e-6)
 # - A tiny, briefly trained model knows mostly word frequencies and a little context; more
 #   training (and more text) is what makes the context matter.
 #
-# This is the end of the path: from a numerical gradient (lesson 00) to a pretrained BERT you
-# can query. Next steps: `make train-tiny`, and the README's notes on loading the saved model
-# into Hugging Face `transformers`.
+# That closes the first path, from a numerical gradient (lesson 00) to a pretrained BERT you can
+# query. **Next: lesson 13**, the other half of the paper's Figure 1: the fine-tuning heads, then
+# question answering (14), what pretraining buys (15), feature-based use (16), the paper's
+# ablations and BERT's successors (17-22), and a capstone that runs the whole loop on a real
+# task (23). `make train-tiny` pretrains a bigger model on real text meanwhile.
 
 # %%
 print("lesson 12 passed")

@@ -115,7 +115,7 @@ assert scores.shape == (2, 4) and np.allclose(scores.reshape(-1), one_by_one[:, 
 # ## 5. Fine-tune a tiny model on a toy sentiment task
 # Sentences of two "positive" or two "negative" words. With the paper's recipe (AdamW, warm-up
 # then linear decay, dropout 0.1) a randomly initialised tiny model learns it in a few hundred
-# steps; `python -m minibert finetune` runs the same loop on real data (README, "Fine-tune it").
+# steps; `python -m minibert finetune` runs the same loop on real data (docs/finetuning.md).
 
 # %%
 from minibert.optim import AdamW, lr_at  # noqa: E402
@@ -151,8 +151,8 @@ assert acc == 1.0, acc  # exact: a count of 200 hits out of 200
 # is makes the lesson go on with the reference solution (`lessons/solutions/13_finetuning_heads.py`).
 #
 # 1. `my_head_backward(dlogits, pooled, W)`: the backward of `logits = pooled @ W + b`, returning
-#    `(dpooled (B, C), dW (C, K), db (K,))` from `dlogits (B, K)`. Graded against minibert's
-#    gradients of section 1 and a numerical gradient of the loss with respect to `pooled`.
+#    `(dpooled (B, C), dW (C, K), db (K,))` from `dlogits (B, K)`. Each of the three is graded on
+#    its own against the numerical gradient of section 1's loss.
 # 2. `my_first_piece_labels(pieces_per_word, word_labels)`: one label per WordPiece piece, the
 #    word's label on its first piece and -100 on the others (no `[CLS]`/`[SEP]` here).
 
@@ -171,27 +171,34 @@ def my_first_piece_labels(pieces_per_word, word_labels):
 ex = course.Exercises("13_finetuning_heads")
 
 
-def _loss_of_pooled(p):
-    z = p @ model.params["cls.w"] + model.params["cls.b"]  # (B, K)
+def _head_loss(p, W, b):
+    z = p @ W + b  # (B, K)
     z = z - z.max(-1, keepdims=True)
     return float(-(z[np.arange(B), labels] - np.log(np.exp(z).sum(-1))).mean())
 
 
 def check_head_backward(fn):
     dpooled, dW, db = fn(dlogits, pooled, model.params["cls.w"])
-    p = pooled.copy()
-    num = numerical_grad_scalar(lambda: _loss_of_pooled(p), p)  # (B, C)
-    return [course.close("dW = minibert's cls.w gradient", dW, ref_grads["cls.w"]),
-            course.close("db = minibert's cls.b gradient", db, ref_grads["cls.b"]),
-            course.close("dpooled vs numerical gradient", dpooled, num)]
+    p, W, b = pooled.copy(), model.params["cls.w"].copy(), model.params["cls.b"].copy()
+    loss = lambda: _head_loss(p, W, b)  # noqa: E731
+    return [course.close("dpooled vs numerical gradient", dpooled, numerical_grad_scalar(loss, p)),
+            course.close("dW vs numerical gradient", dW, numerical_grad_scalar(loss, W)),
+            course.close("db vs numerical gradient", db, numerical_grad_scalar(loss, b))]
 
 
 def check_first_piece_labels(fn):
     return [course.equal("3 words of 1, 2, 2 pieces", list(fn([1, 2, 2], [5, 0, 3])), [5, 0, -100, 3, -100]),
             course.equal("john visited paris (lesson section 3)", list(fn([1, 2, 2], [1, 2, 0])),
-                         [int(x) for x in got[1:-1]]),
+                         [1, 2, -100, 0, -100]),
             course.equal("no words", list(fn([], [])), [])]
 
 
-my_head_backward = ex.grade(1, my_head_backward, check_head_backward)
+my_head_backward = ex.grade(1, my_head_backward, check_head_backward, paths=("dpooled", "dW", "db"))
 my_first_piece_labels = ex.grade(2, my_first_piece_labels, check_first_piece_labels)
+dpooled_mine, dW_mine, db_mine = my_head_backward(dlogits, pooled, model.params["cls.w"])
+assert np.allclose(dW_mine, ref_grads["cls.w"], rtol=1e-10, atol=1e-14)  # section 1's model agrees
+assert np.allclose(db_mine, ref_grads["cls.b"], rtol=1e-10, atol=1e-14)
+print("your head backward gives minibert's cls.w and cls.b gradients of section 1")
+
+# %%
+print("lesson 13 passed")

@@ -212,12 +212,14 @@ def finetune(model, train, seed, steps=ft_steps, batch_size=16, devs=(dev_seen, 
 
 SEEDS = (0, 1, 2)
 curves = {"pretrained": [], "random init": []}
+control_at_start = {}  # seed -> the control's parameters before fine-tuning (exercise 2 is graded on them)
 t0 = time.perf_counter()
 for seed in SEEDS:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pretrained = BertForSequenceClassification.from_pretrained(pretrained_dir, num_labels=4, seed=seed)
     control = BertForSequenceClassification(pretrained.config, num_labels=4, seed=seed)
+    control_at_start[seed] = {k: v.copy() for k, v in control.params.items()}
     if seed == 0:
         print("from_pretrained warned:", str(caught[0].message)[:160], "...")
         assert any("classifier" in str(w.message) for w in caught), "a new head is announced"
@@ -337,12 +339,14 @@ else:
 #    pretraining checkpoint. Return a new dict with exactly the keys of `task_params` (a freshly
 #    built task model's parameters): every tensor the pretrained model has (embeddings, layers,
 #    pooler) from `pretrained_params`, and the new head (`cls.w`, `cls.b`) from `task_params`.
-#    The pretraining heads (`mlm.*`, `nsp.*`) are left behind. Graded against `from_pretrained`.
+#    The pretraining heads (`mlm.*`, `nsp.*`) are left behind. Graded tensor group by tensor
+#    group: the encoder and pooler must be the pretrained model's, the head the new model's.
 # 2. `my_control_params(task_params, config, seed)`: the random-init control of a model whose
-#    parameters are `task_params`: every encoder and pooler tensor as `model.init_params(config,
-#    seed)` draws it, and the head unchanged (a copy of `task_params`' `cls.*`), so the control
+#    parameters are `task_params`: every encoder and pooler tensor as a freshly built model of
+#    this `config` and `seed` would start (`minibert.model` has the function that draws a model's
+#    parameters), and the head unchanged (a copy of `task_params`' `cls.*`), so the control
 #    differs from the pretrained model in what pretraining changed and in nothing else. Graded
-#    against `BertForSequenceClassification(config, 4, seed=seed)`.
+#    against the controls section 4 built (with the class's constructor) before fine-tuning them.
 
 # %%
 def my_encoder_into_head(pretrained_params, task_params):
@@ -359,36 +363,35 @@ def my_control_params(task_params, config, seed):
 ex = course.Exercises("15_pretrained_vs_scratch")
 
 
-def _grouped(got, want, what):
-    """One check for the head and one for every other tensor (all of them, flattened in key order)."""
-    extra, missing = sorted(set(got) - set(want)), sorted(set(want) - set(got))
+def _grouped(got, want_body, want_head, what_body, what_head):
+    """One check for the keys, one for the encoder and pooler tensors (all of them, flattened in
+    key order), one for the head."""
+    extra, missing = sorted(set(got) - set(want_head)), sorted(set(want_head) - set(got))
     results = [course.true("the keys of the task model", not extra and not missing,
                            f"{len(got)} keys" if not extra and not missing else f"extra {extra}, missing {missing}")]
     if results[0].ok:
-        body = [k for k in sorted(want) if not k.startswith("cls.")]
+        body = [k for k in sorted(want_head) if not k.startswith("cls.")]
         flat = lambda params, keys: np.concatenate([np.ravel(params[k]) for k in keys])  # noqa: E731
-        results += [course.close(f"{len(body)} encoder and pooler tensors {what}", flat(got, body), flat(want, body)),
-                    course.close(f"the head cls.w, cls.b {what}", flat(got, ["cls.b", "cls.w"]),
-                                 flat(want, ["cls.b", "cls.w"]))]
+        results += [course.close(f"{len(body)} encoder and pooler tensors {what_body}", flat(got, body),
+                                 flat(want_body, body)),
+                    course.close(f"the head cls.w, cls.b {what_head}", flat(got, ["cls.b", "cls.w"]),
+                                 flat(want_head, ["cls.b", "cls.w"]))]
     return results
 
 
 def check_encoder_into_head(fn):
     fresh = BertForSequenceClassification(config, num_labels=4, seed=7)  # a new task model, head of seed 7
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        want = BertForSequenceClassification.from_pretrained(pretrained_dir, num_labels=4, seed=7).params
     got = fn({k: v.copy() for k, v in bert.params.items()}, {k: v.copy() for k, v in fresh.params.items()})
-    return _grouped(got, want, "as from_pretrained")
+    return _grouped(got, bert.params, fresh.params, "= the pretrained model's", "= the new model's")
 
 
 def check_control_params(fn):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = BertForSequenceClassification.from_pretrained(pretrained_dir, num_labels=4, seed=3)
-    want = BertForSequenceClassification(model.config, num_labels=4, seed=3).params
-    got = fn({k: v.copy() for k, v in model.params.items()}, model.config, 3)
-    return _grouped(got, want, "as BertForSequenceClassification(seed=3)")
+        model = BertForSequenceClassification.from_pretrained(pretrained_dir, num_labels=4, seed=2)
+    want = control_at_start[2]  # section 4's control of seed 2, before fine-tuning
+    got = fn({k: v.copy() for k, v in model.params.items()}, model.config, 2)
+    return _grouped(got, want, model.params, "= section 4's control (seed 2)", "= the pretrained model's new head")
 
 
 my_encoder_into_head = ex.grade(1, my_encoder_into_head, check_encoder_into_head)

@@ -53,26 +53,70 @@ rng = np.random.default_rng(17)
 # - **bidirectional**: one row per sequence, `(B, 1, 1, T)`, hiding the padding keys only; every
 #   query sees the same keys.
 # - **causal**: one matrix per sequence, `(B, 1, T, T)`: query i sees key j if j is a real token
-#   *and* j <= i. That is the padding row times a lower triangle (`layers.causal_visible`).
+#   *and* j <= i.
+#
+# **Exercise 1.** `my_causal_adder(attn_mask)`: `(B, T)` padding mask (1 = real) -> the
+# `(B, 1, T, T)` matrix attention adds to its scores under the causal mask: 0 where query i may
+# see key j, `layers.MASK_VALUE` elsewhere. No loops over `i` and `j`: build it from the padding
+# mask and one `(T, T)` array. The grader names the first entry that breaks the rule. A stub
+# left as it is makes the lesson go on with the reference solution
+# (`lessons/solutions/17_causal_vs_bidirectional.py`); the picture below draws your mask.
+
+# %%
+ex = course.Exercises("17_causal_vs_bidirectional")
+
+
+def my_causal_adder(attn_mask):
+    """attn_mask (B, T) 1 = real token -> adder (B, 1, T, T): 0 visible, MASK_VALUE hidden"""
+    raise NotImplementedError("exercise 1: build the causal mask adder")  # your code here
+
+
+check_mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0]])  # (3, 4)
+
+
+def check_causal_adder(fn):
+    got = np.asarray(fn(check_mask), dtype=float)
+    Bc, Tc = check_mask.shape
+    if got.shape != (Bc, 1, Tc, Tc):
+        return [course.equal("shape (B, 1, T, T)", got.shape, (Bc, 1, Tc, Tc))]
+    visible = np.zeros((Bc, 1, Tc, Tc), dtype=bool)  # the rule, entry by entry
+    for b, i, j in np.ndindex(Bc, Tc, Tc):
+        visible[b, 0, i, j] = check_mask[b, j] == 1 and j <= i
+
+    def rule(idx):
+        b, _, i, j = idx
+        return (f"query {i} sees key {j} only if key {j} is real (mask[{b}, {j}] = {check_mask[b, j]}) "
+                f"and {j} <= {i}")
+
+    values_ok = np.isin(got, (0.0, layers.MASK_VALUE))
+    return [course.true("every entry is 0 or MASK_VALUE", values_ok.all(),
+                        f"{int((~values_ok).sum())} other values, e.g. {got[~values_ok][:3]}" if not values_ok.all()
+                        else "", hint="0 where visible, layers.MASK_VALUE (-10000) where hidden"),
+            course.mask("which keys each query sees (adder == 0)", got == 0.0, visible, rule)]
+
+
+my_causal_adder = ex.grade(1, my_causal_adder, check_causal_adder)
 
 # %%
 mask = np.array([[1, 1, 1, 1, 1, 0, 0],  # (B, T): 5 real tokens, 2 padding
                  [1, 1, 1, 0, 0, 0, 0]])
 B, T = mask.shape
 bidir = np.broadcast_to(mask[:, None, None, :], (B, 1, T, T)).astype(float)  # (B, 1, T, T) what each query sees
-causal = layers.causal_visible(mask)  # (B, 1, T, T)
+causal = (my_causal_adder(mask) == 0).astype(float)  # (B, 1, T, T) your mask: 1 where visible
+assert np.array_equal(causal, layers.causal_visible(mask))  # the library's, which the model uses
 assert np.array_equal(causal[0, 0], np.tril(np.ones((T, T))) * mask[0])  # lower triangle, padding columns 0
 assert np.array_equal(causal, np.minimum(bidir, np.tril(np.ones((T, T)))))  # causal = bidirectional AND j <= i
 assert (causal <= bidir).all() and causal.sum() < bidir.sum()  # it only ever hides more
 print(f"keys visible in sequence 0: bidirectional {int(bidir[0].sum())}, causal {int(causal[0].sum())} "
       f"(of {T} x {T} query-key pairs)")
 
-fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), layout="constrained")
 for ax, m, title in zip(axes, (bidir, causal), ("bidirectional (BERT)", "causal (LTR, GPT-like)")):
-    ax.imshow(m[0, 0], cmap="Greens", vmin=0, vmax=1.3)
+    im = ax.imshow(m[0, 0], cmap="Greens", vmin=0, vmax=1.3)
     ax.set(title=title, xlabel="key position j", ylabel="query position i", xticks=range(T), yticks=range(T))
+cbar = fig.colorbar(im, ax=axes, shrink=0.8)
+cbar.set_ticks([0, 1], labels=["hidden: MASK_VALUE added", "visible: 0 added"])
 fig.suptitle("which keys each query may attend to (sequence 0: 5 real tokens, 2 padding)")
-fig.tight_layout()
 show(fig, "17_masks.png")
 
 # %% [markdown]
@@ -130,11 +174,11 @@ dep_bi, dep_causal = dependence(False), dependence(True)
 assert (dep_bi > 1e-6).all()  # every output moved for every input
 assert (dep_causal[np.triu_indices(T, 1)] < 1e-12).all()  # nothing above the diagonal: no future
 assert (dep_causal[np.tril_indices(T)] > 1e-6).all()  # everything at or before t counts
-fig, axes = plt.subplots(1, 2, figsize=(8, 3.8))
+fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), layout="constrained")
 for ax, d, title in zip(axes, (dep_bi, dep_causal), ("bidirectional", "causal")):
-    ax.imshow(np.log10(d + 1e-16), cmap="magma", vmin=-6, vmax=0)
+    im = ax.imshow(np.log10(d + 1e-16), cmap="magma", vmin=-6, vmax=0)
     ax.set(title=f"{title}: log10 |change|", xlabel="input token changed (s)", ylabel="output position (t)")
-fig.tight_layout()
+fig.colorbar(im, ax=axes, shrink=0.8, label="log10 of the largest |change| of output t\n(-6 and below: unchanged)")
 show(fig, "17_dependence.png")
 
 # %% [markdown]
@@ -231,57 +275,40 @@ show(fig, "17_ablation.png")
 # tasks` re-runs Table 5 in small on the Python-docs corpus (`docs/ablations.md`).
 #
 # ## Exercises
-# 1. `my_causal_adder(attn_mask)`: `(B, T)` padding mask (1 = real) -> the `(B, 1, T, T)` matrix
-#    attention adds to its scores under the causal mask: 0 where query i may see key j (j is real
-#    and j <= i), `layers.MASK_VALUE` elsewhere.
+# (Exercise 1, the causal mask adder, came up in section 1.)
+#
 # 2. `my_next_token_targets(ids, mask)`: `(B, T)` ids and padding mask -> `(B, T)` int64 targets,
 #    `targets[b, t] = ids[b, t + 1]` where tokens t and t + 1 are both real, and -100 (no loss)
 #    everywhere else: the last real token, the padding, the last column.
 
 # %%
-def my_causal_adder(attn_mask):
-    """attn_mask (B, T) 1 = real token -> adder (B, 1, T, T): 0 visible, MASK_VALUE hidden"""
-    raise NotImplementedError("exercise 1: build the causal mask adder")  # your code here
-
-
 def my_next_token_targets(ids, mask):
     """ids, mask (B, T) -> targets (B, T) int64: ids[b, t + 1] where both are real, else -100"""
     raise NotImplementedError("exercise 2: the next-token targets, -100 where nothing is predicted")  # your code here
 
 
 # %%
-ex = course.Exercises("17_causal_vs_bidirectional")
-check_mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0]])  # (3, 4)
-
-
-def check_causal_adder(fn):
-    got = np.asarray(fn(check_mask), dtype=float)
-    want = (1.0 - layers.causal_visible(check_mask)) * layers.MASK_VALUE  # (3, 1, 4, 4)
-    m = np.ones((1, 3), np.int64)
-    return [course.equal("shape (B, 1, T, T)", got.shape, want.shape),
-            course.close("adder vs layers.causal_visible", got, want),
-            course.close("3 real tokens: 0 on and below the diagonal", np.asarray(fn(m), float)[0, 0],
-                         np.array([[0.0, -1e4, -1e4], [0.0, 0.0, -1e4], [0.0, 0.0, 0.0]]))]
-
-
-def _targets_reference(ids, mask):
-    out = np.full(ids.shape, -100, np.int64)  # (B, T)
-    flat, tgt = ltr_targets(ids, mask)  # (M,), (M,)
-    out.reshape(-1)[flat] = tgt
-    return out
-
-
 def check_next_token_targets(fn):
     ids = rng.integers(5, 30, (3, 4))  # (3, 4)
+    want = np.full(ids.shape, -100, np.int64)  # (3, 4) the rule, entry by entry
+    for b, t in np.ndindex(*ids.shape):
+        if t + 1 < ids.shape[1] and check_mask[b, t] == 1 and check_mask[b, t + 1] == 1:
+            want[b, t] = ids[b, t + 1]
+
+    def rule(idx):
+        b, t = idx
+        if t + 1 == ids.shape[1]:
+            return f"position {t} is the last column: there is no token {t + 1} to predict"
+        return (f"position {t} predicts token {t + 1} (id {ids[b, t + 1]}) only if both are real "
+                f"(mask[{b}, {t}] = {check_mask[b, t]}, mask[{b}, {t + 1}] = {check_mask[b, t + 1]})")
+
     hand = fn(np.array([[2, 11, 12, 3, 0]]), np.array([[1, 1, 1, 1, 0]]))
     return [course.equal("[CLS] w w [SEP] [PAD]", np.asarray(hand).tolist(), [[11, 12, 3, -100, -100]]),
-            course.equal("vs minibert.model.ltr_targets", np.asarray(fn(ids, check_mask)).tolist(),
-                         _targets_reference(ids, check_mask).tolist()),
+            course.entries("three padded rows", np.asarray(fn(ids, check_mask)), want, rule),
             course.equal("one real token predicts nothing", np.asarray(fn(np.array([[2, 0]]), np.array([[1, 0]])))
                          .tolist(), [[-100, -100]])]
 
 
-my_causal_adder = ex.grade(1, my_causal_adder, check_causal_adder)
 my_next_token_targets = ex.grade(2, my_next_token_targets, check_next_token_targets)
 
 # %% [markdown]

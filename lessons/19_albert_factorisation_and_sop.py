@@ -43,10 +43,12 @@ rng = np.random.default_rng(19)
 # ## 1. Parameter counts
 # One encoder block holds the attention projections (`3C x C` and `C x C` with biases), the FFN
 # (`C x FF` and `FF x C` with biases) and two LayerNorms (`2C` each). BERT's embedding is three
-# tables `x C` and a LayerNorm; ALBERT's are `x E`, a LayerNorm of `E`, then the map `E x C + C`.
-# The heads: the pooler `C x C + C`, the MLM transform (`C x C` in BERT, `C x E` in ALBERT, then a
-# LayerNorm and a bias per vocabulary entry; the decoder is the tied embedding table) and the 2-way
-# NSP/SOP classifier.
+# tables `x C` and a LayerNorm. The heads: the pooler `C x C + C`, the MLM transform (`C x C` with a
+# bias, then a LayerNorm and a bias per vocabulary entry; the decoder is the tied embedding table)
+# and the 2-way NSP classifier. Below, BERT's count as a formula, asserted against the real model.
+# ALBERT's is exercise 1: its tables are `E` wide instead of `C`, with their LayerNorm, followed by
+# one linear map from `E` to `C`; its MLM transform maps `C` to `E` (so that the decoder can tie to
+# the `E`-wide table); its SOP head is NSP's; and its `L` layers share one block.
 
 # %%
 def block_params(C, FF):
@@ -59,22 +61,58 @@ def bert_params(V, C, FF, L, MAXPOS, TV):
     return embedding + L * block_params(C, FF) + heads
 
 
-def albert_params(V, E, C, FF, L, MAXPOS, TV):
-    embedding = (V + MAXPOS + TV) * E + 2 * E + (E * C + C)  # tables, LayerNorm(E), the E -> C map
-    heads = (C * C + C) + (C * E + E + 2 * E + V) + (2 * C + 2)  # pooler, MLM (C -> E), SOP
-    return embedding + block_params(C, FF) + heads  # ONE block, whatever L is
-
-
 small = dict(V=300, C=64, FF=128, L=4, MAXPOS=64, TV=2)
 acfg = AlbertConfig(vocab_size=300, embedding_size=16, hidden_size=64, num_hidden_layers=4, num_attention_heads=2,
                     intermediate_size=128, max_position_embeddings=64)
 bcfg = BertConfig(vocab_size=300, hidden_size=64, num_hidden_layers=4, num_attention_heads=2,
                   intermediate_size=128, max_position_embeddings=64)
 n_albert, n_bert = AlbertForPreTraining(acfg).num_parameters, BertForPreTraining(bcfg).num_parameters
-print(f"small: BERT {n_bert:,} (formula {bert_params(**small):,}), ALBERT E=16 {n_albert:,} "
-      f"(formula {albert_params(E=16, **small):,})")
-assert n_bert == bert_params(**small) and n_albert == albert_params(E=16, **small)  # integers: exact
-assert albert_params(E=16, **{**small, "L": 12}) == n_albert  # depth is free in parameters (not in compute)
+print(f"small: BERT {n_bert:,} (formula {bert_params(**small):,}), ALBERT E=16 {n_albert:,}")
+assert n_bert == bert_params(**small)  # integers: exact
+
+
+# %% [markdown]
+# **Exercise 1.** `my_albert_num_parameters(V, E, C, FF, L, MAXPOS, TV, shared)`: the parameters
+# of ALBERT with its pooler, MLM and SOP heads: with `shared=True` its `L` layers use one block;
+# with `shared=False` (the paper's "not-shared" variant: the factorised embedding, but `L` blocks
+# of their own) each layer has its own. `block_params` above is yours to use. Graded against the
+# real models' `num_parameters` (and, unshared, the shared model plus `L - 1` more copies of its
+# block's tensors). A stub left as it is makes the lesson go on with the reference solution
+# (`lessons/solutions/19_albert_factorisation_and_sop.py`).
+
+# %%
+ex = course.Exercises("19_albert_factorisation_and_sop")
+
+
+def my_albert_num_parameters(V, E, C, FF, L, MAXPOS, TV, shared=True):
+    """-> the number of parameters of ALBERT (factorised embedding; one shared block or L blocks)"""
+    raise NotImplementedError("exercise 1: count ALBERT's parameters")  # your code here
+
+
+def _unshared_count(cfg):
+    """From real tensors: the ALBERT model's count, plus L - 1 more copies of its block."""
+    model = AlbertForPreTraining(cfg)
+    block = sum(p.size for n, p in model.params.items() if n.startswith(albert.BLOCK))
+    return model.num_parameters + (cfg.num_hidden_layers - 1) * block
+
+
+def check_albert_count(fn):
+    results = []
+    for c in (acfg, AlbertConfig(vocab_size=40, embedding_size=6, hidden_size=8, num_hidden_layers=3,
+                                 num_attention_heads=2, intermediate_size=16, max_position_embeddings=16)):
+        args = (c.vocab_size, c.embedding_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
+                c.max_position_embeddings, c.type_vocab_size)
+        name = f"V{c.vocab_size} E{c.embedding_size} C{c.hidden_size} L{c.num_hidden_layers}"
+        results += [course.equal(f"{name}, shared", int(fn(*args, shared=True)), AlbertForPreTraining(c).num_parameters),
+                    course.equal(f"{name}, not shared", int(fn(*args, shared=False)), _unshared_count(c))]
+    return results
+
+
+my_albert_num_parameters = ex.grade(1, my_albert_num_parameters, check_albert_count)
+
+# %%
+assert my_albert_num_parameters(E=16, **small) == n_albert
+assert my_albert_num_parameters(E=16, **{**small, "L": 12}) == n_albert  # depth is free in parameters (not in compute)
 
 # BERT-base's sizes, from the formulas (the models themselves would take a second and 0.5 GB here)
 base = dict(V=30000, C=768, FF=3072, L=12, MAXPOS=512, TV=2)
@@ -82,8 +120,9 @@ full_emb, fact_emb = base["V"] * base["C"], base["V"] * 128 + 128 * base["C"]
 print(f"vocabulary embedding V x C = {full_emb / 1e6:.1f}M  vs  V x E + E x C = {fact_emb / 1e6:.1f}M (E = 128)")
 print(f"one block {block_params(base['C'], base['FF']) / 1e6:.1f}M, twelve {12 * block_params(768, 3072) / 1e6:.1f}M")
 print(f"BERT-base {bert_params(**base) / 1e6:.1f}M, ALBERT-base (E=128, all shared) "
-      f"{albert_params(E=128, **base) / 1e6:.1f}M")
-assert fact_emb * 5 < full_emb and albert_params(E=128, **base) * 9 < bert_params(**base)
+      f"{my_albert_num_parameters(E=128, **base) / 1e6:.1f}M, not shared "
+      f"{my_albert_num_parameters(E=128, **base, shared=False) / 1e6:.1f}M")
+assert fact_emb * 5 < full_emb and my_albert_num_parameters(E=128, **base) * 9 < bert_params(**base)
 
 # %% [markdown]
 # Most of ALBERT's saving is the sharing (eleven blocks of 7.1M), then the factorisation (19M of
@@ -241,26 +280,19 @@ assert abs(sop_in - sop_swapped) < 0.1 * sop_in and abs(sop_auc - 0.5) < 0.1  # 
 # stubs grades your functions. A stub left as it is makes the lesson go on with the reference
 # solution (`lessons/solutions/19_albert_factorisation_and_sop.py`).
 #
-# 1. `my_embedding_map_backward(dx, e, W)`: the backward of ALBERT's `E -> C` map
+# (Exercise 1, ALBERT's parameter count, came up in section 1.)
+#
+# 2. `my_embedding_map_backward(dx, e, W)`: the backward of ALBERT's `E -> C` map
 #    `x = e @ W + b` with `e (B, T, E)`, `W (E, C)`: return `(de (B, T, E), dW (E, C), db (C,))`
-#    from `dx (B, T, C)`. Graded against `minibert.layers.linear_backward` and a numerical gradient.
-# 2. `my_unshared_num_parameters(V, E, C, FF, L, MAXPOS, TV)`: the parameters of ALBERT's
-#    "not-shared" variant (the factorised embedding, but `L` blocks of their own), with the
-#    pooler, MLM and SOP heads. Graded against counts taken from the real models' tensors.
+#    from `dx (B, T, C)`. Each of the three is graded on its own against the numerical gradient.
 
 # %%
 def my_embedding_map_backward(dx, e, W):
     """dx (B, T, C), e (B, T, E), W (E, C) -> de (B, T, E), dW (E, C), db (C,)"""
-    raise NotImplementedError("exercise 1: the backward of the E -> C map")  # your code here
-
-
-def my_unshared_num_parameters(V, E, C, FF, L, MAXPOS, TV):
-    """-> the number of parameters of a factorised-embedding model with L unshared blocks"""
-    raise NotImplementedError("exercise 2: count the parameters without sharing")  # your code here
+    raise NotImplementedError("exercise 2: the backward of the E -> C map")  # your code here
 
 
 # %%
-ex = course.Exercises("19_albert_factorisation_and_sop")
 e = rng.standard_normal((2, 5, 6))  # (B, T, E)
 W, b = rng.standard_normal((6, 8)), rng.standard_normal(8)  # (E, C), (C,)
 dx_map = rng.standard_normal((2, 5, 8))  # (B, T, C)
@@ -268,35 +300,14 @@ dx_map = rng.standard_normal((2, 5, 8))  # (B, T, C)
 
 def check_map_backward(fn):
     de, dW, db = fn(dx_map, e, W)
-    _, c = layers.linear_forward(e, W, b)
-    ref = layers.linear_backward(dx_map, c)
-    x = e.copy()
-    num = gradcheck.numerical_grad_scalar(lambda: float(((x @ W + b) * dx_map).sum()), x)  # (B, T, E)
-    return [course.close("dW vs layers.linear_backward", dW, ref[1]),
-            course.close("db vs layers.linear_backward", db, ref[2]),
-            course.close("de vs numerical gradient", de, num)]
+    x, Wn, bn = e.copy(), W.copy(), b.copy()
+    objective = lambda: float(((x @ Wn + bn) * dx_map).sum())  # noqa: E731  its gradient at the output: dx_map
+    return [course.close("de vs numerical gradient", de, gradcheck.numerical_grad_scalar(objective, x)),
+            course.close("dW vs numerical gradient", dW, gradcheck.numerical_grad_scalar(objective, Wn)),
+            course.close("db vs numerical gradient", db, gradcheck.numerical_grad_scalar(objective, bn))]
 
 
-def _unshared_count(cfg):
-    """From real tensors: the ALBERT model's count, plus L - 1 more copies of its block."""
-    model = AlbertForPreTraining(cfg)
-    block = sum(p.size for n, p in model.params.items() if n.startswith(albert.BLOCK))
-    return model.num_parameters + (cfg.num_hidden_layers - 1) * block
-
-
-def check_unshared(fn):
-    results = []
-    for c in (acfg, cfg):
-        got = fn(c.vocab_size, c.embedding_size, c.hidden_size, c.intermediate_size, c.num_hidden_layers,
-                 c.max_position_embeddings, c.type_vocab_size)
-        results.append(course.equal(f"V{c.vocab_size} E{c.embedding_size} C{c.hidden_size} L{c.num_hidden_layers}",
-                                    int(got), _unshared_count(c)))
-    return results
-
-
-my_embedding_map_backward = ex.grade(1, my_embedding_map_backward, check_map_backward)
-my_unshared_num_parameters = ex.grade(2, my_unshared_num_parameters, check_unshared)
-print(f"ALBERT-base not shared (E = 128): {my_unshared_num_parameters(E=128, **base) / 1e6:.1f}M parameters")
+my_embedding_map_backward = ex.grade(2, my_embedding_map_backward, check_map_backward, paths=("de", "dW", "db"))
 
 # %%
 print("lesson 19 passed")

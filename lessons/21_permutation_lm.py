@@ -48,37 +48,79 @@ mask = np.ones((1, T), dtype=np.int64)  # (1, T) no padding
 #
 # The left-to-right order z = (0, 1, ..., T-1) gives back a GPT's causal mask (content stream);
 # any other order gives another triangle, scattered over the sentence.
+#
+# **Exercise 1.** `my_two_stream_masks(order)`: from an order z (a permutation of 0..T-1, the
+# positions in the order they are predicted), the content and query masks, `(T, T)` bool each,
+# entry `[i, j]` True when position i may read position j. Careful: the order lists positions by
+# step, the rule compares steps by position. No loop over `i` and `j`. The grader names the first
+# entry that breaks the rule; the pictures below are drawn from your masks. A stub left as it is
+# makes the lesson go on with the reference solution (`lessons/solutions/21_permutation_lm.py`).
 
 # %%
-orders = {"left to right": np.arange(T), "z = (3, 1, 5, 0, 4, 2)": np.array([3, 1, 5, 0, 4, 2])}
+ex = course.Exercises("21_permutation_lm")
+
+
+def my_two_stream_masks(order):
+    """order (T,) a permutation -> content (T, T) bool, query (T, T) bool"""
+    raise NotImplementedError("exercise 1: build the two masks from the order")  # your code here
+
+
+orders = {"left to right": np.arange(T), "z = (3, 1, 5, 0, 2, 4)": np.array([3, 1, 5, 0, 2, 4])}
+
+
+def check_masks(fn):
+    results = []
+    for name, z in [*orders.items(), ("a random order of 9", rng.permutation(9))]:
+        step = {int(position): t for t, position in enumerate(z)}  # the definition: position z[t] comes at step t
+        n = len(z)
+        content = np.array([[step[j] <= step[i] for j in range(n)] for i in range(n)])  # (n, n)
+        query = np.array([[step[j] < step[i] for j in range(n)] for i in range(n)])  # (n, n)
+
+        def rule(idx, strict, z=z, step=step):
+            i, j = idx
+            sign = "<" if strict else "<="
+            return (f"order {tuple(int(t) for t in z)} puts position {i} at step {step[i]} and position {j} at step "
+                    f"{step[j]}; {'query' if strict else 'content'} stream: i reads j only if step[j] {sign} step[i]")
+
+        got_c, got_q = fn(z)
+        results += [course.mask(f"content mask, {name}", got_c, content, lambda idx, r=rule: r(idx, False)),
+                    course.mask(f"query mask, {name}", got_q, query, lambda idx, r=rule: r(idx, True))]
+    return results
+
+
+my_two_stream_masks = ex.grade(1, my_two_stream_masks, check_masks)
+
+# %%
 masks = {}
 for name, z in orders.items():
-    rank = np.empty(T, dtype=np.int64)
-    rank[z] = np.arange(T)  # (T,) position z_t comes at step t
-    content, query = xlnet.two_stream_masks(rank[None], mask)  # (1, T, T) each
-    masks[name] = (rank, content[0], query[0])
+    content, query = my_two_stream_masks(z)  # (T, T) each: yours
+    rank = query.sum(axis=1)  # (T,) position i reads the rank[i] positions before it: its step in the order
+    lib_content, lib_query = xlnet.two_stream_masks(rank[None], mask)  # (1, T, T) each: the library's, from the rank
+    assert (content == lib_content[0]).all() and (query == lib_query[0]).all()
+    masks[name] = (rank, content, query)
     print(f"{name}: rank {rank.tolist()}; query stream of {sentence[z[-1]]!r} (last) sees "
-          f"{[sentence[j] for j in np.flatnonzero(query[0][z[-1]])]}")
-    assert (np.diagonal(content[0]) == 1).all() and not np.diagonal(query[0]).any()
-    assert (query[0].sum(1) == rank).all()  # the t-th of the order sees t tokens
+          f"{[sentence[j] for j in np.flatnonzero(query[z[-1]])]}")
+    assert (np.diagonal(content) == 1).all() and not np.diagonal(query).any()
+    assert (rank[z] == np.arange(T)).all()  # position z_t comes at step t
 rank_lr, content_lr, _ = masks["left to right"]
 assert (content_lr == np.tril(np.ones((T, T), dtype=bool))).all()  # GPT's causal mask
 
 # %%
 import matplotlib.pyplot as plt  # noqa: E402
 
-fig, axes = plt.subplots(2, 2, figsize=(9, 8.5))
+fig, axes = plt.subplots(2, 2, figsize=(10, 8.5), layout="constrained")
 for row, (name, (rank, content, query)) in enumerate(masks.items()):
     for col, (stream, m) in enumerate((("content stream", content), ("query stream", query))):
         ax = axes[row, col]
-        ax.imshow(m, cmap="Blues", vmin=0, vmax=1.3)
+        im = ax.imshow(m, cmap="Blues", vmin=0, vmax=1.3)
         ax.set_xticks(range(T), sentence, rotation=45)
         ax.set_yticks(range(T), [f"{w} ({r})" for w, r in zip(sentence, rank)])
         ax.set_title(f"{stream}, {name}", fontsize=10)
         ax.set_xlabel("key (what is read)")
         if col == 0:
             ax.set_ylabel("query (rank in the order)")
-fig.tight_layout()
+cbar = fig.colorbar(im, ax=axes, shrink=0.6)
+cbar.set_ticks([0, 1], labels=["hidden", "read"])
 course.show(fig, "21_permutation_masks.png")
 
 # %% [markdown]
@@ -112,7 +154,7 @@ def one_layer(token_ids, rank, start_g):
     return a_h[0], a_g[0]
 
 
-rank_z = masks["z = (3, 1, 5, 0, 4, 2)"][0]
+rank_z = masks["z = (3, 1, 5, 0, 2, 4)"][0]
 target = 5  # "place", third in the order
 other = ids.copy()
 other[0, target] = words.index("sorted")  # a different token at the target
@@ -125,8 +167,7 @@ print(f"A. changing the target's own token moves the content state by {leak:.3f}
 assert leak > 1e-3 and np.abs(g1[target] - g2[target]).max() < 1e-12
 
 z2 = np.array([3, 1, 0, 5, 4, 2])  # same prefix (3, 1), then position 0 instead of 5
-rank_z2 = np.empty(T, dtype=np.int64)
-rank_z2[z2] = np.arange(T)
+rank_z2 = my_two_stream_masks(z2)[1].sum(axis=1)  # (T,) the step of each position, read off the query mask
 g_what_only = np.broadcast_to(params["query_emb"], (T, cfg.hidden_size))  # (T, C) no position: content only
 _, b1 = one_layer(ids, rank_z, g_what_only)
 _, b2 = one_layer(ids, rank_z2, g_what_only)
@@ -172,8 +213,10 @@ assert all(checks)
 # %% [markdown]
 # ## 4. Partial prediction and a tiny model that learns
 # Early in an order a token has almost no context, and predicting it is mostly guessing. XLNet
-# predicts only the last 1/K of each order (K = 6 here, as in the paper's base models: of 64
-# tokens the last 10, about BERT's 15%), so every target sees at least 5/6 of the sentence.
+# predicts only the last 1/K of each order, so every target sees at least (K - 1)/K of the
+# sentence. The paper's base models use K = 6 (of 64 tokens the last 10, about BERT's 15%); the
+# toy below uses K = 3 (`pred_k=3`: the last 2 of its 6 tokens), so that a sentence of six words
+# still gives two targets a step.
 # The head reads the query stream of the last layer at the targets and ties its decoder to the
 # word embeddings, as BERT's MLM head does. A tiny model on four repeated sentences learns them.
 
@@ -209,40 +252,31 @@ assert np.mean(losses[-10:]) < 0.6 * np.mean(losses[:5])
 # stubs grades your functions and names the check that failed. A stub left as it is makes the
 # lesson go on with the reference solution (`lessons/solutions/21_permutation_lm.py`).
 #
-# 1. `my_two_stream_masks(order)`: from an order z (a permutation of 0..T-1, the positions in
-#    the order they are predicted), the content and query masks, (T, T) bool each, entry [i, j]
-#    True when position i may read position j.
+# (Exercise 1, the two masks, came up in section 1.)
+#
 # 2. `my_query_attention_backward(dout, q, k, v, att, scale)`: the backward of the query
 #    stream's attention `att = softmax(q k^T * scale + mask)`, `out = att @ v` for one head,
-#    (T, HS) arrays and att (T, T) (0 at hidden keys; a row may be all 0). Return dq, dk, dv.
+#    (T, HS) arrays and att (T, T) (0 at hidden keys; a row may be all 0). Return dq, dk, dv,
+#    each graded on its own against the numerical gradient: `dv` is the value path, `dq` and `dk`
+#    the score path through the softmax.
+# 3. `my_two_stream_core_backward(dout_h, dout_g, q_h, q_g, k, v, att_h, att_g, scale)`: both
+#    streams of section 3 at once, for one head: the content stream attends with `q_h`, the query
+#    stream with `q_g`, both to the same `k` and `v`. Return `(dq_h, dq_g, dk, dv)`. `dk` and `dv`
+#    are graded three times, with both streams' upstream gradients and with each stream's alone,
+#    so a mistake in one stream's share is named.
 
 # %%
-def my_two_stream_masks(order):
-    """order (T,) a permutation -> content (T, T) bool, query (T, T) bool"""
-    raise NotImplementedError("exercise 1: build the two masks from the order")  # your code here
-
-
 def my_query_attention_backward(dout, q, k, v, att, scale):
     """dout, q, k, v (T, HS); att (T, T) -> dq, dk, dv (T, HS) each"""
     raise NotImplementedError("exercise 2: the backward of the query stream's attention")  # your code here
 
 
+def my_two_stream_core_backward(dout_h, dout_g, q_h, q_g, k, v, att_h, att_g, scale):
+    """dout_h, dout_g, q_h, q_g, k, v (T, HS); att_h, att_g (T, T) -> dq_h, dq_g, dk, dv (T, HS) each"""
+    raise NotImplementedError("exercise 3: both streams' backward, k and v shared")  # your code here
+
+
 # %%
-ex = course.Exercises("21_permutation_lm")
-
-
-def check_masks(fn):
-    results = []
-    for name, z in [*orders.items(), ("a random order of 9", rng.permutation(9))]:
-        rank = np.empty(z.size, dtype=np.int64)
-        rank[z] = np.arange(z.size)
-        content, query = xlnet.two_stream_masks(rank[None], np.ones((1, z.size), dtype=np.int64))
-        got_c, got_q = fn(z)
-        results += [course.equal(f"content mask, {name}", np.asarray(got_c, dtype=bool), content[0]),
-                    course.equal(f"query mask, {name}", np.asarray(got_q, dtype=bool), query[0])]
-    return results
-
-
 def check_query_backward(fn):
     Tq, HS = 5, 3
     q, k, v = (rng.standard_normal((1, 1, Tq, HS)) for _ in range(3))
@@ -258,8 +292,38 @@ def check_query_backward(fn):
     return results
 
 
-my_two_stream_masks = ex.grade(1, my_two_stream_masks, check_masks)
-my_query_attention_backward = ex.grade(2, my_query_attention_backward, check_query_backward)
+def check_two_stream_core(fn):
+    Tq, HS = 5, 3
+    q_h, q_g, k, v = (rng.standard_normal((1, 1, Tq, HS)) for _ in range(4))
+    content, query = xlnet.two_stream_masks(rng.permutation(Tq)[None], np.ones((1, Tq), dtype=np.int64))
+    _, c_h = xlnet.masked_attention_forward(q_h, k, v, content)
+    _, c_g = xlnet.masked_attention_forward(q_g, k, v, query)
+    dh, dg = rng.standard_normal((Tq, HS)), rng.standard_normal((Tq, HS))
+
+    def numerical(x, dout_h, dout_g):
+        def both():  # what both streams' outputs contribute: sum(out_h * dout_h) + sum(out_g * dout_g)
+            out_h = xlnet.masked_attention_forward(q_h, k, v, content)[0][0, 0]
+            out_g = xlnet.masked_attention_forward(q_g, k, v, query)[0][0, 0]
+            return float((out_h * dout_h).sum() + (out_g * dout_g).sum())
+        return gradcheck.numerical_grad_scalar(both, x)[0, 0]
+
+    def grads(dout_h, dout_g):
+        return fn(dout_h, dout_g, q_h[0, 0], q_g[0, 0], k[0, 0], v[0, 0], c_h.att[0, 0], c_g.att[0, 0], c_h.scale)
+
+    zero = np.zeros((Tq, HS))
+    both_streams, content_only, query_only = grads(dh, dg), grads(dh, zero), grads(zero, dg)
+    results = [course.close("dq_h vs numerical gradient", both_streams[0], numerical(q_h, dh, dg)),
+               course.close("dq_g vs numerical gradient", both_streams[1], numerical(q_g, dh, dg))]
+    for i, (name, x) in enumerate((("dk", k), ("dv", v)), start=2):
+        results += [course.close(f"{name}, both streams, vs numerical gradient", both_streams[i], numerical(x, dh, dg)),
+                    course.close(f"{name}, the content stream's share alone", content_only[i], numerical(x, dh, zero)),
+                    course.close(f"{name}, the query stream's share alone", query_only[i], numerical(x, zero, dg))]
+    return results
+
+
+my_query_attention_backward = ex.grade(2, my_query_attention_backward, check_query_backward, paths=("dq", "dk", "dv"))
+my_two_stream_core_backward = ex.grade(3, my_two_stream_core_backward, check_two_stream_core,
+                                       paths=("dq_h", "dq_g", "dk", "dv"))
 
 # %% [markdown]
 # ## Recap

@@ -119,13 +119,13 @@ print("causal: steps 0..3 unchanged when the inputs from step 4 on change; steps
 # ## 3. Cross-attention's backward, and where its gradient goes
 # The core is attention with different lengths for queries and keys:
 #     preatt = q @ k^T / sqrt(HS) + (1 - enc_mask) * MASK_VALUE ;  att = softmax(preatt) ;  out = att @ v
-# and its backward is attention's (lesson 05), line by line in reverse:
-#     dv = att^T @ dout   (B, NH, T, HS): sums over the S queries
-#     datt = dout @ v^T ; dpreatt = att * (datt - sum(datt * att)) ; dq = dpreatt @ k * scale ;
-#     dk = dpreatt^T @ q * scale   (B, NH, T, HS): sums over the S queries too
-# dk and dv reach the encoder output through the block's kv projection (kv = enc_out @ cross.kv.w);
-# every decoder layer reads the same enc_out, so its gradient is the **sum** over the layers, and
-# from there it runs back through the whole encoder.
+# with `q` from the decoder (S rows) and `k`, `v` from the encoder output (T rows). Its backward is
+# attention's, with two lengths to keep apart: which of `dq`, `dk`, `dv` has S rows, which T, and
+# which sums over what? Exercise 2 asks you to write it, into the encoder states; below,
+# `t5.cross_attention_backward` meets the numerical gradient. `k` and `v` reach the encoder output
+# through the block's kv projection (kv = enc_out @ cross.kv.w); every decoder layer reads the
+# same enc_out, so its gradient is the **sum** over the layers, and from there it runs back
+# through the whole encoder.
 
 # %%
 q, k, v = (rng.standard_normal(s) for s in ((2, 2, 3, 4), (2, 2, 5, 4), (2, 2, 5, 4)))  # (B, NH, S|T, HS)
@@ -171,10 +171,13 @@ print(f"encoder input embedding gets a gradient too: |d tok_emb| over the input'
 # are enough for the tiny model to memorise them; then decoding writes each dropped span back
 # after its sentinel, and `reconstruct` gives the original text.
 #
-# Why documents and not single sentences: below about 30 tokens, 15% is at most 4 tokens, which
-# round(4 / 3) makes *one* span; and with one kept run and one noise run, kept first, the noise
-# is always the tail of the sequence. T5's algorithm only starts to place spans at random once a
-# sequence has two or more of them (T5 itself corrupts 512-token chunks).
+# Why documents and not single sentences: the runs alternate kept, noise, kept, noise, ..., kept
+# first and noise last, with as many noise runs as kept ones, so at any length the *last* run is
+# noise: every sequence loses its last token(s) (the assert `mask[-1]` in section 1 checks it).
+# Below about 30 tokens, 15% is at most 4 tokens, which round(4 / 3) makes *one* span: then the
+# last run is all of the noise, and a single sentence only ever loses its tail. With two or more
+# spans, as in these documents, the others land at random places inside the text (T5 itself
+# corrupts 512-token chunks, about 25 spans each).
 
 # %%
 cfg = t5.T5Config(vocab_size=V, hidden_size=32, num_layers=1, num_decoder_layers=1, num_heads=2,
@@ -211,10 +214,14 @@ for (i_ids, t_ids), row in zip(pairs, decoded):
 #    `noise_mask (n,)` bool -> `(input, target)` int arrays: each run of noise tokens replaced in
 #    the input by one sentinel (the i-th run by id `vocab_size - 1 - i`); the target is each
 #    sentinel followed by the tokens of its run; both end with `eos_id`.
-# 2. `my_cross_attention_encoder_grad(dout, q, enc_out, w_k, w_v, enc_mask)`: one head, no biases:
+# 2. `my_cross_attention_backward(dout, q, enc_out, w_k, w_v, enc_mask)`: one head, no biases:
 #    `k = enc_out @ w_k`, `v = enc_out @ w_v` (T, HS); `att = softmax(q @ k.T / sqrt(HS) + adder)`
 #    with `adder = (1 - enc_mask) * -10000`; `out = att @ v` (S, HS). Given `dout (S, HS)`, return
-#    `denc_out (T, C)`: the gradient that reaches the encoder states, through both k and v.
+#    `(dq (S, HS), denc_via_k (T, C), denc_via_v (T, C))`: the decoder's query gradient, and the
+#    two shares of the gradient that reaches the encoder states, one through the keys (the score
+#    path, through the softmax) and one through the values (the value path). Each is graded on its
+#    own against a numerical gradient (for a share, with the other path's `enc_out` held fixed), so
+#    a mistake in one path is named; then the lesson adds the two shares.
 
 # %%
 def my_span_corrupt(tokens, noise_mask, vocab_size, eos_id):
@@ -222,9 +229,9 @@ def my_span_corrupt(tokens, noise_mask, vocab_size, eos_id):
     raise NotImplementedError("exercise 1: build T5's input and target from a noise mask")  # your code here
 
 
-def my_cross_attention_encoder_grad(dout, q, enc_out, w_k, w_v, enc_mask):
-    """dout (S, HS), q (S, HS), enc_out (T, C), w_k, w_v (C, HS), enc_mask (T,) -> denc_out (T, C)"""
-    raise NotImplementedError("exercise 2: backpropagate cross-attention into the encoder states")  # your code here
+def my_cross_attention_backward(dout, q, enc_out, w_k, w_v, enc_mask):
+    """dout, q (S, HS), enc_out (T, C), w_k, w_v (C, HS), enc_mask (T,) -> dq (S, HS), denc_via_k, denc_via_v (T, C)"""
+    raise NotImplementedError("exercise 2: backpropagate cross-attention, path by path")  # your code here
 
 
 # %%
@@ -232,52 +239,65 @@ ex = course.Exercises("22_span_corruption_encoder_decoder")
 
 
 def check_span_corrupt(fn):
-    results = []
-    for label, toks, m in (("section 1's document", tokens, mask),
-                           ("hand example", np.array([11, 12, 13, 14, 15, 16]),
-                            np.array([False, True, True, False, False, True]))):
-        want_in, want_tg = D.span_corrupt(toks, m, V, SPECIAL.eos)
-        got_in, got_tg = fn(toks, m, V, SPECIAL.eos)
-        results += [course.equal(f"{label}: input", np.asarray(got_in).tolist(), want_in.tolist()),
-                    course.equal(f"{label}: target", np.asarray(got_tg).tolist(), want_tg.tolist())]
     got_in, got_tg = fn(np.array([11, 12, 13, 14, 15, 16]), np.array([False, True, True, False, False, True]), 100, 3)
-    results.append(course.equal("hand example, known answer", [np.asarray(got_in).tolist(), np.asarray(got_tg).tolist()],
-                                [[11, 99, 14, 15, 98, 3], [99, 12, 13, 98, 16, 3]]))
+    results = [course.equal("hand example: input", np.asarray(got_in).tolist(), [11, 99, 14, 15, 98, 3]),
+               course.equal("hand example: target", np.asarray(got_tg).tolist(), [99, 12, 13, 98, 16, 3])]
+    got_in, got_tg = fn(tokens, mask, V, SPECIAL.eos)  # section 1's document
+    runs = int((mask & ~np.r_[False, mask[:-1]]).sum())  # noise runs: one sentinel each
+    results += [course.equal("section 1's document: sentinels in the input",
+                             [int(t) for t in got_in if t >= V - NS], [V - 1 - i for i in range(runs)]),
+                course.equal("section 1's document: input and target give the tokens back (reconstruct)",
+                             D.reconstruct(np.asarray(got_in), np.asarray(got_tg), V, NS, SPECIAL.eos), tokens.tolist())]
     return results
 
 
-def _encoder_grad_reference(dout, q, enc_out, w_k, w_v, enc_mask):
-    """The same path with minibert's functions: linear -> cross-attention (one head) -> backward."""
-    k, ck = layers.linear_forward(enc_out, w_k, np.zeros(w_k.shape[1]))  # (T, HS)
-    v, cv = layers.linear_forward(enc_out, w_v, np.zeros(w_v.shape[1]))  # (T, HS)
-    _, c = t5.cross_attention_forward(q[None, None], k[None, None], v[None, None], enc_mask[None])
-    _, dk, dv = t5.cross_attention_backward(dout[None, None], c)  # (1, 1, T, HS) each
-    return layers.linear_backward(dk[0, 0], ck)[0] + layers.linear_backward(dv[0, 0], cv)[0]  # gradients add up
+def _cross_attention_out(q, k_from, v_from, w_k, w_v, em):
+    """out (S, HS) of one head, with the keys read from k_from and the values from v_from (T, C)."""
+    k, v = k_from @ w_k, v_from @ w_v  # (T, HS) each
+    pre = q @ k.T / np.sqrt(q.shape[1]) + (1 - em) * -10000.0  # (S, T)
+    a = np.exp(pre - pre.max(-1, keepdims=True))
+    return (a / a.sum(-1, keepdims=True)) @ v  # (S, HS)
 
 
-def check_encoder_grad(fn):
+def check_cross_attention_backward(fn):
     r = np.random.default_rng(9)
     S_, T_, C_, HS_ = 3, 5, 6, 4
     dout, q = r.standard_normal((S_, HS_)), r.standard_normal((S_, HS_))
     enc, wk, wv = r.standard_normal((T_, C_)), r.standard_normal((C_, HS_)), r.standard_normal((C_, HS_))
     em = np.array([1, 1, 1, 1, 0])
-
-    def forward():
-        k, v = enc @ wk, enc @ wv  # (T, HS)
-        pre = q @ k.T / np.sqrt(HS_) + (1 - em) * -10000.0  # (S, T)
-        a = np.exp(pre - pre.max(-1, keepdims=True))
-        a /= a.sum(-1, keepdims=True)  # (S, T)
-        return a @ v  # (S, HS)
-
-    num = numerical_grad(forward, enc, dout)  # (T, C)
-    got = fn(dout, q, enc, wk, wv, em)
-    return [course.close("denc_out vs numerical gradient", got, num),
-            course.close("denc_out vs minibert's functions", got, _encoder_grad_reference(dout, q, enc, wk, wv, em)),
-            course.close("padded encoder token gets exactly 0", np.asarray(got)[4], np.zeros(C_), atol=0.0)]
+    dq, via_k, via_v = (np.asarray(a) for a in fn(dout, q, enc, wk, wv, em))
+    qq, enc_k, enc_v = q.copy(), enc.copy(), enc.copy()  # the keys read enc_k, the values enc_v
+    return [course.close("dq vs numerical gradient", dq,
+                         numerical_grad(lambda: _cross_attention_out(qq, enc, enc, wk, wv, em), qq, dout)),
+            course.close("denc_via_k (score path) vs numerical gradient, values held fixed", via_k,
+                         numerical_grad(lambda: _cross_attention_out(q, enc_k, enc, wk, wv, em), enc_k, dout)),
+            course.close("denc_via_v (value path) vs numerical gradient, keys held fixed", via_v,
+                         numerical_grad(lambda: _cross_attention_out(q, enc, enc_v, wk, wv, em), enc_v, dout)),
+            course.close("denc_via_k at the padded encoder token: exactly 0", via_k[4], np.zeros(C_), atol=0.0),
+            course.close("denc_via_v at the padded encoder token: exactly 0", via_v[4], np.zeros(C_), atol=0.0)]
 
 
 my_span_corrupt = ex.grade(1, my_span_corrupt, check_span_corrupt)
-my_cross_attention_encoder_grad = ex.grade(2, my_cross_attention_encoder_grad, check_encoder_grad)
+my_cross_attention_backward = ex.grade(2, my_cross_attention_backward, check_cross_attention_backward,
+                                       paths=("dq", "denc_via_k", "denc_via_v"))
+r = np.random.default_rng(10)
+dout2, q2, enc2 = r.standard_normal((3, 4)), r.standard_normal((3, 4)), r.standard_normal((5, 6))
+wk2, wv2, em2 = r.standard_normal((6, 4)), r.standard_normal((6, 4)), np.array([1, 1, 1, 0, 0])
+_, via_k, via_v = my_cross_attention_backward(dout2, q2, enc2, wk2, wv2, em2)
+enc2_in = enc2.copy()
+assert compare("enc_out's gradient = the two shares added", via_k + via_v,
+               numerical_grad(lambda: _cross_attention_out(q2, enc2_in, enc2_in, wk2, wv2, em2), enc2_in, dout2))
+
+# %% [markdown]
+# ## Cross-attention's backward (exercise 2's answer)
+# Attention's backward (lesson 05), line by line in reverse, with S query rows and T key rows:
+#
+#     dv = att^T @ dout   (B, NH, T, HS): sums over the S queries
+#     datt = dout @ v^T ; dpreatt = att * (datt - sum(datt * att)) ; dq = dpreatt @ k * scale ;
+#     dk = dpreatt^T @ q * scale   (B, NH, T, HS): sums over the S queries too
+#
+# then `denc_via_k = dk @ w_k^T` and `denc_via_v = dv @ w_v^T`: `enc_out` feeds both, so its
+# gradient is their sum (the fork), and over the decoder layers the sum again.
 
 # %% [markdown]
 # ## Recap

@@ -19,7 +19,15 @@ deliberate step away. `Exercises.grade` runs a lesson's check on your function:
 - `MINIBERT_SOLUTIONS=1`: the reference solution is graded and used even where you wrote yours.
 
 `MINIBERT_GRADING_LOG=file` (the tests set it) also grades the stub and a deliberately wrong
-version of the solution (its result moved by 50%), and appends one JSON line per exercise.
+version of the solution (its result moved by 50%), and appends one JSON line per exercise. For a
+backward graded path by path (`grade(..., paths=("dq", "dk", "dv"))`, each check named after the
+gradient it judges), it also makes each returned gradient wrong on its own and logs which checks
+fail: tests/lessons/test_exercises.py asserts that exactly that path's checks do.
+
+What a grader compares with: numbers (numerical gradients, values worked out by hand, arrays the
+lesson computed earlier), never the library function that is the exercise's answer. `close`
+compares floats with a tolerance, `entries`/`mask` compare exact arrays and name the first wrong
+entry and the rule it breaks, `equal` compares ids and strings, `true` a known-answer condition.
 """
 from __future__ import annotations
 
@@ -89,9 +97,11 @@ class Result(NamedTuple):
         return f"    {'ok  ' if self.ok else 'FAIL'}  {self.name:<46} {self.detail}"
 
 
-def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8) -> Result:
+def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32: bool = False) -> Result:
     """gradcheck.compare's verdict (every entry |got - want| <= atol + rtol * |want|), reported
-    with the largest difference and, when it fails, where it is and the two values there."""
+    with the largest difference and, when it fails, where it is and the two values there.
+    `float32=True`: the answer is computed in float32 (rtol and atol should say so, e.g. 1e-4 and
+    1e-6), and a passing row says that it passed at float32 precision."""
     from minibert import gradcheck
 
     try:
@@ -104,7 +114,15 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8) -> Resul
     if not np.all(np.isfinite(a)):
         return Result(name, False, f"{int(np.sum(~np.isfinite(a)))} entries are nan or inf")
     check = gradcheck.compare(name, a, b, rtol, atol, verbose=False)
-    detail = f"max_abs {check.max_abs:.1e}, max_rel {check.max_rel:.1e}"
+    # max_rel over the entries the verdict judges by their relative error (rtol |expected| at
+    # least atol): a smaller entry is judged by atol alone, and its relative error says nothing
+    # (a float32 gradient entry of 1e-9 next to a reference of 3e-9 is fine, yet "relative error 0.5")
+    big = np.abs(b) * rtol >= atol if rtol > 0 else np.abs(b) > 0
+    rel = np.abs(a - b)[big] / np.maximum(np.abs(a[big]) + np.abs(b[big]), 1e-300)
+    detail = f"max_abs {check.max_abs:.1e}, max_rel {float(rel.max()):.1e}" if rel.size else \
+        f"max_abs {check.max_abs:.1e} (no entry above atol / rtol)"
+    if check.ok and float32:  # say which tolerance it met, so that the row reads as the pass it is
+        detail += f": ok at float32 precision (rtol {rtol:g}, atol {atol:g})"
     if not check.ok:
         diff = np.abs(a - b)  # same shape as want
         allowed = atol + rtol * np.abs(b)
@@ -113,6 +131,35 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8) -> Resul
         detail += (f"; {int(np.sum(diff > allowed))} of {diff.size} entries off{where}: got {a[worst]:.6g}, "
                    f"expected {b[worst]:.6g} (allowed |diff| <= {atol:g} + {rtol:g} |expected|)")
     return Result(name, check.ok, detail)
+
+
+def entries(name: str, got, want, rule: Callable[[tuple], str]) -> Result:
+    """An array of exact values (booleans of a mask, ids, labels) against the expected one. When
+    they differ, says how many entries are wrong, the first wrong index, what it should be, and
+    the rule that decides it: `rule(index)` returns that rule in words for this index (e.g.
+    "query 2 reads key 0 only if rank[0] < rank[2]: 3 < 1 is false")."""
+    want = np.asarray(want)
+    try:
+        g = np.asarray(got)
+    except (TypeError, ValueError) as e:
+        return Result(name, False, f"cannot read the answer as an array ({e})")
+    if g.shape != want.shape:
+        return Result(name, False, f"shape {g.shape}, expected {want.shape}")
+    if want.dtype == bool:
+        if g.dtype != bool and not np.all(np.isin(g, (0, 1))):
+            return Result(name, False, f"entries other than True/False (or 1/0): {_short(np.unique(g))}")
+        g = g.astype(bool)
+    wrong = np.argwhere(g != want)
+    if not len(wrong):
+        return Result(name, True, f"all {want.size} entries right")
+    first = tuple(int(i) for i in wrong[0])
+    return Result(name, False, f"{len(wrong)} of {want.size} entries wrong; the first at {first}: got "
+                               f"{_plain(g[first])}, expected {_plain(want[first])}, because {rule(first)}")
+
+
+def mask(name: str, got, want, rule: Callable[[tuple], str]) -> Result:
+    """`entries` for a boolean mask (True/False or 1/0)."""
+    return entries(name, got, np.asarray(want, dtype=bool), rule)
 
 
 def equal(name: str, got, want) -> Result:
@@ -227,12 +274,18 @@ class Exercises:
             self._module = module
         return getattr(self._module, name)
 
-    def grade(self, number: int, fn: Callable, check: Callable[[Callable], Any]) -> Callable:
+    def grade(self, number: int, fn: Callable, check: Callable[[Callable], Any],
+              paths: tuple[str, ...] | None = None) -> Callable:
+        """`paths`: for a backward that returns one gradient per path (e.g. ("dq", "dk", "dv")),
+        the name of each returned item; the check names each of its checks after the item it
+        judges ("dk, ..."), so that a mistake in one path fails that path's checks only (the
+        grading log tests it: each item is made wrong in turn)."""
         name = fn.__name__
         title = f"exercise {number}, {name}"
         rel = self.solution_path.relative_to(ROOT).as_posix()
         log = os.environ.get("MINIBERT_GRADING_LOG")
-        record: dict[str, Any] = {"lesson": self.lesson, "number": number, "name": name}
+        record: dict[str, Any] = {"lesson": self.lesson, "number": number, "name": name,
+                                  "paths": list(paths) if paths else None}
 
         if os.environ.get("MINIBERT_SOLUTIONS") == "1":
             solution = self.solution(name)
@@ -297,6 +350,17 @@ class Exercises:
         record["wrong"] = {**_summary(wrong_results),
                            "message": _failure_message("wrong answer", wrong_failed, len(wrong_results))
                            if wrong_failed else ""}
+        if record.get("paths"):  # one path wrong at a time: which checks fail?
+            record["wrong_paths"] = {}
+            for i, path in enumerate(record["paths"]):
+                def wrong_in_one(*args, _i=i, **kwargs):
+                    out = list(wrong_fn(*args, **kwargs))
+                    out[_i] = _perturb(out[_i])
+                    return tuple(out)
+
+                results = run_check(check, wrong_in_one)
+                record["wrong_paths"][path] = {"failed": [r.name for r in results if not r.ok],
+                                               "checks": [r.name for r in results]}
         Path(log).parent.mkdir(parents=True, exist_ok=True)
         with open(log, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")

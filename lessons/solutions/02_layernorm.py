@@ -24,6 +24,20 @@ def my_rmsnorm_backward(dout, x, w, eps=1e-12):
 
 
 def my_dx_without_mean_term(dout, norm, w, rstd):
-    """-> (B, T, C): rstd * (g - norm * mean(g * norm)), g = dout * w (the mean term left out)"""
+    """dout, norm (B, T, C); w (C,); rstd (B, T, 1) -> dx (B, T, C) with the mean held constant"""
+    # with m a constant, x reaches the output through norm directly and through the variance,
+    # but no longer through the mean: exercise 1's formula without its "- mean(g)" term
     g = dout * w  # (B, T, C)
     return rstd * (g - norm * (g * norm).mean(-1, keepdims=True))  # (B, T, C)
+
+
+# What tests/test_exercises.py holds lesson 02 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_layernorm_backward": {"shows": ["g - g.mean(-1, keepdims=True) - norm * (g * norm).mean(-1, keepdims=True)"],
+                              "calls": ["layernorm_backward"]},
+    "my_rmsnorm_backward": {"shows": ["r * (g - n * (g * n).mean(-1, keepdims=True))"], "calls": []},
+    "my_dx_without_mean_term": {"shows": ["rstd * (g - norm * (g * norm).mean(-1, keepdims=True))"],
+                                "calls": ["layernorm_backward"]},
+}

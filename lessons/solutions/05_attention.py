@@ -23,3 +23,14 @@ def my_score_std(HS, rng):
 def my_mask_adder(attn_mask):
     """attn_mask (B, T) of 0/1 -> adder (B, 1, 1, T): 0 for real keys, MASK_VALUE for padding"""
     return ((1.0 - attn_mask) * layers.MASK_VALUE)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
+
+
+# What tests/test_exercises.py holds lesson 05 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_softmax_backward": {"shows": ["att * (datt - (datt * att).sum(axis=-1, keepdims=True))"],
+                            "calls": ["attention_backward"]},
+    "my_score_std": {"shows": ["(q * k).sum(-1) / math.sqrt(HS)"], "calls": []},
+    "my_mask_adder": {"shows": ["((1.0 - attn_mask) * layers.MASK_VALUE)[:, None, None, :]"], "calls": []},
+}

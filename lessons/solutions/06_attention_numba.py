@@ -5,13 +5,15 @@ import numpy as np
 
 
 @numba.njit(parallel=True, cache=True)
-def my_row_softmax(x):
-    """x (N, T) -> (N, T), softmax over each row"""
-    out = np.empty_like(x)  # (N, T)
-    for i in numba.prange(x.shape[0]):  # rows are independent: each iteration writes only out[i]
-        m = x[i].max()  # shift by the row max: the largest exponent is 0, no overflow
-        e = np.exp(x[i] - m)  # (T,)
-        out[i] = e / e.sum()
+def my_softmax_backward_rows(att, datt):
+    """att, datt (N, T) -> dpreatt (N, T): softmax's backward, row by row"""
+    out = np.empty_like(att)  # (N, T)
+    for i in numba.prange(att.shape[0]):  # rows are independent: each iteration writes only out[i]
+        dot = 0.0
+        for j in range(att.shape[1]):  # sum_j datt[i, j] att[i, j], the row's one reduction
+            dot += datt[i, j] * att[i, j]
+        for j in range(att.shape[1]):  # dpreatt_j = att_j (datt_j - dot): 0 wherever att_j is 0
+            out[i, j] = att[i, j] * (datt[i, j] - dot)
     return out
 
 
@@ -26,3 +28,13 @@ def my_dv(att, dout):
             for d in range(HS):  # contiguous inner loop
                 dv[j, d] += a * dout[i, d]
     return dv
+
+
+# What tests/test_exercises.py holds lesson 06 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_softmax_backward_rows": {"shows": ["dot += datt[i, j] * att[i, j]", "att[i, j] * (datt[i, j] - dot)"],
+                                 "calls": ["attention_backward"]},
+    "my_dv": {"shows": ["dv[j, d] += a * dout[i, d]", "dv[j] += att[i, j] * dout[i]"], "calls": ["attention_backward"]},
+}

@@ -44,3 +44,14 @@ def my_best_pair(word_counts, splits):
         return pair_freq[pair] / (token_freq[pair[0]] * token_freq[pair[1]])
 
     return max(pair_freq, key=score)  # max keeps the first of equal scores
+
+
+# What tests/test_exercises.py holds lesson 08 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_merge": {"shows": ['a + b.removeprefix("##")'], "calls": ["merge_pair", "apply_merge"]},
+    "my_wordpiece": {"shows": ['for end in range(len(word), start, -1)'], "calls": ["wordpiece"]},
+    "my_best_pair": {"shows": ["pair_freq[pair] / (token_freq[pair[0]] * token_freq[pair[1]])"],
+                     "calls": ["pair_scores", "count_pairs"]},
+}

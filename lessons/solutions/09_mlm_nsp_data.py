@@ -8,10 +8,17 @@ def my_num_predictions(n_tokens):
     return min(20, max(1, int(round(n_tokens * 0.15))))
 
 
-def my_segment_ids(tokens):
-    """list of token strings [CLS] A [SEP] B [SEP] -> list of 0/1 segment ids"""
-    first_sep = tokens.index("[SEP]")  # the first [SEP] still belongs to A
-    return [0] * (first_sep + 1) + [1] * (len(tokens) - first_sep - 1)
+def my_truncate_pair(tokens_a, tokens_b, max_num_tokens, draws):
+    """two lists of tokens, a length, uniform numbers (one per lost token) -> (new a, new b)"""
+    a, b = list(tokens_a), list(tokens_b)  # new lists: the caller's stay as they were
+    draws = iter(draws)
+    while len(a) + len(b) > max_num_tokens:
+        longer = a if len(a) > len(b) else b  # A only when strictly longer: B on ties
+        if next(draws) < 0.5:  # the front half of the time, so that no end is favoured
+            del longer[0]
+        else:
+            longer.pop()
+    return a, b
 
 
 def my_mask_choice(u1, u2, original, random_token):
@@ -21,3 +28,14 @@ def my_mask_choice(u1, u2, original, random_token):
     if u2 < 0.5:  # 10% (half of the other 20%): keep the original
         return original
     return random_token  # 10%: a random token
+
+
+# What tests/test_exercises.py holds lesson 09 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_num_predictions": {"shows": ["max(1, int(round(n_tokens * 0.15)))", "round(len(tokens) * 0.15)"],
+                           "calls": ["num_predictions"]},
+    "my_truncate_pair": {"shows": ["a if len(a) > len(b) else b"], "calls": ["truncate_seq_pair"]},
+    "my_mask_choice": {"shows": ["u1 < 0.8", "u2 < 0.5"], "calls": ["create_masked_lm_predictions", "remask"]},
+}

@@ -20,8 +20,16 @@ def my_tied_decoder_backward(dlogits, t, tok_emb):
 
 def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
     """g (any shape) -> (same shape) the first update of Adam with bias correction"""
-    m = (1 - b1) * g  # from m = 0
-    v = (1 - b2) * g * g  # from v = 0
-    mhat = m / (1 - b1)  # bias correction at step 1: exactly g
-    vhat = v / (1 - b2)  # exactly g^2
-    return -lr * mhat / (np.sqrt(vhat) + eps)  # -lr * g / (|g| + eps) ~ -lr * sign(g)
+    # from m = v = 0: m = (1 - b1) g and v = (1 - b2) g^2; the bias correction divides them by
+    # (1 - b1) and (1 - b2), leaving mhat = g and vhat = g^2: b1 and b2 cancel out
+    return -lr * g / (np.abs(g) + eps)  # sqrt(g^2) = |g|: about -lr * sign(g), whatever the size of g
+
+
+# What tests/test_exercises.py holds lesson 10 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_tied_decoder_backward": {"shows": ["dlogits.T @ t", "dlogits @ tok_emb"], "calls": ["bert_backward"]},
+    "my_gather_backward": {"shows": ["np.add.at(d, flat_pos, dh)"], "calls": ["bert_backward"]},
+    "my_adam_first_step": {"shows": ["-lr * g / (np.abs(g) + eps)"], "calls": []},
+}

@@ -27,3 +27,14 @@ def my_head_entropy(maps):
     """maps (L, NH, T, T), rows summing to 1 -> (L, NH) mean entropy of the rows"""
     plogp = maps * np.log(np.maximum(maps, 1e-300))  # (L, NH, T, T); 0 * log(tiny) is 0
     return -plogp.sum(-1).mean(-1)  # entropy of each row, then the mean over the T rows
+
+
+# What tests/test_exercises.py holds lesson 12 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_top_k": {"shows": ['np.argsort(-p, kind="stable")[:k]', 'np.argsort(-probs, kind="stable")'],
+                 "calls": ["fill_mask"]},
+    "my_encode_with_masks": {"shows": ['text.split("[MASK]")'], "calls": ["encode_with_masks"]},
+    "my_head_entropy": {"shows": ["maps * np.log(np.maximum(maps, 1e-300))"], "calls": []},
+}

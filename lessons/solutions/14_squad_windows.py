@@ -19,3 +19,12 @@ def my_best_span(start_logits, end_logits, max_answer_length):
             if best_score is None or score > best_score:
                 best, best_score = (s, e), score
     return best
+
+
+# What tests/test_exercises.py holds lesson 14 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_max_context_score": {"shows": ["start + length - 1 - position"], "calls": ["_check_is_max_context"]},
+    "my_best_span": {"shows": ["range(s, min(T, s + max_answer_length))"], "calls": ["postprocess", "_span_candidates"]},
+}

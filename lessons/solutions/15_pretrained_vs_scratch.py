@@ -18,3 +18,12 @@ def my_control_params(task_params, config, seed):
     """{name: array}, BertConfig, int -> {name: array}: a fresh encoder under the same head"""
     fresh = init_params(config, seed, next(iter(task_params.values())).dtype)  # encoder + pretraining heads
     return {name: value.copy() if name.startswith("cls.") else fresh[name] for name, value in task_params.items()}
+
+
+# What tests/test_exercises.py holds lesson 15 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_encoder_into_head": {"shows": ["out[name] = pretrained_params[name]"], "calls": ["from_pretrained"]},
+    "my_control_params": {"shows": ["init_params(config, seed"], "calls": ["init_params", "BertForSequenceClassification"]},
+}

@@ -19,3 +19,13 @@ def my_next_token_targets(ids, mask):
     both_real = (mask[:, :-1] > 0) & (mask[:, 1:] > 0)  # (B, T - 1) token t and token t + 1 are real
     targets[:, :-1] = np.where(both_real, ids[:, 1:], -100)  # (B, T - 1) position t predicts token t + 1
     return targets
+
+
+# What tests/test_exercises.py holds lesson 17 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_causal_adder": {"shows": ["attn_mask[:, None, None, :] * left", "(1.0 - visible) * MASK_VALUE"],
+                        "calls": ["causal_visible"]},
+    "my_next_token_targets": {"shows": ["np.where(both_real, ids[:, 1:], -100)"], "calls": ["ltr_targets"]},
+}

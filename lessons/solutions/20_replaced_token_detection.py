@@ -16,3 +16,12 @@ def my_bce_backward(logits, labels, mask):
     s = 1 / (1 + np.exp(-logits))  # (B, T) sigmoid
     weight = mask / max(int(mask.sum()), 1)  # (B, T) the mean over the real tokens; 0 at padding
     return (s - labels) * weight  # (B, T) d/dz of the per-token loss is s(z) - y
+
+
+# What tests/test_exercises.py holds lesson 20 to: before it grades an exercise, the lesson shows
+# none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
+# of the library functions under "calls" (they compute the answer).
+KEYS = {
+    "my_rtd_labels": {"shows": ["(corrupted != original_ids).astype(np.int64)"], "calls": ["replace_tokens"]},
+    "my_bce_backward": {"shows": ["(s - labels) * weight", "s(z) - y"], "calls": ["bce_with_logits_backward"]},
+}

@@ -90,6 +90,110 @@ def test_every_check_catches_a_wrong_answer_and_says_by_how_much(path: Path):
 
 
 # ---------------------------------------------------------------------------------------------
+# derivation exercises: nothing on screen gives an answer away before it is graded, and a grader
+# never calls the library function that computes the answer (issue 39)
+
+
+def _keys(path: Path) -> dict:
+    """KEYS of a solutions file: {exercise: {"shows": [expressions], "calls": [library functions]}}."""
+    spec = importlib.util.spec_from_file_location(f"_keys_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return module.KEYS
+
+
+def _squash(text: str) -> str:
+    """Source text without whitespace and comment marks: `a * (b - c)` and `#   a *(b-c)` compare equal."""
+    return re.sub(r"\s+|#", "", text)
+
+
+def _grade_calls(tree: ast.Module) -> dict[str, tuple[int, str]]:
+    """{exercise function: (line of its `ex.grade(...)` call, name of its check function)}."""
+    found = {}
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "grade"
+                and len(node.args) >= 3 and isinstance(node.args[1], ast.Name) and isinstance(node.args[2], ast.Name)):
+            found[node.args[1].id] = (node.lineno, node.args[2].id)
+    return found
+
+
+@pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
+def test_lesson_text_before_grading_does_not_show_the_answer(path: Path):
+    """For every exercise, the lesson up to the line that grades it (its text, the stub and its
+    docstring, the grader's source) contains none of the solution's key expressions. The first key
+    is checked to be in the solution's own lines, so that a renamed variable cannot make this pass."""
+    solution_path = SOLUTIONS / path.name
+    keys, names = _keys(solution_path), _solution_functions(solution_path)
+    assert sorted(keys) == sorted(names), f"{solution_path.name}: KEYS for {sorted(keys)}, exercises {sorted(names)}"
+    solution_tree = ast.parse(solution_path.read_text(encoding="utf-8"))
+    solution_src = {n.name: ast.get_source_segment(solution_path.read_text(encoding="utf-8"), n)
+                    for n in solution_tree.body if isinstance(n, ast.FunctionDef)}
+    lesson_lines = path.read_text(encoding="utf-8").splitlines()
+    grades = _grade_calls(ast.parse(path.read_text(encoding="utf-8")))
+    for name in names:
+        shows = keys[name]["shows"]
+        assert shows, f"{solution_path.name}: no key expression for {name}"
+        assert _squash(shows[0]) in _squash(solution_src[name]), \
+            f"{solution_path.name}: the key {shows[0]!r} is not a line of {name}"
+        assert name in grades, f"{path.name} does not grade {name}"
+        before = _squash("\n".join(lesson_lines[:grades[name][0]]))
+        shown = [k for k in shows if _squash(k) in before]
+        assert not shown, f"{path.name} shows {shown} (the answer to {name}) before grading it"
+
+
+@pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
+def test_graders_do_not_call_the_library_function_that_is_the_answer(path: Path):
+    """Graders compare with numbers (numerical gradients, known answers), never with the output of
+    the library function the exercise rebuilds. Checked on the check function's source and on the
+    lesson's own helper functions it calls."""
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    keys = _keys(SOLUTIONS / path.name)
+    for name, (_, check_name) in _grade_calls(tree).items():
+        check = functions[check_name]
+        called = {c.func.id for c in ast.walk(check) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+        code = "\n".join(ast.get_source_segment(source, functions[f]) for f in {check_name, *called} if f in functions)
+        code = re.sub(r"#.*", "", code)  # comments may name what they avoid
+        for forbidden in keys[name]["calls"]:  # a call of it: the name (maybe after a dot), then "("
+            assert not re.search(rf"(?<![\w]){re.escape(forbidden)}\s*\(", code), \
+                f"{path.name}: the grader of {name} ({check_name}) calls {forbidden}, which computes the answer"
+
+
+MULTI_PATH = {"01_linear_and_gelu": ["my_linear_backward"], "02_layernorm": ["my_layernorm_backward"],
+              "07_encoder_block": ["my_ffn_backward"], "10_bert_model": ["my_tied_decoder_backward"],
+              "13_finetuning_heads": ["my_head_backward"], "16_feature_based_vs_finetuning": ["my_head_grads"],
+              "19_albert_factorisation_and_sop": ["my_embedding_map_backward"],
+              "21_permutation_lm": ["my_query_attention_backward", "my_two_stream_core_backward"],
+              "22_span_corruption_encoder_decoder": ["my_cross_attention_backward"]}
+
+
+@pytest.mark.parametrize("lesson", sorted(MULTI_PATH))
+def test_a_wrong_path_fails_its_own_checks_and_only_those(lesson: str):
+    """Each backward that returns one gradient per path (dq, dk, dv; the score and the value path;
+    each stream) is graded path by path: the grading log makes one returned gradient wrong at a
+    time, and exactly the checks named after that gradient fail."""
+    run = run_lesson(ROOT / "lessons" / f"{lesson}.py")
+    assert run.returncode == 0, f"{lesson} failed; see tests/lessons/test_lessons.py"
+    records = {r["name"]: r for r in run.grading}
+    for name in MULTI_PATH[lesson]:
+        record = records[name]
+        paths = record["paths"]
+        assert paths and len(paths) >= 2, f"{lesson} {name}: grade(..., paths=...) is missing"
+        for path, result in record["wrong_paths"].items():
+            owners = {c: c.split()[0].rstrip(",:") for c in result["checks"]}
+            own = [c for c in result["checks"] if owners[c] == path]
+            assert own, f"{lesson} {name}: no check is named after {path!r}: {result['checks']}"
+            assert result["failed"], f"{lesson} {name}: {path} made wrong, yet every check passed"
+            others = [c for c in result["failed"] if owners[c] != path]
+            assert not others, f"{lesson} {name}: {path} made wrong, and checks of other paths failed too: {others}"
+
+
+# ---------------------------------------------------------------------------------------------
 # the grader itself (lessons/course.py), on a toy exercise
 
 
@@ -190,3 +294,23 @@ def test_solution_modules_load_on_their_own():
             sys.modules.pop(spec.name, None)
         for name in _solution_functions(path):
             assert callable(getattr(module, name)), (path.name, name)
+
+
+def test_mask_check_names_the_first_wrong_entry_and_its_rule(course):
+    want = np.tril(np.ones((3, 3), dtype=bool))  # query i sees key j when j <= i
+    got = want.copy()
+    got[0, 2] = True  # one future key visible
+    r = course.mask("causal mask", got, want, lambda idx: f"key {idx[1]} is after query {idx[0]}")
+    assert not r.ok
+    assert r.detail == "1 of 9 entries wrong; the first at (0, 2): got True, expected False, because key 2 is after query 0"
+    assert course.mask("causal mask", want.astype(int), want, str).ok  # 1/0 read as True/False
+    assert "entries other than True/False" in course.mask("m", want * 2, want, str).detail
+
+
+def test_close_judges_float32_answers_as_float32_and_says_ok(course):
+    want = np.array([1.0, 2e-9, -3.0])  # a gradient with an entry far below float32 resolution
+    got = want * (1 + 3e-6) + np.array([0.0, 4e-8, 0.0])  # float32 rounding: the tiny entry is off by 20x
+    r = course.close("dw", got, want, rtol=1e-4, atol=1e-6, float32=True)
+    assert r.ok and r.detail.endswith(": ok at float32 precision (rtol 0.0001, atol 1e-06)")
+    assert "max_rel 1.5e-06" in r.detail  # the relative error of the entries judged by it, not of the tiny one
+    assert not course.close("dw", got * 1.01, want, rtol=1e-4, atol=1e-6, float32=True).ok
