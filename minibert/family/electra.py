@@ -518,14 +518,10 @@ class _ElectraModel:
     def from_pretrained(cls, directory, dtype=np.float32, verify: bool = True):
         """Read a transformers directory of this class. With `verify` the weights must be finite
         and match the digest minibert recorded (if any)."""
-        directory = Path(directory)
-        if not directory.is_dir():
-            raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
+        directory = checkpoint.model_directory(directory)
+        checkpoint.weight_files(directory)  # a missing weight file is named before the config is read
         config = read_config(directory / checkpoint.CONFIG_NAME, HEADS[cls.head])
-        weights = directory / checkpoint.WEIGHTS_NAME
-        tensors, _ = tensorfile.load_tensors(weights, verify=verify)
-        if verify:
-            tensorfile.check_finite(tensors, weights)
+        tensors, weights = checkpoint.read_weights(directory, config.num_hidden_layers, verify)
         try:
             params = from_hf_state_dict(tensors, config, cls.head, dtype)
         except ValueError as e:
@@ -533,7 +529,7 @@ class _ElectraModel:
         model = cls(config, dtype=dtype, params=params)
         vocab = directory / checkpoint.VOCAB_NAME
         model.vocab_path = vocab if vocab.is_file() else None
-        model.do_lower_case = checkpoint.read_do_lower_case(directory / checkpoint.TOKENIZER_CONFIG_NAME)
+        model.do_lower_case = checkpoint.read_casing(directory)
         return model
 
 

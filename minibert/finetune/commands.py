@@ -18,14 +18,13 @@ from pathlib import Path
 import numpy as np
 
 from minibert.finetune.frozen import TAGGERS
-from minibert.finetune.registry import TASK_ARCHITECTURES
-from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, load_model
-from minibert.io.checkpoint import read_do_lower_case
+from minibert.finetune.recipes import init_hidden_size, recipe
+from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
+from minibert.io.checkpoint import read_casing
+from minibert.io.hub import resolve_model_dir
 from minibert.loop import rundir
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
-# Tiny-model learning rates chosen on dev (the grid and the runs are in docs/finetuning.md)
-DEFAULT_LR = {"classification": 3e-4, "regression": 3e-4, "token": 3e-4, "choice": 3e-4, "qa": 3e-4}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,14 +32,19 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Fine-tune a pretrained (or, with --init none, a fresh) BERT on a task.")
     p.add_argument("task", nargs="?", help=f"one of {', '.join(TASK_NAMES)}, or `custom` with --format")
     p.add_argument("--data", help="directory with the train and dev files (default: the task's own, if any)")
-    p.add_argument("--init", help="pretrained model directory (e.g. runs/tiny), or `none` for random init")
+    p.add_argument("--init", help="the pretrained model: a directory in transformers' layout (runs/tiny, any BERT, "
+                                  "a sentence-transformers folder), a Hugging Face hub id (owner/name: read from the "
+                                  "hub cache, or downloaded with huggingface_hub installed), or `none` for random init")
     p.add_argument("--out", help="output directory (default runs/<task>)")
     p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
                    help="your own files: the format (task `custom`)")
     p.add_argument("--vocab", help="--init none: the vocabulary (default: the default corpus's vocab.txt)")
-    for name, typ, help_ in (("epochs", float, "passes over the training data (default 3)"),
-                             ("lr", float, "peak learning rate (default: the tiny-model choice for the task)"),
-                             ("batch-size", int, "default 32"), ("max-seq-length", int, "default 128 (SQuAD 384)"),
+    p.add_argument("--like", metavar="MODEL",
+                   help="--init none: the random-init control of MODEL (its architecture, vocabulary and casing, "
+                        "fresh weights); default: the tiny preset with --vocab")
+    for name, typ, help_ in (("epochs", float, "passes over the training data (default: the recipe for the task and model size)"),
+                             ("lr", float, "peak learning rate (default: the recipe's)"),
+                             ("batch-size", int, "default 32"), ("max-seq-length", int, "default: the recipe's (128 for your own files)"),
                              ("warmup", float, "fraction of the steps (default 0.1)"),
                              ("dropout", float, "default 0.1"), ("seed", int, "default 0"),
                              ("minutes", float, "wall-clock budget; the run evaluates and saves when it ends"),
@@ -80,6 +84,20 @@ def pretrained_objective(init: str) -> str | None:
     return objective if isinstance(objective, str) else None
 
 
+def resolve_init(cfg: FinetuneConfig, verbose: bool) -> None:
+    """--init as a folder: a sentence-transformers folder's Transformer module, a hub id's cached
+    (or, with huggingface_hub, downloaded) snapshot (io/hub.py). run.json records the folder."""
+    if cfg.init.lower() == "none":
+        if cfg.like and cfg.like.lower() != "none":
+            cfg.like = str(resolve_model_dir(cfg.like))
+        return
+    folder = resolve_model_dir(cfg.init)
+    if str(folder) != cfg.init:
+        if verbose:
+            print(f"note: --init {cfg.init} is the model in {folder}")
+        cfg.init = str(folder)
+
+
 def task_kind(cfg: FinetuneConfig) -> str:
     from minibert.finetune.tasks import generic_task, get_task
 
@@ -91,6 +109,7 @@ def task_kind(cfg: FinetuneConfig) -> str:
 def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     """Model, tokenizer, task data and the run object; writes nothing."""
     cfg.validate()
+    resolve_init(cfg, verbose)
     kind = task_kind(cfg)
     if kind == "qa":
         from minibert.finetune.squad_run import build_squad_run
@@ -100,13 +119,12 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
 
     task = generic_task(cfg.format) if cfg.task == "custom" else get_task(cfg.task)
     # the tokenizer decides the features, and the labels decide the head: read the vocabulary first
-    vocab = Path(cfg.init) / "vocab.txt" if cfg.init.lower() != "none" else None
-    if vocab is not None and not vocab.is_file():
-        load_model(cfg, kind, None, None)  # raises the error that names what is missing
-    if vocab is None:
-        from minibert.corpus import ensure_default_corpus
-        vocab = Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab
-    do_lower = read_do_lower_case(Path(cfg.init) / "tokenizer_config.json") if cfg.init.lower() != "none" else True
+    if cfg.init.lower() == "none":
+        vocab, do_lower, _ = control_model(cfg)
+    else:
+        vocab, do_lower = Path(cfg.init) / "vocab.txt", read_casing(Path(cfg.init))
+        if not vocab.is_file():
+            load_model(cfg, kind, None, None)  # raises the error that names what is missing
     tokenizer = BertTokenizer(vocab, do_lower_case=do_lower)
     if verbose:
         print(f"reading {task.name} ({task.kind}, {task.format}) ...", flush=True)
@@ -158,17 +176,19 @@ def cli(argv: list[str]) -> int:
         if (args.task == "custom") != (args.format is not None):
             raise ValueError("--format goes with the task name `custom` (your own files)")
         cfg = FinetuneConfig(task=args.task, init=args.init, out=args.out or f"runs/{args.task}", data=args.data,
-                             format=args.format, vocab=args.vocab, strict_length=args.strict_length,
+                             format=args.format, vocab=args.vocab, like=args.like, strict_length=args.strict_length,
                              causal=args.causal, bilstm=args.bilstm)
         for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup", "dropout", "seed", "minutes",
                     "eval_per_epoch", "max_train_examples", "doc_stride", "frozen", "frozen_tagger"):
             if getattr(args, key) is not None:
                 setattr(cfg, key, getattr(args, key))
-        kind = task_kind(cfg)
-        if args.lr is None:
-            cfg.lr = DEFAULT_LR[kind]
-        if kind == "qa" and args.max_seq_length is None:
-            cfg.max_seq_length = 384
+        resolve_init(cfg, verbose=not args.quiet)
+        name, chosen = recipe(cfg.task, task_kind(cfg), init_hidden_size(cfg.init, cfg.like))
+        defaulted = {k: v for k, v in chosen.items() if getattr(args, k) is None}
+        for key, value in defaulted.items():
+            setattr(cfg, key, value)
+        if defaulted and not args.quiet:
+            print(f"recipe ({name}; docs/finetuning.md): " + ", ".join(f"{k} {v:g}" for k, v in defaulted.items()))
     cfg.validate()  # every setting, before anything is written
     cfg.verify = args.verify
     with rundir.RunLock(cfg.out):  # one writer per run directory
@@ -208,23 +228,25 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("texts", nargs="*", help="a sentence, or a pair; multiple choice: the context, then the choices")
     p.add_argument("--question")
     p.add_argument("--context")
+    p.add_argument("--file", help="predict every example of this file (the task's format; labels not needed)")
+    p.add_argument("--out", help="with --file: where the predictions go (the same format; a directory for SQuAD)")
+    p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
+                   help="with --file: the file's format, for a model without a fine-tuning run.json")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
-    from minibert.io.checkpoint import config_architectures, read_config_json
-    from minibert.tokenizer import BertTokenizer
+    from minibert.finetune.evaluate import load_finetuned, predict_file
 
-    directory = Path(args.model_dir)
-    archs = config_architectures(read_config_json(directory / "config.json"), directory / "config.json") or [None]
-    if archs[0] not in TASK_ARCHITECTURES:
-        raise ValueError(f"{directory} holds a {archs[0] or 'model without architecture'}, not a fine-tuned model; "
-                         f"fine-tune it first (python -m minibert finetune ...)")
-    model = TASK_ARCHITECTURES[archs[0]].from_pretrained(directory, verify=args.verify)  # checks the rest of config.json
-    if model.vocab_path is None:
-        raise ValueError(f"{directory} has no vocab.txt")
-    tokenizer = BertTokenizer(model.vocab_path, do_lower_case=model.do_lower_case)
-    info = rundir.read_run(directory)
-    saved = info.extra if info is not None and info.command == COMMAND else {}
+    if (args.file is None) != (args.out is None):
+        raise ValueError("--file and --out go together: the file to predict and where the predictions go")
+    if args.file and (args.texts or args.question or args.context):
+        raise ValueError("predict takes --file or text on the command line, not both")
+    ft = load_finetuned(args.model_dir, args.verify)
+    model, tokenizer, saved = ft.model, ft.tokenizer, ft.saved
+    if args.file:
+        n = predict_file(ft, args.file, args.out, args.format)
+        print(f"wrote {n:,} predictions to {args.out}")
+        return 0
     T = int(saved.get("task", {}).get("max_seq_length", 128))
     if model.task == "qa":
         from minibert.finetune.squad_run import predict_answer

@@ -151,14 +151,9 @@ def read_checkpoint(directory, dtype, verify, model_type: str, architectures, re
     read_config(config.json's dict) -> the pretraining config; read_params(tensors, config,
     architecture, dtype) -> params under minibert's names (the heads the file holds); `keys`: the
     config.json keys kept as task_config."""
-    directory = Path(directory)
-    if directory.is_file():
-        raise ValueError(f"{directory} is a file; pass the checkpoint directory")
-    if not directory.is_dir():
-        raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
-    weights, config_path = directory / checkpoint.WEIGHTS_NAME, directory / checkpoint.CONFIG_NAME
-    if not weights.is_file():
-        raise FileNotFoundError(f"{directory} has no {checkpoint.WEIGHTS_NAME}")
+    directory = checkpoint.model_directory(directory)
+    config_path = directory / checkpoint.CONFIG_NAME
+    checkpoint.weight_files(directory)  # a missing weight file is named before the config is read
     raw = checkpoint.read_config_json(config_path)
     if checkpoint.config_text(raw, "model_type", None, config_path) != model_type:
         raise ValueError(f"{config_path}: model_type {raw.get('model_type')!r} is not {model_type!r}{hint}")
@@ -170,17 +165,14 @@ def read_checkpoint(directory, dtype, verify, model_type: str, architectures, re
         config = read_config(raw)
     except (TypeError, ValueError) as e:
         raise ValueError(f"{config_path}: {e}") from None
-    tensors, _ = tensorfile.load_tensors(weights, verify=verify)
-    if verify:
-        tensorfile.check_finite(tensors, weights)
+    tensors, weights = checkpoint.read_weights(directory, config.num_hidden_layers, verify)
     try:
         params = read_params(tensors, config, archs[0], dtype)
     except ValueError as e:
         raise ValueError(f"{weights}: {e}") from None
     vocab = directory / checkpoint.VOCAB_NAME
     return checkpoint.Pretrained(config, params, archs[0], vocab if vocab.is_file() else None,
-                                 checkpoint.read_do_lower_case(directory / checkpoint.TOKENIZER_CONFIG_NAME),
-                                 {k: raw[k] for k in keys if k in raw})
+                                 checkpoint.read_casing(directory), {k: raw[k] for k in keys if k in raw})
 
 
 # ---------------------------------------------------------------------------------------------

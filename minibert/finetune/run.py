@@ -57,6 +57,7 @@ class FinetuneConfig(Settings):
     data: str | None = None
     format: str | None = None  # for the learner's own files: glue-single | glue-pair | conll | swag
     vocab: str | None = None  # --init none: the vocabulary (default: the default corpus's)
+    like: str | None = None  # --init none: the architecture and vocabulary of this model (default: tiny's)
     epochs: float = 3.0
     lr: float = 1e-4
     batch_size: int = 32
@@ -79,6 +80,9 @@ class FinetuneConfig(Settings):
     bilstm: bool = False  # with causal: a new BiLSTM on top, the paper's "LTR & No NSP + BiLSTM"
 
     def validate(self) -> None:
+        if self.like and self.init.lower() != "none":
+            raise ValueError(f"--like goes with --init none (the random-init control of a model); --init {self.init} "
+                             f"is the model itself")
         for k in ("batch_size", "max_seq_length", "log_interval", "eval_per_epoch"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k}={getattr(self, k)} must be at least 1")
@@ -182,11 +186,9 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
 
     extra = {} if kind in ("choice", "qa") else {"num_labels": num_labels, "id2label": id2label}
     if cfg.init.lower() == "none":
-        from minibert.corpus import ensure_default_corpus
-
-        vocab = Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab
-        tokenizer = BertTokenizer(vocab)
-        bert = BertConfig(vocab_size=len(tokenizer), **MODEL_SIZES["tiny"])
+        vocab, do_lower, bert = control_model(cfg)
+        tokenizer = BertTokenizer(vocab, do_lower_case=do_lower)
+        bert = bert or BertConfig(vocab_size=len(tokenizer), **MODEL_SIZES["tiny"])
         cls = task_class("bert", kind)
         model = cls(_with_dropout(bert, cfg.dropout), **({} if kind in ("choice", "qa") else
                                                          {"num_labels": num_labels}), seed=cfg.seed)
@@ -226,6 +228,29 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
     if hasattr(model.config, "classifier_dropout_prob"):  # ALBERT's classifiers read their own dropout
         model.config.classifier_dropout_prob = cfg.dropout
     return model, tokenizer
+
+
+def control_model(cfg: FinetuneConfig) -> tuple[Path, bool, BertConfig | None]:
+    """--init none -> (vocabulary, lower-casing, architecture or None for the tiny preset's).
+    With --like DIR the control is DIR's model with fresh weights: its config.json, its
+    vocabulary and casing, so the only difference from fine-tuning DIR is the pretraining."""
+    if cfg.like:
+        from minibert.io.checkpoint import CONFIG_NAME, model_directory, read_casing, read_config, read_config_json
+
+        like = model_directory(cfg.like)
+        raw = read_config_json(like / CONFIG_NAME)
+        if raw.get("model_type", "bert") != "bert":
+            raise ValueError(f"--like {cfg.like}: a {raw.get('model_type')!r} model; the random-init control is "
+                             f"built for BERT models")
+        if not (like / "vocab.txt").is_file():
+            raise ValueError(f"--like {cfg.like} has no vocab.txt")
+        if cfg.vocab:
+            raise ValueError("--like takes the vocabulary of its model; leave --vocab out")
+        config, _ = read_config(like / CONFIG_NAME, raw)
+        return like / "vocab.txt", read_casing(like), config
+    from minibert.corpus import ensure_default_corpus
+
+    return (Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab), True, None
 
 
 def _with_dropout(bert, p):

@@ -40,6 +40,7 @@ CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 VOCAB_NAME = "vocab.txt"
 TOKENIZER_CONFIG_NAME = "tokenizer_config.json"
+INDEX_NAME = "model.safetensors.index.json"  # a checkpoint saved in shards: which file holds each tensor
 
 # architectures we can read, and the head groups each one must contain (see head_groups below)
 ARCHITECTURES = {"BertForPreTraining": ("pool", "mlm", "nsp"), "BertForMaskedLM": ("mlm",), "BertModel": (),
@@ -416,31 +417,75 @@ class Pretrained(NamedTuple):
     task_config: dict  # config.json's fine-tuning keys (id2label, label2id, problem_type), if any
 
 
-def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True) -> Pretrained:
-    """Read a transformers-format directory: config, parameters (checked: names, shapes, finite
-    and matching their recorded digest with `verify`), vocab and casing. minibert.bert's
-    load_pretrained / BertForPreTraining.from_pretrained build the model from it."""
-    directory = Path(directory)
+def model_directory(directory: str | Path) -> Path:
+    """The directory a model name points to (io/hub.py: a folder, a sentence-transformers folder
+    or a hub id), checked to be a directory."""
+    from minibert.io.hub import resolve_model_dir
+
+    directory = resolve_model_dir(directory)
     if directory.is_file():
         refuse_pickle(directory)
         raise ValueError(f"{directory} is a file; pass the checkpoint directory")
     if not directory.is_dir():
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
+    return directory
+
+
+def weight_files(directory: Path) -> list[Path]:
+    """The safetensors file(s) of a checkpoint: model.safetensors, or the shards that
+    model.safetensors.index.json lists (each a file in the directory itself)."""
     weights = directory / WEIGHTS_NAME
-    if not weights.is_file():
-        others = [p.name for p in directory.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES + (".h5", ".msgpack")
-                  or p.name.endswith(".safetensors.index.json")]
-        hint = (f" It has {others}: minibert never unpickles (a pickle can run arbitrary code) and reads "
-                f"only a single model.safetensors file; convert to safetensors with transformers' "
-                f"model.save_pretrained(dir, safe_serialization=True, max_shard_size='100GB').") if others else ""
-        raise FileNotFoundError(f"{directory} has no {WEIGHTS_NAME}.{hint}")
+    if weights.is_file():
+        return [weights]
+    index = directory / INDEX_NAME
+    if index.is_file():
+        weight_map = read_json_object(index).get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise ValueError(f"{index}: weight_map must be a non-empty object {{tensor name: file}}")
+        names = sorted(set(weight_map.values()), key=str)
+        for name in names:
+            if not isinstance(name, str) or Path(name).name != name or not name.endswith(".safetensors"):
+                raise ValueError(f"{index}: shard {name!r} must be a .safetensors file in {directory}")
+        return [directory / name for name in names]
+    others = [p.name for p in directory.iterdir() if p.suffix.lower() in PICKLE_SUFFIXES + (".h5", ".msgpack")]
+    hint = (f" It has {others}: minibert never unpickles (a pickle can run arbitrary code) and reads only "
+            f"safetensors; convert with transformers' model.save_pretrained(dir, safe_serialization=True).") \
+        if others else ""
+    raise FileNotFoundError(f"{directory} has no {WEIGHTS_NAME} (nor {INDEX_NAME}).{hint}")
+
+
+def read_weights(directory: Path, layers: int, verify: bool = True,
+                 layer_pattern: str = r"^(?:[a-z]+\.)?encoder\.layer\.(\d+)\.") -> tuple[dict, Path]:
+    """All tensors of a checkpoint's weight file(s) -> (tensors, the path to name in messages).
+    The headers are checked first: config.json's layer count against the layers they hold, and
+    no tensor in two shards, before any tensor is read."""
+    files = weight_files(directory)
+    where = files[0] if len(files) == 1 else directory / INDEX_NAME
+    headers = {}
+    for f in files:
+        for name in read_safetensors_header(f)[0]:
+            if name != "__metadata__" and name in headers:
+                raise ValueError(f"{where}: tensor {name!r} is in both {headers[name].name} and {f.name}")
+            headers[name] = f
+    check_layer_count(headers, layers, layer_pattern, where)  # before the tensors are read and their shapes planned
+    tensors: dict = {}
+    for f in files:
+        part, _ = load_tensors(f, verify=verify)
+        if verify:
+            check_finite(part, f)
+        tensors.update(part)
+    return tensors, where
+
+
+def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True) -> Pretrained:
+    """Read a transformers-format directory: config, parameters (checked: names, shapes, finite
+    and matching their recorded digest with `verify`), vocab and casing. minibert.bert's
+    load_pretrained / BertForPreTraining.from_pretrained build the model from it."""
+    directory = model_directory(directory)
+    weight_files(directory)  # a missing weight file is named before the config is read
     raw = read_config_json(directory / CONFIG_NAME)
     config, arch = read_config(directory / CONFIG_NAME, raw)
-    check_layer_count(read_safetensors_header(weights)[0], config.num_hidden_layers, r"encoder\.layer\.(\d+)\.",
-                      weights)  # before the tensors are read and their shapes planned
-    tensors, _ = load_tensors(weights, verify=verify)
-    if verify:
-        check_finite(tensors, weights)
+    tensors, weights = read_weights(directory, config.num_hidden_layers, verify)
     required = ARCHITECTURES[arch] if arch else ()
     try:
         params = from_hf_state_dict(tensors, config, dtype, required_heads=required)
@@ -449,8 +494,7 @@ def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
     vocab = directory / VOCAB_NAME
     if arch in TASK_HEADS and TASK_HEADS[arch][0] + ".w" not in params:
         raise ValueError(f"{weights}: config.json says {arch} but the file has no {TASK_HEADS[arch][1]} tensors")
-    return Pretrained(config, params, arch, vocab if vocab.is_file() else None,
-                      read_do_lower_case(directory / TOKENIZER_CONFIG_NAME),
+    return Pretrained(config, params, arch, vocab if vocab.is_file() else None, read_casing(directory),
                       {k: raw[k] for k in TASK_CONFIG_KEYS if k in raw})
 
 
@@ -464,11 +508,36 @@ def check_layer_count(header: dict, layers: int, pattern: str, path) -> None:
                          f"{len(found)} layer(s)")
 
 
-def read_do_lower_case(path: Path) -> bool:
+def read_do_lower_case(path: Path) -> bool | None:
+    """tokenizer_config.json's do_lower_case (None: the file or the key is absent)."""
     if not path.is_file():
-        return True
+        return None
     d = read_json(path)
-    value = d.get("do_lower_case", True) if isinstance(d, dict) else True
-    if not isinstance(value, bool):
+    value = d.get("do_lower_case") if isinstance(d, dict) else None
+    if value is not None and not isinstance(value, bool):
         raise ValueError(f"{path}: do_lower_case must be true or false, got {value!r}")
     return value
+
+
+def read_casing(directory: Path) -> bool:
+    """Whether a model's tokenizer lower-cases, read from what the directory says, never guessed:
+    tokenizer_config.json's do_lower_case; else tokenizer.json's normalizer (its `lowercase`);
+    else the vocabulary itself: an uncased vocabulary was learnt from lower-cased text, so almost
+    none of its tokens holds a capital letter (bert-base-uncased: 2 of 30,522, both 'ℝ'), while a
+    cased one has them in about a third; over 1% means cased. No vocabulary and no file: True
+    (what BERT's tokenizer does by default)."""
+    directory = Path(directory)
+    said = read_do_lower_case(directory / TOKENIZER_CONFIG_NAME)
+    if said is not None:
+        return said
+    fast = directory / "tokenizer.json"
+    if fast.is_file():
+        normalizer = read_json_object(fast).get("normalizer")
+        if isinstance(normalizer, dict) and isinstance(normalizer.get("lowercase"), bool):
+            return normalizer["lowercase"]
+    vocab = directory / VOCAB_NAME
+    if vocab.is_file():
+        with open(vocab, encoding="utf-8", errors="replace") as f:
+            tokens = [t for t in (line.strip() for line in f) if t and not (t.startswith("[") and t.endswith("]"))]
+        return sum(any(c.isupper() for c in t) for t in tokens) <= 0.01 * len(tokens)
+    return True

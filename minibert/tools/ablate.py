@@ -176,6 +176,10 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     return make_config(variant.preset, **_default_corpus(overrides))
 
 
+# Every cell's fine-tuning learning rate: the tiny model's choice on dev when the studies were
+# run, kept so their cells stay comparable (finetune's per-task recipes came later:
+# finetune/recipes.py); the feature-based cells take FROZEN_LR.
+CELL_LR = 3e-4
 WARMUP_SHARE = 0.07  # of the steps: the recipe's 200 of its ~2,800
 # The feature-based cells' learning rate (the BiLSTM tagger and its classifier; the encoder is
 # frozen). On punct, 2 epochs at length 64, concat_all features of a 2,000-step tiny BERT (of a
@@ -270,14 +274,14 @@ def finetune_config(plan: Plan, model_dir: Path | None, d: Downstream, seed: int
                     ltr: bool = False):
     """The FinetuneConfig of one cell. `model_dir` None: the cell's model does not exist yet (the
     settings are being checked before anything runs), so `ltr` says what it will be."""
-    from minibert.finetune.commands import DEFAULT_LR, pretrained_objective, task_kind
+    from minibert.finetune.commands import pretrained_objective, task_kind
     from minibert.finetune.run import FinetuneConfig
     from minibert.io.checkpoint import read_config_json
 
     cfg = FinetuneConfig(task=d.task, init=str(model_dir or "none"), out=str(out),
                          data=task_data_dir(d, plan.data_root), seed=seed, minutes=plan.finetune_minutes)
     kind = task_kind(cfg)
-    cfg.lr = DEFAULT_LR[kind]
+    cfg.lr = CELL_LR
     if kind == "qa":
         cfg.max_seq_length = 384
     if d.frozen:  # the paper's best features are the last four layers side by side; a tiny model has fewer

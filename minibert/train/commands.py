@@ -11,9 +11,9 @@ from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir as run_dir_mod
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES
-from minibert.train.config import (FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS, TINY_RECIPE,
-                                   TRAIN_TINY_PRESETS, make_config, parse_set)
-from minibert.train.data import _default_corpus
+from minibert.train.config import (DEFAULT_DATA_CACHE, FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS,
+                                   TINY_RECIPE, TRAIN_TINY_PRESETS, make_config, parse_set)
+from minibert.train.data import _default_corpus, _own_corpus
 from minibert.train.electra import ElectraTrainer
 from minibert.train.pretrain import train
 from minibert.train.runs import resume_config
@@ -151,6 +151,10 @@ def train_tiny_cli(argv: list[str]) -> int:
                         "(xlnet-tiny and t5-tiny are other models: they run `train-xlnet` / `train-t5`)")
     p.add_argument("--minutes", type=float, help="override the time budget")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--corpus-from-task", metavar="TASK",
+                   help="pretrain on a fine-tuning task's own training text, labels dropped (in-domain "
+                        "pretraining): sst2, rte, wnut17, swag, squad1, squad2; with --data for its files")
+    p.add_argument("--data", help="with --corpus-from-task: the task's data directory (default: its own, if any)")
     p.add_argument("--resume", action="store_true", help="continue an interrupted train-tiny run")
     p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory, "
                    "finished or not (a finished train-tiny run is replaced without it)")
@@ -161,7 +165,21 @@ def train_tiny_cli(argv: list[str]) -> int:
         overrides = {**TINY_RECIPE, **FAMILY_PRESETS.get(preset, {}), **(FAST_RECIPE if fast else {}), "name": preset}
         if args.minutes is not None:
             overrides["minutes"] = args.minutes
+        if args.data and not args.corpus_from_task:
+            raise ValueError("--data goes with --corpus-from-task (the task whose text to pretrain on)")
+        if args.corpus_from_task:  # in-domain pretraining (train/task_corpus.py)
+            from minibert.train import task_corpus
+
+            if os.environ.get("CORPUS"):
+                raise ValueError("give CORPUS= or --corpus-from-task, not both")
+            overrides.update({**task_corpus.SETTINGS, "name": f"{args.corpus_from_task}-indomain"})
         overrides.update(parse_set(args.set))
+        if args.corpus_from_task and not args.resume:
+            make_config(preset, **overrides).validate(require_files=False)  # before the corpus is written
+            path = task_corpus.write_task_corpus(args.corpus_from_task, args.data,
+                                                 overrides.get("data_cache") or DEFAULT_DATA_CACHE)
+            print(f"--corpus-from-task {args.corpus_from_task}: its training text, labels dropped -> {path}")
+            overrides = _own_corpus(str(path), overrides) | overrides
         if args.resume:  # the saved settings; only the budget may change
             cfg = resume_config(make_config(preset, **overrides).run_dir,
                                 {} if args.minutes is None else {"minutes": args.minutes})

@@ -138,7 +138,7 @@ def _own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
     if not src.is_file():
         raise ValueError(f"CORPUS={path}: file not found (expected one sentence per line, blank lines "
                          f"between documents)")
-    out = Path(DEFAULT_DATA_CACHE) / f"own-{_sha256_file(src)[:12]}"
+    out = Path(overrides.get("data_cache") or DEFAULT_DATA_CACHE) / f"own-{_sha256_file(src)[:12]}"
     vocab = overrides.get("vocab") or str(out / "vocab.txt")
     files = {"corpus": (str(out / "train.txt"),), "heldout": (str(out / "heldout.txt"),), "vocab": vocab}
     if (out / "train.txt").is_file() and Path(vocab).is_file():

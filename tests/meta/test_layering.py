@@ -20,7 +20,7 @@ LAYERS = [
     "native", "native.blas", "native.malloc",  # what talks to the machine: OpenBLAS, glibc's malloc
     "layers", "kernels", "backend", "optim",  # the layer math, its Numba kernels, the backend switch, AdamW
     "model",  # BERT's forward and backward, no I/O
-    "io", "io.textio", "io.jsonfile", "io.atomic", "io.progress", "io.tensorfile", "io.checkpoint",  # text, atomic writes, safetensors, HF dirs
+    "io", "io.textio", "io.jsonfile", "io.atomic", "io.progress", "io.tensorfile", "io.hub", "io.checkpoint",  # text, atomic writes, safetensors, HF dirs
     "tokenizer", "wordpiece_trainer", "bert", "corpus",  # text; the model with its files; the default corpus
     "pretraining_data", "shards",  # the MLM/NSP generator; its shards on disk and the batches drawn from them
     "gradcheck", "inspect", "nsp_baseline",  # numerical gradients; looking inside a model; NSP's word-overlap cue
@@ -30,8 +30,8 @@ LAYERS = [
     "finetune", "finetune.bilstm", "finetune.heads", "finetune.models", "finetune.albert_tasks",
     "finetune.electra_tasks", "finetune.registry", "finetune.frozen", "finetune.gradchecks", "finetune.metrics", "finetune.readers",
     "finetune.features", "finetune.tasks", "finetune.squad_eval", "finetune.squad", "finetune.run",
-    "finetune.squad_run", "finetune.commands",  # BERT's second half, from the heads to the command
-    "train", "train.config", "train.runs", "train.data", "train.evaluation", "train.curves",
+    "finetune.squad_run", "finetune.recipes", "finetune.evaluate", "finetune.commands",  # BERT's second half, from the heads to the command
+    "train", "train.config", "train.runs", "train.data", "train.task_corpus", "train.evaluation", "train.curves",
     "train.trainer", "train.electra", "train.pretrain", "train.commands", "train.t5", "train.t5_command",
     "train.xlnet", "train.xlnet_command",  # pretraining runs and their commands
     "tools", "tools.attention_v1", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",

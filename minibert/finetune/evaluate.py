@@ -1,0 +1,261 @@
+"""A fine-tuned model on whole files: scoring a labelled file, predicting an unlabelled one.
+
+    python -m minibert evaluate runs/sst2 --data test.tsv               # the task's metrics on any labelled file
+    python -m minibert predict runs/sst2 --file test.tsv --out pred.tsv  # one prediction per example
+    python -m minibert predict runs/wnut17 --file test.conll --out pred.conll
+    python -m minibert predict runs/squad2 --file dev-v2.0.json --out preds/   # predictions.json, null_odds.json
+
+The file is in the task's format (run.json of the fine-tuning run names it; `--format` for a
+model without one): a GLUE TSV with a header (the label column may be absent when predicting), a
+CoNLL file (word<TAB>tag, or just the word, per line; a blank line between sentences), a SWAG CSV,
+or a SQuAD JSON file. Predictions come back in the same format, so the written file reads like
+the input with the model's labels in it: a TSV with the label column filled in, word<TAB>tag
+lines, a SWAG CSV's `label`, and for SQuAD the predictions.json (and, for 2.0, null_odds.json)
+that `squad-eval` scores. SQuAD 2.0 answers "no answer" above the null threshold that was best
+on dev during fine-tuning (eval.json's best_f1_thresh), as `predict --question` does.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from minibert.finetune.registry import TASK_ARCHITECTURES
+from minibert.loop import rundir
+
+
+class Finetuned(NamedTuple):
+    directory: Path
+    model: object  # a task class (finetune/registry.py)
+    tokenizer: object
+    saved: dict  # run.json's extra of the fine-tuning run ({} for a model without one)
+
+
+def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
+    """A fine-tuned model directory -> its model, tokenizer and what its run recorded."""
+    from minibert.io.checkpoint import config_architectures, read_config_json
+    from minibert.tokenizer import BertTokenizer
+
+    directory = Path(directory)
+    archs = config_architectures(read_config_json(directory / "config.json"), directory / "config.json") or [None]
+    if archs[0] not in TASK_ARCHITECTURES:
+        raise ValueError(f"{directory} holds a {archs[0] or 'model without architecture'}, not a fine-tuned model; "
+                         f"fine-tune it first (python -m minibert finetune ...)")
+    model = TASK_ARCHITECTURES[archs[0]].from_pretrained(directory, verify=verify)  # checks the rest of config.json
+    if model.vocab_path is None:
+        raise ValueError(f"{directory} has no vocab.txt")
+    tokenizer = BertTokenizer(model.vocab_path, do_lower_case=model.do_lower_case)
+    info = rundir.read_run(directory)
+    saved = info.extra if info is not None and info.command == "finetune" else {}
+    return Finetuned(directory, model, tokenizer, saved)
+
+
+def file_task(ft: Finetuned, fmt: str | None):
+    """The Task the files are read and scored as: run.json's, or a generic one of --format."""
+    from minibert.finetune.tasks import TASKS, generic_task
+
+    task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
+    if ft.model.task == "qa":
+        return None
+    if fmt is None and task.get("name") in TASKS:
+        return TASKS[task["name"]]
+    fmt = fmt or task.get("format")
+    if fmt is None:
+        raise ValueError(f"{ft.directory} has no run.json from finetune naming its task's format: pass --format "
+                         f"(glue-single, glue-pair, conll or swag)")
+    found = generic_task(fmt, regression=ft.model.task == "sequence" and ft.model.config.num_labels == 1)
+    head = {"classification": "sequence", "regression": "sequence"}.get(found.kind, found.kind)
+    if head != ft.model.task:
+        raise ValueError(f"--format {fmt} is a {found.kind} format but {ft.directory} is a {ft.model.architecture}")
+    return found
+
+
+def _max_seq_length(ft: Finetuned, default: int) -> int:
+    task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
+    value = task.get("max_seq_length", default)
+    return value if isinstance(value, int) and value > 0 else default
+
+
+def _labels(ft: Finetuned, task) -> list[str] | None:
+    if task.kind in ("regression", "choice"):
+        return None
+    return [ft.model.config.id2label[i] for i in range(ft.model.config.num_labels)]
+
+
+def _read(task, path: Path, labelled: bool) -> list:
+    """The examples of `path` in the task's format; unlabelled CoNLL (words only) when predicting."""
+    from minibert.finetune.readers import TaggedExample, read_conll
+    from minibert.finetune.tasks import read_examples
+    from minibert.io.textio import iter_lines
+
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist" + (" (a directory: give the file)" if path.is_dir() else ""))
+    if task.format == "conll" and not labelled:
+        sentences, words, first = [], [], 0
+        for lineno, line in enumerate(iter_lines(path), start=1):
+            word = line.split("\t")[0].strip() if "\t" in line else (line.split() or [""])[0]
+            if not word:
+                if words:
+                    sentences.append(TaggedExample(words, ["O"] * len(words), f"{path}:{first}"))
+                words = []
+            elif not line.startswith("-DOCSTART-"):
+                first = first if words else lineno
+                words.append(word)
+        if words:
+            sentences.append(TaggedExample(words, ["O"] * len(words), f"{path}:{first}"))
+        examples = sentences
+    elif task.format == "conll":
+        examples = read_conll(path)
+    else:
+        examples = read_examples(task, path, "dev")
+    if not examples:
+        raise ValueError(f"{path}: no examples")
+    if labelled and task.format in ("glue-single", "glue-pair") and any(e.label is None for e in examples):
+        raise ValueError(f"{path}: no label column (label, or the GLUE names); evaluate needs labels "
+                         f"(predict --file takes a file without them)")
+    return examples
+
+
+def _task_data(ft: Finetuned, task, path: Path, labelled: bool):
+    from minibert.finetune.tasks import TaskData, _features
+
+    examples = _read(task, path, labelled)
+    labels = _labels(ft, task)
+    feats = _features(task, examples, ft.tokenizer, _max_seq_length(ft, 128), labels)
+    return TaskData(task, {}, feats, labels, examples, {"dev_file": str(path)})
+
+
+def _squad_source(ft: Finetuned, path: Path, labelled: bool):
+    from minibert.finetune import squad, squad_eval
+    from minibert.finetune.squad_run import SquadSource
+
+    task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
+    examples, stats = squad.read_squad(path, is_training=False)
+    version_2 = bool(task.get("version_2", stats.version_2))
+    features = squad.convert_examples_to_features(
+        examples, ft.tokenizer, max_seq_length=_max_seq_length(ft, 384), doc_stride=int(task.get("doc_stride", 128)),
+        max_query_length=int(task.get("max_query_length", 64)), is_training=False)
+    gold = squad_eval.load_gold(path) if labelled else {e.qas_id: [] for e in examples}
+    return SquadSource({}, examples, features, gold, version_2, ft.model.do_lower_case)
+
+
+def evaluate_file(ft: Finetuned, path: str | Path, fmt: str | None = None) -> dict[str, float]:
+    """The task's metrics (the official SQuAD keys for QA) of the model on a labelled file."""
+    from minibert.finetune.run import ClassifierSource
+
+    path = Path(path)
+    task = file_task(ft, fmt)
+    if task is None:
+        return _squad_source(ft, path, labelled=True).evaluate(ft.model)
+    return ClassifierSource(_task_data(ft, task, path, labelled=True)).evaluate(ft.model)
+
+
+def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | None = None) -> int:
+    """Predict every example of `path` and write them to `out` in the task's format -> the count."""
+    from minibert.finetune.features import IGNORE_INDEX, word_predictions
+    from minibert.finetune.run import predict_logits
+    from minibert.io.atomic import write_text_atomic
+
+    path, out = Path(path), Path(out)
+    task = file_task(ft, fmt)
+    if task is None:
+        return _predict_squad(ft, path, out)
+    data = _task_data(ft, task, path, labelled=False)
+    logits = predict_logits(ft.model, data.dev)
+    if task.kind == "token":
+        T = data.dev["input_ids"].shape[-1]
+        pred = np.concatenate([np.pad(x.argmax(-1), ((0, 0), (0, T - x.shape[1])), constant_values=IGNORE_INDEX)
+                               for x in logits])
+        tags = word_predictions(data.dev, pred, data.labels)
+        text = "\n".join("".join(f"{w}\t{t}\n" for w, t in zip(e.words, s)) for e, s in zip(data.dev_examples, tags))
+        write_text_atomic(out, text)
+        return len(tags)
+    if task.kind == "regression":
+        values = [f"{v:.6g}" for v in np.concatenate([x[:, 0] for x in logits])]
+    elif task.kind == "choice":
+        values = [str(int(v)) for v in np.concatenate([x.argmax(-1) for x in logits])]
+    else:
+        values = [data.labels[int(i)] for i in np.concatenate([x.argmax(-1) for x in logits])]
+    write_text_atomic(out, _with_labels(path, task, values))
+    return len(values)
+
+
+def _with_labels(path: Path, task, values: list[str]) -> str:
+    """The input file again, its label column holding `values` (added if the file had none)."""
+    from minibert.finetune.readers import _glue_columns
+    from minibert.io.textio import iter_lines, read_text
+
+    if task.format == "swag":
+        rows = list(csv.reader(io.StringIO(read_text(path), newline="")))
+        header, body = rows[0], [r for r in rows[1:] if r]
+        if "label" not in header:
+            header, body = header + ["label"], [r + [""] for r in body]
+        col = header.index("label")
+        for row, value in zip(body, values):
+            row[col] = value
+        buffer = io.StringIO()
+        csv.writer(buffer, lineterminator="\n").writerows([header, *body])
+        return buffer.getvalue()
+    lines = [line.rstrip("\r\n") for line in iter_lines(path)]
+    header = lines[0].split("\t")
+    _, _, label = _glue_columns(header, task.format == "glue-single", f"{path}:1")
+    if label is None:
+        header, label = header + ["label"], len(header)
+    body = [line.split("\t") for line in lines[1:] if line.strip()]
+    out = ["\t".join(header)]
+    for fields, value in zip(body, values):
+        fields = fields + [""] * (len(header) - len(fields))
+        fields[label] = value
+        out.append("\t".join(fields))
+    return "\n".join(out) + "\n"
+
+
+def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
+    from minibert.finetune import squad
+    from minibert.finetune.run import predict_logits
+    from minibert.loop.rundir import write_json
+
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; for SQuAD it is a directory (predictions.json, null_odds.json)")
+    source = _squad_source(ft, path, labelled=False)
+    T = source.dev["input_ids"].shape[1]
+    logits = np.concatenate([np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
+                             for x in predict_logits(ft.model, source.dev)])  # (N, T, 2)
+    best = ft.saved.get("best") if isinstance(ft.saved.get("best"), dict) else {}
+    threshold = float(best.get("best_f1_thresh", 0.0)) if source.version_2 else 0.0
+    preds, nbest, null_odds = squad.postprocess(source.dev_examples, source.dev_features,
+                                                (logits[..., 0], logits[..., 1]), do_lower_case=source.do_lower_case,
+                                                version_2=source.version_2, null_score_diff_threshold=threshold)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "predictions.json", preds)
+    write_json(out / "nbest.json", nbest)
+    if source.version_2:
+        write_json(out / "null_odds.json", null_odds)
+    return len(preds)
+
+
+def evaluate_cli(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m minibert evaluate",
+                                description="Score a fine-tuned model on any labelled file in its task's format.")
+    p.add_argument("model_dir", help="a fine-tuning run's directory (runs/sst2 ...)")
+    p.add_argument("--data", required=True, help="the labelled file: a GLUE TSV, a CoNLL file, a SWAG CSV or a SQuAD JSON")
+    p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
+                   help="the file's format, for a model without a fine-tuning run.json")
+    p.add_argument("--out", help="also write the metrics to this JSON file")
+    p.add_argument("--no-verify", dest="verify", action="store_false",
+                   help="load weights that are not finite or do not match their recorded sha256")
+    args = p.parse_args(argv)
+    ft = load_finetuned(args.model_dir, args.verify)
+    scores = evaluate_file(ft, args.data, args.format)
+    print(f"{args.data}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                                       for k, v in scores.items()))
+    if args.out:
+        from minibert.io.atomic import write_text_atomic
+
+        write_text_atomic(Path(args.out), json.dumps({"file": str(args.data), **scores}, indent=1) + "\n")
+    return 0

@@ -1,0 +1,88 @@
+"""A task's own text as a pretraining corpus: in-domain pretraining, labels dropped.
+
+    python -m minibert train-tiny --corpus-from-task sst2 --data DIR     # -> runs/sst2-indomain
+    python -m minibert finetune sst2 --data DIR --init runs/sst2-indomain --out runs/sst2-from-indomain
+
+What ULMFiT and the domain-adaptation follow-ups to BERT do: before fine-tuning, pretrain on text
+of the task's own kind. Here it is the task's training file with its labels dropped (never the dev
+file: that would be pretraining on the questions of the exam). The text is written in BERT's
+corpus format, one sentence per line and a blank line between documents:
+
+    sst2 / glue-single   each sentence is a line; GROUP consecutive lines make a document
+    rte / glue-pair      each pair is a two-sentence document (premise, hypothesis)
+    wnut17 / conll       each tagged sentence's words make a line; GROUP lines make a document
+    swag                 the context and its four endings make a document
+    squad1 / squad2      each paragraph's context is a document, split into sentences, its
+                         questions after it
+
+Consecutive SST-2 sentences are unrelated phrases, so next-sentence prediction would have nothing
+real to learn: the run pretrains with the masked LM alone and RoBERTa's full-sentence packing
+(`objective=mlm`, `packing=full_sentences`; --set changes them), on a WordPiece vocabulary
+learnt from the same text (train-tiny's CORPUS= path: every 20th document is held out).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+GROUP = 8  # lines per pseudo-document for one-sentence tasks
+TASKS = ("sst2", "rte", "wnut17", "swag", "squad1", "squad2")
+SETTINGS = {"objective": "mlm", "packing": "full_sentences"}  # what the run pretrains with (see above)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+
+
+def documents(task: str, data: str | None) -> list[list[str]]:
+    """The task's training text as documents of sentences (labels dropped)."""
+    from minibert.finetune.tasks import find_file, get_task, read_examples
+
+    if task not in TASKS:
+        raise ValueError(f"--corpus-from-task {task!r}: choose one of {', '.join(TASKS)}")
+    if task.startswith("squad"):
+        return _squad_documents(task, data)
+    spec = get_task(task)
+    directory = Path(data) if data else spec.default_dir
+    if directory is None:
+        raise ValueError(f"--corpus-from-task {task}: give --data DIR holding its {spec.train_files[0]}")
+    train = find_file(directory, spec.train_files, "train", spec)  # the training file only: never dev
+    examples = read_examples(spec, train, "train")
+    if spec.format == "glue-pair":
+        return [[e.text_a, e.text_b] for e in examples]
+    if spec.format == "swag":
+        return [[e.context, *e.endings] for e in examples]
+    lines = [" ".join(e.words) if spec.format == "conll" else e.text_a for e in examples]
+    return [lines[i:i + GROUP] for i in range(0, len(lines), GROUP)]
+
+
+def _squad_documents(task: str, data: str | None) -> list[list[str]]:
+    from minibert.finetune.squad_eval import iter_qas, load_json, require
+    from minibert.finetune.squad_run import DEFAULT_DIR, FILES
+
+    if not data and task not in DEFAULT_DIR:
+        raise ValueError(f"{task} needs --data DIR holding {FILES[task][0]}")
+    path = Path(data or DEFAULT_DIR[task]) / FILES[task][0]
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist")
+    docs: dict[int, list[str]] = {}
+    for where, paragraph, qa in iter_qas(load_json(path, "SQuAD file"), path):
+        if id(paragraph) not in docs:
+            context = require(paragraph, "context", str, where.rsplit(".qas[", 1)[0], path)
+            docs[id(paragraph)] = [s for s in SENTENCE_END.split(" ".join(context.split())) if s]
+        question = require(qa, "question", str, where, path)
+        if question.strip():
+            docs[id(paragraph)].append(" ".join(question.split()))
+    return list(docs.values())
+
+
+def write_task_corpus(task: str, data: str | None, cache: str | Path) -> Path:
+    """Write the task's corpus file under `cache` (its name holds a hash of the text) -> the path."""
+    from minibert.io.atomic import write_text_atomic
+
+    docs = [[" ".join(s.split()) for s in d if s.strip()] for d in documents(task, data)]
+    text = "\n\n".join("\n".join(d) for d in docs if d) + "\n"
+    if len(docs) < 2:
+        raise ValueError(f"{task}: its training file holds {len(docs)} document(s) of text; too little to pretrain on")
+    path = Path(cache) / f"task-{task}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.txt"
+    if not path.is_file():
+        write_text_atomic(path, text)
+    return path
