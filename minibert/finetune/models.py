@@ -19,6 +19,11 @@ Every encoder's task classes are `_TaskModel` with a task shape's behaviour (Seq
 ... below) and an `encoder`, a heads.Encoder: BERT's here, ALBERT's and ELECTRA's in
 finetune/albert_tasks.py and electra_tasks.py. It holds, as data and small functions, all that
 differs between encoders: running it, its heads, its parameters, checkpoints and transformers' names.
+
+Why this module is over 500 lines: the one _TaskModel every task class of BERT, ALBERT and
+ELECTRA is built on (forward, backward, checkpoint in and out), with BERT's four classes and the
+checkpoint reader the other encoders share; ALBERT's and ELECTRA's own parts are in
+albert_tasks.py and electra_tasks.py.
 """
 from __future__ import annotations
 
