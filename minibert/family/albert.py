@@ -42,7 +42,7 @@ from minibert import layers
 from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
 from minibert.model import (BertConfig, EncoderCache, LossGradsMetrics, Metrics, Output, _dropout, _train_rng,
-                            check_batch, check_inputs, check_params, embeddings_backward, embeddings_forward)
+                            check_batch, check_inputs, check_params)
 from minibert.model import encoder_backward as bert_encoder_backward
 from minibert.model import encoder_forward as bert_encoder_forward
 from minibert.model import (encoder_forward_unpadded, init_from_shapes, mlm_loss_backward, mlm_loss_forward,

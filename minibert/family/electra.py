@@ -43,7 +43,7 @@ from minibert import layers
 from minibert.backend import get_ops
 from minibert.io import atomic, checkpoint, tensorfile
 from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, MLMLossCache, _as_int, _train_rng, check_batch,
-                            check_inputs, check_params, embeddings_backward, embeddings_forward)
+                            check_inputs, check_params)
 from minibert.model import encoder_backward as bert_encoder_backward
 from minibert.model import encoder_forward as bert_encoder_forward
 from minibert.model import (encoder_forward_unpadded, init_from_shapes, mlm_loss_backward, mlm_loss_forward,
@@ -437,6 +437,13 @@ def from_hf_state_dict(state, cfg: ElectraConfig, head: str, dtype=np.float32) -
     expected = {k: a.shape for k, a in to_hf_state_dict({n: np.empty(s, np.float32) for n, s in shapes.items()},
                                                         cfg).items()}
     checkpoint.check_state(state, expected, f"minibert's {HEADS[head]}")
+    return gather_params(state, shapes, names, dtype)
+
+
+def gather_params(state, shapes: dict, names: dict, dtype) -> dict[str, np.ndarray]:
+    """The minibert parameters named in `shapes`, read from a (checked) transformers state:
+    `names` maps each to (transformers key, transpose); the fused qkv is put together from
+    query, key and value (the task classes' reader uses it too, with their heads' names)."""
     params = {}
     for name in shapes:
         if name in names:

@@ -161,16 +161,7 @@ def from_hf_state_dict(state, cfg: ElectraConfig, shapes, task: str | None, dtyp
     names = electra.hf_names(cfg)
     for m, t in HEAD_NAMES.get(task, {}).items():
         names.update({m + ".w": (t + ".weight", True), m + ".b": (t + ".bias", False)})
-    params = {}
-    for name in shapes:
-        if name in names:
-            key, transpose = names[name]
-            params[name] = np.ascontiguousarray(state[key].T if transpose else state[key], dtype=dtype)
-        else:  # fused qkv: query | key | value side by side, (C, 3C) / (3C,)
-            kind = ".weight" if name.endswith(".w") else ".bias"
-            parts = [state[key + kind].T for key in electra._qkv(int(name[1:].split(".", 1)[0]))]  # .T: no-op on (C,)
-            params[name] = np.ascontiguousarray(np.concatenate(parts, axis=-1), dtype=dtype)
-    return params
+    return electra.gather_params(state, shapes, names, dtype)
 
 
 def expected_hf_shapes(shapes, cfg, task=None) -> dict[str, tuple]:

@@ -39,7 +39,7 @@ RECIPES = {
         "choice": dict(lr=5e-5, epochs=3.0, max_seq_length=128),
         "token": dict(lr=1e-4, epochs=5.0, max_seq_length=64),
         "qa": dict(lr=1e-4, epochs=2.0, max_seq_length=384),
-        "sst2": dict(lr=1e-4, epochs=1.0, max_seq_length=64),
+        "sst2": dict(lr=5e-5, epochs=1.0, max_seq_length=64),
     },
 }
 

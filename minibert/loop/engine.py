@@ -114,14 +114,20 @@ class TrainingLoop:
         raise NotImplementedError
 
     def window_record(self, window: list, seconds: float) -> dict:
-        raise NotImplementedError
+        """The log line of a window whose entries are (loss, correct, counted, tokens, lr): the
+        default of the trainers with one loss and one accuracy (T5, XLNet)."""
+        return {"type": "train", "step": self.step, "time": round(self.elapsed, 3),
+                "loss": float(np.mean([w[0] for w in window])),
+                "acc": sum(w[1] for w in window) / max(sum(w[2] for w in window), 1), "lr": window[-1][4],
+                "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
 
     def decode_window_entry(self, entry: list):
         """A window entry from its JSON form (tuples of plain numbers by default)."""
         return tuple(entry)
 
     def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
-        raise NotImplementedError
+        """(a prefix, the fields) of a progress line for window_record's record."""
+        return "", [f"loss {rec['loss']:.3f}", f"acc {rec['acc']:.3f}"]
 
     def is_eval_step(self, step: int) -> bool:
         raise NotImplementedError

@@ -171,15 +171,6 @@ class XLNetRun(TrainingLoop):
         """-> (loss, correct predicted tokens, predicted tokens, input tokens, lr)."""
         return r.loss, int(r.metrics.correct), int(r.metrics.count), int(batch["input_ids"].size), r.lr
 
-    def window_record(self, window: list, seconds: float) -> dict:
-        return {"type": "train", "step": self.step, "time": round(self.elapsed, 2),
-                "loss": float(np.mean([w[0] for w in window])),
-                "acc": sum(w[1] for w in window) / max(sum(w[2] for w in window), 1), "lr": window[-1][4],
-                "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
-
-    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
-        return "", [f"loss {rec['loss']:.3f}", f"acc {rec['acc']:.3f}"]
-
     # --- the budget (TrainingLoop._fit_budget) -----------------------------------------------------
 
     def time_eval(self) -> float:
