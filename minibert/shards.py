@@ -310,8 +310,12 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
                            instances_per_shard: int = 20_000, verbose: bool = True,
                            tokenizer=None, sentence_order: bool = False, packing: str = "segment_pair") -> dict:
     """Corpus files + vocab.txt -> out_dir with .npz shards and meta.json; returns the meta."""
+    from minibert.pretraining_data import check_generator_flags
     from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer
 
+    check_generator_flags(dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq)  # before the note below
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():  # found before the corpus is read, not after
+        raise ValueError(f"output directory {out_dir} is a file; choose another --out")
     if tokenizer is None:
         tokenizer = BertTokenizer(str(vocab_path), do_lower_case=do_lower_case)
     require_special_tokens(tokenizer, SPECIAL_TOKENS, "pretraining data")
