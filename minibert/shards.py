@@ -112,7 +112,16 @@ def read_meta(data_dir, vocab=None) -> dict:
     if meta.get("format") != META_FORMAT or meta.get("version") != META_VERSION:
         raise ValueError(f"{path}: format {meta.get('format')!r} v{meta.get('version')} is not "
                          f"{META_FORMAT!r} v{META_VERSION}")
-    for shard in meta["shards"]:
+    shards = meta.get("shards")
+    if not isinstance(shards, list):
+        raise ValueError(f"{path}: shards is {shards!r:.200}, expected a list of {{file, num_instances}} objects")
+    for i, shard in enumerate(shards):
+        ok = isinstance(shard, dict) and isinstance(shard.get("file"), str) and \
+            isinstance(shard.get("num_instances"), int) and not isinstance(shard["num_instances"], bool)
+        if not ok or shard["num_instances"] < 0 or Path(shard["file"]).name != shard["file"] \
+                or shard["file"] in ("", ".", ".."):
+            raise ValueError(f"{path}: shards[{i}] is {shard!r:.200}, expected {{\"file\": a file name in {d}, "
+                             f"\"num_instances\": a count}}")
         if not (d / shard["file"]).is_file():
             raise ValueError(f"shard {d / shard['file']} listed in {path} is missing")
     if vocab is not None:
@@ -133,7 +142,8 @@ def load_shard(path, names: Sequence[str] = ALL_NAMES, expected: int | None = No
     except KeyError as e:
         raise ValueError(f"shard {path} lacks array {e}") from e
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
-        raise ValueError(f"shard {path} is corrupt or unreadable: {e}") from e
+        why = "it holds pickled objects, which minibert never loads" if "pickle" in str(e) else str(e)
+        raise ValueError(f"shard {path} is corrupt or unreadable: {why}") from e
     n = {a.shape[0] for a in out.values()}
     if len(n) != 1 or (expected is not None and n != {expected}):
         raise ValueError(f"shard {path} has {sorted(n)} rows, meta.json says {expected}")

@@ -53,3 +53,28 @@ def test_settings_out_of_range_are_refused_before_anything_is_written(case, corp
     default_corpus = (REPO / "data" / "pydoc").exists()  # ablate's NaN used to build it first, then fail
     run_refused(work, argv(corpus), expected, capsys)
     assert (REPO / "data" / "pydoc").exists() == default_corpus
+
+
+# --- files that are no regular files, and shard directories that lie ----------------------------
+
+def _shards(corpus, work: Path) -> Path:
+    assert main([a.format(w=work) for a in _data(corpus, "--dupe-factor", "1")]) == 0
+    return work / "shards"
+
+
+def test_a_shard_directory_whose_meta_or_shards_lie_is_refused(corpus, work, capsys):
+    shards = _shards(corpus, work)
+    capsys.readouterr()
+    meta = _read(shards / "meta.json")
+    argv = ["export-data", "{w}/shards", "--out", "{w}/x.jsonl"]
+    (shards / "meta.json").write_text(json.dumps({**meta, "shards": 5}), encoding="utf-8")
+    run_refused(work, argv, "shards is 5, expected a list", capsys)
+    outside = [{**meta["shards"][0], "file": "../../../../../etc/passwd"}]  # read outside the directory
+    (shards / "meta.json").write_text(json.dumps({**meta, "shards": outside}), encoding="utf-8")
+    run_refused(work, argv, "shards[0] is", capsys)
+    (shards / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    import numpy as np
+
+    with open(shards / meta["shards"][0]["file"], "wb") as f:  # an object array: loading it would unpickle
+        np.save(f, np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    run_refused(work, argv, "it holds pickled objects, which minibert never loads", capsys)
