@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import random
 import sys
@@ -237,11 +238,20 @@ class BatchIterator:
                 "num_examples": self.num_examples}
 
     def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict):
+            raise ValueError(f"the iterator state is {state!r:.100}, expected an object")
         for key in ("seed", "batch_size", "masking", "num_examples"):
+            if key not in state:
+                raise ValueError(f"cannot resume: the iterator state has no {key!r}")
             if state[key] != getattr(self, key):
                 raise ValueError(f"cannot resume: state has {key}={state[key]!r}, this iterator "
                                  f"has {getattr(self, key)!r}")
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        for key in ("epoch", "position"):  # a negative or too large position has no batch to cut
+            value, top = state.get(key), self.num_examples if key == "position" else math.inf
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
+                raise ValueError(f"cannot resume: the iterator state has {key}={value!r}, expected an integer "
+                                 f"in [0, {top}]")
+        self.epoch, self.position = state["epoch"], state["position"]
 
     def _shard_order(self, epoch: int) -> np.ndarray:
         return np.random.default_rng([self.seed, epoch, 0]).permutation(len(self.sources))

@@ -315,10 +315,18 @@ class FinetuneRun(TrainingLoop):
         return self.save_checkpoint(status)
 
     def restore_state(self, state: dict, ckpt: Path) -> None:
+        if "best" not in state:
+            raise ValueError(f"{ckpt / run_dir_mod.STATE_FILE} has no best (the best dev scores so far, or null)")
+        best = state["best"]
+        numbers = isinstance(best, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 for v in best.values())
+        if best is not None and not (numbers and {"step", self.source.main_metric} <= set(best)):
+            raise ValueError(f"{ckpt / run_dir_mod.STATE_FILE}: best is {best!r:.200}, expected null or the best dev "
+                             f"scores ({{\"step\": ..., \"{self.source.main_metric}\": ...}})")
         saved = self.model.read_params(ckpt)
         for k, p in self.model.params.items():
             np.copyto(p, saved[k])
-        self.best = state["best"]
+        self.best = best
 
     def resume(self) -> None:
         self.load_checkpoint()

@@ -21,6 +21,95 @@ from test_bad_input import _listing, _read, base, paused, run_refused, work  # n
 
 from minibert.__main__ import main
 
+# --- resuming a pretraining run from a damaged checkpoint ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pretrained_run(corpus, tmp_path_factory):
+    """A pretraining run paused at step 4 of 8, with its checkpoint and its shards."""
+    from minibert.train import pretrain
+
+    d = tmp_path_factory.mktemp("pretrain")
+    pretrain.train(small_config(corpus, d / "run", steps=8, checkpoint_interval=4, eval_interval=4),
+                   verbose=False, max_steps_this_run=4)
+    return d / "run"
+
+
+@pytest.fixture
+def run_copy(pretrained_run, tmp_path):
+    """A copy of the paused run (a case may damage it) in a work folder of its own."""
+    shutil.copytree(pretrained_run, tmp_path / "w" / "run")
+    return tmp_path / "w" / "run"
+
+
+def _state(run: Path) -> Path:
+    return run / "checkpoints" / "step-000004" / "trainer_state.json"
+
+
+def _edit_state(run: Path, **changes) -> None:
+    path = _state(run)
+    path.write_text(json.dumps({**_read(path), **changes}), encoding="utf-8")
+
+
+def _drop_state(run: Path, key: str) -> None:
+    state = _read(_state(run))
+    del state[key]
+    _state(run).write_text(json.dumps(state), encoding="utf-8")
+
+
+def _iterator(run: Path, **changes) -> dict:
+    return {**_read(_state(run))["iterator"], **changes}
+
+
+PRETRAIN_STATE_CASES = {
+    "step past total_steps": (lambda r: _edit_state(r, step=10), "step 10 is past total_steps 8"),
+    "step not the directory's": (lambda r: _edit_state(r, step=3), "the checkpoint directory is step-000004"),
+    "total_steps text": (lambda r: _edit_state(r, total_steps="x"), "total_steps is 'x'"),
+    "elapsed NaN": (lambda r: _edit_state(r, elapsed_seconds=float("nan")), "elapsed_seconds is nan"),
+    "model file missing": (lambda r: (r / "checkpoints/step-000004/model.safetensors").unlink(),
+                           "model.safetensors is missing"),
+    "sha256 null": (lambda r: _edit_state(r, sha256=None), "sha256 is None"),
+    "sha256 of another file": (lambda r: _edit_state(r, sha256={"../../../etc/passwd": "0" * 64}), "sha256 is"),
+    "iterator missing": (lambda r: _drop_state(r, "iterator"), "the iterator state is None"),
+    "iterator empty": (lambda r: _edit_state(r, iterator={}), "the iterator state has no 'seed'"),
+    "position negative": (lambda r: _edit_state(r, iterator=_iterator(r, position=-50)), "position=-50"),
+    "epoch text": (lambda r: _edit_state(r, iterator=_iterator(r, epoch="x")), "epoch='x'"),
+    "last_eval unknown fields": (lambda r: _edit_state(r, last_eval={"bogus": 1}), "last_eval is {'bogus': 1}"),
+    "metrics binary": (lambda r: (r / "metrics.jsonl").write_bytes(bytes(range(128, 256)) * 8),
+                       "metrics.jsonl line 1: invalid UTF-8 byte"),
+    "metrics step text": (lambda r: (r / "metrics.jsonl").write_text('{"type": "train", "step": "x"}\n'
+                                                                     '{"type": "train", "step": 2}\n'),
+                          "metrics.jsonl: a record has step 'x'"),
+}
+
+
+@pytest.mark.parametrize("case", PRETRAIN_STATE_CASES, ids=list(PRETRAIN_STATE_CASES))
+def test_a_damaged_pretraining_checkpoint_is_refused_on_resume_in_one_line(case, run_copy, capsys):
+    damage, expected = PRETRAIN_STATE_CASES[case]
+    damage(run_copy)
+    run_refused(run_copy.parent, ["train", "--resume", "{w}/run"], expected, capsys, writes="run")
+
+
+def test_an_intact_paused_pretraining_run_still_resumes(run_copy, capsys):
+    """The checks above refuse damage only: the run itself continues to its end."""
+    assert main(["train", "--resume", str(run_copy)]) == 0, capsys.readouterr().err
+    assert _read(next((run_copy / "checkpoints").glob("step-*")) / "trainer_state.json")["step"] == 8
+
+
+FINETUNE_STATE_CASES = {
+    "best missing": (lambda s: {k: v for k, v in s.items() if k != "best"}, "has no best"),
+    "best a number": (lambda s: {**s, "best": 5}, "best is 5"),
+}
+
+
+@pytest.mark.parametrize("case", FINETUNE_STATE_CASES, ids=list(FINETUNE_STATE_CASES))
+def test_a_fine_tuning_state_without_usable_best_scores_is_refused(case, paused, capsys):
+    edit, expected = FINETUNE_STATE_CASES[case]
+    path = next(paused.glob("checkpoints/step-*")) / "trainer_state.json"
+    path.write_text(json.dumps(edit(_read(path))), encoding="utf-8")
+    run_refused(paused.parent, ["finetune", "--resume", "{w}/ft", "--quiet"], expected, capsys, writes="ft")
+
+
 # --- settings out of range, checked before anything is written ---------------------------------
 
 def _data(corpus, *flags):
