@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import re
 import string
 import sys
@@ -33,6 +34,8 @@ _PUNCTUATION = set(string.punctuation)  # ASCII only, as the official script
 
 def load_json(path, what: str = "JSON file"):
     """Parse a UTF-8 JSON file; ValueError naming the file if it is not JSON."""
+    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):  # a FIFO would block
+        raise ValueError(f"{what} {path} is not a regular file (a device, pipe or socket)")
     try:
         with open(path, encoding="utf-8-sig") as f:
             return json.load(f)

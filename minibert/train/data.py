@@ -62,7 +62,9 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = Fals
 
     for f in (*cfg.corpus, *cfg.heldout, cfg.vocab):
         if not Path(f).is_file():
-            raise ValueError(f"file {f} does not exist")
+            raise ValueError(f"file {f} does not exist" if not Path(f).exists() else
+                             f"{f} is not a regular file (a directory, device or pipe); corpus, heldout and vocab "
+                             f"name text files")
     vocab_sha = _sha256_file(cfg.vocab)
     flags = dict(max_seq_length=cfg.max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
                  masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,

@@ -132,6 +132,8 @@ SETTINGS_CASES = {
                                 "max_predictions_per_seq=-1 must be"),
     "data short_seq_prob nan": (lambda c: _data(c, "--short-seq-prob", "nan"), "short_seq_prob=nan must be in [0, 1]"),
     "data --out a file": (lambda c: _data(c)[:-1] + ["{w}/sst/train.tsv"], "sst/train.tsv is a file"),
+    "train corpus a directory": (lambda c: _train(c)[:2] + ["{w}/sst"] + _train(c)[3:],
+                                 "sst is not a regular file"),
 }
 
 
@@ -145,6 +147,42 @@ def test_settings_out_of_range_are_refused_before_anything_is_written(case, corp
 
 
 # --- files that are no regular files, and shard directories that lie ----------------------------
+
+def _in_subprocess(argv: list[str], limit_bytes: int = 3 << 30) -> subprocess.CompletedProcess:
+    """The command in a fresh process with its address space capped, so that a regression (a
+    FIFO read forever, /dev/zero read into memory) fails the test instead of hanging it."""
+    import resource
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (limit_bytes, limit_bytes))
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("MINIBERT_TRACEBACK", None)
+    return subprocess.run([sys.executable, "-m", "minibert", *argv], capture_output=True, text=True, timeout=120,
+                          env=env, preexec_fn=cap)
+
+
+def test_devices_and_fifos_are_refused_not_read_forever(corpus, work):
+    os.mkfifo(work / "fifo.json")
+    (work / "pred.json").write_text('{"q1": "john"}', encoding="utf-8")
+    (work / "cls" / "config.json").unlink()
+    os.mkfifo(work / "cls" / "config.json")
+    cases = [
+        (["train-t5", "--corpus", "/dev/zero", "--heldout", corpus["heldout"][0], "--vocab", corpus["vocab"],
+          "--steps", "1", "--out", str(work / "t5")], "cannot read /dev/zero: not a regular file"),
+        (["squad-eval", str(work / "squad/dev-v2.0.json"), str(work / "fifo.json")], "fifo.json is not a regular file"),
+        (["squad-eval", str(work / "squad/dev-v2.0.json"), str(work / "pred.json"), "--na-prob",
+          str(work / "fifo.json")], "fifo.json is not a regular file"),
+        (["predict", str(work / "cls"), "a good film"], "config.json is not a regular file"),
+    ]
+    before = _listing(work)
+    for argv, expected in cases:
+        res = _in_subprocess(argv)
+        lines = [line for line in res.stderr.splitlines() if line.strip()]
+        assert res.returncode == 1 and "Traceback" not in res.stderr, (argv[0], res.stderr[-2000:])
+        assert lines[-1].startswith("error:") and expected in lines[-1], lines[-1]
+    assert _listing(work) == before
+
 
 def _shards(corpus, work: Path) -> Path:
     assert main([a.format(w=work) for a in _data(corpus, "--dupe-factor", "1")]) == 0
