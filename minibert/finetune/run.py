@@ -82,12 +82,15 @@ class FinetuneConfig(Settings):
         for k in ("batch_size", "max_seq_length", "log_interval", "eval_per_epoch"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k}={getattr(self, k)} must be at least 1")
-        if not self.epochs > 0 or not self.lr > 0:
-            raise ValueError(f"epochs ({self.epochs}) and lr ({self.lr}) must be positive")
+        if not 0 < self.epochs < math.inf or not 0 < self.lr < math.inf:  # NaN fails both comparisons
+            raise ValueError(f"epochs ({self.epochs}) and lr ({self.lr}) must be positive finite numbers")
         if not 0 <= self.warmup < 1 or not 0 <= self.dropout < 1:
             raise ValueError(f"warmup ({self.warmup}) and dropout ({self.dropout}) must be in [0, 1)")
-        if self.minutes < 0 or self.max_train_examples < 0:
-            raise ValueError("minutes and max_train_examples must be >= 0")
+        if not 0 <= self.minutes < math.inf or self.max_train_examples < 0:
+            raise ValueError(f"minutes ({self.minutes}) must be a finite number >= 0 and max_train_examples "
+                             f"({self.max_train_examples}) >= 0")
+        if self.seed < 0:  # NumPy's own error named no setting
+            raise ValueError(f"seed={self.seed} must be >= 0")
         if self.frozen_tagger not in TAGGERS:
             raise ValueError(f"frozen_tagger={self.frozen_tagger!r} must be one of {TAGGERS}")
         if self.bilstm and not self.causal:

@@ -275,6 +275,8 @@ def cli(argv: list[str]) -> int:
     p.add_argument("--out-file", "-o", default=None, help="write the JSON here instead of stdout")
     args = p.parse_args(argv)
     try:
+        if not -float("inf") < args.na_prob_thresh < float("inf"):  # NaN would never predict "", silently
+            raise ValueError(f"--na-prob-thresh {args.na_prob_thresh} must be a finite number")
         gold = load_gold(args.data_file)
         preds = load_id_map(args.pred_file, str, "predictions file", "a string")
         na_probs = None

@@ -179,6 +179,12 @@ def cli(argv: list[str]) -> int:
 
     from minibert.loop.rundir import RUN_FILE, RunLock
 
+    if args.seed is not None and args.seed < 0:  # NumPy's own error named no setting
+        raise ValueError(f"--seed {args.seed} must be >= 0")
+    if args.epochs < 1 or args.limit < 0:  # before the run is locked and its shards perhaps regenerated
+        raise ValueError(f"--epochs must be >= 1 and --limit >= 0 (got {args.epochs}, {args.limit})")
+    if Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a directory; give the .jsonl file to write")
     run = Path(args.source)
     lock = RunLock(run) if (run / RUN_FILE).is_file() else contextlib.nullcontext()
     with lock:  # a run still training, or a second export into it, is refused

@@ -82,10 +82,15 @@ def attention_cli(argv: list[str]) -> int:
     args = p.parse_args(argv)
     try:
         text = check_argument(" ".join(args.text))
+        if not text.strip():  # maps of [CLS] [SEP] alone show nothing
+            raise ValueError("attention needs the text (a sentence)")
         pair = None if args.pair is None else check_argument(args.pair, "--pair")
+        out = Path(args.out) if args.out else Path(args.run_dir) / "attention"
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"output directory {out} is a file; choose another --out")
         model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
         result = attention_maps(model, tokenizer, text, pair)
-        paths = plot_attention(result, args.out or Path(args.run_dir) / "attention")
+        paths = plot_attention(result, out)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

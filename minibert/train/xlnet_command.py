@@ -235,6 +235,8 @@ def train_xlnet_cli(argv: list[str]) -> int:
     try:
         if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
             raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
+        if args.steps is not None and args.steps < 1:  # 0 meant "fit the budget": 9.5 minutes, unasked
+            raise ValueError(f"--steps must be at least 1, got {args.steps}")
         if args.resume:
             cfg, out, (train_path, heldout_path, vocab) = _resumed(p, args)
             data = None

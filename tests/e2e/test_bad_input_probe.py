@@ -132,8 +132,29 @@ SETTINGS_CASES = {
                                 "max_predictions_per_seq=-1 must be"),
     "data short_seq_prob nan": (lambda c: _data(c, "--short-seq-prob", "nan"), "short_seq_prob=nan must be in [0, 1]"),
     "data --out a file": (lambda c: _data(c)[:-1] + ["{w}/sst/train.tsv"], "sst/train.tsv is a file"),
+    "train data_cache empty": (lambda c: _train(c, "--set", "data_cache="), "data_cache='' must name a directory"),
     "train corpus a directory": (lambda c: _train(c)[:2] + ["{w}/sst"] + _train(c)[3:],
                                  "sst is not a regular file"),
+    "finetune seed -1": (lambda c: FT + ["--seed", "-1"], "seed=-1 must be >= 0"),
+    "finetune epochs inf": (lambda c: FT + ["--epochs", "inf"], "epochs (inf)"),
+    "finetune lr inf": (lambda c: FT + ["--lr", "inf"], "lr (inf)"),
+    "finetune minutes nan": (lambda c: FT + ["--minutes", "nan"], "minutes (nan)"),
+    "export-data seed -1": (lambda c: ["export-data", "{w}/pre", "--out", "{w}/x.jsonl", "--seed", "-1"],
+                            "--seed -1 must be >= 0"),
+    "export-data --out a directory": (lambda c: ["export-data", "{w}/pre", "--out", "{w}/sst"], "is a directory"),
+    "gradcheck seed -1": (lambda c: ["gradcheck", "--seed", "-1"], "--seed -1 must be >= 0"),
+    "ablate steps 0": (lambda c: ["ablate", "tasks", "--steps", "0", "--minutes", "0.01", "--out", "{w}/ab"],
+                       "--steps 0 must be at least 1"),  # (--minutes: a regression fails at once, not in 5 minutes)
+    "ablate finetune minutes nan": (lambda c: ["ablate", "tasks", "--tasks", "wnut17", "--finetune-minutes", "nan",
+                                               "--out", "{w}/ab"], "--finetune-minutes nan"),
+    "xlnet steps 0": (lambda c: ["train-xlnet", "--steps", "0", "--minutes", "0.01", "--corpus", c["corpus"][0],
+                                 "--heldout", c["heldout"][0], "--vocab", c["vocab"], "--out", "{w}/x"],
+                      "--steps must be at least 1, got 0"),
+    "squad-eval threshold nan": (lambda c: ["squad-eval", "{w}/squad/dev-v2.0.json", "{w}/squad/dev-v2.0.json",
+                                            "--na-prob-thresh", "nan"], "--na-prob-thresh nan"),
+    "attention empty text": (lambda c: ["attention", "{w}/pre", "", "--out", "{w}/att"], "attention needs the text"),
+    "attention --out a file": (lambda c: ["attention", "{w}/pre", "the film", "--out", "{w}/sst/train.tsv"],
+                               "sst/train.tsv is a file"),
 }
 
 
@@ -144,6 +165,12 @@ def test_settings_out_of_range_are_refused_before_anything_is_written(case, corp
     default_corpus = (REPO / "data" / "pydoc").exists()  # ablate's NaN used to build it first, then fail
     run_refused(work, argv(corpus), expected, capsys)
     assert (REPO / "data" / "pydoc").exists() == default_corpus
+
+
+def test_a_diverging_fine_tuning_run_ends_in_one_error_line(work, capsys):
+    """lr 1e30 is finite, so it passes the settings check; the NaN loss that follows is one error
+    line (exit 1), not a TrainingDiverged traceback."""
+    run_refused(work, FT + ["--lr", "1e30"], "loss is nan", capsys, writes="ft")
 
 
 # --- files that are no regular files, and shard directories that lie ----------------------------
