@@ -139,6 +139,8 @@ SETTINGS_CASES = {
     "finetune epochs inf": (lambda c: FT + ["--epochs", "inf"], "epochs (inf)"),
     "finetune lr inf": (lambda c: FT + ["--lr", "inf"], "lr (inf)"),
     "finetune minutes nan": (lambda c: FT + ["--minutes", "nan"], "minutes (nan)"),
+    "nsp-baseline max-train 0": (lambda c: ["nsp-baseline", "{w}/pre", "--max-train", "0"], "--max-train 0"),
+    "nsp-baseline max-train -5": (lambda c: ["nsp-baseline", "{w}/pre", "--max-train", "-5"], "--max-train -5"),
     "export-data seed -1": (lambda c: ["export-data", "{w}/pre", "--out", "{w}/x.jsonl", "--seed", "-1"],
                             "--seed -1 must be >= 0"),
     "export-data --out a directory": (lambda c: ["export-data", "{w}/pre", "--out", "{w}/sst"], "is a directory"),
@@ -232,3 +234,23 @@ def test_a_shard_directory_whose_meta_or_shards_lie_is_refused(corpus, work, cap
     with open(shards / meta["shards"][0]["file"], "wb") as f:  # an object array: loading it would unpickle
         np.save(f, np.array([{"a": 1}], dtype=object), allow_pickle=True)
     run_refused(work, argv, "it holds pickled objects, which minibert never loads", capsys)
+
+
+# --- nsp-baseline: the run file decides what is read, never where anything is written -----------
+
+def test_nsp_baseline_writes_nothing_where_the_run_file_points(run_copy, capsys):
+    work = run_copy.parent
+    saved = _read(run_copy / "run.json")
+    hostile = {**saved, "settings": {**saved["settings"], "data_cache": str(work / "elsewhere")}}
+    (run_copy / "run.json").write_text(json.dumps(hostile), encoding="utf-8")
+    before = _listing(work)
+    assert main(["nsp-baseline", str(run_copy)]) == 0, capsys.readouterr().err
+    assert _listing(work) == before  # the recorded shards are read; nothing is generated
+    # the recorded shards gone: generated again into --data-cache only, never into `elsewhere`
+    gone = {**hostile, "data": {k: str(work / "gone" / Path(v).name) for k, v in saved["data"].items()}}
+    (run_copy / "run.json").write_text(json.dumps(gone), encoding="utf-8")
+    before = _listing(work)
+    assert main(["nsp-baseline", str(run_copy), "--data-cache", str(work / "cache")]) == 0, capsys.readouterr().err
+    assert not (work / "elsewhere").exists()
+    changed = {k for k, v in _listing(work).items() if before.get(k) != v}
+    assert changed and all(k.startswith("cache/") for k in changed), sorted(changed)
