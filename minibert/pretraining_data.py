@@ -162,6 +162,20 @@ def require_special_tokens(tokenizer, needed: Sequence[str], purpose: str) -> No
                          f"needs {' '.join(needed)}")
 
 
+def check_generator_flags(dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq) -> None:
+    """ValueError naming the first generator flag out of its range (the same ranges TrainConfig
+    checks): a masked_lm_prob of 2 or NaN, or no passes at all, used to make shards without a word."""
+    if isinstance(dupe_factor, bool) or not isinstance(dupe_factor, int) or dupe_factor < 1:
+        raise ValueError(f"dupe_factor={dupe_factor!r} must be an integer >= 1 (passes over the corpus)")
+    if isinstance(max_predictions_per_seq, bool) or not isinstance(max_predictions_per_seq, int) \
+            or max_predictions_per_seq < 1:
+        raise ValueError(f"max_predictions_per_seq={max_predictions_per_seq!r} must be an integer >= 1")
+    if not 0.0 < masked_lm_prob <= 1.0:  # NaN fails every comparison
+        raise ValueError(f"masked_lm_prob={masked_lm_prob} must be in (0, 1] (BERT: 0.15)")
+    if not 0.0 <= short_seq_prob <= 1.0:
+        raise ValueError(f"short_seq_prob={short_seq_prob} must be in [0, 1] (BERT: 0.1)")
+
+
 def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor, short_seq_prob,
                               masked_lm_prob, max_predictions_per_seq, rng,
                               do_whole_word_mask=False, progress: Callable | None = None,
@@ -182,6 +196,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
     if max_seq_length < 5:
         raise ValueError(f"max_seq_length={max_seq_length} is too small: [CLS] A [SEP] B [SEP] "
                          "needs at least 5 positions")
+    check_generator_flags(dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq)
     if not isinstance(rng, random.Random):
         raise ValueError(f"rng must be a random.Random (got {type(rng).__name__}); the exact "
                          "reproduction of the original relies on its call order")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import random
 import sys
@@ -112,7 +113,16 @@ def read_meta(data_dir, vocab=None) -> dict:
     if meta.get("format") != META_FORMAT or meta.get("version") != META_VERSION:
         raise ValueError(f"{path}: format {meta.get('format')!r} v{meta.get('version')} is not "
                          f"{META_FORMAT!r} v{META_VERSION}")
-    for shard in meta["shards"]:
+    shards = meta.get("shards")
+    if not isinstance(shards, list):
+        raise ValueError(f"{path}: shards is {shards!r:.200}, expected a list of {{file, num_instances}} objects")
+    for i, shard in enumerate(shards):
+        ok = isinstance(shard, dict) and isinstance(shard.get("file"), str) and \
+            isinstance(shard.get("num_instances"), int) and not isinstance(shard["num_instances"], bool)
+        if not ok or shard["num_instances"] < 0 or Path(shard["file"]).name != shard["file"] \
+                or shard["file"] in ("", ".", ".."):
+            raise ValueError(f"{path}: shards[{i}] is {shard!r:.200}, expected {{\"file\": a file name in {d}, "
+                             f"\"num_instances\": a count}}")
         if not (d / shard["file"]).is_file():
             raise ValueError(f"shard {d / shard['file']} listed in {path} is missing")
     if vocab is not None:
@@ -133,7 +143,8 @@ def load_shard(path, names: Sequence[str] = ALL_NAMES, expected: int | None = No
     except KeyError as e:
         raise ValueError(f"shard {path} lacks array {e}") from e
     except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
-        raise ValueError(f"shard {path} is corrupt or unreadable: {e}") from e
+        why = "it holds pickled objects, which minibert never loads" if "pickle" in str(e) else str(e)
+        raise ValueError(f"shard {path} is corrupt or unreadable: {why}") from e
     n = {a.shape[0] for a in out.values()}
     if len(n) != 1 or (expected is not None and n != {expected}):
         raise ValueError(f"shard {path} has {sorted(n)} rows, meta.json says {expected}")
@@ -227,11 +238,20 @@ class BatchIterator:
                 "num_examples": self.num_examples}
 
     def load_state_dict(self, state: dict) -> None:
+        if not isinstance(state, dict):
+            raise ValueError(f"the iterator state is {state!r:.100}, expected an object")
         for key in ("seed", "batch_size", "masking", "num_examples"):
+            if key not in state:
+                raise ValueError(f"cannot resume: the iterator state has no {key!r}")
             if state[key] != getattr(self, key):
                 raise ValueError(f"cannot resume: state has {key}={state[key]!r}, this iterator "
                                  f"has {getattr(self, key)!r}")
-        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        for key in ("epoch", "position"):  # a negative or too large position has no batch to cut
+            value, top = state.get(key), self.num_examples if key == "position" else math.inf
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= top:
+                raise ValueError(f"cannot resume: the iterator state has {key}={value!r}, expected an integer "
+                                 f"in [0, {top}]")
+        self.epoch, self.position = state["epoch"], state["position"]
 
     def _shard_order(self, epoch: int) -> np.ndarray:
         return np.random.default_rng([self.seed, epoch, 0]).permutation(len(self.sources))
@@ -310,8 +330,12 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
                            instances_per_shard: int = 20_000, verbose: bool = True,
                            tokenizer=None, sentence_order: bool = False, packing: str = "segment_pair") -> dict:
     """Corpus files + vocab.txt -> out_dir with .npz shards and meta.json; returns the meta."""
+    from minibert.pretraining_data import check_generator_flags
     from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer
 
+    check_generator_flags(dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq)  # before the note below
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():  # found before the corpus is read, not after
+        raise ValueError(f"output directory {out_dir} is a file; choose another --out")
     if tokenizer is None:
         tokenizer = BertTokenizer(str(vocab_path), do_lower_case=do_lower_case)
     require_special_tokens(tokenizer, SPECIAL_TOKENS, "pretraining data")

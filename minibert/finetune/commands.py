@@ -13,6 +13,7 @@ output directory) before the first file is written, so a mistake costs nothing.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, Fin
 from minibert.io.checkpoint import read_casing
 from minibert.io.hub import resolve_model_dir
 from minibert.loop import rundir
+from minibert.loop.step import TrainingAborted, TrainingDiverged
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
 
@@ -194,7 +196,14 @@ def cli(argv: list[str]) -> int:
     with rundir.RunLock(cfg.out):  # one writer per run directory
         if not args.resume:
             _check_out_dir(Path(cfg.out), args.overwrite)
-        return _run(cfg, bool(args.resume), args.quiet)
+        try:
+            return _run(cfg, bool(args.resume), args.quiet)
+        except TrainingDiverged as e:  # NaN/inf loss: the message names the step and the last checkpoint
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        except TrainingAborted as e:  # a second Ctrl-C: stopped without saving
+            print(f"\n{e}", file=sys.stderr)
+            return 130
 
 
 def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:

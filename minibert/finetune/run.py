@@ -86,12 +86,15 @@ class FinetuneConfig(Settings):
         for k in ("batch_size", "max_seq_length", "log_interval", "eval_per_epoch"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k}={getattr(self, k)} must be at least 1")
-        if not self.epochs > 0 or not self.lr > 0:
-            raise ValueError(f"epochs ({self.epochs}) and lr ({self.lr}) must be positive")
+        if not 0 < self.epochs < math.inf or not 0 < self.lr < math.inf:  # NaN fails both comparisons
+            raise ValueError(f"epochs ({self.epochs}) and lr ({self.lr}) must be positive finite numbers")
         if not 0 <= self.warmup < 1 or not 0 <= self.dropout < 1:
             raise ValueError(f"warmup ({self.warmup}) and dropout ({self.dropout}) must be in [0, 1)")
-        if self.minutes < 0 or self.max_train_examples < 0:
-            raise ValueError("minutes and max_train_examples must be >= 0")
+        if not 0 <= self.minutes < math.inf or self.max_train_examples < 0:
+            raise ValueError(f"minutes ({self.minutes}) must be a finite number >= 0 and max_train_examples "
+                             f"({self.max_train_examples}) >= 0")
+        if self.seed < 0:  # NumPy's own error named no setting
+            raise ValueError(f"seed={self.seed} must be >= 0")
         if self.frozen_tagger not in TAGGERS:
             raise ValueError(f"frozen_tagger={self.frozen_tagger!r} must be one of {TAGGERS}")
         if self.bilstm and not self.causal:
@@ -340,10 +343,18 @@ class FinetuneRun(TrainingLoop):
         return self.save_checkpoint(status)
 
     def restore_state(self, state: dict, ckpt: Path) -> None:
+        if "best" not in state:
+            raise ValueError(f"{ckpt / run_dir_mod.STATE_FILE} has no best (the best dev scores so far, or null)")
+        best = state["best"]
+        numbers = isinstance(best, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 for v in best.values())
+        if best is not None and not (numbers and {"step", self.source.main_metric} <= set(best)):
+            raise ValueError(f"{ckpt / run_dir_mod.STATE_FILE}: best is {best!r:.200}, expected null or the best dev "
+                             f"scores ({{\"step\": ..., \"{self.source.main_metric}\": ...}})")
         saved = self.model.read_params(ckpt)
         for k, p in self.model.params.items():
             np.copyto(p, saved[k])
-        self.best = state["best"]
+        self.best = best
 
     def resume(self) -> None:
         self.load_checkpoint()

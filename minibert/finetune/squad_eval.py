@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import re
 import string
 import sys
@@ -33,6 +34,8 @@ _PUNCTUATION = set(string.punctuation)  # ASCII only, as the official script
 
 def load_json(path, what: str = "JSON file"):
     """Parse a UTF-8 JSON file; ValueError naming the file if it is not JSON."""
+    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):  # a FIFO would block
+        raise ValueError(f"{what} {path} is not a regular file (a device, pipe or socket)")
     try:
         with open(path, encoding="utf-8-sig") as f:
             return json.load(f)
@@ -272,6 +275,8 @@ def cli(argv: list[str]) -> int:
     p.add_argument("--out-file", "-o", default=None, help="write the JSON here instead of stdout")
     args = p.parse_args(argv)
     try:
+        if not -float("inf") < args.na_prob_thresh < float("inf"):  # NaN would never predict "", silently
+            raise ValueError(f"--na-prob-thresh {args.na_prob_thresh} must be a finite number")
         gold = load_gold(args.data_file)
         preds = load_id_map(args.pred_file, str, "predictions file", "a string")
         na_probs = None

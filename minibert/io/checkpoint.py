@@ -291,7 +291,8 @@ def read_config_json(path: str | Path) -> dict:
     a JSON object. What its keys must be is for the model that reads it."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist; a checkpoint directory needs config.json")
+        what = "is not a regular file" if path.exists() else "does not exist"  # a directory or a FIFO
+        raise FileNotFoundError(f"{path} {what}; a checkpoint directory needs config.json")
     return read_json_object(path)
 
 

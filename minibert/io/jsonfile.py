@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from minibert.io.textio import refuse_special_file
+
 
 def parse_json(text: str, where: str) -> Any:
     try:
@@ -25,6 +27,7 @@ def parse_json(text: str, where: str) -> Any:
 
 def read_json(path: str | Path) -> Any:
     path = Path(path)
+    refuse_special_file(path)  # a FIFO would block, a device never end
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:

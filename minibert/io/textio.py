@@ -14,6 +14,7 @@ is not text, and in a vocab.txt it would glue itself to the first token.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Iterator
 
@@ -32,6 +33,19 @@ def _bad_byte_message(where: str, line: bytes, start: int) -> str:
     return f"{where}: invalid UTF-8 byte 0x{line[start]:02x} at column {column}; {_CONVERT_HINT}"
 
 
+def refuse_special_file(path) -> None:
+    """ValueError for a path that exists but is no regular file or directory: a device such as
+    /dev/zero is an endless line (reading it fills the memory), a FIFO blocks until someone writes.
+    (A missing file or a directory is left to open(), whose error names it.)"""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise ValueError(f"cannot read {path}: not a regular file (a device, pipe or socket); minibert reads "
+                         f"text from files")
+
+
 def decode_line(raw: bytes, path, lineno: int) -> str:
     """One line's bytes -> str; ValueError naming path, line, column and byte if not UTF-8."""
     try:
@@ -42,6 +56,7 @@ def decode_line(raw: bytes, path, lineno: int) -> str:
 
 def read_text(path: str | os.PathLike) -> str:
     """The whole file as str (strict UTF-8, a leading BOM dropped, newlines untouched)."""
+    refuse_special_file(path)
     try:
         data = Path(path).read_bytes()
     except OSError as e:
@@ -60,6 +75,7 @@ def read_text(path: str | os.PathLike) -> str:
 def iter_lines(path: str | os.PathLike) -> Iterator[str]:
     """Lines of a file split on "\\n" only (as Google's tf.gfile readline), each keeping its
     "\\n"; strict UTF-8, checked line by line, so a large corpus is never held in memory."""
+    refuse_special_file(path)
     try:
         f = open(path, "rb")
     except OSError as e:

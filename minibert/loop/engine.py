@@ -72,8 +72,18 @@ def check_state(state, path: Path) -> dict:
                              ("elapsed_seconds", (int, float), "a non-negative number"),
                              ("dropout_rng", (dict,), "a random generator's state (an object)")):
         value = state.get(key)
-        if not isinstance(value, kinds) or isinstance(value, bool) or (kinds != (dict,) and value < 0):
+        if not isinstance(value, kinds) or isinstance(value, bool) or \
+                (kinds != (dict,) and not 0 <= value < math.inf):  # NaN and Infinity parse as JSON floats
             raise ValueError(f"{path}: {key} is {value!r}, expected {what}")
+    if "total_steps" in state:  # every trainer but fine-tuning records it
+        total = state["total_steps"]
+        if not isinstance(total, int) or isinstance(total, bool) or total < 1:
+            raise ValueError(f"{path}: total_steps is {total!r}, expected a positive integer")
+        if state["step"] > total:
+            raise ValueError(f"{path}: step {state['step']} is past total_steps {total}")
+    named = run_dir_mod.checkpoint_step(path.parent)  # checkpoints/step-NNNNNN/trainer_state.json
+    if named is not None and named != state["step"]:
+        raise ValueError(f"{path}: step is {state['step']}, but the checkpoint directory is {path.parent.name}")
     return state
 
 
@@ -264,8 +274,13 @@ class TrainingLoop:
         ckpt = run_dir_mod.latest_checkpoint(self.dir)
         if ckpt is None:
             raise ValueError(self.no_checkpoint_message())
-        state = check_state(run_dir_mod.read_json(ckpt / run_dir_mod.STATE_FILE), ckpt / run_dir_mod.STATE_FILE)
-        self.restore_state(state, ckpt)  # the model, the batch source, the evaluator's last result
+        state_file = ckpt / run_dir_mod.STATE_FILE
+        state = check_state(run_dir_mod.read_json(state_file), state_file)
+        try:
+            self.restore_state(state, ckpt)  # the model, the batch source, the evaluator's last result
+        except (KeyError, TypeError, AttributeError, IndexError) as e:  # a field missing or of the wrong type
+            raise ValueError(f"{state_file} is damaged: {type(e).__name__}: {e}; the run cannot continue "
+                             f"from it") from e
         optim_path = ckpt / run_dir_mod.OPTIM_FILE
         optim, _ = load_tensors(optim_path)
         if "t" not in optim:

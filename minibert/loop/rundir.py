@@ -36,6 +36,7 @@ from typing import Any, Callable, NamedTuple
 from minibert.io import jsonfile
 from minibert.io.atomic import atomic_write, write_error, write_text_atomic
 from minibert.io.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
+from minibert.io.textio import read_text
 
 CHECKPOINTS = "checkpoints"
 # a run's own files: its settings (written once at the start), the metrics log, their plot
@@ -59,6 +60,12 @@ def step_dir_name(step: int, again: int = 0) -> str:
     gets a new name, step-000250.1, so it too is switched in by a rename, never over a
     directory that would first have to be deleted."""
     return f"step-{step:06d}" + (f".{again}" if again else "")
+
+
+def checkpoint_step(directory: str | Path) -> int | None:
+    """The step a checkpoint directory's name says (step-000250 -> 250), None for another name."""
+    m = _STEP_DIR.match(Path(directory).name)
+    return int(m.group(1)) if m else None
 
 
 def checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
@@ -398,7 +405,7 @@ def read_jsonl(path: Path) -> tuple[list[dict], int]:
     """The records of a JSON-lines file -> (records, lines dropped). A last line cut short by a
     crash mid-write is dropped (and counted); a bad line anywhere else is an error naming the
     file and the line."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    lines = read_text(path).splitlines()  # a binary file is an error naming it, line and byte
     records, dropped = [], 0
     for i, line in enumerate(lines):
         if not line.strip():
@@ -423,6 +430,10 @@ def truncate_jsonl(path: Path, step: int) -> int:
     if not path.exists():
         return 0
     records, dropped = read_jsonl(path)
+    for r in records:
+        if not isinstance(r.get("step", 0), (int, float)) or isinstance(r.get("step"), bool):
+            raise ValueError(f"{path}: a record has step {r['step']!r:.100}, expected a number; fix or delete "
+                             f"that line")
     write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in records if r.get("step", 0) <= step))
     return dropped
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import os
 import shutil
 import time
@@ -126,8 +127,8 @@ def resolve(plan: Plan) -> tuple[Study, list[Variant], list[Downstream], list[st
     if plan.steps < 0 or (not plan.steps and not plan.minutes > 0):
         raise ValueError(f"--minutes {plan.minutes} must be > 0, or --steps ({plan.steps}) at least 1: every "
                          f"variant gets the same budget")
-    if plan.finetune_minutes < 0:
-        raise ValueError(f"--finetune-minutes {plan.finetune_minutes} must be >= 0")
+    if not 0 <= plan.finetune_minutes < math.inf:  # NaN failed later, after the corpus was built
+        raise ValueError(f"--finetune-minutes {plan.finetune_minutes} must be a finite number >= 0")
     return study, variants, downstream, notes
 
 
@@ -541,6 +542,8 @@ def cli(argv: list[str]) -> int:
     if args.seeds < 1:
         raise ValueError(f"--seeds {args.seeds} must be at least 1")
     split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip()) if s else ()  # noqa: E731
+    if args.steps is not None and args.steps < 1:  # 0 used to mean "not given": a 5-minute budget per variant
+        raise ValueError(f"--steps {args.steps} must be at least 1")
     if args.steps is not None and args.minutes is not None:
         raise ValueError("give --minutes (equal wall-clock) or --steps (equal steps), not both")
     plan = Plan(study=study.name, out=args.out or f"runs/ablate-{study.name}",

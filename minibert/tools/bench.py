@@ -525,7 +525,8 @@ import time
 t0 = time.perf_counter()
 import numpy as np
 import minibert
-from minibert import bench, kernels  # kernels: loads (or compiles) the Numba functions
+from minibert import kernels  # loads (or compiles) the Numba functions
+from minibert.tools import bench
 from minibert.gradcheck import random_batch
 from minibert.model import BertConfig
 t1 = time.perf_counter()

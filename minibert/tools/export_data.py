@@ -60,35 +60,6 @@ class Source(NamedTuple):
     drop_remainder: bool  # True to reproduce a run's batches; False to write every sequence
 
 
-def _run_data(run: Path, cfg, prepare_data):
-    """The shard directories of a run: the ones its run.json recorded if they still hold the data
-    (read_meta checks them against the vocabulary), else generated again into cfg.data_cache,
-    after checking that the corpus the run file names hashes to the data the run trained on."""
-    from minibert.io.jsonfile import read_json_object
-    from minibert.shards import read_meta
-    from minibert.train.data import DataDirs
-
-    recorded = read_json_object(run / "run.json").get("data")
-    recorded = {k: v for k, v in recorded.items() if isinstance(v, str)} if isinstance(recorded, dict) else {}
-    kept = {}
-    for kind in ("train", "heldout"):
-        try:
-            kept[kind] = Path(recorded[kind])
-            read_meta(kept[kind], cfg.vocab)
-        except (KeyError, ValueError, OSError):
-            kept[kind] = None
-    if kept["train"] is not None and (kept["heldout"] is not None or not cfg.heldout):
-        return DataDirs(kept["train"], kept["heldout"], None)
-    planned = prepare_data(cfg, verbose=False, names_only=True)
-    for kind, new in (("train", planned.train), ("heldout", planned.heldout)):
-        if kind in recorded and new is not None and Path(recorded[kind]).name != new.name:
-            raise ValueError(f"{run}/run.json: the files it names as corpus, held-out text and vocabulary "
-                             f"({', '.join(map(str, (*cfg.corpus, *cfg.heldout, cfg.vocab)))}) are not the ones "
-                             f"the run trained on: they make {new.name}, the run's {kind} data was "
-                             f"{Path(recorded[kind]).name}")
-    return prepare_data(cfg, verbose=False)
-
-
 def source(path: str | Path, split: str, masking: str | None, seed: int | None,
            data_cache: str | Path | None = None) -> Source:
     """A run or shard directory -> where and how to read. A run's training split is read with
@@ -102,7 +73,7 @@ def source(path: str | Path, split: str, masking: str | None, seed: int | None,
     if (path / META_FILE).is_file():
         return Source(path, None, masking or "static", 0 if seed is None else seed, 256, False)
     from minibert.loop.rundir import RUN_FILE
-    from minibert.train.data import prepare_data
+    from minibert.train.data import run_data_dirs
     from minibert.train.runs import resume_config
 
     if not (path / RUN_FILE).is_file():
@@ -112,7 +83,7 @@ def source(path: str | Path, split: str, masking: str | None, seed: int | None,
     # gone are generated again into the cache this command was given, never where the run file
     # says, and only when the files it names hash to the data the run trained on
     cfg = dataclasses.replace(resume_config(path, {}), data_cache=str(data_cache))
-    dirs = _run_data(path, cfg, prepare_data)
+    dirs = run_data_dirs(path, cfg)
     data = dirs.train if split == "train" else dirs.heldout
     if data is None:
         raise ValueError(f"{path} was trained without held-out data; use --split train")
@@ -179,6 +150,12 @@ def cli(argv: list[str]) -> int:
 
     from minibert.loop.rundir import RUN_FILE, RunLock
 
+    if args.seed is not None and args.seed < 0:  # NumPy's own error named no setting
+        raise ValueError(f"--seed {args.seed} must be >= 0")
+    if args.epochs < 1 or args.limit < 0:  # before the run is locked and its shards perhaps regenerated
+        raise ValueError(f"--epochs must be >= 1 and --limit >= 0 (got {args.epochs}, {args.limit})")
+    if Path(args.out).is_dir():
+        raise ValueError(f"--out {args.out} is a directory; give the .jsonl file to write")
     run = Path(args.source)
     lock = RunLock(run) if (run / RUN_FILE).is_file() else contextlib.nullcontext()
     with lock:  # a run still training, or a second export into it, is refused

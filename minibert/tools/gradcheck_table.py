@@ -44,6 +44,8 @@ def cli(argv: list[str]) -> int:
                                  description="Print every float64 gradient check (layers and whole model).")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
+    if args.seed < 0:  # before the table's header; NumPy's own error named no setting
+        raise ValueError(f"--seed {args.seed} must be >= 0")
     from minibert.backend import backend_name
 
     print(f"backend: {backend_name()}   pass rule: |a - n| <= {ATOL:g} + {RTOL:g} * |n|  (float64)")

@@ -9,6 +9,7 @@ minibert/nsp_baseline.py; this module reads the run directory and prints."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -82,10 +83,15 @@ def attention_cli(argv: list[str]) -> int:
     args = p.parse_args(argv)
     try:
         text = check_argument(" ".join(args.text))
+        if not text.strip():  # maps of [CLS] [SEP] alone show nothing
+            raise ValueError("attention needs the text (a sentence)")
         pair = None if args.pair is None else check_argument(args.pair, "--pair")
+        out = Path(args.out) if args.out else Path(args.run_dir) / "attention"
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"output directory {out} is a file; choose another --out")
         model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
         result = attention_maps(model, tokenizer, text, pair)
-        paths = plot_attention(result, args.out or Path(args.run_dir) / "attention")
+        paths = plot_attention(result, out)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -99,17 +105,24 @@ def nsp_baseline_cli(argv: list[str]) -> int:
                                 description="How far word overlap alone goes on a run's NSP task.")
     p.add_argument("run_dir", help="a training run (runs/<name>): its data settings pick the shards")
     p.add_argument("--max-train", type=int, default=40_000, help="training pairs to fit on")
+    p.add_argument("--data-cache", help="where the run's shards are generated again if they were deleted "
+                                        "(default data/generated; never the directory the run file names)")
     args = p.parse_args(argv)
     from minibert.loop.rundir import run_state
     from minibert.pretraining_data import FEATURE_NAMES
     from minibert.shards import load_shards
     from minibert.tokenizer import BertTokenizer
-    from minibert.train.data import prepare_data
+    from minibert.train.config import DEFAULT_DATA_CACHE
+    from minibert.train.data import run_data_dirs
     from minibert.train.runs import resume_config
 
     try:
-        cfg = resume_config(args.run_dir, {})
-        dirs = prepare_data(cfg, verbose=False)
+        if args.max_train < 1:  # 0 fitted nothing (a NaN accuracy), -5 silently dropped the last 5 pairs
+            raise ValueError(f"--max-train {args.max_train} must be at least 1")
+        # the run file names the corpus and a data cache: shards are read where the run recorded them, and
+        # generated again (from a corpus that hashes to the run's data) only into --data-cache
+        cfg = dataclasses.replace(resume_config(args.run_dir, {}), data_cache=args.data_cache or DEFAULT_DATA_CACHE)
+        dirs = run_data_dirs(Path(args.run_dir), cfg)
         if dirs.heldout is None:
             raise ValueError(f"{args.run_dir} was trained without held-out data")
         tok = BertTokenizer(cfg.vocab)

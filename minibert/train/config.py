@@ -222,6 +222,9 @@ class TrainConfig(Settings):
                 raise ValueError(f"{key}={v} must be a finite number")
         if self.masking not in ("static", "dynamic"):
             raise ValueError(f"masking={self.masking!r} must be 'static' or 'dynamic'")
+        if not isinstance(self.data_cache, (str, Path)) or not str(self.data_cache).strip():
+            raise ValueError(f"data_cache={self.data_cache!r} must name a directory (empty, the shards would be "
+                             f"written into the current directory)")
         check_mask_shares(self.mask_shares)
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective={self.objective!r} is not one of {OBJECTIVES}")

@@ -62,7 +62,9 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = Fals
 
     for f in (*cfg.corpus, *cfg.heldout, cfg.vocab):
         if not Path(f).is_file():
-            raise ValueError(f"file {f} does not exist")
+            raise ValueError(f"file {f} does not exist" if not Path(f).exists() else
+                             f"{f} is not a regular file (a directory, device or pipe); corpus, heldout and vocab "
+                             f"name text files")
     vocab_sha = _sha256_file(cfg.vocab)
     flags = dict(max_seq_length=cfg.max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
                  masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,
@@ -168,3 +170,31 @@ def _own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
     finally:
         run_dir_mod._remove(tmp)
     return files
+
+
+def run_data_dirs(run: Path, cfg: TrainConfig) -> DataDirs:
+    """The shard directories of a run: the ones its run.json recorded if they still hold the data
+    (read_meta checks them against the vocabulary), else generated again into cfg.data_cache,
+    after checking that the corpus the run file names hashes to the data the run trained on."""
+    from minibert.io.jsonfile import read_json_object
+    from minibert.shards import read_meta
+
+    recorded = read_json_object(run / "run.json").get("data")
+    recorded = {k: v for k, v in recorded.items() if isinstance(v, str)} if isinstance(recorded, dict) else {}
+    kept = {}
+    for kind in ("train", "heldout"):
+        try:
+            kept[kind] = Path(recorded[kind])
+            read_meta(kept[kind], cfg.vocab)
+        except (KeyError, ValueError, OSError):
+            kept[kind] = None
+    if kept["train"] is not None and (kept["heldout"] is not None or not cfg.heldout):
+        return DataDirs(kept["train"], kept["heldout"], None)
+    planned = prepare_data(cfg, verbose=False, names_only=True)
+    for kind, new in (("train", planned.train), ("heldout", planned.heldout)):
+        if kind in recorded and new is not None and Path(recorded[kind]).name != new.name:
+            raise ValueError(f"{run}/run.json: the files it names as corpus, held-out text and vocabulary "
+                             f"({', '.join(map(str, (*cfg.corpus, *cfg.heldout, cfg.vocab)))}) are not the ones "
+                             f"the run trained on: they make {new.name}, the run's {kind} data was "
+                             f"{Path(recorded[kind]).name}")
+    return prepare_data(cfg, verbose=False)

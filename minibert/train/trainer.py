@@ -196,8 +196,16 @@ class Trainer(TrainingLoop):
 
     def restore_state(self, state: dict, ckpt: Path) -> None:
         """The model, the iterators, the schedule and the last evaluation of a checkpoint."""
-        for f, sha in state["sha256"].items():
-            if not (ckpt / f).is_file() or _sha256_file(ckpt / f) != sha:
+        state_file = ckpt / run_dir_mod.STATE_FILE
+        hashes, own = state.get("sha256"), {*self.MODEL_FILES, run_dir_mod.OPTIM_FILE}
+        if not isinstance(hashes, dict) or not hashes or not set(hashes) <= own \
+                or not all(isinstance(h, str) for h in hashes.values()):  # only the checkpoint's own files
+            raise ValueError(f"{state_file}: sha256 is {hashes!r:.200}, expected the sha256 of each of "
+                             f"{', '.join(sorted(own))}")
+        for f, sha in hashes.items():
+            if not (ckpt / f).is_file():
+                raise ValueError(f"checkpoint {ckpt} is incomplete: {f} is missing")
+            if _sha256_file(ckpt / f) != sha:
                 raise ValueError(f"checkpoint {ckpt} is inconsistent: {f} does not match {run_dir_mod.STATE_FILE} "
                                  f"(the file was changed after the save)")
         saved = type(self.model).from_pretrained(ckpt)
@@ -208,14 +216,26 @@ class Trainer(TrainingLoop):
             if k not in saved.params or saved.params[k].shape != p.shape:
                 raise ValueError(f"checkpoint {ckpt} parameter {k!r} does not match the configured model")
             np.copyto(p, saved.params[k])
-        self.iterator.load_state_dict(state["iterator"])
+        try:
+            self.iterator.load_state_dict(state.get("iterator"))
+            if self.short_iterator is not None:
+                self.short_iterator.load_state_dict(state.get("short_iterator"))
+        except ValueError as e:
+            raise ValueError(f"{state_file}: {e}") from None
         if self.short_iterator is not None:
-            self.short_iterator.load_state_dict(state["short_iterator"])
             self._short_steps = int(state["short_steps"])
-        self.total_steps = int(state["total_steps"])
+        if "total_steps" not in state:
+            raise ValueError(f"{state_file} has no total_steps")
+        self.total_steps = int(state["total_steps"])  # check_state checked it
         if state.get("last_eval"):
             result_type = self.evaluator.result_type if self.evaluator is not None else EvalResult
-            self.last_eval = result_type(**state["last_eval"])
+            last = state["last_eval"]
+            needed = set(result_type._fields) - set(result_type._field_defaults)
+            if not isinstance(last, dict) or not needed <= set(last) <= set(result_type._fields) or not all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) for v in last.values()):
+                raise ValueError(f"{state_file}: last_eval is {last!r:.200}, expected an object with "
+                                 f"{', '.join(result_type._fields)}")
+            self.last_eval = result_type(**last)
             self.last_eval_step = state.get("last_eval_step")
 
     def start_fresh(self) -> None:

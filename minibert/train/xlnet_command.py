@@ -73,6 +73,9 @@ class XLNetTrainConfig(Settings):
                 raise ValueError(f"{f.name}={v} must be > 0")
         if self.seq_len < 2:
             raise ValueError(f"seq_len={self.seq_len}: a sequence needs at least 2 tokens to predict one")
+        if self.pred_k > self.seq_len:
+            raise ValueError(f"pred_k={self.pred_k} predicts the last 1/{self.pred_k} of a {self.seq_len}-token window: "
+                             f"less than one token; choose pred_k <= seq_len (the paper's 6 or 7)")
         self.model_config(vocab_size=1)  # the model's sizes (and their limits), before any data is read
 
     def model_config(self, vocab_size: int) -> XLNetConfig:
@@ -235,6 +238,8 @@ def train_xlnet_cli(argv: list[str]) -> int:
     try:
         if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
             raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
+        if args.steps is not None and args.steps < 1:  # 0 meant "fit the budget": 9.5 minutes, unasked
+            raise ValueError(f"--steps must be at least 1, got {args.steps}")
         if args.resume:
             cfg, out, (train_path, heldout_path, vocab) = _resumed(p, args)
             data = None

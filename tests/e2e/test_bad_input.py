@@ -292,6 +292,7 @@ SETTINGS_CASES = {
     "xlnet a million layers": (["train-xlnet", "--out", "{w}/x", "--set", "num_hidden_layers=1000000"],
                                "num_hidden_layers=1000000"),
     "xlnet lr text": (["train-xlnet", "--out", "{w}/x", "--set", "lr=fast"], "lr='fast' is not a valid"),
+    "xlnet pred_k beyond the window": (["train-xlnet", "--out", "{w}/x", "--set", "pred_k=999"], "pred_k=999"),
     "ablate finetune batch 0": (["ablate", "tasks", "--out", "{w}/ab", "--finetune-set", "batch_size=0"],
                                 "batch_size=0"),
     "ablate finetune lr -1": (["ablate", "tasks", "--out", "{w}/ab", "--finetune-set", "lr=-1"], "lr"),
