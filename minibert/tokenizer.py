@@ -221,6 +221,11 @@ def load_vocab(path: str | Path) -> list[str]:
         lines.pop()
     if not lines:
         raise ValueError(f"vocab file {path} is empty")
+    from minibert.model import SIZE_LIMITS
+
+    if len(lines) > SIZE_LIMITS["vocab_size"]:
+        raise ValueError(f"vocab file {path} has {len(lines):,} lines, more than minibert builds "
+                         f"({SIZE_LIMITS['vocab_size']:,}; BERT's has 30,522)")
     tokens: list[str] = []
     first_line: dict[str, int] = {}
     for lineno, token in enumerate(lines, start=1):
