@@ -315,6 +315,73 @@ def _row_dot(x, y):
     return s
 
 
+# ---------------------------------------------------------------------------------------------
+# dropout's random bits: Philox4x32-10, the counter-based generator of layers.philox4x32, element
+# by element inside the kernels (no random array, no serial draw). Word i of a call is a pure
+# function of (key, i), so every thread computes its own elements' bits, and they equal the
+# reference's bit for bit (a test). The 32-bit words are held in uint64 (exact 32 x 32 products).
+
+_U64 = np.uint64
+_PM0, _PM1 = _U64(layers.PHILOX_M0), _U64(layers.PHILOX_M1)
+_PW0, _PW1 = _U64(layers.PHILOX_W0), _U64(layers.PHILOX_W1)
+_LOW32, _S32 = _U64(0xFFFFFFFF), _U64(32)
+
+
+@_jit(inline="always")
+def _philox_block(j, k0, k1):
+    """The four 32-bit words of Philox4x32-10 at counter (j low, j high, 0, 0), key (k0, k1)."""
+    c0, c1, c2, c3 = j & _LOW32, j >> _S32, _U64(0), _U64(0)
+    for r in range(layers.PHILOX_ROUNDS):
+        p0 = c0 * _PM0
+        p1 = c2 * _PM1
+        c0, c1, c2, c3 = (p1 >> _S32) ^ c1 ^ k0, p1 & _LOW32, (p0 >> _S32) ^ c3 ^ k1, p0 & _LOW32
+        k0 = (k0 + _PW0) & _LOW32
+        k1 = (k1 + _PW1) & _LOW32
+    return c0, c1, c2, c3
+
+
+@_jit(inline="always")
+def _philox_word(i, k0, k1):
+    """Word i of the stream: word i % 4 of block i // 4 (the head and tail of unaligned ranges)."""
+    w = _philox_block(_U64(i) >> _U64(2), k0, k1)
+    lane = i & 3
+    return w[0] if lane == 0 else (w[1] if lane == 1 else (w[2] if lane == 2 else w[3]))
+
+
+@_jit(inline="always")
+def _random_bits_into(bits, start, k0, k1):
+    """bits[:] (uint32) <- the words start .. start + len(bits) - 1 (layers.random_bits)."""
+    n = bits.shape[0]
+    i = 0
+    while i < n and (start + i) & 3:  # up to the first whole block
+        bits[i] = np.uint32(_philox_word(start + i, k0, k1))
+        i += 1
+    j0 = (start + i) >> 2
+    for jj in range((n - i) >> 2):  # whole blocks: four words each
+        w0, w1, w2, w3 = _philox_block(_U64(j0 + jj), k0, k1)
+        o = i + 4 * jj
+        bits[o] = np.uint32(w0)
+        bits[o + 1] = np.uint32(w1)
+        bits[o + 2] = np.uint32(w2)
+        bits[o + 3] = np.uint32(w3)
+    i += 4 * ((n - i) >> 2)
+    while i < n:  # the rest of the last block
+        bits[i] = np.uint32(_philox_word(start + i, k0, k1))
+        i += 1
+
+
+@_jit(inline="always")
+def _drop_mask_into(m, start, k0, k1, threshold, keep_scale):
+    """m[:] <- the dropout mask (0 or keep_scale = 1/(1-p), m's dtype) of the elements start ..
+    start + len(m) - 1: kept where the element's bits >= threshold (layers.dropout_mask)."""
+    n = m.shape[0]
+    bits = np.empty(n, dtype=np.uint32)
+    _random_bits_into(bits, start, k0, k1)
+    zero = keep_scale - keep_scale
+    for i in range(n):
+        m[i] = keep_scale if bits[i] >= threshold else zero
+
+
 @_jit(inline="always")
 def _times_drop(a, drop, b, h):
     """One head's att * drop: a (T, T), drop (B, NH, T, T) -> a new (T, T) array."""
@@ -378,13 +445,50 @@ def _attention_inputs(q, k, v, attn_mask, dropout_p):
     return k.astype(dt, copy=False), v.astype(dt, copy=False), 1.0 / math.sqrt(HS), adder
 
 
-def _attention_dropout_mask(rng, shape, dropout_p, dt):
-    """The attention dropout mask (keep / (1 - p), in dtype dt) of `shape`, or None for p = 0:
-    exactly layers.dropout_forward's draw, so the same rng gives the same mask."""
+class DropoutKey(NamedTuple):
+    """The kernels' record of a dropout mask: the Philox key it was drawn with and p. The mask
+    itself (layers.dropout_mask(key, shape, p, dtype)) is recomputed where it is needed instead
+    of being kept: a (B, T, C) or (B, NH, T, T) array less per dropout in the step's memory."""
+    key: np.ndarray  # (2,) uint64, two 32-bit words
+    p: float
+
+    def mask(self, shape, dtype):
+        """The mask as an array (0 or 1/(1-p)), computed in parallel: layers.dropout_mask."""
+        m = np.empty(math.prod(shape), dtype=dtype)
+        _dropout_mask_kernel(m, *_dropout_args(self, dtype))
+        return m.reshape(shape)
+
+
+def _dropout_args(d: DropoutKey, dtype):
+    """(k0, k1, threshold, keep scale) as the kernels take them."""
+    dt = np.dtype(dtype)
+    return (_U64(d.key[0]), _U64(d.key[1]), np.uint32(layers.dropout_threshold(d.p)),
+            dt.type(1.0 / (1.0 - d.p)))
+
+
+_NO_DROP = DropoutKey(np.zeros(2, dtype=np.uint64), 0.0)  # the arguments of a kernel that drops nothing
+
+
+def _draw_dropout(rng, dropout_p):
+    """None for p = 0, else a DropoutKey with a fresh key from `rng` (layers.draw_dropout_key:
+    the reference's one draw, so the same rng gives the same masks)."""
     if dropout_p == 0.0:
         return None
-    keep = rng.random(shape, dtype=np.float32) >= dropout_p  # (B, NH, T, T) bool
-    return keep.astype(dt) * dt.type(1.0 / (1.0 - dropout_p))  # (B, NH, T, T)
+    return DropoutKey(layers.draw_dropout_key(rng), float(dropout_p))
+
+
+def _attention_dropout_mask(rng, shape, dropout_p, dt):
+    """The attention dropout mask (keep / (1 - p), in dtype dt) of `shape`, or None for p = 0:
+    exactly layers.dropout_forward's mask, so the same rng gives the same mask (v1-v3 keep it as
+    an array; v4 keeps the key and computes the mask inside its kernels)."""
+    drop = _draw_dropout(rng, dropout_p)
+    return None if drop is None else drop.mask(shape, dt)
+
+
+def mask_array(drop, shape, dtype):
+    """An attention cache's `drop` as an array: None, the array itself (the reference, v1-v3) or
+    a DropoutKey's mask (v4)."""
+    return drop.mask(shape, dtype) if isinstance(drop, DropoutKey) else drop
 
 
 @_jit(parallel=True)
@@ -447,6 +551,7 @@ def _attention_backward_mm(matmul, dout, cache: AttentionCache):
     q, k, v, att, drop, scale = cache
     B, NH, T, HS = q.shape
     dt = q.dtype
+    drop = mask_array(drop, att.shape, dt)  # (B, NH, T, T) or None
     dout = dout.astype(dt, copy=False)
     att_d = att if drop is None else att * drop  # (B, NH, T, T) what multiplied v
     dq, dk, dv = _qkv_gradient_views(B, NH, T, HS, dt)  # 3 x (B, NH, T, HS)
@@ -546,11 +651,23 @@ def _gemm(gemm, like, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, one):
                one - one, c.ctypes.data, ldc)
 
 
+@_jit(inline="always")
+def _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, dtype_like):
+    """Head bh's dropout mask (1, 1, T, T): its T*T elements of the (B, NH, T, T) mask, from
+    their Philox words (element bh*T*T + i*T + j), or a (1, 1, 1, 1) dummy when not use_drop."""
+    m = np.empty(T * T if use_drop else 1, dtype=dtype_like.dtype)
+    if use_drop:
+        _drop_mask_into(m, bh * T * T, k0, k1, threshold, keep_scale)
+        return m.reshape((1, 1, T, T))
+    return m.reshape((1, 1, 1, 1))
+
+
 @_jit(parallel=True)
-def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, drop, use_drop, scale, att, out, causal,
-                                   masked, one):
+def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, use_drop, k0, k1, threshold, keep_scale, scale,
+                                   att, out, causal, masked, one):
     """q, k, v (B, NH, T, HS) with unit-stride rows whose row strides are ld[0..2] elements, out
-    likewise (ld[3]); adder (B, T); drop (B, NH, T, T) or a dummy; att (B, NH, T, T) contiguous.
+    likewise (ld[3]); adder (B, T); dropout (use_drop) with Philox key (k0, k1), threshold and
+    keep scale (DropoutKey); att (B, NH, T, T) contiguous.
     Writes att (the probabilities, before dropout) and out."""
     B, NH, T, HS = q.shape
     for bh in numba.prange(B * NH):
@@ -560,27 +677,31 @@ def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, drop, use_dro
         _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, q[b, h], ld[0], k[b, h], ld[1], a, T, one)
         for i in range(T):
             _masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
-        src = _times_drop(a, drop, b, h) if use_drop else a  # (T, T) att * drop: what multiplies v
+        m = _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, a)  # (1, 1, T, T)
+        src = _times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplies v
         # (T, T) @ (T, HS) -> (T, HS)
         _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, src, T, v[b, h], ld[2], out[b, h], ld[3], one)
 
 
 @_jit(parallel=True)
-def _attention_backward_gemm_kernel(gemm, like, dout, q, k, v, ld, att, drop, use_drop, scale, dq, dk, dv, one):
-    """Mirror of the forward kernel. ld: row strides of dout, q, k, v and of dq, dk, dv (one
-    stride: they are slices of one array). Each (b, h) owns its rows of dq, dk, dv."""
+def _attention_backward_gemm_kernel(gemm, like, dout, q, k, v, ld, att, use_drop, k0, k1, threshold, keep_scale,
+                                    scale, dq, dk, dv, one):
+    """Mirror of the forward kernel (the dropout mask made again from its key). ld: row strides
+    of dout, q, k, v and of dq, dk, dv (one stride: they are slices of one array). Each (b, h)
+    owns its rows of dq, dk, dv."""
     B, NH, T, HS = q.shape
     for bh in numba.prange(B * NH):
         b, h = bh // NH, bh % NH
         a = att[b, h]  # (T, T)
-        ad = _times_drop(a, drop, b, h) if use_drop else a  # (T, T) att * drop: what multiplied v
+        m = _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, a)  # (1, 1, T, T)
+        ad = _times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplied v
         # forward was: out = ad @ v  ->  dv = ad^T @ dout, (T, T)^T @ (T, HS) -> (T, HS)
         _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, ad, T, dout[b, h], ld[0], dv[b, h], ld[4], one)
         # datt = dout @ v^T, (T, HS) @ (HS, T) -> (T, T)
         datt = np.empty((T, T), dtype=q.dtype)
         _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, dout[b, h], ld[0], v[b, h], ld[3], datt, T, one)
         # forward was: att = softmax(preatt); dpreatt = att * (datt - sum(datt * att)) * scale
-        _softmax_backward_head(datt, a, drop, b, h, use_drop, scale)
+        _softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
         # forward was: preatt = q @ k^T * scale + adder
         _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, datt, T, k[b, h], ld[2], dq[b, h], ld[4], one)
         _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, datt, T, q[b, h], ld[1], dk[b, h], ld[4], one)
@@ -628,14 +749,13 @@ def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False)
     dt = q.dtype
     k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
     (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (q, k, v))
-    drop = _attention_dropout_mask(rng, (B, NH, T, T), dropout_p, dt)  # (B, NH, T, T) or None
+    drop = _draw_dropout(rng, dropout_p)  # DropoutKey or None: the mask is made inside the kernels
     att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
     out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
     ld = np.array([lq, lk, lv, _row_stride(out)], dtype=np.int64)
-    dummy = np.empty((1, 1, 1, 1), dtype=dt)
     kernel = _pick(_attention_forward_gemm_kernel, _attention_forward_gemm_serial, q.shape)
     with blas.single_threaded():
-        kernel(gemm[0], gemm[1], q, k, v, ld, adder, dummy if drop is None else drop, drop is not None,
+        kernel(gemm[0], gemm[1], q, k, v, ld, adder, drop is not None, *_dropout_args(drop or _NO_DROP, dt),
                dt.type(scale), att, out, bool(causal), dt.type(MASK_VALUE), dt.type(1.0))
     return out, AttentionCache(q, k, v, att, drop, scale)
 
@@ -653,10 +773,9 @@ def attention_backward(dout, cache: AttentionCache):
     (dout, ldo), (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (dout.astype(dt, copy=False), q, k, v))
     dq, dk, dv = _qkv_gradient_views(B, NH, T, HS, dt)  # 3 x (B, NH, T, HS)
     ld = np.array([ldo, lq, lk, lv, _row_stride(dq)], dtype=np.int64)
-    dummy = np.empty((1, 1, 1, 1), dtype=dt)
     kernel = _pick(_attention_backward_gemm_kernel, _attention_backward_gemm_serial, q.shape)
     with blas.single_threaded():
-        kernel(gemm[0], gemm[1], dout, q, k, v, ld, att, dummy if drop is None else drop, drop is not None,
+        kernel(gemm[0], gemm[1], dout, q, k, v, ld, att, drop is not None, *_dropout_args(drop or _NO_DROP, dt),
                dt.type(scale), dq, dk, dv, dt.type(1.0))
     return dq, dk, dv
 
@@ -807,6 +926,62 @@ def gelu_backward(dout, cache):
     dx = np.empty_like(x)  # (...)
     kernel = _gelu_erf_backward_kernel if approximate == "none" else _gelu_tanh_backward_kernel
     kernel(dout.reshape(-1), x.reshape(-1), dx.reshape(-1), *_gelu_constants(x.dtype.type, approximate))
+    return dx
+
+
+# ---------------------------------------------------------------------------------------------
+# dropout: the mask of layers.dropout_forward (Philox bits, see _philox_block), made and applied
+# in one parallel pass; the cache keeps the key (DropoutKey), and the backward makes the mask
+# again instead of reading a stored one. Same bits as the reference: x * mask, mask 0 or 1/(1-p).
+
+
+@_jit(inline="always")
+def _dropout_chunk(x, out, start, k0, k1, threshold, keep_scale):
+    m = np.empty(x.shape[0], dtype=x.dtype)
+    _drop_mask_into(m, start, k0, k1, threshold, keep_scale)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * m[i]
+
+
+@_jit(parallel=True)
+def _dropout_kernel(x, out, k0, k1, threshold, keep_scale):
+    """out = x * mask, element i's mask from its Philox word i."""
+    n = x.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _dropout_chunk(x[lo:hi], out[lo:hi], lo, k0, k1, threshold, keep_scale)
+
+
+@_jit(parallel=True)
+def _dropout_mask_kernel(m, k0, k1, threshold, keep_scale):
+    """m = the mask itself (DropoutKey.mask)."""
+    n = m.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _drop_mask_into(m[lo:hi], lo, k0, k1, threshold, keep_scale)
+
+
+def dropout_forward(x, p, rng):
+    """Same contract as layers.dropout_forward, and the same output for the same rng; the cache is
+    a DropoutKey (the mask is recomputed in the backward, not kept)."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability {p} must be in [0, 1)")
+    if p == 0.0:
+        return x, layers.DropoutCache(None)
+    drop = _draw_dropout(rng, p)
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)  # (...)
+    _dropout_kernel(x.reshape(-1), out.reshape(-1), *_dropout_args(drop, x.dtype))
+    return out, drop
+
+
+def dropout_backward(dout, cache):
+    """Same contract as layers.dropout_backward, for a DropoutKey or the reference's DropoutCache."""
+    if not isinstance(cache, DropoutKey):
+        return layers.dropout_backward(dout, cache)
+    dout = np.ascontiguousarray(dout)
+    dx = np.empty_like(dout)  # (...)
+    _dropout_kernel(dout.reshape(-1), dx.reshape(-1), *_dropout_args(cache, dout.dtype))
     return dx
 
 
@@ -1025,4 +1200,4 @@ def adamw_update(p, g, m, v, *, b1, b2, eps, lr, wd, decay, bias_correction, ste
 # the rest of what the model uses: the NumPy reference itself (not worth compiling)
 
 from minibert.layers import split_heads  # re-exported: kernels has every name of layers the model uses
-from minibert.layers import dropout_backward, dropout_forward, embedding_forward, merge_heads  # noqa: E402, F401
+from minibert.layers import embedding_forward, merge_heads  # noqa: E402, F401

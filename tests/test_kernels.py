@@ -71,7 +71,8 @@ def test_attention_kernel_matches_reference(shape, dropout_p, masked, dtype, ver
     assert_matches("out", out, out_ref)
     assert_matches("att", c.att, c_ref.att)
     if dropout_p:
-        np.testing.assert_array_equal(c.drop, c_ref.drop, err_msg="same rng seed must give the same mask")
+        np.testing.assert_array_equal(kernels.mask_array(c.drop, c_ref.drop.shape, dtype), c_ref.drop,
+                                      err_msg="same rng seed must give the same mask")
     else:
         assert c.drop is None and c_ref.drop is None
     dout = rng.standard_normal(out.shape).astype(dtype)  # (B, NH, T, HS)
@@ -98,7 +99,8 @@ def test_attention_kernel_rejects_bad_shapes():
         kernels.attention_forward(q, q[:, :1], q, np.ones((1, 4)))
 
 
-COMPILED = {"attention_forward", "attention_backward", "linear_forward", "linear_backward", "gelu_forward",
+COMPILED = {"attention_forward", "attention_backward", "dropout_forward", "dropout_backward", "linear_forward",
+            "linear_backward", "gelu_forward",
             "gelu_backward", "layernorm_forward", "layernorm_backward", "embedding_backward",
             "cross_entropy_forward", "cross_entropy_backward"}
 
@@ -213,6 +215,59 @@ def test_cross_entropy_kernel_matches_reference(shape, dtype):
 def test_cross_entropy_kernel_rejects_bad_targets():
     with pytest.raises(ValueError, match="outside"):
         kernels.cross_entropy_forward(np.zeros((2, 3)), np.array([0, 3]))
+
+
+# ---------------------------------------------------------------------------------------------
+# dropout: the Philox masks made inside the kernels are the reference's, bit for bit
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1,), (3, 7), (5, 4099), (64, 1030)], ids=str)  # odd sizes; several chunks
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_dropout_kernel_matches_reference_bit_for_bit(shape, p, dtype):
+    x = _rand(np.random.default_rng(1), shape, dtype)
+    out_ref, c_ref = layers.dropout_forward(x, p, np.random.default_rng(5))
+    out, c = kernels.dropout_forward(x, p, np.random.default_rng(5))
+    np.testing.assert_array_equal(out, out_ref)
+    assert isinstance(c, kernels.DropoutKey)  # the key, not the mask, is kept
+    np.testing.assert_array_equal(c.mask(shape, dtype), c_ref.mask)
+    dout = _rand(np.random.default_rng(2), shape, dtype)
+    np.testing.assert_array_equal(kernels.dropout_backward(dout, c), layers.dropout_backward(dout, c_ref))
+    np.testing.assert_array_equal(kernels.dropout_backward(dout, c_ref), layers.dropout_backward(dout, c_ref))
+    same, c0 = kernels.dropout_forward(x, 0.0, np.random.default_rng(5))
+    assert same is x and kernels.dropout_backward(dout, c0) is dout
+
+
+def test_dropout_kernel_draws_what_the_reference_draws():
+    """One key per call from the caller's rng: after the same calls both rngs are in the same state."""
+    x = np.ones((4, 9), np.float32)
+    r1, r2 = np.random.default_rng(3), np.random.default_rng(3)
+    for _ in range(3):
+        layers.dropout_forward(x, 0.2, r1)
+        kernels.dropout_forward(x, 0.2, r2)
+    assert r1.integers(1 << 60) == r2.integers(1 << 60)
+
+
+@pytest.mark.parametrize("start", [0, 1, 3, 4, 4097])
+@pytest.mark.parametrize("n", [0, 1, 3, 5, 11, 4096])
+def test_random_bits_kernel_at_any_start_matches_reference(start, n):
+    key = layers.draw_dropout_key(np.random.default_rng(0))
+    bits = np.empty(n, np.uint32)
+    _bits_into(bits, start, np.uint64(key[0]), np.uint64(key[1]))
+    np.testing.assert_array_equal(bits, layers.random_bits(key, start + n)[start:])
+
+
+@numba.njit
+def _bits_into(bits, start, k0, k1):
+    kernels._random_bits_into(bits, start, k0, k1)
+
+
+def test_dropout_kernel_gradcheck():
+    rng = np.random.default_rng(0)
+    fwd = lambda x: kernels.dropout_forward(x, 0.3, np.random.default_rng(7))  # noqa: E731
+    checks = gradcheck.layer_check("dropout kernel (fixed key)", fwd, dict(x=gradcheck.rand_array(rng, 3, 9)),
+                                   kernels.dropout_backward, rng, verbose=False)
+    assert checks and all(checks)
 
 
 # ---------------------------------------------------------------------------------------------
