@@ -782,15 +782,78 @@ def attention_backward(dout, cache: AttentionCache):
 
 # ---------------------------------------------------------------------------------------------
 # linear: the reference, with the leading axes flattened first. x (B, T, C_in) @ w as one
-# (B*T, C_in) @ (C_in, C_out) BLAS call instead of NumPy's loop of B small calls, and the bias
-# added in place (no extra temporary).
+# (B*T, C_in) @ (C_in, C_out) BLAS call instead of NumPy's loop of B small calls; the bias added
+# in place by a parallel pass, and db summed by one (NumPy's `+=` and `sum(axis=0)` run on one
+# thread whatever the core count). Both do each element's float operations in NumPy's order
+# (db: the rows one after the other, as NumPy's axis-0 sum), so the results are NumPy's bits.
+
+_ROWS_MIN = 1 << 14  # elements per parallel work item of the row-chunked passes below
+_COLS = 16  # columns per work item of the scatter-add below (times 4)
+_COLS_SUM = 128  # columns per work item of the column sums (512 bytes of float32)
+
+
+@_jit(parallel=True)
+def _add_bias_kernel(out, b):
+    """out (N, C) += b (C,), in place, chunks of rows in parallel."""
+    N, C = out.shape
+    per = max(1, _ROWS_MIN // max(C, 1))
+    for c in numba.prange((N + per - 1) // per):
+        for r in range(c * per, min(N, (c + 1) * per)):
+            orow = out[r]
+            for j in range(C):
+                orow[j] += b[j]
+
+
+@_jit(inline="always")
+def _copy_into(dst, src):
+    for j in range(dst.shape[0]):
+        dst[j] = src[j]
+
+
+@_jit(inline="always")
+def _add_into(dst, src):
+    """dst += src over a row (slices in, plain indices: the loop vectorizes)."""
+    for j in range(dst.shape[0]):
+        dst[j] += src[j]
+
+
+@_jit(parallel=True)
+def _column_sum_kernel(x, out):
+    """out (C,) = x (N >= 1, C).sum(axis=0) as NumPy sums it: the first row, plus each next row in
+    order. Blocks of _COLS_SUM columns in parallel; each reads its part of every row, long enough
+    (512 bytes) to keep the reads streaming."""
+    N, C = x.shape
+    for c in numba.prange((C + _COLS_SUM - 1) // _COLS_SUM):
+        lo, hi = c * _COLS_SUM, min(C, (c + 1) * _COLS_SUM)
+        acc = out[lo:hi]
+        _copy_into(acc, x[0, lo:hi])
+        for r in range(1, N):
+            _add_into(acc, x[r, lo:hi])
+
+
+def column_sum(x):
+    """x (N, C) -> x.sum(axis=0) (C,), the same bits, in parallel when it is big enough to pay."""
+    if x.size < _ROWS_MIN or not x.flags.c_contiguous or x.shape[1] < 2 * _COLS_SUM:
+        return x.sum(axis=0)  # small, or too few columns to split
+    out = np.empty(x.shape[1], dtype=x.dtype)  # (C,)
+    _column_sum_kernel(x, out)
+    return out
+
+
+def add_bias(out, b):
+    """out (N, C) += b (C,) in place (out C-contiguous), in parallel when it pays."""
+    if out.size < _ROWS_MIN:
+        out += b
+    else:
+        _add_bias_kernel(out, b.astype(out.dtype, copy=False))
+    return out
 
 
 def linear_forward(x, w, b):
     """Same contract as layers.linear_forward."""
     c_in, c_out = w.shape
     out = x.reshape(-1, c_in) @ w  # (N, C_in) @ (C_in, C_out) -> (N, C_out)
-    out += b
+    add_bias(out, b)
     return out.reshape(*x.shape[:-1], c_out), layers.LinearCache(x, w)
 
 
@@ -801,7 +864,7 @@ def linear_backward(dout, cache):
     d2 = dout.reshape(-1, c_out)  # (N, C_out)
     dx = (d2 @ w.T).reshape(x.shape)  # (N, C_in) -> (..., C_in)
     dw = x.reshape(-1, c_in).T @ d2  # (C_in, N) @ (N, C_out) -> (C_in, C_out)
-    db = d2.sum(axis=0)  # (C_out,)
+    db = column_sum(d2)  # (C_out,)
     return dx, dw, db
 
 
@@ -899,6 +962,32 @@ def _gelu_tanh_backward_kernel(dout, x, dx, half, one, c0, c1, three):
         _gelu_tanh_backward_chunk(dout[lo:hi], x[lo:hi], dx[lo:hi], half, one, c0, c1, three)
 
 
+@_jit(inline="always")
+def _multiply_chunk(a, b, out):
+    for i in range(a.shape[0]):
+        out[i] = a[i] * b[i]
+
+
+@_jit(parallel=True)
+def _multiply_kernel(a, b, out):
+    n = a.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _multiply_chunk(a[lo:hi], b[lo:hi], out[lo:hi])
+
+
+def multiply(a, b):
+    """a * b elementwise in b's dtype (a and b of one shape), a parallel pass: NumPy's bits."""
+    a = np.ascontiguousarray(a, dtype=b.dtype)
+    b = np.ascontiguousarray(b)
+    out = np.empty_like(b)
+    if b.size < _ROWS_MIN:
+        np.multiply(a, b, out=out)
+    else:
+        _multiply_kernel(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    return out
+
+
 def _gelu_constants(f, approximate):
     if approximate == "none":
         return f(0.5), f(1.0), f(1.0 / math.sqrt(2.0)), f(1.0 / math.sqrt(2.0 * math.pi))
@@ -920,7 +1009,7 @@ def gelu_forward(x, approximate="none"):
 def gelu_backward(dout, cache):
     """Same contract as layers.gelu_backward, for a GeluGradCache or the reference's GeluCache."""
     if isinstance(cache, GeluGradCache):
-        return np.multiply(dout, cache.dgelu, dtype=cache.dgelu.dtype)  # (...) dout * gelu'(x)
+        return multiply(dout, cache.dgelu)  # (...) dout * gelu'(x)
     x, approximate = cache
     dout = np.ascontiguousarray(dout, dtype=x.dtype)
     dx = np.empty_like(x)  # (...)
@@ -1065,18 +1154,109 @@ def layernorm_backward(dout, cache):
 
 
 # ---------------------------------------------------------------------------------------------
-# embedding backward: a serial scatter-add (repeated ids accumulate, as np.add.at does)
+# embedding: the sum of the three lookups row by row in parallel; the backward's scatter-add in
+# parallel over the distinct ids, each id's rows added in their order (as np.add.at adds them),
+# so both give the reference's bits
 
 
-@_jit
-def _scatter_add_rows(dtable, ids, rows):
-    """dtable[ids[n]] += rows[n] for every n, in order (serial: ids repeat)."""
+@_jit(parallel=True)
+def _embedding_forward_kernel(ids, segs, tok, seg, pos, out):
+    """out[r] = (tok[ids[r]] + seg[segs[r]]) + pos[r % T] for the rows r of out (B*T, C)."""
+    N, C = out.shape
+    T = ids.shape[1]
+    per = max(1, _ROWS_MIN // max(C, 1))
+    for c in numba.prange((N + per - 1) // per):
+        for r in range(c * per, min(N, (c + 1) * per)):
+            b, t = r // T, r % T
+            trow, srow, prow, orow = tok[ids[b, t]], seg[segs[b, t]], pos[t], out[r]
+            for j in range(C):
+                orow[j] = (trow[j] + srow[j]) + prow[j]
+
+
+def embedding_forward(input_ids, segment_ids, tok_emb, seg_emb, pos_emb):
+    """Same contract (and cache) as layers.embedding_forward."""
+    B, T = input_ids.shape
+    if segment_ids.shape != (B, T):
+        raise ValueError(f"segment_ids has shape {segment_ids.shape}, expected {(B, T)} like input_ids")
+    if T > pos_emb.shape[0]:
+        raise ValueError(f"sequence length {T} exceeds max_position_embeddings {pos_emb.shape[0]}")
+    layers._check_ids("input_ids", input_ids, tok_emb.shape[0])
+    layers._check_ids("segment_ids", segment_ids, seg_emb.shape[0])
+    dt = np.result_type(tok_emb, seg_emb, pos_emb)
+    C = tok_emb.shape[1]
+    out = np.empty((B * T, C), dtype=dt)  # (B*T, C)
+    _embedding_forward_kernel(np.ascontiguousarray(input_ids, dtype=np.int64),
+                              np.ascontiguousarray(segment_ids, dtype=np.int64), tok_emb.astype(dt, copy=False),
+                              seg_emb.astype(dt, copy=False), pos_emb.astype(dt, copy=False), out)
+    cache = layers.EmbeddingCache(input_ids, segment_ids, tok_emb.shape, seg_emb.shape, pos_emb.shape)
+    return out.reshape(B, T, C), cache
+
+
+@_jit(parallel=True)
+def _zero_kernel(x):
+    """x (N, C) = 0, chunks of rows in parallel (pages first touched by the threads that fill them)."""
+    N, C = x.shape
+    per = max(1, _ROWS_MIN // max(C, 1))
+    for c in numba.prange((N + per - 1) // per):
+        for r in range(c * per, min(N, (c + 1) * per)):
+            xr = x[r]
+            for j in range(C):
+                xr[j] = 0
+
+
+def zeros(shape, dtype):
+    """np.zeros(shape, dtype) (2-D), filled in parallel when it is big."""
+    x = np.empty(shape, dtype=dtype)
+    if x.size < _ROWS_MIN:
+        x.fill(0)
+    else:
+        _zero_kernel(x)
+    return x
+
+
+@_jit(parallel=True)
+def _scatter_add_sorted_kernel(dtable, ids, order, starts, rows):
+    """dtable[ids[n]] += rows[n] for every n: `order` lists the n sorted by id, keeping their
+    order within an id (a stable sort), and the ids' groups start at starts[g]. Work items are
+    (group, block of columns), so the few groups of the segment table still split; each item
+    owns its rows and columns of dtable, and adds its n in order."""
     C = rows.shape[1]
-    for n in range(ids.shape[0]):
-        drow = dtable[ids[n]]
-        r = rows[n]
+    n_blocks = (C + _COLS * 4 - 1) // (_COLS * 4)
+    n_groups = starts.shape[0] - 1
+    for item in numba.prange(n_groups * n_blocks):
+        g, blk = item // n_blocks, item % n_blocks
+        lo, hi = blk * _COLS * 4, min(C, (blk + 1) * _COLS * 4)
+        drow = dtable[ids[order[starts[g]]]]
+        for k in range(starts[g], starts[g + 1]):
+            r = rows[order[k]]
+            for j in range(lo, hi):
+                drow[j] += r[j]
+
+
+def scatter_add_rows(dtable, ids, rows):
+    """dtable[ids[n]] += rows[n] for every n, in place, as np.add.at(dtable, ids, rows) (the same
+    bits: each row of dtable gets its rows in their order). ids (N,) int, rows (N, C)."""
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")  # (N,) the n grouped by id, in order within each
+    sorted_ids = ids[order]  # (N,)
+    starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1], [True])))  # (groups + 1,)
+    if ids.size:
+        _scatter_add_sorted_kernel(dtable, ids, order, starts, np.ascontiguousarray(rows))
+
+
+@_jit(parallel=True)
+def _position_sum_kernel(dout, dpos):
+    """dpos[t] = sum over b of dout[b, t], the sequences in order (NumPy's axis-0 sum)."""
+    B, T, C = dout.shape
+    for t in numba.prange(T):
+        acc = dpos[t]
+        d0 = dout[0, t]
         for j in range(C):
-            drow[j] += r[j]
+            acc[j] = d0[j]
+        for b in range(1, B):
+            drow = dout[b, t]
+            for j in range(C):
+                acc[j] += drow[j]
 
 
 def embedding_backward(dout, cache):
@@ -1084,13 +1264,14 @@ def embedding_backward(dout, cache):
     input_ids, segment_ids, tok_shape, seg_shape, pos_shape = cache
     T = input_ids.shape[1]
     C = dout.shape[-1]
-    rows = np.ascontiguousarray(dout).reshape(-1, C)  # (B*T, C)
-    dtok = np.zeros(tok_shape, dtype=dout.dtype)  # (V, C)
-    _scatter_add_rows(dtok, np.ascontiguousarray(input_ids.reshape(-1), dtype=np.int64), rows)
-    dseg = np.zeros(seg_shape, dtype=dout.dtype)  # (TV, C)
-    _scatter_add_rows(dseg, np.ascontiguousarray(segment_ids.reshape(-1), dtype=np.int64), rows)
-    dpos = np.zeros(pos_shape, dtype=dout.dtype)  # (MAXPOS, C)
-    dpos[:T] = dout.sum(axis=0)  # every sequence uses positions 0..T-1 once
+    dout = np.ascontiguousarray(dout)
+    rows = dout.reshape(-1, C)  # (B*T, C)
+    dtok = zeros(tok_shape, dout.dtype)  # (V, C)
+    scatter_add_rows(dtok, input_ids.reshape(-1), rows)
+    dseg = zeros(seg_shape, dout.dtype)  # (TV, C)
+    scatter_add_rows(dseg, segment_ids.reshape(-1), rows)
+    dpos = zeros(pos_shape, dout.dtype)  # (MAXPOS, C)
+    _position_sum_kernel(dout.reshape(-1, T, C), dpos[:T])  # every sequence uses positions 0..T-1 once
     return dtok, dseg, dpos
 
 
@@ -1171,33 +1352,172 @@ def _adamw_chunk(p, g, m, v, b1, one_minus_b1, b2, one_minus_b2, eps, pre_decay,
         p[i] = pi - u
 
 
-@_jit(parallel=True)
-def _adamw_kernel(p, g, m, v, b1, one_minus_b1, b2, one_minus_b2, eps, pre_decay, bc2_sqrt, wd, scale):
-    # the body works on slices: indexing the whole arrays inside prange kept LLVM from
-    # vectorizing it (scalar sqrt and div in the assembly, 2x slower)
-    n = p.shape[0]
-    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
-        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
-        _adamw_chunk(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], b1, one_minus_b1, b2, one_minus_b2, eps,
-                     pre_decay, bc2_sqrt, wd, scale)
-
-
 def adamw_update(p, g, m, v, *, b1, b2, eps, lr, wd, decay, bias_correction, step_size, bc2_sqrt):
     """One AdamW step of one parameter, in place on p, m, v (contiguous, same shape and dtype);
     the arguments are those of `optim.AdamW.step` (step_size and bc2_sqrt only matter with
-    bias_correction)."""
-    f = p.dtype.type
+    bias_correction). adamw_update_all does every parameter in one pass."""
+    adamw_update_all([p], [g], [m], [v], [decay], b1=b1, b2=b2, eps=eps, lr=lr, wd=wd,
+                     bias_correction=bias_correction, step_size=step_size, bc2_sqrt=bc2_sqrt)
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole optimizer step in one parallel pass each: the global gradient norm, the clipping
+# scale, and AdamW over every parameter. One kernel call covers all the arrays (their addresses
+# and sizes are the arguments; work items are (array, chunk of _CHUNK elements)), instead of one
+# call per parameter: a BERT has ~100 of them, most of them small (biases, LayerNorms), and a
+# parallel call costs the same wake-up of every thread whatever its size. Chunks are fixed in
+# size, so the results do not depend on the number of threads.
+
+
+@intrinsic
+def _typed_pointer(typingctx, address, like):
+    """The integer `address` as a pointer to elements of like's dtype (like: an array)."""
+    ptr = numba.types.CPointer(like.dtype)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+    return ptr(address, like), codegen
+
+
+@_jit(inline="always")
+def _view(address, n, like):
+    """The n elements at `address` as a 1-D array of like's dtype."""
+    return numba.carray(_typed_pointer(address, like), n)
+
+
+def _work_items(sizes):
+    """(array index, first element) of every chunk of _CHUNK elements of arrays of `sizes`."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    per = (sizes + _CHUNK - 1) // _CHUNK  # chunks of each array
+    item_array = np.repeat(np.arange(sizes.size, dtype=np.int64), per)  # (items,)
+    first = np.cumsum(per) - per  # (arrays,) the index of each array's first item
+    item_lo = (np.arange(item_array.size, dtype=np.int64) - first[item_array]) * _CHUNK  # (items,)
+    return item_array, item_lo
+
+
+def _addresses(arrays):
+    return np.array([a.ctypes.data for a in arrays], dtype=np.int64)
+
+
+@_jit(inline="always")
+def _sum_squares_chunk(x):
+    """sum(x * x) accumulated in float64, as 8 partial sums (see _row_sum)."""
+    n = x.shape[0]
+    s = np.zeros(8, dtype=np.float64)
+    j = 0
+    while j + 8 <= n:
+        for k in range(8):
+            v = np.float64(x[j + k])
+            s[k] += v * v
+        j += 8
+    t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+    while j < n:
+        v = np.float64(x[j])
+        t += v * v
+        j += 1
+    return t
+
+
+@_jit(parallel=True)
+def _sum_squares_kernel(like, addresses, sizes, item_array, item_lo, partial):
+    for it in numba.prange(item_array.shape[0]):
+        i, lo = item_array[it], item_lo[it]
+        x = _view(addresses[i], sizes[i], like)
+        partial[it] = _sum_squares_chunk(x[lo:min(sizes[i], lo + _CHUNK)])
+
+
+@_jit(parallel=True)
+def _scale_kernel(like, src, dst, sizes, item_array, item_lo, factor):
+    for it in numba.prange(item_array.shape[0]):
+        i, lo = item_array[it], item_lo[it]
+        hi = min(sizes[i], lo + _CHUNK)
+        a, b = _view(src[i], sizes[i], like), _view(dst[i], sizes[i], like)
+        for j in range(lo, hi):
+            b[j] = a[j] * factor
+
+
+def _by_dtype(arrays):
+    """{dtype: [index, ...]} of a list of arrays."""
+    groups = {}
+    for i, a in enumerate(arrays):
+        groups.setdefault(a.dtype, []).append(i)
+    return groups
+
+
+def sum_of_squares(arrays) -> float:
+    """sum over every array of sum(a**2), accumulated in float64, in one parallel pass per dtype
+    (optim.global_norm's sum; the summation order differs, the value to float64 rounding not)."""
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    total = 0.0
+    for dt, idx in _by_dtype(arrays).items():
+        group = [arrays[i] for i in idx if arrays[i].size]
+        if not group:
+            continue
+        sizes = np.array([a.size for a in group], dtype=np.int64)
+        item_array, item_lo = _work_items(sizes)
+        partial = np.empty(item_array.size, dtype=np.float64)
+        _sum_squares_kernel(np.empty(1, dtype=dt), _addresses(group), sizes, item_array, item_lo, partial)
+        total += float(partial.sum())
+    return total
+
+
+def scaled(arrays, factor):
+    """[a * a.dtype.type(factor) for a in arrays] as new arrays, in one parallel pass per dtype
+    (NumPy's bits: one multiplication per element)."""
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    out = [np.empty_like(a) for a in arrays]
+    for dt, idx in _by_dtype(arrays).items():
+        idx = [i for i in idx if arrays[i].size]
+        if not idx:
+            continue
+        sizes = np.array([arrays[i].size for i in idx], dtype=np.int64)
+        item_array, item_lo = _work_items(sizes)
+        _scale_kernel(np.empty(1, dtype=dt), _addresses([arrays[i] for i in idx]), _addresses([out[i] for i in idx]),
+                      sizes, item_array, item_lo, dt.type(factor))
+    return out
+
+
+@_jit(parallel=True)
+def _adamw_all_kernel(like, p_at, g_at, m_at, v_at, sizes, item_array, item_lo, consts):
+    """AdamW on every chunk of every parameter: consts[i] = (b1, 1-b1, b2, 1-b2, eps, pre_decay,
+    bc2_sqrt, wd, scale) of parameter i, in its dtype."""
+    for it in numba.prange(item_array.shape[0]):
+        i, lo = item_array[it], item_lo[it]
+        n = sizes[i]
+        hi = min(n, lo + _CHUNK)
+        c = consts[i]
+        _adamw_chunk(_view(p_at[i], n, like)[lo:hi], _view(g_at[i], n, like)[lo:hi], _view(m_at[i], n, like)[lo:hi],
+                     _view(v_at[i], n, like)[lo:hi], c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8])
+
+
+def _adamw_constants(dt, *, b1, b2, eps, lr, wd, decay, bias_correction, step_size, bc2_sqrt):
+    """The nine constants of _adamw_chunk for one parameter, as adamw_update makes them."""
     if bias_correction:  # p*(1-lr*wd) first; m/(sqrt(v)/bc2 + eps) * step_size
         pre, bc2, wd_in, scale = (1.0 - lr * wd if decay else 1.0), bc2_sqrt, 0.0, step_size
     else:  # (m/(sqrt(v) + eps) + wd*p) * lr
         pre, bc2, wd_in, scale = 1.0, 1.0, (wd if decay else 0.0), lr
-    _adamw_kernel(p.reshape(-1), np.ascontiguousarray(g, dtype=p.dtype).reshape(-1), m.reshape(-1),
-                  v.reshape(-1), f(b1), f(1.0 - b1), f(b2), f(1.0 - b2), f(eps), f(pre), f(bc2), f(wd_in),
-                  f(scale))
+    f = dt.type
+    return [f(b1), f(1.0 - b1), f(b2), f(1.0 - b2), f(eps), f(pre), f(bc2), f(wd_in), f(scale)]
+
+
+def adamw_update_all(ps, gs, ms, vs, decays, **hyper):
+    """adamw_update on every parameter of the lists (contiguous p, m, v; g of any layout, taken in
+    p's dtype), one parallel pass per dtype. hyper: adamw_update's keywords but `decay`."""
+    gs = [np.ascontiguousarray(g, dtype=p.dtype) for p, g in zip(ps, gs)]
+    for dt, idx in _by_dtype(ps).items():
+        idx = [i for i in idx if ps[i].size]
+        if not idx:
+            continue
+        sizes = np.array([ps[i].size for i in idx], dtype=np.int64)
+        item_array, item_lo = _work_items(sizes)
+        consts = np.array([_adamw_constants(dt, decay=decays[i], **hyper) for i in idx], dtype=dt)  # (params, 9)
+        _adamw_all_kernel(np.empty(1, dtype=dt), *(_addresses([x[i] for i in idx]) for x in (ps, gs, ms, vs)),
+                          sizes, item_array, item_lo, consts)
 
 
 # ---------------------------------------------------------------------------------------------
 # the rest of what the model uses: the NumPy reference itself (not worth compiling)
 
 from minibert.layers import split_heads  # re-exported: kernels has every name of layers the model uses
-from minibert.layers import embedding_forward, merge_heads  # noqa: E402, F401
+from minibert.layers import merge_heads  # noqa: E402, F401

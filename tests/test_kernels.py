@@ -100,7 +100,7 @@ def test_attention_kernel_rejects_bad_shapes():
 
 
 COMPILED = {"attention_forward", "attention_backward", "dropout_forward", "dropout_backward", "linear_forward",
-            "linear_backward", "gelu_forward",
+            "linear_backward", "gelu_forward", "embedding_forward",
             "gelu_backward", "layernorm_forward", "layernorm_backward", "embedding_backward",
             "cross_entropy_forward", "cross_entropy_backward"}
 
@@ -180,6 +180,37 @@ def test_layernorm_kernel_matches_reference(lead, C, dtype):
     grads = kernels.layernorm_backward(dout, c)
     for name, g, g_ref in zip(("dx", "dw", "db"), grads, layers.layernorm_backward(dout, c_ref)):
         assert_matches(name, g, g_ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 5), (4096, 128), (333, 1030), (70000, 3)], ids=str)
+def test_column_sum_and_bias_add_give_numpys_bits(shape, dtype):
+    """The parallel passes of linear (db = dout.sum(axis=0), out += b) do each element's adds in
+    NumPy's order: the same bits, on the small (NumPy) and the big (parallel) path."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(shape) * np.exp(3 * rng.standard_normal((shape[0], 1)))).astype(dtype)
+    np.testing.assert_array_equal(kernels.column_sum(x), x.sum(axis=0))
+    b = rng.standard_normal(shape[1]).astype(dtype)
+    np.testing.assert_array_equal(kernels.add_bias(x.copy(), b), x + b)
+    np.testing.assert_array_equal(kernels.multiply(x, x[::-1].copy()), x * x[::-1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("B,T,V,C", [(2, 5, 6, 4), (32, 128, 300, 64), (3, 7, 50000, 16)], ids=str)
+def test_embedding_kernels_give_the_references_bits(B, T, V, C, dtype):
+    rng = np.random.default_rng(B)
+    ids = rng.integers(0, min(V, 40), (B, T))  # few distinct ids: many repeats
+    seg = rng.integers(0, 2, (B, T))
+    tok, segt, pos = _rand(rng, (V, C), dtype), _rand(rng, (2, C), dtype), _rand(rng, (T + 3, C), dtype)
+    out, c = kernels.embedding_forward(ids, seg, tok, segt, pos)
+    out_ref, c_ref = layers.embedding_forward(ids, seg, tok, segt, pos)
+    np.testing.assert_array_equal(out, out_ref)
+    dout = _rand(rng, (B, T, C), dtype)
+    for name, g, g_ref in zip(("dtok", "dseg", "dpos"), kernels.embedding_backward(dout, c),
+                              layers.embedding_backward(dout, c_ref)):
+        np.testing.assert_array_equal(g, g_ref, err_msg=name)
+    with pytest.raises(ValueError, match="input_ids contains"):
+        kernels.embedding_forward(ids + V, seg, tok, segt, pos)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

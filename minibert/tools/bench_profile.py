@@ -46,7 +46,8 @@ class TimedOps:
 
     def __init__(self, ops):
         self._ops = ops
-        self.times = defaultdict(float)
+        self.times = defaultdict(float)  # wall seconds
+        self.cpu = defaultdict(float)  # CPU seconds of the process (every thread), the same calls
         self.calls = defaultdict(int)
 
     def __getattr__(self, name):
@@ -57,17 +58,19 @@ class TimedOps:
         key = (layer, phase) if phase in PHASES else ("heads " + name.split("_")[0], "forward")
 
         def timed(*args, **kwargs):
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 self.times[key] += time.perf_counter() - t0
+                self.cpu[key] += time.process_time() - c0
                 self.calls[key] += 1
 
         return timed
 
     def reset(self):
         self.times.clear()
+        self.cpu.clear()
         self.calls.clear()
 
 
