@@ -781,6 +781,166 @@ def attention_backward(dout, cache: AttentionCache):
 
 
 # ---------------------------------------------------------------------------------------------
+# attention on packed rows (layers.attention_packed_forward): v4 on the rows of the real tokens.
+# When every sequence's real tokens come first (a padded tail, the only padding a BERT batch
+# has), sequence b's rows are the contiguous block starts[b]:starts[b + 1] of the (N, 3C) qkv
+# projection, so each head's q, k and v are (L_b, HS) blocks of it with row stride 3C and go to
+# gemm as they are: no grid, no copies in or out, and neither padded queries nor padded keys
+# computed (L_b x L_b scores instead of T x T). The output rows and, backward, dq, dk, dv are
+# written straight into their (N, C) and (N, 3C) places. The dropout mask of element (i, j) of
+# head (b, h) is the grid's element ((b * NH + h) * T + i) * T + j, the reference's. Other masks
+# take the grid path (kernels.attention_forward between the copies).
+
+
+class PackedHeadsCache(NamedTuple):
+    qkv: np.ndarray  # (N, 3C)
+    starts: np.ndarray  # (B + 1,) the first row of each sequence, and N
+    att: np.ndarray  # the heads' (L_b, L_b) probabilities, one after another
+    att_at: np.ndarray  # (B * NH,) where each head's block starts in att
+    drop: object  # DropoutKey or None
+    scale: float
+    num_heads: int
+    T: int  # the grid's length (the dropout masks' element numbers)
+
+
+@_jit(inline="always")
+def _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, like):
+    """Head bh's dropout mask for its (L, L) block: row i is the grid's row ((bh * T) + i) * T, its
+    first L elements. A (1, 1, L, L) array, or a (1, 1, 1, 1) dummy when not use_drop."""
+    m = np.empty(L * L if use_drop else 1, dtype=like.dtype)
+    if use_drop:
+        for i in range(L):
+            _drop_mask_into(m[i * L:(i + 1) * L], (bh * T + i) * T, k0, k1, threshold, keep_scale)
+        return m.reshape((1, 1, L, L))
+    return m.reshape((1, 1, 1, 1))
+
+
+@_jit(parallel=True)
+def _attention_packed_forward_kernel(gemm, like, qkv, starts, NH, HS, T, use_drop, k0, k1, threshold, keep_scale,
+                                     scale, att, att_at, out, causal, masked, one):
+    B = starts.shape[0] - 1
+    C = NH * HS
+    ld = qkv.shape[1]  # 3C
+    zero_adder = np.zeros(T, dtype=qkv.dtype)  # every key of a block is real
+    for bh in numba.prange(B * NH):
+        b, h = bh // NH, bh % NH
+        s, L = starts[b], starts[b + 1] - starts[b]
+        if L == 0:
+            continue
+        a = att[att_at[bh]:att_at[bh] + L * L].reshape((L, L))  # this head's block
+        # raw scores: (L, HS) @ (HS, L) -> (L, L)
+        _gemm(gemm, like, _NO_TRANS, _TRANS, L, L, HS, qkv[s, h * HS:], ld, qkv[s, C + h * HS:], ld, a, L, one)
+        for i in range(L):
+            _masked_softmax_row(a[i], zero_adder, scale, i if causal else L - 1, masked)
+        m = _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, a)  # (1, 1, L, L)
+        src = _times_drop(a, m, 0, 0) if use_drop else a  # (L, L) att * drop: what multiplies v
+        # (L, L) @ (L, HS) -> (L, HS), into the rows' columns of head h
+        _gemm(gemm, like, _NO_TRANS, _NO_TRANS, L, HS, L, src, L, qkv[s, 2 * C + h * HS:], ld, out[s, h * HS:], C,
+              one)
+
+
+@_jit(parallel=True)
+def _attention_packed_backward_kernel(gemm, like, dout, qkv, starts, NH, HS, T, att, att_at, use_drop, k0, k1,
+                                      threshold, keep_scale, scale, dqkv, one):
+    B = starts.shape[0] - 1
+    C = NH * HS
+    ld = qkv.shape[1]  # 3C
+    for bh in numba.prange(B * NH):
+        b, h = bh // NH, bh % NH
+        s, L = starts[b], starts[b + 1] - starts[b]
+        if L == 0:
+            continue
+        a = att[att_at[bh]:att_at[bh] + L * L].reshape((L, L))
+        m = _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, a)
+        ad = _times_drop(a, m, 0, 0) if use_drop else a  # (L, L) what multiplied v
+        q, k, v = qkv[s, h * HS:], qkv[s, C + h * HS:], qkv[s, 2 * C + h * HS:]
+        do = dout[s, h * HS:]
+        # dv = ad^T @ dout: (L, L)^T @ (L, HS)
+        _gemm(gemm, like, _TRANS, _NO_TRANS, L, HS, L, ad, L, do, C, dqkv[s, 2 * C + h * HS:], ld, one)
+        datt = np.empty((L, L), dtype=qkv.dtype)  # dout @ v^T
+        _gemm(gemm, like, _NO_TRANS, _TRANS, L, L, HS, do, C, v, ld, datt, L, one)
+        _softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
+        _gemm(gemm, like, _NO_TRANS, _NO_TRANS, L, HS, L, datt, L, k, ld, dqkv[s, h * HS:], ld, one)  # dq
+        _gemm(gemm, like, _TRANS, _NO_TRANS, L, HS, L, datt, L, q, ld, dqkv[s, C + h * HS:], ld, one)  # dk
+
+
+_attention_packed_forward_serial = _serial(_attention_packed_forward_kernel)
+_attention_packed_backward_serial = _serial(_attention_packed_backward_kernel)
+
+
+def _prefix_starts(keep, grid, attn_mask):
+    """(B + 1,) first rows of the sequences when `keep` holds each sequence's first L_b positions
+    (real tokens first, then padding) and attn_mask agrees; else None."""
+    B, T = grid
+    mask = np.asarray(attn_mask).reshape(B, T) != 0
+    lengths = mask.sum(axis=1)  # (B,)
+    if not (mask == (np.arange(T)[None, :] < lengths[:, None])).all():
+        return None  # padding before a real token: the grid path
+    starts = np.zeros(B + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    expected = (np.arange(B)[:, None] * T + np.arange(T)[None, :])[mask]  # (N,) the real positions, in order
+    if keep.shape != expected.shape or not np.array_equal(keep, expected):
+        return None
+    return starts
+
+
+def attention_packed_forward(qkv, keep, grid, attn_mask, num_heads, dropout_p=0.0, rng=None, causal=False):
+    """Same contract as layers.attention_packed_forward (the same masks for the same rng); the
+    cache is a PackedHeadsCache on the fast path, the reference's on the grid path."""
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout probability {dropout_p} must be in [0, 1)")
+    B, T = grid
+    qkv = np.ascontiguousarray(qkv)
+    gemm = blas.gemm_for_kernels(qkv.dtype)
+    starts = None if gemm is None else _prefix_starts(np.asarray(keep), grid, attn_mask)
+    if starts is None:  # the grid: the reference's copies around kernels.attention_forward
+        x = np.zeros((B * T, qkv.shape[-1]), dtype=qkv.dtype)  # (B*T, 3C)
+        x[keep] = qkv
+        q, k, v = (layers.split_heads(t, num_heads) for t in np.split(x.reshape(B, T, -1), 3, axis=-1))
+        out, cache = attention_forward(q, k, v, attn_mask, dropout_p, rng, causal)  # (B, NH, T, HS)
+        return layers.merge_heads(out).reshape(B * T, -1)[keep], layers.PackedAttentionCache(cache, keep, grid)
+    N, C3 = qkv.shape
+    C = C3 // 3
+    HS = C // num_heads
+    dt = qkv.dtype
+    lengths = np.diff(starts)  # (B,)
+    att_at = np.zeros(B * num_heads + 1, dtype=np.int64)
+    np.cumsum(np.repeat(lengths * lengths, num_heads), out=att_at[1:])
+    att = np.empty(att_at[-1], dtype=dt)  # every head's (L_b, L_b) block
+    out = np.empty((N, C), dtype=dt)  # (N, C)
+    drop = _draw_dropout(rng, dropout_p)
+    scale = 1.0 / math.sqrt(HS)
+    kernel = _pick(_attention_packed_forward_kernel, _attention_packed_forward_serial, (B, num_heads, T, HS))
+    with blas.single_threaded():
+        kernel(gemm[0], gemm[1], qkv, starts, num_heads, HS, T, drop is not None,
+               *_dropout_args(drop or _NO_DROP, dt), dt.type(scale), att, att_at, out, bool(causal),
+               dt.type(MASK_VALUE), dt.type(1.0))
+    return out, PackedHeadsCache(qkv, starts, att, att_at, drop, scale, num_heads, T)
+
+
+def attention_packed_backward(dout, cache):
+    """Same contract as layers.attention_packed_backward: dout (N, C) -> dqkv (N, 3C)."""
+    if not isinstance(cache, PackedHeadsCache):  # the grid path's cache
+        attn, keep, (B, T) = cache
+        d = np.zeros((B * T, dout.shape[-1]), dtype=dout.dtype)  # (B*T, C)
+        d[keep] = dout
+        grads = attention_backward(layers.split_heads(d.reshape(B, T, -1), attn.q.shape[1]), attn)  # 3 x (B, NH, T, HS)
+        return np.concatenate([layers.merge_heads(g) for g in grads], axis=-1).reshape(B * T, -1)[keep]  # (N, 3C)
+    qkv, starts, att, att_at, drop, scale, NH, T = cache
+    dt = qkv.dtype
+    gemm = blas.gemm_for_kernels(dt)
+    B = starts.shape[0] - 1
+    HS = qkv.shape[1] // 3 // NH
+    dout = np.ascontiguousarray(dout, dtype=dt)
+    dqkv = np.empty_like(qkv)  # (N, 3C): every row and column is written by its head
+    kernel = _pick(_attention_packed_backward_kernel, _attention_packed_backward_serial, (B, NH, T, HS))
+    with blas.single_threaded():
+        kernel(gemm[0], gemm[1], dout, qkv, starts, NH, HS, T, att, att_at, drop is not None,
+               *_dropout_args(drop or _NO_DROP, dt), dt.type(scale), dqkv, dt.type(1.0))
+    return dqkv
+
+
+# ---------------------------------------------------------------------------------------------
 # linear: the reference, with the leading axes flattened first. x (B, T, C_in) @ w as one
 # (B*T, C_in) @ (C_in, C_out) BLAS call instead of NumPy's loop of B small calls; the bias added
 # in place by a parallel pass, and db summed by one (NumPy's `+=` and `sum(axis=0)` run on one
@@ -974,6 +1134,30 @@ def _multiply_kernel(a, b, out):
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
         lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
         _multiply_chunk(a[lo:hi], b[lo:hi], out[lo:hi])
+
+
+@_jit(inline="always")
+def _add_chunk(a, b, out):
+    for i in range(a.shape[0]):
+        out[i] = a[i] + b[i]
+
+
+@_jit(parallel=True)
+def _add_kernel(a, b, out):
+    n = a.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _add_chunk(a[lo:hi], b[lo:hi], out[lo:hi])
+
+
+def add(a, b):
+    """Same contract as layers.add (a + b, one shape and dtype), in parallel when it pays: NumPy's bits."""
+    if a.shape != b.shape or a.dtype != b.dtype or a.size < _ROWS_MIN:
+        return a + b
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    out = np.empty_like(a)
+    _add_kernel(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    return out
 
 
 def multiply(a, b):

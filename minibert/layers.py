@@ -52,6 +52,21 @@ def linear_backward(dout, cache: LinearCache):
 
 
 # ---------------------------------------------------------------------------------------------
+# two plain array operations the model does between layers, here so that minibert.kernels can run
+# them in parallel: the sum at a fork (a residual, a tied weight's two gradients) and a bias's
+# gradient (the sum over rows)
+
+def add(a, b):
+    """a + b (same shape): where a gradient or a residual branch joins another."""
+    return a + b
+
+
+def column_sum(x):
+    """x (N, D) -> (D,): the sum over the rows, as a bias's gradient."""
+    return x.sum(axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
 # embedding sum: out = tok_emb[input_ids] + seg_emb[segment_ids] + pos_emb[0..T-1]
 
 class EmbeddingCache(NamedTuple):
@@ -366,6 +381,40 @@ def merge_heads(x):
     """(B, NH, T, HS) -> (B, T, C)."""
     B, NH, T, HS = x.shape
     return x.transpose(0, 2, 1, 3).reshape(B, T, NH * HS)
+
+
+# ---------------------------------------------------------------------------------------------
+# attention on packed rows: the unpadded encoder (model.encoder_forward_unpadded) keeps only the
+# N real tokens of a batch, as rows (N, 3C) of the qkv projection; `keep` (N,) holds their flat
+# positions b * T + t in the (B, T) grid. Here: onto the grid (zeros at padding), split heads,
+# attention_forward, merge heads, back to rows. minibert.kernels runs the same math on the rows
+# themselves, head by head, without the grid copies.
+
+class PackedAttentionCache(NamedTuple):
+    attn: AttentionCache  # the grid attention's cache
+    keep: np.ndarray  # (N,) flat positions b * T + t of the rows
+    grid: tuple  # (B, T)
+
+
+def attention_packed_forward(qkv, keep, grid, attn_mask, num_heads, dropout_p=0.0, rng=None, causal=False):
+    """Shapes: qkv (N, 3C) rows of the real tokens at flat positions keep (N,) of the grid (B, T);
+    attn_mask (B, T) -> out (N, C): attention_forward's output at those positions, and a
+    PackedAttentionCache. The same dropout masks as attention_forward on the grid."""
+    B, T = grid
+    x = np.zeros((B * T, qkv.shape[-1]), dtype=qkv.dtype)  # (B*T, 3C) zeros at padding
+    x[keep] = qkv
+    q, k, v = (split_heads(t, num_heads) for t in np.split(x.reshape(B, T, -1), 3, axis=-1))  # 3 x (B, NH, T, HS)
+    out, cache = attention_forward(q, k, v, attn_mask, dropout_p, rng, causal)  # (B, NH, T, HS)
+    return merge_heads(out).reshape(B * T, -1)[keep], PackedAttentionCache(cache, keep, grid)  # (N, C)
+
+
+def attention_packed_backward(dout, cache: PackedAttentionCache):
+    """Mirror of attention_packed_forward: dout (N, C) -> dqkv (N, 3C)."""
+    attn, keep, (B, T) = cache
+    d = np.zeros((B * T, dout.shape[-1]), dtype=dout.dtype)  # (B*T, C)
+    d[keep] = dout
+    dq, dk, dv = attention_backward(split_heads(d.reshape(B, T, -1), attn.q.shape[1]), attn)  # 3 x (B, NH, T, HS)
+    return np.concatenate([merge_heads(g) for g in (dq, dk, dv)], axis=-1).reshape(B * T, -1)[keep]  # (N, 3C)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -255,12 +255,12 @@ def block_forward(params, cfg, l, x, attention_mask, rng, ops, attend=self_atten
     a, c_att = attend(qkv, attention_mask, NH, p_a, rng, ops)  # (B, T, C)
     a, c_out = ops.linear_forward(a, params[p + "attn.out.w"], params[p + "attn.out.b"])  # (B, T, C)
     a, c_d1 = _dropout(ops, a, p_h, rng)  # (B, T, C)
-    x1, c_ln1 = ops.layernorm_forward(a + x, params[p + "ln1.w"], params[p + "ln1.b"], eps)  # (B, T, C)
+    x1, c_ln1 = ops.layernorm_forward(ops.add(a, x), params[p + "ln1.w"], params[p + "ln1.b"], eps)  # (B, T, C)
     h, c_in = ops.linear_forward(x1, params[p + "ffn.in.w"], params[p + "ffn.in.b"])  # (B, T, FF)
     h, c_gelu = ops.gelu_forward(h, ACTIVATIONS[cfg.hidden_act])  # (B, T, FF)
     h, c_fo = ops.linear_forward(h, params[p + "ffn.out.w"], params[p + "ffn.out.b"])  # (B, T, C)
     h, c_d2 = _dropout(ops, h, p_h, rng)  # (B, T, C)
-    x, c_ln2 = ops.layernorm_forward(h + x1, params[p + "ln2.w"], params[p + "ln2.b"], eps)  # (B, T, C)
+    x, c_ln2 = ops.layernorm_forward(ops.add(h, x1), params[p + "ln2.w"], params[p + "ln2.b"], eps)  # (B, T, C)
     return x, BlockCache(c_qkv, c_att, c_out, c_d1, c_ln1, c_in, c_gelu, c_fo, c_d2, c_ln2)
 
 
@@ -274,14 +274,14 @@ def block_backward(dx, c: BlockCache, cfg, l, grads, ops, attend_backward=self_a
     dh, grads[p + "ffn.out.w"], grads[p + "ffn.out.b"] = ops.linear_backward(dh, c.ffn_out)  # (B, T, FF)
     dh = ops.gelu_backward(dh, c.gelu)  # (B, T, FF)
     dx1_ffn, grads[p + "ffn.in.w"], grads[p + "ffn.in.b"] = ops.linear_backward(dh, c.ffn_in)  # (B, T, C)
-    dx1 = dx1 + dx1_ffn  # gradients add up at forks (x1 feeds the FFN and the residual)
+    dx1 = ops.add(dx1, dx1_ffn)  # gradients add up at forks (x1 feeds the FFN and the residual)
     # forward was: x1 = LN(a + x)
     dsum, grads[p + "ln1.w"], grads[p + "ln1.b"] = ops.layernorm_backward(dx1, c.ln1)  # (B, T, C)
     da = ops.dropout_backward(dsum, c.drop1)  # (B, T, C)
     da, grads[p + "attn.out.w"], grads[p + "attn.out.b"] = ops.linear_backward(da, c.out)  # (B, T, C)
     dqkv = attend_backward(da, c.attn, cfg.num_attention_heads, ops)  # (B, T, 3C)
     dx_attn, grads[p + "attn.qkv.w"], grads[p + "attn.qkv.b"] = ops.linear_backward(dqkv, c.qkv)  # (B, T, C)
-    return dsum + dx_attn  # gradients add up at forks (x feeds attention and the residual)
+    return ops.add(dsum, dx_attn)  # gradients add up at forks (x feeds attention and the residual)
 
 
 def encoder_forward(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers, causal=False):
@@ -311,7 +311,7 @@ def encoder_backward(dx, cache: EncoderCache, cfg, grads, ops=layers):
     dx = ops.dropout_backward(dx, cache.emb_drop)  # (B, T, C)
     de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(dx, cache.emb_ln)  # (B, T, C)
     dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # gradients add up at forks (tied with the MLM decoder)
+    grads["tok_emb"] = ops.add(grads["tok_emb"], dtok) if "tok_emb" in grads else dtok  # gradients add up at forks (tied with the MLM decoder)
     return grads
 
 
@@ -346,19 +346,18 @@ def _unpack(x, keep, B, T):
 
 
 class _UnpaddedAttention:
-    """The attention sublayer for (N, 3C) rows: onto the (B, T) grid, attend, back to rows."""
+    """The attention sublayer for (N, 3C) rows: onto the (B, T) grid, attend, back to rows
+    (layers.attention_packed_forward; the Numba kernels attend on the rows themselves)."""
 
     def __init__(self, keep, B, T, causal=False):
         self.keep, self.B, self.T, self.causal = keep, B, T, causal
 
     def forward(self, qkv, attention_mask, NH, p_attn, rng, ops):
-        qkv = _unpack(qkv, self.keep, self.B, self.T)  # (N, 3C) -> (B, T, 3C)
-        a, cache = self_attention_forward(qkv, attention_mask, NH, p_attn, rng, ops, self.causal)  # (B, T, C)
-        return _pack(a, self.keep), cache  # (N, C)
+        return ops.attention_packed_forward(qkv, self.keep, (self.B, self.T), attention_mask, NH, p_attn, rng,
+                                            self.causal)  # (N, 3C) -> (N, C)
 
     def backward(self, da, cache, NH, ops):
-        da = _unpack(da, self.keep, self.B, self.T)  # (N, C) -> (B, T, C)
-        return _pack(self_attention_backward(da, cache, NH, ops), self.keep)  # (N, 3C)
+        return ops.attention_packed_backward(da, cache)  # (N, C) -> (N, 3C)
 
 
 def encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers,
@@ -391,7 +390,7 @@ def encoder_backward_unpadded(dx, cache: UnpaddedEncoderCache, cfg, grads, ops=l
     dx = ops.dropout_backward(dx, enc.emb_drop)  # (N, C)
     de, grads["emb_ln.w"], grads["emb_ln.b"] = ops.layernorm_backward(dx, enc.emb_ln)  # (N, C)
     dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(_unpack(de, keep, B, T), enc.emb)
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # tied with the MLM decoder
+    grads["tok_emb"] = ops.add(grads["tok_emb"], dtok) if "tok_emb" in grads else dtok  # tied with the MLM decoder
     return grads
 
 
@@ -430,7 +429,7 @@ def mlm_transform_forward(params, cfg, h, ops):
     t, c_dense = ops.linear_forward(h, params["mlm.dense.w"], params["mlm.dense.b"])  # (N, C)
     t, c_gelu = ops.gelu_forward(t, ACTIVATIONS[cfg.hidden_act])  # (N, C)
     t, c_ln = ops.layernorm_forward(t, params["mlm.ln.w"], params["mlm.ln.b"], cfg.layer_norm_eps)  # (N, C)
-    logits = t @ params["tok_emb"].T + params["mlm.bias"]  # (N, C) @ (C, V) -> (N, V)
+    logits, _ = ops.linear_forward(t, params["tok_emb"].T, params["mlm.bias"])  # (N, C) @ (C, V) + (V,) -> (N, V)
     return logits, (c_dense, c_gelu, c_ln, t)
 
 
@@ -620,7 +619,7 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
     # = dmlm and d(loss)/d(nsp_loss) = dnsp (both 1 for the loss bert_forward returns)
     # MLM head
     dlogits = ops.cross_entropy_backward(dmlm, hc.mlm_ce)  # (M, V)
-    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
+    grads["mlm.bias"] = ops.column_sum(dlogits)  # (V,)
     # forward was: logits = t @ tok_emb.T + mlm.bias
     dt = dlogits @ params["tok_emb"]  # (M, V) @ (V, C) -> (M, C)
     grads["tok_emb"] = dlogits.T @ hc.mlm_t  # (V, M) @ (M, C) -> (V, C) decoder side of the tie

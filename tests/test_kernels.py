@@ -100,7 +100,8 @@ def test_attention_kernel_rejects_bad_shapes():
 
 
 COMPILED = {"attention_forward", "attention_backward", "dropout_forward", "dropout_backward", "linear_forward",
-            "linear_backward", "gelu_forward", "embedding_forward",
+            "linear_backward", "gelu_forward", "embedding_forward", "attention_packed_forward",
+            "attention_packed_backward",
             "gelu_backward", "layernorm_forward", "layernorm_backward", "embedding_backward",
             "cross_entropy_forward", "cross_entropy_backward"}
 
@@ -117,6 +118,61 @@ def test_kernels_has_every_reference_name_compiled_or_the_reference_itself():
 def test_attention_gradcheck_on_numba_backend():
     checks = gradcheck.check_attention(np.random.default_rng(0), verbose=False, ops=kernels)
     assert checks and all(checks), [c for c in checks if not c]
+
+
+# ---------------------------------------------------------------------------------------------
+# attention on packed rows (the unpadded encoder): the rows' own heads, or the grid for odd masks
+
+PACKED = [((4, 9, 3, 8), [9, 3, 1, 6]), ((2, 16, 2, 8), [16, 16]), ((3, 64, 2, 32), [64, 40, 17]),
+          ((5, 7, 1, 16), [0, 7, 2, 0, 5])]  # (B, T, NH, HS), lengths; empty sequences too
+
+
+def _packed_inputs(B, T, NH, HS, lengths, dtype, rng):
+    mask = (np.arange(T)[None] < np.array(lengths)[:, None]).astype(np.int64)  # (B, T) real tokens first
+    keep = np.flatnonzero(mask.reshape(-1))  # (N,)
+    return rng.standard_normal((keep.size, 3 * NH * HS)).astype(dtype), keep, mask
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("dropout_p", [0.0, 0.2], ids=["nodrop", "drop0.2"])
+@pytest.mark.parametrize("shape,lengths", PACKED, ids=["lengths", "full", "parallel", "empty-rows"])
+def test_attention_packed_kernel_matches_reference(shape, lengths, dropout_p, causal, dtype):
+    B, T, NH, HS = shape
+    rng = np.random.default_rng(B + T)
+    qkv, keep, mask = _packed_inputs(B, T, NH, HS, lengths, dtype, rng)
+    out_ref, c_ref = layers.attention_packed_forward(qkv, keep, (B, T), mask, NH, dropout_p, np.random.default_rng(4),
+                                                     causal)
+    out, c = kernels.attention_packed_forward(qkv, keep, (B, T), mask, NH, dropout_p, np.random.default_rng(4), causal)
+    assert isinstance(c, kernels.PackedHeadsCache)  # the rows' own path: real tokens first
+    assert_matches("out", out, out_ref)
+    dout = rng.standard_normal(out.shape).astype(dtype)
+    assert_matches("dqkv", kernels.attention_packed_backward(dout, c), layers.attention_packed_backward(dout, c_ref))
+
+
+def test_attention_packed_kernel_takes_the_grid_for_padding_before_a_real_token():
+    rng = np.random.default_rng(0)
+    mask = np.array([[1, 0, 1, 1], [1, 1, 1, 0]])  # a hole in the first sequence
+    keep = np.flatnonzero(mask.reshape(-1))
+    qkv = rng.standard_normal((keep.size, 3 * 2 * 4))
+    out_ref, c_ref = layers.attention_packed_forward(qkv, keep, (2, 4), mask, 2, 0.1, np.random.default_rng(1))
+    out, c = kernels.attention_packed_forward(qkv, keep, (2, 4), mask, 2, 0.1, np.random.default_rng(1))
+    assert isinstance(c, layers.PackedAttentionCache)
+    assert_matches("out", out, out_ref)
+    dout = rng.standard_normal(out.shape)
+    assert_matches("dqkv", kernels.attention_packed_backward(dout, c), layers.attention_packed_backward(dout, c_ref))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_attention_packed_kernel_gradcheck(causal):
+    rng = np.random.default_rng(0)
+    qkv, keep, mask = _packed_inputs(3, 5, 2, 4, [5, 2, 4], np.float64, rng)
+    for p in (0.0, 0.3):
+        fwd = lambda qkv, p=p: kernels.attention_packed_forward(qkv, keep, (3, 5), mask, 2, p,  # noqa: E731
+                                                                np.random.default_rng(7), causal)
+        checks = gradcheck.layer_check(f"packed attention (p={p})", fwd, dict(qkv=qkv), kernels.attention_packed_backward,
+                                       rng, verbose=False)
+        assert checks and all(checks), [c.row() for c in checks if not c]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,6 +249,8 @@ def test_column_sum_and_bias_add_give_numpys_bits(shape, dtype):
     b = rng.standard_normal(shape[1]).astype(dtype)
     np.testing.assert_array_equal(kernels.add_bias(x.copy(), b), x + b)
     np.testing.assert_array_equal(kernels.multiply(x, x[::-1].copy()), x * x[::-1])
+    np.testing.assert_array_equal(kernels.add(x, x[::-1].copy()), layers.add(x, x[::-1]))
+    np.testing.assert_array_equal(kernels.column_sum(x), layers.column_sum(x))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -22,12 +22,14 @@ Sections (select with --only, comma-separated; run in this order):
     text       WordPiece training and tokenizer speed (minibert.tools.bench_text)
     data       pretraining-data throughput (minibert.tools.bench_data) vs what training consumes
 
-Threads: `--threads 1,2,4,8,16` runs the step, attention, finetune and sst2 sections at each count
-(the counts above the machine's cores are left out), every contender in its own worker
+Threads: `--threads 1,2,4,8,16` runs the step, attention and finetune sections at each count
+(the counts above the machine's cores are left out; profile runs at 1 and the most, sst2 at the
+most), every contender in its own worker
 processes with NUMBA_NUM_THREADS, OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and MKL_NUM_THREADS set
 and torch.set_num_threads(n); every table names its thread count. Without --threads, one count:
 the machine's cores. `--quick` keeps a run on a 16-core machine within about 8 minutes: one
-round of 3 repetitions, the fast contenders only, a 4,096-sentence SST-2 subset.
+round of at most 3 repetitions (or 6 s) per worker, the fast contenders only, the fine-tuning
+steps at the most threads, a 4,096-sentence SST-2 subset.
 
 Every figure is the median of several repetitions (after one warm-up); ratios are computed
 from the medians. The attention and step contenders each run in their own worker processes,
@@ -121,6 +123,11 @@ def isolated_medians(kind: str, spec, names, reps: int, rounds: int | None = Non
     return medians
 
 
+def checkpoint() -> None:
+    """Write what has been measured so far (cli sets it to rewrite the JSON file): the sections
+    call it after every row, so that a run cut short keeps its numbers."""
+
+
 def thread_environment(threads: int | None) -> dict:
     """The environment of a worker process at `threads` threads: every library's thread variable
     (Numba's, OpenBLAS's, OpenMP's for torch, MKL's) and MINIBERT_BENCH_THREADS, which the worker
@@ -171,7 +178,8 @@ def worker(argv: list[str]) -> None:
             before = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
         before = None  # elsewhere the column says n/a
-    times = run_times(fn, reps, warmup)
+    budget = os.environ.get("MINIBERT_BENCH_BUDGET_S")  # --quick: the timed runs of a worker stop after this
+    times = run_times(fn, reps, warmup, float(budget) if budget else None)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps({"times": times, "step_rss_bytes": None if before is None else max(0, peak - before)}))
 
@@ -310,6 +318,7 @@ def bench_attention(report: dict, reps: int, threads_list, quick: bool = False) 
                    "speedup_vs_torch": None if t_torch[0] is None else t_torch[0] / t["numba"],
                    "speedup_vs_torch_per_round": spread, "all_s": t}
             out[f"{'x'.join(map(str, shape))}@{threads}"] = res
+            checkpoint()
             rows.append([threads, "x".join(map(str, shape)), ms(t["numba"]), ms(t.get("numba v3")),
                          ms(t.get("numba v2")), ms(t.get("numba v1")), ms(t.get("numpy")), ms(t_torch[0]),
                          ratio(t.get("numpy"), t["numba"]), ratio(t_torch[0], t["numba"]),
@@ -471,6 +480,7 @@ def bench_step(report: dict, reps: int, numpy_reps: int, configs, threads_list) 
                          f"{flops / t['numba'] / 1e9:.1f}", f"{100 * flops / t['numba'] / 1e9 / peak:.0f}%",
                          mib(rss["numba"]), mib(rss.get("torch"))])
             out[name] = res  # the last (most threads) under the config's name, for the data section
+            checkpoint()
     print(f"\n== training step (fwd+bwd+clip+AdamW), B={B} T={T} P={P}, float32; ms (median of {ROUNDS} "
           f"processes x {reps}; numpy backend 1 x {numpy_reps} at {max(threads_list)} threads"
           f"{'' if numpy_reps else ': skipped'}), threads {_threads_label(threads_list)}")
@@ -553,7 +563,7 @@ def finetune_step_fn(config: str, name: str):
 QA_CONFIGS = ("tiny", "small")  # T = 384 question answering: the small configs only (a step of base is seconds)
 
 
-def bench_finetune(report: dict, reps: int, configs, threads_list) -> None:
+def bench_finetune(report: dict, reps: int, configs, threads_list, qa_configs=QA_CONFIGS) -> None:
     why = None if _have("torch") and _have("transformers") else "torch or transformers not installed"
     rows, out = [], report.setdefault("finetune_step", {})
     B, T = STEP_SHAPE["B"], STEP_SHAPE["T"]
@@ -561,7 +571,7 @@ def bench_finetune(report: dict, reps: int, configs, threads_list) -> None:
     for threads in threads_list:
         for kind, task in (("finetune", f"BertForSequenceClassification B={B} T={T}"), ("qa", qa)):
             for name in configs:
-                if kind == "qa" and name not in QA_CONFIGS:
+                if kind == "qa" and name not in qa_configs:
                     continue
                 t = isolated_medians(kind, name, ["numba"] + ([] if why else ["torch"]), reps, threads=threads)
                 rss = isolated_medians.last_rss
@@ -570,6 +580,7 @@ def bench_finetune(report: dict, reps: int, configs, threads_list) -> None:
                     "threads": threads, "numba_s": t["numba"], "torch_s": t_torch, "task": task,
                     "ratio_numba_over_torch": None if t_torch is None else t["numba"] / t_torch,
                     "step_rss_bytes_numba": rss["numba"], "step_rss_bytes_torch": rss.get("torch")}
+                checkpoint()
                 rows.append([threads, task.split()[0][len("BertFor"):], task.split(" ", 1)[1], name, ms(t["numba"]),
                              ms(t_torch), "n/a" if t_torch is None else f"{t['numba'] / t_torch:.2f}",
                              mib(rss["numba"]), mib(rss.get("torch"))])
@@ -630,6 +641,7 @@ def bench_profile(report: dict, reps: int, configs, threads_list, floor: bool = 
         theirs = {n: run_worker("torch-profile", name, reps, threads=n) for n in counts} if torch_ok else {}
         out[name] = {"minibert": {str(n): p for n, p in mine.items()},
                      "torch": {str(n): p for n, p in theirs.items()}}
+        checkpoint()
         flops = matmul_flops(BertConfig(**CONFIGS[name]), B, T, P)
         peak = report.get("step", {}).get("matmul_peak_gflops", {}).get(str(top))
         p = mine[top]
@@ -780,14 +792,16 @@ def cli(argv: list[str]) -> int:
     global ROUNDS  # --rounds sets it for every section
     ap = argparse.ArgumentParser(prog="python -m minibert bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help="1 round of 3 repetitions, v4/v3/torch attention only, QA on tiny only, a 4,096-sentence "
-                         "SST-2 subset, no matmul floor (a 16-core machine runs it in about 8 minutes)")
+                    help="1 round of at most 3 repetitions (6 s) per worker, v4/v3/torch attention only, the "
+                         "fine-tuning steps at the most threads only (QA on tiny), a 4,096-sentence SST-2 subset, "
+                         "no matmul floor or numpy backend (a 16-core machine: about 8 minutes at 1,2,4,8,16)")
     ap.add_argument("--only", default=None,
                     help=f"comma-separated sections to run (default: all of {','.join(SECTIONS)}; sst2 needs --data; "
                          "--quick: step,attention,finetune,profile,sst2)")
     ap.add_argument("--threads", default=None,
-                    help="comma-separated thread counts, e.g. 1,2,4,8,16: the step, attention, finetune and sst2 "
-                         "sections run at each (default: the machine's cores); profile at 1 and the most")
+                    help="comma-separated thread counts, e.g. 1,2,4,8,16: the step, attention and finetune "
+                         "sections run at each (default: the machine's cores); profile at 1 and the most; sst2 at "
+                         "the most")
     ap.add_argument("--configs", default=None,
                     help=f"comma-separated configs of the step and finetune sections (default: all of "
                          f"{','.join(CONFIGS)}); profile: tiny and minilm of them")
@@ -836,6 +850,11 @@ def cli(argv: list[str]) -> int:
     def save() -> Path:
         return write_text_atomic(args.json, json.dumps(report, indent=2, default=float) + "\n")
 
+    global checkpoint
+    checkpoint = save
+    if args.quick:  # each worker's timed runs stop after 6 s (at least one run): the 1-thread steps of minilm
+        os.environ.setdefault("MINIBERT_BENCH_BUDGET_S", "6")  # and base take seconds each
+
     def run(section, fn) -> None:
         if section not in sections:
             return
@@ -849,7 +868,9 @@ def cli(argv: list[str]) -> int:
     run("step", lambda: bench_step(report, reps, numpy_reps=0 if args.quick else 3, configs=configs,
                                    threads_list=threads_list))
     run("attention", lambda: bench_attention(report, reps, threads_list, quick=args.quick))
-    run("finetune", lambda: bench_finetune(report, reps, configs=configs, threads_list=threads_list))
+    run("finetune", lambda: bench_finetune(report, reps, configs=configs,  # --quick: at the most threads only
+                                           threads_list=threads_list[-1:] if args.quick else threads_list,
+                                           qa_configs=("tiny",) if args.quick else QA_CONFIGS))
     run("profile", lambda: bench_profile(report, reps, quick_configs if args.quick else configs, threads_list,
                                          floor=not args.quick))
     if "sst2" in sections:

@@ -28,8 +28,9 @@ QA_SHAPE = dict(B=8, T=384)  # a SQuAD window (max_seq_length 384), 8 windows pe
 PHASES = ("forward", "backward")
 
 
-def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
-    """Wall times of fn() in seconds over `reps` runs, after `warmup` untimed runs."""
+def run_times(fn, reps: int, warmup: int = 1, budget_s: float | None = None) -> list[float]:
+    """Wall times of fn() in seconds over `reps` runs, after `warmup` untimed runs; with
+    `budget_s`, fewer runs (at least one) once the timed ones have taken that long."""
     for _ in range(warmup):
         fn()
     times = []
@@ -37,6 +38,8 @@ def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
+        if budget_s is not None and sum(times) >= budget_s:
+            break
     return times
 
 
