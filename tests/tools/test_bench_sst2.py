@@ -49,5 +49,5 @@ def test_minibert_contender_runs_an_epoch_and_scores_dev(tmp_path, monkeypatch):
                                                         intermediate_size=32))
     init = bench_sst2.make_init(bench_sst2.MODELS["test"], info["vocab"], tmp_path / "init")
     monkeypatch.setenv("MINIBERT_BACKEND", "numba")
-    got = bench_sst2.run_contender({"npz": info["npz"], "init": str(init)}, "numba")
+    got = bench_sst2.run_contender({"npz": info["npz"], "init": str(init), "lr": 1e-3}, "numba")
     assert got["steps"] == 1 and 0.0 <= got["dev_accuracy"] <= 1.0 and got["train_s"] > 0
