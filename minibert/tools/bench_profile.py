@@ -58,6 +58,7 @@ class TimedOps:
         if not callable(fn) or not (name.endswith(("_forward", "_backward")) or name in ("split_heads", "merge_heads")):
             return fn
         layer, _, phase = name.rpartition("_")
+        layer = layer.removesuffix("_packed")  # the unpadded encoder's attention is attention too
         key = (layer, phase) if phase in PHASES else ("heads " + name.split("_")[0], "forward")
 
         def timed(*args, **kwargs):
