@@ -538,6 +538,21 @@ def _attention_forward_mm(matmul, q, k, v, attn_mask, dropout_p, rng, causal):
     return out, AttentionCache(q, k, v, att, drop, scale)
 
 
+def merge_qkv(dq, dk, dv):
+    """Same contract as layers.merge_qkv; when dq, dk, dv are the views of one (B, T, 3, NH, HS)
+    array that the attention backward passes return (_qkv_gradient_views), that array is already
+    the (B, T, 3C) result: it is returned reshaped, no copy."""
+    base = dq.base
+    B, NH, T, HS = dq.shape
+    isz = dq.itemsize
+    if (isinstance(base, np.ndarray) and base.shape == (B, T, 3, NH, HS) and base.flags.c_contiguous
+            and dk.base is base and dv.base is base and dq.dtype == base.dtype
+            and [x.ctypes.data - base.ctypes.data for x in (dq, dk, dv)] == [0, NH * HS * isz, 2 * NH * HS * isz]
+            and dq.strides == dk.strides == dv.strides == base[:, :, 0].transpose(0, 2, 1, 3).strides):
+        return base.reshape(B, T, 3 * NH * HS)
+    return layers.merge_qkv(dq, dk, dv)
+
+
 def _qkv_gradient_views(B, NH, T, HS, dt):
     """dq, dk, dv (B, NH, T, HS) as views of one new (B, T, 3, NH, HS) array, side by side: the
     (B, T, 3C) layout of the qkv projection whose gradient they are, so the caller's merge is a
@@ -940,7 +955,7 @@ def attention_packed_backward(dout, cache):
         d = np.zeros((B * T, dout.shape[-1]), dtype=dout.dtype)  # (B*T, C)
         d[keep] = dout
         grads = attention_backward(layers.split_heads(d.reshape(B, T, -1), attn.q.shape[1]), attn)  # 3 x (B, NH, T, HS)
-        return np.concatenate([layers.merge_heads(g) for g in grads], axis=-1).reshape(B * T, -1)[keep]  # (N, 3C)
+        return merge_qkv(*grads).reshape(B * T, -1)[keep]  # (N, 3C)
     qkv, starts, att, att_at, drop, scale, NH, T = cache
     dt = qkv.dtype
     gemm = blas.gemm_for_kernels(dt)

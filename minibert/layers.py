@@ -383,6 +383,11 @@ def merge_heads(x):
     return x.transpose(0, 2, 1, 3).reshape(B, T, NH * HS)
 
 
+def merge_qkv(dq, dk, dv):
+    """3 x (B, NH, T, HS) -> (B, T, 3C): the heads merged, side by side (the qkv projection's layout)."""
+    return np.concatenate([merge_heads(t) for t in (dq, dk, dv)], axis=-1)
+
+
 # ---------------------------------------------------------------------------------------------
 # attention on packed rows: the unpadded encoder (model.encoder_forward_unpadded) keeps only the
 # N real tokens of a batch, as rows (N, 3C) of the qkv projection; `keep` (N,) holds their flat
@@ -414,7 +419,7 @@ def attention_packed_backward(dout, cache: PackedAttentionCache):
     d = np.zeros((B * T, dout.shape[-1]), dtype=dout.dtype)  # (B*T, C)
     d[keep] = dout
     dq, dk, dv = attention_backward(split_heads(d.reshape(B, T, -1), attn.q.shape[1]), attn)  # 3 x (B, NH, T, HS)
-    return np.concatenate([merge_heads(g) for g in (dq, dk, dv)], axis=-1).reshape(B * T, -1)[keep]  # (N, 3C)
+    return merge_qkv(dq, dk, dv).reshape(B * T, -1)[keep]  # (N, 3C)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -242,7 +242,7 @@ def self_attention_backward(da, cache, NH, ops):
     """Mirror of self_attention_forward: da (B, T, C) -> dqkv (B, T, 3C)."""
     da = ops.split_heads(da, NH)  # (B, T, C) -> (B, NH, T, HS)
     dq, dk, dv = ops.attention_backward(da, cache)  # 3 x (B, NH, T, HS)
-    return np.concatenate([ops.merge_heads(t) for t in (dq, dk, dv)], axis=-1)  # (B, T, 3C)
+    return ops.merge_qkv(dq, dk, dv)  # 3 x (B, NH, T, HS) -> (B, T, 3C)
 
 
 def block_forward(params, cfg, l, x, attention_mask, rng, ops, attend=self_attention_forward):

@@ -81,6 +81,21 @@ def test_attention_kernel_matches_reference(shape, dropout_p, masked, dtype, ver
         assert_matches(name, g, g_ref)
 
 
+@pytest.mark.parametrize("version", sorted(VERSIONS))
+def test_merge_qkv_is_the_reference_and_free_for_the_kernels_views(version):
+    forward, backward = VERSIONS[version]
+    rng = np.random.default_rng(0)
+    q, k, v = qkv_views(rng, 2, 3, 16, 8, np.float32)
+    _, c = forward(q, k, v, padding_mask(2, 16, True))
+    grads = backward(rng.standard_normal(q.shape).astype(np.float32), c)
+    merged = kernels.merge_qkv(*grads)
+    np.testing.assert_array_equal(merged, layers.merge_qkv(*grads))
+    if version in ("v3", "v4"):  # their dq, dk, dv are views of one (B, T, 3, NH, HS) array: returned as it is
+        assert np.shares_memory(merged, grads[0])
+    other = [np.ascontiguousarray(g) for g in grads]
+    np.testing.assert_array_equal(kernels.merge_qkv(*other), layers.merge_qkv(*other))
+
+
 def test_attention_kernel_masked_keys_get_zero_weight():
     rng = np.random.default_rng(0)
     q, k, v = qkv_views(rng, 2, 2, 7, 8, np.float32)
