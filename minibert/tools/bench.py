@@ -1,6 +1,7 @@
 """`python -m minibert bench` (make bench): how fast minibert is, next to PyTorch, in one run.
 
-Sections (select with --only, comma-separated; run in this order):
+Sections (select with --only, comma-separated; they run in the order step, profile, sst2,
+attention, finetune, startup, text, data, so that --time-limit drops the least needed ones):
     step       one full pretraining step (forward, backward, clipping, AdamW) on the tiny, small,
                minilm (the shape of all-MiniLM-L6-v2: 6 layers, hidden 384, 12 heads, vocabulary
                30,522) and base (one layer of BERT-base: hidden 768, FF 3072) configs: minibert
@@ -28,8 +29,8 @@ most), every contender in its own worker
 processes with NUMBA_NUM_THREADS, OPENBLAS_NUM_THREADS, OMP_NUM_THREADS and MKL_NUM_THREADS set
 and torch.set_num_threads(n); every table names its thread count. Without --threads, one count:
 the machine's cores. `--quick` keeps a run on a 16-core machine within about 8 minutes: one
-round of at most 3 repetitions (or 6 s) per worker, the fast contenders only, the fine-tuning
-steps at the most threads, a 4,096-sentence SST-2 subset.
+round of at most 3 repetitions (or 4 s) per worker, the fast contenders only, the fine-tuning
+steps at the most threads, a 2,048-sentence SST-2 subset.
 
 Every figure is the median of several repetitions (after one warm-up); ratios are computed
 from the medians. The attention and step contenders each run in their own worker processes,
@@ -792,8 +793,8 @@ def cli(argv: list[str]) -> int:
     global ROUNDS  # --rounds sets it for every section
     ap = argparse.ArgumentParser(prog="python -m minibert bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
-                    help="1 round of at most 3 repetitions (6 s) per worker, v4/v3/torch attention only, the "
-                         "fine-tuning steps at the most threads only (QA on tiny), a 4,096-sentence SST-2 subset, "
+                    help="1 round of at most 3 repetitions (4 s) per worker, v4/v3/torch attention only, the "
+                         "fine-tuning steps at the most threads only (QA on tiny), a 2,048-sentence SST-2 subset, "
                          "no matmul floor or numpy backend (a 16-core machine: about 8 minutes at 1,2,4,8,16)")
     ap.add_argument("--only", default=None,
                     help=f"comma-separated sections to run (default: all of {','.join(SECTIONS)}; sst2 needs --data; "
@@ -807,7 +808,7 @@ def cli(argv: list[str]) -> int:
                          f"{','.join(CONFIGS)}); profile: tiny and minilm of them")
     ap.add_argument("--data", default=None, help="a directory with SST-2's train.tsv and dev.tsv (the sst2 section)")
     ap.add_argument("--sst2-train", type=int, default=None,
-                    help="sentences of SST-2's train.tsv to fine-tune on, the first ones (default: all; --quick 4096)")
+                    help="sentences of SST-2's train.tsv to fine-tune on, the first ones (default: all; --quick 2048)")
     ap.add_argument("--vocab", default=None,
                     help="vocab.txt for SST-2 (default: vocab.txt in --data, else a WordPiece vocabulary learnt "
                          "from the training sentences)")
@@ -816,6 +817,9 @@ def cli(argv: list[str]) -> int:
                     help=f"worker processes per contender for attention, step and finetune, taking turns "
                          f"(default {ROUNDS}, --quick 1); more rounds, steadier medians on a noisy machine")
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions in each worker (default 7, --quick 3)")
+    ap.add_argument("--time-limit", type=float, default=None,
+                    help="minutes after which no further section starts (the sections run in the order step, "
+                         "profile, sst2, attention, finetune, startup, text, data)")
     args = ap.parse_args(argv)
     ROUNDS = max(1, args.rounds if args.rounds is not None else (1 if args.quick else ROUNDS))
     default = "step,attention,finetune,profile,sst2" if args.quick else ",".join(SECTIONS)
@@ -834,6 +838,7 @@ def cli(argv: list[str]) -> int:
     if not threads_list:
         ap.error(f"--threads {args.threads}: every count is above this machine's {cores} cores")
     reps = args.reps or (3 if args.quick else 7)
+    started = time.perf_counter()
     report = {"machine": {"cores": cores, "threads": threads_list, "platform": platform.platform(),
                           "python": platform.python_version(), "numpy": np.__version__},
               "quick": args.quick, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "sections_s": {}}
@@ -852,11 +857,15 @@ def cli(argv: list[str]) -> int:
 
     global checkpoint
     checkpoint = save
-    if args.quick:  # each worker's timed runs stop after 6 s (at least one run): the 1-thread steps of minilm
-        os.environ.setdefault("MINIBERT_BENCH_BUDGET_S", "6")  # and base take seconds each
+    if args.quick:  # each worker's timed runs stop after 4 s (at least one run): the 1-thread steps of minilm
+        os.environ.setdefault("MINIBERT_BENCH_BUDGET_S", "4")  # and base take seconds each
 
     def run(section, fn) -> None:
         if section not in sections:
+            return
+        if args.time_limit is not None and time.perf_counter() - started > 60 * args.time_limit:
+            print(f"\n== {section}: skipped (--time-limit {args.time_limit:g} minutes reached)", flush=True)
+            report["sections_s"][section] = None
             return
         t0 = time.perf_counter()
         fn()
@@ -874,29 +883,30 @@ def cli(argv: list[str]) -> int:
     quick_configs = [c for c in configs if c in ("tiny", "minilm")] or configs[:1]
     run("step", lambda: bench_step(report, reps, numpy_reps=0 if args.quick else 3, configs=configs,
                                    threads_list=threads_list))
-    run("attention", lambda: bench_attention(report, reps, threads_list, quick=args.quick))
-    run("finetune", lambda: bench_finetune(report, reps, configs=configs,  # --quick: at the most threads only
-                                           threads_list=threads_list[-1:] if args.quick else threads_list,
-                                           qa_configs=("tiny",) if args.quick else QA_CONFIGS))
     run("profile", lambda: bench_profile(report, reps, quick_configs if args.quick else configs, threads_list,
                                          floor=not args.quick))
     if "sst2" in sections:
         if args.data is None:
             print("\n== sst2: skipped (give --data DIR with SST-2's train.tsv and dev.tsv)")
         else:
-            limit = args.sst2_train if args.sst2_train is not None else (4096 if args.quick else None)
+            limit = args.sst2_train if args.sst2_train is not None else (2048 if args.quick else None)
             run("sst2", lambda: bench_sst2.bench_sst2(report, args.data, threads_list, limit=limit, vocab=args.vocab,
                                                       configs=("tiny", "minilm"), run_worker=run_worker,
                                                       fmt_table=fmt_table))
+    run("attention", lambda: bench_attention(report, reps, threads_list, quick=args.quick))
+    run("finetune", lambda: bench_finetune(report, reps, configs=configs,  # --quick: at the most threads only
+                                           threads_list=threads_list[-1:] if args.quick else threads_list,
+                                           qa_configs=("tiny",) if args.quick else QA_CONFIGS))
     run("startup", lambda: bench_startup(report, 2 if args.quick else 3))
     if "text" in sections or "data" in sections:
         t0 = time.perf_counter()
         bench_text_and_data(report, sections)
         report["sections_s"]["text+data"] = time.perf_counter() - t0
     path = save()
-    total = sum(report["sections_s"].values())
+    total = sum(v for v in report["sections_s"].values() if v)
     print(f"\nwrote {path} ({total:.0f} s of sections: "
-          + ", ".join(f"{k} {v:.0f} s" for k, v in report["sections_s"].items()) + ")")
+          + ", ".join(f"{k} {v:.0f} s" if v is not None else f"{k} skipped" for k, v in report["sections_s"].items())
+          + ")")
     return 0
 
 

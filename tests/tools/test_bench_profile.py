@@ -180,3 +180,15 @@ def test_profile_worker_at_one_thread_in_a_fresh_process(monkeypatch):
     assert got["threads"] == 1 and got["step_s"] > 0 and "matmul_floor" not in got
     rows, serial = bench_profile.scaling_rows(got, got, 2)
     assert serial >= 0 and rows[-1][0].startswith("step")
+
+
+def test_cli_time_limit_skips_the_sections_and_still_writes_the_json(tmp_path, capsys):
+    import json
+
+    from minibert.tools import bench
+
+    out = tmp_path / "results.json"
+    assert bench.cli(["--only", "startup", "--time-limit", "0", "--json", str(out)]) == 0
+    assert "startup: skipped (--time-limit 0 minutes reached)" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["sections_s"] == {"startup": None} and report["machine"]["threads"]
