@@ -1,10 +1,16 @@
 """Numba versions of the hot layers, with the same signatures and caches as `minibert.layers`
-(one exception, GELU's cache: see `GeluGradCache`).
+(the exceptions keep less: GELU's cache holds the derivative (`GeluGradCache`), dropout's and
+attention v4's the dropout key instead of the mask (`DropoutKey`), the packed attention's the
+heads' blocks (`PackedHeadsCache`)).
 
 This module is what the model runs when MINIBERT_BACKEND=numba (the default; see
 minibert/backend.py): it has every function name of `minibert.layers` that the model uses, the
 ones that pay compiled below, the rest imported from the reference at the bottom of this file, so
-`kernels.dropout_forward is layers.dropout_forward`.
+`kernels.split_heads is layers.split_heads`. Everything of a training step that is more than a
+few kilobytes runs in parallel here, on Numba's threads or OpenBLAS's: what stays on one thread
+costs the same at 16 cores as at 2 (docs/speed.md, "Many cores"). Dropout's masks come from
+Philox4x32-10, the counter-based generator of `layers.philox4x32`, computed inside the passes that
+use them (`_philox_block`).
 `minibert/layers.py` stays the source of truth; tests/test_kernels.py checks every kernel here
 against it (float64 to 1e-10 relative, float32 scaled to magnitude).
 
@@ -22,18 +28,22 @@ The attention core (docs/speed.md tells the story of the versions, with the meas
         OpenBLAS at one thread while the kernel runs (`blas.single_threaded`): q @ k^T, the softmax
         while the head's (T, T) block is in the core's cache, att @ v. Without OpenBLAS (NumPy
         built on MKL or Apple's Accelerate), or with MINIBERT_BLAS_BATCH=0, attention_forward is v3.
+        `attention_packed_forward` is v4 on the unpadded encoder's (N, 3C) rows: each sequence's
+        block of rows as it is, L x L scores, no grid.
     Every version takes `causal=True` (the "ltr" objective's mask) as one more argument of the
     fused softmax pass. The probabilities are kept, not recomputed flash-style: at T = 128 a
     head's (T, T) block fits in L2, and recomputing q @ k^T would add a third matmul.
 
 Why this module is over 500 lines: it is the backend's contract, one module whose every public
 name is the compiled twin of the `minibert.layers` function of the same name
-(`kernels.dropout_forward is layers.dropout_forward` where nothing pays compiling).
+(`kernels.split_heads is layers.split_heads` where nothing pays compiling).
 
 Rules: no fastmath (everything here is gradient-checked), `cache=True` (the second run does not
 compile again; the cache lives in __pycache__), parallel loops only over independent outputs
 (each (b, h) owns its rows of att, out, dq, dk, dv). Sums that would be serial reductions are
 split into 8 partial sums so they vectorize; this changes the summation order, not the math.
+Work is cut into pieces of a fixed size, not one per thread, so results do not depend on the
+number of threads (layernorm_backward's weight sums excepted).
 
 Threads: Numba uses NUMBA_NUM_THREADS (default: the number of cores) on its `workqueue` threading
 layer (set below; see the comment there), OpenBLAS its own count (OPENBLAS_NUM_THREADS, default
