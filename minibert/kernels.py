@@ -1,10 +1,16 @@
 """Numba versions of the hot layers, with the same signatures and caches as `minibert.layers`
-(one exception, GELU's cache: see `GeluGradCache`).
+(the exceptions keep less: GELU's cache holds the derivative (`GeluGradCache`), dropout's and
+attention v4's the dropout key instead of the mask (`DropoutKey`), the packed attention's the
+heads' blocks (`PackedHeadsCache`)).
 
 This module is what the model runs when MINIBERT_BACKEND=numba (the default; see
 minibert/backend.py): it has every function name of `minibert.layers` that the model uses, the
 ones that pay compiled below, the rest imported from the reference at the bottom of this file, so
-`kernels.dropout_forward is layers.dropout_forward`.
+`kernels.split_heads is layers.split_heads`. Everything of a training step that is more than a
+few kilobytes runs in parallel here, on Numba's threads or OpenBLAS's: what stays on one thread
+costs the same at 16 cores as at 2 (docs/speed.md, "Many cores"). Dropout's masks come from
+Philox4x32-10, the counter-based generator of `layers.philox4x32`, computed inside the passes that
+use them (`_philox_block`).
 `minibert/layers.py` stays the source of truth; tests/test_kernels.py checks every kernel here
 against it (float64 to 1e-10 relative, float32 scaled to magnitude).
 
@@ -22,18 +28,22 @@ The attention core (docs/speed.md tells the story of the versions, with the meas
         OpenBLAS at one thread while the kernel runs (`blas.single_threaded`): q @ k^T, the softmax
         while the head's (T, T) block is in the core's cache, att @ v. Without OpenBLAS (NumPy
         built on MKL or Apple's Accelerate), or with MINIBERT_BLAS_BATCH=0, attention_forward is v3.
+        `attention_packed_forward` is v4 on the unpadded encoder's (N, 3C) rows: each sequence's
+        block of rows as it is, L x L scores, no grid.
     Every version takes `causal=True` (the "ltr" objective's mask) as one more argument of the
     fused softmax pass. The probabilities are kept, not recomputed flash-style: at T = 128 a
     head's (T, T) block fits in L2, and recomputing q @ k^T would add a third matmul.
 
 Why this module is over 500 lines: it is the backend's contract, one module whose every public
 name is the compiled twin of the `minibert.layers` function of the same name
-(`kernels.dropout_forward is layers.dropout_forward` where nothing pays compiling).
+(`kernels.split_heads is layers.split_heads` where nothing pays compiling).
 
 Rules: no fastmath (everything here is gradient-checked), `cache=True` (the second run does not
 compile again; the cache lives in __pycache__), parallel loops only over independent outputs
 (each (b, h) owns its rows of att, out, dq, dk, dv). Sums that would be serial reductions are
 split into 8 partial sums so they vectorize; this changes the summation order, not the math.
+Work is cut into pieces of a fixed size, not one per thread, so results do not depend on the
+number of threads (layernorm_backward's weight sums excepted).
 
 Threads: Numba uses NUMBA_NUM_THREADS (default: the number of cores) on its `workqueue` threading
 layer (set below; see the comment there), OpenBLAS its own count (OPENBLAS_NUM_THREADS, default
@@ -315,6 +325,73 @@ def _row_dot(x, y):
     return s
 
 
+# ---------------------------------------------------------------------------------------------
+# dropout's random bits: Philox4x32-10, the counter-based generator of layers.philox4x32, element
+# by element inside the kernels (no random array, no serial draw). Word i of a call is a pure
+# function of (key, i), so every thread computes its own elements' bits, and they equal the
+# reference's bit for bit (a test). The 32-bit words are held in uint64 (exact 32 x 32 products).
+
+_U64 = np.uint64
+_PM0, _PM1 = _U64(layers.PHILOX_M0), _U64(layers.PHILOX_M1)
+_PW0, _PW1 = _U64(layers.PHILOX_W0), _U64(layers.PHILOX_W1)
+_LOW32, _S32 = _U64(0xFFFFFFFF), _U64(32)
+
+
+@_jit(inline="always")
+def _philox_block(j, k0, k1):
+    """The four 32-bit words of Philox4x32-10 at counter (j low, j high, 0, 0), key (k0, k1)."""
+    c0, c1, c2, c3 = j & _LOW32, j >> _S32, _U64(0), _U64(0)
+    for r in range(layers.PHILOX_ROUNDS):
+        p0 = c0 * _PM0
+        p1 = c2 * _PM1
+        c0, c1, c2, c3 = (p1 >> _S32) ^ c1 ^ k0, p1 & _LOW32, (p0 >> _S32) ^ c3 ^ k1, p0 & _LOW32
+        k0 = (k0 + _PW0) & _LOW32
+        k1 = (k1 + _PW1) & _LOW32
+    return c0, c1, c2, c3
+
+
+@_jit(inline="always")
+def _philox_word(i, k0, k1):
+    """Word i of the stream: word i % 4 of block i // 4 (the head and tail of unaligned ranges)."""
+    w = _philox_block(_U64(i) >> _U64(2), k0, k1)
+    lane = i & 3
+    return w[0] if lane == 0 else (w[1] if lane == 1 else (w[2] if lane == 2 else w[3]))
+
+
+@_jit(inline="always")
+def _random_bits_into(bits, start, k0, k1):
+    """bits[:] (uint32) <- the words start .. start + len(bits) - 1 (layers.random_bits)."""
+    n = bits.shape[0]
+    i = 0
+    while i < n and (start + i) & 3:  # up to the first whole block
+        bits[i] = np.uint32(_philox_word(start + i, k0, k1))
+        i += 1
+    j0 = (start + i) >> 2
+    for jj in range((n - i) >> 2):  # whole blocks: four words each
+        w0, w1, w2, w3 = _philox_block(_U64(j0 + jj), k0, k1)
+        o = i + 4 * jj
+        bits[o] = np.uint32(w0)
+        bits[o + 1] = np.uint32(w1)
+        bits[o + 2] = np.uint32(w2)
+        bits[o + 3] = np.uint32(w3)
+    i += 4 * ((n - i) >> 2)
+    while i < n:  # the rest of the last block
+        bits[i] = np.uint32(_philox_word(start + i, k0, k1))
+        i += 1
+
+
+@_jit(inline="always")
+def _drop_mask_into(m, start, k0, k1, threshold, keep_scale):
+    """m[:] <- the dropout mask (0 or keep_scale = 1/(1-p), m's dtype) of the elements start ..
+    start + len(m) - 1: kept where the element's bits >= threshold (layers.dropout_mask)."""
+    n = m.shape[0]
+    bits = np.empty(n, dtype=np.uint32)
+    _random_bits_into(bits, start, k0, k1)
+    zero = keep_scale - keep_scale
+    for i in range(n):
+        m[i] = keep_scale if bits[i] >= threshold else zero
+
+
 @_jit(inline="always")
 def _times_drop(a, drop, b, h):
     """One head's att * drop: a (T, T), drop (B, NH, T, T) -> a new (T, T) array."""
@@ -378,13 +455,50 @@ def _attention_inputs(q, k, v, attn_mask, dropout_p):
     return k.astype(dt, copy=False), v.astype(dt, copy=False), 1.0 / math.sqrt(HS), adder
 
 
-def _attention_dropout_mask(rng, shape, dropout_p, dt):
-    """The attention dropout mask (keep / (1 - p), in dtype dt) of `shape`, or None for p = 0:
-    exactly layers.dropout_forward's draw, so the same rng gives the same mask."""
+class DropoutKey(NamedTuple):
+    """The kernels' record of a dropout mask: the Philox key it was drawn with and p. The mask
+    itself (layers.dropout_mask(key, shape, p, dtype)) is recomputed where it is needed instead
+    of being kept: a (B, T, C) or (B, NH, T, T) array less per dropout in the step's memory."""
+    key: np.ndarray  # (2,) uint64, two 32-bit words
+    p: float
+
+    def mask(self, shape, dtype):
+        """The mask as an array (0 or 1/(1-p)), computed in parallel: layers.dropout_mask."""
+        m = np.empty(math.prod(shape), dtype=dtype)
+        _dropout_mask_kernel(m, *_dropout_args(self, dtype))
+        return m.reshape(shape)
+
+
+def _dropout_args(d: DropoutKey, dtype):
+    """(k0, k1, threshold, keep scale) as the kernels take them."""
+    dt = np.dtype(dtype)
+    return (_U64(d.key[0]), _U64(d.key[1]), np.uint32(layers.dropout_threshold(d.p)),
+            dt.type(1.0 / (1.0 - d.p)))
+
+
+_NO_DROP = DropoutKey(np.zeros(2, dtype=np.uint64), 0.0)  # the arguments of a kernel that drops nothing
+
+
+def _draw_dropout(rng, dropout_p):
+    """None for p = 0, else a DropoutKey with a fresh key from `rng` (layers.draw_dropout_key:
+    the reference's one draw, so the same rng gives the same masks)."""
     if dropout_p == 0.0:
         return None
-    keep = rng.random(shape, dtype=np.float32) >= dropout_p  # (B, NH, T, T) bool
-    return keep.astype(dt) * dt.type(1.0 / (1.0 - dropout_p))  # (B, NH, T, T)
+    return DropoutKey(layers.draw_dropout_key(rng), float(dropout_p))
+
+
+def _attention_dropout_mask(rng, shape, dropout_p, dt):
+    """The attention dropout mask (keep / (1 - p), in dtype dt) of `shape`, or None for p = 0:
+    exactly layers.dropout_forward's mask, so the same rng gives the same mask (v1-v3 keep it as
+    an array; v4 keeps the key and computes the mask inside its kernels)."""
+    drop = _draw_dropout(rng, dropout_p)
+    return None if drop is None else drop.mask(shape, dt)
+
+
+def mask_array(drop, shape, dtype):
+    """An attention cache's `drop` as an array: None, the array itself (the reference, v1-v3) or
+    a DropoutKey's mask (v4)."""
+    return drop.mask(shape, dtype) if isinstance(drop, DropoutKey) else drop
 
 
 @_jit(parallel=True)
@@ -434,6 +548,21 @@ def _attention_forward_mm(matmul, q, k, v, attn_mask, dropout_p, rng, causal):
     return out, AttentionCache(q, k, v, att, drop, scale)
 
 
+def merge_qkv(dq, dk, dv):
+    """Same contract as layers.merge_qkv; when dq, dk, dv are the views of one (B, T, 3, NH, HS)
+    array that the attention backward passes return (_qkv_gradient_views), that array is already
+    the (B, T, 3C) result: it is returned reshaped, no copy."""
+    base = dq.base
+    B, NH, T, HS = dq.shape
+    isz = dq.itemsize
+    if (isinstance(base, np.ndarray) and base.shape == (B, T, 3, NH, HS) and base.flags.c_contiguous
+            and dk.base is base and dv.base is base and dq.dtype == base.dtype
+            and [x.ctypes.data - base.ctypes.data for x in (dq, dk, dv)] == [0, NH * HS * isz, 2 * NH * HS * isz]
+            and dq.strides == dk.strides == dv.strides == base[:, :, 0].transpose(0, 2, 1, 3).strides):
+        return base.reshape(B, T, 3 * NH * HS)
+    return layers.merge_qkv(dq, dk, dv)
+
+
 def _qkv_gradient_views(B, NH, T, HS, dt):
     """dq, dk, dv (B, NH, T, HS) as views of one new (B, T, 3, NH, HS) array, side by side: the
     (B, T, 3C) layout of the qkv projection whose gradient they are, so the caller's merge is a
@@ -447,6 +576,7 @@ def _attention_backward_mm(matmul, dout, cache: AttentionCache):
     q, k, v, att, drop, scale = cache
     B, NH, T, HS = q.shape
     dt = q.dtype
+    drop = mask_array(drop, att.shape, dt)  # (B, NH, T, T) or None
     dout = dout.astype(dt, copy=False)
     att_d = att if drop is None else att * drop  # (B, NH, T, T) what multiplied v
     dq, dk, dv = _qkv_gradient_views(B, NH, T, HS, dt)  # 3 x (B, NH, T, HS)
@@ -537,20 +667,47 @@ def _gemm_call(typingctx, address, like, order, ta, tb, m, n, k, alpha, a, lda, 
     return sig, codegen
 
 
+_GEMM_SMALL = blas.SMALL_LIMIT  # m * n * k up to this: OpenBLAS's small-matrix kernels (no packing)
+
+
 @_jit(inline="always")
 def _gemm(gemm, like, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, one):
     """c (m, n) = op(a) @ op(b), row-major; op(x) = x, or x^T when its flag is _TRANS. a, b, c
     are the arrays (views) whose first element starts each matrix, with row strides lda, ldb,
-    ldc in elements."""
-    _gemm_call(gemm, like, _ROW_MAJOR, ta, tb, m, n, k, one, a.ctypes.data, lda, b.ctypes.data, ldb,
-               one - one, c.ctypes.data, ldc)
+    ldc in elements.
+
+    A product above OpenBLAS's small-matrix size (m * n * k > 100**3, e.g. a head's 128 x 128 x 64)
+    is made as row blocks of op(a) and c that are each within it: OpenBLAS then runs its
+    small-matrix kernels, which skip packing the operands into its buffers (10-20% faster per
+    call at these sizes on one core, measured) and take no lock on its buffer pool, which every
+    thread calling gemm at once would otherwise share. Each output element is the same sum over k."""
+    pieces = max(1, (m * n * k + _GEMM_SMALL - 1) // _GEMM_SMALL)
+    step = (m + pieces - 1) // pieces
+    isz = c.itemsize
+    for i0 in range(0, m, step):
+        rows = min(step, m - i0)
+        a_at = a.ctypes.data + (i0 * lda if ta == _NO_TRANS else i0) * isz  # row i0 of op(a)
+        _gemm_call(gemm, like, _ROW_MAJOR, ta, tb, rows, n, k, one, a_at, lda, b.ctypes.data, ldb,
+                   one - one, c.ctypes.data + i0 * ldc * isz, ldc)
+
+
+@_jit(inline="always")
+def _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, dtype_like):
+    """Head bh's dropout mask (1, 1, T, T): its T*T elements of the (B, NH, T, T) mask, from
+    their Philox words (element bh*T*T + i*T + j), or a (1, 1, 1, 1) dummy when not use_drop."""
+    m = np.empty(T * T if use_drop else 1, dtype=dtype_like.dtype)
+    if use_drop:
+        _drop_mask_into(m, bh * T * T, k0, k1, threshold, keep_scale)
+        return m.reshape((1, 1, T, T))
+    return m.reshape((1, 1, 1, 1))
 
 
 @_jit(parallel=True)
-def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, drop, use_drop, scale, att, out, causal,
-                                   masked, one):
+def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, use_drop, k0, k1, threshold, keep_scale, scale,
+                                   att, out, causal, masked, one):
     """q, k, v (B, NH, T, HS) with unit-stride rows whose row strides are ld[0..2] elements, out
-    likewise (ld[3]); adder (B, T); drop (B, NH, T, T) or a dummy; att (B, NH, T, T) contiguous.
+    likewise (ld[3]); adder (B, T); dropout (use_drop) with Philox key (k0, k1), threshold and
+    keep scale (DropoutKey); att (B, NH, T, T) contiguous.
     Writes att (the probabilities, before dropout) and out."""
     B, NH, T, HS = q.shape
     for bh in numba.prange(B * NH):
@@ -560,27 +717,31 @@ def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, drop, use_dro
         _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, q[b, h], ld[0], k[b, h], ld[1], a, T, one)
         for i in range(T):
             _masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
-        src = _times_drop(a, drop, b, h) if use_drop else a  # (T, T) att * drop: what multiplies v
+        m = _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, a)  # (1, 1, T, T)
+        src = _times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplies v
         # (T, T) @ (T, HS) -> (T, HS)
         _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, src, T, v[b, h], ld[2], out[b, h], ld[3], one)
 
 
 @_jit(parallel=True)
-def _attention_backward_gemm_kernel(gemm, like, dout, q, k, v, ld, att, drop, use_drop, scale, dq, dk, dv, one):
-    """Mirror of the forward kernel. ld: row strides of dout, q, k, v and of dq, dk, dv (one
-    stride: they are slices of one array). Each (b, h) owns its rows of dq, dk, dv."""
+def _attention_backward_gemm_kernel(gemm, like, dout, q, k, v, ld, att, use_drop, k0, k1, threshold, keep_scale,
+                                    scale, dq, dk, dv, one):
+    """Mirror of the forward kernel (the dropout mask made again from its key). ld: row strides
+    of dout, q, k, v and of dq, dk, dv (one stride: they are slices of one array). Each (b, h)
+    owns its rows of dq, dk, dv."""
     B, NH, T, HS = q.shape
     for bh in numba.prange(B * NH):
         b, h = bh // NH, bh % NH
         a = att[b, h]  # (T, T)
-        ad = _times_drop(a, drop, b, h) if use_drop else a  # (T, T) att * drop: what multiplied v
+        m = _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, a)  # (1, 1, T, T)
+        ad = _times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplied v
         # forward was: out = ad @ v  ->  dv = ad^T @ dout, (T, T)^T @ (T, HS) -> (T, HS)
         _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, ad, T, dout[b, h], ld[0], dv[b, h], ld[4], one)
         # datt = dout @ v^T, (T, HS) @ (HS, T) -> (T, T)
         datt = np.empty((T, T), dtype=q.dtype)
         _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, dout[b, h], ld[0], v[b, h], ld[3], datt, T, one)
         # forward was: att = softmax(preatt); dpreatt = att * (datt - sum(datt * att)) * scale
-        _softmax_backward_head(datt, a, drop, b, h, use_drop, scale)
+        _softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
         # forward was: preatt = q @ k^T * scale + adder
         _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, datt, T, k[b, h], ld[2], dq[b, h], ld[4], one)
         _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, datt, T, q[b, h], ld[1], dk[b, h], ld[4], one)
@@ -628,14 +789,13 @@ def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False)
     dt = q.dtype
     k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
     (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (q, k, v))
-    drop = _attention_dropout_mask(rng, (B, NH, T, T), dropout_p, dt)  # (B, NH, T, T) or None
+    drop = _draw_dropout(rng, dropout_p)  # DropoutKey or None: the mask is made inside the kernels
     att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
     out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
     ld = np.array([lq, lk, lv, _row_stride(out)], dtype=np.int64)
-    dummy = np.empty((1, 1, 1, 1), dtype=dt)
     kernel = _pick(_attention_forward_gemm_kernel, _attention_forward_gemm_serial, q.shape)
     with blas.single_threaded():
-        kernel(gemm[0], gemm[1], q, k, v, ld, adder, dummy if drop is None else drop, drop is not None,
+        kernel(gemm[0], gemm[1], q, k, v, ld, adder, drop is not None, *_dropout_args(drop or _NO_DROP, dt),
                dt.type(scale), att, out, bool(causal), dt.type(MASK_VALUE), dt.type(1.0))
     return out, AttentionCache(q, k, v, att, drop, scale)
 
@@ -653,25 +813,247 @@ def attention_backward(dout, cache: AttentionCache):
     (dout, ldo), (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (dout.astype(dt, copy=False), q, k, v))
     dq, dk, dv = _qkv_gradient_views(B, NH, T, HS, dt)  # 3 x (B, NH, T, HS)
     ld = np.array([ldo, lq, lk, lv, _row_stride(dq)], dtype=np.int64)
-    dummy = np.empty((1, 1, 1, 1), dtype=dt)
     kernel = _pick(_attention_backward_gemm_kernel, _attention_backward_gemm_serial, q.shape)
     with blas.single_threaded():
-        kernel(gemm[0], gemm[1], dout, q, k, v, ld, att, dummy if drop is None else drop, drop is not None,
+        kernel(gemm[0], gemm[1], dout, q, k, v, ld, att, drop is not None, *_dropout_args(drop or _NO_DROP, dt),
                dt.type(scale), dq, dk, dv, dt.type(1.0))
     return dq, dk, dv
 
 
 # ---------------------------------------------------------------------------------------------
+# attention on packed rows (layers.attention_packed_forward): v4 on the rows of the real tokens.
+# When every sequence's real tokens come first (a padded tail, the only padding a BERT batch
+# has), sequence b's rows are the contiguous block starts[b]:starts[b + 1] of the (N, 3C) qkv
+# projection, so each head's q, k and v are (L_b, HS) blocks of it with row stride 3C and go to
+# gemm as they are: no grid, no copies in or out, and neither padded queries nor padded keys
+# computed (L_b x L_b scores instead of T x T). The output rows and, backward, dq, dk, dv are
+# written straight into their (N, C) and (N, 3C) places. The dropout mask of element (i, j) of
+# head (b, h) is the grid's element ((b * NH + h) * T + i) * T + j, the reference's. Other masks
+# take the grid path (kernels.attention_forward between the copies).
+
+
+class PackedHeadsCache(NamedTuple):
+    qkv: np.ndarray  # (N, 3C)
+    starts: np.ndarray  # (B + 1,) the first row of each sequence, and N
+    att: np.ndarray  # the heads' (L_b, L_b) probabilities, one after another
+    att_at: np.ndarray  # (B * NH,) where each head's block starts in att
+    drop: object  # DropoutKey or None
+    scale: float
+    num_heads: int
+    T: int  # the grid's length (the dropout masks' element numbers)
+
+
+@_jit(inline="always")
+def _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, like):
+    """Head bh's dropout mask for its (L, L) block: row i is the grid's row ((bh * T) + i) * T, its
+    first L elements. A (1, 1, L, L) array, or a (1, 1, 1, 1) dummy when not use_drop."""
+    m = np.empty(L * L if use_drop else 1, dtype=like.dtype)
+    if use_drop:
+        for i in range(L):
+            _drop_mask_into(m[i * L:(i + 1) * L], (bh * T + i) * T, k0, k1, threshold, keep_scale)
+        return m.reshape((1, 1, L, L))
+    return m.reshape((1, 1, 1, 1))
+
+
+@_jit(parallel=True)
+def _attention_packed_forward_kernel(gemm, like, qkv, starts, NH, HS, T, use_drop, k0, k1, threshold, keep_scale,
+                                     scale, att, att_at, out, causal, masked, one):
+    B = starts.shape[0] - 1
+    C = NH * HS
+    ld = qkv.shape[1]  # 3C
+    zero_adder = np.zeros(T, dtype=qkv.dtype)  # every key of a block is real
+    for bh in numba.prange(B * NH):
+        b, h = bh // NH, bh % NH
+        s, L = starts[b], starts[b + 1] - starts[b]
+        if L == 0:
+            continue
+        a = att[att_at[bh]:att_at[bh] + L * L].reshape((L, L))  # this head's block
+        # raw scores: (L, HS) @ (HS, L) -> (L, L)
+        _gemm(gemm, like, _NO_TRANS, _TRANS, L, L, HS, qkv[s, h * HS:], ld, qkv[s, C + h * HS:], ld, a, L, one)
+        for i in range(L):
+            _masked_softmax_row(a[i], zero_adder, scale, i if causal else L - 1, masked)
+        m = _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, a)  # (1, 1, L, L)
+        src = _times_drop(a, m, 0, 0) if use_drop else a  # (L, L) att * drop: what multiplies v
+        # (L, L) @ (L, HS) -> (L, HS), into the rows' columns of head h
+        _gemm(gemm, like, _NO_TRANS, _NO_TRANS, L, HS, L, src, L, qkv[s, 2 * C + h * HS:], ld, out[s, h * HS:], C,
+              one)
+
+
+@_jit(parallel=True)
+def _attention_packed_backward_kernel(gemm, like, dout, qkv, starts, NH, HS, T, att, att_at, use_drop, k0, k1,
+                                      threshold, keep_scale, scale, dqkv, one):
+    B = starts.shape[0] - 1
+    C = NH * HS
+    ld = qkv.shape[1]  # 3C
+    for bh in numba.prange(B * NH):
+        b, h = bh // NH, bh % NH
+        s, L = starts[b], starts[b + 1] - starts[b]
+        if L == 0:
+            continue
+        a = att[att_at[bh]:att_at[bh] + L * L].reshape((L, L))
+        m = _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, a)
+        ad = _times_drop(a, m, 0, 0) if use_drop else a  # (L, L) what multiplied v
+        q, k, v = qkv[s, h * HS:], qkv[s, C + h * HS:], qkv[s, 2 * C + h * HS:]
+        do = dout[s, h * HS:]
+        # dv = ad^T @ dout: (L, L)^T @ (L, HS)
+        _gemm(gemm, like, _TRANS, _NO_TRANS, L, HS, L, ad, L, do, C, dqkv[s, 2 * C + h * HS:], ld, one)
+        datt = np.empty((L, L), dtype=qkv.dtype)  # dout @ v^T
+        _gemm(gemm, like, _NO_TRANS, _TRANS, L, L, HS, do, C, v, ld, datt, L, one)
+        _softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
+        _gemm(gemm, like, _NO_TRANS, _NO_TRANS, L, HS, L, datt, L, k, ld, dqkv[s, h * HS:], ld, one)  # dq
+        _gemm(gemm, like, _TRANS, _NO_TRANS, L, HS, L, datt, L, q, ld, dqkv[s, C + h * HS:], ld, one)  # dk
+
+
+_attention_packed_forward_serial = _serial(_attention_packed_forward_kernel)
+_attention_packed_backward_serial = _serial(_attention_packed_backward_kernel)
+
+
+def _prefix_starts(keep, grid, attn_mask):
+    """(B + 1,) first rows of the sequences when `keep` holds each sequence's first L_b positions
+    (real tokens first, then padding) and attn_mask agrees; else None."""
+    B, T = grid
+    mask = np.asarray(attn_mask).reshape(B, T) != 0
+    lengths = mask.sum(axis=1)  # (B,)
+    if not (mask == (np.arange(T)[None, :] < lengths[:, None])).all():
+        return None  # padding before a real token: the grid path
+    starts = np.zeros(B + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    expected = (np.arange(B)[:, None] * T + np.arange(T)[None, :])[mask]  # (N,) the real positions, in order
+    if keep.shape != expected.shape or not np.array_equal(keep, expected):
+        return None
+    return starts
+
+
+def attention_packed_forward(qkv, keep, grid, attn_mask, num_heads, dropout_p=0.0, rng=None, causal=False):
+    """Same contract as layers.attention_packed_forward (the same masks for the same rng); the
+    cache is a PackedHeadsCache on the fast path, the reference's on the grid path."""
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout probability {dropout_p} must be in [0, 1)")
+    B, T = grid
+    qkv = np.ascontiguousarray(qkv)
+    gemm = blas.gemm_for_kernels(qkv.dtype)
+    starts = None if gemm is None else _prefix_starts(np.asarray(keep), grid, attn_mask)
+    if starts is None:  # the grid: the reference's copies around kernels.attention_forward
+        x = np.zeros((B * T, qkv.shape[-1]), dtype=qkv.dtype)  # (B*T, 3C)
+        x[keep] = qkv
+        q, k, v = (layers.split_heads(t, num_heads) for t in np.split(x.reshape(B, T, -1), 3, axis=-1))
+        out, cache = attention_forward(q, k, v, attn_mask, dropout_p, rng, causal)  # (B, NH, T, HS)
+        return layers.merge_heads(out).reshape(B * T, -1)[keep], layers.PackedAttentionCache(cache, keep, grid)
+    N, C3 = qkv.shape
+    C = C3 // 3
+    HS = C // num_heads
+    dt = qkv.dtype
+    lengths = np.diff(starts)  # (B,)
+    att_at = np.zeros(B * num_heads + 1, dtype=np.int64)
+    np.cumsum(np.repeat(lengths * lengths, num_heads), out=att_at[1:])
+    att = np.empty(att_at[-1], dtype=dt)  # every head's (L_b, L_b) block
+    out = np.empty((N, C), dtype=dt)  # (N, C)
+    drop = _draw_dropout(rng, dropout_p)
+    scale = 1.0 / math.sqrt(HS)
+    kernel = _pick(_attention_packed_forward_kernel, _attention_packed_forward_serial, (B, num_heads, T, HS))
+    with blas.single_threaded():
+        kernel(gemm[0], gemm[1], qkv, starts, num_heads, HS, T, drop is not None,
+               *_dropout_args(drop or _NO_DROP, dt), dt.type(scale), att, att_at, out, bool(causal),
+               dt.type(MASK_VALUE), dt.type(1.0))
+    return out, PackedHeadsCache(qkv, starts, att, att_at, drop, scale, num_heads, T)
+
+
+def attention_packed_backward(dout, cache):
+    """Same contract as layers.attention_packed_backward: dout (N, C) -> dqkv (N, 3C)."""
+    if not isinstance(cache, PackedHeadsCache):  # the grid path's cache
+        attn, keep, (B, T) = cache
+        d = np.zeros((B * T, dout.shape[-1]), dtype=dout.dtype)  # (B*T, C)
+        d[keep] = dout
+        grads = attention_backward(layers.split_heads(d.reshape(B, T, -1), attn.q.shape[1]), attn)  # 3 x (B, NH, T, HS)
+        return merge_qkv(*grads).reshape(B * T, -1)[keep]  # (N, 3C)
+    qkv, starts, att, att_at, drop, scale, NH, T = cache
+    dt = qkv.dtype
+    gemm = blas.gemm_for_kernels(dt)
+    B = starts.shape[0] - 1
+    HS = qkv.shape[1] // 3 // NH
+    dout = np.ascontiguousarray(dout, dtype=dt)
+    dqkv = np.empty_like(qkv)  # (N, 3C): every row and column is written by its head
+    kernel = _pick(_attention_packed_backward_kernel, _attention_packed_backward_serial, (B, NH, T, HS))
+    with blas.single_threaded():
+        kernel(gemm[0], gemm[1], dout, qkv, starts, NH, HS, T, att, att_at, drop is not None,
+               *_dropout_args(drop or _NO_DROP, dt), dt.type(scale), dqkv, dt.type(1.0))
+    return dqkv
+
+
+# ---------------------------------------------------------------------------------------------
 # linear: the reference, with the leading axes flattened first. x (B, T, C_in) @ w as one
-# (B*T, C_in) @ (C_in, C_out) BLAS call instead of NumPy's loop of B small calls, and the bias
-# added in place (no extra temporary).
+# (B*T, C_in) @ (C_in, C_out) BLAS call instead of NumPy's loop of B small calls; the bias added
+# in place by a parallel pass, and db summed by one (NumPy's `+=` and `sum(axis=0)` run on one
+# thread whatever the core count). Both do each element's float operations in NumPy's order
+# (db: the rows one after the other, as NumPy's axis-0 sum), so the results are NumPy's bits.
+
+_ROWS_MIN = 1 << 14  # elements per parallel work item of the row-chunked passes below
+_COLS = 16  # columns per work item of the scatter-add below (times 4)
+_COLS_SUM = 128  # columns per work item of the column sums (512 bytes of float32)
+
+
+@_jit(parallel=True)
+def _add_bias_kernel(out, b):
+    """out (N, C) += b (C,), in place, chunks of rows in parallel."""
+    N, C = out.shape
+    per = max(1, _ROWS_MIN // max(C, 1))
+    for c in numba.prange((N + per - 1) // per):
+        for r in range(c * per, min(N, (c + 1) * per)):
+            orow = out[r]
+            for j in range(C):
+                orow[j] += b[j]
+
+
+@_jit(inline="always")
+def _copy_into(dst, src):
+    for j in range(dst.shape[0]):
+        dst[j] = src[j]
+
+
+@_jit(inline="always")
+def _add_into(dst, src):
+    """dst += src over a row (slices in, plain indices: the loop vectorizes)."""
+    for j in range(dst.shape[0]):
+        dst[j] += src[j]
+
+
+@_jit(parallel=True)
+def _column_sum_kernel(x, out):
+    """out (C,) = x (N >= 1, C).sum(axis=0) as NumPy sums it: the first row, plus each next row in
+    order. Blocks of _COLS_SUM columns in parallel; each reads its part of every row, long enough
+    (512 bytes) to keep the reads streaming."""
+    N, C = x.shape
+    for c in numba.prange((C + _COLS_SUM - 1) // _COLS_SUM):
+        lo, hi = c * _COLS_SUM, min(C, (c + 1) * _COLS_SUM)
+        acc = out[lo:hi]
+        _copy_into(acc, x[0, lo:hi])
+        for r in range(1, N):
+            _add_into(acc, x[r, lo:hi])
+
+
+def column_sum(x):
+    """x (N, C) -> x.sum(axis=0) (C,), the same bits, in parallel when it is big enough to pay."""
+    if x.size < _ROWS_MIN or not x.flags.c_contiguous or x.shape[1] < 2 * _COLS_SUM:
+        return x.sum(axis=0)  # small, or too few columns to split
+    out = np.empty(x.shape[1], dtype=x.dtype)  # (C,)
+    _column_sum_kernel(x, out)
+    return out
+
+
+def add_bias(out, b):
+    """out (N, C) += b (C,) in place (out C-contiguous), in parallel when it pays."""
+    if out.size < _ROWS_MIN:
+        out += b
+    else:
+        _add_bias_kernel(out, b.astype(out.dtype, copy=False))
+    return out
 
 
 def linear_forward(x, w, b):
     """Same contract as layers.linear_forward."""
     c_in, c_out = w.shape
     out = x.reshape(-1, c_in) @ w  # (N, C_in) @ (C_in, C_out) -> (N, C_out)
-    out += b
+    add_bias(out, b)
     return out.reshape(*x.shape[:-1], c_out), layers.LinearCache(x, w)
 
 
@@ -682,7 +1064,7 @@ def linear_backward(dout, cache):
     d2 = dout.reshape(-1, c_out)  # (N, C_out)
     dx = (d2 @ w.T).reshape(x.shape)  # (N, C_in) -> (..., C_in)
     dw = x.reshape(-1, c_in).T @ d2  # (C_in, N) @ (N, C_out) -> (C_in, C_out)
-    db = d2.sum(axis=0)  # (C_out,)
+    db = column_sum(d2)  # (C_out,)
     return dx, dw, db
 
 
@@ -780,6 +1162,56 @@ def _gelu_tanh_backward_kernel(dout, x, dx, half, one, c0, c1, three):
         _gelu_tanh_backward_chunk(dout[lo:hi], x[lo:hi], dx[lo:hi], half, one, c0, c1, three)
 
 
+@_jit(inline="always")
+def _multiply_chunk(a, b, out):
+    for i in range(a.shape[0]):
+        out[i] = a[i] * b[i]
+
+
+@_jit(parallel=True)
+def _multiply_kernel(a, b, out):
+    n = a.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _multiply_chunk(a[lo:hi], b[lo:hi], out[lo:hi])
+
+
+@_jit(inline="always")
+def _add_chunk(a, b, out):
+    for i in range(a.shape[0]):
+        out[i] = a[i] + b[i]
+
+
+@_jit(parallel=True)
+def _add_kernel(a, b, out):
+    n = a.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _add_chunk(a[lo:hi], b[lo:hi], out[lo:hi])
+
+
+def add(a, b):
+    """Same contract as layers.add (a + b, one shape and dtype), in parallel when it pays: NumPy's bits."""
+    if a.shape != b.shape or a.dtype != b.dtype or a.size < _ROWS_MIN:
+        return a + b
+    a, b = np.ascontiguousarray(a), np.ascontiguousarray(b)
+    out = np.empty_like(a)
+    _add_kernel(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    return out
+
+
+def multiply(a, b):
+    """a * b elementwise in b's dtype (a and b of one shape), a parallel pass: NumPy's bits."""
+    a = np.ascontiguousarray(a, dtype=b.dtype)
+    b = np.ascontiguousarray(b)
+    out = np.empty_like(b)
+    if b.size < _ROWS_MIN:
+        np.multiply(a, b, out=out)
+    else:
+        _multiply_kernel(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+    return out
+
+
 def _gelu_constants(f, approximate):
     if approximate == "none":
         return f(0.5), f(1.0), f(1.0 / math.sqrt(2.0)), f(1.0 / math.sqrt(2.0 * math.pi))
@@ -801,12 +1233,68 @@ def gelu_forward(x, approximate="none"):
 def gelu_backward(dout, cache):
     """Same contract as layers.gelu_backward, for a GeluGradCache or the reference's GeluCache."""
     if isinstance(cache, GeluGradCache):
-        return np.multiply(dout, cache.dgelu, dtype=cache.dgelu.dtype)  # (...) dout * gelu'(x)
+        return multiply(dout, cache.dgelu)  # (...) dout * gelu'(x)
     x, approximate = cache
     dout = np.ascontiguousarray(dout, dtype=x.dtype)
     dx = np.empty_like(x)  # (...)
     kernel = _gelu_erf_backward_kernel if approximate == "none" else _gelu_tanh_backward_kernel
     kernel(dout.reshape(-1), x.reshape(-1), dx.reshape(-1), *_gelu_constants(x.dtype.type, approximate))
+    return dx
+
+
+# ---------------------------------------------------------------------------------------------
+# dropout: the mask of layers.dropout_forward (Philox bits, see _philox_block), made and applied
+# in one parallel pass; the cache keeps the key (DropoutKey), and the backward makes the mask
+# again instead of reading a stored one. Same bits as the reference: x * mask, mask 0 or 1/(1-p).
+
+
+@_jit(inline="always")
+def _dropout_chunk(x, out, start, k0, k1, threshold, keep_scale):
+    m = np.empty(x.shape[0], dtype=x.dtype)
+    _drop_mask_into(m, start, k0, k1, threshold, keep_scale)
+    for i in range(x.shape[0]):
+        out[i] = x[i] * m[i]
+
+
+@_jit(parallel=True)
+def _dropout_kernel(x, out, k0, k1, threshold, keep_scale):
+    """out = x * mask, element i's mask from its Philox word i."""
+    n = x.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _dropout_chunk(x[lo:hi], out[lo:hi], lo, k0, k1, threshold, keep_scale)
+
+
+@_jit(parallel=True)
+def _dropout_mask_kernel(m, k0, k1, threshold, keep_scale):
+    """m = the mask itself (DropoutKey.mask)."""
+    n = m.shape[0]
+    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
+        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
+        _drop_mask_into(m[lo:hi], lo, k0, k1, threshold, keep_scale)
+
+
+def dropout_forward(x, p, rng):
+    """Same contract as layers.dropout_forward, and the same output for the same rng; the cache is
+    a DropoutKey (the mask is recomputed in the backward, not kept)."""
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout probability {p} must be in [0, 1)")
+    if p == 0.0:
+        return x, layers.DropoutCache(None)
+    drop = _draw_dropout(rng, p)
+    x = np.ascontiguousarray(x)
+    out = np.empty_like(x)  # (...)
+    _dropout_kernel(x.reshape(-1), out.reshape(-1), *_dropout_args(drop, x.dtype))
+    return out, drop
+
+
+def dropout_backward(dout, cache):
+    """Same contract as layers.dropout_backward, for a DropoutKey or the reference's DropoutCache."""
+    if not isinstance(cache, DropoutKey):
+        return layers.dropout_backward(dout, cache)
+    dout = np.ascontiguousarray(dout)
+    dx = np.empty_like(dout)  # (...)
+    _dropout_kernel(dout.reshape(-1), dx.reshape(-1), *_dropout_args(cache, dout.dtype))
     return dx
 
 
@@ -890,18 +1378,109 @@ def layernorm_backward(dout, cache):
 
 
 # ---------------------------------------------------------------------------------------------
-# embedding backward: a serial scatter-add (repeated ids accumulate, as np.add.at does)
+# embedding: the sum of the three lookups row by row in parallel; the backward's scatter-add in
+# parallel over the distinct ids, each id's rows added in their order (as np.add.at adds them),
+# so both give the reference's bits
 
 
-@_jit
-def _scatter_add_rows(dtable, ids, rows):
-    """dtable[ids[n]] += rows[n] for every n, in order (serial: ids repeat)."""
+@_jit(parallel=True)
+def _embedding_forward_kernel(ids, segs, tok, seg, pos, out):
+    """out[r] = (tok[ids[r]] + seg[segs[r]]) + pos[r % T] for the rows r of out (B*T, C)."""
+    N, C = out.shape
+    T = ids.shape[1]
+    per = max(1, _ROWS_MIN // max(C, 1))
+    for c in numba.prange((N + per - 1) // per):
+        for r in range(c * per, min(N, (c + 1) * per)):
+            b, t = r // T, r % T
+            trow, srow, prow, orow = tok[ids[b, t]], seg[segs[b, t]], pos[t], out[r]
+            for j in range(C):
+                orow[j] = (trow[j] + srow[j]) + prow[j]
+
+
+def embedding_forward(input_ids, segment_ids, tok_emb, seg_emb, pos_emb):
+    """Same contract (and cache) as layers.embedding_forward."""
+    B, T = input_ids.shape
+    if segment_ids.shape != (B, T):
+        raise ValueError(f"segment_ids has shape {segment_ids.shape}, expected {(B, T)} like input_ids")
+    if T > pos_emb.shape[0]:
+        raise ValueError(f"sequence length {T} exceeds max_position_embeddings {pos_emb.shape[0]}")
+    layers._check_ids("input_ids", input_ids, tok_emb.shape[0])
+    layers._check_ids("segment_ids", segment_ids, seg_emb.shape[0])
+    dt = np.result_type(tok_emb, seg_emb, pos_emb)
+    C = tok_emb.shape[1]
+    out = np.empty((B * T, C), dtype=dt)  # (B*T, C)
+    _embedding_forward_kernel(np.ascontiguousarray(input_ids, dtype=np.int64),
+                              np.ascontiguousarray(segment_ids, dtype=np.int64), tok_emb.astype(dt, copy=False),
+                              seg_emb.astype(dt, copy=False), pos_emb.astype(dt, copy=False), out)
+    cache = layers.EmbeddingCache(input_ids, segment_ids, tok_emb.shape, seg_emb.shape, pos_emb.shape)
+    return out.reshape(B, T, C), cache
+
+
+@_jit(parallel=True)
+def _zero_kernel(x):
+    """x (N, C) = 0, chunks of rows in parallel (pages first touched by the threads that fill them)."""
+    N, C = x.shape
+    per = max(1, _ROWS_MIN // max(C, 1))
+    for c in numba.prange((N + per - 1) // per):
+        for r in range(c * per, min(N, (c + 1) * per)):
+            xr = x[r]
+            for j in range(C):
+                xr[j] = 0
+
+
+def zeros(shape, dtype):
+    """np.zeros(shape, dtype) (2-D), filled in parallel when it is big."""
+    x = np.empty(shape, dtype=dtype)
+    if x.size < _ROWS_MIN:
+        x.fill(0)
+    else:
+        _zero_kernel(x)
+    return x
+
+
+@_jit(parallel=True)
+def _scatter_add_sorted_kernel(dtable, ids, order, starts, rows):
+    """dtable[ids[n]] += rows[n] for every n: `order` lists the n sorted by id, keeping their
+    order within an id (a stable sort), and the ids' groups start at starts[g]. Work items are
+    (group, block of columns), so the few groups of the segment table still split; each item
+    owns its rows and columns of dtable, and adds its n in order."""
     C = rows.shape[1]
-    for n in range(ids.shape[0]):
-        drow = dtable[ids[n]]
-        r = rows[n]
+    n_blocks = (C + _COLS * 4 - 1) // (_COLS * 4)
+    n_groups = starts.shape[0] - 1
+    for item in numba.prange(n_groups * n_blocks):
+        g, blk = item // n_blocks, item % n_blocks
+        lo, hi = blk * _COLS * 4, min(C, (blk + 1) * _COLS * 4)
+        drow = dtable[ids[order[starts[g]]]]
+        for k in range(starts[g], starts[g + 1]):
+            r = rows[order[k]]
+            for j in range(lo, hi):
+                drow[j] += r[j]
+
+
+def scatter_add_rows(dtable, ids, rows):
+    """dtable[ids[n]] += rows[n] for every n, in place, as np.add.at(dtable, ids, rows) (the same
+    bits: each row of dtable gets its rows in their order). ids (N,) int, rows (N, C)."""
+    ids = np.ascontiguousarray(ids, dtype=np.int64)
+    order = np.argsort(ids, kind="stable")  # (N,) the n grouped by id, in order within each
+    sorted_ids = ids[order]  # (N,)
+    starts = np.flatnonzero(np.concatenate(([True], sorted_ids[1:] != sorted_ids[:-1], [True])))  # (groups + 1,)
+    if ids.size:
+        _scatter_add_sorted_kernel(dtable, ids, order, starts, np.ascontiguousarray(rows))
+
+
+@_jit(parallel=True)
+def _position_sum_kernel(dout, dpos):
+    """dpos[t] = sum over b of dout[b, t], the sequences in order (NumPy's axis-0 sum)."""
+    B, T, C = dout.shape
+    for t in numba.prange(T):
+        acc = dpos[t]
+        d0 = dout[0, t]
         for j in range(C):
-            drow[j] += r[j]
+            acc[j] = d0[j]
+        for b in range(1, B):
+            drow = dout[b, t]
+            for j in range(C):
+                acc[j] += drow[j]
 
 
 def embedding_backward(dout, cache):
@@ -909,13 +1488,14 @@ def embedding_backward(dout, cache):
     input_ids, segment_ids, tok_shape, seg_shape, pos_shape = cache
     T = input_ids.shape[1]
     C = dout.shape[-1]
-    rows = np.ascontiguousarray(dout).reshape(-1, C)  # (B*T, C)
-    dtok = np.zeros(tok_shape, dtype=dout.dtype)  # (V, C)
-    _scatter_add_rows(dtok, np.ascontiguousarray(input_ids.reshape(-1), dtype=np.int64), rows)
-    dseg = np.zeros(seg_shape, dtype=dout.dtype)  # (TV, C)
-    _scatter_add_rows(dseg, np.ascontiguousarray(segment_ids.reshape(-1), dtype=np.int64), rows)
-    dpos = np.zeros(pos_shape, dtype=dout.dtype)  # (MAXPOS, C)
-    dpos[:T] = dout.sum(axis=0)  # every sequence uses positions 0..T-1 once
+    dout = np.ascontiguousarray(dout)
+    rows = dout.reshape(-1, C)  # (B*T, C)
+    dtok = zeros(tok_shape, dout.dtype)  # (V, C)
+    scatter_add_rows(dtok, input_ids.reshape(-1), rows)
+    dseg = zeros(seg_shape, dout.dtype)  # (TV, C)
+    scatter_add_rows(dseg, segment_ids.reshape(-1), rows)
+    dpos = zeros(pos_shape, dout.dtype)  # (MAXPOS, C)
+    _position_sum_kernel(dout.reshape(-1, T, C), dpos[:T])  # every sequence uses positions 0..T-1 once
     return dtok, dseg, dpos
 
 
@@ -996,33 +1576,172 @@ def _adamw_chunk(p, g, m, v, b1, one_minus_b1, b2, one_minus_b2, eps, pre_decay,
         p[i] = pi - u
 
 
-@_jit(parallel=True)
-def _adamw_kernel(p, g, m, v, b1, one_minus_b1, b2, one_minus_b2, eps, pre_decay, bc2_sqrt, wd, scale):
-    # the body works on slices: indexing the whole arrays inside prange kept LLVM from
-    # vectorizing it (scalar sqrt and div in the assembly, 2x slower)
-    n = p.shape[0]
-    for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
-        lo, hi = c * _CHUNK, min(n, (c + 1) * _CHUNK)
-        _adamw_chunk(p[lo:hi], g[lo:hi], m[lo:hi], v[lo:hi], b1, one_minus_b1, b2, one_minus_b2, eps,
-                     pre_decay, bc2_sqrt, wd, scale)
-
-
 def adamw_update(p, g, m, v, *, b1, b2, eps, lr, wd, decay, bias_correction, step_size, bc2_sqrt):
     """One AdamW step of one parameter, in place on p, m, v (contiguous, same shape and dtype);
     the arguments are those of `optim.AdamW.step` (step_size and bc2_sqrt only matter with
-    bias_correction)."""
-    f = p.dtype.type
+    bias_correction). adamw_update_all does every parameter in one pass."""
+    adamw_update_all([p], [g], [m], [v], [decay], b1=b1, b2=b2, eps=eps, lr=lr, wd=wd,
+                     bias_correction=bias_correction, step_size=step_size, bc2_sqrt=bc2_sqrt)
+
+
+# ---------------------------------------------------------------------------------------------
+# the whole optimizer step in one parallel pass each: the global gradient norm, the clipping
+# scale, and AdamW over every parameter. One kernel call covers all the arrays (their addresses
+# and sizes are the arguments; work items are (array, chunk of _CHUNK elements)), instead of one
+# call per parameter: a BERT has ~100 of them, most of them small (biases, LayerNorms), and a
+# parallel call costs the same wake-up of every thread whatever its size. Chunks are fixed in
+# size, so the results do not depend on the number of threads.
+
+
+@intrinsic
+def _typed_pointer(typingctx, address, like):
+    """The integer `address` as a pointer to elements of like's dtype (like: an array)."""
+    ptr = numba.types.CPointer(like.dtype)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+    return ptr(address, like), codegen
+
+
+@_jit(inline="always")
+def _view(address, n, like):
+    """The n elements at `address` as a 1-D array of like's dtype."""
+    return numba.carray(_typed_pointer(address, like), n)
+
+
+def _work_items(sizes):
+    """(array index, first element) of every chunk of _CHUNK elements of arrays of `sizes`."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    per = (sizes + _CHUNK - 1) // _CHUNK  # chunks of each array
+    item_array = np.repeat(np.arange(sizes.size, dtype=np.int64), per)  # (items,)
+    first = np.cumsum(per) - per  # (arrays,) the index of each array's first item
+    item_lo = (np.arange(item_array.size, dtype=np.int64) - first[item_array]) * _CHUNK  # (items,)
+    return item_array, item_lo
+
+
+def _addresses(arrays):
+    return np.array([a.ctypes.data for a in arrays], dtype=np.int64)
+
+
+@_jit(inline="always")
+def _sum_squares_chunk(x):
+    """sum(x * x) accumulated in float64, as 8 partial sums (see _row_sum)."""
+    n = x.shape[0]
+    s = np.zeros(8, dtype=np.float64)
+    j = 0
+    while j + 8 <= n:
+        for k in range(8):
+            v = np.float64(x[j + k])
+            s[k] += v * v
+        j += 8
+    t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]))
+    while j < n:
+        v = np.float64(x[j])
+        t += v * v
+        j += 1
+    return t
+
+
+@_jit(parallel=True)
+def _sum_squares_kernel(like, addresses, sizes, item_array, item_lo, partial):
+    for it in numba.prange(item_array.shape[0]):
+        i, lo = item_array[it], item_lo[it]
+        x = _view(addresses[i], sizes[i], like)
+        partial[it] = _sum_squares_chunk(x[lo:min(sizes[i], lo + _CHUNK)])
+
+
+@_jit(parallel=True)
+def _scale_kernel(like, src, dst, sizes, item_array, item_lo, factor):
+    for it in numba.prange(item_array.shape[0]):
+        i, lo = item_array[it], item_lo[it]
+        hi = min(sizes[i], lo + _CHUNK)
+        a, b = _view(src[i], sizes[i], like), _view(dst[i], sizes[i], like)
+        for j in range(lo, hi):
+            b[j] = a[j] * factor
+
+
+def _by_dtype(arrays):
+    """{dtype: [index, ...]} of a list of arrays."""
+    groups = {}
+    for i, a in enumerate(arrays):
+        groups.setdefault(a.dtype, []).append(i)
+    return groups
+
+
+def sum_of_squares(arrays) -> float:
+    """sum over every array of sum(a**2), accumulated in float64, in one parallel pass per dtype
+    (optim.global_norm's sum; the summation order differs, the value to float64 rounding not)."""
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    total = 0.0
+    for dt, idx in _by_dtype(arrays).items():
+        group = [arrays[i] for i in idx if arrays[i].size]
+        if not group:
+            continue
+        sizes = np.array([a.size for a in group], dtype=np.int64)
+        item_array, item_lo = _work_items(sizes)
+        partial = np.empty(item_array.size, dtype=np.float64)
+        _sum_squares_kernel(np.empty(1, dtype=dt), _addresses(group), sizes, item_array, item_lo, partial)
+        total += float(partial.sum())
+    return total
+
+
+def scaled(arrays, factor):
+    """[a * a.dtype.type(factor) for a in arrays] as new arrays, in one parallel pass per dtype
+    (NumPy's bits: one multiplication per element)."""
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    out = [np.empty_like(a) for a in arrays]
+    for dt, idx in _by_dtype(arrays).items():
+        idx = [i for i in idx if arrays[i].size]
+        if not idx:
+            continue
+        sizes = np.array([arrays[i].size for i in idx], dtype=np.int64)
+        item_array, item_lo = _work_items(sizes)
+        _scale_kernel(np.empty(1, dtype=dt), _addresses([arrays[i] for i in idx]), _addresses([out[i] for i in idx]),
+                      sizes, item_array, item_lo, dt.type(factor))
+    return out
+
+
+@_jit(parallel=True)
+def _adamw_all_kernel(like, p_at, g_at, m_at, v_at, sizes, item_array, item_lo, consts):
+    """AdamW on every chunk of every parameter: consts[i] = (b1, 1-b1, b2, 1-b2, eps, pre_decay,
+    bc2_sqrt, wd, scale) of parameter i, in its dtype."""
+    for it in numba.prange(item_array.shape[0]):
+        i, lo = item_array[it], item_lo[it]
+        n = sizes[i]
+        hi = min(n, lo + _CHUNK)
+        c = consts[i]
+        _adamw_chunk(_view(p_at[i], n, like)[lo:hi], _view(g_at[i], n, like)[lo:hi], _view(m_at[i], n, like)[lo:hi],
+                     _view(v_at[i], n, like)[lo:hi], c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8])
+
+
+def _adamw_constants(dt, *, b1, b2, eps, lr, wd, decay, bias_correction, step_size, bc2_sqrt):
+    """The nine constants of _adamw_chunk for one parameter, as adamw_update makes them."""
     if bias_correction:  # p*(1-lr*wd) first; m/(sqrt(v)/bc2 + eps) * step_size
         pre, bc2, wd_in, scale = (1.0 - lr * wd if decay else 1.0), bc2_sqrt, 0.0, step_size
     else:  # (m/(sqrt(v) + eps) + wd*p) * lr
         pre, bc2, wd_in, scale = 1.0, 1.0, (wd if decay else 0.0), lr
-    _adamw_kernel(p.reshape(-1), np.ascontiguousarray(g, dtype=p.dtype).reshape(-1), m.reshape(-1),
-                  v.reshape(-1), f(b1), f(1.0 - b1), f(b2), f(1.0 - b2), f(eps), f(pre), f(bc2), f(wd_in),
-                  f(scale))
+    f = dt.type
+    return [f(b1), f(1.0 - b1), f(b2), f(1.0 - b2), f(eps), f(pre), f(bc2), f(wd_in), f(scale)]
+
+
+def adamw_update_all(ps, gs, ms, vs, decays, **hyper):
+    """adamw_update on every parameter of the lists (contiguous p, m, v; g of any layout, taken in
+    p's dtype), one parallel pass per dtype. hyper: adamw_update's keywords but `decay`."""
+    gs = [np.ascontiguousarray(g, dtype=p.dtype) for p, g in zip(ps, gs)]
+    for dt, idx in _by_dtype(ps).items():
+        idx = [i for i in idx if ps[i].size]
+        if not idx:
+            continue
+        sizes = np.array([ps[i].size for i in idx], dtype=np.int64)
+        item_array, item_lo = _work_items(sizes)
+        consts = np.array([_adamw_constants(dt, decay=decays[i], **hyper) for i in idx], dtype=dt)  # (params, 9)
+        _adamw_all_kernel(np.empty(1, dtype=dt), *(_addresses([x[i] for i in idx]) for x in (ps, gs, ms, vs)),
+                          sizes, item_array, item_lo, consts)
 
 
 # ---------------------------------------------------------------------------------------------
 # the rest of what the model uses: the NumPy reference itself (not worth compiling)
 
 from minibert.layers import split_heads  # re-exported: kernels has every name of layers the model uses
-from minibert.layers import dropout_backward, dropout_forward, embedding_forward, merge_heads  # noqa: E402, F401
+from minibert.layers import merge_heads  # noqa: E402, F401

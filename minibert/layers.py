@@ -52,6 +52,21 @@ def linear_backward(dout, cache: LinearCache):
 
 
 # ---------------------------------------------------------------------------------------------
+# two plain array operations the model does between layers, here so that minibert.kernels can run
+# them in parallel: the sum at a fork (a residual, a tied weight's two gradients) and a bias's
+# gradient (the sum over rows)
+
+def add(a, b):
+    """a + b (same shape): where a gradient or a residual branch joins another."""
+    return a + b
+
+
+def column_sum(x):
+    """x (N, D) -> (D,): the sum over the rows, as a bias's gradient."""
+    return x.sum(axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
 # embedding sum: out = tok_emb[input_ids] + seg_emb[segment_ids] + pos_emb[0..T-1]
 
 class EmbeddingCache(NamedTuple):
@@ -185,9 +200,71 @@ def gelu_backward(dout, cache: GeluCache):
 
 # ---------------------------------------------------------------------------------------------
 # dropout (inverted): keep with probability 1 - p and scale kept values by 1 / (1 - p)
+#
+# The keep/drop decisions come from a counter-based generator, Philox4x32-10 (Salmon et al.,
+# "Parallel random numbers: as easy as 1, 2, 3", SC 2011; the generator of cuRAND and of
+# PyTorch's CUDA dropout): 32 random bits for element i of the flattened array are a pure
+# function of (key, i), ten rounds of multiplications and xors. Each call draws a fresh 64-bit
+# key from the caller's `rng` (one draw, so seeds and bit-exact resume work as with any other
+# draw), and the bits of element i are then the same whoever computes them, in any order, on any
+# thread: minibert.kernels computes them in parallel inside its kernels, element by element,
+# without a random array, and gets the very masks that the NumPy code below gets.
+
+PHILOX_M0, PHILOX_M1 = 0xD2511F53, 0xCD9E8D57  # the round multipliers
+PHILOX_W0, PHILOX_W1 = 0x9E3779B9, 0xBB67AE85  # the key schedule's increments (golden ratio, sqrt(3) - 1)
+PHILOX_ROUNDS = 10
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def philox4x32(counters, key):
+    """Philox4x32-10: counters (n, 4) of 32-bit words, key two 32-bit ints -> (n, 4) uint32, four
+    random 32-bit words per counter (Random123's known answers are in tests/test_layers.py).
+
+    One round, on the four words (c0, c1, c2, c3) with key (k0, k1):
+        c0 * M0 = (hi0, lo0) and c2 * M1 = (hi1, lo1) as 64-bit products
+        (c0, c1, c2, c3) <- (hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0);  then k += (W0, W1)
+    The words are held in uint64 so that a 32 x 32-bit product is exact.
+    """
+    c0, c1, c2, c3 = np.asarray(counters, dtype=np.uint64).T  # 4 x (n,)
+    k0, k1 = (np.uint64(int(k) & 0xFFFFFFFF) for k in key)
+    for r in range(PHILOX_ROUNDS):
+        p0 = c0 * np.uint64(PHILOX_M0)  # (n,) 64-bit product
+        p1 = c2 * np.uint64(PHILOX_M1)  # (n,)
+        c0, c1, c2, c3 = (p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & _LOW32, (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & _LOW32
+        k0 = (k0 + np.uint64(PHILOX_W0)) & _LOW32  # the key schedule: Weyl sequences
+        k1 = (k1 + np.uint64(PHILOX_W1)) & _LOW32
+    return np.stack([c0, c1, c2, c3], axis=-1).astype(np.uint32)  # (n, 4)
+
+
+def random_bits(key, n):
+    """32 random bits for each of the elements 0..n-1 -> (n,) uint32: element i is word i % 4
+    of the Philox output for the counter (j, 0, 0, 0), j = i // 4 (as two 32-bit words)."""
+    j = np.arange((n + 3) // 4, dtype=np.uint64)  # (ceil(n/4),) block numbers
+    counters = np.zeros((j.size, 4), dtype=np.uint64)  # (ceil(n/4), 4)
+    counters[:, 0], counters[:, 1] = j & _LOW32, j >> np.uint64(32)
+    return philox4x32(counters, key).reshape(-1)[:n]  # (n,)
+
+
+def dropout_threshold(p):
+    """The 32-bit threshold t of keep probability 1 - p: an element is kept when its bits >= t,
+    which happens for 2**32 - t of the 2**32 values (t = round(p * 2**32), exact to 2**-33)."""
+    return min(int(round(p * 2.0**32)), 2**32 - 1)
+
+
+def draw_dropout_key(rng):
+    """The per-call key: two 32-bit words from the caller's Generator (one draw)."""
+    return rng.integers(0, 2**32, size=2, dtype=np.uint64)
+
 
 class DropoutCache(NamedTuple):
     mask: np.ndarray | None  # (...) 0 or 1/(1-p); None when p == 0 (identity)
+
+
+def dropout_mask(key, shape, p, dtype):
+    """The mask (0 or 1/(1-p), in `dtype`) of the elements of an array of `shape` under `key`."""
+    n = math.prod(shape)
+    keep = random_bits(key, n) >= np.uint32(dropout_threshold(p))  # (n,) bool
+    return (keep.astype(dtype) * np.dtype(dtype).type(1.0 / (1.0 - p))).reshape(shape)  # (...)
 
 
 def dropout_forward(x, p, rng):
@@ -196,8 +273,7 @@ def dropout_forward(x, p, rng):
         raise ValueError(f"dropout probability {p} must be in [0, 1)")
     if p == 0.0:
         return x, DropoutCache(None)
-    keep = rng.random(x.shape, dtype=np.float32) >= p  # (...) bool
-    mask = keep.astype(x.dtype) * x.dtype.type(1.0 / (1.0 - p))  # (...)
+    mask = dropout_mask(draw_dropout_key(rng), x.shape, p, x.dtype)  # (...)
     return x * mask, DropoutCache(mask)
 
 
@@ -305,6 +381,45 @@ def merge_heads(x):
     """(B, NH, T, HS) -> (B, T, C)."""
     B, NH, T, HS = x.shape
     return x.transpose(0, 2, 1, 3).reshape(B, T, NH * HS)
+
+
+def merge_qkv(dq, dk, dv):
+    """3 x (B, NH, T, HS) -> (B, T, 3C): the heads merged, side by side (the qkv projection's layout)."""
+    return np.concatenate([merge_heads(t) for t in (dq, dk, dv)], axis=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# attention on packed rows: the unpadded encoder (model.encoder_forward_unpadded) keeps only the
+# N real tokens of a batch, as rows (N, 3C) of the qkv projection; `keep` (N,) holds their flat
+# positions b * T + t in the (B, T) grid. Here: onto the grid (zeros at padding), split heads,
+# attention_forward, merge heads, back to rows. minibert.kernels runs the same math on the rows
+# themselves, head by head, without the grid copies.
+
+class PackedAttentionCache(NamedTuple):
+    attn: AttentionCache  # the grid attention's cache
+    keep: np.ndarray  # (N,) flat positions b * T + t of the rows
+    grid: tuple  # (B, T)
+
+
+def attention_packed_forward(qkv, keep, grid, attn_mask, num_heads, dropout_p=0.0, rng=None, causal=False):
+    """Shapes: qkv (N, 3C) rows of the real tokens at flat positions keep (N,) of the grid (B, T);
+    attn_mask (B, T) -> out (N, C): attention_forward's output at those positions, and a
+    PackedAttentionCache. The same dropout masks as attention_forward on the grid."""
+    B, T = grid
+    x = np.zeros((B * T, qkv.shape[-1]), dtype=qkv.dtype)  # (B*T, 3C) zeros at padding
+    x[keep] = qkv
+    q, k, v = (split_heads(t, num_heads) for t in np.split(x.reshape(B, T, -1), 3, axis=-1))  # 3 x (B, NH, T, HS)
+    out, cache = attention_forward(q, k, v, attn_mask, dropout_p, rng, causal)  # (B, NH, T, HS)
+    return merge_heads(out).reshape(B * T, -1)[keep], PackedAttentionCache(cache, keep, grid)  # (N, C)
+
+
+def attention_packed_backward(dout, cache: PackedAttentionCache):
+    """Mirror of attention_packed_forward: dout (N, C) -> dqkv (N, 3C)."""
+    attn, keep, (B, T) = cache
+    d = np.zeros((B * T, dout.shape[-1]), dtype=dout.dtype)  # (B*T, C)
+    d[keep] = dout
+    dq, dk, dv = attention_backward(split_heads(d.reshape(B, T, -1), attn.q.shape[1]), attn)  # 3 x (B, NH, T, HS)
+    return merge_qkv(dq, dk, dv).reshape(B * T, -1)[keep]  # (N, 3C)
 
 
 # ---------------------------------------------------------------------------------------------

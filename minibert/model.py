@@ -291,7 +291,7 @@ def embeddings_backward(dx, cache: EmbeddingsCache, grads, ops=layers):
     if cache.rows is not None:
         de = _unpack(de, *cache.rows)  # (N, E) -> (B, T, E), zero at padding
     dtok, grads["seg_emb"], grads["pos_emb"] = ops.embedding_backward(de, cache.emb)  # (V, E), (TV, E), (MAXPOS, E)
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # (V, E) gradients add up at forks
+    grads["tok_emb"] = ops.add(grads["tok_emb"], dtok) if "tok_emb" in grads else dtok  # (V, E) gradients add up at forks
     return grads
 
 
@@ -308,7 +308,7 @@ def self_attention_backward(da, cache, NH, ops):
     """Mirror of self_attention_forward: da (B, T, C) -> dqkv (B, T, 3C)."""
     da = ops.split_heads(da, NH)  # (B, T, C) -> (B, NH, T, HS)
     dq, dk, dv = ops.attention_backward(da, cache)  # 3 x (B, NH, T, HS)
-    return np.concatenate([ops.merge_heads(t) for t in (dq, dk, dv)], axis=-1)  # (B, T, 3C)
+    return ops.merge_qkv(dq, dk, dv)  # 3 x (B, NH, T, HS) -> (B, T, 3C)
 
 
 def block_forward(params, cfg, l, x, attention_mask, rng, ops, attend=self_attention_forward):
@@ -321,12 +321,12 @@ def block_forward(params, cfg, l, x, attention_mask, rng, ops, attend=self_atten
     a, c_att = attend(qkv, attention_mask, NH, p_a, rng, ops)  # (B, T, C)
     a, c_out = ops.linear_forward(a, params[p + "attn.out.w"], params[p + "attn.out.b"])  # (B, T, C)
     a, c_d1 = _dropout(ops, a, p_h, rng)  # (B, T, C)
-    x1, c_ln1 = ops.layernorm_forward(a + x, params[p + "ln1.w"], params[p + "ln1.b"], eps)  # (B, T, C)
+    x1, c_ln1 = ops.layernorm_forward(ops.add(a, x), params[p + "ln1.w"], params[p + "ln1.b"], eps)  # (B, T, C)
     h, c_in = ops.linear_forward(x1, params[p + "ffn.in.w"], params[p + "ffn.in.b"])  # (B, T, FF)
     h, c_gelu = ops.gelu_forward(h, ACTIVATIONS[cfg.hidden_act])  # (B, T, FF)
     h, c_fo = ops.linear_forward(h, params[p + "ffn.out.w"], params[p + "ffn.out.b"])  # (B, T, C)
     h, c_d2 = _dropout(ops, h, p_h, rng)  # (B, T, C)
-    x, c_ln2 = ops.layernorm_forward(h + x1, params[p + "ln2.w"], params[p + "ln2.b"], eps)  # (B, T, C)
+    x, c_ln2 = ops.layernorm_forward(ops.add(h, x1), params[p + "ln2.w"], params[p + "ln2.b"], eps)  # (B, T, C)
     return x, BlockCache(c_qkv, c_att, c_out, c_d1, c_ln1, c_in, c_gelu, c_fo, c_d2, c_ln2)
 
 
@@ -340,14 +340,14 @@ def block_backward(dx, c: BlockCache, cfg, l, grads, ops, attend_backward=self_a
     dh, grads[p + "ffn.out.w"], grads[p + "ffn.out.b"] = ops.linear_backward(dh, c.ffn_out)  # (B, T, FF)
     dh = ops.gelu_backward(dh, c.gelu)  # (B, T, FF)
     dx1_ffn, grads[p + "ffn.in.w"], grads[p + "ffn.in.b"] = ops.linear_backward(dh, c.ffn_in)  # (B, T, C)
-    dx1 = dx1 + dx1_ffn  # gradients add up at forks (x1 feeds the FFN and the residual)
+    dx1 = ops.add(dx1, dx1_ffn)  # gradients add up at forks (x1 feeds the FFN and the residual)
     # forward was: x1 = LN(a + x)
     dsum, grads[p + "ln1.w"], grads[p + "ln1.b"] = ops.layernorm_backward(dx1, c.ln1)  # (B, T, C)
     da = ops.dropout_backward(dsum, c.drop1)  # (B, T, C)
     da, grads[p + "attn.out.w"], grads[p + "attn.out.b"] = ops.linear_backward(da, c.out)  # (B, T, C)
     dqkv = attend_backward(da, c.attn, cfg.num_attention_heads, ops)  # (B, T, 3C)
     dx_attn, grads[p + "attn.qkv.w"], grads[p + "attn.qkv.b"] = ops.linear_backward(dqkv, c.qkv)  # (B, T, C)
-    return dsum + dx_attn  # gradients add up at forks (x feeds attention and the residual)
+    return ops.add(dsum, dx_attn)  # gradients add up at forks (x feeds attention and the residual)
 
 
 def blocks_forward(params, cfg, x, attention_mask, rng=None, ops=layers, keep=None, causal=False):
@@ -431,19 +431,18 @@ def _unpack(x, keep, B, T):
 
 
 class _UnpaddedAttention:
-    """The attention sublayer for (N, 3C) rows: onto the (B, T) grid, attend, back to rows."""
+    """The attention sublayer for (N, 3C) rows: onto the (B, T) grid, attend, back to rows
+    (layers.attention_packed_forward; the Numba kernels attend on the rows themselves)."""
 
     def __init__(self, keep, B, T, causal=False):
         self.keep, self.B, self.T, self.causal = keep, B, T, causal
 
     def forward(self, qkv, attention_mask, NH, p_attn, rng, ops):
-        qkv = _unpack(qkv, self.keep, self.B, self.T)  # (N, 3C) -> (B, T, 3C)
-        a, cache = self_attention_forward(qkv, attention_mask, NH, p_attn, rng, ops, self.causal)  # (B, T, C)
-        return _pack(a, self.keep), cache  # (N, C)
+        return ops.attention_packed_forward(qkv, self.keep, (self.B, self.T), attention_mask, NH, p_attn, rng,
+                                            self.causal)  # (N, 3C) -> (N, C)
 
     def backward(self, da, cache, NH, ops):
-        da = _unpack(da, self.keep, self.B, self.T)  # (N, C) -> (B, T, C)
-        return _pack(self_attention_backward(da, cache, NH, ops), self.keep)  # (N, 3C)
+        return ops.attention_packed_backward(da, cache)  # (N, C) -> (N, 3C)
 
 
 def encoder_forward_unpadded(params, cfg, input_ids, token_type_ids, attention_mask, rng=None, ops=layers,
@@ -511,7 +510,7 @@ def mlm_transform_forward(params, cfg, h, ops, act=None):
     t, c_dense = ops.linear_forward(h, params["mlm.dense.w"], params["mlm.dense.b"])  # (M, E)
     t, c_act = ops.gelu_forward(t, ACTIVATIONS[act or cfg.hidden_act])  # (M, E)
     t, c_ln = ops.layernorm_forward(t, params["mlm.ln.w"], params["mlm.ln.b"], cfg.layer_norm_eps)  # (M, E)
-    logits = t @ params["tok_emb"].T + params["mlm.bias"]  # (M, E) @ (E, V) -> (M, V)
+    logits, _ = ops.linear_forward(t, params["tok_emb"].T, params["mlm.bias"])  # (M, E) @ (E, V) + (V,) -> (M, V)
     return logits, MLMTransformCache(c_dense, c_act, c_ln, t, params["tok_emb"])
 
 
@@ -519,11 +518,11 @@ def mlm_transform_backward(dlogits, cache: MLMTransformCache, grads, ops):
     """Mirror of mlm_transform_forward: dlogits (M, V) -> dh (M, C); sets the mlm.* grads and
     puts the decoder's side of the tie in grads["tok_emb"]. Every model runs it before the input
     embedding's backward, which adds the lookup's side: decoder + lookup, the order of the sum."""
-    grads["mlm.bias"] = dlogits.sum(axis=0)  # (V,)
+    grads["mlm.bias"] = ops.column_sum(dlogits)  # (V,)
     # forward was: logits = t @ tok_emb.T + mlm.bias
     dt = dlogits @ cache.tok_emb  # (M, V) @ (V, E) -> (M, E)
     dtok = dlogits.T @ cache.t  # (V, M) @ (M, E) -> (V, E) the decoder side of the tie
-    grads["tok_emb"] = grads["tok_emb"] + dtok if "tok_emb" in grads else dtok  # (V, E) gradients add up at forks
+    grads["tok_emb"] = ops.add(grads["tok_emb"], dtok) if "tok_emb" in grads else dtok  # (V, E) gradients add up at forks
     dt, grads["mlm.ln.w"], grads["mlm.ln.b"] = ops.layernorm_backward(dt, cache.ln)  # (M, E)
     dt = ops.gelu_backward(dt, cache.act)  # (M, E)
     dh, grads["mlm.dense.w"], grads["mlm.dense.b"] = ops.linear_backward(dt, cache.dense)  # (M, C)

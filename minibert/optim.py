@@ -156,11 +156,28 @@ def clip_by_global_norm(
     """
     if not clip_norm > 0:
         raise ValueError(f"clip_norm={clip_norm} must be > 0")
-    norm = global_norm(grads)
+    kernels = _kernels()
+    if kernels is None:
+        norm = global_norm(grads)
+    else:  # the same sum in one parallel pass over every gradient (the order of the adds differs)
+        norm = math.sqrt(kernels.sum_of_squares(list(grads.values())))
     if norm <= clip_norm:
         return dict(grads), norm
     scale = clip_norm / norm if math.isfinite(norm) else float("nan")
+    if kernels is not None:  # g * scale for every g, one parallel pass (the same bits)
+        return dict(zip(grads, kernels.scaled(list(grads.values()), scale))), norm
     return {k: (g * g.dtype.type(scale)) for k, g in grads.items()}, norm
+
+
+def _kernels():
+    """minibert.kernels when the backend is Numba's (the default), None for MINIBERT_BACKEND=numpy."""
+    from minibert.backend import backend_name
+
+    if backend_name() != "numba":
+        return None
+    from minibert import kernels
+
+    return kernels
 
 
 # -----------------------------------------------------------------------------------------------
@@ -211,20 +228,20 @@ class AdamW:
         self.decayed = {k: bool(is_decayed(k)) for k in params}
         self.m = {k: np.zeros_like(p) for k, p in params.items()}  # first moment, like p
         self.v = {k: np.zeros_like(p) for k, p in params.items()}  # second moment, like p
-        self._buf = {k: np.empty_like(p) for k, p in params.items()}  # scratch, like p
-        self._buf2 = {k: np.empty_like(p) for k, p in params.items() if self.decayed[k]}  # scratch
+        self._buf, self._buf2 = {}, {}  # scratch like p, made on first use by the NumPy passes below
         self.t = 0
-        # fused: the same update as one compiled pass per parameter (minibert.kernels.adamw_update,
-        # identical bits, ~4x faster); None = when MINIBERT_BACKEND is numba (the default)
+        # fused: the same update as one compiled parallel pass over every parameter
+        # (minibert.kernels.adamw_update_all, identical bits); None = when MINIBERT_BACKEND is
+        # numba (the default)
         if fused is None:
             from minibert.backend import backend_name
 
             fused = backend_name() == "numba"
         self._fused = None
         if fused:
-            from minibert.kernels import adamw_update
+            from minibert.kernels import adamw_update_all
 
-            self._fused = adamw_update
+            self._fused = adamw_update_all
 
     def _check(self, params: Mapping[str, np.ndarray], grads: Mapping[str, np.ndarray]) -> None:
         for what, d in (("params", params), ("grads", grads)):
@@ -248,15 +265,21 @@ class AdamW:
         if self.bias_correction:
             step_size = lr / (1.0 - b1**self.t)  # lr / bias_correction1
             bc2_sqrt = math.sqrt(1.0 - b2**self.t)  # sqrt(bias_correction2)
-        for k, p in params.items():
-            g, m, v, u = grads[k], self.m[k], self.v[k], self._buf[k]
+        rest = params
+        if self._fused is not None:  # every contiguous parameter in one compiled pass (the same bits)
+            fused = [k for k, p in params.items() if p.flags.c_contiguous]
+            self._fused([params[k] for k in fused], [grads[k] for k in fused], [self.m[k] for k in fused],
+                        [self.v[k] for k in fused], [self.decayed[k] and wd != 0.0 for k in fused],
+                        b1=b1, b2=b2, eps=eps, lr=lr, wd=wd, bias_correction=self.bias_correction,
+                        step_size=step_size if self.bias_correction else 0.0,
+                        bc2_sqrt=bc2_sqrt if self.bias_correction else 1.0)
+            rest = {k: p for k, p in params.items() if not p.flags.c_contiguous}
+        for k, p in rest.items():
+            g, m, v = grads[k], self.m[k], self.v[k]
+            u = self._buf.get(k)
+            if u is None:
+                u = self._buf[k] = np.empty_like(p)
             decay = self.decayed[k] and wd != 0.0
-            if self._fused is not None and p.flags.c_contiguous:
-                self._fused(p, g, m, v, b1=b1, b2=b2, eps=eps, lr=lr, wd=wd, decay=decay,
-                            bias_correction=self.bias_correction,
-                            step_size=step_size if self.bias_correction else 0.0,
-                            bc2_sqrt=bc2_sqrt if self.bias_correction else 1.0)
-                continue
             if self.bias_correction and decay:
                 p *= 1.0 - lr * wd  # torch: decoupled decay applied to p before the Adam step
             # m <- b1*m + (1-b1)*g : running mean of the gradient (first moment)
@@ -279,7 +302,7 @@ class AdamW:
                 u *= step_size  # lr * m_hat / (sqrt(v_hat) + eps)
             else:
                 if decay:
-                    u += np.multiply(p, wd, out=self._buf2[k])  # + wd*p : decoupled weight decay
+                    u += np.multiply(p, wd, out=self._buf2.setdefault(k, np.empty_like(p)))  # + wd*p : decoupled weight decay
                 u *= lr
             # p <- p - lr * update
             p -= u

@@ -71,13 +71,29 @@ def test_attention_kernel_matches_reference(shape, dropout_p, masked, dtype, ver
     assert_matches("out", out, out_ref)
     assert_matches("att", c.att, c_ref.att)
     if dropout_p:
-        np.testing.assert_array_equal(c.drop, c_ref.drop, err_msg="same rng seed must give the same mask")
+        np.testing.assert_array_equal(kernels.mask_array(c.drop, c_ref.drop.shape, dtype), c_ref.drop,
+                                      err_msg="same rng seed must give the same mask")
     else:
         assert c.drop is None and c_ref.drop is None
     dout = rng.standard_normal(out.shape).astype(dtype)  # (B, NH, T, HS)
     for name, g, g_ref in zip(("dq", "dk", "dv"), backward(dout, c),
                               layers.attention_backward(dout, c_ref)):
         assert_matches(name, g, g_ref)
+
+
+@pytest.mark.parametrize("version", sorted(VERSIONS))
+def test_merge_qkv_is_the_reference_and_free_for_the_kernels_views(version):
+    forward, backward = VERSIONS[version]
+    rng = np.random.default_rng(0)
+    q, k, v = qkv_views(rng, 2, 3, 16, 8, np.float32)
+    _, c = forward(q, k, v, padding_mask(2, 16, True))
+    grads = backward(rng.standard_normal(q.shape).astype(np.float32), c)
+    merged = kernels.merge_qkv(*grads)
+    np.testing.assert_array_equal(merged, layers.merge_qkv(*grads))
+    if version in ("v3", "v4"):  # their dq, dk, dv are views of one (B, T, 3, NH, HS) array: returned as it is
+        assert np.shares_memory(merged, grads[0])
+    other = [np.ascontiguousarray(g) for g in grads]
+    np.testing.assert_array_equal(kernels.merge_qkv(*other), layers.merge_qkv(*other))
 
 
 def test_attention_kernel_masked_keys_get_zero_weight():
@@ -98,7 +114,9 @@ def test_attention_kernel_rejects_bad_shapes():
         kernels.attention_forward(q, q[:, :1], q, np.ones((1, 4)))
 
 
-COMPILED = {"attention_forward", "attention_backward", "linear_forward", "linear_backward", "gelu_forward",
+COMPILED = {"attention_forward", "attention_backward", "dropout_forward", "dropout_backward", "linear_forward",
+            "linear_backward", "gelu_forward", "embedding_forward", "attention_packed_forward",
+            "attention_packed_backward",
             "gelu_backward", "layernorm_forward", "layernorm_backward", "embedding_backward",
             "cross_entropy_forward", "cross_entropy_backward"}
 
@@ -115,6 +133,61 @@ def test_kernels_has_every_reference_name_compiled_or_the_reference_itself():
 def test_attention_gradcheck_on_numba_backend():
     checks = gradcheck.check_attention(np.random.default_rng(0), verbose=False, ops=kernels)
     assert checks and all(checks), [c for c in checks if not c]
+
+
+# ---------------------------------------------------------------------------------------------
+# attention on packed rows (the unpadded encoder): the rows' own heads, or the grid for odd masks
+
+PACKED = [((4, 9, 3, 8), [9, 3, 1, 6]), ((2, 16, 2, 8), [16, 16]), ((3, 64, 2, 32), [64, 40, 17]),
+          ((5, 7, 1, 16), [0, 7, 2, 0, 5])]  # (B, T, NH, HS), lengths; empty sequences too
+
+
+def _packed_inputs(B, T, NH, HS, lengths, dtype, rng):
+    mask = (np.arange(T)[None] < np.array(lengths)[:, None]).astype(np.int64)  # (B, T) real tokens first
+    keep = np.flatnonzero(mask.reshape(-1))  # (N,)
+    return rng.standard_normal((keep.size, 3 * NH * HS)).astype(dtype), keep, mask
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+@pytest.mark.parametrize("dropout_p", [0.0, 0.2], ids=["nodrop", "drop0.2"])
+@pytest.mark.parametrize("shape,lengths", PACKED, ids=["lengths", "full", "parallel", "empty-rows"])
+def test_attention_packed_kernel_matches_reference(shape, lengths, dropout_p, causal, dtype):
+    B, T, NH, HS = shape
+    rng = np.random.default_rng(B + T)
+    qkv, keep, mask = _packed_inputs(B, T, NH, HS, lengths, dtype, rng)
+    out_ref, c_ref = layers.attention_packed_forward(qkv, keep, (B, T), mask, NH, dropout_p, np.random.default_rng(4),
+                                                     causal)
+    out, c = kernels.attention_packed_forward(qkv, keep, (B, T), mask, NH, dropout_p, np.random.default_rng(4), causal)
+    assert isinstance(c, kernels.PackedHeadsCache)  # the rows' own path: real tokens first
+    assert_matches("out", out, out_ref)
+    dout = rng.standard_normal(out.shape).astype(dtype)
+    assert_matches("dqkv", kernels.attention_packed_backward(dout, c), layers.attention_packed_backward(dout, c_ref))
+
+
+def test_attention_packed_kernel_takes_the_grid_for_padding_before_a_real_token():
+    rng = np.random.default_rng(0)
+    mask = np.array([[1, 0, 1, 1], [1, 1, 1, 0]])  # a hole in the first sequence
+    keep = np.flatnonzero(mask.reshape(-1))
+    qkv = rng.standard_normal((keep.size, 3 * 2 * 4))
+    out_ref, c_ref = layers.attention_packed_forward(qkv, keep, (2, 4), mask, 2, 0.1, np.random.default_rng(1))
+    out, c = kernels.attention_packed_forward(qkv, keep, (2, 4), mask, 2, 0.1, np.random.default_rng(1))
+    assert isinstance(c, layers.PackedAttentionCache)
+    assert_matches("out", out, out_ref)
+    dout = rng.standard_normal(out.shape)
+    assert_matches("dqkv", kernels.attention_packed_backward(dout, c), layers.attention_packed_backward(dout, c_ref))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["bidirectional", "causal"])
+def test_attention_packed_kernel_gradcheck(causal):
+    rng = np.random.default_rng(0)
+    qkv, keep, mask = _packed_inputs(3, 5, 2, 4, [5, 2, 4], np.float64, rng)
+    for p in (0.0, 0.3):
+        fwd = lambda qkv, p=p: kernels.attention_packed_forward(qkv, keep, (3, 5), mask, 2, p,  # noqa: E731
+                                                                np.random.default_rng(7), causal)
+        checks = gradcheck.layer_check(f"packed attention (p={p})", fwd, dict(qkv=qkv), kernels.attention_packed_backward,
+                                       rng, verbose=False)
+        assert checks and all(checks), [c.row() for c in checks if not c]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,6 +254,39 @@ def test_layernorm_kernel_matches_reference(lead, C, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 5), (4096, 128), (333, 1030), (70000, 3)], ids=str)
+def test_column_sum_and_bias_add_give_numpys_bits(shape, dtype):
+    """The parallel passes of linear (db = dout.sum(axis=0), out += b) do each element's adds in
+    NumPy's order: the same bits, on the small (NumPy) and the big (parallel) path."""
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(shape) * np.exp(3 * rng.standard_normal((shape[0], 1)))).astype(dtype)
+    np.testing.assert_array_equal(kernels.column_sum(x), x.sum(axis=0))
+    b = rng.standard_normal(shape[1]).astype(dtype)
+    np.testing.assert_array_equal(kernels.add_bias(x.copy(), b), x + b)
+    np.testing.assert_array_equal(kernels.multiply(x, x[::-1].copy()), x * x[::-1])
+    np.testing.assert_array_equal(kernels.add(x, x[::-1].copy()), layers.add(x, x[::-1]))
+    np.testing.assert_array_equal(kernels.column_sum(x), layers.column_sum(x))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("B,T,V,C", [(2, 5, 6, 4), (32, 128, 300, 64), (3, 7, 50000, 16)], ids=str)
+def test_embedding_kernels_give_the_references_bits(B, T, V, C, dtype):
+    rng = np.random.default_rng(B)
+    ids = rng.integers(0, min(V, 40), (B, T))  # few distinct ids: many repeats
+    seg = rng.integers(0, 2, (B, T))
+    tok, segt, pos = _rand(rng, (V, C), dtype), _rand(rng, (2, C), dtype), _rand(rng, (T + 3, C), dtype)
+    out, c = kernels.embedding_forward(ids, seg, tok, segt, pos)
+    out_ref, c_ref = layers.embedding_forward(ids, seg, tok, segt, pos)
+    np.testing.assert_array_equal(out, out_ref)
+    dout = _rand(rng, (B, T, C), dtype)
+    for name, g, g_ref in zip(("dtok", "dseg", "dpos"), kernels.embedding_backward(dout, c),
+                              layers.embedding_backward(dout, c_ref)):
+        np.testing.assert_array_equal(g, g_ref, err_msg=name)
+    with pytest.raises(ValueError, match="input_ids contains"):
+        kernels.embedding_forward(ids + V, seg, tok, segt, pos)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_embedding_backward_kernel_accumulates_repeated_ids(dtype):
     rng = np.random.default_rng(0)
     ids = np.array([[3, 3, 1, 0, 3], [1, 4, 4, 2, 2]])  # repeated ids on purpose
@@ -213,6 +319,59 @@ def test_cross_entropy_kernel_matches_reference(shape, dtype):
 def test_cross_entropy_kernel_rejects_bad_targets():
     with pytest.raises(ValueError, match="outside"):
         kernels.cross_entropy_forward(np.zeros((2, 3)), np.array([0, 3]))
+
+
+# ---------------------------------------------------------------------------------------------
+# dropout: the Philox masks made inside the kernels are the reference's, bit for bit
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(1,), (3, 7), (5, 4099), (64, 1030)], ids=str)  # odd sizes; several chunks
+@pytest.mark.parametrize("p", [0.1, 0.5])
+def test_dropout_kernel_matches_reference_bit_for_bit(shape, p, dtype):
+    x = _rand(np.random.default_rng(1), shape, dtype)
+    out_ref, c_ref = layers.dropout_forward(x, p, np.random.default_rng(5))
+    out, c = kernels.dropout_forward(x, p, np.random.default_rng(5))
+    np.testing.assert_array_equal(out, out_ref)
+    assert isinstance(c, kernels.DropoutKey)  # the key, not the mask, is kept
+    np.testing.assert_array_equal(c.mask(shape, dtype), c_ref.mask)
+    dout = _rand(np.random.default_rng(2), shape, dtype)
+    np.testing.assert_array_equal(kernels.dropout_backward(dout, c), layers.dropout_backward(dout, c_ref))
+    np.testing.assert_array_equal(kernels.dropout_backward(dout, c_ref), layers.dropout_backward(dout, c_ref))
+    same, c0 = kernels.dropout_forward(x, 0.0, np.random.default_rng(5))
+    assert same is x and kernels.dropout_backward(dout, c0) is dout
+
+
+def test_dropout_kernel_draws_what_the_reference_draws():
+    """One key per call from the caller's rng: after the same calls both rngs are in the same state."""
+    x = np.ones((4, 9), np.float32)
+    r1, r2 = np.random.default_rng(3), np.random.default_rng(3)
+    for _ in range(3):
+        layers.dropout_forward(x, 0.2, r1)
+        kernels.dropout_forward(x, 0.2, r2)
+    assert r1.integers(1 << 60) == r2.integers(1 << 60)
+
+
+@pytest.mark.parametrize("start", [0, 1, 3, 4, 4097])
+@pytest.mark.parametrize("n", [0, 1, 3, 5, 11, 4096])
+def test_random_bits_kernel_at_any_start_matches_reference(start, n):
+    key = layers.draw_dropout_key(np.random.default_rng(0))
+    bits = np.empty(n, np.uint32)
+    _bits_into(bits, start, np.uint64(key[0]), np.uint64(key[1]))
+    np.testing.assert_array_equal(bits, layers.random_bits(key, start + n)[start:])
+
+
+@numba.njit
+def _bits_into(bits, start, k0, k1):
+    kernels._random_bits_into(bits, start, k0, k1)
+
+
+def test_dropout_kernel_gradcheck():
+    rng = np.random.default_rng(0)
+    fwd = lambda x: kernels.dropout_forward(x, 0.3, np.random.default_rng(7))  # noqa: E731
+    checks = gradcheck.layer_check("dropout kernel (fixed key)", fwd, dict(x=gradcheck.rand_array(rng, 3, 9)),
+                                   kernels.dropout_backward, rng, verbose=False)
+    assert checks and all(checks)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,3 +492,28 @@ def test_erf32_accuracy_and_edge_cases():
     edge = _apply(_map_erf32, np.float32([np.inf, -np.inf, 10.0, np.nan]))
     np.testing.assert_array_equal(edge[:3], [1.0, -1.0, 1.0])
     assert np.isnan(edge[3])
+
+
+@pytest.mark.parametrize("dropout", [0.0, 0.1], ids=["nodrop", "drop0.1"])
+def test_twenty_training_steps_give_the_same_losses_on_both_backends(dropout, monkeypatch):
+    """A fixed-seed float32 run of 20 whole training steps (forward, backward, clipping, AdamW,
+    dropout drawn from the same rng) on each backend: the losses agree step by step to float32
+    rounding (measured before the counter-based dropout: at most 1.5e-7 relative), so the two
+    backends train the same model, dropout masks included."""
+    from minibert.loop.step import training_step
+    from minibert.optim import AdamW
+
+    losses = {}
+    for backend in ("numpy", "numba"):
+        monkeypatch.setenv("MINIBERT_BACKEND", backend)
+        cfg = BertConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=dropout,
+                         attention_probs_dropout_prob=dropout)
+        model = BertForPreTraining(cfg, seed=0, dtype=np.float32)
+        opt = AdamW(model.params, lr=1e-3)
+        rng, data = np.random.default_rng(1), np.random.default_rng(2)
+        batches = [gradcheck.random_batch(cfg, 8, 24, 4, data) for _ in range(2)]  # two batches, in turn
+        losses[backend] = np.array([training_step(model, opt, batches[s % 2], s, lr=3e-3, warmup_steps=2,
+                                                  total_steps=20, rng=rng).loss for s in range(20)])
+    assert losses["numpy"][-1] < losses["numpy"][0]  # it trains
+    np.testing.assert_allclose(losses["numba"], losses["numpy"], rtol=1e-5)

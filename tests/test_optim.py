@@ -283,3 +283,29 @@ def test_adamw_load_state_dict_rejects_bad_state(edit, match):
     with pytest.raises(ValueError, match=match):
         opt.load_state_dict(sd)
     np.testing.assert_array_equal(opt.m["w"], 0.0)  # nothing half-loaded
+
+
+def test_clip_on_the_numba_backend_equals_the_numpy_passes(monkeypatch):
+    """The compiled norm (one parallel float64 pass over every gradient) and scaling: the norm to
+    float64 rounding (its adds are in another order), the clipped gradients to the same bits
+    given the same scale, dtypes kept, inputs untouched; float32 and float64 mixed, a strided one."""
+    from minibert import kernels
+
+    rng = np.random.default_rng(1)
+    grads = {k: 10 * v for k, v in random_params(rng, np.float32).items()}
+    grads["big"] = rng.standard_normal(3 * 4096 + 5).astype(np.float32)  # several chunks
+    grads["f64"] = rng.standard_normal((7, 3))
+    grads["strided"] = rng.standard_normal((6, 10)).astype(np.float32)[:, ::2]
+    before = {k: v.copy() for k, v in grads.items()}
+    monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
+    ref, ref_norm = clip_by_global_norm(grads, 1.0)
+    monkeypatch.setenv("MINIBERT_BACKEND", "numba")
+    got, norm = clip_by_global_norm(grads, 1.0)
+    assert norm == pytest.approx(ref_norm, rel=1e-14)
+    scale = 1.0 / norm
+    for k in grads:
+        np.testing.assert_array_equal(grads[k], before[k])
+        assert got[k].dtype == grads[k].dtype and got[k].shape == grads[k].shape
+        np.testing.assert_array_equal(got[k], grads[k] * grads[k].dtype.type(scale), err_msg=k)
+        np.testing.assert_allclose(got[k], ref[k], rtol=1e-6)
+    assert kernels.sum_of_squares([np.zeros(0, np.float32), np.ones(3)]) == 3.0

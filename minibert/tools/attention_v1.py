@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from minibert.kernels import (_attention_dropout_mask, _attention_inputs, _jit, _masked_softmax_row, _pick, _serial,
-                              _softmax_backward_head, _times_drop)
+                              _softmax_backward_head, _times_drop, mask_array)
 from minibert.layers import MASK_VALUE, AttentionCache
 
 
@@ -174,6 +174,7 @@ def attention_backward_v1(dout, cache: AttentionCache):
     q, k, v, att, drop, scale = cache
     dt = q.dtype
     B, NH, T, HS = q.shape
+    drop = mask_array(drop, att.shape, dt)  # (B, NH, T, T) or None
     dout = dout.astype(dt, copy=False)
     dq, dk, dv = (np.empty((B, NH, T, HS), dtype=dt) for _ in range(3))  # 3 x (B, NH, T, HS)
     dummy = np.empty((1, 1, 1, 1), dtype=dt)

@@ -28,8 +28,9 @@ QA_SHAPE = dict(B=8, T=384)  # a SQuAD window (max_seq_length 384), 8 windows pe
 PHASES = ("forward", "backward")
 
 
-def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
-    """Wall times of fn() in seconds over `reps` runs, after `warmup` untimed runs."""
+def run_times(fn, reps: int, warmup: int = 1, budget_s: float | None = None) -> list[float]:
+    """Wall times of fn() in seconds over `reps` runs, after `warmup` untimed runs; with
+    `budget_s`, fewer runs (at least one) once the timed ones have taken that long."""
     for _ in range(warmup):
         fn()
     times = []
@@ -37,6 +38,8 @@ def run_times(fn, reps: int, warmup: int = 1) -> list[float]:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
+        if budget_s is not None and sum(times) >= budget_s:
+            break
     return times
 
 
@@ -46,7 +49,8 @@ class TimedOps:
 
     def __init__(self, ops):
         self._ops = ops
-        self.times = defaultdict(float)
+        self.times = defaultdict(float)  # wall seconds
+        self.cpu = defaultdict(float)  # CPU seconds of the process (every thread), the same calls
         self.calls = defaultdict(int)
 
     def __getattr__(self, name):
@@ -54,20 +58,23 @@ class TimedOps:
         if not callable(fn) or not (name.endswith(("_forward", "_backward")) or name in ("split_heads", "merge_heads")):
             return fn
         layer, _, phase = name.rpartition("_")
+        layer = layer.removesuffix("_packed")  # the unpadded encoder's attention is attention too
         key = (layer, phase) if phase in PHASES else ("heads " + name.split("_")[0], "forward")
 
         def timed(*args, **kwargs):
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 self.times[key] += time.perf_counter() - t0
+                self.cpu[key] += time.process_time() - c0
                 self.calls[key] += 1
 
         return timed
 
     def reset(self):
         self.times.clear()
+        self.cpu.clear()
         self.calls.clear()
 
 
@@ -145,6 +152,110 @@ def profile_rows(p: dict) -> list[list[str]]:
     rows.append(["the rest: tied MLM decoder, adds, gathers", "", "", ms(glue), f"{100 * glue / step:.0f}%"])
     rows.append(["step (median; the rows are medians too)", "", "", ms(step), "100%"])
     return rows
+
+
+def _part_totals(p: dict) -> dict:
+    """{part: seconds per step} of a profile_step result: each layer's forward + backward, the
+    optimizer, the rest, and the step."""
+    parts = defaultdict(float)
+    for key, t in p["layers_s"].items():
+        parts[key.rsplit(" ", 1)[0]] += t
+    parts["clip + AdamW"] = p["update_s"]
+    parts["the rest: tied MLM decoder, adds, gathers"] = p["glue_s"]
+    return dict(parts)
+
+
+def _amdahl(t1: float, tn: float, n: int) -> float:
+    """Serial seconds S of t(n) = S + (t1 - S) / n, from t(1) and t(n) (never below 0)."""
+    return max(0.0, (n * tn - t1) / (n - 1))
+
+
+def _scaling_table(one: dict, many: dict, n: int, step1: float, stepn: float):
+    """Rows part | 1 thread ms | n threads ms | speed-up | serial ms, biggest at n threads first,
+    then the step; and the sum of the parts' serial seconds."""
+    fmt = lambda t: f"{t * 1e3:.1f}"  # noqa: E731
+    rows, serial = [], 0.0
+    for name in sorted(set(one) | set(many), key=lambda k: -many.get(k, 0.0)):
+        t1, tn = one.get(name, 0.0), many.get(name, 0.0)
+        s = _amdahl(t1, tn, n)
+        serial += s
+        rows.append([name, fmt(t1), fmt(tn), f"{t1 / tn:.2f}x" if tn > 0 else "n/a", fmt(s)])
+    rows.append(["step (median)", fmt(step1), fmt(stepn), f"{step1 / stepn:.2f}x", fmt(_amdahl(step1, stepn, n))])
+    return rows, serial
+
+
+def scaling_rows(one: dict, many: dict, n: int):
+    """The table of minibert's parts at 1 and n threads (two profile_step results) and the sum of
+    their serial seconds (Amdahl)."""
+    return _scaling_table(_part_totals(one), _part_totals(many), n, one["step_s"], many["step_s"])
+
+
+def torch_scaling_rows(one: dict, many: dict, n: int):
+    """The same table for two torch_profile_step results."""
+    return _scaling_table(one["parts_s"], many["parts_s"], n, one["step_s"], many["step_s"])
+
+
+# PyTorch's step cut into the same kinds of work, by the operator names torch.profiler reports
+# (their self time: the time in the operator itself, not in the operators it calls)
+TORCH_PARTS = (
+    ("matmuls (linear, attention, decoder)", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addmv",
+                                             "aten::dot", "aten::mv")),
+    ("attention softmax", ("aten::_softmax", "aten::_softmax_backward_data", "aten::_scaled_dot_product")),
+    ("layernorm", ("aten::native_layer_norm", "aten::native_layer_norm_backward")),
+    ("gelu", ("aten::gelu", "aten::gelu_backward")),
+    ("dropout", ("aten::native_dropout", "aten::native_dropout_backward", "aten::bernoulli", "aten::bernoulli_")),
+    ("embedding", ("aten::embedding", "aten::embedding_backward", "aten::embedding_dense_backward",
+                   "aten::index_select", "aten::index_add_")),
+    ("cross_entropy", ("aten::_log_softmax", "aten::_log_softmax_backward_data", "aten::nll_loss")),
+)
+
+
+def torch_part(op_name: str) -> str:
+    """The kind of work of a torch operator (TORCH_PARTS), else "elementwise and other ops"."""
+    for part, prefixes in TORCH_PARTS:
+        if op_name.startswith(prefixes):
+            return part
+    return "elementwise and other ops"
+
+
+def torch_profile_step(torch_and_parts, reps: int) -> dict:
+    """PyTorch's training step cut like minibert's profile: forward + backward under
+    torch.profiler for `reps` steps (after one warm-up), each operator's self time added to its
+    kind (torch_part), what the operators do not cover as "framework: Python, autograd, dispatch";
+    clip + AdamW timed apart; the whole step timed without the profiler. -> {"parts_s": {part:
+    seconds per step}, "step_s": median seconds of a step, "threads": torch's thread count}.
+    torch_and_parts: (torch, (forward+backward fn, clip+AdamW fn))."""
+    torch, (fwd_bwd, update) = torch_and_parts
+    fwd_bwd()
+    update()
+    steps, updates = [], []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fwd_bwd()
+        t1 = time.perf_counter()
+        update()
+        t2 = time.perf_counter()
+        steps.append(t2 - t0)
+        updates.append(t2 - t1)
+    parts = defaultdict(float)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fwd_bwd()
+        wall = (time.perf_counter() - t0) / reps
+    covered = 0.0
+    for event in prof.key_averages():
+        if not event.key.startswith("aten::"):
+            continue  # record_function ranges and autograd nodes: their ops are counted below them
+        t = event.self_cpu_time_total / 1e6 / reps
+        parts[torch_part(event.key)] += t
+        covered += t
+    parts["framework: Python, autograd, dispatch"] = max(0.0, wall - covered)
+    parts["clip + AdamW"] = statistics.median(updates)
+    return {"parts_s": dict(parts), "step_s": statistics.median(steps), "threads": torch.get_num_threads(),
+            "profiled_forward_backward_s": wall}
 
 
 class Matmul(NamedTuple):

@@ -131,3 +131,64 @@ def test_round_ratios_take_the_faster_reference_per_round():
 
     rounds = {"numba": [10.0, 8.0], "torch explicit": [12.0, 6.0], "torch sdpa": [11.0, 9.0]}
     np.testing.assert_allclose(bench.round_ratios(rounds, ["torch explicit", "torch sdpa"], "numba"), [1.1, 0.75])
+
+
+# ---------------------------------------------------------------------------------------------
+# threads: the lists, the workers' environment, the serial part
+
+def test_parse_threads_sorts_and_leaves_out_counts_above_the_cores():
+    from minibert.tools import bench
+
+    assert bench.parse_threads(None, 8) == ([8], [])
+    assert bench.parse_threads("16,1,2,4,2", 4) == ([1, 2, 4], [16])
+    with pytest.raises(ValueError, match="thread counts"):
+        bench.parse_threads("0,2", 4)
+    with pytest.raises(ValueError, match="comma-separated"):
+        bench.parse_threads("two", 4)
+
+
+def test_worker_environment_sets_every_librarys_thread_count():
+    from minibert.tools import bench
+
+    env = bench.thread_environment(3)
+    assert all(env[v] == "3" for v in bench.THREAD_VARIABLES) and env["MINIBERT_BENCH_THREADS"] == "3"
+    assert "MINIBERT_BENCH_THREADS" not in bench.thread_environment(None) or \
+        bench.thread_environment(None)["MINIBERT_BENCH_THREADS"] == __import__("os").environ["MINIBERT_BENCH_THREADS"]
+
+
+def test_amdahl_serial_part_recovers_a_known_split():
+    from minibert.tools import bench
+
+    S, P = 0.03, 0.4  # t(n) = S + P / n
+    assert bench.amdahl_serial(S + P, S + P / 8, 8) == pytest.approx(S)
+    rows, serial = bench_profile._scaling_table({"a": 0.3, "b": 0.1}, {"a": 0.3 / 4, "b": 0.1}, 4, 0.4, 0.175)
+    assert serial == pytest.approx(0.1)  # a divides perfectly, b not at all
+    assert rows[0][0] == "b" and rows[-1][0].startswith("step")
+
+
+def test_torch_parts_name_the_operators():
+    assert bench_profile.torch_part("aten::addmm") == bench_profile.torch_part("aten::bmm")
+    assert bench_profile.torch_part("aten::native_layer_norm_backward") == "layernorm"
+    assert bench_profile.torch_part("aten::add_") == "elementwise and other ops"
+
+
+def test_profile_worker_at_one_thread_in_a_fresh_process(monkeypatch):
+    """bench runs the profile in worker processes at a thread count: the worker reports it."""
+    from minibert.tools import bench
+
+    got = bench.run_worker("profile", {"config": "tiny", "floor": False}, 1, threads=1)
+    assert got["threads"] == 1 and got["step_s"] > 0 and "matmul_floor" not in got
+    rows, serial = bench_profile.scaling_rows(got, got, 2)
+    assert serial >= 0 and rows[-1][0].startswith("step")
+
+
+def test_cli_time_limit_skips_the_sections_and_still_writes_the_json(tmp_path, capsys):
+    import json
+
+    from minibert.tools import bench
+
+    out = tmp_path / "results.json"
+    assert bench.cli(["--only", "startup", "--time-limit", "0", "--json", str(out)]) == 0
+    assert "startup: skipped (--time-limit 0 minutes reached)" in capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert report["sections_s"] == {"startup": None} and report["machine"]["threads"]
