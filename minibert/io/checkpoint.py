@@ -19,6 +19,10 @@ Public API:
     from_hf_state_dict(state, config, dtype=np.float32) -> params
     save_pretrained(model, directory, vocab=None)
     read_pretrained(directory, dtype=np.float32) -> Pretrained (minibert.bert.load_pretrained builds the model)
+
+Why this module is over 500 lines: a checkpoint directory is read and written here in both
+directions, names, shapes, config.json and the layouts transformers writes (sharded, task
+classes, sentence-transformers' folders); split, the name map and its inverse would drift apart.
 """
 from __future__ import annotations
 

@@ -106,3 +106,15 @@ def test_the_rules_catch_an_upward_import(tmp_path):
     (tmp_path / "m.py").write_text(source, encoding="utf-8")
     assert "io.checkpoint" in imports(tmp_path / "m.py", {"io.checkpoint", "model"})
     assert LAYERS.index("io.checkpoint") > LAYERS.index("model")
+
+
+def test_a_module_over_500_lines_says_why_at_its_top():
+    """A long module is a choice, written down where a reader meets it (its docstring)."""
+    unexplained = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if text.count("\n") > 500:
+            doc = ast.get_docstring(ast.parse(text)) or ""
+            if "over 500 lines" not in doc:
+                unexplained.append(f"{path.relative_to(ROOT)} ({text.count(chr(10))} lines)")
+    assert not unexplained, "modules over 500 lines without 'Why this module is over 500 lines' in their docstring: " + ", ".join(unexplained)
