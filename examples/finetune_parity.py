@@ -167,13 +167,14 @@ def run_torch(run, cfg, kind, log):
     for step in range(run.total_steps):
         b = run.source.batch(run.rows_at(step))
         t0 = time.perf_counter()
-        inputs = {"input_ids": torch.from_numpy(b["input_ids"]), "token_type_ids": torch.from_numpy(b["segment_ids"]),
-                  "attention_mask": torch.from_numpy(b["input_mask"])}
+        tensor = lambda name: torch.from_numpy(np.ascontiguousarray(b[name]))  # noqa: E731 (cut padding: a view)
+        inputs = {"input_ids": tensor("input_ids"), "token_type_ids": tensor("segment_ids"),
+                  "attention_mask": tensor("input_mask")}
         if kind == "qa":
-            inputs["start_positions"] = torch.from_numpy(b["start_positions"])
-            inputs["end_positions"] = torch.from_numpy(b["end_positions"])
+            inputs["start_positions"] = tensor("start_positions")
+            inputs["end_positions"] = tensor("end_positions")
         else:
-            inputs["labels"] = torch.from_numpy(b["labels"])
+            inputs["labels"] = tensor("labels")
         model.zero_grad(set_to_none=True)
         loss = model(**inputs).loss
         loss.backward()

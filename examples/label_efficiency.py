@@ -37,7 +37,6 @@ for var in ("NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL
 import numpy as np  # noqa: E402
 
 SIZES = (100, 300, 1000, 3000, 10000, "all")
-SEEDS_UP_TO_1000 = (0, 1, 2)
 # kind -> (lr, max_seq_length); defaults from the recipe grid (results/REPORT.md); --recipe overrides
 RECIPES = {"random": (3e-4, 64), "tiny": (3e-4, 64), "indomain": (3e-4, 64), "minilm": (1e-4, 64)}
 
@@ -185,6 +184,7 @@ def main(argv=None):
     p.add_argument("--min-epochs", type=int, default=3)
     p.add_argument("--epochs-all", type=float, default=1.0)
     p.add_argument("--evals", type=int, default=4)
+    p.add_argument("--seeds-small", default="0,1,2", help="seeds for sizes up to 1,000")
     p.add_argument("--seeds-large", default="0", help="seeds for sizes above 1,000")
     p.add_argument("--work", default="runs/label_efficiency")
     p.add_argument("--json", default="results/label_efficiency.json")
@@ -218,7 +218,8 @@ def main(argv=None):
         sizes = [s if s == "all" else int(s) for s in a.sizes.split(",")]
         for n in sizes:
             for kind in a.kinds.split(","):
-                seeds = SEEDS_UP_TO_1000 if n != "all" and n <= 1000 else tuple(int(s) for s in a.seeds_large.split(","))
+                seeds = a.seeds_small if n != "all" and n <= 1000 else a.seeds_large
+                seeds = tuple(int(s) for s in seeds.split(","))
                 for seed in seeds:
                     key = cell_key(kind, n, seed)
                     if key in results:

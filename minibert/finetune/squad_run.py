@@ -8,6 +8,13 @@ At each dev evaluation: logits of every window -> run_squad's post-processing (n
 context, the null score for v2.0) -> the official EM/F1 (minibert/finetune/squad_eval.py). When
 the dev F1 is the best so far, OUT_DIR gets the model and predictions.json, nbest.json,
 null_odds.json (v2.0) and eval.json (the official keys, best_f1 and its threshold included).
+
+SQuAD 2.0's best_f1 and best_exact (and their thresholds) come from the official search run on
+every question's best span, not on the predictions at threshold 0: run_squad writes "" for a
+question whose null score wins, and the official search scores the text it is given, so a span
+hidden behind "" could never count. A model that has learnt spans but whose null score still
+wins everywhere (early in fine-tuning) gets f1 = the no-answer rate and, here, the best_f1 its
+spans are worth; `predict` and `evaluate` answer at that threshold.
 """
 from __future__ import annotations
 
@@ -39,6 +46,8 @@ class SquadSource(TaskSource):
                                                     (logits[..., 0], logits[..., 1]),
                                                     do_lower_case=self.do_lower_case, version_2=self.version_2)
         scores = squad_eval.evaluate(self.gold, preds, null_odds if self.version_2 else None)
+        if self.version_2:
+            scores.update(threshold_search(self.gold, nbest, null_odds))
         self.last = (preds, nbest, null_odds, scores)
         return {k: float(v) for k, v in scores.items()}
 
@@ -49,6 +58,14 @@ class SquadSource(TaskSource):
         if self.version_2:
             write_json(directory / "null_odds.json", null_odds)
         write_json(directory / "eval.json", scores)
+
+
+def threshold_search(gold: dict, nbest: dict, null_odds: dict) -> dict[str, float]:
+    """The official best_exact/best_f1 search over each question's best non-null span (see the
+    module docstring) -> {best_exact, best_exact_thresh, best_f1, best_f1_thresh}."""
+    spans = {qid: next((e["text"] for e in entries if e["text"]), "") for qid, entries in nbest.items()}
+    full = squad_eval.evaluate(gold, spans, null_odds)
+    return {k: full[k] for k in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")}
 
 
 DEFAULT_DIR = {"squad2": Path(__file__).resolve().parent.parent.parent / "data" / "squad2"}  # shipped, CC BY-SA

@@ -280,3 +280,20 @@ def test_postprocess_checks_logit_shapes(tmp_path):
     examples, feats = _features(tmp_path, [(TEN, [_qa("q", "who?")])], False, max_seq_length=9)
     with pytest.raises(ValueError, match=r"expected \(N, T\)"):
         sq.postprocess(examples, feats, (np.zeros((1, 9)), np.zeros((1, 9))))
+
+
+def test_best_f1_searches_the_spans_that_a_winning_null_score_hides():
+    """Every null score wins at threshold 0, so the predictions are all "" and the official
+    search over them finds nothing; over the best spans it finds the threshold that answers."""
+    from minibert.finetune import squad_eval
+    from minibert.finetune.squad_run import threshold_search
+
+    gold = {"a": ["Paris"], "b": ["John"], "c": [], "d": []}
+    nbest = {"a": [{"text": ""}, {"text": "Paris"}], "b": [{"text": "John"}, {"text": ""}],
+             "c": [{"text": "London"}, {"text": ""}], "d": [{"text": ""}]}
+    null_odds = {"a": 0.5, "b": 0.7, "c": 2.0, "d": 3.0}  # null minus best span: > 0 everywhere
+    at_zero = squad_eval.evaluate(gold, {q: "" for q in gold}, null_odds)
+    assert at_zero["f1"] == 50.0 and at_zero["best_f1"] == 50.0  # the hidden spans cannot count
+    found = threshold_search(gold, nbest, null_odds)
+    assert found["best_f1"] == 100.0 and found["best_exact"] == 100.0
+    assert 0.7 <= found["best_f1_thresh"] < 2.0  # answer a and b, not c
