@@ -43,7 +43,7 @@ def test_the_hidden_size_comes_from_the_init_config_or_the_tiny_preset(tmp_path)
 def test_recipes_are_returned_as_copies():
     _, chosen = recipe("sst2", "classification", 128)
     chosen["lr"] = 1.0
-    assert RECIPES["small"]["sst2"]["lr"] == 3e-4
+    assert RECIPES["small"]["sst2"]["lr"] == 3e-4  # exact: a constant in the table, never computed
 
 
 def test_finetune_fills_in_only_what_the_command_line_left_out(tmp_path, capsys):
@@ -66,4 +66,4 @@ def test_finetune_fills_in_only_what_the_command_line_left_out(tmp_path, capsys)
     assert "recipe (small model, classification; docs/finetuning.md): max_seq_length 128" in printed
     assert "lr" not in printed.split("recipe (")[1].split("\n")[0].split(":")[1]  # given, so not the recipe's
     settings = json.loads((out / "run.json").read_text())["settings"]
-    assert settings["lr"] == 0.002 and settings["epochs"] == 1.0 and settings["max_seq_length"] == 128
+    assert settings["lr"] == 0.002 and settings["epochs"] == 1.0 and settings["max_seq_length"] == 128  # exact: parsed, not computed
