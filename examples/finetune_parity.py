@@ -1,9 +1,10 @@
 """Result parity with transformers: fine-tune the same checkpoint on the same data, in the same
 example order, with the same recipe, in minibert and in transformers, and report both dev metrics.
 
-    python examples/finetune_parity.py sst2   --init runs/tiny --data SST-2 --lr 1e-3 --epochs 1 --max-seq-length 64
-    python examples/finetune_parity.py wnut17 --init runs/tiny --data DIR --lr 1e-3 --epochs 10 --max-seq-length 64
-    python examples/finetune_parity.py squad2 --init DIR --data DIR --lr 1e-4 --epochs 2 --max-seq-length 256
+    python examples/finetune_parity.py sst2   --init runs/tiny --data SST-2 --lr 3e-4 --epochs 1 --max-seq-length 64
+    python examples/finetune_parity.py wnut17 --init runs/tiny --lr 5e-4 --epochs 24 --max-seq-length 64
+    python examples/finetune_parity.py squad2 --init MODEL_DIR --lr 1e-4 --epochs 2 --max-seq-length 256
+    ... --minibert-from RUN   # take minibert's side from a finished `finetune` run of the same settings
 
 What is shared, so that the two runs differ only in the framework (and in their dropout masks):
 - the data: minibert's own readers and feature builders (`build_run`), so both see the same input
