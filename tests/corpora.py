@@ -90,3 +90,15 @@ def small_config(files: dict, out: Path, **kw):
                 curves=False)
     base.update(kw)
     return make_config("tiny", **base)
+
+
+def tiny_pretrained(directory: Path, vocab, max_position_embeddings: int = 64):
+    """A 1-layer, 16-wide BertForPreTraining (seed 0) saved in transformers' layout with `vocab`
+    -> its BertConfig (for task classes of the same shape)."""
+    from minibert.bert import BertForPreTraining
+    from minibert.model import BertConfig
+
+    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=max_position_embeddings)
+    BertForPreTraining(cfg, seed=0).save_pretrained(directory, vocab=list(vocab))
+    return cfg

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpora import tiny_pretrained
 
 from minibert.__main__ import main
-from minibert.bert import BertForPreTraining
 from minibert.finetune.models import BertForSequenceClassification, BertForTokenClassification
 from minibert.io import tensorfile
-from minibert.model import BertConfig
 
 WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "plot", "the", "was", "paris", "john", "visited"]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
@@ -33,9 +32,7 @@ DEEP_OBJECT = '{"a":' * 100_000 + "1" + "}" * 100_000  # the same, starting as a
 def base(tmp_path_factory):
     """A pretrained directory, a fine-tuned classifier and tagger, SST-style data and a SQuAD file."""
     d = tmp_path_factory.mktemp("base")
-    cfg = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64)
-    BertForPreTraining(cfg, seed=0).save_pretrained(d / "pre", vocab=VOCAB)
+    cfg = tiny_pretrained(d / "pre", VOCAB)
     BertForSequenceClassification(cfg, 2, seed=0).save_pretrained(d / "cls", vocab=VOCAB)
     BertForTokenClassification(cfg, 3, seed=0).save_pretrained(d / "tag", vocab=VOCAB)
     sst = d / "sst"

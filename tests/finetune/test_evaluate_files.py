@@ -11,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from corpora import tiny_pretrained
 
 from minibert.__main__ import main
-from minibert.bert import BertForPreTraining
-from minibert.model import BertConfig
 
 WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "plot", "the", "was", "paris", "john", "visited",
          "who", "a", "man", "sits", "he", "smiles", "runs", "in", "london"]
@@ -43,9 +42,7 @@ def _squad(path: Path, n: int) -> Path:
 def runs(tmp_path_factory):
     """One fine-tuned run per format, 1 epoch on a small fixture, from one tiny pretrained model."""
     d = tmp_path_factory.mktemp("runs")
-    cfg = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64)
-    BertForPreTraining(cfg, seed=0).save_pretrained(d / "pre", vocab=VOCAB)
+    tiny_pretrained(d / "pre", VOCAB)
     rng = np.random.default_rng(0)
     pick = lambda ws: str(rng.choice(ws))  # noqa: E731
     for split, n in (("train", 24), ("dev", 10)):

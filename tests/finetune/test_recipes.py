@@ -47,14 +47,11 @@ def test_recipes_are_returned_as_copies():
 
 
 def test_finetune_fills_in_only_what_the_command_line_left_out(tmp_path, capsys):
-    from minibert.__main__ import main
-    from minibert.bert import BertForPreTraining
-    from minibert.model import BertConfig
+    from corpora import tiny_pretrained
 
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"]
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=32)
-    BertForPreTraining(cfg, seed=0).save_pretrained(tmp_path / "pre", vocab=vocab)
+    from minibert.__main__ import main
+
+    tiny_pretrained(tmp_path / "pre", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film"], 32)
     data = tmp_path / "data"
     data.mkdir()
     for split in ("train", "dev"):

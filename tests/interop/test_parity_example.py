@@ -15,8 +15,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from minibert.bert import BertForPreTraining  # noqa: E402
-from minibert.model import BertConfig  # noqa: E402
+from corpora import tiny_pretrained  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "the", "was", "paris", "london", "@user"]
@@ -26,9 +25,7 @@ WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "the", "was", "
 def pretrained(tmp_path_factory):
     d = tmp_path_factory.mktemp("pre")
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
-    cfg = BertConfig(vocab_size=len(vocab), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64)
-    BertForPreTraining(cfg, seed=0).save_pretrained(d, vocab=vocab)
+    tiny_pretrained(d, vocab)
     return d
 
 

@@ -94,16 +94,21 @@ def test_every_check_catches_a_wrong_answer_and_says_by_how_much(path: Path):
 # never calls the library function that computes the answer (issue 39)
 
 
-def _keys(path: Path) -> dict:
-    """KEYS of a solutions file: {exercise: {"shows": [expressions], "calls": [library functions]}}."""
-    spec = importlib.util.spec_from_file_location(f"_keys_{path.stem}", path)
+def _load_solution(path: Path):
+    """A solutions file as a module of its own (registered only while it runs)."""
+    spec = importlib.util.spec_from_file_location(f"_solution_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     try:
         spec.loader.exec_module(module)
     finally:
         sys.modules.pop(spec.name, None)
-    return module.KEYS
+    return module
+
+
+def _keys(path: Path) -> dict:
+    """KEYS of a solutions file: {exercise: {"shows": [expressions], "calls": [library functions]}}."""
+    return _load_solution(path).KEYS
 
 
 def _squash(text: str) -> str:
@@ -285,13 +290,7 @@ def test_solutions_and_course_keep_floats_out_of_lookups():
 def test_solution_modules_load_on_their_own():
     """A learner can open and run a solutions file; it needs nothing from its lesson."""
     for path in sorted(SOLUTIONS.glob("*.py")):
-        spec = importlib.util.spec_from_file_location(f"_check_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        try:
-            spec.loader.exec_module(module)
-        finally:
-            sys.modules.pop(spec.name, None)
+        module = _load_solution(path)
         for name in _solution_functions(path):
             assert callable(getattr(module, name)), (path.name, name)
 
