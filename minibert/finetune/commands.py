@@ -23,7 +23,7 @@ from minibert.finetune.recipes import init_hidden_size, recipe
 from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
 from minibert.io.checkpoint import read_casing
 from minibert.io.hub import resolve_model_dir
-from minibert.loop import rundir
+from minibert.loop import engine, rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
@@ -215,15 +215,15 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
     else:
         run.start()
         m = run.model
-        run.say(f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} training "
-                f"features, batch {cfg.batch_size}, {run.total_steps} steps ({cfg.epochs:g} epochs), lr {cfg.lr:g}, "
-                f"warmup {run.warmup_steps}, dropout {cfg.dropout:g}"
-                + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
+        engine.say(run, f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} "
+                        f"training features, batch {cfg.batch_size}, {run.total_steps} steps ({cfg.epochs:g} epochs), "
+                        f"lr {cfg.lr:g}, warmup {run.warmup_steps}, dropout {cfg.dropout:g}"
+                        + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
     status = run.train()
     best = run.best or {}
     shown = ", ".join(f"{k} {v:.4f}" for k, v in best.items() if k != "step" and isinstance(v, float))
-    run.say(f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
-            f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
+    engine.say(run, f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
+                    f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
     return 130 if status == "interrupted" else 0
 
 

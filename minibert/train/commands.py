@@ -14,10 +14,9 @@ from minibert.optim import SCHEDULES
 from minibert.train.config import (DEFAULT_DATA_CACHE, FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS,
                                    TINY_RECIPE, TRAIN_TINY_PRESETS, make_config, parse_set)
 from minibert.train.data import _default_corpus, _own_corpus
-from minibert.train.electra import ElectraTrainer
 from minibert.train.pretrain import train
 from minibert.train.runs import resume_config
-from minibert.train.trainer import HeldoutEvaluator, Trainer
+from minibert.train.trainer import FAMILIES, HeldoutEvaluator, Trainer
 
 
 def cli(argv: list[str]) -> int:
@@ -64,7 +63,7 @@ def report(trainer: Trainer) -> None:
             else f"at step {at} (the last evaluation; training stopped at step {trainer.step})")
     evaluator = getattr(trainer, "evaluator", None) or HeldoutEvaluator(trainer.cfg, None)
     print(f"\nheld-out ({r.examples} sequences) {when}, {fmt_seconds(trainer.elapsed)}: {evaluator.summary(r)}")
-    generator = f"{run_dir_mod.PUBLISHED_DIRS[0]}/, " if isinstance(trainer, ElectraTrainer) else ""
+    generator = FAMILIES[trainer.cfg.model_type].published_dirs  # ELECTRA's generator/
     print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, {generator}metrics.jsonl, curves.png, "
           f"{run_dir_mod.CHECKPOINTS}/)")
 
@@ -198,7 +197,7 @@ def train_tiny_cli(argv: list[str]) -> int:
         return 130
     from minibert.inspect import fill_mask
 
-    electra = isinstance(trainer, ElectraTrainer)
+    electra = trainer.cfg.model_type == "electra"
     model = trainer.model.fill_mask_model() if electra else trainer.model  # ELECTRA's masked LM is its generator
     print(f"\nfill-mask examples{' (the generator)' if electra else ''}:")
     for text in FILL_MASK_EXAMPLES:

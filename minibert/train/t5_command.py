@@ -25,6 +25,7 @@ from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
 from minibert.io.progress import fmt_seconds
+from minibert.loop import engine
 from minibert.loop import rundir as run_dir
 from minibert.loop.rundir import FINISHED
 from minibert.loop.settings import Settings
@@ -111,7 +112,7 @@ def run_t5(args: T5TrainConfig, resume: bool, max_steps: int | None, cfg, params
         run_dir.start_run(out, COMMAND, args.to_dict())
         token, share = span_baseline(eval_batches, cfg)
         name = D.t5_tokens(tok.ids_to_tokens, cfg.num_sentinels)[token]
-        run.log({"type": "baseline", "token": name, "span_acc": share})
+        engine.log(run, {"type": "baseline", "token": name, "span_acc": share})
         print(f"held-out baseline: always answering {name!r} gets {share:.4f} of the answer tokens (the target "
               f"without sentinels and EOS: the dropped text, or the SST-2 label word)", flush=True)
     print(f"model: {run.model.num_parameters:,} parameters; {describe}", flush=True)

@@ -1,4 +1,4 @@
-"""XLNet (minibert/family/xlnet.py, xlnet_loop.py, xlnet_train.py): float64 gradient checks of the masked
+"""XLNet (minibert/family/xlnet.py, train/xlnet.py, train/xlnet_command.py): float64 gradient checks of the masked
 attention, the two-stream attention (both streams, every input and parameter) and the whole model
 (sampled entries of every tensor) on both backends; what the query stream may and may not see under
 a fixed order; the masks' invariants; partial prediction; batch errors; save/load; the driver on the
