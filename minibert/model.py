@@ -108,10 +108,6 @@ class BertConfig:
         if self.initializer_range < 0:
             raise ValueError(f"initializer_range={self.initializer_range} must be >= 0 (BERT: 0.02)")
 
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

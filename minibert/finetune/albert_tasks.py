@@ -50,10 +50,6 @@ class AlbertTaskConfig(TaskKeys, AlbertConfig):
 
     base = AlbertConfig
 
-    @classmethod
-    def from_albert(cls, config: AlbertConfig, **task) -> "AlbertTaskConfig":
-        return cls.from_base(config, **task)
-
 
 # ---------------------------------------------------------------------------------------------
 # the encoder the heads sit on

@@ -47,13 +47,15 @@ def _parser() -> argparse.ArgumentParser:
     for name, typ, help_ in (("epochs", float, "passes over the training data (default: the recipe for the task and model size)"),
                              ("lr", float, "peak learning rate (default: the recipe's)"),
                              ("batch-size", int, "default 32"), ("max-seq-length", int, "default: the recipe's (128 for your own files)"),
-                             ("warmup", float, "fraction of the steps (default 0.1)"),
                              ("dropout", float, "default 0.1"), ("seed", int, "default 0"),
                              ("minutes", float, "wall-clock budget; the run evaluates and saves when it ends"),
                              ("eval-per-epoch", int, "dev evaluations per epoch (default 1)"),
                              ("max-train-examples", int, "use the first N training features only"),
                              ("doc-stride", int, "SQuAD window stride (default 128)")):
         p.add_argument(f"--{name}", type=typ, help=help_)
+    p.add_argument("--warmup-proportion", "--warmup", type=float, help="fraction of the steps (default 0.1)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any setting by its name (FinetuneConfig), e.g. --set weight_decay=0 (repeatable)")
     p.add_argument("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all"),
                    help="feature-based: freeze the encoder, train a linear tagger on these hidden states")
     p.add_argument("--frozen-tagger", choices=TAGGERS,
@@ -180,13 +182,16 @@ def cli(argv: list[str]) -> int:
         cfg = FinetuneConfig(task=args.task, init=args.init, out=args.out or f"runs/{args.task}", data=args.data,
                              format=args.format, vocab=args.vocab, like=args.like, strict_length=args.strict_length,
                              causal=args.causal, bilstm=args.bilstm)
-        for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup", "dropout", "seed", "minutes",
+        for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proportion", "dropout", "seed", "minutes",
                     "eval_per_epoch", "max_train_examples", "doc_stride", "frozen", "frozen_tagger"):
             if getattr(args, key) is not None:
                 setattr(cfg, key, getattr(args, key))
+        given = FinetuneConfig.parse_set(args.set)
+        for key, value in given.items():
+            setattr(cfg, key, value)
         resolve_init(cfg, verbose=not args.quiet)
         name, chosen = recipe(cfg.task, task_kind(cfg), init_hidden_size(cfg.init, cfg.like))
-        defaulted = {k: v for k, v in chosen.items() if getattr(args, k) is None}
+        defaulted = {k: v for k, v in chosen.items() if getattr(args, k) is None and k not in given}
         for key, value in defaulted.items():
             setattr(cfg, key, value)
         if defaulted and not args.quiet:

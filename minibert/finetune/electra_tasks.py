@@ -86,10 +86,6 @@ class ElectraTaskConfig(TaskKeys, ElectraConfig):
     def head_dropout(self) -> float:
         return self.hidden_dropout_prob if self.classifier_dropout is None else self.classifier_dropout
 
-    def electra_config(self) -> ElectraConfig:
-        names = {f.name for f in dataclasses.fields(ElectraConfig)}
-        return ElectraConfig(**{k: getattr(self, k) for k in names})
-
     def to_dict(self) -> dict[str, Any]:
         """TaskKeys' keys (ElectraConfig's, the labels, problem_type when set) and the head keys."""
         return {**super().to_dict(), **{k: getattr(self, k) for k in HEAD_KEYS}}

@@ -39,16 +39,20 @@ from minibert.finetune.frozen import TAGGERS
 from minibert.finetune.registry import task_class
 from minibert.loop import checkpoints, engine, rundir
 from minibert.loop.curves import Panel, Series
-from minibert.loop.settings import Settings
+from minibert.loop.settings import RunSettings
 from minibert.model import MODEL_SIZES, BertConfig
 from minibert.optim import AdamW
 
 COMMAND = "finetune"  # run.json's "command"
 
 
-@dataclasses.dataclass
-class FinetuneConfig(Settings):
-    """The settings of one fine-tuning run (run.json records them)."""
+@dataclasses.dataclass(kw_only=True)
+class FinetuneConfig(RunSettings):
+    """The settings of one fine-tuning run (run.json records them). The schedule is counted in
+    epochs: `steps`, `warmup_steps`, `eval_interval` and `checkpoint_interval` are not used
+    (validate refuses them); `epochs`, `warmup_proportion` and `eval_per_epoch` say it instead."""
+
+    renamed = {"warmup": "warmup_proportion"}  # the name of minibert before the shared settings
 
     task: str
     init: str  # a checkpoint directory, or "none" (random init: the control)
@@ -61,7 +65,9 @@ class FinetuneConfig(Settings):
     lr: float = 1e-4
     batch_size: int = 32
     max_seq_length: int = 128
-    warmup: float = 0.1  # fraction of the steps
+    warmup_proportion: float = 0.1  # fraction of the steps (BERT's run_classifier.py name)
+    eval_interval: int = 0  # unused: eval_per_epoch
+    checkpoint_interval: int = 0  # unused: a checkpoint after each evaluation
     dropout: float = 0.1  # hidden_dropout_prob and attention_probs_dropout_prob while fine-tuning
     weight_decay: float = 0.01
     clip_norm: float = 1.0
@@ -87,8 +93,13 @@ class FinetuneConfig(Settings):
                 raise ValueError(f"{k}={getattr(self, k)} must be at least 1")
         if not 0 < self.epochs < math.inf or not 0 < self.lr < math.inf:  # NaN fails both comparisons
             raise ValueError(f"epochs ({self.epochs}) and lr ({self.lr}) must be positive finite numbers")
-        if not 0 <= self.warmup < 1 or not 0 <= self.dropout < 1:
-            raise ValueError(f"warmup ({self.warmup}) and dropout ({self.dropout}) must be in [0, 1)")
+        if not 0 <= self.warmup_proportion < 1 or not 0 <= self.dropout < 1:
+            raise ValueError(f"warmup_proportion ({self.warmup_proportion}) and dropout ({self.dropout}) must be in "
+                             f"[0, 1)")
+        for k in ("steps", "warmup_steps", "eval_interval", "checkpoint_interval"):
+            if getattr(self, k) != 0:
+                raise ValueError(f"{k}={getattr(self, k)}: fine-tuning counts in epochs; use epochs, "
+                                 f"warmup_proportion and eval_per_epoch")
         if not 0 <= self.minutes < math.inf or self.max_train_examples < 0:
             raise ValueError(f"minutes ({self.minutes}) must be a finite number >= 0 and max_train_examples "
                              f"({self.max_train_examples}) >= 0")
@@ -284,7 +295,7 @@ class FinetuneRun:
         self.num_train = n
         self.steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
         self.total_steps = max(1, int(round(cfg.epochs * self.steps_per_epoch)))
-        self.warmup_steps = int(cfg.warmup * self.total_steps)
+        self.warmup_steps = int(cfg.warmup_proportion * self.total_steps)
         self.optimizer = AdamW(model.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.rng = np.random.default_rng([cfg.seed, 1])  # dropout
         self.best: dict | None = None  # {"step", main metric, ...} of the best evaluation

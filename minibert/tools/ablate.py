@@ -40,7 +40,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import shutil
 import time
 import traceback
@@ -49,6 +48,7 @@ from typing import Any
 
 from minibert.io.atomic import atomic_write
 from minibert.loop.rundir import RunLock
+from minibert.loop.settings import fast_mode
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
                                            Downstream, Study, Variant, _v)
 
@@ -78,15 +78,11 @@ class Plan:
         return {"study": self.study, "minutes": 0.0 if self.steps else self.minutes, "steps": self.steps,
                 "finetune_minutes": self.finetune_minutes,
                 "pretrain_settings": _jsonable(self.pretrain_settings),
-                "finetune_settings": _jsonable(self.finetune_settings), "fast": _fast()}
+                "finetune_settings": _jsonable(self.finetune_settings), "fast": fast_mode()}
 
 
 def _jsonable(d: dict) -> dict:
     return json.loads(json.dumps(d, default=list))
-
-
-def _fast() -> bool:
-    return os.environ.get("MINIBERT_FAST", "") not in ("", "0")
 
 
 def get_study(name: str) -> Study:
@@ -169,7 +165,7 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     else:
         recipe["warmup_steps"] = max(10, round(recipe["warmup_steps"] * min(1.0, plan.minutes / TINY_RECIPE["minutes"])))
         budget = {"minutes": plan.minutes, "auto_steps": True}
-    overrides = {**recipe, **(FAST_RECIPE if _fast() else {}), **dict(variant.settings), **plan.pretrain_settings,
+    overrides = {**recipe, **(FAST_RECIPE if fast_mode() else {}), **dict(variant.settings), **plan.pretrain_settings,
                  **budget, "seed": seed, "curves": False, "name": f"{variant.name}-seed{seed}", "out_dir": str(run_dir)}
     make_config(variant.preset, **overrides).validate(require_files=False)
     if check_only:
@@ -482,7 +478,7 @@ def _fmt(s: float) -> str:
 # ---------------------------------------------------------------------------------------------
 # the command
 
-FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup", "dropout", "weight_decay",
+FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proportion", "dropout", "weight_decay",
                  "eval_per_epoch", "max_train_examples", "doc_stride")
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir as run_dir_mod
+from minibert.loop.settings import fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES
 from minibert.train.config import (DEFAULT_DATA_CACHE, FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS,
@@ -158,7 +159,7 @@ def train_tiny_cli(argv: list[str]) -> int:
     p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory, "
                    "finished or not (a finished train-tiny run is replaced without it)")
     args = p.parse_args(argv)
-    fast = os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+    fast = fast_mode()
     try:
         preset = args.preset
         overrides = {**TINY_RECIPE, **FAMILY_PRESETS.get(preset, {}), **(FAST_RECIPE if fast else {}), "name": preset}

@@ -5,7 +5,7 @@ SST-2 alike.
 The loop gives T5 what every run has: the progress line (step, loss, target-token accuracy,
 tokens/s, lr, ETA), metrics.jsonl, curves.png, checkpoints written as one unit by
 minibert.loop.rundir (config.json, model.safetensors, vocab.txt, optimizer.safetensors,
-trainer_state.json) every `--save-every` steps, at the end and at Ctrl-C, a stop on a NaN/inf
+trainer_state.json) every `--checkpoint-interval` steps, at the end and at Ctrl-C, a stop on a NaN/inf
 loss, and a bit-exact resume: parameters, AdamW's moments, the batch source (`ShuffledBatches`:
 the epoch's order and the Generator that draws the noise masks) and the fitted schedule are
 restored, so a paused and resumed run ends with the same bits as one that never stopped
@@ -185,8 +185,8 @@ class T5Run:
         self.dir = Path(args.out)
         self.verbose = True
         self.rng = np.random.default_rng([args.seed, 1])  # the loop's dropout Generator: T5 here draws nothing from it
-        self.minutes, self.log_interval, self.eval_every = args.minutes, args.log_every, args.eval_every
-        self.warmup = min(args.warmup, args.steps // 10)  # at most a tenth of the steps --steps allows
+        self.minutes, self.log_interval, self.eval_interval = args.minutes, args.log_interval, args.eval_interval
+        self.warmup = min(args.warmup_steps, args.steps // 10)  # at most a tenth of the steps --steps allows
         self.last_eval: dict | None = None
         # the loop's state (loop/engine.py)
         self.step, self.total_steps, self.elapsed = 0, args.steps, 0.0
@@ -194,7 +194,7 @@ class T5Run:
         self.lr_anchor: tuple[int, float] | None = None
         self.last_checkpoint: int | None = None
         self.last_eval_step: int | None = None
-        self.budget: StepBudget | None = StepBudget(args.minutes * 60.0, args.eval_every, max_steps=args.steps)
+        self.budget: StepBudget | None = StepBudget(args.minutes * 60.0, args.eval_interval, max_steps=args.steps)
 
     def run(self, max_steps: int | None = None) -> str:
         return engine.run(self, max_steps)
@@ -207,7 +207,7 @@ class T5Run:
 
     def diverged_hint(self) -> str:
         return (f"; the run stopped without saving. Last good checkpoint: {engine.last_good_checkpoint(self)}. Try "
-                f"a lower --lr (now {self.args.lr:g}) or more --warmup (now {self.warmup})")
+                f"a lower --lr (now {self.args.lr:g}) or more --warmup-steps (now {self.warmup})")
 
     # --- batch source and step ---------------------------------------------------------------------
 
@@ -245,12 +245,12 @@ class T5Run:
     def after_fit(self, fit: Fit, first: bool) -> None:
         """At the first fit, evaluate often enough to draw a curve: at least 6 times a run."""
         if first:
-            self.eval_every = self.budget.eval_interval = max(1, min(self.eval_every, self.total_steps // 6))
+            self.eval_interval = self.budget.eval_interval = max(1, min(self.eval_interval, self.total_steps // 6))
 
     # --- evaluation and curves ---------------------------------------------------------------------
 
     def is_eval_step(self, step: int) -> bool:
-        return step % self.eval_every == 0
+        return step % self.eval_interval == 0
 
     def evaluate(self) -> dict:
         t0 = time.perf_counter()
@@ -274,7 +274,7 @@ class T5Run:
     # --- checkpoints (loop/checkpoints.py) ---------------------------------------------------------
 
     def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
-        return bool(self.args.save_every) and step % self.args.save_every == 0 and step < stop_at
+        return bool(self.args.checkpoint_interval) and step % self.args.checkpoint_interval == 0 and step < stop_at
 
     def optimizer_metadata(self) -> dict:
         return {"step": str(self.step)}
@@ -282,7 +282,8 @@ class T5Run:
     def state_dict(self, status: str, ckpt: Path) -> dict:
         return {"step": self.step, "total_steps": self.total_steps, "status": status, "elapsed_seconds": self.elapsed,
                 "batches": self.batches.state_dict(), "dropout_rng": self.rng.bit_generator.state,
-                "eval_every": self.eval_every, "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
+                "eval_every": self.eval_interval,  # the key of older checkpoints, kept so that they resume
+                "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
 
     def load_state_dict(self, state: dict, ckpt: Path) -> None:
         cfg, params, vocab = load_run(ckpt)
@@ -293,6 +294,6 @@ class T5Run:
         for k, p in self.model.params.items():
             np.copyto(p, params[k])
         self.batches.load_state_dict(state["batches"])
-        self.total_steps, self.eval_every = int(state["total_steps"]), int(state["eval_every"])
-        self.budget.eval_interval = self.eval_every
+        self.total_steps, self.eval_interval = int(state["total_steps"]), int(state["eval_every"])
+        self.budget.eval_interval = self.eval_interval
         self.last_eval, self.last_eval_step = state["last_eval"], state["last_eval_step"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from minibert.io.progress import fmt_seconds
 from minibert.loop import engine
 from minibert.loop import rundir as run_dir
 from minibert.loop.rundir import FINISHED
-from minibert.loop.settings import Settings
+from minibert.loop.settings import RunSettings, fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.train.t5 import ShuffledBatches, T5Run, load_run, span_baseline
 
@@ -40,9 +39,13 @@ PRESETS = {"t5-tiny": dict(hidden_size=128, num_layers=2, num_decoder_layers=2, 
 COMMAND = "train-t5"  # run.json's "command"
 
 
-@dataclasses.dataclass
-class T5TrainConfig(Settings):
-    """The settings of a train-t5 run (run.json records them; --resume reads them back)."""
+@dataclasses.dataclass(kw_only=True)
+class T5TrainConfig(RunSettings):
+    """The settings of a train-t5 run (run.json records them; --resume reads them back). `steps`
+    here is a cap: the budget fits the schedule to `minutes` within it."""
+
+    renamed = {"warmup": "warmup_steps", "log_every": "log_interval", "eval_every": "eval_interval",
+               "save_every": "checkpoint_interval"}  # the names of minibert before the shared settings
 
     out: str
     preset: str = "t5-tiny"
@@ -56,17 +59,17 @@ class T5TrainConfig(Settings):
     steps: int = 1_000_000  # at most this many steps (the budget fits the rest)
     batch_size: int = 32
     lr: float = 1e-3  # 3e-4 for sst2
-    warmup: int = 200
+    warmup_steps: int = 200  # at most a tenth of the steps
     chunk_len: int = 64
     max_input: int = 64
-    eval_every: int = 250
-    log_every: int = 20
-    save_every: int = 0
+    eval_interval: int = 250
+    log_interval: int = 20
+    checkpoint_interval: int = 0
     seed: int = 0
     fast: bool = False  # MINIBERT_FAST=1: a slice of the data
 
     def validate(self) -> None:
-        for name in ("steps", "batch_size", "chunk_len", "eval_every", "log_every", "max_input"):
+        for name in ("steps", "batch_size", "chunk_len", "eval_interval", "log_interval", "max_input"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.preset not in PRESETS:
@@ -78,13 +81,9 @@ class T5TrainConfig(Settings):
                              f"{PRESETS[self.preset]['max_position_embeddings']}")
         if not self.minutes > 0:
             raise ValueError(f"--minutes must be positive, got {self.minutes}")
-        if not self.lr > 0 or self.warmup < 0 or self.save_every < 0 or self.seed < 0:
-            raise ValueError(f"--lr must be positive and --warmup, --save-every, --seed >= 0 (got {self.lr:g}, "
-                             f"{self.warmup}, {self.save_every}, {self.seed})")
-
-
-def _fast() -> bool:
-    return os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+        if not self.lr > 0 or self.warmup_steps < 0 or self.checkpoint_interval < 0 or self.seed < 0:
+            raise ValueError(f"--lr must be positive and --warmup-steps, --checkpoint-interval, --seed >= 0 (got "
+                             f"{self.lr:g}, {self.warmup_steps}, {self.checkpoint_interval}, {self.seed})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -252,7 +251,7 @@ def _resumed(ap: argparse.ArgumentParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
     info = run_dir.resumable_run(out, COMMAND, run_dir.options_given(ap, args))
-    saved = T5TrainConfig.from_dict({**info.settings, "fast": _fast(), "out": str(out)}, str(out / run_dir.RUN_FILE))
+    saved = T5TrainConfig.from_dict({**info.settings, "fast": fast_mode(), "out": str(out)}, str(out / run_dir.RUN_FILE))
     if args.minutes is not None:
         saved.minutes = args.minutes
     return saved
@@ -277,29 +276,33 @@ def train_t5_cli(argv: list[str]) -> int:
     ap.add_argument("--steps", type=int, default=None, help="at most this many steps (default: as the budget allows)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate (1e-3 pretraining, 3e-4 sst2)")
-    ap.add_argument("--warmup", type=int, default=200, help="warmup steps (at most a tenth of the steps)")
+    ap.add_argument("--warmup-steps", "--warmup", type=int, default=200, help="warmup steps (at most a tenth of the steps)")
     ap.add_argument("--chunk-len", type=int, default=64, help="tokens per chunk before corruption")
     ap.add_argument("--max-input", type=int, default=64, help="sst2: input tokens kept per sentence")
-    ap.add_argument("--eval-every", type=int, default=250)
-    ap.add_argument("--log-every", type=int, default=20)
-    ap.add_argument("--save-every", type=int, default=0, help="also save every N steps (0: at the end and Ctrl-C)")
+    ap.add_argument("--eval-interval", "--eval-every", type=int, default=250)
+    ap.add_argument("--log-interval", "--log-every", type=int, default=20)
+    ap.add_argument("--checkpoint-interval", "--save-every", type=int, default=0,
+                    help="also save every N steps (0: at the end and Ctrl-C)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="any setting by its name (T5TrainConfig), e.g. --set lr=5e-4 (repeatable)")
     args = ap.parse_args(argv)
     if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
         raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
     if args.resume:
         settings = _resumed(ap, args)
     else:
-        fast = _fast()
+        fast = fast_mode()
         given = {k: v for k, v in vars(args).items()
-                 if k not in ("resume", "overwrite", "max_steps_this_run") and v is not None}
+                 if k not in ("resume", "overwrite", "max_steps_this_run", "set") and v is not None}
         settings = T5TrainConfig(**{
             **given, "fast": fast, "minutes": args.minutes if args.minutes is not None else (1.0 if fast else 9.5),
             "steps": args.steps if args.steps is not None else (30 if fast else 1_000_000),
-            "eval_every": min(args.eval_every, 10) if fast else args.eval_every,
-            "log_every": min(args.log_every, 5) if fast else args.log_every,
+            "eval_interval": min(args.eval_interval, 10) if fast else args.eval_interval,
+            "log_interval": min(args.log_interval, 5) if fast else args.log_interval,
             "lr": args.lr if args.lr is not None else (3e-4 if args.task == "sst2" else 1e-3),
-            "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny")})
+            "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny"),
+            **T5TrainConfig.parse_set(args.set)})
     settings.validate()  # before anything is written
     from minibert.backend import get_ops
 

@@ -30,7 +30,7 @@ from minibert.family.xlnet import XLNetConfig
 from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir as run_dir
 from minibert.loop.rundir import FINISHED
-from minibert.loop.settings import Settings
+from minibert.loop.settings import RunSettings, fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.tokenizer import BertTokenizer
 from minibert.train.xlnet import WindowBatches, XLNetRun, heldout_batches, token_stream
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[2]
 COMMAND = "train-xlnet"  # run.json's "command"
 
 
-@dataclasses.dataclass
-class XLNetTrainConfig(Settings):
+@dataclasses.dataclass(kw_only=True)
+class XLNetTrainConfig(RunSettings):
     """The xlnet-tiny preset: BERT-tiny's model and train-tiny's recipe (sequence 64, batch 32,
     lr 1e-3 with bias-corrected AdamW, 200 warmup steps, no dropout), K = 6."""
 
@@ -138,12 +138,6 @@ def start_fresh(out: Path, cfg: XLNetTrainConfig, preset: str = "xlnet-tiny", da
     run_dir.start_run(out, COMMAND, cfg.to_dict(), preset=preset, data=data)
 
 
-def prepare_run_dir(out: Path, cfg: XLNetTrainConfig, overwrite: bool, data: dict | None = None) -> None:
-    """check_out, then start_fresh."""
-    check_out(Path(out), overwrite)
-    start_fresh(Path(out), cfg, data=data)
-
-
 def build_run(cfg: XLNetTrainConfig, out: Path, vocab: Path, train_path: Path, heldout_path: Path) -> XLNetRun:
     """Tokenizer, training stream, held-out batches and the run on them (nothing is written)."""
     tokenizer = BertTokenizer(vocab)
@@ -234,7 +228,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
                                                        "settings (--minutes may change the budget)")
     p.add_argument("--max-steps-this-run", type=int, help="pause (and save) after this many steps; --resume continues")
     args = p.parse_args(argv)
-    fast = os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+    fast = fast_mode()
     try:
         if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
             raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
