@@ -185,7 +185,7 @@ def read_examples(task: Task, path: Path, split: str, seed: int = 0) -> list:
                              max_per_doc=per_doc, source=str(path))
 
 
-def _features(task: Task, examples: list, tokenizer, max_seq_length: int, labels) -> dict:
+def task_features(task: Task, examples: list, tokenizer, max_seq_length: int, labels) -> dict:
     if task.kind == "token":
         return token_features(examples, tokenizer, max_seq_length, labels)
     if task.kind == "choice":
@@ -221,8 +221,8 @@ def load_task(task: Task | str, tokenizer, max_seq_length: int, data_dir=None,
         if not examples:
             raise ValueError(f"{path}: no examples")
     labels = _labels_for(task, train_examples, train_file)
-    train = _features(task, train_examples, tokenizer, max_seq_length, labels)
-    dev = _features(task, dev_examples, tokenizer, max_seq_length, labels)
+    train = task_features(task, train_examples, tokenizer, max_seq_length, labels)
+    dev = task_features(task, dev_examples, tokenizer, max_seq_length, labels)
     info = {"train_file": str(train_file), "dev_file": str(dev_file),
             "train_examples": len(train_examples), "dev_examples": len(dev_examples),
             "train_features": len(train["input_ids"]), "dev_features": len(dev["input_ids"])}

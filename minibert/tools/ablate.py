@@ -50,7 +50,7 @@ from minibert.io.atomic import atomic_write
 from minibert.loop.rundir import RunLock
 from minibert.loop.settings import fast_mode
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
-                                           Downstream, Study, Variant, _v)
+                                           Downstream, Study, Variant, make_variant)
 
 # ---------------------------------------------------------------------------------------------
 # the plan: what one invocation runs
@@ -153,7 +153,7 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     changes), the variant's settings, the shared budget, this seed. `check_only`: validate the
     settings and stop (before the default corpus is looked for or built)."""
     from minibert.train.config import FAMILY_PRESETS, FAST_RECIPE, TINY_RECIPE, make_config
-    from minibert.train.data import _default_corpus
+    from minibert.train.data import default_corpus
 
     recipe = {**TINY_RECIPE, **FAMILY_PRESETS.get(variant.preset, {})}
     # the recipe warms up over 200 of the ~2,800 steps of its 9.5 minutes (about 7%); a shorter
@@ -170,7 +170,7 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     make_config(variant.preset, **overrides).validate(require_files=False)
     if check_only:
         return None
-    return make_config(variant.preset, **_default_corpus(overrides))
+    return make_config(variant.preset, **default_corpus(overrides))
 
 
 # Every cell's fine-tuning learning rate: the tiny model's choice on dev when the studies were

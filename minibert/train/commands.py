@@ -14,7 +14,7 @@ from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES
 from minibert.train.config import (DEFAULT_DATA_CACHE, FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS,
                                    TINY_RECIPE, TRAIN_TINY_PRESETS, make_config, parse_set)
-from minibert.train.data import _default_corpus, _own_corpus
+from minibert.train.data import default_corpus, own_corpus
 from minibert.train.pretrain import train
 from minibert.train.runs import resume_config
 from minibert.train.trainer import FAMILIES, HeldoutEvaluator, Trainer
@@ -31,7 +31,7 @@ def cli(argv: list[str]) -> int:
             cfg = resume_config(args.resume, overrides)
         else:
             make_config(args.preset or "tiny", **overrides).validate(require_files=False)
-            cfg = make_config(args.preset or "tiny", **_default_corpus(overrides))
+            cfg = make_config(args.preset or "tiny", **default_corpus(overrides))
         trainer = train(cfg, resume=bool(args.resume), overwrite=args.overwrite,
                         max_steps_this_run=args.max_steps_this_run)
     except BaseException as e:
@@ -179,13 +179,13 @@ def train_tiny_cli(argv: list[str]) -> int:
             path = task_corpus.write_task_corpus(args.corpus_from_task, args.data,
                                                  overrides.get("data_cache") or DEFAULT_DATA_CACHE)
             print(f"--corpus-from-task {args.corpus_from_task}: its training text, labels dropped -> {path}")
-            overrides = _own_corpus(str(path), overrides) | overrides
+            overrides = own_corpus(str(path), overrides) | overrides
         if args.resume:  # the saved settings; only the budget may change
             cfg = resume_config(make_config(preset, **overrides).run_dir,
                                 {} if args.minutes is None else {"minutes": args.minutes})
         else:
             make_config(preset, **overrides).validate(require_files=False)  # before CORPUS= writes files
-            cfg = make_config(preset, **_default_corpus(overrides))
+            cfg = make_config(preset, **default_corpus(overrides))
         print(f"train-tiny{' (MINIBERT_FAST=1: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
               f"on {os.cpu_count()} cores -> {cfg.run_dir}")
         trainer = train(cfg, resume=args.resume, overwrite=args.overwrite, created_by="train-tiny")

@@ -35,7 +35,7 @@ from minibert.family.electra import (SHARED, ElectraForMaskedLM, ElectraForPreTr
                                      electra_forward_backward, joint_params, tie_embeddings)
 from minibert.loop.curves import Panel, Series
 from minibert.loop.rundir import PUBLISHED_DIRS
-from minibert.train.evaluation import _fmt_perplexity
+from minibert.train.evaluation import fmt_perplexity
 
 GENERATOR_DIR = PUBLISHED_DIRS[0]  # "generator": the generator's transformers directory inside a run or checkpoint
 
@@ -168,13 +168,13 @@ class ElectraEvaluator:
 
     def describe(self, r: ElectraEvalResult) -> str:
         return (f"held-out generator MLM acc {r.mlm_acc:.4f}, MLM loss {r.mlm_loss:.3f} (perplexity "
-                f"{_fmt_perplexity(r.perplexity)}), discriminator acc {r.disc_acc:.4f} (always 'original' "
+                f"{fmt_perplexity(r.perplexity)}), discriminator acc {r.disc_acc:.4f} (always 'original' "
                 f"{1 - r.replaced_share:.4f}), replaced recall {r.replaced_recall:.3f}, precision "
                 f"{r.replaced_precision:.3f}")
 
     def summary(self, r: ElectraEvalResult) -> str:
         return (f"generator MLM accuracy {r.mlm_acc:.2%}, MLM loss {r.mlm_loss:.3f} (perplexity "
-                f"{_fmt_perplexity(r.perplexity)}), discriminator accuracy {r.disc_acc:.2%} (always 'original' "
+                f"{fmt_perplexity(r.perplexity)}), discriminator accuracy {r.disc_acc:.2%} (always 'original' "
                 f"{1 - r.replaced_share:.2%}), replaced-token recall {r.replaced_recall:.1%}, precision "
                 f"{r.replaced_precision:.1%}")
 

@@ -41,9 +41,9 @@ from minibert.model import Metrics, trained_params
 from minibert.optim import AdamW, clip_by_global_norm
 from minibert.train.config import TrainConfig
 from minibert.train.curves import WALL, baselines, pretraining_panels
-from minibert.train.data import DataDirs, _sha256_file, load_heldout, prepare_data
+from minibert.train.data import DataDirs, sha256_file, load_heldout, prepare_data
 from minibert.train.electra import ELECTRA_FAMILY
-from minibert.train.evaluation import EvalResult, _fmt_perplexity, evaluate
+from minibert.train.evaluation import EvalResult, fmt_perplexity, evaluate
 
 MODEL_CLASSES = {"bert": BertForPreTraining, "albert": AlbertForPreTraining}  # TrainConfig.model_type
 
@@ -68,7 +68,7 @@ class HeldoutEvaluator:
                f", {task} acc {r.nsp_acc:.4f} ({first} {r.nsp_acc_isnext:.3f}, {second} {r.nsp_acc_random:.3f})"
                + (f" of the untrained {task} head" if self.cfg.objective == "mlm" else ""))
         return (f"held-out {lm} acc {r.mlm_acc:.4f}, {lm} loss {r.mlm_loss:.3f} "
-                f"(perplexity {_fmt_perplexity(r.perplexity)}){nsp}")
+                f"(perplexity {fmt_perplexity(r.perplexity)}){nsp}")
 
     def summary(self, r: EvalResult) -> str:
         """The final report's numbers (train/commands.report)."""
@@ -79,7 +79,7 @@ class HeldoutEvaluator:
                f", {task} accuracy {r.nsp_acc:.2%} ({first} pairs {r.nsp_acc_isnext:.1%}, {second} pairs "
                f"{r.nsp_acc_random:.1%})" + (f", {task} head untrained" if objective == "mlm" else ""))
         return (f"{lm} accuracy {r.mlm_acc:.2%}, {lm} loss {r.mlm_loss:.3f} (perplexity "
-                f"{_fmt_perplexity(r.perplexity)}){nsp}")
+                f"{fmt_perplexity(r.perplexity)}){nsp}")
 
 
 class BertFamily:
@@ -309,7 +309,7 @@ class Trainer:
                 "iterator": self.iterator.state_dict(), "dropout_rng": self.rng.bit_generator.state,
                 "short_iterator": self.short_iterator.state_dict() if self.short_iterator else None,
                 "short_steps": self.short_steps,
-                "sha256": {f: _sha256_file(ckpt / f) for f in (*self.family.model_files, rundir.OPTIM_FILE)},
+                "sha256": {f: sha256_file(ckpt / f) for f in (*self.family.model_files, rundir.OPTIM_FILE)},
                 "last_eval": self.last_eval._asdict() if self.last_eval else None,
                 "last_eval_step": self.last_eval_step}
 
@@ -324,7 +324,7 @@ class Trainer:
         for f, sha in hashes.items():
             if not (ckpt / f).is_file():
                 raise ValueError(f"checkpoint {ckpt} is incomplete: {f} is missing")
-            if _sha256_file(ckpt / f) != sha:
+            if sha256_file(ckpt / f) != sha:
                 raise ValueError(f"checkpoint {ckpt} is inconsistent: {f} does not match {rundir.STATE_FILE} "
                                  f"(the file was changed after the save)")
         saved = type(self.model).from_pretrained(ckpt)

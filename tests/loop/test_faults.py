@@ -339,8 +339,8 @@ def test_bad_settings_fail_before_anything_is_written(runs, corpus, tmp_path, ca
 
 
 def test_perplexity_of_a_diverged_model_is_printed_short():
-    assert evaluation._fmt_perplexity(213.71) == "213.7"
-    assert evaluation._fmt_perplexity(float(np.exp(700.0))) == "1.01e+304"
+    assert evaluation.fmt_perplexity(213.71) == "213.7"
+    assert evaluation.fmt_perplexity(float(np.exp(700.0))) == "1.01e+304"
 
 
 def test_a_run_saved_in_the_older_layout_resumes(runs, tmp_path):

@@ -283,17 +283,17 @@ def test_checkpoint_tampering_is_detected(corpus, tmp_path):
 
 
 def test_own_corpus_that_is_not_utf8_is_refused_naming_the_line_and_leaves_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # _own_corpus reads it there
+    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # own_corpus reads it there
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("the cat sat .\n\nthe dog ran .\na caf\u00e9 .\n".encode("latin-1"))
     with pytest.raises(ValueError, match=f"{latin1} line 4: invalid UTF-8 byte 0xe9 at column 6"):
-        train_data._own_corpus(str(latin1), {})
+        train_data.own_corpus(str(latin1), {})
     assert not (tmp_path / "generated").exists() or not list((tmp_path / "generated").iterdir())
 
 
 def test_own_corpus_split_is_written_whole(tmp_path, monkeypatch, corpus):
-    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # _own_corpus reads it there
-    files = train_data._own_corpus(corpus["corpus"][0], {"vocab": corpus["vocab"]})
+    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # own_corpus reads it there
+    files = train_data.own_corpus(corpus["corpus"][0], {"vocab": corpus["vocab"]})
     (out,) = list((tmp_path / "generated").iterdir())
     assert out.name.startswith("own-") and sorted(p.name for p in out.iterdir()) == ["heldout.txt", "train.txt"]
     assert files["corpus"] == (str(out / "train.txt"),) and files["vocab"] == corpus["vocab"]
