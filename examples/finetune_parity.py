@@ -122,7 +122,7 @@ def torch_model_like(run, cfg, kind):
     loaded with minibert's initial parameters. -> (model, max |diff| of from_pretrained's encoder)."""
     import torch
     import transformers
-    from minibert.io.checkpoint import config_to_hf_dict, to_hf_state_dict
+    from minibert.checkpoint import config_to_hf_dict, to_hf_state_dict
 
     transformers.logging.set_verbosity_error()
 

@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     # the model and its checkpoints (transformers-readable directories)
     "BertConfig": "model", "BertForPreTraining": "bert",
-    "load_pretrained": "bert", "save_pretrained": "io.checkpoint",
+    "load_pretrained": "bert", "save_pretrained": "checkpoint",
     # fine-tuning: the four task shapes, named as in transformers
     "BertForSequenceClassification": "finetune.models", "BertForTokenClassification": "finetune.models",
     "BertForMultipleChoice": "finetune.models", "BertForQuestionAnswering": "finetune.models",

@@ -7,7 +7,7 @@
     token_vectors, sentence_vectors = model.encode(["a sentence", ...])
 
 It sits above the model's math (minibert/model.py), the checkpoint formats
-(minibert/io/checkpoint.py) and the tokenizer, and brings them together; none of them imports it.
+(minibert/checkpoint.py) and the tokenizer, and brings them together; none of them imports it.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 
 from minibert.backend import get_ops
-from minibert.io import checkpoint
+from minibert import checkpoint
 from minibert.model import (HEAD_GROUPS, BertConfig, LossGradsMetrics, Output, train_rng, bert_backward, bert_forward,
                             check_inputs, check_objective, check_params, encoder_forward, init_params,
                             mlm_transform_forward, param_shapes, pooler_forward)
@@ -112,7 +112,7 @@ class BertForPreTraining:
         loss, grads, _ = self.loss_grads_metrics(batch, train, rng, compute_grads, objective)
         return loss, grads
 
-    # -- Hugging Face checkpoints (minibert.io.checkpoint knows the names and layouts) -----------
+    # -- Hugging Face checkpoints (minibert.checkpoint knows the names and layouts) -----------
     def save_pretrained(self, directory, vocab=None):
         """Write a transformers-readable directory: config.json, model.safetensors, vocab.txt."""
         return checkpoint.save_pretrained(self, directory, vocab)

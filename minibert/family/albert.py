@@ -40,7 +40,8 @@ import numpy as np
 
 from minibert import layers
 from minibert.backend import get_ops
-from minibert.io import atomic, checkpoint, tensorfile
+from minibert import checkpoint
+from minibert.io import atomic, tensorfile
 from minibert.model import (BertConfig, EncoderCache, LossGradsMetrics, Metrics, Output, apply_dropout, train_rng,
                             check_batch, check_inputs, check_params)
 from minibert.model import encoder_backward as bert_encoder_backward

@@ -37,7 +37,7 @@ from minibert.family.albert import AlbertConfig
 from minibert.finetune.heads import Encoder, block_states, pooler_heads
 from minibert.finetune.models import (MultipleChoice, QuestionAnswering, SequenceClassification, TaskKeys,
                                       TokenClassification, TaskModel, read_checkpoint)
-from minibert.io import checkpoint
+from minibert import checkpoint
 from minibert.model import embeddings_forward
 
 HEAD_GROUPS = ("pool", "mlm", "sop")  # ALBERT's pretraining heads (the pooler stays for the pooled classes)

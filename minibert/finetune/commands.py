@@ -21,7 +21,7 @@ import numpy as np
 from minibert.finetune.frozen import TAGGERS
 from minibert.finetune.recipes import init_hidden_size, recipe
 from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
-from minibert.io.checkpoint import read_casing
+from minibert.checkpoint import read_casing
 from minibert.io.hub import resolve_model_dir
 from minibert.loop import engine, rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged

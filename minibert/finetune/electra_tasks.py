@@ -39,7 +39,7 @@ from minibert.family.electra import ElectraConfig
 from minibert.finetune.heads import Encoder, Head, Pool, block_states, head_shapes
 from minibert.finetune.models import (MultipleChoice, QuestionAnswering, SequenceClassification, TaskKeys,
                                       TokenClassification, TaskModel, read_checkpoint)
-from minibert.io import checkpoint
+from minibert import checkpoint
 from minibert.model import ACTIVATIONS, embeddings_forward
 
 # the new heads' names: minibert name -> transformers module

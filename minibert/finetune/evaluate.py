@@ -38,7 +38,7 @@ class Finetuned(NamedTuple):
 
 def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
     """A fine-tuned model directory -> its model, tokenizer and what its run recorded."""
-    from minibert.io.checkpoint import config_architectures, read_config_json
+    from minibert.checkpoint import config_architectures, read_config_json
     from minibert.tokenizer import BertTokenizer
 
     directory = Path(directory)

@@ -40,7 +40,8 @@ from minibert.finetune.bilstm import bilstm_params, bilstm_shapes
 from minibert.finetune.heads import (Encoder, causal_encoder_layers, encoder_layers, head_shapes, pooler_heads,
                                      run_bilstm_encoder_backward, run_causal_bilstm_encoder, run_causal_encoder,
                                      run_encoder, task_backward, task_forward, task_logits)
-from minibert.io import atomic, checkpoint, tensorfile
+from minibert import checkpoint
+from minibert.io import atomic, tensorfile
 from minibert.model import (HEAD_GROUPS, BertConfig, train_rng, check_inputs, check_params, encoder_backward,
                             init_params, param_shapes, truncated_normal)
 

@@ -215,7 +215,7 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         raise ValueError(f"--init {init} has no vocab.txt: the model's vocabulary is needed to tokenize the task")
     model_type = "bert"  # without config.json, from_pretrained says what is missing
     if (init / "config.json").is_file():
-        from minibert.io.checkpoint import read_config_json
+        from minibert.checkpoint import read_config_json
 
         model_type = read_config_json(init / "config.json").get("model_type", "bert")
     try:
@@ -248,7 +248,7 @@ def control_model(cfg: FinetuneConfig) -> tuple[Path, bool, BertConfig | None]:
     With --like DIR the control is DIR's model with fresh weights: its config.json, its
     vocabulary and casing, so the only difference from fine-tuning DIR is the pretraining."""
     if cfg.like:
-        from minibert.io.checkpoint import CONFIG_NAME, model_directory, read_casing, read_config, read_config_json
+        from minibert.checkpoint import CONFIG_NAME, model_directory, read_casing, read_config, read_config_json
 
         like = model_directory(cfg.like)
         raw = read_config_json(like / CONFIG_NAME)

@@ -21,7 +21,7 @@ checkpoint. What an interrupted save leaves behind (the hidden directory, a temp
 a top-level copy) is removed by `clean_interrupted_saves` when the run starts again.
 
 The operations that touch the disk are the small functions `_rename`, `_copy` and `_remove`
-(and the file writers of minibert.io.checkpoint), so tests can interrupt a save after any one of
+(and the file writers of minibert.checkpoint), so tests can interrupt a save after any one of
 them (tests/loop/test_faults.py).
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Any, Callable, NamedTuple
 
 from minibert.io import jsonfile
 from minibert.io.atomic import atomic_write, write_error, write_text_atomic
-from minibert.io.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
+from minibert.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.textio import read_text
 
 CHECKPOINTS = "checkpoints"

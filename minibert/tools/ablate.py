@@ -273,7 +273,7 @@ def finetune_config(plan: Plan, model_dir: Path | None, d: Downstream, seed: int
     settings are being checked before anything runs), so `ltr` says what it will be."""
     from minibert.finetune.commands import pretrained_objective, task_kind
     from minibert.finetune.run import FinetuneConfig
-    from minibert.io.checkpoint import read_config_json
+    from minibert.checkpoint import read_config_json
 
     cfg = FinetuneConfig(task=d.task, init=str(model_dir or "none"), out=str(out),
                          data=task_data_dir(d, plan.data_root), seed=seed, minutes=plan.finetune_minutes)

@@ -33,7 +33,7 @@ import numpy as np
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, param_shapes, t5_forward, t5_loss_and_grads
 from minibert.io.atomic import write_text_atomic
-from minibert.io.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
+from minibert.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
 from minibert.loop import checkpoints, engine, rundir
 from minibert.loop.budget import FULL, Fit, StepBudget

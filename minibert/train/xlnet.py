@@ -31,7 +31,8 @@ import numpy as np
 
 from minibert.corpus import read_documents
 from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample_orders
-from minibert.io import atomic, checkpoint
+from minibert import checkpoint
+from minibert.io import atomic
 from minibert.loop import checkpoints, engine
 from minibert.loop.budget import FULL, StepBudget
 from minibert.loop.curves import Panel, Series
