@@ -9,7 +9,7 @@ neither NumPy nor Numba, so `python -m minibert --help` stays fast, and the Open
 below is still in place when something first needs NumPy. Submodules (`minibert.layers`,
 `minibert.gradcheck`, ...) load on first attribute access too.
 
-`train.train` is exported as `pretrain`: `minibert.train` is the submodule, and after any
+`train.pretrain.train` is exported as `pretrain`: `minibert.train` is the submodule, and after any
 `import minibert.train` Python binds that name to the module, so a function of the same name
 at the package root would be one or the other depending on import order.
 """
