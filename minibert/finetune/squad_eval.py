@@ -1,6 +1,7 @@
 """SQuAD scoring: the official `evaluate-v2.0.py`, number for number (docs/bert-notes.md §9.4).
 
-Standard library only (no NumPy), so this file also works copied on its own.
+No NumPy: the standard library and minibert's one JSON reader (io/jsonfile.py, whose errors name
+the file), nothing else.
 
     python -m minibert squad-eval dev-v2.0.json predictions.json [--na-prob null_odds.json]
 
@@ -20,10 +21,11 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import re
 import string
 import sys
+
+from minibert.io.jsonfile import read_json
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)  # ASCII only, as the official script
@@ -31,21 +33,6 @@ _PUNCTUATION = set(string.punctuation)  # ASCII only, as the official script
 
 # ---------------------------------------------------------------------------------------------
 # Reading and checking the files
-
-def load_json(path, what: str = "JSON file"):
-    """Parse a UTF-8 JSON file; ValueError naming the file if it is not JSON."""
-    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):  # a FIFO would block
-        raise ValueError(f"{what} {path} is not a regular file (a device, pipe or socket)")
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            return json.load(f)
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{what} {path}: invalid UTF-8 byte at offset {e.start}") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{what} {path} is not valid JSON: {e}") from None
-    except RecursionError:  # '[' * 100000: the parser recurses once per level
-        raise ValueError(f"{what} {path}: the JSON is nested too deeply to read") from None
-
 
 def require(obj, key: str, kind: type, where: str, path) -> object:
     """obj[key], checked to be of `kind`; ValueError naming the file, the place and the key.
@@ -83,7 +70,7 @@ def iter_qas(squad_json, path):
 def load_gold(path) -> dict[str, list[str]]:
     """SQuAD data file -> {question id: gold answer texts} (an empty list: unanswerable)."""
     gold: dict[str, list[str]] = {}
-    for where, _, qa in iter_qas(load_json(path, "SQuAD file"), path):
+    for where, _, qa in iter_qas(read_json(path, "SQuAD file"), path):
         answers = require(qa, "answers", list, where, path)
         texts = [require(ans, "text", str, f"{where}.answers[{i}]", path)
                  for i, ans in enumerate(answers)]
@@ -97,7 +84,7 @@ def load_gold(path) -> dict[str, list[str]]:
 
 def load_id_map(path, kind, what: str, expected: str) -> dict:
     """{question id: value} JSON file (predictions: str values; na_probs: numbers)."""
-    data = load_json(path, what)
+    data = read_json(path, what)
     if not isinstance(data, dict):
         raise ValueError(f"{what} {path} must be a JSON object {{question id: value}}, "
                          f"got {type(data).__name__}")

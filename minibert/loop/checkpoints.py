@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.io.jsonfile import read_json
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
 from minibert.loop import rundir
 
@@ -90,7 +91,7 @@ def load_checkpoint(task, no_checkpoint: str = "") -> None:
         raise ValueError(f"{task.dir} has no checkpoint to resume from{no_checkpoint}; start it again with "
                          f"--overwrite")
     state_file = ckpt / rundir.STATE_FILE
-    state = check_state(rundir.read_json(state_file), state_file)
+    state = check_state(read_json(state_file), state_file)
     try:
         task.load_state_dict(state, ckpt)  # the model, the batch source, the evaluator's last result
     except (KeyError, TypeError, AttributeError, IndexError) as e:  # a field missing or of the wrong type

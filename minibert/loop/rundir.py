@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from minibert.io import jsonfile
+from minibert.io.jsonfile import read_json
 from minibert.io.atomic import atomic_write, write_error, write_text_atomic
 from minibert.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.textio import read_text
@@ -390,15 +391,6 @@ def start_run(directory: str | Path, command: str, settings: dict, **extra) -> N
 def write_json(path: Path, obj: Any) -> None:
     """Write JSON atomically (temporary file, fsync, rename)."""
     write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
-
-
-def read_json(path: Path) -> Any:
-    """A run's JSON file (io/jsonfile.py: an error names the file); a missing or unreadable file is
-    an error naming it too."""
-    try:
-        return jsonfile.read_json(path)
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 def read_jsonl(path: Path) -> tuple[list[dict], int]:

@@ -33,9 +33,10 @@ import numpy as np
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, param_shapes, t5_forward, t5_loss_and_grads
 from minibert.io.atomic import write_text_atomic
+from minibert.io.jsonfile import read_json
 from minibert.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
-from minibert.loop import checkpoints, engine, rundir
+from minibert.loop import checkpoints, engine
 from minibert.loop.budget import FULL, Fit, StepBudget
 from minibert.loop.curves import Panel, Series
 from minibert.optim import AdamW
@@ -75,7 +76,7 @@ def load_run(path: str | Path, dtype=np.float32):
     cfg_path = path / CONFIG_NAME
     if not cfg_path.is_file():
         raise ValueError(f"{path} has no {CONFIG_NAME}: not a train-t5 run directory")
-    d = rundir.read_json(cfg_path)
+    d = read_json(cfg_path)
     if d.get("model_type") != "minibert-t5":
         raise ValueError(f"{cfg_path} describes model_type {d.get('model_type')!r}, not a minibert-t5 model")
     cfg = T5Config.from_dict(d)

@@ -55,7 +55,8 @@ def documents(task: str, data: str | None) -> list[list[str]]:
 
 
 def _squad_documents(task: str, data: str | None) -> list[list[str]]:
-    from minibert.finetune.squad_eval import iter_qas, load_json, require
+    from minibert.finetune.squad_eval import iter_qas, require
+    from minibert.io.jsonfile import read_json
     from minibert.finetune.squad_run import DEFAULT_DIR, FILES
 
     if not data and task not in DEFAULT_DIR:
@@ -64,7 +65,7 @@ def _squad_documents(task: str, data: str | None) -> list[list[str]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
     docs: dict[int, list[str]] = {}
-    for where, paragraph, qa in iter_qas(load_json(path, "SQuAD file"), path):
+    for where, paragraph, qa in iter_qas(read_json(path, "SQuAD file"), path):
         if id(paragraph) not in docs:
             context = require(paragraph, "context", str, where.rsplit(".qas[", 1)[0], path)
             docs[id(paragraph)] = [s for s in SENTENCE_END.split(" ".join(context.split())) if s]
