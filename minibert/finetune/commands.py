@@ -282,7 +282,7 @@ def predict_cli(argv: list[str]) -> int:
             f"{model.config.id2label[i]} {pr:.3f}" for i, pr in enumerate(probs)) + ")")
     elif model.task == "token":
         from minibert.finetune.features import token_features, word_predictions
-        from minibert.finetune.readers import TaggedExample
+        from minibert.taskdata.readers import TaggedExample
 
         words = " ".join(args.texts).split()
         labels = [model.config.id2label[i] for i in range(model.config.num_labels)]

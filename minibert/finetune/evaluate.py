@@ -89,7 +89,7 @@ def _labels(ft: Finetuned, task) -> list[str] | None:
 
 def _read(task, path: Path, labelled: bool) -> list:
     """The examples of `path` in the task's format; unlabelled CoNLL (words only) when predicting."""
-    from minibert.finetune.readers import TaggedExample, read_conll
+    from minibert.taskdata.readers import TaggedExample, read_conll
     from minibert.finetune.tasks import read_examples
     from minibert.io.textio import iter_lines
 
@@ -187,7 +187,7 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
 
 def _with_labels(path: Path, task, values: list[str]) -> str:
     """The input file again, its label column holding `values` (added if the file had none)."""
-    from minibert.finetune.readers import glue_columns
+    from minibert.taskdata.readers import glue_columns
     from minibert.io.textio import iter_lines, read_text
 
     if task.format == "swag":

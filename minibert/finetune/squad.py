@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minibert.finetune.squad_eval import iter_qas, require
+from minibert.taskdata.squad_files import iter_qas, require
 from minibert.io.jsonfile import read_json
 from minibert.tokenizer import BertTokenizer, basic_tokenize
 

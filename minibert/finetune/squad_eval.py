@@ -26,6 +26,7 @@ import string
 import sys
 
 from minibert.io.jsonfile import read_json
+from minibert.taskdata.squad_files import iter_qas, require
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)  # ASCII only, as the official script
@@ -33,39 +34,6 @@ _PUNCTUATION = set(string.punctuation)  # ASCII only, as the official script
 
 # ---------------------------------------------------------------------------------------------
 # Reading and checking the files
-
-def require(obj, key: str, kind: type, where: str, path) -> object:
-    """obj[key], checked to be of `kind`; ValueError naming the file, the place and the key.
-
-    >>> require({"qas": 3}, "qas", list, "data[0].paragraphs[1]", "dev.json")
-    Traceback (most recent call last):
-    ValueError: dev.json: data[0].paragraphs[1].qas is int, expected list (not a SQuAD file?)
-    """
-    if not isinstance(obj, dict):
-        raise ValueError(f"{path}: {where} is {type(obj).__name__}, expected an object "
-                         f"(not a SQuAD file?)")
-    if key not in obj:
-        raise ValueError(f"{path}: {where} has no {key!r} (not a SQuAD file?)")
-    value = obj[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise ValueError(f"{path}: {where}.{key} is {type(value).__name__}, expected "
-                         f"{kind.__name__} (not a SQuAD file?)")
-    return value
-
-
-def iter_qas(squad_json, path):
-    """Yield (where, paragraph, qa) for every question of a parsed SQuAD file, checking the
-    nesting {"data": [{"paragraphs": [{"qas": [{"id": ...}]}]}]} on the way."""
-    articles = require(squad_json, "data", list, "the top level", path)
-    for a, article in enumerate(articles):
-        paragraphs = require(article, "paragraphs", list, f"data[{a}]", path)
-        for p, paragraph in enumerate(paragraphs):
-            qas = require(paragraph, "qas", list, f"data[{a}].paragraphs[{p}]", path)
-            for q, qa in enumerate(qas):
-                where = f"data[{a}].paragraphs[{p}].qas[{q}]"
-                qid = require(qa, "id", str, where, path)
-                yield f"{where} (question id {qid!r})", paragraph, qa
-
 
 def load_gold(path) -> dict[str, list[str]]:
     """SQuAD data file -> {question id: gold answer texts} (an empty list: unanswerable)."""

@@ -189,7 +189,7 @@ def show_example(params, cfg, tok, chunk, special, ops) -> None:
 def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
     """Text-to-text SST-2: "sst2 sentence: ..." -> "positive" | "negative", dev accuracy by
     greedy decoding (an answer that is neither word counts as wrong)."""
-    from minibert.finetune.readers import read_glue
+    from minibert.taskdata.readers import read_glue
     from minibert.tokenizer import BertTokenizer
 
     if not args.data:

@@ -34,7 +34,7 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 def documents(task: str, data: str | None) -> list[list[str]]:
     """The task's training text as documents of sentences (labels dropped)."""
-    from minibert.finetune.tasks import find_file, get_task, read_examples
+    from minibert.taskdata.tasks import find_file, get_task, read_examples
 
     if task not in TASKS:
         raise ValueError(f"--corpus-from-task {task!r}: choose one of {', '.join(TASKS)}")
@@ -55,9 +55,9 @@ def documents(task: str, data: str | None) -> list[list[str]]:
 
 
 def _squad_documents(task: str, data: str | None) -> list[list[str]]:
-    from minibert.finetune.squad_eval import iter_qas, require
+    from minibert.taskdata.squad_files import iter_qas, require
     from minibert.io.jsonfile import read_json
-    from minibert.finetune.squad_run import DEFAULT_DIR, FILES
+    from minibert.taskdata.squad_files import DEFAULT_DIR, FILES
 
     if not data and task not in DEFAULT_DIR:
         raise ValueError(f"{task} needs --data DIR holding {FILES[task][0]}")
