@@ -343,9 +343,6 @@ class FinetuneRun:
         """-> (loss, hits, counted, real tokens, lr) of one step."""
         return (r.loss, *train_accuracy(r.metrics, batch), int(batch["input_mask"].sum()), r.lr)
 
-    def decode_window_entry(self, entry: list) -> tuple:
-        return tuple(entry)
-
     def window_record(self, window, seconds) -> dict:
         hits, counted = sum(w[1] for w in window), sum(w[2] for w in window)
         rec = {"type": "train", "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 3),

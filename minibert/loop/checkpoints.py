@@ -119,7 +119,8 @@ def load_checkpoint(task, no_checkpoint: str = "") -> None:
         task.budget = None
     anchor = state.get("lr_anchor")
     task.lr_anchor = (int(anchor[0]), float(anchor[1])) if anchor else None
-    task.window[:] = [task.decode_window_entry(entry) for entry in state.get("window", [])]
+    decode = task.decode_window_entry if hasattr(task, "decode_window_entry") else tuple
+    task.window[:] = [decode(entry) for entry in state.get("window", [])]
     task.last_checkpoint = task.step
     path = task.dir / rundir.METRICS_FILE
     if rundir.truncate_jsonl(path, task.step):  # metrics of the lost part of the run

@@ -18,10 +18,12 @@ The task is a plain object (no base class) that the loop reads and calls:
     batch       next_batch() -> the step's batch, or a list of micro-batches
                 step_options() -> train/step.training_step's lr, warmup_steps, schedule,
                 clip_norm, objective, rng (the dropout Generator, or None: no dropout)
-    log         window_entry(result, batch) -> what one step adds to the window;
-                window_record(window, seconds) -> its metrics.jsonl record;
-                decode_window_entry(entry) (a paused run saves its window: the resumed run
-                logs the same records); progress_fields(record) -> (text after "step s/T", fields)
+    log         window_entry(result, batch) -> what one step adds to the window; optional, with
+                the defaults of a run with one loss and one accuracy (entries (loss, correct,
+                counted, tokens, lr)): window_record(window, seconds) -> its metrics.jsonl record
+                (loss_acc_record), progress_fields(record) -> (text after "step s/T", fields)
+                (loss_acc_fields), decode_window_entry(entry) (a paused run saves its window, so
+                the resumed run logs the same records; default: the tuple)
     evaluate    is_eval_step(step); evaluate() (logs, shows, sets last_eval_step)
     checkpoint  is_checkpoint_step(step, stop_at); state_dict(status, ckpt) -> its part of
                 trainer_state.json; load_state_dict(state, ckpt) (the model and its batch source)
@@ -30,8 +32,9 @@ The task is a plain object (no base class) that the loop reads and calls:
                 eval_label, curves_every (seconds between redraws)
     settings    log_partial_window (log the steps since the last line when a run ends between
                 two), publish_checkpoints (a checkpoint's model is also the run's top level)
-    budget      with a budget only: step_kind(step), time_eval() -> seconds or None, and
-                after_fit(fit, first), called after every fit (optional)
+    budget      with a budget only: time_eval() -> seconds or None; optional: step_kind(step)
+                (FULL, or SHORT in a short phase; default FULL), after_fit(fit, first), called
+                after every fit
 
 The tasks: train/trainer.py's Trainer (BERT, ALBERT, and ELECTRA with train/electra.py's
 family), finetune/run.py's FinetuneRun, train/t5.py's T5Run, train/xlnet.py's XLNetRun.
@@ -41,13 +44,14 @@ from __future__ import annotations
 import math
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir
-from minibert.loop.budget import Fit
+from minibert.loop.budget import FULL, Fit
 from minibert.loop.checkpoints import save_checkpoint
 from minibert.loop.curves import draw_curves, read_metrics
 from minibert.loop.step import TrainingAborted, TrainingDiverged, install_sigint, restore_sigint, training_step
@@ -155,12 +159,13 @@ def log(task, record: dict) -> None:
 def log_window(task, window: list, t_window: float) -> float:
     """The window's metrics.jsonl record and progress line; empties the window -> the time now."""
     now = time.perf_counter()
-    rec = task.window_record(window, now - t_window)
+    record = task.window_record if hasattr(task, "window_record") else partial(loss_acc_record, task)
+    rec = record(window, now - t_window)
     log(task, rec)
     eta = (task.total_steps - task.step) * task.elapsed / max(task.step, 1)
     if task.minutes > 0:
         eta = min(eta, max(0.0, task.minutes * 60 - task.elapsed))
-    where, fields = task.progress_fields(rec)
+    where, fields = task.progress_fields(rec) if hasattr(task, "progress_fields") else loss_acc_fields(rec)
     say(task, f"step {task.step}/{task.total_steps}{where} | " + " | ".join(
         [*fields, f"{rec['tokens_per_s']:,.0f} tok/s", f"lr {rec['lr']:.2e}", f"ETA {fmt_seconds(eta)}"]))
     window.clear()
@@ -169,11 +174,16 @@ def log_window(task, window: list, t_window: float) -> float:
 
 def loss_acc_record(task, window: list, seconds: float) -> dict:
     """The log record of a window whose entries are (loss, correct, counted, tokens, lr): the
-    trainers with one loss and one accuracy (T5, XLNet)."""
+    default, for the trainers with one loss and one accuracy (T5, XLNet)."""
     return {"type": "train", "step": task.step, "time": round(task.elapsed, 3),
             "loss": float(np.mean([w[0] for w in window])),
             "acc": sum(w[1] for w in window) / max(sum(w[2] for w in window), 1), "lr": window[-1][4],
             "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
+
+
+def loss_acc_fields(rec: dict) -> tuple[str, list[str]]:
+    """The progress line's fields of loss_acc_record's record."""
+    return "", [f"loss {rec['loss']:.3f}", f"acc {rec['acc']:.3f}"]
 
 
 def last_good_checkpoint(task) -> str:
@@ -208,7 +218,8 @@ def fit_budget(task, seconds: float) -> None:
     this step's rate (lr_anchor)."""
     budget = task.budget
     first = budget.stage == "probe"
-    fit = budget.observe(task.step, task.elapsed, seconds, task.step_kind(task.step - 1), task.time_eval)
+    kind = task.step_kind(task.step - 1) if hasattr(task, "step_kind") else FULL
+    fit = budget.observe(task.step, task.elapsed, seconds, kind, task.time_eval)
     if fit is None:
         return
     before = task.total_steps

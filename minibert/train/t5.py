@@ -37,7 +37,7 @@ from minibert.io.jsonfile import read_json
 from minibert.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
 from minibert.loop import checkpoints, engine
-from minibert.loop.budget import FULL, Fit, StepBudget
+from minibert.loop.budget import Fit, StepBudget
 from minibert.loop.curves import Panel, Series
 from minibert.optim import AdamW
 
@@ -218,25 +218,13 @@ class T5Run:
     def step_options(self) -> dict:
         return dict(lr=self.args.lr, warmup_steps=self.warmup, schedule="hf", clip_norm=1.0, rng=None)  # no dropout
 
-    def window_entry(self, r, batch) -> tuple:
+    def window_entry(self, r, batch) -> tuple:  # the loop's default log record reads these (loss_acc_record)
         """-> (loss, correct target tokens, target tokens, real input + target tokens, lr)."""
         n = r.metrics["tokens"]
         real = int(batch["attention_mask"].sum() + batch["decoder_attention_mask"].sum())
         return r.loss, round(r.metrics["acc"] * n), n, real, r.lr
 
-    def window_record(self, window: list, seconds: float) -> dict:
-        return engine.loss_acc_record(self, window, seconds)
-
-    def decode_window_entry(self, entry: list) -> tuple:
-        return tuple(entry)
-
-    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
-        return "", [f"loss {rec['loss']:.3f}", f"acc {rec['acc']:.3f}"]
-
     # --- the budget (loop/engine.fit_budget) -------------------------------------------------------
-
-    def step_kind(self, step: int) -> str:
-        return FULL
 
     def time_eval(self) -> float:
         t0 = time.perf_counter()

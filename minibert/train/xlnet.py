@@ -34,7 +34,7 @@ from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample
 from minibert import checkpoint
 from minibert.io import atomic
 from minibert.loop import checkpoints, engine
-from minibert.loop.budget import FULL, StepBudget
+from minibert.loop.budget import StepBudget
 from minibert.loop.curves import Panel, Series
 from minibert.optim import AdamW
 from minibert.tokenizer import BertTokenizer, load_vocab
@@ -189,23 +189,11 @@ class XLNetRun:
     def step_options(self) -> dict:
         return dict(lr=self.cfg.lr, warmup_steps=self.warmup(), schedule="bert", clip_norm=1.0, rng=None)  # no dropout
 
-    def window_entry(self, r, batch) -> tuple:
+    def window_entry(self, r, batch) -> tuple:  # the loop's default log record reads these (loss_acc_record)
         """-> (loss, correct predicted tokens, predicted tokens, input tokens, lr)."""
         return r.loss, int(r.metrics.correct), int(r.metrics.count), int(batch["input_ids"].size), r.lr
 
-    def window_record(self, window: list, seconds: float) -> dict:
-        return engine.loss_acc_record(self, window, seconds)
-
-    def decode_window_entry(self, entry: list) -> tuple:
-        return tuple(entry)
-
-    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
-        return "", [f"loss {rec['loss']:.3f}", f"acc {rec['acc']:.3f}"]
-
     # --- the budget (loop/engine.fit_budget) -------------------------------------------------------
-
-    def step_kind(self, step: int) -> str:
-        return FULL
 
     def time_eval(self) -> float:
         t0 = time.perf_counter()
