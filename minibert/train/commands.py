@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from minibert.io.progress import fmt_seconds
-from minibert.loop import rundir as run_dir_mod
+from minibert.loop import rundir
 from minibert.loop.settings import fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES
@@ -66,7 +66,7 @@ def report(trainer: Trainer) -> None:
     print(f"\nheld-out ({r.examples} sequences) {when}, {fmt_seconds(trainer.elapsed)}: {evaluator.summary(r)}")
     generator = FAMILIES[trainer.cfg.model_type].published_dirs  # ELECTRA's generator/
     print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, {generator}metrics.jsonl, curves.png, "
-          f"{run_dir_mod.CHECKPOINTS}/)")
+          f"{rundir.CHECKPOINTS}/)")
 
 
 def _say_fast_mode_learns_nothing(trainer: Trainer) -> None:
@@ -207,7 +207,7 @@ def train_tiny_cli(argv: list[str]) -> int:
             print("    " + ", ".join(f"{tok} {prob:.2f}" for tok, prob in preds))
     if electra:
         print(f"\nthe discriminator (transformers' ElectraForPreTraining) is {cfg.run_dir}, the generator "
-              f"(ElectraForMaskedLM) {cfg.run_dir / run_dir_mod.PUBLISHED_DIRS[0]}")
+              f"(ElectraForMaskedLM) {cfg.run_dir / rundir.PUBLISHED_DIRS[0]}")
     else:
         print(f"\ntry: python -m minibert fill-mask {cfg.run_dir} \"a [MASK] is an immutable sequence of characters\"")
     return 0

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minibert.io.atomic import atomic_write
-from minibert.loop import rundir as run_dir_mod
+from minibert.loop import rundir
 from minibert.train.config import DEFAULT_DATA_CACHE, TrainConfig
 
 
@@ -165,10 +165,10 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
 
             print(f"CORPUS={path}: training an 8192-token WordPiece vocab on its training part -> {vocab}")
             save_vocab(train_wordpiece([tmp / "train.txt"], 8192), tmp / "vocab.txt")
-        run_dir_mod._remove(out)  # an incomplete directory from an older version
+        rundir._remove(out)  # an incomplete directory from an older version
         os.replace(tmp, out)
     finally:
-        run_dir_mod._remove(tmp)
+        rundir._remove(tmp)
     return files
 
 

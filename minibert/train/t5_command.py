@@ -24,8 +24,7 @@ from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
 from minibert.io.progress import fmt_seconds
-from minibert.loop import engine
-from minibert.loop import rundir as run_dir
+from minibert.loop import engine, rundir
 from minibert.loop.rundir import FINISHED
 from minibert.loop.settings import RunSettings, fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
@@ -92,7 +91,7 @@ class T5TrainConfig(RunSettings):
 def _check_out(out: Path, overwrite: bool) -> None:
     """Before anything is written: refuse a directory that holds something other than a train-t5
     run, or an unfinished train-t5 run (that one is for --resume), unless --overwrite."""
-    run_dir.check_run_dir(out, COMMAND, overwrite=overwrite, replaceable=True,
+    rundir.check_run_dir(out, COMMAND, overwrite=overwrite, replaceable=True,
                           resume=f"python -m minibert train-t5 --resume {out}")
 
 
@@ -102,13 +101,13 @@ def run_t5(args: T5TrainConfig, resume: bool, max_steps: int | None, cfg, params
     run = T5Run(args, cfg, params, tok, batches, eval_batches, ops)
     out = run.dir
     out.mkdir(parents=True, exist_ok=True)
-    for p in run_dir.clean_interrupted_saves(out):
+    for p in rundir.clean_interrupted_saves(out):
         print(f"removed {p}, left by a save that was cut off")
     if resume:
         run.load_checkpoint()
         print(f"resumed {out} at step {run.step}/{run.total_steps}", flush=True)
     else:
-        run_dir.start_run(out, COMMAND, args.to_dict())
+        rundir.start_run(out, COMMAND, args.to_dict())
         token, share = span_baseline(eval_batches, cfg)
         name = D.t5_tokens(tok.ids_to_tokens, cfg.num_sentinels)[token]
         engine.log(run, {"type": "baseline", "token": name, "span_acc": share})
@@ -201,7 +200,7 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
     if not args.init:
         raise ValueError("--task sst2 needs --init RUN (a train-t5 run directory, or `none` for a random init)")
     if resume:  # the model, its sizes and vocabulary as the run saved them (its checkpoint replaces the weights)
-        cfg, params, base = load_run(run_dir.latest_checkpoint(args.out))
+        cfg, params, base = load_run(rundir.latest_checkpoint(args.out))
     elif args.init == "none":  # the control: the same model, not pretrained
         from minibert.corpus import ensure_default_corpus
         from minibert.tokenizer import load_vocab
@@ -250,8 +249,8 @@ def sst2_accuracy(params, cfg, pairs, special, ops) -> tuple[float, float]:
 def _resumed(ap: argparse.ArgumentParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
-    info = run_dir.resumable_run(out, COMMAND, run_dir.options_given(ap, args))
-    saved = T5TrainConfig.from_dict({**info.settings, "fast": fast_mode(), "out": str(out)}, str(out / run_dir.RUN_FILE))
+    info = rundir.resumable_run(out, COMMAND, rundir.options_given(ap, args))
+    saved = T5TrainConfig.from_dict({**info.settings, "fast": fast_mode(), "out": str(out)}, str(out / rundir.RUN_FILE))
     if args.minutes is not None:
         saved.minutes = args.minutes
     return saved
@@ -309,7 +308,7 @@ def train_t5_cli(argv: list[str]) -> int:
     ops = get_ops()
     task = finetune_sst2 if settings.task == "sst2" else pretrain
     try:
-        with run_dir.RunLock(settings.out):  # one writer per run directory
+        with rundir.RunLock(settings.out):  # one writer per run directory
             if not args.resume:
                 _check_out(Path(settings.out), args.overwrite)
             print(f"train-t5 {settings.task}{' (MINIBERT_FAST=1: small slice)' if settings.fast else ''}: budget "

@@ -119,15 +119,3 @@ def test_the_root_is_one_layer_and_every_module_has_one():
     assert all(folder(name) for name in LAYERS)
     root = [i for i, name in enumerate(LAYERS) if folder(name) == "(root)"]
     assert root == list(range(root[0], root[-1] + 1)) and "model" in [LAYERS[i] for i in root]
-
-
-def test_a_module_over_500_lines_says_why_at_its_top():
-    """A long module is a choice, written down where a reader meets it (its docstring)."""
-    unexplained = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        if text.count("\n") > 500:
-            doc = ast.get_docstring(ast.parse(text)) or ""
-            if "over 500 lines" not in doc:
-                unexplained.append(f"{path.relative_to(ROOT)} ({text.count(chr(10))} lines)")
-    assert not unexplained, "modules over 500 lines without 'Why this module is over 500 lines' in their docstring: " + ", ".join(unexplained)
