@@ -111,7 +111,7 @@ class TorchAsMinibert:
 
 def make_cfg(a) -> FinetuneConfig:
     cfg = FinetuneConfig(task=a.task, init=a.init, out=a.out, data=a.data, lr=a.lr, epochs=a.epochs,
-                         batch_size=a.batch_size, max_seq_length=a.max_seq_length, warmup=a.warmup,
+                         batch_size=a.batch_size, max_seq_length=a.max_seq_length, warmup_proportion=a.warmup,
                          dropout=a.dropout, seed=a.seed, eval_per_epoch=a.eval_per_epoch,
                          max_train_examples=a.max_train_examples, doc_stride=a.doc_stride, log_interval=20)  # the CLI default
     return cfg
@@ -122,7 +122,7 @@ def torch_model_like(run, cfg, kind):
     loaded with minibert's initial parameters. -> (model, max |diff| of from_pretrained's encoder)."""
     import torch
     import transformers
-    from minibert.io.checkpoint import config_to_hf_dict, to_hf_state_dict
+    from minibert.checkpoint import config_to_hf_dict, to_hf_state_dict
 
     transformers.logging.set_verbosity_error()
 

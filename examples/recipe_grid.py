@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from minibert.finetune.run import FinetuneConfig
+
 ENV = dict(os.environ, NUMBA_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
 
@@ -25,6 +27,7 @@ def finished(out: Path) -> dict | None:
     if not run_file.is_file() or not metrics.is_file():
         return None
     run = json.loads(run_file.read_text())
+    run["settings"] = FinetuneConfig.from_dict(run["settings"]).to_dict()  # an older run's names read as today's
     recs = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
     evals = [r for r in recs if r.get("type") == "eval"]
     if not evals or evals[-1]["step"] != run["total_steps"]:
@@ -34,7 +37,7 @@ def finished(out: Path) -> dict | None:
     best = max(evals, key=lambda e: e[main])
     return {"name": out.name, "task": run["settings"]["task"], "init": run["settings"]["init"],
             "lr": run["settings"]["lr"], "epochs": run["settings"]["epochs"], "T": run["settings"]["max_seq_length"],
-            "batch": run["settings"]["batch_size"], "warmup": run["settings"]["warmup"], "seed": run["settings"]["seed"],
+            "batch": run["settings"]["batch_size"], "warmup": run["settings"]["warmup_proportion"], "seed": run["settings"]["seed"],
             "max_train_examples": run["settings"]["max_train_examples"], "steps": run["total_steps"],
             "metric": main, "final": evals[-1][main], "best": best[main], "best_step": best["step"],
             "best_epoch": best.get("epoch"), "curve": [round(e[main], 4) for e in evals],

@@ -29,7 +29,7 @@ from course import FAST  # CI: fewer steps
 from minibert import BertForMultipleChoice, BertForSequenceClassification, BertTokenizer, gradcheck, layers
 from minibert.finetune.features import token_features
 from minibert.finetune.gradchecks import check_task_models
-from minibert.finetune.readers import TaggedExample
+from minibert.taskdata.readers import TaggedExample
 from minibert.gradcheck import numerical_grad_scalar
 from minibert.model import BertConfig, encoder_forward, pooler_forward
 

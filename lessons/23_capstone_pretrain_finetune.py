@@ -57,7 +57,7 @@ from course import FAST, OUT, ROOT, show  # noqa: E402
 from minibert import optim  # noqa: E402
 from minibert import pretraining_data as pd  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
-from minibert.io.checkpoint import read_config_json  # noqa: E402
+from minibert.checkpoint import read_config_json  # noqa: E402
 from minibert.finetune.models import BertForSequenceClassification  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
 from minibert.shards import BatchIterator  # noqa: E402

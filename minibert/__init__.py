@@ -9,7 +9,7 @@ neither NumPy nor Numba, so `python -m minibert --help` stays fast, and the Open
 below is still in place when something first needs NumPy. Submodules (`minibert.layers`,
 `minibert.gradcheck`, ...) load on first attribute access too.
 
-`train.train` is exported as `pretrain`: `minibert.train` is the submodule, and after any
+`train.pretrain.train` is exported as `pretrain`: `minibert.train` is the submodule, and after any
 `import minibert.train` Python binds that name to the module, so a function of the same name
 at the package root would be one or the other depending on import order.
 """
@@ -29,7 +29,7 @@ __version__ = "0.1.0"
 _EXPORTS = {
     # the model and its checkpoints (transformers-readable directories)
     "BertConfig": "model", "BertForPreTraining": "bert",
-    "load_pretrained": "bert", "save_pretrained": "io.checkpoint",
+    "load_pretrained": "bert", "save_pretrained": "checkpoint",
     # fine-tuning: the four task shapes, named as in transformers
     "BertForSequenceClassification": "finetune.models", "BertForTokenClassification": "finetune.models",
     "BertForMultipleChoice": "finetune.models", "BertForQuestionAnswering": "finetune.models",

@@ -83,7 +83,7 @@ def run_lessons(argv: list[str]) -> int:
 ROUTED_PRESETS = {"xlnet-tiny": "train-xlnet", "t5-tiny": "train-t5"}
 
 
-def _route(name: str, rest: list[str]) -> str:
+def route(name: str, rest: list[str]) -> str:
     """train-tiny --preset xlnet-tiny | t5-tiny -> the command that trains that model."""
     if name != "train-tiny":
         return name
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0
     name, rest = argv[0], argv[1:]
-    name = _route(name, rest)
+    name = route(name, rest)
     if name not in COMMANDS:
         print(f"unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2

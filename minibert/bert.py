@@ -7,7 +7,7 @@
     token_vectors, sentence_vectors = model.encode(["a sentence", ...])
 
 It sits above the model's math (minibert/model.py), the checkpoint formats
-(minibert/io/checkpoint.py) and the tokenizer, and brings them together; none of them imports it.
+(minibert/checkpoint.py) and the tokenizer, and brings them together; none of them imports it.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import warnings
 import numpy as np
 
 from minibert.backend import get_ops
-from minibert.io import checkpoint
-from minibert.model import (HEAD_GROUPS, BertConfig, LossGradsMetrics, Output, _train_rng, bert_backward, bert_forward,
+from minibert import checkpoint
+from minibert.model import (HEAD_GROUPS, BertConfig, LossGradsMetrics, Output, train_rng, bert_backward, bert_forward,
                             check_inputs, check_objective, check_params, encoder_forward, init_params,
                             mlm_transform_forward, param_shapes, pooler_forward)
 from minibert.tokenizer import BertTokenizer
@@ -68,7 +68,7 @@ class BertForPreTraining:
         reads: mlm_logits[:, t] is then its prediction of token t + 1 from tokens 0..t."""
         ops = self.ops
         ids, tt, am = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
-        rng = _train_rng(train, rng)
+        rng = train_rng(train, rng)
         seq, _ = encoder_forward(self.params, self.config, ids, tt, am, rng, ops, causal=causal)  # (B, T, C)
         pooled = nsp_logits = mlm_logits = None
         if "pool" in self.heads:
@@ -101,7 +101,7 @@ class BertForPreTraining:
             raise ValueError(f"the pretraining loss needs {what} (objective {objective!r}); this model has "
                              f"no {missing} (loaded from a BertModel or BertForMaskedLM checkpoint?)")
         ops = self.ops
-        loss, metrics, cache = bert_forward(self.params, self.config, batch, _train_rng(train, rng), ops,
+        loss, metrics, cache = bert_forward(self.params, self.config, batch, train_rng(train, rng), ops,
                                             objective=objective)
         grads = (bert_backward(self.params, self.config, cache, ops, *loss_weights) if compute_grads
                  else None)
@@ -112,7 +112,7 @@ class BertForPreTraining:
         loss, grads, _ = self.loss_grads_metrics(batch, train, rng, compute_grads, objective)
         return loss, grads
 
-    # -- Hugging Face checkpoints (minibert.io.checkpoint knows the names and layouts) -----------
+    # -- Hugging Face checkpoints (minibert.checkpoint knows the names and layouts) -----------
     def save_pretrained(self, directory, vocab=None):
         """Write a transformers-readable directory: config.json, model.safetensors, vocab.txt."""
         return checkpoint.save_pretrained(self, directory, vocab)

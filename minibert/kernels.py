@@ -91,7 +91,7 @@ blas.apply_thread_timeout()
 malloc.keep_freed_memory()
 
 
-def _jit(fn=None, **options):
+def kernel_jit(fn=None, **options):
     """numba.njit with the options every kernel here uses: cache=True, and NumPy's error model
     (x / 0 gives inf or nan, as in NumPy). Numba's default Python error model puts a
     ZeroDivisionError check in front of every division, and that branch alone stops LLVM from
@@ -118,13 +118,13 @@ def _int32_bits_as_float32(typingctx, bits):
     return numba.types.float32(numba.types.int32), codegen
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _pow2_32(k):
     """2**k for an integer-valued float32 k in [-127, 128]: k + 127 in the exponent field."""
     return _int32_bits_as_float32((np.int32(k) + np.int32(127)) << np.int32(23))
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _exp32(x):
     """exp(x) for float32, max relative error 8.2e-8 (< 1 ulp; measured against float64 exp on
     [-87, 88.7]). Cephes' expf: x = k ln2 + r with |r| <= ln2 / 2 (ln2 in two parts, so r is
@@ -151,7 +151,7 @@ def _exp32(x):
     return y if x == x else x
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _erf_gauss32(x):
     """(erf(x), exp(-x*x)) for float32: erf with max absolute error 6e-7 (Abramowitz & Stegun
     7.1.26, 1.5e-7, plus float32 rounding; measured against math.erf), odd: erf(-x) = -erf(x).
@@ -169,7 +169,7 @@ def _erf_gauss32(x):
     return (y if x >= f(0.0) else -y), g
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _erf32(x):
     """erf(x) for float32 (see _erf_gauss32)."""
     return _erf_gauss32(x)[0]
@@ -212,7 +212,7 @@ def _erf_gauss_for_type(x):
 # small building blocks (compiled into the kernels that call them)
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _row_sum(x):
     """sum(x) over a contiguous row (n >= 1), as 8 partial sums in 8 local variables, which LLVM
     keeps in one vector register (vectorizable without fastmath; the summation order differs
@@ -242,7 +242,7 @@ def _row_sum(x):
     return s
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _softmax_row(src, dst):
     """dst <- softmax(src) over one contiguous row (dst may be src), shifted by the row max for a
     stable exp. -> (max, sum of exp(src - max)), from which log softmax follows."""
@@ -256,8 +256,8 @@ def _softmax_row(src, dst):
     return m, s
 
 
-@_jit(inline="always")
-def _masked_softmax_row(row, adder_b, scale, last, masked):
+@kernel_jit(inline="always")
+def masked_softmax_row(row, adder_b, scale, last, masked):
     """In place on one row of scores (T,): row <- softmax(row * scale + adder_b). adder_b (T,) is
     0 for real keys and MASK_VALUE for padded ones. The keys after `last` get `masked`
     (MASK_VALUE in the row's dtype) in place of adder_b[j]: the causal mask, with last = the
@@ -268,7 +268,7 @@ def _masked_softmax_row(row, adder_b, scale, last, masked):
     _softmax_row(row, row)
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _row_max(x):
     """max(x) over a contiguous row (n >= 1), as 8 partial maxima (see _row_sum)."""
     n = x.shape[0]
@@ -296,7 +296,7 @@ def _row_max(x):
     return m
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _row_dot(x, y):
     """sum(x * y) over contiguous rows (n >= 1), as 8 partial sums (see _row_sum)."""
     n = x.shape[0]
@@ -337,7 +337,7 @@ _PW0, _PW1 = _U64(layers.PHILOX_W0), _U64(layers.PHILOX_W1)
 _LOW32, _S32 = _U64(0xFFFFFFFF), _U64(32)
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _philox_block(j, k0, k1):
     """The four 32-bit words of Philox4x32-10 at counter (j low, j high, 0, 0), key (k0, k1)."""
     c0, c1, c2, c3 = j & _LOW32, j >> _S32, _U64(0), _U64(0)
@@ -350,7 +350,7 @@ def _philox_block(j, k0, k1):
     return c0, c1, c2, c3
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _philox_word(i, k0, k1):
     """Word i of the stream: word i % 4 of block i // 4 (the head and tail of unaligned ranges)."""
     w = _philox_block(_U64(i) >> _U64(2), k0, k1)
@@ -358,7 +358,7 @@ def _philox_word(i, k0, k1):
     return w[0] if lane == 0 else (w[1] if lane == 1 else (w[2] if lane == 2 else w[3]))
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _random_bits_into(bits, start, k0, k1):
     """bits[:] (uint32) <- the words start .. start + len(bits) - 1 (layers.random_bits)."""
     n = bits.shape[0]
@@ -380,7 +380,7 @@ def _random_bits_into(bits, start, k0, k1):
         i += 1
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _drop_mask_into(m, start, k0, k1, threshold, keep_scale):
     """m[:] <- the dropout mask (0 or keep_scale = 1/(1-p), m's dtype) of the elements start ..
     start + len(m) - 1: kept where the element's bits >= threshold (layers.dropout_mask)."""
@@ -392,8 +392,8 @@ def _drop_mask_into(m, start, k0, k1, threshold, keep_scale):
         m[i] = keep_scale if bits[i] >= threshold else zero
 
 
-@_jit(inline="always")
-def _times_drop(a, drop, b, h):
+@kernel_jit(inline="always")
+def times_drop(a, drop, b, h):
     """One head's att * drop: a (T, T), drop (B, NH, T, T) -> a new (T, T) array."""
     T = a.shape[0]
     ad = np.empty((T, T), dtype=a.dtype)  # (T, T)
@@ -403,8 +403,8 @@ def _times_drop(a, drop, b, h):
     return ad
 
 
-@_jit(inline="always")
-def _softmax_backward_head(datt, a, drop, b, h, use_drop, scale):
+@kernel_jit(inline="always")
+def softmax_backward_head(datt, a, drop, b, h, use_drop, scale):
     """In place on one head's datt (T, T), the gradient of att * drop:
     datt <- a * (datt*drop - sum(datt*drop * a)) * scale, row by row (a = att (T, T); drop
     (B, NH, T, T) read at [b, h] only when use_drop). The gradient of the scaled scores."""
@@ -420,7 +420,7 @@ def _softmax_backward_head(datt, a, drop, b, h, use_drop, scale):
             drow[j] = arow[j] * (drow[j] - s) * scale
 
 
-def _serial(kernel):
+def serial_version(kernel):
     """The same Python function compiled without threads and without the GIL, under its own
     name. The name matters: Numba's cache is keyed by the function's name and signature, not by
     its compile options, so compiling `kernel.py_func` itself a second time would share the
@@ -429,18 +429,18 @@ def _serial(kernel):
     g = types.FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__, f.__closure__)
     g.__qualname__ = f.__qualname__ + "_serial"
     g.__doc__ = f.__doc__
-    return _jit(g, nogil=True)
+    return kernel_jit(g, nogil=True)
 
 
 PARALLEL_MIN_WORK = 1 << 18  # B * NH * T * T * HS below this runs on one thread
 
 
-def _pick(parallel_kernel, serial_kernel, shape):
+def pick_kernel(parallel_kernel, serial_kernel, shape):
     B, NH, T, HS = shape
     return parallel_kernel if B * NH * T * T * HS >= PARALLEL_MIN_WORK and B * NH > 1 else serial_kernel
 
 
-def _attention_inputs(q, k, v, attn_mask, dropout_p):
+def attention_inputs(q, k, v, attn_mask, dropout_p):
     """The argument checks of layers.attention_forward, and what both versions below need:
     -> (k, v in q's dtype, scale 1/sqrt(HS), adder (B, T) = (1 - mask) * MASK_VALUE)."""
     B, NH, T, HS = q.shape
@@ -487,7 +487,7 @@ def _draw_dropout(rng, dropout_p):
     return DropoutKey(layers.draw_dropout_key(rng), float(dropout_p))
 
 
-def _attention_dropout_mask(rng, shape, dropout_p, dt):
+def attention_dropout_mask(rng, shape, dropout_p, dt):
     """The attention dropout mask (keep / (1 - p), in dtype dt) of `shape`, or None for p = 0:
     exactly layers.dropout_forward's mask, so the same rng gives the same mask (v1-v3 keep it as
     an array; v4 keeps the key and computes the mask inside its kernels)."""
@@ -501,7 +501,7 @@ def mask_array(drop, shape, dtype):
     return drop.mask(shape, dtype) if isinstance(drop, DropoutKey) else drop
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _softmax_rows_kernel(a, adder, drop, use_drop, scale, att_d, causal, masked):
     """In place on a (B, NH, T, T): a <- softmax(a * scale + adder[b]); att_d <- a * drop.
     causal: row i also gets `masked` (MASK_VALUE) at the keys j > i."""
@@ -510,37 +510,37 @@ def _softmax_rows_kernel(a, adder, drop, use_drop, scale, att_d, causal, masked)
         b, h = bh // NH, bh % NH
         for i in range(T):
             row = a[b, h, i]
-            _masked_softmax_row(row, adder[b], scale, i if causal else T - 1, masked)
+            masked_softmax_row(row, adder[b], scale, i if causal else T - 1, masked)
             if use_drop:
                 drow = att_d[b, h, i]
                 for j in range(T):
                     drow[j] = row[j] * drop[b, h, i, j]
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _softmax_rows_backward_kernel(datt, att, drop, use_drop, scale):
     """In place on datt (B, NH, T, T): datt <- att * (datt*drop - sum(datt*drop * att)) * scale."""
     B, NH, T, _ = att.shape
     for bh in numba.prange(B * NH):
         b, h = bh // NH, bh % NH
-        _softmax_backward_head(datt[b, h], att[b, h], drop, b, h, use_drop, scale)
+        softmax_backward_head(datt[b, h], att[b, h], drop, b, h, use_drop, scale)
 
 
-_softmax_rows_serial = _serial(_softmax_rows_kernel)
-_softmax_rows_backward_serial = _serial(_softmax_rows_backward_kernel)
+_softmax_rows_serial = serial_version(_softmax_rows_kernel)
+_softmax_rows_backward_serial = serial_version(_softmax_rows_backward_kernel)
 
 
 def _attention_forward_mm(matmul, q, k, v, attn_mask, dropout_p, rng, causal):
     """v2 and v3: the matmuls by `matmul` (np.matmul or blas.matmul), softmax in Numba."""
     B, NH, T, HS = q.shape
     dt = q.dtype
-    k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
+    k, v, scale, adder = attention_inputs(q, k, v, attn_mask, dropout_p)
     att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
     matmul(q, k.swapaxes(-1, -2), out=att)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T) raw scores
-    drop = _attention_dropout_mask(rng, (B, NH, T, T), dropout_p, dt)  # (B, NH, T, T) or None
+    drop = attention_dropout_mask(rng, (B, NH, T, T), dropout_p, dt)  # (B, NH, T, T) or None
     att_d = att if drop is None else np.empty_like(att)  # (B, NH, T, T)
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
-    softmax = _pick(_softmax_rows_kernel, _softmax_rows_serial, q.shape)
+    softmax = pick_kernel(_softmax_rows_kernel, _softmax_rows_serial, q.shape)
     softmax(att, adder, dummy if drop is None else drop, drop is not None, dt.type(scale), att_d,
             bool(causal), dt.type(MASK_VALUE))
     out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
@@ -586,7 +586,7 @@ def _attention_backward_mm(matmul, dout, cache: AttentionCache):
     matmul(dout, v.swapaxes(-1, -2), out=datt)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
     # forward was: att = softmax(q @ k^T * scale + adder), then att_d = att * drop
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
-    softmax_backward = _pick(_softmax_rows_backward_kernel, _softmax_rows_backward_serial, q.shape)
+    softmax_backward = pick_kernel(_softmax_rows_backward_kernel, _softmax_rows_backward_serial, q.shape)
     softmax_backward(datt, att, dummy if drop is None else drop, drop is not None, dt.type(scale))
     matmul(datt, k, out=dq)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
     matmul(datt.swapaxes(-1, -2), q, out=dk)  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
@@ -670,7 +670,7 @@ def _gemm_call(typingctx, address, like, order, ta, tb, m, n, k, alpha, a, lda, 
 _GEMM_SMALL = blas.SMALL_LIMIT  # m * n * k up to this: OpenBLAS's small-matrix kernels (no packing)
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _gemm(gemm, like, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, one):
     """c (m, n) = op(a) @ op(b), row-major; op(x) = x, or x^T when its flag is _TRANS. a, b, c
     are the arrays (views) whose first element starts each matrix, with row strides lda, ldb,
@@ -691,7 +691,7 @@ def _gemm(gemm, like, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, one):
                    one - one, c.ctypes.data + i0 * ldc * isz, ldc)
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, dtype_like):
     """Head bh's dropout mask (1, 1, T, T): its T*T elements of the (B, NH, T, T) mask, from
     their Philox words (element bh*T*T + i*T + j), or a (1, 1, 1, 1) dummy when not use_drop."""
@@ -702,7 +702,7 @@ def _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, dtype_like):
     return m.reshape((1, 1, 1, 1))
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, use_drop, k0, k1, threshold, keep_scale, scale,
                                    att, out, causal, masked, one):
     """q, k, v (B, NH, T, HS) with unit-stride rows whose row strides are ld[0..2] elements, out
@@ -716,14 +716,14 @@ def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, use_drop, k0,
         # raw scores: (T, HS) @ (HS, T) -> (T, T)
         _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, q[b, h], ld[0], k[b, h], ld[1], a, T, one)
         for i in range(T):
-            _masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
+            masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
         m = _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, a)  # (1, 1, T, T)
-        src = _times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplies v
+        src = times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplies v
         # (T, T) @ (T, HS) -> (T, HS)
         _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, src, T, v[b, h], ld[2], out[b, h], ld[3], one)
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _attention_backward_gemm_kernel(gemm, like, dout, q, k, v, ld, att, use_drop, k0, k1, threshold, keep_scale,
                                     scale, dq, dk, dv, one):
     """Mirror of the forward kernel (the dropout mask made again from its key). ld: row strides
@@ -734,21 +734,21 @@ def _attention_backward_gemm_kernel(gemm, like, dout, q, k, v, ld, att, use_drop
         b, h = bh // NH, bh % NH
         a = att[b, h]  # (T, T)
         m = _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, a)  # (1, 1, T, T)
-        ad = _times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplied v
+        ad = times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplied v
         # forward was: out = ad @ v  ->  dv = ad^T @ dout, (T, T)^T @ (T, HS) -> (T, HS)
         _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, ad, T, dout[b, h], ld[0], dv[b, h], ld[4], one)
         # datt = dout @ v^T, (T, HS) @ (HS, T) -> (T, T)
         datt = np.empty((T, T), dtype=q.dtype)
         _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, dout[b, h], ld[0], v[b, h], ld[3], datt, T, one)
         # forward was: att = softmax(preatt); dpreatt = att * (datt - sum(datt * att)) * scale
-        _softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
+        softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
         # forward was: preatt = q @ k^T * scale + adder
         _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, datt, T, k[b, h], ld[2], dq[b, h], ld[4], one)
         _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, datt, T, q[b, h], ld[1], dk[b, h], ld[4], one)
 
 
-_attention_forward_gemm_serial = _serial(_attention_forward_gemm_kernel)
-_attention_backward_gemm_serial = _serial(_attention_backward_gemm_kernel)
+_attention_forward_gemm_serial = serial_version(_attention_forward_gemm_kernel)
+_attention_backward_gemm_serial = serial_version(_attention_backward_gemm_kernel)
 
 
 def _row_stride(x):
@@ -787,13 +787,13 @@ def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False)
         return attention_forward_v3(q, k, v, attn_mask, dropout_p, rng, causal)
     B, NH, T, HS = q.shape
     dt = q.dtype
-    k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
+    k, v, scale, adder = attention_inputs(q, k, v, attn_mask, dropout_p)
     (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (q, k, v))
     drop = _draw_dropout(rng, dropout_p)  # DropoutKey or None: the mask is made inside the kernels
     att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
     out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
     ld = np.array([lq, lk, lv, _row_stride(out)], dtype=np.int64)
-    kernel = _pick(_attention_forward_gemm_kernel, _attention_forward_gemm_serial, q.shape)
+    kernel = pick_kernel(_attention_forward_gemm_kernel, _attention_forward_gemm_serial, q.shape)
     with blas.single_threaded():
         kernel(gemm[0], gemm[1], q, k, v, ld, adder, drop is not None, *_dropout_args(drop or _NO_DROP, dt),
                dt.type(scale), att, out, bool(causal), dt.type(MASK_VALUE), dt.type(1.0))
@@ -813,7 +813,7 @@ def attention_backward(dout, cache: AttentionCache):
     (dout, ldo), (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (dout.astype(dt, copy=False), q, k, v))
     dq, dk, dv = _qkv_gradient_views(B, NH, T, HS, dt)  # 3 x (B, NH, T, HS)
     ld = np.array([ldo, lq, lk, lv, _row_stride(dq)], dtype=np.int64)
-    kernel = _pick(_attention_backward_gemm_kernel, _attention_backward_gemm_serial, q.shape)
+    kernel = pick_kernel(_attention_backward_gemm_kernel, _attention_backward_gemm_serial, q.shape)
     with blas.single_threaded():
         kernel(gemm[0], gemm[1], dout, q, k, v, ld, att, drop is not None, *_dropout_args(drop or _NO_DROP, dt),
                dt.type(scale), dq, dk, dv, dt.type(1.0))
@@ -843,7 +843,7 @@ class PackedHeadsCache(NamedTuple):
     T: int  # the grid's length (the dropout masks' element numbers)
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, like):
     """Head bh's dropout mask for its (L, L) block: row i is the grid's row ((bh * T) + i) * T, its
     first L elements. A (1, 1, L, L) array, or a (1, 1, 1, 1) dummy when not use_drop."""
@@ -855,7 +855,7 @@ def _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, like):
     return m.reshape((1, 1, 1, 1))
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _attention_packed_forward_kernel(gemm, like, qkv, starts, NH, HS, T, use_drop, k0, k1, threshold, keep_scale,
                                      scale, att, att_at, out, causal, masked, one):
     B = starts.shape[0] - 1
@@ -871,15 +871,15 @@ def _attention_packed_forward_kernel(gemm, like, qkv, starts, NH, HS, T, use_dro
         # raw scores: (L, HS) @ (HS, L) -> (L, L)
         _gemm(gemm, like, _NO_TRANS, _TRANS, L, L, HS, qkv[s, h * HS:], ld, qkv[s, C + h * HS:], ld, a, L, one)
         for i in range(L):
-            _masked_softmax_row(a[i], zero_adder, scale, i if causal else L - 1, masked)
+            masked_softmax_row(a[i], zero_adder, scale, i if causal else L - 1, masked)
         m = _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, a)  # (1, 1, L, L)
-        src = _times_drop(a, m, 0, 0) if use_drop else a  # (L, L) att * drop: what multiplies v
+        src = times_drop(a, m, 0, 0) if use_drop else a  # (L, L) att * drop: what multiplies v
         # (L, L) @ (L, HS) -> (L, HS), into the rows' columns of head h
         _gemm(gemm, like, _NO_TRANS, _NO_TRANS, L, HS, L, src, L, qkv[s, 2 * C + h * HS:], ld, out[s, h * HS:], C,
               one)
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _attention_packed_backward_kernel(gemm, like, dout, qkv, starts, NH, HS, T, att, att_at, use_drop, k0, k1,
                                       threshold, keep_scale, scale, dqkv, one):
     B = starts.shape[0] - 1
@@ -892,20 +892,20 @@ def _attention_packed_backward_kernel(gemm, like, dout, qkv, starts, NH, HS, T, 
             continue
         a = att[att_at[bh]:att_at[bh] + L * L].reshape((L, L))
         m = _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, a)
-        ad = _times_drop(a, m, 0, 0) if use_drop else a  # (L, L) what multiplied v
+        ad = times_drop(a, m, 0, 0) if use_drop else a  # (L, L) what multiplied v
         q, k, v = qkv[s, h * HS:], qkv[s, C + h * HS:], qkv[s, 2 * C + h * HS:]
         do = dout[s, h * HS:]
         # dv = ad^T @ dout: (L, L)^T @ (L, HS)
         _gemm(gemm, like, _TRANS, _NO_TRANS, L, HS, L, ad, L, do, C, dqkv[s, 2 * C + h * HS:], ld, one)
         datt = np.empty((L, L), dtype=qkv.dtype)  # dout @ v^T
         _gemm(gemm, like, _NO_TRANS, _TRANS, L, L, HS, do, C, v, ld, datt, L, one)
-        _softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
+        softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
         _gemm(gemm, like, _NO_TRANS, _NO_TRANS, L, HS, L, datt, L, k, ld, dqkv[s, h * HS:], ld, one)  # dq
         _gemm(gemm, like, _TRANS, _NO_TRANS, L, HS, L, datt, L, q, ld, dqkv[s, C + h * HS:], ld, one)  # dk
 
 
-_attention_packed_forward_serial = _serial(_attention_packed_forward_kernel)
-_attention_packed_backward_serial = _serial(_attention_packed_backward_kernel)
+_attention_packed_forward_serial = serial_version(_attention_packed_forward_kernel)
+_attention_packed_backward_serial = serial_version(_attention_packed_backward_kernel)
 
 
 def _prefix_starts(keep, grid, attn_mask):
@@ -950,7 +950,7 @@ def attention_packed_forward(qkv, keep, grid, attn_mask, num_heads, dropout_p=0.
     out = np.empty((N, C), dtype=dt)  # (N, C)
     drop = _draw_dropout(rng, dropout_p)
     scale = 1.0 / math.sqrt(HS)
-    kernel = _pick(_attention_packed_forward_kernel, _attention_packed_forward_serial, (B, num_heads, T, HS))
+    kernel = pick_kernel(_attention_packed_forward_kernel, _attention_packed_forward_serial, (B, num_heads, T, HS))
     with blas.single_threaded():
         kernel(gemm[0], gemm[1], qkv, starts, num_heads, HS, T, drop is not None,
                *_dropout_args(drop or _NO_DROP, dt), dt.type(scale), att, att_at, out, bool(causal),
@@ -973,7 +973,7 @@ def attention_packed_backward(dout, cache):
     HS = qkv.shape[1] // 3 // NH
     dout = np.ascontiguousarray(dout, dtype=dt)
     dqkv = np.empty_like(qkv)  # (N, 3C): every row and column is written by its head
-    kernel = _pick(_attention_packed_backward_kernel, _attention_packed_backward_serial, (B, NH, T, HS))
+    kernel = pick_kernel(_attention_packed_backward_kernel, _attention_packed_backward_serial, (B, NH, T, HS))
     with blas.single_threaded():
         kernel(gemm[0], gemm[1], dout, qkv, starts, NH, HS, T, att, att_at, drop is not None,
                *_dropout_args(drop or _NO_DROP, dt), dt.type(scale), dqkv, dt.type(1.0))
@@ -992,7 +992,7 @@ _COLS = 16  # columns per work item of the scatter-add below (times 4)
 _COLS_SUM = 128  # columns per work item of the column sums (512 bytes of float32)
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _add_bias_kernel(out, b):
     """out (N, C) += b (C,), in place, chunks of rows in parallel."""
     N, C = out.shape
@@ -1004,20 +1004,20 @@ def _add_bias_kernel(out, b):
                 orow[j] += b[j]
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _copy_into(dst, src):
     for j in range(dst.shape[0]):
         dst[j] = src[j]
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _add_into(dst, src):
     """dst += src over a row (slices in, plain indices: the loop vectorizes)."""
     for j in range(dst.shape[0]):
         dst[j] += src[j]
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _column_sum_kernel(x, out):
     """out (C,) = x (N >= 1, C).sum(axis=0) as NumPy sums it: the first row, plus each next row in
     order. Blocks of _COLS_SUM columns in parallel; each reads its part of every row, long enough
@@ -1091,7 +1091,7 @@ class GeluGradCache(NamedTuple):
 # inside the prange loop kept LLVM from vectorizing the loop (as for AdamW below). Measured on one
 # thread, GELU forward over 3543 x 512 float32 (the tiny step's FFN): 6.9 ms before, 1.8 ms after.
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _gelu_erf_forward_chunk(x, out, dgelu, half, one, inv_sqrt2, inv_sqrt_2pi):
     for i in range(x.shape[0]):
         xi = x[i]
@@ -1102,7 +1102,7 @@ def _gelu_erf_forward_chunk(x, out, dgelu, half, one, inv_sqrt2, inv_sqrt_2pi):
         dgelu[i] = cdf + xi * pdf
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _gelu_erf_backward_chunk(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
     for i in range(x.shape[0]):
         xi = x[i]
@@ -1111,7 +1111,7 @@ def _gelu_erf_backward_chunk(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
         dx[i] = dout[i] * (cdf + xi * pdf)
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _gelu_tanh_forward_chunk(x, out, dgelu, half, one, c0, c1, three):
     for i in range(x.shape[0]):
         xi = x[i]
@@ -1121,7 +1121,7 @@ def _gelu_tanh_forward_chunk(x, out, dgelu, half, one, c0, c1, three):
         dgelu[i] = half * (one + t) + half * xi * (one - t * t) * du
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _gelu_tanh_backward_chunk(dout, x, dx, half, one, c0, c1, three):
     for i in range(x.shape[0]):
         xi = x[i]
@@ -1130,7 +1130,7 @@ def _gelu_tanh_backward_chunk(dout, x, dx, half, one, c0, c1, three):
         dx[i] = dout[i] * (half * (one + t) + half * xi * (one - t * t) * du)
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _gelu_erf_forward_kernel(x, out, dgelu, half, one, inv_sqrt2, inv_sqrt_2pi):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
@@ -1138,7 +1138,7 @@ def _gelu_erf_forward_kernel(x, out, dgelu, half, one, inv_sqrt2, inv_sqrt_2pi):
         _gelu_erf_forward_chunk(x[lo:hi], out[lo:hi], dgelu[lo:hi], half, one, inv_sqrt2, inv_sqrt_2pi)
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _gelu_erf_backward_kernel(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
@@ -1146,7 +1146,7 @@ def _gelu_erf_backward_kernel(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
         _gelu_erf_backward_chunk(dout[lo:hi], x[lo:hi], dx[lo:hi], half, one, inv_sqrt2, inv_sqrt_2pi)
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _gelu_tanh_forward_kernel(x, out, dgelu, half, one, c0, c1, three):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
@@ -1154,7 +1154,7 @@ def _gelu_tanh_forward_kernel(x, out, dgelu, half, one, c0, c1, three):
         _gelu_tanh_forward_chunk(x[lo:hi], out[lo:hi], dgelu[lo:hi], half, one, c0, c1, three)
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _gelu_tanh_backward_kernel(dout, x, dx, half, one, c0, c1, three):
     n = x.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
@@ -1162,13 +1162,13 @@ def _gelu_tanh_backward_kernel(dout, x, dx, half, one, c0, c1, three):
         _gelu_tanh_backward_chunk(dout[lo:hi], x[lo:hi], dx[lo:hi], half, one, c0, c1, three)
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _multiply_chunk(a, b, out):
     for i in range(a.shape[0]):
         out[i] = a[i] * b[i]
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _multiply_kernel(a, b, out):
     n = a.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
@@ -1176,13 +1176,13 @@ def _multiply_kernel(a, b, out):
         _multiply_chunk(a[lo:hi], b[lo:hi], out[lo:hi])
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _add_chunk(a, b, out):
     for i in range(a.shape[0]):
         out[i] = a[i] + b[i]
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _add_kernel(a, b, out):
     n = a.shape[0]
     for c in numba.prange((n + _CHUNK - 1) // _CHUNK):
@@ -1248,7 +1248,7 @@ def gelu_backward(dout, cache):
 # again instead of reading a stored one. Same bits as the reference: x * mask, mask 0 or 1/(1-p).
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _dropout_chunk(x, out, start, k0, k1, threshold, keep_scale):
     m = np.empty(x.shape[0], dtype=x.dtype)
     _drop_mask_into(m, start, k0, k1, threshold, keep_scale)
@@ -1256,7 +1256,7 @@ def _dropout_chunk(x, out, start, k0, k1, threshold, keep_scale):
         out[i] = x[i] * m[i]
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _dropout_kernel(x, out, k0, k1, threshold, keep_scale):
     """out = x * mask, element i's mask from its Philox word i."""
     n = x.shape[0]
@@ -1265,7 +1265,7 @@ def _dropout_kernel(x, out, k0, k1, threshold, keep_scale):
         _dropout_chunk(x[lo:hi], out[lo:hi], lo, k0, k1, threshold, keep_scale)
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _dropout_mask_kernel(m, k0, k1, threshold, keep_scale):
     """m = the mask itself (DropoutKey.mask)."""
     n = m.shape[0]
@@ -1302,7 +1302,7 @@ def dropout_backward(dout, cache):
 # layernorm over the last axis, one row per work item; the same cache as the reference
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _layernorm_forward_kernel(x, w, b, eps, inv_c, one, out, norm, rstd):
     N, C = x.shape
     for r in numba.prange(N):
@@ -1320,7 +1320,7 @@ def _layernorm_forward_kernel(x, w, b, eps, inv_c, one, out, norm, rstd):
             orow[j] = nr[j] * w[j] + b[j]
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _layernorm_backward_kernel(dout, norm, w, rstd, inv_c, dx, dw_parts, db_parts):
     """dx row by row; dw, db as per-chunk partial sums (rows are split into dw_parts.shape[0]
     chunks, each chunk owns its row of dw_parts), summed by the caller."""
@@ -1383,7 +1383,7 @@ def layernorm_backward(dout, cache):
 # so both give the reference's bits
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _embedding_forward_kernel(ids, segs, tok, seg, pos, out):
     """out[r] = (tok[ids[r]] + seg[segs[r]]) + pos[r % T] for the rows r of out (B*T, C)."""
     N, C = out.shape
@@ -1416,7 +1416,7 @@ def embedding_forward(input_ids, segment_ids, tok_emb, seg_emb, pos_emb):
     return out.reshape(B, T, C), cache
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _zero_kernel(x):
     """x (N, C) = 0, chunks of rows in parallel (pages first touched by the threads that fill them)."""
     N, C = x.shape
@@ -1438,7 +1438,7 @@ def zeros(shape, dtype):
     return x
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _scatter_add_sorted_kernel(dtable, ids, order, starts, rows):
     """dtable[ids[n]] += rows[n] for every n: `order` lists the n sorted by id, keeping their
     order within an id (a stable sort), and the ids' groups start at starts[g]. Work items are
@@ -1468,7 +1468,7 @@ def scatter_add_rows(dtable, ids, rows):
         _scatter_add_sorted_kernel(dtable, ids, order, starts, np.ascontiguousarray(rows))
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _position_sum_kernel(dout, dpos):
     """dpos[t] = sum over b of dout[b, t], the sequences in order (NumPy's axis-0 sum)."""
     B, T, C = dout.shape
@@ -1503,7 +1503,7 @@ def embedding_backward(dout, cache):
 # softmax cross-entropy: one parallel pass per row over the (N, K) logits (K = V for the MLM)
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _softmax_xent_kernel(z, t, probs, logp_t):
     """probs = softmax(z) row by row; logp_t[r] = log softmax(z)[r, t[r]]."""
     for r in numba.prange(z.shape[0]):
@@ -1511,7 +1511,7 @@ def _softmax_xent_kernel(z, t, probs, logp_t):
         logp_t[r] = (z[r, t[r]] - m) - math.log(s)
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _xent_backward_kernel(probs, t, scale, dz):
     """dz = scale[r] * (probs - onehot(t)) row by row."""
     N, K = probs.shape
@@ -1560,7 +1560,7 @@ def cross_entropy_backward(dloss, cache):
 # parameter's dtype as NumPy rounds a Python float, so the two give identical bits (a test).
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _adamw_chunk(p, g, m, v, b1, one_minus_b1, b2, one_minus_b2, eps, pre_decay, bc2_sqrt, wd, scale):
     # branch-free, so that LLVM vectorizes it; the factors that a mode does not use are exact
     # no-ops (x * 1, x / 1, x + p * 0), which keeps the bits of the NumPy version
@@ -1604,7 +1604,7 @@ def _typed_pointer(typingctx, address, like):
     return ptr(address, like), codegen
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _view(address, n, like):
     """The n elements at `address` as a 1-D array of like's dtype."""
     return numba.carray(_typed_pointer(address, like), n)
@@ -1624,7 +1624,7 @@ def _addresses(arrays):
     return np.array([a.ctypes.data for a in arrays], dtype=np.int64)
 
 
-@_jit(inline="always")
+@kernel_jit(inline="always")
 def _sum_squares_chunk(x):
     """sum(x * x) accumulated in float64, as 8 partial sums (see _row_sum)."""
     n = x.shape[0]
@@ -1643,7 +1643,7 @@ def _sum_squares_chunk(x):
     return t
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _sum_squares_kernel(like, addresses, sizes, item_array, item_lo, partial):
     for it in numba.prange(item_array.shape[0]):
         i, lo = item_array[it], item_lo[it]
@@ -1651,7 +1651,7 @@ def _sum_squares_kernel(like, addresses, sizes, item_array, item_lo, partial):
         partial[it] = _sum_squares_chunk(x[lo:min(sizes[i], lo + _CHUNK)])
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _scale_kernel(like, src, dst, sizes, item_array, item_lo, factor):
     for it in numba.prange(item_array.shape[0]):
         i, lo = item_array[it], item_lo[it]
@@ -1702,7 +1702,7 @@ def scaled(arrays, factor):
     return out
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _adamw_all_kernel(like, p_at, g_at, m_at, v_at, sizes, item_array, item_lo, consts):
     """AdamW on every chunk of every parameter: consts[i] = (b1, 1-b1, b2, 1-b2, eps, pre_decay,
     bc2_sqrt, wd, scale) of parameter i, in its dtype."""

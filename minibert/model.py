@@ -108,10 +108,6 @@ class BertConfig:
         if self.initializer_range < 0:
             raise ValueError(f"initializer_range={self.initializer_range} must be >= 0 (BERT: 0.02)")
 
-    @property
-    def head_size(self) -> int:
-        return self.hidden_size // self.num_attention_heads
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
@@ -203,7 +199,7 @@ def init_from_shapes(shapes: dict[str, tuple], initializer_range: float, seed: i
 # ---------------------------------------------------------------------------------------------
 # input checks: clear errors that name the value and the limit
 
-def _as_int(name, a, shape=None):
+def as_int(name, a, shape=None):
     a = np.asarray(a)
     if a.dtype.kind not in "iub":
         raise ValueError(f"{name} must be integers, got dtype {a.dtype}")
@@ -217,17 +213,17 @@ def check_inputs(cfg: BertConfig, input_ids, token_type_ids=None, attention_mask
     if input_ids.ndim != 2:
         raise ValueError(f"input_ids must be (batch, seq_len), got shape {input_ids.shape}")
     B, T = input_ids.shape
-    input_ids = _as_int("input_ids", input_ids)
+    input_ids = as_int("input_ids", input_ids)
     if T > cfg.max_position_embeddings:
         raise ValueError(f"sequence length {T} exceeds max_position_embeddings {cfg.max_position_embeddings}")
     if input_ids.size and (input_ids.min() < 0 or input_ids.max() >= cfg.vocab_size):
         bad = input_ids[(input_ids < 0) | (input_ids >= cfg.vocab_size)].flat[0]
         raise ValueError(f"token id {int(bad)} is outside the vocabulary [0, {cfg.vocab_size})")
-    tt = np.zeros((B, T), np.int64) if token_type_ids is None else _as_int("token_type_ids", token_type_ids, (B, T))
+    tt = np.zeros((B, T), np.int64) if token_type_ids is None else as_int("token_type_ids", token_type_ids, (B, T))
     if tt.size and (tt.min() < 0 or tt.max() >= cfg.type_vocab_size):
         raise ValueError(f"token type id {int(tt.max() if tt.max() >= cfg.type_vocab_size else tt.min())} "
                          f"is outside [0, {cfg.type_vocab_size}) (type_vocab_size)")
-    am = np.ones((B, T), np.int64) if attention_mask is None else _as_int("attention_mask", attention_mask, (B, T))
+    am = np.ones((B, T), np.int64) if attention_mask is None else as_int("attention_mask", attention_mask, (B, T))
     return input_ids, tt, am
 
 
@@ -247,7 +243,7 @@ class BlockCache(NamedTuple):
     ln2: Any
 
 
-def _dropout(ops, x, p, rng):
+def apply_dropout(ops, x, p, rng):
     return ops.dropout_forward(x, p if rng is not None else 0.0, rng)
 
 
@@ -271,7 +267,7 @@ def embeddings_forward(params, cfg, input_ids, token_type_ids, rng=None, ops=lay
     if keep is not None:
         e, rows = _pack(e, keep), (keep, *input_ids.shape)  # (B, T, E) -> (N, E)
     e, c_ln = ops.layernorm_forward(e, params["emb_ln.w"], params["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, E)/(N, E)
-    e, c_drop = _dropout(ops, e, cfg.hidden_dropout_prob, rng)  # (B, T, E) or (N, E)
+    e, c_drop = apply_dropout(ops, e, cfg.hidden_dropout_prob, rng)  # (B, T, E) or (N, E)
     if "emb_map.w" not in params:  # E == C: no projection
         return e, EmbeddingsCache(c_emb, rows, c_ln, c_drop, None)
     x, c_map = ops.linear_forward(e, params["emb_map.w"], params["emb_map.b"])  # (..., E) @ (E, C) -> (..., C)
@@ -320,12 +316,12 @@ def block_forward(params, cfg, l, x, attention_mask, rng, ops, attend=self_atten
     qkv, c_qkv = ops.linear_forward(x, params[p + "attn.qkv.w"], params[p + "attn.qkv.b"])  # (B, T, 3C)
     a, c_att = attend(qkv, attention_mask, NH, p_a, rng, ops)  # (B, T, C)
     a, c_out = ops.linear_forward(a, params[p + "attn.out.w"], params[p + "attn.out.b"])  # (B, T, C)
-    a, c_d1 = _dropout(ops, a, p_h, rng)  # (B, T, C)
+    a, c_d1 = apply_dropout(ops, a, p_h, rng)  # (B, T, C)
     x1, c_ln1 = ops.layernorm_forward(ops.add(a, x), params[p + "ln1.w"], params[p + "ln1.b"], eps)  # (B, T, C)
     h, c_in = ops.linear_forward(x1, params[p + "ffn.in.w"], params[p + "ffn.in.b"])  # (B, T, FF)
     h, c_gelu = ops.gelu_forward(h, ACTIVATIONS[cfg.hidden_act])  # (B, T, FF)
     h, c_fo = ops.linear_forward(h, params[p + "ffn.out.w"], params[p + "ffn.out.b"])  # (B, T, C)
-    h, c_d2 = _dropout(ops, h, p_h, rng)  # (B, T, C)
+    h, c_d2 = apply_dropout(ops, h, p_h, rng)  # (B, T, C)
     x, c_ln2 = ops.layernorm_forward(ops.add(h, x1), params[p + "ln2.w"], params[p + "ln2.b"], eps)  # (B, T, C)
     return x, BlockCache(c_qkv, c_att, c_out, c_d1, c_ln1, c_in, c_gelu, c_fo, c_d2, c_ln2)
 
@@ -575,20 +571,20 @@ def check_batch(cfg, batch):
         raise ValueError(f"batch is missing {missing}; expected the features {list(need)}")
     ids, seg, mask = check_inputs(cfg, batch["input_ids"], batch["segment_ids"], batch["input_mask"])
     B, T = ids.shape
-    pos = _as_int("masked_lm_positions", batch["masked_lm_positions"])
+    pos = as_int("masked_lm_positions", batch["masked_lm_positions"])
     if pos.ndim != 2 or pos.shape[0] != B:
         raise ValueError(f"masked_lm_positions has shape {pos.shape}, expected ({B}, P)")
     P = pos.shape[1]
     if pos.size and (pos.min() < 0 or pos.max() >= T):
         raise ValueError(f"masked_lm_positions contains {int(pos.max() if pos.max() >= T else pos.min())}, "
                          f"outside the sequence [0, {T})")
-    mlm_ids = _as_int("masked_lm_ids", batch["masked_lm_ids"], (B, P))
+    mlm_ids = as_int("masked_lm_ids", batch["masked_lm_ids"], (B, P))
     w = np.asarray(batch["masked_lm_weights"])
     if w.shape != (B, P):
         raise ValueError(f"masked_lm_weights has shape {w.shape}, expected {(B, P)}")
     if mlm_ids.size and (mlm_ids.min() < 0 or mlm_ids.max() >= cfg.vocab_size):
         raise ValueError(f"masked_lm_ids contains {int(mlm_ids.max())}, outside the vocabulary [0, {cfg.vocab_size})")
-    nsp = _as_int("next_sentence_labels", batch["next_sentence_labels"]).reshape(-1)
+    nsp = as_int("next_sentence_labels", batch["next_sentence_labels"]).reshape(-1)
     if nsp.shape != (B,):
         raise ValueError(f"next_sentence_labels has {nsp.shape[0]} entries, expected {B}")
     if nsp.size and (nsp.min() < 0 or nsp.max() > 1):
@@ -769,7 +765,7 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
 HEAD_GROUPS = ("pool", "mlm", "nsp")  # parameter-name prefixes of the optional heads
 
 
-def _train_rng(train, rng):
+def train_rng(train, rng):
     if not train:
         return None
     if rng is None:

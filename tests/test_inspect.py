@@ -115,7 +115,7 @@ def test_damaged_weights_are_refused_by_the_commands_unless_no_verify(run_dir, t
 
     import numpy as np
 
-    from minibert.io import checkpoint as ck
+    from minibert import checkpoint as ck
 
     bad = tmp_path / "bad"
     shutil.copytree(run_dir, bad)

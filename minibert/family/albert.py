@@ -40,8 +40,9 @@ import numpy as np
 
 from minibert import layers
 from minibert.backend import get_ops
-from minibert.io import atomic, checkpoint, tensorfile
-from minibert.model import (BertConfig, EncoderCache, LossGradsMetrics, Metrics, Output, _dropout, _train_rng,
+from minibert import checkpoint
+from minibert.io import atomic, tensorfile
+from minibert.model import (BertConfig, EncoderCache, LossGradsMetrics, Metrics, Output, apply_dropout, train_rng,
                             check_batch, check_inputs, check_params)
 from minibert.model import encoder_backward as bert_encoder_backward
 from minibert.model import encoder_forward as bert_encoder_forward
@@ -186,7 +187,7 @@ def albert_forward(params, cfg, batch, rng=None, ops=layers, unpad=True):
     seq, enc_cache = encoder_forward(params, cfg, ids, seg, mask, rng, ops, unpad and not mask.all())  # (B, T, C)
     # SOP: pooler on [CLS], dropout, a 2-way classifier
     pooled, c_pool = pooler_forward(params, seq, ops)  # (B, C)
-    dropped, c_sop_drop = _dropout(ops, pooled, cfg.classifier_dropout_prob, rng)  # (B, C)
+    dropped, c_sop_drop = apply_dropout(ops, pooled, cfg.classifier_dropout_prob, rng)  # (B, C)
     sop_logits, c_sop = ops.linear_forward(dropped, params["sop.w"], params["sop.b"])  # (B, 2)
     sop_loss, c_sop_ce = ops.cross_entropy_forward(sop_logits, sop)
     # MLM at the M real predictions: dense C -> E, activation, LayerNorm(E), tied decoder E -> V
@@ -352,10 +353,10 @@ class AlbertForPreTraining:
         """-> Output(sequence_output (B,T,C), pooled_output (B,C), mlm_logits (B,T,V), nsp_logits (B,2) = SOP)."""
         ops, p, cfg = self.ops, self.params, self.config
         ids, tt, am = check_inputs(cfg, input_ids, token_type_ids, attention_mask)
-        rng = _train_rng(train, rng)
+        rng = train_rng(train, rng)
         seq, _ = encoder_forward(p, cfg, ids, tt, am, rng, ops)  # (B, T, C)
         pooled, _ = pooler_forward(p, seq, ops)  # (B, C)
-        dropped, _ = _dropout(ops, pooled, cfg.classifier_dropout_prob, rng)  # (B, C)
+        dropped, _ = apply_dropout(ops, pooled, cfg.classifier_dropout_prob, rng)  # (B, C)
         sop_logits, _ = ops.linear_forward(dropped, p["sop.w"], p["sop.b"])  # (B, 2)
         B, T, C = seq.shape
         mlm_logits, _ = mlm_transform_forward(p, cfg, seq.reshape(B * T, C), ops)  # (B*T, V)
@@ -373,7 +374,7 @@ class AlbertForPreTraining:
         if objective != "mlm_nsp":
             raise ValueError(f"objective={objective!r}: ALBERT pretrains with MLM + SOP, objective 'mlm_nsp'")
         ops = self.ops
-        loss, metrics, cache = albert_forward(self.params, self.config, batch, _train_rng(train, rng), ops)
+        loss, metrics, cache = albert_forward(self.params, self.config, batch, train_rng(train, rng), ops)
         grads = albert_backward(self.params, self.config, cache, ops, *loss_weights) if compute_grads else None
         return LossGradsMetrics(loss, grads, metrics)
 

@@ -41,8 +41,9 @@ import numpy as np
 
 from minibert import layers
 from minibert.backend import get_ops
-from minibert.io import atomic, checkpoint, tensorfile
-from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, MLMLossCache, _as_int, _train_rng, check_batch,
+from minibert import checkpoint
+from minibert.io import atomic, tensorfile
+from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, MLMLossCache, as_int, train_rng, check_batch,
                             check_inputs, check_params)
 from minibert.model import encoder_backward as bert_encoder_backward
 from minibert.model import encoder_forward as bert_encoder_forward
@@ -501,14 +502,14 @@ class _ElectraModel:
 
     def _encode(self, input_ids, token_type_ids, attention_mask, train, rng):
         ids, tt, am = check_inputs(self.config, input_ids, token_type_ids, attention_mask)
-        return encoder_forward(self.params, self.config, ids, tt, am, _train_rng(train, rng), self.ops)[0]
+        return encoder_forward(self.params, self.config, ids, tt, am, train_rng(train, rng), self.ops)[0]
 
     def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
         """-> (loss, grads) for a batch of input_ids, input_mask, segment_ids and labels (B, T)."""
         ops, p, cfg = self.ops, self.params, self.config
         ids, seg, mask = check_inputs(cfg, batch["input_ids"], batch.get("segment_ids"), batch.get("input_mask"))
-        labels = _as_int("labels", batch["labels"], ids.shape)
-        loss, cache = self._loss(ids, seg, mask, labels, _train_rng(train, rng), ops)
+        labels = as_int("labels", batch["labels"], ids.shape)
+        loss, cache = self._loss(ids, seg, mask, labels, train_rng(train, rng), ops)
         backward = discriminator_backward if self.head == "disc" else generator_backward
         return loss, (backward(p, cfg, cache, 1.0, ops) if compute_grads else None)
 

@@ -47,7 +47,8 @@ import numpy as np
 
 from minibert import layers
 from minibert.backend import get_ops
-from minibert.io import atomic, checkpoint, tensorfile
+from minibert import checkpoint
+from minibert.io import atomic, tensorfile
 from minibert.layers import MASK_VALUE
 from minibert.model import (ACTIVATIONS, BertConfig, LossGradsMetrics, check_params, init_from_shapes,
                             mlm_transform_backward, mlm_transform_forward)

@@ -19,7 +19,7 @@ One difference from BERT's classes: the dropout before the classifier is ALBERT'
 `classifier_dropout_prob` (transformers' AlbertForSequenceClassification, ...ForTokenClassification
 and ...ForMultipleChoice all read it), not `hidden_dropout_prob`.
 
-Each class is finetune/models.py's _TaskModel with the task's behaviour (labels, problem_type, QA's
+Each class is finetune/models.py's TaskModel with the task's behaviour (labels, problem_type, QA's
 (start, end) output), as the Bert* classes, and ALBERT_ENCODER below: ALBERT's encoder, heads,
 parameters and checkpoints, as data for the shared class.
 Parameter names: ALBERT's (family/albert.py) without the MLM and SOP heads, the pooler for the
@@ -36,8 +36,8 @@ from minibert.family import albert
 from minibert.family.albert import AlbertConfig
 from minibert.finetune.heads import Encoder, block_states, pooler_heads
 from minibert.finetune.models import (MultipleChoice, QuestionAnswering, SequenceClassification, TaskKeys,
-                                      TokenClassification, _TaskModel, read_checkpoint)
-from minibert.io import checkpoint
+                                      TokenClassification, TaskModel, read_checkpoint)
+from minibert import checkpoint
 from minibert.model import embeddings_forward
 
 HEAD_GROUPS = ("pool", "mlm", "sop")  # ALBERT's pretraining heads (the pooler stays for the pooled classes)
@@ -49,10 +49,6 @@ class AlbertTaskConfig(TaskKeys, AlbertConfig):
     """AlbertConfig plus the fine-tuning keys of transformers' config.json (TaskKeys, as TaskConfig for BERT)."""
 
     base = AlbertConfig
-
-    @classmethod
-    def from_albert(cls, config: AlbertConfig, **task) -> "AlbertTaskConfig":
-        return cls.from_base(config, **task)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,7 +127,7 @@ ALBERT_ENCODER = Encoder(
 # ---------------------------------------------------------------------------------------------
 # the classes
 
-class AlbertForSequenceClassification(SequenceClassification, _TaskModel):
+class AlbertForSequenceClassification(SequenceClassification, TaskModel):
     """Single sentences or pairs -> K classes (num_labels == 1: a regression score).
 
     >>> cfg = AlbertConfig(vocab_size=50, embedding_size=4, hidden_size=8, num_hidden_layers=2,
@@ -143,19 +139,19 @@ class AlbertForSequenceClassification(SequenceClassification, _TaskModel):
     architecture, encoder = "AlbertForSequenceClassification", ALBERT_ENCODER
 
 
-class AlbertForTokenClassification(TokenClassification, _TaskModel):
+class AlbertForTokenClassification(TokenClassification, TaskModel):
     """A label for every token (NER); the loss skips positions labelled -100."""
 
     architecture, encoder = "AlbertForTokenClassification", ALBERT_ENCODER
 
 
-class AlbertForMultipleChoice(MultipleChoice, _TaskModel):
+class AlbertForMultipleChoice(MultipleChoice, TaskModel):
     """(B, NC, T) inputs: each choice scored from its pooled [CLS], softmax over the NC choices."""
 
     architecture, encoder = "AlbertForMultipleChoice", ALBERT_ENCODER
 
 
-class AlbertForQuestionAnswering(QuestionAnswering, _TaskModel):
+class AlbertForQuestionAnswering(QuestionAnswering, TaskModel):
     """Span extraction: a start and an end score for every token (qa_outputs, no dropout)."""
 
     architecture, encoder = "AlbertForQuestionAnswering", ALBERT_ENCODER

@@ -21,9 +21,9 @@ import numpy as np
 from minibert.finetune.frozen import TAGGERS
 from minibert.finetune.recipes import init_hidden_size, recipe
 from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
-from minibert.io.checkpoint import read_casing
+from minibert.checkpoint import read_casing
 from minibert.io.hub import resolve_model_dir
-from minibert.loop import rundir
+from minibert.loop import engine, rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
@@ -47,13 +47,15 @@ def _parser() -> argparse.ArgumentParser:
     for name, typ, help_ in (("epochs", float, "passes over the training data (default: the recipe for the task and model size)"),
                              ("lr", float, "peak learning rate (default: the recipe's)"),
                              ("batch-size", int, "default 32"), ("max-seq-length", int, "default: the recipe's (128 for your own files)"),
-                             ("warmup", float, "fraction of the steps (default 0.1)"),
                              ("dropout", float, "default 0.1"), ("seed", int, "default 0"),
                              ("minutes", float, "wall-clock budget; the run evaluates and saves when it ends"),
                              ("eval-per-epoch", int, "dev evaluations per epoch (default 1)"),
                              ("max-train-examples", int, "use the first N training features only"),
                              ("doc-stride", int, "SQuAD window stride (default 128)")):
         p.add_argument(f"--{name}", type=typ, help=help_)
+    p.add_argument("--warmup-proportion", "--warmup", type=float, help="fraction of the steps (default 0.1)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any setting by its name (FinetuneConfig), e.g. --set weight_decay=0 (repeatable)")
     p.add_argument("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all"),
                    help="feature-based: freeze the encoder, train a linear tagger on these hidden states")
     p.add_argument("--frozen-tagger", choices=TAGGERS,
@@ -180,13 +182,16 @@ def cli(argv: list[str]) -> int:
         cfg = FinetuneConfig(task=args.task, init=args.init, out=args.out or f"runs/{args.task}", data=args.data,
                              format=args.format, vocab=args.vocab, like=args.like, strict_length=args.strict_length,
                              causal=args.causal, bilstm=args.bilstm)
-        for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup", "dropout", "seed", "minutes",
+        for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proportion", "dropout", "seed", "minutes",
                     "eval_per_epoch", "max_train_examples", "doc_stride", "frozen", "frozen_tagger"):
             if getattr(args, key) is not None:
                 setattr(cfg, key, getattr(args, key))
+        given = FinetuneConfig.parse_set(args.set)
+        for key, value in given.items():
+            setattr(cfg, key, value)
         resolve_init(cfg, verbose=not args.quiet)
         name, chosen = recipe(cfg.task, task_kind(cfg), init_hidden_size(cfg.init, cfg.like))
-        defaulted = {k: v for k, v in chosen.items() if getattr(args, k) is None}
+        defaulted = {k: v for k, v in chosen.items() if getattr(args, k) is None and k not in given}
         for key, value in defaulted.items():
             setattr(cfg, key, value)
         if defaulted and not args.quiet:
@@ -215,15 +220,15 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
     else:
         run.start()
         m = run.model
-        run.say(f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} training "
-                f"features, batch {cfg.batch_size}, {run.total_steps} steps ({cfg.epochs:g} epochs), lr {cfg.lr:g}, "
-                f"warmup {run.warmup_steps}, dropout {cfg.dropout:g}"
-                + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
+        engine.say(run, f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} "
+                        f"training features, batch {cfg.batch_size}, {run.total_steps} steps ({cfg.epochs:g} epochs), "
+                        f"lr {cfg.lr:g}, warmup {run.warmup_steps}, dropout {cfg.dropout:g}"
+                        + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
     status = run.train()
     best = run.best or {}
     shown = ", ".join(f"{k} {v:.4f}" for k, v in best.items() if k != "step" and isinstance(v, float))
-    run.say(f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
-            f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
+    engine.say(run, f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
+                    f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
     return 130 if status == "interrupted" else 0
 
 
@@ -277,7 +282,7 @@ def predict_cli(argv: list[str]) -> int:
             f"{model.config.id2label[i]} {pr:.3f}" for i, pr in enumerate(probs)) + ")")
     elif model.task == "token":
         from minibert.finetune.features import token_features, word_predictions
-        from minibert.finetune.readers import TaggedExample
+        from minibert.taskdata.readers import TaggedExample
 
         words = " ".join(args.texts).split()
         labels = [model.config.id2label[i] for i in range(model.config.num_labels)]

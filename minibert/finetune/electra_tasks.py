@@ -15,7 +15,7 @@ the heads differ from BERT's, because transformers' ELECTRA has no pooler:
 The classification head's GELU is always the exact one (transformers calls get_activation("gelu")
 there, whatever hidden_act says); its dropout is classifier_dropout, or hidden_dropout_prob when
 that is None. These are data for the shared heads (ELECTRA_HEADS: heads.Head, heads.Pool for the
-dense -> GELU layer); the classes are finetune/models.py's _TaskModel with ELECTRA_ENCODER below,
+dense -> GELU layer); the classes are finetune/models.py's TaskModel with ELECTRA_ENCODER below,
 as BERT's and ALBERT's are with theirs. The losses are BERT's: cross-entropy, MSE for one output,
 QA's (CE(start) + CE(end)) / 2 with out-of-window positions ignored.
 
@@ -38,8 +38,8 @@ from minibert.family import electra
 from minibert.family.electra import ElectraConfig
 from minibert.finetune.heads import Encoder, Head, Pool, block_states, head_shapes
 from minibert.finetune.models import (MultipleChoice, QuestionAnswering, SequenceClassification, TaskKeys,
-                                      TokenClassification, _TaskModel, read_checkpoint)
-from minibert.io import checkpoint
+                                      TokenClassification, TaskModel, read_checkpoint)
+from minibert import checkpoint
 from minibert.model import ACTIVATIONS, embeddings_forward
 
 # the new heads' names: minibert name -> transformers module
@@ -85,10 +85,6 @@ class ElectraTaskConfig(TaskKeys, ElectraConfig):
     @property
     def head_dropout(self) -> float:
         return self.hidden_dropout_prob if self.classifier_dropout is None else self.classifier_dropout
-
-    def electra_config(self) -> ElectraConfig:
-        names = {f.name for f in dataclasses.fields(ElectraConfig)}
-        return ElectraConfig(**{k: getattr(self, k) for k in names})
 
     def to_dict(self) -> dict[str, Any]:
         """TaskKeys' keys (ElectraConfig's, the labels, problem_type when set) and the head keys."""
@@ -225,7 +221,7 @@ ELECTRA_ENCODER = Encoder(
 # ---------------------------------------------------------------------------------------------
 # the classes
 
-class ElectraForSequenceClassification(SequenceClassification, _TaskModel):
+class ElectraForSequenceClassification(SequenceClassification, TaskModel):
     """Single sentences or pairs -> K classes (num_labels == 1: regression), from the first token
     through ElectraClassificationHead (no pooler).
 
@@ -238,19 +234,19 @@ class ElectraForSequenceClassification(SequenceClassification, _TaskModel):
     architecture, encoder = "ElectraForSequenceClassification", ELECTRA_ENCODER
 
 
-class ElectraForTokenClassification(TokenClassification, _TaskModel):
+class ElectraForTokenClassification(TokenClassification, TaskModel):
     """A label for every token (NER); the loss skips positions labelled -100."""
 
     architecture, encoder = "ElectraForTokenClassification", ELECTRA_ENCODER
 
 
-class ElectraForMultipleChoice(MultipleChoice, _TaskModel):
+class ElectraForMultipleChoice(MultipleChoice, TaskModel):
     """(B, NC, T) inputs: each choice scored from its first token through ElectraSequenceSummary."""
 
     architecture, encoder = "ElectraForMultipleChoice", ELECTRA_ENCODER
 
 
-class ElectraForQuestionAnswering(QuestionAnswering, _TaskModel):
+class ElectraForQuestionAnswering(QuestionAnswering, TaskModel):
     """Span extraction: a start and an end score for every token (qa_outputs, no dropout)."""
 
     architecture, encoder = "ElectraForQuestionAnswering", ELECTRA_ENCODER

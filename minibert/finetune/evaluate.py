@@ -38,7 +38,7 @@ class Finetuned(NamedTuple):
 
 def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
     """A fine-tuned model directory -> its model, tokenizer and what its run recorded."""
-    from minibert.io.checkpoint import config_architectures, read_config_json
+    from minibert.checkpoint import config_architectures, read_config_json
     from minibert.tokenizer import BertTokenizer
 
     directory = Path(directory)
@@ -89,7 +89,7 @@ def _labels(ft: Finetuned, task) -> list[str] | None:
 
 def _read(task, path: Path, labelled: bool) -> list:
     """The examples of `path` in the task's format; unlabelled CoNLL (words only) when predicting."""
-    from minibert.finetune.readers import TaggedExample, read_conll
+    from minibert.taskdata.readers import TaggedExample, read_conll
     from minibert.finetune.tasks import read_examples
     from minibert.io.textio import iter_lines
 
@@ -122,11 +122,11 @@ def _read(task, path: Path, labelled: bool) -> list:
 
 
 def _task_data(ft: Finetuned, task, path: Path, labelled: bool):
-    from minibert.finetune.tasks import TaskData, _features
+    from minibert.finetune.tasks import TaskData, task_features
 
     examples = _read(task, path, labelled)
     labels = _labels(ft, task)
-    feats = _features(task, examples, ft.tokenizer, _max_seq_length(ft, 128), labels)
+    feats = task_features(task, examples, ft.tokenizer, _max_seq_length(ft, 128), labels)
     return TaskData(task, {}, feats, labels, examples, {"dev_file": str(path)})
 
 
@@ -187,7 +187,7 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
 
 def _with_labels(path: Path, task, values: list[str]) -> str:
     """The input file again, its label column holding `values` (added if the file had none)."""
-    from minibert.finetune.readers import _glue_columns
+    from minibert.taskdata.readers import glue_columns
     from minibert.io.textio import iter_lines, read_text
 
     if task.format == "swag":
@@ -203,7 +203,7 @@ def _with_labels(path: Path, task, values: list[str]) -> str:
         return buffer.getvalue()
     lines = [line.rstrip("\r\n") for line in iter_lines(path)]
     header = lines[0].split("\t")
-    _, _, label = _glue_columns(header, task.format == "glue-single", f"{path}:1")
+    _, _, label = glue_columns(header, task.format == "glue-single", f"{path}:1")
     if label is None:
         header, label = header + ["label"], len(header)
     body = [line.split("\t") for line in lines[1:] if line.strip()]

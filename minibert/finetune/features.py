@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minibert.finetune.readers import label_id
+from minibert.taskdata.readers import label_id
 from minibert.tokenizer import truncate_pair
 
 IGNORE_INDEX = -100  # label of positions without a loss (cross_entropy_forward's default)

@@ -28,7 +28,7 @@ import numpy as np
 from minibert.finetune.bilstm import bilstm_backward, bilstm_forward, bilstm_params
 from minibert.finetune.heads import classifier_backward, classifier_forward
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
-from minibert.model import _train_rng, truncated_normal
+from minibert.model import train_rng, truncated_normal
 
 COMBINE = ("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all")
 TAGGERS = ("linear", "bilstm")
@@ -113,7 +113,7 @@ class FrozenFeatureTagger:
         """-> (loss, grads of the head, logits), as the task models."""
         ops = self.ops
         logits, cache = self.logits_and_cache(batch["input_ids"], batch.get("segment_ids"), batch.get("input_mask"),
-                                              _train_rng(train, rng))
+                                              train_rng(train, rng))
         loss, c_ce = ops.cross_entropy_forward(logits, np.asarray(batch["labels"], np.int64))
         if not compute_grads:
             return float(loss), None, logits

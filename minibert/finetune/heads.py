@@ -152,10 +152,10 @@ def head_shapes(head: Head, C: int, K: int) -> dict[str, tuple]:
 
 
 class Encoder(NamedTuple):
-    """Everything a task class (finetune/models.py's _TaskModel) needs of the encoder under its
+    """Everything a task class (finetune/models.py's TaskModel) needs of the encoder under its
     head, as data and small functions: BERT's (models.BERT_ENCODER and its causal variants),
     ALBERT's (finetune/albert_tasks.py), ELECTRA's discriminator (finetune/electra_tasks.py). The
-    heads' math below uses the first four fields; _TaskModel the rest."""
+    heads' math below uses the first four fields; TaskModel the rest."""
 
     # running it
     forward: Callable  # (params, cfg, ids, seg, mask, rng, ops, unpad) -> sequence_output (B, T, C), cache

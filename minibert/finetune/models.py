@@ -15,12 +15,12 @@ the encoder and, for the pooled heads, the pooler are loaded, the head is new an
 the new tensors) or a checkpoint of the same class (everything loaded). The math lives in
 minibert/finetune/heads.py; this module holds parameters, checkpoints and labels.
 
-Every encoder's task classes are `_TaskModel` with a task shape's behaviour (SequenceClassification,
+Every encoder's task classes are `TaskModel` with a task shape's behaviour (SequenceClassification,
 ... below) and an `encoder`, a heads.Encoder: BERT's here, ALBERT's and ELECTRA's in
 finetune/albert_tasks.py and electra_tasks.py. It holds, as data and small functions, all that
 differs between encoders: running it, its heads, its parameters, checkpoints and transformers' names.
 
-Why this module is over 500 lines: the one _TaskModel every task class of BERT, ALBERT and
+Why this module is over 500 lines: the one TaskModel every task class of BERT, ALBERT and
 ELECTRA is built on (forward, backward, checkpoint in and out), with BERT's four classes and the
 checkpoint reader the other encoders share; ALBERT's and ELECTRA's own parts are in
 albert_tasks.py and electra_tasks.py.
@@ -40,8 +40,9 @@ from minibert.finetune.bilstm import bilstm_params, bilstm_shapes
 from minibert.finetune.heads import (Encoder, causal_encoder_layers, encoder_layers, head_shapes, pooler_heads,
                                      run_bilstm_encoder_backward, run_causal_bilstm_encoder, run_causal_encoder,
                                      run_encoder, task_backward, task_forward, task_logits)
-from minibert.io import atomic, checkpoint, tensorfile
-from minibert.model import (HEAD_GROUPS, BertConfig, _train_rng, check_inputs, check_params, encoder_backward,
+from minibert import checkpoint
+from minibert.io import atomic, tensorfile
+from minibert.model import (HEAD_GROUPS, BertConfig, train_rng, check_inputs, check_params, encoder_backward,
                             init_params, param_shapes, truncated_normal)
 
 
@@ -183,7 +184,7 @@ def read_checkpoint(directory, dtype, verify, model_type: str, architectures, re
 # ---------------------------------------------------------------------------------------------
 # the task classes of every encoder
 
-class _TaskModel:
+class TaskModel:
     """What every task class shares; each names its transformers architecture, its task shape
     (heads.TASKS) and its `encoder` (heads.Encoder: BERT's here, ALBERT's and ELECTRA's in their
     modules), which holds everything that differs between encoders."""
@@ -288,7 +289,7 @@ class _TaskModel:
     # -- forward and loss ------------------------------------------------------------------
     def logits(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
         out, _ = task_logits(self.params, self.config, self.task, input_ids, token_type_ids, attention_mask,
-                             _train_rng(train, rng), self.ops, unpad=False,
+                             train_rng(train, rng), self.ops, unpad=False,
                              encoder=self.encoder)  # every position, padding too
         return out
 
@@ -312,7 +313,7 @@ class _TaskModel:
         logits at padding positions are the bias only here (the encoder skips padding rows)."""
         ops = self.ops
         # the unpadded fast path where no loss reads a padding position (QA's softmax spans all T)
-        loss, logits, cache = task_forward(self.params, self.config, self.task, batch, _train_rng(train, rng), ops,
+        loss, logits, cache = task_forward(self.params, self.config, self.task, batch, train_rng(train, rng), ops,
                                            unpad=self.task != "qa", encoder=self.encoder)
         grads = task_backward(self.params, self.config, cache, ops) if compute_grads else None
         return float(loss), grads, logits
@@ -401,11 +402,11 @@ class _TaskModel:
     @classmethod
     def _from_parts(cls, config, params, dtype, seed=0):
         model = cls.__new__(cls)
-        _TaskModel.__init__(model, config, config.num_labels, seed, dtype, params)
+        TaskModel.__init__(model, config, config.num_labels, seed, dtype, params)
         return model
 
 
-# -- the four task shapes' behaviour, mixed into _TaskModel by every encoder's classes ----------
+# -- the four task shapes' behaviour, mixed into TaskModel by every encoder's classes ----------
 class SequenceClassification:
     """Labels (num_labels of them; one: a regression score) and problem_type, as transformers sets it."""
 
@@ -477,7 +478,7 @@ class QuestionAnswering:
         return cls._load(directory, None, dtype, verify, seed)
 
 
-class BertForSequenceClassification(SequenceClassification, _TaskModel):
+class BertForSequenceClassification(SequenceClassification, TaskModel):
     """Single sentences or sentence pairs -> K classes (num_labels == 1: a regression score).
 
     >>> cfg = BertConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
@@ -489,19 +490,19 @@ class BertForSequenceClassification(SequenceClassification, _TaskModel):
     architecture = "BertForSequenceClassification"
 
 
-class BertForTokenClassification(TokenClassification, _TaskModel):
+class BertForTokenClassification(TokenClassification, TaskModel):
     """A label for every token (NER); the loss skips positions labelled -100."""
 
     architecture = "BertForTokenClassification"
 
 
-class BertForMultipleChoice(MultipleChoice, _TaskModel):
+class BertForMultipleChoice(MultipleChoice, TaskModel):
     """(B, NC, T) inputs: each choice scored from its pooled [CLS], softmax over the NC choices."""
 
     architecture = "BertForMultipleChoice"
 
 
-class BertForQuestionAnswering(QuestionAnswering, _TaskModel):
+class BertForQuestionAnswering(QuestionAnswering, TaskModel):
     """Span extraction: a start and an end score for every token (qa_outputs, no dropout)."""
 
     architecture = "BertForQuestionAnswering"

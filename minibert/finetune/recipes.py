@@ -52,7 +52,7 @@ def init_hidden_size(init: str, like: str | None = None) -> int | None:
     """The hidden size of the model a run starts from, from its config.json alone (no weights
     read); --init none: --like's, else the tiny preset's. None: there is no config.json (the
     model's loader says what is missing)."""
-    from minibert.io.checkpoint import CONFIG_NAME, read_config_json
+    from minibert.checkpoint import CONFIG_NAME, read_config_json
     from minibert.model import MODEL_SIZES
 
     source = like if init.lower() == "none" else init

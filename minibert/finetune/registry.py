@@ -2,7 +2,7 @@
 (model_type, task shape). `finetune --init DIR` picks the class for DIR's model type and the
 task's shape (`task_class`); `predict` picks a saved fine-tuned model's class by the architecture
 its config.json names (`TASK_ARCHITECTURES`). A new encoder's classes (finetune/models.py's
-`_TaskModel` on its `Encoder`) join by being listed here."""
+`TaskModel` on its `Encoder`) join by being listed here."""
 from __future__ import annotations
 
 from minibert.finetune import albert_tasks, electra_tasks, models

@@ -18,8 +18,8 @@ The output directory:
     checkpoints/step-NNNNNN/                    the latest state for --resume (model, optimizer,
                                                 trainer_state.json), written atomically
 
-The loop is pretraining's (minibert/loop/engine.py: logging, checkpoints, resume, Ctrl-C);
-FinetuneRun plugs the task into it. It knows nothing about task formats: a `TaskSource` gives it
+The loop is pretraining's (loop/engine.run: logging, checkpoints, resume, Ctrl-C); FinetuneRun
+is the task it trains. It knows nothing about task formats: a `TaskSource` gives it
 the training features (a dict of arrays with one row per feature), the label keys, and an
 `evaluate(model)` that returns the dev metrics. Classification, token tagging and multiple
 choice use `ClassifierSource` below; SQuAD brings its own (minibert/finetune/squad_run.py).
@@ -37,19 +37,22 @@ import numpy as np
 from minibert.finetune.features import trim
 from minibert.finetune.frozen import TAGGERS
 from minibert.finetune.registry import task_class
-from minibert.loop import rundir as run_dir_mod
+from minibert.loop import checkpoints, engine, rundir
 from minibert.loop.curves import Panel, Series
-from minibert.loop.engine import TrainingLoop
-from minibert.loop.settings import Settings
+from minibert.loop.settings import RunSettings
 from minibert.model import MODEL_SIZES, BertConfig
 from minibert.optim import AdamW
 
 COMMAND = "finetune"  # run.json's "command"
 
 
-@dataclasses.dataclass
-class FinetuneConfig(Settings):
-    """The settings of one fine-tuning run (run.json records them)."""
+@dataclasses.dataclass(kw_only=True)
+class FinetuneConfig(RunSettings):
+    """The settings of one fine-tuning run (run.json records them). The schedule is counted in
+    epochs: `steps`, `warmup_steps`, `eval_interval` and `checkpoint_interval` are not used
+    (validate refuses them); `epochs`, `warmup_proportion` and `eval_per_epoch` say it instead."""
+
+    renamed = {"warmup": "warmup_proportion"}  # the name of minibert before the shared settings
 
     task: str
     init: str  # a checkpoint directory, or "none" (random init: the control)
@@ -62,7 +65,9 @@ class FinetuneConfig(Settings):
     lr: float = 1e-4
     batch_size: int = 32
     max_seq_length: int = 128
-    warmup: float = 0.1  # fraction of the steps
+    warmup_proportion: float = 0.1  # fraction of the steps (BERT's run_classifier.py name)
+    eval_interval: int = 0  # unused: eval_per_epoch
+    checkpoint_interval: int = 0  # unused: a checkpoint after each evaluation
     dropout: float = 0.1  # hidden_dropout_prob and attention_probs_dropout_prob while fine-tuning
     weight_decay: float = 0.01
     clip_norm: float = 1.0
@@ -88,8 +93,13 @@ class FinetuneConfig(Settings):
                 raise ValueError(f"{k}={getattr(self, k)} must be at least 1")
         if not 0 < self.epochs < math.inf or not 0 < self.lr < math.inf:  # NaN fails both comparisons
             raise ValueError(f"epochs ({self.epochs}) and lr ({self.lr}) must be positive finite numbers")
-        if not 0 <= self.warmup < 1 or not 0 <= self.dropout < 1:
-            raise ValueError(f"warmup ({self.warmup}) and dropout ({self.dropout}) must be in [0, 1)")
+        if not 0 <= self.warmup_proportion < 1 or not 0 <= self.dropout < 1:
+            raise ValueError(f"warmup_proportion ({self.warmup_proportion}) and dropout ({self.dropout}) must be in "
+                             f"[0, 1)")
+        for k in ("steps", "warmup_steps", "eval_interval", "checkpoint_interval"):
+            if getattr(self, k) != 0:
+                raise ValueError(f"{k}={getattr(self, k)}: fine-tuning counts in epochs; use epochs, "
+                                 f"warmup_proportion and eval_per_epoch")
         if not 0 <= self.minutes < math.inf or self.max_train_examples < 0:
             raise ValueError(f"minutes ({self.minutes}) must be a finite number >= 0 and max_train_examples "
                              f"({self.max_train_examples}) >= 0")
@@ -205,7 +215,7 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         raise ValueError(f"--init {init} has no vocab.txt: the model's vocabulary is needed to tokenize the task")
     model_type = "bert"  # without config.json, from_pretrained says what is missing
     if (init / "config.json").is_file():
-        from minibert.io.checkpoint import read_config_json
+        from minibert.checkpoint import read_config_json
 
         model_type = read_config_json(init / "config.json").get("model_type", "bert")
     try:
@@ -238,7 +248,7 @@ def control_model(cfg: FinetuneConfig) -> tuple[Path, bool, BertConfig | None]:
     With --like DIR the control is DIR's model with fresh weights: its config.json, its
     vocabulary and casing, so the only difference from fine-tuning DIR is the pretraining."""
     if cfg.like:
-        from minibert.io.checkpoint import CONFIG_NAME, model_directory, read_casing, read_config, read_config_json
+        from minibert.checkpoint import CONFIG_NAME, model_directory, read_casing, read_config, read_config_json
 
         like = model_directory(cfg.like)
         raw = read_config_json(like / CONFIG_NAME)
@@ -265,14 +275,15 @@ def _with_dropout(bert, p):
 # ---------------------------------------------------------------------------------------------
 # the run
 
-class FinetuneRun(TrainingLoop):
-    """Model, optimizer, task source and the output directory of one fine-tuning run, on the
-    loop of loop/engine.py: the task source is the batch source and the evaluator, and the best
-    model by the dev metric is kept at the run's top level beside the checkpoints."""
+class FinetuneRun:
+    """Model, optimizer, task source and the output directory of one fine-tuning run, as a task of
+    loop/engine.run: the task source is the batch source and the evaluator, and the best model
+    by the dev metric is kept at the run's top level beside the checkpoints."""
 
     log_partial_window = False  # a log line every log_interval steps and at the end, none in between
     curves_every = 30.0  # drawing costs ~0.5 s: at most twice a minute
     publish_checkpoints = False  # the top level holds the best model, not the newest
+    curve_axes, eval_label = (("epoch", "epoch"),), "dev"
 
     def __init__(self, cfg: FinetuneConfig, model, source: TaskSource, tokenizer, task_info: dict,
                  verbose: bool = True):
@@ -284,13 +295,16 @@ class FinetuneRun(TrainingLoop):
         self.num_train = n
         self.steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
         self.total_steps = max(1, int(round(cfg.epochs * self.steps_per_epoch)))
-        self.warmup_steps = int(cfg.warmup * self.total_steps)
+        self.warmup_steps = int(cfg.warmup_proportion * self.total_steps)
         self.optimizer = AdamW(model.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.rng = np.random.default_rng([cfg.seed, 1])  # dropout
-        self.step, self.elapsed = 0, 0.0
         self.best: dict | None = None  # {"step", main metric, ...} of the best evaluation
+        # the loop's state (loop/engine.py)
+        self.step, self.elapsed = 0, 0.0
+        self.window: list = []
+        self.lr_anchor = self.budget = None  # no time budget fitting: --minutes only stops the run
+        self.last_checkpoint: int | None = None
         self.last_eval_step: int | None = None
-        self._stop_requested = False
 
     @property
     def minutes(self) -> float:
@@ -300,99 +314,30 @@ class FinetuneRun(TrainingLoop):
     def log_interval(self) -> int:
         return self.cfg.log_interval
 
+    # -- the loop -------------------------------------------------------------------------------
+    def train(self, max_steps: int | None = None) -> str:
+        """Train to the end, the time budget, Ctrl-C or `max_steps` more steps (then "paused");
+        every way out saves the state, so --resume continues exactly where it stopped."""
+        return engine.run(self, max_steps)
+
+    def resume_command(self) -> str:
+        return f"python -m minibert finetune --resume {self.dir}"
+
+    def diverged_hint(self) -> str:
+        return f"; nothing was saved for this step. Try a lower --lr (now {self.cfg.lr})"
+
     # -- batches: a function of the step alone ------------------------------------------------
     def rows_at(self, step: int) -> np.ndarray:
         epoch, i = divmod(step, self.steps_per_epoch)
         order = np.random.default_rng([self.cfg.seed, epoch]).permutation(self.num_train)  # (n,)
         return np.sort(order[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size])
 
-    def next_batches(self) -> dict:
+    def next_batch(self) -> dict:
         return self.source.batch(self.rows_at(self.step))
 
     def step_options(self) -> dict:
-        return dict(lr=self.cfg.lr, warmup_steps=self.warmup_steps, clip_norm=self.cfg.clip_norm)
-
-    def dropout_on(self) -> bool:
-        return self.cfg.dropout > 0
-
-    def diverged_hint(self) -> str:
-        return f"; nothing was saved for this step. Try a lower --lr (now {self.cfg.lr})"
-
-    def is_eval_step(self, step: int) -> bool:
-        """After the step that completes each 1/eval_per_epoch of an epoch (and the last step)."""
-        k, spe = self.cfg.eval_per_epoch, self.steps_per_epoch
-        return step == self.total_steps or (step * k) // spe > ((step - 1) * k) // spe
-
-    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
-        return self.is_eval_step(step) and step < self.total_steps  # the state after each evaluation
-
-    # -- files ----------------------------------------------------------------------------------
-    def start(self) -> None:
-        run_dir_mod.start_run(self.dir, COMMAND, self.cfg.to_dict())
-        self._write_run_file()
-
-    def _write_run_file(self) -> None:
-        run_dir_mod.write_run(self.dir, COMMAND, self.cfg.to_dict(), task=self.task_info,
-                              architecture=self.model.architecture, total_steps=self.total_steps, best=self.best)
-
-    def checkpoint_state(self, status: str, ckpt: Path) -> dict:
-        return {"step": self.step, "status": status, "elapsed_seconds": self.elapsed, "best": self.best,
-                "dropout_rng": self.rng.bit_generator.state}
-
-    def save_state(self, status: str) -> Path:
-        return self.save_checkpoint(status)
-
-    def restore_state(self, state: dict, ckpt: Path) -> None:
-        if "best" not in state:
-            raise ValueError(f"{ckpt / run_dir_mod.STATE_FILE} has no best (the best dev scores so far, or null)")
-        best = state["best"]
-        numbers = isinstance(best, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                                 for v in best.values())
-        if best is not None and not (numbers and {"step", self.source.main_metric} <= set(best)):
-            raise ValueError(f"{ckpt / run_dir_mod.STATE_FILE}: best is {best!r:.200}, expected null or the best dev "
-                             f"scores ({{\"step\": ..., \"{self.source.main_metric}\": ...}})")
-        saved = self.model.read_params(ckpt)
-        for k, p in self.model.params.items():
-            np.copyto(p, saved[k])
-        self.best = best
-
-    def resume(self) -> None:
-        self.load_checkpoint()
-        self.say(f"resumed {self.dir} at step {self.step}/{self.total_steps}")
-
-    # -- evaluation and the best model ----------------------------------------------------------
-    def evaluate(self) -> dict:
-        t0 = time.perf_counter()
-        scores = self.source.evaluate(self.model)
-        self.last_eval_step = self.step
-        main = self.source.main_metric
-        self.log({"type": "eval", "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 3),
-                  "time": round(self.elapsed, 3), **scores})
-        better = self.best is None or scores[main] > self.best[main]
-        shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if isinstance(v, float))
-        self.say(f"dev at step {self.step} (epoch {self.step / self.steps_per_epoch:.2f}): {shown}"
-                 f"{' (best so far: saved)' if better else ''} [{time.perf_counter() - t0:.1f}s]")
-        if better:
-            self.best = {"step": self.step, **{k: v for k, v in scores.items() if isinstance(v, (int, float))}}
-            self.model.save_pretrained(self.dir, vocab=self.tokenizer.ids_to_tokens)  # each file atomic
-            if hasattr(self.source, "on_best"):  # e.g. SQuAD's predictions and official scores
-                self.source.on_best(self.dir)
-            self._write_run_file()
-        return scores
-
-    run_eval = evaluate  # the loop's name for it
-
-    # -- the loop (TrainingLoop.run) --------------------------------------------------------------
-    def train(self, max_steps: int | None = None) -> str:
-        """Train to the end, the time budget, Ctrl-C or `max_steps` more steps (then "paused");
-        every way out saves the state, so --resume continues exactly where it stopped."""
-        return self.run(max_steps)
-
-    def resume_command(self) -> str:
-        return f"python -m minibert finetune --resume {self.dir}"
-
-    def on_budget(self) -> None:
-        self.say(f"time budget of {self.cfg.minutes:g} min reached at step {self.step}")
+        return dict(lr=self.cfg.lr, warmup_steps=self.warmup_steps, clip_norm=self.cfg.clip_norm,
+                    rng=self.rng if self.cfg.dropout > 0 else None)
 
     def window_entry(self, r, batch) -> tuple:
         """-> (loss, hits, counted, real tokens, lr) of one step."""
@@ -411,8 +356,30 @@ class FinetuneRun(TrainingLoop):
         acc = [f"acc {rec['train_acc']:.3f}"] if "train_acc" in rec else []
         return f" (epoch {rec['epoch']:.2f})", [f"loss {rec['loss']:.4f}", *acc]
 
-    curve_axes = (("epoch", "epoch"),)
-    eval_label = "dev"
+    # -- evaluation and the best model ----------------------------------------------------------
+    def is_eval_step(self, step: int) -> bool:
+        """After the step that completes each 1/eval_per_epoch of an epoch (and the last step)."""
+        k, spe = self.cfg.eval_per_epoch, self.steps_per_epoch
+        return step == self.total_steps or (step * k) // spe > ((step - 1) * k) // spe
+
+    def evaluate(self) -> dict:
+        t0 = time.perf_counter()
+        scores = self.source.evaluate(self.model)
+        self.last_eval_step = self.step
+        main = self.source.main_metric
+        engine.log(self, {"type": "eval", "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 3),
+                          "time": round(self.elapsed, 3), **scores})
+        better = self.best is None or scores[main] > self.best[main]
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if isinstance(v, float))
+        engine.say(self, f"dev at step {self.step} (epoch {self.step / self.steps_per_epoch:.2f}): {shown}"
+                         f"{' (best so far: saved)' if better else ''} [{time.perf_counter() - t0:.1f}s]")
+        if better:
+            self.best = {"step": self.step, **{k: v for k, v in scores.items() if isinstance(v, (int, float))}}
+            self.model.save_pretrained(self.dir, vocab=self.tokenizer.ids_to_tokens)  # each file atomic
+            if hasattr(self.source, "on_best"):  # e.g. SQuAD's predictions and official scores
+                self.source.on_best(self.dir)
+            self._write_run_file()
+        return scores
 
     def curve_panels(self, records: list[dict]) -> list[Panel]:
         """Training loss, training accuracy (of the batches) and the dev metric, the learning rate."""
@@ -421,3 +388,40 @@ class FinetuneRun(TrainingLoop):
                 Panel(f"accuracy / dev {main}", (Series("train_acc", label="train (batch)"),
                                                   Series(main, "eval", f"dev {main}"))),
                 Panel("learning rate", (Series("lr", label=""),))]
+
+    # -- files ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        rundir.start_run(self.dir, COMMAND, self.cfg.to_dict())
+        self._write_run_file()
+
+    def _write_run_file(self) -> None:
+        rundir.write_run(self.dir, COMMAND, self.cfg.to_dict(), task=self.task_info,
+                         architecture=self.model.architecture, total_steps=self.total_steps, best=self.best)
+
+    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
+        return self.is_eval_step(step) and step < self.total_steps  # the state after each evaluation
+
+    def optimizer_metadata(self) -> None:
+        return None
+
+    def state_dict(self, status: str, ckpt: Path) -> dict:
+        return {"step": self.step, "status": status, "elapsed_seconds": self.elapsed, "best": self.best,
+                "dropout_rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict, ckpt: Path) -> None:
+        if "best" not in state:
+            raise ValueError(f"{ckpt / rundir.STATE_FILE} has no best (the best dev scores so far, or null)")
+        best = state["best"]
+        numbers = isinstance(best, dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 for v in best.values())
+        if best is not None and not (numbers and {"step", self.source.main_metric} <= set(best)):
+            raise ValueError(f"{ckpt / rundir.STATE_FILE}: best is {best!r:.200}, expected null or the best dev "
+                             f"scores ({{\"step\": ..., \"{self.source.main_metric}\": ...}})")
+        saved = self.model.read_params(ckpt)
+        for k, p in self.model.params.items():
+            np.copyto(p, saved[k])
+        self.best = best
+
+    def resume(self) -> None:
+        checkpoints.load_checkpoint(self)
+        engine.say(self, f"resumed {self.dir} at step {self.step}/{self.total_steps}")

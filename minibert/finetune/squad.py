@@ -35,7 +35,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minibert.finetune.squad_eval import iter_qas, load_json, require
+from minibert.taskdata.squad_files import iter_qas, require
+from minibert.io.jsonfile import read_json
 from minibert.tokenizer import BertTokenizer, basic_tokenize
 
 FIRST_UNIQUE_ID = 1000000000  # run_squad numbers features from here
@@ -168,7 +169,7 @@ def read_squad(path: str | Path, is_training: bool,
     answerable question trains on its first answer; questions whose answer is not found at
     its character offset are skipped with a warning and counted in stats.skipped.
     """
-    squad_json = load_json(path, "SQuAD file")
+    squad_json = read_json(path, "SQuAD file")
     if version_2 is None:
         version_2 = any("is_impossible" in qa for _, _, qa in iter_qas(squad_json, path))
     examples: list[SquadExample] = []

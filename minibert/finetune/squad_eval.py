@@ -1,6 +1,7 @@
 """SQuAD scoring: the official `evaluate-v2.0.py`, number for number (docs/bert-notes.md §9.4).
 
-Standard library only (no NumPy), so this file also works copied on its own.
+No NumPy: the standard library and minibert's one JSON reader (io/jsonfile.py, whose errors name
+the file), nothing else.
 
     python -m minibert squad-eval dev-v2.0.json predictions.json [--na-prob null_odds.json]
 
@@ -20,10 +21,12 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import re
 import string
 import sys
+
+from minibert.io.jsonfile import read_json
+from minibert.taskdata.squad_files import iter_qas, require
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)  # ASCII only, as the official script
@@ -32,58 +35,10 @@ _PUNCTUATION = set(string.punctuation)  # ASCII only, as the official script
 # ---------------------------------------------------------------------------------------------
 # Reading and checking the files
 
-def load_json(path, what: str = "JSON file"):
-    """Parse a UTF-8 JSON file; ValueError naming the file if it is not JSON."""
-    if os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path)):  # a FIFO would block
-        raise ValueError(f"{what} {path} is not a regular file (a device, pipe or socket)")
-    try:
-        with open(path, encoding="utf-8-sig") as f:
-            return json.load(f)
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{what} {path}: invalid UTF-8 byte at offset {e.start}") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{what} {path} is not valid JSON: {e}") from None
-    except RecursionError:  # '[' * 100000: the parser recurses once per level
-        raise ValueError(f"{what} {path}: the JSON is nested too deeply to read") from None
-
-
-def require(obj, key: str, kind: type, where: str, path) -> object:
-    """obj[key], checked to be of `kind`; ValueError naming the file, the place and the key.
-
-    >>> require({"qas": 3}, "qas", list, "data[0].paragraphs[1]", "dev.json")
-    Traceback (most recent call last):
-    ValueError: dev.json: data[0].paragraphs[1].qas is int, expected list (not a SQuAD file?)
-    """
-    if not isinstance(obj, dict):
-        raise ValueError(f"{path}: {where} is {type(obj).__name__}, expected an object "
-                         f"(not a SQuAD file?)")
-    if key not in obj:
-        raise ValueError(f"{path}: {where} has no {key!r} (not a SQuAD file?)")
-    value = obj[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise ValueError(f"{path}: {where}.{key} is {type(value).__name__}, expected "
-                         f"{kind.__name__} (not a SQuAD file?)")
-    return value
-
-
-def iter_qas(squad_json, path):
-    """Yield (where, paragraph, qa) for every question of a parsed SQuAD file, checking the
-    nesting {"data": [{"paragraphs": [{"qas": [{"id": ...}]}]}]} on the way."""
-    articles = require(squad_json, "data", list, "the top level", path)
-    for a, article in enumerate(articles):
-        paragraphs = require(article, "paragraphs", list, f"data[{a}]", path)
-        for p, paragraph in enumerate(paragraphs):
-            qas = require(paragraph, "qas", list, f"data[{a}].paragraphs[{p}]", path)
-            for q, qa in enumerate(qas):
-                where = f"data[{a}].paragraphs[{p}].qas[{q}]"
-                qid = require(qa, "id", str, where, path)
-                yield f"{where} (question id {qid!r})", paragraph, qa
-
-
 def load_gold(path) -> dict[str, list[str]]:
     """SQuAD data file -> {question id: gold answer texts} (an empty list: unanswerable)."""
     gold: dict[str, list[str]] = {}
-    for where, _, qa in iter_qas(load_json(path, "SQuAD file"), path):
+    for where, _, qa in iter_qas(read_json(path, "SQuAD file"), path):
         answers = require(qa, "answers", list, where, path)
         texts = [require(ans, "text", str, f"{where}.answers[{i}]", path)
                  for i, ans in enumerate(answers)]
@@ -97,7 +52,7 @@ def load_gold(path) -> dict[str, list[str]]:
 
 def load_id_map(path, kind, what: str, expected: str) -> dict:
     """{question id: value} JSON file (predictions: str values; na_probs: numbers)."""
-    data = load_json(path, what)
+    data = read_json(path, what)
     if not isinstance(data, dict):
         raise ValueError(f"{what} {path} must be a JSON object {{question id: value}}, "
                          f"got {type(data).__name__}")

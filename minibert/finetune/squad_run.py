@@ -25,8 +25,8 @@ import numpy as np
 from minibert.finetune import squad, squad_eval
 from minibert.finetune.run import FinetuneConfig, FinetuneRun, TaskSource, load_model, predict_logits
 from minibert.loop.rundir import write_json
+from minibert.taskdata.squad_files import DEFAULT_DIR, FILES
 
-FILES = {"squad2": ("train-v2.0.json", "dev-v2.0.json"), "squad1": ("train-v1.1.json", "dev-v1.1.json")}
 
 
 class SquadSource(TaskSource):
@@ -68,7 +68,6 @@ def threshold_search(gold: dict, nbest: dict, null_odds: dict) -> dict[str, floa
     return {k: full[k] for k in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")}
 
 
-DEFAULT_DIR = {"squad2": Path(__file__).resolve().parent.parent.parent / "data" / "squad2"}  # shipped, CC BY-SA
 
 
 def _files(cfg: FinetuneConfig) -> tuple[Path, Path]:

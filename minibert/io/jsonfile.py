@@ -2,8 +2,9 @@
 trainer_state.json, a SQuAD file, a safetensors header) goes through here, so a bad one ends in
 one error naming the file, never in a traceback.
 
-    read_json(path)           the value, or ValueError "PATH: ..." (not UTF-8, not JSON, nested
-                              too deeply for Python's parser)
+    read_json(path, what="")  the value, or ValueError "[WHAT ]PATH: ..." (missing or unreadable,
+                              not UTF-8, not JSON, nested too deeply for Python's parser); a
+                              UTF-8 byte-order mark is skipped. The one JSON file reader.
     read_json_object(path)    the same, and it must be a JSON object
     parse_json(text, where)   the same for text already read (`where` names it in errors)
 """
@@ -25,16 +26,20 @@ def parse_json(text: str, where: str) -> Any:
         raise ValueError(f"{where} is not valid JSON: {e}") from None
 
 
-def read_json(path: str | Path) -> Any:
+def read_json(path: str | Path, what: str = "") -> Any:
+    """`what` names the kind of file in the errors ("SQuAD file")."""
     path = Path(path)
+    where = f"{what} {path}" if what else str(path)
     refuse_special_file(path)  # a FIFO would block, a device never end
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not UTF-8 text: {e}") from None
+        raise ValueError(f"{where} is not UTF-8 text: {e}") from None
     except IsADirectoryError:
-        raise ValueError(f"{path} is a directory, not a JSON file") from None
-    return parse_json(text, str(path))
+        raise ValueError(f"{where} is a directory, not a JSON file") from None
+    except OSError as e:  # missing, no permission: an error naming the file, as every other
+        raise ValueError(f"cannot read {where}: {e.strerror or e}") from None
+    return parse_json(text, where)
 
 
 def read_json_object(path: str | Path) -> dict:

@@ -93,7 +93,7 @@ class StepBudget:
             short_left, f = max(0, self.short_steps - step), 0.0
         seconds = seconds_left - short_left * (scale * self.probe[SHORT] + overhead)
         step_time = scale * (f * self.probe[SHORT] + (1 - f) * self.probe[FULL]) + overhead
-        eval_time = self._eval_time(scale)
+        eval_time = self.eval_seconds(scale)
         steps, evals = max(1, int(seconds / step_time)), 1
         for _ in range(3):  # evaluations run every eval_interval steps and once at the end
             evals = 1 + (short_left + steps) // self.eval_interval
@@ -103,7 +103,7 @@ class StepBudget:
             total = min(total, self.max_steps)
         return Fit(max(total, step + 1), step_time, evals, scale)
 
-    def _eval_time(self, scale: float) -> float:
+    def eval_seconds(self, scale: float) -> float:
         """One evaluation: the mean of those this process timed, else the probe's estimate at the
         loop's speed."""
         if self.evals:

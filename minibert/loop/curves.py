@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from minibert.io.atomic import atomic_write
-from minibert.loop import rundir as run_dir_mod
+from minibert.loop import rundir
 
 
 class Series(NamedTuple):
@@ -34,7 +34,7 @@ class Panel(NamedTuple):
 
 def read_metrics(path: str | Path) -> list[dict]:
     """The records of metrics.jsonl (a last line cut short by a crash is skipped)."""
-    return run_dir_mod.read_jsonl(Path(path))[0]
+    return rundir.read_jsonl(Path(path))[0]
 
 
 def plot_curves(metrics_path: str | Path, out: str | Path, panels: list[Panel],

@@ -21,7 +21,7 @@ checkpoint. What an interrupted save leaves behind (the hidden directory, a temp
 a top-level copy) is removed by `clean_interrupted_saves` when the run starts again.
 
 The operations that touch the disk are the small functions `_rename`, `_copy` and `_remove`
-(and the file writers of minibert.io.checkpoint), so tests can interrupt a save after any one of
+(and the file writers of minibert.checkpoint), so tests can interrupt a save after any one of
 them (tests/loop/test_faults.py).
 """
 from __future__ import annotations
@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from minibert.io import jsonfile
+from minibert.io.jsonfile import read_json
 from minibert.io.atomic import atomic_write, write_error, write_text_atomic
-from minibert.io.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
+from minibert.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.textio import read_text
 
 CHECKPOINTS = "checkpoints"
@@ -390,15 +391,6 @@ def start_run(directory: str | Path, command: str, settings: dict, **extra) -> N
 def write_json(path: Path, obj: Any) -> None:
     """Write JSON atomically (temporary file, fsync, rename)."""
     write_text_atomic(path, json.dumps(obj, indent=2) + "\n")
-
-
-def read_json(path: Path) -> Any:
-    """A run's JSON file (io/jsonfile.py: an error names the file); a missing or unreadable file is
-    an error naming it too."""
-    try:
-        return jsonfile.read_json(path)
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
 
 
 def read_jsonl(path: Path) -> tuple[list[dict], int]:

@@ -11,6 +11,12 @@
     cfg.validate()                                     # ranges; before anything is written
     run_dir.write_run(out, "train-xlnet", cfg.to_dict())
 
+Every training command's settings derive from `RunSettings`, which holds the names they share,
+each with one meaning (lr, warmup_steps, steps, minutes, log_interval, eval_interval,
+checkpoint_interval, seed); a command's own fields stand beside them, and a command that has no
+use for one says so in its docstring. A name a run.json of an older minibert used is read once,
+here: `renamed` maps it to today's name (`from_dict`).
+
 The type of a field is read from its annotation: int, float, bool, str, tuple (of str, or of
 float when the default holds floats), or any of them `| None`. A field whose type is another
 dataclass (TrainConfig's BertConfig) is handled by the class that has it.
@@ -19,7 +25,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any
+import os
+from typing import Any, ClassVar
 
 _SIMPLE = {"int": int, "float": float, "bool": bool, "str": str, "tuple": tuple, "list": tuple}
 
@@ -87,9 +94,17 @@ def parse_value(key: str, raw: str, field: dataclasses.Field) -> Any:
         raise ValueError(f"{key}={raw!r} is not a valid {name}") from None
 
 
+def fast_mode() -> bool:
+    """MINIBERT_FAST=1 (any value but empty or 0): every command runs its stages on a slice of the
+    data for a few steps, a check of the plumbing (the one place that reads the variable)."""
+    return os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+
+
 @dataclasses.dataclass
 class Settings:
     """The base of every run's settings (see the module docstring)."""
+
+    renamed: ClassVar[dict[str, str]] = {}  # an older run.json's name -> today's (read by from_dict)
 
     @classmethod
     def fields(cls) -> dict[str, dataclasses.Field]:
@@ -102,6 +117,7 @@ class Settings:
         at = f"{where}: " if where else ""
         if not isinstance(d, dict):
             raise ValueError(f"{at}the settings must be a JSON object, not {type(d).__name__}")
+        d = {cls.renamed.get(k, k): v for k, v in d.items()}  # the one place old names are read
         fields = cls.fields()
         unknown = sorted(set(d) - set(fields))
         if unknown:
@@ -138,3 +154,18 @@ class Settings:
 
     def validate(self) -> None:
         """Ranges and combinations, checked before anything is written (each class its own)."""
+
+
+@dataclasses.dataclass(kw_only=True)
+class RunSettings(Settings):
+    """The settings every training command shares, one name and one meaning each; a command's
+    class lists its own defaults and its own fields beside these."""
+
+    lr: float = 1e-3  # the peak learning rate
+    warmup_steps: int = 0  # optimizer steps of linear warmup (fine-tuning: warmup_proportion of its steps)
+    steps: int = 0  # the schedule's length in optimizer steps (0: fitted to `minutes`; train: auto_steps; train-t5: a cap)
+    minutes: float = 0.0  # wall-clock budget of the run (0: none)
+    log_interval: int = 20  # steps between two progress lines (and metrics.jsonl records)
+    eval_interval: int = 250  # steps between two evaluations (fine-tuning: eval_per_epoch)
+    checkpoint_interval: int = 250  # steps between two checkpoints (0: at the end and at Ctrl-C only)
+    seed: int = 0

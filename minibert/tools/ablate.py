@@ -40,7 +40,6 @@ import argparse
 import dataclasses
 import json
 import math
-import os
 import shutil
 import time
 import traceback
@@ -49,8 +48,9 @@ from typing import Any
 
 from minibert.io.atomic import atomic_write
 from minibert.loop.rundir import RunLock
+from minibert.loop.settings import fast_mode
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
-                                           Downstream, Study, Variant, _v)
+                                           Downstream, Study, Variant, make_variant)
 
 # ---------------------------------------------------------------------------------------------
 # the plan: what one invocation runs
@@ -78,15 +78,11 @@ class Plan:
         return {"study": self.study, "minutes": 0.0 if self.steps else self.minutes, "steps": self.steps,
                 "finetune_minutes": self.finetune_minutes,
                 "pretrain_settings": _jsonable(self.pretrain_settings),
-                "finetune_settings": _jsonable(self.finetune_settings), "fast": _fast()}
+                "finetune_settings": _jsonable(self.finetune_settings), "fast": fast_mode()}
 
 
 def _jsonable(d: dict) -> dict:
     return json.loads(json.dumps(d, default=list))
-
-
-def _fast() -> bool:
-    return os.environ.get("MINIBERT_FAST", "") not in ("", "0")
 
 
 def get_study(name: str) -> Study:
@@ -157,7 +153,7 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     changes), the variant's settings, the shared budget, this seed. `check_only`: validate the
     settings and stop (before the default corpus is looked for or built)."""
     from minibert.train.config import FAMILY_PRESETS, FAST_RECIPE, TINY_RECIPE, make_config
-    from minibert.train.data import _default_corpus
+    from minibert.train.data import default_corpus
 
     recipe = {**TINY_RECIPE, **FAMILY_PRESETS.get(variant.preset, {})}
     # the recipe warms up over 200 of the ~2,800 steps of its 9.5 minutes (about 7%); a shorter
@@ -169,12 +165,12 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     else:
         recipe["warmup_steps"] = max(10, round(recipe["warmup_steps"] * min(1.0, plan.minutes / TINY_RECIPE["minutes"])))
         budget = {"minutes": plan.minutes, "auto_steps": True}
-    overrides = {**recipe, **(FAST_RECIPE if _fast() else {}), **dict(variant.settings), **plan.pretrain_settings,
+    overrides = {**recipe, **(FAST_RECIPE if fast_mode() else {}), **dict(variant.settings), **plan.pretrain_settings,
                  **budget, "seed": seed, "curves": False, "name": f"{variant.name}-seed{seed}", "out_dir": str(run_dir)}
     make_config(variant.preset, **overrides).validate(require_files=False)
     if check_only:
         return None
-    return make_config(variant.preset, **_default_corpus(overrides))
+    return make_config(variant.preset, **default_corpus(overrides))
 
 
 # Every cell's fine-tuning learning rate: the tiny model's choice on dev when the studies were
@@ -277,7 +273,7 @@ def finetune_config(plan: Plan, model_dir: Path | None, d: Downstream, seed: int
     settings are being checked before anything runs), so `ltr` says what it will be."""
     from minibert.finetune.commands import pretrained_objective, task_kind
     from minibert.finetune.run import FinetuneConfig
-    from minibert.io.checkpoint import read_config_json
+    from minibert.checkpoint import read_config_json
 
     cfg = FinetuneConfig(task=d.task, init=str(model_dir or "none"), out=str(out),
                          data=task_data_dir(d, plan.data_root), seed=seed, minutes=plan.finetune_minutes)
@@ -482,7 +478,7 @@ def _fmt(s: float) -> str:
 # ---------------------------------------------------------------------------------------------
 # the command
 
-FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup", "dropout", "weight_decay",
+FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proportion", "dropout", "weight_decay",
                  "eval_per_epoch", "max_train_examples", "doc_stride")
 
 

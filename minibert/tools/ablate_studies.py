@@ -45,7 +45,7 @@ class Study:
     claims: tuple = ()
 
 
-def _v(name, label, preset="tiny", paper="", fraction=0.0, finetune=(), pretrained_as="", **settings) -> Variant:
+def make_variant(name, label, preset="tiny", paper="", fraction=0.0, finetune=(), pretrained_as="", **settings) -> Variant:
     return Variant(name, label, preset, tuple(sorted(settings.items())), paper, fraction, tuple(finetune),
                    pretrained_as)
 
@@ -59,7 +59,7 @@ def _mix_name(shares) -> str:
 
 def _size(L: int, H: int) -> Variant:
     """L layers of hidden size H, heads of size 64 (as the tiny preset), FF = 4H."""
-    return _v(f"L{L}-H{H}", f"L={L}, H={H}", num_hidden_layers=L, hidden_size=H,
+    return make_variant(f"L{L}-H{H}", f"L={L}, H={H}", num_hidden_layers=L, hidden_size=H,
               num_attention_heads=max(1, H // 64), intermediate_size=4 * H)
 
 
@@ -79,11 +79,11 @@ SCRATCH = Variant("scratch", "no pretraining (random init)", paper="-", pretrain
 
 STUDIES: dict[str, Study] = {s.name: s for s in (
     Study("tasks", "the pretraining tasks (the paper's Table 5)",
-          (_v("bert", "BERT (MLM + NSP)", paper="BERT-Base", objective="mlm_nsp"),
-           _v("no-nsp", "No NSP (MLM only)", paper="No NSP", objective="mlm"),
-           _v("ltr", "LTR & No NSP (causal LM)", paper="LTR & No NSP", objective="ltr"),
+          (make_variant("bert", "BERT (MLM + NSP)", paper="BERT-Base", objective="mlm_nsp"),
+           make_variant("no-nsp", "No NSP (MLM only)", paper="No NSP", objective="mlm"),
+           make_variant("ltr", "LTR & No NSP (causal LM)", paper="LTR & No NSP", objective="ltr"),
            # the LTR model again, fine-tuned with a new BiLSTM on top (minibert/finetune/bilstm.py)
-           _v("ltr-bilstm", "+ BiLSTM (on LTR, fine-tuned)", paper="+ BiLSTM", objective="ltr",
+           make_variant("ltr-bilstm", "+ BiLSTM (on LTR, fine-tuned)", paper="+ BiLSTM", objective="ltr",
               finetune=(("bilstm", True),), pretrained_as="ltr")),
           ("bert", "no-nsp", "ltr", "ltr-bilstm"), ("nextsent", "punct"),
           (Claim("bert", "no-nsp", "NSP helps: BERT above No NSP"),
@@ -93,7 +93,7 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
            Claim("ltr", "ltr-bilstm", "a BiLSTM on the LTR model hurts a sentence-level task (the paper: GLUE)",
                  ("nextsent", "sst2", "rte")))),
     Study("masking", "the masking mix MASK/SAME/RND (the paper's Table 8)",
-          tuple(_v(_mix_name(m), f"{_mix_name(m).replace('-', '/')}", paper=_mix_name(m).replace('-', '/'),
+          tuple(make_variant(_mix_name(m), f"{_mix_name(m).replace('-', '/')}", paper=_mix_name(m).replace('-', '/'),
                    mask_shares=m) for m in TABLE_8),
           tuple(_mix_name(m) for m in TABLE_8), ("punct", "punct-feature"),
           (Claim("80-10-10", "0-0-100", "80/10/10 above RND only (0/0/100)"),
@@ -106,15 +106,15 @@ STUDIES: dict[str, Study] = {s.name: s for s in (
            Claim("L2-H128", "L2-H64", "a wider model helps: H=128 above H=64"),
            Claim("L2-H256", "L2-H128", "a wider model helps: H=256 above H=128"))),
     Study("steps", "downstream score against pretraining steps (the paper's Appendix C.1)",
-          tuple(_v(f"at-{round(100 * f)}", f"{round(100 * f)}% of the schedule", fraction=f) for f in STEP_FRACTIONS)
+          tuple(make_variant(f"at-{round(100 * f)}", f"{round(100 * f)}% of the schedule", fraction=f) for f in STEP_FRACTIONS)
           # ELECTRA's run of the same budget, snapshotted alike: its score against time beside BERT's
-          + tuple(_v(f"electra-at-{round(100 * f)}", f"ELECTRA, {round(100 * f)}% of the schedule",
+          + tuple(make_variant(f"electra-at-{round(100 * f)}", f"ELECTRA, {round(100 * f)}% of the schedule",
                      preset="electra-tiny", fraction=f) for f in STEP_FRACTIONS),
           tuple(f"at-{round(100 * f)}" for f in STEP_FRACTIONS), ("nextsent",),
           (Claim("at-100", "at-50", "more pretraining helps: the whole schedule above half of it"),
            Claim("electra-at-100", "at-100", "ELECTRA above BERT at the same pretraining time (ELECTRA's claim)"))),
     Study("family", "BERT and its successors at the same budget",
-          tuple(_v(name, label, preset=preset) for name, label, preset in FAMILY_VARIANTS),
+          tuple(make_variant(name, label, preset=preset) for name, label, preset in FAMILY_VARIANTS),
           tuple(name for name, _, _ in FAMILY_VARIANTS), ("nextsent", "punct"),
           (Claim("roberta", "bert", "RoBERTa's recipe above BERT's (the RoBERTa paper)"),
            Claim("electra", "bert", "ELECTRA above BERT at the same pretraining time (the ELECTRA paper)"),

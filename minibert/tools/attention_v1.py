@@ -13,12 +13,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from minibert.kernels import (_attention_dropout_mask, _attention_inputs, _jit, _masked_softmax_row, _pick, _serial,
-                              _softmax_backward_head, _times_drop, mask_array)
+from minibert.kernels import (attention_dropout_mask, attention_inputs, kernel_jit, masked_softmax_row, pick_kernel, serial_version,
+                              softmax_backward_head, times_drop, mask_array)
 from minibert.layers import MASK_VALUE, AttentionCache
 
 
-@_jit
+@kernel_jit
 def _mm_rows(A, Bm, C):
     """C = A @ Bm with Bm and the rows of C contiguous. A (M, K) may have any strides.
 
@@ -57,7 +57,7 @@ def _mm_rows(A, Bm, C):
         i += 1
 
 
-@_jit
+@kernel_jit
 def _copy_head(src, dst):
     """dst (T, HS) contiguous <- src (T, HS) with any strides."""
     T, HS = src.shape
@@ -66,7 +66,7 @@ def _copy_head(src, dst):
             dst[t, d] = src[t, d]
 
 
-@_jit
+@kernel_jit
 def _copy_head_t(src, dst):
     """dst (HS, T) contiguous <- src (T, HS)^T."""
     T, HS = src.shape
@@ -79,7 +79,7 @@ def _copy_head_t(src, dst):
 # attention: preatt = q @ k^T * scale + adder ; att = softmax(preatt) ; out = (att * drop) @ v
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out, causal, masked):
     """q, k, v (B, NH, T, HS); adder (B, T) additive key mask; drop (B, NH, T, T) mask or a dummy;
     scale: scalar of q's dtype; causal: also mask the keys after each query with `masked`
@@ -97,9 +97,9 @@ def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out, c
         _mm_rows(qh, kt, a)  # (T, HS) @ (HS, T) -> (T, T) raw scores
         o = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
         for i in range(T):
-            _masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
+            masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
         if use_drop:
-            _mm_rows(_times_drop(a, drop, b, h), vh, o)  # (T, T) @ (T, HS) -> (T, HS)
+            _mm_rows(times_drop(a, drop, b, h), vh, o)  # (T, T) @ (T, HS) -> (T, HS)
         else:
             _mm_rows(a, vh, o)  # (T, T) @ (T, HS) -> (T, HS)
         oh = out[b, h]
@@ -108,7 +108,7 @@ def _attention_forward_kernel(q, k, v, adder, drop, use_drop, scale, att, out, c
                 oh[i, d] = o[i, d]
 
 
-@_jit(parallel=True)
+@kernel_jit(parallel=True)
 def _attention_backward_kernel(dout, q, k, v, att, drop, use_drop, scale, dq, dk, dv):
     """Mirror of the forward kernel. Each (b, h) owns its rows of dq, dk, dv (B, NH, T, HS)."""
     B, NH, T, HS = q.shape
@@ -123,7 +123,7 @@ def _attention_backward_kernel(dout, q, k, v, att, drop, use_drop, scale, dq, dk
         doh = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
         _copy_head(dout[b, h], doh)
         a = att[b, h]  # (T, T)
-        ad = _times_drop(a, drop, b, h) if use_drop else a  # (T, T) att * drop: what multiplied v
+        ad = times_drop(a, drop, b, h) if use_drop else a  # (T, T) att * drop: what multiplied v
         tmp = np.empty((T, HS), dtype=q.dtype)  # (T, HS)
         # forward was: out = ad @ v  ->  dv = ad^T @ dout
         _mm_rows(ad.T, doh, tmp)  # (T, T) @ (T, HS) -> (T, HS)
@@ -132,7 +132,7 @@ def _attention_backward_kernel(dout, q, k, v, att, drop, use_drop, scale, dq, dk
         datt = np.empty((T, T), dtype=q.dtype)  # (T, T)
         _mm_rows(doh, vt, datt)  # (T, HS) @ (HS, T) -> (T, T)
         # forward was: att = softmax(preatt); dpreatt = att * (datt - sum(datt * att)) * scale
-        _softmax_backward_head(datt, a, drop, b, h, use_drop, scale)
+        softmax_backward_head(datt, a, drop, b, h, use_drop, scale)
         # forward was: preatt = q @ k^T * scale + adder
         _mm_rows(datt, kh, tmp)  # (T, T) @ (T, HS) -> (T, HS)
         dq[b, h] = tmp
@@ -142,10 +142,10 @@ def _attention_backward_kernel(dout, q, k, v, att, drop, use_drop, scale, dq, dk
 
 # The same kernels compiled without threads: small problems (gradient checks, T=1 tests) would
 # spend more time waking the thread pool than computing.
-_attention_forward_serial = _serial(_attention_forward_kernel)
+_attention_forward_serial = serial_version(_attention_forward_kernel)
 
 
-_attention_backward_serial = _serial(_attention_backward_kernel)
+_attention_backward_serial = serial_version(_attention_backward_kernel)
 
 
 def attention_forward_v1(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
@@ -157,12 +157,12 @@ def attention_forward_v1(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=Fal
     """
     B, NH, T, HS = q.shape
     dt = q.dtype
-    k, v, scale, adder = _attention_inputs(q, k, v, attn_mask, dropout_p)
-    drop = _attention_dropout_mask(rng, (B, NH, T, T), dropout_p, dt)  # (B, NH, T, T) or None
+    k, v, scale, adder = attention_inputs(q, k, v, attn_mask, dropout_p)
+    drop = attention_dropout_mask(rng, (B, NH, T, T), dropout_p, dt)  # (B, NH, T, T) or None
     att = np.empty((B, NH, T, T), dtype=dt)  # (B, NH, T, T)
     out = np.empty((B, T, NH, HS), dtype=dt).transpose(0, 2, 1, 3)  # (B, T, NH, HS) -> (B, NH, T, HS)
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
-    kernel = _pick(_attention_forward_kernel, _attention_forward_serial, q.shape)
+    kernel = pick_kernel(_attention_forward_kernel, _attention_forward_serial, q.shape)
     kernel(q, k, v, adder, dummy if drop is None else drop, drop is not None,
                               dt.type(scale), att, out, bool(causal), dt.type(MASK_VALUE))
     return out, AttentionCache(q, k, v, att, drop, scale)
@@ -178,7 +178,7 @@ def attention_backward_v1(dout, cache: AttentionCache):
     dout = dout.astype(dt, copy=False)
     dq, dk, dv = (np.empty((B, NH, T, HS), dtype=dt) for _ in range(3))  # 3 x (B, NH, T, HS)
     dummy = np.empty((1, 1, 1, 1), dtype=dt)
-    kernel = _pick(_attention_backward_kernel, _attention_backward_serial, q.shape)
+    kernel = pick_kernel(_attention_backward_kernel, _attention_backward_serial, q.shape)
     kernel(dout, q, k, v, att, dummy if drop is None else drop, drop is not None,
                                dt.type(scale), dq, dk, dv)
     return dq, dk, dv

@@ -225,7 +225,7 @@ def ratio(a, b) -> str:
 # ---------------------------------------------------------------------------------------------
 # 1. attention forward + backward
 
-def _attention_inputs(shape, rng, dtype=np.float32):
+def attention_inputs(shape, rng, dtype=np.float32):
     """q, k, v as the model makes them (strided views of one (B, T, 3C) projection), a padding
     mask with a padded tail in every other sequence, and dout."""
     from minibert.layers import split_heads
@@ -270,7 +270,7 @@ def attention_fn(shape, name: str):
     a worker process; torch is imported only by the torch contenders)."""
     from minibert import kernels, layers
 
-    q, k, v, mask, dout = _attention_inputs(shape, np.random.default_rng(0))
+    q, k, v, mask, dout = attention_inputs(shape, np.random.default_rng(0))
     if name.startswith("torch"):
         torch, why = try_torch()
         if torch is None:

@@ -8,16 +8,16 @@ import sys
 from typing import Any
 
 from minibert.io.progress import fmt_seconds
-from minibert.loop import rundir as run_dir_mod
+from minibert.loop import rundir
+from minibert.loop.settings import fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES
 from minibert.train.config import (DEFAULT_DATA_CACHE, FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS,
                                    TINY_RECIPE, TRAIN_TINY_PRESETS, make_config, parse_set)
-from minibert.train.data import _default_corpus, _own_corpus
-from minibert.train.electra import ElectraTrainer
+from minibert.train.data import default_corpus, own_corpus
 from minibert.train.pretrain import train
 from minibert.train.runs import resume_config
-from minibert.train.trainer import HeldoutEvaluator, Trainer
+from minibert.train.trainer import FAMILIES, HeldoutEvaluator, Trainer
 
 
 def cli(argv: list[str]) -> int:
@@ -31,7 +31,7 @@ def cli(argv: list[str]) -> int:
             cfg = resume_config(args.resume, overrides)
         else:
             make_config(args.preset or "tiny", **overrides).validate(require_files=False)
-            cfg = make_config(args.preset or "tiny", **_default_corpus(overrides))
+            cfg = make_config(args.preset or "tiny", **default_corpus(overrides))
         trainer = train(cfg, resume=bool(args.resume), overwrite=args.overwrite,
                         max_steps_this_run=args.max_steps_this_run)
     except BaseException as e:
@@ -64,9 +64,9 @@ def report(trainer: Trainer) -> None:
             else f"at step {at} (the last evaluation; training stopped at step {trainer.step})")
     evaluator = getattr(trainer, "evaluator", None) or HeldoutEvaluator(trainer.cfg, None)
     print(f"\nheld-out ({r.examples} sequences) {when}, {fmt_seconds(trainer.elapsed)}: {evaluator.summary(r)}")
-    generator = f"{run_dir_mod.PUBLISHED_DIRS[0]}/, " if isinstance(trainer, ElectraTrainer) else ""
+    generator = FAMILIES[trainer.cfg.model_type].published_dirs  # ELECTRA's generator/
     print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, {generator}metrics.jsonl, curves.png, "
-          f"{run_dir_mod.CHECKPOINTS}/)")
+          f"{rundir.CHECKPOINTS}/)")
 
 
 def _say_fast_mode_learns_nothing(trainer: Trainer) -> None:
@@ -159,7 +159,7 @@ def train_tiny_cli(argv: list[str]) -> int:
     p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory, "
                    "finished or not (a finished train-tiny run is replaced without it)")
     args = p.parse_args(argv)
-    fast = os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+    fast = fast_mode()
     try:
         preset = args.preset
         overrides = {**TINY_RECIPE, **FAMILY_PRESETS.get(preset, {}), **(FAST_RECIPE if fast else {}), "name": preset}
@@ -179,13 +179,13 @@ def train_tiny_cli(argv: list[str]) -> int:
             path = task_corpus.write_task_corpus(args.corpus_from_task, args.data,
                                                  overrides.get("data_cache") or DEFAULT_DATA_CACHE)
             print(f"--corpus-from-task {args.corpus_from_task}: its training text, labels dropped -> {path}")
-            overrides = _own_corpus(str(path), overrides) | overrides
+            overrides = own_corpus(str(path), overrides) | overrides
         if args.resume:  # the saved settings; only the budget may change
             cfg = resume_config(make_config(preset, **overrides).run_dir,
                                 {} if args.minutes is None else {"minutes": args.minutes})
         else:
             make_config(preset, **overrides).validate(require_files=False)  # before CORPUS= writes files
-            cfg = make_config(preset, **_default_corpus(overrides))
+            cfg = make_config(preset, **default_corpus(overrides))
         print(f"train-tiny{' (MINIBERT_FAST=1: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
               f"on {os.cpu_count()} cores -> {cfg.run_dir}")
         trainer = train(cfg, resume=args.resume, overwrite=args.overwrite, created_by="train-tiny")
@@ -198,7 +198,7 @@ def train_tiny_cli(argv: list[str]) -> int:
         return 130
     from minibert.inspect import fill_mask
 
-    electra = isinstance(trainer, ElectraTrainer)
+    electra = trainer.cfg.model_type == "electra"
     model = trainer.model.fill_mask_model() if electra else trainer.model  # ELECTRA's masked LM is its generator
     print(f"\nfill-mask examples{' (the generator)' if electra else ''}:")
     for text in FILL_MASK_EXAMPLES:
@@ -207,7 +207,7 @@ def train_tiny_cli(argv: list[str]) -> int:
             print("    " + ", ".join(f"{tok} {prob:.2f}" for tok, prob in preds))
     if electra:
         print(f"\nthe discriminator (transformers' ElectraForPreTraining) is {cfg.run_dir}, the generator "
-              f"(ElectraForMaskedLM) {cfg.run_dir / run_dir_mod.PUBLISHED_DIRS[0]}")
+              f"(ElectraForMaskedLM) {cfg.run_dir / rundir.PUBLISHED_DIRS[0]}")
     else:
         print(f"\ntry: python -m minibert fill-mask {cfg.run_dir} \"a [MASK] is an immutable sequence of characters\"")
     return 0

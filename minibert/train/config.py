@@ -13,7 +13,7 @@ from typing import Any
 
 from minibert.family.albert import AlbertConfig
 from minibert.family.electra import ElectraConfig
-from minibert.loop.settings import Settings, check_value
+from minibert.loop.settings import RunSettings, check_value
 from minibert.model import MODEL_SIZES, OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
 from minibert.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
@@ -58,8 +58,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent  # the repository
 DEFAULT_DATA_CACHE = str(ROOT / "data" / "generated")  # git-ignored, shared by all runs
 
 
-@dataclasses.dataclass
-class TrainConfig(Settings):
+@dataclasses.dataclass(kw_only=True)
+class TrainConfig(RunSettings):
     """Every hyperparameter of a run. `python -m minibert train --set key=value` sets any field."""
 
     name: str = "tiny"

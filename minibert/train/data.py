@@ -12,11 +12,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minibert.io.atomic import atomic_write
-from minibert.loop import rundir as run_dir_mod
+from minibert.loop import rundir
 from minibert.train.config import DEFAULT_DATA_CACHE, TrainConfig
 
 
-def _sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):
@@ -65,7 +65,7 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = Fals
             raise ValueError(f"file {f} does not exist" if not Path(f).exists() else
                              f"{f} is not a regular file (a directory, device or pipe); corpus, heldout and vocab "
                              f"name text files")
-    vocab_sha = _sha256_file(cfg.vocab)
+    vocab_sha = sha256_file(cfg.vocab)
     flags = dict(max_seq_length=cfg.max_seq_length, max_predictions_per_seq=cfg.max_predictions_per_seq,
                  masked_lm_prob=cfg.masked_lm_prob, short_seq_prob=cfg.short_seq_prob,
                  random_seed=cfg.data_seed)
@@ -78,7 +78,7 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = Fals
 
     def build(files: tuple, dupe: int, kind: str, max_lines: int, **changed) -> Path:
         flags_here = {**flags, **changed}
-        key = json.dumps({"files": [_sha256_file(f) for f in files], "vocab": vocab_sha, "dupe": dupe,
+        key = json.dumps({"files": [sha256_file(f) for f in files], "vocab": vocab_sha, "dupe": dupe,
                           "max_lines": max_lines, **flags_here}, sort_keys=True)
         out = Path(cfg.data_cache) / f"pretrain-{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         if names_only:
@@ -119,7 +119,7 @@ def load_heldout(data_dir: Path, vocab: str, max_examples: int) -> dict[str, np.
     return feats
 
 
-def _default_corpus(overrides: dict[str, Any]) -> dict[str, Any]:
+def default_corpus(overrides: dict[str, Any]) -> dict[str, Any]:
     """Fill corpus / heldout / vocab from env CORPUS (own text) or the default Python-docs corpus."""
     if "corpus" in overrides and "vocab" in overrides:
         return overrides
@@ -127,20 +127,20 @@ def _default_corpus(overrides: dict[str, Any]) -> dict[str, Any]:
 
     own = os.environ.get("CORPUS")
     if own:
-        return {**_own_corpus(own, overrides), **overrides}
+        return {**own_corpus(own, overrides), **overrides}
     paths = ensure_default_corpus()
     return {"corpus": (str(paths.train),), "heldout": (str(paths.heldout),), "vocab": str(paths.vocab),
             **overrides}
 
 
-def _own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
+def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """CORPUS=file.txt: hold out every 20th document, and train a vocab on the rest if needed.
     The split (and vocab) go to data/generated/own-<hash>/, written in full or not at all."""
     src = Path(path)
     if not src.is_file():
         raise ValueError(f"CORPUS={path}: file not found (expected one sentence per line, blank lines "
                          f"between documents)")
-    out = Path(overrides.get("data_cache") or DEFAULT_DATA_CACHE) / f"own-{_sha256_file(src)[:12]}"
+    out = Path(overrides.get("data_cache") or DEFAULT_DATA_CACHE) / f"own-{sha256_file(src)[:12]}"
     vocab = overrides.get("vocab") or str(out / "vocab.txt")
     files = {"corpus": (str(out / "train.txt"),), "heldout": (str(out / "heldout.txt"),), "vocab": vocab}
     if (out / "train.txt").is_file() and Path(vocab).is_file():
@@ -165,10 +165,10 @@ def _own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
 
             print(f"CORPUS={path}: training an 8192-token WordPiece vocab on its training part -> {vocab}")
             save_vocab(train_wordpiece([tmp / "train.txt"], 8192), tmp / "vocab.txt")
-        run_dir_mod._remove(out)  # an incomplete directory from an older version
+        rundir._remove(out)  # an incomplete directory from an older version
         os.replace(tmp, out)
     finally:
-        run_dir_mod._remove(tmp)
+        rundir._remove(tmp)
     return files
 
 

@@ -2,7 +2,7 @@
 
 The math is minibert/family/electra.py's (generator -> sampled replacements -> replaced-token
 detection, loss = MLM + lam x RTD, electra_forward_backward). This module makes it a user of the
-pretraining loop, through the loop's three plugs (minibert/loop/engine.py):
+pretraining Trainer (train/trainer.py), through its family object, ElectraFamily:
 
     model       ElectraPretraining: the generator and the discriminator with shared embeddings as
                 one model (params = the optimizer's one flat dict, family.electra.joint_params;
@@ -13,7 +13,8 @@ pretraining loop, through the loop's three plugs (minibert/loop/engine.py):
                 masking, no NSP); the masks are the ones the generator fills
     evaluator   ElectraEvaluator (evaluate_electra): held-out generator MLM accuracy, loss and
                 perplexity, discriminator accuracy, replaced-token recall and precision
-    hooks       ElectraTrainer (a Trainer): the progress line, metrics.jsonl records, curves.png
+    family      ElectraFamily: the model, the evaluator, the progress line, metrics.jsonl records,
+                curves.png (the Trainer with family=ELECTRA_FAMILY)
 
 The dropout Generator of the Trainer (self.rng) also draws the generator's samples, so every step
 takes it (dropout itself runs only where the config's probabilities are above 0) and a resume
@@ -34,9 +35,7 @@ from minibert.family.electra import (SHARED, ElectraForMaskedLM, ElectraForPreTr
                                      electra_forward_backward, joint_params, tie_embeddings)
 from minibert.loop.curves import Panel, Series
 from minibert.loop.rundir import PUBLISHED_DIRS
-from minibert.train.curves import baselines
-from minibert.train.evaluation import _fmt_perplexity
-from minibert.train.trainer import Trainer
+from minibert.train.evaluation import fmt_perplexity
 
 GENERATOR_DIR = PUBLISHED_DIRS[0]  # "generator": the generator's transformers directory inside a run or checkpoint
 
@@ -169,71 +168,65 @@ class ElectraEvaluator:
 
     def describe(self, r: ElectraEvalResult) -> str:
         return (f"held-out generator MLM acc {r.mlm_acc:.4f}, MLM loss {r.mlm_loss:.3f} (perplexity "
-                f"{_fmt_perplexity(r.perplexity)}), discriminator acc {r.disc_acc:.4f} (always 'original' "
+                f"{fmt_perplexity(r.perplexity)}), discriminator acc {r.disc_acc:.4f} (always 'original' "
                 f"{1 - r.replaced_share:.4f}), replaced recall {r.replaced_recall:.3f}, precision "
                 f"{r.replaced_precision:.3f}")
 
     def summary(self, r: ElectraEvalResult) -> str:
         return (f"generator MLM accuracy {r.mlm_acc:.2%}, MLM loss {r.mlm_loss:.3f} (perplexity "
-                f"{_fmt_perplexity(r.perplexity)}), discriminator accuracy {r.disc_acc:.2%} (always 'original' "
+                f"{fmt_perplexity(r.perplexity)}), discriminator accuracy {r.disc_acc:.2%} (always 'original' "
                 f"{1 - r.replaced_share:.2%}), replaced-token recall {r.replaced_recall:.1%}, precision "
                 f"{r.replaced_precision:.1%}")
 
 
 # ---------------------------------------------------------------------------------------------
-# the Trainer's hooks
+# ELECTRA's parts of the pretraining Trainer
 
-class ElectraTrainer(Trainer):
-    """The pretraining Trainer with ELECTRA's model, evaluator, progress line and curves."""
+class ElectraFamily:
+    """ELECTRA's model, evaluator, log record, progress line and curves for the pretraining
+    Trainer (train/trainer.py's BertFamily has the same methods)."""
 
-    MODEL_FILES = ("model.safetensors", f"{GENERATOR_DIR}/model.safetensors")
+    model_files = ("model.safetensors", f"{GENERATOR_DIR}/model.safetensors")
+    metrics_type = ElectraMetrics  # the joint step's metrics (window entries)
+    published_dirs = f"{GENERATOR_DIR}/, "  # what the final report adds to the files it names
 
-    def build_model(self, vocab_size: int) -> ElectraPretraining:
-        cfg = self.cfg
+    def build_model(self, cfg, vocab_size: int) -> ElectraPretraining:
         return ElectraPretraining(cfg.model_config(vocab_size), cfg.generator_config(vocab_size), lam=cfg.rtd_weight,
                                   seed=cfg.seed)
 
-    def model_note(self) -> str:
-        g = self.model.gen.config
+    def model_note(self, cfg, model: ElectraPretraining) -> str:
+        g = model.gen.config
         return (f", ELECTRA: generator hidden {g.hidden_size}, {g.num_attention_heads} head(s), intermediate "
-                f"{g.intermediate_size}, embeddings {g.embedding_size} shared, RTD weight {self.cfg.rtd_weight:g}")
+                f"{g.intermediate_size}, embeddings {g.embedding_size} shared, RTD weight {cfg.rtd_weight:g}")
 
-    def dropout_on(self) -> bool:
-        return True  # self.rng draws the generator's samples at every step (module docstring)
+    def dropout_on(self, cfg) -> bool:
+        return True  # the Trainer's rng draws the generator's samples at every step (module docstring)
 
-    metrics_type = ElectraMetrics  # the joint step's metrics (window entries)
+    def evaluator(self, cfg, heldout: dict) -> ElectraEvaluator:
+        return ElectraEvaluator(cfg.seed, heldout)
 
-    def build_evaluator(self) -> ElectraEvaluator:
-        return ElectraEvaluator(self.cfg.seed, self.heldout)
-
-    def window_record(self, window: list[tuple], seconds: float) -> dict:
+    def window_record(self, window: list[tuple]) -> dict:
         ms = [w[0] for w in window]
         total = lambda field: sum(getattr(m, field) for m in ms)  # noqa: E731
-        return {"type": "train", "step": self.step, "time": round(self.elapsed, 3),
-                "loss": float(np.mean([m.loss for m in ms])),
+        return {"loss": float(np.mean([m.loss for m in ms])),
                 "mlm_loss": float(np.mean([m.mlm_loss for m in ms])),
                 "rtd_loss": float(np.mean([m.rtd_loss for m in ms])),
                 "mlm_acc": total("mlm_correct") / max(total("mlm_count"), 1),
                 "disc_acc": total("disc_correct") / max(total("disc_count"), 1),
                 "replaced_recall": total("replaced_flagged") / max(total("replaced_count"), 1),
-                "replaced_precision": total("replaced_flagged") / max(total("flagged_count"), 1),
-                "lr": window[-1][2], "grad_norm": float(np.mean([w[1] for w in window])),
-                "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
+                "replaced_precision": total("replaced_flagged") / max(total("flagged_count"), 1)}
 
-    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
-        return "", [f"loss {rec['loss']:.3f}", f"gen MLM acc {rec['mlm_acc']:.3f}", f"disc acc {rec['disc_acc']:.3f}",
-                    f"replaced recall {rec['replaced_recall']:.3f}"]
+    def progress_fields(self, cfg, rec: dict) -> list[str]:
+        return [f"loss {rec['loss']:.3f}", f"gen MLM acc {rec['mlm_acc']:.3f}", f"disc acc {rec['disc_acc']:.3f}",
+                f"replaced recall {rec['replaced_recall']:.3f}"]
 
-    def curve_panels(self, records: list[dict]) -> list[Panel] | None:
+    def curve_panels(self, cfg, base, records: list[dict]) -> list[Panel]:
         """The two losses, the generator's MLM accuracy, the discriminator's accuracy and
         replaced-token recall, and the lr. Dashed: always the most frequent token (MLM) and always
         "original" (discriminator, from the last evaluation's share of replaced tokens)."""
-        if not self.cfg.curves:
-            return None
-        base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
         evals = [r for r in records if r.get("type") == "eval" and "replaced_share" in r]
         always = 1 - evals[-1]["replaced_share"] if evals else None
-        return [Panel(f"losses (MLM + {self.cfg.rtd_weight:g} x RTD)",
+        return [Panel(f"losses (MLM + {cfg.rtd_weight:g} x RTD)",
                       (Series("mlm_loss", label="train MLM"), Series("mlm_loss", "eval", "held-out MLM"),
                        Series("rtd_loss", label="train RTD"), Series("rtd_loss", "eval", "held-out RTD"))),
                 Panel("generator MLM accuracy", (Series("mlm_acc"), Series("mlm_acc", "eval")),
@@ -244,3 +237,6 @@ class ElectraTrainer(Trainer):
                                         Series("replaced_recall", "eval", "held-out replaced recall")),
                       ((always, f"always 'original': {always:.1%}", "--"),) if always is not None else ()),
                 Panel("learning rate", (Series("lr", label=""),))]
+
+
+ELECTRA_FAMILY = ElectraFamily()

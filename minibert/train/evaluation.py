@@ -51,5 +51,5 @@ def evaluate(model: BertForPreTraining, feats: dict[str, np.ndarray], batch_size
                       (nsp_correct - isnext_correct) / max(random_count, 1))
 
 
-def _fmt_perplexity(p: float) -> str:
+def fmt_perplexity(p: float) -> str:
     return f"{p:.1f}" if p < 1e6 else f"{p:.2e}"  # exp(loss) of a diverged model has 300 digits

@@ -1,16 +1,13 @@
-"""`train()`: start or resume a pretraining run with the Trainer its model_type needs
-(train/trainer.py's for BERT and ALBERT, train/electra.py's for ELECTRA)."""
+"""`train()`: start or resume a pretraining run (train/trainer.py's Trainer, with the family
+its model_type names: BERT and ALBERT there, ELECTRA in train/electra.py)."""
 from __future__ import annotations
 
-from minibert.loop import rundir as run_dir_mod
+from minibert.loop import rundir
+from minibert.loop.engine import say
 from minibert.pretraining_data import DEFAULT_FLAGS
 from minibert.train.config import TrainConfig
-from minibert.train.electra import ElectraTrainer
 from minibert.train.runs import check_run_dir
 from minibert.train.trainer import Trainer
-
-# a model_type whose run needs more than the Trainer: its Trainer subclass
-TRAINERS: dict[str, type[Trainer]] = {"electra": ElectraTrainer}
 
 
 def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbose: bool = True,
@@ -18,7 +15,7 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
     """Run (or resume) a training run; returns the Trainer (its .status says how it ended). The run
     directory is locked for the whole run (loop/rundir.RunLock: one writer per directory)."""
     cfg.validate()
-    with run_dir_mod.RunLock(cfg.run_dir):
+    with rundir.RunLock(cfg.run_dir):
         return _train(cfg, resume, overwrite, verbose, max_steps_this_run, created_by)
 
 
@@ -26,19 +23,19 @@ def _train(cfg: TrainConfig, resume: bool, overwrite: bool, verbose: bool, max_s
            created_by: str) -> Trainer:
     if not resume:
         check_run_dir(cfg, overwrite, created_by)  # before writing anything
-    trainer = TRAINERS.get(cfg.model_type, Trainer)(cfg, verbose=verbose, created_by=created_by)
-    for p in run_dir_mod.clean_interrupted_saves(cfg.run_dir):
-        trainer.say(f"removed {p}, left by a save that was cut off")
+    trainer = Trainer(cfg, verbose=verbose, created_by=created_by)
+    for p in rundir.clean_interrupted_saves(cfg.run_dir):
+        say(trainer, f"removed {p}, left by a save that was cut off")
     if resume:
         trainer.load_checkpoint()
-        trainer.say(f"resumed {trainer.dir} at step {trainer.step}/{trainer.total_steps}")
+        say(trainer, f"resumed {trainer.dir} at step {trainer.step}/{trainer.total_steps}")
     else:
         if cfg.auto_steps:
             trainer.start_budget()
         trainer.start_fresh()
         m = trainer.model
-        note = trainer.model_note()
-        trainer.say(f"model: {m.num_parameters:,} parameters ({m.config.num_hidden_layers} layers, hidden "
+        note = trainer.family.model_note(cfg, m)
+        say(trainer, f"model: {m.num_parameters:,} parameters ({m.config.num_hidden_layers} layers, hidden "
                     f"{m.config.hidden_size}, {m.config.num_attention_heads} heads, vocab {m.config.vocab_size}"
                     f"{note}); {trainer.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
                     f"tokens" + ("" if cfg.packing == "segment_pair" else f" ({cfg.packing} packing)")
@@ -55,7 +52,7 @@ def _train(cfg: TrainConfig, resume: bool, overwrite: bool, verbose: bool, max_s
                     + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
         if trainer.short_iterator is not None:
             T_short, B_short, _ = cfg.short_phase()
-            trainer.say(f"sequence-length warm-up: steps 1-{trainer.short_steps} on "
+            say(trainer, f"sequence-length warm-up: steps 1-{trainer.short_steps} on "
                         f"{trainer.short_iterator.num_examples:,} sequences of {T_short} tokens, batch {B_short}")
     trainer.status = trainer.run(max_steps_this_run)
     return trainer

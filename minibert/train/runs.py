@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from minibert.loop import rundir as run_dir_mod
+from minibert.loop import rundir
 from minibert.train.config import TrainConfig, flatten
 
 PRETRAINING_COMMANDS = ("train", "train-tiny", "ablate")  # the commands whose runs train/ makes
@@ -25,18 +25,18 @@ def check_run_dir(cfg: TrainConfig, overwrite: bool = False, command: str = "tra
 
     resume = (f"python -m minibert {command} --resume" if command == "train-tiny"
               else f"python -m minibert train --resume {cfg.run_dir}")
-    run_dir_mod.check_run_dir(cfg.run_dir, command, overwrite=overwrite, replaceable=command == "train-tiny",
+    rundir.check_run_dir(cfg.run_dir, command, overwrite=overwrite, replaceable=command == "train-tiny",
                               resume=resume, differs=differs)
 
 
 def resume_config(run_dir: str | Path, overrides: dict[str, Any]) -> TrainConfig:
     """The saved config of a run, with the few settings a resume may change."""
     run_dir = Path(run_dir)
-    info = run_dir_mod.read_run(run_dir)
+    info = rundir.read_run(run_dir)
     if info is None or info.command not in PRETRAINING_COMMANDS:
         what = "no run.json" if info is None else f"a {info.command} run"
         raise ValueError(f"{run_dir} holds no resumable pretraining run ({what})")
-    if run_dir_mod.latest_checkpoint(run_dir) is None:
+    if rundir.latest_checkpoint(run_dir) is None:
         raise ValueError(f"{run_dir} holds no resumable run: it has no checkpoint (the run stopped before "
                          f"its first save); start it again with --overwrite")
     changeable = {"minutes", "log_interval", "eval_interval", "checkpoint_interval", "eval_examples"}

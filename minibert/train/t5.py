@@ -1,18 +1,18 @@
-"""T5 on minibert's one training loop (minibert/loop/engine.py): `T5Run`, what `python -m
+"""T5 as a task of minibert's one training loop (loop/engine.run): `T5Run`, what `python -m
 minibert train-t5` (train/t5_command.py) runs, for span-corruption pretraining and text-to-text
 SST-2 alike.
 
 The loop gives T5 what every run has: the progress line (step, loss, target-token accuracy,
 tokens/s, lr, ETA), metrics.jsonl, curves.png, checkpoints written as one unit by
 minibert.loop.rundir (config.json, model.safetensors, vocab.txt, optimizer.safetensors,
-trainer_state.json) every `--save-every` steps, at the end and at Ctrl-C, a stop on a NaN/inf
+trainer_state.json) every `--checkpoint-interval` steps, at the end and at Ctrl-C, a stop on a NaN/inf
 loss, and a bit-exact resume: parameters, AdamW's moments, the batch source (`ShuffledBatches`:
 the epoch's order and the Generator that draws the noise masks) and the fitted schedule are
 restored, so a paused and resumed run ends with the same bits as one that never stopped
 (tests/family/test_t5.py). One step is train/step.training_step's: clipping at 1.0, AdamW in PyTorch's
 bias-corrected form, the "hf" schedule (linear warmup, linear decay to 0), no dropout.
 
-The plugs T5 fills in:
+What T5 brings to the loop:
     model        T5Model: the parameters, loss_grads_metrics (t5_loss_and_grads), save_pretrained
     batch source ShuffledBatches: a new order every epoch; span corruption draws a fresh noise mask
                  for every chunk on every visit (dynamic corruption)
@@ -33,12 +33,12 @@ import numpy as np
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, param_shapes, t5_forward, t5_loss_and_grads
 from minibert.io.atomic import write_text_atomic
-from minibert.io.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
+from minibert.io.jsonfile import read_json
+from minibert.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
-from minibert.loop import rundir as run_dir
+from minibert.loop import checkpoints, engine
 from minibert.loop.budget import Fit, StepBudget
 from minibert.loop.curves import Panel, Series
-from minibert.loop.engine import TrainingLoop
 from minibert.optim import AdamW
 
 # ---------------------------------------------------------------------------------------------
@@ -76,7 +76,7 @@ def load_run(path: str | Path, dtype=np.float32):
     cfg_path = path / CONFIG_NAME
     if not cfg_path.is_file():
         raise ValueError(f"{path} has no {CONFIG_NAME}: not a train-t5 run directory")
-    d = run_dir.read_json(cfg_path)
+    d = read_json(cfg_path)
     if d.get("model_type") != "minibert-t5":
         raise ValueError(f"{cfg_path} describes model_type {d.get('model_type')!r}, not a minibert-t5 model")
     cfg = T5Config.from_dict(d)
@@ -168,11 +168,14 @@ class ShuffledBatches:
         self.rng.bit_generator.state = state["rng"]
 
 
-class T5Run(TrainingLoop):
-    """T5 on the training loop of loop/engine.py: the model, AdamW, the batch source, the held-out
+class T5Run:
+    """T5 as a task of loop/engine.run: the model, AdamW, the batch source, the held-out
     evaluation and the fitting of the step count to the budget."""
 
+    log_partial_window = True
+    publish_checkpoints = True
     curves_every = 30.0  # drawing costs about a second: at most twice a minute
+    curve_axes, eval_label = (("step", "step"),), "held-out"
 
     def __init__(self, args, cfg: T5Config, params, tokenizer, batches: ShuffledBatches, eval_batches: list[dict],
                  ops):
@@ -181,58 +184,71 @@ class T5Run(TrainingLoop):
         self.model = T5Model(cfg, params, ops)
         self.optimizer = AdamW(params, lr=args.lr, weight_decay=0.01, bias_correction=True)
         self.dir = Path(args.out)
+        self.verbose = True
         self.rng = np.random.default_rng([args.seed, 1])  # the loop's dropout Generator: T5 here draws nothing from it
-        self.step, self.total_steps, self.elapsed = 0, args.steps, 0.0
-        self.minutes, self.log_interval, self.eval_every = args.minutes, args.log_every, args.eval_every
-        self.warmup = min(args.warmup, args.steps // 10)  # at most a tenth of the steps --steps allows
+        self.minutes, self.log_interval, self.eval_interval = args.minutes, args.log_interval, args.eval_interval
+        self.warmup = min(args.warmup_steps, args.steps // 10)  # at most a tenth of the steps --steps allows
         self.last_eval: dict | None = None
-        self.budget = StepBudget(args.minutes * 60.0, args.eval_every, max_steps=args.steps)
+        # the loop's state (loop/engine.py)
+        self.step, self.total_steps, self.elapsed = 0, args.steps, 0.0
+        self.window: list = []
+        self.lr_anchor: tuple[int, float] | None = None
+        self.last_checkpoint: int | None = None
+        self.last_eval_step: int | None = None
+        self.budget: StepBudget | None = StepBudget(args.minutes * 60.0, args.eval_interval, max_steps=args.steps)
+
+    def run(self, max_steps: int | None = None) -> str:
+        return engine.run(self, max_steps)
+
+    def load_checkpoint(self) -> None:
+        checkpoints.load_checkpoint(self)
+
+    def resume_command(self) -> str:
+        return f"python -m minibert train-t5 --resume {self.dir}"
+
+    def diverged_hint(self) -> str:
+        return (f"; the run stopped without saving. Last good checkpoint: {engine.last_good_checkpoint(self)}. Try "
+                f"a lower --lr (now {self.args.lr:g}) or more --warmup-steps (now {self.warmup})")
 
     # --- batch source and step ---------------------------------------------------------------------
 
-    def next_batches(self) -> dict:
+    def next_batch(self) -> dict:
         return self.batches.next()
 
     def step_options(self) -> dict:
-        return dict(lr=self.args.lr, warmup_steps=self.warmup, schedule="hf", clip_norm=1.0)
+        return dict(lr=self.args.lr, warmup_steps=self.warmup, schedule="hf", clip_norm=1.0, rng=None)  # no dropout
 
-    def dropout_on(self) -> bool:
-        return False
-
-    def window_entry(self, r, batch) -> tuple:
+    def window_entry(self, r, batch) -> tuple:  # the loop's default log record reads these (loss_acc_record)
         """-> (loss, correct target tokens, target tokens, real input + target tokens, lr)."""
         n = r.metrics["tokens"]
         real = int(batch["attention_mask"].sum() + batch["decoder_attention_mask"].sum())
         return r.loss, round(r.metrics["acc"] * n), n, real, r.lr
 
-    # --- the budget (TrainingLoop._fit_budget) -----------------------------------------------------
+    # --- the budget (loop/engine.fit_budget) -------------------------------------------------------
 
     def time_eval(self) -> float:
         t0 = time.perf_counter()
         evaluate(self.model.params, self.cfg, self.eval_batches, self.model.ops)
         return time.perf_counter() - t0
 
-    def on_fit(self, fit: Fit, before: int, first: bool) -> None:
+    def after_fit(self, fit: Fit, first: bool) -> None:
         """At the first fit, evaluate often enough to draw a curve: at least 6 times a run."""
         if first:
-            self.eval_every = self.budget.eval_interval = max(1, min(self.eval_every, self.total_steps // 6))
-        super().on_fit(fit, before, first)
-
-    def on_budget(self) -> None:
-        self.say(f"time budget of {self.minutes:g} min reached at step {self.step}")
+            self.eval_interval = self.budget.eval_interval = max(1, min(self.eval_interval, self.total_steps // 6))
 
     # --- evaluation and curves ---------------------------------------------------------------------
 
     def is_eval_step(self, step: int) -> bool:
-        return step % self.eval_every == 0
+        return step % self.eval_interval == 0
 
-    def run_eval(self) -> dict:
+    def evaluate(self) -> dict:
         t0 = time.perf_counter()
         ev = evaluate(self.model.params, self.cfg, self.eval_batches, self.model.ops)
         self.last_eval, self.last_eval_step = ev, self.step
-        self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **ev})
-        self.say(f"eval step {self.step}: held-out target-token loss {ev['loss']:.3f}, accuracy {ev['acc']:.4f} "
-                 f"(span tokens {ev['span_acc']:.4f}) [{ev['tokens']} tokens, {time.perf_counter() - t0:.1f}s]")
+        engine.log(self, {"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **ev})
+        engine.say(self, f"eval step {self.step}: held-out target-token loss {ev['loss']:.3f}, accuracy "
+                         f"{ev['acc']:.4f} (span tokens {ev['span_acc']:.4f}) [{ev['tokens']} tokens, "
+                         f"{time.perf_counter() - t0:.1f}s]")
         return ev
 
     def curve_panels(self, records: list[dict]) -> list[Panel]:
@@ -244,20 +260,21 @@ class T5Run(TrainingLoop):
                 Panel("target-token accuracy", (Series("acc"), Series("acc", "eval"),
                                                 Series("span_acc", "eval", "held-out, span tokens")), lines)]
 
-    # --- checkpoints (TrainingLoop.save_checkpoint / load_checkpoint) -------------------------------
+    # --- checkpoints (loop/checkpoints.py) ---------------------------------------------------------
 
     def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
-        return bool(self.args.save_every) and step % self.args.save_every == 0 and step < stop_at
+        return bool(self.args.checkpoint_interval) and step % self.args.checkpoint_interval == 0 and step < stop_at
 
     def optimizer_metadata(self) -> dict:
         return {"step": str(self.step)}
 
-    def checkpoint_state(self, status: str, ckpt: Path) -> dict:
+    def state_dict(self, status: str, ckpt: Path) -> dict:
         return {"step": self.step, "total_steps": self.total_steps, "status": status, "elapsed_seconds": self.elapsed,
                 "batches": self.batches.state_dict(), "dropout_rng": self.rng.bit_generator.state,
-                "eval_every": self.eval_every, "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
+                "eval_every": self.eval_interval,  # the key of older checkpoints, kept so that they resume
+                "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
 
-    def restore_state(self, state: dict, ckpt: Path) -> None:
+    def load_state_dict(self, state: dict, ckpt: Path) -> None:
         cfg, params, vocab = load_run(ckpt)
         if cfg != self.cfg:
             raise ValueError(f"{ckpt / CONFIG_NAME} describes {cfg}, but this run builds {self.cfg}")
@@ -266,11 +283,6 @@ class T5Run(TrainingLoop):
         for k, p in self.model.params.items():
             np.copyto(p, params[k])
         self.batches.load_state_dict(state["batches"])
-        self.total_steps, self.eval_every = int(state["total_steps"]), int(state["eval_every"])
-        self.budget.eval_interval = self.eval_every
+        self.total_steps, self.eval_interval = int(state["total_steps"]), int(state["eval_every"])
+        self.budget.eval_interval = self.eval_interval
         self.last_eval, self.last_eval_step = state["last_eval"], state["last_eval_step"]
-
-    lr_option, warmup_option = "--lr", "--warmup"
-
-    def resume_command(self) -> str:
-        return f"python -m minibert train-t5 --resume {self.dir}"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -25,9 +24,9 @@ from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
 from minibert.io.progress import fmt_seconds
-from minibert.loop import rundir as run_dir
+from minibert.loop import engine, rundir
 from minibert.loop.rundir import FINISHED
-from minibert.loop.settings import Settings
+from minibert.loop.settings import RunSettings, fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.train.t5 import ShuffledBatches, T5Run, load_run, span_baseline
 
@@ -39,9 +38,13 @@ PRESETS = {"t5-tiny": dict(hidden_size=128, num_layers=2, num_decoder_layers=2, 
 COMMAND = "train-t5"  # run.json's "command"
 
 
-@dataclasses.dataclass
-class T5TrainConfig(Settings):
-    """The settings of a train-t5 run (run.json records them; --resume reads them back)."""
+@dataclasses.dataclass(kw_only=True)
+class T5TrainConfig(RunSettings):
+    """The settings of a train-t5 run (run.json records them; --resume reads them back). `steps`
+    here is a cap: the budget fits the schedule to `minutes` within it."""
+
+    renamed = {"warmup": "warmup_steps", "log_every": "log_interval", "eval_every": "eval_interval",
+               "save_every": "checkpoint_interval"}  # the names of minibert before the shared settings
 
     out: str
     preset: str = "t5-tiny"
@@ -55,17 +58,17 @@ class T5TrainConfig(Settings):
     steps: int = 1_000_000  # at most this many steps (the budget fits the rest)
     batch_size: int = 32
     lr: float = 1e-3  # 3e-4 for sst2
-    warmup: int = 200
+    warmup_steps: int = 200  # at most a tenth of the steps
     chunk_len: int = 64
     max_input: int = 64
-    eval_every: int = 250
-    log_every: int = 20
-    save_every: int = 0
+    eval_interval: int = 250
+    log_interval: int = 20
+    checkpoint_interval: int = 0
     seed: int = 0
     fast: bool = False  # MINIBERT_FAST=1: a slice of the data
 
     def validate(self) -> None:
-        for name in ("steps", "batch_size", "chunk_len", "eval_every", "log_every", "max_input"):
+        for name in ("steps", "batch_size", "chunk_len", "eval_interval", "log_interval", "max_input"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.preset not in PRESETS:
@@ -77,13 +80,9 @@ class T5TrainConfig(Settings):
                              f"{PRESETS[self.preset]['max_position_embeddings']}")
         if not self.minutes > 0:
             raise ValueError(f"--minutes must be positive, got {self.minutes}")
-        if not self.lr > 0 or self.warmup < 0 or self.save_every < 0 or self.seed < 0:
-            raise ValueError(f"--lr must be positive and --warmup, --save-every, --seed >= 0 (got {self.lr:g}, "
-                             f"{self.warmup}, {self.save_every}, {self.seed})")
-
-
-def _fast() -> bool:
-    return os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+        if not self.lr > 0 or self.warmup_steps < 0 or self.checkpoint_interval < 0 or self.seed < 0:
+            raise ValueError(f"--lr must be positive and --warmup-steps, --checkpoint-interval, --seed >= 0 (got "
+                             f"{self.lr:g}, {self.warmup_steps}, {self.checkpoint_interval}, {self.seed})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,7 +91,7 @@ def _fast() -> bool:
 def _check_out(out: Path, overwrite: bool) -> None:
     """Before anything is written: refuse a directory that holds something other than a train-t5
     run, or an unfinished train-t5 run (that one is for --resume), unless --overwrite."""
-    run_dir.check_run_dir(out, COMMAND, overwrite=overwrite, replaceable=True,
+    rundir.check_run_dir(out, COMMAND, overwrite=overwrite, replaceable=True,
                           resume=f"python -m minibert train-t5 --resume {out}")
 
 
@@ -102,16 +101,16 @@ def run_t5(args: T5TrainConfig, resume: bool, max_steps: int | None, cfg, params
     run = T5Run(args, cfg, params, tok, batches, eval_batches, ops)
     out = run.dir
     out.mkdir(parents=True, exist_ok=True)
-    for p in run_dir.clean_interrupted_saves(out):
+    for p in rundir.clean_interrupted_saves(out):
         print(f"removed {p}, left by a save that was cut off")
     if resume:
         run.load_checkpoint()
         print(f"resumed {out} at step {run.step}/{run.total_steps}", flush=True)
     else:
-        run_dir.start_run(out, COMMAND, args.to_dict())
+        rundir.start_run(out, COMMAND, args.to_dict())
         token, share = span_baseline(eval_batches, cfg)
         name = D.t5_tokens(tok.ids_to_tokens, cfg.num_sentinels)[token]
-        run.log({"type": "baseline", "token": name, "span_acc": share})
+        engine.log(run, {"type": "baseline", "token": name, "span_acc": share})
         print(f"held-out baseline: always answering {name!r} gets {share:.4f} of the answer tokens (the target "
               f"without sentinels and EOS: the dropped text, or the SST-2 label word)", flush=True)
     print(f"model: {run.model.num_parameters:,} parameters; {describe}", flush=True)
@@ -189,7 +188,7 @@ def show_example(params, cfg, tok, chunk, special, ops) -> None:
 def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
     """Text-to-text SST-2: "sst2 sentence: ..." -> "positive" | "negative", dev accuracy by
     greedy decoding (an answer that is neither word counts as wrong)."""
-    from minibert.finetune.readers import read_glue
+    from minibert.taskdata.readers import read_glue
     from minibert.tokenizer import BertTokenizer
 
     if not args.data:
@@ -201,7 +200,7 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
     if not args.init:
         raise ValueError("--task sst2 needs --init RUN (a train-t5 run directory, or `none` for a random init)")
     if resume:  # the model, its sizes and vocabulary as the run saved them (its checkpoint replaces the weights)
-        cfg, params, base = load_run(run_dir.latest_checkpoint(args.out))
+        cfg, params, base = load_run(rundir.latest_checkpoint(args.out))
     elif args.init == "none":  # the control: the same model, not pretrained
         from minibert.corpus import ensure_default_corpus
         from minibert.tokenizer import load_vocab
@@ -250,8 +249,8 @@ def sst2_accuracy(params, cfg, pairs, special, ops) -> tuple[float, float]:
 def _resumed(ap: argparse.ArgumentParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
-    info = run_dir.resumable_run(out, COMMAND, run_dir.options_given(ap, args))
-    saved = T5TrainConfig.from_dict({**info.settings, "fast": _fast(), "out": str(out)}, str(out / run_dir.RUN_FILE))
+    info = rundir.resumable_run(out, COMMAND, rundir.options_given(ap, args))
+    saved = T5TrainConfig.from_dict({**info.settings, "fast": fast_mode(), "out": str(out)}, str(out / rundir.RUN_FILE))
     if args.minutes is not None:
         saved.minutes = args.minutes
     return saved
@@ -276,36 +275,40 @@ def train_t5_cli(argv: list[str]) -> int:
     ap.add_argument("--steps", type=int, default=None, help="at most this many steps (default: as the budget allows)")
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--lr", type=float, default=None, help="peak learning rate (1e-3 pretraining, 3e-4 sst2)")
-    ap.add_argument("--warmup", type=int, default=200, help="warmup steps (at most a tenth of the steps)")
+    ap.add_argument("--warmup-steps", "--warmup", type=int, default=200, help="warmup steps (at most a tenth of the steps)")
     ap.add_argument("--chunk-len", type=int, default=64, help="tokens per chunk before corruption")
     ap.add_argument("--max-input", type=int, default=64, help="sst2: input tokens kept per sentence")
-    ap.add_argument("--eval-every", type=int, default=250)
-    ap.add_argument("--log-every", type=int, default=20)
-    ap.add_argument("--save-every", type=int, default=0, help="also save every N steps (0: at the end and Ctrl-C)")
+    ap.add_argument("--eval-interval", "--eval-every", type=int, default=250)
+    ap.add_argument("--log-interval", "--log-every", type=int, default=20)
+    ap.add_argument("--checkpoint-interval", "--save-every", type=int, default=0,
+                    help="also save every N steps (0: at the end and Ctrl-C)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="any setting by its name (T5TrainConfig), e.g. --set lr=5e-4 (repeatable)")
     args = ap.parse_args(argv)
     if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
         raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
     if args.resume:
         settings = _resumed(ap, args)
     else:
-        fast = _fast()
+        fast = fast_mode()
         given = {k: v for k, v in vars(args).items()
-                 if k not in ("resume", "overwrite", "max_steps_this_run") and v is not None}
+                 if k not in ("resume", "overwrite", "max_steps_this_run", "set") and v is not None}
         settings = T5TrainConfig(**{
             **given, "fast": fast, "minutes": args.minutes if args.minutes is not None else (1.0 if fast else 9.5),
             "steps": args.steps if args.steps is not None else (30 if fast else 1_000_000),
-            "eval_every": min(args.eval_every, 10) if fast else args.eval_every,
-            "log_every": min(args.log_every, 5) if fast else args.log_every,
+            "eval_interval": min(args.eval_interval, 10) if fast else args.eval_interval,
+            "log_interval": min(args.log_interval, 5) if fast else args.log_interval,
             "lr": args.lr if args.lr is not None else (3e-4 if args.task == "sst2" else 1e-3),
-            "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny")})
+            "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny"),
+            **T5TrainConfig.parse_set(args.set)})
     settings.validate()  # before anything is written
     from minibert.backend import get_ops
 
     ops = get_ops()
     task = finetune_sst2 if settings.task == "sst2" else pretrain
     try:
-        with run_dir.RunLock(settings.out):  # one writer per run directory
+        with rundir.RunLock(settings.out):  # one writer per run directory
             if not args.resume:
                 _check_out(Path(settings.out), args.overwrite)
             print(f"train-t5 {settings.task}{' (MINIBERT_FAST=1: small slice)' if settings.fast else ''}: budget "

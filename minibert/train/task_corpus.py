@@ -34,7 +34,7 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 def documents(task: str, data: str | None) -> list[list[str]]:
     """The task's training text as documents of sentences (labels dropped)."""
-    from minibert.finetune.tasks import find_file, get_task, read_examples
+    from minibert.taskdata.tasks import find_file, get_task, read_examples
 
     if task not in TASKS:
         raise ValueError(f"--corpus-from-task {task!r}: choose one of {', '.join(TASKS)}")
@@ -55,8 +55,9 @@ def documents(task: str, data: str | None) -> list[list[str]]:
 
 
 def _squad_documents(task: str, data: str | None) -> list[list[str]]:
-    from minibert.finetune.squad_eval import iter_qas, load_json, require
-    from minibert.finetune.squad_run import DEFAULT_DIR, FILES
+    from minibert.taskdata.squad_files import iter_qas, require
+    from minibert.io.jsonfile import read_json
+    from minibert.taskdata.squad_files import DEFAULT_DIR, FILES
 
     if not data and task not in DEFAULT_DIR:
         raise ValueError(f"{task} needs --data DIR holding {FILES[task][0]}")
@@ -64,7 +65,7 @@ def _squad_documents(task: str, data: str | None) -> list[list[str]]:
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist")
     docs: dict[int, list[str]] = {}
-    for where, paragraph, qa in iter_qas(load_json(path, "SQuAD file"), path):
+    for where, paragraph, qa in iter_qas(read_json(path, "SQuAD file"), path):
         if id(paragraph) not in docs:
             context = require(paragraph, "context", str, where.rsplit(".qas[", 1)[0], path)
             docs[id(paragraph)] = [s for s in SENTENCE_END.split(" ".join(context.split())) if s]

@@ -1,6 +1,8 @@
-"""The pretraining Trainer (model, optimizer, data iterators, dropout RNG, step counter, run
-directory) on the loop of loop/engine.py (logging, evaluations, checkpoints, Ctrl-C), and
-`train()`, which starts or resumes a run with it.
+"""The pretraining Trainer: model, optimizer, data iterators, dropout RNG, step counter and run
+directory, as the task that loop/engine.run trains (logging, evaluations, checkpoints, Ctrl-C
+are the loop's). What differs between the models it pretrains is a family object: BERT_FAMILY
+here for BERT and ALBERT, train/electra.py's ELECTRA_FAMILY for ELECTRA. train/pretrain.py's
+`train()` starts or resumes a run with it.
 
 Output directory runs/<name>/ (minibert/loop/rundir.py has the details):
     config.json, model.safetensors, vocab.txt   Hugging Face format (loads in transformers), the
@@ -31,27 +33,19 @@ import numpy as np
 
 from minibert.bert import BertForPreTraining
 from minibert.family.albert import AlbertForPreTraining
-from minibert.loop import rundir as run_dir_mod
+from minibert.loop import checkpoints, engine, rundir
 from minibert.loop.budget import FULL, SHORT, Fit, StepBudget
 from minibert.loop.curves import Panel
-from minibert.loop.engine import TrainingLoop
 from minibert.loop.step import shuffle_mlm_labels
 from minibert.model import Metrics, trained_params
 from minibert.optim import AdamW, clip_by_global_norm
 from minibert.train.config import TrainConfig
 from minibert.train.curves import WALL, baselines, pretraining_panels
-from minibert.train.data import DataDirs, _sha256_file, load_heldout, prepare_data
-from minibert.train.evaluation import EvalResult, _fmt_perplexity, evaluate
+from minibert.train.data import DataDirs, sha256_file, load_heldout, prepare_data
+from minibert.train.electra import ELECTRA_FAMILY
+from minibert.train.evaluation import EvalResult, fmt_perplexity, evaluate
 
 MODEL_CLASSES = {"bert": BertForPreTraining, "albert": AlbertForPreTraining}  # TrainConfig.model_type
-
-
-def _rng_state(rng: np.random.Generator) -> dict:
-    return rng.bit_generator.state  # plain ints and strings: JSON-safe
-
-
-def _set_rng_state(rng: np.random.Generator, state: dict) -> None:
-    rng.bit_generator.state = state
 
 
 class HeldoutEvaluator:
@@ -74,7 +68,7 @@ class HeldoutEvaluator:
                f", {task} acc {r.nsp_acc:.4f} ({first} {r.nsp_acc_isnext:.3f}, {second} {r.nsp_acc_random:.3f})"
                + (f" of the untrained {task} head" if self.cfg.objective == "mlm" else ""))
         return (f"held-out {lm} acc {r.mlm_acc:.4f}, {lm} loss {r.mlm_loss:.3f} "
-                f"(perplexity {_fmt_perplexity(r.perplexity)}){nsp}")
+                f"(perplexity {fmt_perplexity(r.perplexity)}){nsp}")
 
     def summary(self, r: EvalResult) -> str:
         """The final report's numbers (train/commands.report)."""
@@ -85,13 +79,67 @@ class HeldoutEvaluator:
                f", {task} accuracy {r.nsp_acc:.2%} ({first} pairs {r.nsp_acc_isnext:.1%}, {second} pairs "
                f"{r.nsp_acc_random:.1%})" + (f", {task} head untrained" if objective == "mlm" else ""))
         return (f"{lm} accuracy {r.mlm_acc:.2%}, {lm} loss {r.mlm_loss:.3f} (perplexity "
-                f"{_fmt_perplexity(r.perplexity)}){nsp}")
+                f"{fmt_perplexity(r.perplexity)}){nsp}")
 
 
-class Trainer(TrainingLoop):
-    """Pretraining on the loop of loop/engine.py: owns model, optimizer, data iterators (the
-    batch source, with the sequence-length phases), the held-out evaluation, the dropout RNG, the
-    step counter and the run directory."""
+class BertFamily:
+    """What a BERT or ALBERT pretraining run has of its own: the model, the evaluator, the log
+    record, the progress line and the curves (train/electra.py's ElectraFamily has the same)."""
+
+    model_files = ("model.safetensors",)  # the model's tensor files in a checkpoint (hashed in its state)
+    metrics_type = Metrics  # what the model's loss_grads_metrics returns (window entries)
+    published_dirs = ""  # what the final report adds to the files it names
+
+    def build_model(self, cfg: TrainConfig, vocab_size: int):
+        return MODEL_CLASSES[cfg.model_type](cfg.model_config(vocab_size), seed=cfg.seed)
+
+    def model_note(self, cfg: TrainConfig, model) -> str:
+        """What the start-of-run line adds about the architecture."""
+        return (f", ALBERT: embedding {model.config.embedding_size}, one block shared by the layers"
+                if cfg.model_type == "albert" else "")
+
+    def dropout_on(self, cfg: TrainConfig) -> bool:
+        return (cfg.model.hidden_dropout_prob > 0 or cfg.model.attention_probs_dropout_prob > 0
+                or (cfg.model_type == "albert" and cfg.classifier_dropout_prob > 0))
+
+    def evaluator(self, cfg: TrainConfig, heldout: dict) -> HeldoutEvaluator:
+        return HeldoutEvaluator(cfg, heldout)
+
+    def window_record(self, window: list[tuple]) -> dict:
+        """The log record's numbers of a window of (metrics, grad norm, lr, tokens) entries."""
+        ms = [w[0] for w in window]
+        mlm_count = sum(m.mlm_count for m in ms)
+        return {"loss": float(np.mean([m.loss for m in ms])),
+                "mlm_loss": float(np.mean([m.mlm_loss for m in ms])),
+                "nsp_loss": float(np.mean([m.nsp_loss for m in ms])),
+                "mlm_acc": sum(m.mlm_correct for m in ms) / max(mlm_count, 1),
+                "nsp_acc": sum(m.nsp_correct for m in ms) / max(sum(m.nsp_count for m in ms), 1)}
+
+    def progress_fields(self, cfg: TrainConfig, rec: dict) -> list[str]:
+        lm = "LTR acc" if cfg.objective == "ltr" else "MLM acc"  # what mlm_acc measures
+        nsp = [f"{cfg.pair_task()[0]} acc {rec['nsp_acc']:.2f}"] if cfg.objective == "mlm_nsp" else []
+        return [f"loss {rec['loss']:.3f}", f"{lm} {rec['mlm_acc']:.3f}", *nsp]
+
+    def curve_panels(self, cfg: TrainConfig, base, records: list[dict]) -> list[Panel]:
+        """curves.png's panels (train/curves.py), with the held-out set's constant-answer baselines."""
+        return pretraining_panels(base, cfg.objective, cfg.pair_task()[0])
+
+
+BERT_FAMILY = BertFamily()
+FAMILIES = {"bert": BERT_FAMILY, "albert": BERT_FAMILY, "electra": ELECTRA_FAMILY}  # by TrainConfig.model_type
+
+
+class Trainer:
+    """Pretraining as a task of loop/engine.run: owns model, optimizer, data iterators (the batch
+    source, with the sequence-length phases), the held-out evaluation, the dropout RNG, the step
+    counter and the run directory; its family (FAMILIES, by model_type) holds what the model has
+    of its own."""
+
+    log_partial_window = True  # log the steps since the last log line when the run ends mid-interval
+    curves_every = 60.0  # seconds: redraw curves.png after an evaluation at most this often
+    publish_checkpoints = True  # a checkpoint's model files are also the run's top-level model
+    curve_axes = WALL
+    eval_label = "held-out"
 
     def __init__(self, cfg: TrainConfig, data: DataDirs | None = None, verbose: bool = True,
                  created_by: str = "train"):
@@ -100,12 +148,13 @@ class Trainer(TrainingLoop):
 
         cfg.validate()
         self.cfg, self.verbose, self.created_by = cfg, verbose, created_by
+        self.family = FAMILIES[cfg.model_type]
         self.dir = cfg.run_dir
         self.tokenizer = BertTokenizer(cfg.vocab)
         self.tokenizer.check_special_tokens(purpose="training")
         # model and optimizer first: their own checks (AdamW's betas, ...) fail in milliseconds,
         # before data generation spends seconds and writes its cache
-        self.model = self.build_model(len(self.tokenizer))
+        self.model = self.family.build_model(cfg, len(self.tokenizer))
         # the parameters the objective trains (all, unless it has no NSP: then not pool.*, nsp.*)
         trained = {k: self.model.params[k] for k in trained_params(self.model.params, cfg.objective)}
         self.optimizer = AdamW(trained, lr=cfg.lr, beta1=cfg.beta1, beta2=cfg.beta2,
@@ -120,35 +169,20 @@ class Trainer(TrainingLoop):
             self.short_iterator = BatchIterator(str(self.data.short_train), cfg.short_phase()[1], cfg.seed,
                                                 masking=cfg.masking, vocab=cfg.vocab, mask_shares=cfg.mask_shares)
         self.heldout = load_heldout(self.data.heldout, cfg.vocab, cfg.eval_examples) if self.data.heldout else None
-        self.evaluator = self.build_evaluator() if self.heldout is not None else None
+        self.evaluator = self.family.evaluator(cfg, self.heldout) if self.heldout is not None else None
         self.rng = np.random.default_rng([cfg.seed, 1])  # dropout
-        self.step = 0
-        self.total_steps = cfg.steps
-        self.elapsed = 0.0  # seconds spent in this run's loop, summed over resumes
+        # the loop's state (loop/engine.py)
+        self.step, self.total_steps, self.elapsed = 0, cfg.steps, 0.0  # elapsed: seconds in the loop, over resumes
+        self.window: list = []  # the log entries since the last log line
+        self.lr_anchor: tuple[int, float] | None = None  # where a budget's refit re-spread the lr decay
         self.last_checkpoint: int | None = None
         self.last_eval: EvalResult | None = None
-        self._stop_requested = False
+        self.last_eval_step: int | None = None
         self._short_steps: int | None = None  # fixed by the budget's first refit (then saved)
-        if cfg.auto_steps:  # a resume reads the budget's state; a fresh run probes it (start_budget)
+        self.budget: StepBudget | None = None  # a resume reads the budget's state; a fresh run probes it (start_budget)
+        if cfg.auto_steps:
             self.budget = StepBudget(cfg.minutes * 60.0, cfg.eval_interval,
                                      short_fraction=cfg.short_seq_fraction if self.short_iterator else 0.0)
-
-    def build_model(self, vocab_size: int):
-        """The model the run trains (MODEL_CLASSES by model_type)."""
-        if self.cfg.model_type not in MODEL_CLASSES:
-            raise ValueError(f"model_type {self.cfg.model_type!r} runs on its own Trainer, "
-                             f"minibert.train.pretrain.TRAINERS[{self.cfg.model_type!r}] (train() picks it)")
-        return MODEL_CLASSES[self.cfg.model_type](self.cfg.model_config(vocab_size), seed=self.cfg.seed)
-
-    def build_evaluator(self) -> HeldoutEvaluator:
-        """The evaluator of the held-out set (self.heldout)."""
-        return HeldoutEvaluator(self.cfg, self.heldout)
-
-    def model_note(self) -> str:
-        """What the start-of-run line adds about the architecture."""
-        m = self.model
-        return (f", ALBERT: embedding {m.config.embedding_size}, one block shared by the layers"
-                if self.cfg.model_type == "albert" else "")
 
     @property
     def minutes(self) -> float:
@@ -171,33 +205,118 @@ class Trainer(TrainingLoop):
     def iterator_at(self, step: int):
         return self.short_iterator if step < self.short_steps else self.iterator
 
-    # --- checkpoints (written and read by TrainingLoop.save_checkpoint / load_checkpoint) -----------
+    # --- the loop ----------------------------------------------------------------------------------
 
-    MODEL_FILES = ("model.safetensors",)  # the model's tensor files in a checkpoint (hashed in its state)
+    def run(self, max_steps_this_run: int | None = None) -> str:
+        """Train until total_steps, the time budget, `max_steps_this_run` more steps or Ctrl-C
+        (loop/engine.run): -> "done" | "budget" | "paused" | "interrupted"."""
+        return engine.run(self, max_steps_this_run)
+
+    def load_checkpoint(self) -> None:
+        checkpoints.load_checkpoint(self, f" (the run stopped before its first save, every "
+                                          f"{self.cfg.checkpoint_interval} steps)")
+
+    def start_fresh(self) -> None:
+        """Clear what an earlier run left in the directory (after check_run_dir said it may go) and
+        write run.json."""
+        rundir.start_run(self.dir, self.created_by, self.cfg.to_dict(),
+                         data={"train": str(self.data.train), "heldout": str(self.data.heldout)})
+
+    def resume_command(self) -> str:
+        return f"python -m minibert train --resume {self.dir}"
+
+    def diverged_hint(self) -> str:
+        return (f"; the run stopped without saving. Last good checkpoint: {engine.last_good_checkpoint(self)}. Try "
+                f"a lower lr (now {self.cfg.lr:g}) or more warmup (now {self.cfg.warmup_steps})")
+
+    # --- the batch source and one step -------------------------------------------------------------
+
+    def next_batch(self) -> list[dict]:
+        """The step's accumulation_steps micro-batches, from the iterator of the step's phase."""
+        cfg = self.cfg
+        if self.short_steps and self.step == self.short_steps:
+            engine.log(self, {"type": "phase", "step": self.step, "time": round(self.elapsed, 3),
+                              "from_seq_length": cfg.short_seq_length, "max_seq_length": cfg.max_seq_length})
+            engine.say(self, f"step {self.step}: short phase done, sequence length {cfg.short_seq_length} -> "
+                             f"{cfg.max_seq_length}, batch {cfg.short_phase()[1]} -> {cfg.batch_size}")
+        iterator = self.iterator_at(self.step)
+        batches = [iterator.next_batch() for _ in range(cfg.accumulation_steps)]  # the step's micro-batches
+        if cfg.control_shuffle_labels:
+            shuffle_rng = np.random.default_rng([cfg.seed, self.step, 7])
+            batches = [shuffle_mlm_labels(b, shuffle_rng) for b in batches]
+        return batches
+
+    def step_options(self) -> dict:
+        cfg = self.cfg
+        # ELECTRA's family draws the generator's samples from self.rng at every step
+        return dict(lr=cfg.lr, warmup_steps=cfg.warmup_steps, schedule=cfg.schedule, clip_norm=cfg.clip_norm,
+                    objective=cfg.objective, rng=self.rng if self.family.dropout_on(cfg) else None)
+
+    # --- the log window ----------------------------------------------------------------------------
+
+    def window_entry(self, r, batches) -> tuple[Any, float, float, int]:
+        """-> (metrics, grad norm before clipping, lr, real tokens of every micro-batch)."""
+        return r.metrics, r.grad_norm, r.lr, sum(int(b["input_mask"].sum()) for b in batches)
+
+    def decode_window_entry(self, entry: list) -> tuple:
+        return (self.family.metrics_type(*entry[0]), *entry[1:])
+
+    def window_record(self, window: list[tuple], seconds: float) -> dict:
+        return {"type": "train", "step": self.step, "time": round(self.elapsed, 3),
+                **self.family.window_record(window), "lr": window[-1][2],
+                "grad_norm": float(np.mean([w[1] for w in window])),
+                "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
+
+    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
+        return "", self.family.progress_fields(self.cfg, rec)
+
+    # --- evaluation and curves ---------------------------------------------------------------------
+
+    def is_eval_step(self, step: int) -> bool:
+        return step % self.cfg.eval_interval == 0
+
+    def evaluate(self):
+        """The evaluator on the current model: logged, shown, kept as last_eval (None without a held-out set)."""
+        if self.evaluator is None:
+            return None
+        t0 = time.perf_counter()
+        r = self.evaluator.evaluate(self.model)
+        self.last_eval, self.last_eval_step = r, self.step
+        engine.log(self, {"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **r._asdict()})
+        engine.say(self, f"eval step {self.step}: {self.evaluator.describe(r)} [{r.examples} examples, "
+                         f"{time.perf_counter() - t0:.1f}s]")
+        return r
+
+    def curve_panels(self, records: list[dict]) -> list[Panel] | None:
+        if not self.cfg.curves:
+            return None
+        base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
+        return self.family.curve_panels(self.cfg, base, records)
+
+    # --- checkpoints (loop/checkpoints.py writes and reads them) -----------------------------------
+
+    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
+        return step % self.cfg.checkpoint_interval == 0 and step < stop_at
 
     def optimizer_metadata(self) -> dict:
         return {"step": str(self.step)}
 
-    def checkpoint_state(self, status: str, ckpt: Path) -> dict:
+    def state_dict(self, status: str, ckpt: Path) -> dict:
         """trainer_state.json: how the run stood (`status`), the iterators and RNG, the hashes of
         the two tensor files."""
         return {"step": self.step, "total_steps": self.total_steps, "status": status,
                 "elapsed_seconds": self.elapsed,
-                "iterator": self.iterator.state_dict(), "dropout_rng": _rng_state(self.rng),
+                "iterator": self.iterator.state_dict(), "dropout_rng": self.rng.bit_generator.state,
                 "short_iterator": self.short_iterator.state_dict() if self.short_iterator else None,
                 "short_steps": self.short_steps,
-                "sha256": {f: _sha256_file(ckpt / f) for f in (*self.MODEL_FILES, run_dir_mod.OPTIM_FILE)},
+                "sha256": {f: sha256_file(ckpt / f) for f in (*self.family.model_files, rundir.OPTIM_FILE)},
                 "last_eval": self.last_eval._asdict() if self.last_eval else None,
                 "last_eval_step": self.last_eval_step}
 
-    def no_checkpoint_message(self) -> str:
-        return (f"{self.dir} has no checkpoint to resume from (the run stopped before its first "
-                f"save, every {self.cfg.checkpoint_interval} steps); start it again with --overwrite")
-
-    def restore_state(self, state: dict, ckpt: Path) -> None:
+    def load_state_dict(self, state: dict, ckpt: Path) -> None:
         """The model, the iterators, the schedule and the last evaluation of a checkpoint."""
-        state_file = ckpt / run_dir_mod.STATE_FILE
-        hashes, own = state.get("sha256"), {*self.MODEL_FILES, run_dir_mod.OPTIM_FILE}
+        state_file = ckpt / rundir.STATE_FILE
+        hashes, own = state.get("sha256"), {*self.family.model_files, rundir.OPTIM_FILE}
         if not isinstance(hashes, dict) or not hashes or not set(hashes) <= own \
                 or not all(isinstance(h, str) for h in hashes.values()):  # only the checkpoint's own files
             raise ValueError(f"{state_file}: sha256 is {hashes!r:.200}, expected the sha256 of each of "
@@ -205,8 +324,8 @@ class Trainer(TrainingLoop):
         for f, sha in hashes.items():
             if not (ckpt / f).is_file():
                 raise ValueError(f"checkpoint {ckpt} is incomplete: {f} is missing")
-            if _sha256_file(ckpt / f) != sha:
-                raise ValueError(f"checkpoint {ckpt} is inconsistent: {f} does not match {run_dir_mod.STATE_FILE} "
+            if sha256_file(ckpt / f) != sha:
+                raise ValueError(f"checkpoint {ckpt} is inconsistent: {f} does not match {rundir.STATE_FILE} "
                                  f"(the file was changed after the save)")
         saved = type(self.model).from_pretrained(ckpt)
         if saved.config.vocab_size != len(self.tokenizer):
@@ -238,48 +357,6 @@ class Trainer(TrainingLoop):
             self.last_eval = result_type(**last)
             self.last_eval_step = state.get("last_eval_step")
 
-    def start_fresh(self) -> None:
-        """Clear what an earlier run left in the directory (after check_run_dir said it may go) and
-        write run.json."""
-        run_dir_mod.start_run(self.dir, self.created_by, self.cfg.to_dict(),
-                              data={"train": str(self.data.train), "heldout": str(self.data.heldout)})
-
-    # --- the batch source and one step (TrainingLoop.train_step) ------------------------------------
-
-    def next_batches(self) -> list[dict]:
-        """The step's accumulation_steps micro-batches, from the iterator of the step's phase."""
-        cfg = self.cfg
-        if self.short_steps and self.step == self.short_steps:
-            self.log({"type": "phase", "step": self.step, "time": round(self.elapsed, 3),
-                      "from_seq_length": cfg.short_seq_length, "max_seq_length": cfg.max_seq_length})
-            self.say(f"step {self.step}: short phase done, sequence length {cfg.short_seq_length} -> "
-                     f"{cfg.max_seq_length}, batch {cfg.short_phase()[1]} -> {cfg.batch_size}")
-        iterator = self.iterator_at(self.step)
-        batches = [iterator.next_batch() for _ in range(cfg.accumulation_steps)]  # the step's micro-batches
-        if cfg.control_shuffle_labels:
-            shuffle_rng = np.random.default_rng([cfg.seed, self.step, 7])
-            batches = [shuffle_mlm_labels(b, shuffle_rng) for b in batches]
-        return batches
-
-    def step_options(self) -> dict:
-        cfg = self.cfg
-        return dict(lr=cfg.lr, warmup_steps=cfg.warmup_steps, schedule=cfg.schedule, clip_norm=cfg.clip_norm,
-                    objective=cfg.objective)
-
-    def window_entry(self, r, batches) -> tuple[Any, float, float, int]:
-        """-> (metrics, grad norm before clipping, lr, real tokens of every micro-batch)."""
-        return r.metrics, r.grad_norm, r.lr, sum(int(b["input_mask"].sum()) for b in batches)
-
-    metrics_type = Metrics  # what the model's loss_grads_metrics returns (ELECTRA's has its own)
-
-    def decode_window_entry(self, entry: list) -> tuple:
-        return (self.metrics_type(*entry[0]), *entry[1:])
-
-    def dropout_on(self) -> bool:
-        cfg = self.cfg
-        return (cfg.model.hidden_dropout_prob > 0 or cfg.model.attention_probs_dropout_prob > 0
-                or (cfg.model_type == "albert" and cfg.classifier_dropout_prob > 0))
-
     # --- the time budget (minibert/loop/budget.py) -------------------------------------------------
 
     def start_budget(self, passes: int = 16) -> None:
@@ -299,7 +376,7 @@ class Trainer(TrainingLoop):
         self.budget = StepBudget(cfg.minutes * 60.0, cfg.eval_interval, full, eval_time, fraction, short)
         fit = self.budget.initial()
         self.total_steps = fit.total_steps
-        self.say(self.fit_message(fit, fit.total_steps, first=True))
+        engine.say(self, engine.fit_message(self, fit, fit.total_steps, first=True))
 
     def probe_step_seconds(self, data_dir: Path, batch_size: int, passes: int) -> float:
         """Seconds per training step (x 1.12 for the optimizer, data and checkpoints), from the
@@ -317,8 +394,8 @@ class Trainer(TrainingLoop):
         times = []
         for _ in range(passes):
             t0 = time.perf_counter()
-            _, grads = self.model.loss_and_grads(probe, train=self.dropout_on(), rng=np.random.default_rng(0),
-                                                 objective=cfg.objective)
+            _, grads = self.model.loss_and_grads(probe, train=self.family.dropout_on(cfg),
+                                                 rng=np.random.default_rng(0), objective=cfg.objective)
             clip_by_global_norm(grads, cfg.clip_norm)
             times.append(time.perf_counter() - t0)
         return float(np.median(times[passes // 2:])) * 1.12 * cfg.accumulation_steps
@@ -326,73 +403,9 @@ class Trainer(TrainingLoop):
     def step_kind(self, step: int) -> str:
         return SHORT if step < self.short_steps else FULL
 
-    def on_fit(self, fit: Fit, before: int, first: bool) -> None:
+    def time_eval(self) -> None:
+        return None  # start_budget's probe estimated it
+
+    def after_fit(self, fit: Fit, first: bool) -> None:
         if self._short_steps is None and self.budget.short_steps is not None and self.short_iterator is not None:
             self._short_steps = self.budget.short_steps  # the first refit fixed the switch to full length
-        super().on_fit(fit, before, first)
-
-    # --- the loop (TrainingLoop.run) ---------------------------------------------------------------
-
-    def run(self, max_steps_this_run: int | None = None) -> str:
-        """Train until total_steps, the time budget, `max_steps_this_run` more steps or Ctrl-C
-        (TrainingLoop.run): -> "done" | "budget" | "paused" | "interrupted"."""
-        return super().run(max_steps_this_run)
-
-    def aborted_where(self) -> str:
-        state = run_dir_mod.run_state(self.dir)
-        return (f"the last complete checkpoint is step {state['step']} in {self.dir}; continue with "
-                f"`python -m minibert train --resume {self.dir}`" if state is not None
-                else "no checkpoint was written yet")
-
-    def resume_command(self) -> str:
-        return f"python -m minibert train --resume {self.dir}"
-
-    def is_eval_step(self, step: int) -> bool:
-        return step % self.cfg.eval_interval == 0
-
-    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
-        return step % self.cfg.checkpoint_interval == 0 and step < stop_at
-
-    # --- the evaluator -----------------------------------------------------------------------------
-
-    def run_eval(self):
-        """The evaluator on the current model: logged, shown, kept as last_eval (None without a held-out set)."""
-        if self.evaluator is None:
-            return None
-        t0 = time.perf_counter()
-        r = self.evaluator.evaluate(self.model)
-        self.last_eval, self.last_eval_step = r, self.step
-        self.log({"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **r._asdict()})
-        self.say(f"eval step {self.step}: {self.evaluator.describe(r)} [{r.examples} examples, "
-                 f"{time.perf_counter() - t0:.1f}s]")
-        return r
-
-    # --- the log window ----------------------------------------------------------------------------
-
-    def window_record(self, window: list[tuple], seconds: float) -> dict:
-        ms = [w[0] for w in window]
-        mlm_count = sum(m.mlm_count for m in ms)
-        return {"type": "train", "step": self.step, "time": round(self.elapsed, 3),
-                "loss": float(np.mean([m.loss for m in ms])),
-                "mlm_loss": float(np.mean([m.mlm_loss for m in ms])),
-                "nsp_loss": float(np.mean([m.nsp_loss for m in ms])),
-                "mlm_acc": sum(m.mlm_correct for m in ms) / max(mlm_count, 1),
-                "nsp_acc": sum(m.nsp_correct for m in ms) / max(sum(m.nsp_count for m in ms), 1),
-                "lr": window[-1][2], "grad_norm": float(np.mean([w[1] for w in window])),
-                "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
-
-    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
-        lm = "LTR acc" if self.cfg.objective == "ltr" else "MLM acc"  # what mlm_acc measures
-        nsp = [f"{self.cfg.pair_task()[0]} acc {rec['nsp_acc']:.2f}"] if self.cfg.objective == "mlm_nsp" else []
-        return "", [f"loss {rec['loss']:.3f}", f"{lm} {rec['mlm_acc']:.3f}", *nsp]
-
-    # --- curves (TrainingLoop.write_curves draws them) ---------------------------------------------
-
-    curve_axes = WALL
-
-    def curve_panels(self, records: list[dict]) -> list[Panel] | None:
-        """curves.png's panels (train/curves.py), with the held-out set's constant-answer baselines."""
-        if not self.cfg.curves:
-            return None
-        base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
-        return pretraining_panels(base, self.cfg.objective, self.cfg.pair_task()[0])

@@ -1,4 +1,4 @@
-"""XLNet on minibert's one training loop (minibert/loop/engine.py): `XLNetRun`, what `python -m
+"""XLNet as a task of minibert's one training loop (loop/engine.run): `XLNetRun`, what `python -m
 minibert train-xlnet` (train/xlnet_command.py) runs.
 
 The loop gives XLNet what every run has: the progress line (step, loss and accuracy of the
@@ -11,15 +11,15 @@ so a paused and resumed run ends with the same bits as one that never stopped (t
 One step is train/step.training_step's: clipping at 1.0, AdamW in its bias-corrected form, the
 "bert" schedule (linear warmup, capped at half the steps, then linear decay), no dropout.
 
-The plugs XLNet fills in:
+What XLNet brings to the loop:
     model        XLNetModel: xlnet.XLNetForPermutationLM whose save_pretrained also writes vocab.txt
     batch source WindowBatches: `seq_len` consecutive ids of the token stream at random offsets,
                  each window with a fresh order (xlnet.sample_orders) and its targets, the last
                  1/K of the order (xlnet.partial_targets); one Generator draws all of it
     evaluator    evaluate: loss, perplexity and accuracy of the predicted tokens on fixed held-out
                  windows (orders drawn once from a fixed seed: every evaluation scores the same tokens)
-    after_step   with `steps` = 0 the step count is fitted to the `minutes` budget from the measured
-                 step time (after 5 steps, again at 10% and at 50% of the run), so the decay reaches its end
+    budget       with `steps` = 0 the step count is fitted to the `minutes` budget (loop/budget.py: from
+                 the loop's own first steps, then twice more), so the decay reaches its end
 """
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ import numpy as np
 
 from minibert.corpus import read_documents
 from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample_orders
-from minibert.io import atomic, checkpoint
+from minibert import checkpoint
+from minibert.io import atomic
+from minibert.loop import checkpoints, engine
 from minibert.loop.budget import StepBudget
 from minibert.loop.curves import Panel, Series
-from minibert.loop.engine import TrainingLoop
 from minibert.optim import AdamW
 from minibert.tokenizer import BertTokenizer, load_vocab
 
@@ -130,30 +131,54 @@ class XLNetModel(XLNetForPermutationLM):
         return d
 
 
-class XLNetRun(TrainingLoop):
-    """XLNet on the training loop of loop/engine.py. `cfg` is the command's settings (an
-    xlnet_train.XLNetTrainConfig: sizes, recipe, intervals, budget); `batches` the WindowBatches
+class XLNetRun:
+    """XLNet as a task of loop/engine.run. `cfg` is the command's settings (an
+    xlnet_command.XLNetTrainConfig: sizes, recipe, intervals, budget); `batches` the WindowBatches
     of the training stream; `heldout` the fixed evaluation batches."""
 
+    log_partial_window = True
+    publish_checkpoints = True
     curves_every = 30.0  # drawing costs about a second: at most twice a minute
+    curve_axes, eval_label = (("step", "step"),), "held-out"
 
     def __init__(self, cfg, out: Path, tokenizer: BertTokenizer, batches: WindowBatches, heldout: list[dict]):
         self.cfg, self.dir, self.tokenizer = cfg, Path(out), tokenizer
         self.batches, self.heldout = batches, heldout
         self.model = XLNetModel(cfg.model_config(len(tokenizer)), seed=cfg.seed)
         self.optimizer = AdamW(self.model.params, lr=cfg.lr, weight_decay=cfg.weight_decay, bias_correction=True)
+        self.verbose = True
         self.rng = np.random.default_rng([cfg.seed, 1])  # the loop's dropout Generator: XLNet here draws nothing
-        self.step, self.elapsed = 0, 0.0
-        self.total_steps = cfg.steps or 1000  # 1000 until the budget's first fit (after 10 steps)
         self.minutes = 0.0 if cfg.steps else cfg.minutes  # a fixed step count has no time budget
         self.log_interval = cfg.log_interval
         self.last_eval: dict | None = None
+        # the loop's state (loop/engine.py)
+        self.step, self.elapsed = 0, 0.0
+        self.total_steps = cfg.steps or 1000  # 1000 until the budget's first fit (after 10 steps)
+        self.window: list = []
+        self.lr_anchor: tuple[int, float] | None = None
+        self.last_checkpoint: int | None = None
+        self.last_eval_step: int | None = None
+        self.budget: StepBudget | None = None
         if not cfg.steps:  # the step count is fitted to the budget (loop/budget.py)
             self.budget = StepBudget(cfg.minutes * 60.0, cfg.eval_interval)
 
+    def run(self, max_steps: int | None = None) -> str:
+        return engine.run(self, max_steps)
+
+    def load_checkpoint(self) -> None:
+        checkpoints.load_checkpoint(self)
+
+    def resume_command(self) -> str:
+        return f"python -m minibert train-xlnet --resume {self.dir}"
+
+    def diverged_hint(self) -> str:
+        return (f"; the run stopped without saving. Last good checkpoint: {engine.last_good_checkpoint(self)}. Try "
+                f"a lower lr (--set lr=..., now {self.cfg.lr:g}) or more warmup (--set warmup_steps=..., now "
+                f"{self.warmup()})")
+
     # --- batch source and step ---------------------------------------------------------------------
 
-    def next_batches(self) -> dict:
+    def next_batch(self) -> dict:
         return self.batches.next()
 
     def warmup(self) -> int:
@@ -162,39 +187,33 @@ class XLNetRun(TrainingLoop):
         return min(self.cfg.warmup_steps, self.cfg.steps // 2) if self.cfg.steps else self.cfg.warmup_steps
 
     def step_options(self) -> dict:
-        return dict(lr=self.cfg.lr, warmup_steps=self.warmup(), schedule="bert", clip_norm=1.0)
+        return dict(lr=self.cfg.lr, warmup_steps=self.warmup(), schedule="bert", clip_norm=1.0, rng=None)  # no dropout
 
-    def dropout_on(self) -> bool:
-        return False
-
-    def window_entry(self, r, batch) -> tuple:
+    def window_entry(self, r, batch) -> tuple:  # the loop's default log record reads these (loss_acc_record)
         """-> (loss, correct predicted tokens, predicted tokens, input tokens, lr)."""
         return r.loss, int(r.metrics.correct), int(r.metrics.count), int(batch["input_ids"].size), r.lr
 
-    # --- the budget (TrainingLoop._fit_budget) -----------------------------------------------------
+    # --- the budget (loop/engine.fit_budget) -------------------------------------------------------
 
     def time_eval(self) -> float:
         t0 = time.perf_counter()
         evaluate(self.model, self.heldout)
         return time.perf_counter() - t0
 
-    def on_budget(self) -> None:
-        self.say(f"the budget of {self.minutes:g} min is spent at step {self.step}: evaluating and saving")
-
     # --- evaluation and curves ---------------------------------------------------------------------
 
     def is_eval_step(self, step: int) -> bool:
         return step % self.cfg.eval_interval == 0
 
-    def run_eval(self) -> dict:
+    def evaluate(self) -> dict:
         t0 = time.perf_counter()
         e = {"step": self.step, **evaluate(self.model, self.heldout)}
         seconds = time.perf_counter() - t0
         self.last_eval, self.last_eval_step = e, self.step
-        self.log({"type": "eval", "time": round(self.elapsed, 2), **e})
-        self.say(f"eval step {self.step}: held-out loss {e['loss']:.3f} (perplexity {e['perplexity']:.1f}), "
-                 f"accuracy {e['acc']:.4f} [{e['predicted']} predicted tokens in {e['sequences']} sequences, "
-                 f"{seconds:.1f}s]")
+        engine.log(self, {"type": "eval", "time": round(self.elapsed, 2), **e})
+        engine.say(self, f"eval step {self.step}: held-out loss {e['loss']:.3f} (perplexity {e['perplexity']:.1f}), "
+                         f"accuracy {e['acc']:.4f} [{e['predicted']} predicted tokens in {e['sequences']} sequences, "
+                         f"{seconds:.1f}s]")
         return e
 
     def curve_panels(self, records: list[dict]) -> list[Panel]:
@@ -203,7 +222,7 @@ class XLNetRun(TrainingLoop):
                 Panel("held-out perplexity", (Series("perplexity", "eval"),), log=True),
                 Panel("learning rate", (Series("lr", label=""),))]
 
-    # --- checkpoints (TrainingLoop.save_checkpoint / load_checkpoint) -------------------------------
+    # --- checkpoints (loop/checkpoints.py) ---------------------------------------------------------
 
     def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
         return step % self.cfg.checkpoint_interval == 0 and step < stop_at
@@ -211,13 +230,13 @@ class XLNetRun(TrainingLoop):
     def optimizer_metadata(self) -> dict:
         return {"step": str(self.step)}
 
-    def checkpoint_state(self, status: str, ckpt: Path) -> dict:
+    def state_dict(self, status: str, ckpt: Path) -> dict:
         return {"step": self.step, "total_steps": self.total_steps, "status": status, "created_by": "train-xlnet",
                 "elapsed_seconds": self.elapsed, "batches": self.batches.state_dict(),
                 "dropout_rng": self.rng.bit_generator.state,
                 "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
 
-    def restore_state(self, state: dict, ckpt: Path) -> None:
+    def load_state_dict(self, state: dict, ckpt: Path) -> None:
         saved = XLNetForPermutationLM.from_pretrained(ckpt)
         if saved.config != self.model.config:
             raise ValueError(f"{ckpt / checkpoint.CONFIG_NAME} describes {saved.config}, but this run builds "
@@ -230,8 +249,3 @@ class XLNetRun(TrainingLoop):
         self.batches.load_state_dict(state["batches"])
         self.total_steps = int(state["total_steps"])
         self.last_eval, self.last_eval_step = state["last_eval"], state["last_eval_step"]
-
-    lr_option, warmup_option = "lr (--set lr=...)", "warmup (--set warmup_steps=...)"
-
-    def resume_command(self) -> str:
-        return f"python -m minibert train-xlnet --resume {self.dir}"

@@ -28,9 +28,9 @@ import numpy as np
 from minibert.corpus import ensure_default_corpus
 from minibert.family.xlnet import XLNetConfig
 from minibert.io.progress import fmt_seconds
-from minibert.loop import rundir as run_dir
+from minibert.loop import rundir
 from minibert.loop.rundir import FINISHED
-from minibert.loop.settings import Settings
+from minibert.loop.settings import RunSettings, fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.tokenizer import BertTokenizer
 from minibert.train.xlnet import WindowBatches, XLNetRun, heldout_batches, token_stream
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[2]
 COMMAND = "train-xlnet"  # run.json's "command"
 
 
-@dataclasses.dataclass
-class XLNetTrainConfig(Settings):
+@dataclasses.dataclass(kw_only=True)
+class XLNetTrainConfig(RunSettings):
     """The xlnet-tiny preset: BERT-tiny's model and train-tiny's recipe (sequence 64, batch 32,
     lr 1e-3 with bias-corrected AdamW, 200 warmup steps, no dropout), K = 6."""
 
@@ -129,19 +129,13 @@ def check_out(out: Path, overwrite: bool) -> None:
     """Before anything is written: refuse a directory that holds something other than a
     train-xlnet run, or an unfinished train-xlnet run (that one is for --resume), unless
     --overwrite. A finished train-xlnet run is replaced."""
-    run_dir.check_run_dir(out, COMMAND, overwrite=overwrite, replaceable=True,
+    rundir.check_run_dir(out, COMMAND, overwrite=overwrite, replaceable=True,
                           resume=f"python -m minibert train-xlnet --resume {out}")
 
 
 def start_fresh(out: Path, cfg: XLNetTrainConfig, preset: str = "xlnet-tiny", data: dict | None = None) -> None:
     """Clear what an earlier run wrote and record this run's settings and data in run.json."""
-    run_dir.start_run(out, COMMAND, cfg.to_dict(), preset=preset, data=data)
-
-
-def prepare_run_dir(out: Path, cfg: XLNetTrainConfig, overwrite: bool, data: dict | None = None) -> None:
-    """check_out, then start_fresh."""
-    check_out(Path(out), overwrite)
-    start_fresh(Path(out), cfg, data=data)
+    rundir.start_run(out, COMMAND, cfg.to_dict(), preset=preset, data=data)
 
 
 def build_run(cfg: XLNetTrainConfig, out: Path, vocab: Path, train_path: Path, heldout_path: Path) -> XLNetRun:
@@ -159,8 +153,8 @@ def _resumed(p: argparse.ArgumentParser, args) -> tuple[XLNetTrainConfig, Path, 
     """--resume RUN_DIR: the settings and data run.json saved; only the budget and the pause may be
     given anew. -> (settings, run directory, (training text, held-out text, vocab))."""
     out = Path(args.resume)
-    info = run_dir.resumable_run(out, COMMAND, run_dir.options_given(p, args))
-    cfg = XLNetTrainConfig.from_dict(info.settings, str(out / run_dir.RUN_FILE))
+    info = rundir.resumable_run(out, COMMAND, rundir.options_given(p, args))
+    cfg = XLNetTrainConfig.from_dict(info.settings, str(out / rundir.RUN_FILE))
     if args.minutes is not None:
         cfg.minutes = args.minutes
     cfg.validate()
@@ -179,7 +173,7 @@ def _finish(run: XLNetRun, status: str, fast: bool) -> int:
                   f"steps, {fmt_seconds(run.elapsed)}: loss {e['loss']:.3f}, perplexity {e['perplexity']:.1f}, "
                   f"accuracy {e['acc']:.2%}")
         print(f"saved: {run.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
-              f"{run_dir.CHECKPOINTS}/)")
+              f"{rundir.CHECKPOINTS}/)")
         if fast:
             print("MINIBERT_FAST=1 is a plumbing check: the model learns nothing in that time.")
     elif status == "paused":
@@ -199,7 +193,7 @@ def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple
           f"-> {out}", flush=True)
     run = build_run(cfg, out, vocab, train_path, heldout_path)
     out.mkdir(parents=True, exist_ok=True)
-    for removed in run_dir.clean_interrupted_saves(out):
+    for removed in rundir.clean_interrupted_saves(out):
         print(f"removed {removed}, left by a save that was cut off")
     if args.resume:
         run.load_checkpoint()
@@ -234,7 +228,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
                                                        "settings (--minutes may change the budget)")
     p.add_argument("--max-steps-this-run", type=int, help="pause (and save) after this many steps; --resume continues")
     args = p.parse_args(argv)
-    fast = os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+    fast = fast_mode()
     try:
         if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
             raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
@@ -260,7 +254,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
                 train_path, heldout_path, vocab = ensure_default_corpus()
                 data = None  # the default corpus: --resume finds it again
             out = Path(args.out) if args.out else ROOT / "runs" / args.preset
-        with run_dir.RunLock(out):  # one writer per run directory
+        with rundir.RunLock(out):  # one writer per run directory
             if not args.resume:
                 check_out(out, args.overwrite)
             run, status = _run(args, cfg, out, data, (train_path, heldout_path, vocab), fast)

@@ -176,12 +176,12 @@ def paused(work, capsys):
     """A fine-tuning run paused after 2 of its 4 steps (its checkpoint is the one a resume reads)."""
     from minibert.finetune import run as ft_run
 
-    real = ft_run.FinetuneRun.run
-    ft_run.FinetuneRun.run = lambda self, max_steps=None: real(self, 2 if max_steps is None else max_steps)
+    real = ft_run.FinetuneRun.train
+    ft_run.FinetuneRun.train = lambda self, max_steps=None: real(self, 2 if max_steps is None else max_steps)
     try:
         assert main([a.format(w=work) for a in FT]) == 0
     finally:
-        ft_run.FinetuneRun.run = real
+        ft_run.FinetuneRun.train = real
     capsys.readouterr()
     return work / "ft"
 

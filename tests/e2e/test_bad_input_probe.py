@@ -199,9 +199,9 @@ def test_devices_and_fifos_are_refused_not_read_forever(corpus, work):
     cases = [
         (["train-t5", "--corpus", "/dev/zero", "--heldout", corpus["heldout"][0], "--vocab", corpus["vocab"],
           "--steps", "1", "--out", str(work / "t5")], "cannot read /dev/zero: not a regular file"),
-        (["squad-eval", str(work / "squad/dev-v2.0.json"), str(work / "fifo.json")], "fifo.json is not a regular file"),
+        (["squad-eval", str(work / "squad/dev-v2.0.json"), str(work / "fifo.json")], "fifo.json: not a regular file"),
         (["squad-eval", str(work / "squad/dev-v2.0.json"), str(work / "pred.json"), "--na-prob",
-          str(work / "fifo.json")], "fifo.json is not a regular file"),
+          str(work / "fifo.json")], "fifo.json: not a regular file"),
         (["predict", str(work / "cls"), "a good film"], "config.json is not a regular file"),
     ]
     before = _listing(work)

@@ -259,11 +259,11 @@ def test_train_t5_saves_a_run_that_loads_and_fine_tunes_on_sst2(tiny_corpus, tmp
 
 def _newest(out):
     """The newest checkpoint's parameters and optimizer state, and its trainer_state.json."""
-    ckpt = t5_train.run_dir.latest_checkpoint(out)
+    ckpt = t5_train.rundir.latest_checkpoint(out)
     params = load_tensors(ckpt / "model.safetensors")[0]
     optim = load_tensors(ckpt / "optimizer.safetensors")[0]
     return {**{f"p.{k}": v for k, v in params.items()}, **{f"o.{k}": v for k, v in optim.items()}}, \
-        t5_train.run_dir.read_json(ckpt / "trainer_state.json")
+        t5_train.rundir.read_json(ckpt / "trainer_state.json")
 
 
 def test_train_t5_ctrl_c_saves_a_checkpoint_and_exits_130(tiny_corpus, tmp_path, monkeypatch, capsys):
@@ -307,7 +307,7 @@ def test_train_t5_paused_and_resumed_equals_an_uninterrupted_run(tiny_corpus, tm
     assert a.keys() == b.keys() and len(a) > 2 * len(t5.param_shapes(t5_train.load_run(part)[0]))
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]  # exact: resume
     assert not np.array_equal(paused["p.tok_emb"], a["p.tok_emb"])  # the resumed steps trained
-    recs = [t5_train.run_dir.read_jsonl(d / "metrics.jsonl")[0] for d in (straight, part)]
+    recs = [t5_train.rundir.read_jsonl(d / "metrics.jsonl")[0] for d in (straight, part)]
     steps = {kind: [[r["step"] for r in rs if r["type"] == kind] for rs in recs] for kind in ("train", "eval")}
     assert steps["train"] == [[2, 4, 6, 8, 9], [2, 4, 5, 6, 8, 9]]  # 5: the paused run's last line
     assert steps["eval"] == [[4, 8, 9], [4, 8, 9]]

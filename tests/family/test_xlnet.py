@@ -1,4 +1,4 @@
-"""XLNet (minibert/family/xlnet.py, xlnet_loop.py, xlnet_train.py): float64 gradient checks of the masked
+"""XLNet (minibert/family/xlnet.py, train/xlnet.py, train/xlnet_command.py): float64 gradient checks of the masked
 attention, the two-stream attention (both streams, every input and parameter) and the whole model
 (sampled entries of every tensor) on both backends; what the query stream may and may not see under
 a fixed order; the masks' invariants; partial prediction; batch errors; save/load; the driver on the
@@ -292,11 +292,11 @@ def _newest(out):
     """The newest checkpoint's parameters and optimizer state, and its trainer_state.json."""
     from minibert.io.tensorfile import load_tensors
 
-    ckpt = xlnet_train.run_dir.latest_checkpoint(out)
+    ckpt = xlnet_train.rundir.latest_checkpoint(out)
     params = load_tensors(ckpt / "model.safetensors")[0]
     optim = load_tensors(ckpt / "optimizer.safetensors")[0]
     return {**{f"p.{k}": v for k, v in params.items()}, **{f"o.{k}": v for k, v in optim.items()}}, \
-        xlnet_train.run_dir.read_json(ckpt / "trainer_state.json")
+        xlnet_train.rundir.read_json(ckpt / "trainer_state.json")
 
 
 @pytest.fixture
@@ -386,7 +386,7 @@ def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, ca
     assert a.keys() == b.keys() and any(k.startswith("o.m.") for k in a) and any(k.startswith("p.") for k in a)
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]  # exact
     assert not np.array_equal(paused["p.query_emb"], a["p.query_emb"])  # the resumed steps trained
-    recs = [xlnet_train.run_dir.read_jsonl(d / "metrics.jsonl")[0] for d in (straight, part)]
+    recs = [xlnet_train.rundir.read_jsonl(d / "metrics.jsonl")[0] for d in (straight, part)]
     steps = {kind: [[r["step"] for r in rs if r["type"] == kind] for rs in recs] for kind in ("train", "eval")}
     assert steps["train"] == [[2, 4, 6, 7], [2, 4, 6, 7]] and steps["eval"] == [[3, 6, 7], [3, 6, 7]]
     last = [[r for r in rs if r["type"] == "eval"][-1] for rs in recs]

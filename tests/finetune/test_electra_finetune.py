@@ -64,12 +64,12 @@ def test_package_root_exports_the_classes():
 
 
 def test_the_classes_are_the_shared_task_model_on_electras_encoder():
-    """One mechanism for every encoder: finetune/models.py's _TaskModel with ELECTRA_ENCODER, whose
+    """One mechanism for every encoder: finetune/models.py's TaskModel with ELECTRA_ENCODER, whose
     sequence and choice heads are data for the shared heads (a dense -> GELU on the first token)."""
-    from minibert.finetune.models import _TaskModel
+    from minibert.finetune.models import TaskModel
 
     for model in all_classes():
-        assert isinstance(model, _TaskModel) and model.encoder is ef.ELECTRA_ENCODER
+        assert isinstance(model, TaskModel) and model.encoder is ef.ELECTRA_ENCODER
     assert ef.ELECTRA_ENCODER.heads["sequence"].pool.dense == "cls.dense"
     assert ef.ELECTRA_ENCODER.heads["choice"].pool.dense == "summary"
 

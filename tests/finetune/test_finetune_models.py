@@ -15,7 +15,7 @@ from minibert.finetune import gradchecks as ft_checks
 from minibert.finetune import heads, models
 from minibert.finetune.models import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
                                       BertForTokenClassification, TaskConfig)
-from minibert.io.checkpoint import to_hf_state_dict
+from minibert.checkpoint import to_hf_state_dict
 from minibert.model import BertConfig
 
 CFG = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16,

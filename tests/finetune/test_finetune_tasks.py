@@ -317,7 +317,7 @@ def test_nextsent_task_reads_corpus_files(tmp_path, tok):
 # punct: punctuation restoration from a corpus
 
 def test_punct_example_tags_the_word_before_each_mark():
-    from minibert.finetune.readers import punct_example
+    from minibert.taskdata.readers import punct_example
 
     e = punct_example('Then, call "f()"; it returns os.path . Done!', "f:3")
     assert e.words == ["Then", "call", '"f()"', "it", "returns", "os.path", "Done"]
@@ -328,7 +328,7 @@ def test_punct_example_tags_the_word_before_each_mark():
 
 
 def test_punct_task_pairs_sentences_and_scores_by_tag(tmp_path, tok):
-    from minibert.finetune.readers import punct_examples
+    from minibert.taskdata.readers import punct_examples
 
     docs = [["the film was fun.", "he smiles, he sits."], ["a b c.", "d e:", "new york rock."]]
     examples = punct_examples(docs, source="c.txt")

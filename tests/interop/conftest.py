@@ -68,7 +68,7 @@ def hf_model_from_params(params, config, dtype):
     import torch
     import transformers
 
-    from minibert.io.checkpoint import to_hf_state_dict
+    from minibert.checkpoint import to_hf_state_dict
 
     hcfg = transformers.BertConfig(**config.to_dict(), attn_implementation="eager")
     model = transformers.BertForPreTraining(hcfg).to({np.float32: torch.float32, np.float64: torch.float64}[dtype])

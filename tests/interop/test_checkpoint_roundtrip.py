@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from minibert.bert import BertForPreTraining  # noqa: E402
-from minibert.io import checkpoint as ck  # noqa: E402
+from minibert import checkpoint as ck  # noqa: E402
 from minibert.io import tensorfile
 from minibert.model import BertConfig  # noqa: E402
 from minibert.tokenizer import BertTokenizer  # noqa: E402

@@ -13,7 +13,7 @@ transformers = pytest.importorskip("transformers")
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.finetune.models import (BertForMultipleChoice, BertForQuestionAnswering,  # noqa: E402
                                       BertForSequenceClassification, BertForTokenClassification)
-from minibert.io.checkpoint import to_hf_state_dict  # noqa: E402
+from minibert.checkpoint import to_hf_state_dict  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
 
 SHAPES = {

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from minibert.bert import BertForPreTraining  # noqa: E402
-from minibert.io.checkpoint import to_hf_state_dict  # noqa: E402
+from minibert.checkpoint import to_hf_state_dict  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
 
 SHAPES = {

@@ -88,7 +88,7 @@ def is_key_bias(name: str) -> bool:
 
 def test_ten_training_steps_match_transformers_float32(monkeypatch):
     monkeypatch.setenv("MINIBERT_BACKEND", "numba")
-    from minibert.io.checkpoint import to_hf_state_dict
+    from minibert.checkpoint import to_hf_state_dict
 
     config = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=0.0,

@@ -1,4 +1,4 @@
-"""Where --init finds a model (minibert/io/hub.py, io/checkpoint.py): a hub id from a cache laid
+"""Where --init finds a model (minibert/io/hub.py, checkpoint.py): a hub id from a cache laid
 out by hand (no network), a sentence-transformers folder, a checkpoint saved in shards, and the
 casing read from what the folder says."""
 from __future__ import annotations
@@ -10,9 +10,10 @@ import sys
 import numpy as np
 import pytest
 
+from minibert import checkpoint
 from minibert.bert import BertForPreTraining
 from minibert.finetune.models import BertForSequenceClassification
-from minibert.io import checkpoint, hub, tensorfile
+from minibert.io import hub, tensorfile
 from minibert.model import BertConfig
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "good", "bad", "##s"]

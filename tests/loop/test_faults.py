@@ -24,6 +24,7 @@ import pytest
 from corpora import REPO, small_config
 
 from minibert.io import atomic, tensorfile
+from minibert.loop import engine
 from minibert.loop import rundir as rd
 from minibert.loop.curves import read_metrics
 from minibert.train import commands
@@ -83,16 +84,16 @@ def _final_name(path) -> str:
 
 
 def _only_during_saves(monkeypatch, faults: Faults) -> None:
-    real = trainer_mod.Trainer.save_checkpoint
+    real = engine.save_checkpoint
 
-    def save(self, *a, **kw):
+    def save(task, *a, **kw):
         faults.active = True
         try:
-            return real(self, *a, **kw)
+            return real(task, *a, **kw)
         finally:
             faults.active = False
 
-    monkeypatch.setattr(trainer_mod.Trainer, "save_checkpoint", save)
+    monkeypatch.setattr(engine, "save_checkpoint", save)
 
 
 @pytest.fixture(scope="module")
@@ -199,15 +200,15 @@ def test_sigkill_during_a_save_loses_at_most_the_steps_since_the_last_checkpoint
 def test_double_ctrl_c_during_a_save_aborts_with_one_message_and_keeps_the_last_checkpoint(
         runs, tmp_path, monkeypatch, capsys):
     run = _copy_paused(runs, tmp_path / "ctrl-c")
-    steps = trainer_mod.Trainer.train_step
+    steps = engine.train_step
 
-    def step_then_ctrl_c(self):
-        out = steps(self)
-        if self.step == 6:
+    def step_then_ctrl_c(task):
+        out = steps(task)
+        if task.step == 6:
             os.kill(os.getpid(), signal.SIGINT)  # the first: finish the step, then save
         return out
 
-    monkeypatch.setattr(trainer_mod.Trainer, "train_step", step_then_ctrl_c)
+    monkeypatch.setattr(engine, "train_step", step_then_ctrl_c)
     faults = Faults(monkeypatch, at=3, action=lambda what: os.kill(os.getpid(), signal.SIGINT))  # the second
     _only_during_saves(monkeypatch, faults)
     assert commands.cli(["--resume", str(run)]) == 130
@@ -235,14 +236,14 @@ def test_full_disk_during_a_save_keeps_the_previous_checkpoint_and_prints_one_li
     def no_space(path, data):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    real = trainer_mod.Trainer.save_checkpoint
+    real = engine.save_checkpoint
 
-    def save(self, *a, **kw):
+    def save(task, *a, **kw):
         with monkeypatch.context() as m:
             m.setattr(tensorfile, "write_bytes_synced", no_space)
-            return real(self, *a, **kw)
+            return real(task, *a, **kw)
 
-    monkeypatch.setattr(trainer_mod.Trainer, "save_checkpoint", save)
+    monkeypatch.setattr(engine, "save_checkpoint", save)
     assert commands.cli(["--resume", str(run), "--max-steps-this-run", "4"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: [Errno {errno.ENOSPC}] could not save the checkpoint of step 8: cannot write "
@@ -338,8 +339,8 @@ def test_bad_settings_fail_before_anything_is_written(runs, corpus, tmp_path, ca
 
 
 def test_perplexity_of_a_diverged_model_is_printed_short():
-    assert evaluation._fmt_perplexity(213.71) == "213.7"
-    assert evaluation._fmt_perplexity(float(np.exp(700.0))) == "1.01e+304"
+    assert evaluation.fmt_perplexity(213.71) == "213.7"
+    assert evaluation.fmt_perplexity(float(np.exp(700.0))) == "1.01e+304"
 
 
 def test_a_run_saved_in_the_older_layout_resumes(runs, tmp_path):

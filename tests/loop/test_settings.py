@@ -53,3 +53,48 @@ def test_parse_set_types_each_value_by_its_field():
                           ("lr", "expected KEY=VALUE")):
         with pytest.raises(ValueError, match=message):
             Demo.parse_set([item])
+
+
+def test_every_training_command_shares_one_settings_base():
+    """train/train-tiny, train-xlnet, train-t5 and finetune: one base, the shared names on it."""
+    from minibert.finetune.run import FinetuneConfig
+    from minibert.loop.settings import RunSettings
+    from minibert.train.config import TrainConfig
+    from minibert.train.t5_command import T5TrainConfig
+    from minibert.train.xlnet_command import XLNetTrainConfig
+
+    shared = {"lr", "warmup_steps", "steps", "minutes", "log_interval", "eval_interval", "checkpoint_interval", "seed"}
+    assert {f.name for f in dataclasses.fields(RunSettings)} == shared
+    for cls in (TrainConfig, XLNetTrainConfig, T5TrainConfig, FinetuneConfig):
+        assert issubclass(cls, RunSettings) and shared <= set(cls.fields()), cls.__name__
+        assert not {"warmup", "log_every", "eval_every", "save_every"} & set(cls.fields()), cls.__name__
+
+
+def test_an_older_run_json_is_read_with_todays_names():
+    from minibert.finetune.run import FinetuneConfig
+    from minibert.train.t5_command import T5TrainConfig
+
+    t5 = T5TrainConfig.from_dict({"out": "runs/t", "warmup": 7, "log_every": 3, "eval_every": 9, "save_every": 4})
+    assert (t5.warmup_steps, t5.log_interval, t5.eval_interval, t5.checkpoint_interval) == (7, 3, 9, 4)
+    ft = FinetuneConfig.from_dict({"task": "sst2", "init": "none", "out": "runs/f", "warmup": 0.25})
+    assert ft.warmup_proportion == 0.25  # exact: the value given, copied
+    with pytest.raises(ValueError, match="steps=5: fine-tuning counts in epochs"):
+        FinetuneConfig(task="sst2", init="none", out="runs/f", steps=5).validate()
+
+
+@pytest.mark.parametrize("command", ["train", "train-tiny", "train-xlnet", "train-t5", "finetune", "ablate"])
+def test_every_command_that_trains_takes_set(command, capsys):
+    from minibert.__main__ import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert "--set KEY=VALUE" in capsys.readouterr().out
+
+
+def test_set_reaches_finetune_and_train_t5_settings():
+    from minibert.finetune.run import FinetuneConfig
+    from minibert.train.t5_command import T5TrainConfig
+
+    assert FinetuneConfig.parse_set(["weight_decay=0", "warmup_proportion=0.2"]) == {"weight_decay": 0.0,
+                                                                                     "warmup_proportion": 0.2}
+    assert T5TrainConfig.parse_set(["checkpoint_interval=5", "lr=5e-4"]) == {"checkpoint_interval": 5, "lr": 5e-4}

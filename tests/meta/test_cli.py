@@ -91,11 +91,11 @@ def test_main_turns_errors_into_one_line_and_ctrl_c_into_130(monkeypatch, capsys
 def test_train_tiny_routes_the_presets_that_are_other_models():
     """`train-tiny --preset xlnet-tiny | t5-tiny` runs the command that trains that model; the
     BERT-encoder presets stay with train-tiny."""
-    from minibert.__main__ import COMMANDS, _route
+    from minibert.__main__ import COMMANDS, route
 
-    assert _route("train-tiny", ["--preset", "xlnet-tiny", "--minutes", "1"]) == "train-xlnet"
-    assert _route("train-tiny", ["--preset=t5-tiny"]) == "train-t5"
-    assert _route("train-tiny", ["--preset", "electra-tiny"]) == "train-tiny"
-    assert _route("train-tiny", ["--preset"]) == "train-tiny"  # argparse will say what is missing
-    assert _route("train", ["--preset", "xlnet-tiny"]) == "train"
+    assert route("train-tiny", ["--preset", "xlnet-tiny", "--minutes", "1"]) == "train-xlnet"
+    assert route("train-tiny", ["--preset=t5-tiny"]) == "train-t5"
+    assert route("train-tiny", ["--preset", "electra-tiny"]) == "train-tiny"
+    assert route("train-tiny", ["--preset"]) == "train-tiny"  # argparse will say what is missing
+    assert route("train", ["--preset", "xlnet-tiny"]) == "train"
     assert {"train-xlnet", "train-t5"} <= set(COMMANDS)

@@ -52,3 +52,42 @@ def test_the_architecture_page_lists_every_module_once_in_the_layer_order():
     folders = [f for f in re.findall(r"^(\w+)/ ", text.split("```")[1], re.M) if f != "minibert"]  # the picture
     order = list(dict.fromkeys(m.split(".")[0] for m in LAYERS if "." in m))  # the subfolders, bottom up
     assert folders[::-1] == order
+
+
+FOLDERS = ("loop", "train", "finetune", "family", "io", "tools", "native")
+MODULE_PATH = re.compile(r"(?<![\w/.])((?:minibert/|tests/)?(?:" + "|".join(FOLDERS) + r")/[a-z_0-9]+\.py)\b")
+DOTTED = re.compile(r"\bminibert((?:\.\w+)+)|`((?:" + "|".join(FOLDERS) + r")(?:\.\w+)+)`")
+
+
+def _module_exists(dotted: str) -> bool:
+    """minibert.a.b(.name...): the longest prefix that is a module or package must exist, and
+    what follows it must be a name defined in that module (one level: a function or a class)."""
+    parts = dotted.strip(".").split(".")
+    if parts[-1] in ("tsv", "txt", "json", "jsonl", "csv", "conll", "png", "md"):
+        return True  # a file name (train.tsv), not a module
+    for k in range(len(parts), -1, -1):  # k = 0: the package's own __init__
+        base = ROOT / "minibert" / Path(*parts[:k])
+        path = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
+        if path.is_file():
+            rest, text = parts[k:], path.read_text(encoding="utf-8")
+            return not rest or re.search(rf"^(?:def|class|async def) {rest[0]}\b|^{rest[0]}\b.*=|\"{rest[0]}\": ",
+                                         text, re.M) is not None  # the last: the package's lazy re-exports
+    return False
+
+
+def test_every_module_a_doc_or_docstring_names_exists():
+    """A path like loop/engine.py or a name like minibert.loop.engine.run in the docs, the README
+    and the package's own text names a file (and a definition) that exists."""
+    assert _module_exists("loop.engine.run") and not _module_exists("loop.HeldoutEvaluator")  # the check bites
+    texts = [*ROOT.glob("docs/*.md"), ROOT / "README.md", *ROOT.glob("minibert/**/*.py")]
+    missing = []
+    for path in texts:
+        text = path.read_text(encoding="utf-8")
+        for m in set(MODULE_PATH.findall(text)):
+            where = ROOT / m if m.startswith(("minibert/", "tests/")) else ROOT / "minibert" / m
+            if not where.exists():
+                missing.append(f"{path.relative_to(ROOT)}: {m}")
+        for plain, folder_dotted in set(DOTTED.findall(text)):
+            if not _module_exists(plain or folder_dotted):
+                missing.append(f"{path.relative_to(ROOT)}: {plain and 'minibert'}{plain or folder_dotted}")
+    assert not missing, "\n".join(sorted(missing))

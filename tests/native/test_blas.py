@@ -149,7 +149,7 @@ class ThreadLog:
 @pytest.mark.parametrize("dropout_p", [0.0, 0.1], ids=["nodrop", "drop0.1"])
 def test_attention_v4_matches_reference_on_the_parallel_kernel(dropout_p, causal, dtype, monkeypatch):
     shape = (3, 2, 128, 64)  # the bench's T and HS; B * NH * T * T * HS >= PARALLEL_MIN_WORK
-    assert kernels._pick(kernels._attention_forward_gemm_kernel, None, shape) is kernels._attention_forward_gemm_kernel
+    assert kernels.pick_kernel(kernels._attention_forward_gemm_kernel, None, shape) is kernels._attention_forward_gemm_kernel
     rng = np.random.default_rng(3)
     q, k, v = qkv_views(rng, *shape, dtype)
     mask = _mask(shape[0], shape[2])

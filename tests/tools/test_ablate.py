@@ -208,7 +208,7 @@ def test_steps_mode_gives_every_variant_the_same_steps_and_its_warmup_share(file
 
 def test_family_registry_skips_a_missing_preset_with_a_note(files, tmp_path, monkeypatch):
     monkeypatch.setattr(A, "STUDIES", {**A.STUDIES, "family": A.Study(
-        "family", "t", A.STUDIES["family"].variants + (A._v("nope", "Nope", preset="nope-tiny"),),
+        "family", "t", A.STUDIES["family"].variants + (A.make_variant("nope", "Nope", preset="nope-tiny"),),
         ("bert", "nope"), ("nextsent",))})
     _, variants, _, notes = A.resolve(_plan(files, tmp_path / "x", study="family"))
     assert [v.name for v in variants] == ["bert"] and notes == ["Nope: skipped, minibert has no preset 'nope-tiny' yet"]

@@ -15,6 +15,7 @@ import minibert
 from minibert.bert import BertForPreTraining
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining
 from minibert.inspect import attention_maps
+from minibert.loop import engine
 from minibert.loop.curves import read_metrics
 from minibert.loop.rundir import latest_checkpoint
 from minibert.loop.step import accumulate_gradients, loss_counts, training_step
@@ -251,7 +252,7 @@ def test_doc_sentences_run_trains_on_shorter_sequences_of_one_document(files, tm
 def test_a_step_takes_k_micro_batches_and_counts_all_their_tokens(files, tmp_path):
     cfg = _config(files, tmp_path / "run", "roberta-tiny", accumulation_steps=3)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
-    _, _, _, tokens = trainer.train_step()
+    _, _, _, tokens = engine.train_step(trainer)
     assert trainer.step == 1 and trainer.iterator.position == 3 * cfg.batch_size
     fresh = BatchIterator(str(trainer.data.train), cfg.batch_size, cfg.seed, masking="dynamic", vocab=cfg.vocab)
     assert tokens == sum(int(fresh.next_batch()["input_mask"].sum()) for _ in range(3))
@@ -357,10 +358,10 @@ def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path
 
 
 def test_electra_step_trains_both_networks_through_the_shared_embedding(files, tmp_path):
-    trainer = pretrain.TRAINERS["electra"](_config(files, tmp_path / "run", "electra-tiny"), verbose=False)
+    trainer = trainer_mod.Trainer(_config(files, tmp_path / "run", "electra-tiny"), verbose=False)
     before = {k: p.copy() for k, p in trainer.model.params.items()}
-    trainer.train_step()  # step 0: lr 0 (warmup)
-    metrics, norm, lr, tokens = trainer.train_step()
+    engine.train_step(trainer)  # step 0: lr 0 (warmup)
+    metrics, norm, lr, tokens = engine.train_step(trainer)
     assert lr > 0 and norm > 0
     assert trainer.model.gen.params["tok_emb"] is trainer.model.disc.params["tok_emb"]  # still tied
     moved = {k for k, p in trainer.model.params.items() if not np.array_equal(p, before[k])}

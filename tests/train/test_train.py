@@ -14,6 +14,7 @@ from corpora import HELD_TOPICS, TOPICS, small_config, topic_corpus
 
 from minibert.bert import BertForPreTraining
 from minibert.inspect import attention_maps, encode_with_masks, fill_mask
+from minibert.loop import engine
 from minibert.loop import rundir as rd
 from minibert.loop import step
 from minibert.loop.curves import plot_curves, read_metrics
@@ -56,21 +57,21 @@ def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dr
     assert steps == sorted(set(steps)) and steps[-1] == 12
 
 
-def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path):
+def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path, monkeypatch):
     full = pretrain.train(small_config(corpus, tmp_path / "full"), verbose=False)
     cfg = small_config(corpus, tmp_path / "int")
     train_runs.check_run_dir(cfg)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
     trainer.start_fresh()
-    original = trainer.train_step
+    original = engine.train_step
 
-    def step_then_ctrl_c():
-        out = original()
-        if trainer.step == 7:
+    def step_then_ctrl_c(task):
+        out = original(task)
+        if task.step == 7:
             os.kill(os.getpid(), signal.SIGINT)  # the handler only sets a flag; the step finishes
         return out
 
-    trainer.train_step = step_then_ctrl_c
+    monkeypatch.setattr(engine, "train_step", step_then_ctrl_c)
     assert trainer.run() == "interrupted"
     assert rd.run_state(tmp_path / "int")["step"] == 7
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "int", {}), resume=True, verbose=False)
@@ -137,7 +138,7 @@ def test_short_phase_settings_are_checked(corpus, tmp_path):
 def test_the_trainer_applies_the_budgets_fits_fixes_the_switch_and_bends_the_lr(corpus, tmp_path):
     """The budget's policy is tests/loop/test_budget.py's; here the Trainer on the loop: a refit sets
     the schedule, the first fixes the switch to full-length sequences, a refit past the warmup keeps
-    the learning rate where it was (loop/engine.py, _fit_budget)."""
+    the learning rate where it was (loop/engine.fit_budget)."""
     from minibert.loop.budget import StepBudget
 
     cfg = small_config(corpus, tmp_path / "c", minutes=1.0, auto_steps=True, eval_interval=1000, warmup_steps=50,
@@ -152,7 +153,7 @@ def test_the_trainer_applies_the_budgets_fits_fixes_the_switch_and_bends_the_lr(
         while trainer.step < last:
             trainer.step += 1
             trainer.elapsed += seconds_each
-            trainer._fit_budget(seconds_each)
+            engine.fit_budget(trainer, seconds_each)
 
     run_steps(100, 0.04)  # twice as slow as the probe: the same fit as the budget's own test
     assert trainer.total_steps == 1450 and trainer.short_steps == 725
@@ -164,15 +165,15 @@ def test_the_trainer_applies_the_budgets_fits_fixes_the_switch_and_bends_the_lr(
 
 
 def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
-    original = trainer_mod.Trainer.train_step
+    original = engine.train_step
 
-    def step_then_ctrl_c(self):
-        out = original(self)
-        if self.step == 2:
+    def step_then_ctrl_c(task):
+        out = original(task)
+        if task.step == 2:
             os.kill(os.getpid(), signal.SIGINT)
         return out
 
-    monkeypatch.setattr(trainer_mod.Trainer, "train_step", step_then_ctrl_c)
+    monkeypatch.setattr(engine, "train_step", step_then_ctrl_c)
     argv = ["--out", str(tmp_path / "r"), "--corpus", *corpus["corpus"], "--heldout", *corpus["heldout"],
             "--vocab", corpus["vocab"], "--steps", "6", "--set", f"data_cache={corpus['data_cache']}",
             "--set", "hidden_size=16", "--set", "num_hidden_layers=1", "--set", "intermediate_size=32",
@@ -282,17 +283,17 @@ def test_checkpoint_tampering_is_detected(corpus, tmp_path):
 
 
 def test_own_corpus_that_is_not_utf8_is_refused_naming_the_line_and_leaves_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # _own_corpus reads it there
+    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # own_corpus reads it there
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("the cat sat .\n\nthe dog ran .\na caf\u00e9 .\n".encode("latin-1"))
     with pytest.raises(ValueError, match=f"{latin1} line 4: invalid UTF-8 byte 0xe9 at column 6"):
-        train_data._own_corpus(str(latin1), {})
+        train_data.own_corpus(str(latin1), {})
     assert not (tmp_path / "generated").exists() or not list((tmp_path / "generated").iterdir())
 
 
 def test_own_corpus_split_is_written_whole(tmp_path, monkeypatch, corpus):
-    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # _own_corpus reads it there
-    files = train_data._own_corpus(corpus["corpus"][0], {"vocab": corpus["vocab"]})
+    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))  # own_corpus reads it there
+    files = train_data.own_corpus(corpus["corpus"][0], {"vocab": corpus["vocab"]})
     (out,) = list((tmp_path / "generated").iterdir())
     assert out.name.startswith("own-") and sorted(p.name for p in out.iterdir()) == ["heldout.txt", "train.txt"]
     assert files["corpus"] == (str(out / "train.txt"),) and files["vocab"] == corpus["vocab"]

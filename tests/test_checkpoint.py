@@ -1,4 +1,4 @@
-"""minibert.io.checkpoint without torch: names and layouts, safetensors files, atomic writes, errors."""
+"""minibert.checkpoint without torch: names and layouts, safetensors files, atomic writes, errors."""
 from __future__ import annotations
 
 import errno
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from minibert.bert import BertForPreTraining
-from minibert.io import checkpoint as ck
+from minibert import checkpoint as ck
 from minibert.io import tensorfile
 from minibert.model import BertConfig, param_shapes
 

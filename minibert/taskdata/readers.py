@@ -60,7 +60,7 @@ PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"),
 LABEL_COLUMNS = ("label", "gold_label", "Quality", "is_duplicate", "score")
 
 
-def _glue_columns(header: list[str], single: bool, where: str) -> tuple[int, int | None, int | None]:
+def glue_columns(header: list[str], single: bool, where: str) -> tuple[int, int | None, int | None]:
     """Indices of (text_a, text_b, label) in the header; text_b None when single, label None
     when the file has no label column (a test set)."""
     names = {name: i for i, name in enumerate(header)}
@@ -95,7 +95,7 @@ def read_glue(path, single: bool) -> list[TextExample]:
         raise ValueError(f"{path}:1: empty file (or empty first line); expected a header line "
                          "such as label<TAB>sentence")
     header = header_line.rstrip("\r\n").split("\t")
-    a, b, label = _glue_columns(header, single, f"{path}:1")
+    a, b, label = glue_columns(header, single, f"{path}:1")
     examples = []
     for lineno, line in enumerate(rows, start=2):
         line = line.rstrip("\r\n")

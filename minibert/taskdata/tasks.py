@@ -1,0 +1,145 @@
+"""The built-in tasks: what each is (its kind, file format, file names, metrics, default data
+directory), how to find its files and how to read its examples; `generic_task(format)` makes the
+same for a learner's own files. Fine-tuning (finetune/tasks.py) turns the examples into features
+and scores predictions; pretraining reads the text (train/task_corpus.py).
+
+    sst2      classification  glue-single  train.tsv, dev.tsv        accuracy
+    rte       classification  glue-pair    train.tsv, dev.tsv        accuracy
+    wnut17    token           conll        train.conll, dev.conll    entity precision/recall/F1
+              (shipped in data/wnut17, the default directory)
+    swag      choice          swag         train.csv, val.csv (or dev.csv)   accuracy
+    nextsent  choice          nextsent     train.txt, heldout.txt    accuracy
+              (offline "which sentence comes next"; default: the default pretraining corpus)
+    punct     token           punct        train.txt, heldout.txt    tag precision/recall/F1
+              (offline punctuation restoration: the marks taken out, each word tagged with
+              the one that followed it; default: the default pretraining corpus)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from minibert.taskdata.readers import nextsent_examples, punct_examples, read_conll, read_glue, read_swag
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+FORMATS = ("glue-single", "glue-pair", "conll", "swag", "nextsent", "punct")
+CORPUS_FORMATS = ("nextsent", "punct")  # built from documents; default data: the default corpus
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a task is: its kind, file format, file names and the metrics to report.
+
+    `train_files` / `dev_files` list accepted names in a data directory (the first present is
+    used). `metrics` are reported in order; `main_metric` picks the best checkpoint.
+    """
+    name: str
+    kind: str  # "classification" | "regression" | "token" | "choice"
+    format: str  # one of FORMATS
+    train_files: tuple[str, ...]
+    dev_files: tuple[str, ...]
+    metrics: tuple[str, ...]
+    main_metric: str
+    default_dir: Path | None = None  # where the files are when no data_dir is given
+
+    @property
+    def head(self) -> str:
+        """The head in minibert.finetune.heads: 'sequence', 'token' or 'choice'."""
+        return "sequence" if self.kind in ("classification", "regression") else self.kind
+
+
+TASKS = {
+    "sst2": Task("sst2", "classification", "glue-single", ("train.tsv",), ("dev.tsv",),
+                 ("accuracy",), "accuracy"),
+    "rte": Task("rte", "classification", "glue-pair", ("train.tsv",), ("dev.tsv",),
+                ("accuracy",), "accuracy"),
+    "wnut17": Task("wnut17", "token", "conll", ("train.conll",), ("dev.conll",),
+                   ("precision", "recall", "f1"), "f1", ROOT / "data" / "wnut17"),
+    "swag": Task("swag", "choice", "swag", ("train.csv",), ("val.csv", "dev.csv"),
+                 ("accuracy",), "accuracy"),
+    "nextsent": Task("nextsent", "choice", "nextsent", ("train.txt",), ("heldout.txt",),
+                     ("accuracy",), "accuracy"),
+    "punct": Task("punct", "token", "punct", ("train.txt",), ("heldout.txt",),
+                  ("precision", "recall", "f1"), "f1"),
+}
+NEXTSENT_TRAIN_PER_DOC = 2  # nextsent: examples per train document (all positions for dev)
+
+
+def generic_task(format: str, regression: bool = False) -> Task:
+    """A task for your own files in one of the formats (`--format glue-pair` etc.).
+
+    glue-*: classification (accuracy, Matthews correlation), or with `regression=True` a float
+    label (Pearson, Spearman); conll: token classification (entity P/R/F1); swag: choice.
+
+    >>> generic_task("glue-pair").dev_files
+    ('dev.tsv',)
+    """
+    if format.startswith("glue-") and format in FORMATS:
+        if regression:
+            return Task("regression", "regression", format, ("train.tsv",), ("dev.tsv",),
+                        ("pearson", "spearman"), "pearson")
+        return Task(format, "classification", format, ("train.tsv",), ("dev.tsv",),
+                    ("accuracy", "mcc"), "accuracy")
+    if format == "conll":
+        return Task("conll", "token", "conll", ("train.conll",), ("dev.conll",),
+                    ("precision", "recall", "f1"), "f1")
+    if format == "swag":
+        return TASKS["swag"]
+    raise ValueError(f"unknown format {format!r}; expected one of glue-single, glue-pair, conll, swag")
+
+
+def get_task(name: str) -> Task:
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
+    return TASKS[name]
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding the files
+
+def find_file(data_dir: Path, names: tuple[str, ...], split: str, task: Task) -> Path:
+    """The first of `names` present in data_dir; FileNotFoundError listing what is there."""
+    for name in names:
+        if (data_dir / name).is_file():
+            return data_dir / name
+    present = sorted(p.name for p in data_dir.iterdir()) if data_dir.is_dir() else None
+    there = ("the directory does not exist" if present is None else
+             f"files present: {', '.join(present) or '(none)'}")
+    raise FileNotFoundError(f"task {task.name}: no {split} file {data_dir / names[0]}"
+                            f"{' (or ' + ', '.join(names[1:]) + ')' if names[1:] else ''}; {there}")
+
+
+def task_paths(task: Task, data_dir=None, train_path=None, dev_path=None) -> tuple[Path, Path]:
+    """(train, dev) paths: explicit paths win, else the task's file names in data_dir."""
+    directory = Path(data_dir) if data_dir is not None else task.default_dir
+    if directory is None and task.format in CORPUS_FORMATS:
+        from minibert.corpus import ensure_default_corpus
+        directory = Path(ensure_default_corpus().train).parent
+    if directory is None and (train_path is None or dev_path is None):
+        raise ValueError(f"task {task.name} has no default data directory: give one holding "
+                         f"{task.train_files[0]} and {task.dev_files[0]}")
+    train = Path(train_path) if train_path is not None else find_file(directory, task.train_files, "train", task)
+    dev = Path(dev_path) if dev_path is not None else find_file(directory, task.dev_files, "dev", task)
+    for path in (train, dev):
+        if not path.is_file():
+            raise FileNotFoundError(f"task {task.name}: {path} does not exist")
+    return train, dev
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the examples
+
+def read_examples(task: Task, path: Path, split: str, seed: int = 0) -> list:
+    """The examples of one file in the task's format."""
+    if task.format in ("glue-single", "glue-pair"):
+        return read_glue(path, single=task.format == "glue-single")
+    if task.format == "conll":
+        return read_conll(path)
+    if task.format == "swag":
+        return read_swag(path)
+    from minibert.corpus import read_documents
+    if task.format == "punct":
+        return punct_examples(read_documents(path), source=str(path))
+    per_doc = NEXTSENT_TRAIN_PER_DOC if split == "train" else None
+    return nextsent_examples(read_documents(path), seed=seed + (split != "train"),
+                             max_per_doc=per_doc, source=str(path))
