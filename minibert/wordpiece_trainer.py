@@ -40,6 +40,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from minibert.io import outputs
 from minibert.io.progress import Progress
 from minibert.io.textio import read_text
 from minibert.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize, save_vocab
@@ -434,6 +435,7 @@ def cli(argv: list[str]) -> int:
     t0 = time.perf_counter()
     try:
         check_output_file(args.out)  # before training, which can take minutes
+        outputs.check_output(args.out, inputs=args.files)
         vocab = train_wordpiece(args.files, args.vocab_size, do_lower_case=not args.cased,
                                 merge_rule=args.merge_rule, min_frequency=args.min_frequency,
                                 limit_alphabet=args.limit_alphabet, verbose=args.verbose)

@@ -23,6 +23,7 @@ from minibert.finetune.recipes import init_hidden_size, recipe
 from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
 from minibert.io.checkpoint import read_casing
 from minibert.io.hub import resolve_model_dir
+from minibert.io import outputs
 from minibert.loop import rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 
@@ -193,6 +194,8 @@ def cli(argv: list[str]) -> int:
             print(f"recipe ({name}; docs/finetuning.md): " + ", ".join(f"{k} {v:g}" for k, v in defaulted.items()))
     cfg.validate()  # every setting, before anything is written
     cfg.verify = args.verify
+    if not args.resume and cfg.init != "none" and Path(cfg.init).is_dir():  # --overwrite would delete the model
+        outputs.check_output(cfg.out, inputs=[cfg.init], kind="run")
     with rundir.RunLock(cfg.out):  # one writer per run directory
         if not args.resume:
             _check_out_dir(Path(cfg.out), args.overwrite)

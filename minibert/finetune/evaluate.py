@@ -20,6 +20,7 @@ import argparse
 import csv
 import io
 import json
+import shutil
 from pathlib import Path
 from typing import NamedTuple
 
@@ -159,10 +160,11 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
     """Predict every example of `path` and write them to `out` in the task's format -> the count."""
     from minibert.finetune.features import IGNORE_INDEX, word_predictions
     from minibert.finetune.run import predict_logits
-    from minibert.io.atomic import write_text_atomic
+    from minibert.io.outputs import check_output, write_output
 
     path, out = Path(path), Path(out)
     task = file_task(ft, fmt)
+    check_output(out, inputs=[path, ft.directory], kind="dir" if task is None else "file")
     if task is None:
         return _predict_squad(ft, path, out)
     data = _task_data(ft, task, path, labelled=False)
@@ -173,7 +175,7 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
                                for x in logits])
         tags = word_predictions(data.dev, pred, data.labels)
         text = "\n".join("".join(f"{w}\t{t}\n" for w, t in zip(e.words, s)) for e, s in zip(data.dev_examples, tags))
-        write_text_atomic(out, text)
+        write_output(out, text)
         return len(tags)
     if task.kind == "regression":
         values = [f"{v:.6g}" for v in np.concatenate([x[:, 0] for x in logits])]
@@ -181,7 +183,7 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
         values = [str(int(v)) for v in np.concatenate([x.argmax(-1) for x in logits])]
     else:
         values = [data.labels[int(i)] for i in np.concatenate([x.argmax(-1) for x in logits])]
-    write_text_atomic(out, _with_labels(path, task, values))
+    write_output(out, _with_labels(path, task, values))
     return len(values)
 
 
@@ -218,7 +220,7 @@ def _with_labels(path: Path, task, values: list[str]) -> str:
 def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
     from minibert.finetune import squad
     from minibert.finetune.run import predict_logits
-    from minibert.loop.rundir import write_json
+    from minibert.io.outputs import check_output, write_output
 
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file; for SQuAD it is a directory (predictions.json, null_odds.json)")
@@ -231,11 +233,18 @@ def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
     preds, nbest, null_odds = squad.postprocess(source.dev_examples, source.dev_features,
                                                 (logits[..., 0], logits[..., 1]), do_lower_case=source.do_lower_case,
                                                 version_2=source.version_2, null_score_diff_threshold=threshold)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "predictions.json", preds)
-    write_json(out / "nbest.json", nbest)
-    if source.version_2:
-        write_json(out / "null_odds.json", null_odds)
+    files = {"predictions.json": preds, "nbest.json": nbest, **({"null_odds.json": null_odds} if source.version_2 else {})}
+    for name in files:
+        check_output(out / name, inputs=[path])
+    made = None if out.exists() else next(p for p in (out, *out.parents) if p.parent.exists())  # the top one made
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, obj in files.items():
+            write_output(out / name, json.dumps(obj, indent=2) + "\n")
+    except BaseException:
+        if made is not None:  # a failed write (a full disk) leaves no empty folder behind
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     return len(preds)
 
 
@@ -250,12 +259,14 @@ def evaluate_cli(argv: list[str]) -> int:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
+    from minibert.io.outputs import check_output, write_output
+
+    if args.out:  # before the model is loaded and the file scored
+        check_output(args.out, inputs=[args.data, args.model_dir])
     ft = load_finetuned(args.model_dir, args.verify)
     scores = evaluate_file(ft, args.data, args.format)
     print(f"{args.data}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                        for k, v in scores.items()))
     if args.out:
-        from minibert.io.atomic import write_text_atomic
-
-        write_text_atomic(Path(args.out), json.dumps({"file": str(args.data), **scores}, indent=1) + "\n")
+        write_output(args.out, json.dumps({"file": str(args.data), **scores}, indent=1) + "\n")
     return 0

@@ -274,9 +274,13 @@ def cli(argv: list[str]) -> int:
                    help='predict "" if the no-answer score exceeds this (default 1.0)')
     p.add_argument("--out-file", "-o", default=None, help="write the JSON here instead of stdout")
     args = p.parse_args(argv)
+    from minibert.io.outputs import check_output, write_output
+
     try:
         if not -float("inf") < args.na_prob_thresh < float("inf"):  # NaN would never predict "", silently
             raise ValueError(f"--na-prob-thresh {args.na_prob_thresh} must be a finite number")
+        if args.out_file:
+            check_output(args.out_file, inputs=[args.data_file, args.pred_file, args.na_prob_file], flag="--out-file")
         gold = load_gold(args.data_file)
         preds = load_id_map(args.pred_file, str, "predictions file", "a string")
         na_probs = None
@@ -286,8 +290,7 @@ def cli(argv: list[str]) -> int:
         out = evaluate(gold, preds, na_probs, args.na_prob_thresh, args.na_prob_file)
         text = json.dumps(out, indent=2)
         if args.out_file:
-            with open(args.out_file, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
+            write_output(args.out_file, text + "\n")
         else:
             print(text)
     except (OSError, ValueError) as e:

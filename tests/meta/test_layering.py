@@ -20,7 +20,7 @@ LAYERS = [
     "native", "native.blas", "native.malloc",  # what talks to the machine: OpenBLAS, glibc's malloc
     "layers", "kernels", "backend", "optim",  # the layer math, its Numba kernels, the backend switch, AdamW
     "model",  # BERT's forward and backward, no I/O
-    "io", "io.textio", "io.jsonfile", "io.atomic", "io.progress", "io.tensorfile", "io.hub", "io.checkpoint",  # text, atomic writes, safetensors, HF dirs
+    "io", "io.textio", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub", "io.checkpoint",  # text, atomic writes, safetensors, HF dirs
     "tokenizer", "wordpiece_trainer", "bert", "corpus",  # text; the model with its files; the default corpus
     "pretraining_data", "shards",  # the MLM/NSP generator; its shards on disk and the batches drawn from them
     "gradcheck", "inspect", "nsp_baseline",  # numerical gradients; looking inside a model; NSP's word-overlap cue
