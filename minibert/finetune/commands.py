@@ -259,7 +259,11 @@ def predict_cli(argv: list[str]) -> int:
         n = predict_file(ft, args.file, args.out, args.format)
         print(f"wrote {n:,} predictions to {args.out}")
         return 0
-    T = int(saved.get("task", {}).get("max_seq_length", 128))
+    from minibert.finetune.squad_run import saved_setting
+
+    positions = model.config.max_position_embeddings
+    T = saved_setting(saved, "task", "max_seq_length", min(128, positions), str(Path(args.model_dir) / "run.json"),
+                      limit=positions)
     if model.task == "qa":
         from minibert.finetune.squad_run import predict_answer
         return predict_answer(model, tokenizer, args.question, args.context, saved)

@@ -77,9 +77,12 @@ def file_task(ft: Finetuned, fmt: str | None):
 
 
 def _max_seq_length(ft: Finetuned, default: int) -> int:
-    task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
-    value = task.get("max_seq_length", default)
-    return value if isinstance(value, int) and value > 0 else default
+    """run.json's max_seq_length, at most the model's positions (a larger one allocated gigabytes)."""
+    from minibert.finetune.squad_run import saved_setting
+
+    positions = ft.model.config.max_position_embeddings
+    return saved_setting(ft.saved, "task", "max_seq_length", min(default, positions),
+                         str(ft.directory / rundir.RUN_FILE), limit=positions)
 
 
 def _labels(ft: Finetuned, task) -> list[str] | None:
@@ -92,8 +95,9 @@ def _read(task, path: Path, labelled: bool) -> list:
     """The examples of `path` in the task's format; unlabelled CoNLL (words only) when predicting."""
     from minibert.finetune.readers import TaggedExample, read_conll
     from minibert.finetune.tasks import read_examples
-    from minibert.io.textio import iter_lines
+    from minibert.io.textio import iter_lines, refuse_special_file
 
+    refuse_special_file(path)  # /dev/zero never ends, a FIFO would be read twice (examples, then the output)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist" + (" (a directory: give the file)" if path.is_dir() else ""))
     if task.format == "conll" and not labelled:
@@ -116,9 +120,9 @@ def _read(task, path: Path, labelled: bool) -> list:
         examples = read_examples(task, path, "dev")
     if not examples:
         raise ValueError(f"{path}: no examples")
-    if labelled and task.format in ("glue-single", "glue-pair") and any(e.label is None for e in examples):
-        raise ValueError(f"{path}: no label column (label, or the GLUE names); evaluate needs labels "
-                         f"(predict --file takes a file without them)")
+    if labelled and task.format in ("glue-single", "glue-pair", "swag") and any(e.label is None for e in examples):
+        raise ValueError(f"{path}: no label column ({'label' if task.format == 'swag' else 'label, or the GLUE names'}"
+                         f"); evaluate needs labels (predict --file takes a file without them)")
     return examples
 
 
@@ -133,14 +137,15 @@ def _task_data(ft: Finetuned, task, path: Path, labelled: bool):
 
 def _squad_source(ft: Finetuned, path: Path, labelled: bool):
     from minibert.finetune import squad, squad_eval
-    from minibert.finetune.squad_run import SquadSource
+    from minibert.finetune.squad_run import SquadSource, saved_setting
 
     task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
     examples, stats = squad.read_squad(path, is_training=False)
     version_2 = bool(task.get("version_2", stats.version_2))
     features = squad.convert_examples_to_features(
-        examples, ft.tokenizer, max_seq_length=_max_seq_length(ft, 384), doc_stride=int(task.get("doc_stride", 128)),
-        max_query_length=int(task.get("max_query_length", 64)), is_training=False)
+        examples, ft.tokenizer, max_seq_length=_max_seq_length(ft, 384), is_training=False,
+        doc_stride=saved_setting(ft.saved, "task", "doc_stride", 128, str(ft.directory / rundir.RUN_FILE)),
+        max_query_length=saved_setting(ft.saved, "task", "max_query_length", 64, str(ft.directory / rundir.RUN_FILE)))
     gold = squad_eval.load_gold(path) if labelled else {e.qas_id: [] for e in examples}
     return SquadSource({}, examples, features, gold, version_2, ft.model.do_lower_case)
 
@@ -189,12 +194,12 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
 
 def _with_labels(path: Path, task, values: list[str]) -> str:
     """The input file again, its label column holding `values` (added if the file had none)."""
-    from minibert.finetune.readers import _glue_columns
-    from minibert.io.textio import iter_lines, read_text
+    from minibert.finetune.readers import _glue_columns, swag_rows
+    from minibert.io.textio import iter_lines
 
     if task.format == "swag":
-        rows = list(csv.reader(io.StringIO(read_text(path), newline="")))
-        header, body = rows[0], [r for r in rows[1:] if r]
+        rows = [row for _, row in swag_rows(path)]  # the rows read_swag read: blank ones skipped by both
+        header, body = rows[0], rows[1:]
         if "label" not in header:
             header, body = header + ["label"], [r + [""] for r in body]
         col = header.index("label")
@@ -220,6 +225,7 @@ def _with_labels(path: Path, task, values: list[str]) -> str:
 def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
     from minibert.finetune import squad
     from minibert.finetune.run import predict_logits
+    from minibert.finetune.squad_run import saved_setting
     from minibert.io.outputs import check_output, write_output
 
     if out.exists() and not out.is_dir():
@@ -228,8 +234,8 @@ def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
     T = source.dev["input_ids"].shape[1]
     logits = np.concatenate([np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
                              for x in predict_logits(ft.model, source.dev)])  # (N, T, 2)
-    best = ft.saved.get("best") if isinstance(ft.saved.get("best"), dict) else {}
-    threshold = float(best.get("best_f1_thresh", 0.0)) if source.version_2 else 0.0
+    threshold = saved_setting(ft.saved, "best", "best_f1_thresh", 0.0, str(ft.directory / rundir.RUN_FILE)) \
+        if source.version_2 else 0.0
     preds, nbest, null_odds = squad.postprocess(source.dev_examples, source.dev_features,
                                                 (logits[..., 0], logits[..., 1]), do_lower_case=source.do_lower_case,
                                                 version_2=source.version_2, null_score_diff_threshold=threshold)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from minibert.finetune.readers import label_id
+from minibert.io.textio import shown
 from minibert.tokenizer import truncate_pair
 
 IGNORE_INDEX = -100  # label of positions without a loss (cross_entropy_forward's default)
@@ -96,7 +97,7 @@ def _number(value: str, where: str) -> float:
     try:
         return float(value)
     except ValueError:
-        raise ValueError(f"{where}: label {value!r} is not a number (regression task)") from None
+        raise ValueError(f"{where}: label {shown(value)} is not a number (regression task)") from None
 
 
 def classification_features(examples, tokenizer, max_seq_length: int, labels,

@@ -20,10 +20,14 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
 import re
 import string
 import sys
+
+from minibert.io.jsonfile import parse_json
+from minibert.io.textio import shown
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)  # ASCII only, as the official script
@@ -38,13 +42,10 @@ def load_json(path, what: str = "JSON file"):
         raise ValueError(f"{what} {path} is not a regular file (a device, pipe or socket)")
     try:
         with open(path, encoding="utf-8-sig") as f:
-            return json.load(f)
+            text = f.read()
     except UnicodeDecodeError as e:
         raise ValueError(f"{what} {path}: invalid UTF-8 byte at offset {e.start}") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{what} {path} is not valid JSON: {e}") from None
-    except RecursionError:  # '[' * 100000: the parser recurses once per level
-        raise ValueError(f"{what} {path}: the JSON is nested too deeply to read") from None
+    return parse_json(text, f"{what} {path}")  # bad syntax, nesting too deep, a 5000-digit number: one line
 
 
 def require(obj, key: str, kind: type, where: str, path) -> object:
@@ -102,9 +103,10 @@ def load_id_map(path, kind, what: str, expected: str) -> dict:
         raise ValueError(f"{what} {path} must be a JSON object {{question id: value}}, "
                          f"got {type(data).__name__}")
     for qid, value in data.items():
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise ValueError(f"{what} {path}: the value for question id {qid!r} is "
-                             f"{value!r}, expected {expected}")
+        if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, float) and not
+                                                                    math.isfinite(value)):  # NaN: never above a threshold
+            raise ValueError(f"{what} {path}: the value for question id {shown(str(qid), 80)} is "
+                             f"{shown(repr(value), 80)}, expected {expected}")
     return data
 
 
@@ -286,7 +288,7 @@ def cli(argv: list[str]) -> int:
         na_probs = None
         if args.na_prob_file:
             na_probs = load_id_map(args.na_prob_file, (int, float), "no-answer file",
-                                   "a number")
+                                   "a finite number")
         out = evaluate(gold, preds, na_probs, args.na_prob_thresh, args.na_prob_file)
         text = json.dumps(out, indent=2)
         if args.out_file:

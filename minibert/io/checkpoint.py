@@ -447,7 +447,10 @@ def weight_files(directory: Path) -> list[Path]:
         weight_map = read_json_object(index).get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
             raise ValueError(f"{index}: weight_map must be a non-empty object {{tensor name: file}}")
-        names = sorted(set(weight_map.values()), key=str)
+        bad = next((v for v in weight_map.values() if not isinstance(v, str)), None)
+        if bad is not None:  # a list or an object cannot even be compared with the others
+            raise ValueError(f"{index}: weight_map value {json.dumps(bad)[:100]} must be a shard's file name (a string)")
+        names = sorted(set(weight_map.values()))
         for name in names:
             if not isinstance(name, str) or Path(name).name != name or not name.endswith(".safetensors"):
                 raise ValueError(f"{index}: shard {name!r} must be a .safetensors file in {directory}")

@@ -87,6 +87,18 @@ def iter_lines(path: str | os.PathLike) -> Iterator[str]:
             yield decode_line(raw, path, lineno)
 
 
+def shown(text: str, limit: int = 200) -> str:
+    """`text` quoted for an error message, at most `limit` characters of it: a 30 MB line must not
+    become a 30 MB error line.
+
+    >>> shown("x" * 300, 10)
+    "'xxxxxxxxxx'... (300 characters)"
+    """
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
 def check_argument(text: str, name: str = "text") -> str:
     """A command-line argument, checked: Python hands undecodable argv bytes over as lone
     surrogates (U+DC80-U+DCFF, PEP 383), which would become [UNK] or crash a print."""

@@ -1,0 +1,186 @@
+"""The rest of issue 48's probe: files that ended in a traceback, an unbounded error line, silent
+nonsense with exit code 0, or an unclear message. Each now ends in one `error:` line that names
+the file and the field (or, where the input is fine, in the right result), with the sha256 of
+every file in the work folder and of a decoy folder outside it unchanged.
+
+The method and the fixtures are test_bad_input.py's; the decoy is test_outputs_guard.py's.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from test_bad_input import VOCAB, _config, _squad, base, work  # noqa: F401 (fixtures)
+from test_outputs_guard import _qa_model, decoy, refused  # noqa: F401 (fixtures)
+
+from minibert.__main__ import main
+from minibert.finetune.models import BertForMultipleChoice
+from minibert.model import BertConfig
+
+HUGE = dict(vocab_size=4_194_304, hidden_size=16_384, num_hidden_layers=256, num_attention_heads=256,
+            intermediate_size=65_536)  # inside minibert's size limits, 512 GiB of weights
+
+
+# --- model directories --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [["model-00001.safetensors"], {"a": 1}], ids=["a list", "an object"])
+def test_a_sharded_index_with_a_bad_weight_map_value(value, work, decoy, capsys):
+    (work / "cls/model.safetensors").unlink()
+    index = {"weight_map": {"bert.embeddings.word_embeddings.weight": value}}
+    (work / "cls/model.safetensors.index.json").write_text(json.dumps(index), encoding="utf-8")
+    refused(work, decoy, ["predict", "{w}/cls", "a good film"], "weight_map value", capsys)
+
+
+def test_a_config_far_beyond_memory_is_refused_with_the_number(work, decoy, capsys):
+    _config(work / "cls/config.json", **HUGE)
+    refused(work, decoy, ["predict", "{w}/cls", "a good film"], "GiB of memory available", capsys)
+    refused(work, decoy, ["finetune", "custom", "--format", "glue-single", "--data", "{w}/sst", "--init", "none",
+                          "--like", "{w}/cls", "--out", "{w}/ft", "--quiet"], "GiB of memory available", capsys)
+
+
+def test_a_5000_digit_number_names_the_file(work, decoy, capsys):
+    path = work / "cls/config.json"
+    path.write_text(path.read_text().replace('"hidden_size": 16', '"hidden_size": ' + "1" * 5000), encoding="utf-8")
+    refused(work, decoy, ["predict", "{w}/cls", "a good film"], "config.json holds a number too long", capsys)
+
+
+def test_a_sentence_transformers_folder_without_its_module_folder(work, decoy, capsys):
+    st = work / "st"
+    st.mkdir()
+    (st / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "0_Transformer",
+                                                  "type": "sentence_transformers.models.Transformer"}]))
+    refused(work, decoy, ["finetune", "custom", "--format", "glue-single", "--data", "{w}/sst", "--init", "{w}/st",
+                          "--out", "{w}/ft", "--quiet"], "but " + str(st / "0_Transformer") + " is not a folder",
+            capsys)
+
+
+# --- a SQuAD run's run.json ---------------------------------------------------------------------
+
+def _qa_run(work: Path, task: dict, best: dict | None = None) -> None:
+    _qa_model(work / "qa")
+    run = {"command": "finetune", "settings": {}, "task": {"name": "squad2", "version_2": True, **task},
+           "best": best or {"best_f1_thresh": 0.0}}
+    (work / "qa/run.json").write_text(json.dumps(run), encoding="utf-8")
+
+
+SQUAD_RUN_CASES = {
+    "doc_stride a list": ({"doc_stride": [1]}, None, "task.doc_stride is [1]"),
+    "doc_stride text": ({"doc_stride": "abc"}, None, 'task.doc_stride is "abc", expected a positive integer'),
+    "max_query_length null": ({"max_query_length": None}, None, "task.max_query_length is null"),
+    "max_seq_length 1e6": ({"max_seq_length": 1e6}, None, "task.max_seq_length is 1000000.0"),
+    "max_seq_length a million": ({"max_seq_length": 1_000_000}, None, "at most 64"),
+    "best_f1_thresh a list": ({}, {"best_f1_thresh": [1]}, "best.best_f1_thresh is [1], expected a finite number"),
+}
+
+
+@pytest.mark.parametrize("case", SQUAD_RUN_CASES, ids=list(SQUAD_RUN_CASES))
+def test_a_squad_run_json_with_a_bad_setting(case, work, decoy, capsys):
+    task, best, expected = SQUAD_RUN_CASES[case]
+    _qa_run(work, task, best)
+    refused(work, decoy, ["predict", "{w}/qa", "--file", "{w}/squad/dev-v2.0.json", "--out", "{w}/preds"],
+            expected, capsys)
+    refused(work, decoy, ["predict", "{w}/qa", "--question", "who", "--context", "john visited paris"], expected,
+            capsys)
+
+
+def test_a_5000_digit_answer_start_in_a_squad_file(work, decoy, capsys):
+    _qa_run(work, {})
+    path = work / "squad/dev-v2.0.json"
+    path.write_text(path.read_text().replace('"answer_start": 0', '"answer_start": ' + "9" * 5000))
+    refused(work, decoy, ["evaluate", "{w}/qa", "--data", "{w}/squad/dev-v2.0.json"], "dev-v2.0.json holds a number "
+            "too long", capsys)
+
+
+# --- text files ---------------------------------------------------------------------------------
+
+def test_a_30_mb_conll_line_gives_a_short_error_line(work, decoy, capsys):
+    (work / "big.conll").write_text("x" * 30_000_000 + "\n", encoding="utf-8")
+    refused(work, decoy, ["evaluate", "{w}/tag", "--format", "conll", "--data", "{w}/big.conll"],
+            "expected a word and a tag", capsys)
+    err_line = capsys.readouterr().err  # (run_refused read it; the length is checked here on a fresh run)
+    assert main(["evaluate", str(work / "tag"), "--format", "conll", "--data", str(work / "big.conll")]) == 1
+    err_line = capsys.readouterr().err.strip()
+    assert len(err_line) < 500 and "30,000,000 characters" in err_line, err_line[:600]
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_a_device_or_a_fifo_as_the_file_is_named_as_such(special, work, decoy, capsys):
+    path = special
+    if special == "fifo":
+        path = str(work / "fifo")
+        os.mkfifo(path)
+    for argv in (["predict", "{w}/cls", "--format", "glue-single", "--file", path, "--out", "{w}/p.tsv"],
+                 ["evaluate", "{w}/cls", "--format", "glue-single", "--data", path]):
+        refused(work, decoy, argv, "not a regular file", capsys)
+
+
+def test_a_tsv_with_carriage_returns_alone(work, decoy, capsys):
+    (work / "cr.tsv").write_bytes(b"sentence\tlabel\rthe film was good\t1\rthe plot was dull\t0\r")
+    refused(work, decoy, ["evaluate", "{w}/cls", "--format", "glue-single", "--data", "{w}/cr.tsv"],
+            "carriage return alone", capsys)
+
+
+def test_a_header_naming_a_column_twice(work, decoy, capsys):
+    (work / "dup.tsv").write_text("sentence\tlabel\tlabel\nthe film was good\t1\t0\n", encoding="utf-8")
+    refused(work, decoy, ["evaluate", "{w}/cls", "--format", "glue-single", "--data", "{w}/dup.tsv"],
+            "names column 'label' twice (columns 2 and 3)", capsys)
+
+
+def test_squad_eval_refuses_a_nan_no_answer_score(work, decoy, capsys):
+    (work / "pred.json").write_text(json.dumps({"q1": "john"}))
+    (work / "na.json").write_text('{"q1": NaN}')
+    refused(work, decoy, ["squad-eval", "{w}/squad/dev-v2.0.json", "{w}/pred.json", "--na-prob", "{w}/na.json"],
+            "expected a finite number", capsys)
+
+
+# --- SWAG ---------------------------------------------------------------------------------------
+
+SWAG_HEADER = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label"
+
+
+def _swag(work: Path, rows: list[str], header: str = SWAG_HEADER) -> Path:
+    cfg = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=32, max_position_embeddings=64)
+    if not (work / "mc").exists():
+        BertForMultipleChoice(cfg, seed=0).save_pretrained(work / "mc", vocab=VOCAB)
+    path = work / "swag.csv"
+    path.write_text("\n".join([header, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+ROW1 = "v,0,s,the film was,good,gold,good,bad,dull,fun,0"
+ROW2 = "v,0,s,paris was,the,gold,plot,film,awful,great,2"
+
+
+def test_a_swag_field_over_128_kb_is_read_and_one_over_the_limit_refused(work, decoy, capsys):
+    _swag(work, [ROW1, ROW2.replace("paris was", "paris " * 40_000)])  # 240 KB: Python's csv stopped at 128 KiB
+    assert main(["evaluate", str(work / "mc"), "--format", "swag", "--data", str(work / "swag.csv")]) == 0
+    capsys.readouterr()
+    _swag(work, [ROW1, ROW2.replace("paris was", "paris " * 800_000)])  # 4.8 MB
+    refused(work, decoy, ["evaluate", "{w}/mc", "--format", "swag", "--data", "{w}/swag.csv"],
+            "swag.csv:3: not a readable CSV row", capsys)
+    refused(work, decoy, ["predict", "{w}/mc", "--format", "swag", "--file", "{w}/swag.csv", "--out", "{w}/p.csv"],
+            "swag.csv:3: not a readable CSV row", capsys)
+
+
+def test_a_blank_swag_row_shifts_no_prediction(work, capsys):
+    _swag(work, [ROW2])
+    assert main(["predict", str(work / "mc"), "--format", "swag", "--file", str(work / "swag.csv"), "--out",
+                 str(work / "alone.csv")]) == 0
+    alone = (work / "alone.csv").read_text().splitlines()[1]
+    _swag(work, [ROW1, ",,,,,,,,,,", "", ROW2])
+    assert main(["predict", str(work / "mc"), "--format", "swag", "--file", str(work / "swag.csv"), "--out",
+                 str(work / "p.csv")]) == 0
+    lines = (work / "p.csv").read_text().splitlines()
+    assert len(lines) == 3 and lines[2] == alone  # ROW2's prediction, in ROW2's row
+
+
+def test_evaluate_refuses_a_swag_file_without_labels(work, decoy, capsys):
+    _swag(work, [r.rsplit(",", 1)[0] for r in (ROW1, ROW2)], SWAG_HEADER.rsplit(",", 1)[0])
+    refused(work, decoy, ["evaluate", "{w}/mc", "--format", "swag", "--data", "{w}/swag.csv"], "no label column",
+            capsys)
+    assert main(["predict", str(work / "mc"), "--format", "swag", "--file", str(work / "swag.csv"), "--out",
+                 str(work / "p.csv")]) == 0  # predicting needs none
