@@ -93,7 +93,7 @@ def _labels(ft: Finetuned, task) -> list[str] | None:
 
 def _read(task, path: Path, labelled: bool) -> list:
     """The examples of `path` in the task's format; unlabelled CoNLL (words only) when predicting."""
-    from minibert.finetune.readers import TaggedExample, read_conll
+    from minibert.finetune.readers import LINE_BYTES, TaggedExample, read_conll
     from minibert.finetune.tasks import read_examples
     from minibert.io.textio import iter_lines, refuse_special_file
 
@@ -102,7 +102,7 @@ def _read(task, path: Path, labelled: bool) -> list:
         raise FileNotFoundError(f"{path} does not exist" + (" (a directory: give the file)" if path.is_dir() else ""))
     if task.format == "conll" and not labelled:
         sentences, words, first = [], [], 0
-        for lineno, line in enumerate(iter_lines(path), start=1):
+        for lineno, line in enumerate(iter_lines(path, LINE_BYTES), start=1):
             word = line.split("\t")[0].strip() if "\t" in line else (line.split() or [""])[0]
             if not word:
                 if words:
@@ -161,6 +161,9 @@ def evaluate_file(ft: Finetuned, path: str | Path, fmt: str | None = None) -> di
     return ClassifierSource(_task_data(ft, task, path, labelled=True)).evaluate(ft.model)
 
 
+CHUNK = 2048  # examples whose features and logits are held at once by predict --file
+
+
 def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | None = None) -> int:
     """Predict every example of `path` and write them to `out` in the task's format -> the count."""
     from minibert.finetune.features import IGNORE_INDEX, word_predictions
@@ -172,29 +175,36 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
     check_output(out, inputs=[path, ft.directory], kind="dir" if task is None else "file")
     if task is None:
         return _predict_squad(ft, path, out)
-    data = _task_data(ft, task, path, labelled=False)
-    logits = predict_logits(ft.model, data.dev)
+    from minibert.finetune.tasks import _features
+
+    examples, labels = _read(task, path, labelled=False), _labels(ft, task)
+    T, values = _max_seq_length(ft, 128), []
+    for start in range(0, len(examples), CHUNK):  # features of one chunk at a time: memory does not grow with the file
+        chunk = examples[start:start + CHUNK]
+        feats = _features(task, chunk, ft.tokenizer, T, labels)
+        logits = predict_logits(ft.model, feats)
+        if task.kind == "token":
+            width = feats["input_ids"].shape[-1]
+            pred = np.concatenate([np.pad(x.argmax(-1), ((0, 0), (0, width - x.shape[1])),
+                                          constant_values=IGNORE_INDEX) for x in logits])
+            values += word_predictions(feats, pred, labels)
+        elif task.kind == "regression":
+            values += [f"{v:.6g}" for v in np.concatenate([x[:, 0] for x in logits])]
+        elif task.kind == "choice":
+            values += [str(int(v)) for v in np.concatenate([x.argmax(-1) for x in logits])]
+        else:
+            values += [labels[int(i)] for i in np.concatenate([x.argmax(-1) for x in logits])]
     if task.kind == "token":
-        T = data.dev["input_ids"].shape[-1]
-        pred = np.concatenate([np.pad(x.argmax(-1), ((0, 0), (0, T - x.shape[1])), constant_values=IGNORE_INDEX)
-                               for x in logits])
-        tags = word_predictions(data.dev, pred, data.labels)
-        text = "\n".join("".join(f"{w}\t{t}\n" for w, t in zip(e.words, s)) for e, s in zip(data.dev_examples, tags))
-        write_output(out, text)
-        return len(tags)
-    if task.kind == "regression":
-        values = [f"{v:.6g}" for v in np.concatenate([x[:, 0] for x in logits])]
-    elif task.kind == "choice":
-        values = [str(int(v)) for v in np.concatenate([x.argmax(-1) for x in logits])]
+        write_output(out, "\n".join("".join(f"{w}\t{t}\n" for w, t in zip(e.words, s))
+                                     for e, s in zip(examples, values)))
     else:
-        values = [data.labels[int(i)] for i in np.concatenate([x.argmax(-1) for x in logits])]
-    write_output(out, _with_labels(path, task, values))
+        write_output(out, _with_labels(path, task, values))
     return len(values)
 
 
 def _with_labels(path: Path, task, values: list[str]) -> str:
     """The input file again, its label column holding `values` (added if the file had none)."""
-    from minibert.finetune.readers import _glue_columns, swag_rows
+    from minibert.finetune.readers import LINE_BYTES, _glue_columns, swag_rows
     from minibert.io.textio import iter_lines
 
     if task.format == "swag":
@@ -208,7 +218,7 @@ def _with_labels(path: Path, task, values: list[str]) -> str:
         buffer = io.StringIO()
         csv.writer(buffer, lineterminator="\n").writerows([header, *body])
         return buffer.getvalue()
-    lines = [line.rstrip("\r\n") for line in iter_lines(path)]
+    lines = [line.rstrip("\r\n") for line in iter_lines(path, LINE_BYTES)]
     header = lines[0].split("\t")
     _, _, label = _glue_columns(header, task.format == "glue-single", f"{path}:1")
     if label is None:
@@ -223,6 +233,9 @@ def _with_labels(path: Path, task, values: list[str]) -> str:
 
 
 def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
+    """predictions.json, nbest.json (and null_odds.json for 2.0) in `out`, CHUNK questions at a
+    time: their windows, logits and n-best lists are held for one chunk only (nbest.json is
+    written as it is made), so memory does not grow with the number of questions."""
     from minibert.finetune import squad
     from minibert.finetune.run import predict_logits
     from minibert.finetune.squad_run import saved_setting
@@ -230,23 +243,44 @@ def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
 
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file; for SQuAD it is a directory (predictions.json, null_odds.json)")
-    source = _squad_source(ft, path, labelled=False)
-    T = source.dev["input_ids"].shape[1]
-    logits = np.concatenate([np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
-                             for x in predict_logits(ft.model, source.dev)])  # (N, T, 2)
-    threshold = saved_setting(ft.saved, "best", "best_f1_thresh", 0.0, str(ft.directory / rundir.RUN_FILE)) \
-        if source.version_2 else 0.0
-    preds, nbest, null_odds = squad.postprocess(source.dev_examples, source.dev_features,
-                                                (logits[..., 0], logits[..., 1]), do_lower_case=source.do_lower_case,
-                                                version_2=source.version_2, null_score_diff_threshold=threshold)
-    files = {"predictions.json": preds, "nbest.json": nbest, **({"null_odds.json": null_odds} if source.version_2 else {})}
-    for name in files:
+    where = str(ft.directory / rundir.RUN_FILE)
+    task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
+    examples, stats = squad.read_squad(path, is_training=False)
+    version_2 = bool(task.get("version_2", stats.version_2))
+    windows = dict(max_seq_length=_max_seq_length(ft, 384), is_training=False,
+                   doc_stride=saved_setting(ft.saved, "task", "doc_stride", 128, where),
+                   max_query_length=saved_setting(ft.saved, "task", "max_query_length", 64, where))
+    threshold = saved_setting(ft.saved, "best", "best_f1_thresh", 0.0, where) if version_2 else 0.0
+    names = ["predictions.json", "nbest.json", *(["null_odds.json"] if version_2 else [])]
+    for name in names:
         check_output(out / name, inputs=[path])
+    preds, null_odds = {}, {}
+
+    def write_nbest(file: Path) -> None:  # the same text as json.dumps(nbest, indent=2), one chunk at a time
+        with open(file, "w", encoding="utf-8") as f:
+            f.write("{")
+            for start in range(0, len(examples), CHUNK):
+                chunk = examples[start:start + CHUNK]
+                features = squad.convert_examples_to_features(chunk, ft.tokenizer, **windows)
+                dev = squad.stack_features(features)
+                T = dev["input_ids"].shape[1]
+                logits = np.concatenate([np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
+                                         for x in predict_logits(ft.model, dev)])  # (N, T, 2)
+                p, nbest, odds = squad.postprocess(chunk, features, (logits[..., 0], logits[..., 1]),
+                                                   do_lower_case=ft.model.do_lower_case, version_2=version_2,
+                                                   null_score_diff_threshold=threshold)
+                preds.update(p)
+                null_odds.update(odds)
+                f.write(("," if start else "") + json.dumps(nbest, indent=2)[1:-2])
+            f.write("\n}\n" if examples else "}\n")
+
     made = None if out.exists() else next(p for p in (out, *out.parents) if p.parent.exists())  # the top one made
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for name, obj in files.items():
-            write_output(out / name, json.dumps(obj, indent=2) + "\n")
+        write_output(out / "nbest.json", write_nbest)
+        write_output(out / "predictions.json", json.dumps(preds, indent=2) + "\n")
+        if version_2:
+            write_output(out / "null_odds.json", json.dumps(null_odds, indent=2) + "\n")
     except BaseException:
         if made is not None:  # a failed write (a full disk) leaves no empty folder behind
             shutil.rmtree(made, ignore_errors=True)

@@ -80,6 +80,9 @@ def _glue_columns(header: list[str], single: bool, where: str) -> tuple[int, int
                      f"one of {expected}")
 
 
+LINE_BYTES = 1 << 20  # a task file's line holds one example: 1 MiB is thousands of times BERT's 512 tokens
+
+
 def _header_names(header: list[str], where: str) -> dict[str, int]:
     """{column name: index}; a name twice is an error (which of the two columns is meant?)."""
     names: dict[str, int] = {}
@@ -102,7 +105,7 @@ def read_glue(path, single: bool) -> list[TextExample]:
     Example: the file `f.tsv` holding "label<TAB>sentence", "1<TAB>a fine film" gives
     [TextExample(text_a='a fine film', text_b=None, label='1', where='f.tsv:2')].
     """
-    rows = iter(iter_lines(path))
+    rows = iter(iter_lines(path, LINE_BYTES))
     header_line = next(rows, None)
     if header_line is None or not header_line.strip():
         raise ValueError(f"{path}:1: empty file (or empty first line); expected a header line "
@@ -165,7 +168,7 @@ def read_conll(path) -> list[TaggedExample]:
         words.clear()
         tags.clear()
 
-    for lineno, line in enumerate(iter_lines(path), start=1):
+    for lineno, line in enumerate(iter_lines(path, LINE_BYTES), start=1):
         line = line.rstrip("\r\n")
         if not line.strip():
             end_sentence()

@@ -96,14 +96,14 @@ def test_a_5000_digit_answer_start_in_a_squad_file(work, decoy, capsys):
 
 # --- text files ---------------------------------------------------------------------------------
 
-def test_a_30_mb_conll_line_gives_a_short_error_line(work, decoy, capsys):
+def test_a_30_mb_conll_line_is_refused_unread_and_a_long_one_quoted_short(work, decoy, capsys):
     (work / "big.conll").write_text("x" * 30_000_000 + "\n", encoding="utf-8")
     refused(work, decoy, ["evaluate", "{w}/tag", "--format", "conll", "--data", "{w}/big.conll"],
-            "expected a word and a tag", capsys)
-    err_line = capsys.readouterr().err  # (run_refused read it; the length is checked here on a fresh run)
-    assert main(["evaluate", str(work / "tag"), "--format", "conll", "--data", str(work / "big.conll")]) == 1
+            "big.conll line 1 is longer than 1,048,576 bytes", capsys)
+    (work / "long.conll").write_text("x" * 500_000 + "\n", encoding="utf-8")  # under the cap: quoted, cut short
+    assert main(["evaluate", str(work / "tag"), "--format", "conll", "--data", str(work / "long.conll")]) == 1
     err_line = capsys.readouterr().err.strip()
-    assert len(err_line) < 500 and "30,000,000 characters" in err_line, err_line[:600]
+    assert len(err_line) < 500 and "500,000 characters" in err_line and "long.conll:1" in err_line, err_line[:600]
 
 
 @pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
@@ -176,6 +176,50 @@ def test_a_blank_swag_row_shifts_no_prediction(work, capsys):
                  str(work / "p.csv")]) == 0
     lines = (work / "p.csv").read_text().splitlines()
     assert len(lines) == 3 and lines[2] == alone  # ROW2's prediction, in ROW2's row
+
+
+@pytest.mark.parametrize("fmt", ["swag", "glue-single", "conll"])
+def test_predict_file_in_chunks_writes_what_one_chunk_writes(fmt, work, monkeypatch, capsys):
+    """predict --file holds the features of CHUNK examples at a time; with chunks of 2 the output
+    file is byte for byte the one of a single chunk."""
+    from minibert.finetune import evaluate
+
+    if fmt == "swag":
+        model, path = "mc", _swag(work, [ROW1, ROW2, ROW1, "", ROW2, ROW2])
+    elif fmt == "conll":
+        model, path = "tag", work / "t.conll"
+        _config(work / "tag/config.json", id2label={"0": "O", "1": "B-person", "2": "I-person"},
+                label2id={"O": 0, "B-person": 1, "I-person": 2})
+        path.write_text("john\nvisited\n\nparis\n\nthe\nfilm\nwas\ngood\n\nbad\n\ndull\n", encoding="utf-8")
+    else:
+        model, path = "cls", work / "unlabelled.tsv"
+        path.write_text("sentence\n" + "".join(f"the film was {w}\n" for w in ("good", "bad", "dull", "fun", "great")))
+    outputs = []
+    for chunk in (10_000, 2):
+        monkeypatch.setattr(evaluate, "CHUNK", chunk)
+        out = work / f"p{chunk}.txt"
+        assert main(["predict", str(work / model), "--format", fmt, "--file", str(path), "--out", str(out)]) == 0
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] and len(outputs[0].splitlines()) >= 5
+
+
+def test_squad_predictions_in_chunks_are_those_of_one_chunk(work, monkeypatch, capsys):
+    from minibert.finetune import evaluate
+
+    _qa_run(work, {})
+    questions = [(f"q{i}", q, "john visited paris", "john", 0) for i, q in
+                 enumerate(["who visited paris", "who was good", "what was dull", "who", "paris"])]
+    (work / "squad/five.json").write_text(json.dumps(_squad(questions)), encoding="utf-8")
+    got = []
+    for chunk in (10_000, 2):
+        monkeypatch.setattr(evaluate, "CHUNK", chunk)
+        assert main(["predict", str(work / "qa"), "--file", str(work / "squad/five.json"), "--out",
+                     str(work / f"p{chunk}")]) == 0
+        got.append({name: (work / f"p{chunk}" / name).read_bytes()
+                    for name in ("predictions.json", "nbest.json", "null_odds.json")})
+    assert got[0] == got[1]
+    assert len(json.loads(got[0]["nbest.json"])) == 5 and json.loads(got[0]["predictions.json"]).keys() == \
+        {f"q{i}" for i in range(5)}
 
 
 def test_evaluate_refuses_a_swag_file_without_labels(work, decoy, capsys):
