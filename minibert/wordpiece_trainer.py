@@ -43,7 +43,7 @@ from pathlib import Path
 from minibert.io import outputs
 from minibert.io.progress import Progress
 from minibert.io.textio import read_text
-from minibert.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize, save_vocab
+from minibert.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize
 
 MERGE_RULES = ("score", "frequency")
 
@@ -439,7 +439,7 @@ def cli(argv: list[str]) -> int:
         vocab = train_wordpiece(args.files, args.vocab_size, do_lower_case=not args.cased,
                                 merge_rule=args.merge_rule, min_frequency=args.min_frequency,
                                 limit_alphabet=args.limit_alphabet, verbose=args.verbose)
-        path = save_vocab(vocab, args.out)
+        path = outputs.write_output(args.out, "".join(t + "\n" for t in vocab))  # vocab.txt; a FIFO is written into
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

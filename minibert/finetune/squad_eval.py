@@ -103,8 +103,8 @@ def load_id_map(path, kind, what: str, expected: str) -> dict:
         raise ValueError(f"{what} {path} must be a JSON object {{question id: value}}, "
                          f"got {type(data).__name__}")
     for qid, value in data.items():
-        if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, float) and not
-                                                                    math.isfinite(value)):  # NaN: never above a threshold
+        finite = not isinstance(value, float) or math.isfinite(value)  # NaN is never above a threshold
+        if not isinstance(value, kind) or isinstance(value, bool) or not finite:
             raise ValueError(f"{what} {path}: the value for question id {shown(str(qid), 80)} is "
                              f"{shown(repr(value), 80)}, expected {expected}")
     return data

@@ -449,7 +449,8 @@ def weight_files(directory: Path) -> list[Path]:
             raise ValueError(f"{index}: weight_map must be a non-empty object {{tensor name: file}}")
         bad = next((v for v in weight_map.values() if not isinstance(v, str)), None)
         if bad is not None:  # a list or an object cannot even be compared with the others
-            raise ValueError(f"{index}: weight_map value {json.dumps(bad)[:100]} must be a shard's file name (a string)")
+            raise ValueError(f"{index}: weight_map value {json.dumps(bad)[:100]} must be a shard's file name "
+                             f"(a string)")
         names = sorted(set(weight_map.values()))
         for name in names:
             if not isinstance(name, str) or Path(name).name != name or not name.endswith(".safetensors"):

@@ -77,9 +77,9 @@ class T5TrainConfig(Settings):
                              f"{PRESETS[self.preset]['max_position_embeddings']}")
         if not self.minutes > 0:
             raise ValueError(f"--minutes must be positive, got {self.minutes}")
-        if not self.lr > 0 or self.warmup < 0 or self.save_every < 0 or self.seed < 0:
-            raise ValueError(f"--lr must be positive and --warmup, --save-every, --seed >= 0 (got {self.lr:g}, "
-                             f"{self.warmup}, {self.save_every}, {self.seed})")
+        if not 0 < self.lr < float("inf") or self.warmup < 0 or self.save_every < 0 or self.seed < 0:
+            raise ValueError(f"--lr must be positive and finite, and --warmup, --save-every, --seed >= 0 (got "
+                             f"{self.lr:g}, {self.warmup}, {self.save_every}, {self.seed})")
 
 
 def _fast() -> bool:

@@ -250,3 +250,21 @@ def test_a_symlinked_metrics_file_is_not_appended_to(paused, decoy, capsys):
     main(["finetune", "--resume", str(paused), "--quiet"])
     capsys.readouterr()
     assert _listing(decoy) == before
+
+
+def test_vocab_writes_into_a_fifo_and_ablate_leaves_no_folder_in_a_run(paused, decoy, capsys):
+    w = paused.parent
+    fifo = w / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, encoding="utf-8").read()), daemon=True)
+    reader.start()
+    rc = main(["vocab", "--files", str(w / "sst/train.tsv"), "--vocab-size", "40", "--out", str(fifo)])
+    if rc != 0:
+        open(fifo, "w").close()
+    reader.join(timeout=60)
+    assert rc == 0 and stat.S_ISFIFO(os.stat(fifo).st_mode) and got[0].startswith("[PAD]\n")
+    refused(w, decoy, ["ablate", "tasks", "--steps", "1", "--seeds", "1", "--tasks", "nextsent", "--out",
+                       "{w}/ft/ab"], "lies inside the run directory", capsys)
+    assert not (paused / "ab").exists()  # not even an empty folder
+    refused(w, decoy, ["train-t5", "--lr", "inf", "--out", "{w}/t5"], "--lr must be positive and finite", capsys)
