@@ -42,7 +42,7 @@ from pathlib import Path
 
 from minibert.io import outputs
 from minibert.io.progress import Progress
-from minibert.io.textio import read_text
+from minibert.io.textio import read_text, refuse_special_file
 from minibert.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize
 
 MERGE_RULES = ("score", "frequency")
@@ -372,6 +372,7 @@ def count_words(files, do_lower_case: bool = True) -> dict[str, int]:
     """
     counts: dict[str, int] = {}
     for path in files:
+        refuse_special_file(path)  # /dev/zero is not "not found"
         if not Path(path).is_file():
             raise FileNotFoundError(f"corpus file not found: {path}")
         for line in read_text(path).splitlines():

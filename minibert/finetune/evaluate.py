@@ -93,7 +93,7 @@ def _labels(ft: Finetuned, task) -> list[str] | None:
 
 def _read(task, path: Path, labelled: bool) -> list:
     """The examples of `path` in the task's format; unlabelled CoNLL (words only) when predicting."""
-    from minibert.finetune.readers import LINE_BYTES, TaggedExample, read_conll
+    from minibert.finetune.readers import LINE_BYTES, TaggedExample, read_conll, text_line
     from minibert.finetune.tasks import read_examples
     from minibert.io.textio import iter_lines, refuse_special_file
 
@@ -103,6 +103,7 @@ def _read(task, path: Path, labelled: bool) -> list:
     if task.format == "conll" and not labelled:
         sentences, words, first = [], [], 0
         for lineno, line in enumerate(iter_lines(path, LINE_BYTES), start=1):
+            line = text_line(line, f"{path}:{lineno}")
             word = line.split("\t")[0].strip() if "\t" in line else (line.split() or [""])[0]
             if not word:
                 if words:

@@ -83,6 +83,16 @@ def _glue_columns(header: list[str], single: bool, where: str) -> tuple[int, int
 LINE_BYTES = 1 << 20  # a task file's line holds one example: 1 MiB is thousands of times BERT's 512 tokens
 
 
+def text_line(line: str, where: str) -> str:
+    """A line without its line end; a carriage return left inside it means lines that end in CR
+    alone (classic Mac OS), which read as one long line: an error, not one strange example."""
+    line = line.rstrip("\r\n")
+    if "\r" in line:
+        raise ValueError(f"{where}: lines end in a carriage return alone (\\r), not \\n or \\r\\n; convert the "
+                         f"file (tr '\\r' '\\n' < in > out)")
+    return line
+
+
 def _header_names(header: list[str], where: str) -> dict[str, int]:
     """{column name: index}; a name twice is an error (which of the two columns is meant?)."""
     names: dict[str, int] = {}
@@ -110,14 +120,12 @@ def read_glue(path, single: bool) -> list[TextExample]:
     if header_line is None or not header_line.strip():
         raise ValueError(f"{path}:1: empty file (or empty first line); expected a header line "
                          "such as label<TAB>sentence")
-    if "\r" in header_line.rstrip("\r\n"):  # lines ended by CR alone (classic Mac OS): all one line to us
-        raise ValueError(f"{path}:1: lines end in a carriage return alone (\\r), not \\n or \\r\\n; convert the "
-                         f"file (tr '\\r' '\\n' < in > out)")
+    header_line = text_line(header_line, f"{path}:1")
     header = header_line.rstrip("\r\n").split("\t")
     a, b, label = _glue_columns(header, single, f"{path}:1")
     examples = []
     for lineno, line in enumerate(rows, start=2):
-        line = line.rstrip("\r\n")
+        line = text_line(line, f"{path}:{lineno}")
         if not line.strip():
             continue
         fields = line.split("\t")
@@ -169,7 +177,7 @@ def read_conll(path) -> list[TaggedExample]:
         tags.clear()
 
     for lineno, line in enumerate(iter_lines(path, LINE_BYTES), start=1):
-        line = line.rstrip("\r\n")
+        line = text_line(line, f"{path}:{lineno}")
         if not line.strip():
             end_sentence()
         elif not line.startswith("-DOCSTART-"):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from minibert.inspect import attention_maps, fill_mask, plot_attention
 from minibert.io import outputs
-from minibert.io.textio import check_argument
+from minibert.io.textio import check_argument, refuse_special_file
 from minibert.nsp_baseline import FEATURES, nsp_overlap_baseline
 
 
@@ -32,6 +32,7 @@ def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
 
     run_dir = Path(run_dir)
     for f in ("config.json", "model.safetensors", "vocab.txt"):
+        refuse_special_file(run_dir / f)  # a FIFO or a device is named as such, not "not found"
         if not (run_dir / f).is_file():
             raise ValueError(f"{run_dir / f} not found; expected a saved model directory such as runs/tiny "
                              f"(train one with `make train-tiny`)")
