@@ -228,3 +228,27 @@ def test_evaluate_refuses_a_swag_file_without_labels(work, decoy, capsys):
             capsys)
     assert main(["predict", str(work / "mc"), "--format", "swag", "--file", str(work / "swag.csv"), "--out",
                  str(work / "p.csv")]) == 0  # predicting needs none
+
+
+# --- found by issue 48's own probe ----------------------------------------------------------------
+
+def test_a_conll_file_with_carriage_returns_alone(work, decoy, capsys):
+    (work / "cr.conll").write_bytes(b"john\tB-person\rvisited\tO\r\rparis\tO\r")
+    _config(work / "tag/config.json", id2label={"0": "O", "1": "B-person", "2": "I-person"},
+            label2id={"O": 0, "B-person": 1, "I-person": 2})
+    refused(work, decoy, ["evaluate", "{w}/tag", "--format", "conll", "--data", "{w}/cr.conll"],
+            "cr.conll:1: lines end in a carriage return alone", capsys)
+    refused(work, decoy, ["predict", "{w}/tag", "--format", "conll", "--file", "{w}/cr.conll", "--out", "{w}/p"],
+            "cr.conll:1: lines end in a carriage return alone", capsys)
+
+
+def test_a_device_or_fifo_where_a_vocab_or_config_is_read_is_named_as_such(work, decoy, capsys):
+    refused(work, decoy, ["tokenize", "--vocab", "/dev/zero", "the film"], "/dev/zero: not a regular file", capsys)
+    refused(work, decoy, ["vocab", "--files", "/dev/zero", "--out", "{w}/v.txt"], "/dev/zero: not a regular file",
+            capsys)
+    (work / "cls/vocab.txt").unlink()
+    os.symlink("/dev/zero", work / "cls/vocab.txt")
+    refused(work, decoy, ["predict", "{w}/cls", "the film"], "vocab.txt: not a regular file", capsys)
+    (work / "pre/config.json").unlink()
+    os.mkfifo(work / "pre/config.json")
+    refused(work, decoy, ["fill-mask", "{w}/pre", "the [MASK] was good"], "config.json: not a regular file", capsys)
