@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
 import shutil
 from pathlib import Path
@@ -203,34 +202,37 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
     return len(values)
 
 
-def _with_labels(path: Path, task, values: list[str]) -> str:
-    """The input file again, its label column holding `values` (added if the file had none)."""
+def _with_labels(path: Path, task, values: list[str]):
+    """write(file): the input file again, its label column holding `values` (added if the file had
+    none), written row by row as the input is read again (never the whole text in memory)."""
     from minibert.finetune.readers import LINE_BYTES, _glue_columns, swag_rows
     from minibert.io.textio import iter_lines
 
-    if task.format == "swag":
-        rows = [row for _, row in swag_rows(path)]  # the rows read_swag read: blank ones skipped by both
-        header, body = rows[0], rows[1:]
-        if "label" not in header:
-            header, body = header + ["label"], [r + [""] for r in body]
-        col = header.index("label")
-        for row, value in zip(body, values):
-            row[col] = value
-        buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerows([header, *body])
-        return buffer.getvalue()
-    lines = [line.rstrip("\r\n") for line in iter_lines(path, LINE_BYTES)]
-    header = lines[0].split("\t")
-    _, _, label = _glue_columns(header, task.format == "glue-single", f"{path}:1")
-    if label is None:
-        header, label = header + ["label"], len(header)
-    body = [line.split("\t") for line in lines[1:] if line.strip()]
-    out = ["\t".join(header)]
-    for fields, value in zip(body, values):
-        fields = fields + [""] * (len(header) - len(fields))
-        fields[label] = value
-        out.append("\t".join(fields))
-    return "\n".join(out) + "\n"
+    def write(file: Path) -> None:
+        with open(file, "w", encoding="utf-8", newline="") as f:
+            if task.format == "swag":
+                rows = swag_rows(path)  # the rows read_swag read: blank ones skipped by both
+                header = next(rows)[1]
+                col = header.index("label") if "label" in header else len(header)
+                writer = csv.writer(f, lineterminator="\n")
+                writer.writerow(header if col < len(header) else header + ["label"])
+                for (_, row), value in zip(rows, values):
+                    row = row + [""] * (col + 1 - len(row))
+                    row[col] = value
+                    writer.writerow(row)
+                rows.close()  # restores csv's field limit now, not when the generator is collected
+                return
+            lines = (line.rstrip("\r\n") for line in iter_lines(path, LINE_BYTES))
+            header = next(lines).split("\t")
+            _, _, label = _glue_columns(header, task.format == "glue-single", f"{path}:1")
+            if label is None:
+                header, label = header + ["label"], len(header)
+            f.write("\t".join(header) + "\n")
+            for fields, value in zip((line.split("\t") for line in lines if line.strip()), values):
+                fields = fields + [""] * (len(header) - len(fields))
+                fields[label] = value
+                f.write("\t".join(fields) + "\n")
+    return write
 
 
 def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
