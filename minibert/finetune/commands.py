@@ -262,8 +262,7 @@ def predict_cli(argv: list[str]) -> int:
     from minibert.finetune.squad_run import saved_setting
 
     positions = model.config.max_position_embeddings
-    T = saved_setting(saved, "task", "max_seq_length", min(128, positions), str(Path(args.model_dir) / "run.json"),
-                      limit=positions)
+    T = min(saved_setting(saved, "task", "max_seq_length", 128, str(Path(args.model_dir) / "run.json")), positions)
     if model.task == "qa":
         from minibert.finetune.squad_run import predict_answer
         return predict_answer(model, tokenizer, args.question, args.context, saved)

@@ -76,12 +76,11 @@ def file_task(ft: Finetuned, fmt: str | None):
 
 
 def _max_seq_length(ft: Finetuned, default: int) -> int:
-    """run.json's max_seq_length, at most the model's positions (a larger one allocated gigabytes)."""
+    """run.json's max_seq_length (checked), at most the model's positions (a million allocated gigabytes)."""
     from minibert.finetune.squad_run import saved_setting
 
-    positions = ft.model.config.max_position_embeddings
-    return saved_setting(ft.saved, "task", "max_seq_length", min(default, positions),
-                         str(ft.directory / rundir.RUN_FILE), limit=positions)
+    value = saved_setting(ft.saved, "task", "max_seq_length", default, str(ft.directory / rundir.RUN_FILE))
+    return min(value, ft.model.config.max_position_embeddings)
 
 
 def _labels(ft: Finetuned, task) -> list[str] | None:

@@ -109,15 +109,18 @@ def build_squad_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     return FinetuneRun(cfg, model, source, tokenizer, info, verbose)
 
 
-def saved_setting(saved: dict, section: str, key: str, default, where: str = "run.json", limit: int = 1 << 20):
+SETTING_LIMIT = 1 << 20  # a window setting beyond this is no run's: refused before anything is allocated from it
+
+
+def saved_setting(saved: dict, section: str, key: str, default, where: str = "run.json"):
     """A setting of the fine-tuning run (run.json's task or best scores), checked: a positive
     integer for the window settings, a finite number for the threshold; anything else is an error
     naming the file and the field (not a TypeError from int([1]) or float(None))."""
     block = saved.get(section) if isinstance(saved.get(section), dict) else {}
     value = block.get(key, default)
     if isinstance(default, int):
-        ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= limit
-        need = f"a positive integer (at most {limit})"
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= SETTING_LIMIT
+        need = f"a positive integer (at most {SETTING_LIMIT})"
     else:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
         need = "a finite number"
@@ -136,9 +139,8 @@ def predict_answer(model, tokenizer, question: str | None, context: str | None, 
     doc_tokens, _ = squad.split_passage(context)
     example = squad.SquadExample("q", question, doc_tokens, None, None, None, False, [])
     features = squad.convert_examples_to_features(
-        [example], tokenizer, max_seq_length=saved_setting(saved, "task", "max_seq_length",
-                                                 min(384, model.config.max_position_embeddings),
-                                                 limit=model.config.max_position_embeddings),
+        [example], tokenizer,
+        max_seq_length=min(saved_setting(saved, "task", "max_seq_length", 384), model.config.max_position_embeddings),
         doc_stride=saved_setting(saved, "task", "doc_stride", 128),
         max_query_length=saved_setting(saved, "task", "max_query_length", 64), is_training=False)
     batch = squad.stack_features(features)

@@ -71,7 +71,7 @@ SQUAD_RUN_CASES = {
     "doc_stride text": ({"doc_stride": "abc"}, None, 'task.doc_stride is "abc", expected a positive integer'),
     "max_query_length null": ({"max_query_length": None}, None, "task.max_query_length is null"),
     "max_seq_length 1e6": ({"max_seq_length": 1e6}, None, "task.max_seq_length is 1000000.0"),
-    "max_seq_length a million": ({"max_seq_length": 1_000_000}, None, "at most 64"),
+    "max_seq_length ten million": ({"max_seq_length": 10_000_000}, None, "at most 1048576"),
     "best_f1_thresh a list": ({}, {"best_f1_thresh": [1]}, "best.best_f1_thresh is [1], expected a finite number"),
 }
 
