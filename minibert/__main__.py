@@ -118,6 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\n{name}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:  # an input larger than this machine: one line too (the traceback says no more)
+        if os.environ.get("MINIBERT_TRACEBACK"):
+            raise
+        print(f"error: {name} ran out of memory; the input or the model is larger than this machine holds",
+              file=sys.stderr)
+        return 1
     except (ValueError, OSError) as e:  # bad input or a failing disk: one line, not a traceback
         if os.environ.get("MINIBERT_TRACEBACK"):
             raise

@@ -38,6 +38,7 @@ from minibert.io.atomic import atomic_write, write_text_atomic
 from minibert.io.jsonfile import read_json, read_json_object
 from minibert.io.tensorfile import (PICKLE_SUFFIXES, check_finite, load_tensors, read_safetensors_header, refuse_pickle,
                                     save_tensors_atomic)
+from minibert.io.textio import refuse_special_file
 from minibert.model import ACTIVATIONS, HEAD_GROUPS, BertConfig, param_shapes
 
 CONFIG_NAME = "config.json"
@@ -447,7 +448,11 @@ def weight_files(directory: Path) -> list[Path]:
         weight_map = read_json_object(index).get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
             raise ValueError(f"{index}: weight_map must be a non-empty object {{tensor name: file}}")
-        names = sorted(set(weight_map.values()), key=str)
+        bad = next((v for v in weight_map.values() if not isinstance(v, str)), None)
+        if bad is not None:  # a list or an object cannot even be compared with the others
+            raise ValueError(f"{index}: weight_map value {json.dumps(bad)[:100]} must be a shard's file name "
+                             f"(a string)")
+        names = sorted(set(weight_map.values()))
         for name in names:
             if not isinstance(name, str) or Path(name).name != name or not name.endswith(".safetensors"):
                 raise ValueError(f"{index}: shard {name!r} must be a .safetensors file in {directory}")
@@ -497,6 +502,7 @@ def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
     except ValueError as e:
         raise ValueError(f"{weights}: {e}") from None
     vocab = directory / VOCAB_NAME
+    refuse_special_file(vocab)  # a vocab.txt that is a device or a FIFO is named as such, not as missing
     if arch in TASK_HEADS and TASK_HEADS[arch][0] + ".w" not in params:
         raise ValueError(f"{weights}: config.json says {arch} but the file has no {TASK_HEADS[arch][1]} tensors")
     return Pretrained(config, params, arch, vocab if vocab.is_file() else None, read_casing(directory),

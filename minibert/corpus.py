@@ -40,6 +40,8 @@ import time
 from collections import namedtuple
 from pathlib import Path
 
+from minibert.io import outputs
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / "data" / "pydoc"
 HELDOUT_PERCENT = 5
@@ -414,6 +416,8 @@ def cli(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     try:
+        if args.out:
+            outputs.check_output(args.out, kind="dir")
         paths = build_default_corpus(args.out, args.vocab_size, args.force, args.merge_rule)
     except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -107,6 +107,7 @@ class BertConfig:
             raise ValueError(f"layer_norm_eps={self.layer_norm_eps} must be > 0 (BERT: 1e-12)")
         if self.initializer_range < 0:
             raise ValueError(f"initializer_range={self.initializer_range} must be >= 0 (BERT: 0.02)")
+        check_memory(self)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -139,6 +140,22 @@ def param_shapes(cfg: BertConfig) -> dict[str, tuple]:
     shapes.update({"pool.w": (C, C), "pool.b": (C,), "mlm.dense.w": (C, C), "mlm.dense.b": (C,),
                    "mlm.ln.w": (C,), "mlm.ln.b": (C,), "mlm.bias": (V,), "nsp.w": (C, 2), "nsp.b": (2,)})
     return shapes
+
+
+def check_memory(cfg: BertConfig) -> None:
+    """Refuse a config whose parameters do not fit the memory available now, before anything is
+    allocated: its float32 weights and init's float64 draw (with two temporaries) of the largest
+    table. A config within SIZE_LIMITS can still ask for 512 GiB (vocab 4M x hidden 16384)."""
+    from minibert.native.malloc import available_memory
+
+    shapes = param_shapes(cfg).values()
+    n = sum(math.prod(s) for s in shapes)
+    need = 4 * n + 3 * 8 * max(math.prod(s) for s in shapes)
+    available = available_memory()
+    if available is not None and need > available:
+        raise ValueError(f"this config has {n:,} parameters: {need / 2**30:.1f} GiB to build, more than the "
+                         f"{available / 2**30:.1f} GiB of memory available (vocab_size {cfg.vocab_size:,}, "
+                         f"hidden_size {cfg.hidden_size:,}, {cfg.num_hidden_layers} layers)")
 
 
 def check_params(params: dict, expected: dict[str, tuple], owner: str = "") -> None:

@@ -26,6 +26,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from minibert.io import outputs
 from minibert.io.jsonfile import read_json_object
 from minibert.pretraining_data import (CLS, DEFAULT_FLAGS, FEATURE_NAMES, MASK, PACKINGS, PAD, SEP, UNMASKED_NAME,
                                        check_mask_shares, check_packing, create_training_instances, format_stats,
@@ -403,6 +404,7 @@ def cli(argv: list[str]) -> int:
                    help="instances per .npz shard (about 45 MB each at T=128)")
     a = p.parse_args(argv)
     try:
+        outputs.check_output(a.out, inputs=[*a.corpus, a.vocab], kind="dir")
         build_pretraining_data(a.corpus, a.vocab, a.out, max_seq_length=a.max_seq_length,
                                max_predictions_per_seq=a.max_predictions_per_seq,
                                masked_lm_prob=a.masked_lm_prob, short_seq_prob=a.short_seq_prob,

@@ -31,7 +31,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
-from minibert.io.textio import check_argument, read_text
+from minibert.io.textio import check_argument, read_text, refuse_special_file
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 200  # Google's value (HF uses 100)
@@ -213,6 +213,7 @@ def load_vocab(path: str | Path) -> list[str]:
     or a vocab without [UNK].
     """
     path = Path(path)
+    refuse_special_file(path)  # /dev/zero is not "not found"
     if not path.is_file():
         raise FileNotFoundError(f"vocab file not found: {path}")
     text = read_text(path)

@@ -40,9 +40,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from minibert.io import outputs
 from minibert.io.progress import Progress
-from minibert.io.textio import read_text
-from minibert.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize, save_vocab
+from minibert.io.textio import read_text, refuse_special_file
+from minibert.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize
 
 MERGE_RULES = ("score", "frequency")
 
@@ -371,6 +372,7 @@ def count_words(files, do_lower_case: bool = True) -> dict[str, int]:
     """
     counts: dict[str, int] = {}
     for path in files:
+        refuse_special_file(path)  # /dev/zero is not "not found"
         if not Path(path).is_file():
             raise FileNotFoundError(f"corpus file not found: {path}")
         for line in read_text(path).splitlines():
@@ -434,10 +436,11 @@ def cli(argv: list[str]) -> int:
     t0 = time.perf_counter()
     try:
         check_output_file(args.out)  # before training, which can take minutes
+        outputs.check_output(args.out, inputs=args.files)
         vocab = train_wordpiece(args.files, args.vocab_size, do_lower_case=not args.cased,
                                 merge_rule=args.merge_rule, min_frequency=args.min_frequency,
                                 limit_alphabet=args.limit_alphabet, verbose=args.verbose)
-        path = save_vocab(vocab, args.out)
+        path = outputs.write_output(args.out, "".join(t + "\n" for t in vocab))  # vocab.txt; a FIFO is written into
     except (OSError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -23,6 +23,7 @@ from minibert.finetune.recipes import init_hidden_size, recipe
 from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
 from minibert.checkpoint import read_casing
 from minibert.io.hub import resolve_model_dir
+from minibert.io import outputs
 from minibert.loop import engine, rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 
@@ -198,6 +199,8 @@ def cli(argv: list[str]) -> int:
             print(f"recipe ({name}; docs/finetuning.md): " + ", ".join(f"{k} {v:g}" for k, v in defaulted.items()))
     cfg.validate()  # every setting, before anything is written
     cfg.verify = args.verify
+    if not args.resume and cfg.init != "none" and Path(cfg.init).is_dir():  # --overwrite would delete the model
+        outputs.check_output(cfg.out, inputs=[cfg.init], kind="run")
     with rundir.RunLock(cfg.out):  # one writer per run directory
         if not args.resume:
             _check_out_dir(Path(cfg.out), args.overwrite)
@@ -261,7 +264,10 @@ def predict_cli(argv: list[str]) -> int:
         n = predict_file(ft, args.file, args.out, args.format)
         print(f"wrote {n:,} predictions to {args.out}")
         return 0
-    T = int(saved.get("task", {}).get("max_seq_length", 128))
+    from minibert.finetune.squad_run import saved_setting
+
+    positions = model.config.max_position_embeddings
+    T = min(saved_setting(saved, "task", "max_seq_length", 128, str(Path(args.model_dir) / "run.json")), positions)
     if model.task == "qa":
         from minibert.finetune.squad_run import predict_answer
         return predict_answer(model, tokenizer, args.question, args.context, saved)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import argparse
 import csv
-import io
 import json
+import shutil
 from pathlib import Path
 from typing import NamedTuple
 
@@ -76,9 +76,11 @@ def file_task(ft: Finetuned, fmt: str | None):
 
 
 def _max_seq_length(ft: Finetuned, default: int) -> int:
-    task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
-    value = task.get("max_seq_length", default)
-    return value if isinstance(value, int) and value > 0 else default
+    """run.json's max_seq_length (checked), at most the model's positions (a million allocated gigabytes)."""
+    from minibert.finetune.squad_run import saved_setting
+
+    value = saved_setting(ft.saved, "task", "max_seq_length", default, str(ft.directory / rundir.RUN_FILE))
+    return min(value, ft.model.config.max_position_embeddings)
 
 
 def _labels(ft: Finetuned, task) -> list[str] | None:
@@ -89,15 +91,17 @@ def _labels(ft: Finetuned, task) -> list[str] | None:
 
 def _read(task, path: Path, labelled: bool) -> list:
     """The examples of `path` in the task's format; unlabelled CoNLL (words only) when predicting."""
-    from minibert.taskdata.readers import TaggedExample, read_conll
+    from minibert.taskdata.readers import LINE_BYTES, TaggedExample, read_conll, text_line
     from minibert.finetune.tasks import read_examples
-    from minibert.io.textio import iter_lines
+    from minibert.io.textio import iter_lines, refuse_special_file
 
+    refuse_special_file(path)  # /dev/zero never ends, a FIFO would be read twice (examples, then the output)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist" + (" (a directory: give the file)" if path.is_dir() else ""))
     if task.format == "conll" and not labelled:
         sentences, words, first = [], [], 0
-        for lineno, line in enumerate(iter_lines(path), start=1):
+        for lineno, line in enumerate(iter_lines(path, LINE_BYTES), start=1):
+            line = text_line(line, f"{path}:{lineno}")
             word = line.split("\t")[0].strip() if "\t" in line else (line.split() or [""])[0]
             if not word:
                 if words:
@@ -115,9 +119,9 @@ def _read(task, path: Path, labelled: bool) -> list:
         examples = read_examples(task, path, "dev")
     if not examples:
         raise ValueError(f"{path}: no examples")
-    if labelled and task.format in ("glue-single", "glue-pair") and any(e.label is None for e in examples):
-        raise ValueError(f"{path}: no label column (label, or the GLUE names); evaluate needs labels "
-                         f"(predict --file takes a file without them)")
+    if labelled and task.format in ("glue-single", "glue-pair", "swag") and any(e.label is None for e in examples):
+        raise ValueError(f"{path}: no label column ({'label' if task.format == 'swag' else 'label, or the GLUE names'}"
+                         f"); evaluate needs labels (predict --file takes a file without them)")
     return examples
 
 
@@ -132,14 +136,15 @@ def _task_data(ft: Finetuned, task, path: Path, labelled: bool):
 
 def _squad_source(ft: Finetuned, path: Path, labelled: bool):
     from minibert.finetune import squad, squad_eval
-    from minibert.finetune.squad_run import SquadSource
+    from minibert.finetune.squad_run import SquadSource, saved_setting
 
     task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
     examples, stats = squad.read_squad(path, is_training=False)
     version_2 = bool(task.get("version_2", stats.version_2))
     features = squad.convert_examples_to_features(
-        examples, ft.tokenizer, max_seq_length=_max_seq_length(ft, 384), doc_stride=int(task.get("doc_stride", 128)),
-        max_query_length=int(task.get("max_query_length", 64)), is_training=False)
+        examples, ft.tokenizer, max_seq_length=_max_seq_length(ft, 384), is_training=False,
+        doc_stride=saved_setting(ft.saved, "task", "doc_stride", 128, str(ft.directory / rundir.RUN_FILE)),
+        max_query_length=saved_setting(ft.saved, "task", "max_query_length", 64, str(ft.directory / rundir.RUN_FILE)))
     gold = squad_eval.load_gold(path) if labelled else {e.qas_id: [] for e in examples}
     return SquadSource({}, examples, features, gold, version_2, ft.model.do_lower_case)
 
@@ -155,87 +160,133 @@ def evaluate_file(ft: Finetuned, path: str | Path, fmt: str | None = None) -> di
     return ClassifierSource(_task_data(ft, task, path, labelled=True)).evaluate(ft.model)
 
 
+CHUNK = 2048  # examples whose features and logits are held at once by predict --file
+
+
 def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | None = None) -> int:
     """Predict every example of `path` and write them to `out` in the task's format -> the count."""
     from minibert.finetune.features import IGNORE_INDEX, word_predictions
     from minibert.finetune.run import predict_logits
-    from minibert.io.atomic import write_text_atomic
+    from minibert.io.outputs import check_output, write_output
 
     path, out = Path(path), Path(out)
     task = file_task(ft, fmt)
+    check_output(out, inputs=[path, ft.directory], kind="dir" if task is None else "file")
     if task is None:
         return _predict_squad(ft, path, out)
-    data = _task_data(ft, task, path, labelled=False)
-    logits = predict_logits(ft.model, data.dev)
+    from minibert.finetune.tasks import task_features
+
+    examples, labels = _read(task, path, labelled=False), _labels(ft, task)
+    T, values = _max_seq_length(ft, 128), []
+    for start in range(0, len(examples), CHUNK):  # features of one chunk at a time: memory does not grow with the file
+        chunk = examples[start:start + CHUNK]
+        feats = task_features(task, chunk, ft.tokenizer, T, labels)
+        logits = predict_logits(ft.model, feats)
+        if task.kind == "token":
+            width = feats["input_ids"].shape[-1]
+            pred = np.concatenate([np.pad(x.argmax(-1), ((0, 0), (0, width - x.shape[1])),
+                                          constant_values=IGNORE_INDEX) for x in logits])
+            values += word_predictions(feats, pred, labels)
+        elif task.kind == "regression":
+            values += [f"{v:.6g}" for v in np.concatenate([x[:, 0] for x in logits])]
+        elif task.kind == "choice":
+            values += [str(int(v)) for v in np.concatenate([x.argmax(-1) for x in logits])]
+        else:
+            values += [labels[int(i)] for i in np.concatenate([x.argmax(-1) for x in logits])]
     if task.kind == "token":
-        T = data.dev["input_ids"].shape[-1]
-        pred = np.concatenate([np.pad(x.argmax(-1), ((0, 0), (0, T - x.shape[1])), constant_values=IGNORE_INDEX)
-                               for x in logits])
-        tags = word_predictions(data.dev, pred, data.labels)
-        text = "\n".join("".join(f"{w}\t{t}\n" for w, t in zip(e.words, s)) for e, s in zip(data.dev_examples, tags))
-        write_text_atomic(out, text)
-        return len(tags)
-    if task.kind == "regression":
-        values = [f"{v:.6g}" for v in np.concatenate([x[:, 0] for x in logits])]
-    elif task.kind == "choice":
-        values = [str(int(v)) for v in np.concatenate([x.argmax(-1) for x in logits])]
+        write_output(out, "\n".join("".join(f"{w}\t{t}\n" for w, t in zip(e.words, s))
+                                     for e, s in zip(examples, values)))
     else:
-        values = [data.labels[int(i)] for i in np.concatenate([x.argmax(-1) for x in logits])]
-    write_text_atomic(out, _with_labels(path, task, values))
+        write_output(out, _with_labels(path, task, values))
     return len(values)
 
 
-def _with_labels(path: Path, task, values: list[str]) -> str:
-    """The input file again, its label column holding `values` (added if the file had none)."""
-    from minibert.taskdata.readers import glue_columns
-    from minibert.io.textio import iter_lines, read_text
+def _with_labels(path: Path, task, values: list[str]):
+    """write(file): the input file again, its label column holding `values` (added if the file had
+    none), written row by row as the input is read again (never the whole text in memory)."""
+    from minibert.taskdata.readers import LINE_BYTES, glue_columns, swag_rows
+    from minibert.io.textio import iter_lines
 
-    if task.format == "swag":
-        rows = list(csv.reader(io.StringIO(read_text(path), newline="")))
-        header, body = rows[0], [r for r in rows[1:] if r]
-        if "label" not in header:
-            header, body = header + ["label"], [r + [""] for r in body]
-        col = header.index("label")
-        for row, value in zip(body, values):
-            row[col] = value
-        buffer = io.StringIO()
-        csv.writer(buffer, lineterminator="\n").writerows([header, *body])
-        return buffer.getvalue()
-    lines = [line.rstrip("\r\n") for line in iter_lines(path)]
-    header = lines[0].split("\t")
-    _, _, label = glue_columns(header, task.format == "glue-single", f"{path}:1")
-    if label is None:
-        header, label = header + ["label"], len(header)
-    body = [line.split("\t") for line in lines[1:] if line.strip()]
-    out = ["\t".join(header)]
-    for fields, value in zip(body, values):
-        fields = fields + [""] * (len(header) - len(fields))
-        fields[label] = value
-        out.append("\t".join(fields))
-    return "\n".join(out) + "\n"
+    def write(file: Path) -> None:
+        with open(file, "w", encoding="utf-8", newline="") as f:
+            if task.format == "swag":
+                rows = swag_rows(path)  # the rows read_swag read: blank ones skipped by both
+                header = next(rows)[1]
+                col = header.index("label") if "label" in header else len(header)
+                writer = csv.writer(f, lineterminator="\n")
+                writer.writerow(header if col < len(header) else header + ["label"])
+                for (_, row), value in zip(rows, values):
+                    row = row + [""] * (col + 1 - len(row))
+                    row[col] = value
+                    writer.writerow(row)
+                rows.close()  # restores csv's field limit now, not when the generator is collected
+                return
+            lines = (line.rstrip("\r\n") for line in iter_lines(path, LINE_BYTES))
+            header = next(lines).split("\t")
+            _, _, label = glue_columns(header, task.format == "glue-single", f"{path}:1")
+            if label is None:
+                header, label = header + ["label"], len(header)
+            f.write("\t".join(header) + "\n")
+            for fields, value in zip((line.split("\t") for line in lines if line.strip()), values):
+                fields = fields + [""] * (len(header) - len(fields))
+                fields[label] = value
+                f.write("\t".join(fields) + "\n")
+    return write
 
 
 def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
+    """predictions.json, nbest.json (and null_odds.json for 2.0) in `out`, CHUNK questions at a
+    time: their windows, logits and n-best lists are held for one chunk only (nbest.json is
+    written as it is made), so memory does not grow with the number of questions."""
     from minibert.finetune import squad
     from minibert.finetune.run import predict_logits
-    from minibert.loop.rundir import write_json
+    from minibert.finetune.squad_run import saved_setting
+    from minibert.io.outputs import check_output, write_output
 
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file; for SQuAD it is a directory (predictions.json, null_odds.json)")
-    source = _squad_source(ft, path, labelled=False)
-    T = source.dev["input_ids"].shape[1]
-    logits = np.concatenate([np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
-                             for x in predict_logits(ft.model, source.dev)])  # (N, T, 2)
-    best = ft.saved.get("best") if isinstance(ft.saved.get("best"), dict) else {}
-    threshold = float(best.get("best_f1_thresh", 0.0)) if source.version_2 else 0.0
-    preds, nbest, null_odds = squad.postprocess(source.dev_examples, source.dev_features,
-                                                (logits[..., 0], logits[..., 1]), do_lower_case=source.do_lower_case,
-                                                version_2=source.version_2, null_score_diff_threshold=threshold)
-    out.mkdir(parents=True, exist_ok=True)
-    write_json(out / "predictions.json", preds)
-    write_json(out / "nbest.json", nbest)
-    if source.version_2:
-        write_json(out / "null_odds.json", null_odds)
+    where = str(ft.directory / rundir.RUN_FILE)
+    task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
+    examples, stats = squad.read_squad(path, is_training=False)
+    version_2 = bool(task.get("version_2", stats.version_2))
+    windows = dict(max_seq_length=_max_seq_length(ft, 384), is_training=False,
+                   doc_stride=saved_setting(ft.saved, "task", "doc_stride", 128, where),
+                   max_query_length=saved_setting(ft.saved, "task", "max_query_length", 64, where))
+    threshold = saved_setting(ft.saved, "best", "best_f1_thresh", 0.0, where) if version_2 else 0.0
+    names = ["predictions.json", "nbest.json", *(["null_odds.json"] if version_2 else [])]
+    for name in names:
+        check_output(out / name, inputs=[path])
+    preds, null_odds = {}, {}
+
+    def write_nbest(file: Path) -> None:  # the same text as json.dumps(nbest, indent=2), one chunk at a time
+        with open(file, "w", encoding="utf-8") as f:
+            f.write("{")
+            for start in range(0, len(examples), CHUNK):
+                chunk = examples[start:start + CHUNK]
+                features = squad.convert_examples_to_features(chunk, ft.tokenizer, **windows)
+                dev = squad.stack_features(features)
+                T = dev["input_ids"].shape[1]
+                logits = np.concatenate([np.pad(x, ((0, 0), (0, T - x.shape[1]), (0, 0)))
+                                         for x in predict_logits(ft.model, dev)])  # (N, T, 2)
+                p, nbest, odds = squad.postprocess(chunk, features, (logits[..., 0], logits[..., 1]),
+                                                   do_lower_case=ft.model.do_lower_case, version_2=version_2,
+                                                   null_score_diff_threshold=threshold)
+                preds.update(p)
+                null_odds.update(odds)
+                f.write(("," if start else "") + json.dumps(nbest, indent=2)[1:-2])
+            f.write("\n}\n" if examples else "}\n")
+
+    made = None if out.exists() else next(p for p in (out, *out.parents) if p.parent.exists())  # the top one made
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_output(out / "nbest.json", write_nbest)
+        write_output(out / "predictions.json", json.dumps(preds, indent=2) + "\n")
+        if version_2:
+            write_output(out / "null_odds.json", json.dumps(null_odds, indent=2) + "\n")
+    except BaseException:
+        if made is not None:  # a failed write (a full disk) leaves no empty folder behind
+            shutil.rmtree(made, ignore_errors=True)
+        raise
     return len(preds)
 
 
@@ -250,12 +301,14 @@ def evaluate_cli(argv: list[str]) -> int:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
+    from minibert.io.outputs import check_output, write_output
+
+    if args.out:  # before the model is loaded and the file scored
+        check_output(args.out, inputs=[args.data, args.model_dir])
     ft = load_finetuned(args.model_dir, args.verify)
     scores = evaluate_file(ft, args.data, args.format)
     print(f"{args.data}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                        for k, v in scores.items()))
     if args.out:
-        from minibert.io.atomic import write_text_atomic
-
-        write_text_atomic(Path(args.out), json.dumps({"file": str(args.data), **scores}, indent=1) + "\n")
+        write_output(args.out, json.dumps({"file": str(args.data), **scores}, indent=1) + "\n")
     return 0

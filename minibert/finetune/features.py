@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from minibert.io.textio import shown
 from minibert.taskdata.readers import label_id
 from minibert.tokenizer import truncate_pair
 
@@ -96,7 +97,7 @@ def _number(value: str, where: str) -> float:
     try:
         return float(value)
     except ValueError:
-        raise ValueError(f"{where}: label {value!r} is not a number (regression task)") from None
+        raise ValueError(f"{where}: label {shown(value)} is not a number (regression task)") from None
 
 
 def classification_features(examples, tokenizer, max_seq_length: int, labels,

@@ -21,11 +21,13 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import re
 import string
 import sys
 
 from minibert.io.jsonfile import read_json
+from minibert.io.textio import shown
 from minibert.taskdata.squad_files import iter_qas, require
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -57,9 +59,10 @@ def load_id_map(path, kind, what: str, expected: str) -> dict:
         raise ValueError(f"{what} {path} must be a JSON object {{question id: value}}, "
                          f"got {type(data).__name__}")
     for qid, value in data.items():
-        if not isinstance(value, kind) or isinstance(value, bool):
-            raise ValueError(f"{what} {path}: the value for question id {qid!r} is "
-                             f"{value!r}, expected {expected}")
+        finite = not isinstance(value, float) or math.isfinite(value)  # NaN is never above a threshold
+        if not isinstance(value, kind) or isinstance(value, bool) or not finite:
+            raise ValueError(f"{what} {path}: the value for question id {shown(str(qid), 80)} is "
+                             f"{shown(repr(value), 80)}, expected {expected}")
     return data
 
 
@@ -229,20 +232,23 @@ def cli(argv: list[str]) -> int:
                    help='predict "" if the no-answer score exceeds this (default 1.0)')
     p.add_argument("--out-file", "-o", default=None, help="write the JSON here instead of stdout")
     args = p.parse_args(argv)
+    from minibert.io.outputs import check_output, write_output
+
     try:
         if not -float("inf") < args.na_prob_thresh < float("inf"):  # NaN would never predict "", silently
             raise ValueError(f"--na-prob-thresh {args.na_prob_thresh} must be a finite number")
+        if args.out_file:
+            check_output(args.out_file, inputs=[args.data_file, args.pred_file, args.na_prob_file], flag="--out-file")
         gold = load_gold(args.data_file)
         preds = load_id_map(args.pred_file, str, "predictions file", "a string")
         na_probs = None
         if args.na_prob_file:
             na_probs = load_id_map(args.na_prob_file, (int, float), "no-answer file",
-                                   "a number")
+                                   "a finite number")
         out = evaluate(gold, preds, na_probs, args.na_prob_thresh, args.na_prob_file)
         text = json.dumps(out, indent=2)
         if args.out_file:
-            with open(args.out_file, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
+            write_output(args.out_file, text + "\n")
         else:
             print(text)
     except (OSError, ValueError) as e:

@@ -18,6 +18,8 @@ spans are worth; `predict` and `evaluate` answer at that threshold.
 """
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +108,27 @@ def build_squad_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     return FinetuneRun(cfg, model, source, tokenizer, info, verbose)
 
 
+SETTING_LIMIT = 1 << 20  # a window setting beyond this is no run's: refused before anything is allocated from it
+
+
+def saved_setting(saved: dict, section: str, key: str, default, where: str = "run.json"):
+    """A setting of the fine-tuning run (run.json's task or best scores), checked: a positive
+    integer for the window settings, a finite number for the threshold; anything else is an error
+    naming the file and the field (not a TypeError from int([1]) or float(None))."""
+    block = saved.get(section) if isinstance(saved.get(section), dict) else {}
+    value = block.get(key, default)
+    if isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool) and 0 < value <= SETTING_LIMIT
+        need = f"a positive integer (at most {SETTING_LIMIT})"
+    else:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        need = "a finite number"
+    if not ok:
+        raise ValueError(f"{where}: {section}.{key} is {json.dumps(value)[:100]}, expected {need}; the fine-tuning "
+                         f"run wrote it, so the file was edited: fix or remove that field")
+    return value
+
+
 def predict_answer(model, tokenizer, question: str | None, context: str | None, saved: dict) -> int:
     """`predict OUT_DIR --question Q --context C`: the answer span (or "no answer") and its score,
     with the windows the passage was cut into."""
@@ -115,14 +138,14 @@ def predict_answer(model, tokenizer, question: str | None, context: str | None, 
     doc_tokens, _ = squad.split_passage(context)
     example = squad.SquadExample("q", question, doc_tokens, None, None, None, False, [])
     features = squad.convert_examples_to_features(
-        [example], tokenizer, max_seq_length=int(task.get("max_seq_length", 384)),
-        doc_stride=int(task.get("doc_stride", 128)), max_query_length=int(task.get("max_query_length", 64)),
-        is_training=False)
+        [example], tokenizer,
+        max_seq_length=min(saved_setting(saved, "task", "max_seq_length", 384), model.config.max_position_embeddings),
+        doc_stride=saved_setting(saved, "task", "doc_stride", 128),
+        max_query_length=saved_setting(saved, "task", "max_query_length", 64), is_training=False)
     batch = squad.stack_features(features)
     start, end = model.forward(batch["input_ids"], batch["segment_ids"], batch["input_mask"])  # (N, T) each
     version_2 = bool(task.get("version_2", False))
-    best = saved.get("best") or {}
-    threshold = float(best.get("best_f1_thresh", 0.0)) if version_2 else 0.0
+    threshold = saved_setting(saved, "best", "best_f1_thresh", 0.0) if version_2 else 0.0
     preds, nbest, null_odds = squad.postprocess([example], features, (start, end), do_lower_case=model.do_lower_case,
                                                 version_2=version_2, null_score_diff_threshold=threshold)
     for f in features:  # which words of the passage each window holds

@@ -56,6 +56,9 @@ def transformer_folder(path: Path) -> Path:
             if not isinstance(sub, str) or Path(sub).is_absolute() or ".." in Path(sub).parts:
                 raise ValueError(f"{modules_file}: the Transformer module's path {sub!r} must be a folder inside "
                                  f"{path}")
+            if not (path / sub).is_dir():  # said before anything else looks for vocab.txt or config.json in it
+                raise ValueError(f"{modules_file} puts the Transformer module in {sub!r}, but {path / sub} is not a "
+                                 f"folder: the sentence-transformers folder is incomplete")
             return path / sub
     raise ValueError(f"{modules_file} has no {TRANSFORMER_MODULE} module: not a BERT sentence-transformers folder")
 

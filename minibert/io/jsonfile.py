@@ -24,6 +24,11 @@ def parse_json(text: str, where: str) -> Any:
         raise ValueError(f"{where}: the JSON is nested too deeply to read") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{where} is not valid JSON: {e}") from None
+    except ValueError as e:  # Python's own limit: "Exceeds the limit (4300 digits) for integer string conversion"
+        raise ValueError(f"{where} holds a number too long to read (more than Python's 4300 digits; {e}): no "
+                         f"setting or id of minibert's is that large") from None
+    except MemoryError:
+        raise ValueError(f"{where}: not enough memory to read this JSON") from None
 
 
 def read_json(path: str | Path, what: str = "") -> Any:

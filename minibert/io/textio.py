@@ -72,19 +72,37 @@ def read_text(path: str | os.PathLike) -> str:
         raise ValueError(_bad_byte_message(f"{path} line {lineno}", line, e.start - start)) from None
 
 
-def iter_lines(path: str | os.PathLike) -> Iterator[str]:
+def iter_lines(path: str | os.PathLike, max_bytes: int | None = None) -> Iterator[str]:
     """Lines of a file split on "\\n" only (as Google's tf.gfile readline), each keeping its
-    "\\n"; strict UTF-8, checked line by line, so a large corpus is never held in memory."""
+    "\\n"; strict UTF-8, checked line by line, so a large corpus is never held in memory.
+    `max_bytes`: a longer line is an error naming it, read no further than the limit (an 80 MB
+    line is never held whole)."""
     refuse_special_file(path)
     try:
         f = open(path, "rb")
     except OSError as e:
         raise _open_error(path, e) from e
     with f:
-        for lineno, raw in enumerate(f, start=1):
+        lines = iter(f) if max_bytes is None else iter(lambda: f.readline(max_bytes + 2), b"")
+        for lineno, raw in enumerate(lines, start=1):
+            if max_bytes is not None and len(raw.rstrip(b"\r\n")) > max_bytes:
+                raise ValueError(f"{path} line {lineno} is longer than {max_bytes:,} bytes; a line of this file "
+                                 f"holds one example (BERT reads at most 512 tokens of it)")
             if lineno == 1 and raw.startswith(BOM):
                 raw = raw[len(BOM):]
             yield decode_line(raw, path, lineno)
+
+
+def shown(text: str, limit: int = 200) -> str:
+    """`text` quoted for an error message, at most `limit` characters of it: a 30 MB line must not
+    become a 30 MB error line.
+
+    >>> shown("x" * 300, 10)
+    "'xxxxxxxxxx'... (300 characters)"
+    """
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 def check_argument(text: str, name: str = "text") -> str:

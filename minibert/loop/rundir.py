@@ -30,10 +30,11 @@ import json
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
-from minibert.io import jsonfile
+from minibert.io import jsonfile, outputs
 from minibert.io.jsonfile import read_json
 from minibert.io.atomic import atomic_write, write_error, write_text_atomic
 from minibert.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
@@ -71,11 +72,11 @@ def checkpoint_step(directory: str | Path) -> int | None:
 
 def checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     """The complete checkpoints of a run, as (step, directory), oldest first."""
-    root = Path(run_dir) / CHECKPOINTS
+    root = own_entry(run_dir, Path(run_dir) / CHECKPOINTS)  # a link: never read, written or pruned
     if not root.is_dir():
         return []
     found = [(int(m.group(1)), int(m.group(2) or 0), p) for p in root.iterdir()
-             if p.is_dir() and (m := _STEP_DIR.match(p.name))]
+             if p.is_dir() and not p.is_symlink() and (m := _STEP_DIR.match(p.name))]
     return [(step, p) for step, _, p in sorted(found)]
 
 
@@ -97,7 +98,7 @@ def clean_interrupted_saves(run_dir: str | Path) -> list[Path]:
     run_dir = Path(run_dir)
     removed = []
     for folder in (run_dir, run_dir / CHECKPOINTS, *(run_dir / d for d in PUBLISHED_DIRS)):
-        if not folder.is_dir():
+        if not folder.is_dir() or folder.is_symlink():
             continue
         for p in folder.iterdir():
             if _TMP_DIR.match(p.name) or (p.is_file() and _TMP_FILE.match(p.name)):
@@ -117,6 +118,7 @@ def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path
     CheckpointError for a failing disk)."""
     run_dir = Path(run_dir)
     root = run_dir / CHECKPOINTS
+    own_entry(run_dir, root)
     again = 0
     while (root / step_dir_name(step, again)).exists():
         again += 1
@@ -157,12 +159,27 @@ def _publish(run_dir: Path, checkpoint: Path) -> None:
     names = [*PUBLISHED, *(f"{d}/{name}" for d in PUBLISHED_DIRS if (checkpoint / d).is_dir() for name in PUBLISHED)]
     for name in names:
         src = checkpoint / name
+        own_entry(run_dir, run_dir / name)
         if src.is_file():
             try:
                 _copy(src, run_dir / name)
             except OSError as e:
                 raise CheckpointError(e.errno, f"the checkpoint {checkpoint} is complete, but its {name} could not "
                                                f"be copied to {run_dir}: {e.strerror or e}") from None
+
+
+def own_entry(run_dir: str | Path, path: str | Path) -> Path:
+    """`path` (inside `run_dir`) if no folder on the way to it, nor itself, is a symbolic link: a
+    run writes and deletes only its own entries, never through a link to somewhere else. A link
+    is an error that names it."""
+    run_dir, path = Path(run_dir), Path(path)
+    p = path
+    while p != run_dir and p != p.parent:
+        if p.is_symlink():
+            raise ValueError(f"{p} is a symbolic link; a run writes only its own files, never through a link "
+                             f"(remove the link, or choose another --out)")
+        p = p.parent
+    return path
 
 
 def _copy(src: Path, dest: Path) -> None:
@@ -203,6 +220,8 @@ RUN_OUTPUTS = (METRICS_FILE, CURVES_FILE, "eval_results.json", CHECKPOINTS, STAT
                *PUBLISHED_DIRS)
 FINISHED = ("done", "budget")  # trainer_state.json "status" of a run that ran to its end
 OLD_FINETUNE_FILE = "finetune.json"  # where fine-tuning runs of older minibert kept their settings
+# the entries of a run no other output may replace, even one written by the run's own lock holder
+RUN_OWNED = (RUN_FILE, OLD_FINETUNE_FILE, ".lock", *RUN_OUTPUTS)
 
 
 class RunInfo(NamedTuple):
@@ -276,14 +295,15 @@ class RunLock:
             return self
         if self.dir.exists() and not self.dir.is_dir():
             raise ValueError(f"output directory {self.dir} is a file; choose another --out")
+        outputs.check_output(self.dir, kind="run")  # not inside another run
         self._made = not self.dir.exists()
         self.dir.mkdir(parents=True, exist_ok=True)
-        f = open(self.dir / LOCK_FILE, "a+", encoding="utf-8")
+        f = _open_lock(self.dir / LOCK_FILE)
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             f.seek(0)
-            holder = f.read().strip() or "unknown"
+            holder = f.read(40).strip() or "unknown"
             f.close()
             raise ValueError(f"{self.dir} is in use by another minibert process (pid {holder}); wait for it to "
                              f"finish, or choose another --out") from None
@@ -292,6 +312,7 @@ class RunLock:
         f.write(f"{os.getpid()}\n")
         f.flush()
         self._file = f
+        outputs.hold(self.dir, RUN_OWNED)
         return self
 
     def __exit__(self, kind, *exc) -> None:
@@ -299,6 +320,7 @@ class RunLock:
             return
         import fcntl
 
+        outputs.release(self.dir)
         if kind is not None and self._made and not _holds_files(self.dir):  # refused before the first write
             (self.dir / LOCK_FILE).unlink(missing_ok=True)
             try:
@@ -308,6 +330,25 @@ class RunLock:
         fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
         self._file.close()
         self._file = None
+
+
+def _open_lock(path: Path):
+    """The lock file, opened without following a link (a `.lock` that is a symbolic link would
+    have the pid written into the file it points to, outside the run) and only if it is a regular
+    file (a FIFO would block, a device is not a lock)."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except OSError as e:
+        if os.path.islink(path):
+            raise ValueError(f"{path} is a symbolic link, not minibert's lock file; remove it (nothing outside the "
+                             f"run is written through it)") from None
+        raise ValueError(f"cannot open the lock file {path}: {e.strerror or e}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path} is not a regular file (a FIFO, a device or a directory), so it cannot be the "
+                         f"run's lock; remove it")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "r+", encoding="utf-8")
 
 
 def _holds_files(d: Path) -> bool:
@@ -431,9 +472,10 @@ def truncate_jsonl(path: Path, step: int) -> int:
 
 
 def append_jsonl(path: Path, record: dict) -> None:
-    """Append one record; a full disk is an error naming the file."""
+    """Append one record; a full disk is an error naming the file; a link is not followed."""
     try:
-        with open(path, "a", encoding="utf-8") as f:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+        with open(fd, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
     except OSError as e:
         raise write_error(path, e) from None

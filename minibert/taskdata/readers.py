@@ -15,10 +15,11 @@ import csv
 import io
 import re
 from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 
-from minibert.io.textio import iter_lines, read_text
+from minibert.io.textio import iter_lines, read_text, shown
 
 
 @dataclass
@@ -63,7 +64,7 @@ LABEL_COLUMNS = ("label", "gold_label", "Quality", "is_duplicate", "score")
 def glue_columns(header: list[str], single: bool, where: str) -> tuple[int, int | None, int | None]:
     """Indices of (text_a, text_b, label) in the header; text_b None when single, label None
     when the file has no label column (a test set)."""
-    names = {name: i for i, name in enumerate(header)}
+    names = _header_names(header, where)
     label = next((names[c] for c in LABEL_COLUMNS if c in names), None)
     if single:
         a = next((names[c] for c in SINGLE_COLUMNS if c in names), None)
@@ -79,6 +80,31 @@ def glue_columns(header: list[str], single: bool, where: str) -> tuple[int, int 
                      f"one of {expected}")
 
 
+LINE_BYTES = 1 << 20  # a task file's line holds one example: 1 MiB is thousands of times BERT's 512 tokens
+
+
+def text_line(line: str, where: str) -> str:
+    """A line without its line end; a carriage return left inside it means lines that end in CR
+    alone (classic Mac OS), which read as one long line: an error, not one strange example."""
+    line = line.rstrip("\r\n")
+    if "\r" in line:
+        raise ValueError(f"{where}: lines end in a carriage return alone (\\r), not \\n or \\r\\n; convert the "
+                         f"file (tr '\\r' '\\n' < in > out)")
+    return line
+
+
+def _header_names(header: list[str], where: str) -> dict[str, int]:
+    """{column name: index}; a name twice is an error (which of the two columns is meant?)."""
+    names: dict[str, int] = {}
+    for i, name in enumerate(header):
+        key = name.strip()
+        if key in names:
+            raise ValueError(f"{where}: the header names column {shown(key, 60)} twice (columns {names[key] + 1} "
+                             f"and {i + 1}); rename one")
+        names[key] = i
+    return names
+
+
 def read_glue(path, single: bool) -> list[TextExample]:
     """A GLUE-style TSV: a header line, then one example per line, fields split on tabs only.
 
@@ -89,16 +115,17 @@ def read_glue(path, single: bool) -> list[TextExample]:
     Example: the file `f.tsv` holding "label<TAB>sentence", "1<TAB>a fine film" gives
     [TextExample(text_a='a fine film', text_b=None, label='1', where='f.tsv:2')].
     """
-    rows = iter(iter_lines(path))
+    rows = iter(iter_lines(path, LINE_BYTES))
     header_line = next(rows, None)
     if header_line is None or not header_line.strip():
         raise ValueError(f"{path}:1: empty file (or empty first line); expected a header line "
                          "such as label<TAB>sentence")
+    header_line = text_line(header_line, f"{path}:1")
     header = header_line.rstrip("\r\n").split("\t")
     a, b, label = glue_columns(header, single, f"{path}:1")
     examples = []
     for lineno, line in enumerate(rows, start=2):
-        line = line.rstrip("\r\n")
+        line = text_line(line, f"{path}:{lineno}")
         if not line.strip():
             continue
         fields = line.split("\t")
@@ -108,7 +135,7 @@ def read_glue(path, single: bool) -> list[TextExample]:
                              f"{len(header)} as in the header {header}")
         value = None if label is None else fields[label].strip()
         if value == "":
-            raise ValueError(f"{where}: empty label in column {header[label]!r}")
+            raise ValueError(f"{where}: empty label in column {shown(header[label])}")
         examples.append(TextExample(fields[a], None if b is None else fields[b], value, where))
     return examples
 
@@ -124,9 +151,9 @@ def _conll_line(line: str, where: str) -> tuple[str, str]:
     fields = line.split("\t") if "\t" in line else line.split()
     fields = [f.strip() for f in fields]
     if len(fields) < 2 or not fields[0] or not fields[-1]:
-        raise ValueError(f"{where}: expected a word and a tag (word<TAB>tag), got {line!r}")
+        raise ValueError(f"{where}: expected a word and a tag (word<TAB>tag), got {shown(line)}")
     if not _BIO.fullmatch(fields[-1]):
-        raise ValueError(f"{where}: tag {fields[-1]!r} is not BIO (O, B-TYPE or I-TYPE)")
+        raise ValueError(f"{where}: tag {shown(fields[-1])} is not BIO (O, B-TYPE or I-TYPE)")
     return fields[0], fields[-1]
 
 
@@ -149,8 +176,8 @@ def read_conll(path) -> list[TaggedExample]:
         words.clear()
         tags.clear()
 
-    for lineno, line in enumerate(iter_lines(path), start=1):
-        line = line.rstrip("\r\n")
+    for lineno, line in enumerate(iter_lines(path, LINE_BYTES), start=1):
+        line = text_line(line, f"{path}:{lineno}")
         if not line.strip():
             end_sentence()
         elif not line.startswith("-DOCSTART-"):
@@ -176,23 +203,41 @@ def read_swag(path) -> list[ChoiceExample]:
     Example: sent1 "A man sits down.", sent2 "He", ending0 "smiles." gives context
     "A man sits down." and endings[0] "He smiles.".
     """
-    reader = csv.reader(io.StringIO(read_text(path), newline=""))
-    header = next(reader, None)
+    rows = swag_rows(path)
+    _, header = next(rows, (1, None))
     if not header:
         raise ValueError(f"{path}:1: empty file; expected a SWAG header with {', '.join(SWAG_COLUMNS)}, label")
-    names = {name.strip(): i for i, name in enumerate(header)}
+    names = _header_names(header, f"{path}:1")
     missing = [c for c in SWAG_COLUMNS if c not in names]
     if missing:
-        raise ValueError(f"{path}:1: SWAG header lacks column(s) {', '.join(missing)} (header: {header})")
-    examples = []
-    while True:
-        lineno = reader.line_num + 1  # a quoted field may span lines: the record's first line
-        row = next(reader, None)
-        if row is None:
-            return examples
-        if not any(field.strip() for field in row):
-            continue
-        examples.append(_swag_example(row, names, len(header), f"{path}:{lineno}"))
+        raise ValueError(f"{path}:1: SWAG header lacks column(s) {', '.join(missing)} (header: {shown(str(header))})")
+    return [_swag_example(row, names, len(header), f"{path}:{lineno}") for lineno, row in rows]
+
+
+SWAG_FIELD_LIMIT = 1 << 22  # 4 MiB: a field above it is refused (Python's csv stops at 128 KiB with a traceback)
+
+
+def swag_rows(path) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of a SWAG CSV: the header first, then every row that holds anything
+    (a blank row, or one of empty fields such as `,,,,`, is skipped), the line number of the row's
+    first line (a quoted field may span lines). `read_swag` and the predictions of
+    `predict --file` read a file through this one function, so they skip the same rows."""
+    reader = csv.reader(io.StringIO(read_text(path), newline=""))
+    previous = csv.field_size_limit(SWAG_FIELD_LIMIT)
+    try:
+        while True:
+            lineno = reader.line_num + 1
+            try:
+                row = next(reader, None)
+            except csv.Error as e:
+                raise ValueError(f"{path}:{lineno}: not a readable CSV row ({shown(str(e), 100)}); a field may "
+                                 f"hold at most {SWAG_FIELD_LIMIT:,} characters") from None
+            if row is None:
+                return
+            if lineno == 1 or any(field.strip() for field in row):
+                yield lineno, row
+    finally:
+        csv.field_size_limit(previous)
 
 
 def _swag_example(row: list[str], names: dict, width: int, where: str) -> ChoiceExample:
@@ -203,7 +248,7 @@ def _swag_example(row: list[str], names: dict, width: int, where: str) -> Choice
     if "label" in names:
         value = row[names["label"]].strip()
         if value not in ("0", "1", "2", "3"):
-            raise ValueError(f"{where}: label {value!r} is not one of 0, 1, 2, 3")
+            raise ValueError(f"{where}: label {shown(value)} is not one of 0, 1, 2, 3")
         label = int(value)
     return ChoiceExample(row[names["sent1"]], endings, label, where)
 
@@ -232,7 +277,7 @@ def label_list(examples) -> list[str]:
 def label_id(label: str, index: dict[str, int], where: str) -> int:
     """The id of `label`; ValueError naming the line and the known labels if train never had it."""
     if label not in index:
-        raise ValueError(f"{where}: label {label!r} does not occur in the train file; "
+        raise ValueError(f"{where}: label {shown(label)} does not occur in the train file; "
                          f"known labels: {', '.join(index)}")
     return index[label]
 

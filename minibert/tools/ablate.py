@@ -364,8 +364,7 @@ def run(plan: Plan) -> int:
     out = Path(plan.out)
     check_settings(plan, variants, downstream, out)
     _check_plan(plan, out)
-    out.mkdir(parents=True, exist_ok=True)
-    with RunLock(out):
+    with RunLock(out):  # makes the folder, after checking that it lies in no other run
         return _run(plan, study, variants, downstream, notes, out)
 
 

@@ -839,12 +839,14 @@ def cli(argv: list[str]) -> int:
     if not threads_list:
         ap.error(f"--threads {args.threads}: every count is above this machine's {cores} cores")
     reps = args.reps or (3 if args.quick else 7)
+    from minibert.io.outputs import check_output, write_output
+
+    check_output(args.json, inputs=[args.data, args.vocab], flag="--json")  # before minutes of benchmarks
     started = time.perf_counter()
     report = {"machine": {"cores": cores, "threads": threads_list, "platform": platform.platform(),
                           "python": platform.python_version(), "numpy": np.__version__},
               "quick": args.quick, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "sections_s": {}}
     from minibert.backend import backend_name
-    from minibert.io.atomic import write_text_atomic
     from minibert.tools.bench_profile import cpu_description
 
     report["machine"]["cpu"] = cpu_description()
@@ -854,7 +856,7 @@ def cli(argv: list[str]) -> int:
           f"\nCPU: {report['machine']['cpu']}", flush=True)
 
     def save() -> Path:
-        return write_text_atomic(args.json, json.dumps(report, indent=2, default=float) + "\n")
+        return write_output(args.json, json.dumps(report, indent=2, default=float) + "\n")
 
     global checkpoint
     checkpoint = save

@@ -98,7 +98,7 @@ def export_jsonl(data_dir, out: str | Path, *, vocab=None, masking: str = "stati
                  progress=None) -> int:
     """Write `epochs` passes over the data (at most `limit` sequences, 0 = all) to `out`,
     atomically. -> the number of lines written."""
-    from minibert.io.atomic import atomic_write
+    from minibert.io.outputs import write_output
     from minibert.shards import BatchIterator
 
     if epochs < 1 or limit < 0:
@@ -120,7 +120,7 @@ def export_jsonl(data_dir, out: str | Path, *, vocab=None, masking: str = "stati
                 if progress:
                     progress(i + 1, total, count)
 
-    atomic_write(out, write)
+    write_output(out, write)
     return count
 
 
@@ -148,6 +148,7 @@ def cli(argv: list[str]) -> int:
             bar.append(Progress("export", total, "batches"))
         bar[0].update(done, f"{lines:,} sequences")
 
+    from minibert.io.outputs import check_output
     from minibert.loop.rundir import RUN_FILE, RunLock
 
     if args.seed is not None and args.seed < 0:  # NumPy's own error named no setting
@@ -159,6 +160,9 @@ def cli(argv: list[str]) -> int:
     run = Path(args.source)
     lock = RunLock(run) if (run / RUN_FILE).is_file() else contextlib.nullcontext()
     with lock:  # a run still training, or a second export into it, is refused
+        check_output(args.out, inputs=[args.source])  # not over the source's own files
+        if args.data_cache:  # shards may be generated there
+            check_output(args.data_cache, kind="dir", flag="--data-cache")
         src = source(args.source, args.split, args.masking, args.seed, args.data_cache)
         n = export_jsonl(src.data, args.out, vocab=src.vocab, masking=src.masking, seed=src.seed,
                          batch_size=src.batch_size, drop_remainder=src.drop_remainder, epochs=args.epochs,

@@ -9,12 +9,14 @@ minibert/nsp_baseline.py; this module reads the run directory and prints."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
 
 from minibert.inspect import attention_maps, fill_mask, plot_attention
-from minibert.io.textio import check_argument
+from minibert.io import outputs
+from minibert.io.textio import check_argument, refuse_special_file
 from minibert.nsp_baseline import FEATURES, nsp_overlap_baseline
 
 
@@ -30,6 +32,7 @@ def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
 
     run_dir = Path(run_dir)
     for f in ("config.json", "model.safetensors", "vocab.txt"):
+        refuse_special_file(run_dir / f)  # a FIFO or a device is named as such, not "not found"
         if not (run_dir / f).is_file():
             raise ValueError(f"{run_dir / f} not found; expected a saved model directory such as runs/tiny "
                              f"(train one with `make train-tiny`)")
@@ -81,6 +84,8 @@ def attention_cli(argv: list[str]) -> int:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
+    from minibert.loop.rundir import RunLock
+
     try:
         text = check_argument(" ".join(args.text))
         if not text.strip():  # maps of [CLS] [SEP] alone show nothing
@@ -91,7 +96,10 @@ def attention_cli(argv: list[str]) -> int:
             raise ValueError(f"output directory {out} is a file; choose another --out")
         model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
         result = attention_maps(model, tokenizer, text, pair)
-        paths = plot_attention(result, out)
+        run = Path(args.run_dir)  # the maps go into the run's own attention/ (the default) only under its lock
+        with RunLock(run) if outputs.is_run_dir(run) and outputs.inside(out, run) else contextlib.nullcontext():
+            outputs.check_output(out, inputs=[args.run_dir], kind="dir")
+            paths = plot_attention(result, out)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -121,6 +129,8 @@ def nsp_baseline_cli(argv: list[str]) -> int:
             raise ValueError(f"--max-train {args.max_train} must be at least 1")
         # the run file names the corpus and a data cache: shards are read where the run recorded them, and
         # generated again (from a corpus that hashes to the run's data) only into --data-cache
+        if args.data_cache:  # shards are generated there: not inside a run, nor onto a file
+            outputs.check_output(args.data_cache, kind="dir", flag="--data-cache")
         cfg = dataclasses.replace(resume_config(args.run_dir, {}), data_cache=args.data_cache or DEFAULT_DATA_CACHE)
         dirs = run_data_dirs(Path(args.run_dir), cfg)
         if dirs.heldout is None:

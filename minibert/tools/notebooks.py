@@ -34,6 +34,8 @@ import sys
 import traceback
 from pathlib import Path
 
+from minibert.io.outputs import check_output, write_output
+
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 LESSONS = ROOT / "lessons"
 BACKEND = "module://minibert.tools.notebooks"
@@ -98,8 +100,7 @@ def to_notebook(source: str) -> dict:
 
 
 def write_notebook(nb: dict, path: Path) -> Path:
-    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return path
+    return write_output(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,6 +269,7 @@ def cli(argv: list[str]) -> int:
         print(f"{path.name}: {'ran' if ok else 'stopped at an error'}, {count_images(nb)} pictures")
         return 0 if ok else 1
     out_dir = Path(args.out) if args.out else LESSONS
+    check_output(out_dir, kind="dir")  # not inside a run, not a file
     out_dir.mkdir(parents=True, exist_ok=True)
     failed = []
     for src in lesson_paths(args.lessons):

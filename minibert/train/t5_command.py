@@ -80,9 +80,9 @@ class T5TrainConfig(RunSettings):
                              f"{PRESETS[self.preset]['max_position_embeddings']}")
         if not self.minutes > 0:
             raise ValueError(f"--minutes must be positive, got {self.minutes}")
-        if not self.lr > 0 or self.warmup_steps < 0 or self.checkpoint_interval < 0 or self.seed < 0:
-            raise ValueError(f"--lr must be positive and --warmup-steps, --checkpoint-interval, --seed >= 0 (got "
-                             f"{self.lr:g}, {self.warmup_steps}, {self.checkpoint_interval}, {self.seed})")
+        if not 0 < self.lr < float("inf") or self.warmup_steps < 0 or self.checkpoint_interval < 0 or self.seed < 0:
+            raise ValueError(f"--lr must be positive and finite, and --warmup-steps, --checkpoint-interval, --seed >= 0 "
+                             f"(got {self.lr:g}, {self.warmup_steps}, {self.checkpoint_interval}, {self.seed})")
 
 
 # ---------------------------------------------------------------------------------------------
