@@ -193,7 +193,8 @@ def check_first_piece_labels(fn):
             course.equal("no words", list(fn([], [])), [])]
 
 
-my_head_backward = ex.grade(1, my_head_backward, check_head_backward, paths=("dpooled", "dW", "db"))
+my_head_backward = ex.grade(1, my_head_backward, check_head_backward, paths=("dpooled", "dW", "db"),
+                            refuses=("layers.linear_backward", "kernels.linear_backward"))
 my_first_piece_labels = ex.grade(2, my_first_piece_labels, check_first_piece_labels)
 dpooled_mine, dW_mine, db_mine = my_head_backward(dlogits, pooled, model.params["cls.w"])
 assert np.allclose(dW_mine, ref_grads["cls.w"], rtol=1e-10, atol=1e-14)  # section 1's model agrees
