@@ -251,3 +251,17 @@ def check_best_span(fn):
 
 my_max_context_score = ex.grade(1, my_max_context_score, check_max_context_score)
 my_best_span = ex.grade(2, my_best_span, check_best_span)
+
+# %% [markdown]
+# ## Recap
+# - A passage longer than the window is cut into overlapping windows; a token is scored in the
+#   window where it has the most context on both sides (the max-context rule of exercise 1).
+# - The head is one `(C, 2)` linear layer: a start and an end score per token; the answer is the
+#   best pair with start <= end within the length limit (exercise 2).
+# - `[CLS]` stands for "no answer"; a threshold on null score minus best span score, tuned on
+#   dev, decides. Swept, it runs from "always no answer" to "always answer".
+#
+# **Next: lesson 15**, whether the pretrained encoder mattered, against a random-init control.
+
+# %%
+print("lesson 14 passed")

@@ -268,15 +268,6 @@ assert nsp_in > 1.4 * nsp_random and nsp_auc > 0.65  # NSP: the topic shortcut
 assert abs(sop_in - sop_swapped) < 0.1 * sop_in and abs(sop_auc - 0.5) < 0.1  # SOP: none
 
 # %% [markdown]
-# ## Recap
-# ALBERT spends its parameters differently (one block, a thin vocabulary table) but not its
-# compute, and replaces a pair task that word overlap largely separates (AUC about 0.8 here) with
-# one where overlap carries no information (about 0.5): what is left to learn is the order of the text.
-# `python -m minibert train-tiny --preset albert-tiny` pretrains it (E = 64, SOP data), and the
-# fine-tuning classes `AlbertForSequenceClassification`, ... put BERT's heads on its encoder
-# (`python -m minibert finetune TASK --init <an ALBERT run>`).
-
-# %% [markdown]
 # ## Exercises
 # Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
 # stubs grades your functions. A stub left as it is makes the lesson go on with the reference
@@ -311,6 +302,15 @@ def check_map_backward(fn):
 
 my_embedding_map_backward = ex.grade(2, my_embedding_map_backward, check_map_backward, paths=("de", "dW", "db"),
                                      refuses=("layers.linear_backward", "kernels.linear_backward"))
+
+# %% [markdown]
+# ## Recap
+# ALBERT spends its parameters differently (one block, a thin vocabulary table) but not its
+# compute, and replaces a pair task that word overlap largely separates (AUC about 0.8 here) with
+# one where overlap carries no information (about 0.5): what is left to learn is the order of the text.
+# `python -m minibert train-tiny --preset albert-tiny` pretrains it (E = 64, SOP data), and the
+# fine-tuning classes `AlbertForSequenceClassification`, ... put BERT's heads on its encoder
+# (`python -m minibert finetune TASK --init <an ALBERT run>`).
 
 # %%
 print("lesson 19 passed")

@@ -8,6 +8,14 @@
 # cross-attention over the encoder's output. This lesson builds both on real text, checks their
 # backward passes, and watches a tiny model fill in the blanks by greedy decoding.
 #
+# > **What minibert's T5 keeps from BERT (aside).** Only the objective and the encoder-decoder
+# > shape are T5's. The blocks are BERT's: post-LN (LayerNorm after each residual add), GELU,
+# > learned absolute position embeddings, and biases on every linear and LayerNorm. T5 itself
+# > (§2.1) normalises *before* each sub-layer with a scale-only LayerNorm and no bias anywhere,
+# > uses ReLU, and replaces absolute positions with a learned relative bias per head on the
+# > attention scores. The objective is what this lesson is about; the rest would change no line
+# > of the derivations below.
+#
 # **Finish line.**
 # 1. T5's noise mask on a real sentence: 15% of the tokens in spans of mean length 3; the input
 #    with sentinels, the target, and the original put back together (asserted).

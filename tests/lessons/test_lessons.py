@@ -81,3 +81,16 @@ def test_lesson_says_when_it_uses_a_reference_solution(path: Path):
         line = f"exercise {record['number']}, {record['name']}: not written yet"
         assert line in run.stdout, f"{path.name} did not say: {line!r}"
     assert f"lessons/solutions/{path.name}" in run.stdout
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.name for p in LESSONS])
+def test_lesson_ends_with_a_recap_and_says_it_passed(path: Path):
+    """Every lesson closes the same way: a "## Recap" text cell, then `print("lesson NN passed")`
+    as its last line, and the run prints that line (so a lesson that prints it has passed)."""
+    source = path.read_text(encoding="utf-8")
+    last = [line for line in source.splitlines() if line.strip()][-1]
+    assert last == f'print("lesson {path.name[:2]} passed")', f"{path.name} ends with {last!r}"
+    assert "\n# ## Recap\n" in source, f"{path.name} has no recap"
+    assert source.index("\n# ## Recap\n") > source.rindex("ex.grade("), f"{path.name}: the recap comes before the last exercise"
+    run = run_lesson(path)
+    assert run.returncode == 0 and f"lesson {path.name[:2]} passed" in run.stdout

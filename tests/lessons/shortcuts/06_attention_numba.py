@@ -3,10 +3,11 @@ Written without `@numba.njit`: a compiled function calling the library fails to 
 the guard, and the grader says the same."""
 
 
-def my_softmax_backward_rows(att, datt):
+def my_softmax_backward_rows(att, keep, datt, p):
     a = np.ascontiguousarray(att[None, None])  # noqa: F821  (1, 1, N, T)
     d = np.ascontiguousarray(datt[None, None])  # noqa: F821
-    kernels._softmax_rows_backward_kernel(d, a, np.zeros((1, 1, 1, 1)), False, 1.0)  # noqa: F821
+    drop = (keep / (1 - p))[None, None]
+    kernels._softmax_rows_backward_kernel(d, a, drop, True, 1.0)  # noqa: F821
     return d[0, 0]
 
 
