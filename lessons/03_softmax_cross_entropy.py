@@ -216,7 +216,8 @@ def check_tempered_ce_backward(fn):
         loss_tau = lambda: -(np.take_along_axis(  # noqa: E731  the mean of -log softmax(z / tau)[t]
             (zz / tau) - np.log(np.exp(zz / tau).sum(-1, keepdims=True)), t0[:, None], -1)[:, 0] * weight).sum()
         num = gradcheck.numerical_grad_scalar(loss_tau, zz)  # (N, K)
-        results.append(course.close(f"dz at tau = {tau:g} vs numerical gradient", fn(dloss, z, t0, weight, tau), num))
+        results.append(course.close(f"dz at tau = {tau:g} vs numerical gradient", fn(dloss, z, t0, weight, tau), num,
+                                    factors={"1/tau": 1 / tau}))
     return results
 
 

@@ -267,9 +267,11 @@ def check_bce_backward(fn):
     m[2, 3:] = 0  # padding in the last row
     zs = disc_logits.astype(np.float64)  # (1, T) section 3's sentence
     return [course.close("dlogits vs numerical gradient", fn(z, y, m),
-                         numerical_grad_scalar(lambda: electra.bce_with_logits_forward(z, y, m)[0], z)),
+                         numerical_grad_scalar(lambda: electra.bce_with_logits_forward(z, y, m)[0], z),
+                         factors={"1/n (n real tokens)": 1 / m.sum()}),
             course.close("section 3's sentence vs numerical gradient", fn(zs, labels, mask),
-                         numerical_grad_scalar(lambda: electra.bce_with_logits_forward(zs, labels, mask)[0], zs))]
+                         numerical_grad_scalar(lambda: electra.bce_with_logits_forward(zs, labels, mask)[0], zs),
+                         factors={"1/n (n real tokens)": 1 / mask.sum()})]
 
 
 my_rtd_labels = ex.grade(1, my_rtd_labels, check_rtd_labels,

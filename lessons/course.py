@@ -190,7 +190,9 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
             found.append(f"{term_name} has the wrong sign")
     if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and same(np.swapaxes(got, -1, -2), want):
         found.append("it is the expected answer transposed (the last two axes swapped)")
-    if not found and np.any(want):
+    if not found and not np.any(got) and np.any(want):
+        found.append("your answer is 0 everywhere: the part this check measures is missing")
+    if not found and np.count_nonzero(want) >= 2:  # one number is always "a constant times" another
         r = float(np.sum(got * want) / np.sum(want * want))  # the best constant: got ~ r * want
         if same(got, r * want):
             named = {**(factors or {}), **COMMON_FACTORS}  # the grader's own first: in lesson 22, 2 is sqrt(HS)
@@ -255,6 +257,28 @@ def equal(name: str, got, want) -> Result:
         context = f" (after {_short(w[max(0, first - 3):first], 80)})" if first else ""
         return Result(name, False, f"{lengths}the first difference at index {first}{context}: {at}")
     return Result(name, False, f"got {_short(got)}, expected {_short(want)}")
+
+
+def count(name: str, got, want: int, parts: dict[str, int] | None = None) -> Result:
+    """A count (of parameters, tokens, ...) against the expected one. When it is wrong by exactly
+    one of `parts` ({"the pooler": 72, ...}, sizes measured on real tensors), says which part is
+    missing or counted twice; otherwise gives the difference and the parts' sizes."""
+    try:
+        g = int(got)
+    except (TypeError, ValueError):
+        return Result(name, False, f"got {_short(got)}, not a whole number")
+    if g == int(want):
+        return Result(name, True, "")
+    diff = g - int(want)
+    detail = f"got {g:,}, expected {int(want):,} ({diff:+,})"
+    for label, n in (parts or {}).items():
+        if diff == -n:
+            return Result(name, False, f"{detail}: exactly {label} ({n:,}), left out")
+        if diff == n:
+            return Result(name, False, f"{detail}: exactly {label} ({n:,}), counted once too often")
+    if parts:
+        detail += "; no single part explains it. The parts: " + ", ".join(f"{k} {v:,}" for k, v in parts.items())
+    return Result(name, False, detail)
 
 
 def true(name: str, ok, measured: str = "", hint: str = "") -> Result:

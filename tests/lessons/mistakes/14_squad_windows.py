@@ -9,3 +9,7 @@ def my_best_span__no_length_limit(start_logits, end_logits, max_answer_length):
             if best_score is None or score > best_score:
                 best, best_score = (s, e), score
     return best
+
+
+def my_max_context_score__no_length_term(start, length, position):
+    return min(position - start, start + length - 1 - position)  # ties between windows not broken

@@ -13,3 +13,10 @@ def my_full_sentences__no_separator(sentence_lengths, max_tokens):
                 out.append(max_tokens)
                 current -= max_tokens
     return out + [current] if current else out
+
+
+def my_batch_stats__per_sequence(input_mask, masked_lm_weights, batch_size):
+    N, T = input_mask.shape
+    real = input_mask.sum() / N
+    preds = (masked_lm_weights > 0).sum() / N
+    return float(T - real), float(real / T), float(preds)  # per sequence, not per batch

@@ -9,3 +9,15 @@ def my_cross_attention_backward__no_sqrt(dout, q, enc_out, w_k, w_v, enc_mask):
     datt = dout @ v.T
     dpreatt = att * (datt - (datt * att).sum(-1, keepdims=True))
     return dpreatt @ k, (dpreatt.T @ q) @ w_k.T, (att.T @ dout) @ w_v.T  # 1/sqrt(HS) forgotten on both
+
+
+def my_span_corrupt__sentinel_per_token(tokens, noise_mask, vocab_size, eos_id):
+    inputs, targets, span = [], [], -1
+    for j, tok in enumerate(tokens):
+        if noise_mask[j]:
+            span += 1  # one sentinel per dropped token, not per run
+            inputs.append(vocab_size - 1 - span)
+            targets += [vocab_size - 1 - span, int(tok)]
+        else:
+            inputs.append(int(tok))
+    return np.array(inputs + [eos_id]), np.array(targets + [eos_id])  # noqa: F821

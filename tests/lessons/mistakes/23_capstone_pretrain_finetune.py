@@ -6,3 +6,7 @@ def my_accuracy_interval__no_clip(hits, n, z=1.96):
     p = hits / n
     half = z * math.sqrt(p * (1 - p) / n)
     return p - half, p + half  # not clipped to [0, 1]
+
+
+def my_question_labels__first_paragraph_only(articles):
+    return [(qa["question"], i) for i, article in enumerate(articles) for qa in article["paragraphs"][0]["qas"]]
