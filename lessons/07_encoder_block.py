@@ -50,6 +50,21 @@ print(gradcheck.HEADER)
 # residual; `x1` feeds the FFN and the second residual. At a fork, gradients add up.
 
 # %%
+# the picture of the block, with this lesson's shapes (the input at the bottom, as in the papers;
+# how many parameters each box holds is exercise 2)
+import matplotlib.pyplot as plt  # noqa: E402
+
+boxes = [(f"x  (B, T, C) = {(B, T, C)}", "white"),
+         (f"multi-head attention, {NH} heads of {C // NH}\nqkv C -> 3C, output projection C -> C", "#cfe2f3"),
+         ("+ x, then LayerNorm 1\n= x1  (B, T, C)", "#fff2cc"),
+         (f"feed-forward network: linear C -> FF = {FF},\nGELU, linear FF -> C", "#d9ead3"),
+         ("+ x1, then LayerNorm 2\n= x2, the block's output  (B, T, C)", "#fff2cc")]
+fig, ax = plt.subplots(figsize=(6, 5.5))
+ax.axis("off")
+course.flow(ax, boxes, x=0.4, width=0.5, skips=[(0, 2, "residual: x"), (2, 4, "residual: x1")])
+ax.set_title("one post-LN encoder block (BERT): LayerNorm after each residual sum", fontsize=10)
+course.show(fig, "07_encoder_block.png")
+
 class MyBlockCache(NamedTuple):
     qkv: Any  # LinearCache, (B, T, C) -> (B, T, 3C)
     attn: Any  # AttentionCache, (B, NH, T, T) weights inside

@@ -83,6 +83,41 @@ print(f"loss {loss:.6f} = mlm {mlm_loss:.4f} + nsp {nsp_loss:.4f}")
 assert np.isclose(loss, loss_lib, rtol=0, atol=1e-12)
 
 # %% [markdown]
+# The whole model, drawn with this lesson's sizes and the parameters each part holds (counted
+# from `params`): one encoder, two heads. The MLM head reads only the masked positions; the NSP
+# head only `[CLS]`. The dashed line is the tie: the decoder is `tok_emb`, transposed.
+
+# %%
+count = lambda *prefixes: sum(p.size for n, p in params.items() if n.startswith(prefixes))  # noqa: E731
+fig, ax = plt.subplots(figsize=(9, 6.5))
+ax.axis("off")
+body = course.flow(ax, [
+    (f"input_ids, segment_ids  (B, T) = {(B, T)}", "white"),
+    (f"embeddings: tok_emb[ids] + seg_emb + pos_emb, LayerNorm\n{count('tok_emb', 'seg_emb', 'pos_emb', 'emb_ln'):,} params",
+     "#fce5cd"),
+    (f"{cfg.num_hidden_layers} encoder blocks (lesson 07)\n{count('h'):,} params", "#cfe2f3"),
+    (f"seq  (B, T, C) = {(B, T, C)}", "white")], x=0.5, bottom=0.04, top=0.46, width=0.55)
+mlm = course.flow(ax, [
+    (f"masked positions  (B*P, C) = {(B * P, C)}", "white"),
+    (f"dense C -> C, GELU, LayerNorm\n{count('mlm.dense', 'mlm.ln'):,} params", "#d9ead3"),
+    (f"tied decoder: t @ tok_emb.T + mlm.bias\n({count('mlm.bias')} params of its own)", "#d9ead3"),
+    (f"MLM logits  (B*P, V) = {(B * P, V)}", "white")], x=0.25, bottom=0.58, top=0.97, width=0.42)
+nsp = course.flow(ax, [
+    (f"[CLS] vector  (B, C) = {(B, C)}", "white"),
+    (f"pooler: dense C -> C, tanh\n{count('pool.'):,} params", "#ead1dc"),
+    (f"NSP classifier C -> 2\n{count('nsp.'):,} params", "#ead1dc"),
+    ("NSP logits  (B, 2)", "white")], x=0.76, bottom=0.58, top=0.97, width=0.38)
+for (cx, cy) in (mlm[0], nsp[0]):
+    ax.annotate("", xy=(cx, cy - 0.025), xytext=(body[-1][0], body[-1][1] + 0.025), arrowprops=dict(arrowstyle="->"))
+ax.annotate("", xy=(mlm[2][0] - 0.2, mlm[2][1]), xytext=(body[1][0] - 0.29, body[1][1]),
+            arrowprops=dict(arrowstyle="->", ls="--", color="C3", connectionstyle="arc3,rad=-0.25"))
+ax.text(0.0, 0.36, "tied: the same\ntok_emb (V, C)", color="C3", fontsize=8)
+ax.set_title(f"BERT for pretraining: {sum(p.size for p in params.values()):,} parameters, one encoder, two heads",
+             fontsize=10)
+show(fig, "10_whole_model.png")
+assert count("tok_emb", "seg_emb", "pos_emb", "emb_ln", "h", "mlm.", "pool.", "nsp.") == sum(p.size for p in params.values())
+
+# %% [markdown]
 # ## Backward, one line per forward line
 # The chain rule starts at `dloss = 1`. `loss = mlm_loss + nsp_loss`, so both heads receive 1.
 # Then the heads backward, and finally `encoder_backward` (lesson 07) takes `dseq`. Two lines of

@@ -38,8 +38,14 @@ said about each.
 
 What a grader compares with: numbers (numerical gradients, values worked out by hand, arrays the
 lesson computed earlier), never the library function that is the exercise's answer. `close`
-compares floats with a tolerance, `entries`/`mask` compare exact arrays and name the first wrong
-entry and the rule it breaks, `equal` compares ids and strings, `true` a known-answer condition.
+compares floats with a tolerance and, when they differ, `diagnose`s the kind of mistake (rows
+that should sum to 0, a constant factor such as 1/sqrt(HS) or 1/n, transposed, the wrong sign,
+a missing term); `entries`/`mask` compare exact arrays and name the first wrong entry and the
+rule it breaks; `equal` compares ids and strings, and lists from their first difference; `count`
+compares counts and names the part they are off by; `true` checks a known-answer condition.
+
+Pictures of ideas (not of data): `flow` draws a column of boxes with arrows and residual
+connections, for the encoder block (07) and the whole model (10).
 """
 from __future__ import annotations
 
@@ -93,6 +99,33 @@ def show(fig, filename: str, **savefig_kwargs) -> None:
         plt.show()  # the inline backend displays the open figures and then closes them
     else:
         plt.close(fig)
+
+
+def flow(ax, boxes, x: float = 0.5, top: float = 0.95, bottom: float = 0.05, width: float = 0.5,
+         skips=(), fontsize: float = 8.5) -> list[tuple[float, float]]:
+    """Draw `boxes` [(text, colour), ...] as a column from bottom to top (the papers' way: input
+    at the bottom), an arrow from each to the next, and each (i, j, label) of `skips` as an arrow
+    up the right side from the arrow above box i into box j (a residual connection); `width` is
+    about the widest box's width. Returns each box's centre
+    (x, y), for arrows between columns. Axes coordinates 0..1; the caller turns the axis off."""
+    n = len(boxes)
+    step = (top - bottom) / max(n - 1, 1)
+    centres = [(x, bottom + i * step) for i in range(n)]
+    h = min(0.6 * step, 0.12)
+    for (text, colour), (cx, cy) in zip(boxes, centres):
+        ax.text(cx, cy, text, ha="center", va="center", fontsize=fontsize,
+                bbox=dict(boxstyle="round,pad=0.35", fc=colour, ec="0.3", lw=0.8))
+    for (x0, y0), (x1, y1) in zip(centres, centres[1:]):
+        ax.annotate("", xy=(x1, y1 - h / 2), xytext=(x0, y0 + h / 2), arrowprops=dict(arrowstyle="->", lw=1.0))
+    for i, j, label in skips:  # out of the arrow above box i, up the right side, into box j
+        (x0, y0), (_, y1) = centres[i], centres[j]
+        fork, side = y0 + h / 2 + 0.02, x + width / 2 + 0.06
+        ax.plot([x0, side, side], [fork, fork, y1], color="0.35", lw=0.9, ls="--")
+        ax.annotate("", xy=(x + width / 2, y1), xytext=(side, y1), arrowprops=dict(arrowstyle="->", lw=0.9, color="0.35"))
+        ax.text(side + 0.01, (fork + y1) / 2, label, fontsize=fontsize - 1, ha="left", va="center")
+    ax.set_xlim(0, 1)  # the lines above would otherwise rescale the axes to themselves
+    ax.set_ylim(0, 1)
+    return centres
 
 
 # ---------------------------------------------------------------------------------------------
