@@ -283,12 +283,20 @@ def equal(name: str, got, want) -> Result:
     if ok:
         return Result(name, True, "")
     if isinstance(g, list) and isinstance(w, list):
-        first = next((i for i, (x, y) in enumerate(zip(g, w)) if x != y), min(len(g), len(w)))
         lengths = f"{len(g)} elements, expected {len(w)}; " if len(g) != len(w) else f"{len(w)} elements; "
-        at = (f"got {_short(g[first], 80)}, expected {_short(w[first], 80)}" if first < min(len(g), len(w)) else
-              f"{'yours ends' if len(g) < len(w) else 'expected ends'} there")
-        context = f" (after {_short(w[max(0, first - 3):first], 80)})" if first else ""
-        return Result(name, False, f"{lengths}the first difference at index {first}{context}: {at}")
+        index = []
+        while isinstance(g, list) and isinstance(w, list):  # down to the first differing element
+            first = next((i for i, (x, y) in enumerate(zip(g, w)) if x != y), min(len(g), len(w)))
+            index.append(first)
+            if first >= min(len(g), len(w)):
+                ends = "yours ends" if len(g) < len(w) else "expected ends"
+                where = index[0] if len(index) == 1 else tuple(index)
+                return Result(name, False, f"{lengths}the first difference at index {where}: {ends} there")
+            context = f" (after {_short(w[max(0, first - 3):first], 80)})" if first else ""
+            g, w = g[first], w[first]
+        where = index[0] if len(index) == 1 else tuple(index)
+        return Result(name, False, f"{lengths}the first difference at index {where}{context}: "
+                                   f"got {_short(g, 80)}, expected {_short(w, 80)}")
     return Result(name, False, f"got {_short(got)}, expected {_short(want)}")
 
 

@@ -360,7 +360,7 @@ DIAGNOSES = {
     ("07_encoder_block", "my_stack_blocks", "one_layer_twice"): "two blocks vs the 2-layer encoder",
     ("08_wordpiece", "my_merge", "keeps_hashes"): "got '##u##g', expected '##ug'",
     ("08_wordpiece", "my_best_pair", "by_frequency"): "the first difference at index 0",
-    ("09_mlm_nsp_data", "my_truncate_pair", "a_on_ties"): "the first difference at index 0",
+    ("09_mlm_nsp_data", "my_truncate_pair", "a_on_ties"): "the first difference at index (0, 0): got 'a3', expected 'a2'",
     ("09_mlm_nsp_data", "my_mask_choice", "one_draw"): "u1 = 0.95, u2 = 0.2 -> the original",
     ("10_bert_model", "my_gather_backward", "fancy_add"): "repeated positions add up",
     ("10_bert_model", "my_adam_first_step", "no_bias_correction"): "equals adam_step's first update",
