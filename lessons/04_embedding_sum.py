@@ -104,11 +104,11 @@ show(fig, "04_input_representation.png")
 # over the batch, so its gradient sums over the batch; rows `T..MAXPOS-1` of the table were not
 # used and get 0. The two lookups are the interesting part: each `dout[b, t]` must go back to the
 # row it was copied from, and a row used several times must receive the **sum** of its
-# gradients. `np.add.at(table, ids, values)` adds `values[i]` into `table[ids[i]]` for every `i`,
-# *including repeats*. The tempting `dtable[ids] += values` does not: for a repeated id, NumPy
-# performs the writes one after another from the same starting value, so only one survives.
-# Writing the lookup's backward is exercise 1, right here: the lesson uses your function for the
-# token table and the segment table.
+# gradients, *including repeats*. The tempting `dtable[ids] += values` does not: for a repeated
+# id, NumPy performs the writes one after another from the same starting value, so only one
+# survives. (A loop over the tokens does it right; NumPy also has an unbuffered in-place add,
+# find it in its `ufunc` methods.) Writing the lookup's backward is exercise 1, right here: the
+# lesson uses your function for the token table and the segment table.
 
 # %%
 fwd = lambda: layers.embedding_forward(input_ids, segment_ids, tok_emb, seg_emb, pos_emb)[0]  # noqa: E731
@@ -140,7 +140,9 @@ def check_embedding_backward(fn):
                          gradcheck.numerical_grad(fwd, seg_emb, dout))]
 
 
-my_embedding_backward = ex.grade(1, my_embedding_backward, check_embedding_backward)
+my_embedding_backward = ex.grade(1, my_embedding_backward, check_embedding_backward,
+                                 refuses=("layers.embedding_backward", "kernels.embedding_backward",
+                                          "kernels.scatter_add_rows"))
 dtok = my_embedding_backward(dout, input_ids, V)  # (V, C)
 dseg = my_embedding_backward(dout, segment_ids, TV)  # (TV, C)
 
@@ -235,7 +237,9 @@ def check_segment_ids(fn):
             course.equal("one-token sides", fn(["[CLS]", "x", "[SEP]", "y", "[SEP]"]), [0, 0, 0, 1, 1])]
 
 
-my_onehot_backward = ex.grade(2, my_onehot_backward, check_onehot_backward)
+my_onehot_backward = ex.grade(2, my_onehot_backward, check_onehot_backward,
+                              refuses=("layers.embedding_backward", "kernels.embedding_backward",
+                                       "kernels.scatter_add_rows"))
 my_segment_ids = ex.grade(3, my_segment_ids, check_segment_ids)
 
 # %% [markdown]

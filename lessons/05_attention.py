@@ -66,6 +66,32 @@ assert np.all(att[0, :, :, 3:] == 0.0), "padded keys must get exactly zero weigh
 dout = rng.standard_normal(out.shape)  # (B, NH, T, HS)
 
 # %% [markdown]
+# **Attention is a soft dictionary lookup.** A dictionary returns the value of the one key that
+# matches the query. Attention scores the query against *every* key, turns the scores into
+# weights that sum to 1, and returns the weighted mix of all the values. The picture draws it for
+# query 1 of sequence 0, head 0, from this cell's own arrays: the padded keys 3 and 4 get weight
+# exactly 0.
+
+# %%
+b_, h_, i_ = 0, 0, 1  # sequence 0 (two padded keys), head 0, query 1
+fig, axes = plt.subplots(1, 3, figsize=(10, 2.8), gridspec_kw=dict(width_ratios=[1, 1, 1.3]))
+keys = [f"key {j}" + (" (pad)" if not attn_mask[b_, j] else "") for j in range(T)]
+axes[0].barh(keys[::-1], (scores[b_, h_, i_] * scale)[::-1], color=["0.75" if not m else "C0" for m in attn_mask[b_, ::-1]])
+axes[0].set_title(f"1. score q{i_} . k_j / sqrt(HS)", fontsize=9)
+axes[1].barh(keys[::-1], att[b_, h_, i_, ::-1], color="C1")
+axes[1].set_xlim(0, 1)
+axes[1].set_title("2. softmax: weights (sum 1)", fontsize=9)
+rows = np.vstack([v[b_, h_], out[b_, h_, i_][None]])  # (T + 1, HS) the values, then their mix
+axes[2].imshow(rows, cmap="coolwarm", aspect="auto", vmin=-2.5, vmax=2.5)
+axes[2].set_yticks(range(T + 1), [f"v{j}  x {att[b_, h_, i_, j]:.2f}" for j in range(T)] + [f"out[{i_}] = sum"])
+axes[2].axhline(T - 0.5, color="k", lw=1.5)
+axes[2].set_xticks(range(HS), [f"d{d}" for d in range(HS)])
+axes[2].set_title("3. answer: the weighted mix of values", fontsize=9)
+fig.tight_layout()
+show(fig, "05_soft_lookup.png")
+assert np.allclose(att[b_, h_, i_] @ v[b_, h_], out[b_, h_, i_])  # the bottom row is the weighted sum
+
+# %% [markdown]
 # ## Backward, line by line
 # The first line is a matrix product, done as in lesson 01. The second undoes the softmax: lesson
 # 03 went through it one operation at a time on the way to the loss; here you collapse it into
@@ -108,10 +134,13 @@ pre_in = preatt.copy()
 
 def check_softmax_backward(fn):
     return [course.close("dpreatt vs numerical gradient", fn(datt, att),
-                         gradcheck.numerical_grad(lambda: softmax(pre_in) @ v, pre_in, dout))]
+                         gradcheck.numerical_grad(lambda: softmax(pre_in) @ v, pre_in, dout),
+                         zero_sum="the term through the softmax's sum (every att row sums to 1, whatever preatt is)")]
 
 
-my_softmax_backward = ex.grade(1, my_softmax_backward, check_softmax_backward)
+my_softmax_backward = ex.grade(1, my_softmax_backward, check_softmax_backward,
+                               refuses=("layers.attention_backward", "kernels.attention_backward",
+                                        "kernels._softmax_rows_backward_kernel"))
 
 # %%
 # forward was: att = softmax(preatt)

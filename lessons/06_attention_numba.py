@@ -20,16 +20,18 @@
 # Shape legend as in lesson 05: `B` batch, `NH` heads, `T` tokens, `HS` head size.
 # `attn_mask` is `(B, T)`: 1 = real token, 0 = padding.
 #
-# **Threads.** This lesson times code, so it first fixes how many threads do the work: one for
-# OpenBLAS (NumPy's matrix products) and one for Numba. The settings are read when the libraries
-# load, so they come before any import, and `minibert` is imported before NumPy so that its
-# `OPENBLAS_THREAD_TIMEOUT` setting (short spinning of idle BLAS threads) is in place too. With
-# one thread each, the comparison measures the code rather than how the operating system shares
-# the cores with whatever else runs: with two threads on a busy two-core machine the same NumPy
-# forward took 26 ms in one run and 1,520 ms in the next. To time with threads anyway, set them
-# yourself: `OPENBLAS_NUM_THREADS=2 NUMBA_NUM_THREADS=2 python lessons/06_attention_numba.py`
-# (an explicit setting wins; the lesson prints what it ran with). In a notebook, the settings
-# apply only if this cell runs before anything imported NumPy: restart the kernel first.
+# > **Aside: threads** (skip it freely).
+# > This lesson times code, so it first fixes how many threads do the work: one for OpenBLAS
+# > (NumPy's matrix products) and one for Numba. The settings are read when the libraries load,
+# > so they come before any import, and `minibert` is imported before NumPy so that its
+# > `OPENBLAS_THREAD_TIMEOUT` setting (short spinning of idle BLAS threads) is in place too.
+# > With one thread each, the comparison measures the code rather than how the operating system
+# > shares the cores with whatever else runs: with two threads on a busy two-core machine the
+# > same NumPy forward took 26 ms in one run and 1,520 ms in the next. To time with threads
+# > anyway, set them yourself: `OPENBLAS_NUM_THREADS=2 NUMBA_NUM_THREADS=2 python
+# > lessons/06_attention_numba.py` (an explicit setting wins; the lesson prints what it ran
+# > with). In a notebook, the settings apply only if this cell runs before anything imported
+# > NumPy: restart the kernel first.
 
 # %%
 import os
@@ -177,7 +179,95 @@ for shape in [(2, 3, 17, 8), (1, 1, 1, 4), (4, 2, 64, 16)]:
     assert all(e < 1e-10 for e in errors), (shape, errors)  # (T = 1: dq = dk = 0 exactly)
 
 # %% [markdown]
+# ## Exercises
+# They come before the timing section, which takes a while: each retry of an exercise reruns
+# only what is above it. Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your kernels against the references and names the check that failed and by how
+# much. A stub left as it is makes the lesson go on with the reference solution
+# (`lessons/solutions/06_attention_numba.py`). Inside `@numba.njit` only a subset of Python and
+# NumPy is allowed; if Numba refuses your code, its error names the line. `NUMBA_DISABLE_JIT=1`
+# runs the functions as plain Python, to debug with `print`.
+#
+# 1. `my_softmax_backward_rows(att, keep, datt, p)`: the pass `minibert.kernels` runs between
+#    its two matrix products in backward, with **attention dropout**, which lesson 05 left out.
+#    In training, BERT drops attention weights: the forward uses `att_d = att * keep / (1 - p)`,
+#    with `keep` (N, T) of 0/1 drawn once (1 with probability `1 - p`), and `out = att_d @ v`.
+#    Given `datt` = dL/d`att_d`, return dL/d`preatt` for `att = softmax(preatt)`: derive what the
+#    dropout does to lesson 05's softmax backward. One row at a time, `prange` over the rows, two
+#    plain loops per row and no `(N, T)` temporary besides the output. A row of `att` that is all
+#    0 (a fully masked row) must give 0. Graded against the numerical gradient of a row softmax
+#    followed by the same dropout, at `p` = 0.25 and at `p` = 0 (no dropout).
+# 2. `my_dv(att, dout)`: the backward line `dv = att^T @ dout` for one head, as loops
+#    (`att` (T, T), `dout` (T, HS) -> (T, HS)). Which index of `att` is the query and which the
+#    key, and which of them does `dv` sum over? Order the loops so that the innermost one walks
+#    contiguous memory. Graded against the numerical gradient of `att @ v`.
+
+# %%
+warnings.filterwarnings("ignore", category=NumbaPerformanceWarning)  # the stub has no prange yet
+
+
+@numba.njit(parallel=True, cache=True)
+def my_softmax_backward_rows(att, keep, datt, p):
+    """att, keep, datt (N, T), p -> dpreatt (N, T): the backward of att * keep / (1 - p), att = softmax(preatt)"""
+    raise NotImplementedError("exercise 1: write the softmax backward kernel, with dropout")  # your code here
+
+
+@numba.njit(cache=True)
+def my_dv(att, dout):
+    """att (T, T), dout (T, HS) -> dv (T, HS) = att^T @ dout, as loops"""
+    raise NotImplementedError("exercise 2: write dv as loops")  # your code here
+
+
+# %%
+ex = course.Exercises("06_attention_numba")
+x = rng.standard_normal((7, 11)) * 3  # (N, T) scores
+att_rows = np.exp(x - x.max(-1, keepdims=True))
+att_rows /= att_rows.sum(-1, keepdims=True)  # (N, T) their softmax
+datt_rows = rng.standard_normal(x.shape)  # (N, T) a random upstream gradient
+keep_rows = (rng.random(x.shape) >= 0.25).astype(np.float64)  # (N, T) dropout's draw at p = 0.25
+
+
+def row_softmax(z):
+    e = np.exp(z - z.max(-1, keepdims=True))  # (N, T)
+    return e / e.sum(-1, keepdims=True)
+
+
+def check_softmax_backward_rows(fn):
+    results = []
+    for p, keep in ((0.25, keep_rows), (0.0, np.ones_like(keep_rows))):
+        xx = x.copy()
+        num = gradcheck.numerical_grad(lambda: row_softmax(xx) * keep / (1 - p), xx, datt_rows)  # (N, T)
+        results.append(course.close(f"dpreatt at p = {p:g} vs numerical gradient", fn(att_rows, keep, datt_rows, p),
+                                    num, factors={"1/(1 - p)": 1 / (1 - p)} if p else None,
+                                    zero_sum="the row's reduction (every att row sums to 1, whatever the scores are)"))
+    masked = np.zeros((1, 4))  # (1, 4) a row that sees no key at all
+    return results + [course.close("an all-zero att row gives 0", fn(masked, np.ones((1, 4)), np.ones((1, 4)), 0.25),
+                                   np.zeros((1, 4)), atol=0.0)]
+
+
+q, k, v, attn_mask = make_inputs(2, 2, 9, 4)
+dout = rng.standard_normal(q.shape)  # (B, NH, T, HS)
+_, cache = layers.attention_forward(q, k, v, attn_mask)
+
+
+def check_dv(fn):
+    results = []
+    for b, h in ((0, 0), (1, 1)):
+        a, vv = cache.att[b, h], v[b, h].copy()  # (T, T), (T, HS)
+        num = gradcheck.numerical_grad(lambda: a @ vv, vv, dout[b, h])  # (T, HS)
+        results.append(course.close(f"dv of (b, h) = ({b}, {h}) vs numerical gradient", fn(a, dout[b, h]), num))
+    return results
+
+
+my_softmax_backward_rows = ex.grade(1, my_softmax_backward_rows, check_softmax_backward_rows,
+                                    refuses=("layers.attention_backward", "kernels.attention_backward",
+                                             "kernels._softmax_rows_backward_kernel"))
+my_dv = ex.grade(2, my_dv, check_dv,
+                 refuses=("layers.attention_backward", "kernels.attention_backward"))
+
+# %% [markdown]
 # ## Timing
+# (This section runs for a while in full mode; the exercises above are graded already.)
 # A BERT-sized attention problem in float32 (training runs in float32): `T = 128`, `HS = 64`.
 # Timing on a shared machine is a measurement with noise, so:
 # - every contender runs once per **round**, in turn, so a slow moment of the machine hits all of
@@ -254,101 +344,29 @@ assert max_rel(out32_nb, out32_ref) < 1e-5
 
 # %% [markdown]
 # ## Discussion
-# - Read the printed speed-up honestly. With one thread each, the library kernel's gain over
-#   the NumPy reference is the fused softmax pass: NumPy makes five passes over the `(T, T)`
-#   scores with five temporaries, the kernel one. The matrix products, most of the work, are the
-#   same BLAS calls in both. `make bench` times the same contenders with two threads each, in
-#   separate processes taking turns, against PyTorch too: at (32, 2, 128, 64), forward +
-#   backward, it measured 27 ms for the library kernel, 34 ms for the NumPy reference and 21 ms
-#   for PyTorch. An all-Numba version (`minibert/tools/attention_v1.py`, every matrix product as
-#   loops) took 32 ms: hand-written loops reach about half of BLAS's speed. The library's default
-#   today (v4) keeps BLAS for the products but calls it per head from Numba's own threads, so each
-#   head's scores go through q k^T, the softmax and att v while they sit in the core's cache:
-#   8.2-9.8 ms against PyTorch's 8.2-9.5 ms on the same shape in two runs, level with it
-#   (`minibert/kernels.py` tells the story).
-# - Why is the lesson's simple loop kernel slower still? Its inner loop over `d` walks
-#   `k[b, h, j, :]` for every `(i, j)`, and the `out` loop walks `v` column by column (a stride
-#   of `HS` elements): poor memory access. `attention_forward_v1` copies each head into
-#   contiguous buffers and arranges loops as `c[n] += a * b[n]` over contiguous rows, which the
-#   compiler turns into SIMD instructions without needing fastmath.
-# - The cache keeps `att` (T x T per head) for backward; recomputing it from `q` and `k` (the
-#   FlashAttention idea) saves memory but costs another `q k^T`; at `T = 128` reading it back
-#   is cheaper.
-# - The NumPy version stays in the repository as the reference: every kernel is tested against
-#   it (`tests/test_kernels.py`), never against itself.
-
-# %% [markdown]
-# ## Exercises
-# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
-# stubs grades your kernels against the references and names the check that failed and by how
-# much. A stub left as it is makes the lesson go on with the reference solution
-# (`lessons/solutions/06_attention_numba.py`). Inside `@numba.njit` only a subset of Python and
-# NumPy is allowed; if Numba refuses your code, its error names the line. `NUMBA_DISABLE_JIT=1`
-# runs the functions as plain Python, to debug with `print`.
-#
-# 1. `my_softmax_backward_rows(att, datt)`: the pass `minibert.kernels` runs between its two
-#    matrix products in backward: softmax's backward (lesson 05, exercise 1), one row at a time,
-#    `prange` over the rows, two plain loops per row and no `(N, T)` temporary besides the
-#    output. A row of `att` that is all 0 (a fully masked row) must give 0. Graded against the
-#    numerical gradient of a row softmax.
-# 2. `my_dv(att, dout)`: the backward line `dv = att^T @ dout` for one head, as loops
-#    (`att` (T, T), `dout` (T, HS) -> (T, HS)). Which index of `att` is the query and which the
-#    key, and which of them does `dv` sum over? Order the loops so that the innermost one walks
-#    contiguous memory. Graded against the numerical gradient of `att @ v`.
-
-# %%
-warnings.filterwarnings("ignore", category=NumbaPerformanceWarning)  # the stub has no prange yet
-
-
-@numba.njit(parallel=True, cache=True)
-def my_softmax_backward_rows(att, datt):
-    """att, datt (N, T) -> dpreatt (N, T): softmax's backward, row by row"""
-    raise NotImplementedError("exercise 1: write the softmax backward kernel")  # your code here
-
-
-@numba.njit(cache=True)
-def my_dv(att, dout):
-    """att (T, T), dout (T, HS) -> dv (T, HS) = att^T @ dout, as loops"""
-    raise NotImplementedError("exercise 2: write dv as loops")  # your code here
-
-
-# %%
-ex = course.Exercises("06_attention_numba")
-x = rng.standard_normal((7, 11)) * 3  # (N, T) scores
-att_rows = np.exp(x - x.max(-1, keepdims=True))
-att_rows /= att_rows.sum(-1, keepdims=True)  # (N, T) their softmax
-datt_rows = rng.standard_normal(x.shape)  # (N, T) a random upstream gradient
-
-
-def row_softmax(z):
-    e = np.exp(z - z.max(-1, keepdims=True))  # (N, T)
-    return e / e.sum(-1, keepdims=True)
-
-
-def check_softmax_backward_rows(fn):
-    xx = x.copy()
-    num = gradcheck.numerical_grad(lambda: row_softmax(xx), xx, datt_rows)  # (N, T)
-    masked = np.zeros((1, 4))  # (1, 4) a row that sees no key at all
-    return [course.close("dpreatt vs numerical gradient", fn(att_rows, datt_rows), num),
-            course.close("an all-zero att row gives 0", fn(masked, np.ones((1, 4))), np.zeros((1, 4)), atol=0.0)]
-
-
-q, k, v, attn_mask = make_inputs(2, 2, 9, 4)
-dout = rng.standard_normal(q.shape)  # (B, NH, T, HS)
-_, cache = layers.attention_forward(q, k, v, attn_mask)
-
-
-def check_dv(fn):
-    results = []
-    for b, h in ((0, 0), (1, 1)):
-        a, vv = cache.att[b, h], v[b, h].copy()  # (T, T), (T, HS)
-        num = gradcheck.numerical_grad(lambda: a @ vv, vv, dout[b, h])  # (T, HS)
-        results.append(course.close(f"dv of (b, h) = ({b}, {h}) vs numerical gradient", fn(a, dout[b, h]), num))
-    return results
-
-
-my_softmax_backward_rows = ex.grade(1, my_softmax_backward_rows, check_softmax_backward_rows)
-my_dv = ex.grade(2, my_dv, check_dv)
+# > **Aside: where the time goes, and the kernel's versions** (skip it freely; nothing later needs it)
+# > - Read the printed speed-up honestly. With one thread each, the library kernel's gain over
+# >   the NumPy reference is the fused softmax pass: NumPy makes five passes over the `(T, T)`
+# >   scores with five temporaries, the kernel one. The matrix products, most of the work, are the
+# >   same BLAS calls in both. `make bench` times the same contenders with two threads each, in
+# >   separate processes taking turns, against PyTorch too: at (32, 2, 128, 64), forward +
+# >   backward, it measured 27 ms for the library kernel, 34 ms for the NumPy reference and 21 ms
+# >   for PyTorch. An all-Numba version (`minibert/tools/attention_v1.py`, every matrix product as
+# >   loops) took 32 ms: hand-written loops reach about half of BLAS's speed. The library's default
+# >   today (v4) keeps BLAS for the products but calls it per head from Numba's own threads, so each
+# >   head's scores go through q k^T, the softmax and att v while they sit in the core's cache:
+# >   8.2-9.8 ms against PyTorch's 8.2-9.5 ms on the same shape in two runs, level with it
+# >   (`minibert/kernels.py` tells the story).
+# > - Why is the lesson's simple loop kernel slower still? Its inner loop over `d` walks
+# >   `k[b, h, j, :]` for every `(i, j)`, and the `out` loop walks `v` column by column (a stride
+# >   of `HS` elements): poor memory access. `attention_forward_v1` copies each head into
+# >   contiguous buffers and arranges loops as `c[n] += a * b[n]` over contiguous rows, which the
+# >   compiler turns into SIMD instructions without needing fastmath.
+# > - The cache keeps `att` (T x T per head) for backward; recomputing it from `q` and `k` (the
+# >   FlashAttention idea) saves memory but costs another `q k^T`; at `T = 128` reading it back
+# >   is cheaper.
+# > - The NumPy version stays in the repository as the reference: every kernel is tested against
+# >   it (`tests/test_kernels.py`), never against itself.
 
 # %% [markdown]
 # ## Recap

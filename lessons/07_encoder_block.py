@@ -23,7 +23,7 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from minibert import gradcheck, layers
-from minibert.model import BertConfig, encoder_backward, encoder_forward, init_params
+from minibert.model import BertConfig, encoder_backward, encoder_forward, init_params, param_shapes
 
 rng = np.random.default_rng(7)
 cfg = BertConfig(vocab_size=20, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
@@ -50,6 +50,21 @@ print(gradcheck.HEADER)
 # residual; `x1` feeds the FFN and the second residual. At a fork, gradients add up.
 
 # %%
+# the picture of the block, with this lesson's shapes (the input at the bottom, as in the papers;
+# how many parameters each box holds is exercise 2)
+import matplotlib.pyplot as plt  # noqa: E402
+
+boxes = [(f"x  (B, T, C) = {(B, T, C)}", "white"),
+         (f"multi-head attention, {NH} heads of {C // NH}\nqkv C -> 3C, output projection C -> C", "#cfe2f3"),
+         ("+ x, then LayerNorm 1\n= x1  (B, T, C)", "#fff2cc"),
+         (f"feed-forward network: linear C -> FF = {FF},\nGELU, linear FF -> C", "#d9ead3"),
+         ("+ x1, then LayerNorm 2\n= x2, the block's output  (B, T, C)", "#fff2cc")]
+fig, ax = plt.subplots(figsize=(6, 5.5))
+ax.axis("off")
+course.flow(ax, boxes, x=0.4, width=0.5, skips=[(0, 2, "residual: x"), (2, 4, "residual: x1")])
+ax.set_title("one post-LN encoder block (BERT): LayerNorm after each residual sum", fontsize=10)
+course.show(fig, "07_encoder_block.png")
+
 class MyBlockCache(NamedTuple):
     qkv: Any  # LinearCache, (B, T, C) -> (B, T, 3C)
     attn: Any  # AttentionCache, (B, NH, T, T) weights inside
@@ -204,8 +219,9 @@ assert gradcheck.compare("dtok_emb vs model.encoder_backward", dtok, lib_grads["
 # (Exercise 1, the FFN's backward, came up in the backward section.)
 #
 # 2. `my_block_param_count(C, FF)`: how many numbers does one block hold? (Attention: the `qkv`
-#    and output projections, with biases; FFN: two linears; two LayerNorms.) For BERT-Base
-#    (C = 768, FF = 3072) the answer is 7,087,872.
+#    and output projections, with biases; FFN: two linears; two LayerNorms.) Graded on this
+#    lesson's block and on BERT-Base's (C = 768, FF = 3072), counted from the real parameter
+#    shapes; the lesson prints BERT-Base's count after grading.
 # 3. `my_stack_blocks(x, params, attn_mask, block, n_layers)`: run `n_layers` blocks one after
 #    the other, layer `l` with the parameters `h{l}.*`: call
 #    `block(x, params, attn_mask, pre=f"h{l}.")`, which returns `(output, cache)`. With this
@@ -230,9 +246,29 @@ emb2 = layers.embedding_forward(input_ids, segment_ids, params2["tok_emb"], para
 x0_2 = layers.layernorm_forward(emb2, params2["emb_ln.w"], params2["emb_ln.b"], eps)[0]  # (B, T, C)
 
 
+def block_size(shapes):
+    """The number of parameters of layer 0, from a {name: shape} table."""
+    return sum(int(np.prod(s)) for n, s in shapes.items() if n.startswith("h0."))
+
+
+base_config = BertConfig(hidden_size=768, intermediate_size=3072, num_attention_heads=12)  # BERT-Base
+
+
+def block_parts(shapes):
+    """{part of layer 0: its size}, from the shapes, for messages that name the part a count is off by."""
+    h0 = {n[3:]: int(np.prod(s)) for n, s in shapes.items() if n.startswith("h0.")}
+    linears = ("attn.qkv", "attn.out", "ffn.in", "ffn.out")
+    return {"the linear layers' biases": sum(h0[f"{n}.b"] for n in linears),
+            "the LayerNorms": sum(v for n, v in h0.items() if n.startswith("ln")),
+            "the attention (qkv and output projection)": sum(v for n, v in h0.items() if n.startswith("attn.")),
+            "the FFN": sum(v for n, v in h0.items() if n.startswith("ffn.")),
+            "the qkv projection's biases": h0["attn.qkv.b"], "the output projection": h0["attn.out.w"] + h0["attn.out.b"]}
+
+
 def check_block_param_count(fn):
-    return [course.equal("this lesson's block", fn(C, FF), sum(p.size for n, p in params.items() if n.startswith("h0."))),
-            course.equal("BERT-Base (C=768, FF=3072)", fn(768, 3072), 7_087_872)]
+    here, base = {n: p.shape for n, p in params.items()}, param_shapes(base_config)
+    return [course.count("this lesson's block", fn(C, FF), block_size(here), block_parts(here)),
+            course.count("BERT-Base (C=768, FF=3072)", fn(768, 3072), block_size(base), block_parts(base))]
 
 
 def check_stack_blocks(fn):
@@ -240,8 +276,11 @@ def check_stack_blocks(fn):
                          seq2)]
 
 
-my_block_param_count = ex.grade(2, my_block_param_count, check_block_param_count)
-my_stack_blocks = ex.grade(3, my_stack_blocks, check_stack_blocks)
+my_block_param_count = ex.grade(2, my_block_param_count, check_block_param_count,
+                                refuses=("model.param_shapes", "model.init_params"))
+my_stack_blocks = ex.grade(3, my_stack_blocks, check_stack_blocks,
+                           refuses=("model.encoder_forward", "model.blocks_forward"))
+print(f"one BERT-Base block holds {my_block_param_count(768, 3072):,} parameters")
 
 # %% [markdown]
 # ## Recap

@@ -250,9 +250,14 @@ def check_best_pair(fn):
             course.equal("course corpus (score 0.2)", fn(counts, course_splits), ("a", "##b"))]
 
 
-my_merge = ex.grade(1, my_merge, check_merge)
-my_wordpiece = ex.grade(2, my_wordpiece, check_wordpiece)
-my_best_pair = ex.grade(3, my_best_pair, check_best_pair)  # docs/bert-notes.md §2.2 works the toy example
+my_merge = ex.grade(1, my_merge, check_merge,
+                    refuses=("wordpiece_trainer.merge_pair", "wordpiece_trainer.merged_token"))
+my_wordpiece = ex.grade(2, my_wordpiece, check_wordpiece,
+                        refuses=("tokenizer.wordpiece", "tokenizer.BertTokenizer.wordpiece",
+                                 "tokenizer.BertTokenizer.tokenize"))
+my_best_pair = ex.grade(3, my_best_pair, check_best_pair,
+                        refuses=("wordpiece_trainer.count_pairs", "wordpiece_trainer.pair_scores",
+                                 "wordpiece_trainer.train_naive", "wordpiece_trainer.train_from_word_counts"))  # docs/bert-notes.md §2.2 works the toy example
 
 # %% [markdown]
 # ## Recap

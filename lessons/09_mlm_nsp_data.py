@@ -365,9 +365,12 @@ def check_mask_choice(fn):
             course.close("shares of 20000 draws ([MASK], random, kept)", shares, [0.8, 0.1, 0.1], rtol=0, atol=0.015)]
 
 
-my_num_predictions = ex.grade(1, my_num_predictions, check_num_predictions)
-my_truncate_pair = ex.grade(2, my_truncate_pair, check_truncate_pair)
-my_mask_choice = ex.grade(3, my_mask_choice, check_mask_choice)
+my_num_predictions = ex.grade(1, my_num_predictions, check_num_predictions,
+                              refuses=("pretraining_data.num_predictions",))
+my_truncate_pair = ex.grade(2, my_truncate_pair, check_truncate_pair,
+                            refuses=("pretraining_data.truncate_seq_pair", "tokenizer.truncate_pair"))
+my_mask_choice = ex.grade(3, my_mask_choice, check_mask_choice,
+                          refuses=("pretraining_data.create_masked_lm_predictions", "pretraining_data.remask"))
 
 # %% [markdown]
 # ## How many tokens to predict: the rule (exercise 1's answer)

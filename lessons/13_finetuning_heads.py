@@ -13,8 +13,8 @@
 # | span extraction (SQuAD) | every position | start, end `(B, T)` each | `(CE(start) + CE(end)) / 2` |
 #
 # **Finish line.**
-# 1. The classification head written here by hand (dropout -> linear -> cross-entropy, and its
-#    backward, exercise 1) gives the logits, loss and head gradients of
+# 1. The classification head written here by hand (pooler, dropout -> linear -> cross-entropy,
+#    and its backward through the pooler's tanh, exercise 1) gives the logits, loss and head gradients of
 #    `minibert.BertForSequenceClassification`.
 # 2. A sampled float64 gradient check of every tensor of all four classes passes.
 # 3. The first-sub-token rule labels exactly one piece per word.
@@ -57,8 +57,8 @@ z = logits - logits.max(-1, keepdims=True)  # (B, K)
 probs = np.exp(z) / np.exp(z).sum(-1, keepdims=True)  # (B, K)
 loss = -np.log(probs[np.arange(B), labels]).mean()
 
-# backward, first step: d loss / d logits = (probs - onehot) / B (lesson 03). The linear layer's
-# three gradients (dpooled, dW, db) are exercise 1 at the end of this lesson.
+# backward, first step: d loss / d logits = (probs - onehot) / B (lesson 03). The rest, through
+# the linear layer and the pooler's tanh down to the [CLS] vector, is exercise 1 at the end.
 dlogits = probs.copy()
 dlogits[np.arange(B), labels] -= 1
 dlogits /= B  # (B, K)
@@ -150,16 +150,20 @@ assert acc == 1.0, acc  # exact: a count of 200 hits out of 200
 # stubs grades your functions and names the check that failed and by how much. A stub left as it
 # is makes the lesson go on with the reference solution (`lessons/solutions/13_finetuning_heads.py`).
 #
-# 1. `my_head_backward(dlogits, pooled, W)`: the backward of `logits = pooled @ W + b`, returning
-#    `(dpooled (B, C), dW (C, K), db (K,))` from `dlogits (B, K)`. Each of the three is graded on
-#    its own against the numerical gradient of section 1's loss.
+# 1. `my_head_backward(dlogits, cls, w_pool, pooled, W)`: the backward of the whole
+#    classification head, `pooled = tanh(cls @ w_pool + b_pool)` then `logits = pooled @ W + b`,
+#    from `dlogits (B, K)` down to the `[CLS]` vector `cls (B, C)`. Return
+#    `(dcls (B, C), dw_pool (C, C), db_pool (C,), dW (C, K), db (K,))`. What does the forward's
+#    output `pooled` give you that you need for the tanh? Each of the five is graded on its own
+#    against the numerical gradient of section 1's loss.
 # 2. `my_first_piece_labels(pieces_per_word, word_labels)`: one label per WordPiece piece, the
 #    word's label on its first piece and -100 on the others (no `[CLS]`/`[SEP]` here).
 
 # %%
-def my_head_backward(dlogits, pooled, W):
-    """dlogits (B, K), pooled (B, C), W (C, K) -> dpooled (B, C), dW (C, K), db (K,)"""
-    raise NotImplementedError("exercise 1: write the linear head's backward")  # your code here
+def my_head_backward(dlogits, cls, w_pool, pooled, W):
+    """dlogits (B, K), cls (B, C), w_pool (C, C), pooled (B, C), W (C, K)
+    -> dcls (B, C), dw_pool (C, C), db_pool (C,), dW (C, K), db (K,)"""
+    raise NotImplementedError("exercise 1: backward through the classification head")  # your code here
 
 
 def my_first_piece_labels(pieces_per_word, word_labels):
@@ -171,19 +175,23 @@ def my_first_piece_labels(pieces_per_word, word_labels):
 ex = course.Exercises("13_finetuning_heads")
 
 
-def _head_loss(p, W, b):
-    z = p @ W + b  # (B, K)
+cls_vec = seq[:, 0]  # (B, C) the [CLS] vector the pooler reads
+
+
+def _head_loss(c, wp, bp, W, b):
+    z = np.tanh(c @ wp + bp) @ W + b  # (B, K)
     z = z - z.max(-1, keepdims=True)
     return float(-(z[np.arange(B), labels] - np.log(np.exp(z).sum(-1))).mean())
 
 
 def check_head_backward(fn):
-    dpooled, dW, db = fn(dlogits, pooled, model.params["cls.w"])
-    p, W, b = pooled.copy(), model.params["cls.w"].copy(), model.params["cls.b"].copy()
-    loss = lambda: _head_loss(p, W, b)  # noqa: E731
-    return [course.close("dpooled vs numerical gradient", dpooled, numerical_grad_scalar(loss, p)),
-            course.close("dW vs numerical gradient", dW, numerical_grad_scalar(loss, W)),
-            course.close("db vs numerical gradient", db, numerical_grad_scalar(loss, b))]
+    got = fn(dlogits, cls_vec, model.params["pool.w"], pooled, model.params["cls.w"])
+    arrays = [a.copy() for a in (cls_vec, model.params["pool.w"], model.params["pool.b"],
+                                 model.params["cls.w"], model.params["cls.b"])]
+    loss = lambda: _head_loss(*arrays)  # noqa: E731
+    names = ("dcls", "dw_pool", "db_pool", "dW", "db")
+    return [course.close(f"{name} vs numerical gradient", g, numerical_grad_scalar(loss, a))
+            for name, g, a in zip(names, got, arrays)]
 
 
 def check_first_piece_labels(fn):
@@ -193,12 +201,28 @@ def check_first_piece_labels(fn):
             course.equal("no words", list(fn([], [])), [])]
 
 
-my_head_backward = ex.grade(1, my_head_backward, check_head_backward, paths=("dpooled", "dW", "db"))
+my_head_backward = ex.grade(1, my_head_backward, check_head_backward,
+                            paths=("dcls", "dw_pool", "db_pool", "dW", "db"),
+                            refuses=("layers.linear_backward", "kernels.linear_backward", "model.pooler_backward"))
 my_first_piece_labels = ex.grade(2, my_first_piece_labels, check_first_piece_labels)
-dpooled_mine, dW_mine, db_mine = my_head_backward(dlogits, pooled, model.params["cls.w"])
-assert np.allclose(dW_mine, ref_grads["cls.w"], rtol=1e-10, atol=1e-14)  # section 1's model agrees
-assert np.allclose(db_mine, ref_grads["cls.b"], rtol=1e-10, atol=1e-14)
-print("your head backward gives minibert's cls.w and cls.b gradients of section 1")
+_, dwp_mine, dbp_mine, dW_mine, db_mine = my_head_backward(dlogits, cls_vec, model.params["pool.w"], pooled,
+                                                            model.params["cls.w"])
+for name, mine in (("pool.w", dwp_mine), ("pool.b", dbp_mine), ("cls.w", dW_mine), ("cls.b", db_mine)):
+    assert np.allclose(mine, ref_grads[name], rtol=1e-10, atol=1e-14), name  # section 1's model agrees
+print("your head backward gives minibert's pool.w, pool.b, cls.w and cls.b gradients of section 1")
+
+# %% [markdown]
+# ## Recap
+# - Fine-tuning adds one small layer on the pretrained encoder and trains everything; the four
+#   task shapes differ only in which outputs the layer reads (pooled `[CLS]` or every position)
+#   and how its logits meet the labels.
+# - The classification head's backward: the linear layer's (lesson 01), then the pooler's tanh,
+#   whose derivative `1 - tanh^2` comes from the forward's own output, then the pooler's linear.
+# - Token tagging labels the first piece of each word and gives the others `-100` (no loss).
+# - Multiple choice is classification with the choices flattened into the batch: one score each,
+#   a softmax over the choices.
+#
+# **Next: lesson 14**, the fourth shape, span extraction, on SQuAD's long passages.
 
 # %%
 print("lesson 13 passed")

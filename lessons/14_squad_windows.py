@@ -106,6 +106,59 @@ for f in holding:
     assert " ".join(got).replace(" ##", "") in " ".join(answer_pieces).replace(" ##", ""), got
 
 # %% [markdown]
+# ## Exercises
+# They come here, before the model is trained (the slow cell of this lesson), so that each
+# retry is quick. Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions. A stub left as it is makes the lesson go on with the reference
+# solution (`lessons/solutions/14_squad_windows.py`).
+#
+# 1. `my_max_context_score(start, length, position)`: how much context a passage token at
+#    `position` has in the window `(start, length)`: the smaller of its left and right context
+#    (tokens before it, tokens after it, within the window) plus 0.01 x the window length, so
+#    that of two windows giving the same context the longer one wins. Graded against the
+#    max-context windows of section 1.
+# 2. `my_best_span(start_logits, end_logits, max_answer_length)`: the pair `(s, e)` with the
+#    highest `start_logits[s] + end_logits[e]` such that `s <= e < s + max_answer_length`.
+#    Section 3 scores every window's tokens; section 4 turns the scores into answers with
+#    `squad.postprocess`, which applies the same rule to the best starts and ends.
+
+# %%
+def my_max_context_score(start, length, position):
+    """a window (start, length) over the passage tokens, a token position in it -> its score"""
+    raise NotImplementedError("exercise 1: score a token's context in a window")  # your code here
+
+
+def my_best_span(start_logits, end_logits, max_answer_length):
+    """start_logits (T,), end_logits (T,), max length -> (s, e) of the best valid span"""
+    raise NotImplementedError("exercise 2: find the best valid span")  # your code here
+
+
+# %%
+ex = course.Exercises("14_squad_windows")
+
+
+def check_max_context_score(fn):
+    best = [max((w for w, sp in enumerate(spans) if sp.start <= i < sp.start + sp.length),
+                key=lambda w: fn(spans[w].start, spans[w].length, i)) for i in range(n_tokens)]
+    return [course.close("token 3 of a 10-token window at 0", fn(0, 10, 3), 3.1),
+            course.close("its last token", fn(5, 10, 14), 0.1),
+            course.equal("the max-context window of every token of section 1", best,
+                         [int(np.flatnonzero(grid[:, i] == 2)[0]) for i in range(n_tokens)])]
+
+
+def check_best_span(fn):
+    s_ = np.array([0.1, 2.0, -1.0, 0.5, 3.0])  # (T,)
+    e_ = np.array([0.0, 0.2, 1.5, -2.0, 0.1])  # (T,)
+    return [course.equal("start 1 (2.0), end 2 (1.5)", tuple(int(x) for x in fn(s_, e_, 30)), (1, 2)),
+            course.equal("length limit 1: a single token", tuple(int(x) for x in fn(s_, e_, 1)), (4, 4)),
+            course.equal("end may not precede start (not (2, 0))",
+                         tuple(int(x) for x in fn(np.array([0.0, 0.0, 5.0]), np.array([5.0, 0.0, 1.0]), 30)), (2, 2))]
+
+
+my_max_context_score = ex.grade(1, my_max_context_score, check_max_context_score)
+my_best_span = ex.grade(2, my_best_span, check_best_span)
+
+# %% [markdown]
 # ## 3. Start and end scores
 # A small model (no pretraining, a couple of minutes at most) trained on the 12 training
 # articles. Half of the questions have no answer, so what it learns first is to put its start
@@ -202,52 +255,17 @@ assert abs(f1_at(official["best_f1_thresh"]) - official["best_f1"]) < 1e-6  # an
 # the 80s) gives a curve that rises first, as the questions it is surest about switch to their
 # right spans, and peaks inside the sweep. The same code scores it: `python -m minibert finetune
 # squad2` prints `best_f1` and its threshold for any model.
+
+# %% [markdown]
+# ## Recap
+# - A passage longer than the window is cut into overlapping windows; a token is scored in the
+#   window where it has the most context on both sides (the max-context rule of exercise 1).
+# - The head is one `(C, 2)` linear layer: a start and an end score per token; the answer is the
+#   best pair with start <= end within the length limit (exercise 2).
+# - `[CLS]` stands for "no answer"; a threshold on null score minus best span score, tuned on
+#   dev, decides. Swept, it runs from "always no answer" to "always answer".
 #
-# ## Exercises
-# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
-# stubs grades your functions. A stub left as it is makes the lesson go on with the reference
-# solution (`lessons/solutions/14_squad_windows.py`).
-#
-# 1. `my_max_context_score(start, length, position)`: how much context a passage token at
-#    `position` has in the window `(start, length)`: the smaller of its left and right context
-#    (tokens before it, tokens after it, within the window) plus 0.01 x the window length, so
-#    that of two windows giving the same context the longer one wins. Graded against the
-#    max-context windows of section 1.
-# 2. `my_best_span(start_logits, end_logits, max_answer_length)`: the pair `(s, e)` with the
-#    highest `start_logits[s] + end_logits[e]` such that `s <= e < s + max_answer_length`.
+# **Next: lesson 15**, whether the pretrained encoder mattered, against a random-init control.
 
 # %%
-def my_max_context_score(start, length, position):
-    """a window (start, length) over the passage tokens, a token position in it -> its score"""
-    raise NotImplementedError("exercise 1: score a token's context in a window")  # your code here
-
-
-def my_best_span(start_logits, end_logits, max_answer_length):
-    """start_logits (T,), end_logits (T,), max length -> (s, e) of the best valid span"""
-    raise NotImplementedError("exercise 2: find the best valid span")  # your code here
-
-
-# %%
-ex = course.Exercises("14_squad_windows")
-
-
-def check_max_context_score(fn):
-    best = [max((w for w, sp in enumerate(spans) if sp.start <= i < sp.start + sp.length),
-                key=lambda w: fn(spans[w].start, spans[w].length, i)) for i in range(n_tokens)]
-    return [course.close("token 3 of a 10-token window at 0", fn(0, 10, 3), 3.1),
-            course.close("its last token", fn(5, 10, 14), 0.1),
-            course.equal("the max-context window of every token of section 1", best,
-                         [int(np.flatnonzero(grid[:, i] == 2)[0]) for i in range(n_tokens)])]
-
-
-def check_best_span(fn):
-    s_ = np.array([0.1, 2.0, -1.0, 0.5, 3.0])  # (T,)
-    e_ = np.array([0.0, 0.2, 1.5, -2.0, 0.1])  # (T,)
-    return [course.equal("start 1 (2.0), end 2 (1.5)", tuple(int(x) for x in fn(s_, e_, 30)), (1, 2)),
-            course.equal("length limit 1: a single token", tuple(int(x) for x in fn(s_, e_, 1)), (4, 4)),
-            course.equal("end may not precede start (not (2, 0))",
-                         tuple(int(x) for x in fn(np.array([0.0, 0.0, 5.0]), np.array([5.0, 0.0, 1.0]), 30)), (2, 2))]
-
-
-my_max_context_score = ex.grade(1, my_max_context_score, check_max_context_score)
-my_best_span = ex.grade(2, my_best_span, check_best_span)
+print("lesson 14 passed")

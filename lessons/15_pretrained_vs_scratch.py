@@ -7,7 +7,8 @@
 # order and learning rate, so the two runs differ in one thing only: pretraining.
 #
 # The answer depends on the task. minibert's `runs/tiny` (pretrained on Python's documentation)
-# gains **nothing** on SST-2 movie reviews (78.3 against 78.8 from scratch) but **33 points** on
+# gains **nothing** on SST-2 movie reviews (78.1 against 77.8 from scratch, the median of three
+# seeds in the README's table) but **33 points** on
 # `nextsent`, "which of four sentences comes next", built from held-out Python documentation
 # (67.3 against 34.0; docs/finetuning.md has every seed). This lesson reproduces both sides in a
 # few seconds on a world small enough to see why.
@@ -394,8 +395,10 @@ def check_control_params(fn):
     return _grouped(got, want, model.params, "= section 4's control (seed 2)", "= the pretrained model's new head")
 
 
-my_encoder_into_head = ex.grade(1, my_encoder_into_head, check_encoder_into_head)
-my_control_params = ex.grade(2, my_control_params, check_control_params)
+my_encoder_into_head = ex.grade(1, my_encoder_into_head, check_encoder_into_head,
+                                refuses=("finetune.models.BertForSequenceClassification.from_pretrained",))
+my_control_params = ex.grade(2, my_control_params, check_control_params,
+                             refuses=("finetune.models.BertForSequenceClassification",))
 
 # %% [markdown]
 # ## Recap

@@ -95,7 +95,8 @@ def check_causal_adder(fn):
             course.mask("which keys each query sees (adder == 0)", got == 0.0, visible, rule)]
 
 
-my_causal_adder = ex.grade(1, my_causal_adder, check_causal_adder)
+my_causal_adder = ex.grade(1, my_causal_adder, check_causal_adder,
+                           refuses=("layers.causal_visible",))
 
 # %%
 mask = np.array([[1, 1, 1, 1, 1, 0, 0],  # (B, T): 5 real tokens, 2 padding
@@ -309,7 +310,8 @@ def check_next_token_targets(fn):
                          .tolist(), [[-100, -100]])]
 
 
-my_next_token_targets = ex.grade(2, my_next_token_targets, check_next_token_targets)
+my_next_token_targets = ex.grade(2, my_next_token_targets, check_next_token_targets,
+                                 refuses=("model.ltr_targets",))
 
 # %% [markdown]
 # ## Recap

@@ -31,7 +31,7 @@ def my_segment_ids(tokens):
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {
-    "my_embedding_backward": {"shows": ["np.add.at(d, ids.reshape(-1), dout.reshape(-1, C))"],
+    "my_embedding_backward": {"shows": ["np.add.at(d, ids.reshape(-1), dout.reshape(-1, C))", "np.add.at"],
                               "calls": ["embedding_backward"]},
     "my_onehot_backward": {"shows": ["np.eye(V)[ids.reshape(-1)]"], "calls": ["embedding_backward"]},
     "my_segment_ids": {"shows": ['if tok == "[SEP]"', 'index("[SEP]")'], "calls": []},

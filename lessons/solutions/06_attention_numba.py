@@ -5,15 +5,16 @@ import numpy as np
 
 
 @numba.njit(parallel=True, cache=True)
-def my_softmax_backward_rows(att, datt):
-    """att, datt (N, T) -> dpreatt (N, T): softmax's backward, row by row"""
+def my_softmax_backward_rows(att, keep, datt, p):
+    """att, keep, datt (N, T), p -> dpreatt (N, T): the backward of att * keep / (1 - p), att = softmax(preatt)"""
+    scale = 1.0 / (1.0 - p)  # dropout's forward was att_d = att * keep * scale
     out = np.empty_like(att)  # (N, T)
     for i in numba.prange(att.shape[0]):  # rows are independent: each iteration writes only out[i]
         dot = 0.0
-        for j in range(att.shape[1]):  # sum_j datt[i, j] att[i, j], the row's one reduction
-            dot += datt[i, j] * att[i, j]
-        for j in range(att.shape[1]):  # dpreatt_j = att_j (datt_j - dot): 0 wherever att_j is 0
-            out[i, j] = att[i, j] * (datt[i, j] - dot)
+        for j in range(att.shape[1]):  # with g = datt * keep * scale = dL/datt: sum_j g_j att_j
+            dot += datt[i, j] * keep[i, j] * scale * att[i, j]
+        for j in range(att.shape[1]):  # dpreatt_j = att_j (g_j - dot): 0 wherever att_j is 0
+            out[i, j] = att[i, j] * (datt[i, j] * keep[i, j] * scale - dot)
     return out
 
 
@@ -34,7 +35,8 @@ def my_dv(att, dout):
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {
-    "my_softmax_backward_rows": {"shows": ["dot += datt[i, j] * att[i, j]", "att[i, j] * (datt[i, j] - dot)"],
+    "my_softmax_backward_rows": {"shows": ["att[i, j] * (datt[i, j] * keep[i, j] * scale - dot)",
+                                          "dot += datt[i, j] * keep[i, j] * scale * att[i, j]"],
                                  "calls": ["attention_backward"]},
     "my_dv": {"shows": ["dv[j, d] += a * dout[i, d]", "dv[j] += att[i, j] * dout[i]"], "calls": ["attention_backward"]},
 }

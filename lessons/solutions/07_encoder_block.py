@@ -33,6 +33,6 @@ def my_stack_blocks(x, params, attn_mask, block, n_layers):
 KEYS = {
     "my_ffn_backward": {"shows": ["layers.gelu_backward(dg, c_gelu)", "layers.linear_backward(da, c_in)"],
                         "calls": []},
-    "my_block_param_count": {"shows": ["C * 3 * C + 3 * C + C * C + C"], "calls": []},
+    "my_block_param_count": {"shows": ["C * 3 * C + 3 * C + C * C + C"], "calls": [], "numbers": ["7087872"]},
     "my_stack_blocks": {"shows": ['block(x, params, attn_mask, pre=f"h{layer}.")'], "calls": []},
 }

@@ -3,13 +3,20 @@ version and says what is wrong; come here when you are done, or truly stuck."""
 import numpy as np
 
 
-def my_head_backward(dlogits, pooled, W):
-    """dlogits (B, K), pooled (B, C), W (C, K) -> dpooled (B, C), dW (C, K), db (K,)"""
+def my_head_backward(dlogits, cls, w_pool, pooled, W):
+    """dlogits (B, K), cls (B, C), w_pool (C, C), pooled (B, C), W (C, K)
+    -> dcls (B, C), dw_pool (C, C), db_pool (C,), dW (C, K), db (K,)"""
     # forward was: logits = pooled @ W + b
     dpooled = dlogits @ W.T  # (B, K) @ (K, C) -> (B, C)
     dW = pooled.T @ dlogits  # (C, B) @ (B, K) -> (C, K)
     db = dlogits.sum(axis=0)  # (K,) b was added to every row
-    return dpooled, dW, db
+    # forward was: pooled = tanh(pre); tanh'(pre) = 1 - tanh(pre)^2, read off the output itself
+    dpre = dpooled * (1 - pooled * pooled)  # (B, C)
+    # forward was: pre = cls @ w_pool + b_pool
+    dcls = dpre @ w_pool.T  # (B, C)
+    dw_pool = cls.T @ dpre  # (C, C)
+    db_pool = dpre.sum(axis=0)  # (C,)
+    return dcls, dw_pool, db_pool, dW, db
 
 
 def my_first_piece_labels(pieces_per_word, word_labels):
@@ -24,6 +31,8 @@ def my_first_piece_labels(pieces_per_word, word_labels):
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {
-    "my_head_backward": {"shows": ["pooled.T @ dlogits", "dlogits @ W.T"], "calls": ["linear_backward"]},
+    "my_head_backward": {"shows": ["dpooled * (1 - pooled * pooled)", "1 - pooled * pooled", "1 - pooled**2",
+                                   "pooled.T @ dlogits", "dlogits @ W.T"],
+                         "calls": ["linear_backward", "pooler_backward"]},
     "my_first_piece_labels": {"shows": ["[label] + [-100] * (n - 1)"], "calls": ["token_features"]},
 }

@@ -23,5 +23,6 @@ def my_accuracy_interval(hits, n, z=1.96):
 # of the library functions under "calls" (they compute the answer).
 KEYS = {
     "my_question_labels": {"shows": ['(qa["question"], i)'], "calls": ["read_squad"]},
-    "my_accuracy_interval": {"shows": ["z * math.sqrt(p * (1 - p) / n)"], "calls": []},
+    "my_accuracy_interval": {"shows": ["z * math.sqrt(p * (1 - p) / n)", "sqrt(p (1 - p) / n)", "1.96 * 0.05"],
+                             "calls": []},
 }

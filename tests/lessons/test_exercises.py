@@ -107,7 +107,8 @@ def _load_solution(path: Path):
 
 
 def _keys(path: Path) -> dict:
-    """KEYS of a solutions file: {exercise: {"shows": [expressions], "calls": [library functions]}}."""
+    """KEYS of a solutions file: {exercise: {"shows": [expressions], "calls": [library functions],
+    and optionally "numbers": [answers that are numbers, e.g. "7087872"]}}."""
     return _load_solution(path).KEYS
 
 
@@ -145,9 +146,39 @@ def test_lesson_text_before_grading_does_not_show_the_answer(path: Path):
         assert _squash(shows[0]) in _squash(solution_src[name]), \
             f"{solution_path.name}: the key {shows[0]!r} is not a line of {name}"
         assert name in grades, f"{path.name} does not grade {name}"
-        before = _squash("\n".join(lesson_lines[:grades[name][0]]))
+        text = "\n".join(lesson_lines[:grades[name][0]])
+        before = _squash(text)
         shown = [k for k in shows if _squash(k) in before]
         assert not shown, f"{path.name} shows {shown} (the answer to {name}) before grading it"
+        # numbers, however they are written (7,087,872 or 7_087_872), as whole numbers
+        digits = re.sub(r"(?<=\d)[,_](?=\d)", "", text)
+        shown = [n for n in keys[name].get("numbers", []) if re.search(rf"(?<![\d.]){re.escape(n)}(?!\d)", digits)]
+        assert not shown, f"{path.name} shows the number {shown} (the answer to {name}) before grading it"
+
+
+def _check_names(tree: ast.Module, source: str) -> list[tuple[int, str]]:
+    """(line, name) of every check a grader names: the first argument of course.close/equal/...
+    when it is a string or an f-string (its literal parts)."""
+    out = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
+                and node.func.attr in {"close", "equal", "true", "entries", "mask"}
+                and getattr(node.func.value, "id", None) == "course"):
+            out.append((node.lineno, ast.get_source_segment(source, node.args[0])))
+    return out
+
+
+@pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
+def test_check_names_do_not_work_the_answer_out(path: Path):
+    """A check's name is printed and sits in the grader above the stub's grading: it names what is
+    checked (\"50 of 100\"), never the arithmetic that answers it (\"0.5 +- 1.96 * 0.05\")."""
+    source = path.read_text(encoding="utf-8")
+    keys = _keys(SOLUTIONS / path.name)
+    every_key = [(name, k) for name, v in keys.items() for k in v["shows"] + v.get("numbers", [])]
+    for line, check_name in _check_names(ast.parse(source), source):
+        plain = re.sub(r"(?<=\d)[,_](?=\d)", "", _squash(check_name))
+        hits = [(name, k) for name, k in every_key if _squash(k) in plain]
+        assert not hits, f"{path.name}:{line}: the check name {check_name} shows {hits}"
 
 
 @pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
@@ -167,6 +198,214 @@ def test_graders_do_not_call_the_library_function_that_is_the_answer(path: Path)
         for forbidden in keys[name]["calls"]:  # a call of it: the name (maybe after a dot), then "("
             assert not re.search(rf"(?<![\w]){re.escape(forbidden)}\s*\(", code), \
                 f"{path.name}: the grader of {name} ({check_name}) calls {forbidden}, which computes the answer"
+
+
+# ---------------------------------------------------------------------------------------------
+# graders that refuse the library's answer (issue 47): every exercise the library answers declares
+# the functions (`grade(..., refuses=...)`), and the library call pasted in is refused
+
+SHORTCUTS = ROOT / "tests" / "lessons" / "shortcuts"
+# the exercises no minibert function answers, and why (each checked by hand against the library)
+NOT_ANSWERED_BY_THE_LIBRARY = {
+    "my_silu_backward": "minibert has no SiLU",
+    "my_gelu_max_gap": "a measurement made with layers.gelu_forward, which it needs",
+    "my_rmsnorm_backward": "minibert has no RMSNorm",
+    "my_masked_mean": "cross_entropy_forward's mean is over its own losses, not given values",
+    "my_segment_ids": "the library builds segment ids while it packs pairs, never from a token list",
+    "my_score_std": "a measurement",
+    "my_mask_adder": "the library forms the adder inside attention_forward",
+    "my_ffn_backward": "the library has no FFN backward of its own; composing linear_backward and gelu_backward is the exercise",
+    "my_top_k": "fill_mask takes a model and a text, not logits",
+    "my_head_entropy": "minibert computes no attention entropy",
+    "my_first_piece_labels": "token_features needs examples and a tokenizer, not piece counts",
+    "my_max_context_score": "squad._check_is_max_context returns a verdict, not the score",
+    "my_best_span": "squad's span search needs a feature and n-best lists, not two logit vectors",
+    "my_batch_stats": "generation_stats needs the whole feature dict and a tokenizer",
+    "my_accuracy_interval": "minibert computes no interval",
+}
+
+
+def _shortcut_names(path: Path) -> list[str]:
+    file = SHORTCUTS / path.name
+    return _solution_functions(file) if file.exists() else []
+
+
+@pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
+def test_every_exercise_declares_its_library_answer_or_why_there_is_none(path: Path):
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    shortcuts = _shortcut_names(path)
+    for name in _solution_functions(SOLUTIONS / path.name):
+        call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                    and n.func.attr == "grade" and len(n.args) >= 2 and getattr(n.args[1], "id", None) == name)
+        refuses = [k for k in call.keywords if k.arg == "refuses"]
+        if refuses:
+            assert name in shortcuts, f"{path.name}: {name} refuses library functions, and shortcuts/{path.name} does not paste one in"
+            assert name not in NOT_ANSWERED_BY_THE_LIBRARY, name
+        else:
+            assert name in NOT_ANSWERED_BY_THE_LIBRARY, \
+                f"{path.name}: {name} declares no library answer (grade(..., refuses=...)) and is not listed as having none"
+            assert name not in shortcuts, f"{path.name}: shortcuts/ answers {name}, which refuses nothing"
+
+
+@pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
+def test_the_library_answer_pasted_in_is_refused(path: Path):
+    """tests/lessons/shortcuts/NN_*.py holds, for each exercise the library answers, the stub with
+    the library call typed in (with the lesson's own names); graded under the lesson's guards, each
+    is refused with a message that names the exercise and the library function."""
+    run = run_lesson(path)
+    assert run.returncode == 0, f"{path.name} failed; see tests/lessons/test_lessons.py"
+    records = {r["name"]: r for r in run.grading}
+    for name in _shortcut_names(path):
+        record = records[name]
+        shortcut = record.get("shortcut")
+        assert shortcut is not None, f"{path.name} {name}: the pasted-in answer was not graded"
+        assert not shortcut["ok"], f"{path.name} {name}: the library's answer passed: {shortcut['checks']}"
+        message = shortcut["message"]
+        assert re.search(rf"exercise {record['number']} asks you to derive this; `([\w.]+)` is the library's answer",
+                         message), message
+        named = re.search(r"`([\w.]+)` is the library's answer", message).group(1)
+        assert named in record["refuses"], (named, record["refuses"])
+
+
+def test_a_guard_refuses_the_learner_only_and_always_restores(course):
+    """The guard refuses a call made from the graded function, lets the grader's own call
+    through, and puts the library function back even when the check raises."""
+    from minibert import layers
+
+    original = layers.linear_backward
+    x, w, dout = np.ones((2, 3)), np.ones((3, 4)), np.ones((2, 4))
+
+    def my_double(x):
+        return layers.linear_backward(dout, layers.LinearCache(x, w))[0] * 0 + 2 * x
+
+    def check(fn):
+        layers.linear_backward(dout, layers.LinearCache(x, w))  # the grader may call it
+        return [course.close("2x", fn(x), 2 * x)]
+
+    ex = course.Exercises("99_toy", namespace={"layers": layers})
+    with pytest.raises(course.ExerciseFailed, match=r"exercise 1 asks you to derive this; "
+                                                    r"`layers.linear_backward` is the library's answer"):
+        ex.grade(1, my_double, check, refuses=("layers.linear_backward",))
+    assert layers.linear_backward is original
+
+    def my_double_quietly(x):  # catches the refusal and goes on: still refused
+        try:
+            layers.linear_backward(dout, layers.LinearCache(x, w))
+        except Exception:
+            pass
+        return 2 * x
+
+    with pytest.raises(course.ExerciseFailed, match="is the library's answer"):
+        ex.grade(1, my_double_quietly, check, refuses=("layers.linear_backward",))
+
+    def broken_check(fn):
+        raise KeyError("the grader itself fails")
+
+    with pytest.raises(KeyError):
+        with course.Guards(1, ("layers.linear_backward",), [{}], my_double):
+            broken_check(my_double)
+    assert layers.linear_backward is original
+    assert ex.grade(1, lambda x: x + x, check, refuses=("layers.linear_backward",))(np.ones(1))[0] == 2.0
+
+
+# ---------------------------------------------------------------------------------------------
+# graders that diagnose: a plausible wrong answer per lesson (tests/lessons/mistakes/), and the
+# part of the message that names what is wrong
+
+DIAGNOSES = {
+    ("00_numerical_gradients", "my_numerical_grad", "one_sided"): "equals the true gradient dx (to 1e-9)",
+    ("00_numerical_gradients", "my_silu_backward", "no_dout"): "dx vs numerical gradient",
+    ("01_linear_and_gelu", "my_linear_backward", "dw_transposed"): "transposed? (the last two axes are swapped)",
+    ("01_linear_and_gelu", "my_gelu_tanh_backward", "one_path"): "it misses the path through tanh(u(x))",
+    ("02_layernorm", "my_layernorm_backward", "no_mean_term"): "your answer misses the mean term",
+    ("03_softmax_cross_entropy", "my_cross_entropy_backward", "sum_not_mean"): "a factor 1/n is missing",
+    ("04_embedding_sum", "my_embedding_backward", "fancy_add"): "token table vs numerical gradient",
+    ("05_attention", "my_softmax_backward", "elementwise"): "your answer misses the term through the softmax's sum",
+    ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"): "your answer misses the row's reduction",
+    ("06_attention_numba", "my_softmax_backward_rows", "no_rescale"): "a factor 1/(1 - p) is missing",
+    ("06_attention_numba", "my_dv", "not_transposed"): "dv of (b, h) = (0, 0) vs numerical gradient",
+    ("07_encoder_block", "my_block_param_count", "no_biases"): "exactly the linear layers' biases (56), left out",
+    ("08_wordpiece", "my_wordpiece", "shortest_first"): "the first difference at index",
+    ("09_mlm_nsp_data", "my_num_predictions", "floor"): "exercise 1, my_num_predictions",
+    ("10_bert_model", "my_tied_decoder_backward", "dtok_transposed"): "transposed? (the last two axes are swapped)",
+    ("11_pretrain_tiny", "my_clip", "per_array"): "the same factor for every array",
+    ("12_looking_inside", "my_top_k", "logits_not_probabilities"): "exercise 1, my_top_k",
+    ("13_finetuning_heads", "my_head_backward", "dW_transposed"): "transposed? (the last two axes are swapped)",
+    ("13_finetuning_heads", "my_head_backward", "no_tanh"): "dw_pool vs numerical gradient",
+    ("14_squad_windows", "my_best_span", "no_length_limit"): "exercise 2, my_best_span",
+    ("15_pretrained_vs_scratch", "my_encoder_into_head", "everything"): "extra ['mlm.",
+    ("16_feature_based_vs_finetuning", "my_concat_layers", "sum"): "shape",
+    ("17_causal_vs_bidirectional", "my_causal_adder", "upper_triangle"): "which keys each query sees",
+    ("18_roberta_recipe", "my_full_sentences", "no_separator"): "the first difference at index",
+    ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "no_map"): "exactly the E -> C map (1,088), left out",
+    ("19_albert_factorisation_and_sop", "my_embedding_map_backward", "dW_transposed"):
+        "transposed? (the last two axes are swapped)",
+    ("20_replaced_token_detection", "my_bce_backward", "sum_not_mean"): "a factor 1/n (n real tokens) is missing",
+    ("21_permutation_lm", "my_query_attention_backward", "no_scale"): "a factor scale is missing",
+    ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_sqrt"): "a factor 1/sqrt(HS) is missing",
+    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "no_clip"): "clipped",
+    # the rest of the walkthrough: one common mistake for every other exercise
+    ("00_numerical_gradients", "my_rel_error", "no_floor"): "0 vs 0: 0, not nan: 1 entries are nan or inf",
+    ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "max gap on [-6, 6] (within 1%)",
+    ("02_layernorm", "my_rmsnorm_backward", "no_second_term"): "dx vs numerical gradient",
+    ("02_layernorm", "my_dx_without_mean_term", "full_formula"): "dx vs numerical gradient, mean held constant",
+    ("03_softmax_cross_entropy", "my_tempered_ce_backward", "no_inner_factor"): "a factor 1/tau is missing",
+    ("03_softmax_cross_entropy", "my_masked_mean", "nan_when_empty"): "no valid entries gives 0.0: 1 entries are nan",
+    ("04_embedding_sum", "my_onehot_backward", "transposed_product"): "transposed? (the last two axes are swapped)",
+    ("04_embedding_sum", "my_segment_ids", "last_sep"): "the first difference at index 4 (after [0, 0, 0]): got 0, expected 1",
+    ("05_attention", "my_score_std", "unscaled"): "without the 1/sqrt(HS) scale it would be",
+    ("05_attention", "my_mask_adder", "wrong_shape"): "this lesson's mask: shape (2, 5), expected (2, 1, 1, 5)",
+    ("07_encoder_block", "my_ffn_backward", "wrong_cache_order"): "dx1 vs numerical gradient",
+    ("07_encoder_block", "my_stack_blocks", "one_layer_twice"): "two blocks vs the 2-layer encoder",
+    ("08_wordpiece", "my_merge", "keeps_hashes"): "got '##u##g', expected '##ug'",
+    ("08_wordpiece", "my_best_pair", "by_frequency"): "the first difference at index 0",
+    ("09_mlm_nsp_data", "my_truncate_pair", "a_on_ties"): "the first difference at index (0, 0): got 'a3', expected 'a2'",
+    ("09_mlm_nsp_data", "my_mask_choice", "one_draw"): "u1 = 0.95, u2 = 0.2 -> the original",
+    ("10_bert_model", "my_gather_backward", "fancy_add"): "repeated positions add up",
+    ("10_bert_model", "my_adam_first_step", "no_bias_correction"): "equals adam_step's first update",
+    ("11_pretrain_tiny", "my_update_size", "corrected"): "steps 1..3000 vs optim.AdamW's measured steps",
+    ("11_pretrain_tiny", "my_lr", "decay_after_warmup"): "at index (3,): got 0.001, expected 0.0008",
+    ("12_looking_inside", "my_encode_with_masks", "no_special_tokens"): "got 'the', expected '[CLS]'",
+    ("12_looking_inside", "my_head_entropy", "log2"): "uniform over 4: ln 4",
+    ("13_finetuning_heads", "my_first_piece_labels", "every_piece"): "got 0, expected -100",
+    ("14_squad_windows", "my_max_context_score", "no_length_term"): "token 3 of a 10-token window at 0",
+    ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"): "the head cls.w, cls.b = the pretrained model's new head",
+    ("16_feature_based_vs_finetuning", "my_head_grads", "mean_over_all"): "an extra factor (tagged / all positions)",
+    ("17_causal_vs_bidirectional", "my_next_token_targets", "padding_predicted"): "only if both are real",
+    ("18_roberta_recipe", "my_batch_stats", "per_sequence"): "hand example: (pad/batch, share real, preds/batch)",
+    ("20_replaced_token_detection", "my_rtd_labels", "every_sampled_position"): "section 4: one right sample, one wrong",
+    ("21_permutation_lm", "my_two_stream_masks", "order_as_rank"): "content stream: i reads j only if step[j] <= step[i]",
+    ("21_permutation_lm", "my_two_stream_core_backward", "dk_from_content_only"):
+        "dk, the query stream's share alone: max_abs",
+    ("22_span_corruption_encoder_decoder", "my_span_corrupt", "sentinel_per_token"): "hand example: input",
+    ("23_capstone_pretrain_finetune", "my_question_labels", "first_paragraph_only"): "questions per article",
+}
+
+
+def test_every_lesson_has_a_planted_mistake():
+    lessons = {lesson for lesson, _, _ in DIAGNOSES}
+    assert lessons == {p.stem for p in GRADED}, sorted({p.stem for p in GRADED} - lessons)
+    files = {(p.stem, name.split("__")[0], name.split("__")[1]) for p in (ROOT / "tests" / "lessons" / "mistakes").glob("*.py")
+             for name in _solution_functions(p)}
+    assert files == set(DIAGNOSES), (sorted(files - set(DIAGNOSES)), sorted(set(DIAGNOSES) - files))
+
+
+@pytest.mark.parametrize("lesson", sorted({k[0] for k in DIAGNOSES}))
+def test_a_planted_mistake_fails_with_a_message_that_names_the_part(lesson: str):
+    """Each wrong answer of tests/lessons/mistakes/ fails its grader, and the message says what is
+    wrong: the missing mean term, the missing 1/sqrt(HS), the transposed gradient, the first
+    element where a list differs, the rule a mask breaks."""
+    run = run_lesson(ROOT / "lessons" / f"{lesson}.py")
+    assert run.returncode == 0, f"{lesson} failed; see tests/lessons/test_lessons.py"
+    records = {r["name"]: r for r in run.grading}
+    for (where, name, label), fragment in DIAGNOSES.items():
+        if where != lesson:
+            continue
+        graded = records[name].get("mistakes", {}).get(label)
+        assert graded is not None, f"{lesson} {name}__{label} was not graded"
+        assert not graded["ok"], f"{lesson} {name}__{label} passed its grader: {graded['checks']}"
+        assert fragment in graded["message"], f"{lesson} {name}__{label}: {fragment!r} not in\n{graded['message']}"
 
 
 MULTI_PATH = {"01_linear_and_gelu": ["my_linear_backward"], "02_layernorm": ["my_layernorm_backward"],

@@ -1,0 +1,18 @@
+"""Plausible wrong answers to lesson 02's exercises (see README.md)."""
+
+
+def my_layernorm_backward__no_mean_term(dout, norm, w, rstd):
+    C = norm.shape[-1]
+    g = dout * w
+    dx = rstd * (g - norm * (g * norm).mean(-1, keepdims=True))  # the mean's dependence on x forgotten
+    return dx, (dout * norm).reshape(-1, C).sum(0), dout.reshape(-1, C).sum(0)
+
+
+def my_rmsnorm_backward__no_second_term(dout, x, w, eps=1e-12):
+    r = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)  # noqa: F821
+    return r * dout * w  # as if r did not depend on x
+
+
+def my_dx_without_mean_term__full_formula(dout, norm, w, rstd):
+    g = dout * w
+    return rstd * (g - g.mean(-1, keepdims=True) - norm * (g * norm).mean(-1, keepdims=True))  # exercise 1's, unchanged

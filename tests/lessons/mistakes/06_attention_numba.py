@@ -1,0 +1,14 @@
+"""Plausible wrong answers to lesson 06's exercises (see README.md), as plain Python."""
+
+
+def my_softmax_backward_rows__no_reduction(att, keep, datt, p):
+    return att * datt * keep / (1 - p)  # the row's sum over datt * att forgotten
+
+
+def my_softmax_backward_rows__no_rescale(att, keep, datt, p):
+    g = datt * keep  # dropout's 1 / (1 - p) forgotten
+    return att * (g - (g * att).sum(-1, keepdims=True))
+
+
+def my_dv__not_transposed(att, dout):
+    return att @ dout  # att, not att^T

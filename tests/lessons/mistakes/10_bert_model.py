@@ -1,0 +1,16 @@
+"""Plausible wrong answers to lesson 10's exercises (see README.md)."""
+
+
+def my_tied_decoder_backward__dtok_transposed(dlogits, t, tok_emb):
+    return dlogits @ tok_emb, t.T @ dlogits  # the gradient of tok_emb.T, not of tok_emb
+
+
+def my_gather_backward__fancy_add(dh, flat_pos, B, T):
+    d = np.zeros((B * T, dh.shape[-1]))  # noqa: F821
+    d[flat_pos] += dh  # repeated positions: one write survives
+    return d.reshape(B, T, -1)
+
+
+def my_adam_first_step__no_bias_correction(g, lr, b1=0.9, b2=0.999, eps=1e-8):
+    m, v = (1 - b1) * g, (1 - b2) * g * g
+    return -lr * m / (np.sqrt(v) + eps)  # noqa: F821  BERT's optimizer, not Adam with bias correction

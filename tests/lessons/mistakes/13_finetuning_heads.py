@@ -1,0 +1,19 @@
+"""Plausible wrong answers to lesson 13's exercises (see README.md)."""
+
+
+def my_head_backward__no_tanh(dlogits, cls, w_pool, pooled, W):
+    dpooled = dlogits @ W.T
+    dpre = dpooled  # the tanh's derivative forgotten
+    return dpre @ w_pool.T, cls.T @ dpre, dpre.sum(0), pooled.T @ dlogits, dlogits.sum(0)
+
+
+def my_head_backward__dW_transposed(dlogits, cls, w_pool, pooled, W):
+    dpre = (dlogits @ W.T) * (1 - pooled * pooled)
+    return dpre @ w_pool.T, cls.T @ dpre, dpre.sum(0), dlogits.T @ pooled, dlogits.sum(0)
+
+
+def my_first_piece_labels__every_piece(pieces_per_word, word_labels):
+    out = []
+    for n, label in zip(pieces_per_word, word_labels):
+        out += [label] * n  # the label on every piece: a word with more pieces weighs more
+    return np.array(out, dtype=np.int64)  # noqa: F821

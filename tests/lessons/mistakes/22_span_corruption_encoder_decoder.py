@@ -1,0 +1,23 @@
+"""Plausible wrong answers to lesson 22's exercises (see README.md)."""
+
+
+def my_cross_attention_backward__no_sqrt(dout, q, enc_out, w_k, w_v, enc_mask):
+    k, v = enc_out @ w_k, enc_out @ w_v
+    preatt = q @ k.T / np.sqrt(q.shape[1]) + (1 - enc_mask) * -10000.0  # noqa: F821
+    att = np.exp(preatt - preatt.max(-1, keepdims=True))  # noqa: F821
+    att /= att.sum(-1, keepdims=True)
+    datt = dout @ v.T
+    dpreatt = att * (datt - (datt * att).sum(-1, keepdims=True))
+    return dpreatt @ k, (dpreatt.T @ q) @ w_k.T, (att.T @ dout) @ w_v.T  # 1/sqrt(HS) forgotten on both
+
+
+def my_span_corrupt__sentinel_per_token(tokens, noise_mask, vocab_size, eos_id):
+    inputs, targets, span = [], [], -1
+    for j, tok in enumerate(tokens):
+        if noise_mask[j]:
+            span += 1  # one sentinel per dropped token, not per run
+            inputs.append(vocab_size - 1 - span)
+            targets += [vocab_size - 1 - span, int(tok)]
+        else:
+            inputs.append(int(tok))
+    return np.array(inputs + [eos_id]), np.array(targets + [eos_id])  # noqa: F821

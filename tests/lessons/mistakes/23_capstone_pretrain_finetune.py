@@ -1,0 +1,12 @@
+"""Plausible wrong answers to lesson 23's exercises (see README.md)."""
+
+
+def my_accuracy_interval__no_clip(hits, n, z=1.96):
+    import math
+    p = hits / n
+    half = z * math.sqrt(p * (1 - p) / n)
+    return p - half, p + half  # not clipped to [0, 1]
+
+
+def my_question_labels__first_paragraph_only(articles):
+    return [(qa["question"], i) for i, article in enumerate(articles) for qa in article["paragraphs"][0]["qas"]]

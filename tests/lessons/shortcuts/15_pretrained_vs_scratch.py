@@ -1,0 +1,9 @@
+"""Lesson 15's exercises answered by the library (see README.md): the grader must refuse them."""
+
+
+def my_encoder_into_head(pretrained_params, task_params):
+    return BertForSequenceClassification.from_pretrained(pretrained_dir, num_labels=4, seed=7).params  # noqa: F821
+
+
+def my_control_params(task_params, config, seed):
+    return BertForSequenceClassification(config, num_labels=4, seed=seed).params  # noqa: F821
