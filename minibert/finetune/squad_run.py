@@ -31,9 +31,14 @@ FILES = {"squad2": ("train-v2.0.json", "dev-v2.0.json"), "squad1": ("train-v1.1.
 
 class SquadSource(TaskSource):
     label_keys = ("start_positions", "end_positions")
-    main_metric = "f1"  # at threshold 0; best_f1 picks its threshold on dev itself, so it is reported, not used
+    main_metric = "f1"  # SQuAD 1.1; 2.0 keeps the checkpoint by best_f1 (below)
 
     def __init__(self, train: dict, dev_examples, dev_features, gold, version_2: bool, do_lower_case: bool):
+        # SQuAD 2.0: the checkpoint kept is the one with the best F1 at the no-answer threshold
+        # chosen on dev (best_f1, what `predict` then uses), as run_squad's users tune
+        # null_score_diff_threshold. F1 at threshold 0 kept an always-"no answer" first epoch
+        # (53.1) over a second that found spans (HasAns F1 28) but answered too often (44.3).
+        self.main_metric = "best_f1" if version_2 else "f1"
         self.train, self.dev_examples, self.dev_features = train, dev_examples, dev_features
         self.dev = squad.stack_features(dev_features)
         self.gold, self.version_2, self.do_lower_case = gold, version_2, do_lower_case
@@ -120,7 +125,8 @@ def build_squad_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     source = SquadSource(squad.stack_features(train_features), dev_examples, dev_features, gold, version_2,
                          model.do_lower_case)
     info = {"name": cfg.task, "kind": "qa", "version_2": version_2, "max_seq_length": cfg.max_seq_length,
-            "doc_stride": cfg.doc_stride, "max_query_length": cfg.max_query_length, "main_metric": "f1",
+            "doc_stride": cfg.doc_stride, "max_query_length": cfg.max_query_length,
+            "main_metric": "best_f1" if version_2 else "f1",
             "train_file": str(train_path), "dev_file": str(dev_path), "train_questions": stats.questions,
             "train_skipped": stats.skipped, "train_features": len(train_features), "dev_features": len(dev_features)}
     return FinetuneRun(cfg, model, source, tokenizer, info, verbose)
