@@ -39,6 +39,13 @@ import numpy as np  # noqa: E402
 SIZES = (100, 300, 1000, 3000, 10000, "all")
 # kind -> (lr, max_seq_length); defaults from the recipe grid (results/REPORT.md); --recipe overrides
 RECIPES = {"random": (3e-4, 64), "tiny": (3e-4, 64), "indomain": (3e-4, 64), "minilm": (1e-4, 64)}
+# the matched random-init control of a pretrained kind: `--init none --like` its model (its
+# architecture, vocabulary and casing, fresh weights), with that kind's recipe
+CONTROL = "-control"
+LABELS = {"random": "random init (tiny, Python-docs vocabulary)", "tiny": "tiny, pretrained on Python docs",
+          "indomain": "tiny, pretrained on SST-2's own sentences",
+          "indomain-control": "its control: random init, SST-2 vocabulary",
+          "minilm": "all-MiniLM-L6-v2 (real pretrained)", "minilm-control": "its control: random init, MiniLM's shape"}
 
 
 def read_sst2(path: Path) -> tuple[str, list[str]]:
@@ -78,8 +85,12 @@ def run_cell(args, kind, n, seed, init, lr, T) -> dict:
     else:
         epochs = max(args.min_epochs, math.ceil(args.min_steps / steps_per_epoch))
     out = Path(args.work) / "runs" / cell_key(kind, n, seed).replace("/", "-")
-    cfg = FinetuneConfig(task="sst2", init=init, out=str(out), data=str(data), lr=lr, epochs=float(epochs),
-                         batch_size=args.batch_size, max_seq_length=T, seed=seed, log_interval=100)
+    like = None
+    if init.startswith("none-like:"):  # a matched control
+        init, like = "none", init.split(":", 1)[1]
+    cfg = FinetuneConfig(task="sst2", init=init, like=like, out=str(out), data=str(data), lr=lr,
+                         epochs=float(epochs), batch_size=args.batch_size, max_seq_length=T, seed=seed,
+                         log_interval=100)
     run = build_run(cfg, verbose=False)
     total = run.total_steps
     eval_at = {total} | {round(total * (i + 1) / args.evals) for i in range(args.evals)}
@@ -125,7 +136,7 @@ def import_run(run_dir: Path, kind, n, seed, init, lr, T, epochs_all) -> dict:
 
 
 def table(results: dict, which="final") -> tuple[str, dict]:
-    kinds = [k for k in ("random", "tiny", "indomain", "minilm") if any(r["kind"] == k for r in results.values())]
+    kinds = [k for k in LABELS if any(r["kind"] == k for r in results.values())]
     stats = {}
     lines = ["| labels | " + " | ".join(kinds) + " |", "| --- |" + " --- |" * len(kinds)]
     for n in SIZES:
@@ -149,16 +160,15 @@ def plot(stats: dict, path: Path, which: str):
     fig = Figure(figsize=(6.5, 4.2))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
-    labels = {"random": "random init", "tiny": "tiny, pretrained on Python docs", "indomain":
-              "tiny, pretrained on SST-2's own sentences", "minilm": "all-MiniLM-L6-v2 (real pretrained)"}
-    for kind in labels:
+    for kind, label in LABELS.items():
         pts = sorted(((67349 if n == "all" else n), v) for (k, n), v in stats.items() if k == kind)
         if not pts:
             continue
         x = [p[0] for p in pts]
         med = [p[1][0] for p in pts]
         err = [[p[1][0] - p[1][1] for p in pts], [p[1][2] - p[1][0] for p in pts]]
-        ax.errorbar(x, med, yerr=err, marker="o", ms=4, capsize=3, label=labels[kind])
+        ax.errorbar(x, med, yerr=err, marker="o", ms=4, capsize=3, label=label,
+                    ls="--" if kind.endswith(CONTROL) else "-")
     ax.axhline(50.9, color="grey", ls=":", lw=0.8, label="majority class (50.9)")
     ax.set_xscale("log")
     ax.set(xlabel="SST-2 training labels", ylabel=f"dev accuracy ({which}), %",
@@ -203,6 +213,8 @@ def main(argv=None):
     results = json.loads(json_path.read_text()) if json_path.is_file() else {}
     if not a.table:
         inits = {"random": "none", "tiny": a.tiny, "indomain": a.indomain, "minilm": a.minilm}
+        inits.update({k + CONTROL: f"none-like:{v}" for k, v in list(inits.items()) if k != "random" and v})
+        recipes.update({k + CONTROL: v for k, v in list(recipes.items()) if k + CONTROL not in recipes})
         new = 0
         for spec in a.import_all:
             ks, d = spec.split("=", 1)

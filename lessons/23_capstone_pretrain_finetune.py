@@ -23,8 +23,8 @@
 #    the context.
 # 2. At every seed the control is built from the pretrained model's config and has exactly its
 #    number of parameters and its initial head.
-# 3. Fine-tuned on 224 questions, the pretrained model beats its control: the median over three
-#    seeds by 4 points or more, and even its worst seed beats the control's median (five seeds).
+# 3. Fine-tuned on 224 questions, the pretrained model beats its control, seed by seed: over five
+#    seeds the paired differences average more than 1 point, and at least 3 of the 5 are gains.
 # 4. Both are printed next to chance, the majority class, and a bag-of-words classifier, which
 #    beats both of them (the honest part).
 
@@ -68,6 +68,8 @@ PRETRAIN_STEPS = 300 if FAST else 6000  # about 10 s and 3 minutes on 2 cores
 FINETUNE_STEPS = 150 if FAST else 400
 FINETUNE_LR = 1e-3 if FAST else 5e-4  # fast mode: a higher rate, to see the loss fall in fewer steps
 SEEDS = (0,) if FAST else (0, 1, 2, 3, 4)
+PAIRED_MARGIN = 0.01  # the mean of the paired differences must exceed it (section 7 says how it was set)
+MIN_SEEDS_AHEAD = 3  # seeds of the five at which the pretrained model must win
 N_LABELLED = 16  # labelled questions per article
 N_UNLABELLED = 150  # questions per article used as unlabelled pretraining text
 
@@ -342,23 +344,35 @@ fig.tight_layout()
 show(fig, "23_capstone.png")
 
 pre, ctl = np.array(results["pretrained"]), np.array(results["random init"])
-if not FAST:
-    assert np.median(pre) - np.median(ctl) >= 0.04, "pretraining buys 4 points or more (medians of 5 seeds)"
-    assert pre.min() > np.median(ctl), "even the worst pretrained seed beats the control's median"
+paired = pre - ctl  # (seeds,) seed s gave both models the same head, batches and dropout stream
+print(f"paired differences, pretrained - control at the same seed: {' '.join(f'{d:+.3f}' for d in paired)}; "
+      f"mean {paired.mean():+.3f}, {int((paired > 0).sum())} of {len(paired)} seeds favour pretraining")
+if FAST:
+    print("MINIBERT_FAST=1: 300 pretraining steps and 150 fine-tuning steps on a slice learn next to nothing, so "
+          "these numbers say nothing about pretraining; they check that every piece runs. Run the lesson "
+          "without MINIBERT_FAST for the experiment.")
+else:
+    # What held on every machine and pretraining seed we tried (the margins: lesson 23's section 7):
+    # the paired differences, not the medians, are what the assert reads.
+    assert paired.mean() > PAIRED_MARGIN, f"pretraining buys more than {PAIRED_MARGIN:.0%} on average over the seeds"
+    assert (paired > 0).sum() >= MIN_SEEDS_AHEAD, f"and wins at {MIN_SEEDS_AHEAD} or more of the {len(paired)} seeds"
     assert pre.min() > 2 / K and bow > 2 / K, "all well above chance"
     assert bow > pre.max(), "and counting words beats every fine-tuned run"
 
 # %% [markdown]
 # ## 7. The honest reading
-# - **Pretraining helped, by a few points, and only the control and the seeds show that.** The two
-#   models differ in their encoder's starting values only: architecture (read from the
-#   checkpoint), head, data, batch order and recipe are the same. The median gap (the table above)
-#   is what the few minutes of pretraining of section 3 bought, and it is bigger than the
-#   sampling interval of a dev accuracy. But look at the seeds: the control's best seed can reach
-#   a pretrained seed, and a single pair of runs could have shown no gain at all. What is asserted
-#   is what held at every try: the medians at least 4 points apart, and the worst pretrained seed
-#   above the control's median. Change the split or the pretraining seed and the gap moves (we saw
-#   it from a few points to a dozen while building this lesson); its sign held.
+# - **Pretraining helped, and only the control and the seeds show that.** The two models differ in
+#   their encoder's starting values only: architecture (read from the checkpoint), head, data,
+#   batch order, dropout stream and recipe are the same at each seed, so the paired difference
+#   (the line above the assert) is what the minutes of pretraining in section 3 bought at that
+#   seed. How big it is depends on the machine: the control's median came out the same on the two
+#   machines we compared (0.208), while 6,000 pretraining steps at a high rate amplify
+#   the last-bit differences between CPUs' exp and log into another pretrained model: one run
+#   gained 10 points on average (pretrained 0.30-0.33 against 0.16-0.24, every seed ahead), another
+#   3 (median 0.241, worst seed 0.190, below two of the control's seeds). So the assert reads the
+#   paired differences with a margin below both: a mean above 1 point and at least 3 of 5 seeds
+#   ahead. A gap of 4 points between medians, or the worst pretrained seed above the control's
+#   median, which this lesson once asserted, held on one machine and not on the other.
 # - **Why it helps here.** 224 labelled questions name few of the words the dev questions use;
 #   the paragraphs and the unlabelled questions hold the rest, next to the words the labels do
 #   use (lesson 15's mechanism, on real text). A random encoder has to learn every word from the

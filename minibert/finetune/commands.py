@@ -52,7 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                              ("minutes", float, "wall-clock budget; the run evaluates and saves when it ends"),
                              ("eval-per-epoch", int, "dev evaluations per epoch (default 1)"),
                              ("max-train-examples", int, "use the first N training features only"),
-                             ("doc-stride", int, "SQuAD window stride (default 128)")):
+                             ("doc-stride", int, "SQuAD window stride (default 128)"),
+                             ("null-windows", float, "SQuAD 2.0: the share of training windows without the answer "
+                                                     "that are kept (default: the recipe's)")):
         p.add_argument(f"--{name}", type=typ, help=help_)
     p.add_argument("--warmup-proportion", "--warmup", type=float, help="fraction of the steps (default 0.1)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -184,7 +186,7 @@ def cli(argv: list[str]) -> int:
                              format=args.format, vocab=args.vocab, like=args.like, strict_length=args.strict_length,
                              causal=args.causal, bilstm=args.bilstm)
         for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proportion", "dropout", "seed", "minutes",
-                    "eval_per_epoch", "max_train_examples", "doc_stride", "frozen", "frozen_tagger"):
+                    "eval_per_epoch", "max_train_examples", "doc_stride", "null_windows", "frozen", "frozen_tagger"):
             if getattr(args, key) is not None:
                 setattr(cfg, key, getattr(args, key))
         given = FinetuneConfig.parse_set(args.set)

@@ -39,6 +39,9 @@ RECIPES = {
         "choice": dict(lr=5e-5, epochs=3.0, max_seq_length=128),
         "token": dict(lr=1e-4, epochs=5.0, max_seq_length=64),
         "qa": dict(lr=1e-4, epochs=2.0, max_seq_length=256),
+        # SQuAD 2.0's small subset: a quarter of the windows without the answer, 4 epochs
+        # (docs/finetuning.md: 2 epochs of every window answered "no answer" to every question)
+        "squad2": dict(lr=1e-4, epochs=4.0, max_seq_length=256, null_windows=0.25),
         "sst2": dict(lr=5e-5, epochs=1.0, max_seq_length=64),
     },
 }

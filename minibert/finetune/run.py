@@ -77,6 +77,9 @@ class FinetuneConfig(RunSettings):
     log_interval: int = 20
     max_train_examples: int = 0  # use only the first N training features (0 = all)
     doc_stride: int = 128  # SQuAD
+    # SQuAD 2.0: the share of training windows without the answer that are kept (1 = all, as
+    # run_squad.py); the rest are dropped once, drawn by the seed (docs/finetuning.md)
+    null_windows: float = 1.0
     frozen: str | None = None  # feature-based token tagging: last | second_to_last | embeddings | sum4 | concat4
     frozen_tagger: str = "linear"  # on the frozen features: linear | bilstm (the paper's, one layer)
     max_query_length: int = 64  # SQuAD
@@ -93,6 +96,9 @@ class FinetuneConfig(RunSettings):
                 raise ValueError(f"{k}={getattr(self, k)} must be at least 1")
         if not 0 < self.epochs < math.inf or not 0 < self.lr < math.inf:  # NaN fails both comparisons
             raise ValueError(f"epochs ({self.epochs}) and lr ({self.lr}) must be positive finite numbers")
+        if not 0 < self.null_windows <= 1:  # NaN fails too
+            raise ValueError(f"null_windows={self.null_windows} must be in (0, 1]: the share of SQuAD windows "
+                             f"without the answer that are kept")
         if not 0 <= self.warmup_proportion < 1 or not 0 <= self.dropout < 1:
             raise ValueError(f"warmup_proportion ({self.warmup_proportion}) and dropout ({self.dropout}) must be in "
                              f"[0, 1)")

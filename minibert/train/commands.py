@@ -172,7 +172,8 @@ def train_tiny_cli(argv: list[str]) -> int:
 
             if os.environ.get("CORPUS"):
                 raise ValueError("give CORPUS= or --corpus-from-task, not both")
-            overrides.update({**task_corpus.SETTINGS, "name": f"{args.corpus_from_task}-indomain"})
+            name = f"{args.corpus_from_task}-indomain" + ("" if preset == "tiny" else f"-{preset}")  # one run a preset
+            overrides.update({**task_corpus.SETTINGS, "name": name})
         overrides.update(parse_set(args.set))
         if args.corpus_from_task and not args.resume:
             make_config(preset, **overrides).validate(require_files=False)  # before the corpus is written

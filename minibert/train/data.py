@@ -133,6 +133,9 @@ def default_corpus(overrides: dict[str, Any]) -> dict[str, Any]:
             **overrides}
 
 
+OWN_VOCAB_SIZE = 8192  # the vocabulary learnt for a CORPUS= (or --corpus-from-task) corpus
+
+
 def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
     """CORPUS=file.txt: hold out every 20th document, and train a vocab on the rest if needed.
     The split (and vocab) go to data/generated/own-<hash>/, written in full or not at all."""
@@ -140,7 +143,12 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
     if not src.is_file():
         raise ValueError(f"CORPUS={path}: file not found (expected one sentence per line, blank lines "
                          f"between documents)")
-    out = Path(overrides.get("data_cache") or DEFAULT_DATA_CACHE) / f"own-{sha256_file(src)[:12]}"
+    from minibert.wordpiece_trainer import DEFAULT_MERGE_RULE
+
+    # the rule is in the name: a cache from before the frequency rule (its vocab built with the
+    # score rule, which cuts common words into characters) is never reused for a new run
+    out = Path(overrides.get("data_cache") or DEFAULT_DATA_CACHE) / \
+        f"own-{sha256_file(src)[:12]}-{DEFAULT_MERGE_RULE}"
     vocab = overrides.get("vocab") or str(out / "vocab.txt")
     files = {"corpus": (str(out / "train.txt"),), "heldout": (str(out / "heldout.txt"),), "vocab": vocab}
     if (out / "train.txt").is_file() and Path(vocab).is_file():
@@ -163,8 +171,10 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
             from minibert.tokenizer import save_vocab
             from minibert.wordpiece_trainer import train_wordpiece
 
-            print(f"CORPUS={path}: training an 8192-token WordPiece vocab on its training part -> {vocab}")
-            save_vocab(train_wordpiece([tmp / "train.txt"], 8192), tmp / "vocab.txt")
+            print(f"CORPUS={path}: training a {OWN_VOCAB_SIZE}-token WordPiece vocab ({DEFAULT_MERGE_RULE} rule) on its "
+                  f"training part -> {vocab}")
+            save_vocab(train_wordpiece([tmp / "train.txt"], OWN_VOCAB_SIZE, merge_rule=DEFAULT_MERGE_RULE),
+                       tmp / "vocab.txt")
         rundir._remove(out)  # an incomplete directory from an older version
         os.replace(tmp, out)
     finally:

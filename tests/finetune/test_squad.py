@@ -297,3 +297,26 @@ def test_best_f1_searches_the_spans_that_a_winning_null_score_hides():
     found = threshold_search(gold, nbest, null_odds)
     assert found["best_f1"] == pytest.approx(100.0) and found["best_exact"] == pytest.approx(100.0)
     assert 0.7 <= found["best_f1_thresh"] < 2.0  # answer a and b, not c
+
+
+def test_keep_null_windows_keeps_every_answer_and_a_share_of_the_rest_in_order():
+    from types import SimpleNamespace
+
+    from minibert.finetune.squad_run import keep_null_windows
+
+    starts = [0, 5, 0, 0, 7, 0, 0, 0, 9, 0, 0, 0]  # 0: the window's label is [CLS] (no answer in it)
+    feats = [SimpleNamespace(i=i, start_position=s) for i, s in enumerate(starts)]
+    kept = keep_null_windows(feats, 0.25, seed=3)
+    assert [f.i for f in kept] == sorted(f.i for f in kept)  # the order is kept
+    assert [f.i for f in kept if f.start_position] == [1, 4, 8]  # every window with its answer
+    assert sum(f.start_position == 0 for f in kept) == 2  # a quarter of the 9 null windows, rounded
+    assert [f.i for f in keep_null_windows(feats, 0.25, seed=3)] == [f.i for f in kept]  # the seed decides
+    assert len(keep_null_windows(feats, 1.0, seed=0)) == len(feats)
+
+
+def test_null_windows_must_be_a_share():
+    from minibert.finetune.run import FinetuneConfig
+
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="null_windows"):
+            FinetuneConfig(task="squad2", init="none", out="x", null_windows=bad).validate()

@@ -23,8 +23,10 @@ def _sst2(d, n=40):
 def test_each_format_becomes_documents_without_labels(tmp_path):
     sst = _sst2(tmp_path / "sst2", n=20)
     docs = task_corpus.documents("sst2", str(sst))
-    assert [len(d) for d in docs] == [8, 8, 4]  # GROUP sentences per pseudo-document
+    assert len(docs) == 20 and all(len(d) == 2 for d in docs)  # each sentence: a document of its two halves
+    assert " ".join(docs[1]) == "fine film dull plot with" and docs[1] == ["fine film", "dull plot with"]
     assert all("\t" not in s and not s.endswith(("0", "1")) for d in docs for s in d)
+    assert task_corpus.halves("film") == ["film"] and task_corpus.halves("a b c d") == ["a b", "c d"]
     (tmp_path / "rte").mkdir()
     (tmp_path / "rte" / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n0\tA cat sat.\tAn animal sat.\t"
                                                 "entailment\n1\tIt rains.\tIt is dry.\tnot_entailment\n")
@@ -53,7 +55,7 @@ def test_train_tiny_pretrains_on_the_task_text_never_its_dev_file(tmp_path, monk
                                                                for a in ("--set", f"{k}={v}"))]
     assert train_tiny_cli(argv) == 0
     settings = json.loads((tmp_path / "run" / "run.json").read_text())["settings"]
-    assert settings["objective"] == "mlm" and settings["packing"] == "full_sentences"
+    assert settings["objective"] == "mlm_nsp" and settings["packing"] == "segment_pair"
     corpus = "".join(open(p).read() for p in (*settings["corpus"], *settings["heldout"]))
     assert "film" in corpus and "secret" not in corpus  # the training text, not the dev file's
     vocab = open(settings["vocab"]).read().split()

@@ -461,3 +461,26 @@ def test_time_budget_stops_and_still_evaluates(corpus, tmp_path):
     trainer = pretrain.train(cfg, verbose=False)
     assert trainer.status == "budget" and 0 < trainer.step < 10_000
     assert trainer.last_eval is not None and trainer.last_eval_step == trainer.step
+
+
+def test_own_corpus_vocabulary_keeps_the_common_words_whole(tmp_path, monkeypatch):
+    """CORPUS= and --corpus-from-task learn their vocabulary with the frequency rule. The course's
+    score rule, at a budget too small for every word, spends it on rare suffix chains and cuts the
+    commonest words into characters (an SST-2 model once read "the" as `th ##e`)."""
+    from minibert.tokenizer import BertTokenizer
+    from minibert.wordpiece_trainer import train_wordpiece
+
+    rng = np.random.default_rng(0)
+    common = ["the", "movie", "film", "and", "story", "funny", "boring", "charming"]
+    rare = ["".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz"), size=9)) for _ in range(300)]
+    docs = ["\n".join(" ".join([*rng.choice(common, 6), rare[(7 * d + i) % 300]]) for i in range(3))
+            for d in range(200)]
+    src = tmp_path / "corpus.txt"
+    src.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    monkeypatch.setattr(train_data, "DEFAULT_DATA_CACHE", str(tmp_path / "generated"))
+    monkeypatch.setattr(train_data, "OWN_VOCAB_SIZE", 120)  # too few pieces for the 300 rare words
+    files = train_data.own_corpus(str(src), {})
+    tok = BertTokenizer(files["vocab"])
+    assert [w for w in common if tok.tokenize(w) != [w]] == []
+    score = BertTokenizer(train_wordpiece([files["corpus"][0]], 120, merge_rule="score", progress=False))
+    assert [w for w in common if score.tokenize(w) != [w]], "the score rule would have cut some (the test can fail)"
