@@ -132,6 +132,38 @@ print(f"chance {1 / K:.3f}; always the most common article {majority:.3f}")
 print("e.g.", labelled[0], labelled[N_LABELLED])
 
 # %% [markdown]
+# ## 1b. How much of a difference is noise?
+# (Asked here, before the slow cells: section 6 uses your interval on the results.)
+# A dev accuracy is a count out of `n` questions, so it has a sampling error of its own, before
+# any seed is changed. With `p` the accuracy, each question a coin that comes up right with
+# probability `p`, the normal approximation gives a 95% interval of `z = 1.96` standard errors
+# on each side of `p`.
+#
+# **Exercise 2.** `my_accuracy_interval(hits, n, z=1.96)`: the interval `(low, high)` of an
+# accuracy of `hits` right out of `n`, by the normal approximation, clipped to [0, 1]. What is the
+# standard error of a proportion of `n` such coins? Graded on values worked out by hand.
+
+# %%
+def my_accuracy_interval(hits, n, z=1.96):
+    """hits, n ints -> (low, high): the normal-approximation interval of hits / n, within [0, 1]"""
+    raise NotImplementedError("exercise 2: the interval of an accuracy")  # your code here
+
+
+def check_accuracy_interval(fn):
+    return [course.close("50 of 100", fn(50, 100), [0.402, 0.598], rtol=0, atol=1e-12),
+            course.close("90 of 100, z = 1", fn(90, 100, z=1.0), [0.87, 0.93], rtol=0, atol=1e-12),
+            course.close("0 of 10: clipped at 0", fn(0, 10), [0.0, 0.0], rtol=0, atol=1e-12),
+            course.close("1 of 2: clipped to [0, 1]", fn(1, 2, z=3.0), [0.0, 1.0], rtol=0, atol=1e-12)]
+
+
+my_accuracy_interval = ex.grade(2, my_accuracy_interval, check_accuracy_interval)
+
+# %% [markdown]
+# (Exercise 2's answer: a count of `n` independent hits has variance `n p (1 - p)`, so the
+# proportion has standard error `sqrt(p (1 - p) / n)` and the interval is
+# `p +- z sqrt(p (1 - p) / n)`: 50 of 100 gives `0.5 +- 1.96 * 0.05`.)
+
+# %% [markdown]
 # ## 2. Unlabelled text: the paragraphs and the unlabelled questions
 # The 553 paragraphs of the 14 articles, one sentence per line (a naive split on `. ? !`), a blank
 # line between paragraphs, and the unlabelled questions, eight to a "document": the format of
@@ -291,34 +323,8 @@ print(f"bag of word pieces + logistic regression: dev accuracy {bow:.3f}")
 
 # %% [markdown]
 # ## 6. How much of a difference is noise?
-# A dev accuracy is a count out of `n` questions, so it has a sampling error of its own, before
-# any seed is changed. With `p` the accuracy, each question a coin that comes up right with
-# probability `p`, the normal approximation gives a 95% interval of `z = 1.96` standard errors
-# on each side of `p`.
-#
-# **Exercise 2.** `my_accuracy_interval(hits, n, z=1.96)`: the interval `(low, high)` of an
-# accuracy of `hits` right out of `n`, by the normal approximation, clipped to [0, 1]. What is the
-# standard error of a proportion of `n` such coins? Graded on values worked out by hand.
-
-# %%
-def my_accuracy_interval(hits, n, z=1.96):
-    """hits, n ints -> (low, high): the normal-approximation interval of hits / n, within [0, 1]"""
-    raise NotImplementedError("exercise 2: the interval of an accuracy")  # your code here
-
-
-def check_accuracy_interval(fn):
-    return [course.close("50 of 100", fn(50, 100), [0.402, 0.598], rtol=0, atol=1e-12),
-            course.close("90 of 100, z = 1", fn(90, 100, z=1.0), [0.87, 0.93], rtol=0, atol=1e-12),
-            course.close("0 of 10: clipped at 0", fn(0, 10), [0.0, 0.0], rtol=0, atol=1e-12),
-            course.close("1 of 2: clipped to [0, 1]", fn(1, 2, z=3.0), [0.0, 1.0], rtol=0, atol=1e-12)]
-
-
-my_accuracy_interval = ex.grade(2, my_accuracy_interval, check_accuracy_interval)
-
-# %% [markdown]
-# (Exercise 2's answer: a count of `n` independent hits has variance `n p (1 - p)`, so the
-# proportion has standard error `sqrt(p (1 - p) / n)` and the interval is
-# `p +- z sqrt(p (1 - p) / n)`: 50 of 100 gives `0.5 +- 1.96 * 0.05`.)
+# Section 1b's interval, for the median seed of each model: a difference smaller than these
+# intervals could be the dev set's own sampling error.
 
 # %%
 n_dev = len(dev_y)
