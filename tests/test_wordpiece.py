@@ -143,8 +143,13 @@ def test_train_from_files_and_cli(tmp_path, capsys):
     vocab = train_wordpiece([corpus], 70, do_lower_case=False, progress=False)
     assert vocab[N_SPECIAL + 40:] == COURSE_LEARNED
     out = tmp_path / "vocab.txt"
-    assert W.cli(["--files", str(corpus), "--vocab-size", "70", "--cased", "--out", str(out)]) == 0
+    assert W.cli(["--files", str(corpus), "--vocab-size", "70", "--cased", "--out", str(out), "--merge-rule",
+                  "score"]) == 0
     assert out.read_text(encoding="utf-8").splitlines() == vocab
+    # without --merge-rule the command learns with the frequency rule, as every vocabulary minibert builds
+    assert W.cli(["--files", str(corpus), "--vocab-size", "70", "--cased", "--out", str(tmp_path / "f.txt")]) == 0
+    frequency = train_wordpiece([corpus], 70, do_lower_case=False, merge_rule="frequency", progress=False)
+    assert (tmp_path / "f.txt").read_text(encoding="utf-8").splitlines() == frequency != vocab
 
 
 def test_vocab_size_too_small_is_a_clear_error():
