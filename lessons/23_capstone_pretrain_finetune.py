@@ -375,7 +375,7 @@ else:
 #   machines we compared (0.208), while 6,000 pretraining steps at a high rate amplify
 #   the last-bit differences between CPUs' exp and log into another pretrained model: one run
 #   gained 10 points on average (pretrained 0.30-0.33 against 0.16-0.24, every seed ahead), another
-#   3 (median 0.241, worst seed 0.190, below two of the control's seeds). So the assert reads the
+#   3 (median 0.241, worst seed 0.190, below the control's median). So the assert reads the
 #   paired differences with a margin below both: a mean above 1 point and at least 3 of 5 seeds
 #   ahead. A gap of 4 points between medians, or the worst pretrained seed above the control's
 #   median, which this lesson once asserted, held on one machine and not on the other.
