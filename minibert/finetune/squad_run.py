@@ -30,7 +30,6 @@ from minibert.loop.rundir import write_json
 from minibert.taskdata.squad_files import DEFAULT_DIR, FILES
 
 
-
 class SquadSource(TaskSource):
     label_keys = ("start_positions", "end_positions")
     main_metric = "f1"  # SQuAD 1.1; 2.0 keeps the checkpoint by best_f1 (below)
@@ -73,8 +72,6 @@ def threshold_search(gold: dict, nbest: dict, null_odds: dict) -> dict[str, floa
     spans = {qid: next((e["text"] for e in entries if e["text"]), "") for qid, entries in nbest.items()}
     full = squad_eval.evaluate(gold, spans, null_odds)
     return {k: full[k] for k in ("best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh")}
-
-
 
 
 def _files(cfg: FinetuneConfig) -> tuple[Path, Path]:
