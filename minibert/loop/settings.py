@@ -105,6 +105,7 @@ class Settings:
     """The base of every run's settings (see the module docstring)."""
 
     renamed: ClassVar[dict[str, str]] = {}  # an older run.json's name -> today's (read by from_dict)
+    unused: ClassVar[tuple[str, ...]] = ()  # shared names this command has no use for (no option; validate refuses them)
 
     @classmethod
     def fields(cls) -> dict[str, dataclasses.Field]:

@@ -45,7 +45,6 @@ module of its own would be reached from the worker by name, an import the layeri
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
@@ -58,6 +57,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.cli import command_parser
 from minibert.tools import attention_v1, bench_sst2
 from minibert.tools.bench_profile import QA_SHAPE, run_times, task_step_fn
 
@@ -792,7 +792,7 @@ def parse_threads(text: str | None, cores: int) -> tuple[list[int], list[int]]:
 
 def cli(argv: list[str]) -> int:
     global ROUNDS  # --rounds sets it for every section
-    ap = argparse.ArgumentParser(prog="python -m minibert bench", description=__doc__.split("\n\n")[0])
+    ap = command_parser("bench", __doc__)
     ap.add_argument("--quick", action="store_true",
                     help="1 round of at most 3 repetitions (4 s) per worker, v4/v3/torch attention only, the "
                          "fine-tuning steps at the most threads only (QA on tiny), a 2,048-sentence SST-2 subset, "

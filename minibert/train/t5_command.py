@@ -12,7 +12,6 @@ starting point for `--task sst2 --init`.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.cli import CommandParser, build_settings, command_parser
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
@@ -246,18 +246,24 @@ def sst2_accuracy(params, cfg, pairs, special, ops) -> tuple[float, float]:
     return correct / max(len(pairs), 1), invalid / max(len(pairs), 1)
 
 
-def _resumed(ap: argparse.ArgumentParser, args) -> T5TrainConfig:
+def _resumed(ap: CommandParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
     info = rundir.resumable_run(out, COMMAND, rundir.options_given(ap, args))
     saved = T5TrainConfig.from_dict({**info.settings, "fast": fast_mode(), "out": str(out)}, str(out / rundir.RUN_FILE))
     if args.minutes is not None:
         saved.minutes = args.minutes
+    saved.validate()
     return saved
 
 
 def train_t5_cli(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m minibert train-t5", description=__doc__.split("\n\n")[0])
+    ap = command_parser("train-t5", __doc__, settings=T5TrainConfig,
+                        helps={"minutes": "time budget (default 9.5; 1 with MINIBERT_FAST=1)",
+                               "steps": "at most this many steps (default: as the budget allows)",
+                               "lr": "peak learning rate (1e-3 pretraining, 3e-4 sst2)",
+                               "warmup_steps": "warmup steps (default 200, at most a tenth of the steps)",
+                               "checkpoint_interval": "also save every N steps (default 0: at the end and Ctrl-C)"})
     ap.add_argument("--preset", default="t5-tiny", choices=sorted(PRESETS))
     ap.add_argument("--task", choices=("span-corruption", "sst2"), default="span-corruption")
     ap.add_argument("--data", help="sst2: a directory with GLUE-format train.tsv and dev.tsv")
@@ -271,20 +277,9 @@ def train_t5_cli(argv: list[str]) -> int:
     ap.add_argument("--corpus", help="one-sentence-per-line training text (default: the default corpus)")
     ap.add_argument("--heldout", help="held-out text, with --corpus")
     ap.add_argument("--vocab", help="vocab.txt, with --corpus (and with --init none; default: the default corpus's)")
-    ap.add_argument("--minutes", type=float, default=None, help="time budget (default 9.5; 1 with MINIBERT_FAST=1)")
-    ap.add_argument("--steps", type=int, default=None, help="at most this many steps (default: as the budget allows)")
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=None, help="peak learning rate (1e-3 pretraining, 3e-4 sst2)")
-    ap.add_argument("--warmup-steps", "--warmup", type=int, default=200, help="warmup steps (at most a tenth of the steps)")
     ap.add_argument("--chunk-len", type=int, default=64, help="tokens per chunk before corruption")
     ap.add_argument("--max-input", type=int, default=64, help="sst2: input tokens kept per sentence")
-    ap.add_argument("--eval-interval", "--eval-every", type=int, default=250)
-    ap.add_argument("--log-interval", "--log-every", type=int, default=20)
-    ap.add_argument("--checkpoint-interval", "--save-every", type=int, default=0,
-                    help="also save every N steps (0: at the end and Ctrl-C)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="any setting by its name (T5TrainConfig), e.g. --set lr=5e-4 (repeatable)")
     args = ap.parse_args(argv)
     if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
         raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
@@ -292,17 +287,14 @@ def train_t5_cli(argv: list[str]) -> int:
         settings = _resumed(ap, args)
     else:
         fast = fast_mode()
-        given = {k: v for k, v in vars(args).items()
-                 if k not in ("resume", "overwrite", "max_steps_this_run", "set") and v is not None}
-        settings = T5TrainConfig(**{
-            **given, "fast": fast, "minutes": args.minutes if args.minutes is not None else (1.0 if fast else 9.5),
-            "steps": args.steps if args.steps is not None else (30 if fast else 1_000_000),
-            "eval_interval": min(args.eval_interval, 10) if fast else args.eval_interval,
-            "log_interval": min(args.log_interval, 5) if fast else args.log_interval,
-            "lr": args.lr if args.lr is not None else (3e-4 if args.task == "sst2" else 1e-3),
-            "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny"),
-            **T5TrainConfig.parse_set(args.set)})
-    settings.validate()  # before anything is written
+        own = {k: v for k, v in vars(args).items() if k in T5TrainConfig.fields() and k not in ap.shared and v is not None}
+        base = {**own, "fast": fast, "minutes": 1.0 if fast else 9.5, "steps": 30 if fast else 1_000_000,
+                "lr": 3e-4 if args.task == "sst2" else 1e-3,
+                "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny")}
+        if fast:  # MINIBERT_FAST=1: log and evaluate at least every 5 and 10 steps
+            base.update(log_interval=min(args.log_interval or 5, 5), eval_interval=min(args.eval_interval or 10, 10))
+            args.log_interval = args.eval_interval = None
+        settings = build_settings(args, ap, base)  # validated before anything is written
     from minibert.backend import get_ops
 
     ops = get_ops()

@@ -17,7 +17,6 @@ at the end. `--minutes` is a budget the step count is fitted to (unless `--steps
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.cli import CommandParser, build_settings, command_parser
 from minibert.corpus import ensure_default_corpus
 from minibert.family.xlnet import XLNetConfig
 from minibert.io.progress import fmt_seconds
@@ -149,7 +149,7 @@ def build_run(cfg: XLNetTrainConfig, out: Path, vocab: Path, train_path: Path, h
     return XLNetRun(cfg, out, tokenizer, WindowBatches(stream, cfg, np.random.default_rng(cfg.seed)), heldout)
 
 
-def _resumed(p: argparse.ArgumentParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path, Path, Path]]:
+def _resumed(p: CommandParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path, Path, Path]]:
     """--resume RUN_DIR: the settings and data run.json saved; only the budget and the pause may be
     given anew. -> (settings, run directory, (training text, held-out text, vocab))."""
     out = Path(args.resume)
@@ -210,18 +210,15 @@ def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple
 
 def train_xlnet_cli(argv: list[str]) -> int:
     """python -m minibert train-xlnet [--minutes M] [--steps N] [--out DIR] [--set KEY=VALUE] [--resume DIR]"""
-    p = argparse.ArgumentParser(prog="python -m minibert train-xlnet",
-                                description="Pretrain the xlnet-tiny preset (permutation LM, two-stream "
-                                            "attention) on the default corpus; MINIBERT_FAST=1: a slice, ~1 min.")
+    p = command_parser("train-xlnet", "Pretrain the xlnet-tiny preset (permutation LM, two-stream attention) on the "
+                       "default corpus; MINIBERT_FAST=1: a slice, ~1 min.", settings=XLNetTrainConfig,
+                       helps={"minutes": "wall-clock budget of the whole run (default 9.5)",
+                              "steps": "a fixed number of steps instead of fitting them to the budget"})
     p.add_argument("--preset", default="xlnet-tiny", choices=sorted(PRESETS))
-    p.add_argument("--minutes", type=float, help="wall-clock budget of the whole run (default 9.5)")
-    p.add_argument("--steps", type=int, help="a fixed number of steps instead of fitting them to the budget")
     p.add_argument("--out", help="run directory (default runs/<preset>)")
     p.add_argument("--corpus", help="training text, one sentence per line, blank line between documents")
     p.add_argument("--heldout", help="held-out text (with --corpus)")
     p.add_argument("--vocab", help="vocab.txt (with --corpus)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help=f"any setting: {', '.join(f.name for f in dataclasses.fields(XLNetTrainConfig))}")
     p.add_argument("--overwrite", action="store_true", help="replace a directory that holds something else, or an "
                                                             "unfinished run")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the train-xlnet run saved in RUN_DIR with its saved "
@@ -238,12 +235,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
             cfg, out, (train_path, heldout_path, vocab) = _resumed(p, args)
             data = None
         else:
-            settings = {**PRESETS[args.preset], **(FAST if fast else {}), **XLNetTrainConfig.parse_set(args.set)}
-            for key in ("minutes", "steps"):
-                if getattr(args, key) is not None:
-                    settings[key] = getattr(args, key)
-            cfg = XLNetTrainConfig(**settings)
-            cfg.validate()
+            cfg = build_settings(args, p, {**PRESETS[args.preset], **(FAST if fast else {})})
             if args.corpus:
                 if not (args.heldout and args.vocab):
                     raise ValueError("--corpus needs --heldout and --vocab too")

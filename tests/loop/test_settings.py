@@ -78,8 +78,8 @@ def test_an_older_run_json_is_read_with_todays_names():
     assert (t5.warmup_steps, t5.log_interval, t5.eval_interval, t5.checkpoint_interval) == (7, 3, 9, 4)
     ft = FinetuneConfig.from_dict({"task": "sst2", "init": "none", "out": "runs/f", "warmup": 0.25})
     assert ft.warmup_proportion == 0.25  # exact: the value given, copied
-    with pytest.raises(ValueError, match="steps=5: fine-tuning counts in epochs"):
-        FinetuneConfig(task="sst2", init="none", out="runs/f", steps=5).validate()
+    with pytest.raises(ValueError, match="warmup_steps=5: fine-tuning counts in epochs"):
+        FinetuneConfig(task="sst2", init="none", out="runs/f", warmup_steps=5).validate()
 
 
 @pytest.mark.parametrize("command", ["train", "train-tiny", "train-xlnet", "train-t5", "finetune", "ablate"])

@@ -20,6 +20,7 @@ PACKAGE = ROOT / "minibert"
 LAYERS = [
     "native", "native.blas", "native.malloc",  # what talks to the machine: OpenBLAS, glibc's malloc
     "io", "io.textio", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub",  # text, JSON, atomic writes, output paths, safetensors
+    "cli",  # every command's parser (imports nothing of minibert)
     "layers", "kernels", "backend", "optim",  # the layer math, its Numba kernels, the backend switch, AdamW
     "model", "checkpoint",  # BERT's forward and backward, no I/O; its transformers directories
     "tokenizer", "wordpiece_trainer", "bert", "corpus",  # text; the model with its files; the default corpus
