@@ -173,7 +173,7 @@ def cli(argv: list[str]) -> int:
         info = rundir.read_run(args.resume)
         if info is None or info.command != COMMAND:
             raise ValueError(f"{args.resume} has no {rundir.RUN_FILE} written by finetune: not a fine-tuning run")
-        cfg = FinetuneConfig.from_dict(info.settings, str(Path(args.resume) / rundir.RUN_FILE))
+        cfg = FinetuneConfig.from_run(info, str(Path(args.resume) / rundir.RUN_FILE))
         cfg.out = str(Path(args.resume))  # the run continues where it is, whatever run.json says it was
         if args.minutes is not None:
             cfg.minutes = args.minutes
@@ -227,8 +227,9 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
     else:
         run.start()
         m = run.model
+        epochs = cfg.epochs if not cfg.steps else round(run.total_steps / run.steps_per_epoch, 2)  # --steps: its epochs
         engine.say(run, f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} "
-                        f"training features, batch {cfg.batch_size}, {run.total_steps} steps ({cfg.epochs:g} epochs), "
+                        f"training features, batch {cfg.batch_size}, {run.total_steps} steps ({epochs:g} epochs), "
                         f"lr {cfg.lr:g}, warmup {run.warmup_steps}, dropout {cfg.dropout:g}"
                         + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
     status = run.train()

@@ -161,10 +161,10 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     # rate peaks)
     if plan.steps:
         recipe["warmup_steps"] = max(1, round(plan.steps * WARMUP_SHARE))
-        budget = {"steps": plan.steps, "minutes": 0.0, "auto_steps": False}
+        budget = {"steps": plan.steps, "minutes": 0.0}
     else:
         recipe["warmup_steps"] = max(10, round(recipe["warmup_steps"] * min(1.0, plan.minutes / TINY_RECIPE["minutes"])))
-        budget = {"minutes": plan.minutes, "auto_steps": True}
+        budget = {"minutes": plan.minutes, "steps": 0}  # fitted to the budget
     overrides = {**recipe, **(FAST_RECIPE if fast_mode() else {}), **dict(variant.settings), **plan.pretrain_settings,
                  **budget, "seed": seed, "curves": False, "name": f"{variant.name}-seed{seed}", "out_dir": str(run_dir)}
     make_config(variant.preset, **overrides).validate(require_files=False)
@@ -247,7 +247,7 @@ def pretrain_with_snapshots(plan: Plan, variant: Variant, seed: int, run_dir: Pa
         # The schedule was sized to the budget by the calibration; the resumed pieces run it to
         # its end without a budget (a resumed run is not refitted, and a budget cut short by a
         # slower loop would put the late snapshots all at the same step).
-        rest = dataclasses.replace(cfg, minutes=0.0, auto_steps=False)
+        rest = dataclasses.replace(cfg, minutes=0.0, steps=state["total_steps"])
         _train(rest, True, target - state["step"], plan.verbose)
         state = run_state(run_dir)
     _copy_published(run_dir, snap)

@@ -118,7 +118,7 @@ def _build_parser() -> CommandParser:
 
 def _overrides(args: argparse.Namespace, p: CommandParser) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for k in ("name", "out_dir", "auto_steps", "batch_size", "max_seq_length", "masking", "dupe_factor", "schedule",
+    for k in ("name", "out_dir", "batch_size", "max_seq_length", "masking", "dupe_factor", "schedule",
               "bias_correction", "control_shuffle_labels", "vocab"):
         if getattr(args, k) is not None:
             out[k] = getattr(args, k)
@@ -128,7 +128,10 @@ def _overrides(args: argparse.Namespace, p: CommandParser) -> dict[str, Any]:
         out["heldout"] = tuple(args.heldout)
     if args.dropout is not None:
         out["hidden_dropout_prob"] = out["attention_probs_dropout_prob"] = args.dropout
-    return out | given_settings(args, p)  # the shared options, then --set
+    out |= given_settings(args, p)  # the shared options, then --set
+    if args.auto_steps:
+        out["steps"] = 0  # fitted to --minutes
+    return out
 
 
 def train_tiny_cli(argv: list[str]) -> int:
