@@ -27,7 +27,6 @@ Cleaning, in order (see `clean_paragraphs` and `split_sentences`):
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -40,6 +39,7 @@ import time
 from collections import namedtuple
 from pathlib import Path
 
+from minibert.cli import command_parser
 from minibert.io import outputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -406,9 +406,7 @@ def ensure_default_corpus() -> CorpusPaths:
 
 def cli(argv: list[str]) -> int:
     """python -m minibert corpus [--out data/pydoc] [--vocab-size 8192] [--force]"""
-    parser = argparse.ArgumentParser(
-        prog="python -m minibert corpus",
-        description="Build the default corpus (Python's own documentation) and its vocab.")
+    parser = command_parser("corpus", "Build the default corpus (Python's own documentation) and its vocab.")
     parser.add_argument("--out", default=None, help=f"output directory (default {DEFAULT_DIR})")
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--force", action="store_true", help="rebuild even if outputs exist")

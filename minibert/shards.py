@@ -12,7 +12,6 @@ Shape legend: N instances, T = max_seq_length, P = max_predictions_per_seq, B ba
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import math
@@ -26,6 +25,7 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
+from minibert.cli import command_parser
 from minibert.io import outputs
 from minibert.io.jsonfile import read_json_object
 from minibert.pretraining_data import (CLS, DEFAULT_FLAGS, FEATURE_NAMES, MASK, PACKINGS, PAD, SEP, UNMASKED_NAME,
@@ -376,8 +376,7 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
 
 
 def cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert data",
-                                description="Create MLM/NSP pretraining shards from a corpus "
+    p = command_parser("data", "Create MLM/NSP pretraining shards from a corpus "
                                             "(one sentence per line, blank line between documents).")
     p.add_argument("--corpus", nargs="+", required=True, help="input text file(s)")
     p.add_argument("--vocab", required=True, help="vocab.txt")

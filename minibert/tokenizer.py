@@ -25,12 +25,12 @@ unknown token to an id raises instead of returning the `[UNK]` id.
 """
 from __future__ import annotations
 
-import argparse
 import re
 import sys
 import unicodedata
 from pathlib import Path
 
+from minibert.cli import command_parser
 from minibert.io.textio import check_argument, read_text, refuse_special_file
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -437,9 +437,7 @@ def save_vocab(tokens: list[str], path: str | Path) -> Path:
 
 def cli(argv: list[str]) -> int:
     """python -m minibert tokenize --vocab vocab.txt "some text" [--pair "other text"]"""
-    parser = argparse.ArgumentParser(
-        prog="python -m minibert tokenize",
-        description="Tokenize text with a vocab.txt (Google BERT semantics); print tokens and ids.")
+    parser = command_parser("tokenize", "Tokenize text with a vocab.txt (Google BERT semantics); print tokens and ids.")
     parser.add_argument("text", nargs="+", help="text to tokenize (several words are joined)")
     parser.add_argument("--vocab", default="data/pydoc/vocab.txt", help="vocab.txt path")
     parser.add_argument("--cased", action="store_true", help="do not lowercase / strip accents")

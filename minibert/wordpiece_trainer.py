@@ -32,7 +32,6 @@ Two implementations, which the tests check against each other:
 """
 from __future__ import annotations
 
-import argparse
 import heapq
 import os
 import sys
@@ -40,6 +39,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from minibert.cli import command_parser
 from minibert.io import outputs
 from minibert.io.progress import Progress
 from minibert.io.textio import read_text, refuse_special_file
@@ -430,8 +430,7 @@ def check_output_file(path: str | Path, flag: str = "--out") -> Path:
 
 def cli(argv: list[str]) -> int:
     """python -m minibert vocab --files a.txt b.txt --vocab-size 8192 --out vocab.txt"""
-    parser = argparse.ArgumentParser(prog="python -m minibert vocab",
-                                     description="Train a WordPiece vocab.txt from text files.")
+    parser = command_parser("vocab", "Train a WordPiece vocab.txt from text files.")
     parser.add_argument("--files", nargs="+", required=True, help="UTF-8 text files")
     parser.add_argument("--vocab-size", type=int, default=8192)
     parser.add_argument("--out", default="vocab.txt", help="output vocab.txt path")

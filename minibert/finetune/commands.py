@@ -12,12 +12,12 @@ output directory) before the first file is written, so a mistake costs nothing.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from minibert.cli import CommandParser, command_parser, given_settings
 from minibert.finetune.frozen import TAGGERS
 from minibert.finetune.recipes import init_hidden_size, recipe
 from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
@@ -30,9 +30,14 @@ from minibert.loop.step import TrainingAborted, TrainingDiverged
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m minibert finetune",
-                                description="Fine-tune a pretrained (or, with --init none, a fresh) BERT on a task.")
+def _parser() -> CommandParser:
+    p = command_parser("finetune", "Fine-tune a pretrained (or, with --init none, a fresh) BERT on a task.",
+                       settings=FinetuneConfig,
+                       helps={"lr": "peak learning rate (default: the recipe's)", "seed": "default 0",
+                              "minutes": "wall-clock budget; the run evaluates and saves when it ends",
+                              "steps": "the run's length in optimizer steps (default 0: --epochs passes over the "
+                                       "training data)"},
+                       set_help="any setting by its name (FinetuneConfig), e.g. --set weight_decay=0 (repeatable)")
     p.add_argument("task", nargs="?", help=f"one of {', '.join(TASK_NAMES)}, or `custom` with --format")
     p.add_argument("--data", help="directory with the train and dev files (default: the task's own, if any)")
     p.add_argument("--init", help="the pretrained model: a directory in transformers' layout (runs/tiny, any BERT, "
@@ -46,10 +51,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="--init none: the random-init control of MODEL (its architecture, vocabulary and casing, "
                         "fresh weights); default: the tiny preset with --vocab")
     for name, typ, help_ in (("epochs", float, "passes over the training data (default: the recipe for the task and model size)"),
-                             ("lr", float, "peak learning rate (default: the recipe's)"),
                              ("batch-size", int, "default 32"), ("max-seq-length", int, "default: the recipe's (128 for your own files)"),
-                             ("dropout", float, "default 0.1"), ("seed", int, "default 0"),
-                             ("minutes", float, "wall-clock budget; the run evaluates and saves when it ends"),
+                             ("dropout", float, "default 0.1"),
                              ("eval-per-epoch", int, "dev evaluations per epoch (default 1)"),
                              ("max-train-examples", int, "use the first N training features only"),
                              ("doc-stride", int, "SQuAD window stride (default 128)"),
@@ -57,8 +60,6 @@ def _parser() -> argparse.ArgumentParser:
                                                      "that are kept (default: the recipe's)")):
         p.add_argument(f"--{name}", type=typ, help=help_)
     p.add_argument("--warmup-proportion", "--warmup", type=float, help="fraction of the steps (default 0.1)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any setting by its name (FinetuneConfig), e.g. --set weight_decay=0 (repeatable)")
     p.add_argument("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all"),
                    help="feature-based: freeze the encoder, train a linear tagger on these hidden states")
     p.add_argument("--frozen-tagger", choices=TAGGERS,
@@ -166,12 +167,13 @@ def _check_out_dir(out: Path, overwrite: bool) -> None:
 
 
 def cli(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    p = _parser()
+    args = p.parse_args(argv)
     if args.resume:
         info = rundir.read_run(args.resume)
         if info is None or info.command != COMMAND:
             raise ValueError(f"{args.resume} has no {rundir.RUN_FILE} written by finetune: not a fine-tuning run")
-        cfg = FinetuneConfig.from_dict(info.settings, str(Path(args.resume) / rundir.RUN_FILE))
+        cfg = FinetuneConfig.from_run(info, str(Path(args.resume) / rundir.RUN_FILE))
         cfg.out = str(Path(args.resume))  # the run continues where it is, whatever run.json says it was
         if args.minutes is not None:
             cfg.minutes = args.minutes
@@ -185,11 +187,11 @@ def cli(argv: list[str]) -> int:
         cfg = FinetuneConfig(task=args.task, init=args.init, out=args.out or f"runs/{args.task}", data=args.data,
                              format=args.format, vocab=args.vocab, like=args.like, strict_length=args.strict_length,
                              causal=args.causal, bilstm=args.bilstm)
-        for key in ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proportion", "dropout", "seed", "minutes",
-                    "eval_per_epoch", "max_train_examples", "doc_stride", "null_windows", "frozen", "frozen_tagger"):
+        for key in ("epochs", "batch_size", "max_seq_length", "warmup_proportion", "dropout", "eval_per_epoch",
+                    "max_train_examples", "doc_stride", "null_windows", "frozen", "frozen_tagger"):
             if getattr(args, key) is not None:
                 setattr(cfg, key, getattr(args, key))
-        given = FinetuneConfig.parse_set(args.set)
+        given = given_settings(args, p)  # the shared options (--lr, --seed, --minutes, ...), then --set
         for key, value in given.items():
             setattr(cfg, key, value)
         resolve_init(cfg, verbose=not args.quiet)
@@ -225,8 +227,9 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
     else:
         run.start()
         m = run.model
+        epochs = cfg.epochs if not cfg.steps else round(run.total_steps / run.steps_per_epoch, 2)  # --steps: its epochs
         engine.say(run, f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} "
-                        f"training features, batch {cfg.batch_size}, {run.total_steps} steps ({cfg.epochs:g} epochs), "
+                        f"training features, batch {cfg.batch_size}, {run.total_steps} steps ({epochs:g} epochs), "
                         f"lr {cfg.lr:g}, warmup {run.warmup_steps}, dropout {cfg.dropout:g}"
                         + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
     status = run.train()
@@ -241,8 +244,7 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
 # predict
 
 def predict_cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert predict",
-                                description="Run a fine-tuned model on your own text.")
+    p = command_parser("predict", "Run a fine-tuned model on your own text.")
     p.add_argument("model_dir")
     p.add_argument("texts", nargs="*", help="a sentence, or a pair; multiple choice: the context, then the choices")
     p.add_argument("--question")

@@ -16,7 +16,6 @@ on dev during fine-tuning (eval.json's best_f1_thresh), as `predict --question` 
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import shutil
@@ -25,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from minibert.cli import command_parser
 from minibert.finetune.registry import TASK_ARCHITECTURES
 from minibert.loop import rundir
 
@@ -291,8 +291,7 @@ def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
 
 
 def evaluate_cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert evaluate",
-                                description="Score a fine-tuned model on any labelled file in its task's format.")
+    p = command_parser("evaluate", "Score a fine-tuned model on any labelled file in its task's format.")
     p.add_argument("model_dir", help="a fine-tuning run's directory (runs/sst2 ...)")
     p.add_argument("--data", required=True, help="the labelled file: a GLUE TSV, a CoNLL file, a SWAG CSV or a SQuAD JSON")
     p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),

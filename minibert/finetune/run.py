@@ -49,10 +49,13 @@ COMMAND = "finetune"  # run.json's "command"
 @dataclasses.dataclass(kw_only=True)
 class FinetuneConfig(RunSettings):
     """The settings of one fine-tuning run (run.json records them). The schedule is counted in
-    epochs: `steps`, `warmup_steps`, `eval_interval` and `checkpoint_interval` are not used
-    (validate refuses them); `epochs`, `warmup_proportion` and `eval_per_epoch` say it instead."""
+    epochs: `steps` 0 (the default) makes it `epochs` passes over the training data, and
+    `warmup_steps`, `eval_interval` and `checkpoint_interval` are not used (validate refuses
+    them): `warmup_proportion` and `eval_per_epoch` say them instead. `steps` > 0 is the run's
+    length in optimizer steps, as for every command (`epochs` is then unused)."""
 
     renamed = {"warmup": "warmup_proportion"}  # the name of minibert before the shared settings
+    unused = ("warmup_steps", "eval_interval", "checkpoint_interval")
 
     task: str
     init: str  # a checkpoint directory, or "none" (random init: the control)
@@ -102,10 +105,12 @@ class FinetuneConfig(RunSettings):
         if not 0 <= self.warmup_proportion < 1 or not 0 <= self.dropout < 1:
             raise ValueError(f"warmup_proportion ({self.warmup_proportion}) and dropout ({self.dropout}) must be in "
                              f"[0, 1)")
-        for k in ("steps", "warmup_steps", "eval_interval", "checkpoint_interval"):
+        for k in self.unused:
             if getattr(self, k) != 0:
-                raise ValueError(f"{k}={getattr(self, k)}: fine-tuning counts in epochs; use epochs, "
-                                 f"warmup_proportion and eval_per_epoch")
+                raise ValueError(f"{k}={getattr(self, k)}: fine-tuning counts in epochs; use warmup_proportion and "
+                                 f"eval_per_epoch")
+        if self.steps < 0:
+            raise ValueError(f"steps={self.steps} must be >= 0 (0: epochs passes over the training data)")
         if not 0 <= self.minutes < math.inf or self.max_train_examples < 0:
             raise ValueError(f"minutes ({self.minutes}) must be a finite number >= 0 and max_train_examples "
                              f"({self.max_train_examples}) >= 0")
@@ -300,7 +305,7 @@ class FinetuneRun:
         n = source.num_train if not cfg.max_train_examples else min(cfg.max_train_examples, source.num_train)
         self.num_train = n
         self.steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
-        self.total_steps = max(1, int(round(cfg.epochs * self.steps_per_epoch)))
+        self.total_steps = cfg.steps or max(1, int(round(cfg.epochs * self.steps_per_epoch)))  # steps 0: the epochs
         self.warmup_steps = int(cfg.warmup_proportion * self.total_steps)
         self.optimizer = AdamW(model.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.rng = np.random.default_rng([cfg.seed, 1])  # dropout

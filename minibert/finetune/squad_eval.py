@@ -18,7 +18,6 @@ would have been best. SQuAD 1.1 files (every question answerable) are scored the
 """
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import math
@@ -26,6 +25,7 @@ import re
 import string
 import sys
 
+from minibert.cli import command_parser
 from minibert.io.jsonfile import read_json
 from minibert.io.textio import shown
 from minibert.taskdata.squad_files import iter_qas, require
@@ -222,8 +222,7 @@ def evaluate(gold: dict[str, list[str]], preds: dict[str, str], na_probs: dict |
 def cli(argv: list[str]) -> int:
     """squad-eval DATA.json PREDICTIONS.json [--na-prob NULL_ODDS.json] [--na-prob-thresh 1.0]
     [--out-file F]: print the report as JSON (or write it to F), as evaluate-v2.0.py does."""
-    p = argparse.ArgumentParser(prog="python -m minibert squad-eval",
-                                description="Score SQuAD 1.1/2.0 predictions (official metrics).")
+    p = command_parser("squad-eval", "Score SQuAD 1.1/2.0 predictions (official metrics).")
     p.add_argument("data_file", help="SQuAD data JSON (e.g. dev-v2.0.json)")
     p.add_argument("pred_file", help="predictions JSON {question id: answer text}")
     p.add_argument("--na-prob", "--na-prob-file", "-n", dest="na_prob_file", default=None,

@@ -1,6 +1,6 @@
 """The time budget: how many steps fit `minutes`, fitted from the loop's own speed.
 
-One policy for every run that sizes its schedule to a budget (pretraining with auto_steps,
+One policy for every run that sizes its schedule to a budget (steps 0: pretraining,
 ELECTRA, T5, XLNet). The learning-rate decay then runs to its end instead of being cut off by the
 clock. A fit needs the time of a step and of an evaluation:
 

@@ -230,9 +230,15 @@ class RunInfo(NamedTuple):
     extra: dict  # the rest of run.json (the data it read, the task, ...)
 
 
+# run.json's "settings_version": 2 since `steps` has one meaning for every command (issue 45);
+# a run.json without it is read with its command's older meanings (loop/settings.py's `upgrade`)
+SETTINGS_VERSION = 2
+
+
 def write_run(directory: str | Path, command: str, settings: dict, **extra) -> None:
-    """run.json: {"command": ..., "settings": {...}, **extra}, atomically."""
-    write_json(Path(directory) / RUN_FILE, {"command": command, "settings": settings, **extra})
+    """run.json: {"command": ..., "settings": {...}, "settings_version": ..., **extra}, atomically."""
+    write_json(Path(directory) / RUN_FILE, {"command": command, "settings": settings,
+                                            "settings_version": SETTINGS_VERSION, **extra})
 
 
 def read_run(directory: str | Path) -> RunInfo | None:

@@ -14,8 +14,11 @@
 Every training command's settings derive from `RunSettings`, which holds the names they share,
 each with one meaning (lr, warmup_steps, steps, minutes, log_interval, eval_interval,
 checkpoint_interval, seed); a command's own fields stand beside them, and a command that has no
-use for one says so in its docstring. A name a run.json of an older minibert used is read once,
-here: `renamed` maps it to today's name (`from_dict`).
+use for one lists it in `unused`. What an older minibert wrote is read once, here: `renamed` maps
+an old name to today's and `retired` turns an old setting whose meaning moved into today's
+(train's auto_steps=true is steps=0), in `from_dict` and `parse_set` (`read_old`); a class's
+`upgrade` reads the meaning a value had in a run.json older than rundir.SETTINGS_VERSION
+(`from_run`).
 
 The type of a field is read from its annotation: int, float, bool, str, tuple (of str, or of
 float when the default holds floats), or any of them `| None`. A field whose type is another
@@ -26,7 +29,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
+
+from minibert.loop.rundir import SETTINGS_VERSION
 
 _SIMPLE = {"int": int, "float": float, "bool": bool, "str": str, "tuple": tuple, "list": tuple}
 
@@ -105,6 +110,32 @@ class Settings:
     """The base of every run's settings (see the module docstring)."""
 
     renamed: ClassVar[dict[str, str]] = {}  # an older run.json's name -> today's (read by from_dict)
+    unused: ClassVar[tuple[str, ...]] = ()  # shared names this command has no use for (no option; validate refuses them)
+    # an older setting whose meaning moved -> (its type, value -> today's settings)
+    retired: ClassVar[dict[str, tuple[type, Callable[[Any], dict]]]] = {}
+
+    @classmethod
+    def read_old(cls, d: dict) -> dict:
+        """Settings in an older minibert's names -> today's (the one place they are read): `renamed`
+        names, `retired` settings."""
+        out = {cls.renamed.get(k, k): v for k, v in d.items()}
+        for key in [k for k in out if k in cls.retired]:  # what it meant wins over the value saved beside it
+            out.update(cls.retired[key][1](out.pop(key)))
+        return out
+
+    @classmethod
+    def upgrade(cls, d: dict) -> dict:
+        """The settings of a run.json written before SETTINGS_VERSION, whose values meant something
+        else then -> today's (each class its own; `from_run` calls it)."""
+        return d
+
+    @classmethod
+    def from_run(cls, info, where: str = "", **changes):
+        """The settings a run saved (a loop/rundir.RunInfo), an older run.json's meanings read by
+        `upgrade`; `changes` (what a resume may change) over them."""
+        settings = info.settings if info.extra.get("settings_version", 1) >= SETTINGS_VERSION else \
+            cls.upgrade(cls.read_old(info.settings))
+        return cls.from_dict({**settings, **changes}, where)
 
     @classmethod
     def fields(cls) -> dict[str, dataclasses.Field]:
@@ -117,7 +148,7 @@ class Settings:
         at = f"{where}: " if where else ""
         if not isinstance(d, dict):
             raise ValueError(f"{at}the settings must be a JSON object, not {type(d).__name__}")
-        d = {cls.renamed.get(k, k): v for k, v in d.items()}  # the one place old names are read
+        d = cls.read_old(d)
         fields = cls.fields()
         unknown = sorted(set(d) - set(fields))
         if unknown:
@@ -143,6 +174,12 @@ class Settings:
             key = key.strip().replace("-", "_")
             if not sep:
                 raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+            if key in cls.retired:  # an older name: what it means today
+                kind, today = cls.retired[key]
+                typed = dataclasses.field()
+                typed.type = kind
+                out.update(today(parse_value(key, raw, typed)))
+                continue
             if key not in fields:
                 raise ValueError(f"--set {item!r}: unknown setting {key!r}; known: {sorted(fields)}")
             out[key] = parse_value(key, raw, fields[key])
@@ -159,12 +196,19 @@ class Settings:
 @dataclasses.dataclass(kw_only=True)
 class RunSettings(Settings):
     """The settings every training command shares, one name and one meaning each; a command's
-    class lists its own defaults and its own fields beside these."""
+    class lists its own defaults and its own fields beside these.
+
+    `steps` is the run's length in optimizer steps, which is its schedule's length too (the
+    warmup, then the decay that ends at that step). 0 derives it: a pretraining command fits it to
+    `minutes` from the loop's measured speed (loop/budget.py), fine-tuning takes `epochs` passes
+    over its training data. `minutes` > 0 is a wall-clock limit of the loop in either case: with
+    steps > 0 a run that has not finished when it is spent stops there (evaluated and saved,
+    status "budget")."""
 
     lr: float = 1e-3  # the peak learning rate
     warmup_steps: int = 0  # optimizer steps of linear warmup (fine-tuning: warmup_proportion of its steps)
-    steps: int = 0  # the schedule's length in optimizer steps (0: fitted to `minutes`; train: auto_steps; train-t5: a cap)
-    minutes: float = 0.0  # wall-clock budget of the run (0: none)
+    steps: int = 0  # the run's (and its schedule's) length in optimizer steps; 0: fitted to `minutes` (or the epochs)
+    minutes: float = 0.0  # wall-clock limit of the run (0: none); what steps 0 is fitted to
     log_interval: int = 20  # steps between two progress lines (and metrics.jsonl records)
     eval_interval: int = 250  # steps between two evaluations (fine-tuning: eval_per_epoch)
     checkpoint_interval: int = 250  # steps between two checkpoints (0: at the end and at Ctrl-C only)

@@ -36,7 +36,6 @@ and seed, fine-tuning per cell, resume), so a reader follows a cell from the com
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -46,6 +45,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from minibert.cli import command_parser
 from minibert.io.atomic import atomic_write
 from minibert.loop.rundir import RunLock
 from minibert.loop.settings import fast_mode
@@ -161,10 +161,10 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     # rate peaks)
     if plan.steps:
         recipe["warmup_steps"] = max(1, round(plan.steps * WARMUP_SHARE))
-        budget = {"steps": plan.steps, "minutes": 0.0, "auto_steps": False}
+        budget = {"steps": plan.steps, "minutes": 0.0}
     else:
         recipe["warmup_steps"] = max(10, round(recipe["warmup_steps"] * min(1.0, plan.minutes / TINY_RECIPE["minutes"])))
-        budget = {"minutes": plan.minutes, "auto_steps": True}
+        budget = {"minutes": plan.minutes, "steps": 0}  # fitted to the budget
     overrides = {**recipe, **(FAST_RECIPE if fast_mode() else {}), **dict(variant.settings), **plan.pretrain_settings,
                  **budget, "seed": seed, "curves": False, "name": f"{variant.name}-seed{seed}", "out_dir": str(run_dir)}
     make_config(variant.preset, **overrides).validate(require_files=False)
@@ -247,7 +247,7 @@ def pretrain_with_snapshots(plan: Plan, variant: Variant, seed: int, run_dir: Pa
         # The schedule was sized to the budget by the calibration; the resumed pieces run it to
         # its end without a budget (a resumed run is not refitted, and a budget cut short by a
         # slower loop would put the late snapshots all at the same step).
-        rest = dataclasses.replace(cfg, minutes=0.0, auto_steps=False)
+        rest = dataclasses.replace(cfg, minutes=0.0, steps=state["total_steps"])
         _train(rest, True, target - state["step"], plan.verbose)
         state = run_state(run_dir)
     _copy_published(run_dir, snap)
@@ -503,14 +503,15 @@ def parse_finetune_set(items: list[str]) -> dict[str, Any]:
 
 def cli(argv: list[str]) -> int:
     """python -m minibert ablate STUDY --minutes M --seeds N [--tasks ...] [--out DIR]"""
-    from minibert.train.config import parse_set
 
-    p = argparse.ArgumentParser(prog="python -m minibert ablate",
-                                description="Re-run one of the BERT paper's ablations in small: pretrain each "
-                                            "variant at equal wall-clock, fine-tune, tabulate.")
+    from minibert.train.config import TrainConfig
+
+    p = command_parser("ablate", "Re-run one of the BERT paper's ablations in small: pretrain each variant at equal "
+                                 "wall-clock, fine-tune, tabulate.", settings=TrainConfig, shared=("minutes", "steps"),
+                       helps={"minutes": "pretraining budget per variant and seed (default 5)",
+                              "steps": "instead of --minutes: every variant trains exactly this many steps"},
+                       set_help="a TrainConfig setting for every variant's pretraining (repeatable)")
     p.add_argument("study", help=f"one of {', '.join(STUDIES)}")
-    p.add_argument("--minutes", type=float, help="pretraining budget per variant and seed (default 5)")
-    p.add_argument("--steps", type=int, help="instead of --minutes: every variant trains exactly this many steps")
     p.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 (default 2)")
     p.add_argument("--tasks", help=f"comma-separated, from {', '.join(DOWNSTREAM)} (default: the study's)")
     p.add_argument("--variants", help="comma-separated subset of the study's variants (default: the study's)")
@@ -518,8 +519,6 @@ def cli(argv: list[str]) -> int:
                                        "that ship no data")
     p.add_argument("--finetune-minutes", type=float, default=1.5,
                    help="fine-tuning budget per cell (default 1.5; 0 = the whole default schedule)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="a TrainConfig setting for every variant's pretraining (repeatable)")
     p.add_argument("--finetune-set", action="append", default=[], metavar="KEY=VALUE",
                    help="a FinetuneConfig setting for every cell, e.g. max_seq_length=64 (repeatable)")
     p.add_argument("--out", help="output directory (default runs/ablate-STUDY)")
@@ -545,7 +544,7 @@ def cli(argv: list[str]) -> int:
                 minutes=5.0 if args.minutes is None else args.minutes, steps=args.steps or 0,
                 seeds=tuple(range(args.seeds)), tasks=split(args.tasks), variants=split(args.variants),
                 data_root=args.data_root, finetune_minutes=args.finetune_minutes,
-                pretrain_settings=parse_set(args.set), finetune_settings=parse_finetune_set(args.finetune_set),
+                pretrain_settings=TrainConfig.parse_set(args.set), finetune_settings=parse_finetune_set(args.finetune_set),
                 verbose=not args.quiet)
     failed = run(plan)
     return 1 if failed else 0

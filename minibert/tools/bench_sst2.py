@@ -237,7 +237,7 @@ def make_init(config: dict, vocab_size: int, directory: Path, pretrained=None) -
 def bench_sst2(report: dict, data_dir, threads_list, *, limit, vocab, configs, run_worker, fmt_table) -> None:
     """The section: prepare once, then each config at the most threads of the run (the epoch
     takes long at one thread), minibert then transformers, each in its own worker process
-    (`run_worker` and `fmt_table`: minibert.tools.bench's)."""
+    (`run_worker` and `fmt_table`: minibert.tools.bench_common's)."""
     ms = lambda s: f"{s * 1e3:.0f}"  # noqa: E731
 
     try:

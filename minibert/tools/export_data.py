@@ -24,7 +24,6 @@ generator drew.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import json
@@ -34,6 +33,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from minibert.cli import command_parser
 from minibert.io.progress import Progress
 
 IGNORE = -100  # PyTorch's cross-entropy ignore_index: no MLM loss at this position
@@ -125,8 +125,7 @@ def export_jsonl(data_dir, out: str | Path, *, vocab=None, masking: str = "stati
 
 
 def cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert export-data",
-                                description="Write a run's (or a data directory's) MLM/NSP instances as JSON "
+    p = command_parser("export-data", "Write a run's (or a data directory's) MLM/NSP instances as JSON "
                                             "lines that transformers' BertForPreTraining reads.")
     p.add_argument("source", help="a training run (runs/<name>) or a pretraining data directory (meta.json)")
     p.add_argument("--out", required=True, help="the .jsonl file to write")

@@ -3,10 +3,9 @@ BERT (minibert/gradcheck.py), the family's models (family/gradchecks.py), the fi
 (finetune/gradchecks.py)."""
 from __future__ import annotations
 
-import argparse
-
 import numpy as np
 
+from minibert.cli import command_parser
 from minibert.family.gradchecks import (check_albert, check_cross_attention, check_electra, check_t5,
                                         check_t5_decoder_block)
 from minibert.finetune.gradchecks import check_bilstm, check_electra_finetune, check_heads, check_task_models
@@ -40,8 +39,7 @@ def all_checks(seed=0, verbose=True):
 
 
 def cli(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m minibert gradcheck",
-                                 description="Print every float64 gradient check (layers and whole model).")
+    ap = command_parser("gradcheck", "Print every float64 gradient check (layers and whole model).")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     if args.seed < 0:  # before the table's header; NumPy's own error named no setting

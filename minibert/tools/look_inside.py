@@ -8,12 +8,12 @@ The work is done by minibert/inspect.py (fill_mask, attention_maps, plot_attenti
 minibert/nsp_baseline.py; this module reads the run directory and prints."""
 from __future__ import annotations
 
-import argparse
 import contextlib
 import dataclasses
 import sys
 from pathlib import Path
 
+from minibert.cli import command_parser
 from minibert.inspect import attention_maps, fill_mask, plot_attention
 from minibert.io import outputs
 from minibert.io.textio import check_argument, refuse_special_file
@@ -50,8 +50,7 @@ def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
 
 
 def fill_mask_cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert fill-mask",
-                                description="Top-k predictions for each [MASK] in a sentence.")
+    p = command_parser("fill-mask", "Top-k predictions for each [MASK] in a sentence.")
     p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
     p.add_argument("text", nargs="+", help="text with one or more [MASK] markers")
     p.add_argument("-k", type=int, default=5, help="predictions per mask (default 5)")
@@ -75,8 +74,7 @@ def fill_mask_cli(argv: list[str]) -> int:
 
 
 def attention_cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert attention",
-                                description="Save attention maps (PNG) per layer and head for a sentence.")
+    p = command_parser("attention", "Save attention maps (PNG) per layer and head for a sentence.")
     p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
     p.add_argument("text", nargs="+", help="the sentence")
     p.add_argument("--pair", default=None, help="optional second segment")
@@ -109,8 +107,7 @@ def attention_cli(argv: list[str]) -> int:
 
 
 def nsp_baseline_cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert nsp-baseline",
-                                description="How far word overlap alone goes on a run's NSP task.")
+    p = command_parser("nsp-baseline", "How far word overlap alone goes on a run's NSP task.")
     p.add_argument("run_dir", help="a training run (runs/<name>): its data settings pick the shards")
     p.add_argument("--max-train", type=int, default=40_000, help="training pairs to fit on")
     p.add_argument("--data-cache", help="where the run's shards are generated again if they were deleted "

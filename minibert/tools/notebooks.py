@@ -34,6 +34,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from minibert.cli import command_parser
 from minibert.io.outputs import check_output, write_output
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -252,8 +253,7 @@ def lesson_paths(selected: list[str]) -> list[Path]:
 
 
 def cli(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m minibert notebooks",
-                                description="Write lessons/NN_*.ipynb from the lesson scripts.")
+    p = command_parser("notebooks", "Write lessons/NN_*.ipynb from the lesson scripts.")
     p.add_argument("lessons", nargs="*", help="lesson numbers or name prefixes (default: all)")
     p.add_argument("--execute", action="store_true",
                    help="run each notebook (in its own process) and save its outputs and pictures")

@@ -7,13 +7,14 @@ import os
 import sys
 from typing import Any
 
+from minibert.cli import CommandParser, command_parser, given_settings
 from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir
 from minibert.loop.settings import fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES
 from minibert.train.config import (DEFAULT_DATA_CACHE, FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS,
-                                   TINY_RECIPE, TRAIN_TINY_PRESETS, make_config, parse_set)
+                                   TINY_RECIPE, TRAIN_TINY_PRESETS, TrainConfig, make_config)
 from minibert.train.data import default_corpus, own_corpus
 from minibert.train.pretrain import train
 from minibert.train.runs import resume_config
@@ -22,16 +23,17 @@ from minibert.train.trainer import FAMILIES, HeldoutEvaluator, Trainer
 
 def cli(argv: list[str]) -> int:
     """python -m minibert train [--preset tiny|mini] [overrides] | --resume runs/<name>"""
-    args = _build_parser("python -m minibert train").parse_args(argv)
+    p = _build_parser()
+    args = p.parse_args(argv)
     try:
-        overrides = _overrides(args)
+        given = _overrides(args, p)
         if args.resume:
             if args.preset:
-                overrides["preset"] = args.preset
-            cfg = resume_config(args.resume, overrides)
+                given["preset"] = args.preset
+            cfg = resume_config(args.resume, given)
         else:
-            make_config(args.preset or "tiny", **overrides).validate(require_files=False)
-            cfg = make_config(args.preset or "tiny", **default_corpus(overrides))
+            make_config(args.preset or "tiny", **given).validate(require_files=False)
+            cfg = make_config(args.preset or "tiny", **default_corpus(given))
         trainer = train(cfg, resume=bool(args.resume), overwrite=args.overwrite,
                         max_steps_this_run=args.max_steps_this_run)
     except BaseException as e:
@@ -86,44 +88,38 @@ def _say_fast_mode_learns_nothing(trainer: Trainer) -> None:
     print(line + " Run `make train-tiny` without MINIBERT_FAST to train (about 10 minutes).")
 
 
-def _build_parser(prog: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=prog, description="Pretrain BERT (MLM + NSP) with hand-written backprop.")
+def _build_parser() -> CommandParser:
+    p = command_parser("train", "Pretrain BERT (MLM + NSP) with hand-written backprop.", settings=TrainConfig,
+                       helps={"minutes": "wall-clock budget; with --auto-steps (or --steps 0) the steps are fitted "
+                                         "to it, else the run stops when it is spent"},
+                       set_help="any TrainConfig field, e.g. --set weight_decay=0 (repeatable)")
     p.add_argument("--preset", default=None, help=f"model/batch preset: {', '.join(PRESETS)} (default tiny)")
     p.add_argument("--name", help="run name: output goes to runs/<name> (default: the preset)")
     p.add_argument("--out", dest="out_dir", help="output directory (default runs/<name>)")
     p.add_argument("--corpus", nargs="+", help="training text files (default: the Python-docs corpus)")
     p.add_argument("--heldout", nargs="+", help="held-out text files for evaluation")
     p.add_argument("--vocab", help="vocab.txt (default: the Python-docs corpus's)")
-    p.add_argument("--lr", type=float)
-    p.add_argument("--warmup", dest="warmup_steps", type=int)
-    p.add_argument("--steps", type=int, help="schedule length in optimizer steps")
-    p.add_argument("--minutes", type=float, help="wall-clock budget; with --auto-steps also sets --steps")
-    p.add_argument("--auto-steps", action="store_const", const=True, help="choose --steps from measured speed")
+    p.add_argument("--auto-steps", action="store_const", const=True,
+                   help="choose --steps from measured speed (the same as --steps 0)")
     p.add_argument("--batch-size", type=int)
     p.add_argument("--seq-len", dest="max_seq_length", type=int)
     p.add_argument("--dropout", type=float, help="hidden and attention dropout")
     p.add_argument("--masking", choices=("static", "dynamic"))
     p.add_argument("--dupe-factor", type=int)
-    p.add_argument("--eval-interval", type=int)
-    p.add_argument("--checkpoint-interval", type=int)
-    p.add_argument("--seed", type=int)
     p.add_argument("--schedule", choices=SCHEDULES)
     p.add_argument("--bias-correction", action="store_const", const=True)
     p.add_argument("--control-shuffle-labels", action="store_const", const=True,
                    help="control run: shuffle MLM labels within each batch (should stay near chance)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="any TrainConfig field, e.g. --set weight_decay=0 (repeatable)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
     p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory")
     p.add_argument("--max-steps-this-run", type=int, help="stop (and save) after this many steps")
     return p
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+def _overrides(args: argparse.Namespace, p: CommandParser) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for k in ("name", "out_dir", "lr", "warmup_steps", "steps", "minutes", "auto_steps", "batch_size",
-              "max_seq_length", "masking", "dupe_factor", "eval_interval", "checkpoint_interval", "seed",
-              "schedule", "bias_correction", "control_shuffle_labels", "vocab"):
+    for k in ("name", "out_dir", "batch_size", "max_seq_length", "masking", "dupe_factor", "schedule",
+              "bias_correction", "control_shuffle_labels", "vocab"):
         if getattr(args, k) is not None:
             out[k] = getattr(args, k)
     if args.corpus is not None:
@@ -132,7 +128,9 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         out["heldout"] = tuple(args.heldout)
     if args.dropout is not None:
         out["hidden_dropout_prob"] = out["attention_probs_dropout_prob"] = args.dropout
-    out.update(parse_set(args.set))
+    out |= given_settings(args, p)  # the shared options, then --set
+    if args.auto_steps:
+        out["steps"] = 0  # fitted to --minutes
     return out
 
 
@@ -144,13 +142,11 @@ def train_tiny_cli(argv: list[str]) -> int:
     --preset roberta-tiny | albert-tiny | electra-tiny: the recipe with that family member's changes
     (config.FAMILY_PRESETS), into runs/<preset>.
     """
-    p = argparse.ArgumentParser(prog="python -m minibert train-tiny",
-                                description=train_tiny_cli.__doc__.split("\n\n")[0])
+    p = command_parser("train-tiny", train_tiny_cli.__doc__, settings=TrainConfig,
+                       helps={"minutes": "the time budget the steps are fitted to (default 9.5)"})
     p.add_argument("--preset", default="tiny", choices=TRAIN_TINY_PRESETS,
                    help="tiny (BERT, the default), or the recipe with RoBERTa's, ALBERT's or ELECTRA's changes "
                         "(xlnet-tiny and t5-tiny are other models: they run `train-xlnet` / `train-t5`)")
-    p.add_argument("--minutes", type=float, help="override the time budget")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--corpus-from-task", metavar="TASK",
                    help="pretrain on a fine-tuning task's own training text, labels dropped (in-domain "
                         "pretraining): sst2, rte, wnut17, swag, squad1, squad2; with --data for its files")
@@ -163,8 +159,6 @@ def train_tiny_cli(argv: list[str]) -> int:
     try:
         preset = args.preset
         overrides = {**TINY_RECIPE, **FAMILY_PRESETS.get(preset, {}), **(FAST_RECIPE if fast else {}), "name": preset}
-        if args.minutes is not None:
-            overrides["minutes"] = args.minutes
         if args.data and not args.corpus_from_task:
             raise ValueError("--data goes with --corpus-from-task (the task whose text to pretrain on)")
         if args.corpus_from_task:  # in-domain pretraining (train/task_corpus.py)
@@ -174,7 +168,7 @@ def train_tiny_cli(argv: list[str]) -> int:
                 raise ValueError("give CORPUS= or --corpus-from-task, not both")
             name = f"{args.corpus_from_task}-indomain" + ("" if preset == "tiny" else f"-{preset}")  # one run a preset
             overrides.update({**task_corpus.SETTINGS, "name": name})
-        overrides.update(parse_set(args.set))
+        overrides.update(given_settings(args, p))  # the shared options, then --set
         if args.corpus_from_task and not args.resume:
             make_config(preset, **overrides).validate(require_files=False)  # before the corpus is written
             path = task_corpus.write_task_corpus(args.corpus_from_task, args.data,

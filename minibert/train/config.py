@@ -62,6 +62,9 @@ DEFAULT_DATA_CACHE = str(ROOT / "data" / "generated")  # git-ignored, shared by 
 class TrainConfig(RunSettings):
     """Every hyperparameter of a run. `python -m minibert train --set key=value` sets any field."""
 
+    # auto_steps, of minibert before one meaning of steps: true fitted the steps to `minutes`, as steps 0 does now
+    retired = {"auto_steps": (bool, lambda on: {"steps": 0} if on else {})}
+
     name: str = "tiny"
     preset: str = "tiny"
     out_dir: str = ""  # default runs/<name>
@@ -118,9 +121,8 @@ class TrainConfig(RunSettings):
     accumulation_steps: int = 1
     lr: float = 1e-3
     warmup_steps: int = 100
-    steps: int = 1000  # schedule length; with minutes > 0 and auto_steps, measured instead
-    minutes: float = 0.0  # wall-clock budget for the loop (0 = none)
-    auto_steps: bool = False  # choose `steps` from measured speed so the run fits `minutes`
+    steps: int = 1000  # the run's (and its schedule's) length; 0: fitted to `minutes` from measured speed
+    minutes: float = 0.0  # wall-clock limit of the loop (0 = none)
     schedule: str = "bert"
     bias_correction: bool = False
     weight_decay: float = 0.01
@@ -198,7 +200,7 @@ class TrainConfig(RunSettings):
         if not isinstance(d, dict) or not isinstance(d.get("model") or {}, dict):
             raise ValueError(f"{where + ': ' if where else ''}the settings must be a JSON object with an object "
                              f"\"model\"")
-        d = dict(d)
+        d = cls.read_old(d)
         model = dict(d.pop("model", None) or {})
         model.update({k: d.pop(k) for k in list(d) if k in MODEL_KEYS})
         model.pop("vocab_size", None)
@@ -256,7 +258,7 @@ class TrainConfig(RunSettings):
                 raise ValueError(f"generator_size={self.generator_size} must be in (0, 1] and "
                                  f"rtd_weight={self.rtd_weight} > 0")
             self.generator_config(vocab_size=1)  # ElectraConfig checks the sizes
-        for k in ("batch_size", "accumulation_steps", "steps", "max_seq_length", "max_predictions_per_seq",
+        for k in ("batch_size", "accumulation_steps", "max_seq_length", "max_predictions_per_seq",
                   "log_interval", "eval_interval", "checkpoint_interval", "dupe_factor"):
             if getattr(self, k) < 1:
                 raise ValueError(f"{k}={getattr(self, k)} must be >= 1")
@@ -292,8 +294,9 @@ class TrainConfig(RunSettings):
         if not 0.0 <= self.short_seq_fraction < 1.0 or (self.short_seq_fraction > 0) != (self.short_seq_length > 0):
             raise ValueError(f"short_seq_fraction={self.short_seq_fraction} must be in (0, 1) with a "
                              f"short_seq_length, and 0 without one (short_seq_length={self.short_seq_length})")
-        if self.auto_steps and not self.minutes > 0:
-            raise ValueError("auto_steps needs a time budget (minutes > 0)")
+        if self.steps < 0 or not self.steps and not self.minutes > 0:
+            raise ValueError(f"steps={self.steps}: give steps >= 1, or steps 0 (fitted to the time budget) with "
+                             f"minutes > 0 (minutes={self.minutes:g})")
         if not require_files:
             return
         if not self.corpus:
@@ -329,7 +332,7 @@ parse_set = TrainConfig.parse_set
 TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dynamic",
                    dupe_factor=20, max_seq_length=64, max_predictions_per_seq=10,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=500,
-                   checkpoint_interval=250, eval_examples=2048, minutes=9.5, auto_steps=True)
+                   checkpoint_interval=250, eval_examples=2048, minutes=9.5, steps=0)
 # MINIBERT_FAST=1: the same pipeline and files on a slice of the corpus, in about a minute
 FAST_RECIPE = dict(minutes=0.75, dupe_factor=1, heldout_dupe_factor=1, max_train_lines=3000, eval_examples=256, eval_interval=25,
                    checkpoint_interval=50, warmup_steps=10, log_interval=5)

@@ -30,7 +30,7 @@ def _train(cfg: TrainConfig, resume: bool, overwrite: bool, verbose: bool, max_s
         trainer.load_checkpoint()
         say(trainer, f"resumed {trainer.dir} at step {trainer.step}/{trainer.total_steps}")
     else:
-        if cfg.auto_steps:
+        if not cfg.steps:  # fitted to the time budget
             trainer.start_budget()
         trainer.start_fresh()
         m = trainer.model

@@ -45,4 +45,4 @@ def resume_config(run_dir: str | Path, overrides: dict[str, Any]) -> TrainConfig
     if bad:
         raise ValueError(f"--resume continues {run_dir} with its saved settings; these differ: "
                          + ", ".join(f"{k}={v!r} (saved {flat.get(k)!r})" for k, v in bad.items()))
-    return TrainConfig.from_dict({**info.settings, **overrides, "out_dir": str(run_dir)})
+    return TrainConfig.from_run(info, **overrides, out_dir=str(run_dir))

@@ -21,7 +21,7 @@ What T5 brings to the loop:
                  accuracy on the dropped-text tokens alone
     budget       --minutes is a budget the number of steps is fitted to (loop/budget.py: from the
                  loop's own first steps, then twice more), so the learning-rate decay runs to its
-                 end; --steps caps it
+                 end; --steps N fixes the number instead (--minutes then only limits the time)
 """
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ from minibert.loop import checkpoints, engine
 from minibert.loop.budget import Fit, StepBudget
 from minibert.loop.curves import Panel, Series
 from minibert.optim import AdamW
+
+UNFITTED = 1_000_000  # the schedule's length until the budget's first fit (after the loop's first steps)
 
 # ---------------------------------------------------------------------------------------------
 # the model as the loop sees it, saving and loading
@@ -187,15 +189,15 @@ class T5Run:
         self.verbose = True
         self.rng = np.random.default_rng([args.seed, 1])  # the loop's dropout Generator: T5 here draws nothing from it
         self.minutes, self.log_interval, self.eval_interval = args.minutes, args.log_interval, args.eval_interval
-        self.warmup = min(args.warmup_steps, args.steps // 10)  # at most a tenth of the steps --steps allows
+        self.warmup = min(args.warmup_steps, args.steps // 10) if args.steps else args.warmup_steps  # <= a tenth of --steps
         self.last_eval: dict | None = None
         # the loop's state (loop/engine.py)
-        self.step, self.total_steps, self.elapsed = 0, args.steps, 0.0
+        self.step, self.total_steps, self.elapsed = 0, args.steps or UNFITTED, 0.0
         self.window: list = []
         self.lr_anchor: tuple[int, float] | None = None
         self.last_checkpoint: int | None = None
         self.last_eval_step: int | None = None
-        self.budget: StepBudget | None = StepBudget(args.minutes * 60.0, args.eval_interval, max_steps=args.steps)
+        self.budget: StepBudget | None = None if args.steps else StepBudget(args.minutes * 60.0, args.eval_interval)
 
     def run(self, max_steps: int | None = None) -> str:
         return engine.run(self, max_steps)
@@ -284,5 +286,6 @@ class T5Run:
             np.copyto(p, params[k])
         self.batches.load_state_dict(state["batches"])
         self.total_steps, self.eval_interval = int(state["total_steps"]), int(state["eval_every"])
-        self.budget.eval_interval = self.eval_interval
+        if self.budget is not None:  # steps 0: fitted to the budget
+            self.budget.eval_interval = self.eval_interval
         self.last_eval, self.last_eval_step = state["last_eval"], state["last_eval_step"]

@@ -7,12 +7,12 @@ save, NaN stop and bit-exact `--resume RUN_DIR` as every other run. This module 
 its presets, the data of each task (span-corrupted chunks of the corpus; "sst2 sentence: ..." ->
 "positive" | "negative"), the run directory's checks, and what is shown at the end (a held-out
 example decoded greedily; SST-2's dev accuracy by greedy decoding). `--minutes` is a budget the
-step count is fitted to; `--max-steps-this-run N` pauses after N steps. A saved run is also a
+step count is fitted to (`--steps N` fixes it instead: then `--minutes` only limits the time);
+`--max-steps-this-run N` pauses after N steps. A saved run is also a
 starting point for `--task sst2 --init`.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.cli import CommandParser, build_settings, command_parser
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
@@ -41,7 +42,8 @@ COMMAND = "train-t5"  # run.json's "command"
 @dataclasses.dataclass(kw_only=True)
 class T5TrainConfig(RunSettings):
     """The settings of a train-t5 run (run.json records them; --resume reads them back). `steps`
-    here is a cap: the budget fits the schedule to `minutes` within it."""
+    0 (the default) fits the schedule to `minutes`; `steps` N is a run of N steps, which `minutes`
+    only limits."""
 
     renamed = {"warmup": "warmup_steps", "log_every": "log_interval", "eval_every": "eval_interval",
                "save_every": "checkpoint_interval"}  # the names of minibert before the shared settings
@@ -55,7 +57,7 @@ class T5TrainConfig(RunSettings):
     heldout: str | None = None
     vocab: str | None = None
     minutes: float = 9.5
-    steps: int = 1_000_000  # at most this many steps (the budget fits the rest)
+    steps: int = 0  # 0: fitted to `minutes`
     batch_size: int = 32
     lr: float = 1e-3  # 3e-4 for sst2
     warmup_steps: int = 200  # at most a tenth of the steps
@@ -67,8 +69,14 @@ class T5TrainConfig(RunSettings):
     seed: int = 0
     fast: bool = False  # MINIBERT_FAST=1: a slice of the data
 
+    @classmethod
+    def upgrade(cls, d: dict) -> dict:
+        """Before one meaning of steps, train-t5's steps was a cap on the fitted schedule whose default,
+        1,000,000, meant "as the budget allows": steps 0 now."""
+        return {**d, "steps": 0} if d.get("steps") == 1_000_000 else d
+
     def validate(self) -> None:
-        for name in ("steps", "batch_size", "chunk_len", "eval_interval", "log_interval", "max_input"):
+        for name in ("batch_size", "chunk_len", "eval_interval", "log_interval", "max_input"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.preset not in PRESETS:
@@ -78,8 +86,10 @@ class T5TrainConfig(RunSettings):
         if self.task != "sst2" and self.chunk_len + 1 > PRESETS[self.preset]["max_position_embeddings"]:
             raise ValueError(f"--chunk-len {self.chunk_len} does not fit max_position_embeddings "
                              f"{PRESETS[self.preset]['max_position_embeddings']}")
-        if not self.minutes > 0:
-            raise ValueError(f"--minutes must be positive, got {self.minutes}")
+        if self.steps < 0 or not 0 <= self.minutes < float("inf"):
+            raise ValueError(f"--steps ({self.steps}) and --minutes ({self.minutes}) must be >= 0")
+        if not self.steps and not self.minutes > 0:
+            raise ValueError("--steps 0 fits the steps to the time budget: give --minutes > 0, or --steps N")
         if not 0 < self.lr < float("inf") or self.warmup_steps < 0 or self.checkpoint_interval < 0 or self.seed < 0:
             raise ValueError(f"--lr must be positive and finite, and --warmup-steps, --checkpoint-interval, --seed >= 0 "
                              f"(got {self.lr:g}, {self.warmup_steps}, {self.checkpoint_interval}, {self.seed})")
@@ -246,18 +256,24 @@ def sst2_accuracy(params, cfg, pairs, special, ops) -> tuple[float, float]:
     return correct / max(len(pairs), 1), invalid / max(len(pairs), 1)
 
 
-def _resumed(ap: argparse.ArgumentParser, args) -> T5TrainConfig:
+def _resumed(ap: CommandParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
     info = rundir.resumable_run(out, COMMAND, rundir.options_given(ap, args))
-    saved = T5TrainConfig.from_dict({**info.settings, "fast": fast_mode(), "out": str(out)}, str(out / rundir.RUN_FILE))
+    saved = T5TrainConfig.from_run(info, str(out / rundir.RUN_FILE), fast=fast_mode(), out=str(out))
     if args.minutes is not None:
         saved.minutes = args.minutes
+    saved.validate()
     return saved
 
 
 def train_t5_cli(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(prog="python -m minibert train-t5", description=__doc__.split("\n\n")[0])
+    ap = command_parser("train-t5", __doc__, settings=T5TrainConfig,
+                        helps={"minutes": "time budget (default 9.5; 1 with MINIBERT_FAST=1)",
+                               "steps": "a run of this many steps (default 0: as many as fit --minutes)",
+                               "lr": "peak learning rate (1e-3 pretraining, 3e-4 sst2)",
+                               "warmup_steps": "warmup steps (default 200, at most a tenth of the steps)",
+                               "checkpoint_interval": "also save every N steps (default 0: at the end and Ctrl-C)"})
     ap.add_argument("--preset", default="t5-tiny", choices=sorted(PRESETS))
     ap.add_argument("--task", choices=("span-corruption", "sst2"), default="span-corruption")
     ap.add_argument("--data", help="sst2: a directory with GLUE-format train.tsv and dev.tsv")
@@ -271,38 +287,26 @@ def train_t5_cli(argv: list[str]) -> int:
     ap.add_argument("--corpus", help="one-sentence-per-line training text (default: the default corpus)")
     ap.add_argument("--heldout", help="held-out text, with --corpus")
     ap.add_argument("--vocab", help="vocab.txt, with --corpus (and with --init none; default: the default corpus's)")
-    ap.add_argument("--minutes", type=float, default=None, help="time budget (default 9.5; 1 with MINIBERT_FAST=1)")
-    ap.add_argument("--steps", type=int, default=None, help="at most this many steps (default: as the budget allows)")
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--lr", type=float, default=None, help="peak learning rate (1e-3 pretraining, 3e-4 sst2)")
-    ap.add_argument("--warmup-steps", "--warmup", type=int, default=200, help="warmup steps (at most a tenth of the steps)")
     ap.add_argument("--chunk-len", type=int, default=64, help="tokens per chunk before corruption")
     ap.add_argument("--max-input", type=int, default=64, help="sst2: input tokens kept per sentence")
-    ap.add_argument("--eval-interval", "--eval-every", type=int, default=250)
-    ap.add_argument("--log-interval", "--log-every", type=int, default=20)
-    ap.add_argument("--checkpoint-interval", "--save-every", type=int, default=0,
-                    help="also save every N steps (0: at the end and Ctrl-C)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="any setting by its name (T5TrainConfig), e.g. --set lr=5e-4 (repeatable)")
     args = ap.parse_args(argv)
     if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
         raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
+    if args.steps is not None and args.steps < 1:  # steps 0, fitted to the budget, is what leaving it out gives
+        raise ValueError(f"--steps must be at least 1 (leave it out to fit the steps to --minutes), got {args.steps}")
     if args.resume:
         settings = _resumed(ap, args)
     else:
         fast = fast_mode()
-        given = {k: v for k, v in vars(args).items()
-                 if k not in ("resume", "overwrite", "max_steps_this_run", "set") and v is not None}
-        settings = T5TrainConfig(**{
-            **given, "fast": fast, "minutes": args.minutes if args.minutes is not None else (1.0 if fast else 9.5),
-            "steps": args.steps if args.steps is not None else (30 if fast else 1_000_000),
-            "eval_interval": min(args.eval_interval, 10) if fast else args.eval_interval,
-            "log_interval": min(args.log_interval, 5) if fast else args.log_interval,
-            "lr": args.lr if args.lr is not None else (3e-4 if args.task == "sst2" else 1e-3),
-            "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny"),
-            **T5TrainConfig.parse_set(args.set)})
-    settings.validate()  # before anything is written
+        own = {k: v for k, v in vars(args).items() if k in T5TrainConfig.fields() and k not in ap.shared and v is not None}
+        base = {**own, "fast": fast, "minutes": 1.0 if fast else 9.5, "steps": 30 if fast else 0,
+                "lr": 3e-4 if args.task == "sst2" else 1e-3,
+                "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny")}
+        if fast:  # MINIBERT_FAST=1: 30 steps, logged and evaluated at least every 5 (6 points of a curve)
+            base.update(log_interval=min(args.log_interval or 5, 5), eval_interval=min(args.eval_interval or 5, 5))
+            args.log_interval = args.eval_interval = None
+        settings = build_settings(args, ap, base)  # validated before anything is written
     from minibert.backend import get_ops
 
     ops = get_ops()

@@ -180,7 +180,7 @@ class Trainer:
         self.last_eval_step: int | None = None
         self._short_steps: int | None = None  # fixed by the budget's first refit (then saved)
         self.budget: StepBudget | None = None  # a resume reads the budget's state; a fresh run probes it (start_budget)
-        if cfg.auto_steps:
+        if not cfg.steps:  # steps 0: fitted to the time budget
             self.budget = StepBudget(cfg.minutes * 60.0, cfg.eval_interval,
                                      short_fraction=cfg.short_seq_fraction if self.short_iterator else 0.0)
 
@@ -360,7 +360,7 @@ class Trainer:
     # --- the time budget (minibert/loop/budget.py) -------------------------------------------------
 
     def start_budget(self, passes: int = 16) -> None:
-        """auto_steps: the schedule sized to the budget before the first step, from a probe of the
+        """steps 0: the schedule sized to the budget before the first step, from a probe of the
         step time (probe_step_seconds; with a short phase, both lengths are timed) and an estimate
         of an evaluation (a third of a training step's time per held-out batch)."""
         cfg = self.cfg

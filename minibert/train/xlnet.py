@@ -19,7 +19,8 @@ What XLNet brings to the loop:
     evaluator    evaluate: loss, perplexity and accuracy of the predicted tokens on fixed held-out
                  windows (orders drawn once from a fixed seed: every evaluation scores the same tokens)
     budget       with `steps` = 0 the step count is fitted to the `minutes` budget (loop/budget.py: from
-                 the loop's own first steps, then twice more), so the decay reaches its end
+                 the loop's own first steps, then twice more), so the decay reaches its end; with
+                 `steps` > 0, `minutes` > 0 is a limit only
 """
 from __future__ import annotations
 
@@ -148,7 +149,7 @@ class XLNetRun:
         self.optimizer = AdamW(self.model.params, lr=cfg.lr, weight_decay=cfg.weight_decay, bias_correction=True)
         self.verbose = True
         self.rng = np.random.default_rng([cfg.seed, 1])  # the loop's dropout Generator: XLNet here draws nothing
-        self.minutes = 0.0 if cfg.steps else cfg.minutes  # a fixed step count has no time budget
+        self.minutes = cfg.minutes  # with a fixed step count (steps > 0), a limit only
         self.log_interval = cfg.log_interval
         self.last_eval: dict | None = None
         # the loop's state (loop/engine.py)

@@ -12,12 +12,12 @@ loop/engine.py): the same progress line, metrics.jsonl, curves.png, atomic check
 save (a second Ctrl-C stops at once), NaN stop and bit-exact `--resume RUN_DIR` as every other
 run. This module is the command: the preset and its settings (`--set KEY=VALUE`), the run
 directory's checks (an unfinished run is refused unless --resume or --overwrite), and the summary
-at the end. `--minutes` is a budget the step count is fitted to (unless `--steps` fixes it);
-`--max-steps-this-run N` pauses after N steps.
+at the end. `--minutes` is a budget the step count is fitted to; `--steps N` fixes the count
+instead (then `--minutes`, if given too, only limits the time); `--max-steps-this-run N` pauses
+after N steps.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.cli import CommandParser, build_settings, command_parser, given_settings
 from minibert.corpus import ensure_default_corpus
 from minibert.family.xlnet import XLNetConfig
 from minibert.io.progress import fmt_seconds
@@ -54,7 +55,7 @@ class XLNetTrainConfig(RunSettings):
     lr: float = 1e-3
     warmup_steps: int = 200  # at most half of the steps
     weight_decay: float = 0.01
-    minutes: float = 9.5
+    minutes: float = 9.5  # the budget steps 0 is fitted to; with steps > 0 a limit (the command sets 0 for --steps N)
     steps: int = 0  # 0: fit the steps to `minutes`
     seed: int = 0
     log_interval: int = 10
@@ -66,17 +67,25 @@ class XLNetTrainConfig(RunSettings):
     def validate(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name in ("steps", "max_train_lines", "seed", "warmup_steps"):
+            if f.name in ("steps", "minutes", "max_train_lines", "seed", "warmup_steps"):
                 if v < 0:
                     raise ValueError(f"{f.name}={v} must be >= 0")
             elif not v > 0:
                 raise ValueError(f"{f.name}={v} must be > 0")
+        if not self.steps and not self.minutes > 0:
+            raise ValueError(f"steps 0 fits the steps to the time budget: give minutes > 0 (minutes={self.minutes:g}), "
+                             f"or steps >= 1")
         if self.seq_len < 2:
             raise ValueError(f"seq_len={self.seq_len}: a sequence needs at least 2 tokens to predict one")
         if self.pred_k > self.seq_len:
             raise ValueError(f"pred_k={self.pred_k} predicts the last 1/{self.pred_k} of a {self.seq_len}-token window: "
                              f"less than one token; choose pred_k <= seq_len (the paper's 6 or 7)")
         self.model_config(vocab_size=1)  # the model's sizes (and their limits), before any data is read
+
+    @classmethod
+    def upgrade(cls, d: dict) -> dict:
+        """Before one meaning of steps, a run with steps > 0 had no time limit, whatever minutes said."""
+        return {**d, "minutes": 0.0} if d.get("steps") else d
 
     def model_config(self, vocab_size: int) -> XLNetConfig:
         return XLNetConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,
@@ -149,12 +158,12 @@ def build_run(cfg: XLNetTrainConfig, out: Path, vocab: Path, train_path: Path, h
     return XLNetRun(cfg, out, tokenizer, WindowBatches(stream, cfg, np.random.default_rng(cfg.seed)), heldout)
 
 
-def _resumed(p: argparse.ArgumentParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path, Path, Path]]:
+def _resumed(p: CommandParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path, Path, Path]]:
     """--resume RUN_DIR: the settings and data run.json saved; only the budget and the pause may be
     given anew. -> (settings, run directory, (training text, held-out text, vocab))."""
     out = Path(args.resume)
     info = rundir.resumable_run(out, COMMAND, rundir.options_given(p, args))
-    cfg = XLNetTrainConfig.from_dict(info.settings, str(out / rundir.RUN_FILE))
+    cfg = XLNetTrainConfig.from_run(info, str(out / rundir.RUN_FILE))
     if args.minutes is not None:
         cfg.minutes = args.minutes
     cfg.validate()
@@ -210,18 +219,15 @@ def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple
 
 def train_xlnet_cli(argv: list[str]) -> int:
     """python -m minibert train-xlnet [--minutes M] [--steps N] [--out DIR] [--set KEY=VALUE] [--resume DIR]"""
-    p = argparse.ArgumentParser(prog="python -m minibert train-xlnet",
-                                description="Pretrain the xlnet-tiny preset (permutation LM, two-stream "
-                                            "attention) on the default corpus; MINIBERT_FAST=1: a slice, ~1 min.")
+    p = command_parser("train-xlnet", "Pretrain the xlnet-tiny preset (permutation LM, two-stream attention) on the "
+                       "default corpus; MINIBERT_FAST=1: a slice, ~1 min.", settings=XLNetTrainConfig,
+                       helps={"minutes": "wall-clock budget of the whole run (default 9.5)",
+                              "steps": "a fixed number of steps instead of fitting them to the budget"})
     p.add_argument("--preset", default="xlnet-tiny", choices=sorted(PRESETS))
-    p.add_argument("--minutes", type=float, help="wall-clock budget of the whole run (default 9.5)")
-    p.add_argument("--steps", type=int, help="a fixed number of steps instead of fitting them to the budget")
     p.add_argument("--out", help="run directory (default runs/<preset>)")
     p.add_argument("--corpus", help="training text, one sentence per line, blank line between documents")
     p.add_argument("--heldout", help="held-out text (with --corpus)")
     p.add_argument("--vocab", help="vocab.txt (with --corpus)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help=f"any setting: {', '.join(f.name for f in dataclasses.fields(XLNetTrainConfig))}")
     p.add_argument("--overwrite", action="store_true", help="replace a directory that holds something else, or an "
                                                             "unfinished run")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the train-xlnet run saved in RUN_DIR with its saved "
@@ -238,12 +244,10 @@ def train_xlnet_cli(argv: list[str]) -> int:
             cfg, out, (train_path, heldout_path, vocab) = _resumed(p, args)
             data = None
         else:
-            settings = {**PRESETS[args.preset], **(FAST if fast else {}), **XLNetTrainConfig.parse_set(args.set)}
-            for key in ("minutes", "steps"):
-                if getattr(args, key) is not None:
-                    settings[key] = getattr(args, key)
-            cfg = XLNetTrainConfig(**settings)
-            cfg.validate()
+            base = {**PRESETS[args.preset], **(FAST if fast else {})}
+            if given_settings(args, p).get("steps") and args.minutes is None:
+                base["minutes"] = 0.0  # --steps N: N steps, however long they take (unless --minutes too)
+            cfg = build_settings(args, p, base)
             if args.corpus:
                 if not (args.heldout and args.vocab):
                     raise ValueError("--corpus needs --heldout and --vocab too")

@@ -261,9 +261,9 @@ def test_nsp_baseline_writes_nothing_where_the_run_file_points(run_copy, capsys)
 def test_bench_startup_script_imports():
     """The start-up section timed a script that imported `minibert.bench`, gone since bench moved
     to minibert/tools: every `bench --only startup` ended in a traceback. Its imports, run alone:"""
-    from minibert.tools.bench import STARTUP_SCRIPT
+    from minibert.tools.bench_startup import STARTUP_SCRIPT
 
-    imports = STARTUP_SCRIPT.split("t1 = ")[0] + "assert bench.CONFIGS['tiny']\n"
+    imports = STARTUP_SCRIPT.split("t1 = ")[0] + "assert bench_common.CONFIGS['tiny'] and bench_step.minibert_step_fn\n"
     res = subprocess.run([sys.executable, "-c", imports], capture_output=True, text=True, cwd=REPO, timeout=120,
                          env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert res.returncode == 0, res.stderr[-2000:]

@@ -85,6 +85,24 @@ def test_resume_continues_bit_exactly(sst, pretrained, tmp_path):
         np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
 
 
+def test_steps_is_the_runs_length_as_for_every_command(sst, pretrained, tmp_path):
+    """steps 0: epochs passes over the data (64 examples, batch 8: 8 steps an epoch); --steps N: N
+    steps, the warmup its share of them, the epochs unused."""
+    def cfg(**kw):
+        return FinetuneConfig(task="custom", format="glue-single", data=str(sst), init=str(pretrained),
+                              out=str(tmp_path / "o"), epochs=2, batch_size=8, **kw)
+
+    assert build_run(cfg(), verbose=False).total_steps == 16
+    run = build_run(cfg(steps=5, warmup_proportion=0.2), verbose=False)
+    assert (run.total_steps, run.warmup_steps) == (5, 1)
+    out = tmp_path / "cli"
+    assert _run("custom", "--format", "glue-single", "--data", sst, "--init", pretrained, "--out", out,
+                "--steps", 3, "--batch-size", 8) == 0
+    state = json.loads(next((out / "checkpoints").glob("step-*/trainer_state.json")).read_text())
+    assert (state["step"], state["status"]) == (3, "done")
+    assert json.loads((out / "run.json").read_text())["total_steps"] == 3
+
+
 def test_token_classification_run(tmp_path, pretrained):
     d = tmp_path / "ner"
     d.mkdir()

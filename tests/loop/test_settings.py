@@ -78,8 +78,8 @@ def test_an_older_run_json_is_read_with_todays_names():
     assert (t5.warmup_steps, t5.log_interval, t5.eval_interval, t5.checkpoint_interval) == (7, 3, 9, 4)
     ft = FinetuneConfig.from_dict({"task": "sst2", "init": "none", "out": "runs/f", "warmup": 0.25})
     assert ft.warmup_proportion == 0.25  # exact: the value given, copied
-    with pytest.raises(ValueError, match="steps=5: fine-tuning counts in epochs"):
-        FinetuneConfig(task="sst2", init="none", out="runs/f", steps=5).validate()
+    with pytest.raises(ValueError, match="warmup_steps=5: fine-tuning counts in epochs"):
+        FinetuneConfig(task="sst2", init="none", out="runs/f", warmup_steps=5).validate()
 
 
 @pytest.mark.parametrize("command", ["train", "train-tiny", "train-xlnet", "train-t5", "finetune", "ablate"])
@@ -98,3 +98,60 @@ def test_set_reaches_finetune_and_train_t5_settings():
     assert FinetuneConfig.parse_set(["weight_decay=0", "warmup_proportion=0.2"]) == {"weight_decay": 0.0,
                                                                                      "warmup_proportion": 0.2}
     assert T5TrainConfig.parse_set(["checkpoint_interval=5", "lr=5e-4"]) == {"checkpoint_interval": 5, "lr": 5e-4}
+
+
+def test_steps_has_one_meaning_the_runs_length_and_0_derives_it():
+    """steps N: a run of N optimizer steps (its schedule's length); steps 0: fitted to `minutes`
+    (pretraining) or `epochs` passes (fine-tuning), so a pretraining run with neither is refused."""
+    from minibert.finetune.run import FinetuneConfig
+    from minibert.train.config import make_config
+    from minibert.train.t5_command import T5TrainConfig
+    from minibert.train.xlnet_command import XLNetTrainConfig
+
+    checks = {"train": lambda **kw: make_config("tiny", **kw).validate(require_files=False),
+              "train-xlnet": lambda **kw: XLNetTrainConfig(**kw).validate(),
+              "train-t5": lambda **kw: T5TrainConfig(out="o", **kw).validate()}
+    for command, check in checks.items():
+        check(steps=0, minutes=1.0)  # fitted to the budget
+        check(steps=5, minutes=0.0)  # 5 steps, no time limit
+        check(steps=5, minutes=1.0)  # 5 steps, stopped after a minute if not done
+        with pytest.raises(ValueError, match="steps"):
+            check(steps=0, minutes=0.0)
+    FinetuneConfig(task="sst2", init="none", out="o", steps=7).validate()  # fine-tuning: 7 steps, epochs unused
+    with pytest.raises(ValueError, match="steps=-1"):
+        FinetuneConfig(task="sst2", init="none", out="o", steps=-1).validate()
+
+
+def test_older_runs_are_read_with_the_meanings_they_were_written_with(tmp_path):
+    """train's auto_steps=true (run.json or --set) is steps 0; a train-t5 run.json before
+    SETTINGS_VERSION with steps 1,000,000 (its "as the budget allows") is steps 0; a train-xlnet one
+    with steps > 0 had no time limit (minutes 0). A run.json of this version is read as it is."""
+    from minibert.loop import rundir
+    from minibert.train.config import TrainConfig, make_config
+    from minibert.train.t5_command import T5TrainConfig
+    from minibert.train.xlnet_command import XLNetTrainConfig
+
+    saved = make_config("tiny").to_dict()
+    assert TrainConfig.from_dict({**saved, "steps": 1000, "auto_steps": True}).steps == 0
+    assert TrainConfig.from_dict({**saved, "steps": 1000, "auto_steps": False}).steps == 1000
+    assert TrainConfig.parse_set(["steps=6", "auto_steps=false"]) == {"steps": 6}
+    assert TrainConfig.parse_set(["auto_steps=true"]) == {"steps": 0}
+
+    def info(command, settings, version):
+        d = tmp_path / str(len(list(tmp_path.iterdir())))
+        d.mkdir()
+        rundir.write_run(d, command, settings)
+        if version is None:  # as an older minibert wrote it
+            raw = rundir.read_json(d / rundir.RUN_FILE)
+            del raw["settings_version"]
+            rundir.write_json(d / rundir.RUN_FILE, raw)
+        return rundir.read_run(d)
+
+    old_t5 = {"out": "o", "steps": 1_000_000, "minutes": 9.5}
+    assert T5TrainConfig.from_run(info("train-t5", old_t5, None)).steps == 0
+    assert T5TrainConfig.from_run(info("train-t5", {**old_t5, "steps": 40}, None)).steps == 40
+    assert T5TrainConfig.from_run(info("train-t5", old_t5, 2)).steps == 1_000_000  # today's: a run of 1e6 steps
+    old_xlnet = {"steps": 6, "minutes": 9.5}
+    assert XLNetTrainConfig.from_run(info("train-xlnet", old_xlnet, None)).minutes == 0.0
+    assert XLNetTrainConfig.from_run(info("train-xlnet", old_xlnet, 2)).minutes == 9.5
+    assert XLNetTrainConfig.from_run(info("train-xlnet", {"steps": 0, "minutes": 9.5}, None)).minutes == 9.5

@@ -20,6 +20,7 @@ PACKAGE = ROOT / "minibert"
 LAYERS = [
     "native", "native.blas", "native.malloc",  # what talks to the machine: OpenBLAS, glibc's malloc
     "io", "io.textio", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub",  # text, JSON, atomic writes, output paths, safetensors
+    "cli",  # every command's parser (imports nothing of minibert)
     "layers", "kernels", "backend", "optim",  # the layer math, its Numba kernels, the backend switch, AdamW
     "model", "checkpoint",  # BERT's forward and backward, no I/O; its transformers directories
     "tokenizer", "wordpiece_trainer", "bert", "corpus",  # text; the model with its files; the default corpus
@@ -38,7 +39,8 @@ LAYERS = [
     "train.xlnet", "train.xlnet_command",  # pretraining runs and their commands
     "tools", "tools.attention_v1", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",
     "tools.ablate_report", "tools.ablate", "tools.export_data", "tools.bench_text", "tools.bench_data",
-    "tools.bench_profile", "tools.bench_sst2", "tools.bench", "tools.notebooks",  # the other commands
+    "tools.bench_profile", "tools.bench_sst2", "tools.bench_common", "tools.bench_step", "tools.bench_attention",
+    "tools.bench_finetune", "tools.bench_startup", "tools.bench", "tools.notebooks",  # the other commands
     "__main__", "",  # the command line; "" is the package root (lazy re-exports, no imports)
 ]
 

@@ -201,9 +201,10 @@ def test_steps_mode_gives_every_variant_the_same_steps_and_its_warmup_share(file
     plan = _plan(files, tmp_path, steps=400)
     for v in A.STUDIES["tasks"].variants:
         cfg = A.pretrain_config(plan, v, 1, tmp_path / "unused")
-        assert (cfg.steps, cfg.auto_steps, cfg.warmup_steps, cfg.seed) == (400, False, 28, 1)
+        assert (cfg.steps, cfg.minutes, cfg.warmup_steps, cfg.seed) == (400, 0.0, 28, 1)
     timed = A.pretrain_config(_plan(files, tmp_path, minutes=4.75), A.STUDIES["tasks"].variants[0], 0, tmp_path)
-    assert timed.auto_steps and timed.warmup_steps == 100  # half the recipe's 9.5 minutes: half its 200
+    assert timed.steps == 0 and timed.minutes == 4.75 and timed.warmup_steps == 100  # steps fitted to the
+    # budget; half the recipe's 9.5 minutes: half its 200 warmup steps
 
 
 def test_family_registry_skips_a_missing_preset_with_a_note(files, tmp_path, monkeypatch):

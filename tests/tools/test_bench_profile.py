@@ -66,13 +66,13 @@ def test_cpu_description_names_model_simd_and_blas_kernel():
                                   dict(hidden_size=24, num_attention_heads=3)])
 def test_step_matmuls_are_the_steps_matmul_flops(dims):
     """The enumerated matmuls of a step (timed one by one for the matmul floor) add up to the
-    analytic count of bench.matmul_flops, which is written independently of them."""
-    from minibert.tools import bench
+    analytic count of bench_step.matmul_flops, which is written independently of them."""
+    from minibert.tools import bench_step
 
     cfg = BertConfig(**{**TINY, **dims})
     B, T, P = 3, 16, 4
     listed = sum(m.flops for m in bench_profile.step_matmuls(cfg, B, T, P, n_real=B * T))
-    np.testing.assert_allclose(listed, bench.matmul_flops(cfg, B, T, P), rtol=1e-12)
+    np.testing.assert_allclose(listed, bench_step.matmul_flops(cfg, B, T, P), rtol=1e-12)
     # fewer real tokens: only the encoder's linears shrink
     fewer = sum(m.flops for m in bench_profile.step_matmuls(cfg, B, T, P, n_real=B * T - 5))
     assert fewer < listed
@@ -114,11 +114,11 @@ def test_profile_worker_result_travels_as_json(monkeypatch):
     """bench --only profile runs profile_worker in a fresh process and reads its JSON back."""
     import json
 
-    from minibert.tools import bench
+    from minibert.tools import bench_common, bench_step
 
-    monkeypatch.setitem(bench.CONFIGS, "test", TINY)
-    monkeypatch.setattr(bench, "STEP_SHAPE", dict(B=2, T=8, P=2))
-    p = json.loads(json.dumps(bench.profile_worker("test", reps=2)))
+    monkeypatch.setitem(bench_common.CONFIGS, "test", TINY)
+    monkeypatch.setattr(bench_step, "STEP_SHAPE", dict(B=2, T=8, P=2))
+    p = json.loads(json.dumps(bench_step.profile_worker("test", reps=2)))
     assert p["step_s"] > 0 and p["layers_s"]["linear forward"] > 0
     f = p["matmul_floor"]
     assert 0 < f["floor_s"] and all(len(v) == 2 for v in f["groups"].values())
@@ -127,40 +127,40 @@ def test_profile_worker_result_travels_as_json(monkeypatch):
 
 
 def test_round_ratios_take_the_faster_reference_per_round():
-    from minibert.tools import bench
+    from minibert.tools import bench_attention
 
     rounds = {"numba": [10.0, 8.0], "torch explicit": [12.0, 6.0], "torch sdpa": [11.0, 9.0]}
-    np.testing.assert_allclose(bench.round_ratios(rounds, ["torch explicit", "torch sdpa"], "numba"), [1.1, 0.75])
+    np.testing.assert_allclose(bench_attention.round_ratios(rounds, ["torch explicit", "torch sdpa"], "numba"), [1.1, 0.75])
 
 
 # ---------------------------------------------------------------------------------------------
 # threads: the lists, the workers' environment, the serial part
 
 def test_parse_threads_sorts_and_leaves_out_counts_above_the_cores():
-    from minibert.tools import bench
+    from minibert.tools import bench_common
 
-    assert bench.parse_threads(None, 8) == ([8], [])
-    assert bench.parse_threads("16,1,2,4,2", 4) == ([1, 2, 4], [16])
+    assert bench_common.parse_threads(None, 8) == ([8], [])
+    assert bench_common.parse_threads("16,1,2,4,2", 4) == ([1, 2, 4], [16])
     with pytest.raises(ValueError, match="thread counts"):
-        bench.parse_threads("0,2", 4)
+        bench_common.parse_threads("0,2", 4)
     with pytest.raises(ValueError, match="comma-separated"):
-        bench.parse_threads("two", 4)
+        bench_common.parse_threads("two", 4)
 
 
 def test_worker_environment_sets_every_librarys_thread_count():
-    from minibert.tools import bench
+    from minibert.tools import bench_common
 
-    env = bench.thread_environment(3)
-    assert all(env[v] == "3" for v in bench.THREAD_VARIABLES) and env["MINIBERT_BENCH_THREADS"] == "3"
-    assert "MINIBERT_BENCH_THREADS" not in bench.thread_environment(None) or \
-        bench.thread_environment(None)["MINIBERT_BENCH_THREADS"] == __import__("os").environ["MINIBERT_BENCH_THREADS"]
+    env = bench_common.thread_environment(3)
+    assert all(env[v] == "3" for v in bench_common.THREAD_VARIABLES) and env["MINIBERT_BENCH_THREADS"] == "3"
+    assert "MINIBERT_BENCH_THREADS" not in bench_common.thread_environment(None) or \
+        bench_common.thread_environment(None)["MINIBERT_BENCH_THREADS"] == __import__("os").environ["MINIBERT_BENCH_THREADS"]
 
 
 def test_amdahl_serial_part_recovers_a_known_split():
-    from minibert.tools import bench
+    from minibert.tools import bench_step
 
     S, P = 0.03, 0.4  # t(n) = S + P / n
-    assert bench.amdahl_serial(S + P, S + P / 8, 8) == pytest.approx(S)
+    assert bench_step.amdahl_serial(S + P, S + P / 8, 8) == pytest.approx(S)
     rows, serial = bench_profile._scaling_table({"a": 0.3, "b": 0.1}, {"a": 0.3 / 4, "b": 0.1}, 4, 0.4, 0.175)
     assert serial == pytest.approx(0.1)  # a divides perfectly, b not at all
     assert rows[0][0] == "b" and rows[-1][0].startswith("step")
@@ -174,9 +174,9 @@ def test_torch_parts_name_the_operators():
 
 def test_profile_worker_at_one_thread_in_a_fresh_process(monkeypatch):
     """bench runs the profile in worker processes at a thread count: the worker reports it."""
-    from minibert.tools import bench
+    from minibert.tools import bench_common
 
-    got = bench.run_worker("profile", {"config": "tiny", "floor": False}, 1, threads=1)
+    got = bench_common.run_worker("profile", {"config": "tiny", "floor": False}, 1, threads=1)
     assert got["threads"] == 1 and got["step_s"] > 0 and "matmul_floor" not in got
     rows, serial = bench_profile.scaling_rows(got, got, 2)
     assert serial >= 0 and rows[-1][0].startswith("step")
@@ -192,3 +192,23 @@ def test_cli_time_limit_skips_the_sections_and_still_writes_the_json(tmp_path, c
     assert "startup: skipped (--time-limit 0 minutes reached)" in capsys.readouterr().out
     report = json.loads(out.read_text())
     assert report["sections_s"] == {"startup": None} and report["machine"]["threads"]
+
+
+def test_every_worker_kind_the_sections_start_is_dispatched_by_the_command():
+    """A section starts `python -m minibert.tools.bench --worker KIND` (bench_common.run_worker); the
+    command's WORKERS and REPORTS hand KIND to the section that builds it. A kind a section asks
+    for that the tables lack would fail only in a worker process, minutes into a run."""
+    import ast
+    import inspect
+
+    from minibert.tools import bench, bench_attention, bench_finetune, bench_sst2, bench_step
+
+    asked = set()
+    for module in (bench, bench_attention, bench_finetune, bench_sst2, bench_step):
+        for node in ast.walk(ast.parse(inspect.getsource(module))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in \
+                    ("run_worker", "isolated_medians") and node.args and isinstance(node.args[0], ast.Constant):
+                asked.add(node.args[0].value)
+    asked |= {"finetune", "qa"}  # bench_finetune names its kinds in a loop: for kind, ... in (("finetune", ...), ("qa", ...))
+    assert {"step", "attention", "profile", "torch-profile", "peak", "sst2"} <= asked
+    assert asked <= set(bench.WORKERS) | set(bench.REPORTS), asked - set(bench.WORKERS) - set(bench.REPORTS)

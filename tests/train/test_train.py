@@ -141,7 +141,7 @@ def test_the_trainer_applies_the_budgets_fits_fixes_the_switch_and_bends_the_lr(
     the learning rate where it was (loop/engine.fit_budget)."""
     from minibert.loop.budget import StepBudget
 
-    cfg = small_config(corpus, tmp_path / "c", minutes=1.0, auto_steps=True, eval_interval=1000, warmup_steps=50,
+    cfg = small_config(corpus, tmp_path / "c", minutes=1.0, steps=0, eval_interval=1000, warmup_steps=50,
                        **SHORT)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
     trainer.budget = StepBudget(60.01, 1000, step_seconds=0.02, eval_seconds=0.5, short_fraction=0.5,
