@@ -43,7 +43,7 @@ RECIPES = {"random": (3e-4, 64), "tiny": (3e-4, 64), "indomain": (3e-4, 64), "mi
 # architecture, vocabulary and casing, fresh weights), with that kind's recipe
 CONTROL = "-control"
 LABELS = {"random": "random init (tiny, Python-docs vocabulary)", "tiny": "tiny, pretrained on Python docs",
-          "indomain": "tiny, pretrained on SST-2's own sentences",
+          "indomain": "tiny, pretrained on SST-2's own sentences (MLM + NSP on halves)",
           "indomain-control": "its control: random init, SST-2 vocabulary",
           "minilm": "all-MiniLM-L6-v2 (real pretrained)", "minilm-control": "its control: random init, MiniLM's shape"}
 
@@ -153,6 +153,35 @@ def table(results: dict, which="final") -> tuple[str, dict]:
     return "\n".join(lines), stats
 
 
+def paired(results: dict, which="final") -> str:
+    """Each pretrained kind minus its matched control, seed by seed (the same labels, the same
+    order): the differences a seed's own luck cannot make, unlike two columns' ranges."""
+    lines = []
+    for kind in sorted({r["kind"] for r in results.values()}):
+        ctl = kind + CONTROL
+        for n in SIZES:
+            diffs = [100 * (r[which] - results[cell_key(ctl, n, r["seed"])][which]) for r in results.values()
+                     if r["kind"] == kind and r["n"] == n and cell_key(ctl, n, r["seed"]) in results]
+            if diffs:
+                label = f"{n:,}" if n != "all" else "all"
+                lines.append(f"| {kind} - its control | {label} | {len(diffs)} | {statistics.median(diffs):+.1f} | "
+                             f"{min(diffs):+.1f} to {max(diffs):+.1f} | {sum(d > 0 for d in diffs)} of {len(diffs)} |")
+    if not lines:
+        return ""
+    return "\n".join(["| pair | labels | seeds | median difference | range | seeds ahead |",
+                      "| --- | --- | --- | --- | --- | --- |"] + lines)
+
+
+def merge(results: dict, path: Path) -> None:
+    """Add another JSON's cells (e.g. from a run on another machine); a cell in both must come
+    from the same model (two in-domain models in one table need two files' worth of kinds)."""
+    for key, cell in json.loads(path.read_text()).items():
+        if key in results and results[key]["init"] != cell["init"]:
+            raise ValueError(f"{path}: cell {key} starts from {cell['init']}, the one already read from "
+                             f"{results[key]['init']}")
+        results.setdefault(key, cell)
+
+
 def plot(stats: dict, path: Path, which: str):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -203,6 +232,9 @@ def main(argv=None):
     p.add_argument("--import-all", action="append", default=[], metavar="KIND:SEED=RUN_DIR",
                    help="take the `all` cell of KIND and SEED from a finished finetune run with the same settings")
     p.add_argument("--table", action="store_true", help="print the table and draw the figure only")
+    p.add_argument("--merge", action="append", default=[], metavar="JSON",
+                   help="with --table: add the cells of another results file (repeatable)")
+    p.add_argument("--figure", default=None, help="with --table: where the figure goes (default: beside --json)")
     a = p.parse_args(argv)
     recipes = dict(RECIPES)
     for r in a.recipe:
@@ -211,6 +243,8 @@ def main(argv=None):
         recipes[kind] = (float(lr), int(T))
     json_path = Path(a.json)
     results = json.loads(json_path.read_text()) if json_path.is_file() else {}
+    for extra in a.merge:
+        merge(results, Path(extra))
     if not a.table:
         inits = {"random": "none", "tiny": a.tiny, "indomain": a.indomain, "minilm": a.minilm}
         inits.update({k + CONTROL: f"none-like:{v}" for k, v in list(inits.items()) if k != "random" and v})
@@ -254,9 +288,11 @@ def main(argv=None):
         text, stats = table(results, which)
         print(f"\nSST-2 dev accuracy ({which}; median (min-max) over seeds):\n{text}")
         if which == "final" and stats:
-            plot(stats, json_path.with_suffix(".png"), which)
+            plot(stats, Path(a.figure) if a.figure else json_path.with_suffix(".png"), which)
+            pairs = paired(results, which)
+            print(f"\nEach pretrained kind minus its matched control, seed by seed ({which}):\n{pairs}")
             json_path.with_suffix(".md").write_text(f"SST-2 dev accuracy at the end of the fixed recipe, median "
-                                                    f"(min-max) over seeds\n\n{text}\n")
+                                                    f"(min-max) over seeds\n\n{text}\n\n{pairs}\n")
     return 0
 
 
