@@ -62,3 +62,26 @@ def test_train_tiny_pretrains_on_the_task_text_never_its_dev_file(tmp_path, monk
     assert "film" in vocab and "secret" not in vocab
     assert train_tiny_cli(["--data", str(sst)]) == 1  # --data alone is a mistake
     assert "--data goes with --corpus-from-task" in capsys.readouterr().err
+
+
+def test_in_domain_pretraining_is_budgeted_half_an_hour_unless_told(tmp_path, monkeypatch):
+    """The longer run is what pays on SST-2 (task_corpus.BUDGET_MINUTES); --minutes still wins."""
+    from minibert.train import commands
+
+    monkeypatch.delenv("MINIBERT_FAST", raising=False)
+    monkeypatch.delenv("CORPUS", raising=False)
+    sst = _sst2(tmp_path / "sst2")
+    budgets = []
+
+    def no_training(cfg, **kwargs):  # the settings the run would start with, then stop
+        budgets.append((cfg.minutes, cfg.steps))
+        raise RuntimeError("stopped before training")
+
+    monkeypatch.setattr(commands, "train", no_training)
+    base = ["--corpus-from-task", "sst2", "--data", str(sst), "--set", f"data_cache={tmp_path / 'cache'}",
+            "--set", f"out_dir={tmp_path / 'run'}", "--set", "dupe_factor=1"]
+    for argv in (base, [*base, "--minutes", "5"]):
+        with pytest.raises(RuntimeError, match="stopped before training"):
+            train_tiny_cli(argv)
+    assert budgets == [(task_corpus.BUDGET_MINUTES, 0), (5.0, 0)]  # steps 0: fitted to the budget
+    assert task_corpus.BUDGET_MINUTES == 30.0
