@@ -143,8 +143,8 @@ def train_tiny_cli(argv: list[str]) -> int:
     (config.FAMILY_PRESETS), into runs/<preset>.
     """
     p = command_parser("train-tiny", train_tiny_cli.__doc__, settings=TrainConfig,
-                       helps={"minutes": "the time budget the steps are fitted to (default 9.5; 30 with "
-                                         "--corpus-from-task)"})
+                       helps={"minutes": "the time budget the steps are fitted to (default 9.5; "
+                                         "--corpus-from-task runs 30,000 steps unless given)"})
     p.add_argument("--preset", default="tiny", choices=TRAIN_TINY_PRESETS,
                    help="tiny (BERT, the default), or the recipe with RoBERTa's, ALBERT's or ELECTRA's changes "
                         "(xlnet-tiny and t5-tiny are other models: they run `train-xlnet` / `train-t5`)")
@@ -169,8 +169,8 @@ def train_tiny_cli(argv: list[str]) -> int:
                 raise ValueError("give CORPUS= or --corpus-from-task, not both")
             name = f"{args.corpus_from_task}-indomain" + ("" if preset == "tiny" else f"-{preset}")  # one run a preset
             overrides.update({**task_corpus.SETTINGS, "name": name})
-            if not fast:
-                overrides["minutes"] = task_corpus.BUDGET_MINUTES  # --minutes and --set still win
+            if not fast and args.minutes is None:
+                overrides.update(task_corpus.LENGTH)  # --set still wins
         overrides.update(given_settings(args, p))  # the shared options, then --set
         if args.corpus_from_task and not args.resume:
             make_config(preset, **overrides).validate(require_files=False)  # before the corpus is written

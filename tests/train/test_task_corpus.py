@@ -64,8 +64,9 @@ def test_train_tiny_pretrains_on_the_task_text_never_its_dev_file(tmp_path, monk
     assert "--data goes with --corpus-from-task" in capsys.readouterr().err
 
 
-def test_in_domain_pretraining_is_budgeted_half_an_hour_unless_told(tmp_path, monkeypatch):
-    """The longer run is what pays on SST-2 (task_corpus.BUDGET_MINUTES); --minutes still wins."""
+def test_in_domain_pretraining_runs_30000_steps_unless_told(tmp_path, monkeypatch):
+    """The longer run is what pays on SST-2 (task_corpus.LENGTH); --minutes fits the steps to a
+    budget instead, --set steps=N runs N."""
     from minibert.train import commands
 
     monkeypatch.delenv("MINIBERT_FAST", raising=False)
@@ -80,8 +81,7 @@ def test_in_domain_pretraining_is_budgeted_half_an_hour_unless_told(tmp_path, mo
     monkeypatch.setattr(commands, "train", no_training)
     base = ["--corpus-from-task", "sst2", "--data", str(sst), "--set", f"data_cache={tmp_path / 'cache'}",
             "--set", f"out_dir={tmp_path / 'run'}", "--set", "dupe_factor=1"]
-    for argv in (base, [*base, "--minutes", "5"]):
+    for argv in (base, [*base, "--minutes", "5"], [*base, "--set", "steps=700"]):
         with pytest.raises(RuntimeError, match="stopped before training"):
             train_tiny_cli(argv)
-    assert budgets == [(task_corpus.BUDGET_MINUTES, 0), (5.0, 0)]  # steps 0: fitted to the budget
-    assert task_corpus.BUDGET_MINUTES == 30.0
+    assert budgets == [(0.0, 30_000), (5.0, 0), (0.0, 700)]  # steps 0: fitted to the 5 minutes
