@@ -22,7 +22,8 @@ reads `[CLS]`, and masked LM alone never trains `[CLS]`'s output. SST-2's consec
 unrelated phrases, so there is no "next sentence" between them; within one sentence there is:
 NSP then asks whether the second half continues the first, or is another sentence's half, and
 `[CLS]` learns to read the whole sentence (on SST-2 at 1,000 labels: 64.6 against 60.4 for MLM
-alone). The vocabulary is learnt from the same text (train-tiny's CORPUS= path: every 20th
+alone, 3,000 steps; 30,000 steps: ahead of the matched random-init control at 100 and 300 labels,
+level at 1,000). The vocabulary is learnt from the same text (train-tiny's CORPUS= path: every 20th
 document is held out).
 """
 from __future__ import annotations
