@@ -284,7 +284,7 @@ def _row_sum(x):
     return s
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _softmax_row(src, dst):
     """dst <- softmax(src) over one contiguous row (dst may be src), shifted by the row max for a
     stable exp. -> (max, sum of exp(src - max)), from which log softmax follows."""
@@ -422,7 +422,7 @@ def _random_bits_into(bits, start, k0, k1):
         i += 1
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _drop_mask_into(m, start, k0, k1, threshold, keep_scale):
     """m[:] <- the dropout mask (0 or keep_scale = 1/(1-p), m's dtype) of the elements start ..
     start + len(m) - 1: kept where the element's bits >= threshold (layers.dropout_mask)."""
@@ -1091,13 +1091,13 @@ def _add_bias_kernel(out, b):
                 orow[j] += b[j]
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _copy_into(dst, src):
     for j in range(dst.shape[0]):
         dst[j] = src[j]
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _add_into(dst, src):
     """dst += src over a row (slices in, plain indices: the loop vectorizes)."""
     for j in range(dst.shape[0]):
@@ -1178,7 +1178,7 @@ class GeluGradCache(NamedTuple):
 # inside the prange loop kept LLVM from vectorizing the loop (as for AdamW below). Measured on one
 # thread, GELU forward over 3543 x 512 float32 (the tiny step's FFN): 6.9 ms before, 1.8 ms after.
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _gelu_erf_forward_chunk(x, out, dgelu, half, one, inv_sqrt2, inv_sqrt_2pi):
     for i in range(x.shape[0]):
         xi = x[i]
@@ -1189,7 +1189,7 @@ def _gelu_erf_forward_chunk(x, out, dgelu, half, one, inv_sqrt2, inv_sqrt_2pi):
         dgelu[i] = cdf + xi * pdf
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _gelu_erf_backward_chunk(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
     for i in range(x.shape[0]):
         xi = x[i]
@@ -1198,7 +1198,7 @@ def _gelu_erf_backward_chunk(dout, x, dx, half, one, inv_sqrt2, inv_sqrt_2pi):
         dx[i] = dout[i] * (cdf + xi * pdf)
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _gelu_tanh_forward_chunk(x, out, dgelu, half, one, c0, c1, three):
     for i in range(x.shape[0]):
         xi = x[i]
@@ -1208,7 +1208,7 @@ def _gelu_tanh_forward_chunk(x, out, dgelu, half, one, c0, c1, three):
         dgelu[i] = half * (one + t) + half * xi * (one - t * t) * du
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _gelu_tanh_backward_chunk(dout, x, dx, half, one, c0, c1, three):
     for i in range(x.shape[0]):
         xi = x[i]
@@ -1249,7 +1249,7 @@ def _gelu_tanh_backward_kernel(dout, x, dx, half, one, c0, c1, three):
         _gelu_tanh_backward_chunk(dout[lo:hi], x[lo:hi], dx[lo:hi], half, one, c0, c1, three)
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _multiply_chunk(a, b, out):
     for i in range(a.shape[0]):
         out[i] = a[i] * b[i]
@@ -1263,7 +1263,7 @@ def _multiply_kernel(a, b, out):
         _multiply_chunk(a[lo:hi], b[lo:hi], out[lo:hi])
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _add_chunk(a, b, out):
     for i in range(a.shape[0]):
         out[i] = a[i] + b[i]
@@ -1335,7 +1335,7 @@ def gelu_backward(dout, cache):
 # again instead of reading a stored one. Same bits as the reference: x * mask, mask 0 or 1/(1-p).
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _dropout_chunk(x, out, start, k0, k1, threshold, keep_scale):
     m = np.empty(x.shape[0], dtype=x.dtype)
     _drop_mask_into(m, start, k0, k1, threshold, keep_scale)
@@ -1653,7 +1653,7 @@ def cross_entropy_backward(dloss, cache):
 # parameter's dtype as NumPy rounds a Python float, so the two give identical bits (a test).
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _adamw_chunk(p, g, m, v, b1, one_minus_b1, b2, one_minus_b2, eps, pre_decay, bc2_sqrt, wd, scale):
     # branch-free, so that LLVM vectorizes it; the factors that a mode does not use are exact
     # no-ops (x * 1, x / 1, x + p * 0), which keeps the bits of the NumPy version
@@ -1717,7 +1717,7 @@ def _addresses(arrays):
     return np.array([a.ctypes.data for a in arrays], dtype=np.int64)
 
 
-@kernel_jit
+@kernel_jit(inline="always")
 def _sum_squares_chunk(x):
     """sum(x * x) accumulated in float64, as 8 partial sums (see _row_sum)."""
     n = x.shape[0]
