@@ -1,7 +1,7 @@
 """`python -m minibert bench` (make bench): how fast minibert is, next to PyTorch, in one run.
 
 Sections (select with --only, comma-separated; they run in the order step, profile, sst2,
-attention, finetune, startup, text, data, so that --time-limit drops the least needed ones):
+attention, finetune, startup, coldstart, text, data, so that --time-limit drops the least needed ones):
     step       one full pretraining step (forward, backward, clipping, AdamW) on the tiny, small,
                minilm (the shape of all-MiniLM-L6-v2: 6 layers, hidden 384, 12 heads, vocabulary
                30,522) and base (one layer of BERT-base: hidden 768, FF 3072) configs: minibert
@@ -20,6 +20,8 @@ attention, finetune, startup, text, data, so that --time-limit drops the least n
                dev.tsv): minibert (its unpadded path) vs transformers with dynamic padding, the same
                batches in the same order; wall time and dev accuracy (minibert.tools.bench_sst2)
     startup    Numba compile time on a cold cache; import + first step on a warm cache
+    coldstart  seconds to train-tiny's first step and to the end of lesson 06 in a fresh copy of the
+               repository, cold (Numba's cache empty) and warm (minibert.tools.bench_coldstart)
     text       WordPiece training and tokenizer speed (minibert.tools.bench_text)
     data       pretraining-data throughput (minibert.tools.bench_data) vs what training consumes
 
@@ -58,11 +60,11 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.tools import attention_v1, bench_sst2
+from minibert.tools import attention_v1, bench_coldstart, bench_sst2
 from minibert.tools.bench_profile import QA_SHAPE, run_times, task_step_fn
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
-SECTIONS = ("step", "attention", "finetune", "profile", "sst2", "startup", "text", "data")
+SECTIONS = ("step", "attention", "finetune", "profile", "sst2", "startup", "coldstart", "text", "data")
 ATTENTION_SHAPES = [(32, 2, 128, 64), (8, 12, 128, 64)]  # (B, NH, T, HS)
 CONFIGS = {
     "tiny": dict(vocab_size=8192, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
@@ -820,7 +822,7 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions in each worker (default 7, --quick 3)")
     ap.add_argument("--time-limit", type=float, default=None,
                     help="minutes after which no further section starts (the sections run in the order step, "
-                         "profile, sst2, attention, finetune, startup, text, data)")
+                         "profile, sst2, attention, finetune, startup, coldstart, text, data)")
     args = ap.parse_args(argv)
     ROUNDS = max(1, args.rounds if args.rounds is not None else (1 if args.quick else ROUNDS))
     default = "step,attention,finetune,profile,sst2" if args.quick else ",".join(SECTIONS)
@@ -901,6 +903,7 @@ def cli(argv: list[str]) -> int:
                                            threads_list=threads_list[-1:] if args.quick else threads_list,
                                            qa_configs=("tiny",) if args.quick else QA_CONFIGS))
     run("startup", lambda: bench_startup(report, 2 if args.quick else 3))
+    run("coldstart", lambda: bench_coldstart.bench_coldstart(report, fmt_table))
     if "text" in sections or "data" in sections:
         t0 = time.perf_counter()
         bench_text_and_data(report, sections)

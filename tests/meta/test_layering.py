@@ -38,7 +38,8 @@ LAYERS = [
     "train.xlnet", "train.xlnet_command",  # pretraining runs and their commands
     "tools", "tools.attention_v1", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",
     "tools.ablate_report", "tools.ablate", "tools.export_data", "tools.bench_text", "tools.bench_data",
-    "tools.bench_profile", "tools.bench_sst2", "tools.bench", "tools.notebooks",  # the other commands
+    "tools.bench_profile", "tools.bench_sst2", "tools.warm_kernels", "tools.bench_coldstart", "tools.bench",
+    "tools.notebooks",  # the other commands
     "__main__", "",  # the command line; "" is the package root (lazy re-exports, no imports)
 ]
 
