@@ -102,22 +102,24 @@ def kernel_jit(fn=None, **options):
     # inline="always" (for the small helpers called per element in inner loops) inlines at
     # Numba's level: a helper that LLVM does not inline on its own is a call per element that
     # stops the loop from vectorizing (measured: GELU 4x slower when _erf32 stayed a call).
-    # Helpers called once per row, chunk or head are plain functions (see "Compile time" below).
+    # The attention and LayerNorm kernels' per-head and per-row functions are not inlined
+    # (see "Compile time" below).
     return numba.njit(**options) if fn is None else numba.njit(**options)(fn)
 
 
 # ---------------------------------------------------------------------------------------------
 # Compile time. A process whose Numba cache is empty (a fresh clone; a changed kernels.py)
-# compiles each kernel on its first call: a tiny training step needs about 20 of them, 20-30 s
-# of CPU on one core (docs/speed.md, "Cold start"), cached in __pycache__ afterwards. What
-# costs is `parallel=True`: Numba compiles the body of a prange loop a second time as its own
-# function, through its own passes and LLVM, so each parallel kernel costs 0.5-1 s however
-# small, and a big body several seconds (the packed attention forward and backward: 11 and 8 s
-# when the whole head was inlined into the prange loop). So the parallel kernels below hand
-# each row, chunk or head to a plain compiled function (`_attention_packed_forward_head`,
-# `_layernorm_forward_row`, `_softmax_row`, ...) instead of inlining it: the function compiles
-# once, is shared by the serial twin and the other kernels that call it, and the parallel
-# loop around it stays small. The same float operations in the same order: the same bits.
+# compiles each kernel on its first call: a tiny training step needs about 20 of them, about 30 s
+# of one core (docs/speed.md, "Cold start"), cached in __pycache__ afterwards (`make venv` runs
+# one tiny step to fill it: minibert/tools/warm_kernels.py). What costs is `parallel=True`:
+# Numba compiles the body of a prange loop a second time as its own function, through its own
+# passes and LLVM, so each parallel kernel costs 0.5-1 s however small, and a big inlined body
+# many seconds (the packed attention forward and backward: 12 and 9 s with the whole head in the
+# loop). So the attention and LayerNorm kernels hand each head or row to a plain compiled
+# function (`_attention_packed_forward_head`, `_layernorm_forward_row`, ...): it compiles once,
+# is shared by the serial twin, and the parallel loop around it stays small (attention: 21 s ->
+# 10 s of compiling). Same float operations in the same order, the same bits. The chunk helpers
+# of the element-wise kernels stay inlined: out of line, `_drop_mask_into` made dropout 3x slower.
 # The first kernel that compiles says so on stderr (`_CompileNotice`), so a cold start is not a
 # minute of silence.
 
