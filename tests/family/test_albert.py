@@ -26,9 +26,7 @@ def tiny_model(dtype=np.float64, seed=0, perturb=True, **over):
     return model
 
 
-# the Numba run (80 s under load, the slowest gradient check) is for make test-all: the kernels it
-# runs are checked against the reference in tests/test_kernels.py, and the numpy run checks the model
-@pytest.mark.parametrize("backend", ["numpy", pytest.param("numba", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_albert_backward_matches_numerical_embedding_encoder_and_model(backend, monkeypatch):
     """Factorised embedding (every entry), the 3-times-shared block and the whole model (sampled
     entries of every tensor), float64, on each backend."""
