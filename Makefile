@@ -7,11 +7,12 @@ STAMP := $(VENV)/.installed-dev
 INTEROP_STAMP := $(VENV)/.installed-interop
 export MPLBACKEND := Agg
 
-.PHONY: help venv test test-interop data train-tiny bench lessons notebooks gradcheck clean
+.PHONY: help venv test test-all test-interop data train-tiny bench lessons notebooks gradcheck clean
 
 help:
 	@echo "make train-tiny    build corpus + vocab, pretrain a tiny BERT, evaluate, save (python -m minibert train-tiny)"
-	@echo "make test          run the test suite (python -m minibert test)"
+	@echo "make test          run the test suite, long checks left out (python -m minibert test)"
+	@echo "make test-all      run the test suite with its long checks (python -m minibert test-all)"
 	@echo "make test-interop  parity tests against transformers (python -m minibert test-interop)"
 	@echo "make data          build the default corpus and vocabulary (python -m minibert corpus)"
 	@echo "make bench         benchmarks: kernels, training step, tokenizer, data (python -m minibert bench)"
@@ -19,9 +20,12 @@ help:
 	@echo "make notebooks     write lessons/NN_*.ipynb from the lessons (python -m minibert notebooks)"
 	@echo "make gradcheck     print the full gradient-check table (python -m minibert gradcheck)"
 
+# After installing, one tiny training step compiles the Numba kernels into minibert/__pycache__
+# (about 30 s of one core, once), so that the first train-tiny or lesson starts in seconds.
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install -q -e '.[dev]'
+	$(PYTHON) -m minibert.tools.warm_kernels || echo "warning: warming Numba's cache failed; the first run compiles instead"
 	touch $@
 
 venv: $(STAMP)
@@ -37,6 +41,9 @@ $(INTEROP_STAMP): $(STAMP)
 
 test: $(STAMP)
 	$(PYTHON) -m minibert test
+
+test-all: $(STAMP)
+	$(PYTHON) -m minibert test-all
 
 test-interop: $(INTEROP_STAMP)
 	$(PYTHON) -m minibert test-interop

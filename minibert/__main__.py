@@ -39,7 +39,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export-data": ("minibert.tools.export_data:cli", "write a run's MLM/NSP instances as JSON lines for PyTorch"),
     "bench": ("minibert.tools.bench:cli", "benchmarks (kernels, training step, tokenizer, data)"),
     "gradcheck": ("minibert.tools.gradcheck_table:cli", "print the full gradient-check table"),
-    "test": ("minibert.__main__:run_tests", "run the test suite (make test)"),
+    "test": ("minibert.__main__:run_tests", "run the test suite, long checks left out (make test)"),
+    "test-all": ("minibert.__main__:run_all_tests", "run the test suite with its long checks (make test-all)"),
     "test-interop": ("minibert.__main__:run_interop_tests", "parity tests against transformers"),
     "lessons": ("minibert.__main__:run_lessons", "run every lesson top to bottom (make lessons)"),
     "notebooks": ("minibert.tools.notebooks:cli", "write lessons/NN_*.ipynb from the lessons (make notebooks)"),
@@ -47,11 +48,17 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def run_tests(argv: list[str]) -> int:
-    """Run pytest on tests/ (tests/interop excluded; see run_interop_tests)."""
+    """Run pytest on tests/ (tests/interop excluded; see run_interop_tests), without the tests
+    marked slow (pyproject.toml's addopts deselects them), naming the 15 slowest."""
     import pytest
 
     os.environ.setdefault("MPLBACKEND", "Agg")
-    return int(pytest.main(["-q", str(ROOT / "tests"), *argv]))
+    return int(pytest.main(["-q", "--durations=15", str(ROOT / "tests"), *argv]))
+
+
+def run_all_tests(argv: list[str]) -> int:
+    """run_tests with the tests marked slow too (`-m ""` lifts the default `-m 'not slow'`)."""
+    return run_tests(["-m", "", *argv])
 
 
 def run_interop_tests(argv: list[str]) -> int:

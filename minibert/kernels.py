@@ -59,11 +59,13 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import types
 from typing import NamedTuple
 
 import numba
 import numpy as np
+from numba.core import event as numba_event
 from numba.extending import intrinsic, overload
 
 from minibert import layers
@@ -97,10 +99,52 @@ def kernel_jit(fn=None, **options):
     ZeroDivisionError check in front of every division, and that branch alone stops LLVM from
     vectorizing a loop that divides. Neither changes a result that the reference computes."""
     options = {"cache": True, "error_model": "numpy", **options}
-    # inline="always" (for the small helpers called in inner loops) inlines at Numba's level:
-    # a helper that LLVM does not inline on its own is a call per element that stops the
-    # loop from vectorizing (measured: GELU 4x slower when _erf32 stayed a call).
+    # inline="always" (for the small helpers called per element in inner loops) inlines at
+    # Numba's level: a helper that LLVM does not inline on its own is a call per element that
+    # stops the loop from vectorizing (measured: GELU 4x slower when _erf32 stayed a call).
+    # The attention and LayerNorm kernels' per-head and per-row functions are not inlined
+    # (see "Compile time" below).
     return numba.njit(**options) if fn is None else numba.njit(**options)(fn)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compile time. A process whose Numba cache is empty (a fresh clone; a changed kernels.py)
+# compiles each kernel on its first call: a tiny training step needs about 20 of them, about 30 s
+# of one core (docs/speed.md, "Cold start"), cached in __pycache__ afterwards (`make venv` runs
+# one tiny step to fill it: minibert/tools/warm_kernels.py). What costs is `parallel=True`:
+# Numba compiles the body of a prange loop a second time as its own function, through its own
+# passes and LLVM, so each parallel kernel costs 0.5-1 s however small, and a big inlined body
+# many seconds (the packed attention forward and backward: 12 and 9 s with the whole head in the
+# loop). So the attention and LayerNorm kernels hand each head or row to a plain compiled
+# function (`_attention_packed_forward_head`, `_layernorm_forward_row`, ...): it compiles once,
+# is shared by the serial twin, and the parallel loop around it stays small (attention: 21 s ->
+# 10 s of compiling). Same float operations in the same order, the same bits. The chunk helpers
+# of the element-wise kernels stay inlined: out of line, `_drop_mask_into` made dropout 3x slower.
+# The first kernel that compiles says so on stderr (`_CompileNotice`), so a cold start is not a
+# minute of silence.
+
+
+class _CompileNotice(numba_event.Listener):
+    """Prints "compiling Numba kernel NAME (first run only; cached afterwards)" on stderr when a
+    kernel of minibert starts to compile (not when it loads from the cache), for the outermost
+    compilation only (not the helpers a kernel compiles on its way)."""
+
+    def __init__(self):
+        self.depth = 0
+
+    def on_start(self, event):
+        self.depth += 1
+        fn = getattr(event.data.get("dispatcher"), "py_func", None)
+        if self.depth == 1 and fn is not None and fn.__module__.startswith("minibert"):
+            name = fn.__name__.strip("_").removesuffix("_kernel").removesuffix("_kernel_serial")
+            print(f"compiling Numba kernel {name} (first run only; cached afterwards)", file=sys.stderr,
+                  flush=True)
+
+    def on_end(self, event):
+        self.depth -= 1
+
+
+numba_event.register("numba:compile", _CompileNotice())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,7 +300,7 @@ def _softmax_row(src, dst):
     return m, s
 
 
-@kernel_jit(inline="always")
+@kernel_jit
 def masked_softmax_row(row, adder_b, scale, last, masked):
     """In place on one row of scores (T,): row <- softmax(row * scale + adder_b). adder_b (T,) is
     0 for real keys and MASK_VALUE for padded ones. The keys after `last` get `masked`
@@ -392,7 +436,7 @@ def _drop_mask_into(m, start, k0, k1, threshold, keep_scale):
         m[i] = keep_scale if bits[i] >= threshold else zero
 
 
-@kernel_jit(inline="always")
+@kernel_jit
 def times_drop(a, drop, b, h):
     """One head's att * drop: a (T, T), drop (B, NH, T, T) -> a new (T, T) array."""
     T = a.shape[0]
@@ -403,7 +447,7 @@ def times_drop(a, drop, b, h):
     return ad
 
 
-@kernel_jit(inline="always")
+@kernel_jit
 def softmax_backward_head(datt, a, drop, b, h, use_drop, scale):
     """In place on one head's datt (T, T), the gradient of att * drop:
     datt <- a * (datt*drop - sum(datt*drop * a)) * scale, row by row (a = att (T, T); drop
@@ -674,7 +718,15 @@ _GEMM_SMALL = blas.SMALL_LIMIT  # m * n * k up to this: OpenBLAS's small-matrix 
 def _gemm(gemm, like, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, one):
     """c (m, n) = op(a) @ op(b), row-major; op(x) = x, or x^T when its flag is _TRANS. a, b, c
     are the arrays (views) whose first element starts each matrix, with row strides lda, ldb,
-    ldc in elements.
+    ldc in elements. Inlined, it only takes the addresses: `_gemm_at` makes the product, one
+    compiled function for every kernel that calls it."""
+    _gemm_at(gemm, like, ta, tb, m, n, k, a.ctypes.data, lda, b.ctypes.data, ldb, c.ctypes.data, ldc, c.itemsize,
+             one)
+
+
+@kernel_jit(nogil=True)
+def _gemm_at(gemm, like, ta, tb, m, n, k, a_at, lda, b_at, ldb, c_at, ldc, isz, one):
+    """`_gemm` on addresses (isz: the bytes of an element).
 
     A product above OpenBLAS's small-matrix size (m * n * k > 100**3, e.g. a head's 128 x 128 x 64)
     is made as row blocks of op(a) and c that are each within it: OpenBLAS then runs its
@@ -683,15 +735,14 @@ def _gemm(gemm, like, ta, tb, m, n, k, a, lda, b, ldb, c, ldc, one):
     thread calling gemm at once would otherwise share. Each output element is the same sum over k."""
     pieces = max(1, (m * n * k + _GEMM_SMALL - 1) // _GEMM_SMALL)
     step = (m + pieces - 1) // pieces
-    isz = c.itemsize
     for i0 in range(0, m, step):
         rows = min(step, m - i0)
-        a_at = a.ctypes.data + (i0 * lda if ta == _NO_TRANS else i0) * isz  # row i0 of op(a)
-        _gemm_call(gemm, like, _ROW_MAJOR, ta, tb, rows, n, k, one, a_at, lda, b.ctypes.data, ldb,
-                   one - one, c.ctypes.data + i0 * ldc * isz, ldc)
+        a_i0 = a_at + (i0 * lda if ta == _NO_TRANS else i0) * isz  # row i0 of op(a)
+        _gemm_call(gemm, like, _ROW_MAJOR, ta, tb, rows, n, k, one, a_i0, lda, b_at, ldb,
+                   one - one, c_at + i0 * ldc * isz, ldc)
 
 
-@kernel_jit(inline="always")
+@kernel_jit
 def _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, dtype_like):
     """Head bh's dropout mask (1, 1, T, T): its T*T elements of the (B, NH, T, T) mask, from
     their Philox words (element bh*T*T + i*T + j), or a (1, 1, 1, 1) dummy when not use_drop."""
@@ -702,25 +753,56 @@ def _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, dtype_like):
     return m.reshape((1, 1, 1, 1))
 
 
+@kernel_jit(nogil=True)
+def _attention_forward_gemm_head(bh, gemm, like, q, k, v, ld, adder, use_drop, k0, k1, threshold, keep_scale, scale,
+                                 att, out, causal, masked, one):
+    """Head bh (= b * NH + h) of `_attention_forward_gemm_kernel`."""
+    B, NH, T, HS = q.shape
+    b, h = bh // NH, bh % NH
+    a = att[b, h]  # (T, T) this head's block, contiguous
+    # raw scores: (T, HS) @ (HS, T) -> (T, T)
+    _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, q[b, h], ld[0], k[b, h], ld[1], a, T, one)
+    for i in range(T):
+        masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
+    m = _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, a)  # (1, 1, T, T)
+    src = times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplies v
+    # (T, T) @ (T, HS) -> (T, HS)
+    _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, src, T, v[b, h], ld[2], out[b, h], ld[3], one)
+
+
 @kernel_jit(parallel=True)
 def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, use_drop, k0, k1, threshold, keep_scale, scale,
                                    att, out, causal, masked, one):
     """q, k, v (B, NH, T, HS) with unit-stride rows whose row strides are ld[0..2] elements, out
     likewise (ld[3]); adder (B, T); dropout (use_drop) with Philox key (k0, k1), threshold and
     keep scale (DropoutKey); att (B, NH, T, T) contiguous.
-    Writes att (the probabilities, before dropout) and out."""
+    Writes att (the probabilities, before dropout) and out, one head per call of
+    `_attention_forward_gemm_head` (see "Compile time" above)."""
     B, NH, T, HS = q.shape
     for bh in numba.prange(B * NH):
-        b, h = bh // NH, bh % NH
-        a = att[b, h]  # (T, T) this head's block, contiguous
-        # raw scores: (T, HS) @ (HS, T) -> (T, T)
-        _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, q[b, h], ld[0], k[b, h], ld[1], a, T, one)
-        for i in range(T):
-            masked_softmax_row(a[i], adder[b], scale, i if causal else T - 1, masked)
-        m = _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, a)  # (1, 1, T, T)
-        src = times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplies v
-        # (T, T) @ (T, HS) -> (T, HS)
-        _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, src, T, v[b, h], ld[2], out[b, h], ld[3], one)
+        _attention_forward_gemm_head(np.int64(bh), gemm, like, q, k, v, ld, adder, use_drop, k0, k1, threshold,
+                                     keep_scale, scale, att, out, causal, masked, one)
+
+
+@kernel_jit(nogil=True)
+def _attention_backward_gemm_head(bh, gemm, like, dout, q, k, v, ld, att, use_drop, k0, k1, threshold, keep_scale,
+                                  scale, dq, dk, dv, one):
+    """Head bh of `_attention_backward_gemm_kernel`."""
+    B, NH, T, HS = q.shape
+    b, h = bh // NH, bh % NH
+    a = att[b, h]  # (T, T)
+    m = _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, a)  # (1, 1, T, T)
+    ad = times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplied v
+    # forward was: out = ad @ v  ->  dv = ad^T @ dout, (T, T)^T @ (T, HS) -> (T, HS)
+    _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, ad, T, dout[b, h], ld[0], dv[b, h], ld[4], one)
+    # datt = dout @ v^T, (T, HS) @ (HS, T) -> (T, T)
+    datt = np.empty((T, T), dtype=q.dtype)
+    _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, dout[b, h], ld[0], v[b, h], ld[3], datt, T, one)
+    # forward was: att = softmax(preatt); dpreatt = att * (datt - sum(datt * att)) * scale
+    softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
+    # forward was: preatt = q @ k^T * scale + adder
+    _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, datt, T, k[b, h], ld[2], dq[b, h], ld[4], one)
+    _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, datt, T, q[b, h], ld[1], dk[b, h], ld[4], one)
 
 
 @kernel_jit(parallel=True)
@@ -731,20 +813,8 @@ def _attention_backward_gemm_kernel(gemm, like, dout, q, k, v, ld, att, use_drop
     owns its rows of dq, dk, dv."""
     B, NH, T, HS = q.shape
     for bh in numba.prange(B * NH):
-        b, h = bh // NH, bh % NH
-        a = att[b, h]  # (T, T)
-        m = _head_drop_mask(use_drop, bh, T, k0, k1, threshold, keep_scale, a)  # (1, 1, T, T)
-        ad = times_drop(a, m, 0, 0) if use_drop else a  # (T, T) att * drop: what multiplied v
-        # forward was: out = ad @ v  ->  dv = ad^T @ dout, (T, T)^T @ (T, HS) -> (T, HS)
-        _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, ad, T, dout[b, h], ld[0], dv[b, h], ld[4], one)
-        # datt = dout @ v^T, (T, HS) @ (HS, T) -> (T, T)
-        datt = np.empty((T, T), dtype=q.dtype)
-        _gemm(gemm, like, _NO_TRANS, _TRANS, T, T, HS, dout[b, h], ld[0], v[b, h], ld[3], datt, T, one)
-        # forward was: att = softmax(preatt); dpreatt = att * (datt - sum(datt * att)) * scale
-        softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
-        # forward was: preatt = q @ k^T * scale + adder
-        _gemm(gemm, like, _NO_TRANS, _NO_TRANS, T, HS, T, datt, T, k[b, h], ld[2], dq[b, h], ld[4], one)
-        _gemm(gemm, like, _TRANS, _NO_TRANS, T, HS, T, datt, T, q[b, h], ld[1], dk[b, h], ld[4], one)
+        _attention_backward_gemm_head(np.int64(bh), gemm, like, dout, q, k, v, ld, att, use_drop, k0, k1, threshold,
+                                      keep_scale, scale, dq, dk, dv, one)
 
 
 _attention_forward_gemm_serial = serial_version(_attention_forward_gemm_kernel)
@@ -843,7 +913,7 @@ class PackedHeadsCache(NamedTuple):
     T: int  # the grid's length (the dropout masks' element numbers)
 
 
-@kernel_jit(inline="always")
+@kernel_jit
 def _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, like):
     """Head bh's dropout mask for its (L, L) block: row i is the grid's row ((bh * T) + i) * T, its
     first L elements. A (1, 1, L, L) array, or a (1, 1, 1, 1) dummy when not use_drop."""
@@ -855,53 +925,72 @@ def _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, like):
     return m.reshape((1, 1, 1, 1))
 
 
+@kernel_jit(nogil=True)
+def _attention_packed_forward_head(bh, gemm, like, qkv, starts, NH, HS, T, use_drop, k0, k1, threshold, keep_scale,
+                                   scale, att, att_at, out, causal, masked, one, zero_adder):
+    """Head bh (= b * NH + h) of `_attention_packed_forward_kernel`: its (L, L) block of att and its
+    rows' columns of out."""
+    C = NH * HS
+    ld = qkv.shape[1]  # 3C
+    b, h = bh // NH, bh % NH
+    s, L = starts[b], starts[b + 1] - starts[b]
+    if L == 0:
+        return
+    a = att[att_at[bh]:att_at[bh] + L * L].reshape((L, L))  # this head's block
+    # raw scores: (L, HS) @ (HS, L) -> (L, L)
+    _gemm(gemm, like, _NO_TRANS, _TRANS, L, L, HS, qkv[s, h * HS:], ld, qkv[s, C + h * HS:], ld, a, L, one)
+    for i in range(L):
+        masked_softmax_row(a[i], zero_adder, scale, i if causal else L - 1, masked)
+    m = _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, a)  # (1, 1, L, L)
+    src = times_drop(a, m, 0, 0) if use_drop else a  # (L, L) att * drop: what multiplies v
+    # (L, L) @ (L, HS) -> (L, HS), into the rows' columns of head h
+    _gemm(gemm, like, _NO_TRANS, _NO_TRANS, L, HS, L, src, L, qkv[s, 2 * C + h * HS:], ld, out[s, h * HS:], C, one)
+
+
 @kernel_jit(parallel=True)
 def _attention_packed_forward_kernel(gemm, like, qkv, starts, NH, HS, T, use_drop, k0, k1, threshold, keep_scale,
                                      scale, att, att_at, out, causal, masked, one):
+    """Every head of the packed rows, in parallel: one call of `_attention_packed_forward_head`
+    each (see "Compile time" above for why the head is a function of its own)."""
     B = starts.shape[0] - 1
-    C = NH * HS
-    ld = qkv.shape[1]  # 3C
     zero_adder = np.zeros(T, dtype=qkv.dtype)  # every key of a block is real
     for bh in numba.prange(B * NH):
-        b, h = bh // NH, bh % NH
-        s, L = starts[b], starts[b + 1] - starts[b]
-        if L == 0:
-            continue
-        a = att[att_at[bh]:att_at[bh] + L * L].reshape((L, L))  # this head's block
-        # raw scores: (L, HS) @ (HS, L) -> (L, L)
-        _gemm(gemm, like, _NO_TRANS, _TRANS, L, L, HS, qkv[s, h * HS:], ld, qkv[s, C + h * HS:], ld, a, L, one)
-        for i in range(L):
-            masked_softmax_row(a[i], zero_adder, scale, i if causal else L - 1, masked)
-        m = _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, a)  # (1, 1, L, L)
-        src = times_drop(a, m, 0, 0) if use_drop else a  # (L, L) att * drop: what multiplies v
-        # (L, L) @ (L, HS) -> (L, HS), into the rows' columns of head h
-        _gemm(gemm, like, _NO_TRANS, _NO_TRANS, L, HS, L, src, L, qkv[s, 2 * C + h * HS:], ld, out[s, h * HS:], C,
-              one)
+        _attention_packed_forward_head(np.int64(bh), gemm, like, qkv, starts, NH, HS, T, use_drop, k0, k1, threshold,
+                                       keep_scale, scale, att, att_at, out, causal, masked, one, zero_adder)
+
+
+@kernel_jit(nogil=True)
+def _attention_packed_backward_head(bh, gemm, like, dout, qkv, starts, NH, HS, T, att, att_at, use_drop, k0, k1,
+                                    threshold, keep_scale, scale, dqkv, one):
+    """Head bh of `_attention_packed_backward_kernel`: its rows' columns of dq, dk, dv in dqkv."""
+    C = NH * HS
+    ld = qkv.shape[1]  # 3C
+    b, h = bh // NH, bh % NH
+    s, L = starts[b], starts[b + 1] - starts[b]
+    if L == 0:
+        return
+    a = att[att_at[bh]:att_at[bh] + L * L].reshape((L, L))
+    m = _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, a)
+    ad = times_drop(a, m, 0, 0) if use_drop else a  # (L, L) what multiplied v
+    q, k, v = qkv[s, h * HS:], qkv[s, C + h * HS:], qkv[s, 2 * C + h * HS:]
+    do = dout[s, h * HS:]
+    # dv = ad^T @ dout: (L, L)^T @ (L, HS)
+    _gemm(gemm, like, _TRANS, _NO_TRANS, L, HS, L, ad, L, do, C, dqkv[s, 2 * C + h * HS:], ld, one)
+    datt = np.empty((L, L), dtype=qkv.dtype)  # dout @ v^T
+    _gemm(gemm, like, _NO_TRANS, _TRANS, L, L, HS, do, C, v, ld, datt, L, one)
+    softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
+    _gemm(gemm, like, _NO_TRANS, _NO_TRANS, L, HS, L, datt, L, k, ld, dqkv[s, h * HS:], ld, one)  # dq
+    _gemm(gemm, like, _TRANS, _NO_TRANS, L, HS, L, datt, L, q, ld, dqkv[s, C + h * HS:], ld, one)  # dk
 
 
 @kernel_jit(parallel=True)
 def _attention_packed_backward_kernel(gemm, like, dout, qkv, starts, NH, HS, T, att, att_at, use_drop, k0, k1,
                                       threshold, keep_scale, scale, dqkv, one):
+    """Every head, in parallel: one call of `_attention_packed_backward_head` each."""
     B = starts.shape[0] - 1
-    C = NH * HS
-    ld = qkv.shape[1]  # 3C
     for bh in numba.prange(B * NH):
-        b, h = bh // NH, bh % NH
-        s, L = starts[b], starts[b + 1] - starts[b]
-        if L == 0:
-            continue
-        a = att[att_at[bh]:att_at[bh] + L * L].reshape((L, L))
-        m = _drop_rows(use_drop, bh, T, L, k0, k1, threshold, keep_scale, a)
-        ad = times_drop(a, m, 0, 0) if use_drop else a  # (L, L) what multiplied v
-        q, k, v = qkv[s, h * HS:], qkv[s, C + h * HS:], qkv[s, 2 * C + h * HS:]
-        do = dout[s, h * HS:]
-        # dv = ad^T @ dout: (L, L)^T @ (L, HS)
-        _gemm(gemm, like, _TRANS, _NO_TRANS, L, HS, L, ad, L, do, C, dqkv[s, 2 * C + h * HS:], ld, one)
-        datt = np.empty((L, L), dtype=qkv.dtype)  # dout @ v^T
-        _gemm(gemm, like, _NO_TRANS, _TRANS, L, L, HS, do, C, v, ld, datt, L, one)
-        softmax_backward_head(datt, a, m, 0, 0, use_drop, scale)
-        _gemm(gemm, like, _NO_TRANS, _NO_TRANS, L, HS, L, datt, L, k, ld, dqkv[s, h * HS:], ld, one)  # dq
-        _gemm(gemm, like, _TRANS, _NO_TRANS, L, HS, L, datt, L, q, ld, dqkv[s, C + h * HS:], ld, one)  # dk
+        _attention_packed_backward_head(np.int64(bh), gemm, like, dout, qkv, starts, NH, HS, T, att, att_at, use_drop, k0,
+                                        k1, threshold, keep_scale, scale, dqkv, one)
 
 
 _attention_packed_forward_serial = serial_version(_attention_packed_forward_kernel)
@@ -1302,48 +1391,58 @@ def dropout_backward(dout, cache):
 # layernorm over the last axis, one row per work item; the same cache as the reference
 
 
+@kernel_jit
+def _layernorm_forward_row(xr, w, b, eps, inv_c, one, nr, orow):
+    """One row of `_layernorm_forward_kernel`: nr <- the normalized row, orow <- nr * w + b
+    -> the row's rstd."""
+    C = xr.shape[0]
+    mean = _row_sum(xr) * inv_c
+    for j in range(C):
+        nr[j] = xr[j] - mean
+    var = _row_dot(nr, nr) * inv_c
+    rs = one / math.sqrt(var + eps)
+    for j in range(C):
+        nr[j] = nr[j] * rs
+        orow[j] = nr[j] * w[j] + b[j]
+    return rs
+
+
 @kernel_jit(parallel=True)
 def _layernorm_forward_kernel(x, w, b, eps, inv_c, one, out, norm, rstd):
-    N, C = x.shape
-    for r in numba.prange(N):
-        xr = x[r]
-        mean = _row_sum(xr) * inv_c
+    for r in numba.prange(x.shape[0]):
+        rstd[r, 0] = _layernorm_forward_row(x[r], w, b, eps, inv_c, one, norm[r], out[r])
+
+
+@kernel_jit
+def _layernorm_backward_rows(dout, norm, w, rstd, inv_c, dx, dwp, dbp, lo, hi):
+    """Rows lo..hi-1 of `_layernorm_backward_kernel`: their dx, their sums added into dwp, dbp."""
+    C = dout.shape[1]
+    g = np.empty(C, dtype=dout.dtype)  # (C,)
+    for r in range(lo, hi):
+        dr = dout[r]
         nr = norm[r]
         for j in range(C):
-            nr[j] = xr[j] - mean
-        var = _row_dot(nr, nr) * inv_c
-        rs = one / math.sqrt(var + eps)
-        rstd[r, 0] = rs
-        orow = out[r]
+            dbp[j] += dr[j]
+            dwp[j] += dr[j] * nr[j]
+            g[j] = dr[j] * w[j]
+        gmean = _row_sum(g) * inv_c
+        gnmean = _row_dot(g, nr) * inv_c
+        rs = rstd[r, 0]
+        dxr = dx[r]
         for j in range(C):
-            nr[j] = nr[j] * rs
-            orow[j] = nr[j] * w[j] + b[j]
+            dxr[j] = rs * (g[j] - gmean - nr[j] * gnmean)
 
 
 @kernel_jit(parallel=True)
 def _layernorm_backward_kernel(dout, norm, w, rstd, inv_c, dx, dw_parts, db_parts):
     """dx row by row; dw, db as per-chunk partial sums (rows are split into dw_parts.shape[0]
     chunks, each chunk owns its row of dw_parts), summed by the caller."""
-    N, C = dout.shape
+    N = dout.shape[0]
     n_chunks = dw_parts.shape[0]
     per = (N + n_chunks - 1) // n_chunks
     for c in numba.prange(n_chunks):
-        dwp = dw_parts[c]
-        dbp = db_parts[c]
-        g = np.empty(C, dtype=dout.dtype)  # (C,)
-        for r in range(c * per, min(N, (c + 1) * per)):
-            dr = dout[r]
-            nr = norm[r]
-            for j in range(C):
-                dbp[j] += dr[j]
-                dwp[j] += dr[j] * nr[j]
-                g[j] = dr[j] * w[j]
-            gmean = _row_sum(g) * inv_c
-            gnmean = _row_dot(g, nr) * inv_c
-            rs = rstd[r, 0]
-            dxr = dx[r]
-            for j in range(C):
-                dxr[j] = rs * (g[j] - gmean - nr[j] * gnmean)
+        _layernorm_backward_rows(dout, norm, w, rstd, inv_c, dx, dw_parts[c], db_parts[c], c * per,
+                                 min(N, (c + 1) * per))
 
 
 def layernorm_forward(x, w, b, eps=1e-12):
@@ -1471,16 +1570,12 @@ def scatter_add_rows(dtable, ids, rows):
 @kernel_jit(parallel=True)
 def _position_sum_kernel(dout, dpos):
     """dpos[t] = sum over b of dout[b, t], the sequences in order (NumPy's axis-0 sum)."""
-    B, T, C = dout.shape
+    B, T, _ = dout.shape
     for t in numba.prange(T):
         acc = dpos[t]
-        d0 = dout[0, t]
-        for j in range(C):
-            acc[j] = d0[j]
+        _copy_into(acc, dout[0, t])
         for b in range(1, B):
-            drow = dout[b, t]
-            for j in range(C):
-                acc[j] += drow[j]
+            _add_into(acc, dout[b, t])
 
 
 def embedding_backward(dout, cache):

@@ -145,7 +145,6 @@ def test_build_is_deterministic(tmp_path, monkeypatch):
         assert f1.read_bytes() == f2.read_bytes()
 
 
-@pytest.mark.slow
 def test_collect_docstrings_real_stdlib():
     raw = C.collect_docstrings()
     titles = [t for t, _ in raw]

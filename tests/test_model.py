@@ -30,7 +30,6 @@ def test_model_grads_have_the_keys_and_shapes_of_params():
     assert set(model.params) == set(param_shapes(model.config))
 
 
-@pytest.mark.slow
 def test_model_backward_matches_numerical_every_tensor():
     """Sampled entries of every parameter tensor, tied word embeddings included."""
     checks = gc.check_model(np.random.default_rng(7), verbose=False, samples_per_tensor=6)

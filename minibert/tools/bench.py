@@ -1,7 +1,7 @@
 """`python -m minibert bench` (make bench): how fast minibert is, next to PyTorch, in one run.
 
 Sections (select with --only, comma-separated; they run in the order step, profile, sst2,
-attention, finetune, startup, text, data, so that --time-limit drops the least needed ones):
+attention, finetune, startup, coldstart, text, data, so that --time-limit drops the least needed ones):
     step       one full pretraining step (forward, backward, clipping, AdamW) on the tiny, small,
                minilm (the shape of all-MiniLM-L6-v2: 6 layers, hidden 384, 12 heads, vocabulary
                30,522) and base (one layer of BERT-base: hidden 768, FF 3072) configs: minibert
@@ -20,6 +20,8 @@ attention, finetune, startup, text, data, so that --time-limit drops the least n
                dev.tsv): minibert (its unpadded path) vs transformers with dynamic padding, the same
                batches in the same order; wall time and dev accuracy (minibert.tools.bench_sst2)
     startup    Numba compile time on a cold cache; import + first step on a warm cache
+    coldstart  seconds to train-tiny's first step and to the end of lesson 06 in a fresh copy of the
+               repository, cold (Numba's cache empty) and warm (minibert.tools.bench_coldstart)
     text       WordPiece training and tokenizer speed (minibert.tools.bench_text)
     data       pretraining-data throughput (minibert.tools.bench_data) vs what training consumes
 
@@ -60,11 +62,12 @@ from pathlib import Path
 import numpy as np
 
 from minibert.cli import command_parser
-from minibert.tools import bench_attention, bench_common, bench_finetune, bench_sst2, bench_startup, bench_step
+from minibert.tools import (bench_attention, bench_coldstart, bench_common, bench_finetune, bench_sst2, bench_startup,
+                            bench_step)
 from minibert.tools.bench_common import (CONFIGS, ROOT, fmt_table, n_threads, parse_threads, run_worker, threads_label,
                                          time_contender)
 
-SECTIONS = ("step", "attention", "finetune", "profile", "sst2", "startup", "text", "data")
+SECTIONS = ("step", "attention", "finetune", "profile", "sst2", "startup", "coldstart", "text", "data")
 
 # worker kind -> the function that builds one contender (spec, name) -> fn, timed by time_contender
 WORKERS = {
@@ -156,7 +159,7 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions in each worker (default 7, --quick 3)")
     ap.add_argument("--time-limit", type=float, default=None,
                     help="minutes after which no further section starts (the sections run in the order step, "
-                         "profile, sst2, attention, finetune, startup, text, data)")
+                         "profile, sst2, attention, finetune, startup, coldstart, text, data)")
     args = ap.parse_args(argv)
     bench_common.ROUNDS = max(1, args.rounds if args.rounds is not None else
                               (1 if args.quick else bench_common.ROUNDS))  # for every section
@@ -237,6 +240,7 @@ def cli(argv: list[str]) -> int:
                                            threads_list=threads_list[-1:] if args.quick else threads_list,
                                            qa_configs=("tiny",) if args.quick else bench_finetune.QA_CONFIGS))
     run("startup", lambda: bench_startup.bench_startup(report, 2 if args.quick else 3))
+    run("coldstart", lambda: bench_coldstart.bench_coldstart(report, fmt_table))
     if "text" in sections or "data" in sections:
         t0 = time.perf_counter()
         bench_text_and_data(report, sections)

@@ -26,7 +26,6 @@ def tiny_model(dtype=np.float64, seed=0, perturb=True, **over):
     return model
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_albert_backward_matches_numerical_embedding_encoder_and_model(backend, monkeypatch):
     """Factorised embedding (every entry), the 3-times-shared block and the whole model (sampled

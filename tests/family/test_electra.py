@@ -34,7 +34,6 @@ def step(gen, disc, batch, seed=0, lam=50.0):
                                             np.random.default_rng(seed), lam)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_electra_backward_matches_numerical_rtd_discriminator_and_joint(backend, monkeypatch):
     """The RTD loss (every entry), the discriminator and the joint model (sampled entries of every

@@ -48,7 +48,6 @@ def test_decoder_block_backward_matches_numerical(backend, monkeypatch):
     assert len(checks) == 2 + 20  # dy, denc_out and the block's 20 parameter tensors
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_t5_backward_matches_numerical_every_tensor(backend, monkeypatch):
     monkeypatch.setenv("MINIBERT_BACKEND", backend)

@@ -40,7 +40,8 @@ LAYERS = [
     "tools", "tools.attention_v1", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",
     "tools.ablate_report", "tools.ablate", "tools.export_data", "tools.bench_text", "tools.bench_data",
     "tools.bench_profile", "tools.bench_sst2", "tools.bench_common", "tools.bench_step", "tools.bench_attention",
-    "tools.bench_finetune", "tools.bench_startup", "tools.bench", "tools.notebooks",  # the other commands
+    "tools.bench_finetune", "tools.bench_startup", "tools.warm_kernels", "tools.bench_coldstart", "tools.bench",
+    "tools.notebooks",  # the other commands
     "__main__", "",  # the command line; "" is the package root (lazy re-exports, no imports)
 ]
 

@@ -1,0 +1,193 @@
+"""`python -m minibert bench --only coldstart`: how long a learner waits before anything runs.
+
+Two figures, each cold (a fresh copy of the repository, so Numba's cache in its __pycache__ is
+empty and every kernel compiles) and warm (the same copy again, the cache filled), and both again
+in a third copy after `make venv`'s warm-up (minibert.tools.warm_kernels), what a fresh clone that
+ran `make venv` or any make target first sees:
+    train-tiny   seconds from the start of `python -m minibert train-tiny` to the end of its first
+                 training step (MINIBERT_FAST=1: the same pipeline on a slice of the corpus, so
+                 the data it builds first takes seconds, as on a fresh clone)
+    lesson 06    seconds to run lessons/06_attention_numba.py to its end (MINIBERT_FAST=1)
+Each also gives the process's CPU time (user + sys of the child), the figure to trust on a
+shared machine, and the machine's load average when it ran.
+
+The copy is the working tree's tracked and untracked (not ignored) files, so what is measured is
+what a fresh clone of this tree would run; NUMBA_CACHE_DIR is removed from the child's
+environment so the cache is the copy's own. `python -m minibert.tools.bench_coldstart` lists what
+a tiny training step compiles (or loads from the cache), kernel by kernel, with its CPU seconds
+(`record_compiles`); run it with NUMBA_CACHE_DIR set to an empty directory to see it cold.
+"""
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository
+
+# The child for train-tiny: the command itself, stopped after its first training step.
+FIRST_STEP_SCRIPT = """
+import os, sys
+from minibert.loop import engine
+from minibert.train.commands import train_tiny_cli
+
+first_step = engine.train_step
+
+
+def train_step_then_stop(task):
+    first_step(task)
+    print("COLDSTART: the first step is done", flush=True)
+    os._exit(0)
+
+
+engine.train_step = train_step_then_stop
+sys.exit(train_tiny_cli(sys.argv[1:]))
+"""
+
+
+def copy_tree(dest: Path) -> Path:
+    """The working tree's tracked and untracked-but-not-ignored files, copied to dest/minibert."""
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    out = dest / "minibert-copy"
+    for name in filter(None, files):
+        src = ROOT / name
+        if src.is_file():
+            (out / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, out / name)
+    return out
+
+
+def _child_env(copy: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(PYTHONPATH=str(copy), MINIBERT_FAST="1", MPLBACKEND="Agg", MINIBERT_BACKEND="numba")
+    return env
+
+
+def run_child(cmd: list[str], copy: Path, marker: str | None = None) -> dict:
+    """Run cmd in the copy -> {"wall_s", "cpu_s" (user + sys of the child), "load" (1-minute load
+    average at the start), "ok" (exit status 0, and `marker` in the output if given), "tail" (the
+    output's end)}."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, cwd=copy, env=_child_env(copy), capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    out = res.stdout + res.stderr
+    ok = res.returncode == 0 and (marker is None or marker in out)
+    return {"wall_s": wall, "cpu_s": cpu, "load": load, "ok": ok, "tail": out[-4000:]}
+
+
+def train_tiny_first_step(copy: Path) -> dict:
+    out = copy / "runs-coldstart"
+    return run_child([sys.executable, "-c", FIRST_STEP_SCRIPT, "--overwrite", "--set", f"out_dir={out}"], copy,
+                     marker="COLDSTART")
+
+
+def lesson_06(copy: Path) -> dict:
+    return run_child([sys.executable, "lessons/06_attention_numba.py"], copy)
+
+
+def warm_kernels(copy: Path) -> dict:
+    """What `make venv` runs after installing (minibert.tools.warm_kernels)."""
+    return run_child([sys.executable, "-m", "minibert.tools.warm_kernels"], copy)
+
+
+PLAN = (  # (what, the runs in one fresh copy, in order)
+    ("train-tiny, to its first step", (("cold", train_tiny_first_step), ("warm", train_tiny_first_step))),
+    ("lesson 06, to its end", (("cold", lesson_06), ("warm", lesson_06))),
+    ("after make venv's warm-up", (("warm-up (make venv)", warm_kernels), ("train-tiny", train_tiny_first_step),
+                                   ("lesson 06", lesson_06))),
+)
+
+
+def bench_coldstart(report: dict, fmt_table) -> None:
+    """Each plan's runs in a fresh copy of the tree; the figures into report["coldstart"]."""
+    rows, res = [], {}
+    for what, runs in PLAN:
+        with tempfile.TemporaryDirectory(prefix="minibert-coldstart-") as tmp:
+            copy = copy_tree(Path(tmp))
+            for cache, fn in runs:
+                r = fn(copy)
+                res[f"{what}: {cache}"] = {k: v for k, v in r.items() if k != "tail"}
+                if not r["ok"]:
+                    print(f"coldstart: {what} ({cache}) failed:\n{r['tail']}", file=sys.stderr)
+                rows.append([what, cache, f"{r['wall_s']:.1f}", f"{r['cpu_s']:.1f}", f"{r['load']:.1f}",
+                             "" if r["ok"] else "FAILED"])
+        report["coldstart"] = res
+    print("\n== cold start: each block in a fresh copy of the repository (cold = Numba's cache empty, warm = "
+          "the same copy again); MINIBERT_FAST=1")
+    print(fmt_table(["run", "cache", "wall s", "CPU s", "load", ""], rows))
+    print("target: train-tiny cold at most 20 s on 2 cores. CPU s (user + sys of the process) is the figure to "
+          "trust on a shared machine; wall s is the wait, load the 1-minute load average when it started")
+
+
+# ---------------------------------------------------------------------------------------------
+# what compiled: every Numba compilation (or load from the cache) in this process, timed
+
+@contextmanager
+def record_compiles():
+    """Within the block, record each first compilation (or cache load) of a Numba function in this
+    process: {"name", "signature", "compiled" (False: loaded from the cache), "cpu_s" (its own
+    process CPU seconds, without the functions it called that compiled meanwhile)}. Yields the
+    list that fills up."""
+    from numba.core import dispatcher
+
+    records, stack = [], []
+    compile_one = dispatcher.Dispatcher.compile
+
+    def timed_compile(self, sig):
+        args = tuple(getattr(sig, "args", sig))
+        if args in self.overloads:
+            return compile_one(self, sig)
+        misses = sum(self._cache_misses.values())
+        c0 = time.process_time()
+        stack.append(0.0)
+        try:
+            return compile_one(self, sig)
+        finally:
+            inner = stack.pop()
+            cpu = time.process_time() - c0
+            if stack:
+                stack[-1] += cpu
+            records.append({"name": self.py_func.__qualname__, "signature": str(args),
+                            "compiled": sum(self._cache_misses.values()) > misses, "cpu_s": cpu - inner})
+
+    dispatcher.Dispatcher.compile = timed_compile
+    try:
+        yield records
+    finally:
+        dispatcher.Dispatcher.compile = compile_one
+
+
+def compiles_of_tiny_step() -> list[dict]:
+    """record_compiles around one tiny training step (minibert.tools.warm_kernels's)."""
+    from minibert.tools import warm_kernels
+
+    with record_compiles() as records:
+        warm_kernels.tiny_training_step()
+    return records
+
+
+def print_compiles(records: list[dict]) -> None:
+    """Per kernel: CPU seconds of its compilations, how many signatures, compiled or loaded."""
+    by = {}
+    for r in records:
+        n, t, c = by.get(r["name"], (0, 0.0, 0))
+        by[r["name"]] = (n + 1, t + r["cpu_s"], c + r["compiled"])
+    for name, (n, t, c) in sorted(by.items(), key=lambda kv: -kv[1][1]):
+        print(f"{t:7.2f} s  {n} signature(s), {c} compiled  {name}")
+    print(f"{sum(r['cpu_s'] for r in records):7.2f} s  in all ({len(records)} compilations or loads)")
+
+
+if __name__ == "__main__":  # python -m minibert.tools.bench_coldstart: what a tiny step compiles, kernel by kernel
+    print_compiles(compiles_of_tiny_step())
