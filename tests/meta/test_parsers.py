@@ -11,7 +11,7 @@ from minibert.__main__ import COMMANDS, main
 from minibert.cli import SHARED, CommandParser, build_settings, command_parser, given_settings
 
 PACKAGE = Path(__file__).resolve().parents[2] / "minibert"
-RUNNERS = ("test", "test-interop", "lessons")  # pytest and the lessons: they pass their arguments on
+RUNNERS = ("test", "test-all", "test-interop", "lessons")  # pytest and the lessons: they pass their arguments on
 TRAINING = {"train", "train-tiny", "train-t5", "train-xlnet", "finetune", "ablate"}
 
 
