@@ -2,8 +2,9 @@
 message, its reference solution (lessons/solutions/) passes the same check, and a wrong answer
 (the solution's result moved by 50%) fails it with a message that says by how much.
 
-The per-exercise facts come from the lesson runs of tests/lessons/test_lessons.py (run_lesson is cached,
-so each lesson runs once per session), where lessons/course.py logs every grading."""
+The per-exercise facts come from the lesson runs of tests/lessons/lesson_runs.py (one run of each
+lesson per session, shared with tests/lessons/test_lessons.py), where lessons/course.py logs every
+grading."""
 from __future__ import annotations
 
 import ast
@@ -15,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hygiene import check_source
-from test_lessons import LESSONS, ROOT, run_lesson
+from lesson_runs import LESSONS, ROOT, run_lesson
 
 SOLUTIONS = ROOT / "lessons" / "solutions"
 # lessons whose exercises are graded (every lesson with a backward or an algorithm to write)

@@ -6,55 +6,14 @@ The lessons run as shipped: every exercise is a stub, so each lesson must say so
 the reference solution from lessons/solutions/. `run_lesson` also asks the lessons to log how
 every exercise was graded (MINIBERT_GRADING_LOG), with the library's answer pasted in where there is
 one (MINIBERT_SHORTCUTS, tests/lessons/shortcuts/); tests/lessons/test_exercises.py reads those logs,
-from the same runs (one run per lesson per pytest session)."""
+from the same runs (one run per lesson per pytest session, started in the background as soon as
+the session is collected: tests/lessons/lesson_runs.py)."""
 from __future__ import annotations
 
-import atexit
-import functools
-import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
-from typing import NamedTuple
 
 import pytest
-from corpora import REPO
-
-ROOT = REPO
-LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.py"))
-WITH_EXERCISES = [p for p in LESSONS if (ROOT / "lessons" / "solutions" / p.name).exists()]
-TIMEOUT_S = 120  # per lesson; each aims at a few seconds (the issue's limit is 60 s)
-SHORTCUTS = Path(__file__).resolve().parent / "shortcuts"  # the library's answers, pasted in (graded and refused)
-MISTAKES = Path(__file__).resolve().parent / "mistakes"  # plausible wrong answers (graded, and diagnosed)
-_LOG_DIR = Path(tempfile.mkdtemp(prefix="minibert-grading-"))
-atexit.register(shutil.rmtree, _LOG_DIR, True)
-
-
-class LessonRun(NamedTuple):
-    returncode: int | None  # None: timed out
-    stdout: str
-    stderr: str
-    grading: list[dict]  # one record per exercise (lessons/course.py, Exercises._log)
-
-
-@functools.lru_cache(maxsize=None)
-def run_lesson(path: Path) -> LessonRun:
-    """Run one lesson as shipped (stubs untouched, no MINIBERT_SOLUTIONS), once per session."""
-    log = _LOG_DIR / f"{path.stem}.jsonl"
-    log.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "MINIBERT_SOLUTIONS"}
-    env.update(MINIBERT_FAST="1", MPLBACKEND="Agg", MINIBERT_GRADING_LOG=str(log), MINIBERT_SHORTCUTS=str(SHORTCUTS),
-               MINIBERT_MISTAKES=str(MISTAKES))
-    try:
-        proc = subprocess.run([sys.executable, str(path)], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired as e:
-        return LessonRun(None, str(e.stdout or ""), str(e.stderr or ""), [])
-    records = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
-    return LessonRun(proc.returncode, proc.stdout, proc.stderr, records)
+from lesson_runs import LESSONS, ROOT, TIMEOUT_S, WITH_EXERCISES, run_lesson
 
 
 def test_lessons_exist():
