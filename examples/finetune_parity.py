@@ -3,7 +3,7 @@ example order, with the same recipe, in minibert and in transformers, and report
 
     python examples/finetune_parity.py sst2   --init runs/tiny --data SST-2 --lr 3e-4 --epochs 1 --max-seq-length 64
     python examples/finetune_parity.py wnut17 --init runs/tiny --lr 5e-4 --epochs 24 --max-seq-length 64
-    python examples/finetune_parity.py squad2 --init MODEL_DIR --lr 1e-4 --epochs 2 --max-seq-length 256
+    python examples/finetune_parity.py squad2 --init MODEL_DIR --lr 1e-4 --epochs 4 --max-seq-length 256 --null-windows 0.25
     ... --minibert-from RUN   # take minibert's side from a finished `finetune` run of the same settings
 
 What is shared, so that the two runs differ only in the framework (and in their dropout masks):
@@ -113,7 +113,8 @@ def make_cfg(a) -> FinetuneConfig:
     cfg = FinetuneConfig(task=a.task, init=a.init, out=a.out, data=a.data, lr=a.lr, epochs=a.epochs,
                          batch_size=a.batch_size, max_seq_length=a.max_seq_length, warmup_proportion=a.warmup,
                          dropout=a.dropout, seed=a.seed, eval_per_epoch=a.eval_per_epoch,
-                         max_train_examples=a.max_train_examples, doc_stride=a.doc_stride, log_interval=20)  # the CLI default
+                         max_train_examples=a.max_train_examples, doc_stride=a.doc_stride, null_windows=a.null_windows,
+                         log_interval=20)  # the CLI default
     return cfg
 
 
@@ -251,6 +252,8 @@ def main(argv=None):
     p.add_argument("--eval-per-epoch", type=int, default=1)
     p.add_argument("--max-train-examples", type=int, default=0)
     p.add_argument("--doc-stride", type=int, default=128)
+    p.add_argument("--null-windows", type=float, default=1.0,
+                   help="SQuAD 2.0: the share of training windows without the answer that are kept (finetune's)")
     p.add_argument("--which", choices=("both", "minibert", "torch"), default="both")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--json", help="write the results here (default results/parity/<task>-<init name>.json)")
