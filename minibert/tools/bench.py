@@ -238,7 +238,8 @@ def cli(argv: list[str]) -> int:
     run("attention", lambda: bench_attention.bench_attention(report, reps, threads_list, quick=args.quick))
     run("finetune", lambda: bench_finetune.bench_finetune(report, reps, configs=configs,  # --quick: at the most threads only
                                            threads_list=threads_list[-1:] if args.quick else threads_list,
-                                           qa_configs=("tiny",) if args.quick else bench_finetune.QA_CONFIGS))
+                                           qa_configs=("tiny",) if args.quick else bench_finetune.QA_CONFIGS,
+                                           qa_shapes=bench_finetune.QA_SHAPES[:1] if args.quick else bench_finetune.QA_SHAPES))
     run("startup", lambda: bench_startup.bench_startup(report, 2 if args.quick else 3))
     run("coldstart", lambda: bench_coldstart.bench_coldstart(report, fmt_table))
     if "text" in sections or "data" in sections:

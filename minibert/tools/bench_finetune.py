@@ -1,6 +1,7 @@
 """`python -m minibert bench --only finetune`: a fine-tuning step, sequence classification (B=32,
-T=128) on every config and question answering (B=8, T=384) on the small ones, minibert's class vs
-transformers' of the same name, each in its own worker processes."""
+T=128) on every config and question answering (B=8, T=384 and B=32, T=256: full windows, no
+padding to skip) on all but base, minibert's class vs transformers' of the same name, each in
+its own worker processes."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,7 @@ import numpy as np
 from minibert.tools import bench_common
 from minibert.tools.bench_common import (CONFIGS, STEP_SHAPE, checkpoint, fmt_table, have, isolated_medians, mib, ms,
                                          threads_label, try_torch)
-from minibert.tools.bench_profile import QA_SHAPE, task_step_fn
+from minibert.tools.bench_profile import QA_SHAPES, task_step_fn
 
 
 def finetune_step_fn(config: str, name: str):
@@ -29,23 +30,26 @@ def finetune_step_fn(config: str, name: str):
     return task_step_fn("BertForSequenceClassification", cfg, batch, name, rng, torch, num_labels=2)
 
 
-QA_CONFIGS = ("tiny", "small")  # T = 384 question answering: the small configs only (a step of base is seconds)
+QA_CONFIGS = ("tiny", "small", "minilm")  # question answering: not base (one layer of BERT-base, a shape no one fine-tunes)
 
 
-def bench_finetune(report: dict, reps: int, configs, threads_list, qa_configs=QA_CONFIGS) -> None:
+def bench_finetune(report: dict, reps: int, configs, threads_list, qa_configs=QA_CONFIGS, qa_shapes=QA_SHAPES) -> None:
     why = None if have("torch") and have("transformers") else "torch or transformers not installed"
     rows, out = [], report.setdefault("finetune_step", {})
     B, T = STEP_SHAPE["B"], STEP_SHAPE["T"]
-    qa = f"BertForQuestionAnswering B={QA_SHAPE['B']} T={QA_SHAPE['T']}"
+    cells = [("finetune", f"BertForSequenceClassification B={B} T={T}", None)]
+    cells += [("qa", f"BertForQuestionAnswering B={b} T={t}", (b, t)) for b, t in qa_shapes]
     for threads in threads_list:
-        for kind, task in (("finetune", f"BertForSequenceClassification B={B} T={T}"), ("qa", qa)):
+        for kind, task, shape in cells:
             for name in configs:
                 if kind == "qa" and name not in qa_configs:
                     continue
-                t = isolated_medians(kind, name, ["numba"] + ([] if why else ["torch"]), reps, threads=threads)
+                spec = name if shape is None else [name, *shape]
+                t = isolated_medians(kind, spec, ["numba"] + ([] if why else ["torch"]), reps, threads=threads)
                 rss = isolated_medians.last_rss
                 t_torch = t.get("torch")
-                out[f"{kind} {name}@{threads}"] = {
+                key = name if shape is None else f"{name} B{shape[0]} T{shape[1]}"
+                out[f"{kind} {key}@{threads}"] = {
                     "threads": threads, "numba_s": t["numba"], "torch_s": t_torch, "task": task,
                     "ratio_numba_over_torch": None if t_torch is None else t["numba"] / t_torch,
                     "step_rss_bytes_numba": rss["numba"], "step_rss_bytes_torch": rss.get("torch")}
@@ -60,13 +64,15 @@ def bench_finetune(report: dict, reps: int, configs, threads_list, qa_configs=QA
     print("target: minibert/torch <= 1.0 at every shape")
 
 
-def qa_step(config: str, name: str):
-    """A QA fine-tuning step at T=384 (minibert.tools.bench_profile.qa_step_fn) in a worker process."""
+def qa_step(spec, name: str):
+    """A QA fine-tuning step (minibert.tools.bench_profile.qa_step_fn) in a worker process; spec:
+    [config, B, T]."""
     from minibert.tools.bench_profile import qa_step_fn
 
+    config, B, T = spec
     torch = None
     if name == "torch":
         torch, why = try_torch()
         if torch is None:
             raise RuntimeError(why)
-    return qa_step_fn(CONFIGS[config], name, torch)
+    return qa_step_fn(CONFIGS[config], name, torch, B=B, T=T)

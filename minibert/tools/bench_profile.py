@@ -25,6 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 QA_SHAPE = dict(B=8, T=384)  # a SQuAD window (max_seq_length 384), 8 windows per step
+QA_SHAPES = ((8, 384), (32, 256))  # (B, T) of the fine-tuning bench: run_squad's windows; a batch of 32 shorter ones
 PHASES = ("forward", "backward")
 
 
@@ -375,8 +376,8 @@ def cpu_description() -> str:
 # ---------------------------------------------------------------------------------------------
 # question answering at T = 384: a fine-tuning step (fwd + bwd + clip + AdamW, dropout 0.1)
 
-def qa_step_fn(config: dict, name: str, torch=None):
-    """One fine-tuning step of BertForQuestionAnswering on B x 384-token windows (every token
+def qa_step_fn(config: dict, name: str, torch=None, B: int = QA_SHAPE["B"], T: int = QA_SHAPE["T"]):
+    """One fine-tuning step of BertForQuestionAnswering on B windows of T tokens (every token
     real, as in a full SQuAD window): minibert's ("numba"/"numpy") or transformers' ("torch",
     given the imported `torch` module). `config`: BertConfig fields (max_position_embeddings
     is raised to 512)."""
@@ -385,7 +386,6 @@ def qa_step_fn(config: dict, name: str, torch=None):
     cfg = BertConfig(**{**config, "max_position_embeddings": 512},
                      hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     rng = np.random.default_rng(0)
-    B, T = QA_SHAPE["B"], QA_SHAPE["T"]
     ids = rng.integers(5, cfg.vocab_size, (B, T))
     seg = np.zeros_like(ids)
     seg[:, T // 4:] = 1  # question, then context
