@@ -20,12 +20,12 @@ help:
 	@echo "make notebooks     write lessons/NN_*.ipynb from the lessons (python -m minibert notebooks)"
 	@echo "make gradcheck     print the full gradient-check table (python -m minibert gradcheck)"
 
-# After installing, one tiny training step compiles the Numba kernels into minibert/__pycache__
-# (about 30 s of one core, once), so that the first train-tiny or lesson starts in seconds.
+# After installing, the Numba kernels of a tiny training step compile into minibert/__pycache__
+# (about 30 s of one core, once, spread over the cores), so that the first train-tiny starts in seconds.
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install -q -e '.[dev]'
-	$(PYTHON) -m minibert.tools.warm_kernels || echo "warning: warming Numba's cache failed; the first run compiles instead"
+	$(PYTHON) -m minibert compile-ahead || echo "warning: warming Numba's cache failed; the first run compiles instead"
 	touch $@
 
 venv: $(STAMP)

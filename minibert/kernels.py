@@ -111,7 +111,7 @@ def kernel_jit(fn=None, **options):
 # Compile time. A process whose Numba cache is empty (a fresh clone; a changed kernels.py)
 # compiles each kernel on its first call: a tiny training step needs about 20 of them, about 30 s
 # of one core (docs/speed.md, "Cold start"), cached in __pycache__ afterwards (`make venv` runs
-# one tiny step to fill it: minibert/tools/warm_kernels.py). What costs is `parallel=True`:
+# one tiny step to fill it: minibert/loop/compile_ahead.py). What costs is `parallel=True`:
 # Numba compiles the body of a prange loop a second time as its own function, through its own
 # passes and LLVM, so each parallel kernel costs 0.5-1 s however small, and a big inlined body
 # many seconds (the packed attention forward and backward: 12 and 9 s with the whole head in the
@@ -145,6 +145,63 @@ class _CompileNotice(numba_event.Listener):
 
 
 numba_event.register("numba:compile", _CompileNotice())
+
+
+# Compiling ahead, in several processes. Numba compiles one function at a time in a process (a
+# global compiler lock), but its cache is files: what one process compiles, another loads. So a
+# cold start can compile its ~20 kernels in N processes at once (minibert/loop/compile_ahead.py):
+# each works out the same list of (kernel, argument types) by a dry run of the step it will
+# take (`record_calls`: every kernel replaced by a recorder, nothing compiled), then compiles the
+# entries it claims first (`compile_claimed`). The argument types are all the cache is keyed by
+# (not shapes or values), so the real step later loads every kernel from the cache.
+
+def _dispatchers() -> dict:
+    return {name: obj for name, obj in globals().items() if isinstance(obj, numba.core.registry.CPUDispatcher)}
+
+
+class record_calls:
+    """with record_calls() as calls: run_something() -> calls: [(kernel name, argument types)],
+    the distinct calls of this module's kernels, in order of first call. Inside, no kernel runs
+    and none compiles: each writes 1 into its writable float arrays instead (its outputs), so
+    what runs after it meets finite numbers (a loss of 1, a gradient norm above the clip: the
+    clip's kernel is called too). Only argument *types* are recorded; values are nonsense."""
+
+    def __enter__(self) -> list:
+        self.saved = _dispatchers()
+        calls: dict = {}
+
+        def recorder(name, dispatcher):
+            def record(*args):
+                calls.setdefault((name, tuple(dispatcher.typeof_pyval(a) for a in args)), None)
+                for a in args:
+                    if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.flags.writeable:
+                        a.fill(1)
+            return record
+
+        for name, dispatcher in self.saved.items():
+            globals()[name] = recorder(name, dispatcher)
+        self.calls = calls
+        self.listed: list = []
+        return self.listed
+
+    def __exit__(self, *exc) -> None:
+        globals().update(self.saved)
+        self.listed.extend(self.calls)
+
+
+def compile_claimed(calls: list, claims: str) -> list:
+    """Compile (or load from Numba's cache) each call of `calls` that this process claims first:
+    a claim is a file named by the call's index, created in the directory `claims` with O_EXCL,
+    which exactly one process wins. -> the names compiled here."""
+    kernels, done = _dispatchers(), []
+    for i, (name, signature) in enumerate(calls):
+        try:
+            os.close(os.open(os.path.join(claims, str(i)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        kernels[name].compile(signature)
+        done.append(name)
+    return done
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Two figures, each cold (a fresh copy of the repository, so Numba's cache in its __pycache__ is
 empty and every kernel compiles) and warm (the same copy again, the cache filled), and both again
-in a third copy after `make venv`'s warm-up (minibert.tools.warm_kernels), what a fresh clone that
+in a third copy after `make venv`'s warm-up (minibert.loop.compile_ahead), what a fresh clone that
 ran `make venv` or any make target first sees:
     train-tiny   seconds from the start of `python -m minibert train-tiny` to the end of its first
                  training step (MINIBERT_FAST=1: the same pipeline on a slice of the corpus, so
@@ -98,8 +98,8 @@ def lesson_06(copy: Path) -> dict:
 
 
 def warm_kernels(copy: Path) -> dict:
-    """What `make venv` runs after installing (minibert.tools.warm_kernels)."""
-    return run_child([sys.executable, "-m", "minibert.tools.warm_kernels"], copy)
+    """What `make venv` runs after installing (minibert.loop.compile_ahead)."""
+    return run_child([sys.executable, "-m", "minibert", "compile-ahead"], copy)
 
 
 PLAN = (  # (what, the runs in one fresh copy, in order)
@@ -170,11 +170,11 @@ def record_compiles():
 
 
 def compiles_of_tiny_step() -> list[dict]:
-    """record_compiles around one tiny training step (minibert.tools.warm_kernels's)."""
-    from minibert.tools import warm_kernels
+    """record_compiles around one tiny training step (minibert.loop.compile_ahead's)."""
+    from minibert.loop import compile_ahead
 
     with record_compiles() as records:
-        warm_kernels.tiny_training_step()
+        compile_ahead.tiny_training_step()
     return records
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from minibert.cli import CommandParser, command_parser, given_settings
 from minibert.io.progress import fmt_seconds
-from minibert.loop import rundir
+from minibert.loop import compile_ahead, rundir
 from minibert.loop.settings import fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES
@@ -158,34 +158,36 @@ def train_tiny_cli(argv: list[str]) -> int:
     args = p.parse_args(argv)
     fast = fast_mode()
     try:
-        preset = args.preset
-        overrides = {**TINY_RECIPE, **FAMILY_PRESETS.get(preset, {}), **(FAST_RECIPE if fast else {}), "name": preset}
-        if args.data and not args.corpus_from_task:
-            raise ValueError("--data goes with --corpus-from-task (the task whose text to pretrain on)")
-        if args.corpus_from_task:  # in-domain pretraining (train/task_corpus.py)
-            from minibert.train import task_corpus
+        with compile_ahead.in_background() as ahead:  # a cold Numba cache compiles while the corpus builds
+            preset = args.preset
+            overrides = {**TINY_RECIPE, **FAMILY_PRESETS.get(preset, {}), **(FAST_RECIPE if fast else {}), "name": preset}
+            if args.data and not args.corpus_from_task:
+                raise ValueError("--data goes with --corpus-from-task (the task whose text to pretrain on)")
+            if args.corpus_from_task:  # in-domain pretraining (train/task_corpus.py)
+                from minibert.train import task_corpus
 
-            if os.environ.get("CORPUS"):
-                raise ValueError("give CORPUS= or --corpus-from-task, not both")
-            name = f"{args.corpus_from_task}-indomain" + ("" if preset == "tiny" else f"-{preset}")  # one run a preset
-            overrides.update({**task_corpus.SETTINGS, "name": name})
-            if not fast and args.minutes is None:
-                overrides.update(task_corpus.LENGTH)  # --set still wins
-        overrides.update(given_settings(args, p))  # the shared options, then --set
-        if args.corpus_from_task and not args.resume:
-            make_config(preset, **overrides).validate(require_files=False)  # before the corpus is written
-            path = task_corpus.write_task_corpus(args.corpus_from_task, args.data,
-                                                 overrides.get("data_cache") or DEFAULT_DATA_CACHE)
-            print(f"--corpus-from-task {args.corpus_from_task}: its training text, labels dropped -> {path}")
-            overrides = own_corpus(str(path), overrides) | overrides
-        if args.resume:  # the saved settings; only the budget may change
-            cfg = resume_config(make_config(preset, **overrides).run_dir,
-                                {} if args.minutes is None else {"minutes": args.minutes})
-        else:
-            make_config(preset, **overrides).validate(require_files=False)  # before CORPUS= writes files
-            cfg = make_config(preset, **default_corpus(overrides))
-        print(f"train-tiny{' (MINIBERT_FAST=1: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
-              f"on {os.cpu_count()} cores -> {cfg.run_dir}")
+                if os.environ.get("CORPUS"):
+                    raise ValueError("give CORPUS= or --corpus-from-task, not both")
+                name = f"{args.corpus_from_task}-indomain" + ("" if preset == "tiny" else f"-{preset}")  # one run a preset
+                overrides.update({**task_corpus.SETTINGS, "name": name})
+                if not fast and args.minutes is None:
+                    overrides.update(task_corpus.LENGTH)  # --set still wins
+            overrides.update(given_settings(args, p))  # the shared options, then --set
+            if args.corpus_from_task and not args.resume:
+                make_config(preset, **overrides).validate(require_files=False)  # before the corpus is written
+                path = task_corpus.write_task_corpus(args.corpus_from_task, args.data,
+                                                     overrides.get("data_cache") or DEFAULT_DATA_CACHE)
+                print(f"--corpus-from-task {args.corpus_from_task}: its training text, labels dropped -> {path}")
+                overrides = own_corpus(str(path), overrides) | overrides
+            if args.resume:  # the saved settings; only the budget may change
+                cfg = resume_config(make_config(preset, **overrides).run_dir,
+                                    {} if args.minutes is None else {"minutes": args.minutes})
+            else:
+                make_config(preset, **overrides).validate(require_files=False)  # before CORPUS= writes files
+                cfg = make_config(preset, **default_corpus(overrides))
+            print(f"train-tiny{' (MINIBERT_FAST=1: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
+                  f"on {os.cpu_count()} cores -> {cfg.run_dir}")
+            ahead.wait()
         trainer = train(cfg, resume=args.resume, overwrite=args.overwrite, created_by="train-tiny")
     except BaseException as e:
         return _exit_code(e)

@@ -29,7 +29,7 @@ LAYERS = [
     "family", "family.albert", "family.electra", "family.xlnet", "family.t5", "family.t5_data", "family.flops",
     "family.gradchecks",  # BERT's successors: the models only
     "taskdata", "taskdata.readers", "taskdata.tasks", "taskdata.squad_files",  # the tasks' files, below both halves
-    "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.budget", "loop.checkpoints", "loop.engine",  # the one training loop every trainer runs
+    "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.compile_ahead", "loop.budget", "loop.checkpoints", "loop.engine",  # the one training loop every trainer runs
     "finetune", "finetune.bilstm", "finetune.heads", "finetune.models", "finetune.albert_tasks",
     "finetune.electra_tasks", "finetune.registry", "finetune.frozen", "finetune.gradchecks", "finetune.metrics",
     "finetune.features", "finetune.tasks", "finetune.squad_eval", "finetune.squad", "finetune.run",
@@ -40,7 +40,7 @@ LAYERS = [
     "tools", "tools.attention_v1", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",
     "tools.ablate_report", "tools.ablate", "tools.export_data", "tools.bench_text", "tools.bench_data",
     "tools.bench_profile", "tools.bench_sst2", "tools.bench_common", "tools.bench_step", "tools.bench_attention",
-    "tools.bench_finetune", "tools.bench_startup", "tools.warm_kernels", "tools.bench_coldstart", "tools.bench",
+    "tools.bench_finetune", "tools.bench_startup", "tools.bench_coldstart", "tools.bench",
     "tools.notebooks",  # the other commands
     "__main__", "",  # the command line; "" is the package root (lazy re-exports, no imports)
 ]

@@ -1,0 +1,122 @@
+"""Compiling the kernels ahead in several processes: the dry run that lists a step's kernel calls,
+the claims that share them out, the marker that says the cache is warm, and (slow) the whole
+thing on an empty cache."""
+import json
+import os
+import subprocess
+import sys
+
+import numba
+import numpy as np
+import pytest
+
+from minibert import kernels
+from minibert.loop import compile_ahead
+
+
+def test_record_calls_lists_types_runs_nothing_and_restores_the_kernels():
+    before = kernels._zero_kernel
+    x = np.full((3, 4), 7.0, dtype=np.float32)  # (rows, cols)
+    ids = np.arange(3)
+    with kernels.record_calls() as calls:
+        assert kernels._zero_kernel is not before  # a recorder stands in
+        kernels._zero_kernel(x)
+        kernels._zero_kernel(x)  # the same types: listed once
+        kernels._zero_kernel(x.astype(np.float64))
+        kernels._column_sum_kernel(x, np.zeros(4, dtype=np.float32))
+        kernels._position_sum_kernel(np.ones((2, 3, 4), np.float32), ids)  # nonsense values are fine
+    assert kernels._zero_kernel is before
+    assert np.all(x == 1.0)  # not zeroed: the recorder writes 1 into writable float arrays
+    assert [name for name, _ in calls] == ["_zero_kernel", "_zero_kernel", "_column_sum_kernel",
+                                          "_position_sum_kernel"]
+    assert calls[0][1] == (numba.typeof(x),) and calls[1][1] == (numba.typeof(x.astype(np.float64)),)
+    assert calls[3][1][1] == numba.typeof(ids)
+
+
+# In a fresh process: a real tiny step (its kernels load from the cache or compile), then each
+# kernel it called from Python with the types it was called with (Numba's own list). The helpers
+# that kernels call (a LayerNorm row, an attention head) compile inside their callers: left out.
+REAL_STEP = """
+from minibert import kernels
+from minibert.loop.compile_ahead import tiny_training_step
+print("loss", tiny_training_step(dropout=DROPOUT))
+ds = kernels._dispatchers()
+helpers = {n for d in ds.values() for n in d.py_func.__code__.co_names if n in ds}
+for name, d in ds.items():
+    for sig in (d.signatures if name not in helpers else []):
+        print(name, tuple(sig))
+"""
+
+
+@pytest.mark.parametrize("plan, dropout", [("step", 0.0), ("dropout", 0.1)])
+def test_a_dry_step_lists_every_kernel_call_the_real_step_makes(plan, dropout):
+    dry = {f"{name} {sig}" for name, sig in compile_ahead.kernel_calls([plan])}
+    out = subprocess.run([sys.executable, "-c", f"DROPOUT = {dropout}\n" + REAL_STEP], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "MINIBERT_BACKEND": "numba"})
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("loss ") and np.isfinite(float(lines[0].split()[1]))
+    real = set(lines[1:])
+    assert len(real) >= 15  # embedding, LayerNorm, attention, GELU, loss, clip, AdamW, ...
+    assert any(line.startswith("_dropout_kernel ") for line in real) == (dropout > 0)
+    assert not real - dry, f"the dry run does not list {sorted(real - dry)}"
+
+
+def test_compile_claimed_shares_the_calls_out_between_processes(tmp_path):
+    calls = [("_zero_kernel", (numba.typeof(np.zeros((2, 2), np.float32)),)),
+             ("_zero_kernel", (numba.typeof(np.zeros((2, 2), np.float64)),))]
+    assert kernels.compile_claimed(calls, str(tmp_path)) == ["_zero_kernel", "_zero_kernel"]
+    assert sorted(os.listdir(tmp_path)) == ["0", "1"]
+    assert kernels.compile_claimed(calls, str(tmp_path)) == []  # claimed already: another process's
+    assert len(kernels._zero_kernel.signatures) >= 2
+
+
+def test_the_marker_names_the_cache_and_the_plans(tmp_path, monkeypatch):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    assert compile_ahead.marker_path() == tmp_path / compile_ahead.MARKER
+    assert not compile_ahead.is_warm(["step"])
+    compile_ahead.mark_warm(["step"])
+    assert compile_ahead.is_warm(["step"]) and not compile_ahead.is_warm(["step", "attention"])
+    compile_ahead.mark_warm(["attention"])  # adds to what is there
+    assert compile_ahead.is_warm(["step", "attention"])
+    marker = json.loads((tmp_path / compile_ahead.MARKER).read_text())
+    marker["key"]["kernels.py sha256"] = "0" * 64  # kernels.py changed since: cold again
+    (tmp_path / compile_ahead.MARKER).write_text(json.dumps(marker))
+    assert compile_ahead.warm_plans() == [] and not compile_ahead.is_warm(["step"])
+    (tmp_path / compile_ahead.MARKER).write_text("{not json")
+    assert compile_ahead.warm_plans() == []
+
+
+def test_nothing_starts_when_the_cache_is_warm_or_the_backend_is_numpy(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
+    with compile_ahead.in_background() as ahead:
+        assert ahead.workers is None
+        ahead.wait()
+    monkeypatch.setenv("MINIBERT_BACKEND", "numba")
+    compile_ahead.mark_warm(["step"])
+    with compile_ahead.in_background(["step"]) as ahead:
+        assert ahead.workers is None
+    assert capsys.readouterr().err == ""
+
+
+def test_a_failing_worker_is_a_warning_and_no_marker(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    workers = compile_ahead.Workers(1, ["no-such-plan"])  # the worker's parser refuses it
+    assert workers.wait() is False
+    assert "compiling the Numba kernels ahead failed" in capsys.readouterr().err
+    assert not (tmp_path / compile_ahead.MARKER).exists()
+
+
+@pytest.mark.slow
+def test_after_compiling_ahead_on_an_empty_cache_a_tiny_step_compiles_nothing(tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path), "MINIBERT_BACKEND": "numba"}
+    ahead = subprocess.run([sys.executable, "-m", "minibert", "compile-ahead", "--workers", "2", "--plans", "step"],
+                           env=env, capture_output=True, text=True, timeout=600)
+    assert ahead.returncode == 0, ahead.stderr
+    assert json.loads((tmp_path / compile_ahead.MARKER).read_text())["plans"] == ["step"]
+    step = subprocess.run([sys.executable, "-c", "from minibert.loop.compile_ahead import tiny_training_step as s; "
+                           "print(s(dropout=0.0))"], env=env, capture_output=True, text=True, timeout=600)
+    assert step.returncode == 0, step.stderr
+    assert "compiling Numba kernel" not in step.stderr  # every kernel loaded from the cache
+    assert np.isfinite(float(step.stdout.strip().splitlines()[-1]))
