@@ -249,6 +249,9 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("texts", nargs="*", help="a sentence, or a pair; multiple choice: the context, then the choices")
     p.add_argument("--question")
     p.add_argument("--context")
+    p.add_argument("--threshold", type=float, help="SQuAD 2.0: answer when the null score minus the best span's is "
+                   "at most this (default: the run's best_f1 threshold, found on dev); 0 answers whenever a span "
+                   "scores above [CLS]")
     p.add_argument("--file", help="predict every example of this file (the task's format; labels not needed)")
     p.add_argument("--out", help="with --file: where the predictions go (the same format; a directory for SQuAD)")
     p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
@@ -274,7 +277,9 @@ def predict_cli(argv: list[str]) -> int:
     T = min(saved_setting(saved, "task", "max_seq_length", 128, str(Path(args.model_dir) / "run.json")), positions)
     if model.task == "qa":
         from minibert.finetune.squad_run import predict_answer
-        return predict_answer(model, tokenizer, args.question, args.context, saved)
+        return predict_answer(model, tokenizer, args.question, args.context, saved, args.threshold)
+    if args.threshold is not None:
+        raise ValueError(f"--threshold is for SQuAD 2.0 question answering; {args.model_dir} is a {model.task} model")
     if not args.texts or not all(t.strip() for t in args.texts):
         raise ValueError("predict needs the text to classify (every text given must hold a word)")
     if model.task == "sequence":

@@ -151,9 +151,11 @@ def saved_setting(saved: dict, section: str, key: str, default, where: str = "ru
     return value
 
 
-def predict_answer(model, tokenizer, question: str | None, context: str | None, saved: dict) -> int:
-    """`predict OUT_DIR --question Q --context C`: the answer span (or "no answer") and its score,
-    with the windows the passage was cut into."""
+def predict_answer(model, tokenizer, question: str | None, context: str | None, saved: dict,
+                   threshold: float | None = None) -> int:
+    """`predict OUT_DIR --question Q --context C [--threshold T]`: the answer span (or "no answer")
+    and its score, with the windows the passage was cut into. SQuAD 2.0: no answer when the null
+    score minus the best span's is above T (default: the run's best_f1 threshold)."""
     if not question or not context or not context.strip():
         raise ValueError("question answering needs --question and a non-empty --context")
     task = saved.get("task", {})
@@ -167,7 +169,10 @@ def predict_answer(model, tokenizer, question: str | None, context: str | None, 
     batch = squad.stack_features(features)
     start, end = model.forward(batch["input_ids"], batch["segment_ids"], batch["input_mask"])  # (N, T) each
     version_2 = bool(task.get("version_2", False))
-    threshold = saved_setting(saved, "best", "best_f1_thresh", 0.0) if version_2 else 0.0
+    if threshold is not None and not version_2:
+        raise ValueError("--threshold is for SQuAD 2.0 (a model that may say there is no answer); this one is SQuAD 1.1")
+    if threshold is None:
+        threshold = saved_setting(saved, "best", "best_f1_thresh", 0.0) if version_2 else 0.0
     preds, nbest, null_odds = squad.postprocess([example], features, (start, end), do_lower_case=model.do_lower_case,
                                                 version_2=version_2, null_score_diff_threshold=threshold)
     for f in features:  # which words of the passage each window holds

@@ -233,6 +233,10 @@ def test_squad2_finetune_writes_official_scores_and_predict_answers(tmp_path, pr
     shown = capsys.readouterr().out
     assert "window 0: words 0-" in shown and "window 1:" in shown  # the passage needs several windows
     assert "answer: " in shown or "no answer" in shown
+    assert main(["predict", str(out), "--question", "who visited paris", "--context", context, "--threshold", "1e9"]) == 0
+    assert "answer: " in capsys.readouterr().out  # any span beats a threshold that high
+    assert main(["predict", str(out), "--question", "who visited paris", "--context", context, "--threshold=-1e9"]) == 0
+    assert "no answer (null score minus best span" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("family", ["albert", "electra"])
