@@ -110,8 +110,8 @@ def kernel_jit(fn=None, **options):
 # ---------------------------------------------------------------------------------------------
 # Compile time. A process whose Numba cache is empty (a fresh clone; a changed kernels.py)
 # compiles each kernel on its first call: a tiny training step needs about 20 of them, about 30 s
-# of one core (docs/speed.md, "Cold start"), cached in __pycache__ afterwards (`make venv` runs
-# one tiny step to fill it: minibert/loop/compile_ahead.py). What costs is `parallel=True`:
+# of one core (docs/speed.md, "Cold start"), cached in __pycache__ afterwards (`make venv` fills
+# it ahead, in several processes: "Compiling ahead" below). What costs is `parallel=True`:
 # Numba compiles the body of a prange loop a second time as its own function, through its own
 # passes and LLVM, so each parallel kernel costs 0.5-1 s however small, and a big inlined body
 # many seconds (the packed attention forward and backward: 12 and 9 s with the whole head in the
