@@ -16,7 +16,7 @@ that lesson 06 and the gradient checks call. Each worker (`--worker CLAIMS`) lis
 plans' kernel calls without running them (kernels.record_calls), then compiles the ones it
 claims first (kernels.compile_claimed). `train-tiny` starts workers for "step" in the background
 when the cache is cold (`in_background`) and builds its corpus meanwhile; before its first step
-it waits for them.
+it joins them (claims and compiles what is left itself) and waits for them.
 
 Whether the cache is cold is read from a small marker this module writes beside Numba's cache
 when every worker has finished (`MARKER`): the plans compiled, and the hash of kernels.py, the
@@ -148,8 +148,9 @@ def mark_warm(plans) -> None:
 
 
 class Workers:
-    """N worker processes compiling the plans' kernels into Numba's cache. wait() -> whether every
-    one finished cleanly (then the marker is written); close() stops those still running."""
+    """N worker processes compiling the plans' kernels into Numba's cache. wait() joins them: this
+    process claims and compiles what is left too, then waits for them -> whether every one finished
+    cleanly (then the marker is written); close() stops those still running."""
 
     def __init__(self, n: int, plans):
         self.dir = tempfile.TemporaryDirectory(prefix="minibert-compile-")
@@ -164,6 +165,12 @@ class Workers:
     def wait(self, timeout: float = TIMEOUT_S) -> bool:
         if self.ok is None:
             errors = []
+            try:  # one process fewer to start: this one has minibert imported already
+                from minibert import kernels
+
+                kernels.compile_claimed(kernel_calls(self.plans), self.dir.name)
+            except Exception as e:  # noqa: BLE001 - the step compiles what is missing; say why below
+                errors.append(f"{type(e).__name__}: {e}")
             for p in self.procs:
                 try:
                     _, err = p.communicate(timeout=max(1.0, timeout - (time.perf_counter() - self.t0)))
@@ -205,8 +212,8 @@ class in_background:
 
         self.workers = None
         if backend_name() == "numba" and not is_warm(plans):
-            n = workers or default_workers()
-            print(f"compiling the Numba kernels in {n} background process{'es' if n > 1 else ''} "
+            n = max(1, (workers or default_workers()) - 1)  # and this process, once it waits
+            print(f"compiling the Numba kernels in {n} background process{'es' if n > 1 else ''}, then here too "
                   f"(first run only; cached afterwards) ...", file=sys.stderr, flush=True)
             self.workers = Workers(n, plans)
 
@@ -246,7 +253,7 @@ def cli(argv: list[str]) -> int:
     if not is_warm(plans):
         print(f"compiling the Numba kernels of {' and '.join(plans)} in {args.workers} process(es) (once, about "
               f"50 s of one core in all)", file=sys.stderr, flush=True)
-        ok = Workers(args.workers, plans).wait()
+        ok = Workers(args.workers - 1, plans).wait()  # and this process
     for name in plans:  # loads every kernel from the cache, and compiles any a worker missed
         PLANS[name]()  # loads every kernel from the cache, and compiles any a worker missed
     print(f"Numba kernels compiled or loaded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
