@@ -38,8 +38,6 @@ from pathlib import Path
 import numpy as np
 
 MARKER = "minibert-compile-ahead.json"
-TINY = dict(vocab_size=8192, hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
-            max_position_embeddings=128)  # train-tiny's model (train/config.py's recipe)
 MAX_WORKERS = 4  # a tiny step has ~20 kernels, the largest ~3 s of compiling: more processes gain little
 TIMEOUT_S = 600
 
@@ -50,9 +48,10 @@ def tiny_training_step(B: int = 32, T: int = 64, P: int = 10, dropout: float = 0
     from minibert.bert import BertForPreTraining
     from minibert.gradcheck import random_batch
     from minibert.loop.step import training_step
-    from minibert.model import BertConfig
+    from minibert.model import MODEL_SIZES, BertConfig
 
-    cfg = BertConfig(**TINY, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    cfg = BertConfig(**MODEL_SIZES["tiny"], vocab_size=8192, max_position_embeddings=128,  # train-tiny's model
+                     hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     rng = np.random.default_rng(0)
     model = BertForPreTraining(cfg, seed=0, dtype=np.float32)
     opt = optim.AdamW(model.params, lr=1e-4)
@@ -255,7 +254,7 @@ def cli(argv: list[str]) -> int:
               f"50 s of one core in all)", file=sys.stderr, flush=True)
         ok = Workers(args.workers - 1, plans).wait()  # and this process
     for name in plans:  # loads every kernel from the cache, and compiles any a worker missed
-        PLANS[name]()  # loads every kernel from the cache, and compiles any a worker missed
+        PLANS[name]()
     print(f"Numba kernels compiled or loaded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0 if ok else 1
 

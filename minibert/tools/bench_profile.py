@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 QA_SHAPE = dict(B=8, T=384)  # a SQuAD window (max_seq_length 384), 8 windows per step
-QA_SHAPES = ((8, 384), (32, 256))  # (B, T) of the fine-tuning bench: run_squad's windows; a batch of 32 shorter ones
+QA_SHAPES = ((QA_SHAPE["B"], QA_SHAPE["T"]), (32, 256))  # (B, T) of the fine-tuning bench: those; 32 shorter windows
 PHASES = ("forward", "backward")
 
 
