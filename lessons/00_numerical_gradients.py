@@ -4,9 +4,9 @@
 # **Goal.** Every layer in minibert has a hand-written backward pass. How do we know it is
 # right? We nudge the input a tiny bit, watch how the output moves, and compare that slope with
 # the hand-written gradient. This lesson builds that check from scratch and teaches you to read
-# the table that `minibert.gradcheck.compare` prints.
+# the table that `minibert.analysis.gradcheck.compare` prints.
 #
-# **Finish line.** Your own `my_numerical_grad` agrees with `minibert.gradcheck.numerical_grad`,
+# **Finish line.** Your own `my_numerical_grad` agrees with `minibert.analysis.gradcheck.numerical_grad`,
 # a hand-derived gradient passes the check, and two classic mistakes (float32, `dout = ones`)
 # are shown to fool or break the check. Every check below is an `assert`: if this file runs to
 # the end, you passed.
@@ -22,7 +22,7 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import Exercises, show
-from minibert import gradcheck
+from minibert.analysis import gradcheck
 
 rng = np.random.default_rng(0)
 N, D = 3, 4
@@ -202,9 +202,9 @@ def check_silu_backward(fn):
 
 
 my_numerical_grad = ex.grade(1, my_numerical_grad, check_numerical_grad,
-                             refuses=("gradcheck.numerical_grad", "gradcheck.numerical_grad_scalar"))
+                             refuses=("analysis.gradcheck.numerical_grad", "analysis.gradcheck.numerical_grad_scalar"))
 my_rel_error = ex.grade(2, my_rel_error, check_rel_error,
-                        refuses=("gradcheck.compare",))
+                        refuses=("analysis.gradcheck.compare",))
 my_silu_backward = ex.grade(3, my_silu_backward, check_silu_backward)
 
 # %% [markdown]

@@ -21,7 +21,8 @@ import math
 import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 
 rng = np.random.default_rng(1)
 B, T, C_in, C_out = 2, 3, 5, 4

@@ -18,7 +18,8 @@
 import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 
 rng = np.random.default_rng(2)
 B, T, C = 2, 3, 8

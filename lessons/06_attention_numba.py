@@ -50,7 +50,8 @@ import numpy as np  # noqa: E402
 from numba.core.errors import NumbaPerformanceWarning  # noqa: E402
 
 import course  # noqa: E402  lessons/course.py: where pictures go, how exercises are graded
-from minibert import gradcheck, kernels, layers  # noqa: E402
+from minibert.analysis import gradcheck  # noqa: E402
+from minibert import kernels, layers
 
 FAST = course.FAST  # smaller timing problem in CI
 rng = np.random.default_rng(6)

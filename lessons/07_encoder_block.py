@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 from minibert.model import BertConfig, encoder_backward, encoder_forward, init_params, param_shapes
 
 rng = np.random.default_rng(7)

@@ -31,7 +31,8 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST, show  # FAST (CI): fewer training steps
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 from minibert.bert import BertForPreTraining
 from minibert.model import (BertConfig, bert_backward, bert_forward, encoder_backward, encoder_forward, init_params)
 

@@ -26,11 +26,12 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST  # CI: fewer steps
-from minibert import BertForMultipleChoice, BertForSequenceClassification, BertTokenizer, gradcheck, layers
+from minibert import BertForMultipleChoice, BertForSequenceClassification, BertTokenizer, layers
+from minibert.analysis import gradcheck
 from minibert.finetune.features import token_features
 from minibert.finetune.gradchecks import check_task_models
 from minibert.taskdata.readers import TaggedExample
-from minibert.gradcheck import numerical_grad_scalar
+from minibert.analysis.gradcheck import numerical_grad_scalar
 from minibert.model import BertConfig, encoder_forward, pooler_forward
 
 rng = np.random.default_rng(13)

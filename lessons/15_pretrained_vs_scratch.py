@@ -48,12 +48,12 @@ import numpy as np  # noqa: E402
 import course  # noqa: E402  lessons/course.py: where pictures go, how exercises are graded
 from course import FAST, OUT, ROOT, show  # noqa: E402  FAST (CI): skips section 5
 from minibert import optim  # noqa: E402
-from minibert import pretraining_data as pd  # noqa: E402
-from minibert.shards import BatchIterator  # noqa: E402
+from minibert.data import pretraining_data as pd  # noqa: E402
+from minibert.data.shards import BatchIterator  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.finetune.models import BertForSequenceClassification  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
-from minibert.tokenizer import BertTokenizer  # noqa: E402
+from minibert.text.tokenizer import BertTokenizer  # noqa: E402
 
 # %% [markdown]
 # ## 1. Unlabelled text about four topics

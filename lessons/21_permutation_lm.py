@@ -27,7 +27,7 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST
-from minibert import gradcheck
+from minibert.analysis import gradcheck
 from minibert.family import xlnet
 from minibert.family.xlnet import XLNetConfig, XLNetForPermutationLM
 

@@ -43,10 +43,10 @@ from course import FAST, OUT, ROOT  # noqa: E402
 from minibert import layers  # noqa: E402
 from minibert.family import t5  # noqa: E402
 from minibert.family import t5_data as D  # noqa: E402
-from minibert.gradcheck import compare, numerical_grad, numerical_grad_scalar  # noqa: E402
+from minibert.analysis.gradcheck import compare, numerical_grad, numerical_grad_scalar  # noqa: E402
 from minibert.optim import AdamW  # noqa: E402
-from minibert.tokenizer import BertTokenizer  # noqa: E402
-from minibert.wordpiece_trainer import train_wordpiece  # noqa: E402
+from minibert.text.tokenizer import BertTokenizer  # noqa: E402
+from minibert.text.wordpiece_trainer import train_wordpiece  # noqa: E402
 
 rng = np.random.default_rng(22)
 # shape legend: B batch, T encoder (input) length, S decoder (target) length, C hidden size,

@@ -146,7 +146,7 @@ class Result(NamedTuple):
 def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32: bool = False,
           factors: dict[str, float] | None = None, terms: dict[str, Any] | None = None,
           zero_sum: str | None = None) -> Result:
-    """gradcheck.compare's verdict (every entry |got - want| <= atol + rtol * |want|), reported
+    """analysis.gradcheck.compare's verdict (every entry |got - want| <= atol + rtol * |want|), reported
     with the largest difference and, when it fails, where it is and the two values there.
     `float32=True`: the answer is computed in float32 (rtol and atol should say so, e.g. 1e-4 and
     1e-6), and a passing row says that it passed at float32 precision.
@@ -154,7 +154,7 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
     sign, off by one of the constant `factors` ({"1/sqrt(HS)": ...}) or by another constant,
     missing one of the `terms` ({"the mean term": array}), or rows that should sum to 0 over the
     last axis and do not (`zero_sum`: the part that makes them, e.g. "the mean term")."""
-    from minibert import gradcheck
+    from minibert.analysis import gradcheck
 
     try:
         a = np.asarray(got, dtype=np.float64)
@@ -422,7 +422,7 @@ class Guards:
 
     def _resolve(self, spec: str):
         """-> (holder, attribute name, original) for "layers.linear_backward",
-        "tokenizer.BertTokenizer.tokenize" (under minibert.) or a bare lesson name."""
+        "text.tokenizer.BertTokenizer.tokenize" (under minibert.) or a bare lesson name."""
         if "." not in spec:
             for ns in self.namespaces:
                 if spec in ns:

@@ -20,7 +20,7 @@ from minibert import checkpoint
 from minibert.model import (HEAD_GROUPS, BertConfig, LossGradsMetrics, Output, train_rng, bert_backward, bert_forward,
                             check_inputs, check_objective, check_params, encoder_forward, init_params,
                             mlm_transform_forward, param_shapes, pooler_forward)
-from minibert.tokenizer import BertTokenizer
+from minibert.text.tokenizer import BertTokenizer
 
 
 class BertForPreTraining:

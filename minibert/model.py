@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minibert import layers
+from minibert.text.tokenizer import MAX_VOCAB_SIZE
 
 ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 # the model sizes minibert trains (vocab_size comes from the vocabulary): `tiny` is the shape of
@@ -58,7 +59,7 @@ MODEL_SIZES = {"tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_
 # The largest model minibert builds, by config field: a config.json is untrusted input, and
 # `"num_hidden_layers": 1000000` must be refused before a million layers of parameters are
 # planned, not after (BERT-large's sizes beside them, for scale).
-SIZE_LIMITS = {"vocab_size": 1 << 22, "hidden_size": 16384, "num_hidden_layers": 256, "num_attention_heads": 256,
+SIZE_LIMITS = {"vocab_size": MAX_VOCAB_SIZE, "hidden_size": 16384, "num_hidden_layers": 256, "num_attention_heads": 256,
                "intermediate_size": 65536, "max_position_embeddings": 65536, "type_vocab_size": 1024}
 BERT_LARGE = {"vocab_size": 30522, "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
               "intermediate_size": 4096, "max_position_embeddings": 512, "type_vocab_size": 2}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.cli import CommandParser, command_parser, given_settings
+from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.finetune.frozen import TAGGERS
 from minibert.finetune.recipes import init_hidden_size, recipe
 from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
@@ -123,7 +123,7 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
         from minibert.finetune.squad_run import build_squad_run
         return build_squad_run(cfg, verbose)
     from minibert.finetune.tasks import generic_task, get_task, load_task
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     task = generic_task(cfg.format) if cfg.task == "custom" else get_task(cfg.task)
     # the tokenizer decides the features, and the labels decide the head: read the vocabulary first

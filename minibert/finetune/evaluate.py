@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.finetune.registry import TASK_ARCHITECTURES
 from minibert.loop import rundir
 
@@ -39,7 +39,7 @@ class Finetuned(NamedTuple):
 def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
     """A fine-tuned model directory -> its model, tokenizer and what its run recorded."""
     from minibert.checkpoint import config_architectures, read_config_json
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     directory = Path(directory)
     archs = config_architectures(read_config_json(directory / "config.json"), directory / "config.json") or [None]

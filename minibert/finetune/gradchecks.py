@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minibert.gradcheck import compare, layer_check, numerical_grad_scalar, rand_array, sampled_loss_checks, task_batch
+from minibert.analysis.gradcheck import compare, layer_check, numerical_grad_scalar, rand_array, sampled_loss_checks, task_batch
 
 
 def check_heads(rng, verbose=True):

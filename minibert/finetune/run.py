@@ -206,7 +206,7 @@ def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label:
 
 
 def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     extra = {} if kind in ("choice", "qa") else {"num_labels": num_labels, "id2label": id2label}
     if cfg.init.lower() == "none":
@@ -272,7 +272,7 @@ def control_model(cfg: FinetuneConfig) -> tuple[Path, bool, BertConfig | None]:
             raise ValueError("--like takes the vocabulary of its model; leave --vocab out")
         config, _ = read_config(like / CONFIG_NAME, raw)
         return like / "vocab.txt", read_casing(like), config
-    from minibert.corpus import ensure_default_corpus
+    from minibert.data.corpus import ensure_default_corpus
 
     return (Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab), True, None
 

@@ -45,7 +45,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.io.atomic import atomic_write
 from minibert.loop.rundir import RunLock
 from minibert.loop.settings import fast_mode
@@ -320,7 +320,7 @@ def constant_baseline(plan: Plan, d: Downstream, vocab: str) -> dict | None:
     import numpy as np
 
     from minibert.finetune.tasks import get_task, load_task, score
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     task = get_task(d.task) if d.task in ("sst2", "rte", "wnut17", "swag", "nextsent", "punct") else None
     if task is None:

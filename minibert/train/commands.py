@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from minibert.cli import CommandParser, command_parser, given_settings
+from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.io.progress import fmt_seconds
 from minibert.loop import compile_ahead, rundir
 from minibert.loop.settings import fast_mode
@@ -196,7 +196,7 @@ def train_tiny_cli(argv: list[str]) -> int:
         _say_fast_mode_learns_nothing(trainer)
     if trainer.status == "interrupted":
         return 130
-    from minibert.inspect import fill_mask
+    from minibert.analysis.inspect import fill_mask
 
     electra = trainer.cfg.model_type == "electra"
     model = trainer.model.fill_mask_model() if electra else trainer.model  # ELECTRA's masked LM is its generator

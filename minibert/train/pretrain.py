@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from minibert.loop import rundir
 from minibert.loop.engine import say
-from minibert.pretraining_data import DEFAULT_FLAGS
+from minibert.data.pretraining_data import DEFAULT_FLAGS
 from minibert.train.config import TrainConfig
 from minibert.train.runs import check_run_dir
 from minibert.train.trainer import Trainer

@@ -88,7 +88,7 @@ def load_run(path: str | Path, dtype=np.float32):
         if name not in tensors or tensors[name].shape != shape:
             got = tensors[name].shape if name in tensors else "missing"
             raise ValueError(f"{path / WEIGHTS_NAME}: parameter {name!r} is {got}, expected {shape}")
-    from minibert.tokenizer import load_vocab
+    from minibert.text.tokenizer import load_vocab
 
     tokens = load_vocab(path / VOCAB_NAME)
     if len(tokens) + cfg.num_sentinels != cfg.vocab_size:

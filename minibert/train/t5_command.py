@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.cli import CommandParser, build_settings, command_parser
+from minibert.io.cli import CommandParser, build_settings, command_parser
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
@@ -143,8 +143,8 @@ def _finish(run: T5Run, status: str) -> int:
 # the two tasks and the command
 
 def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
-    from minibert.corpus import ensure_default_corpus, read_documents
-    from minibert.tokenizer import BertTokenizer
+    from minibert.data.corpus import ensure_default_corpus, read_documents
+    from minibert.text.tokenizer import BertTokenizer
 
     if args.corpus:
         train_path, heldout_path, vocab_path = Path(args.corpus), Path(args.heldout or ""), Path(args.vocab or "")
@@ -199,7 +199,7 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
     """Text-to-text SST-2: "sst2 sentence: ..." -> "positive" | "negative", dev accuracy by
     greedy decoding (an answer that is neither word counts as wrong)."""
     from minibert.taskdata.readers import read_glue
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     if not args.data:
         raise ValueError("--task sst2 needs --data DIR holding GLUE-format train.tsv and dev.tsv")
@@ -212,8 +212,8 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
     if resume:  # the model, its sizes and vocabulary as the run saved them (its checkpoint replaces the weights)
         cfg, params, base = load_run(rundir.latest_checkpoint(args.out))
     elif args.init == "none":  # the control: the same model, not pretrained
-        from minibert.corpus import ensure_default_corpus
-        from minibert.tokenizer import load_vocab
+        from minibert.data.corpus import ensure_default_corpus
+        from minibert.text.tokenizer import load_vocab
 
         base = load_vocab(args.vocab or ensure_default_corpus().vocab)
         cfg = T5Config(vocab_size=len(base) + PRESETS[args.preset]["num_sentinels"], **PRESETS[args.preset])

@@ -143,8 +143,8 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, data: DataDirs | None = None, verbose: bool = True,
                  created_by: str = "train"):
-        from minibert.shards import BatchIterator
-        from minibert.tokenizer import BertTokenizer
+        from minibert.data.shards import BatchIterator
+        from minibert.text.tokenizer import BertTokenizer
 
         cfg.validate()
         self.cfg, self.verbose, self.created_by = cfg, verbose, created_by
@@ -386,7 +386,7 @@ class Trainer:
         ~20% slower than the run's average), so only the last half are timed. With 10 passes and
         +8%, four 9-minute runs measured 202-214 ms/step for a loop that then ran at 209-229:
         hence 16 passes and +12%; the budget's refits correct the rest."""
-        from minibert.shards import BatchIterator
+        from minibert.data.shards import BatchIterator
 
         cfg = self.cfg
         probe = BatchIterator(str(data_dir), batch_size, cfg.seed + 99, masking=cfg.masking, vocab=cfg.vocab,

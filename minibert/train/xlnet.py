@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.corpus import read_documents
+from minibert.data.corpus import read_documents
 from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample_orders
 from minibert import checkpoint
 from minibert.io import atomic
@@ -38,7 +38,7 @@ from minibert.loop import checkpoints, engine
 from minibert.loop.budget import StepBudget
 from minibert.loop.curves import Panel, Series
 from minibert.optim import AdamW
-from minibert.tokenizer import BertTokenizer, load_vocab
+from minibert.text.tokenizer import BertTokenizer, load_vocab
 
 # ---------------------------------------------------------------------------------------------
 # data

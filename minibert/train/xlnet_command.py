@@ -25,15 +25,15 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.cli import CommandParser, build_settings, command_parser, given_settings
-from minibert.corpus import ensure_default_corpus
+from minibert.io.cli import CommandParser, build_settings, command_parser, given_settings
+from minibert.data.corpus import ensure_default_corpus
 from minibert.family.xlnet import XLNetConfig
 from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir
 from minibert.loop.rundir import FINISHED
 from minibert.loop.settings import RunSettings, fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
-from minibert.tokenizer import BertTokenizer
+from minibert.text.tokenizer import BertTokenizer
 from minibert.train.xlnet import WindowBatches, XLNetRun, heldout_batches, token_stream
 
 ROOT = Path(__file__).resolve().parents[2]

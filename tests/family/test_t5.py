@@ -18,7 +18,7 @@ from minibert.family import t5
 from minibert.family import t5_data as D
 from minibert.io.tensorfile import load_tensors
 from minibert.optim import AdamW
-from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
+from minibert.text.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
 from minibert.train import t5 as t5_loop
 from minibert.train import t5_command as t5_train
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import minibert
-from minibert import gradcheck
+from minibert.analysis import gradcheck
 from minibert.bert import BertForPreTraining
 from minibert.family import albert
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import minibert
-from minibert import gradcheck
+from minibert.analysis import gradcheck
 from minibert.bert import BertForPreTraining
 from minibert.finetune import gradchecks as ft_checks
 from minibert.finetune import heads, models

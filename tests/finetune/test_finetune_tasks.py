@@ -13,7 +13,7 @@ from minibert.finetune.tasks import (IGNORE_INDEX, TASKS, TaggedExample, TaskDat
                                      classification_features, generic_task, get_task, label_list, load_task,
                                      nextsent_examples, read_conll, read_glue, read_swag, score, token_features, trim,
                                      word_predictions)
-from minibert.tokenizer import BertTokenizer
+from minibert.text.tokenizer import BertTokenizer
 
 ROOT = REPO
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "fun", "a", "b",

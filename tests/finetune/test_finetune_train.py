@@ -159,7 +159,7 @@ def test_feature_based_tagger_trains_only_its_head(tmp_path, pretrained):
 @pytest.mark.parametrize("tagger", ["linear", "bilstm"])
 def test_feature_based_head_gradient_float64(pretrained, tagger):
     from minibert.finetune.frozen import FrozenFeatureTagger
-    from minibert.gradcheck import compare, numerical_grad_scalar
+    from minibert.analysis.gradcheck import compare, numerical_grad_scalar
 
     with pytest.warns(UserWarning, match="newly initialised"):
         enc = BertForTokenClassification.from_pretrained(pretrained, num_labels=3, dtype=np.float64)

@@ -14,15 +14,15 @@ from corpora import SPECIALS, WORDS, pretraining_files, word_corpus, write_vocab
 import minibert
 from minibert.bert import BertForPreTraining
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining
-from minibert.inspect import attention_maps
+from minibert.analysis.inspect import attention_maps
 from minibert.loop import engine
 from minibert.loop.curves import read_metrics
 from minibert.loop.rundir import latest_checkpoint
 from minibert.loop.step import accumulate_gradients, loss_counts, training_step
 from minibert.model import BertConfig
 from minibert.optim import AdamW
-from minibert.pretraining_data import UNMASKED_NAME, remask
-from minibert.shards import BatchIterator, read_meta
+from minibert.data.pretraining_data import UNMASKED_NAME, remask
+from minibert.data.shards import BatchIterator, read_meta
 from minibert.tools.look_inside import attention_cli, fill_mask_cli
 from minibert.train import commands
 from minibert.train import config as train_config

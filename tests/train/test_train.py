@@ -13,7 +13,7 @@ import pytest
 from corpora import HELD_TOPICS, TOPICS, small_config, topic_corpus
 
 from minibert.bert import BertForPreTraining
-from minibert.inspect import attention_maps, encode_with_masks, fill_mask
+from minibert.analysis.inspect import attention_maps, encode_with_masks, fill_mask
 from minibert.loop import engine
 from minibert.loop import rundir as rd
 from minibert.loop import step
@@ -304,9 +304,9 @@ def test_own_corpus_split_is_written_whole(tmp_path, monkeypatch, corpus):
 # --- data ------------------------------------------------------------------------------------
 
 def test_heldout_documents_never_in_training_data(corpus, tmp_path):
-    from minibert.pretraining_data import UNMASKED_NAME
-    from minibert.shards import load_shards
-    from minibert.tokenizer import BertTokenizer
+    from minibert.data.pretraining_data import UNMASKED_NAME
+    from minibert.data.shards import load_shards
+    from minibert.text.tokenizer import BertTokenizer
 
     disjoint = str(Path(corpus["heldout"][0]).with_name("heldout_disjoint.txt"))
     cfg = small_config(corpus, tmp_path / "r", heldout=(disjoint,))
@@ -467,8 +467,8 @@ def test_own_corpus_vocabulary_keeps_the_common_words_whole(tmp_path, monkeypatc
     """CORPUS= and --corpus-from-task learn their vocabulary with the frequency rule. The course's
     score rule, at a budget too small for every word, spends it on rare suffix chains and cuts the
     commonest words into characters (an SST-2 model once read "the" as `th ##e`)."""
-    from minibert.tokenizer import BertTokenizer
-    from minibert.wordpiece_trainer import train_wordpiece
+    from minibert.text.tokenizer import BertTokenizer
+    from minibert.text.wordpiece_trainer import train_wordpiece
 
     rng = np.random.default_rng(0)
     common = ["the", "movie", "film", "and", "story", "funny", "boring", "charming"]
