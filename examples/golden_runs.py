@@ -8,6 +8,7 @@ each wrote, and writes the hashes to a JSON file; `--compare` checks them agains
     python examples/golden_runs.py --out before.json                     # on the old code
     python examples/golden_runs.py --out after.json --compare before.json  # on the new code
     python examples/golden_runs.py --out x.json --only train-resume finetune-squad2 --keep /tmp/golden
+    python /elsewhere/golden_runs.py --repo . --out after.json --compare before.json  # a copy, run on .
 
 `--compare` prints EQUAL or DIFFERENT for each run (and which files differ, are new or are
 missing) and exits 1 on any difference, missing run or failed command. `--keep DIR` leaves every
@@ -62,7 +63,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent  # the repository whose minibert runs
+ROOT = Path(__file__).resolve().parent.parent  # the repository whose minibert runs (--repo changes it)
 
 # =============================================================================================
 # THE TABLE: every command line of every run. {fx} = fixtures folder, {out} = hashed folder.
@@ -494,12 +495,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare", metavar="BEFORE", help="compare with this earlier hashes file; exit 1 on a difference")
     p.add_argument("--only", nargs="+", metavar="NAME", choices=sorted(RUNS), help="run only these runs")
     p.add_argument("--keep", metavar="DIR", help="run in DIR/<name> and leave the folders there")
+    p.add_argument("--repo", metavar="DIR", help="the repository to run (default: the one holding this script)")
     args = p.parse_args(argv)
+    global ROOT
+    ROOT = Path(args.repo).resolve() if args.repo else ROOT
+    if not (ROOT / "minibert" / "__init__.py").is_file():
+        p.error(f"{ROOT} holds no minibert/ package: give the repository with --repo")
     names = args.only or list(RUNS)
     result = {"meta": versions(), "fixtures": fixtures_hash(), "runs": {},
               "seconds": {}}  # seconds: wall time, not compared
     print(f"minibert: {result['meta']['minibert']} (commit {result['meta']['commit'][:10]}"
           f"{', uncommitted changes' if result['meta']['dirty'] else ''})", flush=True)
+    if not result["meta"]["minibert"].startswith(str(ROOT / "minibert")):
+        print(f"error: python -m minibert in {ROOT} imports {result['meta']['minibert'] or 'nothing'}, not "
+              f"{ROOT / 'minibert'}", file=sys.stderr)
+        return 1
     t0 = time.perf_counter()
     failed = False
     with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
