@@ -316,7 +316,10 @@ def test_a_guard_refuses_the_learner_only_and_always_restores(course):
 
 DIAGNOSES = {
     ("00_numerical_gradients", "my_numerical_grad", "one_sided"): "equals the true gradient dx (to 1e-9)",
-    ("00_numerical_gradients", "my_silu_backward", "no_dout"): "dx vs numerical gradient",
+    ("00_numerical_gradients", "my_silu_backward", "no_dout"):
+        "it equals what this mistake gives: dout forgotten (you return d out / dx; the chain rule multiplies it by dout)",
+    ("00_numerical_gradients", "my_rel_error", "notes_denominator"):
+        "dividing by the larger size, max(|a|, |n|) (CS231n's notes), not by the sum |a| + |n|",
     ("01_linear_and_gelu", "my_linear_backward", "dw_transposed"): "transposed? (the last two axes are swapped)",
     ("01_linear_and_gelu", "my_gelu_tanh_backward", "one_path"): "it misses the path through tanh(u(x))",
     ("02_layernorm", "my_layernorm_backward", "no_mean_term"): "your answer misses the mean term",
