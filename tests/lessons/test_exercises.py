@@ -324,7 +324,11 @@ DIAGNOSES = {
     ("01_linear_and_gelu", "my_gelu_tanh_backward", "one_path"): "it misses the path through tanh(u(x))",
     ("01_linear_and_gelu", "my_gelu_tanh_backward", "no_cubic_in_du"):
         "it equals what this mistake gives: du/dx without the derivative of u's cubic term 0.044715 x^3",
-    ("02_layernorm", "my_layernorm_backward", "no_mean_term"): "your answer misses the mean term",
+    ("02_layernorm", "my_layernorm_backward", "no_mean_term"): "it misses the mean term (the path from x through the mean)",
+    ("02_layernorm", "my_layernorm_backward", "no_variance_term"):
+        "it misses the variance term (the path from x through the variance)",
+    ("02_layernorm", "my_layernorm_backward", "variance_term_sign"):
+        "the variance term (the path from x through the variance) has the wrong sign",
     ("03_softmax_cross_entropy", "my_cross_entropy_backward", "sum_not_mean"): "a factor 1/n is missing",
     ("04_embedding_sum", "my_embedding_backward", "fancy_add"): "token table vs numerical gradient",
     ("05_attention", "my_softmax_backward", "elementwise"): "your answer misses the term through the softmax's sum",
@@ -354,8 +358,10 @@ DIAGNOSES = {
     # the rest of the walkthrough: one common mistake for every other exercise
     ("00_numerical_gradients", "my_rel_error", "no_floor"): "0 vs 0: 0, not nan: 1 entries are nan or inf",
     ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "Smaller than the largest gap: your grid steps over its peaks",
-    ("02_layernorm", "my_rmsnorm_backward", "no_second_term"): "dx vs numerical gradient",
-    ("02_layernorm", "my_dx_without_mean_term", "full_formula"): "dx vs numerical gradient, mean held constant",
+    ("02_layernorm", "my_rmsnorm_backward", "no_second_term"):
+        "it misses the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x: you held it constant)",
+    ("02_layernorm", "my_dx_without_mean_term", "full_formula"):
+        "exercise 1's dx unchanged (with the mean a constant, its term goes)",
     ("03_softmax_cross_entropy", "my_tempered_ce_backward", "no_inner_factor"): "a factor 1/tau is missing",
     ("03_softmax_cross_entropy", "my_masked_mean", "nan_when_empty"): "no valid entries gives 0.0: 1 entries are nan",
     ("04_embedding_sum", "my_onehot_backward", "transposed_product"): "it is the expected answer transposed (the last two axes swapped)",
