@@ -330,6 +330,8 @@ DIAGNOSES = {
     ("02_layernorm", "my_layernorm_backward", "variance_term_sign"):
         "the variance term (the path from x through the variance) has the wrong sign",
     ("03_softmax_cross_entropy", "my_cross_entropy_backward", "sum_not_mean"): "a factor 1/n is missing",
+    ("03_softmax_cross_entropy", "my_cross_entropy_backward", "no_dloss"):
+        "your answer is the expected answer divided by dloss: a factor dloss is missing",
     ("04_embedding_sum", "my_embedding_backward", "fancy_add"): "token table vs numerical gradient",
     ("05_attention", "my_softmax_backward", "elementwise"): "your answer misses the term through the softmax's sum",
     ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"): "your answer misses the row's reduction",
