@@ -333,7 +333,12 @@ DIAGNOSES = {
     ("03_softmax_cross_entropy", "my_cross_entropy_backward", "no_dloss"):
         "your answer is the expected answer divided by dloss: a factor dloss is missing",
     ("04_embedding_sum", "my_embedding_backward", "fancy_add"): "token table vs numerical gradient",
-    ("05_attention", "my_softmax_backward", "elementwise"): "your answer misses the term through the softmax's sum",
+    ("05_attention", "my_softmax_backward", "elementwise"): "it misses the term through the softmax's sum",
+    ("05_attention", "my_softmax_backward", "unweighted_sum"):
+        "the sum's term with datt summed as it is: the sum runs over datt[j] * att[j], weighted by att",
+    ("05_attention", "my_mask_adder", "inverted"):
+        "the mask read the other way round: MASK_VALUE on the real keys (1 in attn_mask) and 0 on the padding",
+    ("05_attention", "my_score_std", "constant"): "the same number for every draw: a constant, not a measurement",
     ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"): "your answer misses the row's reduction",
     ("06_attention_numba", "my_softmax_backward_rows", "no_rescale"): "a factor 1/(1 - p) is missing",
     ("06_attention_numba", "my_dv", "not_transposed"): "dv of (b, h) = (0, 0) vs numerical gradient",
