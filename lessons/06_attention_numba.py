@@ -233,8 +233,24 @@ def row_softmax(z):
     return e / e.sum(-1, keepdims=True)
 
 
+def compiled(fn, parallel=False):
+    """The exercise is a Numba kernel: the function graded must be one that @numba.njit compiled
+    (under NUMBA_DISABLE_JIT=1, for debugging, any function goes)."""
+    if numba.config.DISABLE_JIT:
+        return course.true("compiled by @numba.njit", True, "NUMBA_DISABLE_JIT=1: not checked")
+    options = getattr(fn, "targetoptions", None) if isinstance(fn, numba.core.dispatcher.Dispatcher) else None
+    if options is None:
+        return course.true("compiled by @numba.njit", False, f"a plain {type(fn).__name__}",
+                           "this exercise is a Numba kernel: keep the stub's @numba.njit decorator "
+                           "(NumPy that passes the numbers is lesson 05's answer, not this one)")
+    if parallel and not options.get("parallel"):
+        return course.true("compiled by @numba.njit(parallel=True)", False, f"options {options}",
+                           "prange splits the rows over threads only with parallel=True, as in the stub")
+    return course.true("compiled by @numba.njit" + ("(parallel=True)" if parallel else ""), True)
+
+
 def check_softmax_backward_rows(fn):
-    results = []
+    results = [compiled(fn, parallel=True)]
     for p, keep in ((0.25, keep_rows), (0.0, np.ones_like(keep_rows))):
         xx = x.copy()
         num = gradcheck.numerical_grad(lambda: row_softmax(xx) * keep / (1 - p), xx, datt_rows)  # (N, T)
@@ -252,11 +268,16 @@ _, cache = layers.attention_forward(q, k, v, attn_mask)
 
 
 def check_dv(fn):
-    results = []
+    results = [compiled(fn)]
     for b, h in ((0, 0), (1, 1)):
         a, vv = cache.att[b, h], v[b, h].copy()  # (T, T), (T, HS)
         num = gradcheck.numerical_grad(lambda: a @ vv, vv, dout[b, h])  # (T, HS)
-        results.append(course.close(f"dv of (b, h) = ({b}, {h}) vs numerical gradient", fn(a, dout[b, h]), num))
+        # att not transposed: the gradient of att^T @ v, whose sum runs over the other index of att
+        untransposed = gradcheck.numerical_grad(lambda: a.T @ vv, vv, dout[b, h])  # (T, HS)
+        words = ("att @ dout, not att^T @ dout: dv[j] sums dout[i] over the queries i that read key j, "
+                 "att[i, j], so the sum runs over att's first index")
+        results.append(course.close(f"dv of (b, h) = ({b}, {h}) vs numerical gradient", fn(a, dout[b, h]), num,
+                                    wrongs={words: untransposed}))
     return results
 
 

@@ -339,9 +339,13 @@ DIAGNOSES = {
     ("05_attention", "my_mask_adder", "inverted"):
         "the mask read the other way round: MASK_VALUE on the real keys (1 in attn_mask) and 0 on the padding",
     ("05_attention", "my_score_std", "constant"): "the same number for every draw: a constant, not a measurement",
-    ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"): "your answer misses the row's reduction",
+    ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"):
+        "the row's reduction (every att row sums to 1, whatever the scores are) is missing, or there but not the right one",
+    ("06_attention_numba", "my_softmax_backward_rows", "plain_numpy"):
+        "compiled by @numba.njit: a plain function; this exercise is a Numba kernel",
+    ("06_attention_numba", "my_dv", "plain_numpy"): "compiled by @numba.njit: a plain function; this exercise is a Numba kernel",
     ("06_attention_numba", "my_softmax_backward_rows", "no_rescale"): "a factor 1/(1 - p) is missing",
-    ("06_attention_numba", "my_dv", "not_transposed"): "dv of (b, h) = (0, 0) vs numerical gradient",
+    ("06_attention_numba", "my_dv", "not_transposed"): "it equals what this mistake gives: att @ dout, not att^T @ dout",
     ("07_encoder_block", "my_block_param_count", "no_biases"): "exactly the linear layers' biases (56), left out",
     ("08_wordpiece", "my_wordpiece", "shortest_first"): "the first difference at index",
     ("09_mlm_nsp_data", "my_num_predictions", "floor"): "exercise 1, my_num_predictions",
