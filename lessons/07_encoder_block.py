@@ -126,9 +126,9 @@ def check_ffn_backward(fn):
     mine = fn(dh, *ffn_caches)
     names = ("dx1", "dw_in", "db_in", "dw_out", "db_out")
     wrt = (x, params["h0.ffn.in.w"], params["h0.ffn.in.b"], params["h0.ffn.out.w"], params["h0.ffn.out.b"])
-    return [course.close(f"{name} vs numerical gradient", m,
-                         gradcheck.numerical_grad(lambda: ffn_forward(x)[0], arr, dh))
-            for name, m, arr in zip(names, mine, wrt)]
+    nums = tuple(gradcheck.numerical_grad(lambda: ffn_forward(x)[0], arr, dh) for arr in wrt)
+    return [course.close(f"{name} vs numerical gradient", m, num, wrongs=course.out_of_order(names, nums, name))
+            for name, m, num in zip(names, mine, nums)]
 
 
 my_ffn_backward = ex.grade(1, my_ffn_backward, check_ffn_backward,

@@ -282,6 +282,15 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
     return "; ".join(found)
 
 
+def out_of_order(names: tuple[str, ...], wants: tuple, name: str) -> dict[str, Any]:
+    """For `close(..., wrongs=...)` on one item of a backward that returns several (`names`, their
+    expected values `wants`): every other item's expected value, named, so that gradients returned
+    in the wrong order are said to be so (and not "transposed", when their shapes happen to be)."""
+    order = ", ".join(names)
+    return {f"the expected {other} in {name}'s place: the gradients are returned out of order (the order is {order})":
+            want for other, want in zip(names, wants) if other != name}
+
+
 def entries(name: str, got, want, rule: Callable[[tuple], str]) -> Result:
     """An array of exact values (booleans of a mask, ids, labels) against the expected one. When
     they differ, says how many entries are wrong, the first wrong index, what it should be, and

@@ -380,6 +380,8 @@ DIAGNOSES = {
     ("05_attention", "my_score_std", "unscaled"): "without the 1/sqrt(HS) scale it would be",
     ("05_attention", "my_mask_adder", "wrong_shape"): "this lesson's mask: shape (2, 5), expected (2, 1, 1, 5)",
     ("07_encoder_block", "my_ffn_backward", "wrong_cache_order"): "dx1 vs numerical gradient",
+    ("07_encoder_block", "my_ffn_backward", "in_out_swapped"):
+        "the expected dw_out in dw_in's place: the gradients are returned out of order",
     ("07_encoder_block", "my_stack_blocks", "one_layer_twice"): "two blocks vs the 2-layer encoder",
     ("08_wordpiece", "my_merge", "keeps_hashes"): "got '##u##g', expected '##ug'",
     ("08_wordpiece", "my_best_pair", "by_frequency"): "the first difference at index 0",
