@@ -388,7 +388,10 @@ DIAGNOSES = {
     ("09_mlm_nsp_data", "my_truncate_pair", "a_on_ties"): "the first difference at index (0, 0): got 'a3', expected 'a2'",
     ("09_mlm_nsp_data", "my_mask_choice", "one_draw"): "u1 = 0.95, u2 = 0.2 -> the original",
     ("10_bert_model", "my_gather_backward", "fancy_add"): "repeated positions add up",
-    ("10_bert_model", "my_adam_first_step", "no_bias_correction"): "equals adam_step's first update",
+    ("10_bert_model", "my_adam_first_step", "no_bias_correction"): "it equals what this mistake gives: Adam without bias "
+        "correction: the step-1 moments m, v used as they are, not divided by 1 - b1^1 and 1 - b2^1",
+    ("10_bert_model", "my_adam_first_step", "sign"):
+        "eps left out (as if it were 0): it matters where |g| is near eps = 1e-8",
     ("11_pretrain_tiny", "my_update_size", "corrected"): "steps 1..3000 vs optim.AdamW's measured steps",
     ("11_pretrain_tiny", "my_lr", "decay_after_warmup"): "at index (3,): got 0.001, expected 0.0008",
     ("12_looking_inside", "my_encode_with_masks", "no_special_tokens"): "got 'the', expected '[CLS]'",
