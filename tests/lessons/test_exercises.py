@@ -353,7 +353,10 @@ DIAGNOSES = {
     ("11_pretrain_tiny", "my_clip", "per_array"): "the same factor for every array",
     ("12_looking_inside", "my_top_k", "logits_not_probabilities"): "exercise 1, my_top_k",
     ("13_finetuning_heads", "my_head_backward", "dW_transposed"): "it is the expected answer transposed (the last two axes swapped)",
-    ("13_finetuning_heads", "my_head_backward", "no_tanh"): "dw_pool vs numerical gradient",
+    ("13_finetuning_heads", "my_head_backward", "no_tanh"):
+        "tanh's derivative forgotten: the gradient passed through the tanh as if it were the identity",
+    ("13_finetuning_heads", "my_head_backward", "tanh_twice"):
+        "tanh's derivative taken at pooled: pooled is already tanh of the pre-activation, so that applies tanh twice",
     ("14_squad_windows", "my_best_span", "no_length_limit"): "exercise 2, my_best_span",
     ("15_pretrained_vs_scratch", "my_encoder_into_head", "everything"): "extra ['mlm.",
     ("16_feature_based_vs_finetuning", "my_concat_layers", "sum"): "shape",
