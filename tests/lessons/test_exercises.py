@@ -367,6 +367,10 @@ DIAGNOSES = {
         "it is the expected answer transposed (the last two axes swapped)",
     ("20_replaced_token_detection", "my_bce_backward", "sum_not_mean"): "a factor 1/n (n real tokens) is missing",
     ("21_permutation_lm", "my_query_attention_backward", "no_scale"): "a factor scale is missing",
+    ("21_permutation_lm", "my_query_attention_backward", "dv_not_transposed"):
+        "it equals what this mistake gives: att @ dout, not att^T @ dout",
+    ("21_permutation_lm", "my_two_stream_core_backward", "dv_not_transposed"):
+        "it equals what this mistake gives: att @ dout, not att^T @ dout",
     ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_sqrt"): "a factor 1/sqrt(HS) is missing",
     ("23_capstone_pretrain_finetune", "my_accuracy_interval", "no_clip"): "clipped",
     # the rest of the walkthrough: one common mistake for every other exercise
