@@ -372,6 +372,8 @@ DIAGNOSES = {
     ("21_permutation_lm", "my_two_stream_core_backward", "dv_not_transposed"):
         "it equals what this mistake gives: att @ dout, not att^T @ dout",
     ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_sqrt"): "a factor 1/sqrt(HS) is missing",
+    ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "wk_wv_swapped"):
+        "it equals what this mistake gives: w_k and w_v swapped",
     ("23_capstone_pretrain_finetune", "my_accuracy_interval", "no_clip"): "clipped",
     # the rest of the walkthrough: one common mistake for every other exercise
     ("00_numerical_gradients", "my_rel_error", "no_floor"): "0 vs 0: 0, not nan: 1 entries are nan or inf",
