@@ -149,11 +149,18 @@ def my_accuracy_interval(hits, n, z=1.96):
     raise NotImplementedError("exercise 2: the interval of an accuracy")  # your code here
 
 
+VARIANCE = "the variance p (1 - p) / n where the standard error, its square root, belongs"
+ONE_COIN = "the spread of one coin, sqrt(p (1 - p)), not of a proportion of n of them"
+
+
 def check_accuracy_interval(fn):
-    return [course.close("50 of 100", fn(50, 100), [0.402, 0.598], rtol=0, atol=1e-12),
-            course.close("90 of 100, z = 1", fn(90, 100, z=1.0), [0.87, 0.93], rtol=0, atol=1e-12),
+    return [course.close("50 of 100", fn(50, 100), [0.402, 0.598], rtol=0, atol=1e-12,
+                         wrongs={VARIANCE: [0.4951, 0.5049], ONE_COIN: [0.0, 1.0]}),
+            course.close("90 of 100, z = 1", fn(90, 100, z=1.0), [0.87, 0.93], rtol=0, atol=1e-12,
+                         wrongs={VARIANCE: [0.8991, 0.9009], ONE_COIN: [0.6, 1.0]}),
             course.close("0 of 10: clipped at 0", fn(0, 10), [0.0, 0.0], rtol=0, atol=1e-12),
-            course.close("1 of 2: clipped to [0, 1]", fn(1, 2, z=3.0), [0.0, 1.0], rtol=0, atol=1e-12)]
+            course.close("1 of 2: clipped to [0, 1]", fn(1, 2, z=3.0), [0.0, 1.0], rtol=0, atol=1e-12,
+                         wrongs={VARIANCE: [0.125, 0.875]})]
 
 
 my_accuracy_interval = ex.grade(2, my_accuracy_interval, check_accuracy_interval)

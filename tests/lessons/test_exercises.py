@@ -375,6 +375,8 @@ DIAGNOSES = {
     ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "wk_wv_swapped"):
         "it equals what this mistake gives: w_k and w_v swapped",
     ("23_capstone_pretrain_finetune", "my_accuracy_interval", "no_clip"): "clipped",
+    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "variance"):
+        "it equals what this mistake gives: the variance p (1 - p) / n where the standard error, its square root, belongs",
     # the rest of the walkthrough: one common mistake for every other exercise
     ("00_numerical_gradients", "my_rel_error", "no_floor"): "0 vs 0: 0, not nan: 1 entries are nan or inf",
     ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "Smaller than the largest gap: your grid steps over its peaks",
