@@ -447,6 +447,25 @@ def test_a_planted_mistake_fails_with_a_message_that_names_the_part(lesson: str)
         assert fragment in graded["message"], f"{lesson} {name}__{label}: {fragment!r} not in\n{graded['message']}"
 
 
+MISLEADING = {"1 times the expected": "a near miss called a constant factor of 1",
+              "an extra factor dloss": "dloss = 1 called a factor",
+              "transposed?": "a shape guess, said without looking at the values"}
+
+
+@pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
+def test_no_message_says_what_is_not_so(path: Path):
+    """The words a grader says about a wrong answer are checked against the answer: no message of a
+    planted mistake or of the perturbed wrong answer says a factor of 1 is a mistake, or guesses
+    "transposed?" from the shape alone."""
+    run = run_lesson(path)
+    assert run.returncode == 0, f"{path.name} failed; see tests/lessons/test_lessons.py"
+    for r in run.grading:
+        messages = [r["wrong"]["message"]] + [m["message"] for m in r.get("mistakes", {}).values()]
+        for message in messages:
+            said = [why for words, why in MISLEADING.items() if words in message]
+            assert not said, f"{path.name} {r['name']}: {said}\n{message}"
+
+
 MULTI_PATH = {"01_linear_and_gelu": ["my_linear_backward"], "02_layernorm": ["my_layernorm_backward"],
               "07_encoder_block": ["my_ffn_backward"], "10_bert_model": ["my_tied_decoder_backward"],
               "13_finetuning_heads": ["my_head_backward"], "16_feature_based_vs_finetuning": ["my_head_grads"],
@@ -591,3 +610,26 @@ def test_close_judges_float32_answers_as_float32_and_says_ok(course):
     assert r.ok and r.detail.endswith(": ok at float32 precision (rtol 0.0001, atol 1e-06)")
     assert "max_rel 1.5e-06" in r.detail  # the relative error of the entries judged by it, not of the tiny one
     assert not course.close("dw", got * 1.01, want, rtol=1e-4, atol=1e-6, float32=True).ok
+
+
+def test_close_names_a_known_mistake_whatever_its_shape(course):
+    want = np.arange(6.0).reshape(2, 3) + 1  # (2, 3)
+    other = np.arange(12.0).reshape(3, 4)  # (3, 4) another gradient of the same backward
+    r = course.close("dw", other, want, wrongs=course.out_of_order(("dw", "dv"), (want, other), "dw"))
+    assert not r.ok and "the expected dv in dw's place: the gradients are returned out of order" in r.detail
+    r = course.close("dw", 2 * want + 1, want, wrongs={"the bias counted twice": 2 * want + 1})
+    assert not r.ok and r.detail.endswith("it equals what this mistake gives: the bias counted twice")
+
+
+def test_close_says_transposed_only_when_the_values_are(course):
+    want = np.arange(6.0).reshape(2, 3) + 1  # (2, 3)
+    assert "it is the expected answer transposed" in course.close("dw", want.T, want).detail
+    detail = course.close("dw", want.T + 1, want).detail
+    assert "it is the expected answer transposed" not in detail and "not the expected answer transposed" in detail
+
+
+def test_close_calls_a_near_miss_a_near_miss_not_a_factor_of_one(course):
+    want = np.linspace(1, 2, 8)  # (8,)
+    detail = course.close("dx", want * (1 + 3e-5), want, factors={"dloss": 1.0}).detail
+    assert "within ten times the tolerance" in detail and "times the expected" not in detail
+    assert "a factor dloss is missing" in course.close("dx", want / 2.5, want, factors={"dloss": 2.5}).detail
