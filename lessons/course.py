@@ -38,9 +38,10 @@ said about each.
 
 What a grader compares with: numbers (numerical gradients, values worked out by hand, arrays the
 lesson computed earlier), never the library function that is the exercise's answer. `close`
-compares floats with a tolerance and, when they differ, `diagnose`s the kind of mistake (rows
-that should sum to 0, a constant factor such as 1/sqrt(HS) or 1/n, transposed, the wrong sign,
-a missing term); `entries`/`mask` compare exact arrays and name the first wrong entry and the
+compares floats with a tolerance and, when they differ, `diagnose`s the kind of mistake: one of
+the named mistakes the grader computed on the same inputs (`wrongs`, e.g. "dout forgotten";
+`out_of_order` names a backward's other gradients), else rows that should sum to 0, a constant
+factor such as 1/sqrt(HS) or 1/n, transposed, the wrong sign, a missing term; `entries`/`mask` compare exact arrays and name the first wrong entry and the
 rule it breaks; `equal` compares ids and strings, and lists from their first difference; `count`
 compares counts and names the part they are off by; `true` checks a known-answer condition.
 
