@@ -108,7 +108,8 @@ assert np.allclose(att[b_, h_, i_] @ v[b_, h_], out[b_, h_, i_])  # the bottom r
 # `att[j]` depends on every `preatt[i]` of its row: work out `d att[j] / d preatt[i]` (two cases,
 # `i = j` and `i != j`), then sum over `j` (chain rule: `dpreatt[i] = sum_j datt[j] d att[j] / d
 # preatt[i]`). Graded against the numerical gradient of `sum(softmax(preatt) * datt)` for an
-# upstream `datt` the grader draws. A stub left as it is makes the lesson go on with the reference solution
+# upstream `datt` the grader draws. A stub left as it is makes the lesson go on with the
+# reference solution
 # (`lessons/solutions/05_attention.py`).
 
 # %%
