@@ -109,8 +109,7 @@ assert np.allclose(att[b_, h_, i_] @ v[b_, h_], out[b_, h_, i_])  # the bottom r
 # `i = j` and `i != j`), then sum over `j` (chain rule: `dpreatt[i] = sum_j datt[j] d att[j] / d
 # preatt[i]`). Graded against the numerical gradient of `sum(softmax(preatt) * datt)` for an
 # upstream `datt` the grader draws. A stub left as it is makes the lesson go on with the
-# reference solution
-# (`lessons/solutions/05_attention.py`).
+# reference solution (`lessons/solutions/05_attention.py`).
 
 # %%
 ex = course.Exercises("05_attention")
