@@ -206,15 +206,14 @@ def check_head_backward(fn):
                 np.ones_like(pooled),
                 "tanh's derivative taken at pooled: pooled is already tanh of the pre-activation, so that applies "
                 "tanh twice; the derivative belongs at the pre-activation": slope_at_pooled}
-    results = []
-    for i, (name, g, a) in enumerate(zip(names, got, arrays)):
-        wrongs = {}
-        for words, slope in mistakes.items():
-            moved = [x.copy() for x in arrays]
-            wrongs[words] = numerical_grad_scalar(lambda: _head_loss_with_slope(slope, *moved), moved[i])
-        results.append(course.close(f"{name} vs numerical gradient", g, numerical_grad_scalar(loss, a),
-                                    wrongs=wrongs if name in ("dcls", "dw_pool", "db_pool") else None))
-    return results
+    def wrongs(i):  # computed only when a check fails
+        moved = [x.copy() for x in arrays]
+        return {words: numerical_grad_scalar(lambda: _head_loss_with_slope(slope, *moved), moved[i])
+                for words, slope in mistakes.items()}
+
+    return [course.close(f"{name} vs numerical gradient", g, numerical_grad_scalar(loss, a),
+                         wrongs=(lambda i=i: wrongs(i)) if name in ("dcls", "dw_pool", "db_pool") else None)
+            for i, (name, g, a) in enumerate(zip(names, got, arrays))]
 
 
 def check_first_piece_labels(fn):

@@ -157,7 +157,8 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
     last axis and do not (`zero_sum`: the part that makes them, e.g. "the mean term").
     `wrongs` ({words: array}): the answers that named mistakes give, computed by the grader on
     the same inputs (from numerical gradients of a forward with the mistake built in, where it
-    can); an answer that equals one of them is told the words, whatever its shape."""
+    can); an answer that equals one of them is told the words, whatever its shape. `terms` and
+    `wrongs` may also be functions that return the dict: they run only when the check fails."""
     from minibert.analysis import gradcheck
 
     try:
@@ -206,10 +207,15 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
 COMMON_FACTORS = {"2": 2.0, "-1": -1.0}  # always tried: a doubled or a negated answer
 
 
+def _now(table):
+    """A dict of terms or wrong answers, or the function that computes it (run now)."""
+    return table() if callable(table) else table
+
+
 def _named_wrong(got: np.ndarray, wrongs: dict[str, Any] | None, rtol: float, atol: float) -> str:
     """The words of the first of `wrongs` ({words: the answer that mistake gives}) that `got`
     equals (to ten times the tolerance), or ""."""
-    for words, value in (wrongs or {}).items():
+    for words, value in (_now(wrongs) or {}).items():
         w = np.asarray(value, dtype=np.float64)
         scale = float(np.abs(w).max()) if w.size else 0.0
         if got.shape == w.shape and np.all(np.isfinite(got)) and np.allclose(
@@ -238,7 +244,7 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
         return x.shape == y.shape and bool(np.allclose(x, y, **loose))
 
     found, term_found = [], False
-    for term_name, term in (terms or {}).items():
+    for term_name, term in (_now(terms) or {}).items():
         t = np.asarray(term, dtype=np.float64)
         if same(got, want - t):
             found.append(f"it misses {term_name}")

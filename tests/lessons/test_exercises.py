@@ -390,7 +390,8 @@ DIAGNOSES = {
     ("04_embedding_sum", "my_segment_ids", "last_sep"): "the first difference at index 4 (after [0, 0, 0]): got 0, expected 1",
     ("05_attention", "my_score_std", "unscaled"): "without the 1/sqrt(HS) scale it would be",
     ("05_attention", "my_mask_adder", "wrong_shape"): "this lesson's mask: shape (2, 5), expected (2, 1, 1, 5)",
-    ("07_encoder_block", "my_ffn_backward", "wrong_cache_order"): "dx1 vs numerical gradient",
+    ("07_encoder_block", "my_ffn_backward", "wrong_cache_order"):
+        "the GELU's backward skipped: the gradient reaches linear_in's backward as if GELU were the identity",
     ("07_encoder_block", "my_ffn_backward", "in_out_swapped"):
         "the expected dw_out in dw_in's place: the gradients are returned out of order",
     ("07_encoder_block", "my_stack_blocks", "one_layer_twice"): "two blocks vs the 2-layer encoder",
