@@ -315,7 +315,8 @@ def test_a_guard_refuses_the_learner_only_and_always_restores(course):
 # part of the message that names what is wrong
 
 DIAGNOSES = {
-    ("00_numerical_gradients", "my_numerical_grad", "one_sided"): "equals the true gradient dx (to 1e-9)",
+    ("00_numerical_gradients", "my_numerical_grad", "one_sided"):
+        "it equals what this mistake gives: the one-sided difference (L(x + h e_i) - L(x)) / h, off by about h",
     ("00_numerical_gradients", "my_silu_backward", "no_dout"):
         "it equals what this mistake gives: dout forgotten (you return d out / dx; the chain rule multiplies it by dout)",
     ("00_numerical_gradients", "my_rel_error", "notes_denominator"):
