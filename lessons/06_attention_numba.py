@@ -254,9 +254,18 @@ def check_softmax_backward_rows(fn):
     for p, keep in ((0.25, keep_rows), (0.0, np.ones_like(keep_rows))):
         xx = x.copy()
         num = gradcheck.numerical_grad(lambda: row_softmax(xx) * keep / (1 - p), xx, datt_rows)  # (N, T)
+        reduction = "the row's reduction (every att row sums to 1, whatever the scores are)"
+
+        def through_the_sum(keep=keep, p=p, num=num):  # full minus the gradient with each row's sum frozen
+            row_sum = np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)  # (N, 1) a constant
+            xs = x.copy()
+            frozen = gradcheck.numerical_grad(lambda: np.exp(xs - x.max(-1, keepdims=True)) / row_sum * keep / (1 - p),
+                                              xs, datt_rows)  # (N, T)
+            return {reduction: num - frozen}
+
         results.append(course.close(f"dpreatt at p = {p:g} vs numerical gradient", fn(att_rows, keep, datt_rows, p),
                                     num, factors={"1/(1 - p)": 1 / (1 - p)} if p else None,
-                                    zero_sum="the row's reduction (every att row sums to 1, whatever the scores are)"))
+                                    zero_sum=reduction, terms=through_the_sum))
     masked = np.zeros((1, 4))  # (1, 4) a row that sees no key at all
     return results + [course.close("an all-zero att row gives 0", fn(masked, np.ones((1, 4)), np.ones((1, 4)), 0.25),
                                    np.zeros((1, 4)), atol=0.0)]

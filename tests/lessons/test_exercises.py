@@ -341,7 +341,7 @@ DIAGNOSES = {
         "the mask read the other way round: MASK_VALUE on the real keys (1 in attn_mask) and 0 on the padding",
     ("05_attention", "my_score_std", "constant"): "the same number for every draw: a constant, not a measurement",
     ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"):
-        "the row's reduction (every att row sums to 1, whatever the scores are) is missing, or there but not the right one",
+        "it misses the row's reduction (every att row sums to 1, whatever the scores are)",
     ("06_attention_numba", "my_softmax_backward_rows", "plain_numpy"):
         "compiled by @numba.njit: a plain function; this exercise is a Numba kernel",
     ("06_attention_numba", "my_dv", "plain_numpy"): "compiled by @numba.njit: a plain function; this exercise is a Numba kernel",
