@@ -631,6 +631,13 @@ class Metrics(NamedTuple):
     nsp_isnext_correct: int  # hits among the IsNext pairs (label 0): how often the model sees a real next
     nsp_isnext_count: int
 
+    def sums(self) -> dict:
+        """{name: (sum, count)}: each number and what it is a mean over, as the training loop logs
+        them (loop/engine.py): the losses (each a mean already) over 1, the accuracies as hits
+        over counted."""
+        return {"loss": (self.loss, 1), "mlm_loss": (self.mlm_loss, 1), "nsp_loss": (self.nsp_loss, 1),
+                "mlm_acc": (self.mlm_correct, self.mlm_count), "nsp_acc": (self.nsp_correct, self.nsp_count)}
+
 
 class LossGradsMetrics(NamedTuple):
     loss: float

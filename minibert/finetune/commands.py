@@ -222,20 +222,22 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
     """Build, start or resume, train and report (the directory is locked by the caller)."""
     cfg.resume_run = resume
     run = build_run(cfg, verbose=not quiet)
+    say = (lambda line: print(line, flush=True)) if not quiet else (lambda line: None)
     if resume:
-        run.resume()
+        loop = run.resume()
+        say(f"resumed {run.dir} at step {loop.step}/{loop.total_steps}")
     else:
-        run.start()
+        loop = run.start()
         m = run.model
         epochs = cfg.epochs if not cfg.steps else round(run.total_steps / run.steps_per_epoch, 2)  # --steps: its epochs
-        engine.say(run, f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} "
+        say(f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} "
                         f"training features, batch {cfg.batch_size}, {run.total_steps} steps ({epochs:g} epochs), "
                         f"lr {cfg.lr:g}, warmup {run.warmup_steps}, dropout {cfg.dropout:g}"
                         + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
-    status = run.train()
+    status = engine.run(run, loop)
     best = run.best or {}
     shown = ", ".join(f"{k} {v:.4f}" for k, v in best.items() if k != "step" and isinstance(v, float))
-    engine.say(run, f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
+    say(f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
                     f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
     return 130 if status == "interrupted" else 0
 

@@ -319,9 +319,10 @@ class TaskModel:
         return float(loss), grads, logits
 
     def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True):
-        """The training step's interface (minibert/loop/step.py): -> (loss, grads, metrics),
-        where a task model's metrics are its logits, from which the loop counts accuracy."""
-        return self.loss_grads_logits(batch, train, rng, compute_grads)
+        """The training step's interface (the fine-tuning run's, finetune/run.py): -> (loss, grads,
+        {name: (sum, count)}): the loss, and the batch's accuracy where it has one (step_metrics)."""
+        loss, grads, logits = self.loss_grads_logits(batch, train, rng, compute_grads)
+        return loss, grads, step_metrics(loss, logits, batch)
 
     def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
         """-> (loss, grads): grads has the keys of .params; encoder.to_hf(grads, config, task)
@@ -510,3 +511,14 @@ class BertForQuestionAnswering(QuestionAnswering, TaskModel):
 
 CLASSES = {c.architecture: c for c in (BertForSequenceClassification, BertForTokenClassification,
                                        BertForMultipleChoice, BertForQuestionAnswering)}
+
+
+def step_metrics(loss: float, logits, batch: dict) -> dict:
+    """{name: (sum, count)} of a training batch: the loss (a mean) over 1, and "train_acc": the
+    argmax's hits over the counted labels; regression and QA count nothing (no train_acc)."""
+    labels = batch.get("labels")
+    if labels is None or logits.shape[-1] == 1 or labels.dtype.kind == "f":
+        return {"loss": (loss, 1)}
+    counted = labels != -100
+    hits, n = int(((logits.argmax(-1) == labels) & counted).sum()), int(counted.sum())
+    return {"loss": (loss, 1), **({"train_acc": (hits, n)} if n else {})}

@@ -25,7 +25,8 @@ from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
 from minibert.io.progress import fmt_seconds
-from minibert.loop import engine, rundir
+from minibert.loop import checkpoints, engine, rundir
+from minibert.loop.state import LoopState
 from minibert.loop.rundir import FINISHED
 from minibert.loop.settings import RunSettings, fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
@@ -107,35 +108,38 @@ def _check_out(out: Path, overwrite: bool) -> None:
 
 def run_t5(args: T5TrainConfig, resume: bool, max_steps: int | None, cfg, params, tok, batches: ShuffledBatches,
            eval_batches: list[dict], ops, describe: str):
-    """Start (or with `resume` continue) the run in args.out and train -> (T5Run, status)."""
+    """Start (or with `resume` continue) the run in args.out and train -> (T5Run, the loop's state)."""
     run = T5Run(args, cfg, params, tok, batches, eval_batches, ops)
     out = run.dir
     out.mkdir(parents=True, exist_ok=True)
     for p in rundir.clean_interrupted_saves(out):
         print(f"removed {p}, left by a save that was cut off")
     if resume:
-        run.load_checkpoint()
-        print(f"resumed {out} at step {run.step}/{run.total_steps}", flush=True)
+        loop = checkpoints.load_checkpoint(run)
+        print(f"resumed {out} at step {loop.step}/{loop.total_steps}", flush=True)
     else:
         rundir.start_run(out, COMMAND, args.to_dict())
+        loop = LoopState.start(run.settings)
         token, share = span_baseline(eval_batches, cfg)
         name = D.t5_tokens(tok.ids_to_tokens, cfg.num_sentinels)[token]
-        engine.log(run, {"type": "baseline", "token": name, "span_acc": share})
+        rundir.append_jsonl(out / rundir.METRICS_FILE, {"type": "baseline", "token": name, "span_acc": share})
         print(f"held-out baseline: always answering {name!r} gets {share:.4f} of the answer tokens (the target "
               f"without sentinels and EOS: the dropped text, or the SST-2 label word)", flush=True)
     print(f"model: {run.model.num_parameters:,} parameters; {describe}", flush=True)
-    return run, run.run(max_steps)
+    engine.run(run, loop, max_steps)
+    return run, loop
 
 
-def _finish(run: T5Run, status: str) -> int:
+def _finish(run: T5Run, loop: LoopState) -> int:
     """The last line of a run -> the exit code (130 after Ctrl-C, with the checkpoint saved)."""
+    status = loop.status
     if status in FINISHED:
         how = "done" if status == "done" else "time budget reached"
-        print(f"{how}: {run.step} steps in {fmt_seconds(run.elapsed)}; saved: {run.dir}/ (config.json, "
+        print(f"{how}: {loop.step} steps in {fmt_seconds(loop.elapsed)}; saved: {run.dir}/ (config.json, "
               f"model.safetensors, vocab.txt, metrics.jsonl, curves.png, checkpoints/)", flush=True)
     elif status == "paused":
-        print(f"paused at step {run.step}/{run.total_steps}: saved {run.dir}; continue with "
-              f"`{run.resume_command()}`", flush=True)
+        print(f"paused at step {loop.step}/{loop.total_steps}: saved {run.dir}; continue with "
+              f"`{run.settings.resume_command}`", flush=True)
     return 130 if status == "interrupted" else 0
 
 
@@ -173,9 +177,9 @@ def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> i
         [chunks[i] for i in rows], r, cfg.vocab_size, special, T, S))
     describe = (f"{len(chunks):,} training chunks of up to {args.chunk_len} tokens ({len(held)} held-out), "
                 f"input {T} / target {S} tokens, batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
-    run, status = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
-    code = _finish(run, status)
-    if status in FINISHED:
+    run, loop = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
+    code = _finish(run, loop)
+    if loop.status in FINISHED:
         show_example(run.model.params, cfg, tok, held[0], special, ops)
     return code
 
@@ -234,9 +238,9 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
                               lambda rows, r: D.pad_batch([train_pairs[i] for i in rows], special))
     describe = (f"SST-2 text-to-text from {args.init}: {len(train_pairs):,} train / {len(dev_pairs)} dev sentences, "
                 f"batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
-    run, status = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
-    code = _finish(run, status)
-    if status in FINISHED:
+    run, loop = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
+    code = _finish(run, loop)
+    if loop.status in FINISHED:
         acc, invalid = sst2_accuracy(run.model.params, cfg, dev_pairs, special, ops)
         print(f"dev accuracy (greedy decoding, exact word): {acc:.4f} on {len(dev_pairs)} sentences; "
               f"answers that were neither word: {invalid:.2%}")
