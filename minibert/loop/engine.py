@@ -97,7 +97,8 @@ def run(run, state: LoopState, max_steps: int | None = None) -> str:
             if state.step % s.log_interval == 0 or state.step == (stop_at if s.log_partial_window
                                                                   else state.total_steps):
                 t_window = log_window(s, state, t_window)
-            evaluated = is_eval_step(s, state) and state.step < state.total_steps
+            evaluated = is_eval_step(s, state.step, state.total_steps, state.eval_interval) \
+                and state.step < state.total_steps
             if evaluated:
                 t_eval = time.perf_counter()
                 evaluate(run, state)
@@ -157,20 +158,24 @@ def train_step(run, state: LoopState) -> Entry:
 
 # --- cadences ----------------------------------------------------------------------------------
 
-def is_eval_step(s: LoopSettings, state: LoopState) -> bool:
-    """Every eval_interval steps, or after the step that completes each 1/eval_per_epoch of an epoch."""
-    step = state.step
-    if not state.eval_interval:
+def is_eval_step(s: LoopSettings, step: int, total_steps: int, eval_interval: int | None = None) -> bool:
+    """At the steps of settings.eval_at when it names some; else every eval_interval steps (the
+    loop's, which a budget's first fit may have shortened), or after the step that completes each
+    1/eval_per_epoch of an epoch."""
+    interval = s.eval_interval if eval_interval is None else eval_interval
+    if s.eval_at:
+        return step in s.eval_at
+    if not interval:
         k, spe = s.eval_per_epoch, s.steps_per_epoch
-        return step == state.total_steps or (step * k) // spe > ((step - 1) * k) // spe
-    return step % state.eval_interval == 0
+        return step == total_steps or (step * k) // spe > ((step - 1) * k) // spe
+    return step % interval == 0
 
 
 def is_checkpoint_step(s: LoopSettings, state: LoopState, stop_at: float) -> bool:
     """Every checkpoint_interval steps (or after each evaluation), not at the step the run stops
     at: the final save writes that one."""
     if s.checkpoint_after_eval:
-        due = is_eval_step(s, state)
+        due = is_eval_step(s, state.step, state.total_steps, state.eval_interval)
     else:
         due = bool(s.checkpoint_interval) and state.step % s.checkpoint_interval == 0
     return due and state.step < stop_at

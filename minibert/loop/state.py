@@ -66,6 +66,7 @@ class LoopSettings:
     eval_interval: int = 0  # steps between two evaluations (0: by eval_per_epoch)
     steps_per_epoch: int = 0  # > 0: records carry "epoch", and eval_per_epoch counts in epochs
     eval_per_epoch: int = 0
+    eval_at: tuple = ()  # evaluate at these steps instead (a study's few evaluations, evenly spaced)
     checkpoint_interval: int = 0  # steps between two checkpoints (0: none between the end and Ctrl-C ...)
     checkpoint_after_eval: bool = False  # ... unless after each evaluation
     publish_checkpoints: bool = True  # a checkpoint's model is also the run's top level (else the run keeps its own there)

@@ -47,6 +47,7 @@ from typing import Any
 
 from minibert.io.cli import command_parser
 from minibert.io.atomic import atomic_write
+from minibert.loop import engine
 from minibert.loop.rundir import RunLock
 from minibert.loop.settings import fast_mode
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
@@ -304,15 +305,15 @@ def finetune(plan: Plan, model_dir: Path, d: Downstream, seed: int, out: Path, e
     if out.exists():  # a cell cut off earlier: it starts again
         shutil.rmtree(out)
     run = build_run(cfg, verbose=plan.verbose)
-    run.start()
-    status = run.train()
+    loop = run.start()
+    status = engine.run(run, loop)
     if status == "interrupted":
         raise KeyboardInterrupt
     best = run.best or {}
     main = run.source.main_metric
     return {"metric": main, "score": best.get(main), "scores": {k: v for k, v in best.items() if k != "step"},
-            "best_step": best.get("step"), "steps": run.step, "total_steps": run.total_steps, "status": status,
-            "seconds": round(run.elapsed, 1), "frozen": cfg.frozen}
+            "best_step": best.get("step"), "steps": loop.step, "total_steps": run.total_steps, "status": status,
+            "seconds": round(loop.elapsed, 1), "frozen": cfg.frozen}
 
 
 def constant_baseline(plan: Plan, d: Downstream, vocab: str) -> dict | None:

@@ -29,6 +29,7 @@ from minibert.train import data as train_data
 from minibert.train import evaluation, pretrain
 from minibert.train import runs as train_runs
 from minibert.train import trainer as trainer_mod
+from minibert.train.pretraining_step import shuffle_mlm_labels
 
 
 def _state(trainer):
@@ -345,7 +346,7 @@ def test_shuffle_mlm_labels_keeps_the_label_multiset():
     rng = np.random.default_rng(0)
     batch = {"masked_lm_ids": rng.integers(5, 50, size=(4, 6)),
              "masked_lm_weights": (rng.random((4, 6)) > 0.3).astype(np.float32)}
-    out = step.shuffle_mlm_labels(batch, np.random.default_rng(1))
+    out = shuffle_mlm_labels(batch, np.random.default_rng(1))
     real = batch["masked_lm_weights"] > 0
     assert sorted(out["masked_lm_ids"][real]) == sorted(batch["masked_lm_ids"][real])
     assert np.array_equal(out["masked_lm_ids"][~real], batch["masked_lm_ids"][~real])
