@@ -57,7 +57,7 @@ class FrozenFeatureTagger:
     """A token classifier on frozen encoder features. Only `params` (the head) is trained."""
 
     architecture = "FrozenFeatureTagger"
-    task = "token"
+    head_shape = "token"
 
     def __init__(self, encoder, combine: str, num_labels: int, seed: int = 0, id2label=None, tagger: str = "linear"):
         """`encoder`: a loaded BertForTokenClassification (or any task model) whose encoder

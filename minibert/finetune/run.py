@@ -19,7 +19,7 @@ The output directory:
                                                 trainer_state.json), written atomically
 
 The loop is pretraining's (loop/engine.run: logging, checkpoints, resume, Ctrl-C); FinetuneRun
-is the run it trains. It knows nothing about task formats: a `TaskSource` gives it
+is the run it trains. It knows nothing about task formats: a `DataSource` gives it
 the training features (a dict of arrays with one row per feature), the label keys, and an
 `evaluate(model)` that returns the dev metrics. Classification, token tagging and multiple
 choice use `ClassifierSource` below; SQuAD brings its own (minibert/finetune/squad_run.py).
@@ -126,9 +126,9 @@ class FinetuneConfig(RunSettings):
 
 
 # ---------------------------------------------------------------------------------------------
-# what the loop needs from a task
+# the data a run trains on and is scored on: training features and a dev scorer
 
-class TaskSource:
+class DataSource:
     """Training features and a dev scorer. Subclasses set `train` (dict of arrays, N rows),
     `label_keys` (the batch keys that hold labels), `main_metric`, and implement evaluate."""
 
@@ -161,11 +161,11 @@ def predict_logits(model, features: dict, batch_size: int = 128) -> list[np.ndar
     return out
 
 
-class ClassifierSource(TaskSource):
-    """Sequence classification / regression, token tagging and multiple choice (finetune.tasks)."""
+class ClassifierSource(DataSource):
+    """Sequence classification / regression, token tagging and multiple choice (finetune.task_data)."""
 
     def __init__(self, data):
-        from minibert.finetune.tasks import score
+        from minibert.finetune.task_data import score
 
         self.data, self._score = data, score
         self.train = data.train
@@ -285,7 +285,7 @@ class FinetuneRun:
     loop/engine.run: the task source is the batch source and the evaluator, and the best model
     by the dev metric is kept at the run's top level beside the checkpoints."""
 
-    def __init__(self, cfg: FinetuneConfig, model, source: TaskSource, tokenizer, task_info: dict,
+    def __init__(self, cfg: FinetuneConfig, model, source: DataSource, tokenizer, task_info: dict,
                  verbose: bool = True):
         cfg.validate()
         self.cfg, self.model, self.source, self.tokenizer = cfg, model, source, tokenizer

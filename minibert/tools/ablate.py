@@ -320,7 +320,7 @@ def constant_baseline(plan: Plan, d: Downstream, vocab: str) -> dict | None:
     """The dev score of always answering the train set's most common label (None for SQuAD)."""
     import numpy as np
 
-    from minibert.finetune.tasks import get_task, load_task, score
+    from minibert.finetune.task_data import get_task, load_task, score
     from minibert.text.tokenizer import BertTokenizer
 
     task = get_task(d.task) if d.task in ("sst2", "rte", "wnut17", "swag", "nextsent", "punct") else None

@@ -1,15 +1,15 @@
 """`python -m minibert train-t5`: pretrain the `t5-tiny` encoder-decoder with span corruption on
-the default corpus, or fine-tune it text-to-text on SST-2 (`--task sst2 --data DIR`).
+the default corpus, or fine-tune it text-to-text on SST-2 (`--mode sst2 --data DIR`).
 
 The run is minibert's one training loop with T5 plugged in (train/t5.py's T5Run on
 loop/engine.py): the same progress line, metrics.jsonl, curves.png, atomic checkpoints, Ctrl-C
 save, NaN stop and bit-exact `--resume RUN_DIR` as every other run. This module is the command:
-its presets, the data of each task (span-corrupted chunks of the corpus; "sst2 sentence: ..." ->
+its presets, the data of each mode (span-corrupted chunks of the corpus; "sst2 sentence: ..." ->
 "positive" | "negative"), the run directory's checks, and what is shown at the end (a held-out
 example decoded greedily; SST-2's dev accuracy by greedy decoding). `--minutes` is a budget the
 step count is fitted to (`--steps N` fixes it instead: then `--minutes` only limits the time);
 `--max-steps-this-run N` pauses after N steps. A saved run is also a
-starting point for `--task sst2 --init`.
+starting point for `--mode sst2 --init`.
 """
 from __future__ import annotations
 
@@ -47,11 +47,12 @@ class T5TrainConfig(RunSettings):
     only limits."""
 
     renamed = {"warmup": "warmup_steps", "log_every": "log_interval", "eval_every": "eval_interval",
-               "save_every": "checkpoint_interval"}  # the names of minibert before the shared settings
+               "save_every": "checkpoint_interval",  # the names of minibert before the shared settings
+               "task": "mode"}  # before "task" meant only the fine-tuning data sets
 
     out: str
     preset: str = "t5-tiny"
-    task: str = "span-corruption"  # or "sst2" (text to text)
+    mode: str = "span-corruption"  # or "sst2" (fine-tuning text to text)
     data: str | None = None  # sst2: a directory with GLUE-format train.tsv and dev.tsv
     init: str | None = None  # sst2: the train-t5 run to start from, or "none"
     corpus: str | None = None
@@ -82,9 +83,9 @@ class T5TrainConfig(RunSettings):
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.preset not in PRESETS:
             raise ValueError(f"preset {self.preset!r} is not one of {sorted(PRESETS)}")
-        if self.task not in ("span-corruption", "sst2"):
-            raise ValueError(f"task {self.task!r} is not span-corruption or sst2")
-        if self.task != "sst2" and self.chunk_len + 1 > PRESETS[self.preset]["max_position_embeddings"]:
+        if self.mode not in ("span-corruption", "sst2"):
+            raise ValueError(f"mode {self.mode!r} is not span-corruption or sst2")
+        if self.mode != "sst2" and self.chunk_len + 1 > PRESETS[self.preset]["max_position_embeddings"]:
             raise ValueError(f"--chunk-len {self.chunk_len} does not fit max_position_embeddings "
                              f"{PRESETS[self.preset]['max_position_embeddings']}")
         if self.steps < 0 or not 0 <= self.minutes < float("inf"):
@@ -144,7 +145,7 @@ def _finish(run: T5Run, loop: LoopState) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# the two tasks and the command
+# the two modes and the command
 
 def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
     from minibert.data.corpus import ensure_default_corpus, read_documents
@@ -206,13 +207,13 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
     from minibert.text.tokenizer import BertTokenizer
 
     if not args.data:
-        raise ValueError("--task sst2 needs --data DIR holding GLUE-format train.tsv and dev.tsv")
+        raise ValueError("--mode sst2 needs --data DIR holding GLUE-format train.tsv and dev.tsv")
     data = Path(args.data)
     for name in ("train.tsv", "dev.tsv"):
         if not (data / name).is_file():
             raise ValueError(f"--data {data}: {name} is missing")
     if not args.init:
-        raise ValueError("--task sst2 needs --init RUN (a train-t5 run directory, or `none` for a random init)")
+        raise ValueError("--mode sst2 needs --init RUN (a train-t5 run directory, or `none` for a random init)")
     if resume:  # the model, its sizes and vocabulary as the run saved them (its checkpoint replaces the weights)
         cfg, params, base = load_run(rundir.latest_checkpoint(args.out))
     elif args.init == "none":  # the control: the same model, not pretrained
@@ -279,10 +280,11 @@ def train_t5_cli(argv: list[str]) -> int:
                                "warmup_steps": "warmup steps (default 200, at most a tenth of the steps)",
                                "checkpoint_interval": "also save every N steps (default 0: at the end and Ctrl-C)"})
     ap.add_argument("--preset", default="t5-tiny", choices=sorted(PRESETS))
-    ap.add_argument("--task", choices=("span-corruption", "sst2"), default="span-corruption")
+    ap.add_argument("--mode", "--task", dest="mode", choices=("span-corruption", "sst2"), default="span-corruption",
+                    help="pretrain by span corruption, or fine-tune on SST-2 text to text (--task: the older name)")
     ap.add_argument("--data", help="sst2: a directory with GLUE-format train.tsv and dev.tsv")
     ap.add_argument("--init", help="sst2: the train-t5 run to start from, or `none` (random init, --preset's sizes)")
-    ap.add_argument("--out", help="run directory (default runs/t5-tiny, or runs/t5-sst2 for --task sst2)")
+    ap.add_argument("--out", help="run directory (default runs/t5-tiny, or runs/t5-sst2 for --mode sst2)")
     ap.add_argument("--overwrite", action="store_true", help="replace a directory that holds something else, or an "
                                                              "unfinished run")
     ap.add_argument("--resume", metavar="RUN_DIR", help="continue the train-t5 run saved in RUN_DIR with its saved "
@@ -305,8 +307,8 @@ def train_t5_cli(argv: list[str]) -> int:
         fast = fast_mode()
         own = {k: v for k, v in vars(args).items() if k in T5TrainConfig.fields() and k not in ap.shared and v is not None}
         base = {**own, "fast": fast, "minutes": 1.0 if fast else 9.5, "steps": 30 if fast else 0,
-                "lr": 3e-4 if args.task == "sst2" else 1e-3,
-                "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny")}
+                "lr": 3e-4 if args.mode == "sst2" else 1e-3,
+                "out": args.out or ("runs/t5-sst2" if args.mode == "sst2" else "runs/t5-tiny")}
         if fast:  # MINIBERT_FAST=1: 30 steps, logged and evaluated at least every 5 (6 points of a curve)
             base.update(log_interval=min(args.log_interval or 5, 5), eval_interval=min(args.eval_interval or 5, 5))
             args.log_interval = args.eval_interval = None
@@ -314,14 +316,14 @@ def train_t5_cli(argv: list[str]) -> int:
     from minibert.backend import get_ops
 
     ops = get_ops()
-    task = finetune_sst2 if settings.task == "sst2" else pretrain
+    train = finetune_sst2 if settings.mode == "sst2" else pretrain
     try:
         with rundir.RunLock(settings.out):  # one writer per run directory
             if not args.resume:
                 _check_out(Path(settings.out), args.overwrite)
-            print(f"train-t5 {settings.task}{' (MINIBERT_FAST=1: small slice)' if settings.fast else ''}: budget "
+            print(f"train-t5 {settings.mode}{' (MINIBERT_FAST=1: small slice)' if settings.fast else ''}: budget "
                   f"{settings.minutes:g} min -> {settings.out}", flush=True)
-            return task(settings, bool(args.resume), args.max_steps_this_run, ops)
+            return train(settings, bool(args.resume), args.max_steps_this_run, ops)
     except TrainingDiverged as e:  # NaN/inf: stopped without saving that step (the message names the last checkpoint)
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -245,12 +245,12 @@ def test_train_t5_saves_a_run_that_loads_and_fine_tunes_on_sst2(tiny_corpus, tmp
     (glue / "train.tsv").write_text("\n".join(rows) + "\n")
     (glue / "dev.tsv").write_text("\n".join(rows[:7]) + "\n")
     ft = tmp_path / "ft"
-    assert t5_train.train_t5_cli(["--task", "sst2", "--data", str(glue), "--init", str(out), "--out", str(ft),
+    assert t5_train.train_t5_cli(["--mode", "sst2", "--data", str(glue), "--init", str(out), "--out", str(ft),
                                   "--steps", "2", "--batch-size", "4", "--eval-every", "2"]) == 0
     assert "dev accuracy (greedy decoding, exact word)" in capsys.readouterr().out
     assert (ft / "eval_results.json").is_file()
     # the control without pretraining: --init none, the preset's sizes and the given vocabulary
-    assert t5_train.train_t5_cli(["--task", "sst2", "--data", str(glue), "--init", "none", "--preset", "t5-micro",
+    assert t5_train.train_t5_cli(["--mode", "sst2", "--data", str(glue), "--init", "none", "--preset", "t5-micro",
                                   "--vocab", str(tiny_corpus / "vocab.txt"), "--out", str(tmp_path / "scratch"),
                                   "--steps", "2", "--batch-size", "4", "--eval-every", "2"]) == 0
     assert t5_train.load_run(tmp_path / "scratch")[0].hidden_size == t5_train.PRESETS["t5-micro"]["hidden_size"]
@@ -334,8 +334,8 @@ def test_train_t5_stops_on_a_nan_loss_without_saving_that_step(tiny_corpus, tmp_
 
 
 def test_train_t5_refuses_bad_arguments(tiny_corpus, tmp_path):
-    with pytest.raises(ValueError, match="--task sst2 needs --data"):
-        t5_train.train_t5_cli(["--task", "sst2", "--out", str(tmp_path / "x")])
+    with pytest.raises(ValueError, match="--mode sst2 needs --data"):
+        t5_train.train_t5_cli(["--mode", "sst2", "--out", str(tmp_path / "x")])
     with pytest.raises(ValueError, match="--steps must be at least 1"):
         _cli(tiny_corpus, tmp_path / "y", "--steps", "0")
     (tmp_path / "other").mkdir()

@@ -302,13 +302,13 @@ def test_one_registry_picks_the_task_class_of_every_encoder():
     """`finetune --init` and `predict` pick classes from one table keyed by (config.json's
     model_type, task shape), and one by architecture: every encoder's four classes, each once."""
     import minibert
-    from minibert.finetune.heads import TASKS
+    from minibert.finetune.heads import SHAPES
     from minibert.finetune.registry import TASK_ARCHITECTURES, TASK_CLASSES, task_class
 
-    assert sorted(TASK_CLASSES) == sorted((m, t) for m in ("albert", "bert", "electra") for t in TASKS)
+    assert sorted(TASK_CLASSES) == sorted((m, t) for m in ("albert", "bert", "electra") for t in SHAPES)
     assert TASK_CLASSES[("electra", "sequence")] is minibert.ElectraForSequenceClassification
-    for (model_type, task), cls in TASK_CLASSES.items():
-        assert cls.encoder.model_type == model_type and cls.task == task
+    for (model_type, shape), cls in TASK_CLASSES.items():
+        assert cls.encoder.model_type == model_type and cls.head_shape == shape
         assert TASK_ARCHITECTURES[cls.architecture] is cls and getattr(minibert, cls.architecture) is cls
     assert task_class("albert", "regression") is minibert.AlbertForSequenceClassification
     with pytest.raises(ValueError, match="model_type 'xlnet' has no fine-tuning classes"):
