@@ -50,17 +50,30 @@ def trace_second_step(argv: list[str]) -> list[str]:
             return original(run, state)
         outer = [f for f in reversed(inspect.stack()[1:]) if where(f.frame.f_code)]
         lines.extend(f"{'  ' * i}{where(f.frame.f_code)}" for i, f in enumerate(outer))
-        depth0, seen, depth = len(outer), set(), [0]
+        seen: set[str] = set()
+
+        def depth(frame) -> int:
+            """The package's functions on the stack below this frame (comprehensions not counted)."""
+            n = 0
+            while frame is not None:
+                name = where(frame.f_code)
+                n += bool(name) and not COMPREHENSION.search(name)
+                frame = frame.f_back
+            return n
+
+        active: list[int] = [len(outer)]  # the depths of the frames now running (the step's caller first)
 
         def profile(frame, event, arg):
             if event == "call":
-                depth[0] += 1
+                # a Numba kernel's frame has no caller frame: it runs under the function on top
+                d = depth(frame) if frame.f_back is not None else active[-1] + 1
+                active.append(d)
                 name = where(frame.f_code)
                 if name and name not in seen and not COMPREHENSION.search(name):
                     seen.add(name)
-                    lines.append(f"{'  ' * (depth0 + depth[0] - 1)}{name}")
-            elif event == "return":
-                depth[0] -= 1
+                    lines.append(f"{'  ' * (d - 1)}{name}")
+            elif event == "return" and len(active) > 1:
+                active.pop()
 
         sys.setprofile(profile)
         try:

@@ -772,7 +772,7 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
     pooler and NSP head for "mlm" and "ltr" (the cache tells: it has no NSP part then).
     `dmlm`, `dnsp`: the weights of the two losses in the loss differentiated, 1 for bert_forward's
     loss; a micro-batch of an accumulated step passes its share of the step's predictions and
-    pairs (minibert/loop/step.py, docs/bert-notes.md §10.2)."""
+    pairs (minibert/train/pretraining_step.py, docs/bert-notes.md §10.2)."""
     enc_cache, hc, _ = cache
     grads = {}
     # the chain rule starts here: loss = dmlm * mlm_loss (+ dnsp * nsp_loss), so d(loss)/d(mlm_loss)
