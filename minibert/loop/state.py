@@ -161,7 +161,8 @@ class LoopState:
                              f"({type(e).__name__}: {e})") from None
         loop.step, loop.elapsed = int(state["step"]), float(state["elapsed_seconds"])
         loop.total_steps = int(state.get("total_steps", s.total_steps))
-        loop.eval_interval = int(state.get("eval_interval", state.get("eval_every", s.eval_interval)))
+        if s.min_evals:  # the budget's first fit may have shortened it: the saved one holds
+            loop.eval_interval = int(state.get("eval_interval", state.get("eval_every", s.eval_interval)))
         if loop.budget is not None and state.get("budget"):
             loop.budget.load_state_dict(state["budget"])
             loop.budget.eval_interval = loop.eval_interval

@@ -2,6 +2,7 @@
 the decoder block and the whole encoder-decoder on both backends; span corruption's invariants
 (Hypothesis); the decoder's causality; greedy decoding of a memorised batch; the train-t5 command
 (checkpoint, Ctrl-C, NaN stop, bit-exact resume, SST-2 text-to-text) on a tiny corpus."""
+import json
 import math
 import os
 import signal
@@ -314,6 +315,25 @@ def test_train_t5_paused_and_resumed_equals_an_uninterrupted_run(tiny_corpus, tm
     assert abs(last[0]["loss"] - last[1]["loss"]) < 1e-12 and last[0]["tokens"] == last[1]["tokens"]
     with pytest.raises(ValueError, match="only --minutes and --max-steps-this-run"):
         t5_train.train_t5_cli(["--resume", str(part), "--lr", "0.1"])
+
+
+def test_train_t5_run_of_trainer_state_layout_1_resumes_bit_exactly(tiny_corpus, tmp_path, capsys):
+    """A run saved before trainer_state.json's layout 2 and before --task became --mode: the state's
+    eval_every, no sha256, no layout; run.json's "task". It resumes to the uninterrupted bits."""
+    common = ("--steps", "9", "--log-every", "2", "--eval-every", "4", "--save-every", "4", "--warmup", "3")
+    straight, part = tmp_path / "straight", tmp_path / "part"
+    assert _cli(tiny_corpus, straight, *common) == 0
+    assert _cli(tiny_corpus, part, *common, "--max-steps-this-run", "5") == 0
+    ckpt = t5_train.rundir.latest_checkpoint(part)
+    state = t5_train.rundir.read_json(ckpt / "trainer_state.json")
+    old = {k: v for k, v in state.items() if k not in ("layout", "eval_interval", "sha256")}
+    (ckpt / "trainer_state.json").write_text(json.dumps({**old, "eval_every": state["eval_interval"]}))
+    run_json = t5_train.rundir.read_json(part / "run.json")
+    run_json["settings"]["task"] = run_json["settings"].pop("mode")
+    (part / "run.json").write_text(json.dumps(run_json))
+    assert t5_train.train_t5_cli(["--resume", str(part)]) == 0
+    a, b = _newest(straight)[0], _newest(part)[0]
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)  # exact: resume
 
 
 def test_train_t5_stops_on_a_nan_loss_without_saving_that_step(tiny_corpus, tmp_path, monkeypatch, capsys):
