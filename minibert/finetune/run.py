@@ -308,6 +308,7 @@ class FinetuneRun:
             log_interval=cfg.log_interval, log_partial_window=False,  # a line every log_interval steps and at the end
             steps_per_epoch=self.steps_per_epoch, eval_per_epoch=cfg.eval_per_epoch,
             checkpoint_after_eval=True, publish_checkpoints=False,  # the top level holds the best model, not the newest
+            optimizer_step_metadata=False,
             show_train={"loss": "loss", "train_acc": "acc"}, eval_label="dev",
             curves=Curves((Panel("training loss", (Series("loss", label=""),)),  # drawing costs ~0.5 s
                            Panel(f"accuracy / dev {main}", (Series("train_acc", label="train (batch)"),

@@ -70,7 +70,8 @@ def save_checkpoint(run, state: LoopState, status: str = "running") -> Path:
 
     def write_files(ckpt: Path) -> None:
         run.model.save_pretrained(ckpt, vocab=s.vocab)
-        save_tensors_atomic(run.optimizer.state_dict(), ckpt / rundir.OPTIM_FILE, metadata={"step": str(state.step)})
+        metadata = {"step": str(state.step)} if s.optimizer_step_metadata else None
+        save_tensors_atomic(run.optimizer.state_dict(), ckpt / rundir.OPTIM_FILE, metadata=metadata)
         own, loop = run.state_dict(), state.state_dict(s, status, status in rundir.FINISHED)
         if own.keys() & {*loop, "sha256"}:
             raise ValueError(f"the run's state has the loop's keys {sorted(own.keys() & {*loop, 'sha256'})}")

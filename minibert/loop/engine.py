@@ -28,7 +28,7 @@ eight members, none optional:
                            each a sum and what it is a mean over (a loss: (loss, 1); an accuracy:
                            (hits, counted)); "tokens": (real tokens, 1) gives the line's tokens/s.
                            `rng` is the dropout Generator, None when settings.dropout is False
-    evaluate(step) -> {name: number}: the evaluation record's fields
+    evaluate(step) -> {name: number}: the evaluation record's fields ({}: nothing evaluated)
     state_dict() -> the run's own part of trainer_state.json (its batch source, its results)
     load_state_dict(state, ckpt) the model's parameters from checkpoint `ckpt` and that part
 
@@ -124,9 +124,9 @@ def run(run, state: LoopState, max_steps: int | None = None) -> str:
         save_checkpoint(run, state, status)
         write_curves(s)
     except KeyboardInterrupt:
-        where = (f"the last complete checkpoint is step {state.last_checkpoint} in {s.dir}; continue with "
-                 f"`{s.resume_command}`" if state.last_checkpoint is not None else "no checkpoint was written yet")
-        raise TrainingAborted(f"aborted at step {state.step} by a second Ctrl-C without saving; {where}") from None
+        last = (f"the last complete checkpoint is step {state.last_checkpoint} in {s.dir}; continue with "
+                f"`{s.resume_command}`" if state.last_checkpoint is not None else "no checkpoint was written yet")
+        raise TrainingAborted(f"aborted at step {state.step} by a second Ctrl-C without saving; {last}") from None
     finally:
         restore_sigint(previous)
     state.status = status
@@ -192,7 +192,7 @@ def log(s: LoopSettings, record: dict) -> None:
     rundir.append_jsonl(s.dir / rundir.METRICS_FILE, record)
 
 
-def where(s: LoopSettings, state: LoopState) -> dict:
+def record_start(s: LoopSettings, state: LoopState) -> dict:
     """The fields every record starts with: the step, the epoch (a run counted in epochs), the time."""
     epoch = {"epoch": round(state.step / s.steps_per_epoch, 3)} if s.steps_per_epoch else {}
     return {"step": state.step, **epoch, "time": round(state.elapsed, 3)}
@@ -216,7 +216,7 @@ def window_record(s: LoopSettings, state: LoopState, window: list, seconds: floa
                       [e.metrics[k][1] for e in window if k in e.metrics]) for k in names}
     grad_norm = {"grad_norm": float(np.mean([e.grad_norm for e in window]))} if s.log_grad_norm else {}
     tokens = sum(e.metrics["tokens"][0] for e in window if "tokens" in e.metrics)
-    return {"type": "train", **where(s, state), **values, "lr": window[-1].lr, **grad_norm,
+    return {"type": "train", **record_start(s, state), **values, "lr": window[-1].lr, **grad_norm,
             "tokens_per_s": tokens / max(seconds, 1e-9)}
 
 
@@ -242,7 +242,9 @@ def evaluate(run, state: LoopState) -> dict:
     t0 = time.perf_counter()
     scores = run.evaluate(state.step)
     state.last_eval_step = state.step
-    log(s, {"type": "eval", **where(s, state), **scores})
+    if not scores:  # nothing to evaluate on (a pretraining run without held-out data)
+        return scores
+    log(s, {"type": "eval", **record_start(s, state), **scores})
     shown = s.show_eval or {k: k for k, v in scores.items() if isinstance(v, float)}
     values = ", ".join(f"{label} {scores[k]:.4f}" for k, label in shown.items() if k in scores)
     epoch = f" (epoch {state.step / s.steps_per_epoch:.2f})" if s.steps_per_epoch else ""

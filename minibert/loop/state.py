@@ -70,6 +70,7 @@ class LoopSettings:
     checkpoint_interval: int = 0  # steps between two checkpoints (0: none between the end and Ctrl-C ...)
     checkpoint_after_eval: bool = False  # ... unless after each evaluation
     publish_checkpoints: bool = True  # a checkpoint's model is also the run's top level (else the run keeps its own there)
+    optimizer_step_metadata: bool = True  # optimizer.safetensors names its step (fine-tuning's never did: same bytes)
     # what the progress and evaluation lines show: metric name -> its label (empty show_eval: every number)
     show_train: dict = dataclasses.field(default_factory=lambda: {"loss": "loss"})
     show_eval: dict = dataclasses.field(default_factory=dict)

@@ -66,10 +66,10 @@ class HeldoutEvaluator:
         """The final report's numbers (train/commands.report)."""
         objective = self.cfg.objective
         lm = "next-token (LTR)" if objective == "ltr" else "MLM"
-        task, first, second = self.cfg.pair_task()
-        nsp = ("" if objective == "ltr" or task is None else
-               f", {task} accuracy {r.nsp_acc:.2%} ({first} pairs {r.nsp_acc_isnext:.1%}, {second} pairs "
-               f"{r.nsp_acc_random:.1%})" + (f", {task} head untrained" if objective == "mlm" else ""))
+        pair, first, second = self.cfg.pair_task()
+        nsp = ("" if objective == "ltr" or pair is None else
+               f", {pair} accuracy {r.nsp_acc:.2%} ({first} pairs {r.nsp_acc_isnext:.1%}, {second} pairs "
+               f"{r.nsp_acc_random:.1%})" + (f", {pair} head untrained" if objective == "mlm" else ""))
         return (f"{lm} accuracy {r.mlm_acc:.2%}, {lm} loss {r.mlm_loss:.3f} (perplexity "
                 f"{fmt_perplexity(r.perplexity)}){nsp}")
 
