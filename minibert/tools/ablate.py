@@ -198,7 +198,7 @@ def _train(cfg, resume: bool, max_steps: int | None, verbose: bool):
 
     trainer = train(cfg, resume=resume, overwrite=not resume, verbose=verbose, max_steps_this_run=max_steps,
                     created_by="ablate")
-    if trainer.status == "interrupted":
+    if trainer.loop.status == "interrupted":
         raise KeyboardInterrupt
     return trainer
 
