@@ -55,6 +55,8 @@ class FinetuneConfig(RunSettings):
     length in optimizer steps, as for every command (`epochs` is then unused)."""
 
     renamed = {"warmup": "warmup_proportion"}  # the name of minibert before the shared settings
+    # dropout, of minibert before one settings vocabulary: both of BertConfig's dropouts
+    retired = {"dropout": (float, lambda p: {"hidden_dropout_prob": p, "attention_probs_dropout_prob": p})}
     unused = ("warmup_steps", "eval_interval", "checkpoint_interval")
 
     task: str
@@ -71,7 +73,8 @@ class FinetuneConfig(RunSettings):
     warmup_proportion: float = 0.1  # fraction of the steps (BERT's run_classifier.py name)
     eval_interval: int = 0  # unused: eval_per_epoch
     checkpoint_interval: int = 0  # unused: a checkpoint after each evaluation
-    dropout: float = 0.1  # hidden_dropout_prob and attention_probs_dropout_prob while fine-tuning
+    hidden_dropout_prob: float = 0.1  # BertConfig's names; --dropout sets both (ALBERT's classifier: hidden's)
+    attention_probs_dropout_prob: float = 0.1
     weight_decay: float = 0.01
     clip_norm: float = 1.0
     seed: int = 0
@@ -89,6 +92,7 @@ class FinetuneConfig(RunSettings):
     strict_length: bool = False  # an example longer than max_seq_length is an error instead of cut
     causal: bool = False  # left-to-right attention, as an "ltr" model was pretrained (heads.CAUSAL_ENCODER)
     bilstm: bool = False  # with causal: a new BiLSTM on top, the paper's "LTR & No NSP + BiLSTM"
+    verify: bool = True  # --init's weights must be finite and match their recorded sha256 (--no-verify: off)
 
     def validate(self) -> None:
         if self.like and self.init.lower() != "none":
@@ -102,8 +106,9 @@ class FinetuneConfig(RunSettings):
         if not 0 < self.null_windows <= 1:  # NaN fails too
             raise ValueError(f"null_windows={self.null_windows} must be in (0, 1]: the share of SQuAD windows "
                              f"without the answer that are kept")
-        if not 0 <= self.warmup_proportion < 1 or not 0 <= self.dropout < 1:
-            raise ValueError(f"warmup_proportion ({self.warmup_proportion}) and dropout ({self.dropout}) must be in "
+        dropouts = (self.hidden_dropout_prob, self.attention_probs_dropout_prob)
+        if not 0 <= self.warmup_proportion < 1 or not all(0 <= p < 1 for p in dropouts):
+            raise ValueError(f"warmup_proportion ({self.warmup_proportion}) and the dropouts {dropouts} must be in "
                              f"[0, 1)")
         for k in self.unused:
             if getattr(self, k) != 0:
@@ -189,17 +194,18 @@ class ClassifierSource(DataSource):
 # ---------------------------------------------------------------------------------------------
 # the model to start from
 
-def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
+def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None, notes: bool = True):
     """-> (model, tokenizer). --init DIR: its encoder and vocabulary; --init none: the tiny
     preset's architecture, randomly initialised, with --vocab or the default corpus's vocabulary.
-    cfg.causal: the model attends left to right (make_causal)."""
-    model, tokenizer = _load_model(cfg, kind, num_labels, id2label)
+    cfg.causal: the model attends left to right (make_causal). `notes`: show what loading warned
+    of (a resumed run has shown them once)."""
+    model, tokenizer = _load_model(cfg, kind, num_labels, id2label, notes)
     if cfg.causal:
         model.make_causal(bilstm=cfg.bilstm, seed=cfg.seed)
     return model, tokenizer
 
 
-def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
+def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None, notes: bool = True):
     from minibert.text.tokenizer import BertTokenizer
 
     extra = {} if kind in ("choice", "qa") else {"num_labels": num_labels, "id2label": id2label}
@@ -208,7 +214,7 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         tokenizer = BertTokenizer(vocab, do_lower_case=do_lower)
         bert = bert or BertConfig(vocab_size=len(tokenizer), **MODEL_SIZES["tiny"])
         cls = task_class("bert", kind)
-        model = cls(_with_dropout(bert, cfg.dropout), **({} if kind in ("choice", "qa") else
+        model = cls(_with_dropout(bert, cfg), **({} if kind in ("choice", "qa") else
                                                          {"num_labels": num_labels}), seed=cfg.seed)
         if id2label and kind not in ("choice", "qa"):
             model.config.id2label, model.config.label2id = id2label, {v: k for k, v in id2label.items()}
@@ -229,9 +235,9 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         raise ValueError(f"--init {init}: {e}") from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = cls.from_pretrained(init, **extra, seed=cfg.seed, verify=getattr(cfg, "verify", True))
+        model = cls.from_pretrained(init, **extra, seed=cfg.seed, verify=cfg.verify)
     for w in caught:
-        if not getattr(cfg, "resume_run", False):
+        if notes:
             print(f"note: {w.message}")
     tokenizer = BertTokenizer(init / "vocab.txt", do_lower_case=model.do_lower_case)
     if len(tokenizer) != model.config.vocab_size:
@@ -242,9 +248,10 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         if other.ids_to_tokens != tokenizer.ids_to_tokens:
             raise ValueError(f"--vocab {cfg.vocab} differs from the vocabulary of --init {init}; a pretrained model "
                              f"only understands its own vocabulary (leave --vocab out)")
-    model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = cfg.dropout
+    model.config.hidden_dropout_prob = cfg.hidden_dropout_prob
+    model.config.attention_probs_dropout_prob = cfg.attention_probs_dropout_prob
     if hasattr(model.config, "classifier_dropout_prob"):  # ALBERT's classifiers read their own dropout
-        model.config.classifier_dropout_prob = cfg.dropout
+        model.config.classifier_dropout_prob = cfg.hidden_dropout_prob
     return model, tokenizer
 
 
@@ -271,10 +278,11 @@ def control_model(cfg: FinetuneConfig) -> tuple[Path, bool, BertConfig | None]:
     return (Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab), True, None
 
 
-def _with_dropout(bert, p):
+def _with_dropout(bert, cfg: FinetuneConfig):
     import dataclasses
 
-    return dataclasses.replace(bert, hidden_dropout_prob=p, attention_probs_dropout_prob=p)
+    return dataclasses.replace(bert, hidden_dropout_prob=cfg.hidden_dropout_prob,
+                               attention_probs_dropout_prob=cfg.attention_probs_dropout_prob)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +311,7 @@ class FinetuneRun:
             dir=self.dir, vocab=tokenizer.ids_to_tokens, verbose=verbose,
             resume_command=f"python -m minibert finetune --resume {self.dir}",
             total_steps=self.total_steps, lr=cfg.lr, warmup_steps=self.warmup_steps, clip_norm=cfg.clip_norm,
-            seed=cfg.seed, dropout=cfg.dropout > 0,
+            seed=cfg.seed, dropout=max(cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob) > 0,
             minutes=cfg.minutes,  # no time budget fitting: --minutes only stops the run
             log_interval=cfg.log_interval, log_partial_window=False,  # a line every log_interval steps and at the end
             steps_per_epoch=self.steps_per_epoch, eval_per_epoch=cfg.eval_per_epoch,
