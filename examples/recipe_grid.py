@@ -79,7 +79,7 @@ def main(argv=None):
                     if summary is None:
                         cmd = [sys.executable, "-m", "minibert", "finetune", a.task, "--init", a.init, "--out", str(out),
                                "--lr", lr, "--epochs", epochs, "--max-seq-length", T, "--seed", seed,
-                               "--batch-size", str(a.batch_size), "--warmup", str(a.warmup),
+                               "--batch-size", str(a.batch_size), "--warmup-proportion", str(a.warmup),
                                "--eval-per-epoch", str(a.eval_per_epoch), "--overwrite"]
                         if a.data:
                             cmd += ["--data", a.data]

@@ -83,7 +83,7 @@ def small_config(files: dict, out: Path, **kw):
     steps in about a second, writing into `out`; `kw` overrides any setting."""
     from minibert.train.config import make_config
 
-    base = dict(files, out_dir=str(out), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    base = dict(files, out=str(out), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                 intermediate_size=32, max_position_embeddings=32, max_seq_length=32,
                 max_predictions_per_seq=5, batch_size=8, dupe_factor=2, lr=5e-3, warmup_steps=3,
                 steps=12, log_interval=2, eval_interval=6, checkpoint_interval=4, eval_examples=32,

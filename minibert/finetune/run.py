@@ -55,6 +55,8 @@ class FinetuneConfig(RunSettings):
     length in optimizer steps, as for every command (`epochs` is then unused)."""
 
     renamed = {"warmup": "warmup_proportion"}  # the name of minibert before the shared settings
+    # dropout, of minibert before one settings vocabulary: both of BertConfig's dropouts
+    retired = {"dropout": (float, lambda p: {"hidden_dropout_prob": p, "attention_probs_dropout_prob": p})}
     unused = ("warmup_steps", "eval_interval", "checkpoint_interval")
 
     task: str
@@ -71,7 +73,8 @@ class FinetuneConfig(RunSettings):
     warmup_proportion: float = 0.1  # fraction of the steps (BERT's run_classifier.py name)
     eval_interval: int = 0  # unused: eval_per_epoch
     checkpoint_interval: int = 0  # unused: a checkpoint after each evaluation
-    dropout: float = 0.1  # hidden_dropout_prob and attention_probs_dropout_prob while fine-tuning
+    hidden_dropout_prob: float = 0.1  # BertConfig's names; --dropout sets both (ALBERT's classifier: hidden's)
+    attention_probs_dropout_prob: float = 0.1
     weight_decay: float = 0.01
     clip_norm: float = 1.0
     seed: int = 0
@@ -102,8 +105,9 @@ class FinetuneConfig(RunSettings):
         if not 0 < self.null_windows <= 1:  # NaN fails too
             raise ValueError(f"null_windows={self.null_windows} must be in (0, 1]: the share of SQuAD windows "
                              f"without the answer that are kept")
-        if not 0 <= self.warmup_proportion < 1 or not 0 <= self.dropout < 1:
-            raise ValueError(f"warmup_proportion ({self.warmup_proportion}) and dropout ({self.dropout}) must be in "
+        dropouts = (self.hidden_dropout_prob, self.attention_probs_dropout_prob)
+        if not 0 <= self.warmup_proportion < 1 or not all(0 <= p < 1 for p in dropouts):
+            raise ValueError(f"warmup_proportion ({self.warmup_proportion}) and the dropouts {dropouts} must be in "
                              f"[0, 1)")
         for k in self.unused:
             if getattr(self, k) != 0:
@@ -214,7 +218,7 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         tokenizer = BertTokenizer(vocab, do_lower_case=do_lower)
         bert = bert or BertConfig(vocab_size=len(tokenizer), **MODEL_SIZES["tiny"])
         cls = task_class("bert", kind)
-        model = cls(_with_dropout(bert, cfg.dropout), **({} if kind in ("choice", "qa") else
+        model = cls(_with_dropout(bert, cfg), **({} if kind in ("choice", "qa") else
                                                          {"num_labels": num_labels}), seed=cfg.seed)
         if id2label and kind not in ("choice", "qa"):
             model.config.id2label, model.config.label2id = id2label, {v: k for k, v in id2label.items()}
@@ -248,9 +252,10 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         if other.ids_to_tokens != tokenizer.ids_to_tokens:
             raise ValueError(f"--vocab {cfg.vocab} differs from the vocabulary of --init {init}; a pretrained model "
                              f"only understands its own vocabulary (leave --vocab out)")
-    model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = cfg.dropout
+    model.config.hidden_dropout_prob = cfg.hidden_dropout_prob
+    model.config.attention_probs_dropout_prob = cfg.attention_probs_dropout_prob
     if hasattr(model.config, "classifier_dropout_prob"):  # ALBERT's classifiers read their own dropout
-        model.config.classifier_dropout_prob = cfg.dropout
+        model.config.classifier_dropout_prob = cfg.hidden_dropout_prob
     return model, tokenizer
 
 
@@ -277,10 +282,11 @@ def control_model(cfg: FinetuneConfig) -> tuple[Path, bool, BertConfig | None]:
     return (Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab), True, None
 
 
-def _with_dropout(bert, p):
+def _with_dropout(bert, cfg: FinetuneConfig):
     import dataclasses
 
-    return dataclasses.replace(bert, hidden_dropout_prob=p, attention_probs_dropout_prob=p)
+    return dataclasses.replace(bert, hidden_dropout_prob=cfg.hidden_dropout_prob,
+                               attention_probs_dropout_prob=cfg.attention_probs_dropout_prob)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,7 +354,8 @@ class FinetuneRun:
 
     def step_options(self) -> dict:
         return dict(lr=self.cfg.lr, warmup_steps=self.warmup_steps, clip_norm=self.cfg.clip_norm,
-                    rng=self.rng if self.cfg.dropout > 0 else None)
+                    rng=self.rng if max(self.cfg.hidden_dropout_prob,
+                                        self.cfg.attention_probs_dropout_prob) > 0 else None)
 
     def window_entry(self, r, batch) -> tuple:
         """-> (loss, hits, counted, real tokens, lr) of one step."""

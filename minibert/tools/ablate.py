@@ -48,7 +48,6 @@ from typing import Any
 from minibert.io.cli import command_parser
 from minibert.io.atomic import atomic_write
 from minibert.loop.rundir import RunLock
-from minibert.loop.settings import fast_mode
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
                                            Downstream, Study, Variant, make_variant)
 
@@ -78,7 +77,7 @@ class Plan:
         return {"study": self.study, "minutes": 0.0 if self.steps else self.minutes, "steps": self.steps,
                 "finetune_minutes": self.finetune_minutes,
                 "pretrain_settings": _jsonable(self.pretrain_settings),
-                "finetune_settings": _jsonable(self.finetune_settings), "fast": fast_mode()}
+                "finetune_settings": _jsonable(self.finetune_settings), "fast": self.fast}
 
 
 def _jsonable(d: dict) -> dict:
@@ -165,8 +164,8 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     else:
         recipe["warmup_steps"] = max(10, round(recipe["warmup_steps"] * min(1.0, plan.minutes / TINY_RECIPE["minutes"])))
         budget = {"minutes": plan.minutes, "steps": 0}  # fitted to the budget
-    overrides = {**recipe, **(FAST_RECIPE if fast_mode() else {}), **dict(variant.settings), **plan.pretrain_settings,
-                 **budget, "seed": seed, "curves": False, "name": f"{variant.name}-seed{seed}", "out_dir": str(run_dir)}
+    overrides = {**recipe, **(FAST_RECIPE if plan.fast else {}), **dict(variant.settings), **plan.pretrain_settings,
+                 **budget, "seed": seed, "curves": False, "name": f"{variant.name}-seed{seed}", "out": str(run_dir)}
     make_config(variant.preset, **overrides).validate(require_files=False)
     if check_only:
         return None
@@ -477,7 +476,8 @@ def _fmt(s: float) -> str:
 # ---------------------------------------------------------------------------------------------
 # the command
 
-FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proportion", "dropout", "weight_decay",
+FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proportion",
+                 "hidden_dropout_prob", "attention_probs_dropout_prob", "weight_decay",
                  "eval_per_epoch", "max_train_examples", "doc_stride")
 
 

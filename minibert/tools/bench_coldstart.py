@@ -89,7 +89,7 @@ def run_child(cmd: list[str], copy: Path, marker: str | None = None) -> dict:
 
 def train_tiny_first_step(copy: Path) -> dict:
     out = copy / "runs-coldstart"
-    return run_child([sys.executable, "-c", FIRST_STEP_SCRIPT, "--overwrite", "--set", f"out_dir={out}"], copy,
+    return run_child([sys.executable, "-c", FIRST_STEP_SCRIPT, "--overwrite", "--set", f"out={out}"], copy,
                      marker="COLDSTART")
 
 

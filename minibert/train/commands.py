@@ -95,14 +95,14 @@ def _build_parser() -> CommandParser:
                        set_help="any TrainConfig field, e.g. --set weight_decay=0 (repeatable)")
     p.add_argument("--preset", default=None, help=f"model/batch preset: {', '.join(PRESETS)} (default tiny)")
     p.add_argument("--name", help="run name: output goes to runs/<name> (default: the preset)")
-    p.add_argument("--out", dest="out_dir", help="output directory (default runs/<name>)")
+    p.add_argument("--out", dest="out", help="output directory (default runs/<name>)")
     p.add_argument("--corpus", nargs="+", help="training text files (default: the Python-docs corpus)")
     p.add_argument("--heldout", nargs="+", help="held-out text files for evaluation")
     p.add_argument("--vocab", help="vocab.txt (default: the Python-docs corpus's)")
     p.add_argument("--auto-steps", action="store_const", const=True,
                    help="choose --steps from measured speed (the same as --steps 0)")
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--seq-len", dest="max_seq_length", type=int)
+    p.add_argument("--max-seq-length", dest="max_seq_length", type=int)
     p.add_argument("--dropout", type=float, help="hidden and attention dropout")
     p.add_argument("--masking", choices=("static", "dynamic"))
     p.add_argument("--dupe-factor", type=int)
@@ -118,7 +118,7 @@ def _build_parser() -> CommandParser:
 
 def _overrides(args: argparse.Namespace, p: CommandParser) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for k in ("name", "out_dir", "batch_size", "max_seq_length", "masking", "dupe_factor", "schedule",
+    for k in ("name", "out", "batch_size", "max_seq_length", "masking", "dupe_factor", "schedule",
               "bias_correction", "control_shuffle_labels", "vocab"):
         if getattr(args, k) is not None:
             out[k] = getattr(args, k)

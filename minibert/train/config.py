@@ -67,7 +67,7 @@ class TrainConfig(RunSettings):
 
     name: str = "tiny"
     preset: str = "tiny"
-    out_dir: str = ""  # default runs/<name>
+    out: str = ""  # default runs/<name>
     # data
     corpus: tuple = ()  # training text files (one sentence per line, blank line between documents)
     heldout: tuple = ()  # held-out text files (never used for training)
@@ -95,7 +95,7 @@ class TrainConfig(RunSettings):
     # max_seq_length
     short_seq_length: int = 0
     short_seq_fraction: float = 0.0
-    max_train_lines: int = 0  # >0: use only the first N lines of the corpus (MINIBERT_FAST)
+    max_train_examples: int = 0  # >0: use only the first N lines of the corpus (MINIBERT_FAST)
     # what a training sequence is (pretraining_data.PACKINGS): "segment_pair" (BERT: two segments,
     # an NSP or SOP label), or RoBERTa's single segment of whole sentences, "full_sentences"
     # (crossing documents, a [SEP] between them) or "doc_sentences" (within one document; a
@@ -172,7 +172,7 @@ class TrainConfig(RunSettings):
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.out_dir or f"runs/{self.name}")
+        return Path(self.out or f"runs/{self.name}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with the model's settings under "model" (run.json)."""
@@ -286,8 +286,8 @@ class TrainConfig(RunSettings):
             raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} must be at most "
                              f"max_seq_length - 3 = {self.max_seq_length - 3} (a sequence has at most that "
                              f"many maskable tokens besides [CLS] and two [SEP])")
-        if self.max_train_lines < 0:
-            raise ValueError(f"max_train_lines={self.max_train_lines} must be >= 0")
+        if self.max_train_examples < 0:
+            raise ValueError(f"max_train_examples={self.max_train_examples} must be >= 0")
         if self.short_seq_length and not 8 <= self.short_seq_length < self.max_seq_length:
             raise ValueError(f"short_seq_length={self.short_seq_length} must be 0 (off) or in "
                              f"[8, max_seq_length={self.max_seq_length})")
@@ -334,7 +334,7 @@ TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dyn
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=500,
                    checkpoint_interval=250, eval_examples=2048, minutes=9.5, steps=0)
 # MINIBERT_FAST=1: the same pipeline and files on a slice of the corpus, in about a minute
-FAST_RECIPE = dict(minutes=0.75, dupe_factor=1, heldout_dupe_factor=1, max_train_lines=3000, eval_examples=256, eval_interval=25,
+FAST_RECIPE = dict(minutes=0.75, dupe_factor=1, heldout_dupe_factor=1, max_train_examples=3000, eval_examples=256, eval_interval=25,
                    checkpoint_interval=50, warmup_steps=10, log_interval=5)
 FILL_MASK_EXAMPLES = ("a [MASK] is an immutable sequence of characters.",
                       "the [MASK] statement is used to leave a loop early.",

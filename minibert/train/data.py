@@ -96,12 +96,12 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = Fals
         build_pretraining_data(list(src), cfg.vocab, out, dupe_factor=dupe, verbose=verbose, **flags_here)
         return out
 
-    train = build(cfg.corpus, cfg.dupe_factor, "train", cfg.max_train_lines)
-    heldout = build(cfg.heldout, cfg.heldout_dupe_factor, "heldout", cfg.max_train_lines // 4) if cfg.heldout else None
+    train = build(cfg.corpus, cfg.dupe_factor, "train", cfg.max_train_examples)
+    heldout = build(cfg.heldout, cfg.heldout_dupe_factor, "heldout", cfg.max_train_examples // 4) if cfg.heldout else None
     short = None
     if cfg.short_seq_length:
         T, _, P = cfg.short_phase()
-        short = build(cfg.corpus, cfg.dupe_factor, "train", cfg.max_train_lines, max_seq_length=T,
+        short = build(cfg.corpus, cfg.dupe_factor, "train", cfg.max_train_examples, max_seq_length=T,
                       max_predictions_per_seq=P)
     return DataDirs(train, heldout, short)
 

@@ -21,7 +21,7 @@ def check_run_dir(cfg: TrainConfig, overwrite: bool = False, command: str = "tra
 
     def differs(saved: dict) -> list[str]:
         old = flatten(saved)
-        return sorted(k for k, v in new.items() if k in old and old[k] != v and k != "out_dir")
+        return sorted(k for k, v in new.items() if k in old and old[k] != v and k != "out")
 
     resume = (f"python -m minibert {command} --resume" if command == "train-tiny"
               else f"python -m minibert train --resume {cfg.run_dir}")
@@ -45,4 +45,4 @@ def resume_config(run_dir: str | Path, overrides: dict[str, Any]) -> TrainConfig
     if bad:
         raise ValueError(f"--resume continues {run_dir} with its saved settings; these differ: "
                          + ", ".join(f"{k}={v!r} (saved {flat.get(k)!r})" for k, v in bad.items()))
-    return TrainConfig.from_run(info, **overrides, out_dir=str(run_dir))
+    return TrainConfig.from_run(info, **overrides, out=str(run_dir))

@@ -61,7 +61,7 @@ class T5TrainConfig(RunSettings):
     batch_size: int = 32
     lr: float = 1e-3  # 3e-4 for sst2
     warmup_steps: int = 200  # at most a tenth of the steps
-    chunk_len: int = 64
+    max_seq_length: int = 64
     max_input: int = 64
     eval_interval: int = 250
     log_interval: int = 20
@@ -76,15 +76,15 @@ class T5TrainConfig(RunSettings):
         return {**d, "steps": 0} if d.get("steps") == 1_000_000 else d
 
     def validate(self) -> None:
-        for name in ("batch_size", "chunk_len", "eval_interval", "log_interval", "max_input"):
+        for name in ("batch_size", "max_seq_length", "eval_interval", "log_interval", "max_input"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.preset not in PRESETS:
             raise ValueError(f"preset {self.preset!r} is not one of {sorted(PRESETS)}")
         if self.task not in ("span-corruption", "sst2"):
             raise ValueError(f"task {self.task!r} is not span-corruption or sst2")
-        if self.task != "sst2" and self.chunk_len + 1 > PRESETS[self.preset]["max_position_embeddings"]:
-            raise ValueError(f"--chunk-len {self.chunk_len} does not fit max_position_embeddings "
+        if self.task != "sst2" and self.max_seq_length + 1 > PRESETS[self.preset]["max_position_embeddings"]:
+            raise ValueError(f"--max-seq-length {self.max_seq_length} does not fit max_position_embeddings "
                              f"{PRESETS[self.preset]['max_position_embeddings']}")
         if self.steps < 0 or not 0 <= self.minutes < float("inf"):
             raise ValueError(f"--steps ({self.steps}) and --minutes ({self.minutes}) must be >= 0")
@@ -158,11 +158,11 @@ def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> i
     train_docs, held_docs = read_documents(train_path), read_documents(heldout_path)
     if args.fast:
         train_docs, held_docs = train_docs[:60], held_docs[:12]
-    chunks = D.document_chunks(train_docs, tok, args.chunk_len)
-    held = D.document_chunks(held_docs, tok, args.chunk_len)
+    chunks = D.document_chunks(train_docs, tok, args.max_seq_length)
+    held = D.document_chunks(held_docs, tok, args.max_seq_length)
     if not chunks or not held:
         raise ValueError(f"no chunks of at least 8 tokens in {train_path if not chunks else heldout_path}")
-    T, S = D.max_lengths(args.chunk_len)
+    T, S = D.max_lengths(args.max_seq_length)
     special = D.Special(tok.pad_id, tok.cls_id, tok.sep_id)
     rng = np.random.default_rng(args.seed)
     held_rng = np.random.default_rng(12345)  # fixed masks: every evaluation scores the same examples
@@ -171,7 +171,7 @@ def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> i
     params = init_params(cfg, args.seed)
     batches = ShuffledBatches(len(chunks), args.batch_size, rng, lambda rows, r: D.corrupted_batch(
         [chunks[i] for i in rows], r, cfg.vocab_size, special, T, S))
-    describe = (f"{len(chunks):,} training chunks of up to {args.chunk_len} tokens ({len(held)} held-out), "
+    describe = (f"{len(chunks):,} training chunks of up to {args.max_seq_length} tokens ({len(held)} held-out), "
                 f"input {T} / target {S} tokens, batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
     run, status = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
     code = _finish(run, status)
@@ -288,7 +288,7 @@ def train_t5_cli(argv: list[str]) -> int:
     ap.add_argument("--heldout", help="held-out text, with --corpus")
     ap.add_argument("--vocab", help="vocab.txt, with --corpus (and with --init none; default: the default corpus's)")
     ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--chunk-len", type=int, default=64, help="tokens per chunk before corruption")
+    ap.add_argument("--max-seq-length", type=int, default=64, help="tokens per chunk before corruption")
     ap.add_argument("--max-input", type=int, default=64, help="sst2: input tokens kept per sentence")
     args = ap.parse_args(argv)
     if args.max_steps_this_run is not None and args.max_steps_this_run < 1:

@@ -13,7 +13,7 @@ One step is train/step.training_step's: clipping at 1.0, AdamW in its bias-corre
 
 What XLNet brings to the loop:
     model        XLNetModel: xlnet.XLNetForPermutationLM whose save_pretrained also writes vocab.txt
-    batch source WindowBatches: `seq_len` consecutive ids of the token stream at random offsets,
+    batch source WindowBatches: `max_seq_length` consecutive ids of the token stream at random offsets,
                  each window with a fresh order (xlnet.sample_orders) and its targets, the last
                  1/K of the order (xlnet.partial_targets); one Generator draws all of it
     evaluator    evaluate: loss, perplexity and accuracy of the predicted tokens on fixed held-out
@@ -67,18 +67,18 @@ def make_batch(windows: np.ndarray, pred_k: int, rng: np.random.Generator) -> di
 
 
 def train_batch(stream: np.ndarray, cfg, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """`cfg.batch_size` windows of `cfg.seq_len` ids at random offsets, with their orders."""
-    starts = rng.integers(0, stream.size - cfg.seq_len + 1, cfg.batch_size)  # (B,)
-    windows = stream[starts[:, None] + np.arange(cfg.seq_len)]  # (B, T)
+    """`cfg.batch_size` windows of `cfg.max_seq_length` ids at random offsets, with their orders."""
+    starts = rng.integers(0, stream.size - cfg.max_seq_length + 1, cfg.batch_size)  # (B,)
+    windows = stream[starts[:, None] + np.arange(cfg.max_seq_length)]  # (B, T)
     return make_batch(windows, cfg.pred_k, rng)
 
 
 def heldout_batches(stream: np.ndarray, cfg, seed: int = 12345) -> list[dict[str, np.ndarray]]:
     """Consecutive windows of the held-out stream with orders from a fixed seed."""
-    n = min(stream.size // cfg.seq_len, cfg.eval_sequences)
+    n = min(stream.size // cfg.max_seq_length, cfg.eval_examples)
     if n == 0:
-        raise ValueError(f"the held-out text has {stream.size} tokens, fewer than one sequence of {cfg.seq_len}")
-    windows = stream[: n * cfg.seq_len].reshape(n, cfg.seq_len)  # (n, T)
+        raise ValueError(f"the held-out text has {stream.size} tokens, fewer than one sequence of {cfg.max_seq_length}")
+    windows = stream[: n * cfg.max_seq_length].reshape(n, cfg.max_seq_length)  # (n, T)
     rng = np.random.default_rng(seed)
     return [make_batch(windows[i:i + 64], cfg.pred_k, rng) for i in range(0, n, 64)]
 

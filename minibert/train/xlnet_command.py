@@ -2,7 +2,7 @@
 
 The data: every document of the corpus is tokenized with the corpus's WordPiece vocab, the
 documents are joined by [SEP] into one stream of ids, and a training sequence is a window of
-`seq_len` consecutive ids at a random offset (new windows every step). Each window gets its own
+`max_seq_length` consecutive ids at a random offset (new windows every step). Each window gets its own
 factorisation order (xlnet.sample_orders) and its targets, the last 1/K of the order
 (xlnet.partial_targets). The held-out set is the held-out documents cut into consecutive windows,
 with orders drawn once from a fixed seed, so every evaluation scores the same tokens.
@@ -50,7 +50,7 @@ class XLNetTrainConfig(RunSettings):
     num_attention_heads: int = 2
     intermediate_size: int = 512
     pred_k: int = 6
-    seq_len: int = 64
+    max_seq_length: int = 64
     batch_size: int = 32
     lr: float = 1e-3
     warmup_steps: int = 200  # at most half of the steps
@@ -61,13 +61,13 @@ class XLNetTrainConfig(RunSettings):
     log_interval: int = 10
     eval_interval: int = 250
     checkpoint_interval: int = 250
-    eval_sequences: int = 512
-    max_train_lines: int = 0  # 0: the whole corpus (MINIBERT_FAST=1 takes a slice)
+    eval_examples: int = 512
+    max_train_examples: int = 0  # 0: the whole corpus (MINIBERT_FAST=1 takes a slice)
 
     def validate(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name in ("steps", "minutes", "max_train_lines", "seed", "warmup_steps"):
+            if f.name in ("steps", "minutes", "max_train_examples", "seed", "warmup_steps"):
                 if v < 0:
                     raise ValueError(f"{f.name}={v} must be >= 0")
             elif not v > 0:
@@ -75,11 +75,11 @@ class XLNetTrainConfig(RunSettings):
         if not self.steps and not self.minutes > 0:
             raise ValueError(f"steps 0 fits the steps to the time budget: give minutes > 0 (minutes={self.minutes:g}), "
                              f"or steps >= 1")
-        if self.seq_len < 2:
-            raise ValueError(f"seq_len={self.seq_len}: a sequence needs at least 2 tokens to predict one")
-        if self.pred_k > self.seq_len:
-            raise ValueError(f"pred_k={self.pred_k} predicts the last 1/{self.pred_k} of a {self.seq_len}-token window: "
-                             f"less than one token; choose pred_k <= seq_len (the paper's 6 or 7)")
+        if self.max_seq_length < 2:
+            raise ValueError(f"max_seq_length={self.max_seq_length}: a sequence needs at least 2 tokens to predict one")
+        if self.pred_k > self.max_seq_length:
+            raise ValueError(f"pred_k={self.pred_k} predicts the last 1/{self.pred_k} of a {self.max_seq_length}-token window: "
+                             f"less than one token; choose pred_k <= max_seq_length (the paper's 6 or 7)")
         self.model_config(vocab_size=1)  # the model's sizes (and their limits), before any data is read
 
     @classmethod
@@ -90,12 +90,12 @@ class XLNetTrainConfig(RunSettings):
     def model_config(self, vocab_size: int) -> XLNetConfig:
         return XLNetConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,
                            num_hidden_layers=self.num_hidden_layers, num_attention_heads=self.num_attention_heads,
-                           intermediate_size=self.intermediate_size, max_position_embeddings=max(self.seq_len, 64),
+                           intermediate_size=self.intermediate_size, max_position_embeddings=max(self.max_seq_length, 64),
                            pred_k=self.pred_k)
 
 
 PRESETS = {"xlnet-tiny": {}}
-FAST = dict(minutes=0.4, max_train_lines=3000, eval_sequences=32, log_interval=5, eval_interval=25,
+FAST = dict(minutes=0.4, max_train_examples=3000, eval_examples=32, log_interval=5, eval_interval=25,
             checkpoint_interval=50, warmup_steps=10)
 
 
@@ -151,9 +151,9 @@ def build_run(cfg: XLNetTrainConfig, out: Path, vocab: Path, train_path: Path, h
     """Tokenizer, training stream, held-out batches and the run on them (nothing is written)."""
     tokenizer = BertTokenizer(vocab)
     tokenizer.check_special_tokens(("[SEP]",), "XLNet pretraining")
-    stream = token_stream(train_path, tokenizer, cfg.max_train_lines)
-    if stream.size < cfg.seq_len:
-        raise ValueError(f"{train_path}: {stream.size} tokens, fewer than one sequence of {cfg.seq_len}")
+    stream = token_stream(train_path, tokenizer, cfg.max_train_examples)
+    if stream.size < cfg.max_seq_length:
+        raise ValueError(f"{train_path}: {stream.size} tokens, fewer than one sequence of {cfg.max_seq_length}")
     heldout = heldout_batches(token_stream(heldout_path, tokenizer), cfg)
     return XLNetRun(cfg, out, tokenizer, WindowBatches(stream, cfg, np.random.default_rng(cfg.seed)), heldout)
 
@@ -212,7 +212,7 @@ def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple
     model = run.model
     print(f"model: {model.num_parameters:,} parameters ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, "
           f"{cfg.num_attention_heads} heads, vocab {model.config.vocab_size}); {run.batches.stream.size:,} "
-          f"training tokens, windows of {cfg.seq_len}, batch {cfg.batch_size}, predict the last 1/{cfg.pred_k} "
+          f"training tokens, windows of {cfg.max_seq_length}, batch {cfg.batch_size}, predict the last 1/{cfg.pred_k} "
           f"of each order; lr {cfg.lr:g}; {budget}", flush=True)
     return run, run.run(args.max_steps_this_run)
 

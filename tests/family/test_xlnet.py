@@ -278,8 +278,8 @@ def small_corpus(tmp_path):
     return src, vocab
 
 
-SMALL = ("--set", "hidden_size=16", "--set", "intermediate_size=32", "--set", "seq_len=16", "--set", "batch_size=4",
-         "--set", "eval_sequences=8", "--set", "warmup_steps=3")
+SMALL = ("--set", "hidden_size=16", "--set", "intermediate_size=32", "--set", "max_seq_length=16", "--set", "batch_size=4",
+         "--set", "eval_examples=8", "--set", "warmup_steps=3")
 
 
 def _cli(tmp_path, out, *extra):
@@ -415,8 +415,8 @@ def test_train_xlnet_stops_on_a_nan_loss_without_saving_that_step(tmp_path, monk
 def test_train_xlnet_cli_bad_settings_give_one_error_line(capsys, tmp_path):
     assert xlnet_train.train_xlnet_cli(["--set", "bogus=1", "--out", str(tmp_path / "r")]) == 1
     assert capsys.readouterr().err.strip().startswith("error: --set 'bogus=1': unknown setting 'bogus'")
-    assert xlnet_train.train_xlnet_cli(["--set", "seq_len=1", "--out", str(tmp_path / "r")]) == 1
-    assert "seq_len=1" in capsys.readouterr().err
+    assert xlnet_train.train_xlnet_cli(["--set", "max_seq_length=1", "--out", str(tmp_path / "r")]) == 1
+    assert "max_seq_length=1" in capsys.readouterr().err
     assert xlnet_train.train_xlnet_cli(["--corpus", "x.txt", "--out", str(tmp_path / "r")]) == 1
     assert "--corpus needs --heldout and --vocab" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()  # nothing written before the settings are checked

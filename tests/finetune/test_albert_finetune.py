@@ -194,7 +194,7 @@ def test_finetune_init_an_albert_run_picks_the_albert_class(tmp_path):
                                                                                "[MASK]"] + VOCAB[5:])
     for kind, cls in (("classification", AlbertForSequenceClassification), ("token", AlbertForTokenClassification),
                       ("choice", AlbertForMultipleChoice), ("qa", AlbertForQuestionAnswering)):
-        cfg = FinetuneConfig(task="nextsent", init=str(tmp_path / "run"), out=str(tmp_path / "out"), dropout=0.2)
+        cfg = FinetuneConfig(task="nextsent", init=str(tmp_path / "run"), out=str(tmp_path / "out"), hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2)
         model, tokenizer = load_model(cfg, kind, 2 if kind in ("classification", "token") else None, None)
         assert type(model) is cls and len(tokenizer) == CFG.vocab_size
         assert model.config.classifier_dropout_prob == pytest.approx(0.2)  # --dropout reaches ALBERT's heads

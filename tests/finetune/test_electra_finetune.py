@@ -228,7 +228,7 @@ def test_finetune_init_picks_the_electra_class(tmp_path):
                                                + VOCAB[5:])
     for kind, cls in (("classification", ElectraForSequenceClassification), ("token", ElectraForTokenClassification),
                       ("choice", ElectraForMultipleChoice), ("qa", ElectraForQuestionAnswering)):
-        cfg = FinetuneConfig(task="x", init=str(tmp_path / "disc"), out=str(tmp_path / "out"), dropout=0.2)
+        cfg = FinetuneConfig(task="x", init=str(tmp_path / "disc"), out=str(tmp_path / "out"), hidden_dropout_prob=0.2, attention_probs_dropout_prob=0.2)
         model, tokenizer = load_model(cfg, kind, 3 if kind in ("classification", "token") else None, None)
         assert type(model) is cls and len(tokenizer) == CFG.vocab_size
         assert model.config.hidden_dropout_prob == 0.2  # exact: the value load_model assigned

@@ -70,7 +70,7 @@ def test_finetune_writes_a_model_transformers_layout_and_learns(sst, pretrained,
 def test_resume_continues_bit_exactly(sst, pretrained, tmp_path):
     def cfg(out):
         return FinetuneConfig(task="custom", format="glue-single", data=str(sst), init=str(pretrained), out=str(out),
-                              epochs=2, lr=1e-3, batch_size=8, dropout=0.1)
+                              epochs=2, lr=1e-3, batch_size=8, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
     straight = build_run(cfg(tmp_path / "a"), verbose=False)
     straight.start()
@@ -145,7 +145,7 @@ def test_feature_based_tagger_trains_only_its_head(tmp_path, pretrained):
     for split in ("train", "dev"):
         (d / f"{split}.conll").write_text(sentence * 8, encoding="utf-8")
     cfg = FinetuneConfig(task="custom", format="conll", data=str(d), init=str(pretrained), out=str(tmp_path / "fz"),
-                         epochs=40, lr=1e-2, batch_size=4, dropout=0.0, frozen="last")
+                         epochs=40, lr=1e-2, batch_size=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, frozen="last")
     run = build_run(cfg, verbose=False)
     before = {k: v.copy() for k, v in run.model.encoder.params.items()}
     run.start()
@@ -196,7 +196,7 @@ def test_a_bilstm_tagger_reads_context_the_frozen_embeddings_lack(tmp_path, pret
     f1 = {}
     for tagger, lr in (("linear", 1e-2), ("bilstm", 1e-2)):
         cfg = FinetuneConfig(task="custom", format="conll", data=str(d), init=str(pretrained),
-                             out=str(tmp_path / tagger), epochs=30, lr=lr, batch_size=8, dropout=0.0,
+                             out=str(tmp_path / tagger), epochs=30, lr=lr, batch_size=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                              frozen="embeddings", frozen_tagger=tagger, seed=0)
         run = build_run(cfg, verbose=False)
         run.start()

@@ -24,7 +24,7 @@ def test_electra_run_directory_loads_in_transformers(tmp_path):
     write_vocab(tmp_path / "vocab.txt", SPECIALS + WORDS)
     cfg = train_config.make_config("electra-tiny", corpus=(_corpus(tmp_path / "train.txt", 40, 0),),
                         heldout=(_corpus(tmp_path / "heldout.txt", 8, 1),), vocab=str(tmp_path / "vocab.txt"),
-                        data_cache=str(tmp_path / "cache"), out_dir=str(tmp_path / "run"), hidden_size=16,
+                        data_cache=str(tmp_path / "cache"), out=str(tmp_path / "run"), hidden_size=16,
                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=32, embedding_size=16,
                         max_position_embeddings=32, max_seq_length=32, max_predictions_per_seq=5, batch_size=8,
                         dupe_factor=2, warmup_steps=1, steps=3, eval_interval=3, checkpoint_interval=3,

@@ -41,7 +41,7 @@ def run(tmp_path_factory):
     (d / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     cfg = train_config.make_config("tiny", corpus=(str(_corpus(d / "train.txt", 60, 0)),),
                         heldout=(str(_corpus(d / "heldout.txt", 9, 1)),), vocab=str(d / "vocab.txt"),
-                        data_cache=str(d / "cache"), out_dir=str(d / "run"), hidden_size=32,
+                        data_cache=str(d / "cache"), out=str(d / "run"), hidden_size=32,
                         num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                         max_position_embeddings=64, max_seq_length=32, max_predictions_per_seq=5,
                         batch_size=8, dupe_factor=2, steps=10, warmup_steps=2, lr=3e-3, curves=False)

@@ -62,13 +62,13 @@ def test_the_shared_options_and_set_read_into_the_settings():
     from minibert.train.xlnet_command import XLNetTrainConfig
 
     p = command_parser("train-xlnet", "Pretrain.", settings=XLNetTrainConfig)
-    args = p.parse_args(["--lr", "5e-4", "--warmup", "7", "--log-every", "3", "--set", "batch_size=4"])
+    args = p.parse_args(["--lr", "5e-4", "--warmup", "7", "--log-interval", "3", "--set", "batch_size=4"])
     assert given_settings(args, p) == {"lr": 5e-4, "warmup_steps": 7, "log_interval": 3, "batch_size": 4}
     args = p.parse_args(["--steps", "6", "--set", "steps=9"])  # --set wins over an option
     cfg = build_settings(args, p, {"steps": 2, "seed": 4})
     assert (cfg.steps, cfg.seed) == (9, 4)
-    with pytest.raises(ValueError, match="seq_len=1"):  # validated before anything is written
-        build_settings(p.parse_args(["--set", "seq_len=1"]), p)
+    with pytest.raises(ValueError, match="max_seq_length=1"):  # validated before anything is written
+        build_settings(p.parse_args(["--set", "max_seq_length=1"]), p)
     with pytest.raises(ValueError, match="unknown setting 'nope'"):
         given_settings(p.parse_args(["--set", "nope=1"]), p)
 

@@ -432,7 +432,7 @@ def files(tmp_path_factory):
 
 
 def _config(files, out, **kw):
-    base = dict(files, out_dir=str(out), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    base = dict(files, out=str(out), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                 intermediate_size=32, max_position_embeddings=32, max_seq_length=32, max_predictions_per_seq=5,
                 batch_size=8, dupe_factor=2, lr=5e-3, warmup_steps=2, steps=6, log_interval=2, eval_interval=3,
                 checkpoint_interval=3, eval_examples=32, curves=False)
