@@ -92,6 +92,7 @@ class FinetuneConfig(RunSettings):
     strict_length: bool = False  # an example longer than max_seq_length is an error instead of cut
     causal: bool = False  # left-to-right attention, as an "ltr" model was pretrained (heads.CAUSAL_ENCODER)
     bilstm: bool = False  # with causal: a new BiLSTM on top, the paper's "LTR & No NSP + BiLSTM"
+    verify: bool = True  # --init's weights must be finite and match their recorded sha256 (--no-verify: off)
 
     def validate(self) -> None:
         if self.like and self.init.lower() != "none":
@@ -199,17 +200,18 @@ def train_accuracy(logits: np.ndarray, batch: dict) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------------
 # the model to start from
 
-def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
+def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None, notes: bool = True):
     """-> (model, tokenizer). --init DIR: its encoder and vocabulary; --init none: the tiny
     preset's architecture, randomly initialised, with --vocab or the default corpus's vocabulary.
-    cfg.causal: the model attends left to right (make_causal)."""
-    model, tokenizer = _load_model(cfg, kind, num_labels, id2label)
+    cfg.causal: the model attends left to right (make_causal). `notes`: show what loading warned
+    of (a resumed run has shown them once)."""
+    model, tokenizer = _load_model(cfg, kind, num_labels, id2label, notes)
     if cfg.causal:
         model.make_causal(bilstm=cfg.bilstm, seed=cfg.seed)
     return model, tokenizer
 
 
-def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
+def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None, notes: bool = True):
     from minibert.text.tokenizer import BertTokenizer
 
     extra = {} if kind in ("choice", "qa") else {"num_labels": num_labels, "id2label": id2label}
@@ -239,9 +241,9 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         raise ValueError(f"--init {init}: {e}") from None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = cls.from_pretrained(init, **extra, seed=cfg.seed, verify=getattr(cfg, "verify", True))
+        model = cls.from_pretrained(init, **extra, seed=cfg.seed, verify=cfg.verify)
     for w in caught:
-        if not getattr(cfg, "resume_run", False):
+        if notes:
             print(f"note: {w.message}")
     tokenizer = BertTokenizer(init / "vocab.txt", do_lower_case=model.do_lower_case)
     if len(tokenizer) != model.config.vocab_size:

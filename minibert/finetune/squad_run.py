@@ -100,9 +100,9 @@ def keep_null_windows(features: list, share: float, seed: int) -> list:
     return [f for i, f in enumerate(features) if i not in drop]
 
 
-def build_squad_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
+def build_squad_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) -> FinetuneRun:
     train_path, dev_path = _files(cfg)
-    model, tokenizer = load_model(cfg, "qa", None, None)
+    model, tokenizer = load_model(cfg, "qa", None, None, notes=not resumed)
     train_examples, stats = squad.read_squad(train_path, is_training=True)
     dev_examples, dev_stats = squad.read_squad(dev_path, is_training=False)
     if cfg.task == "squad1" and (stats.version_2 or dev_stats.version_2):

@@ -67,6 +67,7 @@ class CommandParser(argparse.ArgumentParser):
     settings: type | None = None
     shared: tuple[str, ...] = ()
     own: dict[str, Callable[[Any], dict]]  # a command's own setting options: dest -> its value as settings
+    fast_noted = False
 
     def setting(self, *flags: str, key: str | None = None, to: Callable[[Any], dict] | None = None, **kwargs):
         """An option for one of the command's settings (default None: given or not). Its setting is
@@ -88,7 +89,9 @@ class CommandParser(argparse.ArgumentParser):
                 self.error(f"{old} was retired; use {RETIRED_OPTIONS[old]}")
         parsed, rest = super().parse_known_args(args, namespace)
         if "--fast" in options and not parsed.fast and os.environ.get(FAST_VARIABLE, "") not in ("", "0"):
-            print(f"note: {FAST_VARIABLE}=1 is read as --fast; give --fast instead", file=sys.stderr)
+            if not self.fast_noted:  # once (rundir.options_given parses the defaults again)
+                print(f"note: {FAST_VARIABLE}=1 is read as --fast; give --fast instead", file=sys.stderr)
+                self.fast_noted = True
             parsed.fast = True
         return parsed, rest
 

@@ -203,6 +203,7 @@ class Settings:
             key = key.strip().replace("-", "_")
             if not sep:
                 raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+            key = cls.renamed.get(key, key)  # an older name of the same setting
             if key in cls.retired:  # an older name: what it means today
                 kind, today = cls.retired[key]
                 typed = dataclasses.field()

@@ -70,6 +70,7 @@ class Plan:
     # FinetuneConfig overrides (tests: epochs, max_train_examples)
     finetune_settings: dict = dataclasses.field(default_factory=dict)
     verbose: bool = True
+    fast: bool = False  # --fast: every pretraining on a slice of the corpus (config.FAST_RECIPE)
 
     def identity(self) -> dict:
         """What a rerun into the same directory must keep (plan.json): results made with other
@@ -510,7 +511,9 @@ def cli(argv: list[str]) -> int:
                                  "wall-clock, fine-tune, tabulate.", settings=TrainConfig, shared=("minutes", "steps"),
                        helps={"minutes": "pretraining budget per variant and seed (default 5)",
                               "steps": "instead of --minutes: every variant trains exactly this many steps"},
-                       set_help="a TrainConfig setting for every variant's pretraining (repeatable)")
+                       set_help="a TrainConfig setting for every variant's pretraining (repeatable)",
+                       fast="every pretraining on a slice of the corpus for a few steps (config.FAST_RECIPE): a "
+                            "check of the plumbing")
     p.add_argument("study", help=f"one of {', '.join(STUDIES)}")
     p.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 (default 2)")
     p.add_argument("--tasks", help=f"comma-separated, from {', '.join(DOWNSTREAM)} (default: the study's)")
@@ -545,6 +548,6 @@ def cli(argv: list[str]) -> int:
                 seeds=tuple(range(args.seeds)), tasks=split(args.tasks), variants=split(args.variants),
                 data_root=args.data_root, finetune_minutes=args.finetune_minutes,
                 pretrain_settings=TrainConfig.parse_set(args.set), finetune_settings=parse_finetune_set(args.finetune_set),
-                verbose=not args.quiet)
+                verbose=not args.quiet, fast=args.fast)
     failed = run(plan)
     return 1 if failed else 0

@@ -31,7 +31,7 @@ from minibert.family.xlnet import XLNetConfig
 from minibert.io.progress import fmt_seconds
 from minibert.loop import rundir
 from minibert.loop.rundir import FINISHED
-from minibert.loop.settings import RunSettings, fast_mode
+from minibert.loop.settings import RunSettings
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.text.tokenizer import BertTokenizer
 from minibert.train.xlnet import WindowBatches, XLNetRun, heldout_batches, token_stream
@@ -45,6 +45,10 @@ class XLNetTrainConfig(RunSettings):
     """The xlnet-tiny preset: BERT-tiny's model and train-tiny's recipe (sequence 64, batch 32,
     lr 1e-3 with bias-corrected AdamW, 200 warmup steps, no dropout), K = 6."""
 
+    renamed = {"seq_len": "max_seq_length", "max_train_lines": "max_train_examples",  # settings_renames: keep
+               "eval_sequences": "eval_examples"}  # settings_renames: keep
+
+    out: str = ""  # the run directory (default runs/<preset>)
     hidden_size: int = 128
     num_hidden_layers: int = 2
     num_attention_heads: int = 2
@@ -62,11 +66,13 @@ class XLNetTrainConfig(RunSettings):
     eval_interval: int = 250
     checkpoint_interval: int = 250
     eval_examples: int = 512
-    max_train_examples: int = 0  # 0: the whole corpus (MINIBERT_FAST=1 takes a slice)
+    max_train_examples: int = 0  # >0: the first N lines of the corpus (--fast takes a slice)
 
     def validate(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name == "out":
+                continue
             if f.name in ("steps", "minutes", "max_train_examples", "seed", "warmup_steps"):
                 if v < 0:
                     raise ValueError(f"{f.name}={v} must be >= 0")
@@ -163,7 +169,7 @@ def _resumed(p: CommandParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path
     given anew. -> (settings, run directory, (training text, held-out text, vocab))."""
     out = Path(args.resume)
     info = rundir.resumable_run(out, COMMAND, rundir.options_given(p, args))
-    cfg = XLNetTrainConfig.from_run(info, str(out / rundir.RUN_FILE))
+    cfg = XLNetTrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out))
     if args.minutes is not None:
         cfg.minutes = args.minutes
     cfg.validate()
@@ -184,7 +190,7 @@ def _finish(run: XLNetRun, status: str, fast: bool) -> int:
         print(f"saved: {run.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
               f"{rundir.CHECKPOINTS}/)")
         if fast:
-            print("MINIBERT_FAST=1 is a plumbing check: the model learns nothing in that time.")
+            print("--fast is a plumbing check: the model learns nothing in that time.")
     elif status == "paused":
         print(f"paused at step {run.step}/{run.total_steps}: saved {run.dir}; continue with "
               f"`{run.resume_command()}`", flush=True)
@@ -198,7 +204,7 @@ def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple
     """The run in `out` (locked by the caller): built, started or resumed, trained -> (XLNetRun, status)."""
     train_path, heldout_path, vocab = paths
     budget = f"{cfg.steps} steps" if cfg.steps else f"budget {cfg.minutes:g} min"
-    print(f"train-xlnet{' (MINIBERT_FAST=1: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
+    print(f"train-xlnet{' (--fast: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
           f"-> {out}", flush=True)
     run = build_run(cfg, out, vocab, train_path, heldout_path)
     out.mkdir(parents=True, exist_ok=True)
@@ -220,11 +226,12 @@ def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple
 def train_xlnet_cli(argv: list[str]) -> int:
     """python -m minibert train-xlnet [--minutes M] [--steps N] [--out DIR] [--set KEY=VALUE] [--resume DIR]"""
     p = command_parser("train-xlnet", "Pretrain the xlnet-tiny preset (permutation LM, two-stream attention) on the "
-                       "default corpus; MINIBERT_FAST=1: a slice, ~1 min.", settings=XLNetTrainConfig,
+                       "default corpus; --fast: a slice, ~1 min.", settings=XLNetTrainConfig, fast="a slice of the corpus "
+                       "and a few steps (FAST): a check of the plumbing",
                        helps={"minutes": "wall-clock budget of the whole run (default 9.5)",
                               "steps": "a fixed number of steps instead of fitting them to the budget"})
     p.add_argument("--preset", default="xlnet-tiny", choices=sorted(PRESETS))
-    p.add_argument("--out", help="run directory (default runs/<preset>)")
+    p.setting("--out", help="run directory (default runs/<preset>)")
     p.add_argument("--corpus", help="training text, one sentence per line, blank line between documents")
     p.add_argument("--heldout", help="held-out text (with --corpus)")
     p.add_argument("--vocab", help="vocab.txt (with --corpus)")
@@ -234,7 +241,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
                                                        "settings (--minutes may change the budget)")
     p.add_argument("--max-steps-this-run", type=int, help="pause (and save) after this many steps; --resume continues")
     args = p.parse_args(argv)
-    fast = fast_mode()
+    fast = args.fast
     try:
         if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
             raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
@@ -247,6 +254,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
             base = {**PRESETS[args.preset], **(FAST if fast else {})}
             if given_settings(args, p).get("steps") and args.minutes is None:
                 base["minutes"] = 0.0  # --steps N: N steps, however long they take (unless --minutes too)
+            base["out"] = str(ROOT / "runs" / args.preset)
             cfg = build_settings(args, p, base)
             if args.corpus:
                 if not (args.heldout and args.vocab):
@@ -257,7 +265,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
             else:
                 train_path, heldout_path, vocab = ensure_default_corpus()
                 data = None  # the default corpus: --resume finds it again
-            out = Path(args.out) if args.out else ROOT / "runs" / args.preset
+            out = Path(cfg.out)
         with rundir.RunLock(out):  # one writer per run directory
             if not args.resume:
                 check_out(out, args.overwrite)
