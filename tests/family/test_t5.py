@@ -287,9 +287,11 @@ def test_train_t5_ctrl_c_saves_a_checkpoint_and_exits_130(tiny_corpus, tmp_path,
         _cli(tiny_corpus, out, "--steps", "10")
 
 
-def test_train_t5_paused_and_resumed_equals_an_uninterrupted_run(tiny_corpus, tmp_path, capsys):
+def test_train_t5_paused_and_resumed_equals_an_uninterrupted_run(tiny_corpus, tmp_path, capsys,
+                                                                 written_before_the_vocabulary):
     """Span corruption draws its masks from the batch source's Generator and the order is drawn
-    again every epoch (the tiny corpus has fewer than 9 x 4 chunks): resume must restore both."""
+    again every epoch (the tiny corpus has fewer than 9 x 4 chunks): resume must restore both,
+    from a run.json in the names of minibert before one settings vocabulary (chunk_len, fast) too."""
     common = ("--steps", "9", "--log-interval", "2", "--eval-interval", "4", "--checkpoint-interval", "4", "--warmup-steps", "3")
     straight = tmp_path / "straight"
     assert _cli(tiny_corpus, straight, *common) == 0
@@ -300,6 +302,7 @@ def test_train_t5_paused_and_resumed_equals_an_uninterrupted_run(tiny_corpus, tm
     paused, state = _newest(part)
     assert state["status"] == "paused" and state["step"] == 5
     assert 0 < state["batches"]["pos"] < state["batches"]["rows"] < 9 * 4  # mid-epoch; epochs end within 9 steps
+    assert written_before_the_vocabulary(part)["chunk_len"] == 24
     assert t5_train.train_t5_cli(["--resume", str(part)]) == 0
     assert "resumed" in capsys.readouterr().out
     a, b = _newest(straight)[0], _newest(part)[0]

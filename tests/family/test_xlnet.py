@@ -369,9 +369,11 @@ def test_train_xlnet_ctrl_c_saves_refuses_to_overwrite_and_a_second_one_aborts(t
     assert state["step"] == 1 and state["status"] == "running"  # the step-1 checkpoint, nothing of step 2
 
 
-def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, capsys, no_fast):
+def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, capsys, no_fast,
+                                                                    written_before_the_vocabulary):
     """The windows and their factorisation orders come from the batch source's Generator, which the
-    checkpoint keeps: a run paused after 3 steps and resumed ends with the same bits."""
+    checkpoint keeps: a run paused after 3 steps and resumed ends with the same bits, from a
+    run.json in the names of minibert before one settings vocabulary (seq_len, ...) too."""
     common = ("--steps", "7", "--set", "log_interval=2", "--set", "eval_interval=3", "--set", "checkpoint_interval=3")
     straight, part = tmp_path / "straight", tmp_path / "part"
     assert _cli(tmp_path, straight, *common) == 0
@@ -380,6 +382,7 @@ def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, ca
     assert f"paused at step 4/7: saved {part}; continue with `python -m minibert train-xlnet --resume {part}`" in text
     paused, state = _newest(part)
     assert state["status"] == "paused" and state["step"] == 4 and state["batches"]["tokens"] > 0
+    assert written_before_the_vocabulary(part)["seq_len"] == 16
     assert xlnet_train.train_xlnet_cli(["--resume", str(part)]) == 0
     assert "resumed" in capsys.readouterr().out
     a, b = _newest(straight)[0], _newest(part)[0]

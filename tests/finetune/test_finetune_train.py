@@ -67,7 +67,7 @@ def test_finetune_writes_a_model_transformers_layout_and_learns(sst, pretrained,
     assert capsys.readouterr().out.startswith("1  (0 0.")
 
 
-def test_resume_continues_bit_exactly(sst, pretrained, tmp_path):
+def test_resume_continues_bit_exactly(sst, pretrained, tmp_path, written_before_the_vocabulary, capsys):
     def cfg(out):
         return FinetuneConfig(task="custom", format="glue-single", data=str(sst), init=str(pretrained), out=str(out),
                               epochs=2, lr=1e-3, batch_size=8, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
@@ -83,6 +83,15 @@ def test_resume_continues_bit_exactly(sst, pretrained, tmp_path):
     assert again.step == 5 and again.train() == "done"
     for name, p in straight.model.params.items():
         np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
+    # the command's --resume of a run directory of minibert before one settings vocabulary ("dropout")
+    paused = build_run(cfg(tmp_path / "c"), verbose=False)
+    paused.start()
+    assert paused.train(max_steps=5) == "paused"
+    assert written_before_the_vocabulary(tmp_path / "c")["dropout"] == 0.1
+    assert main(["finetune", "--resume", str(tmp_path / "c"), "--quiet"]) == 0
+    saved = [BertForSequenceClassification.from_pretrained(tmp_path / d).params for d in ("a", "c")]
+    for name, p in saved[0].items():
+        np.testing.assert_array_equal(saved[1][name], p, err_msg=name)  # exact: same steps, same machine
 
 
 def test_steps_is_the_runs_length_as_for_every_command(sst, pretrained, tmp_path):
