@@ -275,24 +275,20 @@ def finetune_config(plan: Plan, model_dir: Path | None, d: Downstream, seed: int
     from minibert.finetune.run import FinetuneConfig
     from minibert.checkpoint import read_config_json
 
-    cfg = FinetuneConfig(task=d.task, init=str(model_dir or "none"), out=str(out),
-                         data=task_data_dir(d, plan.data_root), seed=seed, minutes=plan.finetune_minutes)
-    kind = task_kind(cfg)
-    cfg.lr = CELL_LR
-    if kind == "qa":
-        cfg.max_seq_length = 384
+    base = dict(task=d.task, init=str(model_dir or "none"), out=str(out), data=task_data_dir(d, plan.data_root),
+                seed=seed, minutes=plan.finetune_minutes, lr=CELL_LR)
+    if task_kind(FinetuneConfig.from_dict(base)) == "qa":
+        base["max_seq_length"] = 384
     if d.frozen:  # the paper's best features are the last four layers side by side; a tiny model has fewer
         layers = (2 if model_dir is None or str(model_dir) == "none" else  # --init none: the tiny preset's 2
                   int(read_config_json(model_dir / "config.json").get("num_hidden_layers", 2)))
-        cfg.frozen = "concat4" if layers >= 3 else "concat_all"
-        cfg.frozen_tagger = "bilstm"  # the paper's tagger on frozen features (one layer of its two)
-        cfg.lr = FROZEN_LR
+        base["frozen"] = "concat4" if layers >= 3 else "concat_all"
+        base["frozen_tagger"] = "bilstm"  # the paper's tagger on frozen features (one layer of its two)
+        base["lr"] = FROZEN_LR
     # the paper fine-tuned its LTR model left to right, as it was pretrained
-    cfg.causal = pretrained_objective(str(model_dir)) == "ltr" if model_dir is not None else ltr
-    for k, v in (*extra, *plan.finetune_settings.items()):
-        setattr(cfg, k, v)
-    cfg.validate()
-    return cfg
+    base["causal"] = pretrained_objective(str(model_dir)) == "ltr" if model_dir is not None else ltr
+    # the one way settings are built: the cell's <- the variant's own (`extra`) <- --finetune-set; validated
+    return FinetuneConfig.build({**base, **dict(extra)}, plan.finetune_settings)
 
 
 def finetune(plan: Plan, model_dir: Path, d: Downstream, seed: int, out: Path, extra: tuple = ()) -> dict:

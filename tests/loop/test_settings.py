@@ -6,7 +6,11 @@ import dataclasses
 
 import pytest
 
+from minibert.finetune.run import FinetuneConfig
 from minibert.loop.settings import RETIRED_NAMES, VOCABULARY, Settings
+from minibert.train.config import TrainConfig, make_config
+from minibert.train.t5_command import T5TrainConfig
+from minibert.train.xlnet_command import XLNetTrainConfig
 
 # settings_renames: skip-file (these tests name the older spellings on purpose)
 
@@ -160,11 +164,6 @@ def test_older_runs_are_read_with_the_meanings_they_were_written_with(tmp_path):
 
 
 def settings_classes():
-    from minibert.finetune.run import FinetuneConfig
-    from minibert.train.config import TrainConfig
-    from minibert.train.t5_command import T5TrainConfig
-    from minibert.train.xlnet_command import XLNetTrainConfig
-
     return (TrainConfig, XLNetTrainConfig, T5TrainConfig, FinetuneConfig)
 
 
@@ -207,18 +206,4 @@ def test_a_run_json_of_the_older_names_is_read_once_with_todays(cls, old, today)
 
 
 def test_todays_name_beside_an_old_one_wins():
-    from minibert.train.config import make_config
-
     assert make_config("tiny", out_dir="old", out="new").out == "new"
-
-
-@pytest.mark.parametrize("command", ["train", "train-tiny", "train-xlnet", "train-t5", "finetune", "ablate"])
-def test_no_command_has_an_option_of_a_retired_name(command, monkeypatch):
-    from minibert.io.cli import RETIRED_OPTIONS
-    from tests.meta.test_parsers import parser_of
-
-    options = {o for action in parser_of(command, monkeypatch)._actions for o in action.option_strings}
-    # --dropout sets both of BertConfig's dropouts; --fast is a mode (a recipe of slices), no setting
-    retired = {"--" + name.replace("_", "-") for name in RETIRED_NAMES} - {"--dropout", "--fast"}
-
-    assert not options & (retired | set(RETIRED_OPTIONS)), sorted(options & (retired | set(RETIRED_OPTIONS)))
