@@ -202,10 +202,10 @@ def run_minibert(run, log, existing: str | None = None):
     from minibert.loop.rundir import read_jsonl
 
     if existing:
-        saved = json.loads((Path(existing) / "run.json").read_text())["settings"]
+        saved = FinetuneConfig.read_old(json.loads((Path(existing) / "run.json").read_text())["settings"])
         ours = run.cfg.to_dict()
-        differ = {k: (saved.get(k), v) for k, v in ours.items()
-                  if k not in ("out", "log_interval", "resume_run") and saved.get(k) != v}
+        differ = {k: (saved.get(k), v) for k, v in ours.items()  # verify: how the weights were loaded, not trained
+                  if k not in ("out", "log_interval", "verify") and saved.get(k) != v}
         if differ:
             raise ValueError(f"--minibert-from {existing}: settings differ {differ}")
         directory = Path(existing)

@@ -45,7 +45,7 @@ def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dr
     part = pretrain.train(small_config(corpus, tmp_path / "part", **kw), verbose=False, max_steps_this_run=5)
     assert part.status == "paused" and part.step == 5
     if masking == "static":  # a run directory of minibert before one settings vocabulary resumes too
-        assert "out_dir" in written_before_the_vocabulary(tmp_path / "part")
+        assert "out_dir" in written_before_the_vocabulary(tmp_path / "part")  # settings_renames: keep
     cfg = train_runs.resume_config(tmp_path / "part", {})
     resumed = pretrain.train(cfg, resume=True, verbose=False)
     assert resumed.status == "done" and resumed.step == 12
