@@ -30,7 +30,7 @@ OLDER_NAMES = {
     "train": {"out": "out_dir", "max_train_examples": "max_train_lines"},
     "train-xlnet": {"out": None, "max_seq_length": "seq_len", "max_train_examples": "max_train_lines",
                     "eval_examples": "eval_sequences"},
-    "train-t5": {"max_seq_length": "chunk_len", "max_train_examples": None, "eval_examples": None},
+    "train-t5": {"max_seq_length": "chunk_len", "max_train_examples": None, "eval_examples": None},  # + max_input
     "finetune": {"hidden_dropout_prob": "dropout", "attention_probs_dropout_prob": None, "verify": None},
 }
 
@@ -46,6 +46,7 @@ def written_before_the_vocabulary():
         settings, names = run["settings"], OLDER_NAMES[run["command"]]
         if run["command"] == "train-t5":
             settings["fast"] = bool(settings["max_train_examples"])
+            settings["max_input"] = 64  # sst2's sequence length, its default (span corruption's is chunk_len)
         run["settings"] = {names.get(k, k): v for k, v in settings.items() if names.get(k, k) is not None}
         path.write_text(json.dumps(run, indent=2) + "\n", encoding="utf-8")
         return run["settings"]

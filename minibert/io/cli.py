@@ -55,7 +55,7 @@ SHARED: dict[str, tuple[tuple[str, ...], type, str]] = {
 RETIRED_OPTIONS: dict[str, str] = {
     "--warmup": "--warmup-steps N (optimizer steps) or, on finetune, --warmup-proportion F (a fraction of the steps)",
     "--log-every": "--log-interval", "--eval-every": "--eval-interval", "--save-every": "--checkpoint-interval",
-    "--seq-len": "--max-seq-length", "--chunk-len": "--max-seq-length",
+    "--seq-len": "--max-seq-length", "--chunk-len": "--max-seq-length", "--max-input": "--max-seq-length",
 }
 FAST_VARIABLE = "MINIBERT_FAST"  # read as --fast, with a line saying so (docs/environment.md)
 

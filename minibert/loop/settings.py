@@ -111,7 +111,7 @@ def parse_value(key: str, raw: str, field: dataclasses.Field) -> Any:
 # for it (tests/loop/test_settings.py: no settings class has a field named by one of these)
 VOCABULARY: dict[str, tuple[str, ...]] = {
     "out": ("out_dir", "output_dir"),
-    "max_seq_length": ("seq_len", "chunk_len", "max_length"),
+    "max_seq_length": ("seq_len", "chunk_len", "max_input", "max_length"),
     "max_train_examples": ("max_train_lines", "fast"),
     "eval_examples": ("eval_sequences",),
     "hidden_dropout_prob": ("dropout",),

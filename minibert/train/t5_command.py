@@ -64,8 +64,7 @@ class T5TrainConfig(RunSettings):
     batch_size: int = 32
     lr: float = 1e-3  # 3e-4 for sst2
     warmup_steps: int = 200  # at most a tenth of the steps
-    max_seq_length: int = 64
-    max_input: int = 64
+    max_seq_length: int = 64  # span-corruption: tokens per chunk before corruption; sst2: input tokens kept
     eval_interval: int = 250
     log_interval: int = 20
     checkpoint_interval: int = 0
@@ -77,10 +76,18 @@ class T5TrainConfig(RunSettings):
 
     @classmethod
     def read_old(cls, d: dict) -> dict:
-        """Also `fast`, of minibert before one settings vocabulary: true was the task's FAST slice."""
+        """Also what minibert wrote before one settings vocabulary, whose meaning depended on the
+        task: `fast` true was the task's FAST_SLICE, and sst2's sequence length was `max_input`
+        (span corruption's `chunk_len`, in `renamed`)."""
         d = dict(d)
+        task = d.get("task", "span-corruption")
         if d.pop("fast", False):
-            d = {**FAST_SLICE[d.get("task", "span-corruption")], **d}
+            d = {**FAST_SLICE[task], **d}
+        if "max_input" in d:
+            max_input = d.pop("max_input")
+            if task == "sst2":
+                d.setdefault("max_seq_length", max_input)
+                d.pop("chunk_len", None)
         return super().read_old(d)
 
     @classmethod
@@ -90,7 +97,7 @@ class T5TrainConfig(RunSettings):
         return {**d, "steps": 0} if d.get("steps") == 1_000_000 else d
 
     def validate(self) -> None:
-        for name in ("batch_size", "max_seq_length", "eval_interval", "log_interval", "max_input"):
+        for name in ("batch_size", "max_seq_length", "eval_interval", "log_interval"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.preset not in PRESETS:
@@ -235,7 +242,7 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
         cfg, params, base = load_run(args.init)
     tok = BertTokenizer(base)
     special = D.Special(tok.pad_id, tok.cls_id, tok.sep_id)
-    max_in = min(args.max_input, cfg.max_position_embeddings)
+    max_in = min(args.max_seq_length, cfg.max_position_embeddings)
     train_pairs = D.sst2_pairs(read_glue(data / "train.tsv", single=True), tok, max_in)
     dev_examples = read_glue(data / "dev.tsv", single=True)
     dev_pairs = D.sst2_pairs(dev_examples, tok, max_in)
@@ -301,8 +308,8 @@ def train_t5_cli(argv: list[str]) -> int:
     ap.setting("--heldout", help="held-out text, with --corpus")
     ap.setting("--vocab", help="vocab.txt, with --corpus (and with --init none; default: the default corpus's)")
     ap.setting("--batch-size", type=int, help="default 32")
-    ap.setting("--max-seq-length", type=int, help="tokens per chunk before corruption (default 64)")
-    ap.setting("--max-input", type=int, help="sst2: input tokens kept per sentence (default 64)")
+    ap.setting("--max-seq-length", type=int, help="tokens per chunk before corruption; sst2: input tokens kept per "
+                                                  "sentence (default 64)")
     args = ap.parse_args(argv)
     if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
         raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
