@@ -20,7 +20,7 @@ An option an older minibert spelled otherwise is refused with a message naming t
 (RETIRED_OPTIONS): --warmup meant steps on `train` and a fraction on `finetune`, so it is
 neither now. `fast=` gives a command `--fast` (a slice of the data, a few steps: a check of the
 plumbing); MINIBERT_FAST=1 in the environment is read as --fast with a line saying so
-(docs/environment.md).
+(docs/settings.md).
 
 This module sits at the bottom of the package's root layer (it imports nothing of minibert):
 the settings class comes in as an argument.
@@ -57,7 +57,7 @@ RETIRED_OPTIONS: dict[str, str] = {
     "--log-every": "--log-interval", "--eval-every": "--eval-interval", "--save-every": "--checkpoint-interval",
     "--seq-len": "--max-seq-length", "--chunk-len": "--max-seq-length", "--max-input": "--max-seq-length",
 }
-FAST_VARIABLE = "MINIBERT_FAST"  # read as --fast, with a line saying so (docs/environment.md)
+FAST_VARIABLE = "MINIBERT_FAST"  # read as --fast, with a line saying so (docs/settings.md)
 
 
 class CommandParser(argparse.ArgumentParser):
