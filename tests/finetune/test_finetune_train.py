@@ -87,7 +87,7 @@ def test_resume_continues_bit_exactly(sst, pretrained, tmp_path, written_before_
     paused = build_run(cfg(tmp_path / "c"), verbose=False)
     paused.start()
     assert paused.train(max_steps=5) == "paused"
-    assert written_before_the_vocabulary(tmp_path / "c")["dropout"] == 0.1
+    assert written_before_the_vocabulary(tmp_path / "c")["dropout"] == 0.1  # exact: the value given, copied
     assert main(["finetune", "--resume", str(tmp_path / "c"), "--quiet"]) == 0
     saved = [BertForSequenceClassification.from_pretrained(tmp_path / d).params for d in ("a", "c")]
     for name, p in saved[0].items():
