@@ -279,9 +279,8 @@ def _resumed(ap: CommandParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
     info = rundir.resumable_run(out, COMMAND, rundir.options_given(ap, args))
-    saved = T5TrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out))
-    if args.minutes is not None:
-        saved.minutes = args.minutes
+    budget = {} if args.minutes is None else {"minutes": args.minutes}
+    saved = T5TrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out), **budget)
     saved.validate()
     return saved
 

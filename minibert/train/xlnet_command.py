@@ -169,9 +169,8 @@ def _resumed(p: CommandParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path
     given anew. -> (settings, run directory, (training text, held-out text, vocab))."""
     out = Path(args.resume)
     info = rundir.resumable_run(out, COMMAND, rundir.options_given(p, args))
-    cfg = XLNetTrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out))
-    if args.minutes is not None:
-        cfg.minutes = args.minutes
+    budget = {} if args.minutes is None else {"minutes": args.minutes}
+    cfg = XLNetTrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out), **budget)
     cfg.validate()
     data = info.extra.get("data")
     paths = ((Path(data["corpus"]), Path(data["heldout"]), Path(data["vocab"])) if data
