@@ -82,22 +82,22 @@ SMALL_BERT = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, in
                   max_position_embeddings=32, max_seq_length=32, max_predictions_per_seq=5, batch_size=8,
                   dupe_factor=2, heldout_dupe_factor=2, eval_examples=32, embedding_size=8, curves=0)
 # train-tiny: its recipe (minutes 9.5, steps fitted to them, ...) made small, fixed and timeless
-TINY_RUN = _sets(data_cache="{out}/cache", out_dir="{out}/run", minutes=0, steps=6, warmup_steps=2, log_interval=2,
+TINY_RUN = _sets(data_cache="{out}/cache", out="{out}/run", minutes=0, steps=6, warmup_steps=2, log_interval=2,
                  eval_interval=3, checkpoint_interval=3, **SMALL_BERT)
 TINY_SETS = [*_sets(corpus="{fx}/corpus/train.txt", heldout="{fx}/corpus/heldout.txt", vocab="{fx}/corpus/vocab.txt"),
              *TINY_RUN]
 # train: the same model, data and length
-TRAIN = [*CORPUS, "--steps", "8", "--warmup", "2", "--log-every", "2", "--eval-every", "4", "--save-every", "2",
+TRAIN = [*CORPUS, "--steps", "8", "--warmup-steps", "2", "--log-interval", "2", "--eval-interval", "4", "--checkpoint-interval", "2",
          *_sets(data_cache="{out}/cache", **SMALL_BERT)]
 # a pretrained model for the fine-tuning runs: {out}/pre
-PRE = ["train", *CORPUS, "--out", "{out}/pre", "--steps", "4", "--warmup", "1", "--log-every", "2",
-       "--eval-every", "4", *_sets(data_cache="{out}/cache", **SMALL_BERT)]
+PRE = ["train", *CORPUS, "--out", "{out}/pre", "--steps", "4", "--warmup-steps", "1", "--log-interval", "2",
+       "--eval-interval", "4", *_sets(data_cache="{out}/cache", **SMALL_BERT)]
 PRE_ALBERT = [*PRE, "--preset", "albert-tiny"]
 PRE_ELECTRA = [*PRE, "--preset", "electra-tiny"]
 PRE_LTR = [*PRE, *_sets(objective="ltr")]  # left to right (the paper's LTR & No NSP)
-T5 = [*CORPUS, "--chunk-len", "24", "--batch-size", "4", "--warmup", "2", "--log-every", "2", "--eval-every", "3",
+T5 = [*CORPUS, "--max-seq-length", "24", "--batch-size", "4", "--warmup-steps", "2", "--log-interval", "2", "--eval-interval", "3",
       "--minutes", "0"]
-XLNET = [*CORPUS, *_sets(hidden_size=16, intermediate_size=32, seq_len=16, batch_size=4, eval_sequences=8,
+XLNET = [*CORPUS, *_sets(hidden_size=16, intermediate_size=32, max_seq_length=16, batch_size=4, eval_examples=8,
                          warmup_steps=2, log_interval=2, eval_interval=3, checkpoint_interval=3)]
 FINETUNE = ["--batch-size", "8", "--lr", "1e-3", "--dropout", "0.1", "--max-seq-length", "32", "--quiet"]
 
@@ -123,47 +123,47 @@ RUNS: dict[str, list[list[str]]] = {
                               "--max-steps-this-run", "3"],
                              ["train", "--resume", "{out}/run"]],
     "train-t5-resume": [["train-t5", "--preset", "t5-micro", *T5, "--out", "{out}/run", "--steps", "7",
-                         "--save-every", "3", "--max-steps-this-run", "4"],
+                         "--checkpoint-interval", "3", "--max-steps-this-run", "4"],
                         ["train-t5", "--resume", "{out}/run"]],
     "train-xlnet-resume": [["train-xlnet", *XLNET, "--out", "{out}/run", "--steps", "7", "--max-steps-this-run", "4"],
                            ["train-xlnet", "--resume", "{out}/run"]],
     # T5 fine-tuned text to text on SST-2-format files, from a train-t5 run
     "train-t5-sst2": [["train-t5", "--preset", "t5-micro", *T5, "--out", "{out}/pre", "--steps", "3"],
                       ["train-t5", "--task", "sst2", "--data", "{fx}/sst", "--init", "{out}/pre", "--out", "{out}/ft",
-                       "--steps", "4", "--batch-size", "4", "--warmup", "1", "--log-every", "2", "--eval-every", "2",
+                       "--steps", "4", "--batch-size", "4", "--warmup-steps", "1", "--log-interval", "2", "--eval-interval", "2",
                        "--minutes", "0"]],
     # fine-tuning: sequence classification, token classification, SQuAD 2.0, each from {out}/pre
     "finetune-seq": [PRE, ["finetune", "custom", "--format", "glue-single", "--data", "{fx}/sst", "--init", "{out}/pre",
-                           "--out", "{out}/ft", "--epochs", "2", "--log-every", "2", *FINETUNE]],
+                           "--out", "{out}/ft", "--epochs", "2", "--log-interval", "2", *FINETUNE]],
     "finetune-token": [PRE, ["finetune", "custom", "--format", "conll", "--data", "{fx}/conll", "--init", "{out}/pre",
-                             "--out", "{out}/ft", "--epochs", "2", "--log-every", "2", *FINETUNE]],
+                             "--out", "{out}/ft", "--epochs", "2", "--log-interval", "2", *FINETUNE]],
     "finetune-squad2": [PRE, ["finetune", "squad2", "--data", "{fx}/squad2", "--init", "{out}/pre", "--out", "{out}/ft",
                               "--epochs", "2", "--batch-size", "4", "--lr", "1e-3", "--max-seq-length", "24",
-                              "--doc-stride", "8", "--log-every", "2", "--quiet"]],
+                              "--doc-stride", "8", "--log-interval", "2", "--quiet"]],
     # the random-init control of {out}/pre (--init none --like) on sentence pairs
     "finetune-pair-control": [PRE, ["finetune", "custom", "--format", "glue-pair", "--data", "{fx}/pair",
                                     "--init", "none", "--like", "{out}/pre", "--out", "{out}/ft", "--epochs", "2",
-                                    "--log-every", "2", *FINETUNE]],
+                                    "--log-interval", "2", *FINETUNE]],
     # the family members' task models, a choice task (SWAG's format; next-sentence choice built from
     # a corpus), the feature-based tagger and the left-to-right model's BiLSTM head
     "finetune-albert-swag": [PRE_ALBERT, ["finetune", "custom", "--format", "swag", "--data", "{fx}/swag",
                                           "--init", "{out}/pre", "--out", "{out}/ft", "--epochs", "2",
-                                          "--log-every", "2", *FINETUNE]],
+                                          "--log-interval", "2", *FINETUNE]],
     "finetune-electra-nextsent": [PRE_ELECTRA, ["finetune", "nextsent", "--data", "{fx}/corpus", "--init", "{out}/pre",
                                                 "--out", "{out}/ft", "--steps", "6", "--eval-per-epoch", "2",
-                                                "--log-every", "2", *FINETUNE]],
+                                                "--log-interval", "2", *FINETUNE]],
     "finetune-frozen-bilstm": [PRE, ["finetune", "custom", "--format", "conll", "--data", "{fx}/conll", "--init",
                                      "{out}/pre", "--out", "{out}/ft", "--epochs", "2", "--frozen", "second_to_last",
-                                     "--frozen-tagger", "bilstm", "--log-every", "2", *FINETUNE]],
+                                     "--frozen-tagger", "bilstm", "--log-interval", "2", *FINETUNE]],
     "finetune-causal-bilstm": [PRE_LTR, ["finetune", "custom", "--format", "glue-single", "--data", "{fx}/sst",
                                          "--init", "{out}/pre", "--out", "{out}/ft", "--epochs", "2", "--causal",
-                                         "--bilstm", "--log-every", "2", *FINETUNE]],
+                                         "--bilstm", "--log-interval", "2", *FINETUNE]],
     # in-domain pretraining: a task's training text (labels dropped) with a vocabulary learnt from it
     "train-tiny-task-corpus": [["train-tiny", "--corpus-from-task", "sst2", "--data", "{fx}/sst", *TINY_RUN]],
     # a fine-tuning run interrupted (Ctrl-C) part-way and resumed
     "finetune-resume": [PRE, [SIGINT_AFTER, "ft/metrics.jsonl", "3",
                               "finetune", "custom", "--format", "glue-single", "--data", "{fx}/sst", "--init",
-                              "{out}/pre", "--out", "{out}/ft", "--epochs", "12", "--log-every", "1", *FINETUNE],
+                              "{out}/pre", "--out", "{out}/ft", "--epochs", "12", "--log-interval", "1", *FINETUNE],
                         ["finetune", "--resume", "{out}/ft", "--quiet"]],
 }
 
