@@ -113,7 +113,7 @@ class TorchAsMinibert:
 def make_cfg(a) -> FinetuneConfig:
     cfg = FinetuneConfig(task=a.task, init=a.init, out=a.out, data=a.data, lr=a.lr, epochs=a.epochs,
                          batch_size=a.batch_size, max_seq_length=a.max_seq_length, warmup_proportion=a.warmup,
-                         dropout=a.dropout, seed=a.seed, eval_per_epoch=a.eval_per_epoch,
+                         hidden_dropout_prob=a.dropout, attention_probs_dropout_prob=a.dropout, seed=a.seed, eval_per_epoch=a.eval_per_epoch,
                          max_train_examples=a.max_train_examples, doc_stride=a.doc_stride, null_windows=a.null_windows,
                          log_interval=20)  # the CLI default
     return cfg
@@ -131,7 +131,7 @@ def torch_model_like(run, cfg, kind):
     cls = getattr(transformers, HF_CLASS[kind])
     hf_cfg = config_to_hf_dict(run.model.config, HF_CLASS[kind], np.float32)
     hf_cfg.update(run.model.task_config())
-    hf_cfg["hidden_dropout_prob"] = hf_cfg["attention_probs_dropout_prob"] = cfg.dropout
+    hf_cfg["hidden_dropout_prob"] = hf_cfg["attention_probs_dropout_prob"] = cfg.hidden_dropout_prob
     hf_cfg["classifier_dropout"] = None  # -> hidden_dropout_prob, as minibert
     hf_cfg.pop("architectures", None)
     config = transformers.BertConfig(**hf_cfg)
@@ -203,10 +203,10 @@ def run_minibert(run, log, existing: str | None = None):
     from minibert.loop.rundir import read_jsonl
 
     if existing:
-        saved = json.loads((Path(existing) / "run.json").read_text())["settings"]
+        saved = FinetuneConfig.read_old(json.loads((Path(existing) / "run.json").read_text())["settings"])
         ours = run.cfg.to_dict()
-        differ = {k: (saved.get(k), v) for k, v in ours.items()
-                  if k not in ("out", "log_interval", "resume_run") and saved.get(k) != v}
+        differ = {k: (saved.get(k), v) for k, v in ours.items()  # verify: how the weights were loaded, not trained
+                  if k not in ("out", "log_interval", "verify") and saved.get(k) != v}
         if differ:
             raise ValueError(f"--minibert-from {existing}: settings differ {differ}")
         directory = Path(existing)
@@ -280,7 +280,7 @@ def main(argv=None):
     run = build_run(cfg, verbose=True)
     main_metric = run.source.main_metric
     log(f"{a.task}: {run.num_train} train features, {run.total_steps} steps of batch {cfg.batch_size}, "
-        f"warm-up {run.warmup_steps}, lr {cfg.lr}, T {cfg.max_seq_length}, dropout {cfg.dropout}, seed {cfg.seed}")
+        f"warm-up {run.warmup_steps}, lr {cfg.lr}, T {cfg.max_seq_length}, dropout {cfg.hidden_dropout_prob}, seed {cfg.seed}")
     result = {"task": a.task, "init": a.init, "config": {k: v for k, v in cfg.to_dict().items() if k != "out"},
               "total_steps": run.total_steps, "main_metric": main_metric, "threads": a.threads}
     if json_path.is_file():  # keep the side not re-run

@@ -129,7 +129,7 @@ RUNS: dict[str, list[list[str]]] = {
                            ["train-xlnet", "--resume", "{out}/run"]],
     # T5 fine-tuned text to text on SST-2-format files, from a train-t5 run
     "train-t5-sst2": [["train-t5", "--preset", "t5-micro", *T5, "--out", "{out}/pre", "--steps", "3"],
-                      ["train-t5", "--task", "sst2", "--data", "{fx}/sst", "--init", "{out}/pre", "--out", "{out}/ft",
+                      ["train-t5", "--mode", "sst2", "--data", "{fx}/sst", "--init", "{out}/pre", "--out", "{out}/ft",
                        "--steps", "4", "--batch-size", "4", "--warmup-steps", "1", "--log-interval", "2", "--eval-interval", "2",
                        "--minutes", "0"]],
     # fine-tuning: sequence classification, token classification, SQuAD 2.0, each from {out}/pre

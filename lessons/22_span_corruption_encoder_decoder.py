@@ -336,7 +336,7 @@ assert compare("enc_out's gradient = the two shares added", via_k + via_v,
 #   summed over the decoder layers, and then flows through the encoder as BERT's would.
 # - Greedy decoding: encoder once, decoder once per output token, the argmax fed back.
 # - `python -m minibert train-t5` pretrains the `t5-tiny` preset on the default corpus, and
-#   `train-t5 --task sst2 --data DIR --init runs/t5-tiny` fine-tunes it text to text (the answer is
+#   `train-t5 --mode sst2 --data DIR --init runs/t5-tiny` fine-tunes it text to text (the answer is
 #   the word "positive" or "negative"); docs/family.md has the measured numbers.
 
 # %%

@@ -38,45 +38,46 @@ def _parser() -> CommandParser:
                               "steps": "the run's length in optimizer steps (default 0: --epochs passes over the "
                                        "training data)"},
                        set_help="any setting by its name (FinetuneConfig), e.g. --set weight_decay=0 (repeatable)")
-    p.add_argument("task", nargs="?", help=f"one of {', '.join(TASK_NAMES)}, or `custom` with --format")
-    p.add_argument("--data", help="directory with the train and dev files (default: the task's own, if any)")
-    p.add_argument("--init", help="the pretrained model: a directory in transformers' layout (runs/tiny, any BERT, "
-                                  "a sentence-transformers folder), a Hugging Face hub id (owner/name: read from the "
-                                  "hub cache, or downloaded with huggingface_hub installed), or `none` for random init")
-    p.add_argument("--out", help="output directory (default runs/<task>)")
-    p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
-                   help="your own files: the format (task `custom`)")
-    p.add_argument("--vocab", help="--init none: the vocabulary (default: the default corpus's vocab.txt)")
-    p.add_argument("--like", metavar="MODEL",
-                   help="--init none: the random-init control of MODEL (its architecture, vocabulary and casing, "
-                        "fresh weights); default: the tiny preset with --vocab")
+    p.setting("task", nargs="?", help=f"one of {', '.join(TASK_NAMES)}, or `custom` with --format")
+    p.setting("--data", help="directory with the train and dev files (default: the task's own, if any)")
+    p.setting("--init", help="the pretrained model: a directory in transformers' layout (runs/tiny, any BERT, "
+                             "a sentence-transformers folder), a Hugging Face hub id (owner/name: read from the "
+                             "hub cache, or downloaded with huggingface_hub installed), or `none` for random init")
+    p.setting("--out", help="output directory (default runs/<task>)")
+    p.setting("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
+              help="your own files: the format (task `custom`)")
+    p.setting("--vocab", help="--init none: the vocabulary (default: the default corpus's vocab.txt)")
+    p.setting("--like", metavar="MODEL",
+              help="--init none: the random-init control of MODEL (its architecture, vocabulary and casing, "
+                   "fresh weights); default: the tiny preset with --vocab")
     for name, typ, help_ in (("epochs", float, "passes over the training data (default: the recipe for the task and model size)"),
                              ("batch-size", int, "default 32"), ("max-seq-length", int, "default: the recipe's (128 for your own files)"),
-                             ("dropout", float, "default 0.1"),
                              ("eval-per-epoch", int, "dev evaluations per epoch (default 1)"),
                              ("max-train-examples", int, "use the first N training features only"),
                              ("doc-stride", int, "SQuAD window stride (default 128)"),
                              ("null-windows", float, "SQuAD 2.0: the share of training windows without the answer "
                                                      "that are kept (default: the recipe's)")):
-        p.add_argument(f"--{name}", type=typ, help=help_)
-    p.add_argument("--warmup-proportion", "--warmup", type=float, help="fraction of the steps (default 0.1)")
-    p.add_argument("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all"),
-                   help="feature-based: freeze the encoder, train a linear tagger on these hidden states")
-    p.add_argument("--frozen-tagger", choices=TAGGERS,
-                   help="what --frozen trains on the features: a linear layer (default) or, as the paper, a BiLSTM "
-                        "then a linear layer")
-    p.add_argument("--causal", action="store_true",
-                   help="left-to-right attention, as a model pretrained with objective 'ltr' (the paper's LTR & No "
-                        "NSP); the sequence and choice heads read the last real token instead of [CLS]")
-    p.add_argument("--bilstm", action="store_true",
-                   help="with --causal: a new BiLSTM on top of the left-to-right encoder, trained with it (the "
-                        "paper's Table 5 row 'LTR & No NSP + BiLSTM')")
-    p.add_argument("--strict-length", action="store_true",
-                   help="an example longer than --max-seq-length is an error naming its file:line (default: cut it "
-                        "as BERT's run_classifier does, and say how many were cut)")
+        p.setting(f"--{name}", type=typ, help=help_)
+    p.setting("--dropout", type=float, to=lambda v: {"hidden_dropout_prob": v, "attention_probs_dropout_prob": v},
+              help="hidden and attention dropout (hidden_dropout_prob and attention_probs_dropout_prob; default 0.1)")
+    p.setting("--warmup-proportion", type=float, help="warmup as a fraction of the steps (default 0.1)")
+    p.setting("--frozen", choices=("last", "second_to_last", "embeddings", "sum4", "concat4", "concat_all"),
+              help="feature-based: freeze the encoder, train a linear tagger on these hidden states")
+    p.setting("--frozen-tagger", choices=TAGGERS,
+              help="what --frozen trains on the features: a linear layer (default) or, as the paper, a BiLSTM "
+                   "then a linear layer")
+    p.setting("--causal", action="store_const", const=True,
+              help="left-to-right attention, as a model pretrained with objective 'ltr' (the paper's LTR & No "
+                   "NSP); the sequence and choice heads read the last real token instead of [CLS]")
+    p.setting("--bilstm", action="store_const", const=True,
+              help="with --causal: a new BiLSTM on top of the left-to-right encoder, trained with it (the "
+                   "paper's Table 5 row 'LTR & No NSP + BiLSTM')")
+    p.setting("--strict-length", action="store_const", const=True,
+              help="an example longer than --max-seq-length is an error naming its file:line (default: cut it "
+                   "as BERT's run_classifier does, and say how many were cut)")
     p.add_argument("--resume", metavar="OUT_DIR", help="continue an interrupted run, in OUT_DIR")
-    p.add_argument("--no-verify", dest="verify", action="store_false",
-                   help="load --init weights that are not finite or do not match their recorded sha256")
+    p.setting("--no-verify", dest="verify", action="store_const", const=False,
+              help="load --init weights that are not finite or do not match their recorded sha256")
     p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
     p.add_argument("--quiet", action="store_true")
     return p
@@ -114,14 +115,15 @@ def task_kind(cfg: FinetuneConfig) -> str:
     return (generic_task(cfg.format) if cfg.task == "custom" else get_task(cfg.task)).kind
 
 
-def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
-    """Model, tokenizer, task data and the run object; writes nothing."""
+def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) -> FinetuneRun:
+    """Model, tokenizer, task data and the run object; writes nothing. `resumed`: the notes
+    loading the model gives were shown when the run started."""
     cfg.validate()
     resolve_init(cfg, verbose)
     kind = task_kind(cfg)
     if kind == "qa":
         from minibert.finetune.squad_run import build_squad_run
-        return build_squad_run(cfg, verbose)
+        return build_squad_run(cfg, verbose, resumed)
     from minibert.finetune.task_data import generic_task, get_task, load_task
     from minibert.text.tokenizer import BertTokenizer
 
@@ -139,7 +141,7 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     data = load_task(task, tokenizer, cfg.max_seq_length, data_dir=cfg.data, seed=cfg.seed,
                      strict_length=cfg.strict_length)
     id2label = dict(enumerate(data.labels)) if data.labels else None
-    model, tokenizer = load_model(cfg, kind, len(data.labels) if data.labels else None, id2label)
+    model, tokenizer = load_model(cfg, kind, len(data.labels) if data.labels else None, id2label, notes=not resumed)
     if not cfg.causal and pretrained_objective(cfg.init) == "ltr" and verbose:
         print(f"note: {cfg.init} was pretrained left to right (objective 'ltr'); the paper fine-tuned such a model "
               f"left to right too: add --causal")
@@ -169,14 +171,15 @@ def _check_out_dir(out: Path, overwrite: bool) -> None:
 def cli(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
+    given = given_settings(args, p)  # the options given (--dropout, --lr, ...), then --set
     if args.resume:
         info = rundir.read_run(args.resume)
         if info is None or info.command != COMMAND:
             raise ValueError(f"{args.resume} has no {rundir.RUN_FILE} written by finetune: not a fine-tuning run")
-        cfg = FinetuneConfig.from_run(info, str(Path(args.resume) / rundir.RUN_FILE))
-        cfg.out = str(Path(args.resume))  # the run continues where it is, whatever run.json says it was
-        if args.minutes is not None:
-            cfg.minutes = args.minutes
+        # the run continues where it is, whatever run.json says it was; only the budget and --no-verify may change
+        changes = {"out": str(Path(args.resume)), "verify": given.get("verify", True),
+                   **({"minutes": given["minutes"]} if "minutes" in given else {})}
+        cfg = FinetuneConfig.from_run(info, str(Path(args.resume) / rundir.RUN_FILE), **changes)
     else:
         if not args.task or not args.init:
             raise ValueError("finetune needs TASK and --init (a model directory or `none`); see --help")
@@ -184,25 +187,18 @@ def cli(argv: list[str]) -> int:
             raise ValueError(f"unknown task {args.task!r}; choose one of {', '.join(TASK_NAMES)}, or custom --format F")
         if (args.task == "custom") != (args.format is not None):
             raise ValueError("--format goes with the task name `custom` (your own files)")
-        cfg = FinetuneConfig(task=args.task, init=args.init, out=args.out or f"runs/{args.task}", data=args.data,
-                             format=args.format, vocab=args.vocab, like=args.like, strict_length=args.strict_length,
-                             causal=args.causal, bilstm=args.bilstm)
-        for key in ("epochs", "batch_size", "max_seq_length", "warmup_proportion", "dropout", "eval_per_epoch",
-                    "max_train_examples", "doc_stride", "null_windows", "frozen", "frozen_tagger"):
-            if getattr(args, key) is not None:
-                setattr(cfg, key, getattr(args, key))
-        given = given_settings(args, p)  # the shared options (--lr, --seed, --minutes, ...), then --set
-        for key, value in given.items():
-            setattr(cfg, key, value)
-        resolve_init(cfg, verbose=not args.quiet)
-        name, chosen = recipe(cfg.task, task_kind(cfg), init_hidden_size(cfg.init, cfg.like))
-        defaulted = {k: v for k, v in chosen.items() if getattr(args, k) is None and k not in given}
-        for key, value in defaulted.items():
-            setattr(cfg, key, value)
+        # the one way settings are built: the defaults <- the recipe for the task and model <- the options given
+        # <- --set (the recipe needs the model: read from the options first)
+        base = {"out": f"runs/{args.task}"}
+        draft = FinetuneConfig.build(base, given, validate=False)
+        resolve_init(draft, verbose=not args.quiet)
+        name, chosen = recipe(draft.task, task_kind(draft), init_hidden_size(draft.init, draft.like))
+        cfg = FinetuneConfig.build({**base, **chosen}, {**given, "init": draft.init, "like": draft.like},
+                                   validate=False)
+        defaulted = {k: v for k, v in chosen.items() if k not in given}
         if defaulted and not args.quiet:
             print(f"recipe ({name}; docs/finetuning.md): " + ", ".join(f"{k} {v:g}" for k, v in defaulted.items()))
     cfg.validate()  # every setting, before anything is written
-    cfg.verify = args.verify
     if not args.resume and cfg.init != "none" and Path(cfg.init).is_dir():  # --overwrite would delete the model
         outputs.check_output(cfg.out, inputs=[cfg.init], kind="run")
     with rundir.RunLock(cfg.out):  # one writer per run directory
@@ -220,8 +216,7 @@ def cli(argv: list[str]) -> int:
 
 def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
     """Build, start or resume, train and report (the directory is locked by the caller)."""
-    cfg.resume_run = resume
-    run = build_run(cfg, verbose=not quiet)
+    run = build_run(cfg, verbose=not quiet, resumed=resume)
     say = (lambda line: print(line, flush=True)) if not quiet else (lambda line: None)
     if resume:
         loop = run.resume()
@@ -232,7 +227,9 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
         epochs = cfg.epochs if not cfg.steps else round(run.total_steps / run.steps_per_epoch, 2)  # --steps: its epochs
         say(f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} "
                         f"training features, batch {cfg.batch_size}, {run.total_steps} steps ({epochs:g} epochs), "
-                        f"lr {cfg.lr:g}, warmup {run.warmup_steps}, dropout {cfg.dropout:g}"
+                        f"lr {cfg.lr:g}, warmup {run.warmup_steps}, dropout {cfg.hidden_dropout_prob:g}"
+                        + (f" (attention {cfg.attention_probs_dropout_prob:g})"
+                           if cfg.attention_probs_dropout_prob != cfg.hidden_dropout_prob else "")
                         + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
     status = engine.run(run, loop)
     best = run.best or {}

@@ -3,15 +3,24 @@ command that trains, the settings every run shares as options, with one help tex
 
     p = command_parser("fill-mask", "Top-k predictions for each [MASK] in a sentence.")
     p = command_parser("train-xlnet", "Pretrain xlnet-tiny ...", settings=XLNetTrainConfig)   # a training command
+    p.setting("--batch-size", type=int)                     # a command's own option for one of its settings
     args = p.parse_args(argv)
-    cfg = build_settings(args, XLNetTrainConfig, preset)    # preset <- the options given <- --set; validate()
+    cfg = build_settings(args, p, preset)   # defaults <- preset <- the options given <- --set; validate()
 
 A training command (`settings=` its settings class, a loop/settings.py `RunSettings`) takes
 `--set KEY=VALUE` (any field of the class, repeatable) and an option for each setting of SHARED
 that the class uses (all but its `unused`): --lr, --warmup-steps, --steps, --minutes,
---log-interval, --eval-interval, --checkpoint-interval, --seed. They default to None, so that
-what a person gave is known; `given_settings` reads them (and --set, which wins) into a dict,
-`build_settings` builds and validates the class from it.
+--log-interval, --eval-interval, --checkpoint-interval, --seed. A command's own options for its
+settings are declared with `p.setting` (the option's name is the setting's: --max-seq-length is
+max_seq_length). They default to None, so that what a person gave is known; `given_settings`
+reads them (and --set, which wins) into a dict, `build_settings` builds and validates the class
+from it (the class's `build`): the one way every command makes its settings.
+
+An option an older minibert spelled otherwise is refused with a message naming today's
+(RETIRED_OPTIONS): --warmup meant steps on `train` and a fraction on `finetune`, so it is
+neither now. `fast=` gives a command `--fast` (a slice of the data, a few steps: a check of the
+plumbing); MINIBERT_FAST=1 in the environment is read as --fast with a line saying so
+(docs/settings.md).
 
 This module sits at the bottom of the package's root layer (it imports nothing of minibert):
 the settings class comes in as an argument.
@@ -19,26 +28,37 @@ the settings class comes in as an argument.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import os
+import sys
+from typing import Any, Callable
 
+# settings_renames: skip-file (this module's tables name the older spellings)
 PROG = "python -m minibert"
 
 # the settings every training command shares -> (its options, type, help); loop/settings.py's
-# RunSettings defines them. The aliases are the names older commands used (train-t5's --warmup,
-# --eval-every, --log-every, --save-every): one option, several spellings.
+# RunSettings defines them; one spelling each (the older ones are RETIRED_OPTIONS).
 SHARED: dict[str, tuple[tuple[str, ...], type, str]] = {
     "lr": (("--lr",), float, "peak learning rate"),
-    "warmup_steps": (("--warmup-steps", "--warmup"), int, "optimizer steps of linear warmup"),
+    "warmup_steps": (("--warmup-steps",), int, "optimizer steps of linear warmup"),
     "steps": (("--steps",), int, "the run's length in optimizer steps, its schedule's length (0: fitted to the "
                                  "time budget, or to the epochs when fine-tuning)"),
     "minutes": (("--minutes",), float, "wall-clock budget of the run (0: none); with steps 0 the steps are fitted "
                                        "to it, else the run stops early when it is spent"),
-    "log_interval": (("--log-interval", "--log-every"), int, "steps between two progress lines"),
-    "eval_interval": (("--eval-interval", "--eval-every"), int, "steps between two evaluations"),
-    "checkpoint_interval": (("--checkpoint-interval", "--save-every"), int,
+    "log_interval": (("--log-interval",), int, "steps between two progress lines"),
+    "eval_interval": (("--eval-interval",), int, "steps between two evaluations"),
+    "checkpoint_interval": (("--checkpoint-interval",), int,
                             "steps between two checkpoints (0: at the end and at Ctrl-C only)"),
     "seed": (("--seed",), int, "the run's random seed"),
 }
+
+# an option's older spelling -> what to give instead (refused, with this message, by every command)
+RETIRED_OPTIONS: dict[str, str] = {
+    "--warmup": "--warmup-steps N (optimizer steps) or, on finetune, --warmup-proportion F (a fraction of the steps)",
+    "--log-every": "--log-interval", "--eval-every": "--eval-interval", "--save-every": "--checkpoint-interval",
+    "--seq-len": "--max-seq-length", "--chunk-len": "--max-seq-length", "--max-input": "--max-seq-length",
+    "--task": "--mode (train-t5: span-corruption or sst2; \"task\" names the fine-tuning data sets only)",
+}
+FAST_VARIABLE = "MINIBERT_FAST"  # read as --fast, with a line saying so (docs/settings.md)
 
 
 class CommandParser(argparse.ArgumentParser):
@@ -47,15 +67,47 @@ class CommandParser(argparse.ArgumentParser):
 
     settings: type | None = None
     shared: tuple[str, ...] = ()
+    own: dict[str, Callable[[Any], dict]]  # a command's own setting options: dest -> its value as settings
+    fast_noted = False
+
+    def setting(self, *flags: str, key: str | None = None, to: Callable[[Any], dict] | None = None, **kwargs):
+        """An option for one of the command's settings (default None: given or not). Its setting is
+        `key` (default: the option's name, --batch-size -> batch_size); `to` maps one value to
+        several settings (--dropout: both of BertConfig's dropouts)."""
+        action = self.add_argument(*flags, default=None, **kwargs)
+        name = key or action.dest
+        if to is None and self.settings is not None and name not in self.settings.settable_fields():
+            raise ValueError(f"{flags[0]}: {self.settings.__name__} has no setting {name!r}")
+        self.own[action.dest] = to or (lambda value: {name: value})
+        return action
+
+    def parse_known_args(self, args=None, namespace=None):
+        given = sys.argv[1:] if args is None else list(args)
+        options = {o for action in self._actions for o in action.option_strings}
+        for arg in given:
+            old = arg.split("=", 1)[0]
+            if old in RETIRED_OPTIONS and old not in options:
+                self.error(f"{old} was retired; use {RETIRED_OPTIONS[old]}")
+        parsed, rest = super().parse_known_args(args, namespace)
+        if "--fast" in options and not parsed.fast and os.environ.get(FAST_VARIABLE, "") not in ("", "0"):
+            if not self.fast_noted:  # once (rundir.options_given parses the defaults again)
+                print(f"note: {FAST_VARIABLE}=1 is read as --fast; give --fast instead", file=sys.stderr)
+                self.fast_noted = True
+            parsed.fast = True
+        return parsed, rest
 
 
 def command_parser(command: str, description: str, settings: type | None = None, shared: tuple[str, ...] | None = None,
-           helps: dict[str, str] | None = None, set_help: str | None = None, **kwargs) -> CommandParser:
+           helps: dict[str, str] | None = None, set_help: str | None = None, fast: str | None = None,
+           **kwargs) -> CommandParser:
     """The parser of `python -m minibert COMMAND`. `description`: a docstring or a line (its first
     paragraph is shown). A training command gives its `settings` class: --set and the shared
     options it uses come with it (`shared`: only these; `helps`: a command's own help text for
-    one, e.g. its default)."""
+    one, e.g. its default). `fast`: the help of the command's --fast."""
     p = CommandParser(prog=f"{PROG} {command}", description=description.strip().split("\n\n")[0], **kwargs)
+    p.own = {}
+    if fast is not None:
+        p.add_argument("--fast", action="store_true", help=fast)
     if settings is None:
         return p
     p.settings = settings
@@ -71,16 +123,20 @@ def command_parser(command: str, description: str, settings: type | None = None,
 
 
 def given_settings(args: argparse.Namespace, p: CommandParser) -> dict[str, Any]:
-    """The shared options given on the command line, then --set (parsed and typed by the parser's
-    settings class, and winning over the options) -> {setting: value}."""
-    out = {k: getattr(args, k) for k in p.shared if getattr(args, k) is not None}
+    """The command's own setting options and the shared ones given on the command line, then
+    --set (parsed and typed by the parser's settings class, and winning over the options)
+    -> {setting: value}."""
+    out: dict[str, Any] = {}
+    for dest, to in p.own.items():
+        if getattr(args, dest) is not None:
+            out.update(to(getattr(args, dest)))
+    out.update({k: getattr(args, k) for k in p.shared if getattr(args, k) is not None})
     out.update(p.settings.parse_set(args.set))
     return out
 
 
-def build_settings(args: argparse.Namespace, p: CommandParser, base: dict[str, Any] | None = None):
-    """The run's settings: `base` (a preset, a recipe), then what the command line gave
-    (`given_settings`); validated before anything is written."""
-    cfg = p.settings(**{**(base or {}), **given_settings(args, p)})
-    cfg.validate()
-    return cfg
+def build_settings(args: argparse.Namespace, p: CommandParser, base: dict[str, Any] | None = None,
+                   validate: bool = True):
+    """The run's settings, the one way: the class's defaults <- `base` (a preset, a recipe) <-
+    what the command line gave (`given_settings`); validated before anything is written."""
+    return p.settings.build(base, given_settings(args, p), validate=validate)

@@ -7,18 +7,26 @@
 
     cfg = XLNetTrainConfig.from_dict(saved)            # run.json's settings: unknown keys and wrong
                                                        # types are refused, naming the key
-    cfg = XLNetTrainConfig(**XLNetTrainConfig.parse_set(["lr=5e-4"]))   # --set KEY=VALUE, typed
-    cfg.validate()                                     # ranges; before anything is written
+    cfg = XLNetTrainConfig.build(PRESET, {"lr": 5e-4})  # the one way a command builds them: defaults
+                                                       # <- preset/recipe <- options <- --set; validated
     run_dir.write_run(out, "train-xlnet", cfg.to_dict())
 
 Every training command's settings derive from `RunSettings`, which holds the names they share,
 each with one meaning (lr, warmup_steps, steps, minutes, log_interval, eval_interval,
 checkpoint_interval, seed); a command's own fields stand beside them, and a command that has no
-use for one lists it in `unused`. What an older minibert wrote is read once, here: `renamed` maps
-an old name to today's and `retired` turns an old setting whose meaning moved into today's
-(train's auto_steps=true is steps=0), in `from_dict` and `parse_set` (`read_old`); a class's
-`upgrade` reads the meaning a value had in a run.json older than rundir.SETTINGS_VERSION
-(`from_run`).
+use for one lists it in `unused`. Beyond those, a concept that several commands have has one
+name (VOCABULARY; tests/loop/test_settings.py checks that no settings class has a name of
+RETIRED_NAMES): the output directory `out`, the sequence length `max_seq_length`, the slice of
+the training data `max_train_examples`, held-out examples per evaluation `eval_examples`,
+dropout by BertConfig's names `hidden_dropout_prob` and `attention_probs_dropout_prob`, and
+warmup `warmup_steps` (optimizer steps) or `warmup_proportion` (a fraction of the run's steps),
+never one name for both.
+
+What an older minibert wrote is read once, here: `renamed` maps an old name to today's and
+`retired` turns an old setting whose meaning moved into today's (train's auto_steps=true is
+steps=0, fine-tuning's dropout is both dropouts), in `from_dict` and `parse_set` (`read_old`);
+a class's `upgrade` reads the meaning a value had in a run.json older than
+rundir.SETTINGS_VERSION (`from_run`). `build` is the one way a command makes its settings.
 
 The type of a field is read from its annotation: int, float, bool, str, tuple (of str, or of
 float when the default holds floats), or any of them `| None`. A field whose type is another
@@ -28,11 +36,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Any, Callable, ClassVar
 
 from minibert.loop.rundir import SETTINGS_VERSION
 
+# settings_renames: skip-file (this module's tables name the older spellings)
 _SIMPLE = {"int": int, "float": float, "bool": bool, "str": str, "tuple": tuple, "list": tuple}
 
 
@@ -99,10 +107,20 @@ def parse_value(key: str, raw: str, field: dataclasses.Field) -> Any:
         raise ValueError(f"{key}={raw!r} is not a valid {name}") from None
 
 
-def fast_mode() -> bool:
-    """MINIBERT_FAST=1 (any value but empty or 0): every command runs its stages on a slice of the
-    data for a few steps, a check of the plumbing (the one place that reads the variable)."""
-    return os.environ.get("MINIBERT_FAST", "") not in ("", "0")
+# one name per concept: the name every settings class uses -> the synonyms older classes had
+# for it (tests/loop/test_settings.py: no settings class has a field named by one of these)
+VOCABULARY: dict[str, tuple[str, ...]] = {
+    "out": ("out_dir", "output_dir"),
+    "max_seq_length": ("seq_len", "chunk_len", "max_input", "max_length"),
+    "max_train_examples": ("max_train_lines", "fast"),
+    "eval_examples": ("eval_sequences",),
+    "hidden_dropout_prob": ("dropout",),
+    "warmup_steps": ("warmup",),
+    "log_interval": ("log_every",),
+    "eval_interval": ("eval_every",),
+    "checkpoint_interval": ("save_every",),
+}
+RETIRED_NAMES = frozenset(old for olds in VOCABULARY.values() for old in olds)
 
 
 @dataclasses.dataclass
@@ -118,7 +136,8 @@ class Settings:
     def read_old(cls, d: dict) -> dict:
         """Settings in an older minibert's names -> today's (the one place they are read): `renamed`
         names, `retired` settings."""
-        out = {cls.renamed.get(k, k): v for k, v in d.items()}
+        out = {k: v for k, v in d.items() if k not in cls.renamed}  # today's name, beside an old one, wins
+        out.update({cls.renamed[k]: v for k, v in d.items() if k in cls.renamed and cls.renamed[k] not in d})
         for key in [k for k in out if k in cls.retired]:  # what it meant wins over the value saved beside it
             out.update(cls.retired[key][1](out.pop(key)))
         return out
@@ -160,6 +179,16 @@ class Settings:
         return cls(**{k: check_value(k, v, fields[k], where) for k, v in d.items()})
 
     @classmethod
+    def build(cls, base: dict | None = None, given: dict | None = None, where: str = "", validate: bool = True):
+        """The one way a command makes its settings: the class's defaults <- `base` (a preset, a
+        recipe) <- `given` (the command's options, then --set, as io/cli.given_settings reads
+        them), older names read once; validated before anything is written."""
+        cfg = cls.from_dict({**(base or {}), **(given or {})}, where)
+        if validate:
+            cfg.validate()
+        return cfg
+
+    @classmethod
     def settable_fields(cls) -> dict[str, dataclasses.Field]:
         """The fields --set reaches, by name (a class with nested settings lists them flat)."""
         return cls.fields()
@@ -174,6 +203,7 @@ class Settings:
             key = key.strip().replace("-", "_")
             if not sep:
                 raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+            key = cls.renamed.get(key, key)  # an older name of the same setting
             if key in cls.retired:  # an older name: what it means today
                 kind, today = cls.retired[key]
                 typed = dataclasses.field()

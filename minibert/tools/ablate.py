@@ -49,7 +49,6 @@ from minibert.io.cli import command_parser
 from minibert.io.atomic import atomic_write
 from minibert.loop import engine
 from minibert.loop.rundir import RunLock
-from minibert.loop.settings import fast_mode
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
                                            Downstream, Study, Variant, make_variant)
 
@@ -72,6 +71,7 @@ class Plan:
     # FinetuneConfig overrides (tests: epochs, max_train_examples)
     finetune_settings: dict = dataclasses.field(default_factory=dict)
     verbose: bool = True
+    fast: bool = False  # --fast: every pretraining on a slice of the corpus (config.FAST_RECIPE)
 
     def identity(self) -> dict:
         """What a rerun into the same directory must keep (plan.json): results made with other
@@ -79,7 +79,7 @@ class Plan:
         return {"study": self.study, "minutes": 0.0 if self.steps else self.minutes, "steps": self.steps,
                 "finetune_minutes": self.finetune_minutes,
                 "pretrain_settings": _jsonable(self.pretrain_settings),
-                "finetune_settings": _jsonable(self.finetune_settings), "fast": fast_mode()}
+                "finetune_settings": _jsonable(self.finetune_settings), "fast": self.fast}
 
 
 def _jsonable(d: dict) -> dict:
@@ -166,8 +166,8 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     else:
         recipe["warmup_steps"] = max(10, round(recipe["warmup_steps"] * min(1.0, plan.minutes / TINY_RECIPE["minutes"])))
         budget = {"minutes": plan.minutes, "steps": 0}  # fitted to the budget
-    overrides = {**recipe, **(FAST_RECIPE if fast_mode() else {}), **dict(variant.settings), **plan.pretrain_settings,
-                 **budget, "seed": seed, "curves": False, "name": f"{variant.name}-seed{seed}", "out_dir": str(run_dir)}
+    overrides = {**recipe, **(FAST_RECIPE if plan.fast else {}), **dict(variant.settings), **plan.pretrain_settings,
+                 **budget, "seed": seed, "curves": False, "name": f"{variant.name}-seed{seed}", "out": str(run_dir)}
     make_config(variant.preset, **overrides).validate(require_files=False)
     if check_only:
         return None
@@ -276,24 +276,20 @@ def finetune_config(plan: Plan, model_dir: Path | None, d: Downstream, seed: int
     from minibert.finetune.run import FinetuneConfig
     from minibert.checkpoint import read_config_json
 
-    cfg = FinetuneConfig(task=d.task, init=str(model_dir or "none"), out=str(out),
-                         data=task_data_dir(d, plan.data_root), seed=seed, minutes=plan.finetune_minutes)
-    kind = task_kind(cfg)
-    cfg.lr = CELL_LR
-    if kind == "qa":
-        cfg.max_seq_length = 384
+    base = dict(task=d.task, init=str(model_dir or "none"), out=str(out), data=task_data_dir(d, plan.data_root),
+                seed=seed, minutes=plan.finetune_minutes, lr=CELL_LR)
+    if task_kind(FinetuneConfig.from_dict(base)) == "qa":
+        base["max_seq_length"] = 384
     if d.frozen:  # the paper's best features are the last four layers side by side; a tiny model has fewer
         layers = (2 if model_dir is None or str(model_dir) == "none" else  # --init none: the tiny preset's 2
                   int(read_config_json(model_dir / "config.json").get("num_hidden_layers", 2)))
-        cfg.frozen = "concat4" if layers >= 3 else "concat_all"
-        cfg.frozen_tagger = "bilstm"  # the paper's tagger on frozen features (one layer of its two)
-        cfg.lr = FROZEN_LR
+        base["frozen"] = "concat4" if layers >= 3 else "concat_all"
+        base["frozen_tagger"] = "bilstm"  # the paper's tagger on frozen features (one layer of its two)
+        base["lr"] = FROZEN_LR
     # the paper fine-tuned its LTR model left to right, as it was pretrained
-    cfg.causal = pretrained_objective(str(model_dir)) == "ltr" if model_dir is not None else ltr
-    for k, v in (*extra, *plan.finetune_settings.items()):
-        setattr(cfg, k, v)
-    cfg.validate()
-    return cfg
+    base["causal"] = pretrained_objective(str(model_dir)) == "ltr" if model_dir is not None else ltr
+    # the one way settings are built: the cell's <- the variant's own (`extra`) <- --finetune-set; validated
+    return FinetuneConfig.build({**base, **dict(extra)}, plan.finetune_settings)
 
 
 def finetune(plan: Plan, model_dir: Path, d: Downstream, seed: int, out: Path, extra: tuple = ()) -> dict:
@@ -478,7 +474,8 @@ def _fmt(s: float) -> str:
 # ---------------------------------------------------------------------------------------------
 # the command
 
-FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proportion", "dropout", "weight_decay",
+FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proportion",
+                 "hidden_dropout_prob", "attention_probs_dropout_prob", "weight_decay",
                  "eval_per_epoch", "max_train_examples", "doc_stride")
 
 
@@ -511,7 +508,9 @@ def cli(argv: list[str]) -> int:
                                  "wall-clock, fine-tune, tabulate.", settings=TrainConfig, shared=("minutes", "steps"),
                        helps={"minutes": "pretraining budget per variant and seed (default 5)",
                               "steps": "instead of --minutes: every variant trains exactly this many steps"},
-                       set_help="a TrainConfig setting for every variant's pretraining (repeatable)")
+                       set_help="a TrainConfig setting for every variant's pretraining (repeatable)",
+                       fast="every pretraining on a slice of the corpus for a few steps (config.FAST_RECIPE): a "
+                            "check of the plumbing")
     p.add_argument("study", help=f"one of {', '.join(STUDIES)}")
     p.add_argument("--seeds", type=int, default=2, help="seeds 0..N-1 (default 2)")
     p.add_argument("--tasks", help=f"comma-separated, from {', '.join(DOWNSTREAM)} (default: the study's)")
@@ -546,6 +545,6 @@ def cli(argv: list[str]) -> int:
                 seeds=tuple(range(args.seeds)), tasks=split(args.tasks), variants=split(args.variants),
                 data_root=args.data_root, finetune_minutes=args.finetune_minutes,
                 pretrain_settings=TrainConfig.parse_set(args.set), finetune_settings=parse_finetune_set(args.finetune_set),
-                verbose=not args.quiet)
+                verbose=not args.quiet, fast=args.fast)
     failed = run(plan)
     return 1 if failed else 0

@@ -5,7 +5,7 @@ empty and every kernel compiles) and warm (the same copy again, the cache filled
 in a third copy after `make venv`'s warm-up (minibert.loop.compile_ahead), what a fresh clone that
 ran `make venv` or any make target first sees:
     train-tiny   seconds from the start of `python -m minibert train-tiny` to the end of its first
-                 training step (MINIBERT_FAST=1: the same pipeline on a slice of the corpus, so
+                 training step (--fast: the same pipeline on a slice of the corpus, so
                  the data it builds first takes seconds, as on a fresh clone)
     lesson 06    seconds to run lessons/06_attention_numba.py to its end (MINIBERT_FAST=1)
 Each also gives the process's CPU time (user + sys of the child), the figure to trust on a
@@ -89,7 +89,7 @@ def run_child(cmd: list[str], copy: Path, marker: str | None = None) -> dict:
 
 def train_tiny_first_step(copy: Path) -> dict:
     out = copy / "runs-coldstart"
-    return run_child([sys.executable, "-c", FIRST_STEP_SCRIPT, "--overwrite", "--set", f"out_dir={out}"], copy,
+    return run_child([sys.executable, "-c", FIRST_STEP_SCRIPT, "--fast", "--overwrite", "--set", f"out={out}"], copy,
                      marker="COLDSTART")
 
 

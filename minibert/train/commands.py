@@ -2,19 +2,16 @@
 (`train_tiny_cli`, what `make train-tiny` runs), the final report, and the exit codes."""
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from typing import Any
 
 from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.io.progress import fmt_seconds
 from minibert.loop import compile_ahead, rundir
-from minibert.loop.settings import fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES
 from minibert.train.config import (DEFAULT_DATA_CACHE, FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS,
-                                   TINY_RECIPE, TRAIN_TINY_PRESETS, TrainConfig, make_config)
+                                   TINY_RECIPE, TRAIN_TINY_PRESETS, TrainConfig, make_config, preset_settings)
 from minibert.train.data import default_corpus, own_corpus
 from minibert.train.pretrain import train
 from minibert.train.runs import resume_config
@@ -26,14 +23,15 @@ def cli(argv: list[str]) -> int:
     p = _build_parser()
     args = p.parse_args(argv)
     try:
-        given = _overrides(args, p)
+        given = given_settings(args, p)  # the options given, then --set
         if args.resume:
             if args.preset:
                 given["preset"] = args.preset
             cfg = resume_config(args.resume, given)
         else:
-            make_config(args.preset or "tiny", **given).validate(require_files=False)
-            cfg = make_config(args.preset or "tiny", **default_corpus(given))
+            base = preset_settings(args.preset or "tiny")
+            TrainConfig.build(base, given, validate=False).validate(require_files=False)
+            cfg = TrainConfig.build(base, default_corpus(given))
         trainer = train(cfg, resume=bool(args.resume), overwrite=args.overwrite,
                         max_steps_this_run=args.max_steps_this_run)
     except BaseException as e:
@@ -72,11 +70,11 @@ def report(trainer: Trainer) -> None:
 
 
 def _say_fast_mode_learns_nothing(trainer: Trainer) -> None:
-    """MINIBERT_FAST=1 runs every stage on a slice for a few steps: it checks the plumbing (data,
+    """--fast runs every stage on a slice for a few steps: it checks the plumbing (data,
     training, evaluation, saving), and its numbers say nothing about what the model can learn."""
     from minibert.train.curves import baselines
 
-    line = (f"\nMINIBERT_FAST=1 is a plumbing check, not training: {trainer.loop.step} steps on a slice of the "
+    line = (f"\n--fast is a plumbing check, not training: {trainer.loop.step} steps on a slice of the "
             "corpus check that data, training, evaluation and saving work, and the model learns nothing "
             "in that time.")
     if trainer.heldout is not None:
@@ -85,66 +83,53 @@ def _say_fast_mode_learns_nothing(trainer: Trainer) -> None:
         line += (f" For scale, on these held-out sequences always answering {b.mlm_token!r} gives "
                  f"{b.mlm_acc:.1%} MLM accuracy" + ("." if task is None else
                  f" and always answering {b.nsp_label} {b.nsp_acc:.1%} {task} accuracy."))
-    print(line + " Run `make train-tiny` without MINIBERT_FAST to train (about 10 minutes).")
+    print(line + " Run `make train-tiny` without --fast to train (about 10 minutes).")
 
 
 def _build_parser() -> CommandParser:
     p = command_parser("train", "Pretrain BERT (MLM + NSP) with hand-written backprop.", settings=TrainConfig,
-                       helps={"minutes": "wall-clock budget; with --auto-steps (or --steps 0) the steps are fitted "
-                                         "to it, else the run stops when it is spent"},
+                       helps={"minutes": "wall-clock budget; with --steps 0 the steps are fitted to it, else the "
+                                         "run stops when it is spent"},
                        set_help="any TrainConfig field, e.g. --set weight_decay=0 (repeatable)")
     p.add_argument("--preset", default=None, help=f"model/batch preset: {', '.join(PRESETS)} (default tiny)")
-    p.add_argument("--name", help="run name: output goes to runs/<name> (default: the preset)")
-    p.add_argument("--out", dest="out_dir", help="output directory (default runs/<name>)")
-    p.add_argument("--corpus", nargs="+", help="training text files (default: the Python-docs corpus)")
-    p.add_argument("--heldout", nargs="+", help="held-out text files for evaluation")
-    p.add_argument("--vocab", help="vocab.txt (default: the Python-docs corpus's)")
-    p.add_argument("--auto-steps", action="store_const", const=True,
-                   help="choose --steps from measured speed (the same as --steps 0)")
-    p.add_argument("--batch-size", type=int)
-    p.add_argument("--seq-len", dest="max_seq_length", type=int)
-    p.add_argument("--dropout", type=float, help="hidden and attention dropout")
-    p.add_argument("--masking", choices=("static", "dynamic"))
-    p.add_argument("--dupe-factor", type=int)
-    p.add_argument("--schedule", choices=SCHEDULES)
-    p.add_argument("--bias-correction", action="store_const", const=True)
-    p.add_argument("--control-shuffle-labels", action="store_const", const=True,
-                   help="control run: shuffle MLM labels within each batch (should stay near chance)")
+    p.setting("--name", help="run name: output goes to runs/<name> (default: the preset)")
+    p.setting("--out", help="output directory (default runs/<name>)")
+    p.setting("--corpus", nargs="+", to=lambda files: {"corpus": tuple(files)},
+              help="training text files (default: the Python-docs corpus)")
+    p.setting("--heldout", nargs="+", to=lambda files: {"heldout": tuple(files)},
+              help="held-out text files for evaluation")
+    p.setting("--vocab", help="vocab.txt (default: the Python-docs corpus's)")
+    p.setting("--auto-steps", action="store_const", const=True, to=lambda on: {"steps": 0},
+              help="choose --steps from measured speed (the same as --steps 0)")
+    p.setting("--batch-size", type=int)
+    p.setting("--max-seq-length", type=int)
+    p.setting("--dropout", type=float, to=lambda v: {"hidden_dropout_prob": v, "attention_probs_dropout_prob": v},
+              help="hidden and attention dropout (hidden_dropout_prob and attention_probs_dropout_prob)")
+    p.setting("--masking", choices=("static", "dynamic"))
+    p.setting("--dupe-factor", type=int)
+    p.setting("--schedule", choices=SCHEDULES)
+    p.setting("--bias-correction", action="store_const", const=True)
+    p.setting("--control-shuffle-labels", action="store_const", const=True,
+              help="control run: shuffle MLM labels within each batch (should stay near chance)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
     p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory")
     p.add_argument("--max-steps-this-run", type=int, help="stop (and save) after this many steps")
     return p
 
 
-def _overrides(args: argparse.Namespace, p: CommandParser) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k in ("name", "out_dir", "batch_size", "max_seq_length", "masking", "dupe_factor", "schedule",
-              "bias_correction", "control_shuffle_labels", "vocab"):
-        if getattr(args, k) is not None:
-            out[k] = getattr(args, k)
-    if args.corpus is not None:
-        out["corpus"] = tuple(args.corpus)
-    if args.heldout is not None:
-        out["heldout"] = tuple(args.heldout)
-    if args.dropout is not None:
-        out["hidden_dropout_prob"] = out["attention_probs_dropout_prob"] = args.dropout
-    out |= given_settings(args, p)  # the shared options, then --set
-    if args.auto_steps:
-        out["steps"] = 0  # fitted to --minutes
-    return out
-
-
 def train_tiny_cli(argv: list[str]) -> int:
     """Build the corpus if needed, pretrain the tiny preset in ~10 minutes, evaluate, fill masks.
 
-    MINIBERT_FAST=1: the same pipeline and files on a slice of the corpus in about a minute.
+    --fast: the same pipeline and files on a slice of the corpus in about a minute.
     CORPUS=path: your own text (one sentence per line, blank line between documents) instead.
     --preset roberta-tiny | albert-tiny | electra-tiny: the recipe with that family member's changes
     (config.FAMILY_PRESETS), into runs/<preset>.
     """
     p = command_parser("train-tiny", train_tiny_cli.__doc__, settings=TrainConfig,
                        helps={"minutes": "the time budget the steps are fitted to (default 9.5; "
-                                         "--corpus-from-task runs 30,000 steps unless given)"})
+                                         "--corpus-from-task runs 30,000 steps unless given)"},
+                       fast="the same pipeline and files on a slice of the corpus, in about a minute: a check of "
+                            "the plumbing (config.FAST_RECIPE)")
     p.add_argument("--preset", default="tiny", choices=TRAIN_TINY_PRESETS,
                    help="tiny (BERT, the default), or the recipe with RoBERTa's, ALBERT's or ELECTRA's changes "
                         "(xlnet-tiny and t5-tiny are other models: they run `train-xlnet` / `train-t5`)")
@@ -156,10 +141,11 @@ def train_tiny_cli(argv: list[str]) -> int:
     p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory, "
                    "finished or not (a finished train-tiny run is replaced without it)")
     args = p.parse_args(argv)
-    fast = fast_mode()
+    fast = args.fast
     try:
         with compile_ahead.in_background() as ahead:  # a cold Numba cache compiles while the corpus builds
             preset = args.preset
+            # the one way settings are built: the preset <- the recipe <- the options given <- --set
             overrides = {**TINY_RECIPE, **FAMILY_PRESETS.get(preset, {}), **(FAST_RECIPE if fast else {}), "name": preset}
             if args.data and not args.corpus_from_task:
                 raise ValueError("--data goes with --corpus-from-task (the task whose text to pretrain on)")
@@ -185,7 +171,7 @@ def train_tiny_cli(argv: list[str]) -> int:
             else:
                 make_config(preset, **overrides).validate(require_files=False)  # before CORPUS= writes files
                 cfg = make_config(preset, **default_corpus(overrides))
-            print(f"train-tiny{' (MINIBERT_FAST=1: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
+            print(f"train-tiny{' (--fast: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
                   f"on {os.cpu_count()} cores -> {cfg.run_dir}")
             ahead.wait()
         trainer = train(cfg, resume=args.resume, overwrite=args.overwrite, created_by="train-tiny")

@@ -64,10 +64,11 @@ class TrainConfig(RunSettings):
 
     # auto_steps, of minibert before one meaning of steps: true fitted the steps to `minutes`, as steps 0 does now
     retired = {"auto_steps": (bool, lambda on: {"steps": 0} if on else {})}
+    renamed = {"out_dir": "out", "max_train_lines": "max_train_examples"}  # settings_renames: keep
 
     name: str = "tiny"
     preset: str = "tiny"
-    out_dir: str = ""  # default runs/<name>
+    out: str = ""  # default runs/<name>
     # data
     corpus: tuple = ()  # training text files (one sentence per line, blank line between documents)
     heldout: tuple = ()  # held-out text files (never used for training)
@@ -95,7 +96,7 @@ class TrainConfig(RunSettings):
     # max_seq_length
     short_seq_length: int = 0
     short_seq_fraction: float = 0.0
-    max_train_lines: int = 0  # >0: use only the first N lines of the corpus (MINIBERT_FAST)
+    max_train_examples: int = 0  # >0: use only the first N lines of the corpus (and N/4 held out; --fast)
     # what a training sequence is (pretraining_data.PACKINGS): "segment_pair" (BERT: two segments,
     # an NSP or SOP label), or RoBERTa's single segment of whole sentences, "full_sentences"
     # (crossing documents, a [SEP] between them) or "doc_sentences" (within one document; a
@@ -172,7 +173,7 @@ class TrainConfig(RunSettings):
 
     @property
     def run_dir(self) -> Path:
-        return Path(self.out_dir or f"runs/{self.name}")
+        return Path(self.out or f"runs/{self.name}")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with the model's settings under "model" (run.json)."""
@@ -286,8 +287,8 @@ class TrainConfig(RunSettings):
             raise ValueError(f"max_predictions_per_seq={self.max_predictions_per_seq} must be at most "
                              f"max_seq_length - 3 = {self.max_seq_length - 3} (a sequence has at most that "
                              f"many maskable tokens besides [CLS] and two [SEP])")
-        if self.max_train_lines < 0:
-            raise ValueError(f"max_train_lines={self.max_train_lines} must be >= 0")
+        if self.max_train_examples < 0:
+            raise ValueError(f"max_train_examples={self.max_train_examples} must be >= 0")
         if self.short_seq_length and not 8 <= self.short_seq_length < self.max_seq_length:
             raise ValueError(f"short_seq_length={self.short_seq_length} must be 0 (off) or in "
                              f"[8, max_seq_length={self.max_seq_length})")
@@ -311,13 +312,17 @@ def flatten(d: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in (d.pop("model", None) or {}).items() if k in MODEL_KEYS}, **d}
 
 
-def make_config(preset: str = "tiny", **overrides) -> TrainConfig:
-    """TrainConfig from a preset plus overrides; ValueError for an unknown preset or key."""
+def preset_settings(preset: str) -> dict[str, Any]:
+    """The settings a preset starts from (its name is the run's, unless `name` is given)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {sorted(PRESETS)}")
-    values = {"preset": preset, "name": preset, **PRESETS[preset]}
-    values.update(overrides)
-    return TrainConfig.from_dict(values)
+    return {"preset": preset, "name": preset, **PRESETS[preset]}
+
+
+def make_config(preset: str = "tiny", **overrides) -> TrainConfig:
+    """TrainConfig from a preset plus overrides, the way every command builds its settings
+    (`TrainConfig.build`), not yet validated; ValueError for an unknown preset or key."""
+    return TrainConfig.build(preset_settings(preset), overrides, validate=False)
 
 
 # --set key=value: typed by the field, by flat name (the model's settings beside the others)
@@ -333,8 +338,8 @@ TINY_RECIPE = dict(lr=1e-3, warmup_steps=200, bias_correction=True, masking="dyn
                    dupe_factor=20, max_seq_length=64, max_predictions_per_seq=10,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, eval_interval=500,
                    checkpoint_interval=250, eval_examples=2048, minutes=9.5, steps=0)
-# MINIBERT_FAST=1: the same pipeline and files on a slice of the corpus, in about a minute
-FAST_RECIPE = dict(minutes=0.75, dupe_factor=1, heldout_dupe_factor=1, max_train_lines=3000, eval_examples=256, eval_interval=25,
+# --fast: the same pipeline and files on a slice of the corpus, in about a minute
+FAST_RECIPE = dict(minutes=0.75, dupe_factor=1, heldout_dupe_factor=1, max_train_examples=3000, eval_examples=256, eval_interval=25,
                    checkpoint_interval=50, warmup_steps=10, log_interval=5)
 FILL_MASK_EXAMPLES = ("a [MASK] is an immutable sequence of characters.",
                       "the [MASK] statement is used to leave a loop early.",

@@ -20,8 +20,8 @@ def check_run_dir(cfg: TrainConfig, overwrite: bool = False, command: str = "tra
     new = cfg.flat()
 
     def differs(saved: dict) -> list[str]:
-        old = flatten(saved)
-        return sorted(k for k, v in new.items() if k in old and old[k] != v and k != "out_dir")
+        old = flatten(TrainConfig.read_old(saved))  # an older run.json's names read as today's
+        return sorted(k for k, v in new.items() if k in old and old[k] != v and k != "out")
 
     resume = (f"python -m minibert {command} --resume" if command == "train-tiny"
               else f"python -m minibert train --resume {cfg.run_dir}")
@@ -40,9 +40,9 @@ def resume_config(run_dir: str | Path, overrides: dict[str, Any]) -> TrainConfig
         raise ValueError(f"{run_dir} holds no resumable run: it has no checkpoint (the run stopped before "
                          f"its first save); start it again with --overwrite")
     changeable = {"minutes", "log_interval", "eval_interval", "checkpoint_interval", "eval_examples"}
-    flat = flatten(info.settings)
+    flat = flatten(TrainConfig.read_old(info.settings))  # an older run.json's names read as today's
     bad = {k: v for k, v in overrides.items() if k not in changeable and flat.get(k) != v}
     if bad:
         raise ValueError(f"--resume continues {run_dir} with its saved settings; these differ: "
                          + ", ".join(f"{k}={v!r} (saved {flat.get(k)!r})" for k, v in bad.items()))
-    return TrainConfig.from_run(info, **overrides, out_dir=str(run_dir))
+    return TrainConfig.from_run(info, **overrides, out=str(run_dir))

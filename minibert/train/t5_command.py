@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.io.cli import CommandParser, build_settings, command_parser
+from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
@@ -28,7 +28,7 @@ from minibert.io.progress import fmt_seconds
 from minibert.loop import checkpoints, engine, rundir
 from minibert.loop.state import LoopState
 from minibert.loop.rundir import FINISHED
-from minibert.loop.settings import RunSettings, fast_mode
+from minibert.loop.settings import RunSettings
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.train.t5 import ShuffledBatches, T5Run, load_run, span_baseline
 
@@ -38,6 +38,9 @@ PRESETS = {"t5-tiny": dict(hidden_size=128, num_layers=2, num_decoder_layers=2, 
            "t5-micro": dict(hidden_size=32, num_layers=1, num_decoder_layers=1, num_heads=2, intermediate_size=64,
                             max_position_embeddings=64, num_sentinels=100)}
 COMMAND = "train-t5"  # run.json's "command"
+# --fast: a slice of each mode's data (T5TrainConfig's max_train_examples, eval_examples)
+FAST_SLICE = {"span-corruption": dict(max_train_examples=60, eval_examples=12),
+              "sst2": dict(max_train_examples=256, eval_examples=64)}
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -46,8 +49,8 @@ class T5TrainConfig(RunSettings):
     0 (the default) fits the schedule to `minutes`; `steps` N is a run of N steps, which `minutes`
     only limits."""
 
-    renamed = {"warmup": "warmup_steps", "log_every": "log_interval", "eval_every": "eval_interval",
-               "save_every": "checkpoint_interval",  # the names of minibert before the shared settings
+    renamed = {"warmup": "warmup_steps", "log_every": "log_interval", "eval_every": "eval_interval",  # settings_renames: keep
+               "save_every": "checkpoint_interval", "chunk_len": "max_seq_length",  # settings_renames: keep
                "task": "mode"}  # before "task" meant only the fine-tuning data sets
 
     out: str
@@ -63,13 +66,31 @@ class T5TrainConfig(RunSettings):
     batch_size: int = 32
     lr: float = 1e-3  # 3e-4 for sst2
     warmup_steps: int = 200  # at most a tenth of the steps
-    chunk_len: int = 64
-    max_input: int = 64
+    max_seq_length: int = 64  # span-corruption: tokens per chunk before corruption; sst2: input tokens kept
     eval_interval: int = 250
     log_interval: int = 20
     checkpoint_interval: int = 0
     seed: int = 0
-    fast: bool = False  # MINIBERT_FAST=1: a slice of the data
+    # a slice of the data (0: all): the first N training documents (sst2: sentences), and N held-out
+    # documents (sst2: dev sentences) evaluated; --fast sets FAST's
+    max_train_examples: int = 0
+    eval_examples: int = 0
+
+    @classmethod
+    def read_old(cls, d: dict) -> dict:
+        """Also what minibert wrote before one settings vocabulary, whose meaning depended on the
+        mode (then called "task"): `fast` true was the mode's FAST_SLICE, and sst2's sequence length was `max_input`
+        (span corruption's `chunk_len`, in `renamed`)."""
+        d = dict(d)
+        mode = d.get("mode", d.get("task", "span-corruption"))
+        if d.pop("fast", False):
+            d = {**FAST_SLICE[mode], **d}
+        if "max_input" in d:
+            max_input = d.pop("max_input")
+            if mode == "sst2":
+                d.setdefault("max_seq_length", max_input)
+                d.pop("chunk_len", None)
+        return super().read_old(d)
 
     @classmethod
     def upgrade(cls, d: dict) -> dict:
@@ -78,15 +99,15 @@ class T5TrainConfig(RunSettings):
         return {**d, "steps": 0} if d.get("steps") == 1_000_000 else d
 
     def validate(self) -> None:
-        for name in ("batch_size", "chunk_len", "eval_interval", "log_interval", "max_input"):
+        for name in ("batch_size", "max_seq_length", "eval_interval", "log_interval"):
             if getattr(self, name) < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.preset not in PRESETS:
             raise ValueError(f"preset {self.preset!r} is not one of {sorted(PRESETS)}")
         if self.mode not in ("span-corruption", "sst2"):
             raise ValueError(f"mode {self.mode!r} is not span-corruption or sst2")
-        if self.mode != "sst2" and self.chunk_len + 1 > PRESETS[self.preset]["max_position_embeddings"]:
-            raise ValueError(f"--chunk-len {self.chunk_len} does not fit max_position_embeddings "
+        if self.mode != "sst2" and self.max_seq_length + 1 > PRESETS[self.preset]["max_position_embeddings"]:
+            raise ValueError(f"--max-seq-length {self.max_seq_length} does not fit max_position_embeddings "
                              f"{PRESETS[self.preset]['max_position_embeddings']}")
         if self.steps < 0 or not 0 <= self.minutes < float("inf"):
             raise ValueError(f"--steps ({self.steps}) and --minutes ({self.minutes}) must be >= 0")
@@ -161,13 +182,12 @@ def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> i
     tok.check_special_tokens(("[PAD]", "[CLS]", "[SEP]"), "train-t5")
     cfg = T5Config(vocab_size=len(tok) + PRESETS[args.preset]["num_sentinels"], **PRESETS[args.preset])
     train_docs, held_docs = read_documents(train_path), read_documents(heldout_path)
-    if args.fast:
-        train_docs, held_docs = train_docs[:60], held_docs[:12]
-    chunks = D.document_chunks(train_docs, tok, args.chunk_len)
-    held = D.document_chunks(held_docs, tok, args.chunk_len)
+    train_docs, held_docs = train_docs[:args.max_train_examples or None], held_docs[:args.eval_examples or None]
+    chunks = D.document_chunks(train_docs, tok, args.max_seq_length)
+    held = D.document_chunks(held_docs, tok, args.max_seq_length)
     if not chunks or not held:
         raise ValueError(f"no chunks of at least 8 tokens in {train_path if not chunks else heldout_path}")
-    T, S = D.max_lengths(args.chunk_len)
+    T, S = D.max_lengths(args.max_seq_length)
     special = D.Special(tok.pad_id, tok.cls_id, tok.sep_id)
     rng = np.random.default_rng(args.seed)
     held_rng = np.random.default_rng(12345)  # fixed masks: every evaluation scores the same examples
@@ -176,7 +196,7 @@ def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> i
     params = init_params(cfg, args.seed)
     batches = ShuffledBatches(len(chunks), args.batch_size, rng, lambda rows, r: D.corrupted_batch(
         [chunks[i] for i in rows], r, cfg.vocab_size, special, T, S))
-    describe = (f"{len(chunks):,} training chunks of up to {args.chunk_len} tokens ({len(held)} held-out), "
+    describe = (f"{len(chunks):,} training chunks of up to {args.max_seq_length} tokens ({len(held)} held-out), "
                 f"input {T} / target {S} tokens, batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
     run, loop = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
     code = _finish(run, loop)
@@ -227,12 +247,11 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
         cfg, params, base = load_run(args.init)
     tok = BertTokenizer(base)
     special = D.Special(tok.pad_id, tok.cls_id, tok.sep_id)
-    max_in = min(args.max_input, cfg.max_position_embeddings)
+    max_in = min(args.max_seq_length, cfg.max_position_embeddings)
     train_pairs = D.sst2_pairs(read_glue(data / "train.tsv", single=True), tok, max_in)
     dev_examples = read_glue(data / "dev.tsv", single=True)
     dev_pairs = D.sst2_pairs(dev_examples, tok, max_in)
-    if args.fast:
-        train_pairs, dev_pairs = train_pairs[:256], dev_pairs[:64]
+    train_pairs, dev_pairs = train_pairs[:args.max_train_examples or None], dev_pairs[:args.eval_examples or None]
     rng = np.random.default_rng(args.seed)
     eval_batches = [D.pad_batch(dev_pairs[i:i + 64], special) for i in range(0, len(dev_pairs), 64)]
     batches = ShuffledBatches(len(train_pairs), args.batch_size, rng,
@@ -265,37 +284,36 @@ def _resumed(ap: CommandParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
     info = rundir.resumable_run(out, COMMAND, rundir.options_given(ap, args))
-    saved = T5TrainConfig.from_run(info, str(out / rundir.RUN_FILE), fast=fast_mode(), out=str(out))
-    if args.minutes is not None:
-        saved.minutes = args.minutes
+    budget = {} if args.minutes is None else {"minutes": args.minutes}
+    saved = T5TrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out), **budget)
     saved.validate()
     return saved
 
 
 def train_t5_cli(argv: list[str]) -> int:
     ap = command_parser("train-t5", __doc__, settings=T5TrainConfig,
-                        helps={"minutes": "time budget (default 9.5; 1 with MINIBERT_FAST=1)",
+                        helps={"minutes": "time budget (default 9.5; 1 with --fast)",
                                "steps": "a run of this many steps (default 0: as many as fit --minutes)",
                                "lr": "peak learning rate (1e-3 pretraining, 3e-4 sst2)",
                                "warmup_steps": "warmup steps (default 200, at most a tenth of the steps)",
-                               "checkpoint_interval": "also save every N steps (default 0: at the end and Ctrl-C)"})
-    ap.add_argument("--preset", default="t5-tiny", choices=sorted(PRESETS))
-    ap.add_argument("--mode", "--task", dest="mode", choices=("span-corruption", "sst2"), default="span-corruption",
-                    help="pretrain by span corruption, or fine-tune on SST-2 text to text (--task: the older name)")
-    ap.add_argument("--data", help="sst2: a directory with GLUE-format train.tsv and dev.tsv")
-    ap.add_argument("--init", help="sst2: the train-t5 run to start from, or `none` (random init, --preset's sizes)")
-    ap.add_argument("--out", help="run directory (default runs/t5-tiny, or runs/t5-sst2 for --mode sst2)")
+                               "checkpoint_interval": "also save every N steps (default 0: at the end and Ctrl-C)"},
+                        fast="a slice of the data (FAST_SLICE) and 30 steps: a check of the plumbing")
+    ap.setting("--preset", choices=sorted(PRESETS), help="default t5-tiny")
+    ap.setting("--mode", choices=("span-corruption", "sst2"), help="pretrain by span corruption (the default), or fine-tune on SST-2 text to text")
+    ap.setting("--data", help="sst2: a directory with GLUE-format train.tsv and dev.tsv")
+    ap.setting("--init", help="sst2: the train-t5 run to start from, or `none` (random init, --preset's sizes)")
+    ap.setting("--out", help="run directory (default runs/t5-tiny, or runs/t5-sst2 for --mode sst2)")
     ap.add_argument("--overwrite", action="store_true", help="replace a directory that holds something else, or an "
                                                              "unfinished run")
     ap.add_argument("--resume", metavar="RUN_DIR", help="continue the train-t5 run saved in RUN_DIR with its saved "
                                                         "settings (--minutes may change the budget)")
     ap.add_argument("--max-steps-this-run", type=int, help="pause (and save) after this many steps; --resume continues")
-    ap.add_argument("--corpus", help="one-sentence-per-line training text (default: the default corpus)")
-    ap.add_argument("--heldout", help="held-out text, with --corpus")
-    ap.add_argument("--vocab", help="vocab.txt, with --corpus (and with --init none; default: the default corpus's)")
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--chunk-len", type=int, default=64, help="tokens per chunk before corruption")
-    ap.add_argument("--max-input", type=int, default=64, help="sst2: input tokens kept per sentence")
+    ap.setting("--corpus", help="one-sentence-per-line training text (default: the default corpus)")
+    ap.setting("--heldout", help="held-out text, with --corpus")
+    ap.setting("--vocab", help="vocab.txt, with --corpus (and with --init none; default: the default corpus's)")
+    ap.setting("--batch-size", type=int, help="default 32")
+    ap.setting("--max-seq-length", type=int, help="tokens per chunk before corruption; sst2: input tokens kept per "
+                                                  "sentence (default 64)")
     args = ap.parse_args(argv)
     if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
         raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
@@ -304,15 +322,15 @@ def train_t5_cli(argv: list[str]) -> int:
     if args.resume:
         settings = _resumed(ap, args)
     else:
-        fast = fast_mode()
-        own = {k: v for k, v in vars(args).items() if k in T5TrainConfig.fields() and k not in ap.shared and v is not None}
-        base = {**own, "fast": fast, "minutes": 1.0 if fast else 9.5, "steps": 30 if fast else 0,
-                "lr": 3e-4 if args.mode == "sst2" else 1e-3,
-                "out": args.out or ("runs/t5-sst2" if args.mode == "sst2" else "runs/t5-tiny")}
-        if fast:  # MINIBERT_FAST=1: 30 steps, logged and evaluated at least every 5 (6 points of a curve)
-            base.update(log_interval=min(args.log_interval or 5, 5), eval_interval=min(args.eval_interval or 5, 5))
-            args.log_interval = args.eval_interval = None
-        settings = build_settings(args, ap, base)  # validated before anything is written
+        fast, given = args.fast, given_settings(args, ap)
+        sst2 = given.get("mode") == "sst2"
+        base = {"minutes": 1.0 if fast else 9.5, "steps": 30 if fast else 0, "lr": 3e-4 if sst2 else 1e-3,
+                "out": "runs/t5-sst2" if sst2 else "runs/t5-tiny",
+                **(FAST_SLICE["sst2" if sst2 else "span-corruption"] if fast else {})}
+        if fast:  # --fast: 30 steps, logged and evaluated at least every 5 (6 points of a curve)
+            for key in ("log_interval", "eval_interval"):
+                given[key] = min(given.get(key, 5), 5)
+        settings = T5TrainConfig.build(base, given)  # validated before anything is written
     from minibert.backend import get_ops
 
     ops = get_ops()
@@ -321,7 +339,7 @@ def train_t5_cli(argv: list[str]) -> int:
         with rundir.RunLock(settings.out):  # one writer per run directory
             if not args.resume:
                 _check_out(Path(settings.out), args.overwrite)
-            print(f"train-t5 {settings.mode}{' (MINIBERT_FAST=1: small slice)' if settings.fast else ''}: budget "
+            print(f"train-t5 {settings.mode}{' (a slice of the data)' if settings.max_train_examples else ''}: budget "
                   f"{settings.minutes:g} min -> {settings.out}", flush=True)
             return train(settings, bool(args.resume), args.max_steps_this_run, ops)
     except TrainingDiverged as e:  # NaN/inf: stopped without saving that step (the message names the last checkpoint)

@@ -2,7 +2,7 @@
 
 The data: every document of the corpus is tokenized with the corpus's WordPiece vocab, the
 documents are joined by [SEP] into one stream of ids, and a training sequence is a window of
-`seq_len` consecutive ids at a random offset (new windows every step). Each window gets its own
+`max_seq_length` consecutive ids at a random offset (new windows every step). Each window gets its own
 factorisation order (xlnet.sample_orders) and its targets, the last 1/K of the order
 (xlnet.partial_targets). The held-out set is the held-out documents cut into consecutive windows,
 with orders drawn once from a fixed seed, so every evaluation scores the same tokens.
@@ -32,7 +32,7 @@ from minibert.io.progress import fmt_seconds
 from minibert.loop import checkpoints, engine, rundir
 from minibert.loop.state import LoopState
 from minibert.loop.rundir import FINISHED
-from minibert.loop.settings import RunSettings, fast_mode
+from minibert.loop.settings import RunSettings
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.text.tokenizer import BertTokenizer
 from minibert.train.xlnet import WindowBatches, XLNetRun, heldout_batches, token_stream
@@ -46,12 +46,16 @@ class XLNetTrainConfig(RunSettings):
     """The xlnet-tiny preset: BERT-tiny's model and train-tiny's recipe (sequence 64, batch 32,
     lr 1e-3 with bias-corrected AdamW, 200 warmup steps, no dropout), K = 6."""
 
+    renamed = {"seq_len": "max_seq_length", "max_train_lines": "max_train_examples",  # settings_renames: keep
+               "eval_sequences": "eval_examples"}  # settings_renames: keep
+
+    out: str = ""  # the run directory (default runs/<preset>)
     hidden_size: int = 128
     num_hidden_layers: int = 2
     num_attention_heads: int = 2
     intermediate_size: int = 512
     pred_k: int = 6
-    seq_len: int = 64
+    max_seq_length: int = 64
     batch_size: int = 32
     lr: float = 1e-3
     warmup_steps: int = 200  # at most half of the steps
@@ -62,13 +66,15 @@ class XLNetTrainConfig(RunSettings):
     log_interval: int = 10
     eval_interval: int = 250
     checkpoint_interval: int = 250
-    eval_sequences: int = 512
-    max_train_lines: int = 0  # 0: the whole corpus (MINIBERT_FAST=1 takes a slice)
+    eval_examples: int = 512
+    max_train_examples: int = 0  # >0: the first N lines of the corpus (--fast takes a slice)
 
     def validate(self) -> None:
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
-            if f.name in ("steps", "minutes", "max_train_lines", "seed", "warmup_steps"):
+            if f.name == "out":
+                continue
+            if f.name in ("steps", "minutes", "max_train_examples", "seed", "warmup_steps"):
                 if v < 0:
                     raise ValueError(f"{f.name}={v} must be >= 0")
             elif not v > 0:
@@ -76,11 +82,11 @@ class XLNetTrainConfig(RunSettings):
         if not self.steps and not self.minutes > 0:
             raise ValueError(f"steps 0 fits the steps to the time budget: give minutes > 0 (minutes={self.minutes:g}), "
                              f"or steps >= 1")
-        if self.seq_len < 2:
-            raise ValueError(f"seq_len={self.seq_len}: a sequence needs at least 2 tokens to predict one")
-        if self.pred_k > self.seq_len:
-            raise ValueError(f"pred_k={self.pred_k} predicts the last 1/{self.pred_k} of a {self.seq_len}-token window: "
-                             f"less than one token; choose pred_k <= seq_len (the paper's 6 or 7)")
+        if self.max_seq_length < 2:
+            raise ValueError(f"max_seq_length={self.max_seq_length}: a sequence needs at least 2 tokens to predict one")
+        if self.pred_k > self.max_seq_length:
+            raise ValueError(f"pred_k={self.pred_k} predicts the last 1/{self.pred_k} of a {self.max_seq_length}-token window: "
+                             f"less than one token; choose pred_k <= max_seq_length (the paper's 6 or 7)")
         self.model_config(vocab_size=1)  # the model's sizes (and their limits), before any data is read
 
     @classmethod
@@ -91,12 +97,12 @@ class XLNetTrainConfig(RunSettings):
     def model_config(self, vocab_size: int) -> XLNetConfig:
         return XLNetConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,
                            num_hidden_layers=self.num_hidden_layers, num_attention_heads=self.num_attention_heads,
-                           intermediate_size=self.intermediate_size, max_position_embeddings=max(self.seq_len, 64),
+                           intermediate_size=self.intermediate_size, max_position_embeddings=max(self.max_seq_length, 64),
                            pred_k=self.pred_k)
 
 
 PRESETS = {"xlnet-tiny": {}}
-FAST = dict(minutes=0.4, max_train_lines=3000, eval_sequences=32, log_interval=5, eval_interval=25,
+FAST = dict(minutes=0.4, max_train_examples=3000, eval_examples=32, log_interval=5, eval_interval=25,
             checkpoint_interval=50, warmup_steps=10)
 
 
@@ -152,9 +158,9 @@ def build_run(cfg: XLNetTrainConfig, out: Path, vocab: Path, train_path: Path, h
     """Tokenizer, training stream, held-out batches and the run on them (nothing is written)."""
     tokenizer = BertTokenizer(vocab)
     tokenizer.check_special_tokens(("[SEP]",), "XLNet pretraining")
-    stream = token_stream(train_path, tokenizer, cfg.max_train_lines)
-    if stream.size < cfg.seq_len:
-        raise ValueError(f"{train_path}: {stream.size} tokens, fewer than one sequence of {cfg.seq_len}")
+    stream = token_stream(train_path, tokenizer, cfg.max_train_examples)
+    if stream.size < cfg.max_seq_length:
+        raise ValueError(f"{train_path}: {stream.size} tokens, fewer than one sequence of {cfg.max_seq_length}")
     heldout = heldout_batches(token_stream(heldout_path, tokenizer), cfg)
     return XLNetRun(cfg, out, tokenizer, WindowBatches(stream, cfg, np.random.default_rng(cfg.seed)), heldout)
 
@@ -164,9 +170,8 @@ def _resumed(p: CommandParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path
     given anew. -> (settings, run directory, (training text, held-out text, vocab))."""
     out = Path(args.resume)
     info = rundir.resumable_run(out, COMMAND, rundir.options_given(p, args))
-    cfg = XLNetTrainConfig.from_run(info, str(out / rundir.RUN_FILE))
-    if args.minutes is not None:
-        cfg.minutes = args.minutes
+    budget = {} if args.minutes is None else {"minutes": args.minutes}
+    cfg = XLNetTrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out), **budget)
     cfg.validate()
     data = info.extra.get("data")
     paths = ((Path(data["corpus"]), Path(data["heldout"]), Path(data["vocab"])) if data
@@ -185,7 +190,7 @@ def _finish(run: XLNetRun, loop: LoopState, fast: bool) -> int:
         print(f"saved: {run.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
               f"{rundir.CHECKPOINTS}/)")
         if fast:
-            print("MINIBERT_FAST=1 is a plumbing check: the model learns nothing in that time.")
+            print("--fast is a plumbing check: the model learns nothing in that time.")
     elif status == "paused":
         print(f"paused at step {loop.step}/{loop.total_steps}: saved {run.dir}; continue with "
               f"`{run.settings.resume_command}`", flush=True)
@@ -199,7 +204,7 @@ def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple
     """The run in `out` (locked by the caller): built, started or resumed, trained -> (XLNetRun, the loop's state)."""
     train_path, heldout_path, vocab = paths
     budget = f"{cfg.steps} steps" if cfg.steps else f"budget {cfg.minutes:g} min"
-    print(f"train-xlnet{' (MINIBERT_FAST=1: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
+    print(f"train-xlnet{' (--fast: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
           f"-> {out}", flush=True)
     run = build_run(cfg, out, vocab, train_path, heldout_path)
     out.mkdir(parents=True, exist_ok=True)
@@ -214,7 +219,7 @@ def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple
     model = run.model
     print(f"model: {model.num_parameters:,} parameters ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, "
           f"{cfg.num_attention_heads} heads, vocab {model.config.vocab_size}); {run.batches.stream.size:,} "
-          f"training tokens, windows of {cfg.seq_len}, batch {cfg.batch_size}, predict the last 1/{cfg.pred_k} "
+          f"training tokens, windows of {cfg.max_seq_length}, batch {cfg.batch_size}, predict the last 1/{cfg.pred_k} "
           f"of each order; lr {cfg.lr:g}; {budget}", flush=True)
     engine.run(run, loop, args.max_steps_this_run)
     return run, loop
@@ -223,11 +228,12 @@ def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple
 def train_xlnet_cli(argv: list[str]) -> int:
     """python -m minibert train-xlnet [--minutes M] [--steps N] [--out DIR] [--set KEY=VALUE] [--resume DIR]"""
     p = command_parser("train-xlnet", "Pretrain the xlnet-tiny preset (permutation LM, two-stream attention) on the "
-                       "default corpus; MINIBERT_FAST=1: a slice, ~1 min.", settings=XLNetTrainConfig,
+                       "default corpus; --fast: a slice, ~1 min.", settings=XLNetTrainConfig, fast="a slice of the corpus "
+                       "and a few steps (FAST): a check of the plumbing",
                        helps={"minutes": "wall-clock budget of the whole run (default 9.5)",
                               "steps": "a fixed number of steps instead of fitting them to the budget"})
     p.add_argument("--preset", default="xlnet-tiny", choices=sorted(PRESETS))
-    p.add_argument("--out", help="run directory (default runs/<preset>)")
+    p.setting("--out", help="run directory (default runs/<preset>)")
     p.add_argument("--corpus", help="training text, one sentence per line, blank line between documents")
     p.add_argument("--heldout", help="held-out text (with --corpus)")
     p.add_argument("--vocab", help="vocab.txt (with --corpus)")
@@ -237,7 +243,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
                                                        "settings (--minutes may change the budget)")
     p.add_argument("--max-steps-this-run", type=int, help="pause (and save) after this many steps; --resume continues")
     args = p.parse_args(argv)
-    fast = fast_mode()
+    fast = args.fast
     try:
         if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
             raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
@@ -250,6 +256,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
             base = {**PRESETS[args.preset], **(FAST if fast else {})}
             if given_settings(args, p).get("steps") and args.minutes is None:
                 base["minutes"] = 0.0  # --steps N: N steps, however long they take (unless --minutes too)
+            base["out"] = str(ROOT / "runs" / args.preset)
             cfg = build_settings(args, p, base)
             if args.corpus:
                 if not (args.heldout and args.vocab):
@@ -260,7 +267,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
             else:
                 train_path, heldout_path, vocab = ensure_default_corpus()
                 data = None  # the default corpus: --resume finds it again
-            out = Path(args.out) if args.out else ROOT / "runs" / args.preset
+            out = Path(cfg.out)
         with rundir.RunLock(out):  # one writer per run directory
             if not args.resume:
                 check_out(out, args.overwrite)

@@ -267,4 +267,4 @@ def test_vocab_writes_into_a_fifo_and_ablate_leaves_no_folder_in_a_run(paused, d
     refused(w, decoy, ["ablate", "tasks", "--steps", "1", "--seeds", "1", "--tasks", "nextsent", "--out",
                        "{w}/ft/ab"], "lies inside the run directory", capsys)
     assert not (paused / "ab").exists()  # not even an empty folder
-    refused(w, decoy, ["train-t5", "--lr", "inf", "--out", "{w}/t5"], "--lr must be positive and finite", capsys)
+    refused(w, decoy, ["train-t5", "--lr", "inf", "--out", "{w}/t5"], "lr=inf must be a finite number", capsys)

@@ -225,13 +225,13 @@ def tiny_corpus(tmp_path):
 
 def _cli(corpus, out, *extra):
     return t5_train.train_t5_cli(["--corpus", str(corpus / "train.txt"), "--heldout", str(corpus / "heldout.txt"),
-                                  "--vocab", str(corpus / "vocab.txt"), "--out", str(out), "--chunk-len", "24",
+                                  "--vocab", str(corpus / "vocab.txt"), "--out", str(out), "--max-seq-length", "24",
                                   "--batch-size", "4", "--preset", "t5-micro", *extra])
 
 
 def test_train_t5_saves_a_run_that_loads_and_fine_tunes_on_sst2(tiny_corpus, tmp_path, capsys):
     out = tmp_path / "run"
-    assert _cli(tiny_corpus, out, "--steps", "3", "--eval-every", "3", "--log-every", "1") == 0
+    assert _cli(tiny_corpus, out, "--steps", "3", "--eval-interval", "3", "--log-interval", "1") == 0
     text = capsys.readouterr().out
     assert "step 3/3 | loss" in text and "tok/s" in text and "ETA" in text
     assert "eval step 3: held-out target-token loss" in text and "greedy" in text
@@ -247,13 +247,13 @@ def test_train_t5_saves_a_run_that_loads_and_fine_tunes_on_sst2(tiny_corpus, tmp
     (glue / "dev.tsv").write_text("\n".join(rows[:7]) + "\n")
     ft = tmp_path / "ft"
     assert t5_train.train_t5_cli(["--mode", "sst2", "--data", str(glue), "--init", str(out), "--out", str(ft),
-                                  "--steps", "2", "--batch-size", "4", "--eval-every", "2"]) == 0
+                                  "--steps", "2", "--batch-size", "4", "--eval-interval", "2"]) == 0
     assert "dev accuracy (greedy decoding, exact word)" in capsys.readouterr().out
     assert (ft / "eval_results.json").is_file()
     # the control without pretraining: --init none, the preset's sizes and the given vocabulary
     assert t5_train.train_t5_cli(["--mode", "sst2", "--data", str(glue), "--init", "none", "--preset", "t5-micro",
                                   "--vocab", str(tiny_corpus / "vocab.txt"), "--out", str(tmp_path / "scratch"),
-                                  "--steps", "2", "--batch-size", "4", "--eval-every", "2"]) == 0
+                                  "--steps", "2", "--batch-size", "4", "--eval-interval", "2"]) == 0
     assert t5_train.load_run(tmp_path / "scratch")[0].hidden_size == t5_train.PRESETS["t5-micro"]["hidden_size"]
 
 
@@ -288,10 +288,12 @@ def test_train_t5_ctrl_c_saves_a_checkpoint_and_exits_130(tiny_corpus, tmp_path,
         _cli(tiny_corpus, out, "--steps", "10")
 
 
-def test_train_t5_paused_and_resumed_equals_an_uninterrupted_run(tiny_corpus, tmp_path, capsys):
+def test_train_t5_paused_and_resumed_equals_an_uninterrupted_run(tiny_corpus, tmp_path, capsys,
+                                                                 written_before_the_vocabulary):
     """Span corruption draws its masks from the batch source's Generator and the order is drawn
-    again every epoch (the tiny corpus has fewer than 9 x 4 chunks): resume must restore both."""
-    common = ("--steps", "9", "--log-every", "2", "--eval-every", "4", "--save-every", "4", "--warmup", "3")
+    again every epoch (the tiny corpus has fewer than 9 x 4 chunks): resume must restore both,
+    from a run.json in the names of minibert before one settings vocabulary (chunk_len, fast) too."""
+    common = ("--steps", "9", "--log-interval", "2", "--eval-interval", "4", "--checkpoint-interval", "4", "--warmup-steps", "3")
     straight = tmp_path / "straight"
     assert _cli(tiny_corpus, straight, *common) == 0
     part = tmp_path / "part"
@@ -301,6 +303,7 @@ def test_train_t5_paused_and_resumed_equals_an_uninterrupted_run(tiny_corpus, tm
     paused, state = _newest(part)
     assert state["status"] == "paused" and state["step"] == 5
     assert 0 < state["batches"]["pos"] < state["batches"]["rows"] < 9 * 4  # mid-epoch; epochs end within 9 steps
+    assert written_before_the_vocabulary(part)["chunk_len"] == 24
     assert t5_train.train_t5_cli(["--resume", str(part)]) == 0
     assert "resumed" in capsys.readouterr().out
     a, b = _newest(straight)[0], _newest(part)[0]
@@ -347,7 +350,7 @@ def test_train_t5_stops_on_a_nan_loss_without_saving_that_step(tiny_corpus, tmp_
 
     monkeypatch.setattr(t5_loop, "t5_loss_and_grads", nan_at_step_3)
     out = tmp_path / "run"
-    assert _cli(tiny_corpus, out, "--steps", "6", "--save-every", "2") == 1
+    assert _cli(tiny_corpus, out, "--steps", "6", "--checkpoint-interval", "2") == 1
     err = capsys.readouterr().err
     assert "loss is nan" in err and "at step 2" in err and "Last good checkpoint" in err
     assert _newest(out)[1]["step"] == 2

@@ -278,8 +278,8 @@ def small_corpus(tmp_path):
     return src, vocab
 
 
-SMALL = ("--set", "hidden_size=16", "--set", "intermediate_size=32", "--set", "seq_len=16", "--set", "batch_size=4",
-         "--set", "eval_sequences=8", "--set", "warmup_steps=3")
+SMALL = ("--set", "hidden_size=16", "--set", "intermediate_size=32", "--set", "max_seq_length=16", "--set", "batch_size=4",
+         "--set", "eval_examples=8", "--set", "warmup_steps=3")
 
 
 def _cli(tmp_path, out, *extra):
@@ -369,9 +369,11 @@ def test_train_xlnet_ctrl_c_saves_refuses_to_overwrite_and_a_second_one_aborts(t
     assert state["step"] == 1 and state["status"] == "running"  # the step-1 checkpoint, nothing of step 2
 
 
-def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, capsys, no_fast):
+def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, capsys, no_fast,
+                                                                    written_before_the_vocabulary):
     """The windows and their factorisation orders come from the batch source's Generator, which the
-    checkpoint keeps: a run paused after 3 steps and resumed ends with the same bits."""
+    checkpoint keeps: a run paused after 3 steps and resumed ends with the same bits, from a
+    run.json in the names of minibert before one settings vocabulary (seq_len, ...) too."""
     common = ("--steps", "7", "--set", "log_interval=2", "--set", "eval_interval=3", "--set", "checkpoint_interval=3")
     straight, part = tmp_path / "straight", tmp_path / "part"
     assert _cli(tmp_path, straight, *common) == 0
@@ -380,6 +382,7 @@ def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, ca
     assert f"paused at step 4/7: saved {part}; continue with `python -m minibert train-xlnet --resume {part}`" in text
     paused, state = _newest(part)
     assert state["status"] == "paused" and state["step"] == 4 and state["batches"]["tokens"] > 0
+    assert written_before_the_vocabulary(part)["seq_len"] == 16
     assert xlnet_train.train_xlnet_cli(["--resume", str(part)]) == 0
     assert "resumed" in capsys.readouterr().out
     a, b = _newest(straight)[0], _newest(part)[0]
@@ -415,8 +418,8 @@ def test_train_xlnet_stops_on_a_nan_loss_without_saving_that_step(tmp_path, monk
 def test_train_xlnet_cli_bad_settings_give_one_error_line(capsys, tmp_path):
     assert xlnet_train.train_xlnet_cli(["--set", "bogus=1", "--out", str(tmp_path / "r")]) == 1
     assert capsys.readouterr().err.strip().startswith("error: --set 'bogus=1': unknown setting 'bogus'")
-    assert xlnet_train.train_xlnet_cli(["--set", "seq_len=1", "--out", str(tmp_path / "r")]) == 1
-    assert "seq_len=1" in capsys.readouterr().err
+    assert xlnet_train.train_xlnet_cli(["--set", "max_seq_length=1", "--out", str(tmp_path / "r")]) == 1
+    assert "max_seq_length=1" in capsys.readouterr().err
     assert xlnet_train.train_xlnet_cli(["--corpus", "x.txt", "--out", str(tmp_path / "r")]) == 1
     assert "--corpus needs --heldout and --vocab" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()  # nothing written before the settings are checked

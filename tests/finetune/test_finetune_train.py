@@ -68,10 +68,10 @@ def test_finetune_writes_a_model_transformers_layout_and_learns(sst, pretrained,
     assert capsys.readouterr().out.startswith("1  (0 0.")
 
 
-def test_resume_continues_bit_exactly(sst, pretrained, tmp_path):
+def test_resume_continues_bit_exactly(sst, pretrained, tmp_path, written_before_the_vocabulary, capsys):
     def cfg(out):
         return FinetuneConfig(task="custom", format="glue-single", data=str(sst), init=str(pretrained), out=str(out),
-                              epochs=2, lr=1e-3, batch_size=8, dropout=0.1)
+                              epochs=2, lr=1e-3, batch_size=8, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
     straight = build_run(cfg(tmp_path / "a"), verbose=False)
     assert engine.run(straight, straight.start()) == "done"
@@ -82,6 +82,15 @@ def test_resume_continues_bit_exactly(sst, pretrained, tmp_path):
     assert loop.step == 5 and engine.run(again, loop) == "done"
     for name, p in straight.model.params.items():
         np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
+    # the command's --resume of a run directory of minibert before one settings vocabulary ("dropout")
+    paused = build_run(cfg(tmp_path / "c"), verbose=False)
+    paused.start()
+    assert paused.train(max_steps=5) == "paused"
+    assert written_before_the_vocabulary(tmp_path / "c")["dropout"] == 0.1  # exact: the value given, copied
+    assert main(["finetune", "--resume", str(tmp_path / "c"), "--quiet"]) == 0
+    saved = [BertForSequenceClassification.from_pretrained(tmp_path / d).params for d in ("a", "c")]
+    for name, p in saved[0].items():
+        np.testing.assert_array_equal(saved[1][name], p, err_msg=name)  # exact: same steps, same machine
 
 
 def test_a_paused_run_of_trainer_state_layout_1_resumes_bit_exactly(sst, pretrained, tmp_path):
@@ -172,7 +181,7 @@ def test_feature_based_tagger_trains_only_its_head(tmp_path, pretrained):
     for split in ("train", "dev"):
         (d / f"{split}.conll").write_text(sentence * 8, encoding="utf-8")
     cfg = FinetuneConfig(task="custom", format="conll", data=str(d), init=str(pretrained), out=str(tmp_path / "fz"),
-                         epochs=40, lr=1e-2, batch_size=4, dropout=0.0, frozen="last")
+                         epochs=40, lr=1e-2, batch_size=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, frozen="last")
     run = build_run(cfg, verbose=False)
     before = {k: v.copy() for k, v in run.model.encoder.params.items()}
     assert engine.run(run, run.start()) == "done"
@@ -222,7 +231,7 @@ def test_a_bilstm_tagger_reads_context_the_frozen_embeddings_lack(tmp_path, pret
     f1 = {}
     for tagger, lr in (("linear", 1e-2), ("bilstm", 1e-2)):
         cfg = FinetuneConfig(task="custom", format="conll", data=str(d), init=str(pretrained),
-                             out=str(tmp_path / tagger), epochs=30, lr=lr, batch_size=8, dropout=0.0,
+                             out=str(tmp_path / tagger), epochs=30, lr=lr, batch_size=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                              frozen="embeddings", frozen_tagger=tagger, seed=0)
         run = build_run(cfg, verbose=False)
         assert engine.run(run, run.start()) == "done"

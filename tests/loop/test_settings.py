@@ -6,7 +6,13 @@ import dataclasses
 
 import pytest
 
-from minibert.loop.settings import Settings
+from minibert.finetune.run import FinetuneConfig
+from minibert.loop.settings import RETIRED_NAMES, VOCABULARY, Settings
+from minibert.train.config import TrainConfig, make_config
+from minibert.train.t5_command import T5TrainConfig
+from minibert.train.xlnet_command import XLNetTrainConfig
+
+# settings_renames: skip-file (these tests name the older spellings on purpose)
 
 
 @dataclasses.dataclass
@@ -155,3 +161,51 @@ def test_older_runs_are_read_with_the_meanings_they_were_written_with(tmp_path):
     assert XLNetTrainConfig.from_run(info("train-xlnet", old_xlnet, None)).minutes == 0.0
     assert XLNetTrainConfig.from_run(info("train-xlnet", old_xlnet, 2)).minutes == 9.5
     assert XLNetTrainConfig.from_run(info("train-xlnet", {"steps": 0, "minutes": 9.5}, None)).minutes == 9.5
+
+
+def settings_classes():
+    return (TrainConfig, XLNetTrainConfig, T5TrainConfig, FinetuneConfig)
+
+
+@pytest.mark.parametrize("cls", settings_classes(), ids=lambda c: c.__name__)
+def test_no_settings_class_has_a_retired_synonym(cls):
+    """One name per concept: out, max_seq_length, max_train_examples, eval_examples, BertConfig's
+    dropout names, warmup_steps / warmup_proportion (VOCABULARY), in every settings class."""
+    names = set(cls.settable_fields())
+    assert not names & RETIRED_NAMES, sorted(names & RETIRED_NAMES)
+    assert {"out", "max_seq_length", "max_train_examples", "eval_examples"} - {"eval_examples"} <= names
+    assert ("warmup_steps" in names) and ("warmup_steps" in cls.unused) == ("warmup_proportion" in names)
+
+
+def test_the_vocabulary_names_are_each_one_concept():
+    assert len(RETIRED_NAMES) == sum(len(v) for v in VOCABULARY.values())  # no old name in two places
+    assert not RETIRED_NAMES & set(VOCABULARY)  # no name both today's and retired
+
+
+@pytest.mark.parametrize("cls, old, today", [
+    ("TrainConfig", {"out_dir": "runs/x", "max_train_lines": 300}, {"out": "runs/x", "max_train_examples": 300}),
+    ("XLNetTrainConfig", {"seq_len": 32, "max_train_lines": 300, "eval_sequences": 16},
+     {"max_seq_length": 32, "max_train_examples": 300, "eval_examples": 16}),
+    ("T5TrainConfig", {"out": "o", "chunk_len": 24, "fast": True},
+     {"max_seq_length": 24, "max_train_examples": 60, "eval_examples": 12}),
+    ("T5TrainConfig", {"out": "o", "task": "sst2", "fast": True, "chunk_len": 64, "max_input": 32},
+     {"max_train_examples": 256, "eval_examples": 64, "max_seq_length": 32}),
+    ("T5TrainConfig", {"out": "o", "chunk_len": 24, "max_input": 32}, {"max_seq_length": 24}),
+    ("T5TrainConfig", {"out": "o", "fast": False}, {"max_train_examples": 0, "eval_examples": 0}),
+    ("FinetuneConfig", {"task": "sst2", "init": "none", "out": "o", "dropout": 0.2},
+     {"hidden_dropout_prob": 0.2, "attention_probs_dropout_prob": 0.2}),
+])
+def test_a_run_json_of_the_older_names_is_read_once_with_todays(cls, old, today):
+    """A run directory written before one settings vocabulary resumes: run.json's old names are
+    read by the class's `renamed`/`retired` (from_dict and --set alike)."""
+    cls = {c.__name__: c for c in settings_classes()}[cls]
+    cfg = cls.from_dict(old)
+    assert {k: getattr(cfg, k) for k in today} == today  # exact: the values given, copied
+    assert not RETIRED_NAMES & set(cfg.to_dict())  # written back in today's names
+    if cls.__name__ != "T5TrainConfig":
+        sets = [f"{k}={v}" for k, v in old.items() if k in RETIRED_NAMES]
+        assert cls.parse_set(sets).items() >= {k: v for k, v in today.items() if k != "out"}.items()
+
+
+def test_todays_name_beside_an_old_one_wins():
+    assert make_config("tiny", out_dir="old", out="new").out == "new"

@@ -190,7 +190,7 @@ SMALL = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, interme
 
 
 def _config(files, out, preset, **kw):
-    return train_config.make_config(preset, **{**files, "out_dir": str(out), **SMALL, **kw})
+    return train_config.make_config(preset, **{**files, "out": str(out), **SMALL, **kw})
 
 
 def _state(trainer):
@@ -263,13 +263,13 @@ def test_a_step_takes_k_micro_batches_and_counts_all_their_tokens(files, tmp_pat
 
 @pytest.mark.parametrize("preset", ["roberta-tiny", "albert-tiny"])
 def test_train_tiny_cli_runs_a_family_preset_fast(files, tmp_path, preset, monkeypatch, capsys):
-    monkeypatch.setenv("MINIBERT_FAST", "1")
+    monkeypatch.delenv("MINIBERT_FAST", raising=False)
     sets = [f"corpus={files['corpus'][0]}", f"heldout={files['heldout'][0]}", f"vocab={files['vocab']}",
-            f"data_cache={files['data_cache']}", f"out_dir={tmp_path / preset}", "minutes=0",
+            f"data_cache={files['data_cache']}", f"out={tmp_path / preset}", "minutes=0",
             "steps=3", "eval_interval=2", "checkpoint_interval=2", "curves=0",
             *(f"{k}={v}" for k, v in SMALL.items() if k not in ("steps", "eval_interval", "checkpoint_interval",
                                                                  "curves", "log_interval", "warmup_steps"))]
-    argv = ["--preset", preset, *(a for s in sets for a in ("--set", s))]
+    argv = ["--fast", "--preset", preset, *(a for s in sets for a in ("--set", s))]
     assert train_tiny_cli(argv) == 0
     out = capsys.readouterr().out
     assert "fill-mask examples" in out and ("SOP accuracy" in out) == (preset == "albert-tiny")
@@ -376,13 +376,13 @@ def test_electra_step_trains_both_networks_through_the_shared_embedding(files, t
 
 
 def test_train_tiny_cli_runs_electra_fast_with_curves(files, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("MINIBERT_FAST", "1")
+    monkeypatch.delenv("MINIBERT_FAST", raising=False)
     sets = [f"corpus={files['corpus'][0]}", f"heldout={files['heldout'][0]}", f"vocab={files['vocab']}",
-            f"data_cache={files['data_cache']}", f"out_dir={tmp_path / 'e'}", "minutes=0",
+            f"data_cache={files['data_cache']}", f"out={tmp_path / 'e'}", "minutes=0",
             "steps=3", "eval_interval=2", "checkpoint_interval=2", "curves=1",
             *(f"{k}={v}" for k, v in SMALL.items() if k not in ("steps", "eval_interval", "checkpoint_interval",
                                                                  "curves", "log_interval", "warmup_steps"))]
-    assert train_tiny_cli(["--preset", "electra-tiny", *(a for s in sets for a in ("--set", s))]) == 0
+    assert train_tiny_cli(["--fast", "--preset", "electra-tiny", *(a for s in sets for a in ("--set", s))]) == 0
     out = capsys.readouterr().out
     assert "discriminator accuracy" in out and "replaced-token recall" in out
     assert "fill-mask examples (the generator)" in out

@@ -44,14 +44,14 @@ def test_each_format_becomes_documents_without_labels(tmp_path):
 
 
 def test_train_tiny_pretrains_on_the_task_text_never_its_dev_file(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("MINIBERT_FAST", "1")
+    monkeypatch.delenv("MINIBERT_FAST", raising=False)
     monkeypatch.delenv("CORPUS", raising=False)
     sst = _sst2(tmp_path / "sst2")
     small = {"hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 32,
              "max_seq_length": 32, "max_position_embeddings": 32, "max_predictions_per_seq": 5, "batch_size": 4,
              "steps": 2, "minutes": 0, "eval_interval": 2, "checkpoint_interval": 2, "curves": 0,
-             "data_cache": tmp_path / "cache", "out_dir": tmp_path / "run", "warmup_steps": 1, "dupe_factor": 1}
-    argv = ["--corpus-from-task", "sst2", "--data", str(sst), *(a for k, v in small.items()
+             "data_cache": tmp_path / "cache", "out": tmp_path / "run", "warmup_steps": 1, "dupe_factor": 1}
+    argv = ["--fast", "--corpus-from-task", "sst2", "--data", str(sst), *(a for k, v in small.items()
                                                                for a in ("--set", f"{k}={v}"))]
     assert train_tiny_cli(argv) == 0
     settings = json.loads((tmp_path / "run" / "run.json").read_text())["settings"]
@@ -80,7 +80,7 @@ def test_in_domain_pretraining_runs_30000_steps_unless_told(tmp_path, monkeypatc
 
     monkeypatch.setattr(commands, "train", no_training)
     base = ["--corpus-from-task", "sst2", "--data", str(sst), "--set", f"data_cache={tmp_path / 'cache'}",
-            "--set", f"out_dir={tmp_path / 'run'}", "--set", "dupe_factor=1"]
+            "--set", f"out={tmp_path / 'run'}", "--set", "dupe_factor=1"]
     for argv in (base, [*base, "--minutes", "5"], [*base, "--set", "steps=700"]):
         with pytest.raises(RuntimeError, match="stopped before training"):
             train_tiny_cli(argv)

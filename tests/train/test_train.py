@@ -40,12 +40,15 @@ def _state(trainer):
 # --- resume ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("masking,dropout", [("dynamic", 0.1), ("static", 0.0)])
-def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dropout):
+def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dropout,
+                                                    written_before_the_vocabulary):
     kw = dict(masking=masking, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     full = pretrain.train(small_config(corpus, tmp_path / "full", **kw), verbose=False)
     assert full.loop.status == "done" and full.loop.step == 12
     part = pretrain.train(small_config(corpus, tmp_path / "part", **kw), verbose=False, max_steps_this_run=5)
     assert part.loop.status == "paused" and part.loop.step == 5
+    if masking == "static":  # a run directory of minibert before one settings vocabulary resumes too
+        assert "out_dir" in written_before_the_vocabulary(tmp_path / "part")  # settings_renames: keep
     cfg = train_runs.resume_config(tmp_path / "part", {})
     resumed = pretrain.train(cfg, resume=True, verbose=False)
     assert resumed.loop.status == "done" and resumed.loop.step == 12
