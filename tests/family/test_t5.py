@@ -323,7 +323,8 @@ def test_train_t5_paused_and_resumed_equals_an_uninterrupted_run(tiny_corpus, tm
 def test_train_t5_run_of_trainer_state_layout_1_resumes_bit_exactly(tiny_corpus, tmp_path, capsys):
     """A run saved before trainer_state.json's layout 2 and before --task became --mode: the state's
     eval_every, no sha256, no layout; run.json's "task". It resumes to the uninterrupted bits."""
-    common = ("--steps", "9", "--log-every", "2", "--eval-every", "4", "--save-every", "4", "--warmup", "3")
+    common = ("--steps", "9", "--log-interval", "2", "--eval-interval", "4", "--checkpoint-interval", "4",
+              "--warmup-steps", "3")
     straight, part = tmp_path / "straight", tmp_path / "part"
     assert _cli(tiny_corpus, straight, *common) == 0
     assert _cli(tiny_corpus, part, *common, "--max-steps-this-run", "5") == 0
