@@ -4,7 +4,7 @@ command that trains, the settings every run shares as options, with one help tex
     p = command_parser("fill-mask", "Top-k predictions for each [MASK] in a sentence.")
     p = command_parser("train-xlnet", "Pretrain xlnet-tiny ...", settings=XLNetTrainConfig)   # a training command
     args = p.parse_args(argv)
-    cfg = build_settings(args, XLNetTrainConfig, preset)    # preset <- the options given <- --set; validate()
+    cfg = build_settings(args, p, preset)    # p.settings(preset <- the options given <- --set), validated
 
 A training command (`settings=` its settings class, a loop/settings.py `RunSettings`) takes
 `--set KEY=VALUE` (any field of the class, repeatable) and an option for each setting of SHARED
@@ -13,8 +13,8 @@ that the class uses (all but its `unused`): --lr, --warmup-steps, --steps, --min
 what a person gave is known; `given_settings` reads them (and --set, which wins) into a dict,
 `build_settings` builds and validates the class from it.
 
-This module sits at the bottom of the package's root layer (it imports nothing of minibert):
-the settings class comes in as an argument.
+This module sits in io/, below everything that runs (it imports nothing of minibert): the
+settings class comes in as an argument.
 """
 from __future__ import annotations
 
