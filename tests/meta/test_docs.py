@@ -126,3 +126,10 @@ def test_the_tests_are_laid_out_like_the_package():
     root_modules = {p.stem for p in (ROOT / "minibert").glob("*.py")}
     misplaced = [p.name for p in (ROOT / "tests").glob("test_*.py") if p.stem.removeprefix("test_") not in root_modules]
     assert not misplaced, misplaced  # a root test file is named for a root module
+
+
+def test_the_readme_stays_a_newcomers_page():
+    """The README is where a newcomer starts: what it is, two commands, the lessons, where to read
+    on; the measured details live in docs/ (issue 53: it had grown to 14,422 characters)."""
+    size = len((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert size < 12_500, f"README.md has {size} characters; move the details into docs/"
