@@ -20,9 +20,9 @@ Public API:
     save_pretrained(model, directory, vocab=None)
     read_pretrained(directory, dtype=np.float32) -> Pretrained (minibert.bert.load_pretrained builds the model)
 
-Why this module is over 500 lines: a checkpoint directory is read and written here in both
-directions, names, shapes, config.json and the layouts transformers writes (sharded, task
-classes, sentence-transformers' folders); split, the name map and its inverse would drift apart.
+A checkpoint directory is read and written here in both directions (names, shapes, config.json
+and the layouts transformers writes: sharded, task classes, sentence-transformers' folders), so
+the name map and its inverse sit side by side.
 """
 from __future__ import annotations
 

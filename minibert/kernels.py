@@ -34,9 +34,9 @@ The attention core (docs/speed.md tells the story of the versions, with the meas
     fused softmax pass. The probabilities are kept, not recomputed flash-style: at T = 128 a
     head's (T, T) block fits in L2, and recomputing q @ k^T would add a third matmul.
 
-Why this module is over 500 lines: it is the backend's contract, one module whose every public
-name is the compiled twin of the `minibert.layers` function of the same name
-(`kernels.split_heads is layers.split_heads` where nothing pays compiling).
+This module is the backend's contract: every public name is the compiled twin of the
+`minibert.layers` function of the same name (`kernels.split_heads is layers.split_heads` where
+nothing pays compiling).
 
 Rules: no fastmath (everything here is gradient-checked), `cache=True` (the second run does not
 compile again; the cache lives in __pycache__), parallel loops only over independent outputs

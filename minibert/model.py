@@ -32,9 +32,8 @@ The MLM decoder has no matrix of its own: it is tied to tok_emb (logits = t @ to
 Table 5 with the same functions (OBJECTIVES): "mlm" (No NSP) and "ltr" (LTR & No NSP: causal
 attention, next-token prediction through the MLM head).
 
-Why this module is over 500 lines: it is BERT's forward and backward in reading order, each
-backward right below the forward it mirrors, from the embeddings to the two heads; split in
-two, every backward would live a file away from the forward it undoes.
+The module reads in BERT's order, from the embeddings to the two heads, each backward right
+below the forward it mirrors (and undoes).
 """
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from minibert.io.cli import command_parser
 from minibert.io import outputs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is minibert/data/corpus.py)
 DEFAULT_DIR = ROOT / "data" / "pydoc"
 HELDOUT_PERCENT = 5
 # The default corpus's vocab uses the frequency rule (wordpiece_trainer.DEFAULT_MERGE_RULE, the

@@ -21,9 +21,9 @@ document boundary, so a blank line between every sentence makes every instance a
 random-next negative (google-research/bert#125); a single document makes the "random" B come
 from the same document (NVIDIA/DeepLearningExamples#421). Both cases warn.
 
-Why this module is over 500 lines: it is one program's port, kept in the original's order so it
-reads beside `create_pretraining_data.py` line by line, with each successor's variant (masking
-mixes, SOP, RoBERTa's packing) at the line it changes. Its output on disk is minibert/data/shards.py.
+The port keeps the original's order so it reads beside `create_pretraining_data.py` line by
+line, with each successor's variant (masking mixes, SOP, RoBERTa's packing) at the line it
+changes. Its output on disk is minibert/data/shards.py.
 """
 from __future__ import annotations
 

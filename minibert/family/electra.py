@@ -26,9 +26,8 @@ Parameter names (flat dicts; weights are (C_in, C_out), PyTorch stores them tran
     discriminator: disc.dense.w (C, C) .b (C,)   disc.out.w (C, 1) .b (1,)
     generator:     mlm.dense.w (C, E) .b (E,)    mlm.ln.w/b (E,)   mlm.bias (V,)   decoder tied to tok_emb
 
-Why this module is over 500 lines: ELECTRA is two models trained as one: the generator and the
-discriminator, their joint step (sampling between them) and their checkpoints, which name each
-other's tensors; each half reads next to the other.
+ELECTRA is two models trained as one, so both live here: the generator and the discriminator,
+their joint step (sampling between them) and their checkpoints, which name each other's tensors.
 """
 from __future__ import annotations
 

@@ -20,10 +20,9 @@ Every encoder's task classes are `TaskModel` with a head shape's behaviour (Sequ
 finetune/albert_tasks.py and electra_tasks.py. It holds, as data and small functions, all that
 differs between encoders: running it, its heads, its parameters, checkpoints and transformers' names.
 
-Why this module is over 500 lines: the one TaskModel every task class of BERT, ALBERT and
-ELECTRA is built on (forward, backward, checkpoint in and out), with BERT's four classes and the
-checkpoint reader the other encoders share; ALBERT's and ELECTRA's own parts are in
-albert_tasks.py and electra_tasks.py.
+Here are the one TaskModel every task class of BERT, ALBERT and ELECTRA is built on (forward,
+backward, checkpoint in and out), BERT's four classes and the checkpoint reader the other
+encoders share.
 """
 from __future__ import annotations
 

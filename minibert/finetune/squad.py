@@ -22,8 +22,8 @@ Choices where run_squad crashes or says nothing (errors are ValueError naming th
 - in postprocessing with version_2, if no window offers any valid non-null span, the
   prediction falls back to run_squad's "empty" placeholder (score 0) instead of crashing.
 
-Why this module is over 500 lines: it is `run_squad.py`'s data half ported step for step, in the
-original's order, so the two read side by side; the network and the loop are elsewhere.
+This is `run_squad.py`'s data half ported step for step, in the original's order, so the two
+read side by side; the network and the loop are elsewhere.
 """
 from __future__ import annotations
 

@@ -22,8 +22,8 @@ neither now. `fast=` gives a command `--fast` (a slice of the data, a few steps:
 plumbing); MINIBERT_FAST=1 in the environment is read as --fast with a line saying so
 (docs/settings.md).
 
-This module sits at the bottom of the package's root layer (it imports nothing of minibert):
-the settings class comes in as an argument.
+This module sits in io/, below everything that runs (it imports nothing of minibert): the
+settings class comes in as an argument.
 """
 from __future__ import annotations
 

@@ -31,8 +31,8 @@ The output directory:
     cells/VARIANT.seed-S.TASK.json   one finished cell: the dev scores and the pretraining's
     table.md, results.json, plot.png
 
-Why this module is over 500 lines: one study's life in one place (plan, pretraining per variant
-and seed, fine-tuning per cell, resume), so a reader follows a cell from the command to its row.
+One study's life is in one place (plan, pretraining per variant and seed, fine-tuning per cell,
+resume), so a reader follows a cell from the command to its row.
 """
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ file's sha256) before and after: only the run directory the case names may chang
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -16,80 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from corpora import tiny_pretrained
+from refusals import FT, edit_json, listing, read_json, run_refused, squad_json
 
 from minibert.__main__ import main
-from minibert.finetune.models import BertForSequenceClassification, BertForTokenClassification
 from minibert.io import tensorfile
 
-WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "plot", "the", "was", "paris", "john", "visited"]
-VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
 DEEP = "[" * 100_000 + "]" * 100_000  # JSON nested deeper than Python's parser recurses
 DEEP_OBJECT = '{"a":' * 100_000 + "1" + "}" * 100_000  # the same, starting as an object (a header must)
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory):
-    """A pretrained directory, a fine-tuned classifier and tagger, SST-style data and a SQuAD file."""
-    d = tmp_path_factory.mktemp("base")
-    cfg = tiny_pretrained(d / "pre", VOCAB)
-    BertForSequenceClassification(cfg, 2, seed=0).save_pretrained(d / "cls", vocab=VOCAB)
-    BertForTokenClassification(cfg, 3, seed=0).save_pretrained(d / "tag", vocab=VOCAB)
-    sst = d / "sst"
-    sst.mkdir()
-    rng = np.random.default_rng(0)
-    for split, n in (("train", 32), ("dev", 8)):
-        rows = ["sentence\tlabel"] + [f"the film was {rng.choice(WORDS[:6])}\t{rng.integers(2)}" for _ in range(n)]
-        (sst / f"{split}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
-    squad = d / "squad"
-    squad.mkdir()
-    for split in ("train", "dev"):
-        (squad / f"{split}-v2.0.json").write_text(json.dumps(_squad([("q1", "who visited paris", "john visited "
-                                                                       "paris", "john", 0)])), encoding="utf-8")
-    return d
-
-
-def _squad(questions):
-    return {"version": "v2.0", "data": [{"title": "t", "paragraphs": [
-        {"context": ctx, "qas": [{"id": qid, "question": q, "is_impossible": False,
-                                  "answers": [{"text": a, "answer_start": s}]}]}
-        for qid, q, ctx, a, s in questions]}]}
-
-
-@pytest.fixture
-def work(base, tmp_path):
-    """A fresh copy of the fixtures for one case (it may damage them)."""
-    shutil.copytree(base, tmp_path / "w")
-    return tmp_path / "w"
-
-
-def _listing(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def run_refused(work: Path, argv: list, expected: str, capsys, writes: str | None = None, code: int = 1):
-    """Run `argv` (strings with {w} for the work folder): it must fail with one error line holding
-    `expected`, and change nothing under `work` but the folder `writes` (relative to it)."""
-    before = _listing(work)
-    rc = main([str(a).format(w=work) for a in argv])
-    err = capsys.readouterr().err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert rc == code, (rc, err)
-    assert "Traceback" not in err
-    assert len(lines) >= 1 and lines[-1].startswith("error:"), err
-    assert expected in lines[-1], lines[-1]
-    after = _listing(work)
-    changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
-    if writes is not None:
-        changed = {k for k in changed if not k.startswith(writes + "/")}
-    assert not changed, sorted(changed)
-
-
-def _config(path: Path, **changes) -> None:
-    d = json.loads(path.read_text(encoding="utf-8"))
-    d.update(changes)
-    path.write_text(json.dumps(d), encoding="utf-8")
 
 
 def _header(path: Path, edit) -> None:
@@ -106,15 +38,16 @@ def _header(path: Path, edit) -> None:
 
 CONFIG_CASES = {
     "nested config.json": (lambda w: (w / "cls/config.json").write_text(DEEP), "nested too deeply"),
-    "hidden_act a list": (lambda w: _config(w / "cls/config.json", hidden_act=["gelu"]), "hidden_act"),
-    "architectures [[x]]": (lambda w: _config(w / "cls/config.json", architectures=[["x"]]), "architectures"),
-    "architectures [{}]": (lambda w: _config(w / "cls/config.json", architectures=[{}]), "architectures"),
-    "id2label a list": (lambda w: _config(w / "cls/config.json", id2label=["a", "b"]), "id2label"),
-    "layer_norm_eps text": (lambda w: _config(w / "cls/config.json", layer_norm_eps="x"), "layer_norm_eps"),
-    "layer_norm_eps -1": (lambda w: _config(w / "cls/config.json", layer_norm_eps=-1), "layer_norm_eps=-1 must be > 0"),
-    "a million layers": (lambda w: _config(w / "cls/config.json", num_hidden_layers=1_000_000),
+    "hidden_act a list": (lambda w: edit_json(w / "cls/config.json", hidden_act=["gelu"]), "hidden_act"),
+    "architectures [[x]]": (lambda w: edit_json(w / "cls/config.json", architectures=[["x"]]), "architectures"),
+    "architectures [{}]": (lambda w: edit_json(w / "cls/config.json", architectures=[{}]), "architectures"),
+    "id2label a list": (lambda w: edit_json(w / "cls/config.json", id2label=["a", "b"]), "id2label"),
+    "layer_norm_eps text": (lambda w: edit_json(w / "cls/config.json", layer_norm_eps="x"), "layer_norm_eps"),
+    "layer_norm_eps -1": (lambda w: edit_json(w / "cls/config.json", layer_norm_eps=-1),
+                          "layer_norm_eps=-1 must be > 0"),
+    "a million layers": (lambda w: edit_json(w / "cls/config.json", num_hidden_layers=1_000_000),
                          "num_hidden_layers=1000000 is more than minibert builds"),
-    "more layers than the file": (lambda w: _config(w / "cls/config.json", num_hidden_layers=3),
+    "more layers than the file": (lambda w: edit_json(w / "cls/config.json", num_hidden_layers=3),
                                   "num_hidden_layers=3"),
     "nested tokenizer_config.json": (lambda w: (w / "cls/tokenizer_config.json").write_text(DEEP), "nested too deeply"),
     "nested safetensors header": (lambda w: _header(w / "cls/model.safetensors", lambda h: DEEP_OBJECT.encode()),
@@ -137,7 +70,7 @@ def test_a_million_layers_is_refused_at_once_with_little_memory(work, tmp_path):
     import subprocess
     import sys
 
-    _config(work / "cls/config.json", num_hidden_layers=1_000_000)
+    edit_json(work / "cls/config.json", num_hidden_layers=1_000_000)
     script = ("import resource, sys, time\nfrom minibert.__main__ import main\nimport minibert.finetune.commands\n"
               "import minibert.train.xlnet_command\n"
               "peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
@@ -167,45 +100,24 @@ def test_nan_weights_name_no_verify_and_predict_takes_it(work, capsys):
 
 # --- a fine-tuning run's own files ---------------------------------------------------------------
 
-FT = ["finetune", "custom", "--format", "glue-single", "--data", "{w}/sst", "--init", "{w}/pre", "--out", "{w}/ft",
-      "--epochs", "1", "--batch-size", "8", "--max-seq-length", "16", "--quiet"]
-
-
-@pytest.fixture
-def paused(work, capsys, monkeypatch):
-    """A fine-tuning run paused after 2 of its 4 steps (its checkpoint is the one a resume reads)."""
-    from minibert.loop import engine
-
-    real = engine.run
-    with monkeypatch.context() as m:
-        m.setattr(engine, "run", lambda run, state, max_steps=None: real(run, state,
-                                                                         2 if max_steps is None else max_steps))
-        assert main([a.format(w=work) for a in FT]) == 0
-    capsys.readouterr()
-    return work / "ft"
-
-
 RUN_FILE_CASES = {
     "run.json nested": (lambda r: (r / "run.json").write_text(DEEP), "nested too deeply"),
     "run.json truncated": (lambda r: (r / "run.json").write_text((r / "run.json").read_text()[:11]), "run.json"),
     "run.json a list": (lambda r: (r / "run.json").write_text("[1]"), "must hold a JSON object"),
-    "settings a string": (lambda r: _config(r / "run.json", settings="x"), "settings a JSON object"),
-    "an unknown setting": (lambda r: _config(r / "run.json", settings={**_read(r / "run.json")["settings"], "oops": 1}),
+    "settings a string": (lambda r: edit_json(r / "run.json", settings="x"), "settings a JSON object"),
+    "an unknown setting": (lambda r: edit_json(r / "run.json",
+                                               settings={**read_json(r / "run.json")["settings"], "oops": 1}),
                            "unknown settings ['oops']"),
-    "batch_size text": (lambda r: _config(r / "run.json", settings={**_read(r / "run.json")["settings"],
-                                                                     "batch_size": "8"}), "batch_size is '8'"),
-    "lr null": (lambda r: _config(r / "run.json", settings={**_read(r / "run.json")["settings"], "lr": None}),
+    "batch_size text": (lambda r: edit_json(r / "run.json", settings={**read_json(r / "run.json")["settings"],
+                                                                       "batch_size": "8"}), "batch_size is '8'"),
+    "lr null": (lambda r: edit_json(r / "run.json", settings={**read_json(r / "run.json")["settings"], "lr": None}),
                 "lr is None"),
     "optimizer file is a model": (lambda r: shutil.copy(next(r.glob("checkpoints/step-*")) / "model.safetensors",
                                                         next(r.glob("checkpoints/step-*")) / "optimizer.safetensors"),
                                   "optimizer"),
-    "state step text": (lambda r: _config(next(r.glob("checkpoints/step-*")) / "trainer_state.json", step="abc"),
+    "state step text": (lambda r: edit_json(next(r.glob("checkpoints/step-*")) / "trainer_state.json", step="abc"),
                         "step"),
 }
-
-
-def _read(path: Path):
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("case", RUN_FILE_CASES, ids=list(RUN_FILE_CASES))
@@ -223,10 +135,10 @@ def test_a_resume_writes_only_into_the_directory_named_and_equals_a_run_that_nev
     decoy = work / "decoy"
     (decoy / "checkpoints").mkdir(parents=True)
     (decoy / "metrics.jsonl").write_text("mine\n")
-    _config(copy / "run.json", settings={**_read(copy / "run.json")["settings"], "out": str(decoy)})
-    before = _listing(work)
+    edit_json(copy / "run.json", settings={**read_json(copy / "run.json")["settings"], "out": str(decoy)})
+    before = listing(work)
     assert main(["finetune", "--resume", str(copy), "--quiet"]) == 0
-    after = _listing(work)
+    after = listing(work)
     assert {k for k in set(before) | set(after) if before.get(k) != after.get(k) and not k.startswith("copy/")} == set()
     assert main([a.format(w=work).replace(str(work / "ft"), str(work / "whole")) for a in FT]) == 0
     for name in ("model.safetensors", f"checkpoints/step-{4:06d}/model.safetensors",
@@ -307,16 +219,16 @@ def test_settings_are_checked_before_anything_is_written(case, work, capsys):
 
 def test_squad_without_a_usable_question_and_with_a_huge_context(work, capsys):
     squad = work / "squad"
-    off = _squad([("q1", "who visited paris", "john visited paris", "john", 40)])  # answer_start off the context
+    off = squad_json([("q1", "who visited paris", "john visited paris", "john", 40)])  # answer_start off the context
     (squad / "train-v2.0.json").write_text(json.dumps(off), encoding="utf-8")
     argv = ["finetune", "squad2", "--data", "{w}/squad", "--init", "{w}/pre", "--out", "{w}/sq", "--quiet"]
     run_refused(work, argv, "no training question", capsys)
-    huge = _squad([("q1", "who", "word " * 2_000_000, "word", 0)])  # 10 MB, one context of two million words
+    huge = squad_json([("q1", "who", "word " * 2_000_000, "word", 0)])  # 10 MB, one context of two million words
     (squad / "train-v2.0.json").write_text(json.dumps(huge), encoding="utf-8")
     run_refused(work, argv, "words", capsys)
     (squad / "train-v2.0.json").write_text(DEEP, encoding="utf-8")
     run_refused(work, argv, "nested too deeply", capsys)
-    twice = _squad([("q1", "who visited paris", "john visited paris", "john", 0)] * 2)  # one id, two questions
+    twice = squad_json([("q1", "who visited paris", "john visited paris", "john", 0)] * 2)  # one id, two questions
     (squad / "train-v2.0.json").write_text(json.dumps(twice), encoding="utf-8")
     run_refused(work, argv, "q1", capsys)
     (squad / "pred.json").write_text(DEEP, encoding="utf-8")

@@ -1,4 +1,4 @@
-"""Where a command may write (issue 48): never onto one of its inputs, never into a run directory
+"""Where a command may write: never onto one of its inputs, never into a run directory
 it does not hold the lock of, never over a run's own files, never a directory where a file is
 meant, and never by rename over a device or a FIFO; and no symbolic link in a run is followed out
 of it (minibert/io/outputs.py, loop/rundir.py).
@@ -21,30 +21,10 @@ import sys
 import threading
 from pathlib import Path
 
-import pytest
-from test_bad_input import FT, VOCAB, _listing, _squad, base, paused, run_refused, work  # noqa: F401 (fixtures)
-from test_bad_input_probe import pretrained_run, run_copy  # noqa: F401 (fixtures)
+
+from refusals import FT, listing, qa_model, refused
 
 from minibert.__main__ import main
-from minibert.finetune.models import BertForQuestionAnswering
-
-
-@pytest.fixture
-def decoy(tmp_path):
-    """A folder outside the work folder, with a file and a checkpoint-like folder a link may point at."""
-    d = tmp_path / "decoy"
-    (d / "step-000001").mkdir(parents=True)
-    (d / "step-000001" / "model.safetensors").write_bytes(b"not yours")
-    (d / "target.txt").write_text("precious\n", encoding="utf-8")
-    return d
-
-
-def refused(work: Path, decoy: Path, argv: list, expected: str, capsys, writes: str | None = None, code: int = 1):
-    """run_refused (one error line, nothing changed in `work` but `writes`), and the decoy unchanged."""
-    before = _listing(decoy)
-    run_refused(work, argv, expected, capsys, writes=writes, code=code)
-    assert _listing(decoy) == before
-    assert sorted(p.name for p in decoy.iterdir()) == ["step-000001", "target.txt"]
 
 
 PREDICT = ["predict", "{w}/cls", "--format", "glue-single", "--file", "{w}/sst/dev.tsv", "--out"]
@@ -55,15 +35,6 @@ def _labelled(work: Path) -> Path:
     rows = ["sentence\tlabel", "the film was good\tLABEL_1", "the plot was dull\tLABEL_0"]
     (work / "lab.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
     return work / "lab.tsv"
-
-
-def _qa_model(directory: Path) -> None:
-    """A SQuAD model on the tiny pretrained directory's config (untrained: predictions are noise)."""
-    from minibert.model import BertConfig
-
-    cfg = BertConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                     intermediate_size=32, max_position_embeddings=64)  # tiny_pretrained's shape
-    BertForQuestionAnswering(cfg, seed=0).save_pretrained(directory, vocab=VOCAB)
 
 
 # --- outputs onto inputs --------------------------------------------------------------------------
@@ -82,7 +53,7 @@ def test_predict_over_the_model_it_reads_is_refused(work, decoy, capsys):
 
 
 def test_squad_predictions_into_the_model_directory_or_over_the_input_are_refused(work, decoy, capsys):
-    _qa_model(work / "qa")
+    qa_model(work / "qa")
     (work / "qa" / "run.json").write_text(json.dumps({"command": "finetune", "settings": {}}), encoding="utf-8")
     argv = ["predict", "{w}/qa", "--file", "{w}/squad/dev-v2.0.json", "--out"]
     refused(work, decoy, [*argv, "{w}/qa"], "is a run directory", capsys)
@@ -97,7 +68,7 @@ def test_squad_predictions_into_the_model_directory_or_over_the_input_are_refuse
 def test_a_failed_squad_write_leaves_no_empty_folder(work, decoy, capsys, monkeypatch):
     from minibert.io import outputs
 
-    _qa_model(work / "qa")
+    qa_model(work / "qa")
 
     def full(path, content):
         raise OSError(errno.ENOSPC, f"cannot write {path}: No space left on device (the disk is full)")
@@ -246,10 +217,10 @@ def test_a_symlinked_checkpoints_folder_is_never_written_or_pruned(paused, decoy
 def test_a_symlinked_metrics_file_is_not_appended_to(paused, decoy, capsys):
     (paused / "metrics.jsonl").unlink(missing_ok=True)
     os.symlink(decoy / "target.txt", paused / "metrics.jsonl")
-    before = _listing(decoy)
+    before = listing(decoy)
     main(["finetune", "--resume", str(paused), "--quiet"])
     capsys.readouterr()
-    assert _listing(decoy) == before
+    assert listing(decoy) == before
 
 
 def test_vocab_writes_into_a_fifo_and_ablate_leaves_no_folder_in_a_run(paused, decoy, capsys):

@@ -91,3 +91,45 @@ def test_every_module_a_doc_or_docstring_names_exists():
             if not _module_exists(plain or folder_dotted):
                 missing.append(f"{path.relative_to(ROOT)}: {plain and 'minibert'}{plain or folder_dotted}")
     assert not missing, "\n".join(sorted(missing))
+
+
+TEST_OR_LESSON_PATH = re.compile(r"(?<![\w/.\-])((?:tests|lessons)/[\w./\-]*)(?![\w*<{\[])")
+
+
+def _paths_named(text: str) -> set[str]:
+    """tests/... and lessons/... paths in a text; not patterns (tests/<folder>/, lessons/NN_*.py)
+    and not what the lessons write (lessons/out/)."""
+    found = {m.rstrip(".") for m in TEST_OR_LESSON_PATH.findall(text)}
+    return {p for p in found if p.rstrip("/") not in ("tests", "lessons") and not (p + "/").startswith("lessons/out/")}
+
+
+def test_every_test_and_lesson_path_the_docs_and_the_code_name_exists():
+    """A file under tests/ or lessons/ named in the docs, the READMEs or the code's own text
+    (docstrings and comments of the package, the lessons, their solutions, the tests, the
+    examples) exists: a renamed test or lesson leaves no pointer behind."""
+    assert _paths_named("see tests/loop/test_faults.py, tests/<folder>/test_<module>.py and lessons/NN_*.py.") == \
+        {"tests/loop/test_faults.py"}  # the pattern finds paths, not placeholders
+    texts = [*ROOT.glob("docs/*.md"), ROOT / "README.md", ROOT / "lessons" / "README.md",
+             *ROOT.glob("minibert/**/*.py"), *ROOT.glob("lessons/**/*.py"), *ROOT.glob("tests/**/*.py"),
+             *ROOT.glob("examples/*.py")]
+    missing = sorted(f"{path.relative_to(ROOT)}: {name}" for path in texts
+                     for name in _paths_named(path.read_text(encoding="utf-8")) if not (ROOT / name).exists())
+    assert not missing, "\n".join(missing)
+
+
+def test_the_tests_are_laid_out_like_the_package():
+    """docs/architecture.md: a folder's tests are in tests/<folder>/, the root's in tests/ itself,
+    besides the four folders of tests that are not one module's (e2e, meta, lessons, interop)."""
+    folders = {p.name for p in (ROOT / "minibert").iterdir() if (p / "__init__.py").is_file()}
+    test_dirs = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert test_dirs - {"e2e", "meta", "lessons", "interop"} <= folders, sorted(test_dirs - folders)
+    root_modules = {p.stem for p in (ROOT / "minibert").glob("*.py")}
+    misplaced = [p.name for p in (ROOT / "tests").glob("test_*.py") if p.stem.removeprefix("test_") not in root_modules]
+    assert not misplaced, misplaced  # a root test file is named for a root module
+
+
+def test_the_readme_stays_a_newcomers_page():
+    """The README is where a newcomer starts: what it is, two commands, the lessons, where to read
+    on; the measured details live in docs/ (issue 53: it had grown to 14,422 characters)."""
+    size = len((ROOT / "README.md").read_text(encoding="utf-8"))
+    assert size < 12_500, f"README.md has {size} characters; move the details into docs/"

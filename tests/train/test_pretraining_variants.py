@@ -2,7 +2,7 @@
 (docs/bert-notes.md §3.11, §5.6): the MASK/SAME/RND shares of Table 8 in the generator and in
 dynamic masking; No NSP (objective "mlm"); LTR & No NSP (objective "ltr": causal attention,
 next-token loss through the MLM head). The default settings stay BERT's, bit for bit
-(tests/test_pretraining_data.py, tests/test_model.py, tests/train/test_train.py run unchanged)."""
+(tests/data/test_pretraining_data.py, tests/test_model.py, tests/train/test_train.py run unchanged)."""
 from __future__ import annotations
 
 import math

@@ -1,45 +1,29 @@
-"""More hostile input (issue 37, the probe after test_bad_input.py): each case ended in a traceback,
-in silent nonsense with exit 0, in a wait or a memory use without end, or in a write outside the
-directory the command was told to write in. Now each ends in one `error:` line naming the file or
-the setting, and nothing outside the run directory changes.
+"""Bad input around pretraining: a damaged pretraining checkpoint on resume, a fine-tuning state
+without usable best scores, settings out of range, devices and FIFOs where data is read, shard
+directories whose meta or shards lie, and a run file that points nsp-baseline elsewhere. Each
+case once ended in a traceback, in silent nonsense with exit 0, in a wait or a memory use without
+end, or in a write outside the directory the command was told to write in; now each ends in one
+`error:` line naming the file or the setting, and nothing outside the run directory changes.
 
-The helpers and the fixtures (a pretrained directory, a classifier, SST-style data, a SQuAD file,
-a paused fine-tuning run) are test_bad_input.py's; this file adds a paused pretraining run.
+The fixtures (the work folder, a paused fine-tuning run, a paused pretraining run) are in
+conftest.py, the checks in refusals.py.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from corpora import REPO, small_config
-from test_bad_input import _listing, _read, base, paused, run_refused, work  # noqa: F401 (fixtures)
+from corpora import REPO
+
+from refusals import FT, listing, read_json, run_refused
 
 from minibert.__main__ import main
 
 # --- resuming a pretraining run from a damaged checkpoint ----------------------------------------
-
-
-@pytest.fixture(scope="module")
-def pretrained_run(corpus, tmp_path_factory):
-    """A pretraining run paused at step 4 of 8, with its checkpoint and its shards."""
-    from minibert.train import pretrain
-
-    d = tmp_path_factory.mktemp("pretrain")
-    pretrain.train(small_config(corpus, d / "run", steps=8, checkpoint_interval=4, eval_interval=4),
-                   verbose=False, max_steps_this_run=4)
-    return d / "run"
-
-
-@pytest.fixture
-def run_copy(pretrained_run, tmp_path):
-    """A copy of the paused run (a case may damage it) in a work folder of its own."""
-    shutil.copytree(pretrained_run, tmp_path / "w" / "run")
-    return tmp_path / "w" / "run"
 
 
 def _state(run: Path) -> Path:
@@ -48,17 +32,17 @@ def _state(run: Path) -> Path:
 
 def _edit_state(run: Path, **changes) -> None:
     path = _state(run)
-    path.write_text(json.dumps({**_read(path), **changes}), encoding="utf-8")
+    path.write_text(json.dumps({**read_json(path), **changes}), encoding="utf-8")
 
 
 def _drop_state(run: Path, key: str) -> None:
-    state = _read(_state(run))
+    state = read_json(_state(run))
     del state[key]
     _state(run).write_text(json.dumps(state), encoding="utf-8")
 
 
 def _iterator(run: Path, **changes) -> dict:
-    return {**_read(_state(run))["iterator"], **changes}
+    return {**read_json(_state(run))["iterator"], **changes}
 
 
 PRETRAIN_STATE_CASES = {
@@ -93,7 +77,7 @@ def test_a_damaged_pretraining_checkpoint_is_refused_on_resume_in_one_line(case,
 def test_an_intact_paused_pretraining_run_still_resumes(run_copy, capsys):
     """The checks above refuse damage only: the run itself continues to its end."""
     assert main(["train", "--resume", str(run_copy)]) == 0, capsys.readouterr().err
-    assert _read(next((run_copy / "checkpoints").glob("step-*")) / "trainer_state.json")["step"] == 8
+    assert read_json(next((run_copy / "checkpoints").glob("step-*")) / "trainer_state.json")["step"] == 8
 
 
 FINETUNE_STATE_CASES = {
@@ -106,7 +90,7 @@ FINETUNE_STATE_CASES = {
 def test_a_fine_tuning_state_without_usable_best_scores_is_refused(case, paused, capsys):
     edit, expected = FINETUNE_STATE_CASES[case]
     path = next(paused.glob("checkpoints/step-*")) / "trainer_state.json"
-    path.write_text(json.dumps(edit(_read(path))), encoding="utf-8")
+    path.write_text(json.dumps(edit(read_json(path))), encoding="utf-8")
     run_refused(paused.parent, ["finetune", "--resume", "{w}/ft", "--quiet"], expected, capsys, writes="ft")
 
 
@@ -204,13 +188,13 @@ def test_devices_and_fifos_are_refused_not_read_forever(corpus, work):
           str(work / "fifo.json")], "fifo.json: not a regular file"),
         (["predict", str(work / "cls"), "a good film"], "config.json is not a regular file"),
     ]
-    before = _listing(work)
+    before = listing(work)
     for argv, expected in cases:
         res = _in_subprocess(argv)
         lines = [line for line in res.stderr.splitlines() if line.strip()]
         assert res.returncode == 1 and "Traceback" not in res.stderr, (argv[0], res.stderr[-2000:])
         assert lines[-1].startswith("error:") and expected in lines[-1], lines[-1]
-    assert _listing(work) == before
+    assert listing(work) == before
 
 
 def _shards(corpus, work: Path) -> Path:
@@ -221,7 +205,7 @@ def _shards(corpus, work: Path) -> Path:
 def test_a_shard_directory_whose_meta_or_shards_lie_is_refused(corpus, work, capsys):
     shards = _shards(corpus, work)
     capsys.readouterr()
-    meta = _read(shards / "meta.json")
+    meta = read_json(shards / "meta.json")
     argv = ["export-data", "{w}/shards", "--out", "{w}/x.jsonl"]
     (shards / "meta.json").write_text(json.dumps({**meta, "shards": 5}), encoding="utf-8")
     run_refused(work, argv, "shards is 5, expected a list", capsys)
@@ -240,30 +224,17 @@ def test_a_shard_directory_whose_meta_or_shards_lie_is_refused(corpus, work, cap
 
 def test_nsp_baseline_writes_nothing_where_the_run_file_points(run_copy, capsys):
     work = run_copy.parent
-    saved = _read(run_copy / "run.json")
+    saved = read_json(run_copy / "run.json")
     hostile = {**saved, "settings": {**saved["settings"], "data_cache": str(work / "elsewhere")}}
     (run_copy / "run.json").write_text(json.dumps(hostile), encoding="utf-8")
-    before = _listing(work)
+    before = listing(work)
     assert main(["nsp-baseline", str(run_copy)]) == 0, capsys.readouterr().err
-    assert _listing(work) == before  # the recorded shards are read; nothing is generated
+    assert listing(work) == before  # the recorded shards are read; nothing is generated
     # the recorded shards gone: generated again into --data-cache only, never into `elsewhere`
     gone = {**hostile, "data": {k: str(work / "gone" / Path(v).name) for k, v in saved["data"].items()}}
     (run_copy / "run.json").write_text(json.dumps(gone), encoding="utf-8")
-    before = _listing(work)
+    before = listing(work)
     assert main(["nsp-baseline", str(run_copy), "--data-cache", str(work / "cache")]) == 0, capsys.readouterr().err
     assert not (work / "elsewhere").exists()
-    changed = {k for k, v in _listing(work).items() if before.get(k) != v}
+    changed = {k for k, v in listing(work).items() if before.get(k) != v}
     assert changed and all(k.startswith("cache/") for k in changed), sorted(changed)
-
-
-# --- bench: the start-up section's script imports what exists -----------------------------------
-
-def test_bench_startup_script_imports():
-    """The start-up section timed a script that imported `minibert.bench`, gone since bench moved
-    to minibert/tools: every `bench --only startup` ended in a traceback. Its imports, run alone:"""
-    from minibert.tools.bench_startup import STARTUP_SCRIPT
-
-    imports = STARTUP_SCRIPT.split("t1 = ")[0] + "assert bench_common.CONFIGS['tiny'] and bench_step.minibert_step_fn\n"
-    res = subprocess.run([sys.executable, "-c", imports], capture_output=True, text=True, cwd=REPO, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=str(REPO)))
-    assert res.returncode == 0, res.stderr[-2000:]

@@ -3,11 +3,12 @@ import json
 from pathlib import Path
 
 import pytest
+from corpora import REPO
 
 from minibert.data import corpus as C
 from minibert.text.tokenizer import BertTokenizer
 
-SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample.txt"
+SAMPLE = REPO / "data" / "sample.txt"
 
 
 # -- sentence splitter -----------------------------------------------------------------------

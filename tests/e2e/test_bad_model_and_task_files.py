@@ -1,20 +1,19 @@
-"""The rest of issue 48's probe: files that ended in a traceback, an unbounded error line, silent
-nonsense with exit code 0, or an unclear message. Each now ends in one `error:` line that names
-the file and the field (or, where the input is fine, in the right result), with the sha256 of
-every file in the work folder and of a decoy folder outside it unchanged.
+"""Bad model directories (a sharded index, a config beyond memory, a sentence-transformers folder
+without its module), a SQuAD run's bad run.json, and bad task files (SQuAD, CoNLL, TSV, SWAG,
+devices and FIFOs) handed to predict, evaluate, finetune and squad-eval: each ends in one `error:`
+line that names the file and the field (or, where the input is fine, in the right result), with
+the sha256 of every file in the work folder and of a decoy folder outside it unchanged.
 
-The method and the fixtures are test_bad_input.py's; the decoy is test_outputs_guard.py's.
+The method is test_bad_input.py's; the fixtures are in conftest.py, the checks in refusals.py.
 """
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
-from test_bad_input import VOCAB, _config, _squad, base, work  # noqa: F401 (fixtures)
-from test_outputs_guard import _qa_model, decoy, refused  # noqa: F401 (fixtures)
+from refusals import VOCAB, edit_json, qa_model, refused, squad_json
 
 from minibert.__main__ import main
 from minibert.finetune.models import BertForMultipleChoice
@@ -35,7 +34,7 @@ def test_a_sharded_index_with_a_bad_weight_map_value(value, work, decoy, capsys)
 
 
 def test_a_config_far_beyond_memory_is_refused_with_the_number(work, decoy, capsys):
-    _config(work / "cls/config.json", **HUGE)
+    edit_json(work / "cls/config.json", **HUGE)
     refused(work, decoy, ["predict", "{w}/cls", "a good film"], "GiB of memory available", capsys)
     refused(work, decoy, ["finetune", "custom", "--format", "glue-single", "--data", "{w}/sst", "--init", "none",
                           "--like", "{w}/cls", "--out", "{w}/ft", "--quiet"], "GiB of memory available", capsys)
@@ -60,7 +59,7 @@ def test_a_sentence_transformers_folder_without_its_module_folder(work, decoy, c
 # --- a SQuAD run's run.json ---------------------------------------------------------------------
 
 def _qa_run(work: Path, task: dict, best: dict | None = None) -> None:
-    _qa_model(work / "qa")
+    qa_model(work / "qa")
     run = {"command": "finetune", "settings": {}, "task": {"name": "squad2", "version_2": True, **task},
            "best": best or {"best_f1_thresh": 0.0}}
     (work / "qa/run.json").write_text(json.dumps(run), encoding="utf-8")
@@ -188,8 +187,8 @@ def test_predict_file_in_chunks_writes_what_one_chunk_writes(fmt, work, monkeypa
         model, path = "mc", _swag(work, [ROW1, ROW2, ROW1, "", ROW2, ROW2])
     elif fmt == "conll":
         model, path = "tag", work / "t.conll"
-        _config(work / "tag/config.json", id2label={"0": "O", "1": "B-person", "2": "I-person"},
-                label2id={"O": 0, "B-person": 1, "I-person": 2})
+        edit_json(work / "tag/config.json", id2label={"0": "O", "1": "B-person", "2": "I-person"},
+                  label2id={"O": 0, "B-person": 1, "I-person": 2})
         path.write_text("john\nvisited\n\nparis\n\nthe\nfilm\nwas\ngood\n\nbad\n\ndull\n", encoding="utf-8")
     else:
         model, path = "cls", work / "unlabelled.tsv"
@@ -209,7 +208,7 @@ def test_squad_predictions_in_chunks_are_those_of_one_chunk(work, monkeypatch, c
     _qa_run(work, {})
     questions = [(f"q{i}", q, "john visited paris", "john", 0) for i, q in
                  enumerate(["who visited paris", "who was good", "what was dull", "who", "paris"])]
-    (work / "squad/five.json").write_text(json.dumps(_squad(questions)), encoding="utf-8")
+    (work / "squad/five.json").write_text(json.dumps(squad_json(questions)), encoding="utf-8")
     got = []
     for chunk in (10_000, 2):
         monkeypatch.setattr(evaluate, "CHUNK", chunk)
@@ -230,12 +229,12 @@ def test_evaluate_refuses_a_swag_file_without_labels(work, decoy, capsys):
                  str(work / "p.csv")]) == 0  # predicting needs none
 
 
-# --- found by issue 48's own probe ----------------------------------------------------------------
+# --- carriage returns alone, and devices or FIFOs where a model's files are read -------------------
 
 def test_a_conll_file_with_carriage_returns_alone(work, decoy, capsys):
     (work / "cr.conll").write_bytes(b"john\tB-person\rvisited\tO\r\rparis\tO\r")
-    _config(work / "tag/config.json", id2label={"0": "O", "1": "B-person", "2": "I-person"},
-            label2id={"O": 0, "B-person": 1, "I-person": 2})
+    edit_json(work / "tag/config.json", id2label={"0": "O", "1": "B-person", "2": "I-person"},
+              label2id={"O": 0, "B-person": 1, "I-person": 2})
     refused(work, decoy, ["evaluate", "{w}/tag", "--format", "conll", "--data", "{w}/cr.conll"],
             "cr.conll:1: lines end in a carriage return alone", capsys)
     refused(work, decoy, ["predict", "{w}/tag", "--format", "conll", "--file", "{w}/cr.conll", "--out", "{w}/p"],
