@@ -18,7 +18,7 @@ from minibert import kernels, layers
 from minibert.backend import get_ops  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
-from minibert.tools import attention_v1  # noqa: E402
+from minibert.dev import attention_v1, attention_v3  # noqa: E402
 
 
 def assert_matches(name, got, ref):
@@ -51,10 +51,10 @@ SHAPES = [(2, 2, 16, 8), (1, 1, 1, 8), (3, 2, 7, 8), (2, 1, 5, 16), (2, 3, 13, 2
 SHAPE_IDS = ["B2-NH2-T16-HS8", "T1-NH1", "T7", "NH1-T5", "T13-HS24"]
 
 
-VERSIONS = {"v1": (attention_v1.attention_forward_v1, attention_v1.attention_backward_v1),
-            "v2": (kernels.attention_forward_v2, kernels.attention_backward_v2),
-            "v3": (kernels.attention_forward_v3, kernels.attention_backward_v3),
-            "v4": (kernels.attention_forward, kernels.attention_backward)}
+VERSIONS = {"v1": (attention_v1.attention_forward_v1, attention_v1.attention_backward_v1),  # minibert/dev
+            "v2": (kernels.attention_forward_fallback, kernels.attention_backward_fallback),  # without OpenBLAS
+            "v3": (attention_v3.attention_forward_v3, attention_v3.attention_backward_v3),  # minibert/dev
+            "v4": (kernels.attention_forward, kernels.attention_backward)}  # the default
 
 
 @pytest.mark.parametrize("version", sorted(VERSIONS))
@@ -385,7 +385,7 @@ TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_he
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_model_gradcheck_passes_on_backend(backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = gradcheck.check_model(np.random.default_rng(1), verbose=False, samples_per_tensor=2)
     assert checks and all(checks), [c for c in checks if not c]
 
@@ -400,7 +400,7 @@ def test_model_numba_backend_matches_numpy_backend(hidden_act, monkeypatch):
     batch = gradcheck.random_batch(cfg, B=3, T=9, P=3, rng=rng)
     results = {}
     for backend in ("numpy", "numba"):
-        monkeypatch.setenv("MINIBERT_BACKEND", backend)
+        monkeypatch.setattr("minibert.backend.chosen", backend)
         loss, grads = model.loss_and_grads(batch, train=True, rng=np.random.default_rng(11))
         results[backend] = (loss, grads)
     (loss_ref, g_ref), (loss, g) = results["numpy"], results["numba"]
@@ -515,7 +515,7 @@ def test_twenty_training_steps_give_the_same_losses_on_both_backends(dropout, mo
 
     losses = {}
     for backend in ("numpy", "numba"):
-        monkeypatch.setenv("MINIBERT_BACKEND", backend)
+        monkeypatch.setattr("minibert.backend.chosen", backend)
         cfg = BertConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=dropout,
                          attention_probs_dropout_prob=dropout)

@@ -9,7 +9,8 @@ from typing import Any
 
 from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.io.progress import fmt_seconds
-from minibert.loop import compile_ahead, rundir
+from minibert import compile_ahead
+from minibert.loop import rundir
 from minibert.loop.settings import fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES

@@ -89,11 +89,11 @@ def test_the_marker_names_the_cache_and_the_plans(tmp_path, monkeypatch):
 
 def test_nothing_starts_when_the_cache_is_warm_or_the_backend_is_numpy(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
+    monkeypatch.setattr("minibert.backend.chosen", "numpy")
     with compile_ahead.in_background() as ahead:
         assert ahead.workers is None
         ahead.wait()
-    monkeypatch.setenv("MINIBERT_BACKEND", "numba")
+    monkeypatch.setattr("minibert.backend.chosen", "numba")
     compile_ahead.mark_warm(["step"])
     with compile_ahead.in_background(["step"]) as ahead:
         assert ahead.workers is None

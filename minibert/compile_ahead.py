@@ -2,21 +2,26 @@
 
 A process whose Numba cache is empty (a fresh clone; an edited kernels.py) compiles each kernel
 on its first call, one after another: about 30 s of one core for a tiny training step
-(docs/speed.md, "Cold start"). Numba compiles one function at a time per process, but its
-cache is files, so N processes can compile N kernels at once and any process loads them after:
+(docs/speed.md, "Cold start"). Numba compiles one function at a time per process (a global
+compiler lock), but its cache is files, so N processes can compile N kernels at once and any
+process loads them after:
 
     python -m minibert compile-ahead            # what `make venv` runs after installing
     python -m minibert compile-ahead --workers 4 --plans step
 
-A plan is a run whose kernels to compile: "step", one tiny training step as train-tiny takes it
-(B 32, T 64, 10 predictions, no dropout, through `loop.step.training_step`, the function every
-trainer calls, so with the argument types train-tiny's steps use); "dropout", the same step with
-dropout on (the lessons, fine-tuning); "attention", the grid attention in float64 and float32
-that lesson 06 and the gradient checks call. Each worker (`--worker CLAIMS`) lists the
-plans' kernel calls without running them (kernels.record_calls), then compiles the ones it
-claims first (kernels.compile_claimed). `train-tiny` starts workers for "step" in the background
-when the cache is cold (`in_background`) and builds its corpus meanwhile; before its first step
-it joins them (claims and compiles what is left itself) and waits for them.
+A plan is a run whose kernels to compile (`PLANS`): "step", one tiny training step as train-tiny
+takes it (B 32, T 64, 10 predictions, no dropout: the model's loss_grads_metrics, clipping and
+AdamW, the calls of `loop.step.training_step`, so with the argument types train-tiny's steps use;
+tests/test_compile_ahead.py checks the list against a real training_step); "dropout", the same
+step with dropout on (fine-tuning); "attention", the grid attention in float64 and float32 that
+the gradient checks call; and one plan per lesson that calls kernels, listing what it calls
+("lesson06", ...). Each worker (`--worker CLAIMS`) lists the plans' kernel calls without running
+them (`record_calls`: each kernel of kernels.KERNELS records its argument types instead of
+compiling), then compiles the ones it claims first (`compile_claimed`). The argument types are
+all Numba's cache is keyed by (not shapes or values), so the real run later loads every kernel
+from the cache. `train-tiny` starts workers for "step" in the background when the cache is cold
+(`in_background`) and builds its corpus meanwhile; before its first step it joins them (claims
+and compiles what is left itself) and waits for them.
 
 Whether the cache is cold is read from a small marker this module writes beside Numba's cache
 when every worker has finished (`MARKER`): the plans compiled, and the hash of kernels.py, the
@@ -26,6 +31,7 @@ a first step that compiles as before. MINIBERT_BACKEND=numpy compiles nothing, s
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -33,38 +39,63 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
+import llvmlite.binding as ll
+import numba
 import numpy as np
+from numba.core import dispatcher
+
+from minibert import kernels, optim
+from minibert.backend import backend_name
+from minibert.bert import BertForPreTraining
+from minibert.io.atomic import atomic_write
+from minibert.io.cli import command_parser
+from minibert.model import MODEL_SIZES, BertConfig
 
 MARKER = "minibert-compile-ahead.json"
 MAX_WORKERS = 4  # a tiny step has ~20 kernels, the largest ~3 s of compiling: more processes gain little
 TIMEOUT_S = 600
 
 
-def tiny_training_step(B: int = 32, T: int = 64, P: int = 10, dropout: float = 0.1) -> float:
-    """One training step of a tiny BERT on a random batch -> its loss."""
-    from minibert import optim
-    from minibert.bert import BertForPreTraining
-    from minibert.analysis.gradcheck import random_batch
-    from minibert.loop.step import training_step
-    from minibert.model import MODEL_SIZES, BertConfig
+def tiny_batch(cfg: BertConfig, B: int, T: int, P: int, rng: np.random.Generator) -> dict:
+    """A random pretraining batch in the types and layout of the data's batches: int64 ids, padding
+    at the end of the last sequence (the layout that decides which attention path runs), float
+    weights with one unused prediction slot."""
+    input_ids = rng.integers(5, cfg.vocab_size, size=(B, T))  # (B, T)
+    input_mask = np.ones((B, T), dtype=np.int64)  # (B, T)
+    input_mask[-1, T - 2:] = 0  # a padded tail
+    input_ids *= input_mask
+    segment_ids = np.zeros((B, T), dtype=np.int64)  # (B, T)
+    segment_ids[:, T // 2:] = 1
+    segment_ids *= input_mask
+    positions = np.stack([np.sort(rng.choice(np.arange(1, T - 2), size=P, replace=False)) for _ in range(B)])  # (B, P)
+    weights = np.ones((B, P))  # (B, P)
+    weights[0, -1] = 0.0
+    return dict(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids, masked_lm_positions=positions,
+                masked_lm_ids=rng.integers(0, cfg.vocab_size, size=(B, P)), masked_lm_weights=weights,
+                next_sentence_labels=rng.integers(0, 2, size=B))
 
+
+def tiny_training_step(B: int = 32, T: int = 64, P: int = 10, dropout: float = 0.1) -> float:
+    """One training step of a tiny BERT on a random batch, the calls of loop.step.training_step
+    (forward + backward, clipping by the global norm, AdamW) -> its loss."""
     cfg = BertConfig(**MODEL_SIZES["tiny"], vocab_size=8192, max_position_embeddings=128,  # train-tiny's model
                      hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     rng = np.random.default_rng(0)
     model = BertForPreTraining(cfg, seed=0, dtype=np.float32)
     opt = optim.AdamW(model.params, lr=1e-4)
-    batch = random_batch(cfg, B, T, P, rng)
-    return training_step(model, opt, batch, 0, lr=1e-4, warmup_steps=10, total_steps=100, rng=rng).loss
+    loss, grads, _ = model.loss_grads_metrics(tiny_batch(cfg, B, T, P, rng), train=True, rng=rng)
+    grads, _ = optim.clip_by_global_norm(grads, 1.0)
+    opt.step(model.params, grads, optim.lr_at(0, 1e-4, 10, 100))
+    return float(loss)
 
 
 def grid_attention() -> None:
     """kernels.attention_forward and _backward (the grid version: q, k, v given apart) in float64
     and float32, on one thread and on all (below and above kernels.PARALLEL_MIN_WORK): what
-    lesson 06 and the float64 gradient checks call, and the tiny step does not."""
-    from minibert import kernels
-
+    the float64 gradient checks call, and the tiny step does not."""
     rng = np.random.default_rng(0)
     for dtype in (np.float64, np.float32):
         for shape in ((2, 3, 17, 8), (4, 2, 64, 16)):  # (B, NH, T, HS): serial, parallel
@@ -83,20 +114,68 @@ PLANS = {"step": tiny_step_without_dropout, "dropout": tiny_training_step,  # wh
          "attention": grid_attention}
 
 
+class record_calls:
+    """with record_calls() as calls: run_something() -> calls: [(kernel name, argument types)],
+    the distinct calls of kernels.KERNELS made from Python, in order of first call. Inside, no
+    kernel runs and none compiles: each kernel's dispatcher is asked to record instead of
+    compiling (a `_compile_for_args` of its own, the method Numba calls when no compiled version
+    matches the arguments), and its call writes 1 into its writable float arrays (its outputs), so
+    what runs after it meets finite numbers (a loss of 1, a gradient norm above the clip: the
+    clip's kernel is called too). Only argument *types* are recorded; values are nonsense. A
+    kernel already compiled in this process for those types runs as usual and is not listed:
+    it needs no compiling."""
+
+    def __enter__(self) -> list:
+        self.calls: dict = {}
+        for name, dispatcher in kernels.KERNELS.items():
+            dispatcher._compile_for_args = self._recorder(name, dispatcher)
+        self.listed: list = []
+        return self.listed
+
+    def _recorder(self, name, dispatcher):
+        def record(*args, **kwargs):
+            self.calls.setdefault((name, tuple(dispatcher.typeof_pyval(a) for a in args)), None)
+            return _fill_outputs
+        return record
+
+    def __exit__(self, *exc) -> None:
+        for dispatcher in kernels.KERNELS.values():
+            vars(dispatcher).pop("_compile_for_args", None)
+        self.listed.extend(self.calls)
+
+
+def _fill_outputs(*args) -> None:
+    for a in args:
+        if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.flags.writeable:
+            a.fill(1)
+
+
 def kernel_calls(plans=tuple(PLANS)) -> list:
     """[(kernel name, argument types)] of the plans' runs, without compiling anything."""
-    from minibert import kernels
-
-    with kernels.record_calls() as calls:
+    with record_calls() as calls:
         for name in plans:
             PLANS[name]()
     return calls
 
 
-def worker(claims: str, plans) -> int:
-    from minibert import kernels
+def compile_claimed(calls: list, claims: str) -> list:
+    """Compile (or load from Numba's cache) each call of `calls` that this process claims first:
+    a claim is a file named by the call (a hash of its kernel and types), created in the directory
+    `claims` with O_EXCL, which exactly one process wins. -> the names compiled here."""
+    done = []
+    for name, signature in calls:
+        claim = hashlib.sha256(f"{name} {signature}".encode()).hexdigest()[:16]
+        try:
+            os.close(os.open(os.path.join(claims, claim), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            continue
+        kernels.KERNELS[name].compile(signature)
+        done.append(name)
+    return done
 
-    kernels.compile_claimed(kernel_calls(plans), claims)
+
+def worker(claims: str, plans) -> int:
+    compile_claimed(kernel_calls(plans), claims)
     return 0
 
 
@@ -106,19 +185,12 @@ def default_workers() -> int:
 
 def marker_path() -> Path:
     """Beside Numba's cache of kernels.py: NUMBA_CACHE_DIR if set, else minibert/__pycache__."""
-    from minibert import kernels
-
     base = os.environ.get("NUMBA_CACHE_DIR")
     return Path(base) / MARKER if base else Path(kernels.__file__).parent / "__pycache__" / MARKER
 
 
 def cache_key() -> dict:
     """What Numba's cache of the kernels depends on: their source, Numba, Python and the CPU."""
-    import llvmlite.binding as ll
-    import numba
-
-    from minibert import kernels
-
     return {"kernels.py sha256": hashlib.sha256(Path(kernels.__file__).read_bytes()).hexdigest(),
             "numba": numba.__version__, "python": sys.version.split()[0], "cpu": ll.get_host_cpu_name()}
 
@@ -137,8 +209,6 @@ def is_warm(plans) -> bool:
 
 
 def mark_warm(plans) -> None:
-    from minibert.io.atomic import atomic_write
-
     marker = {"key": cache_key(), "plans": sorted(set(warm_plans()) | set(plans))}
     try:
         atomic_write(marker_path(), lambda tmp: tmp.write_text(json.dumps(marker, indent=1)))
@@ -165,9 +235,7 @@ class Workers:
         if self.ok is None:
             errors = []
             try:  # one process fewer to start: this one has minibert imported already
-                from minibert import kernels
-
-                kernels.compile_claimed(kernel_calls(self.plans), self.dir.name)
+                compile_claimed(kernel_calls(self.plans), self.dir.name)
             except Exception as e:  # noqa: BLE001 - the step compiles what is missing; say why below
                 errors.append(f"{type(e).__name__}: {e}")
             for p in self.procs:
@@ -207,8 +275,6 @@ class in_background:
     blocks until they are done. Leaving the block stops workers still running."""
 
     def __init__(self, plans=("step",), workers: int | None = None):
-        from minibert.backend import backend_name
-
         self.workers = None
         if backend_name() == "numba" and not is_warm(plans):
             n = max(1, (workers or default_workers()) - 1)  # and this process, once it waits
@@ -231,10 +297,6 @@ class in_background:
 
 def cli(argv: list[str]) -> int:
     """Compile the Numba kernels ahead of their first call, in several processes at once."""
-    import argparse
-
-    from minibert.io.cli import command_parser
-
     p = command_parser("compile-ahead", cli.__doc__)
     p.add_argument("--workers", type=int, default=default_workers(), help="processes (default: cores, at most 4)")
     p.add_argument("--plans", default=",".join(PLANS), help=f"what to compile: {', '.join(PLANS)} (default: all)")
@@ -258,3 +320,38 @@ def cli(argv: list[str]) -> int:
     print(f"Numba kernels compiled or loaded in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return 0 if ok else 1
 
+
+# ---------------------------------------------------------------------------------------------
+# what compiled: every Numba compilation (or load from the cache) in this process, timed
+
+@contextmanager
+def record_compiles():
+    """Within the block, record each first compilation (or cache load) of a Numba function in this
+    process: {"name", "signature", "compiled" (False: loaded from the cache), "cpu_s" (its own
+    process CPU seconds, without the functions it called that compiled meanwhile)}. Yields the
+    list that fills up."""
+    records, stack = [], []
+    compile_one = dispatcher.Dispatcher.compile
+
+    def timed_compile(self, sig):
+        args = tuple(getattr(sig, "args", sig))
+        if args in self.overloads:
+            return compile_one(self, sig)
+        misses = sum(self._cache_misses.values())
+        c0 = time.process_time()
+        stack.append(0.0)
+        try:
+            return compile_one(self, sig)
+        finally:
+            inner = stack.pop()
+            cpu = time.process_time() - c0
+            if stack:
+                stack[-1] += cpu
+            records.append({"name": self.py_func.__qualname__, "signature": str(args),
+                            "compiled": sum(self._cache_misses.values()) > misses, "cpu_s": cpu - inner})
+
+    dispatcher.Dispatcher.compile = timed_compile
+    try:
+        yield records
+    finally:
+        dispatcher.Dispatcher.compile = compile_one
