@@ -10,37 +10,56 @@ import numba
 import numpy as np
 import pytest
 
-from minibert import kernels
-from minibert.loop import compile_ahead
+from minibert import compile_ahead, kernels
 
 
 def test_record_calls_lists_types_runs_nothing_and_restores_the_kernels():
-    before = kernels._zero_kernel
-    x = np.full((3, 4), 7.0, dtype=np.float32)  # (rows, cols)
+    base = np.full((3, 8), 7.0, dtype=np.float32)  # (rows, cols)
+    x = base[:, ::2]  # a strided view: a layout ('A') no other test compiles the kernel for
+    x64 = base.astype(np.float64)[:, ::2]
     ids = np.arange(3)
-    with kernels.record_calls() as calls:
-        assert kernels._zero_kernel is not before  # a recorder stands in
+    assert (numba.typeof(x),) not in kernels._zero_kernel.signatures  # so its calls are recorded
+    with compile_ahead.record_calls() as calls:
         kernels._zero_kernel(x)
         kernels._zero_kernel(x)  # the same types: listed once
-        kernels._zero_kernel(x.astype(np.float64))
-        kernels._column_sum_kernel(x, np.zeros(4, dtype=np.float32))
-        kernels._position_sum_kernel(np.ones((2, 3, 4), np.float32), ids)  # nonsense values are fine
-    assert kernels._zero_kernel is before
+        kernels._zero_kernel(x64)
+        kernels._column_sum_kernel(x, np.zeros(4, dtype=np.float32)[::1])
+        kernels._position_sum_kernel(np.ones((2, 3, 8), np.float32)[:, :, ::2], ids)  # nonsense values are fine
+    assert "_compile_for_args" not in vars(kernels._zero_kernel)  # the dispatcher is itself again
+    assert (numba.typeof(x),) not in kernels._zero_kernel.signatures  # nothing compiled
     assert np.all(x == 1.0)  # not zeroed: the recorder writes 1 into writable float arrays
     assert [name for name, _ in calls] == ["_zero_kernel", "_zero_kernel", "_column_sum_kernel",
                                           "_position_sum_kernel"]
-    assert calls[0][1] == (numba.typeof(x),) and calls[1][1] == (numba.typeof(x.astype(np.float64)),)
+    assert calls[0][1] == (numba.typeof(x),) and calls[1][1] == (numba.typeof(x64),)
     assert calls[3][1][1] == numba.typeof(ids)
 
 
-# In a fresh process: a real tiny step (its kernels load from the cache or compile), then each
-# kernel it called from Python with the types it was called with (Numba's own list). The helpers
-# that kernels call (a LayerNorm row, an attention head) compile inside their callers: left out.
+def test_every_kernel_is_in_the_registry():
+    """kernel_jit lists every kernel it compiles in kernels.KERNELS, under its function's name."""
+    in_module = {name for name, obj in vars(kernels).items() if isinstance(obj, numba.core.registry.CPUDispatcher)}
+    assert in_module and all(kernels.KERNELS[getattr(kernels, n).py_func.__name__] is getattr(kernels, n)
+                             for n in in_module)
+
+
+# In a fresh process: a real tiny step through loop.step.training_step, the function every trainer
+# calls (its kernels load from the cache or compile), then each kernel it called from Python with
+# the types it was called with (Numba's own list). The helpers that kernels call (a LayerNorm row,
+# an attention head) compile inside their callers: left out.
 REAL_STEP = """
-from minibert import kernels
-from minibert.loop.compile_ahead import tiny_training_step
-print("loss", tiny_training_step(dropout=DROPOUT))
-ds = kernels._dispatchers()
+import numpy as np
+from minibert import kernels, optim
+from minibert.bert import BertForPreTraining
+from minibert.compile_ahead import tiny_batch
+from minibert.loop.step import training_step
+from minibert.model import MODEL_SIZES, BertConfig
+cfg = BertConfig(**MODEL_SIZES["tiny"], vocab_size=8192, max_position_embeddings=128,
+                 hidden_dropout_prob=DROPOUT, attention_probs_dropout_prob=DROPOUT)
+rng = np.random.default_rng(0)
+model = BertForPreTraining(cfg, seed=0, dtype=np.float32)
+opt = optim.AdamW(model.params, lr=1e-4)
+result = training_step(model, opt, tiny_batch(cfg, 32, 64, 10, rng), 0, lr=1e-4, warmup_steps=10, total_steps=100, rng=rng)
+print("loss", result.loss)
+ds = kernels.KERNELS
 helpers = {n for d in ds.values() for n in d.py_func.__code__.co_names if n in ds}
 for name, d in ds.items():
     for sig in (d.signatures if name not in helpers else []):
@@ -65,9 +84,9 @@ def test_a_dry_step_lists_every_kernel_call_the_real_step_makes(plan, dropout):
 def test_compile_claimed_shares_the_calls_out_between_processes(tmp_path):
     calls = [("_zero_kernel", (numba.typeof(np.zeros((2, 2), np.float32)),)),
              ("_zero_kernel", (numba.typeof(np.zeros((2, 2), np.float64)),))]
-    assert kernels.compile_claimed(calls, str(tmp_path)) == ["_zero_kernel", "_zero_kernel"]
-    assert sorted(os.listdir(tmp_path)) == ["0", "1"]
-    assert kernels.compile_claimed(calls, str(tmp_path)) == []  # claimed already: another process's
+    assert compile_ahead.compile_claimed(calls, str(tmp_path)) == ["_zero_kernel", "_zero_kernel"]
+    assert len(os.listdir(tmp_path)) == 2  # one claim per call
+    assert compile_ahead.compile_claimed(calls, str(tmp_path)) == []  # claimed already: another process's
     assert len(kernels._zero_kernel.signatures) >= 2
 
 
@@ -115,7 +134,7 @@ def test_after_compiling_ahead_on_an_empty_cache_a_tiny_step_compiles_nothing(tm
                            env=env, capture_output=True, text=True, timeout=600)
     assert ahead.returncode == 0, ahead.stderr
     assert json.loads((tmp_path / compile_ahead.MARKER).read_text())["plans"] == ["step"]
-    step = subprocess.run([sys.executable, "-c", "from minibert.loop.compile_ahead import tiny_training_step as s; "
+    step = subprocess.run([sys.executable, "-c", "from minibert.compile_ahead import tiny_training_step as s; "
                            "print(s(dropout=0.0))"], env=env, capture_output=True, text=True, timeout=600)
     assert step.returncode == 0, step.stderr
     assert "compiling Numba kernel" not in step.stderr  # every kernel loaded from the cache

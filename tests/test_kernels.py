@@ -7,6 +7,10 @@ kernels sum in a different order than BLAS does.
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -527,3 +531,17 @@ def test_twenty_training_steps_give_the_same_losses_on_both_backends(dropout, mo
                                                   total_steps=20, rng=rng).loss for s in range(20)])
     assert losses["numpy"][-1] < losses["numpy"][0]  # it trains
     np.testing.assert_allclose(losses["numba"], losses["numpy"], rtol=1e-5)
+
+
+def test_importing_the_kernels_changes_no_setting_and_the_backend_makes_them():
+    """kernels.setup() makes the process settings (Numba's threading layer, glibc's freed memory),
+    not the import; backend.get_ops() calls it when it hands the kernels out."""
+    script = ("import os; os.environ.pop('NUMBA_THREADING_LAYER', None); os.environ.pop('MINIBERT_KEEP_MEMORY', None)\n"
+              "import numba; from minibert import kernels\n"
+              "print(numba.config.THREADING_LAYER, kernels._SETUP_DONE)\n"
+              "from minibert.backend import get_ops; assert get_ops() is kernels\n"
+              "print(numba.config.THREADING_LAYER, kernels._SETUP_DONE)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in os.environ.items() if k != "MINIBERT_BACKEND"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["default", "False", "workqueue", "True"]
