@@ -14,8 +14,8 @@ takes it (B 32, T 64, 10 predictions, no dropout: the model's loss_grads_metrics
 AdamW, the calls of `loop.step.training_step`, so with the argument types train-tiny's steps use;
 tests/test_compile_ahead.py checks the list against a real training_step); "dropout", the same
 step with dropout on (fine-tuning); "attention", the grid attention in float64 and float32 that
-the gradient checks call; and one plan per lesson that calls kernels, listing what it calls
-("lesson06", ...). Each worker (`--worker CLAIMS`) lists the plans' kernel calls without running
+the gradient checks and lesson 06 call; and a plan for each other lesson whose calls the step
+does not make ("lesson10", "lesson11", "lesson13"). Each worker (`--worker CLAIMS`) lists the plans' kernel calls without running
 them (`record_calls`: each kernel of kernels.KERNELS records its argument types instead of
 compiling), then compiles the ones it claims first (`compile_claimed`). The argument types are
 all Numba's cache is keyed by (not shapes or values), so the real run later loads every kernel
@@ -59,13 +59,14 @@ MAX_WORKERS = 4  # a tiny step has ~20 kernels, the largest ~3 s of compiling: m
 TIMEOUT_S = 600
 
 
-def tiny_batch(cfg: BertConfig, B: int, T: int, P: int, rng: np.random.Generator) -> dict:
+def tiny_batch(cfg: BertConfig, B: int, T: int, P: int, rng: np.random.Generator, pad: bool = True) -> dict:
     """A random pretraining batch in the types and layout of the data's batches: int64 ids, padding
-    at the end of the last sequence (the layout that decides which attention path runs), float
-    weights with one unused prediction slot."""
+    at the end of the last sequence when `pad` (padding decides which attention path runs: the
+    packed rows with it, the grid without), float weights with one unused prediction slot."""
     input_ids = rng.integers(5, cfg.vocab_size, size=(B, T))  # (B, T)
     input_mask = np.ones((B, T), dtype=np.int64)  # (B, T)
-    input_mask[-1, T - 2:] = 0  # a padded tail
+    if pad:
+        input_mask[-1, T - 2:] = 0  # a padded tail
     input_ids *= input_mask
     segment_ids = np.zeros((B, T), dtype=np.int64)  # (B, T)
     segment_ids[:, T // 2:] = 1
@@ -78,7 +79,7 @@ def tiny_batch(cfg: BertConfig, B: int, T: int, P: int, rng: np.random.Generator
                 next_sentence_labels=rng.integers(0, 2, size=B))
 
 
-def tiny_training_step(B: int = 32, T: int = 64, P: int = 10, dropout: float = 0.1) -> float:
+def tiny_training_step(B: int = 32, T: int = 64, P: int = 10, dropout: float = 0.1, pad: bool = True) -> float:
     """One training step of a tiny BERT on a random batch, the calls of loop.step.training_step
     (forward + backward, clipping by the global norm, AdamW) -> its loss."""
     cfg = BertConfig(**MODEL_SIZES["tiny"], vocab_size=8192, max_position_embeddings=128,  # train-tiny's model
@@ -86,7 +87,7 @@ def tiny_training_step(B: int = 32, T: int = 64, P: int = 10, dropout: float = 0
     rng = np.random.default_rng(0)
     model = BertForPreTraining(cfg, seed=0, dtype=np.float32)
     opt = optim.AdamW(model.params, lr=1e-4)
-    loss, grads, _ = model.loss_grads_metrics(tiny_batch(cfg, B, T, P, rng), train=True, rng=rng)
+    loss, grads, _ = model.loss_grads_metrics(tiny_batch(cfg, B, T, P, rng, pad), train=True, rng=rng)
     grads, _ = optim.clip_by_global_norm(grads, 1.0)
     opt.step(model.params, grads, optim.lr_at(0, 1e-4, 10, 100))
     return float(loss)
@@ -94,11 +95,11 @@ def tiny_training_step(B: int = 32, T: int = 64, P: int = 10, dropout: float = 0
 
 def grid_attention() -> None:
     """kernels.attention_forward and _backward (the grid version: q, k, v given apart) in float64
-    and float32, on one thread and on all (below and above kernels.PARALLEL_MIN_WORK): what
-    the float64 gradient checks call, and the tiny step does not."""
+    and float32, on one thread and on all (below and above kernels.PARALLEL_MIN_WORK), one head of
+    one token too: what lesson 06 and the float64 gradient checks call, and the tiny step does not."""
     rng = np.random.default_rng(0)
     for dtype in (np.float64, np.float32):
-        for shape in ((2, 3, 17, 8), (4, 2, 64, 16)):  # (B, NH, T, HS): serial, parallel
+        for shape in ((2, 3, 17, 8), (1, 1, 1, 4), (4, 2, 64, 16)):  # (B, NH, T, HS): serial, one head, parallel
             q, k, v, dout = (rng.standard_normal(shape).astype(dtype) for _ in range(4))
             attn_mask = np.ones(shape[:1] + shape[2:3], dtype=np.int64)  # (B, T)
             attn_mask[-1, shape[2] // 2:] = 0
@@ -106,12 +107,55 @@ def grid_attention() -> None:
             kernels.attention_backward(dout, cache)
 
 
+# The lessons' own calls, beyond the step's: a lesson runs its models at sizes and in dtypes that
+# train-tiny does not (a one-thread model, float64 checks, a batch without padding), and each of
+# those is a kernel call of its own types. Which lesson calls what was read off Numba's list of
+# the signatures each lesson's run compiled; lesson 06's are the "attention" plan's. After `make
+# venv`, a lesson's first run in a fresh clone compiles nothing (docs/speed.md, "Cold start").
+
+SMALL = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+             max_position_embeddings=32)  # lessons 10 and 13's model: small enough for the one-thread kernels
+
+
+def small_model(dtype, pad: bool, grads: bool = True) -> None:
+    """The loss (and gradients) of lessons 10 and 13's small BERT on a batch with or without padding."""
+    cfg = BertConfig(**SMALL)
+    model = BertForPreTraining(cfg, seed=1, dtype=dtype)
+    model.loss_grads_metrics(tiny_batch(cfg, 4, 16, 4, np.random.default_rng(0), pad), compute_grads=grads)
+
+
+def lesson10() -> None:
+    """lessons/10_bert_model.py: its small BERT in float32 (the one-thread kernels), the loss alone
+    and with gradients, on padded batches."""
+    small_model(np.float32, pad=True, grads=False)
+    small_model(np.float32, pad=True)
+
+
+def lesson11() -> None:
+    """lessons/11_pretrain_tiny.py: AdamW and clipping on float64 arrays (its first sections), then
+    training steps on batches without padding (every sequence full: the grid attention, in the
+    parallel kernels)."""
+    p, g = {"w": np.zeros(3)}, {"w": np.array([0.5, -3.0, 0.05])}  # (3,) as the lesson's
+    optim.AdamW(p, lr=1.0, weight_decay=0.0).step(p, g)
+    optim.clip_by_global_norm({"a": np.array([3.0, 0.0]), "b": np.array([[4.0]])}, 1.0)  # norm 5: clipped
+    tiny_training_step(dropout=0.0, pad=False)
+
+
+def lesson13() -> None:
+    """lessons/13_finetuning_heads.py: its task models' gradient checks in float64 (the small model
+    with and without padding: the packed rows and the grid) and their fine-tuning steps in float32
+    on the grid."""
+    for dtype in (np.float64, np.float32):
+        small_model(dtype, pad=True)
+        small_model(dtype, pad=False)
+
+
 def tiny_step_without_dropout() -> None:
     tiny_training_step(dropout=0.0)  # train-tiny's recipe has none
 
 
 PLANS = {"step": tiny_step_without_dropout, "dropout": tiny_training_step,  # what each plan runs (dry, to list its calls)
-         "attention": grid_attention}
+         "attention": grid_attention, "lesson10": lesson10, "lesson11": lesson11, "lesson13": lesson13}
 
 
 class record_calls:
