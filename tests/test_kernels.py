@@ -18,7 +18,7 @@ numba = pytest.importorskip("numba")
 
 from minibert.analysis import gradcheck  # noqa: E402
 
-from minibert import kernels, layers
+from minibert import kernels, layers, philox
 from minibert.backend import get_ops  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
@@ -361,10 +361,10 @@ def test_dropout_kernel_draws_what_the_reference_draws():
 @pytest.mark.parametrize("start", [0, 1, 3, 4, 4097])
 @pytest.mark.parametrize("n", [0, 1, 3, 5, 11, 4096])
 def test_random_bits_kernel_at_any_start_matches_reference(start, n):
-    key = layers.draw_dropout_key(np.random.default_rng(0))
+    key = philox.draw_dropout_key(np.random.default_rng(0))
     bits = np.empty(n, np.uint32)
     _bits_into(bits, start, np.uint64(key[0]), np.uint64(key[1]))
-    np.testing.assert_array_equal(bits, layers.random_bits(key, start + n)[start:])
+    np.testing.assert_array_equal(bits, philox.random_bits(key, start + n)[start:])
 
 
 @numba.njit
