@@ -15,13 +15,14 @@ AdamW, the calls of `loop.step.training_step`, so with the argument types train-
 tests/test_compile_ahead.py checks the list against a real training_step); "dropout", the same
 step with dropout on (fine-tuning); "attention", the grid attention in float64 and float32 that
 the gradient checks and lesson 06 call; and a plan for each other lesson whose calls the step
-does not make ("lesson10", "lesson11", "lesson13"). Each worker (`--worker CLAIMS`) lists the plans' kernel calls without running
-them (`record_calls`: each kernel of kernels.KERNELS records its argument types instead of
-compiling), then compiles the ones it claims first (`compile_claimed`). The argument types are
-all Numba's cache is keyed by (not shapes or values), so the real run later loads every kernel
-from the cache. `train-tiny` starts workers for "step" in the background when the cache is cold
-(`in_background`) and builds its corpus meanwhile; before its first step it joins them (claims
-and compiles what is left itself) and waits for them.
+does not make ("lesson10", "lesson11", "lesson13"). Each worker (`--worker CLAIMS`) lists the
+plans' kernel calls without running them (`record_calls`: each kernel of kernels.KERNELS records
+its argument types instead of compiling), then compiles the ones it claims first
+(`compile_claimed`). The argument types are all Numba's cache is keyed by (not shapes or
+values), so the real run later loads every kernel from the cache. `train-tiny` starts workers
+for "step" in the background when the cache is cold (`in_background`) and builds its corpus
+meanwhile; before its first step it joins them (claims and compiles what is left itself) and
+waits for them.
 
 Whether the cache is cold is read from a small marker this module writes beside Numba's cache
 when every worker has finished (`MARKER`): the plans compiled, and the hash of kernels.py, the
@@ -154,7 +155,8 @@ def tiny_step_without_dropout() -> None:
     tiny_training_step(dropout=0.0)  # train-tiny's recipe has none
 
 
-PLANS = {"step": tiny_step_without_dropout, "dropout": tiny_training_step,  # what each plan runs (dry, to list its calls)
+# what each plan runs (dry, to list its calls)
+PLANS = {"step": tiny_step_without_dropout, "dropout": tiny_training_step,
          "attention": grid_attention, "lesson10": lesson10, "lesson11": lesson11, "lesson13": lesson13}
 
 

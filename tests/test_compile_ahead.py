@@ -57,7 +57,8 @@ cfg = BertConfig(**MODEL_SIZES["tiny"], vocab_size=8192, max_position_embeddings
 rng = np.random.default_rng(0)
 model = BertForPreTraining(cfg, seed=0, dtype=np.float32)
 opt = optim.AdamW(model.params, lr=1e-4)
-result = training_step(model, opt, tiny_batch(cfg, 32, 64, 10, rng), 0, lr=1e-4, warmup_steps=10, total_steps=100, rng=rng)
+batch = tiny_batch(cfg, 32, 64, 10, rng)
+result = training_step(model, opt, batch, 0, lr=1e-4, warmup_steps=10, total_steps=100, rng=rng)
 print("loss", result.loss)
 ds = kernels.KERNELS
 helpers = {n for d in ds.values() for n in d.py_func.__code__.co_names if n in ds}

@@ -171,7 +171,8 @@ def test_the_reference_loads_with_numpy_alone():
     """layers.py is the code to read: importing it (and a forward and backward) loads no Numba."""
     script = ("import sys; import numpy as np; from minibert import layers; "
               "x = np.linspace(-3, 3, 12).reshape(3, 4); out, c = layers.gelu_forward(x); layers.gelu_backward(x, c); "
-              "layers.dropout_forward(x, 0.5, np.random.default_rng(0)); print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba'))")
+              "layers.dropout_forward(x, 0.5, np.random.default_rng(0)); "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] == 'numba'))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
