@@ -359,7 +359,7 @@ def cli(argv: list[str]) -> int:
     ok = True
     if not is_warm(plans):
         print(f"compiling the Numba kernels of {' and '.join(plans)} in {args.workers} process(es) (once, about "
-              f"50 s of one core in all)", file=sys.stderr, flush=True)
+              f"90 s of one core in all)", file=sys.stderr, flush=True)
         ok = Workers(args.workers - 1, plans).wait()  # and this process
     for name in plans:  # loads every kernel from the cache, and compiles any a worker missed
         PLANS[name]()
