@@ -53,6 +53,7 @@ import course  # noqa: E402  lessons/course.py: where pictures go, how exercises
 from minibert.analysis import gradcheck  # noqa: E402
 from minibert import kernels, layers
 
+kernels.setup()  # the process settings the model runs the kernels with (Numba's threads, memory): minibert/kernels.py
 FAST = course.FAST  # smaller timing problem in CI
 rng = np.random.default_rng(6)
 
