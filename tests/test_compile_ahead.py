@@ -9,6 +9,7 @@ import sys
 import numba
 import numpy as np
 import pytest
+from numba.core import dispatcher
 
 from minibert import compile_ahead, kernels
 
@@ -146,3 +147,25 @@ def test_after_compiling_ahead_on_an_empty_cache_a_tiny_step_compiles_nothing(tm
     assert step.returncode == 0, step.stderr
     assert "compiling Numba kernel" not in step.stderr  # every kernel loaded from the cache
     assert np.isfinite(float(step.stdout.strip().splitlines()[-1]))
+
+
+def _fresh_function(module):
+    """A new Python function (so nothing of it is compiled or cached) that claims `module`."""
+    def add_one(x):
+        return x + 1
+
+    add_one.__module__ = module
+    return numba.njit(add_one)  # no cache=True: it compiles in this process
+
+
+def test_record_compiles_records_each_new_signature_once_and_restores_numba():
+    compile_before = dispatcher.Dispatcher.compile
+    f = _fresh_function("tests.tools")
+    with compile_ahead.record_compiles() as records:
+        assert f(1) == 2
+        assert f(2.5) == pytest.approx(3.5)
+        assert f(7) == 8  # int64 again: no new compilation
+    assert [r["name"] for r in records] == ["_fresh_function.<locals>.add_one"] * 2
+    assert all(r["compiled"] and r["cpu_s"] >= 0 for r in records)
+    assert "int64" in records[0]["signature"] and "float64" in records[1]["signature"]
+    assert dispatcher.Dispatcher.compile is compile_before
