@@ -53,7 +53,127 @@ assert np.allclose(out, layers.layernorm_forward(x, w, b, eps)[0])
 dout = rng.standard_normal(out.shape)  # (B, T, C)
 
 # %% [markdown]
-# ## Backward, line by line
+# ## Backward: your derivation
+# Backward gets `dout` `(B, T, C)` and returns `dx` `(B, T, C)`, `dw` `(C,)` and `db` `(C,)`. By
+# the chain rule, `dx[c] = sum over c' of dout[c'] * d out[c'] / d x[c]` within a token's row,
+# and `x[c]` reaches every `out[c']` of its row three ways: directly through `xc = x - mean`,
+# through `mean`, and through `var` (hence `rstd`). `mean`, `var` and `rstd` are `(B, T, 1)`,
+# broadcast over `C` in the forward, so their gradients sum over `C` (`keepdims=True`); `w` and
+# `b` are shared by every token, so theirs sum over `B` and `T`. Write `g = dout * w` (the
+# gradient reaching `norm`) and use `xc = norm / rstd`: what is left is three terms in `g`,
+# `norm` and `rstd`, with two means over the `C` features: the plain scaling of `g`, and one
+# correction for each statistic the row's output depends on. Working that out, on paper, is
+# exercise 1; the lesson shows the line-by-line backward and the formula after grading yours.
+
+# %% [markdown]
+# ## Discussion
+# - `LayerNormCache(norm, w, rstd)`: backward needs `norm` and `rstd`, not `x` and `mean`.
+#   `norm` is `(B, T, C)`, `rstd` only `(B, T, 1)`. One could store `x`, `mean`, `rstd` and
+#   recompute `norm`; minibert stores `norm` because it is used twice (in `dw` and in `dx`).
+# - `eps = 1e-12` is tiny: it only protects against a row of identical numbers. With float32
+#   training it is smaller than rounding, as in the original BERT.
+
+# %% [markdown]
+# ## Exercises
+# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
+# stubs grades your functions and names the check that failed and by how much. A stub left as it
+# is makes the lesson go on with the reference solution (`lessons/solutions/02_layernorm.py`).
+#
+# 1. `my_layernorm_backward(dout, norm, w, rstd)`: return `(dx, dw, db)`, `dx` with the fused
+#    formula you derived above (one line, no `xc` or `var`: the cache holds only `norm`, `w` and
+#    `rstd`). Each gradient is graded on its own against the numerical gradient.
+# 2. `my_rmsnorm_backward(dout, x, w)`: RMSNorm (used by newer models such as LLaMA) skips the
+#    mean: `out = w * x * r` with `r = 1 / sqrt(mean(x^2) + eps)`. Derive `dx` the same way
+#    (it has two terms, not three: there is no mean to undo).
+# 3. `my_dx_without_mean_term(dout, norm, w, rstd)`: the gradient you get if you forget that the
+#    mean depends on `x`, that is the true gradient of a LayerNorm whose mean is a constant `m`
+#    (computed once, then frozen): `out = w * (x - m) / sqrt(mean((x - m)^2) + eps) + b`. Derive it
+#    as a change to your exercise 1 formula; it is graded against the numerical gradient of that
+#    frozen-mean layer. The true `dx` sums to zero over the `C` features of every token, for
+#    **every** `w` and `dout`: adding the same number to all inputs of a row leaves `norm`, hence
+#    the output, unchanged, so the gradient has no component along `(1, ..., 1)`. The frozen-mean
+#    gradient does not: the check below prints both row sums, with this lesson's random `w`.
+
+# %%
+def my_layernorm_backward(dout, norm, w, rstd):
+    """dout, norm (B, T, C); w (C,); rstd (B, T, 1) -> dx (B, T, C), dw (C,), db (C,)"""
+    raise NotImplementedError("exercise 1: write the fused LayerNorm backward")  # your code here
+
+
+def my_rmsnorm_backward(dout, x, w, eps=1e-12):
+    """dout, x (B, T, C); w (C,) -> dx (B, T, C) for out = w * x / sqrt(mean(x^2) + eps)"""
+    raise NotImplementedError("exercise 2: derive RMSNorm's backward")  # your code here
+
+
+def my_dx_without_mean_term(dout, norm, w, rstd):
+    """dout, norm (B, T, C); w (C,); rstd (B, T, 1) -> dx (B, T, C) with the mean held constant"""
+    raise NotImplementedError("exercise 3: write the formula without its mean term")  # your code here
+
+
+# %%
+ex = course.Exercises("02_layernorm")
+
+
+def frozen(mean_of=None, var_of=None):
+    """LayerNorm of x with its mean and/or its variance frozen at x's (constants), for the terms
+    each statistic adds to the gradient: the full gradient minus this one's."""
+    xx = x.copy()
+
+    def forward():
+        m = mean_of if mean_of is not None else xx.mean(-1, keepdims=True)  # (B, T, 1)
+        v = var_of if var_of is not None else ((xx - m) ** 2).mean(-1, keepdims=True)  # (B, T, 1)
+        return (xx - m) / np.sqrt(v + eps) * w + b  # (B, T, C)
+    return gradcheck.numerical_grad(forward, xx, dout)  # (B, T, C)
+
+
+def check_layernorm_backward(fn):
+    mine = fn(dout, norm, w, rstd)
+    fwd = lambda: layers.layernorm_forward(x, w, b, eps)[0]  # noqa: E731
+    full = gradcheck.numerical_grad(fwd, x, dout)  # (B, T, C)
+    terms = {"the mean term (the path from x through the mean)": full - frozen(mean_of=mean),
+             "the variance term (the path from x through the variance)": full - frozen(var_of=var)}
+    return [course.close("dx vs numerical gradient", mine[0], full, zero_sum="the mean term", terms=terms),
+            course.close("dw vs numerical gradient", mine[1], gradcheck.numerical_grad(fwd, w, dout)),
+            course.close("db vs numerical gradient", mine[2], gradcheck.numerical_grad(fwd, b, dout))]
+
+
+def check_rmsnorm_backward(fn):
+    rms = lambda: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w  # noqa: E731
+    r = 1 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)  # (B, T, 1) frozen: a constant
+    xx = x.copy()
+    full = gradcheck.numerical_grad(rms, x, dout)  # (B, T, C)
+    r_constant = gradcheck.numerical_grad(lambda: xx * r * w, xx, dout)  # (B, T, C)
+    terms = {"the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x: you held it constant)": full - r_constant}
+    return [course.close("dx vs numerical gradient", fn(dout, x, w, eps), full, terms=terms)]
+
+
+def check_dx_without_mean_term(fn):
+    m = x.mean(axis=-1, keepdims=True)  # (B, T, 1) computed once, then a constant
+    xx = x.copy()
+
+    def frozen_mean_layernorm():
+        xm = xx - m  # (B, T, C)
+        return xm / np.sqrt((xm * xm).mean(-1, keepdims=True) + eps) * w + b  # (B, T, C)
+
+    full = gradcheck.numerical_grad(lambda: layers.layernorm_forward(x, w, b, eps)[0], x, dout)  # (B, T, C)
+    wrongs = {"exercise 1's dx unchanged (with the mean a constant, its term goes)": full}
+    return [course.close("dx vs numerical gradient, mean held constant", fn(dout, norm, w, rstd),
+                         gradcheck.numerical_grad(frozen_mean_layernorm, xx, dout), wrongs=wrongs)]
+
+
+my_layernorm_backward = ex.grade(1, my_layernorm_backward, check_layernorm_backward, paths=("dx", "dw", "db"),
+                                 refuses=("layers.layernorm_backward", "kernels.layernorm_backward"))
+my_rmsnorm_backward = ex.grade(2, my_rmsnorm_backward, check_rmsnorm_backward)
+my_dx_without_mean_term = ex.grade(3, my_dx_without_mean_term, check_dx_without_mean_term,
+                                   refuses=("layers.layernorm_backward", "kernels.layernorm_backward"))
+sums_true = np.abs(my_layernorm_backward(dout, norm, w, rstd)[0].sum(axis=-1)).max()  # largest |row sum| of the true dx
+sums_no_mean = np.abs(my_dx_without_mean_term(dout, norm, w, rstd).sum(axis=-1)).max()
+print(f"w = {w.round(2)} (random, not ones)")
+print(f"largest |sum over C of dx|: true dx {sums_true:.1e}, without the mean term {sums_no_mean:.1e}")
+assert sums_true < 1e-12 and sums_no_mean > 1e-3
+
+# %% [markdown]
+# ## Backward, line by line (how exercise 1's formula comes about)
 # Each check treats one intermediate as the input of the rest of the forward. `rest_from_xc`
 # recomputes `var`, `rstd`, `norm` and `out` from `xc`, so its numerical gradient includes
 # *both* paths from `xc` (directly into `norm`, and through `var`).
@@ -94,101 +214,6 @@ num_dx = gradcheck.numerical_grad(fwd, x, dout)  # (B, T, C)
 assert gradcheck.compare("dx (atomic)", dx, num_dx)
 assert gradcheck.compare("dw", dw, gradcheck.numerical_grad(fwd, w, dout))
 assert gradcheck.compare("db", db, gradcheck.numerical_grad(fwd, b, dout))
-
-# %% [markdown]
-# ## Fused backward: your derivation
-# Seven lines for one layer is a lot. Write `g = dout * w` (that is `dnorm`) and substitute the
-# lines above into each other, using `xc = norm / rstd` and `(var + eps)^-1.5 = rstd^3`. What is
-# left is three terms in `g`, `norm` and `rstd`, with two means over the `C` features: the plain
-# scaling of `g`, and one correction for each statistic the row's output depends on. Working
-# that out is exercise 1; the lesson shows the formula after grading it.
-
-# %% [markdown]
-# ## Discussion
-# - `LayerNormCache(norm, w, rstd)`: backward needs `norm` and `rstd`, not `x` and `mean`.
-#   `norm` is `(B, T, C)`, `rstd` only `(B, T, 1)`. One could store `x`, `mean`, `rstd` and
-#   recompute `norm`; minibert stores `norm` because it is used twice (in `dw` and in `dx`).
-# - `eps = 1e-12` is tiny: it only protects against a row of identical numbers. With float32
-#   training it is smaller than rounding, as in the original BERT.
-
-# %% [markdown]
-# ## Exercises
-# Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
-# stubs grades your functions and names the check that failed and by how much. A stub left as it
-# is makes the lesson go on with the reference solution (`lessons/solutions/02_layernorm.py`).
-#
-# 1. `my_layernorm_backward(dout, norm, w, rstd)`: return `(dx, dw, db)`, `dx` with the fused
-#    formula you derived above (one line, no `xc` or `var`: the cache holds only `norm`, `w` and
-#    `rstd`). Each gradient is graded on its own: `dx` against the line-by-line `dx`, `dw` and `db`
-#    against numerical gradients.
-# 2. `my_rmsnorm_backward(dout, x, w)`: RMSNorm (used by newer models such as LLaMA) skips the
-#    mean: `out = w * x * r` with `r = 1 / sqrt(mean(x^2) + eps)`. Derive `dx` the same way
-#    (it has two terms, not three: there is no mean to undo).
-# 3. `my_dx_without_mean_term(dout, norm, w, rstd)`: the gradient you get if you forget that the
-#    mean depends on `x`, that is the true gradient of a LayerNorm whose mean is a constant `m`
-#    (computed once, then frozen): `out = w * (x - m) / sqrt(mean((x - m)^2) + eps) + b`. Derive it
-#    as a change to your exercise 1 formula; it is graded against the numerical gradient of that
-#    frozen-mean layer. The true `dx` sums to zero over the `C` features of every token, for
-#    **every** `w` and `dout`: adding the same number to all inputs of a row leaves `norm`, hence
-#    the output, unchanged, so the gradient has no component along `(1, ..., 1)`. The frozen-mean
-#    gradient does not: the check below prints both row sums, with this lesson's random `w`.
-
-# %%
-def my_layernorm_backward(dout, norm, w, rstd):
-    """dout, norm (B, T, C); w (C,); rstd (B, T, 1) -> dx (B, T, C), dw (C,), db (C,)"""
-    raise NotImplementedError("exercise 1: write the fused LayerNorm backward")  # your code here
-
-
-def my_rmsnorm_backward(dout, x, w, eps=1e-12):
-    """dout, x (B, T, C); w (C,) -> dx (B, T, C) for out = w * x / sqrt(mean(x^2) + eps)"""
-    raise NotImplementedError("exercise 2: derive RMSNorm's backward")  # your code here
-
-
-def my_dx_without_mean_term(dout, norm, w, rstd):
-    """dout, norm (B, T, C); w (C,); rstd (B, T, 1) -> dx (B, T, C) with the mean held constant"""
-    raise NotImplementedError("exercise 3: write the formula without its mean term")  # your code here
-
-
-# %%
-ex = course.Exercises("02_layernorm")
-
-
-def check_layernorm_backward(fn):
-    mine = fn(dout, norm, w, rstd)
-    fwd = lambda: layers.layernorm_forward(x, w, b, eps)[0]  # noqa: E731
-    return [course.close("dx vs the line-by-line dx", mine[0], dx, zero_sum="the mean term"),
-            course.close("dw vs numerical gradient", mine[1], gradcheck.numerical_grad(fwd, w, dout)),
-            course.close("db vs numerical gradient", mine[2], gradcheck.numerical_grad(fwd, b, dout))]
-
-
-def check_rmsnorm_backward(fn):
-    rms = lambda: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w  # noqa: E731
-    return [course.close("dx vs numerical gradient", fn(dout, x, w, eps),
-                         gradcheck.numerical_grad(rms, x, dout))]
-
-
-def check_dx_without_mean_term(fn):
-    m = x.mean(axis=-1, keepdims=True)  # (B, T, 1) computed once, then a constant
-    xx = x.copy()
-
-    def frozen_mean_layernorm():
-        xm = xx - m  # (B, T, C)
-        return xm / np.sqrt((xm * xm).mean(-1, keepdims=True) + eps) * w + b  # (B, T, C)
-
-    return [course.close("dx vs numerical gradient, mean held constant", fn(dout, norm, w, rstd),
-                         gradcheck.numerical_grad(frozen_mean_layernorm, xx, dout))]
-
-
-my_layernorm_backward = ex.grade(1, my_layernorm_backward, check_layernorm_backward, paths=("dx", "dw", "db"),
-                                 refuses=("layers.layernorm_backward", "kernels.layernorm_backward"))
-my_rmsnorm_backward = ex.grade(2, my_rmsnorm_backward, check_rmsnorm_backward)
-my_dx_without_mean_term = ex.grade(3, my_dx_without_mean_term, check_dx_without_mean_term,
-                                   refuses=("layers.layernorm_backward", "kernels.layernorm_backward"))
-sums_true = np.abs(dx.sum(axis=-1)).max()  # largest |row sum| of the true dx (line by line)
-sums_no_mean = np.abs(my_dx_without_mean_term(dout, norm, w, rstd).sum(axis=-1)).max()
-print(f"w = {w.round(2)} (random, not ones)")
-print(f"largest |sum over C of dx|: true dx {sums_true:.1e}, without the mean term {sums_no_mean:.1e}")
-assert sums_true < 1e-12 and sums_no_mean > 1e-3
 
 # %% [markdown]
 # ## Fused backward (exercise 1's answer)

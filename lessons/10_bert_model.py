@@ -330,7 +330,7 @@ assert curve[-1] < 0.5 and curve[-1] < curve[0] / 8
 #    `adam_step` above, with bias correction) makes to a parameter on step 1, from zero moments,
 #    as one closed-form line in `g`, `lr` and `eps` (no `m`, `v`, `b1` or `b2` left in it: work
 #    it out on paper first). Graded against `adam_step` itself, for gradients of very different
-#    sizes.
+#    sizes, down to a few times `eps`.
 
 # %%
 def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
@@ -340,17 +340,24 @@ def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
 
 # %%
 def check_adam_first_step(fn):
-    gg = np.array([1e-3, -5.0, 200.0])  # (3,) very different sizes
-    p = {"x": np.zeros(3)}  # (3,)
-    adam_step(p, {"x": gg}, {"x": np.zeros(3)}, {"x": np.zeros(3)}, step=1, lr=0.01)
-    return [course.close("equals adam_step's first update", fn(gg, 0.01), p["x"])]
+    gg = np.array([1e-3, -5.0, 200.0, 1e-8, -3e-9])  # (5,) very different sizes, two of them near eps
+    p, m1, v1 = {"x": np.zeros(5)}, {"x": np.zeros(5)}, {"x": np.zeros(5)}  # (5,) each
+    adam_step(p, {"x": gg}, m1, v1, step=1, lr=0.01)  # m1, v1: the moments after step 1
+    p_no_eps = {"x": np.zeros(5)}
+    adam_step(p_no_eps, {"x": gg}, {"x": np.zeros(5)}, {"x": np.zeros(5)}, step=1, lr=0.01, eps=0.0)
+    wrongs = {"Adam without bias correction: the step-1 moments m, v used as they are, not divided by "
+              "1 - b1^1 and 1 - b2^1": -0.01 * m1["x"] / (np.sqrt(v1["x"]) + 1e-8),
+              "eps left out (as if it were 0): it matters where |g| is near eps = 1e-8, as for the last two "
+              "gradients here": p_no_eps["x"]}
+    return [course.close("equals adam_step's first update", fn(gg, 0.01), p["x"], wrongs=wrongs)]
 
 
 my_adam_first_step = ex.grade(3, my_adam_first_step, check_adam_first_step,
                               refuses=("optim.AdamW", "kernels.adamw_update", "kernels.adamw_update_all"))
-step1 = my_adam_first_step(np.array([1e-3, -5.0, 200.0]), 0.01)  # (3,)
-print(f"Adam's first step for g = 1e-3, -5, 200 at lr 0.01: {step1.round(6)}: about -lr * sign(g) whatever |g| is")
-assert np.allclose(step1, -0.01 * np.sign([1e-3, -5.0, 200.0]), rtol=1e-3)
+step1 = my_adam_first_step(np.array([1e-3, -5.0, 200.0, 1e-8]), 0.01)  # (4,)
+print(f"Adam's first step for g = 1e-3, -5, 200 at lr 0.01: {step1[:3].round(6)}: about -lr * sign(g) whatever "
+      f"|g| is, until |g| comes near eps: g = 1e-8 gives {step1[3]:.6f}")
+assert np.allclose(step1[:3], -0.01 * np.sign([1e-3, -5.0, 200.0]), rtol=1e-3) and abs(step1[3]) < 0.006
 
 # %% [markdown]
 # ## Recap

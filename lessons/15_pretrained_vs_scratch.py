@@ -307,7 +307,7 @@ elif FAST:
 else:
     print(f"found {TINY.relative_to(ROOT)}: fine-tuning it and its control on a slice of nextsent")
     from minibert.finetune.models import BertForMultipleChoice
-    from minibert.finetune.tasks import load_task
+    from minibert.finetune.task_data import load_task
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

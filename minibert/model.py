@@ -631,6 +631,13 @@ class Metrics(NamedTuple):
     nsp_isnext_correct: int  # hits among the IsNext pairs (label 0): how often the model sees a real next
     nsp_isnext_count: int
 
+    def sums(self) -> dict:
+        """{name: (sum, count)}: each number and what it is a mean over, as the training loop logs
+        them (loop/engine.py): the losses (each a mean already) over 1, the accuracies as hits
+        over counted."""
+        return {"loss": (self.loss, 1), "mlm_loss": (self.mlm_loss, 1), "nsp_loss": (self.nsp_loss, 1),
+                "mlm_acc": (self.mlm_correct, self.mlm_count), "nsp_acc": (self.nsp_correct, self.nsp_count)}
+
 
 class LossGradsMetrics(NamedTuple):
     loss: float
@@ -765,7 +772,7 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
     pooler and NSP head for "mlm" and "ltr" (the cache tells: it has no NSP part then).
     `dmlm`, `dnsp`: the weights of the two losses in the loss differentiated, 1 for bert_forward's
     loss; a micro-batch of an accumulated step passes its share of the step's predictions and
-    pairs (minibert/loop/step.py, docs/bert-notes.md §10.2)."""
+    pairs (minibert/train/pretraining_step.py, docs/bert-notes.md §10.2)."""
     enc_cache, hc, _ = cache
     grads = {}
     # the chain rule starts here: loss = dmlm * mlm_loss (+ dnsp * nsp_loss), so d(loss)/d(mlm_loss)

@@ -1,6 +1,6 @@
 """The built-in tasks: what each is (its kind, file format, file names, metrics, default data
 directory), how to find its files and how to read its examples; `generic_task(format)` makes the
-same for a learner's own files. Fine-tuning (finetune/tasks.py) turns the examples into features
+same for a learner's own files. Fine-tuning (finetune/task_data.py) turns the examples into features
 and scores predictions; pretraining reads the text (train/task_corpus.py).
 
     sst2      classification  glue-single  train.tsv, dev.tsv        accuracy

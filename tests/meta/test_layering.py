@@ -30,12 +30,12 @@ LAYERS = [
     "family", "family.albert", "family.electra", "family.xlnet", "family.t5", "family.t5_data", "family.flops",
     "family.gradchecks",  # BERT's successors: the models only
     "taskdata", "taskdata.readers", "taskdata.tasks", "taskdata.squad_files",  # the tasks' files, below both halves
-    "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.budget", "loop.checkpoints", "loop.engine",  # the one training loop every trainer runs
+    "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.budget", "loop.state", "loop.checkpoints", "loop.engine",  # the one training loop every trainer runs
     "finetune", "finetune.bilstm", "finetune.heads", "finetune.models", "finetune.albert_tasks",
     "finetune.electra_tasks", "finetune.registry", "finetune.frozen", "finetune.gradchecks", "finetune.metrics",
-    "finetune.features", "finetune.tasks", "finetune.squad_eval", "finetune.squad", "finetune.run",
+    "finetune.features", "finetune.task_data", "finetune.squad_eval", "finetune.squad", "finetune.run",
     "finetune.squad_run", "finetune.recipes", "finetune.evaluate", "finetune.commands",  # BERT's second half, from the heads to the command
-    "train", "train.config", "train.runs", "train.data", "train.task_corpus", "train.evaluation", "train.curves",
+    "train", "train.config", "train.runs", "train.data", "train.task_corpus", "train.evaluation", "train.pretraining_step", "train.curves",
     "train.electra", "train.trainer", "train.pretrain", "train.commands", "train.t5", "train.t5_command",
     "train.xlnet", "train.xlnet_command",  # pretraining runs and their commands
     "tools", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",

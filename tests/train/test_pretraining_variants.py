@@ -16,7 +16,7 @@ from minibert.analysis import gradcheck as gc
 from minibert import kernels, layers
 from minibert.backend import get_ops
 from minibert.bert import BertForPreTraining
-from minibert.loop.step import training_step
+from minibert.train.pretraining_step import pretraining_step as training_step
 from minibert.model import OBJECTIVES, BertConfig, bert_backward, bert_forward, ltr_targets, trained_params
 from minibert.optim import AdamW
 from minibert.data.pretraining_data import (CLS, MASK, SEP, UNMASKED_NAME, check_mask_shares, create_masked_lm_predictions,
@@ -443,14 +443,14 @@ def _config(files, out, **kw):
 def test_training_run_without_nsp_resumes_bit_exactly_and_never_touches_nsp(files, tmp_path, objective, capsys):
     cfg = _config(files, tmp_path / "run", objective=objective)
     trainer = pretrain.train(cfg, verbose=True, max_steps_this_run=3)
-    assert trainer.status == "paused" and set(trainer.optimizer.m) == set(trained_params(trainer.model.params,
+    assert trainer.loop.status == "paused" and set(trainer.optimizer.m) == set(trained_params(trainer.model.params,
                                                                                          objective))
     init = BertForPreTraining(trainer.model.config, seed=cfg.seed).params
     for k in ("pool.w", "pool.b", "nsp.w", "nsp.b"):
         assert np.array_equal(trainer.model.params[k], init[k]), k
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "run", {}), resume=True, verbose=False)
     straight = pretrain.train(_config(files, tmp_path / "straight", objective=objective), verbose=False)
-    assert resumed.status == straight.status == "done"
+    assert resumed.loop.status == straight.loop.status == "done"
     for k, p in straight.model.params.items():
         assert np.array_equal(resumed.model.params[k], p), k  # the same computation, resumed
     ev = straight.last_eval
