@@ -20,8 +20,9 @@ help:
 	@echo "make notebooks     write lessons/NN_*.ipynb from the lessons (python -m minibert notebooks)"
 	@echo "make gradcheck     print the full gradient-check table (python -m minibert gradcheck)"
 
-# After installing, the Numba kernels of a tiny training step compile into minibert/__pycache__
-# (about 30 s of one core, once, spread over the cores), so that the first train-tiny starts in seconds.
+# After installing, the Numba kernels of a tiny training step and of the lessons compile into
+# minibert/__pycache__ (minibert/compile_ahead.py: once, spread over the cores), so that the first
+# train-tiny starts in seconds and no lesson compiles a kernel.
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install -q -e '.[dev]'

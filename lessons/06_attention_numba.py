@@ -53,6 +53,7 @@ import course  # noqa: E402  lessons/course.py: where pictures go, how exercises
 from minibert.analysis import gradcheck  # noqa: E402
 from minibert import kernels, layers
 
+kernels.setup()  # the process settings the model runs the kernels with (Numba's threads, memory): minibert/kernels.py
 FAST = course.FAST  # smaller timing problem in CI
 rng = np.random.default_rng(6)
 
@@ -86,7 +87,7 @@ def max_rel(a, b):
 #   `(B, NH)` stack, as in the NumPy reference (each one batched OpenBLAS call, `minibert/native/blas.py`,
 #   which gives each thread whole heads). Only the softmax backward between the matrix
 #   products is a Numba pass, one row at a time, and a row belongs to exactly one `(b, h)`
-#   iteration of the `prange`. The all-Numba version (`minibert/tools/attention_v1.py`) computes
+#   iteration of the `prange`. The all-Numba version (`minibert/dev/attention_v1.py`) computes
 #   `dk` and `dv` in loops, and stays correct the same way: each thread owns a whole
 #   `(batch, head)` and sums every query's contribution itself.
 # - **No `fastmath=True`.** Fastmath lets the compiler reorder sums and assume no NaN/inf.
@@ -389,7 +390,7 @@ assert max_rel(out32_nb, out32_ref) < 1e-5
 # >   `make bench` times the same contenders with two threads each, in
 # >   separate processes taking turns, against PyTorch too: at (32, 2, 128, 64), forward +
 # >   backward, it measured 27 ms for the library kernel, 34 ms for the NumPy reference and 21 ms
-# >   for PyTorch. An all-Numba version (`minibert/tools/attention_v1.py`, every matrix product as
+# >   for PyTorch. An all-Numba version (`minibert/dev/attention_v1.py`, every matrix product as
 # >   loops) took 32 ms: hand-written loops reach about half of BLAS's speed. The library's default
 # >   today (v4) keeps BLAS for the products but calls it per head from Numba's own threads, so each
 # >   head's scores go through q k^T, the softmax and att v while they sit in the core's cache:

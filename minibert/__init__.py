@@ -18,8 +18,8 @@ import os
 # OpenBLAS's idle threads spin for 2**28 cycles (~0.1 s) after each matmul before they sleep,
 # and in a training step every matmul is followed by a Numba kernel that wants the same cores:
 # with 2**4 cycles the tiny training step took 0.40-0.41 s instead of 0.44-0.48 s (2 cores).
-# Read by OpenBLAS when NumPy loads it; if NumPy was imported first, `minibert.kernels` has
-# OpenBLAS read it again when it loads (minibert.native.blas.apply_thread_timeout). An explicit setting
+# Read by OpenBLAS when NumPy loads it; if NumPy was imported first, `minibert.kernels.setup()` has
+# OpenBLAS read it again (minibert.native.blas.apply_thread_timeout). An explicit setting
 # in the environment wins.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
@@ -61,8 +61,9 @@ _EXPORTS = {
     "numerical_grad": "analysis.gradcheck", "compare": "analysis.gradcheck", "check_model": "analysis.gradcheck",
 }
 # every module and folder at the package root (tests/meta/test_package.py keeps this list whole)
-_SUBMODULES = ("analysis", "backend", "bert", "checkpoint", "data", "family", "finetune", "io", "kernels",
-               "layers", "loop", "model", "native", "optim", "taskdata", "text", "tools", "train")
+_SUBMODULES = ("analysis", "backend", "bert", "checkpoint", "compile_ahead", "data", "dev", "family", "finetune",
+               "io", "kernels", "layers", "loop", "model", "native", "optim", "philox", "taskdata", "text", "tools",
+               "train")
 
 __all__ = sorted(_EXPORTS)
 

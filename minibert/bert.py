@@ -58,7 +58,7 @@ class BertForPreTraining:
     @property
     def ops(self):
         """The module of layer functions this model runs: minibert.kernels (Numba) by default,
-        minibert.layers (the NumPy reference) with MINIBERT_BACKEND=numpy. Read at every call."""
+        minibert.layers (the NumPy reference) with MINIBERT_BACKEND=numpy (read once per process)."""
         return get_ops()
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None, causal=False):

@@ -9,34 +9,32 @@ ones that pay compiled below, the rest imported from the reference at the bottom
 `kernels.split_heads is layers.split_heads`. Everything of a training step that is more than a
 few kilobytes runs in parallel here, on Numba's threads or OpenBLAS's: what stays on one thread
 costs the same at 16 cores as at 2 (docs/speed.md, "Many cores"). Dropout's masks come from
-Philox4x32-10, the counter-based generator of `layers.philox4x32`, computed inside the passes that
-use them (`_philox_block`).
+Philox4x32-10, the counter-based stream of `minibert/philox.py` that the reference's masks come
+from too, computed inside the passes that use them (`_philox_block`).
 `minibert/layers.py` stays the source of truth; tests/test_kernels.py checks every kernel here
 against it (float64 to 1e-10 relative, float32 scaled to magnitude).
 
-The attention core (docs/speed.md tells the story of the versions, with the measurements):
-    v1  all loops in Numba: minibert/tools/attention_v1.py, a bench contender (half of BLAS's speed).
-    v2  `attention_forward_v2`: the matmuls through np.matmul over the b*NH stack, everything between
-        them (scale, mask, softmax, dropout; the softmax backward) one fused Numba pass, `prange`
-        over b*NH, with the vectorizing `_exp` below.
-    v3  `attention_forward_v3`: v2 with each matmul one call of OpenBLAS's batched gemm
-        (minibert/native/blas.py). The backward writes dq, dk, dv into one (B, T, 3, NH, HS)
-        array, the layout of the qkv projection's gradient. Small products, and a BLAS other than
-        OpenBLAS >= 0.3.27, take np.matmul: v3 is then v2.
-    v4  `attention_forward` / `attention_backward` (the default): one Numba pass per (b, h) head that
-        calls OpenBLAS's cblas_?gemm itself (its address is a kernel argument, `_gemm_call`), with
-        OpenBLAS at one thread while the kernel runs (`blas.single_threaded`): q @ k^T, the softmax
-        while the head's (T, T) block is in the core's cache, att @ v. Without OpenBLAS (NumPy
-        built on MKL or Apple's Accelerate), or with MINIBERT_BLAS_BATCH=0, attention_forward is v3.
+The attention core (docs/speed.md tells the story of the versions v1-v4, with the measurements;
+the development versions the model does not run, v1 and v3, are in minibert/dev/):
+    `attention_forward` / `attention_backward` (v4, the default): one Numba pass per (b, h) head
+        that calls OpenBLAS's cblas_?gemm itself (its address is a kernel argument, `_gemm_call`),
+        with OpenBLAS at one thread while the kernel runs (`blas.single_threaded`): q @ k^T, the
+        softmax while the head's (T, T) block is in the core's cache, att @ v.
         `attention_packed_forward` is v4 on the unpadded encoder's (N, 3C) rows: each sequence's
         block of rows as it is, L x L scores, no grid.
+    `attention_forward_fallback` / `attention_backward_fallback` (v2), what attention_forward runs
+        without OpenBLAS (NumPy built on MKL or Apple's Accelerate) or with MINIBERT_BLAS_BATCH=0:
+        the matmuls through np.matmul over the b*NH stack, everything between them (scale, mask,
+        softmax, dropout; the softmax backward) one fused Numba pass, `prange` over b*NH, with the
+        vectorizing `_exp` below.
     Every version takes `causal=True` (the "ltr" objective's mask) as one more argument of the
     fused softmax pass. The probabilities are kept, not recomputed flash-style: at T = 128 a
     head's (T, T) block fits in L2, and recomputing q @ k^T would add a third matmul.
 
 This module is the backend's contract: every public name is the compiled twin of the
 `minibert.layers` function of the same name (`kernels.split_heads is layers.split_heads` where
-nothing pays compiling).
+nothing pays compiling). What is not the model's (the development versions of attention,
+compiling ahead) lives elsewhere.
 
 Rules: no fastmath (everything here is gradient-checked), `cache=True` (the second run does not
 compile again; the cache lives in __pycache__), parallel loops only over independent outputs
@@ -46,12 +44,12 @@ Work is cut into pieces of a fixed size, not one per thread, so results do not d
 number of threads (layernorm_backward's weight sums excepted).
 
 Threads: Numba uses NUMBA_NUM_THREADS (default: the number of cores) on its `workqueue` threading
-layer (set below; see the comment there), OpenBLAS its own count (OPENBLAS_NUM_THREADS, default
+layer (`setup()` below), OpenBLAS its own count (OPENBLAS_NUM_THREADS, default
 the cores too); the two take turns, never run at once (a Numba pass waits for the matmul before
 it and the other way round; inside attention v4's kernels OpenBLAS is at one thread and runs on
 Numba's), so neither needs fewer threads, as long as the idle ones sleep:
-Numba's workqueue threads do, and OpenBLAS's after OPENBLAS_THREAD_TIMEOUT, which this module
-makes OpenBLAS read even when NumPy was imported before minibert (blas.apply_thread_timeout).
+Numba's workqueue threads do, and OpenBLAS's after OPENBLAS_THREAD_TIMEOUT, which `setup()` makes
+OpenBLAS read even when NumPy was imported before minibert (blas.apply_thread_timeout).
 For debugging, run with
 NUMBA_DISABLE_JIT=1: every kernel then runs as plain Python (slow) and can be stepped through.
 """
@@ -68,29 +66,57 @@ import numpy as np
 from numba.core import event as numba_event
 from numba.extending import intrinsic, overload
 
-from minibert import layers
+from minibert import layers, philox
 from minibert.layers import MASK_VALUE, AttentionCache
 from minibert.native import blas, malloc
 
-# Numba's parallel loops and OpenBLAS's matmuls take turns on the same cores. Numba's default
-# (OpenMP) threads keep spinning after each parallel loop and steal cycles from the BLAS threads
-# that run next: a tiny-config training step took 0.75 s with it and 0.58 s with Numba's own
-# `workqueue` layer, whose threads sleep (2 cores, median of 5). An explicit choice in the
-# environment wins.
-if "NUMBA_THREADING_LAYER" not in os.environ:
-    numba.config.THREADING_LAYER = "workqueue"
+# ---------------------------------------------------------------------------------------------
+# The process-wide settings the kernels are measured with. Importing this module changes nothing
+# in the process; `setup()` makes the three settings, once. The model's backend switch calls it
+# when it hands out this module (backend.get_ops, and optim's fused passes through backend), so
+# every training, fine-tuning or lesson step that runs the kernels runs with them; code that
+# calls a kernel of this module directly (a test, a benchmark) calls setup() itself when its
+# speed matters. Each setting yields to an explicit choice in the environment.
 
-# OpenBLAS's idle threads should sleep at once too (OPENBLAS_THREAD_TIMEOUT, see
-# minibert/__init__.py). minibert/__init__.py sets the variable, but OpenBLAS reads it when NumPy
-# loads it: in a program that imported NumPy before minibert, blas.apply_thread_timeout() has
-# OpenBLAS read it again and restarts its (idle) thread pool with it. A no-op when it is in force.
-blas.apply_thread_timeout()
+_SETUP_DONE = False
 
-# A training step frees and allocates the same arrays every step; by default glibc gives the
-# freed memory back to the kernel and the next step pays a page fault per 4 KiB page again
-# (tiny step: ~7,100 faults, 60-90 ms of system time per ~200 ms step). See minibert/native/malloc.py;
-# MINIBERT_KEEP_MEMORY=0 turns it off.
-malloc.keep_freed_memory()
+
+def setup() -> None:
+    """Make the process-wide settings the kernels run best with (once; later calls do nothing):
+
+    1. Numba's threading layer: `workqueue` (unless NUMBA_THREADING_LAYER is set). Numba's
+       parallel loops and OpenBLAS's matmuls take turns on the same cores; Numba's default
+       (OpenMP) threads keep spinning after each parallel loop and steal cycles from the BLAS
+       threads that run next: a tiny-config training step took 0.75 s with it and 0.58 s with the
+       workqueue, whose threads sleep (2 cores, median of 5). Read by Numba at its first parallel
+       loop, so this must come before one.
+    2. OpenBLAS's idle threads sleep at once too (OPENBLAS_THREAD_TIMEOUT, set by
+       minibert/__init__.py): OpenBLAS reads the variable when NumPy loads it, so in a program that
+       imported NumPy before minibert, blas.apply_thread_timeout() has it read the variable again
+       and restart its (idle) thread pool. A no-op when it is in force.
+    3. glibc keeps a step's freed memory for the next step (minibert/native/malloc.py;
+       MINIBERT_KEEP_MEMORY=0 turns it off): by default it gives the freed arrays back to the
+       kernel and the next step pays a page fault per 4 KiB page again (tiny step: ~7,100 faults,
+       60-90 ms of system time per ~200 ms step).
+    """
+    global _SETUP_DONE
+    if _SETUP_DONE:
+        return
+    _SETUP_DONE = True
+    if "NUMBA_THREADING_LAYER" not in os.environ:
+        numba.config.THREADING_LAYER = "workqueue"
+    blas.apply_thread_timeout()
+    malloc.keep_freed_memory()
+
+
+def threads() -> int:
+    """The threads Numba's parallel loops run on (NUMBA_NUM_THREADS, default: the cores)."""
+    return numba.get_num_threads()
+
+
+# Every kernel of this module (and of minibert/dev/'s versions) by its function's name, filled by
+# `kernel_jit`: what minibert/compile_ahead.py lists and compiles ahead.
+KERNELS: dict = {}
 
 
 def kernel_jit(fn=None, **options):
@@ -104,14 +130,20 @@ def kernel_jit(fn=None, **options):
     # stops the loop from vectorizing (measured: GELU 4x slower when _erf32 stayed a call).
     # The attention and LayerNorm kernels' per-head and per-row functions are not inlined
     # (see "Compile time" below).
-    return numba.njit(**options) if fn is None else numba.njit(**options)(fn)
+
+    def register(f):
+        kernel = numba.njit(**options)(f)
+        KERNELS[f.__name__] = kernel
+        return kernel
+
+    return register if fn is None else register(fn)
 
 
 # ---------------------------------------------------------------------------------------------
 # Compile time. A process whose Numba cache is empty (a fresh clone; a changed kernels.py)
 # compiles each kernel on its first call: a tiny training step needs about 20 of them, about 30 s
 # of one core (docs/speed.md, "Cold start"), cached in __pycache__ afterwards (`make venv` fills
-# it ahead, in several processes: "Compiling ahead" below). What costs is `parallel=True`:
+# it ahead, in several processes: minibert/compile_ahead.py). What costs is `parallel=True`:
 # Numba compiles the body of a prange loop a second time as its own function, through its own
 # passes and LLVM, so each parallel kernel costs 0.5-1 s however small, and a big inlined body
 # many seconds (the packed attention forward and backward: 12 and 9 s with the whole head in the
@@ -145,63 +177,6 @@ class _CompileNotice(numba_event.Listener):
 
 
 numba_event.register("numba:compile", _CompileNotice())
-
-
-# Compiling ahead, in several processes. Numba compiles one function at a time in a process (a
-# global compiler lock), but its cache is files: what one process compiles, another loads. So a
-# cold start can compile its ~20 kernels in N processes at once (minibert/loop/compile_ahead.py):
-# each works out the same list of (kernel, argument types) by a dry run of the step it will
-# take (`record_calls`: every kernel replaced by a recorder, nothing compiled), then compiles the
-# entries it claims first (`compile_claimed`). The argument types are all the cache is keyed by
-# (not shapes or values), so the real step later loads every kernel from the cache.
-
-def _dispatchers() -> dict:
-    return {name: obj for name, obj in globals().items() if isinstance(obj, numba.core.registry.CPUDispatcher)}
-
-
-class record_calls:
-    """with record_calls() as calls: run_something() -> calls: [(kernel name, argument types)],
-    the distinct calls of this module's kernels, in order of first call. Inside, no kernel runs
-    and none compiles: each writes 1 into its writable float arrays instead (its outputs), so
-    what runs after it meets finite numbers (a loss of 1, a gradient norm above the clip: the
-    clip's kernel is called too). Only argument *types* are recorded; values are nonsense."""
-
-    def __enter__(self) -> list:
-        self.saved = _dispatchers()
-        calls: dict = {}
-
-        def recorder(name, dispatcher):
-            def record(*args):
-                calls.setdefault((name, tuple(dispatcher.typeof_pyval(a) for a in args)), None)
-                for a in args:
-                    if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.flags.writeable:
-                        a.fill(1)
-            return record
-
-        for name, dispatcher in self.saved.items():
-            globals()[name] = recorder(name, dispatcher)
-        self.calls = calls
-        self.listed: list = []
-        return self.listed
-
-    def __exit__(self, *exc) -> None:
-        globals().update(self.saved)
-        self.listed.extend(self.calls)
-
-
-def compile_claimed(calls: list, claims: str) -> list:
-    """Compile (or load from Numba's cache) each call of `calls` that this process claims first:
-    a claim is a file named by the call's index, created in the directory `claims` with O_EXCL,
-    which exactly one process wins. -> the names compiled here."""
-    kernels, done = _dispatchers(), []
-    for i, (name, signature) in enumerate(calls):
-        try:
-            os.close(os.open(os.path.join(claims, str(i)), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            continue
-        kernels[name].compile(signature)
-        done.append(name)
-    return done
 
 
 # ---------------------------------------------------------------------------------------------
@@ -427,14 +402,14 @@ def _row_dot(x, y):
 
 
 # ---------------------------------------------------------------------------------------------
-# dropout's random bits: Philox4x32-10, the counter-based generator of layers.philox4x32, element
+# dropout's random bits: Philox4x32-10, the counter-based stream of philox.philox4x32, element
 # by element inside the kernels (no random array, no serial draw). Word i of a call is a pure
 # function of (key, i), so every thread computes its own elements' bits, and they equal the
 # reference's bit for bit (a test). The 32-bit words are held in uint64 (exact 32 x 32 products).
 
 _U64 = np.uint64
-_PM0, _PM1 = _U64(layers.PHILOX_M0), _U64(layers.PHILOX_M1)
-_PW0, _PW1 = _U64(layers.PHILOX_W0), _U64(layers.PHILOX_W1)
+_PM0, _PM1 = _U64(philox.PHILOX_M0), _U64(philox.PHILOX_M1)
+_PW0, _PW1 = _U64(philox.PHILOX_W0), _U64(philox.PHILOX_W1)
 _LOW32, _S32 = _U64(0xFFFFFFFF), _U64(32)
 
 
@@ -442,7 +417,7 @@ _LOW32, _S32 = _U64(0xFFFFFFFF), _U64(32)
 def _philox_block(j, k0, k1):
     """The four 32-bit words of Philox4x32-10 at counter (j low, j high, 0, 0), key (k0, k1)."""
     c0, c1, c2, c3 = j & _LOW32, j >> _S32, _U64(0), _U64(0)
-    for r in range(layers.PHILOX_ROUNDS):
+    for r in range(philox.PHILOX_ROUNDS):
         p0 = c0 * _PM0
         p1 = c2 * _PM1
         c0, c1, c2, c3 = (p1 >> _S32) ^ c1 ^ k0, p1 & _LOW32, (p0 >> _S32) ^ c3 ^ k1, p0 & _LOW32
@@ -461,7 +436,7 @@ def _philox_word(i, k0, k1):
 
 @kernel_jit(inline="always")
 def _random_bits_into(bits, start, k0, k1):
-    """bits[:] (uint32) <- the words start .. start + len(bits) - 1 (layers.random_bits)."""
+    """bits[:] (uint32) <- the words start .. start + len(bits) - 1 (philox.random_bits)."""
     n = bits.shape[0]
     i = 0
     while i < n and (start + i) & 3:  # up to the first whole block
@@ -484,7 +459,7 @@ def _random_bits_into(bits, start, k0, k1):
 @kernel_jit(inline="always")
 def _drop_mask_into(m, start, k0, k1, threshold, keep_scale):
     """m[:] <- the dropout mask (0 or keep_scale = 1/(1-p), m's dtype) of the elements start ..
-    start + len(m) - 1: kept where the element's bits >= threshold (layers.dropout_mask)."""
+    start + len(m) - 1: kept where the element's bits >= threshold (philox.dropout_mask)."""
     n = m.shape[0]
     bits = np.empty(n, dtype=np.uint32)
     _random_bits_into(bits, start, k0, k1)
@@ -558,13 +533,13 @@ def attention_inputs(q, k, v, attn_mask, dropout_p):
 
 class DropoutKey(NamedTuple):
     """The kernels' record of a dropout mask: the Philox key it was drawn with and p. The mask
-    itself (layers.dropout_mask(key, shape, p, dtype)) is recomputed where it is needed instead
+    itself (philox.dropout_mask(key, shape, p, dtype)) is recomputed where it is needed instead
     of being kept: a (B, T, C) or (B, NH, T, T) array less per dropout in the step's memory."""
     key: np.ndarray  # (2,) uint64, two 32-bit words
     p: float
 
     def mask(self, shape, dtype):
-        """The mask as an array (0 or 1/(1-p)), computed in parallel: layers.dropout_mask."""
+        """The mask as an array (0 or 1/(1-p)), computed in parallel: philox.dropout_mask."""
         m = np.empty(math.prod(shape), dtype=dtype)
         _dropout_mask_kernel(m, *_dropout_args(self, dtype))
         return m.reshape(shape)
@@ -573,7 +548,7 @@ class DropoutKey(NamedTuple):
 def _dropout_args(d: DropoutKey, dtype):
     """(k0, k1, threshold, keep scale) as the kernels take them."""
     dt = np.dtype(dtype)
-    return (_U64(d.key[0]), _U64(d.key[1]), np.uint32(layers.dropout_threshold(d.p)),
+    return (_U64(d.key[0]), _U64(d.key[1]), np.uint32(philox.dropout_threshold(d.p)),
             dt.type(1.0 / (1.0 - d.p)))
 
 
@@ -581,24 +556,25 @@ _NO_DROP = DropoutKey(np.zeros(2, dtype=np.uint64), 0.0)  # the arguments of a k
 
 
 def _draw_dropout(rng, dropout_p):
-    """None for p = 0, else a DropoutKey with a fresh key from `rng` (layers.draw_dropout_key:
+    """None for p = 0, else a DropoutKey with a fresh key from `rng` (philox.draw_dropout_key:
     the reference's one draw, so the same rng gives the same masks)."""
     if dropout_p == 0.0:
         return None
-    return DropoutKey(layers.draw_dropout_key(rng), float(dropout_p))
+    return DropoutKey(philox.draw_dropout_key(rng), float(dropout_p))
 
 
 def attention_dropout_mask(rng, shape, dropout_p, dt):
     """The attention dropout mask (keep / (1 - p), in dtype dt) of `shape`, or None for p = 0:
-    exactly layers.dropout_forward's mask, so the same rng gives the same mask (v1-v3 keep it as
-    an array; v4 keeps the key and computes the mask inside its kernels)."""
+    exactly layers.dropout_forward's mask, so the same rng gives the same mask (the fallback and
+    minibert/dev's versions keep it as an array; v4 keeps the key and computes the mask inside
+    its kernels)."""
     drop = _draw_dropout(rng, dropout_p)
     return None if drop is None else drop.mask(shape, dt)
 
 
 def mask_array(drop, shape, dtype):
-    """An attention cache's `drop` as an array: None, the array itself (the reference, v1-v3) or
-    a DropoutKey's mask (v4)."""
+    """An attention cache's `drop` as an array: None, the array itself (the reference, the
+    fallback, minibert/dev's versions) or a DropoutKey's mask (v4)."""
     return drop.mask(shape, dtype) if isinstance(drop, DropoutKey) else drop
 
 
@@ -631,8 +607,15 @@ _softmax_rows_serial = serial_version(_softmax_rows_kernel)
 _softmax_rows_backward_serial = serial_version(_softmax_rows_backward_kernel)
 
 
-def _attention_forward_mm(matmul, q, k, v, attn_mask, dropout_p, rng, causal):
-    """v2 and v3: the matmuls by `matmul` (np.matmul or blas.matmul), softmax in Numba."""
+def attention_forward_fallback(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False, matmul=np.matmul):
+    """Attention where v4 cannot call OpenBLAS (see attention_forward): the two matmuls by
+    `matmul` over the b*NH stack, scale, mask, softmax and dropout between them one fused Numba
+    pass (v2 of docs/speed.md; minibert/dev/attention_v3.py passes OpenBLAS's batched gemm as
+    `matmul`). Same contract as layers.attention_forward, and the same dropout mask for the
+    same rng.
+
+    `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
+    """
     B, NH, T, HS = q.shape
     dt = q.dtype
     k, v, scale, adder = attention_inputs(q, k, v, attn_mask, dropout_p)
@@ -672,8 +655,10 @@ def _qkv_gradient_views(B, NH, T, HS, dt):
     return tuple(dqkv[:, :, i].transpose(0, 2, 1, 3) for i in range(3))  # 3 x (B, NH, T, HS) views
 
 
-def _attention_backward_mm(matmul, dout, cache: AttentionCache):
-    """v2 and v3: mirror of _attention_forward_mm."""
+def attention_backward_fallback(dout, cache: AttentionCache, matmul=np.matmul):
+    """Mirror of attention_forward_fallback. Same contract as layers.attention_backward: -> dq,
+    dk, dv, each (B, NH, T, HS), views of one (B, T, 3, NH, HS) array. The causal mask needs
+    nothing here: the future keys' att is exactly 0, as the padded keys'."""
     q, k, v, att, drop, scale = cache
     B, NH, T, HS = q.shape
     dt = q.dtype
@@ -694,40 +679,14 @@ def _attention_backward_mm(matmul, dout, cache: AttentionCache):
     return dq, dk, dv
 
 
-def attention_forward_v2(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
-    """v2: np.matmul + the fused Numba softmax. Same contract as layers.attention_forward."""
-    return _attention_forward_mm(np.matmul, q, k, v, attn_mask, dropout_p, rng, causal)
-
-
-def attention_backward_v2(dout, cache: AttentionCache):
-    """v2: np.matmul + the fused Numba softmax backward. Same contract as layers.attention_backward."""
-    return _attention_backward_mm(np.matmul, dout, cache)
-
-
-def attention_forward_v3(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
-    """v3. Same contract as layers.attention_forward (and the same dropout mask for the same rng),
-    causal mask included: v2 with each of its matmuls one batched OpenBLAS call (blas.matmul),
-    which falls back to np.matmul where batching is not available or not safe.
-
-    `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
-    """
-    return _attention_forward_mm(blas.matmul, q, k, v, attn_mask, dropout_p, rng, causal)
-
-
-def attention_backward_v3(dout, cache: AttentionCache):
-    """v3. Same contract as layers.attention_backward: -> dq, dk, dv, each (B, NH, T, HS), views
-    of one (B, T, 3, NH, HS) array. The causal mask needs nothing here: the future keys' att is
-    exactly 0, as the padded keys'."""
-    return _attention_backward_mm(blas.matmul, dout, cache)
-
-
 # ---------------------------------------------------------------------------------------------
 # attention v4 (the default): one pass per (b, h) head, in Numba's threads, that calls OpenBLAS's
 # plain gemm itself (OpenBLAS at one thread, so each call runs on the Numba thread that makes
 # it): q @ k^T into the head's (T, T) block, the softmax on that block while it is still in the
 # core's cache, then att @ v. The backward likewise: four gemms and the softmax backward per
-# head. v3 made the same products in batched calls, but wrote the (B, NH, T, T) scores to memory,
-# read them back for the softmax, wrote them again and read them for att @ v.
+# head. v3 (minibert/dev/attention_v3.py) made the same products in batched calls, but wrote the
+# (B, NH, T, T) scores to memory, read them back for the softmax, wrote them again and read them
+# for att @ v.
 
 _NO_TRANS, _TRANS, _ROW_MAJOR = blas.NO_TRANS, blas.TRANS, blas.ROW_MAJOR
 
@@ -905,13 +864,13 @@ def _blas_rows(x):
 def attention_forward(q, k, v, attn_mask, dropout_p=0.0, rng=None, causal=False):
     """v4 (the default). Same contract as layers.attention_forward (and the same dropout mask for
     the same rng), causal mask included. Without a usable OpenBLAS (another BLAS, or
-    MINIBERT_BLAS_BATCH=0) it is v3, which then falls back to v2.
+    MINIBERT_BLAS_BATCH=0) it is attention_forward_fallback.
 
     `out` is a (B, NH, T, HS) view of a (B, T, NH, HS) array, so merge_heads is a free reshape.
     """
     gemm = blas.gemm_for_kernels(q.dtype)
     if gemm is None:
-        return attention_forward_v3(q, k, v, attn_mask, dropout_p, rng, causal)
+        return attention_forward_fallback(q, k, v, attn_mask, dropout_p, rng, causal)
     B, NH, T, HS = q.shape
     dt = q.dtype
     k, v, scale, adder = attention_inputs(q, k, v, attn_mask, dropout_p)
@@ -934,7 +893,7 @@ def attention_backward(dout, cache: AttentionCache):
     q, k, v, att, drop, scale = cache
     gemm = blas.gemm_for_kernels(q.dtype)
     if gemm is None:
-        return attention_backward_v3(dout, cache)
+        return attention_backward_fallback(dout, cache)
     B, NH, T, HS = q.shape
     dt = q.dtype
     (dout, ldo), (q, lq), (k, lk), (v, lv) = (_blas_rows(x) for x in (dout.astype(dt, copy=False), q, k, v))

@@ -11,15 +11,16 @@ Shape legend (also in model.py):
     FF  intermediate size       P   predictions per sequence (masked positions)
 
 `minibert.kernels` provides Numba versions of the hot layers with the same signatures; this
-file stays the source of truth they are tested against.
+file stays the source of truth they are tested against. It needs NumPy and Python alone.
 """
 from __future__ import annotations
 
 import math
 from typing import NamedTuple
 
-import numba
 import numpy as np
+
+from minibert import philox
 
 # Added to the attention scores of padded keys, as google-research/bert does (docs/bert-notes.md §4.4).
 # exp(-10000) underflows to exactly 0, so padded keys get no weight.
@@ -158,9 +159,12 @@ def layernorm_backward(dout, cache: LayerNormCache):
 # GELU. hidden_act="gelu" means the exact form x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2)));
 # approximate="tanh" gives the tanh form ("gelu_new" in transformers). See docs/bert-notes.md §4.8.
 
-# NumPy has no erf; this is libm's erf applied elementwise (a Numba ufunc, compiled once and
-# cached on disk). It is the only compiled piece of the reference, and it is just a math function.
-_erf = numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)(lambda x: math.erf(x))
+def _erf(z):
+    """erf elementwise, in z's dtype. NumPy has no erf: this is Python's math.erf (the C library's)
+    on each element, in float64. One Python call per element is slow on big arrays, which is why
+    the Numba backend has its own (kernels._erf_gauss32); here it is just a math function."""
+    return np.vectorize(math.erf, otypes=[np.float64])(z).astype(z.dtype, copy=False)
+
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
@@ -201,70 +205,12 @@ def gelu_backward(dout, cache: GeluCache):
 # ---------------------------------------------------------------------------------------------
 # dropout (inverted): keep with probability 1 - p and scale kept values by 1 / (1 - p)
 #
-# The keep/drop decisions come from a counter-based generator, Philox4x32-10 (Salmon et al.,
-# "Parallel random numbers: as easy as 1, 2, 3", SC 2011; the generator of cuRAND and of
-# PyTorch's CUDA dropout): 32 random bits for element i of the flattened array are a pure
-# function of (key, i), ten rounds of multiplications and xors. Each call draws a fresh 64-bit
-# key from the caller's `rng` (one draw, so seeds and bit-exact resume work as with any other
-# draw), and the bits of element i are then the same whoever computes them, in any order, on any
-# thread: minibert.kernels computes them in parallel inside its kernels, element by element,
-# without a random array, and gets the very masks that the NumPy code below gets.
-
-PHILOX_M0, PHILOX_M1 = 0xD2511F53, 0xCD9E8D57  # the round multipliers
-PHILOX_W0, PHILOX_W1 = 0x9E3779B9, 0xBB67AE85  # the key schedule's increments (golden ratio, sqrt(3) - 1)
-PHILOX_ROUNDS = 10
-_LOW32 = np.uint64(0xFFFFFFFF)
-
-
-def philox4x32(counters, key):
-    """Philox4x32-10: counters (n, 4) of 32-bit words, key two 32-bit ints -> (n, 4) uint32, four
-    random 32-bit words per counter (Random123's known answers are in tests/test_layers.py).
-
-    One round, on the four words (c0, c1, c2, c3) with key (k0, k1):
-        c0 * M0 = (hi0, lo0) and c2 * M1 = (hi1, lo1) as 64-bit products
-        (c0, c1, c2, c3) <- (hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0);  then k += (W0, W1)
-    The words are held in uint64 so that a 32 x 32-bit product is exact.
-    """
-    c0, c1, c2, c3 = np.asarray(counters, dtype=np.uint64).T  # 4 x (n,)
-    k0, k1 = (np.uint64(int(k) & 0xFFFFFFFF) for k in key)
-    for r in range(PHILOX_ROUNDS):
-        p0 = c0 * np.uint64(PHILOX_M0)  # (n,) 64-bit product
-        p1 = c2 * np.uint64(PHILOX_M1)  # (n,)
-        c0, c1, c2, c3 = (p1 >> np.uint64(32)) ^ c1 ^ k0, p1 & _LOW32, (p0 >> np.uint64(32)) ^ c3 ^ k1, p0 & _LOW32
-        k0 = (k0 + np.uint64(PHILOX_W0)) & _LOW32  # the key schedule: Weyl sequences
-        k1 = (k1 + np.uint64(PHILOX_W1)) & _LOW32
-    return np.stack([c0, c1, c2, c3], axis=-1).astype(np.uint32)  # (n, 4)
-
-
-def random_bits(key, n):
-    """32 random bits for each of the elements 0..n-1 -> (n,) uint32: element i is word i % 4
-    of the Philox output for the counter (j, 0, 0, 0), j = i // 4 (as two 32-bit words)."""
-    j = np.arange((n + 3) // 4, dtype=np.uint64)  # (ceil(n/4),) block numbers
-    counters = np.zeros((j.size, 4), dtype=np.uint64)  # (ceil(n/4), 4)
-    counters[:, 0], counters[:, 1] = j & _LOW32, j >> np.uint64(32)
-    return philox4x32(counters, key).reshape(-1)[:n]  # (n,)
-
-
-def dropout_threshold(p):
-    """The 32-bit threshold t of keep probability 1 - p: an element is kept when its bits >= t,
-    which happens for 2**32 - t of the 2**32 values (t = round(p * 2**32), exact to 2**-33)."""
-    return min(int(round(p * 2.0**32)), 2**32 - 1)
-
-
-def draw_dropout_key(rng):
-    """The per-call key: two 32-bit words from the caller's Generator (one draw)."""
-    return rng.integers(0, 2**32, size=2, dtype=np.uint64)
-
+# The mask: which elements are kept is decided by the random stream of minibert/philox.py (one
+# key drawn from `rng` per call, 32 random bits per element), so that the Numba backend, which
+# makes its masks inside its parallel kernels, drops exactly the same elements.
 
 class DropoutCache(NamedTuple):
     mask: np.ndarray | None  # (...) 0 or 1/(1-p); None when p == 0 (identity)
-
-
-def dropout_mask(key, shape, p, dtype):
-    """The mask (0 or 1/(1-p), in `dtype`) of the elements of an array of `shape` under `key`."""
-    n = math.prod(shape)
-    keep = random_bits(key, n) >= np.uint32(dropout_threshold(p))  # (n,) bool
-    return (keep.astype(dtype) * np.dtype(dtype).type(1.0 / (1.0 - p))).reshape(shape)  # (...)
 
 
 def dropout_forward(x, p, rng):
@@ -273,7 +219,7 @@ def dropout_forward(x, p, rng):
         raise ValueError(f"dropout probability {p} must be in [0, 1)")
     if p == 0.0:
         return x, DropoutCache(None)
-    mask = dropout_mask(draw_dropout_key(rng), x.shape, p, x.dtype)  # (...)
+    mask = philox.dropout_mask(philox.draw_dropout_key(rng), x.shape, p, x.dtype)  # (...) 0 or 1/(1-p)
     return x * mask, DropoutCache(mask)
 
 

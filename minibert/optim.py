@@ -34,6 +34,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from minibert import backend
+
 SCHEDULES = ("bert", "hf")
 
 
@@ -171,13 +173,7 @@ def clip_by_global_norm(
 
 def _kernels():
     """minibert.kernels when the backend is Numba's (the default), None for MINIBERT_BACKEND=numpy."""
-    from minibert.backend import backend_name
-
-    if backend_name() != "numba":
-        return None
-    from minibert import kernels
-
-    return kernels
+    return backend.numba_kernels() if backend.backend_name() == "numba" else None
 
 
 # -----------------------------------------------------------------------------------------------
@@ -234,14 +230,8 @@ class AdamW:
         # (minibert.kernels.adamw_update_all, identical bits); None = when MINIBERT_BACKEND is
         # numba (the default)
         if fused is None:
-            from minibert.backend import backend_name
-
-            fused = backend_name() == "numba"
-        self._fused = None
-        if fused:
-            from minibert.kernels import adamw_update_all
-
-            self._fused = adamw_update_all
+            fused = backend.backend_name() == "numba"
+        self._fused = backend.numba_kernels().adamw_update_all if fused else None
 
     def _check(self, params: Mapping[str, np.ndarray], grads: Mapping[str, np.ndarray]) -> None:
         for what, d in (("params", params), ("grads", grads)):

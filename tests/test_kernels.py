@@ -7,6 +7,10 @@ kernels sum in a different order than BLAS does.
 """
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -14,11 +18,11 @@ numba = pytest.importorskip("numba")
 
 from minibert.analysis import gradcheck  # noqa: E402
 
-from minibert import kernels, layers
+from minibert import kernels, layers, philox
 from minibert.backend import get_ops  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
-from minibert.tools import attention_v1  # noqa: E402
+from minibert.dev import attention_v1, attention_v3  # noqa: E402
 
 
 def assert_matches(name, got, ref):
@@ -51,10 +55,10 @@ SHAPES = [(2, 2, 16, 8), (1, 1, 1, 8), (3, 2, 7, 8), (2, 1, 5, 16), (2, 3, 13, 2
 SHAPE_IDS = ["B2-NH2-T16-HS8", "T1-NH1", "T7", "NH1-T5", "T13-HS24"]
 
 
-VERSIONS = {"v1": (attention_v1.attention_forward_v1, attention_v1.attention_backward_v1),
-            "v2": (kernels.attention_forward_v2, kernels.attention_backward_v2),
-            "v3": (kernels.attention_forward_v3, kernels.attention_backward_v3),
-            "v4": (kernels.attention_forward, kernels.attention_backward)}
+VERSIONS = {"v1": (attention_v1.attention_forward_v1, attention_v1.attention_backward_v1),  # minibert/dev
+            "v2": (kernels.attention_forward_fallback, kernels.attention_backward_fallback),  # without OpenBLAS
+            "v3": (attention_v3.attention_forward_v3, attention_v3.attention_backward_v3),  # minibert/dev
+            "v4": (kernels.attention_forward, kernels.attention_backward)}  # the default
 
 
 @pytest.mark.parametrize("version", sorted(VERSIONS))
@@ -357,10 +361,10 @@ def test_dropout_kernel_draws_what_the_reference_draws():
 @pytest.mark.parametrize("start", [0, 1, 3, 4, 4097])
 @pytest.mark.parametrize("n", [0, 1, 3, 5, 11, 4096])
 def test_random_bits_kernel_at_any_start_matches_reference(start, n):
-    key = layers.draw_dropout_key(np.random.default_rng(0))
+    key = philox.draw_dropout_key(np.random.default_rng(0))
     bits = np.empty(n, np.uint32)
     _bits_into(bits, start, np.uint64(key[0]), np.uint64(key[1]))
-    np.testing.assert_array_equal(bits, layers.random_bits(key, start + n)[start:])
+    np.testing.assert_array_equal(bits, philox.random_bits(key, start + n)[start:])
 
 
 @numba.njit
@@ -385,7 +389,7 @@ TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_he
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_model_gradcheck_passes_on_backend(backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = gradcheck.check_model(np.random.default_rng(1), verbose=False, samples_per_tensor=2)
     assert checks and all(checks), [c for c in checks if not c]
 
@@ -400,7 +404,7 @@ def test_model_numba_backend_matches_numpy_backend(hidden_act, monkeypatch):
     batch = gradcheck.random_batch(cfg, B=3, T=9, P=3, rng=rng)
     results = {}
     for backend in ("numpy", "numba"):
-        monkeypatch.setenv("MINIBERT_BACKEND", backend)
+        monkeypatch.setattr("minibert.backend.chosen", backend)
         loss, grads = model.loss_and_grads(batch, train=True, rng=np.random.default_rng(11))
         results[backend] = (loss, grads)
     (loss_ref, g_ref), (loss, g) = results["numpy"], results["numba"]
@@ -515,7 +519,7 @@ def test_twenty_training_steps_give_the_same_losses_on_both_backends(dropout, mo
 
     losses = {}
     for backend in ("numpy", "numba"):
-        monkeypatch.setenv("MINIBERT_BACKEND", backend)
+        monkeypatch.setattr("minibert.backend.chosen", backend)
         cfg = BertConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                          intermediate_size=64, max_position_embeddings=32, hidden_dropout_prob=dropout,
                          attention_probs_dropout_prob=dropout)
@@ -527,3 +531,17 @@ def test_twenty_training_steps_give_the_same_losses_on_both_backends(dropout, mo
                                                   total_steps=20, rng=rng).loss for s in range(20)])
     assert losses["numpy"][-1] < losses["numpy"][0]  # it trains
     np.testing.assert_allclose(losses["numba"], losses["numpy"], rtol=1e-5)
+
+
+def test_importing_the_kernels_changes_no_setting_and_the_backend_makes_them():
+    """kernels.setup() makes the process settings (Numba's threading layer, glibc's freed memory),
+    not the import; backend.get_ops() calls it when it hands the kernels out."""
+    script = ("import os; os.environ.pop('NUMBA_THREADING_LAYER', None); os.environ.pop('MINIBERT_KEEP_MEMORY', None)\n"
+              "import numba; from minibert import kernels\n"
+              "print(numba.config.THREADING_LAYER, kernels._SETUP_DONE)\n"
+              "from minibert.backend import get_ops; assert get_ops() is kernels\n"
+              "print(numba.config.THREADING_LAYER, kernels._SETUP_DONE)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in os.environ.items() if k != "MINIBERT_BACKEND"})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["default", "False", "workqueue", "True"]

@@ -186,7 +186,7 @@ def test_unpadding_gives_the_same_loss_and_gradients(backend, monkeypatch):
     """bert_forward skips padding tokens in the per-token layers (unpad=True, the default) and
     skips unused prediction slots; against the full padded grid, loss and every gradient agree to
     float64 rounding. Rows 1 and 2 are padded (5 and 3 of 8 tokens), row 0 is not."""
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     model = tiny_model(seed=5)
     rng = np.random.default_rng(6)
     for p in model.params.values():

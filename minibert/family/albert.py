@@ -346,7 +346,7 @@ class AlbertForPreTraining:
 
     @property
     def ops(self):
-        """minibert.kernels by default, minibert.layers with MINIBERT_BACKEND=numpy. Read at every call."""
+        """minibert.kernels by default, minibert.layers with MINIBERT_BACKEND=numpy (read once per process)."""
         return get_ops()
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):

@@ -504,7 +504,7 @@ class _ElectraModel:
 
     @property
     def ops(self):
-        """minibert.kernels by default, minibert.layers with MINIBERT_BACKEND=numpy. Read at every call."""
+        """minibert.kernels by default, minibert.layers with MINIBERT_BACKEND=numpy (read once per process)."""
         return get_ops()
 
     def _encode(self, input_ids, token_type_ids, attention_mask, train, rng):

@@ -1,11 +1,13 @@
 """`python -m minibert bench --only attention`: attention forward+backward, the Numba kernels (v4,
-the default, and v3, v2, v1) vs the NumPy reference vs PyTorch eager, each contender in its own
-worker processes (minibert.tools.bench_common)."""
+the default; v2, its fallback without OpenBLAS; v3 and v1 of minibert/dev/) vs the NumPy reference
+vs PyTorch eager, each contender in its own worker processes (minibert.tools.bench_common)."""
 from __future__ import annotations
 
 import numpy as np
 
-from minibert.tools import attention_v1, bench_common
+from minibert.backend import numba_kernels
+from minibert.dev import attention_v1, attention_v3
+from minibert.tools import bench_common
 from minibert.tools.bench_common import checkpoint, fmt_table, have, isolated_medians, ms, ratio, threads_label, try_torch
 
 ATTENTION_SHAPES = [(32, 2, 128, 64), (8, 12, 128, 64)]  # (B, NH, T, HS)
@@ -54,8 +56,9 @@ ATTENTION_CONTENDERS = ("numba", "numba v3", "numba v2", "numba v1", "numpy", "t
 def attention_fn(shape, name: str):
     """A function running forward+backward once on `shape` with contender `name` (called inside
     a worker process; torch is imported only by the torch contenders)."""
-    from minibert import kernels, layers
+    from minibert import layers
 
+    kernels = numba_kernels()  # with the process settings the model runs them with (kernels.setup)
     q, k, v, mask, dout = attention_inputs(shape, np.random.default_rng(0))
     if name.startswith("torch"):
         torch, why = try_torch()
@@ -63,8 +66,8 @@ def attention_fn(shape, name: str):
             raise RuntimeError(why)
         return _torch_attention_fns(torch, q, k, v, mask, dout)[name]
     forward, backward = {"numba": (kernels.attention_forward, kernels.attention_backward),
-                         "numba v3": (kernels.attention_forward_v3, kernels.attention_backward_v3),
-                         "numba v2": (kernels.attention_forward_v2, kernels.attention_backward_v2),
+                         "numba v3": (attention_v3.attention_forward_v3, attention_v3.attention_backward_v3),
+                         "numba v2": (kernels.attention_forward_fallback, kernels.attention_backward_fallback),
                          "numba v1": (attention_v1.attention_forward_v1, attention_v1.attention_backward_v1),
                          "numpy": (layers.attention_forward, layers.attention_backward)}[name]
 
@@ -117,5 +120,6 @@ def bench_attention(report: dict, reps: int, threads_list, quick: bool = False) 
     print("target: torch/numba >= 1x (torch = the faster of explicit and sdpa); per round: the lowest and highest "
           "torch/numba of the rounds' own medians, the machine's noise; numba = v4 (the default: per head, "
           "OpenBLAS gemm called from Numba's threads, softmax on the head's block in cache), v3 = batched OpenBLAS "
-          "matmuls + a fused Numba softmax pass, v2 = np.matmul + the same softmax, v1 = all-Numba"
+          "matmuls + a fused Numba softmax pass, v2 = np.matmul + the same softmax (v4's fallback without OpenBLAS), "
+          "v1 = all-Numba"
           + ("; --quick: v4, v3 and torch only" if quick else ""))

@@ -2,7 +2,7 @@
 
 Two figures, each cold (a fresh copy of the repository, so Numba's cache in its __pycache__ is
 empty and every kernel compiles) and warm (the same copy again, the cache filled), and both again
-in a third copy after `make venv`'s warm-up (minibert.loop.compile_ahead), what a fresh clone that
+in a third copy after `make venv`'s warm-up (minibert.compile_ahead), what a fresh clone that
 ran `make venv` or any make target first sees:
     train-tiny   seconds from the start of `python -m minibert train-tiny` to the end of its first
                  training step (--fast: the same pipeline on a slice of the corpus, so
@@ -15,7 +15,7 @@ The copy is the working tree's tracked and untracked (not ignored) files, so wha
 what a fresh clone of this tree would run; NUMBA_CACHE_DIR is removed from the child's
 environment so the cache is the copy's own. `python -m minibert.tools.bench_coldstart` lists what
 a tiny training step compiles (or loads from the cache), kernel by kernel, with its CPU seconds
-(`record_compiles`); run it with NUMBA_CACHE_DIR set to an empty directory to see it cold.
+(`compile_ahead.record_compiles`); run it with NUMBA_CACHE_DIR set to an empty directory to see it cold.
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -98,7 +97,7 @@ def lesson_06(copy: Path) -> dict:
 
 
 def warm_kernels(copy: Path) -> dict:
-    """What `make venv` runs after installing (minibert.loop.compile_ahead)."""
+    """What `make venv` runs after installing (minibert.compile_ahead)."""
     return run_child([sys.executable, "-m", "minibert", "compile-ahead"], copy)
 
 
@@ -131,49 +130,11 @@ def bench_coldstart(report: dict, fmt_table) -> None:
           "trust on a shared machine; wall s is the wait, load the 1-minute load average when it started")
 
 
-# ---------------------------------------------------------------------------------------------
-# what compiled: every Numba compilation (or load from the cache) in this process, timed
-
-@contextmanager
-def record_compiles():
-    """Within the block, record each first compilation (or cache load) of a Numba function in this
-    process: {"name", "signature", "compiled" (False: loaded from the cache), "cpu_s" (its own
-    process CPU seconds, without the functions it called that compiled meanwhile)}. Yields the
-    list that fills up."""
-    from numba.core import dispatcher
-
-    records, stack = [], []
-    compile_one = dispatcher.Dispatcher.compile
-
-    def timed_compile(self, sig):
-        args = tuple(getattr(sig, "args", sig))
-        if args in self.overloads:
-            return compile_one(self, sig)
-        misses = sum(self._cache_misses.values())
-        c0 = time.process_time()
-        stack.append(0.0)
-        try:
-            return compile_one(self, sig)
-        finally:
-            inner = stack.pop()
-            cpu = time.process_time() - c0
-            if stack:
-                stack[-1] += cpu
-            records.append({"name": self.py_func.__qualname__, "signature": str(args),
-                            "compiled": sum(self._cache_misses.values()) > misses, "cpu_s": cpu - inner})
-
-    dispatcher.Dispatcher.compile = timed_compile
-    try:
-        yield records
-    finally:
-        dispatcher.Dispatcher.compile = compile_one
-
-
 def compiles_of_tiny_step() -> list[dict]:
-    """record_compiles around one tiny training step (minibert.loop.compile_ahead's)."""
-    from minibert.loop import compile_ahead
+    """record_compiles around one tiny training step (minibert.compile_ahead's)."""
+    from minibert import compile_ahead
 
-    with record_compiles() as records:
+    with compile_ahead.record_compiles() as records:
         compile_ahead.tiny_training_step()
     return records
 

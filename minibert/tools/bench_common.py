@@ -131,9 +131,9 @@ def time_contender(fn, reps: int, warmup: int) -> dict:
 
 
 def n_threads() -> int:
-    import numba
+    from minibert import kernels
 
-    return numba.get_num_threads()
+    return kernels.threads()
 
 
 def try_torch():

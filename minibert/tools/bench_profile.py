@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from minibert import backend
+
 QA_SHAPE = dict(B=8, T=384)  # a SQuAD window (max_seq_length 384), 8 windows per step
 QA_SHAPES = ((QA_SHAPE["B"], QA_SHAPE["T"]), (32, 256))  # (B, T) of the fine-tuning bench: those; 32 shorter windows
 PHASES = ("forward", "backward")
@@ -421,12 +423,10 @@ def task_step_fn(architecture: str, cfg, batch: dict, name: str, rng, torch=None
             return loss.item()
 
         return step
-    import os
-
     from minibert import optim
     from minibert.finetune.models import CLASSES
 
-    os.environ["MINIBERT_BACKEND"] = name
+    backend.chosen = backend.backend_name(name)  # this worker process runs one backend
     model = CLASSES[architecture](cfg, **task)
     opt = optim.AdamW(model.params, lr=1e-4)
 

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert import backend
+
 MAX_LEN = 128  # the T cap
 BATCH = 32
 EVAL_BATCH = 128
@@ -192,7 +194,7 @@ def run_contender(spec: dict, name: str) -> dict:
         from minibert import optim
         from minibert.finetune.models import BertForSequenceClassification
 
-        os.environ["MINIBERT_BACKEND"] = name
+        backend.chosen = backend.backend_name(name)  # this worker process runs one backend
         model = BertForSequenceClassification.from_pretrained(spec["init"])
         opt = optim.AdamW(model.params, lr=lr, eps=EPS, weight_decay=WEIGHT_DECAY, bias_correction=True)
         rng = np.random.default_rng(0)

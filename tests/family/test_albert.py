@@ -30,7 +30,7 @@ def tiny_model(dtype=np.float64, seed=0, perturb=True, **over):
 def test_albert_backward_matches_numerical_embedding_encoder_and_model(backend, monkeypatch):
     """Factorised embedding (every entry), the 3-times-shared block and the whole model (sampled
     entries of every tensor), float64, on each backend."""
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = gc.check_albert(np.random.default_rng(11), verbose=False)
     n_params = len(albert.param_shapes(AlbertConfig(**TINY)))
     assert len(checks) == 7 + len(albert.BLOCK_PARTS) + n_params

@@ -38,7 +38,7 @@ def step(gen, disc, batch, seed=0, lam=50.0):
 def test_electra_backward_matches_numerical_rtd_discriminator_and_joint(backend, monkeypatch):
     """The RTD loss (every entry), the discriminator and the joint model (sampled entries of every
     tensor, shared embeddings included, fixed sampling), float64, on each backend."""
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = gc.check_electra(np.random.default_rng(11), verbose=False)
     failed = [c.row() for c in checks if not c]
     assert not failed, "\n".join(failed)
@@ -182,7 +182,7 @@ def test_electra_training_step_without_dropout_is_the_gradient_checked_step(back
     tiny recipe's dropout 0; the gradient check runs train=False. With dropout 0 the two must be
     the same computation on a padded batch (unpadded path): same samples, labels, loss and grads.
     If a p = 0 dropout drew from the rng, the samples would shift and this would fail."""
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     from minibert.backend import get_ops
 
     gen_cfg, disc_cfg = (ElectraConfig(**c, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

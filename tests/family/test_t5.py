@@ -41,7 +41,7 @@ def test_cross_attention_backward_matches_numerical():
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_decoder_block_backward_matches_numerical(backend, monkeypatch):
     """Every entry of d(block input) and d(encoder output), sampled entries of every parameter."""
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = gc.check_t5_decoder_block(np.random.default_rng(1), verbose=False)
     assert not _failed(checks), _failed(checks)
     names = [c.name for c in checks]
@@ -51,7 +51,7 @@ def test_decoder_block_backward_matches_numerical(backend, monkeypatch):
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_t5_backward_matches_numerical_every_tensor(backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = gc.check_t5(np.random.default_rng(2), verbose=False)
     assert not _failed(checks), _failed(checks)
     cfg, _ = gc.t5_setup(np.random.default_rng(0))

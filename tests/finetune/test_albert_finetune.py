@@ -49,7 +49,7 @@ def gradient_checks(rng, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_every_albert_class_gradcheck_float64(backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = gradient_checks(np.random.default_rng(1))
     assert len(checks) == sum(len(m.params) for m in models(0).values())  # every tensor of every class
     assert sum(c.name.endswith("block.ffn.in.w") for c in checks) == 5  # the shared block, in each class
@@ -59,7 +59,7 @@ def test_every_albert_class_gradcheck_float64(backend, monkeypatch):
 def test_a_shared_block_gradient_not_summed_fails_the_check(monkeypatch):
     """Keep the mean of the L applications' gradients instead of their sum: the shared block's
     checks fail, the embedding's (below the block) still pass."""
-    monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
+    monkeypatch.setattr("minibert.backend.chosen", "numpy")
     L = CFG.num_hidden_layers
 
     def averaging_backward(dseq, cache, cfg, grads, ops):

@@ -32,7 +32,7 @@ def all_classes(cfg=CFG, dtype=np.float32):
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_electra_heads_and_every_class_gradcheck_float64(backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = ft_checks.check_electra_finetune(np.random.default_rng(2), verbose=False)
     layer = [c for c in checks if c.name.startswith("electra dense -> gelu")]
     assert len(layer) == 6  # dx, dw, db; exact GELU with dropout, tanh GELU without
@@ -44,7 +44,7 @@ def test_electra_heads_and_every_class_gradcheck_float64(backend, monkeypatch):
 def test_a_wrong_head_backward_fails_the_check(monkeypatch):
     """Drop the GELU derivative of the classification head: the sequence classes fail, the token
     classifier (which has no such layer) still passes."""
-    monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
+    monkeypatch.setattr("minibert.backend.chosen", "numpy")
     def no_gelu(dout, cache, ops=None):  # treat GELU as the identity in backward
         dx, dw, db = layers.linear_backward(dout, cache.linear)
         return layers.dropout_backward(dx, cache.drop), dw, db

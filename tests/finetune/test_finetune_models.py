@@ -25,14 +25,14 @@ VOCAB = [f"t{i}" for i in range(CFG.vocab_size)]
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_heads_gradcheck(backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = ft_checks.check_heads(np.random.default_rng(0), verbose=False)
     assert len(checks) == 4 and all(checks), [c.row() for c in checks if not c]
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_every_class_gradcheck_float64(backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = ft_checks.check_task_models(np.random.default_rng(1), verbose=False)
     n_tensors = sum(len(m.params) for m in (BertForSequenceClassification(CFG, 3), BertForSequenceClassification(CFG, 1),
                                             BertForTokenClassification(CFG, 3), BertForMultipleChoice(CFG),
@@ -50,7 +50,7 @@ def test_every_class_gradcheck_float64(backend, monkeypatch):
 
 def test_a_wrong_backward_fails_the_check(monkeypatch):
     """The whole-class check can fail: drop the pooler's tanh derivative and it does."""
-    monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
+    monkeypatch.setattr("minibert.backend.chosen", "numpy")
     real = heads.head_backward
 
     def broken(params, cfg, cache, ops=None):
@@ -251,7 +251,7 @@ def test_causal_is_for_berts_encoder_only():
 def test_a_wrong_causal_pool_position_fails_the_check(monkeypatch):
     """The causal classes' check can fail: send the pooled gradient to [CLS] instead of the last
     real token the forward read, and the causal sequence and choice checks fail, the rest pass."""
-    monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
+    monkeypatch.setattr("minibert.backend.chosen", "numpy")
     real = heads.head_backward
     monkeypatch.setattr("minibert.finetune.models.head_backward",
                         lambda params, cfg, cache, ops=None: real(params, cfg, cache._replace(pool_at=None), ops))

@@ -95,7 +95,7 @@ def assert_outputs_match(out, ref, atol=1e-5):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_albert_forward_matches_transformers_float32(shape, backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     config = config_for(shape)
     theirs = random_hf_model(config, np.float32, seed=1)
     ours = minibert_from_hf(theirs, config, np.float32)
@@ -106,7 +106,7 @@ def test_albert_forward_matches_transformers_float32(shape, backend, monkeypatch
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_albert_loss_and_every_gradient_match_transformers_float64(shape, backend, helpers, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     config = config_for(shape)
     theirs = random_hf_model(config, np.float64, seed=3)
     ours = minibert_from_hf(theirs, config, np.float64)

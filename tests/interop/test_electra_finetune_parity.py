@@ -48,7 +48,7 @@ def hf_twin(model, dtype, helpers):
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_electra_task_logits_match_transformers_float32(kind, shape, backend, helpers, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     model = random_model(kind, config_for(shape), np.float32, 1, helpers)
     theirs = hf_twin(model, np.float32, helpers)
     ids, seg, mask = helpers.task_inputs(model, seed=2)
@@ -60,7 +60,7 @@ def test_electra_task_logits_match_transformers_float32(kind, shape, backend, he
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("kind", list(KINDS))
 def test_electra_task_loss_and_every_gradient_match_transformers_float64(kind, shape, backend, helpers, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     model = random_model(kind, config_for(shape), np.float64, 3, helpers)
     theirs = hf_twin(model, np.float64, helpers)
     ids, seg, mask = helpers.task_inputs(model, seed=4)

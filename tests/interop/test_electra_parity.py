@@ -97,7 +97,7 @@ def assert_logits_match(ours, theirs, mask, atol=1e-5):
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("head", list(OURS))
 def test_electra_logits_match_transformers_float32(head, shape, backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     config = config_for(shape)
     theirs = random_hf_model(head, config, np.float32, seed=1)
     ours = minibert_from_hf(head, theirs, config, np.float32)
@@ -109,7 +109,7 @@ def test_electra_logits_match_transformers_float32(head, shape, backend, monkeyp
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("head", list(OURS))
 def test_electra_loss_and_every_gradient_match_transformers_float64(head, shape, backend, helpers, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     config = config_for(shape)
     theirs = random_hf_model(head, config, np.float64, seed=3)
     ours = minibert_from_hf(head, theirs, config, np.float64)

@@ -46,7 +46,7 @@ def mlm_labels(ids, mask, seed, P=3):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_forward_matches_transformers_float32(shape, backend, helpers, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     config = config_for(shape)
     params = helpers.random_params(config, np.float32, seed=1)
     ours = BertForPreTraining(config, dtype=np.float32, params=params)
@@ -72,7 +72,7 @@ def test_forward_matches_transformers_float32(shape, backend, helpers, monkeypat
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_loss_and_every_gradient_match_transformers_float64(shape, backend, helpers, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     config = config_for(shape)
     params = helpers.random_params(config, np.float64, seed=3)
     ours = BertForPreTraining(config, dtype=np.float64, params=params)

@@ -87,7 +87,7 @@ def is_key_bias(name: str) -> bool:
 
 
 def test_ten_training_steps_match_transformers_float32(monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", "numba")
+    monkeypatch.setattr("minibert.backend.chosen", "numba")
     from minibert.checkpoint import to_hf_state_dict
 
     config = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

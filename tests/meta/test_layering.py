@@ -21,14 +21,16 @@ LAYERS = [
     "native", "native.blas", "native.malloc",  # what talks to the machine: OpenBLAS, glibc's malloc
     "io", "io.textio", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub", "io.cli",  # text, JSON, atomic writes, output paths, safetensors, every command's parser
     "text", "text.tokenizer", "text.wordpiece_trainer",  # BERT's tokenizer; learning a vocab.txt
-    "layers", "kernels", "backend", "optim",  # the layer math, its Numba kernels, the backend switch, AdamW
+    "philox", "layers", "kernels", "backend", "optim",  # dropout's random stream, the layer math, its Numba kernels, the backend switch, AdamW
     "model", "checkpoint", "bert",  # BERT's forward and backward, no I/O; its transformers directories; the class
+    "compile_ahead",  # the kernels compiled ahead of a step's first call, in several processes
+    "dev", "dev.attention_v1", "dev.attention_v3",  # development versions of the kernels (attention v1, v3)
     "data", "data.corpus", "data.pretraining_data", "data.shards",  # the default corpus; the MLM/NSP generator; shards
     "analysis", "analysis.gradcheck", "analysis.inspect", "analysis.nsp_baseline",  # gradients; inside a model; NSP cue
     "family", "family.albert", "family.electra", "family.xlnet", "family.t5", "family.t5_data", "family.flops",
     "family.gradchecks",  # BERT's successors: the models only
     "taskdata", "taskdata.readers", "taskdata.tasks", "taskdata.squad_files",  # the tasks' files, below both halves
-    "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.compile_ahead", "loop.budget", "loop.state", "loop.checkpoints", "loop.engine",  # the one training loop every trainer runs
+    "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.budget", "loop.state", "loop.checkpoints", "loop.engine",  # the one training loop every trainer runs
     "finetune", "finetune.bilstm", "finetune.heads", "finetune.models", "finetune.albert_tasks",
     "finetune.electra_tasks", "finetune.registry", "finetune.frozen", "finetune.gradchecks", "finetune.metrics",
     "finetune.features", "finetune.task_data", "finetune.squad_eval", "finetune.squad", "finetune.run",
@@ -36,7 +38,7 @@ LAYERS = [
     "train", "train.config", "train.runs", "train.data", "train.task_corpus", "train.evaluation", "train.pretraining_step", "train.curves",
     "train.electra", "train.trainer", "train.pretrain", "train.commands", "train.t5", "train.t5_command",
     "train.xlnet", "train.xlnet_command",  # pretraining runs and their commands
-    "tools", "tools.attention_v1", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",
+    "tools", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",
     "tools.ablate_report", "tools.ablate", "tools.export_data", "tools.bench_text", "tools.bench_data",
     "tools.bench_profile", "tools.bench_sst2", "tools.bench_common", "tools.bench_step", "tools.bench_attention",
     "tools.bench_finetune", "tools.bench_startup", "tools.bench_coldstart", "tools.bench",
@@ -137,3 +139,17 @@ def test_the_package_lists_every_root_module_and_folder():
     on_disk = {p.stem for p in PACKAGE.glob("*.py") if not p.stem.startswith("__")} | \
         {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     assert set(minibert._SUBMODULES) == on_disk, sorted(set(minibert._SUBMODULES) ^ on_disk)
+
+
+def test_only_the_kernels_room_imports_numba():
+    """Numba is the kernels' business: kernels.py, compile_ahead.py beside it and the development
+    versions in dev/. The reference (layers.py) and everything else run on NumPy."""
+    found = modules()
+    users = set()
+    for name, path in found.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n.split(".")[0] in ("numba", "llvmlite") for n in names):
+                users.add(name)
+    assert users and all(u in ("kernels", "compile_ahead") or u.startswith("dev.") for u in users), sorted(users)

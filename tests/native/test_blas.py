@@ -21,6 +21,7 @@ from corpora import REPO
 pytest.importorskip("numba")
 
 from minibert import kernels, layers
+from minibert.dev import attention_v3  # noqa: E402
 from minibert.native import blas  # noqa: E402
 
 ROOT = REPO
@@ -114,8 +115,8 @@ def test_attention_v3_batched_matches_reference(dropout_p, causal, dtype, monkey
     q, k, v = qkv_views(rng, *BIG, dtype)
     mask = _mask(BIG[0], BIG[2])
     out_ref, c_ref = layers.attention_forward(q, k, v, mask, dropout_p, np.random.default_rng(4), causal=causal)
-    out, c = kernels.attention_forward_v3(q, k, v, mask, dropout_p, np.random.default_rng(4), causal=causal)
-    _check_against_reference(rng, out, c, out_ref, c_ref, causal, kernels.attention_backward_v3)
+    out, c = attention_v3.attention_forward_v3(q, k, v, mask, dropout_p, np.random.default_rng(4), causal=causal)
+    _check_against_reference(rng, out, c, out_ref, c_ref, causal, attention_v3.attention_backward_v3)
     assert counter.calls == 6, "2 forward + 4 backward products, each one batched call"
 
 
@@ -181,7 +182,7 @@ def test_attention_v4_copies_operands_blas_cannot_take():
         assert_matches(name, g, g_ref)
 
 
-def test_attention_v4_falls_back_to_v3_without_direct_blas(monkeypatch):
+def test_attention_v4_falls_back_without_direct_blas(monkeypatch):
     monkeypatch.setenv("MINIBERT_BLAS_BATCH", "0")
     assert blas.gemm_for_kernels(np.float32) is None
     rng = np.random.default_rng(6)

@@ -1,4 +1,5 @@
-"""The cold-start bench's pieces: the compile recorder, the tree copy, the compile notice."""
+"""The cold-start bench's pieces: the tree copy, the compile notice (the compile recorder it uses is
+compile_ahead.record_compiles: tests/test_compile_ahead.py)."""
 import numba
 import pytest
 
@@ -13,21 +14,6 @@ def _fresh_function(module):
 
     add_one.__module__ = module
     return numba.njit(add_one)  # no cache=True: it compiles in this process
-
-
-def test_record_compiles_records_each_new_signature_once_and_restores_numba():
-    from numba.core import dispatcher
-
-    compile_before = dispatcher.Dispatcher.compile
-    f = _fresh_function("tests.tools")
-    with bench_coldstart.record_compiles() as records:
-        assert f(1) == 2
-        assert f(2.5) == pytest.approx(3.5)
-        assert f(7) == 8  # int64 again: no new compilation
-    assert [r["name"] for r in records] == ["_fresh_function.<locals>.add_one"] * 2
-    assert all(r["compiled"] and r["cpu_s"] >= 0 for r in records)
-    assert "int64" in records[0]["signature"] and "float64" in records[1]["signature"]
-    assert dispatcher.Dispatcher.compile is compile_before
 
 
 def test_a_minibert_kernel_that_compiles_says_so_on_stderr(capsys):

@@ -45,7 +45,7 @@ def test_profile_step_accounts_for_every_layer_and_the_step():
 
 @pytest.mark.parametrize("backend, T", [("numba", 384), ("numpy", 384), ("numba", 256)])
 def test_qa_step_runs_at_squad_lengths_and_learns(backend, T, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     step = bench_profile.qa_step_fn(TINY, backend, B=2, T=T)
     losses = [step() for _ in range(4)]
     assert np.isfinite(losses).all()

@@ -48,6 +48,6 @@ def test_minibert_contender_runs_an_epoch_and_scores_dev(tmp_path, monkeypatch):
     monkeypatch.setitem(bench_sst2.MODELS, "test", dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                                         intermediate_size=32))
     init = bench_sst2.make_init(bench_sst2.MODELS["test"], info["vocab"], tmp_path / "init")
-    monkeypatch.setenv("MINIBERT_BACKEND", "numba")
+    monkeypatch.setattr("minibert.backend.chosen", "numba")
     got = bench_sst2.run_contender({"npz": info["npz"], "init": str(init), "lr": 1e-3}, "numba")
     assert got["steps"] == 1 and 0.0 <= got["dev_accuracy"] <= 1.0 and got["train_s"] > 0

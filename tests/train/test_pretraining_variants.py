@@ -22,7 +22,7 @@ from minibert.optim import AdamW
 from minibert.data.pretraining_data import (CLS, MASK, SEP, UNMASKED_NAME, check_mask_shares, create_masked_lm_predictions,
                                        create_training_instances, remask)
 from minibert.data.shards import BatchIterator, build_pretraining_data, read_meta
-from minibert.tools import attention_v1
+from minibert.dev import attention_v1, attention_v3
 from minibert.train import config as train_config
 from minibert.train import pretrain
 from minibert.train import runs as train_runs
@@ -205,7 +205,7 @@ def test_default_objective_is_bert_mlm_plus_nsp():
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_no_nsp_loss_is_the_mlm_loss_and_its_grads_skip_the_nsp_head(backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     model = perturbed_model(seed=1)
     batch = gc.random_batch(model.config, B=3, T=8, P=3, rng=np.random.default_rng(1))
     _, full_grads, full = model.loss_grads_metrics(batch)
@@ -272,7 +272,7 @@ def _ltr_batch(cfg, rng, B=3, T_=9):
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_ltr_loss_is_the_mean_next_token_cross_entropy_of_the_causal_model(backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     model = perturbed_model(seed=4)
     batch = _ltr_batch(model.config, np.random.default_rng(4))
     loss, grads, m = model.loss_grads_metrics(batch, objective="ltr")
@@ -306,7 +306,7 @@ def test_ltr_reads_a_pretraining_batch_with_its_masked_tokens_put_back():
 def test_ltr_output_at_t_does_not_change_when_later_tokens_change(backend, monkeypatch):
     """Causal: sequence_output and the LM logits at positions 0..t depend on tokens 0..t only.
     Without the causal mask (control) the same change moves them."""
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     model = perturbed_model(seed=6)
     rng = np.random.default_rng(6)
     B, T_ = 2, 10
@@ -327,7 +327,7 @@ def test_ltr_output_at_t_does_not_change_when_later_tokens_change(backend, monke
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
 def test_ltr_unpadded_path_gives_the_same_loss_and_gradients(backend, monkeypatch):
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     model = perturbed_model(seed=7)
     batch = _ltr_batch(model.config, np.random.default_rng(7))
     ops = get_ops()
@@ -356,7 +356,7 @@ def test_causal_attention_gradcheck(ops):
 def test_objective_model_gradcheck(backend, objective, monkeypatch):
     """Whole model in float64, every trained tensor sampled, pass rule rtol 1e-5 / atol 1e-8 (the
     measured errors are below 1e-10 absolute)."""
-    monkeypatch.setenv("MINIBERT_BACKEND", backend)
+    monkeypatch.setattr("minibert.backend.chosen", backend)
     checks = gc.check_objective_model(np.random.default_rng(1), verbose=False, objective=objective,
                                       samples_per_tensor=3)
     assert len(checks) == len(trained_params(BertForPreTraining(BertConfig(**TINY)).params, objective))
@@ -387,7 +387,7 @@ def _assert_matches(name, got, ref):
 
 
 CAUSAL_VERSIONS = {"v1": (attention_v1.attention_forward_v1, attention_v1.attention_backward_v1),
-                   "v3": (kernels.attention_forward_v3, kernels.attention_backward_v3),
+                   "v3": (attention_v3.attention_forward_v3, attention_v3.attention_backward_v3),
                    "v4": (kernels.attention_forward, kernels.attention_backward)}
 
 

@@ -9,38 +9,59 @@ import sys
 import numba
 import numpy as np
 import pytest
+from numba.core import dispatcher
 
-from minibert import kernels
-from minibert.loop import compile_ahead
+from minibert import compile_ahead, kernels
 
 
 def test_record_calls_lists_types_runs_nothing_and_restores_the_kernels():
-    before = kernels._zero_kernel
-    x = np.full((3, 4), 7.0, dtype=np.float32)  # (rows, cols)
+    base = np.full((3, 8), 7.0, dtype=np.float32)  # (rows, cols)
+    x = base[:, ::2]  # a strided view: a layout ('A') no other test compiles the kernel for
+    x64 = base.astype(np.float64)[:, ::2]
     ids = np.arange(3)
-    with kernels.record_calls() as calls:
-        assert kernels._zero_kernel is not before  # a recorder stands in
+    assert (numba.typeof(x),) not in kernels._zero_kernel.signatures  # so its calls are recorded
+    with compile_ahead.record_calls() as calls:
         kernels._zero_kernel(x)
         kernels._zero_kernel(x)  # the same types: listed once
-        kernels._zero_kernel(x.astype(np.float64))
-        kernels._column_sum_kernel(x, np.zeros(4, dtype=np.float32))
-        kernels._position_sum_kernel(np.ones((2, 3, 4), np.float32), ids)  # nonsense values are fine
-    assert kernels._zero_kernel is before
+        kernels._zero_kernel(x64)
+        kernels._column_sum_kernel(x, np.zeros(4, dtype=np.float32)[::1])
+        kernels._position_sum_kernel(np.ones((2, 3, 8), np.float32)[:, :, ::2], ids)  # nonsense values are fine
+    assert "_compile_for_args" not in vars(kernels._zero_kernel)  # the dispatcher is itself again
+    assert (numba.typeof(x),) not in kernels._zero_kernel.signatures  # nothing compiled
     assert np.all(x == 1.0)  # not zeroed: the recorder writes 1 into writable float arrays
     assert [name for name, _ in calls] == ["_zero_kernel", "_zero_kernel", "_column_sum_kernel",
                                           "_position_sum_kernel"]
-    assert calls[0][1] == (numba.typeof(x),) and calls[1][1] == (numba.typeof(x.astype(np.float64)),)
+    assert calls[0][1] == (numba.typeof(x),) and calls[1][1] == (numba.typeof(x64),)
     assert calls[3][1][1] == numba.typeof(ids)
 
 
-# In a fresh process: a real tiny step (its kernels load from the cache or compile), then each
-# kernel it called from Python with the types it was called with (Numba's own list). The helpers
-# that kernels call (a LayerNorm row, an attention head) compile inside their callers: left out.
+def test_every_kernel_is_in_the_registry():
+    """kernel_jit lists every kernel it compiles in kernels.KERNELS, under its function's name."""
+    in_module = {name for name, obj in vars(kernels).items() if isinstance(obj, numba.core.registry.CPUDispatcher)}
+    assert in_module and all(kernels.KERNELS[getattr(kernels, n).py_func.__name__] is getattr(kernels, n)
+                             for n in in_module)
+
+
+# In a fresh process: a real tiny step through loop.step.training_step, the function every trainer
+# calls (its kernels load from the cache or compile), then each kernel it called from Python with
+# the types it was called with (Numba's own list). The helpers that kernels call (a LayerNorm row,
+# an attention head) compile inside their callers: left out.
 REAL_STEP = """
-from minibert import kernels
-from minibert.loop.compile_ahead import tiny_training_step
-print("loss", tiny_training_step(dropout=DROPOUT))
-ds = kernels._dispatchers()
+import numpy as np
+from minibert import kernels, optim
+from minibert.bert import BertForPreTraining
+from minibert.compile_ahead import tiny_batch
+from minibert.loop.step import training_step
+from minibert.model import MODEL_SIZES, BertConfig
+cfg = BertConfig(**MODEL_SIZES["tiny"], vocab_size=8192, max_position_embeddings=128,
+                 hidden_dropout_prob=DROPOUT, attention_probs_dropout_prob=DROPOUT)
+rng = np.random.default_rng(0)
+model = BertForPreTraining(cfg, seed=0, dtype=np.float32)
+opt = optim.AdamW(model.params, lr=1e-4)
+batch = tiny_batch(cfg, 32, 64, 10, rng)
+result = training_step(model, opt, batch, 0, lr=1e-4, warmup_steps=10, total_steps=100, rng=rng)
+print("loss", result.loss)
+ds = kernels.KERNELS
 helpers = {n for d in ds.values() for n in d.py_func.__code__.co_names if n in ds}
 for name, d in ds.items():
     for sig in (d.signatures if name not in helpers else []):
@@ -50,7 +71,13 @@ for name, d in ds.items():
 
 @pytest.mark.parametrize("plan, dropout", [("step", 0.0), ("dropout", 0.1)])
 def test_a_dry_step_lists_every_kernel_call_the_real_step_makes(plan, dropout):
-    dry = {f"{name} {sig}" for name, sig in compile_ahead.kernel_calls([plan])}
+    # the dry run in a fresh process too, as a worker makes it: in this one, kernels that earlier
+    # tests compiled run as usual instead of being listed
+    listed = subprocess.run([sys.executable, "-c", "from minibert import compile_ahead\n"
+                             f"for name, sig in compile_ahead.kernel_calls([{plan!r}]): print(name, sig)"],
+                            capture_output=True, text=True, timeout=600, env={**os.environ, "MINIBERT_BACKEND": "numba"})
+    assert listed.returncode == 0, listed.stderr
+    dry = set(listed.stdout.strip().splitlines())
     out = subprocess.run([sys.executable, "-c", f"DROPOUT = {dropout}\n" + REAL_STEP], capture_output=True, text=True, timeout=600,
                          env={**os.environ, "MINIBERT_BACKEND": "numba"})
     assert out.returncode == 0, out.stderr
@@ -65,9 +92,9 @@ def test_a_dry_step_lists_every_kernel_call_the_real_step_makes(plan, dropout):
 def test_compile_claimed_shares_the_calls_out_between_processes(tmp_path):
     calls = [("_zero_kernel", (numba.typeof(np.zeros((2, 2), np.float32)),)),
              ("_zero_kernel", (numba.typeof(np.zeros((2, 2), np.float64)),))]
-    assert kernels.compile_claimed(calls, str(tmp_path)) == ["_zero_kernel", "_zero_kernel"]
-    assert sorted(os.listdir(tmp_path)) == ["0", "1"]
-    assert kernels.compile_claimed(calls, str(tmp_path)) == []  # claimed already: another process's
+    assert compile_ahead.compile_claimed(calls, str(tmp_path)) == ["_zero_kernel", "_zero_kernel"]
+    assert len(os.listdir(tmp_path)) == 2  # one claim per call
+    assert compile_ahead.compile_claimed(calls, str(tmp_path)) == []  # claimed already: another process's
     assert len(kernels._zero_kernel.signatures) >= 2
 
 
@@ -89,11 +116,11 @@ def test_the_marker_names_the_cache_and_the_plans(tmp_path, monkeypatch):
 
 def test_nothing_starts_when_the_cache_is_warm_or_the_backend_is_numpy(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
-    monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
+    monkeypatch.setattr("minibert.backend.chosen", "numpy")
     with compile_ahead.in_background() as ahead:
         assert ahead.workers is None
         ahead.wait()
-    monkeypatch.setenv("MINIBERT_BACKEND", "numba")
+    monkeypatch.setattr("minibert.backend.chosen", "numba")
     compile_ahead.mark_warm(["step"])
     with compile_ahead.in_background(["step"]) as ahead:
         assert ahead.workers is None
@@ -115,8 +142,30 @@ def test_after_compiling_ahead_on_an_empty_cache_a_tiny_step_compiles_nothing(tm
                            env=env, capture_output=True, text=True, timeout=600)
     assert ahead.returncode == 0, ahead.stderr
     assert json.loads((tmp_path / compile_ahead.MARKER).read_text())["plans"] == ["step"]
-    step = subprocess.run([sys.executable, "-c", "from minibert.loop.compile_ahead import tiny_training_step as s; "
+    step = subprocess.run([sys.executable, "-c", "from minibert.compile_ahead import tiny_training_step as s; "
                            "print(s(dropout=0.0))"], env=env, capture_output=True, text=True, timeout=600)
     assert step.returncode == 0, step.stderr
     assert "compiling Numba kernel" not in step.stderr  # every kernel loaded from the cache
     assert np.isfinite(float(step.stdout.strip().splitlines()[-1]))
+
+
+def _fresh_function(module):
+    """A new Python function (so nothing of it is compiled or cached) that claims `module`."""
+    def add_one(x):
+        return x + 1
+
+    add_one.__module__ = module
+    return numba.njit(add_one)  # no cache=True: it compiles in this process
+
+
+def test_record_compiles_records_each_new_signature_once_and_restores_numba():
+    compile_before = dispatcher.Dispatcher.compile
+    f = _fresh_function("tests.tools")
+    with compile_ahead.record_compiles() as records:
+        assert f(1) == 2
+        assert f(2.5) == pytest.approx(3.5)
+        assert f(7) == 8  # int64 again: no new compilation
+    assert [r["name"] for r in records] == ["_fresh_function.<locals>.add_one"] * 2
+    assert all(r["compiled"] and r["cpu_s"] >= 0 for r in records)
+    assert "int64" in records[0]["signature"] and "float64" in records[1]["signature"]
+    assert dispatcher.Dispatcher.compile is compile_before

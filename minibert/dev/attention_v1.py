@@ -1,8 +1,9 @@
 """Attention v1: the all-Numba attention core, every matrix product a hand-written loop.
 
-Kept as the readable all-Numba version (lesson 06 points at it) and as a contender in `python -m
-minibert bench --only attention`: its hand-written matmul runs at about half of OpenBLAS's speed,
-and matmuls are most of attention's work, so the model runs minibert/kernels.py's v4 instead
+A development version, kept as the readable all-Numba attention (lesson 06 points at it) and as a
+contender in `python -m minibert bench --only attention`: its hand-written matmul runs at about
+half of OpenBLAS's speed, and matmuls are most of attention's work, so the model runs
+minibert/kernels.py's v4 instead
 (docs/speed.md tells the v1 -> v4 story with the numbers). `prange` over b*NH; per head, K and V
 are copied to small contiguous buffers (K transposed) so every inner loop is a contiguous axpy
 `c[n] += a * b[n]`, which LLVM vectorizes without fastmath; 4 output rows per pass share each
@@ -182,9 +183,3 @@ def attention_backward_v1(dout, cache: AttentionCache):
     kernel(dout, q, k, v, att, dummy if drop is None else drop, drop is not None,
                                dt.type(scale), dq, dk, dv)
     return dq, dk, dv
-
-
-# ---------------------------------------------------------------------------------------------
-# attention v2 (the default): the two matmuls forward and four backward go to BLAS (np.matmul
-# over the b*NH stack), and everything between them (scale, mask, softmax, dropout; softmax
-# backward) is one fused Numba pass with `prange` over b*NH, in place on the (B, NH, T, T) scores.
