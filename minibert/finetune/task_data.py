@@ -131,6 +131,6 @@ def score(data: TaskData, pred) -> dict[str, float]:
         return {name: result[name] for name in task.metrics}
     pred = np.asarray(pred)
     gold = data.dev["labels"]
-    functions = {"accuracy": metrics.accuracy, "mcc": metrics.matthews_corrcoef,
+    functions = {"accuracy": metrics.accuracy, "mcc": metrics.matthews_corrcoef, "macro_f1": metrics.macro_f1,
                  "pearson": metrics.pearson, "spearman": metrics.spearman}
     return {name: functions[name](pred, gold) for name in task.metrics}
