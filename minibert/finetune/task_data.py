@@ -35,7 +35,7 @@ from minibert.finetune.features import (IGNORE_INDEX, choice_features,  # noqa: 
 from minibert.taskdata.readers import (ChoiceExample, TaggedExample, TextExample, label_list,  # noqa: F401
                                        nextsent_examples, punct_examples, read_conll, read_glue, read_swag)
 from minibert.taskdata.tasks import (CORPUS_FORMATS, FORMATS, TASKS, Task, find_file,  # noqa: F401 (re-exported)
-                                     generic_task, get_task, read_examples, task_paths)
+                                     custom_task, generic_task, get_task, read_examples, task_paths)
 
 # ---------------------------------------------------------------------------------------------
 # Loading a task

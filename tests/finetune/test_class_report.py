@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from minibert.finetune import metrics
-from minibert.finetune.tasks import TaskData, score
+from minibert.finetune.task_data import TaskData, score
 from minibert.taskdata.tasks import generic_task
 
 
