@@ -38,14 +38,19 @@ def _parser() -> CommandParser:
                               "steps": "the run's length in optimizer steps (default 0: --epochs passes over the "
                                        "training data)"},
                        set_help="any setting by its name (FinetuneConfig), e.g. --set weight_decay=0 (repeatable)")
-    p.setting("task", nargs="?", help=f"one of {', '.join(TASK_NAMES)}, or `custom` with --format")
-    p.setting("--data", help="directory with the train and dev files (default: the task's own, if any)")
+    p.setting("task", nargs="?", help=f"one of {', '.join(TASK_NAMES)}, or `custom` (your own files: TSV, CSV, "
+                                      f"JSON Lines or CoNLL)")
+    p.setting("--data", help="directory with the train and dev files (default: the task's own, if any); for your own "
+                             "files train.* and dev.* or validation.* (.tsv, .csv, .jsonl, .conll)")
+    p.setting("--train", key="train_file", metavar="FILE", help="the training file (instead of --data)")
+    p.setting("--dev", key="dev_file", metavar="FILE", help="the dev file (instead of --data)")
     p.setting("--init", help="the pretrained model: a directory in transformers' layout (runs/tiny, any BERT, "
                              "a sentence-transformers folder), a Hugging Face hub id (owner/name: read from the "
                              "hub cache, or downloaded with huggingface_hub installed), or `none` for random init")
     p.setting("--out", help="output directory (default runs/<task>)")
     p.setting("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
-              help="your own files: the format (task `custom`)")
+              help="your own files (task `custom`): the format, when it cannot be found from the files' "
+                   "suffix and columns")
     p.setting("--vocab", help="--init none: the vocabulary (default: the default corpus's vocab.txt)")
     p.setting("--like", metavar="MODEL",
               help="--init none: the random-init control of MODEL (its architecture, vocabulary and casing, "
@@ -107,12 +112,19 @@ def resolve_init(cfg: FinetuneConfig, verbose: bool) -> None:
         cfg.init = str(folder)
 
 
-def task_kind(cfg: FinetuneConfig) -> str:
-    from minibert.finetune.task_data import generic_task, get_task
+def the_task(cfg: FinetuneConfig):
+    """The Task of the settings: a built-in one, or your own files' (their format given, or found)."""
+    from minibert.finetune.task_data import custom_task, get_task
 
+    if cfg.task == "custom":
+        return custom_task(cfg.format, cfg.data, cfg.train_file, cfg.dev_file)
+    return get_task(cfg.task)
+
+
+def task_kind(cfg: FinetuneConfig) -> str:
     if cfg.task in ("squad1", "squad2"):
         return "qa"
-    return (generic_task(cfg.format) if cfg.task == "custom" else get_task(cfg.task)).kind
+    return the_task(cfg).kind
 
 
 def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) -> FinetuneRun:
@@ -124,10 +136,10 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) 
     if kind == "qa":
         from minibert.finetune.squad_run import build_squad_run
         return build_squad_run(cfg, verbose, resumed)
-    from minibert.finetune.task_data import generic_task, get_task, load_task
+    from minibert.finetune.task_data import load_task
     from minibert.text.tokenizer import BertTokenizer
 
-    task = generic_task(cfg.format) if cfg.task == "custom" else get_task(cfg.task)
+    task = the_task(cfg)
     # the tokenizer decides the features, and the labels decide the head: read the vocabulary first
     if cfg.init.lower() == "none":
         vocab, do_lower, _ = control_model(cfg)
@@ -138,8 +150,8 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) 
     tokenizer = BertTokenizer(vocab, do_lower_case=do_lower)
     if verbose:
         print(f"reading {task.name} ({task.kind}, {task.format}) ...", flush=True)
-    data = load_task(task, tokenizer, cfg.max_seq_length, data_dir=cfg.data, seed=cfg.seed,
-                     strict_length=cfg.strict_length)
+    data = load_task(task, tokenizer, cfg.max_seq_length, data_dir=cfg.data, train_path=cfg.train_file,
+                     dev_path=cfg.dev_file, seed=cfg.seed, strict_length=cfg.strict_length)
     id2label = dict(enumerate(data.labels)) if data.labels else None
     model, tokenizer = load_model(cfg, kind, len(data.labels) if data.labels else None, id2label, notes=not resumed)
     if not cfg.causal and pretrained_objective(cfg.init) == "ltr" and verbose:
@@ -184,9 +196,12 @@ def cli(argv: list[str]) -> int:
         if not args.task or not args.init:
             raise ValueError("finetune needs TASK and --init (a model directory or `none`); see --help")
         if args.task not in (*TASK_NAMES, "custom"):
-            raise ValueError(f"unknown task {args.task!r}; choose one of {', '.join(TASK_NAMES)}, or custom --format F")
-        if (args.task == "custom") != (args.format is not None):
-            raise ValueError("--format goes with the task name `custom` (your own files)")
+            raise ValueError(f"unknown task {args.task!r}; choose one of {', '.join(TASK_NAMES)}, or `custom` for your "
+                             f"own files")
+        if args.format is not None and args.task != "custom":
+            raise ValueError(f"--format is for your own files (the task `custom`); {args.task} has its own format")
+        if (args.train is None) != (args.dev is None):
+            raise ValueError("--train and --dev go together: name both files (or give --data DIR)")
         # the one way settings are built: the defaults <- the recipe for the task and model <- the options given
         # <- --set (the recipe needs the model: read from the options first)
         base = {"out": f"runs/{args.task}"}

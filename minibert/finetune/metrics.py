@@ -3,6 +3,8 @@
     accuracy(pred, gold)              SST-2, RTE, SWAG, nextsent
     f1_binary(pred, gold, positive)   MRPC, QQP (with accuracy)
     matthews_corrcoef(pred, gold)     CoLA
+    macro_f1(pred, gold)              every class counted the same (your own, unbalanced data)
+    class_report(pred, gold, labels)  per-class precision/recall/F1/support, macro-F1, confusion matrix
     pearson(x, y), spearman(x, y)     STS-B (regression)
     entities(tags), entity_scores(gold_seqs, pred_seqs)
                                       NER (WNUT-17, CoNLL-2003): entity-level P/R/F1 as conlleval
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from typing import NamedTuple
 
 import numpy as np
 
@@ -97,6 +100,71 @@ def matthews_corrcoef(pred, gold) -> float:
     c, s = np.trace(counts), counts.sum()
     denominator = math.sqrt((s * s - p @ p) * (s * s - t @ t))
     return float((c * s - t @ p) / denominator) if denominator > 0 else 0.0
+
+
+class ClassReport(NamedTuple):
+    """Per-class scores of a classifier: what `evaluate` prints and a run's model card shows."""
+    labels: list  # the K class names, in label-id order
+    precision: list[float]  # (K,) of the predictions of class k, the share that are k (0 if none predicted)
+    recall: list[float]  # (K,) of the gold examples of class k, the share predicted k (0 if none)
+    f1: list[float]  # (K,) 2PR / (P + R) per class, as 2·tp / (2·tp + fp + fn)
+    support: list[int]  # (K,) gold examples of each class
+    confusion: list[list[int]]  # (K, K) rows = gold class, columns = predicted class
+    macro_f1: float  # the mean of the K F1s: every class counts the same, however rare
+
+    def table(self) -> str:
+        """The report as text: one row a class, then macro-F1, then the confusion matrix."""
+        width = max(8, *(len(str(label)) for label in self.labels))
+        rows = [f"{'class':<{width}}  precision  recall     f1  support"]
+        for k, label in enumerate(self.labels):
+            rows.append(f"{str(label):<{width}}  {self.precision[k]:9.3f}  {self.recall[k]:6.3f}  "
+                        f"{self.f1[k]:5.3f}  {self.support[k]:7d}")
+        rows.append(f"{'macro-F1':<{width}}  {'':9}  {'':6}  {self.macro_f1:5.3f}  {sum(self.support):7d}")
+        cell = max(5, *(len(str(label)) for label in self.labels), *(len(str(n)) for r in self.confusion for n in r))
+        rows += ["", "confusion matrix (rows: gold, columns: predicted)",
+                 " " * width + "  " + "  ".join(f"{str(label):>{cell}}" for label in self.labels)]
+        for label, counts in zip(self.labels, self.confusion):
+            rows.append(f"{str(label):<{width}}  " + "  ".join(f"{n:>{cell}d}" for n in counts))
+        return "\n".join(rows)
+
+
+def class_report(pred, gold, labels) -> ClassReport:
+    """Per-class precision, recall, F1 and support, macro-F1 and the confusion matrix of label
+    ids `pred` against `gold` (0..K-1, K = len(labels)); every class of `labels` has its row,
+    even one that never occurs (its scores 0, as scikit-learn's zero_division=0).
+
+    >>> r = class_report([0, 1, 1, 1], [0, 0, 1, 1], ["neg", "pos"])
+    >>> r.precision, r.recall, r.support, r.confusion
+    ([1.0, 0.6666666666666666], [0.5, 1.0], [2, 2], [[1, 1], [0, 2]])
+    >>> round(r.macro_f1, 4)                    # (2/3 + 4/5) / 2
+    0.7333
+    """
+    pred, gold = _pair(pred, gold, "class_report")
+    k = len(labels)
+    if k == 0 or pred.min() < 0 or gold.min() < 0 or max(pred.max(), gold.max()) >= k:
+        raise ValueError(f"class_report: label ids must be in 0..{k - 1} for the {k} labels {list(labels)[:10]}")
+    confusion = np.zeros((k, k), dtype=np.int64)  # (K, K)
+    np.add.at(confusion, (gold.astype(np.int64), pred.astype(np.int64)), 1)
+    tp = np.diag(confusion)  # (K,)
+    predicted, support = confusion.sum(axis=0), confusion.sum(axis=1)  # (K,), (K,)
+    precision = [float(tp[c] / predicted[c]) if predicted[c] else 0.0 for c in range(k)]
+    recall = [float(tp[c] / support[c]) if support[c] else 0.0 for c in range(k)]
+    f1 = [_f1(int(tp[c]), int(predicted[c] - tp[c]), int(support[c] - tp[c])) for c in range(k)]
+    return ClassReport(list(labels), precision, recall, f1, support.tolist(), confusion.tolist(),
+                       float(np.mean(f1)))
+
+
+def macro_f1(pred, gold) -> float:
+    """The mean of the per-class F1 over the classes in `pred` or `gold`.
+
+    >>> round(macro_f1([0, 1, 1, 1], [0, 0, 1, 1]), 4)
+    0.7333
+    """
+    pred, gold = _pair(pred, gold, "macro_f1")
+    classes = sorted(set(pred.tolist()) | set(gold.tolist()))
+    f1 = [_f1(int(np.sum((pred == c) & (gold == c))), int(np.sum((pred == c) & (gold != c))),
+              int(np.sum((pred != c) & (gold == c)))) for c in classes]
+    return float(np.mean(f1))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -63,7 +63,9 @@ class FinetuneConfig(RunSettings):
     init: str  # a checkpoint directory, or "none" (random init: the control)
     out: str
     data: str | None = None
-    format: str | None = None  # for the learner's own files: glue-single | glue-pair | conll | swag
+    train_file: str | None = None  # your own files named one by one (--train, --dev) instead of --data DIR
+    dev_file: str | None = None
+    format: str | None = None  # your own files: glue-single | glue-pair | conll | swag (default: found from them)
     vocab: str | None = None  # --init none: the vocabulary (default: the default corpus's)
     like: str | None = None  # --init none: the architecture and vocabulary of this model (default: tiny's)
     epochs: float = 3.0

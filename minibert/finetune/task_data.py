@@ -35,7 +35,7 @@ from minibert.finetune.features import (IGNORE_INDEX, choice_features,  # noqa: 
 from minibert.taskdata.readers import (ChoiceExample, TaggedExample, TextExample, label_list,  # noqa: F401
                                        nextsent_examples, punct_examples, read_conll, read_glue, read_swag)
 from minibert.taskdata.tasks import (CORPUS_FORMATS, FORMATS, TASKS, Task, find_file,  # noqa: F401 (re-exported)
-                                     generic_task, get_task, read_examples, task_paths)
+                                     custom_task, generic_task, get_task, read_examples, task_paths)
 
 # ---------------------------------------------------------------------------------------------
 # Loading a task
@@ -131,6 +131,6 @@ def score(data: TaskData, pred) -> dict[str, float]:
         return {name: result[name] for name in task.metrics}
     pred = np.asarray(pred)
     gold = data.dev["labels"]
-    functions = {"accuracy": metrics.accuracy, "mcc": metrics.matthews_corrcoef,
+    functions = {"accuracy": metrics.accuracy, "mcc": metrics.matthews_corrcoef, "macro_f1": metrics.macro_f1,
                  "pearson": metrics.pearson, "spearman": metrics.spearman}
     return {name: functions[name](pred, gold) for name in task.metrics}

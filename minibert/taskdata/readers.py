@@ -1,6 +1,8 @@
-"""Reading fine-tuning files into examples: GLUE TSV, CoNLL, SWAG CSV, and the nextsent task.
+"""Reading fine-tuning files into examples: tables of texts (GLUE TSV, CSV, JSON Lines), CoNLL,
+SWAG CSV, and the nextsent task.
 
-    read_glue(path, single)   -> [TextExample]     tab-separated, header-driven (SST-2, RTE, ...)
+    read_glue(path, single)   -> [TextExample]     a table by its header: TSV (SST-2, RTE, ...), CSV, JSON Lines
+    table_format(path)        -> the format of a learner's file, from its suffix and columns
     read_conll(path)          -> [TaggedExample]   one word and its BIO tag per line (WNUT-17)
     read_swag(path)           -> [ChoiceExample]   SWAG's quoted CSV, four endings
     nextsent_examples(docs)   -> [ChoiceExample]   "which of four sentences comes next"
@@ -13,8 +15,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 
 import numpy as np
@@ -49,16 +53,29 @@ class ChoiceExample:
 
 
 # ---------------------------------------------------------------------------------------------
-# GLUE-style TSV
+# Tables of texts and labels: TSV (GLUE's), CSV, JSON Lines
 
-# Accepted header names. GLUE files differ: SST-2/CoLA `sentence` (some copies `content`),
-# RTE/MNLI/WNLI/STS-B `sentence1`/`sentence2`, QQP `question1`/`question2`, QNLI
+# Accepted column names. The `datasets` library's files say `text` (and `label`); GLUE files
+# differ: SST-2/CoLA `sentence` (some copies `content`), RTE/MNLI/WNLI/STS-B `sentence1`/`sentence2`,
+# SNLI/MNLI exports `premise`/`hypothesis`, QQP `question1`/`question2`, QNLI
 # `question`/`sentence`, MRPC `#1 String`/`#2 String`. The label column is `label` (SST-2, RTE,
-# QNLI, WNLI), `gold_label` (MNLI), `Quality` (MRPC), `is_duplicate` (QQP) or `score` (STS-B).
-SINGLE_COLUMNS = ("sentence", "content")
-PAIR_COLUMNS = (("sentence1", "sentence2"), ("question1", "question2"),
-                ("question", "sentence"), ("#1 String", "#2 String"))
+# QNLI, WNLI, datasets), `gold_label` (MNLI), `Quality` (MRPC), `is_duplicate` (QQP) or `score` (STS-B).
+SINGLE_COLUMNS = ("text", "sentence", "content")
+PAIR_COLUMNS = (("sentence1", "sentence2"), ("premise", "hypothesis"), ("question1", "question2"),
+                ("question", "sentence"), ("text_a", "text_b"), ("#1 String", "#2 String"))
 LABEL_COLUMNS = ("label", "gold_label", "Quality", "is_duplicate", "score")
+# how a table's file is split, by its suffix: GLUE's TSV (tabs, no quoting), CSV (quoted, as
+# spreadsheets and pandas write it), JSON Lines (one object a line, the keys are the columns)
+TABLE_KINDS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+SWAG_COLUMNS = ("sent1", "sent2", "ending0")  # SWAG's CSV (and HellaSwag-style exports)
+
+
+def _expected_single() -> str:
+    return ", ".join(SINGLE_COLUMNS)
+
+
+def _expected_pairs() -> str:
+    return ", ".join(f"{a}/{b}" for a, b in PAIR_COLUMNS)
 
 
 def glue_columns(header: list[str], single: bool, where: str) -> tuple[int, int | None, int | None]:
@@ -66,18 +83,32 @@ def glue_columns(header: list[str], single: bool, where: str) -> tuple[int, int 
     when the file has no label column (a test set)."""
     names = _header_names(header, where)
     label = next((names[c] for c in LABEL_COLUMNS if c in names), None)
+    found = ", ".join(shown(h.strip(), 60) for h in header)
     if single:
         a = next((names[c] for c in SINGLE_COLUMNS if c in names), None)
         if a is None:
-            raise ValueError(f"{where}: header {header} has no text column; glue-single expects "
-                             f"one of {', '.join(SINGLE_COLUMNS)}")
+            raise ValueError(f"{where}: no text column; the columns found are {found}, and a one-text task "
+                             f"expects one of {_expected_single()} (with {LABEL_COLUMNS[0]} for the labels)"
+                             f"{_comma_hint(header, where)}")
         return a, None, label
     for first, second in PAIR_COLUMNS:
         if first in names and second in names:
             return names[first], names[second], label
-    expected = ", ".join(f"{a}/{b}" for a, b in PAIR_COLUMNS)
-    raise ValueError(f"{where}: header {header} has no pair of text columns; glue-pair expects "
-                     f"one of {expected}")
+    raise ValueError(f"{where}: no pair of text columns; the columns found are {found}, and a two-text task "
+                     f"expects one of {_expected_pairs()}{_comma_hint(header, where)}")
+
+
+def _comma_hint(header: list[str], where: str) -> str:
+    """What to say when a tab-separated file's header is one column with commas in it."""
+    if len(header) == 1 and "," in header[0] and ".csv" not in where:
+        return ("; this header is one column with commas in it: the file is read as tab-separated (.tsv, .txt), "
+                "so a comma-separated file should be named .csv")
+    return ""
+
+
+def table_kind(path) -> str:
+    """'tsv' | 'csv' | 'jsonl' from the file's suffix (a file without one of them is TSV, GLUE's)."""
+    return TABLE_KINDS.get(Path(path).suffix.lower(), "tsv")
 
 
 LINE_BYTES = 1 << 20  # a task file's line holds one example: 1 MiB is thousands of times BERT's 512 tokens
@@ -105,39 +136,155 @@ def _header_names(header: list[str], where: str) -> dict[str, int]:
     return names
 
 
-def read_glue(path, single: bool) -> list[TextExample]:
-    """A GLUE-style TSV: a header line, then one example per line, fields split on tabs only.
+def table_rows(path) -> Iterator[tuple[str, list[str], list]]:
+    """The header first, then each row of a TSV, CSV or JSON Lines file, as (where, header, fields).
 
-    GLUE files are not CSV-quoted (a `"` is an ordinary character), so no quote handling.
-    Every row must have the header's number of columns; blank lines are skipped. A trailing
-    "\\r" (Windows line ends) is dropped.
-
-    Example: the file `f.tsv` holding "label<TAB>sentence", "1<TAB>a fine film" gives
-    [TextExample(text_a='a fine film', text_b=None, label='1', where='f.tsv:2')].
-    """
+    Every row has the header's columns: a TSV or CSV row with another count is an error naming
+    its line; a JSON Lines file's header is its first object's keys, and every object must have
+    them (extra keys are ignored). Blank lines are skipped. Fields are strings, except a JSON
+    value, which is kept as it is (the caller checks its type)."""
+    kind = table_kind(path)
+    if kind == "jsonl":
+        yield from _jsonl_rows(path)
+        return
+    if kind == "csv":
+        yield from _csv_rows(path)
+        return
     rows = iter(iter_lines(path, LINE_BYTES))
     header_line = next(rows, None)
     if header_line is None or not header_line.strip():
         raise ValueError(f"{path}:1: empty file (or empty first line); expected a header line "
                          "such as label<TAB>sentence")
-    header_line = text_line(header_line, f"{path}:1")
-    header = header_line.rstrip("\r\n").split("\t")
-    a, b, label = glue_columns(header, single, f"{path}:1")
-    examples = []
+    header = text_line(header_line, f"{path}:1").split("\t")
+    yield f"{path}:1", header, header
     for lineno, line in enumerate(rows, start=2):
-        line = text_line(line, f"{path}:{lineno}")
+        where = f"{path}:{lineno}"
+        line = text_line(line, where)
         if not line.strip():
             continue
         fields = line.split("\t")
-        where = f"{path}:{lineno}"
         if len(fields) != len(header):
             raise ValueError(f"{where}: {len(fields)} tab-separated columns, expected "
-                             f"{len(header)} as in the header {header}")
-        value = None if label is None else fields[label].strip()
-        if value == "":
-            raise ValueError(f"{where}: empty label in column {shown(header[label])}")
-        examples.append(TextExample(fields[a], None if b is None else fields[b], value, where))
+                             f"{len(header)} as in the header ({', '.join(shown(h, 60) for h in header)})"
+                             f"{_comma_hint(header, where) if lineno == 2 else ''}")
+        yield where, header, fields
+
+
+def _csv_rows(path) -> Iterator[tuple[str, list[str], list]]:
+    text = read_text(path)  # strict UTF-8, a spreadsheet's BOM dropped
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)  # a quote left open is an error
+    try:
+        header = next(reader, None)
+        if not header or not any(h.strip() for h in header):
+            raise ValueError(f"{path}:1: empty file (or empty first line); expected a header line such as label,text")
+        yield f"{path}:1", header, header
+        for fields in reader:
+            where = f"{path}:{reader.line_num}"
+            if not fields or not any(f.strip() for f in fields):
+                continue
+            if len(fields) != len(header):
+                raise ValueError(f"{where}: {len(fields)} comma-separated columns, expected {len(header)} as in the "
+                                 f"header ({', '.join(shown(h, 60) for h in header)}; a comma inside a text needs the text in "
+                                 f"double quotes)")
+            if any(len(f) > LINE_BYTES for f in fields):
+                raise ValueError(f"{where}: a field of over {LINE_BYTES:,} characters; is a quote left open?")
+            yield where, header, fields
+    except csv.Error as e:
+        raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
+
+
+def _jsonl_rows(path) -> Iterator[tuple[str, list[str], list]]:
+    header: list[str] | None = None
+    for lineno, line in enumerate(iter_lines(path, LINE_BYTES), start=1):
+        where = f"{path}:{lineno}"
+        line = text_line(line, where)
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{where}: not a JSON object ({e.msg} at column {e.colno}): {shown(line, 80)}") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{where}: a JSON Lines row must be an object {{\"text\": ..., \"label\": ...}}, "
+                             f"not {type(record).__name__}")
+        if header is None:
+            header = [str(k) for k in record]
+            yield f"{path}:{lineno}", header, header
+        missing = [k for k in header if k not in record]
+        if missing:
+            raise ValueError(f"{where}: the object has no {', '.join(shown(k, 60) for k in missing)} "
+                             f"(the first row's keys are {', '.join(shown(k, 60) for k in header)})")
+        yield where, header, [record[k] for k in header]
+    if header is None:
+        raise ValueError(f"{path}: empty file; expected one JSON object a line, such as "
+                         f"{{\"text\": \"a fine film\", \"label\": \"pos\"}}")
+
+
+def _text_field(value, column: str, where: str) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"{where}: {shown(column, 60)} is {shown(json.dumps(value), 60)}, not a text")
+    return value
+
+
+def _label_field(value, column: str, where: str) -> str | None:
+    """A label as text: JSON's 1, true or "pos" -> "1", "true", "pos"; null or "" -> an error."""
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = repr(value)
+    elif not isinstance(value, str):
+        raise ValueError(f"{where}: the label {shown(column, 60)} is {shown(json.dumps(value), 60)}; "
+                         f"expected a text or a number")
+    value = value.strip()
+    if value == "":
+        raise ValueError(f"{where}: empty label in column {shown(column)}")
+    return value
+
+
+def read_glue(path, single: bool) -> list[TextExample]:
+    """A table of one or two texts and a label a row: GLUE's TSV, a CSV, or JSON Lines (by suffix).
+
+    TSV (GLUE's; .tsv, .txt or no suffix): split on tabs only; GLUE files are not CSV-quoted (a
+    `"` is an ordinary character). CSV (.csv): quoted as spreadsheets and pandas write it.
+    JSON Lines (.jsonl): one object a line with the same names as keys. The columns are found by
+    name (SINGLE_COLUMNS, PAIR_COLUMNS, LABEL_COLUMNS); every row has the header's columns;
+    blank lines are skipped; a trailing "\\r" (Windows line ends) is dropped.
+
+    Example: the file `f.tsv` holding "label<TAB>sentence", "1<TAB>a fine film" gives
+    [TextExample(text_a='a fine film', text_b=None, label='1', where='f.tsv:2')]; so does
+    `f.csv` holding "text,label", '"a fine film",1' (where='f.csv:2'), and `f.jsonl` holding
+    '{"text": "a fine film", "label": 1}' (where='f.jsonl:1').
+    """
+    rows = table_rows(path)
+    where, header, _ = next(rows)
+    a, b, label = glue_columns(header, single, where)
+    examples = []
+    for where, header, fields in rows:
+        value = None if label is None else _label_field(fields[label], header[label], where)
+        text_b = None if b is None else _text_field(fields[b], header[b], where)
+        examples.append(TextExample(_text_field(fields[a], header[a], where), text_b, value, where))
     return examples
+
+
+def table_format(path) -> str:
+    """The format of a learner's file, found from its suffix and columns: 'conll' (.conll),
+    'swag' (SWAG's columns), 'glue-pair' (a pair of text columns), 'glue-single' (one text
+    column); a ValueError naming the columns found and those expected otherwise."""
+    if Path(path).suffix.lower() == ".conll":
+        return "conll"
+    where, header, _ = next(table_rows(path))
+    names = {h.strip() for h in header}
+    if all(c in names for c in SWAG_COLUMNS):
+        return "swag"
+    if any(a in names and b in names for a, b in PAIR_COLUMNS):
+        return "glue-pair"
+    if any(c in names for c in SINGLE_COLUMNS):
+        return "glue-single"
+    found = ", ".join(shown(h.strip(), 60) for h in header)
+    raise ValueError(f"{where}: cannot tell the task's format from the columns {found}: expected a text column "
+                     f"({_expected_single()}), a pair ({_expected_pairs()}) or SWAG's "
+                     f"({', '.join(SWAG_COLUMNS)}, ...), each with a label column ({', '.join(LABEL_COLUMNS)}); "
+                     f"or name the format with --format{_comma_hint(header, where)}")
 
 
 # ---------------------------------------------------------------------------------------------

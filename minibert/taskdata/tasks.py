@@ -19,7 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from minibert.taskdata.readers import nextsent_examples, punct_examples, read_conll, read_glue, read_swag
+from minibert.taskdata.readers import (nextsent_examples, punct_examples, read_conll, read_glue,
+                                       read_swag, table_format)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 FORMATS = ("glue-single", "glue-pair", "conll", "swag", "nextsent", "punct")
@@ -49,9 +50,9 @@ class Task:
 
 
 TASKS = {
-    "sst2": Task("sst2", "classification", "glue-single", ("train.tsv",), ("dev.tsv",),
+    "sst2": Task("sst2", "classification", "glue-single", ("train.tsv",), ("dev.tsv", "validation.tsv"),
                  ("accuracy",), "accuracy"),
-    "rte": Task("rte", "classification", "glue-pair", ("train.tsv",), ("dev.tsv",),
+    "rte": Task("rte", "classification", "glue-pair", ("train.tsv",), ("dev.tsv", "validation.tsv"),
                 ("accuracy",), "accuracy"),
     "wnut17": Task("wnut17", "token", "conll", ("train.conll",), ("dev.conll",),
                    ("precision", "recall", "f1"), "f1", ROOT / "data" / "wnut17"),
@@ -65,27 +66,57 @@ TASKS = {
 NEXTSENT_TRAIN_PER_DOC = 2  # nextsent: examples per train document (all positions for dev)
 
 
+# A learner's own files: train.* and dev.* (or validation.*, as the datasets library names the
+# split), as TSV, CSV or JSON Lines (tables), CoNLL (tagged words) or SWAG's CSV (choices).
+TABLE_SUFFIXES = (".tsv", ".csv", ".jsonl")  # the names looked for; any of readers.TABLE_KINDS by --train/--dev
+CUSTOM_FILES = {
+    "table": (tuple(f"train{s}" for s in TABLE_SUFFIXES),
+              tuple(f"{split}{s}" for split in ("dev", "validation") for s in TABLE_SUFFIXES)),
+    "conll": (("train.conll",), ("dev.conll", "validation.conll")),
+    "swag": (("train.csv",), ("val.csv", "dev.csv", "validation.csv")),
+}
+
+
 def generic_task(format: str, regression: bool = False) -> Task:
     """A task for your own files in one of the formats (`--format glue-pair` etc.).
 
-    glue-*: classification (accuracy, Matthews correlation), or with `regression=True` a float
-    label (Pearson, Spearman); conll: token classification (entity P/R/F1); swag: choice.
+    glue-*: classification (accuracy, macro-F1, Matthews correlation), or with `regression=True` a
+    float label (Pearson, Spearman); conll: token classification (entity P/R/F1); swag: choice.
 
-    >>> generic_task("glue-pair").dev_files
-    ('dev.tsv',)
+    >>> generic_task("glue-pair").dev_files[:2]
+    ('dev.tsv', 'dev.csv')
     """
+    train, dev = CUSTOM_FILES["table"]
     if format.startswith("glue-") and format in FORMATS:
         if regression:
-            return Task("regression", "regression", format, ("train.tsv",), ("dev.tsv",),
-                        ("pearson", "spearman"), "pearson")
-        return Task(format, "classification", format, ("train.tsv",), ("dev.tsv",),
-                    ("accuracy", "mcc"), "accuracy")
+            return Task("regression", "regression", format, train, dev, ("pearson", "spearman"), "pearson")
+        return Task(format, "classification", format, train, dev, ("accuracy", "macro_f1", "mcc"), "accuracy")
     if format == "conll":
-        return Task("conll", "token", "conll", ("train.conll",), ("dev.conll",),
-                    ("precision", "recall", "f1"), "f1")
+        return Task("conll", "token", "conll", *CUSTOM_FILES["conll"], ("precision", "recall", "f1"), "f1")
     if format == "swag":
-        return TASKS["swag"]
+        return Task("swag", "choice", "swag", *CUSTOM_FILES["swag"], TASKS["swag"].metrics, TASKS["swag"].main_metric)
     raise ValueError(f"unknown format {format!r}; expected one of glue-single, glue-pair, conll, swag")
+
+
+def custom_task(format: str | None = None, data_dir=None, train_path=None, dev_path=None,
+                regression: bool = False) -> Task:
+    """The task of a learner's own files: `format` when given, else found from the files (their
+    suffix and columns: readers.table_format), which must agree with each other.
+
+    The files are the explicit paths, else train.* and dev.* / validation.* in `data_dir`."""
+    if format is not None:
+        return generic_task(format, regression)
+    if data_dir is None and (train_path is None or dev_path is None):
+        raise ValueError("your own files need --data DIR (holding train.* and dev.*) or --train FILE and --dev FILE")
+    probe = Task("custom", "classification", "glue-single",
+                 tuple(dict.fromkeys(n for files in CUSTOM_FILES.values() for n in files[0])),
+                 tuple(dict.fromkeys(n for files in CUSTOM_FILES.values() for n in files[1])), (), "")
+    train, dev = task_paths(probe, data_dir, train_path, dev_path)
+    formats = {path: table_format(path) for path in (train, dev)}
+    if formats[train] != formats[dev]:
+        raise ValueError(f"the train and dev files are of two formats: {train} reads as {formats[train]}, "
+                         f"{dev} as {formats[dev]}; give them the same columns (or name the format with --format)")
+    return generic_task(formats[train], regression)
 
 
 def get_task(name: str) -> Task:

@@ -1,0 +1,66 @@
+"""Fine-tuning on your own files as you bring them: a CSV with a text,label header and a JSON
+Lines dev file, with no --format (found from the files), or named one by one with --train/--dev."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from corpora import tiny_pretrained
+
+from minibert.__main__ import main
+
+WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "the", "was"]
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("own")
+    tiny_pretrained(d / "pre", VOCAB)
+    rng = np.random.default_rng(0)
+    rows = [(f"the film was {w}", "pos" if w in WORDS[:3] else "neg") for w in rng.choice(WORDS[:6], 40)]
+    (d / "train.csv").write_text("text,label\n" + "".join(f'"{t}",{y}\n' for t, y in rows[:32]), encoding="utf-8")
+    (d / "validation.jsonl").write_text("".join(json.dumps({"text": t, "label": y}) + "\n" for t, y in rows[32:]),
+                                        encoding="utf-8")
+    return d
+
+
+def test_a_csv_and_a_json_lines_file_fine_tune_without_a_format(files, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["finetune", "custom", "--data", str(files), "--init", str(files / "pre"), "--out", str(out),
+                 "--epochs", "1", "--batch-size", "8", "--max-seq-length", "16"]) == 0
+    said = capsys.readouterr().out
+    assert "reading glue-single (classification, glue-single)" in said
+    run = json.loads((out / "run.json").read_text())
+    assert run["task"]["labels"] == ["neg", "pos"] and run["task"]["format"] == "glue-single"
+    assert run["task"]["train_file"].endswith("train.csv") and run["task"]["dev_file"].endswith("validation.jsonl")
+    scores = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert {"accuracy", "macro_f1", "mcc"} <= set([r for r in scores if r["type"] == "eval"][-1])
+
+
+def test_train_and_dev_files_named_one_by_one(files, tmp_path):
+    out = tmp_path / "run"
+    assert main(["finetune", "custom", "--train", str(files / "train.csv"), "--dev", str(files / "validation.jsonl"),
+                 "--init", str(files / "pre"), "--out", str(out), "--epochs", "1", "--batch-size", "8",
+                 "--max-seq-length", "16", "--quiet"]) == 0
+    assert (out / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--train", "{d}/train.csv"], "--train and --dev go together"),
+    (["--data", "{d}/nothing-here"], "no train file"),
+])
+def test_bad_own_file_options_are_one_error_line_and_write_nothing(files, tmp_path, capsys, extra, words):
+    out = tmp_path / "run"
+    code = main(["finetune", "custom", "--init", str(files / "pre"), "--out", str(out), "--quiet",
+                 *[a.format(d=files) for a in extra]])
+    err = capsys.readouterr().err
+    assert code == 1 and words in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_a_built_in_task_refuses_a_format(files, tmp_path, capsys):
+    assert main(["finetune", "sst2", "--format", "glue-pair", "--init", str(files / "pre"),
+                 "--out", str(tmp_path / "r")]) == 1
+    assert "--format is for your own files" in capsys.readouterr().err
