@@ -13,6 +13,7 @@ below is still in place when something first needs NumPy. Submodules (`minibert.
 `import minibert.train` Python binds that name to the module, so a function of the same name
 at the package root would be one or the other depending on import order.
 """
+import importlib
 import os
 
 # OpenBLAS's idle threads spin for 2**28 cycles (~0.1 s) after each matmul before they sleep,
@@ -70,8 +71,6 @@ __all__ = sorted(_EXPORTS)
 
 def __getattr__(name: str):
     """Import the submodule that defines `name` on first use, and cache the result."""
-    import importlib
-
     if name in _EXPORTS:
         module, _, attr = _EXPORTS[name].partition(":")
         value = getattr(importlib.import_module(f"{__name__}.{module}"), attr or name)

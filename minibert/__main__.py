@@ -52,6 +52,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 def run_tests(argv: list[str]) -> int:
     """Run pytest on tests/ (tests/interop excluded; see run_interop_tests), without the tests
     marked slow (pyproject.toml's addopts deselects them), naming the 15 slowest."""
+    # lazy: pytest is optional (not in pyproject.toml's dependencies)
     import pytest
 
     os.environ.setdefault("MPLBACKEND", "Agg")
@@ -65,6 +66,7 @@ def run_all_tests(argv: list[str]) -> int:
 
 def run_interop_tests(argv: list[str]) -> int:
     """Run tests/interop, which need torch and transformers (the `interop` extra)."""
+    # lazy: pytest is optional (not in pyproject.toml's dependencies)
     import pytest
 
     os.environ.setdefault("MPLBACKEND", "Agg")

@@ -35,6 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from minibert.io.atomic import atomic_write, write_text_atomic
+from minibert.io.hub import resolve_model_dir
 from minibert.io.jsonfile import read_json, read_json_object
 from minibert.io.tensorfile import (PICKLE_SUFFIXES, check_finite, load_tensors, read_safetensors_header, refuse_pickle,
                                     save_tensors_atomic)
@@ -426,8 +427,6 @@ class Pretrained(NamedTuple):
 def model_directory(directory: str | Path) -> Path:
     """The directory a model name points to (io/hub.py: a folder, a sentence-transformers folder
     or a hub id), checked to be a directory."""
-    from minibert.io.hub import resolve_model_dir
-
     directory = resolve_model_dir(directory)
     if directory.is_file():
         refuse_pickle(directory)

@@ -63,6 +63,7 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba.core import event as numba_event
 from numba.extending import intrinsic, overload
 
@@ -702,8 +703,6 @@ def _gemm_call(typingctx, address, like, order, ta, tb, m, n, k, alpha, a, lda, 
     enums, ints, pointers = (2, 3, 4), (5, 6, 7, 10, 12, 15), (9, 11, 14)  # positions in the signature
 
     def codegen(context, builder, signature, args):
-        from llvmlite import ir
-
         tys = signature.args
         voidp = ir.IntType(8).as_pointer()
         vals, lltypes = [], []

@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minibert import layers
+from minibert.native.malloc import available_memory
 from minibert.text.tokenizer import MAX_VOCAB_SIZE
 
 ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
@@ -146,8 +147,6 @@ def check_memory(cfg: BertConfig) -> None:
     """Refuse a config whose parameters do not fit the memory available now, before anything is
     allocated: its float32 weights and init's float64 draw (with two temporaries) of the largest
     table. A config within SIZE_LIMITS can still ask for 512 GiB (vocab 4M x hidden 16384)."""
-    from minibert.native.malloc import available_memory
-
     shapes = param_shapes(cfg).values()
     n = sum(math.prod(s) for s in shapes)
     need = 4 * n + 3 * 8 * max(math.prod(s) for s in shapes)

@@ -17,6 +17,10 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from minibert import layers as L
+from minibert.bert import BertForPreTraining
+from minibert.model import BertConfig, trained_params
+
 RTOL = 1e-5  # single layers in float64: measured errors are ~1e-9, bugs give ~1
 ATOL = 1e-8
 
@@ -109,16 +113,12 @@ def layer_check(name, forward, arrays: dict, backward, rng, verbose, rtol=RTOL, 
 
 
 def check_linear(rng, verbose=True):
-    from minibert import layers as L
-
     arrays = dict(x=rand_array(rng, 2, 3, 5), w=rand_array(rng, 5, 4), b=rand_array(rng, 4))
     return layer_check("linear", L.linear_forward, arrays, L.linear_backward, rng, verbose)
 
 
 def check_embedding(rng, verbose=True):
     """Repeated token ids must accumulate."""
-    from minibert import layers as L
-
     ids = np.array([[1, 3, 3, 0], [3, 1, 2, 3]])  # id 3 appears four times
     segs = np.array([[0, 0, 1, 1], [0, 1, 1, 1]])
     arrays = dict(tok_emb=rand_array(rng, 5, 6), seg_emb=rand_array(rng, 2, 6), pos_emb=rand_array(rng, 7, 6))
@@ -127,15 +127,11 @@ def check_embedding(rng, verbose=True):
 
 
 def check_layernorm(rng, verbose=True):
-    from minibert import layers as L
-
     arrays = dict(x=rand_array(rng, 2, 3, 8), w=1 + 0.1 * rand_array(rng, 8), b=0.1 * rand_array(rng, 8))
     return layer_check("layernorm", L.layernorm_forward, arrays, L.layernorm_backward, rng, verbose)
 
 
 def check_gelu(rng, verbose=True):
-    from minibert import layers as L
-
     checks = []
     for approx in ("none", "tanh"):
         fwd = lambda x, approx=approx: L.gelu_forward(x, approximate=approx)  # noqa: E731
@@ -147,16 +143,12 @@ def check_gelu(rng, verbose=True):
 
 def check_dropout(rng, verbose=True):
     """The mask is fixed by re-seeding the rng on every forward call."""
-    from minibert import layers as L
-
     fwd = lambda x: L.dropout_forward(x, 0.3, np.random.default_rng(7))  # noqa: E731
     return layer_check("dropout (fixed mask)", fwd, dict(x=rand_array(rng, 3, 9)), L.dropout_backward, rng, verbose)
 
 
 def check_attention(rng, verbose=True, ops=None):
     """Padded keys, including a row whose every key but one is padding."""
-    from minibert import layers as L
-
     ops = ops or L
     B, NH, T, HS = 2, 2, 5, 4
     mask = np.ones((B, T))
@@ -172,8 +164,6 @@ def check_attention(rng, verbose=True, ops=None):
 
 def check_cross_entropy(rng, verbose=True):
     """Ignored targets contribute nothing and are not counted in the mean."""
-    from minibert import layers as L
-
     targets = np.array([[2, -100, 0], [4, 1, -100]])
     fwd = lambda logits: L.cross_entropy_forward(logits, targets)  # noqa: E731
     return layer_check("cross-entropy (ignored targets)", fwd, dict(logits=rand_array(rng, 2, 3, 5)),
@@ -202,9 +192,6 @@ def sampled_loss_checks(label, loss, params, grads, rng, samples_per_tensor, rto
 def check_model(rng, verbose=True, samples_per_tensor=4, rtol=1e-5, atol=1e-8):
     """Whole-model check on a tiny float64 BertForPreTraining: a few sampled entries of every
     parameter tensor (tied word embeddings included) against centered differences of the loss."""
-    from minibert.bert import BertForPreTraining
-    from minibert.model import BertConfig
-
     cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)
     model = BertForPreTraining(cfg, seed=int(rng.integers(1 << 30)), dtype=np.float64)
@@ -270,8 +257,6 @@ def random_batch(cfg, B, T, P, rng, pad_last=True):
 def check_causal_attention(rng, verbose=True, ops=None):
     """The left-to-right (causal) mask, with padded keys as well (the masks of check_attention):
     each query sees the real keys at and before it only. With and without a fixed dropout mask."""
-    from minibert import layers as L
-
     ops = ops or L
     tag = "numba" if ops is not L else "numpy"
     B, NH, T, HS = 2, 2, 5, 4
@@ -295,9 +280,6 @@ def check_objective_model(rng, verbose=True, objective="ltr", samples_per_tensor
     next-token loss through the tied MLM head) or "mlm" (no NSP). Every parameter the objective
     trains is checked; the grads must hold exactly those (no pool.*, nsp.*). The batch has
     padding in its last sequence, so the unpadded encoder path runs."""
-    from minibert.bert import BertForPreTraining
-    from minibert.model import BertConfig, trained_params
-
     cfg = BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)
     model = BertForPreTraining(cfg, seed=int(rng.integers(1 << 30)), dtype=np.float64)

@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from minibert import layers
+
 MASK_MARKER = "[MASK]"
 # Beyond ~128 tokens the per-token labels of an attention map are unreadable, and the figures
 # grew with T (600 words gave 211-Mpixel PNGs in 76 s); maps of longer text stay available as
@@ -77,8 +79,6 @@ def attention_maps(model, tokenizer, text: str, text_pair: str | None = None) ->
     Runs the encoder with the NumPy reference layers (minibert.layers), whose attention cache
     holds the softmax probabilities `att` (B, NH, T, T). Text longer than the model's
     max_position_embeddings is a ValueError, not silently cut."""
-    from minibert import layers
-
     cfg = model.config
     ids, segments = tokenizer.encode(text, text_pair)  # never truncated: a cut text would be
     if len(ids) > cfg.max_position_embeddings:  # maps of a sentence the user did not write
@@ -142,6 +142,7 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
     """One PNG per layer (all heads side by side) plus one per head; returns the paths.
 
     Refuses more than MAX_PLOT_TOKENS tokens: the labels would be unreadable."""
+    # lazy: keeps matplotlib out of the start of `python -m minibert attention` and 8 more
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -38,9 +38,13 @@ import tempfile
 import time
 from collections import namedtuple
 from pathlib import Path
+from pydoc_data.topics import topics
 
 from minibert.io.cli import command_parser
 from minibert.io import outputs
+from minibert.io.atomic import write_text_atomic
+from minibert.io.textio import iter_lines, read_text
+from minibert.text.tokenizer import BertTokenizer, save_vocab
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is minibert/data/corpus.py)
 DEFAULT_DIR = ROOT / "data" / "pydoc"
@@ -67,8 +71,6 @@ def read_documents(files) -> list[list[str]]:
     (Google continues the last document of one file into the next file). Files must be UTF-8
     (minibert.io.textio: the first bad byte is a ValueError naming file, line and byte).
     """
-    from minibert.io.textio import iter_lines
-
     files = [files] if isinstance(files, (str, Path)) else list(files)
     docs: list[list[str]] = [[]]
     for path in files:
@@ -286,7 +288,6 @@ def collect_docstrings(timeout: float = 600.0) -> list[tuple[str, str]]:
 
 def collect_topics() -> list[tuple[str, str]]:
     """(title, text) for every pydoc topic (the pages `help('if')` shows)."""
-    from pydoc_data.topics import topics
     return [(f"topic:{name}", topics[name]) for name in sorted(topics)]
 
 
@@ -312,8 +313,6 @@ def is_heldout(title: str, percent: int = HELDOUT_PERCENT) -> bool:
 
 def write_documents(docs: list[list[str]], path: Path) -> None:
     """Original BERT format: one sentence per line, one blank line between documents."""
-    from minibert.io.atomic import write_text_atomic
-
     write_text_atomic(path, "\n\n".join("\n".join(d) for d in docs) + "\n")
 
 
@@ -337,7 +336,7 @@ def build_default_corpus(out_dir: str | Path | None = None, vocab_size: int = 81
 
     Steps whose outputs already exist are skipped unless `force`.
     """
-    from minibert.text.tokenizer import save_vocab
+    # lazy: tests replace minibert.text.wordpiece_trainer.train_wordpiece, which an import at call time sees
     from minibert.text.wordpiece_trainer import train_wordpiece
 
     out = _resolve(out_dir)
@@ -357,7 +356,6 @@ def build_default_corpus(out_dir: str | Path | None = None, vocab_size: int = 81
                              "docstrings": sum(not t.startswith("topic:") for t, _ in docs)},
                  "train": split_stats(train, paths.train),
                  "heldout": split_stats(heldout, paths.heldout)}
-        from minibert.io.atomic import write_text_atomic
 
         write_text_atomic(out / "stats.json", json.dumps(stats, indent=2) + "\n")
         print(f"corpus: {stats['train']['documents']} train / {stats['heldout']['documents']} "
@@ -380,10 +378,6 @@ def build_default_corpus(out_dir: str | Path | None = None, vocab_size: int = 81
 
 def _record_vocab_stats(stats_path: Path, vocab: list[str], merge_rule: str, heldout: Path):
     """Add the vocab's size, rule and held-out tokens per word to stats.json."""
-    from minibert.io.atomic import write_text_atomic
-    from minibert.io.textio import read_text
-    from minibert.text.tokenizer import BertTokenizer
-
     tok = BertTokenizer(vocab)
     words = pieces = 0
     for line in read_text(heldout).splitlines():

@@ -29,9 +29,13 @@ from minibert.io.cli import command_parser
 from minibert.io import outputs
 from minibert.io.jsonfile import read_json_object
 from minibert.data.pretraining_data import (CLS, DEFAULT_FLAGS, FEATURE_NAMES, MASK, PACKINGS, PAD, SEP, UNMASKED_NAME,
-                                       check_mask_shares, check_packing, create_training_instances, format_stats,
-                                       generation_stats, instances_to_features, num_predictions, remask,
-                                       require_special_tokens)
+                                            check_generator_flags, check_mask_shares, check_packing,
+                                            create_training_instances, format_stats, generation_stats,
+                                            instances_to_features, num_predictions, remask, require_special_tokens)
+from minibert.io.atomic import atomic_write
+from minibert.io.progress import Progress
+from minibert.text.tokenizer import load_vocab  # the same reading rules as the tokenizer
+from minibert.text.tokenizer import SPECIAL_TOKENS, BertTokenizer
 
 ALL_NAMES = FEATURE_NAMES + (UNMASKED_NAME,)  # what a shard stores
 DYNAMIC_NAMES = (UNMASKED_NAME, "input_mask", "segment_ids", "next_sentence_labels")  # what dynamic masking reads
@@ -51,7 +55,6 @@ def vocab_tokens(vocab) -> list[str]:
     if hasattr(vocab, "vocab"):
         return list(vocab.vocab.keys())
     if isinstance(vocab, (str, os.PathLike)):
-        from minibert.text.tokenizer import load_vocab  # the same reading rules as the tokenizer
         return load_vocab(vocab)
     return list(vocab)
 
@@ -64,8 +67,6 @@ def vocab_sha256(vocab) -> str:
 def _atomic_write(path: Path, write: Callable) -> None:
     """write(binary file) into a temporary file beside `path`, then rename it into place
     (minibert.io.atomic.atomic_write: the temporary file is removed if anything fails)."""
-    from minibert.io.atomic import atomic_write
-
     def write_file(tmp: Path) -> None:
         with open(tmp, "wb") as f:
             write(f)
@@ -304,8 +305,6 @@ class BatchIterator:
 
 def _document_progress() -> Callable[[int, int, int], None]:
     """create_training_instances' progress(done, total, n_instances) on one Progress line."""
-    from minibert.io.progress import Progress
-
     bar: list = []
 
     def progress(done: int, total: int, n_instances: int) -> None:
@@ -331,9 +330,6 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
                            instances_per_shard: int = 20_000, verbose: bool = True,
                            tokenizer=None, sentence_order: bool = False, packing: str = "segment_pair") -> dict:
     """Corpus files + vocab.txt -> out_dir with .npz shards and meta.json; returns the meta."""
-    from minibert.data.pretraining_data import check_generator_flags
-    from minibert.text.tokenizer import SPECIAL_TOKENS, BertTokenizer
-
     check_generator_flags(dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq)  # before the note below
     if Path(out_dir).exists() and not Path(out_dir).is_dir():  # found before the corpus is read, not after
         raise ValueError(f"output directory {out_dir} is a file; choose another --out")

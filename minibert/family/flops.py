@@ -28,6 +28,9 @@ Every sequence is counted at its full length T (padding included), as a padded b
 """
 from __future__ import annotations
 
+from minibert.family.electra import ElectraConfig
+from minibert.model import BertConfig
+
 
 def matmul(m: int, k: int, n: int) -> int:
     """FLOPs of one (m, k) @ (k, n) product."""
@@ -81,9 +84,6 @@ def tiny_comparison(B: int = 32, T: int = 64, P: int = 10, V: int = 8192) -> str
     """One line: BERT-tiny (the tiny preset) vs ELECTRA-tiny (discriminator = the tiny preset's
     sizes with E = C = 128; generator hidden 32, intermediate 128, 2 layers, 1 head), per training step
     at the train-tiny recipe's batch (B 32, T 64, P 10)."""
-    from minibert.family.electra import ElectraConfig
-    from minibert.model import BertConfig
-
     bert = BertConfig(vocab_size=V, hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512)
     disc = ElectraConfig(vocab_size=V, embedding_size=128, hidden_size=128, num_hidden_layers=2,
                          num_attention_heads=2, intermediate_size=512)

@@ -7,6 +7,9 @@ import numpy as np
 
 from minibert.analysis.gradcheck import (compare, layer_check, numerical_grad, numerical_grad_scalar, rand_array, random_batch,
                                 sampled_indices, sampled_loss_checks)
+from minibert.backend import get_ops
+from minibert.family import albert, electra, t5
+from minibert.family.t5 import T5Config, init_params
 from minibert.model import embeddings_backward, embeddings_forward
 
 
@@ -15,9 +18,6 @@ def check_albert(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     (2) the encoder whose one block runs 3 times, sampled entries of every shared tensor (their
     gradient is the sum over the layers); (3) the whole AlbertForPreTraining, sampled entries of
     every tensor. Parameters are random, away from the init's zeros and ones."""
-    from minibert.backend import get_ops
-    from minibert.family import albert
-
     ops = get_ops()
     cfg = albert.AlbertConfig(vocab_size=30, embedding_size=6, hidden_size=8, num_hidden_layers=3,
                               num_attention_heads=2, intermediate_size=16, max_position_embeddings=12)
@@ -63,9 +63,6 @@ def check_electra(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8)
     fresh rng with the same seed, and each one is asserted to give the unperturbed samples (the
     loss is piecewise smooth in the parameters; a step of 1e-5 does not cross a sampling boundary).
     Generator E 6 -> C 8, discriminator E 6 -> C 12 (each its own projection)."""
-    from minibert.backend import get_ops
-    from minibert.family import electra
-
     ops = get_ops()
     common = dict(vocab_size=20, embedding_size=6, max_position_embeddings=12)
     gen_cfg = electra.ElectraConfig(hidden_size=8, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
@@ -133,8 +130,6 @@ def t5_batch(cfg, rng, B=3, T=7, S=5):
 
 
 def t5_setup(rng):
-    from minibert.family.t5 import T5Config, init_params
-
     cfg = T5Config(vocab_size=40, hidden_size=16, num_layers=2, num_decoder_layers=2, num_heads=2,
                    intermediate_size=32, max_position_embeddings=16, num_sentinels=5)
     params = init_params(cfg, seed=int(rng.integers(1 << 30)), dtype=np.float64)
@@ -146,8 +141,6 @@ def t5_setup(rng):
 def check_cross_attention(rng, verbose=True):
     """T5's cross-attention core: S = 3 decoder queries over T = 5 encoder keys, two of them
     padding in sequence 0 and all but the first in sequence 1."""
-    from minibert.family import t5
-
     B, NH, S, T, HS = 2, 2, 3, 5, 4
     enc_mask = np.ones((B, T))  # (B, T)
     enc_mask[0, 3:] = 0
@@ -161,9 +154,6 @@ def check_t5_decoder_block(rng, verbose=True, ops=None, samples_per_tensor=4):
     """One decoder block (causal self-attention, cross-attention, FFN): every entry of the
     gradients into the block input and into the encoder output, sampled entries of every
     parameter, with padding on both sides."""
-    from minibert.backend import get_ops
-    from minibert.family import t5
-
     ops = ops or get_ops()
     cfg, params = t5_setup(rng)
     B, S, T, C = 2, 4, 5, cfg.hidden_size
@@ -188,9 +178,6 @@ def check_t5_decoder_block(rng, verbose=True, ops=None, samples_per_tensor=4):
 def check_t5(rng, verbose=True, ops=None, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     """The whole encoder-decoder (teacher-forced target-token loss): sampled entries of every
     parameter tensor, the shared tok_emb (encoder input, decoder input, output layer) included."""
-    from minibert.backend import get_ops
-    from minibert.family import t5
-
     ops = ops or get_ops()
     cfg, params = t5_setup(rng)
     batch = t5_batch(cfg, rng)

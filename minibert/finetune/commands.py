@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from minibert.io.cli import CommandParser, command_parser, given_settings
-from minibert.finetune.frozen import TAGGERS
+from minibert.finetune.frozen import TAGGERS, FrozenFeatureTagger
 from minibert.finetune.recipes import init_hidden_size, recipe
 from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
 from minibert.checkpoint import read_casing
@@ -26,6 +26,12 @@ from minibert.io.hub import resolve_model_dir
 from minibert.io import outputs
 from minibert.loop import engine, rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged
+from minibert.finetune.evaluate import load_finetuned, predict_file
+from minibert.finetune.features import token_features, word_predictions
+from minibert.finetune.squad_run import build_squad_run, predict_answer, saved_setting
+from minibert.finetune.task_data import custom_task, get_task, load_task
+from minibert.taskdata.readers import TaggedExample
+from minibert.text.tokenizer import BertTokenizer
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
 
@@ -114,8 +120,6 @@ def resolve_init(cfg: FinetuneConfig, verbose: bool) -> None:
 
 def the_task(cfg: FinetuneConfig):
     """The Task of the settings: a built-in one, or your own files' (their format given, or found)."""
-    from minibert.finetune.task_data import custom_task, get_task
-
     if cfg.task == "custom":
         return custom_task(cfg.format, cfg.data, cfg.train_file, cfg.dev_file)
     return get_task(cfg.task)
@@ -134,10 +138,7 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) 
     resolve_init(cfg, verbose)
     kind = task_kind(cfg)
     if kind == "qa":
-        from minibert.finetune.squad_run import build_squad_run
         return build_squad_run(cfg, verbose, resumed)
-    from minibert.finetune.task_data import load_task
-    from minibert.text.tokenizer import BertTokenizer
 
     task = the_task(cfg)
     # the tokenizer decides the features, and the labels decide the head: read the vocabulary first
@@ -158,8 +159,6 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) 
         print(f"note: {cfg.init} was pretrained left to right (objective 'ltr'); the paper fine-tuned such a model "
               f"left to right too: add --causal")
     if cfg.frozen:
-        from minibert.finetune.frozen import FrozenFeatureTagger
-
         if kind != "token":
             raise ValueError(f"--frozen (the feature-based approach) is for token tagging; {task.name} is {kind}")
         model = FrozenFeatureTagger(model, cfg.frozen, len(data.labels), cfg.seed, id2label, cfg.frozen_tagger)
@@ -273,7 +272,6 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
-    from minibert.finetune.evaluate import load_finetuned, predict_file
 
     if (args.file is None) != (args.out is None):
         raise ValueError("--file and --out go together: the file to predict and where the predictions go")
@@ -285,12 +283,10 @@ def predict_cli(argv: list[str]) -> int:
         n = predict_file(ft, args.file, args.out, args.format)
         print(f"wrote {n:,} predictions to {args.out}")
         return 0
-    from minibert.finetune.squad_run import saved_setting
 
     positions = model.config.max_position_embeddings
     T = min(saved_setting(saved, "task", "max_seq_length", 128, str(Path(args.model_dir) / "run.json")), positions)
     if model.head_shape == "qa":
-        from minibert.finetune.squad_run import predict_answer
         return predict_answer(model, tokenizer, args.question, args.context, saved, args.threshold)
     if args.threshold is not None:
         raise ValueError(f"--threshold is for SQuAD 2.0 question answering; {args.model_dir} is a {model.head_shape} model")
@@ -310,9 +306,6 @@ def predict_cli(argv: list[str]) -> int:
         print(f"{model.config.id2label[best]}  (" + ", ".join(
             f"{model.config.id2label[i]} {pr:.3f}" for i, pr in enumerate(probs)) + ")")
     elif model.head_shape == "token":
-        from minibert.finetune.features import token_features, word_predictions
-        from minibert.taskdata.readers import TaggedExample
-
         words = " ".join(args.texts).split()
         labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         feats = token_features([TaggedExample(words, [labels[0]] * len(words), "command line")], tokenizer, T, labels)

@@ -27,6 +27,15 @@ import numpy as np
 from minibert.io.cli import command_parser
 from minibert.finetune.registry import TASK_ARCHITECTURES
 from minibert.loop import rundir
+from minibert.checkpoint import config_architectures, read_config_json
+from minibert.finetune import squad, squad_eval
+from minibert.finetune.features import IGNORE_INDEX, word_predictions
+from minibert.finetune.run import ClassifierSource, predict_logits
+from minibert.finetune.squad_run import SquadSource, saved_setting
+from minibert.finetune.task_data import TASKS, TaskData, generic_task, read_examples, task_features
+from minibert.io.textio import iter_lines, refuse_special_file
+from minibert.taskdata.readers import LINE_BYTES, TaggedExample, glue_columns, read_conll, swag_rows, text_line
+from minibert.text.tokenizer import BertTokenizer
 
 
 class Finetuned(NamedTuple):
@@ -38,9 +47,6 @@ class Finetuned(NamedTuple):
 
 def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
     """A fine-tuned model directory -> its model, tokenizer and what its run recorded."""
-    from minibert.checkpoint import config_architectures, read_config_json
-    from minibert.text.tokenizer import BertTokenizer
-
     directory = Path(directory)
     archs = config_architectures(read_config_json(directory / "config.json"), directory / "config.json") or [None]
     if archs[0] not in TASK_ARCHITECTURES:
@@ -57,8 +63,6 @@ def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
 
 def file_task(ft: Finetuned, fmt: str | None):
     """The Task the files are read and scored as: run.json's, or a generic one of --format."""
-    from minibert.finetune.task_data import TASKS, generic_task
-
     task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
     if ft.model.head_shape == "qa":
         return None
@@ -77,8 +81,6 @@ def file_task(ft: Finetuned, fmt: str | None):
 
 def _max_seq_length(ft: Finetuned, default: int) -> int:
     """run.json's max_seq_length (checked), at most the model's positions (a million allocated gigabytes)."""
-    from minibert.finetune.squad_run import saved_setting
-
     value = saved_setting(ft.saved, "task", "max_seq_length", default, str(ft.directory / rundir.RUN_FILE))
     return min(value, ft.model.config.max_position_embeddings)
 
@@ -91,10 +93,6 @@ def _labels(ft: Finetuned, task) -> list[str] | None:
 
 def _read(task, path: Path, labelled: bool) -> list:
     """The examples of `path` in the task's format; unlabelled CoNLL (words only) when predicting."""
-    from minibert.taskdata.readers import LINE_BYTES, TaggedExample, read_conll, text_line
-    from minibert.finetune.task_data import read_examples
-    from minibert.io.textio import iter_lines, refuse_special_file
-
     refuse_special_file(path)  # /dev/zero never ends, a FIFO would be read twice (examples, then the output)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist" + (" (a directory: give the file)" if path.is_dir() else ""))
@@ -126,8 +124,6 @@ def _read(task, path: Path, labelled: bool) -> list:
 
 
 def _task_data(ft: Finetuned, task, path: Path, labelled: bool):
-    from minibert.finetune.task_data import TaskData, task_features
-
     examples = _read(task, path, labelled)
     labels = _labels(ft, task)
     feats = task_features(task, examples, ft.tokenizer, _max_seq_length(ft, 128), labels)
@@ -135,9 +131,6 @@ def _task_data(ft: Finetuned, task, path: Path, labelled: bool):
 
 
 def _squad_source(ft: Finetuned, path: Path, labelled: bool):
-    from minibert.finetune import squad, squad_eval
-    from minibert.finetune.squad_run import SquadSource, saved_setting
-
     task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
     examples, stats = squad.read_squad(path, is_training=False)
     version_2 = bool(task.get("version_2", stats.version_2))
@@ -151,8 +144,6 @@ def _squad_source(ft: Finetuned, path: Path, labelled: bool):
 
 def evaluate_file(ft: Finetuned, path: str | Path, fmt: str | None = None) -> dict[str, float]:
     """The task's metrics (the official SQuAD keys for QA) of the model on a labelled file."""
-    from minibert.finetune.run import ClassifierSource
-
     path = Path(path)
     task = file_task(ft, fmt)
     if task is None:
@@ -165,8 +156,7 @@ CHUNK = 2048  # examples whose features and logits are held at once by predict -
 
 def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | None = None) -> int:
     """Predict every example of `path` and write them to `out` in the task's format -> the count."""
-    from minibert.finetune.features import IGNORE_INDEX, word_predictions
-    from minibert.finetune.run import predict_logits
+    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
     from minibert.io.outputs import check_output, write_output
 
     path, out = Path(path), Path(out)
@@ -174,7 +164,6 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
     check_output(out, inputs=[path, ft.directory], kind="dir" if task is None else "file")
     if task is None:
         return _predict_squad(ft, path, out)
-    from minibert.finetune.task_data import task_features
 
     examples, labels = _read(task, path, labelled=False), _labels(ft, task)
     T, values = _max_seq_length(ft, 128), []
@@ -204,9 +193,6 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
 def _with_labels(path: Path, task, values: list[str]):
     """write(file): the input file again, its label column holding `values` (added if the file had
     none), written row by row as the input is read again (never the whole text in memory)."""
-    from minibert.taskdata.readers import LINE_BYTES, glue_columns, swag_rows
-    from minibert.io.textio import iter_lines
-
     def write(file: Path) -> None:
         with open(file, "w", encoding="utf-8", newline="") as f:
             if task.format == "swag":
@@ -238,9 +224,7 @@ def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
     """predictions.json, nbest.json (and null_odds.json for 2.0) in `out`, CHUNK questions at a
     time: their windows, logits and n-best lists are held for one chunk only (nbest.json is
     written as it is made), so memory does not grow with the number of questions."""
-    from minibert.finetune import squad
-    from minibert.finetune.run import predict_logits
-    from minibert.finetune.squad_run import saved_setting
+    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
     from minibert.io.outputs import check_output, write_output
 
     if out.exists() and not out.is_dir():
@@ -300,6 +284,7 @@ def evaluate_cli(argv: list[str]) -> int:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
+    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
     from minibert.io.outputs import check_output, write_output
 
     if args.out:  # before the model is loaded and the file scored

@@ -6,12 +6,15 @@ from __future__ import annotations
 import numpy as np
 
 from minibert.analysis.gradcheck import compare, layer_check, numerical_grad_scalar, rand_array, sampled_loss_checks, head_batch
+from minibert.backend import get_ops
+from minibert.finetune import bilstm, electra_tasks as ef, heads
+from minibert.finetune.models import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
+                                      BertForTokenClassification)
+from minibert.model import BertConfig
 
 
 def check_heads(rng, verbose=True):
     """The fine-tuning heads' own layers: dropout -> linear (with a fixed dropout mask) and MSE."""
-    from minibert.finetune import heads
-
     x, w, b = rand_array(rng, 5, 6), rand_array(rng, 6, 3), rand_array(rng, 3)
     mask_rng = lambda: np.random.default_rng(7)  # noqa: E731 (same dropout mask every call)
     checks = layer_check("classifier (dropout 0.3 -> linear)",
@@ -27,10 +30,6 @@ def check_heads(rng, verbose=True):
 def check_task_models(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     """Each fine-tuning class, whole, in float64: sampled entries of every parameter tensor against
     centered differences of the loss (dropout off; the heads' dropout is checked in check_heads)."""
-    from minibert.finetune.models import (BertForMultipleChoice, BertForQuestionAnswering,
-                                          BertForSequenceClassification, BertForTokenClassification)
-    from minibert.model import BertConfig
-
     cfg = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                      intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
     seed = int(rng.integers(1 << 30))
@@ -70,10 +69,6 @@ def check_electra_finetune(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, a
     classification head's first half and the multiple-choice summary), with a fixed dropout mask,
     exact and tanh GELU; (2) each class whole, sampled entries of every tensor (E 6 -> C 8, padding
     in the last row, dropout off)."""
-    from minibert.backend import get_ops
-    from minibert.finetune import electra_tasks as ef
-    from minibert.finetune import heads
-
     ops = get_ops()
     mask_rng = lambda: np.random.default_rng(5)  # noqa: E731 (same dropout mask every call)
     x, w, b = rand_array(rng, 5, 8), rand_array(rng, 8, 8), rand_array(rng, 8)
@@ -100,8 +95,6 @@ def check_electra_finetune(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, a
 def check_bilstm(rng, verbose=True):
     """The BiLSTM tagger's layer (finetune/bilstm.py): x and the six tensors of both directions,
     rows padded after 4 tokens and after 1, random parameters and upstream gradient."""
-    from minibert.finetune import bilstm
-
     B, T, D, H = 3, 6, 5, 4
     mask = np.ones((B, T))
     mask[1, 4:] = 0

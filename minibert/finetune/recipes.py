@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from minibert.checkpoint import CONFIG_NAME, read_config_json
+from minibert.model import MODEL_SIZES
+
 SMALL_BELOW = 256  # hidden_size below this: the small-model recipe
 
 # kind or task name -> settings; a task's own entry wins over its kind's
@@ -55,9 +58,6 @@ def init_hidden_size(init: str, like: str | None = None) -> int | None:
     """The hidden size of the model a run starts from, from its config.json alone (no weights
     read); --init none: --like's, else the tiny preset's. None: there is no config.json (the
     model's loader says what is missing)."""
-    from minibert.checkpoint import CONFIG_NAME, read_config_json
-    from minibert.model import MODEL_SIZES
-
     source = like if init.lower() == "none" else init
     if not source:
         return MODEL_SIZES["tiny"]["hidden_size"]

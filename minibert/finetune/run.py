@@ -27,21 +27,26 @@ choice use `ClassifierSource` below; SQuAD brings its own (minibert/finetune/squ
 from __future__ import annotations
 
 import dataclasses
+import dataclasses
 import math
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-from minibert.finetune.features import trim
+from minibert.checkpoint import CONFIG_NAME, model_directory, read_casing, read_config, read_config_json
+from minibert.data.corpus import ensure_default_corpus
+from minibert.finetune.features import IGNORE_INDEX, trim
 from minibert.finetune.frozen import TAGGERS
 from minibert.finetune.registry import task_class
+from minibert.finetune.task_data import score
 from minibert.loop import checkpoints, rundir
 from minibert.loop.curves import Panel, Series
 from minibert.loop.settings import RunSettings
 from minibert.loop.state import Curves, Entry, LoopSettings, LoopState
 from minibert.model import MODEL_SIZES, BertConfig
 from minibert.optim import AdamW
+from minibert.text.tokenizer import BertTokenizer
 
 COMMAND = "finetune"  # run.json's "command"
 
@@ -172,15 +177,11 @@ class ClassifierSource(DataSource):
     """Sequence classification / regression, token tagging and multiple choice (finetune.task_data)."""
 
     def __init__(self, data):
-        from minibert.finetune.task_data import score
-
         self.data, self._score = data, score
         self.train = data.train
         self.main_metric = data.task.main_metric
 
     def evaluate(self, model) -> dict[str, float]:
-        from minibert.finetune.features import IGNORE_INDEX
-
         logits = predict_logits(model, self.data.dev)
         if self.data.task.kind == "token":
             T = self.data.dev["input_ids"].shape[-1]  # batches were trimmed: pad the ids back to T
@@ -208,8 +209,6 @@ def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label:
 
 
 def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None, notes: bool = True):
-    from minibert.text.tokenizer import BertTokenizer
-
     extra = {} if kind in ("choice", "qa") else {"num_labels": num_labels, "id2label": id2label}
     if cfg.init.lower() == "none":
         vocab, do_lower, bert = control_model(cfg)
@@ -228,8 +227,6 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
         raise ValueError(f"--init {init} has no vocab.txt: the model's vocabulary is needed to tokenize the task")
     model_type = "bert"  # without config.json, from_pretrained says what is missing
     if (init / "config.json").is_file():
-        from minibert.checkpoint import read_config_json
-
         model_type = read_config_json(init / "config.json").get("model_type", "bert")
     try:
         cls = task_class(model_type, kind)
@@ -262,8 +259,6 @@ def control_model(cfg: FinetuneConfig) -> tuple[Path, bool, BertConfig | None]:
     With --like DIR the control is DIR's model with fresh weights: its config.json, its
     vocabulary and casing, so the only difference from fine-tuning DIR is the pretraining."""
     if cfg.like:
-        from minibert.checkpoint import CONFIG_NAME, model_directory, read_casing, read_config, read_config_json
-
         like = model_directory(cfg.like)
         raw = read_config_json(like / CONFIG_NAME)
         if raw.get("model_type", "bert") != "bert":
@@ -275,14 +270,11 @@ def control_model(cfg: FinetuneConfig) -> tuple[Path, bool, BertConfig | None]:
             raise ValueError("--like takes the vocabulary of its model; leave --vocab out")
         config, _ = read_config(like / CONFIG_NAME, raw)
         return like / "vocab.txt", read_casing(like), config
-    from minibert.data.corpus import ensure_default_corpus
 
     return (Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab), True, None
 
 
 def _with_dropout(bert, cfg: FinetuneConfig):
-    import dataclasses
-
     return dataclasses.replace(bert, hidden_dropout_prob=cfg.hidden_dropout_prob,
                                attention_probs_dropout_prob=cfg.attention_probs_dropout_prob)
 

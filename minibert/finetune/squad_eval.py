@@ -231,6 +231,7 @@ def cli(argv: list[str]) -> int:
                    help='predict "" if the no-answer score exceeds this (default 1.0)')
     p.add_argument("--out-file", "-o", default=None, help="write the JSON here instead of stdout")
     args = p.parse_args(argv)
+    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
     from minibert.io.outputs import check_output, write_output
 
     try:

@@ -96,6 +96,7 @@ def download(repo_id: str) -> Path:
     how = (f"download config.json, model.safetensors, vocab.txt and tokenizer_config.json from "
            f"https://huggingface.co/{repo_id} into a folder and pass the folder")
     try:
+        # lazy: huggingface_hub is optional (not in pyproject.toml's dependencies)
         from huggingface_hub import snapshot_download
     except ImportError:
         raise ValueError(f"{repo_id}: no such folder here, and the Hugging Face cache ({hub_cache()}) does not hold "

@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+from safetensors.numpy import load_file
 
 from minibert.io.atomic import atomic_write, write_bytes_synced
 from minibert.io.jsonfile import parse_json
@@ -182,8 +183,6 @@ def load_tensors(path: str | Path, verify: bool = True) -> tuple[dict[str, np.nd
     """Read a safetensors file -> (tensors, metadata). Validates the layout first (see
     read_safetensors_header), then reads with the safetensors package; with `verify`, a file
     that records a tensor digest (every file minibert writes) must match it."""
-    from safetensors.numpy import load_file
-
     header, _ = read_safetensors_header(path)
     try:
         tensors = load_file(str(path))

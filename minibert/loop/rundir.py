@@ -296,6 +296,7 @@ class RunLock:
 
     def __enter__(self) -> "RunLock":
         try:
+            # lazy: fcntl exists only on some platforms
             import fcntl
         except ImportError:  # pragma: no cover (Windows)
             return self
@@ -324,6 +325,7 @@ class RunLock:
     def __exit__(self, kind, *exc) -> None:
         if self._file is None:
             return
+        # lazy: fcntl exists only on some platforms
         import fcntl
 
         outputs.release(self.dir)

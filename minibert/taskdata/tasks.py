@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from minibert.data.corpus import ensure_default_corpus, read_documents
 from minibert.taskdata.readers import (nextsent_examples, punct_examples, read_conll, read_glue,
                                        read_swag, table_format)
 
@@ -144,7 +145,6 @@ def task_paths(task: Task, data_dir=None, train_path=None, dev_path=None) -> tup
     """(train, dev) paths: explicit paths win, else the task's file names in data_dir."""
     directory = Path(data_dir) if data_dir is not None else task.default_dir
     if directory is None and task.format in CORPUS_FORMATS:
-        from minibert.data.corpus import ensure_default_corpus
         directory = Path(ensure_default_corpus().train).parent
     if directory is None and (train_path is None or dev_path is None):
         raise ValueError(f"task {task.name} has no default data directory: give one holding "
@@ -168,7 +168,6 @@ def read_examples(task: Task, path: Path, split: str, seed: int = 0) -> list:
         return read_conll(path)
     if task.format == "swag":
         return read_swag(path)
-    from minibert.data.corpus import read_documents
     if task.format == "punct":
         return punct_examples(read_documents(path), source=str(path))
     per_doc = NEXTSENT_TRAIN_PER_DOC if split == "train" else None

@@ -30,6 +30,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
+from minibert.io.atomic import write_text_atomic
 from minibert.io.cli import command_parser
 from minibert.io.textio import check_argument, read_text, refuse_special_file
 
@@ -427,8 +428,6 @@ def truncate_pair(a: list, b: list | None, max_tokens: int) -> tuple[list, list 
 
 def save_vocab(tokens: list[str], path: str | Path) -> Path:
     """Write tokens one per line (vocab.txt format, docs/bert-notes.md §2.4)."""
-    from minibert.io.atomic import write_text_atomic
-
     return write_text_atomic(path, "".join(t + "\n" for t in tokens))
 
 

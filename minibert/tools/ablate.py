@@ -45,12 +45,23 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from minibert.io.cli import command_parser
 from minibert.io.atomic import atomic_write
 from minibert.loop import engine
-from minibert.loop.rundir import RunLock
+from minibert.loop.rundir import PUBLISHED, RunLock, run_state
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
                                            Downstream, Study, Variant, make_variant)
+from minibert.checkpoint import read_config_json
+from minibert.finetune.commands import pretrained_objective, task_kind
+from minibert.finetune.run import FinetuneConfig
+from minibert.finetune.task_data import get_task, load_task, score
+from minibert.text.tokenizer import BertTokenizer
+from minibert.tools import ablate_report as report
+from minibert.train.config import FAMILY_PRESETS, FAST_RECIPE, PRESETS, TINY_RECIPE, TrainConfig, make_config
+from minibert.train.data import default_corpus
+from minibert.train.pretrain import train
 
 # ---------------------------------------------------------------------------------------------
 # the plan: what one invocation runs
@@ -95,8 +106,6 @@ def get_study(name: str) -> Study:
 def resolve(plan: Plan) -> tuple[Study, list[Variant], list[Downstream], list[str]]:
     """-> (study, variants to run, downstream tasks, notes). Every name is checked here, before
     anything is written; a family preset that does not exist yet is skipped with a note."""
-    from minibert.train.config import PRESETS
-
     study = get_study(plan.study)
     known = {v.name: v for v in study.variants}
     names = plan.variants or study.default_variants
@@ -153,9 +162,6 @@ def pretrain_config(plan: Plan, variant: Variant, seed: int, run_dir: Path, chec
     """The TrainConfig of a cell's pretraining: the train-tiny recipe (and the preset's own
     changes), the variant's settings, the shared budget, this seed. `check_only`: validate the
     settings and stop (before the default corpus is looked for or built)."""
-    from minibert.train.config import FAMILY_PRESETS, FAST_RECIPE, TINY_RECIPE, make_config
-    from minibert.train.data import default_corpus
-
     recipe = {**TINY_RECIPE, **FAMILY_PRESETS.get(variant.preset, {})}
     # the recipe warms up over 200 of the ~2,800 steps of its 9.5 minutes (about 7%); a shorter
     # budget warms up over the same share of its steps (else 2 minutes end before the learning
@@ -187,15 +193,11 @@ FROZEN_LR = 3e-3
 
 
 def _finished(run_dir: Path) -> dict | None:
-    from minibert.loop.rundir import run_state
-
     state = run_state(run_dir) if run_dir.is_dir() else None
     return state if state is not None and state.get("status") in ("done", "budget") else None
 
 
 def _train(cfg, resume: bool, max_steps: int | None, verbose: bool):
-    from minibert.train.pretrain import train
-
     trainer = train(cfg, resume=resume, overwrite=not resume, verbose=verbose, max_steps_this_run=max_steps,
                     created_by="ablate")
     if trainer.loop.status == "interrupted":
@@ -204,8 +206,6 @@ def _train(cfg, resume: bool, max_steps: int | None, verbose: bool):
 
 
 def _resumable(run_dir: Path) -> bool:
-    from minibert.loop.rundir import run_state
-
     return run_dir.is_dir() and run_state(run_dir) is not None
 
 
@@ -234,8 +234,6 @@ def pretrain_with_snapshots(plan: Plan, variant: Variant, seed: int, run_dir: Pa
     """`steps` study: ONE run per seed, paused at each fraction of its schedule, the published
     model copied to run_dir/at-NN/ each time (the run keeps only its newest checkpoint). Returns
     the snapshot directory of `variant.fraction`."""
-    from minibert.loop.rundir import run_state
-
     snap = run_dir / f"at-{round(100 * variant.fraction)}"
     if (snap / SNAPSHOT_FILE).is_file():
         return snap
@@ -258,8 +256,6 @@ def pretrain_with_snapshots(plan: Plan, variant: Variant, seed: int, run_dir: Pa
 
 
 def _copy_published(run_dir: Path, dest: Path) -> None:
-    from minibert.loop.rundir import PUBLISHED
-
     for name in PUBLISHED:
         if (run_dir / name).is_file():
             atomic_write(dest / name, lambda tmp, src=run_dir / name: shutil.copyfile(src, tmp))
@@ -272,10 +268,6 @@ def finetune_config(plan: Plan, model_dir: Path | None, d: Downstream, seed: int
                     ltr: bool = False):
     """The FinetuneConfig of one cell. `model_dir` None: the cell's model does not exist yet (the
     settings are being checked before anything runs), so `ltr` says what it will be."""
-    from minibert.finetune.commands import pretrained_objective, task_kind
-    from minibert.finetune.run import FinetuneConfig
-    from minibert.checkpoint import read_config_json
-
     base = dict(task=d.task, init=str(model_dir or "none"), out=str(out), data=task_data_dir(d, plan.data_root),
                 seed=seed, minutes=plan.finetune_minutes, lr=CELL_LR)
     if task_kind(FinetuneConfig.from_dict(base)) == "qa":
@@ -295,6 +287,7 @@ def finetune_config(plan: Plan, model_dir: Path | None, d: Downstream, seed: int
 def finetune(plan: Plan, model_dir: Path, d: Downstream, seed: int, out: Path, extra: tuple = ()) -> dict:
     """Fine-tune (or train the feature-based tagger on) the pretrained model -> the best dev scores.
     `extra`: the variant's own FinetuneConfig settings (Variant.finetune), applied before --finetune-set."""
+    # lazy: tests replace minibert.finetune.commands.build_run, which an import at call time sees
     from minibert.finetune.commands import build_run
 
     cfg = finetune_config(plan, model_dir, d, seed, out, extra)
@@ -314,11 +307,6 @@ def finetune(plan: Plan, model_dir: Path, d: Downstream, seed: int, out: Path, e
 
 def constant_baseline(plan: Plan, d: Downstream, vocab: str) -> dict | None:
     """The dev score of always answering the train set's most common label (None for SQuAD)."""
-    import numpy as np
-
-    from minibert.finetune.task_data import get_task, load_task, score
-    from minibert.text.tokenizer import BertTokenizer
-
     task = get_task(d.task) if d.task in ("sst2", "rte", "wnut17", "swag", "nextsent", "punct") else None
     if task is None:
         return None
@@ -378,8 +366,6 @@ def check_settings(plan: Plan, variants: list[Variant], downstream: list[Downstr
 
 def _run(plan: Plan, study: Study, variants: list[Variant], downstream: list[Downstream], notes: list[str],
          out: Path) -> int:
-    from minibert.tools import ablate_report as report
-
     _write_json(out / "plan.json", plan.identity())
     say = print if plan.verbose else (lambda *a, **k: None)
     for n in notes:
@@ -482,8 +468,6 @@ FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proport
 def parse_finetune_set(items: list[str]) -> dict[str, Any]:
     """["max_seq_length=64", "epochs=1"] -> typed FinetuneConfig overrides (the task, the model,
     the output, the seed and the budget are the ablation's own, not settable here)."""
-    from minibert.finetune.run import FinetuneConfig
-
     defaults = FinetuneConfig(task="", init="", out="")
     out: dict[str, Any] = {}
     for item in items:
@@ -501,8 +485,6 @@ def parse_finetune_set(items: list[str]) -> dict[str, Any]:
 
 def cli(argv: list[str]) -> int:
     """python -m minibert ablate STUDY --minutes M --seeds N [--tasks ...] [--out DIR]"""
-
-    from minibert.train.config import TrainConfig
 
     p = command_parser("ablate", "Re-run one of the BERT paper's ablations in small: pretrain each variant at equal "
                                  "wall-clock, fine-tune, tabulate.", settings=TrainConfig, shared=("minutes", "steps"),

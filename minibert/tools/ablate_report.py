@@ -197,6 +197,7 @@ def parameters(out: Path, variants: list, seeds) -> dict:
 def plot(r: dict, path: Path) -> Path | None:
     """One panel per task: each variant's mean with its min-max bar and every seed's point, the
     constant answer as a dashed line (for `steps`, the score against the fraction of the schedule)."""
+    # lazy: keeps matplotlib out of the start of `python -m minibert ablate`
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -241,6 +242,7 @@ PRESET_NAMES = {"tiny": "BERT (tiny; at 0: no pretraining)", "electra-tiny": "EL
 def _plot_against_time(r: dict, tasks: list[str], path: Path) -> Path:
     """`steps`: the score against the pretraining time (mean seconds over seeds at each snapshot),
     one line per preset (BERT's MLM + NSP, ELECTRA's replaced-token detection), min-max bars."""
+    # lazy: keeps matplotlib out of the start of `python -m minibert ablate`
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -61,11 +61,13 @@ from pathlib import Path
 
 import numpy as np
 
+from minibert.backend import backend_name
 from minibert.io.cli import command_parser
 from minibert.tools import (bench_attention, bench_coldstart, bench_common, bench_finetune, bench_sst2, bench_startup,
                             bench_step)
 from minibert.tools.bench_common import (CONFIGS, ROOT, fmt_table, n_threads, parse_threads, run_worker, threads_label,
                                          time_contender)
+from minibert.tools.bench_profile import cpu_description
 
 SECTIONS = ("step", "attention", "finetune", "profile", "sst2", "startup", "coldstart", "text", "data")
 
@@ -101,6 +103,7 @@ def worker(argv: list[str]) -> None:
 def bench_text_and_data(report: dict, sections) -> None:
     if "text" in sections:
         try:
+            # lazy: the function handles this import failing
             from minibert.tools import bench_text
         except ImportError as e:
             print(f"\n== text: skipped (minibert.tools.bench_text not importable: {e})")
@@ -110,6 +113,7 @@ def bench_text_and_data(report: dict, sections) -> None:
             bench_text.bench_tokenizer(report)
     if "data" in sections:
         try:
+            # lazy: the function handles this import failing
             from minibert.tools import bench_data
         except ImportError as e:
             print(f"\n== data: skipped (minibert.tools.bench_data not importable: {e})")
@@ -179,6 +183,7 @@ def cli(argv: list[str]) -> int:
     if not threads_list:
         ap.error(f"--threads {args.threads}: every count is above this machine's {cores} cores")
     reps = args.reps or (3 if args.quick else 7)
+    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
     from minibert.io.outputs import check_output, write_output
 
     check_output(args.json, inputs=[args.data, args.vocab], flag="--json")  # before minutes of benchmarks
@@ -186,8 +191,6 @@ def cli(argv: list[str]) -> int:
     report = {"machine": {"cores": cores, "threads": threads_list, "platform": platform.platform(),
                           "python": platform.python_version(), "numpy": np.__version__},
               "quick": args.quick, "started": time.strftime("%Y-%m-%d %H:%M:%S"), "sections_s": {}}
-    from minibert.backend import backend_name
-    from minibert.tools.bench_profile import cpu_description
 
     report["machine"]["cpu"] = cpu_description()
     print(f"minibert bench: {cores} cores, threads {threads_label(threads_list)}"

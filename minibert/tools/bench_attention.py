@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from minibert import layers
 from minibert.backend import numba_kernels
 from minibert.dev import attention_v1, attention_v3
+from minibert.layers import split_heads
 from minibert.tools import bench_common
 from minibert.tools.bench_common import checkpoint, fmt_table, have, isolated_medians, ms, ratio, threads_label, try_torch
 
@@ -16,8 +18,6 @@ ATTENTION_SHAPES = [(32, 2, 128, 64), (8, 12, 128, 64)]  # (B, NH, T, HS)
 def attention_inputs(shape, rng, dtype=np.float32):
     """q, k, v as the model makes them (strided views of one (B, T, 3C) projection), a padding
     mask with a padded tail in every other sequence, and dout."""
-    from minibert.layers import split_heads
-
     B, NH, T, HS = shape
     qkv = rng.standard_normal((B, T, 3 * NH * HS)).astype(dtype)  # (B, T, 3C)
     q, k, v = (split_heads(t, NH) for t in np.split(qkv, 3, axis=-1))  # 3 x (B, NH, T, HS)
@@ -56,8 +56,6 @@ ATTENTION_CONTENDERS = ("numba", "numba v3", "numba v2", "numba v1", "numpy", "t
 def attention_fn(shape, name: str):
     """A function running forward+backward once on `shape` with contender `name` (called inside
     a worker process; torch is imported only by the torch contenders)."""
-    from minibert import layers
-
     kernels = numba_kernels()  # with the process settings the model runs them with (kernels.setup)
     q, k, v, mask, dout = attention_inputs(shape, np.random.default_rng(0))
     if name.startswith("torch"):

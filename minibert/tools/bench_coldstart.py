@@ -29,6 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from minibert import compile_ahead
+
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
 # The child for train-tiny: the command itself, stopped after its first training step.
@@ -132,8 +134,6 @@ def bench_coldstart(report: dict, fmt_table) -> None:
 
 def compiles_of_tiny_step() -> list[dict]:
     """record_compiles around one tiny training step (minibert.compile_ahead's)."""
-    from minibert import compile_ahead
-
     with compile_ahead.record_compiles() as records:
         compile_ahead.tiny_training_step()
     return records

@@ -11,6 +11,7 @@ timed here (`time_contender`).
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import statistics
@@ -18,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from minibert import kernels
 from minibert.tools.bench_profile import run_times
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -49,8 +51,6 @@ def median_time(fn, reps: int, warmup: int = 1) -> float:
 
 
 def have(module: str) -> bool:
-    import importlib.util
-
     return importlib.util.find_spec(module) is not None
 
 
@@ -117,6 +117,7 @@ def time_contender(fn, reps: int, warmup: int) -> dict:
     """Inside a worker process: time fn() (`reps` runs after `warmup`), with the memory its steps
     took: the process's peak resident set size minus its size before the first call (the model,
     optimizer and inputs already built; Linux ru_maxrss is in KiB) -> the JSON a worker prints."""
+    # lazy: resource exists only on some platforms
     import resource
 
     try:
@@ -131,8 +132,6 @@ def time_contender(fn, reps: int, warmup: int) -> dict:
 
 
 def n_threads() -> int:
-    from minibert import kernels
-
     return kernels.threads()
 
 
@@ -140,6 +139,7 @@ def try_torch():
     """(torch, None) when torch is importable with our thread count set (MINIBERT_BENCH_THREADS,
     else Numba's count), else (None, reason)."""
     try:
+        # lazy: torch is optional (not in pyproject.toml's dependencies)
         import torch
     except ImportError as e:  # torch is optional
         return None, f"torch not installed ({e})"

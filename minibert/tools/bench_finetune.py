@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from minibert.model import BertConfig
 from minibert.tools import bench_common
 from minibert.tools.bench_common import (CONFIGS, STEP_SHAPE, checkpoint, fmt_table, have, isolated_medians, mib, ms,
                                          threads_label, try_torch)
-from minibert.tools.bench_profile import QA_SHAPES, task_step_fn
+from minibert.tools.bench_profile import QA_SHAPES, qa_step_fn, task_step_fn
 
 
 def finetune_step_fn(config: str, name: str):
     """One fine-tuning step of sequence classification (2 labels, dropout on, clip, AdamW) on a
     batch of B=32 full-length T=128 sequences: minibert's class or transformers' of the same name."""
-    from minibert.model import BertConfig
-
     cfg = BertConfig(**CONFIGS[config], hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     rng = np.random.default_rng(0)
     B, T = STEP_SHAPE["B"], STEP_SHAPE["T"]
@@ -67,8 +66,6 @@ def bench_finetune(report: dict, reps: int, configs, threads_list, qa_configs=QA
 def qa_step(spec, name: str):
     """A QA fine-tuning step (minibert.tools.bench_profile.qa_step_fn) in a worker process; spec:
     [config, B, T]."""
-    from minibert.tools.bench_profile import qa_step_fn
-
     config, B, T = spec
     torch = None
     if name == "torch":

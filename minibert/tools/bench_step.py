@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from minibert import optim
+from minibert.analysis.gradcheck import random_batch
+from minibert.backend import get_ops
+from minibert.bert import BertForPreTraining
+from minibert.model import BertConfig, bert_backward, bert_forward
 from minibert.tools import bench_common
 from minibert.tools.bench_common import (CONFIGS, STEP_SHAPE, checkpoint, fmt_table, have, isolated_medians,
                                          median_time, mib, ms, n_threads, run_worker, threads_label, try_torch)
+from minibert.tools.bench_profile import (matmul_floor, profile_rows, profile_step, scaling_rows, torch_profile_step,
+                                          torch_scaling_rows)
 
 
 def matmul_flops(cfg, B, T, P) -> float:
@@ -35,11 +42,6 @@ def matmul_peak(reps: int, n: int = 2048) -> float:
 def minibert_step_fn(cfg, batch, backend: str, seed: int = 0):
     """One training step of minibert with the given backend: loss_and_grads (dropout on),
     global-norm clipping to 1.0, AdamW."""
-    from minibert import optim
-    from minibert.backend import get_ops
-    from minibert.bert import BertForPreTraining
-    from minibert.model import bert_backward, bert_forward
-
     model = BertForPreTraining(cfg, seed=seed, dtype=np.float32)
     opt = optim.AdamW(model.params, lr=1e-4)
     ops = get_ops(backend)
@@ -59,6 +61,7 @@ def torch_step_parts(torch, cfg, batch):
     """transformers' BertForPreTraining, PyTorch eager, train mode (dropout on), MLM logits only
     at the masked positions (gather before model.cls), loss = MLM CE + NSP CE: (forward+backward
     fn, clip+AdamW fn), as the step's two halves."""
+    # lazy: transformers is optional (not in pyproject.toml's dependencies)
     import transformers
 
     hf_cfg = transformers.BertConfig(**cfg.to_dict())
@@ -105,9 +108,6 @@ def torch_step_fn(torch, cfg, batch):
 
 def step_parts_torch(config: str):
     """torch_step_parts for `config`'s bench batch (in a worker process)."""
-    from minibert.analysis.gradcheck import random_batch
-    from minibert.model import BertConfig
-
     torch, why = try_torch()
     if torch is None:
         raise RuntimeError(why)
@@ -119,8 +119,6 @@ def step_parts_torch(config: str):
 def bench_step(report: dict, reps: int, numpy_reps: int, configs, threads_list) -> None:
     """The training step of every config at every thread count (numba vs torch in turns; the numpy
     backend once, at the most threads, with `numpy_reps` > 0), then the scaling table."""
-    from minibert.model import BertConfig
-
     why = None if have("torch") and have("transformers") else "torch or transformers not installed"
     B, T, P = STEP_SHAPE["B"], STEP_SHAPE["T"], STEP_SHAPE["P"]
     out = report.setdefault("step", {"shape": STEP_SHAPE})
@@ -199,9 +197,6 @@ def print_scaling(out: dict, configs, threads_list, mine: str, theirs: str, what
 def step_fn(config: str, name: str):
     """A function running one training step of `config` with contender `name` (called inside a
     worker process; torch is imported only by the torch contender)."""
-    from minibert.analysis.gradcheck import random_batch
-    from minibert.model import BertConfig
-
     cfg = BertConfig(**CONFIGS[config])
     batch = random_batch(cfg, STEP_SHAPE["B"], STEP_SHAPE["T"], STEP_SHAPE["P"], np.random.default_rng(0))
     if name == "torch":
@@ -216,10 +211,6 @@ def profile_worker(spec, reps: int) -> dict:
     """Inside a worker process: the per-layer profile of a config's step (profile_step) and, unless
     spec says {"floor": false}, the step's matmuls timed one by one (matmul_floor), as JSON-ready
     values. spec: the config's name, or {"config": name, "floor": bool}."""
-    from minibert.analysis.gradcheck import random_batch
-    from minibert.model import BertConfig
-    from minibert.tools.bench_profile import matmul_floor, profile_step
-
     spec = {"config": spec, "floor": True} if isinstance(spec, str) else spec
     cfg = BertConfig(**CONFIGS[spec["config"]])
     p = profile_step(cfg, STEP_SHAPE, reps)
@@ -234,8 +225,6 @@ def profile_worker(spec, reps: int) -> dict:
 def torch_profile(config: str, reps: int) -> dict:
     """Inside a worker process: PyTorch's step of `config` cut by operator kind (torch.profiler;
     minibert.tools.bench_profile.torch_profile_step)."""
-    from minibert.tools.bench_profile import torch_profile_step
-
     return torch_profile_step(step_parts_torch(config), reps)
 
 
@@ -244,9 +233,6 @@ def bench_profile(report: dict, reps: int, configs, threads_list, floor: bool = 
     in a fresh worker process, like the step): each part's speed-up and the serial milliseconds
     it implies, beside PyTorch's step cut by operator kind at the same counts; with `floor`, the
     step's matmuls alone at the most threads (minibert.tools.bench_profile)."""
-    from minibert.model import BertConfig
-    from minibert.tools.bench_profile import profile_rows, scaling_rows, torch_scaling_rows
-
     B, T, P = (STEP_SHAPE[k] for k in "BTP")
     top = max(threads_list)
     counts = sorted({1, top})

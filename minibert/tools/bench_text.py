@@ -40,6 +40,7 @@ def tokens_per_word(vocab: list[str], lines: list[str]) -> float:
 
 def _hf_train(train_path) -> list[str]:
     """Train the Rust WordPiece trainer with the same specials, casing and size."""
+    # lazy: tokenizers is optional (not in pyproject.toml's dependencies)
     from tokenizers import BertWordPieceTokenizer
 
     hf = BertWordPieceTokenizer(lowercase=True, clean_text=True, handle_chinese_chars=True)
@@ -50,6 +51,7 @@ def _hf_train(train_path) -> list[str]:
 
 def bench_wordpiece(report: dict, repeats: int = 3) -> dict:
     """Train an 8192 vocab on the default corpus: minibert (both rules) vs HF tokenizers."""
+    # lazy: tests replace minibert.text.wordpiece_trainer.train_wordpiece, which an import at call time sees
     from minibert.text.wordpiece_trainer import train_wordpiece
 
     paths = ensure_default_corpus()
@@ -61,6 +63,7 @@ def bench_wordpiece(report: dict, repeats: int = 3) -> dict:
         res[f"minibert_{rule}_s"] = round(t, 3)
         res[f"minibert_{rule}_tokens_per_word"] = round(tokens_per_word(vocab, heldout), 4)
     try:
+        # lazy: tokenizers is optional (not in pyproject.toml's dependencies)
         import tokenizers  # noqa: F401
     except ImportError:
         res["hf_tokenizers"] = "skipped: tokenizers is not installed"
@@ -80,10 +83,12 @@ def bench_wordpiece(report: dict, repeats: int = 3) -> dict:
 def _hf_slow_tokenizer(vocab_path):
     """transformers' pure-Python BertTokenizer (v5: BertTokenizerLegacy), or None."""
     try:
+        # lazy: transformers is optional (not in pyproject.toml's dependencies)
         from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
         return BertTokenizerLegacy(str(vocab_path), do_lower_case=True)
     except ImportError:
         pass
+    # lazy: transformers is optional (not in pyproject.toml's dependencies)
     from transformers import BertTokenizer as HFBertTokenizer
     tok = HFBertTokenizer(str(vocab_path), do_lower_case=True)
     return None if getattr(tok, "is_fast", False) else tok

@@ -33,8 +33,14 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
+from minibert.data.shards import META_FILE, BatchIterator
 from minibert.io.cli import command_parser
+from minibert.io.outputs import check_output
 from minibert.io.progress import Progress
+from minibert.loop.rundir import RUN_FILE, RunLock
+from minibert.train.config import DEFAULT_DATA_CACHE
+from minibert.train.data import run_data_dirs
+from minibert.train.runs import resume_config
 
 IGNORE = -100  # PyTorch's cross-entropy ignore_index: no MLM loss at this position
 
@@ -65,16 +71,10 @@ def source(path: str | Path, split: str, masking: str | None, seed: int | None,
     """A run or shard directory -> where and how to read. A run's training split is read with
     its batch size and seed, so the stream (and dynamic masks) are the run's; everything else
     is read whole, in batches of 256, with seed 0 unless told otherwise."""
-    from minibert.data.shards import META_FILE
-    from minibert.train.config import DEFAULT_DATA_CACHE
-
     path = Path(path)
     data_cache = data_cache or DEFAULT_DATA_CACHE
     if (path / META_FILE).is_file():
         return Source(path, None, masking or "static", 0 if seed is None else seed, 256, False)
-    from minibert.loop.rundir import RUN_FILE
-    from minibert.train.data import run_data_dirs
-    from minibert.train.runs import resume_config
 
     if not (path / RUN_FILE).is_file():
         raise ValueError(f"{path} is neither a training run (no {RUN_FILE}) nor a pretraining data directory "
@@ -98,8 +98,8 @@ def export_jsonl(data_dir, out: str | Path, *, vocab=None, masking: str = "stati
                  progress=None) -> int:
     """Write `epochs` passes over the data (at most `limit` sequences, 0 = all) to `out`,
     atomically. -> the number of lines written."""
+    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
     from minibert.io.outputs import write_output
-    from minibert.data.shards import BatchIterator
 
     if epochs < 1 or limit < 0:
         raise ValueError(f"--epochs must be >= 1 and --limit >= 0 (got {epochs}, {limit})")
@@ -147,8 +147,6 @@ def cli(argv: list[str]) -> int:
             bar.append(Progress("export", total, "batches"))
         bar[0].update(done, f"{lines:,} sequences")
 
-    from minibert.io.outputs import check_output
-    from minibert.loop.rundir import RUN_FILE, RunLock
 
     if args.seed is not None and args.seed < 0:  # NumPy's own error named no setting
         raise ValueError(f"--seed {args.seed} must be >= 0")

@@ -11,9 +11,11 @@ from minibert.family.gradchecks import (check_albert, check_cross_attention, che
 from minibert.finetune.gradchecks import check_bilstm, check_electra_finetune, check_heads, check_task_models
 from minibert.analysis.gradcheck import (ATOL, HEADER, LAYER_CHECKS, RTOL, check_causal_attention, check_model,
                                 check_objective_model)
+from minibert.backend import backend_name
 
 
 def all_checks(seed=0, verbose=True):
+    # lazy: keeps Numba out of the start of `python -m minibert gradcheck`
     from minibert import kernels, layers
 
     rng = np.random.default_rng(seed)
@@ -44,7 +46,6 @@ def cli(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.seed < 0:  # before the table's header; NumPy's own error named no setting
         raise ValueError(f"--seed {args.seed} must be >= 0")
-    from minibert.backend import backend_name
 
     print(f"backend: {backend_name()}   pass rule: |a - n| <= {ATOL:g} + {RTOL:g} * |n|  (float64)")
     print("CS231n reading of max_rel: < 1e-7 good, 1e-7..1e-4 look closer, > 1e-2 wrong")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -18,18 +19,21 @@ from minibert.analysis.inspect import attention_maps, fill_mask, plot_attention
 from minibert.io import outputs
 from minibert.io.textio import check_argument, refuse_special_file
 from minibert.analysis.nsp_baseline import FEATURES, nsp_overlap_baseline
+from minibert.bert import load_pretrained
+from minibert.data.pretraining_data import FEATURE_NAMES
+from minibert.data.shards import load_shards
+from minibert.family.albert import AlbertForPreTraining
+from minibert.loop.rundir import RunLock, run_state
+from minibert.text.tokenizer import BertTokenizer
+from minibert.train.config import DEFAULT_DATA_CACHE
+from minibert.train.data import run_data_dirs
+from minibert.train.runs import resume_config
 
 
 def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
     """A saved run (config.json, model.safetensors, vocab.txt) -> (model, tokenizer), checked
     (with `verify`: finite weights that match the digest recorded when they were saved). An
     ALBERT run (config.json model_type "albert") gives an AlbertForPreTraining."""
-    import json
-
-    from minibert.bert import load_pretrained
-    from minibert.family.albert import AlbertForPreTraining
-    from minibert.text.tokenizer import BertTokenizer
-
     run_dir = Path(run_dir)
     for f in ("config.json", "model.safetensors", "vocab.txt"):
         refuse_special_file(run_dir / f)  # a FIFO or a device is named as such, not "not found"
@@ -82,7 +86,6 @@ def attention_cli(argv: list[str]) -> int:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
-    from minibert.loop.rundir import RunLock
 
     try:
         text = check_argument(" ".join(args.text))
@@ -113,13 +116,6 @@ def nsp_baseline_cli(argv: list[str]) -> int:
     p.add_argument("--data-cache", help="where the run's shards are generated again if they were deleted "
                                         "(default data/generated; never the directory the run file names)")
     args = p.parse_args(argv)
-    from minibert.loop.rundir import run_state
-    from minibert.data.pretraining_data import FEATURE_NAMES
-    from minibert.data.shards import load_shards
-    from minibert.text.tokenizer import BertTokenizer
-    from minibert.train.config import DEFAULT_DATA_CACHE
-    from minibert.train.data import run_data_dirs
-    from minibert.train.runs import resume_config
 
     try:
         if args.max_train < 1:  # 0 fitted nothing (a NaN accuracy), -5 silently dropped the last 5 pairs

@@ -145,6 +145,7 @@ class _Stream(io.TextIOBase):
 
 def _flush_figures() -> None:
     """Display every open figure in the running cell, then close it (the inline backend's rule)."""
+    # lazy: keeps NumPy and matplotlib out of the start of `python -m minibert notebooks`
     import matplotlib.pyplot as plt
 
     for num in plt.get_fignums():
@@ -160,6 +161,7 @@ def show(*args, **kwargs) -> None:
 
 
 def _backend_classes():
+    # lazy: keeps NumPy and matplotlib out of the start of `python -m minibert notebooks`
     from matplotlib.backend_bases import FigureManagerBase
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -209,6 +211,7 @@ def _run_cell(code: str, namespace: dict, outputs: list, count: int) -> bool:
 def execute(nb: dict, workdir: Path = LESSONS) -> tuple[dict, bool]:
     """Run a notebook's code cells in order in this process (cwd and sys.path at `workdir`, as
     a kernel started there). Returns (the notebook with outputs, True if every cell ran)."""
+    # lazy: keeps NumPy and matplotlib out of the start of `python -m minibert notebooks`
     import matplotlib
 
     matplotlib.use(BACKEND)

@@ -17,6 +17,9 @@ from minibert.train.data import default_corpus, own_corpus
 from minibert.train.pretrain import train
 from minibert.train.runs import resume_config
 from minibert.train.trainer import FAMILIES, HeldoutEvaluator, Trainer
+from minibert.analysis.inspect import fill_mask
+from minibert.train import task_corpus
+from minibert.train.curves import baselines
 
 
 def cli(argv: list[str]) -> int:
@@ -73,8 +76,6 @@ def report(trainer: Trainer) -> None:
 def _say_fast_mode_learns_nothing(trainer: Trainer) -> None:
     """--fast runs every stage on a slice for a few steps: it checks the plumbing (data,
     training, evaluation, saving), and its numbers say nothing about what the model can learn."""
-    from minibert.train.curves import baselines
-
     line = (f"\n--fast is a plumbing check, not training: {trainer.loop.step} steps on a slice of the "
             "corpus check that data, training, evaluation and saving work, and the model learns nothing "
             "in that time.")
@@ -151,8 +152,6 @@ def train_tiny_cli(argv: list[str]) -> int:
             if args.data and not args.corpus_from_task:
                 raise ValueError("--data goes with --corpus-from-task (the task whose text to pretrain on)")
             if args.corpus_from_task:  # in-domain pretraining (train/task_corpus.py)
-                from minibert.train import task_corpus
-
                 if os.environ.get("CORPUS"):
                     raise ValueError("give CORPUS= or --corpus-from-task, not both")
                 name = f"{args.corpus_from_task}-indomain" + ("" if preset == "tiny" else f"-{preset}")  # one run a preset
@@ -183,7 +182,6 @@ def train_tiny_cli(argv: list[str]) -> int:
         _say_fast_mode_learns_nothing(trainer)
     if trainer.loop.status == "interrupted":
         return 130
-    from minibert.analysis.inspect import fill_mask
 
     electra = trainer.cfg.model_type == "electra"
     model = trainer.model.fill_mask_model() if electra else trainer.model  # ELECTRA's masked LM is its generator

@@ -11,8 +11,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from minibert.data.corpus import ensure_default_corpus
+from minibert.data.pretraining_data import DEFAULT_FLAGS, FEATURE_NAMES
+from minibert.data.shards import build_pretraining_data, load_shards, read_meta
 from minibert.io.atomic import atomic_write
+from minibert.io.jsonfile import read_json_object
+from minibert.io.textio import iter_lines, read_text
 from minibert.loop import rundir
+from minibert.text.tokenizer import save_vocab
+from minibert.text.wordpiece_trainer import DEFAULT_MERGE_RULE
 from minibert.train.config import DEFAULT_DATA_CACHE, TrainConfig
 
 
@@ -26,8 +33,6 @@ def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
 
 def _slice_corpus(files: tuple, max_lines: int, out: Path) -> list[str]:
     """The first `max_lines` lines of the corpus (cut at a document boundary when possible)."""
-    from minibert.io.textio import iter_lines
-
     lines: list[str] = []
     for f in files:
         for line in iter_lines(f):
@@ -57,9 +62,6 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = Fals
     with the fixed seed `data_seed`: its masks are the same in every evaluation and every run.
     `names_only`: the directories these settings use, without reading or generating anything.
     """
-    from minibert.data.pretraining_data import DEFAULT_FLAGS
-    from minibert.data.shards import build_pretraining_data, read_meta
-
     for f in (*cfg.corpus, *cfg.heldout, cfg.vocab):
         if not Path(f).is_file():
             raise ValueError(f"file {f} does not exist" if not Path(f).exists() else
@@ -108,9 +110,6 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = Fals
 
 def load_heldout(data_dir: Path, vocab: str, max_examples: int) -> dict[str, np.ndarray]:
     """The held-out features with their stored (fixed-seed) masks, the first `max_examples`."""
-    from minibert.data.pretraining_data import FEATURE_NAMES
-    from minibert.data.shards import load_shards
-
     feats = load_shards(data_dir, vocab, FEATURE_NAMES)
     if max_examples:
         feats = {k: v[:max_examples] for k, v in feats.items()}
@@ -123,7 +122,6 @@ def default_corpus(overrides: dict[str, Any]) -> dict[str, Any]:
     """Fill corpus / heldout / vocab from env CORPUS (own text) or the default Python-docs corpus."""
     if "corpus" in overrides and "vocab" in overrides:
         return overrides
-    from minibert.data.corpus import ensure_default_corpus
 
     own = os.environ.get("CORPUS")
     if own:
@@ -143,7 +141,6 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
     if not src.is_file():
         raise ValueError(f"CORPUS={path}: file not found (expected one sentence per line, blank lines "
                          f"between documents)")
-    from minibert.text.wordpiece_trainer import DEFAULT_MERGE_RULE
 
     # the rule is in the name: a cache from before the frequency rule (its vocab built with the
     # score rule, which cuts common words into characters) is never reused for a new run
@@ -153,7 +150,6 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
     files = {"corpus": (str(out / "train.txt"),), "heldout": (str(out / "heldout.txt"),), "vocab": vocab}
     if (out / "train.txt").is_file() and Path(vocab).is_file():
         return files
-    from minibert.io.textio import read_text
 
     docs = [d for d in read_text(src).split("\n\n") if d.strip()]
     if len(docs) < 2:
@@ -168,7 +164,7 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
         (tmp / "train.txt").write_text("\n\n".join(train_docs) + "\n", encoding="utf-8")
         (tmp / "heldout.txt").write_text("\n\n".join(held) + "\n", encoding="utf-8")
         if not overrides.get("vocab"):
-            from minibert.text.tokenizer import save_vocab
+            # lazy: tests replace minibert.text.wordpiece_trainer.train_wordpiece, which an import at call time sees
             from minibert.text.wordpiece_trainer import train_wordpiece
 
             print(f"CORPUS={path}: training a {OWN_VOCAB_SIZE}-token WordPiece vocab ({DEFAULT_MERGE_RULE} rule) on its "
@@ -186,9 +182,6 @@ def run_data_dirs(run: Path, cfg: TrainConfig) -> DataDirs:
     """The shard directories of a run: the ones its run.json recorded if they still hold the data
     (read_meta checks them against the vocabulary), else generated again into cfg.data_cache,
     after checking that the corpus the run file names hashes to the data the run trained on."""
-    from minibert.io.jsonfile import read_json_object
-    from minibert.data.shards import read_meta
-
     recorded = read_json_object(run / "run.json").get("data")
     recorded = {k: v for k, v in recorded.items() if isinstance(v, str)} if isinstance(recorded, dict) else {}
     kept = {}

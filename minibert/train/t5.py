@@ -38,6 +38,7 @@ from minibert.io.tensorfile import load_tensors, save_tensors_atomic
 from minibert.loop.curves import Panel, Series
 from minibert.loop.state import Curves, LoopSettings
 from minibert.optim import AdamW
+from minibert.text.tokenizer import load_vocab
 
 UNFITTED = 1_000_000  # the schedule's length until the budget's first fit (after the loop's first steps)
 
@@ -88,7 +89,6 @@ def load_run(path: str | Path, dtype=np.float32):
         if name not in tensors or tensors[name].shape != shape:
             got = tensors[name].shape if name in tensors else "missing"
             raise ValueError(f"{path / WEIGHTS_NAME}: parameter {name!r} is {got}, expected {shape}")
-    from minibert.text.tokenizer import load_vocab
 
     tokens = load_vocab(path / VOCAB_NAME)
     if len(tokens) + cfg.num_sentinels != cfg.vocab_size:

@@ -31,6 +31,10 @@ from minibert.loop.rundir import FINISHED
 from minibert.loop.settings import RunSettings
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.train.t5 import ShuffledBatches, T5Run, load_run, span_baseline
+from minibert.backend import get_ops
+from minibert.data.corpus import ensure_default_corpus, read_documents
+from minibert.taskdata.readers import read_glue
+from minibert.text.tokenizer import BertTokenizer, load_vocab
 
 PRESETS = {"t5-tiny": dict(hidden_size=128, num_layers=2, num_decoder_layers=2, num_heads=2, intermediate_size=512,
                            max_position_embeddings=128, num_sentinels=100),
@@ -169,9 +173,6 @@ def _finish(run: T5Run, loop: LoopState) -> int:
 # the two modes and the command
 
 def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
-    from minibert.data.corpus import ensure_default_corpus, read_documents
-    from minibert.text.tokenizer import BertTokenizer
-
     if args.corpus:
         train_path, heldout_path, vocab_path = Path(args.corpus), Path(args.heldout or ""), Path(args.vocab or "")
         if not args.heldout or not args.vocab:
@@ -223,9 +224,6 @@ def show_example(params, cfg, tok, chunk, special, ops) -> None:
 def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
     """Text-to-text SST-2: "sst2 sentence: ..." -> "positive" | "negative", dev accuracy by
     greedy decoding (an answer that is neither word counts as wrong)."""
-    from minibert.taskdata.readers import read_glue
-    from minibert.text.tokenizer import BertTokenizer
-
     if not args.data:
         raise ValueError("--mode sst2 needs --data DIR holding GLUE-format train.tsv and dev.tsv")
     data = Path(args.data)
@@ -237,9 +235,6 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
     if resume:  # the model, its sizes and vocabulary as the run saved them (its checkpoint replaces the weights)
         cfg, params, base = load_run(rundir.latest_checkpoint(args.out))
     elif args.init == "none":  # the control: the same model, not pretrained
-        from minibert.data.corpus import ensure_default_corpus
-        from minibert.text.tokenizer import load_vocab
-
         base = load_vocab(args.vocab or ensure_default_corpus().vocab)
         cfg = T5Config(vocab_size=len(base) + PRESETS[args.preset]["num_sentinels"], **PRESETS[args.preset])
         params = init_params(cfg, args.seed)
@@ -331,7 +326,6 @@ def train_t5_cli(argv: list[str]) -> int:
             for key in ("log_interval", "eval_interval"):
                 given[key] = min(given.get(key, 5), 5)
         settings = T5TrainConfig.build(base, given)  # validated before anything is written
-    from minibert.backend import get_ops
 
     ops = get_ops()
     train = finetune_sst2 if settings.mode == "sst2" else pretrain

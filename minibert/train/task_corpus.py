@@ -32,6 +32,11 @@ import hashlib
 import re
 from pathlib import Path
 
+from minibert.io.atomic import write_text_atomic
+from minibert.io.jsonfile import read_json
+from minibert.taskdata.squad_files import DEFAULT_DIR, FILES, iter_qas, require
+from minibert.taskdata.tasks import find_file, get_task, read_examples
+
 TASKS = ("sst2", "rte", "wnut17", "swag", "squad1", "squad2")
 SETTINGS = {"objective": "mlm_nsp", "packing": "segment_pair"}  # what the run pretrains with (see above)
 # The run's length: 30,000 steps (about half an hour on 2 cores; train-tiny's own run is fitted
@@ -46,8 +51,6 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 def documents(task: str, data: str | None) -> list[list[str]]:
     """The task's training text as documents of sentences (labels dropped)."""
-    from minibert.taskdata.tasks import find_file, get_task, read_examples
-
     if task not in TASKS:
         raise ValueError(f"--corpus-from-task {task!r}: choose one of {', '.join(TASKS)}")
     if task.startswith("squad"):
@@ -76,10 +79,6 @@ def halves(sentence: str) -> list[str]:
 
 
 def _squad_documents(task: str, data: str | None) -> list[list[str]]:
-    from minibert.taskdata.squad_files import iter_qas, require
-    from minibert.io.jsonfile import read_json
-    from minibert.taskdata.squad_files import DEFAULT_DIR, FILES
-
     if not data and task not in DEFAULT_DIR:
         raise ValueError(f"{task} needs --data DIR holding {FILES[task][0]}")
     path = Path(data or DEFAULT_DIR[task]) / FILES[task][0]
@@ -98,8 +97,6 @@ def _squad_documents(task: str, data: str | None) -> list[list[str]]:
 
 def write_task_corpus(task: str, data: str | None, cache: str | Path) -> Path:
     """Write the task's corpus file under `cache` (its name holds a hash of the text) -> the path."""
-    from minibert.io.atomic import write_text_atomic
-
     docs = [[" ".join(s.split()) for s in d if s.strip()] for d in documents(task, data)]
     text = "\n\n".join("\n".join(d) for d in docs if d) + "\n"
     if len(docs) < 2:
