@@ -152,30 +152,44 @@ def my_dx_without_mean_term(dout, norm, w, rstd):
 ex = course.Exercises("02_layernorm")
 
 
+def fresh_inputs(seed):
+    """The grader's own x, w, b, dout (the lesson's shapes), drawn now, and the forward's norm and
+    rstd for them: no lesson variable holds the answer for these."""
+    r = np.random.default_rng(seed)
+    xg, wg, bg, dg = (r.standard_normal(a.shape) for a in (x, w, b, dout))
+    mu = xg.mean(-1, keepdims=True)
+    rstd_g = 1 / np.sqrt(((xg - mu) ** 2).mean(-1, keepdims=True) + eps)  # (B, T, 1)
+    return xg, wg, bg, dg, (xg - mu) * rstd_g, rstd_g
+
+
 def check_layernorm_backward(fn):
-    mine = fn(dout, norm, w, rstd)
-    fwd = lambda: layers.layernorm_forward(x, w, b, eps)[0]  # noqa: E731
-    return [course.close("dx vs the line-by-line dx", mine[0], dx, zero_sum="the mean term"),
-            course.close("dw vs numerical gradient", mine[1], gradcheck.numerical_grad(fwd, w, dout)),
-            course.close("db vs numerical gradient", mine[2], gradcheck.numerical_grad(fwd, b, dout))]
+    xg, wg, bg, dg, norm_g, rstd_g = fresh_inputs(2001)
+    mine = fn(dg, norm_g, wg, rstd_g)
+    fwd = lambda: layers.layernorm_forward(xg, wg, bg, eps)[0]  # noqa: E731
+    return [course.close("dx vs numerical gradient", mine[0], gradcheck.numerical_grad(fwd, xg, dg),
+                         zero_sum="the mean term"),
+            course.close("dw vs numerical gradient", mine[1], gradcheck.numerical_grad(fwd, wg, dg)),
+            course.close("db vs numerical gradient", mine[2], gradcheck.numerical_grad(fwd, bg, dg))]
 
 
 def check_rmsnorm_backward(fn):
-    rms = lambda: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w  # noqa: E731
-    return [course.close("dx vs numerical gradient", fn(dout, x, w, eps),
-                         gradcheck.numerical_grad(rms, x, dout))]
+    xg, wg, _, dg, _, _ = fresh_inputs(2002)
+    mine = fn(dg, xg.copy(), wg, eps)
+    rms = lambda: xg / np.sqrt((xg * xg).mean(-1, keepdims=True) + eps) * wg  # noqa: E731
+    return [course.close("dx vs numerical gradient", mine, gradcheck.numerical_grad(rms, xg, dg))]
 
 
 def check_dx_without_mean_term(fn):
-    m = x.mean(axis=-1, keepdims=True)  # (B, T, 1) computed once, then a constant
-    xx = x.copy()
+    xx, wg, bg, dg, norm_g, rstd_g = fresh_inputs(2003)
+    mine = fn(dg, norm_g, wg, rstd_g)
+    m = xx.mean(axis=-1, keepdims=True)  # (B, T, 1) computed once, then a constant
 
     def frozen_mean_layernorm():
         xm = xx - m  # (B, T, C)
-        return xm / np.sqrt((xm * xm).mean(-1, keepdims=True) + eps) * w + b  # (B, T, C)
+        return xm / np.sqrt((xm * xm).mean(-1, keepdims=True) + eps) * wg + bg  # (B, T, C)
 
-    return [course.close("dx vs numerical gradient, mean held constant", fn(dout, norm, w, rstd),
-                         gradcheck.numerical_grad(frozen_mean_layernorm, xx, dout))]
+    return [course.close("dx vs numerical gradient, mean held constant", mine,
+                         gradcheck.numerical_grad(frozen_mean_layernorm, xx, dg))]
 
 
 my_layernorm_backward = ex.grade(1, my_layernorm_backward, check_layernorm_backward, paths=("dx", "dw", "db"),

@@ -339,10 +339,13 @@ def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
 
 # %%
 def check_adam_first_step(fn):
-    gg = np.array([1e-3, -5.0, 200.0])  # (3,) very different sizes
-    p = {"x": np.zeros(3)}  # (3,)
-    adam_step(p, {"x": gg}, {"x": np.zeros(3)}, {"x": np.zeros(3)}, step=1, lr=0.01)
-    return [course.close("equals adam_step's first update", fn(gg, 0.01), p["x"])]
+    r = np.random.default_rng(1003)  # the grader's own gradients, drawn now: sizes from 1e-4 to 1e3, both signs
+    gg = r.choice([-1.0, 1.0], size=6) * 10.0 ** r.uniform(-4, 3, size=6)  # (6,)
+    lr = float(r.uniform(1e-3, 1e-1))
+    mine = fn(gg.copy(), lr)
+    p = {"x": np.zeros(6)}  # (6,)
+    adam_step(p, {"x": gg}, {"x": np.zeros(6)}, {"x": np.zeros(6)}, step=1, lr=lr)
+    return [course.close("equals adam_step's first update", mine, p["x"])]
 
 
 my_adam_first_step = ex.grade(3, my_adam_first_step, check_adam_first_step,

@@ -24,17 +24,19 @@ backward graded path by path (`grade(..., paths=("dq", "dk", "dv"))`, each check
 gradient it judges), it also makes each returned gradient wrong on its own and logs which checks
 fail: tests/lessons/test_exercises.py asserts that exactly that path's checks do.
 
-Graders refuse the library's answer: `grade(..., refuses=("layers.layernorm_backward",))` names
-the library functions (under `minibert.`, or a bare name for a function of the lesson itself)
-that compute the exercise's answer. While your function runs under grading, each of them is
-swapped for a guard, as the module's attribute and wherever the lesson (or any minibert module)
-holds it by name; a call from your code ends the check with "exercise N asks you to derive this;
-`layers.layernorm_backward` is the library's answer". Calls from the library itself and from the
-grader go through. The originals come back when the check ends, whatever happens.
+Graders grade in a clean room (CleanRoom): while your function runs under grading, no function
+of the minibert package runs for it except what `grade(..., allows=(...))` names (the layers an
+exercise composes), whoever calls it; your function sees np, math, its imports and your own
+helpers from the exercise's cell, not the lesson's variables; reading the library's or the
+lessons' source is refused; a backward not about numerical gradients refuses them.
+`grade(..., refuses=("layers.layernorm_backward",))` names the library functions that are the
+answer, which the message then calls "the library's answer". A refusal ends the check with
+"exercise N asks you to derive this; `layers.layernorm_backward` is the library's answer".
+Calls made by the grader itself, before and after your function runs, go through.
 `MINIBERT_SHORTCUTS=dir` (the tests set it) also grades `dir/<lesson>.py`'s functions, the
-library call pasted in as the answer, and logs whether the guard refused them;
-`MINIBERT_MISTAKES=dir` grades plausible wrong answers (`my_fn__label`) and logs what the grader
-said about each.
+library call pasted in as the answer (also reached every way of `dir/bypass.py`) and other ways
+around, and logs whether each was refused; `MINIBERT_MISTAKES=dir` grades plausible wrong answers
+(`my_fn__label`) and logs what the grader said about each.
 
 What a grader compares with: numbers (numerical gradients, values worked out by hand, arrays the
 lesson computed earlier), never the library function that is the exercise's answer. `close`
@@ -395,8 +397,19 @@ _ACTIVE: list["CleanRoom"] = []  # the room whose function is running (audit hoo
 _LIB_CODES: dict[int, dict] = {}  # {number of minibert modules seen: {code object of their functions: its name}}
 
 
+_DISPATCHER_TYPES: dict[type, bool] = {}
+
+
 def _numba_dispatcher(value) -> bool:
-    return hasattr(value, "py_func") and hasattr(value, "overloads")
+    """A Numba function (its Python source is `py_func`)."""
+    kind = type(value)
+    hit = _DISPATCHER_TYPES.get(kind)
+    if hit is None:
+        module = sys.modules.get("numba.core.dispatcher")
+        hit = module is not None and any(k is module.Dispatcher for k in kind.__mro__)
+        if module is not None:
+            _DISPATCHER_TYPES[kind] = hit
+    return hit
 
 
 def _function_codes(value) -> list:
@@ -443,11 +456,23 @@ def _library_codes() -> dict:
             for value in list(vars(m).values()):
                 if getattr(value, "__module__", None) == m.__name__ or _numba_dispatcher(value):
                     for code in _function_codes(value):  # (a NamedTuple's generated __new__ is not minibert's)
-                        if Path(code.co_filename).is_absolute() and Path(code.co_filename).resolve().is_relative_to(_PACKAGE):
+                        if _module_of(code.co_filename) is not None:
                             codes.setdefault(code, _library_name(code))
         _LIB_CODES.clear()
         _LIB_CODES[len(mods)] = codes
     return _LIB_CODES[len(mods)]
+
+
+@functools.lru_cache(maxsize=None)
+def _module_of(filename: str) -> str | None:
+    """"layers", "finetune.heads" ("" for the package itself) for a file of minibert; else None."""
+    path = Path(filename)
+    if not path.is_absolute():
+        return None
+    path = path.resolve()
+    if not path.is_relative_to(_PACKAGE):
+        return None
+    return ".".join(p for p in path.relative_to(_PACKAGE).with_suffix("").parts if p != "__init__")
 
 
 def _library_name(code, known: dict | None = None) -> str:
@@ -455,10 +480,8 @@ def _library_name(code, known: dict | None = None) -> str:
     (a copy's: the name of the library code it equals, from `known`)."""
     if known and code in known:
         return known[code]
-    try:
-        rel = Path(code.co_filename).resolve().relative_to(_PACKAGE).with_suffix("")
-        module = ".".join(p for p in rel.parts if p != "__init__")
-    except ValueError:  # a copy under another file name
+    module = _module_of(code.co_filename)
+    if module is None:  # a copy under another file name
         module = "(a copy of a minibert module)"
     qualname = getattr(code, "co_qualname", code.co_name)
     return f"{module}.{qualname}" if module else qualname
@@ -521,13 +544,13 @@ class CleanRoom:
         self._calls: dict[int, int] = {}
         self.learner_codes: set = set()
         self.allowed_codes: set = set()
+        self._entered = self._switching = False
         self._lib = _library_codes()
         self._lesson_files = {str(p) for p in HERE.glob("*.py")} | {str(p) for p in SOLUTIONS.glob("*.py")}
         self._lesson_files.discard(str(HERE / "course.py"))
         for value in (namespace or {}).values():  # a notebook's cells are files of their own
-            for code in _function_codes(value) if isinstance(value, types.FunctionType) else ():
-                if not Path(code.co_filename).resolve().is_relative_to(_PACKAGE):
-                    self._lesson_files.add(code.co_filename)
+            if isinstance(value, types.FunctionType) and _module_of(value.__code__.co_filename) is None:
+                self._lesson_files.add(value.__code__.co_filename)
         for spec in self.allows:
             self.allowed_codes.update(_function_codes(self._resolve(spec)))
         base = getattr(fn, "_course_wraps", fn)
@@ -697,8 +720,7 @@ class CleanRoom:
         else:
             kind = self._files.get(code.co_filename)
             if kind is None:
-                path = Path(code.co_filename)
-                kind = _LIB if path.is_absolute() and path.resolve().is_relative_to(_PACKAGE) else \
+                kind = _LIB if _module_of(code.co_filename) is not None else \
                     _LESSON if code.co_filename in self._lesson_files else _OTHER
                 self._files[code.co_filename] = kind
             if kind == _OTHER and code.co_name == "get_call_template" and "numba" in code.co_filename:
@@ -785,6 +807,8 @@ class CleanRoom:
                 self.refuse(f"exercise {self.number} asks you to derive this; starting another process "
                             f"({event}) is refused while it is graded")
         elif event in _GC_EVENTS or event == "sys.setprofile" or event == "_thread.start_new_thread":
+            if event == "sys.setprofile" and self._switching and threading.get_ident() == self._thread:
+                return  # the room itself, opening or closing the window
             caller = sys._getframe(2)
             if event == "sys.setprofile" and caller is not None and caller.f_code.co_filename == threading.__file__:
                 return  # a new thread installing the hook
@@ -821,19 +845,25 @@ class CleanRoom:
         for code in new:
             self._kinds.pop(id(code), None)
         self._calls.clear()
-        for name in [k for k in linecache.cache if Path(k).is_absolute() and (
-                Path(k).resolve().is_relative_to(_PACKAGE) or Path(k).resolve().is_relative_to(HERE))]:
-            linecache.cache.pop(name, None)  # no library text waiting in memory: inspect.getsource must read the file
-        _install_audit()
+        if not self._entered:  # once per room: what the window needs to know
+            self._entered = True
+            roots = (str(_PACKAGE), str(HERE))
+            for name in [k for k in linecache.cache if k.startswith(roots)]:
+                linecache.cache.pop(name, None)  # no library text waiting in memory: inspect.getsource must read the file
+            _install_audit()
+            self._thread, self._threads_before = threading.get_ident(), {t.ident for t in threading.enumerate()}
         outer_profile, outer_threads = sys.getprofile(), threading._profile_hook
-        self._thread, self._threads_before = threading.get_ident(), {t.ident for t in threading.enumerate()}
         _ACTIVE.append(self)
         threading.setprofile(self._profile)
+        self._switching = True
         sys.setprofile(self._profile)
+        self._switching = False
         try:
             return self.graded(*args, **kwargs)
         finally:
+            self._switching = True
             sys.setprofile(outer_profile)
+            self._switching = False
             threading.setprofile(outer_threads)
             _ACTIVE.remove(self)
 

@@ -28,7 +28,7 @@ def my_silu_backward(dout, x):
     return dout * (s + x * s * (1 - s))  # product rule: d/dx [x s(x)] = s + x s'(x), s' = s (1 - s)
 
 
-# What tests/test_exercises.py holds lesson 00 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 00 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

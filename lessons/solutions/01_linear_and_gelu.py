@@ -34,7 +34,7 @@ def my_gelu_max_gap():
     return np.abs(exact - approx).max()
 
 
-# What tests/test_exercises.py holds lesson 01 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 01 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

@@ -31,7 +31,7 @@ def my_dx_without_mean_term(dout, norm, w, rstd):
     return rstd * (g - norm * (g * norm).mean(-1, keepdims=True))  # (B, T, C)
 
 
-# What tests/test_exercises.py holds lesson 02 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 02 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

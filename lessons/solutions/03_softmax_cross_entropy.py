@@ -24,7 +24,7 @@ def my_masked_mean(values, valid):
     return (values * valid).sum() / max(int(valid.sum()), 1)
 
 
-# What tests/test_exercises.py holds lesson 03 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 03 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

@@ -27,7 +27,7 @@ def my_segment_ids(tokens):
     return ids
 
 
-# What tests/test_exercises.py holds lesson 04 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 04 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

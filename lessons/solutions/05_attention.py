@@ -25,7 +25,7 @@ def my_mask_adder(attn_mask):
     return ((1.0 - attn_mask) * layers.MASK_VALUE)[:, None, None, :]  # (B, T) -> (B, 1, 1, T)
 
 
-# What tests/test_exercises.py holds lesson 05 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 05 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

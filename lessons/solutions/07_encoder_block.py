@@ -27,7 +27,7 @@ def my_stack_blocks(x, params, attn_mask, block, n_layers):
     return x
 
 
-# What tests/test_exercises.py holds lesson 07 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 07 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

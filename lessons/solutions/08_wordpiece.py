@@ -46,7 +46,7 @@ def my_best_pair(word_counts, splits):
     return max(pair_freq, key=score)  # max keeps the first of equal scores
 
 
-# What tests/test_exercises.py holds lesson 08 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 08 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

@@ -30,7 +30,7 @@ def my_mask_choice(u1, u2, original, random_token):
     return random_token  # 10%: a random token
 
 
-# What tests/test_exercises.py holds lesson 09 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 09 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

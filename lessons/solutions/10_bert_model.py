@@ -25,7 +25,7 @@ def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
     return -lr * g / (np.abs(g) + eps)  # sqrt(g^2) = |g|: about -lr * sign(g), whatever the size of g
 
 
-# What tests/test_exercises.py holds lesson 10 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 10 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

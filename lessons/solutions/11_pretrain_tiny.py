@@ -24,7 +24,7 @@ def my_clip(grads, max_norm):
     return {k: g * scale for k, g in grads.items()}
 
 
-# What tests/test_exercises.py holds lesson 11 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 11 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

@@ -29,7 +29,7 @@ def my_head_entropy(maps):
     return -plogp.sum(-1).mean(-1)  # entropy of each row, then the mean over the T rows
 
 
-# What tests/test_exercises.py holds lesson 12 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 12 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

@@ -27,7 +27,7 @@ def my_first_piece_labels(pieces_per_word, word_labels):
     return np.array(out, dtype=np.int64)
 
 
-# What tests/test_exercises.py holds lesson 13 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 13 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

@@ -21,7 +21,7 @@ def my_best_span(start_logits, end_logits, max_answer_length):
     return best
 
 
-# What tests/test_exercises.py holds lesson 14 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 14 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

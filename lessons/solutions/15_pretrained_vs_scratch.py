@@ -20,7 +20,7 @@ def my_control_params(task_params, config, seed):
     return {name: value.copy() if name.startswith("cls.") else fresh[name] for name, value in task_params.items()}
 
 
-# What tests/test_exercises.py holds lesson 15 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 15 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

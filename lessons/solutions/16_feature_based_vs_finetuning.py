@@ -26,7 +26,7 @@ def my_head_grads(x, labels, w, b):
     return dw, db
 
 
-# What tests/test_exercises.py holds lesson 16 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 16 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

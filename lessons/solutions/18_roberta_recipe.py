@@ -28,7 +28,7 @@ def my_full_sentences(sentence_lengths, max_tokens):
         out.append(current)
     return out
 
-# What tests/test_exercises.py holds lesson 18 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 18 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

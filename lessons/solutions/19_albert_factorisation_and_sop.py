@@ -20,7 +20,7 @@ def my_albert_num_parameters(V, E, C, FF, L, MAXPOS, TV, shared=True):
     return embedding + (1 if shared else L) * block + heads  # sharing: one block, whatever L is
 
 
-# What tests/test_exercises.py holds lesson 19 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 19 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

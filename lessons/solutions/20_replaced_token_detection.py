@@ -18,7 +18,7 @@ def my_bce_backward(logits, labels, mask):
     return (s - labels) * weight  # (B, T) d/dz of the per-token loss is s(z) - y
 
 
-# What tests/test_exercises.py holds lesson 20 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 20 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

@@ -34,7 +34,7 @@ def my_two_stream_core_backward(dout_h, dout_g, q_h, q_g, k, v, att_h, att_g, sc
     return dq_h, dq_g, dk_h + dk_g, dv_h + dv_g  # k and v feed both: gradients add up at the fork
 
 
-# What tests/test_exercises.py holds lesson 21 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 21 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

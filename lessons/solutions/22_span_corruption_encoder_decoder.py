@@ -35,7 +35,7 @@ def my_cross_attention_backward(dout, q, enc_out, w_k, w_v, enc_mask):
     return dq, dk @ w_k.T, dv @ w_v.T  # (S, HS), (T, C), (T, C)
 
 
-# What tests/test_exercises.py holds lesson 22 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 22 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

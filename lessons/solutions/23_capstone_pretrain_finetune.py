@@ -18,7 +18,7 @@ def my_accuracy_interval(hits, n, z=1.96):
     return max(0.0, p - half), min(1.0, p + half)
 
 
-# What tests/test_exercises.py holds lesson 23 to: before it grades an exercise, the lesson shows
+# What tests/lessons/test_exercises.py holds lesson 23 to: before it grades an exercise, the lesson shows
 # none of the expressions under "shows" (whitespace aside), and the exercise's grader calls none
 # of the library functions under "calls" (they compute the answer).
 KEYS = {

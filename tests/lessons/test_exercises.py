@@ -295,6 +295,7 @@ HAND_WRITTEN = {
     "the lesson's variables, on the grader's fresh inputs": [
         ("00_numerical_gradients", "my_numerical_grad__lesson_via_main"),
         ("23_capstone_pretrain_finetune", "my_question_labels__hard_coded"),
+        ("23_capstone_pretrain_finetune", "my_accuracy_interval__hard_coded"),
     ],
 }
 FRESH_INPUTS = "the lesson's variables, on the grader's fresh inputs"

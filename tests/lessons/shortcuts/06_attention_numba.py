@@ -1,6 +1,5 @@
 """Lesson 06's exercises answered by the library (see README.md): the grader must refuse them.
-Written without `@numba.njit`: a compiled function calling the library fails to compile under
-the guard, and the grader says the same."""
+Written without `@numba.njit` (a compiled one that calls the library is `__compiled` below)."""
 
 
 def my_softmax_backward_rows(att, keep, datt, p):

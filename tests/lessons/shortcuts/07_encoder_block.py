@@ -16,8 +16,19 @@ def my_stack_blocks(x, params, attn_mask, block, n_layers):
 # --- the other ways around ---
 
 def my_ffn_backward__numerical(dh, c_in, c_gelu, c_fo):
+    import math
+
+    import numpy as np
     from minibert import gradcheck
-    return gradcheck.numerical_grad  # reaching for it is enough: it is minibert's, and refused
+    (x, w_in), (_, w_out) = c_in[:2], c_fo[:2]
+    b_in, b_out = np.zeros(w_in.shape[1]), np.zeros(w_out.shape[1])  # the caches do not hold the biases
+    erf = np.vectorize(math.erf)
+
+    def ffn():
+        a = x @ w_in + b_in
+        return (0.5 * a * (1 + erf(a / math.sqrt(2)))) @ w_out + b_out
+
+    return tuple(gradcheck.numerical_grad(ffn, arr, dh) for arr in (x, w_in, b_in, w_out, b_out))
 
 
 def my_block_param_count__sibling_model(C, FF):

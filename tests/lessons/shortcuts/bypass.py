@@ -95,7 +95,11 @@ def _from_source(module):
 def _exec_text(module, text):
     copy = types.ModuleType(module.__name__ + "__text")
     copy.__package__ = module.__package__ or module.__name__.rpartition(".")[0]
-    exec(compile(text, "<pasted>", "exec"), vars(copy))
+    sys.modules[copy.__name__] = copy  # (dataclasses look their module up)
+    try:
+        exec(compile(text, "<pasted>", "exec"), vars(copy))
+    finally:
+        sys.modules.pop(copy.__name__, None)
     return copy
 
 
