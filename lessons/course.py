@@ -818,9 +818,8 @@ class CleanRoom:
                     return
             if self._from_learner(caller):
                 self.refuse(f"exercise {self.number} asks you to derive this; {event} is refused while it is graded")
-        elif event == "sys._getframe":
-            caller = sys._getframe(2)
-            if caller is not None and self._kind(caller.f_code) == _LEARNER:
+        elif event == "sys._getframe":  # (inspect.currentframe and inspect.stack call it too)
+            if self._from_learner(sys._getframe(2)):
                 self.refuse(f"exercise {self.number} asks you to derive this; sys._getframe (the grader's "
                             f"frames and the lesson's variables) is refused while it is graded")
 

@@ -283,6 +283,7 @@ HAND_WRITTEN = {
     "the lesson's variables, functions and frames": [
         ("00_numerical_gradients", "my_numerical_grad__lesson_variable"),
         ("00_numerical_gradients", "my_silu_backward__grader_frame"),
+        ("00_numerical_gradients", "my_silu_backward__inspect_frame"),
         ("01_linear_and_gelu", "my_gelu_max_gap__lesson_variable"),
         ("02_layernorm", "my_layernorm_backward__lesson_variable"),
         ("07_encoder_block", "my_stack_blocks__lesson_variable"),
