@@ -206,7 +206,7 @@ def check_silu_backward(fn):
     return [course.close("dx vs numerical gradient", mine, gradcheck.numerical_grad(silu, xs, ds))]
 
 
-my_numerical_grad = ex.grade(1, my_numerical_grad, check_numerical_grad,
+my_numerical_grad = ex.grade(1, my_numerical_grad, check_numerical_grad, numerical=True,
                              refuses=("gradcheck.numerical_grad", "gradcheck.numerical_grad_scalar"))
 my_rel_error = ex.grade(2, my_rel_error, check_rel_error,
                         refuses=("gradcheck.compare",))

@@ -484,7 +484,7 @@ def _library_name(code, known: dict | None = None) -> str:
     if module is None:  # a copy under another file name
         module = "(a copy of a minibert module)"
     qualname = getattr(code, "co_qualname", code.co_name)
-    return f"{module}.{qualname}" if module else qualname
+    return f"{module or 'minibert'}.{qualname}"
 
 
 def _lesson_cells(filename: str) -> list[int] | None:
@@ -548,8 +548,10 @@ class CleanRoom:
         self._lib = _library_codes()
         self._lesson_files = {str(p) for p in HERE.glob("*.py")} | {str(p) for p in SOLUTIONS.glob("*.py")}
         self._lesson_files.discard(str(HERE / "course.py"))
+        lesson_module = (namespace or {}).get("__name__", "__main__")
         for value in (namespace or {}).values():  # a notebook's cells are files of their own
-            if isinstance(value, types.FunctionType) and _module_of(value.__code__.co_filename) is None:
+            if isinstance(value, types.FunctionType) and value.__module__ == lesson_module \
+                    and _module_of(value.__code__.co_filename) is None:
                 self._lesson_files.add(value.__code__.co_filename)
         for spec in self.allows:
             self.allowed_codes.update(_function_codes(self._resolve(spec)))
@@ -725,6 +727,8 @@ class CleanRoom:
                 self._files[code.co_filename] = kind
             if kind == _OTHER and code.co_name == "get_call_template" and "numba" in code.co_filename:
                 kind = _NUMBA_TYPING  # Numba typing a call from a function it compiles to another compiled one
+        if kind == _LIB and code.co_qualname in ("__getattr__", "__dir__") and code.co_filename.endswith("__init__.py"):
+            kind = _OTHER  # a package's lazy import of its own names: importing is not computing
         self._kinds[id(code)] = (kind, code)
         return kind
 
