@@ -555,6 +555,11 @@ class CleanRoom:
                 self._lesson_files.add(value.__code__.co_filename)
         for spec in self.allows:
             self.allowed_codes.update(_function_codes(self._resolve(spec)))
+        for spec in self.refuses:  # named in messages: each must exist (a lesson's own function by its bare name)
+            if "." in spec:
+                self._resolve(spec)
+            elif spec not in self.namespace:
+                raise AssertionError(f"exercise {number}: the refused name {spec!r} is not in the lesson")
         base = getattr(fn, "_course_wraps", fn)
         base = base.py_func if _numba_dispatcher(base) else base
         self._home = _cell_of(base.__code__) if isinstance(base, types.FunctionType) else None
@@ -855,7 +860,7 @@ class CleanRoom:
                 linecache.cache.pop(name, None)  # no library text waiting in memory: inspect.getsource must read the file
             _install_audit()
             self._thread, self._threads_before = threading.get_ident(), {t.ident for t in threading.enumerate()}
-        outer_profile, outer_threads = sys.getprofile(), threading._profile_hook
+        outer_profile, outer_threads = sys.getprofile(), _thread_profile()
         _ACTIVE.append(self)
         threading.setprofile(self._profile)
         self._switching = True
@@ -869,6 +874,11 @@ class CleanRoom:
             self._switching = False
             threading.setprofile(outer_threads)
             _ACTIVE.remove(self)
+
+
+def _thread_profile():
+    """The profile function threads started now get (threading.setprofile's)."""
+    return threading.getprofile() if hasattr(threading, "getprofile") else threading._profile_hook
 
 
 _AUDIT = []
