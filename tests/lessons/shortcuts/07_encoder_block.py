@@ -9,8 +9,11 @@ def my_block_param_count(C, FF):
 
 
 def my_stack_blocks(x, params, attn_mask, block, n_layers):
+    import types
+
     from minibert import model
-    return model.blocks_forward(params, cfg2, x, attn_mask)[0]  # noqa: F821  (the lesson's 2-layer config)
+    config = types.SimpleNamespace(num_hidden_layers=n_layers)  # what blocks_forward reads first
+    return model.blocks_forward(params, config, x, attn_mask)[0]
 
 
 # --- the other ways around ---

@@ -15,7 +15,7 @@ def my_gather_backward(dh, flat_pos, B, T):
 def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
     from minibert.optim import AdamW
     p = {"w": np.zeros_like(g)}  # noqa: F821
-    AdamW(p, lr=lr, beta1=b1, beta2=b2, eps=eps, weight_decay=0.0, bias_correction=True).step({"w": g})
+    AdamW(p, lr=lr, beta1=b1, beta2=b2, eps=eps, weight_decay=0.0, bias_correction=True).step(p, {"w": g})
     return p["w"]
 
 
@@ -67,7 +67,7 @@ def my_adam_first_step__object_new(g, lr, b1=0.9, b2=0.999, eps=1e-8):
     p = {"w": np.zeros_like(g)}
     opt.__dict__.update(params=p, lr=lr, beta1=b1, beta2=b2, eps=eps, weight_decay=0.0, bias_correction=True,
                         t=0, m={"w": np.zeros_like(g)}, v={"w": np.zeros_like(g)})
-    opt.step({"w": g})
+    opt.step(p, {"w": g})
     return p["w"]
 
 
@@ -76,5 +76,5 @@ def my_adam_first_step__base_class(g, lr, b1=0.9, b2=0.999, eps=1e-8):
     from minibert import optim
     base = optim.AdamW.__mro__[1] if len(optim.AdamW.__mro__) > 2 else optim.AdamW  # a guard's base: the original
     p = {"w": np.zeros_like(g)}
-    base(p, lr=lr, beta1=b1, beta2=b2, eps=eps, weight_decay=0.0, bias_correction=True).step({"w": g})
+    base(p, lr=lr, beta1=b1, beta2=b2, eps=eps, weight_decay=0.0, bias_correction=True).step(p, {"w": g})
     return p["w"]
