@@ -387,7 +387,7 @@ Refused = LibraryAnswer
 _PACKAGE = Path(importlib.util.find_spec("minibert").origin).resolve().parent
 _MISSING = object()
 # the kinds of code the clean room tells apart (see CleanRoom)
-_OTHER, _LIB, _LESSON, _LEARNER, _ALLOWED, _NUMBA_TYPING = range(6)
+_OTHER, _LIB, _LESSON, _LEARNER, _ALLOWED, _NUMBA_TYPING, _MODULE = range(7)
 # audit events refused from your function while it is graded: another process, the garbage
 # collector's view of every object, the frames of the grader above you
 _PROCESS_EVENTS = ("subprocess.Popen", "os.system", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec",
@@ -617,7 +617,10 @@ class CleanRoom:
             if name in clean or name not in g:
                 continue
             value = g[name]
-            if self._is_helper(value):
+            if isinstance(value, type) and self._is_helper_class(value):  # a class of yours: its methods run as yours
+                self.learner_codes.update(_function_codes(value))
+                clean[name] = value
+            elif self._is_helper(value):
                 if _numba_dispatcher(value):
                     self.learner_codes.update(_nested(value.py_func.__code__))
                     self._check_compiled(value.py_func)
@@ -646,6 +649,11 @@ class CleanRoom:
                 if isinstance(value, types.FunctionType) and value is not self.fn:
                     todo.append(value)
         return out
+
+    def _is_helper_class(self, klass) -> bool:
+        """A class you wrote in the exercise's cell (each of its own methods is defined there)."""
+        own = [f for f in vars(klass).values() if isinstance(f, types.FunctionType)]
+        return bool(own) and self._home is not None and all(_cell_of(f.__code__) == self._home for f in own)
 
     def _is_helper(self, value) -> bool:
         """A function you wrote in the exercise's cell (the same notebook cell, or the same `# %%`
@@ -732,8 +740,11 @@ class CleanRoom:
                 self._files[code.co_filename] = kind
             if kind == _OTHER and code.co_name == "get_call_template" and "numba" in code.co_filename:
                 kind = _NUMBA_TYPING  # Numba typing a call from a function it compiles to another compiled one
-        if kind == _LIB and code.co_qualname in ("__getattr__", "__dir__") and code.co_filename.endswith("__init__.py"):
-            kind = _OTHER  # a package's lazy import of its own names: importing is not computing
+        if kind == _LIB and (code.co_qualname in ("__getattr__", "__dir__") and code.co_filename.endswith("__init__.py")
+                             or code.co_qualname.startswith("_CompileNotice.")):
+            kind = _OTHER  # a package's lazy import of its own names, the notice that Numba compiles: not computing
+        elif kind == _LIB and code.co_name == "<module>":
+            kind = _MODULE  # importing a module: fine the first time (its functions stay watched), not a second run
         self._kinds[id(code)] = (kind, code)
         return kind
 
@@ -763,6 +774,14 @@ class CleanRoom:
                     and self._below_learner(frame.f_back) is not False:
                 self.refuse(self.message(_library_name(codes[0], self._lib)))
             return
+        if kind == _MODULE:  # a minibert module's own code: run by a first import, or refused
+            f = frame.f_back
+            while f is not None and self._kind(f.f_code) not in (_LEARNER, _ALLOWED):
+                if f.f_code.co_name == "_load_unlocked" and "importlib" in f.f_code.co_filename:
+                    self._kinds[id(code)] = (_ALLOWED, code)  # this run of it, with what it calls (not a reload's)
+                    return
+                f = f.f_back
+            kind = _LIB
         caller = frame.f_back
         if caller is None:  # a Numba function's call: its frame stands alone, the caller is running
             caller = sys._getframe(1)
@@ -785,10 +804,10 @@ class CleanRoom:
                     f"function, not yours: while it is graded your function may not call it")
 
     def _audit(self, event: str, args: tuple) -> None:
+        if self.refused:  # already refused (the profile hook turning itself off, a traceback reading lines)
+            return
         if event == "open":
             path = args[0]
-            if self.refused:  # already refused: a traceback of the refusal may read the library's lines
-                return
             if isinstance(path, int) or path is None:
                 return
             try:
@@ -827,6 +846,11 @@ class CleanRoom:
                     return
             if self._from_learner(caller):
                 self.refuse(f"exercise {self.number} asks you to derive this; {event} is refused while it is graded")
+        elif event == "object.__getattr__":  # a frame behind a traceback or a generator: the grader's, above yours
+            caller = sys._getframe(2)
+            if caller is not None and self._kind(caller.f_code) == _LEARNER:
+                self.refuse(f"exercise {self.number} asks you to derive this; `.{args[1]}` (the grader's frames "
+                            f"and the lesson's variables) is refused while it is graded")
         elif event == "sys._getframe":  # (inspect.currentframe and inspect.stack call it too)
             if self._from_learner(sys._getframe(2)):
                 self.refuse(f"exercise {self.number} asks you to derive this; sys._getframe (the grader's "
@@ -861,6 +885,8 @@ class CleanRoom:
             _install_audit()
             self._thread, self._threads_before = threading.get_ident(), {t.ident for t in threading.enumerate()}
         outer_profile, outer_threads = sys.getprofile(), _thread_profile()
+        main = sys.modules.get("__main__")
+        sys.modules["__main__"] = _EMPTY_MAIN  # `import __main__` gives no lesson variable
         _ACTIVE.append(self)
         threading.setprofile(self._profile)
         self._switching = True
@@ -874,6 +900,24 @@ class CleanRoom:
             self._switching = False
             threading.setprofile(outer_threads)
             _ACTIVE.remove(self)
+            if main is not None:
+                sys.modules["__main__"] = main
+
+
+_EMPTY_MAIN = types.ModuleType("__main__", "The lesson's module while a function is graded: empty (lessons/course.py).")
+
+
+def _main_getattr(name: str):
+    """`import __main__; __main__.dx_fused` while a function is graded: refused by name."""
+    if name.startswith("__") or not _ACTIVE:
+        raise AttributeError(name)
+    room = _ACTIVE[-1]
+    room.refuse(f"exercise {room.number} asks you to derive this; `__main__.{name}` is the lesson's, not yours: "
+                f"while it is graded the lesson's module is empty")
+
+
+_EMPTY_MAIN.__getattr__ = _main_getattr
+_FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
 
 
 def _thread_profile():
@@ -889,7 +933,8 @@ def _install_audit() -> None:
     if not _AUDIT:
         def audit(event, args):
             if _ACTIVE and (event == "open" or event in _PROCESS_EVENTS or event in _GC_EVENTS
-                            or event in ("sys.setprofile", "_thread.start_new_thread", "sys._getframe")) \
+                            or event in ("sys.setprofile", "_thread.start_new_thread", "sys._getframe")
+                            or event == "object.__getattr__" and args[1] in _FRAME_ATTRIBUTES) \
                     and not getattr(_IN_AUDIT, "on", False):
                 _IN_AUDIT.on = True
                 try:

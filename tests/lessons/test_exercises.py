@@ -285,6 +285,8 @@ HAND_WRITTEN = {
         ("00_numerical_gradients", "my_numerical_grad__lesson_variable"),
         ("00_numerical_gradients", "my_silu_backward__grader_frame"),
         ("00_numerical_gradients", "my_silu_backward__inspect_frame"),
+        ("00_numerical_gradients", "my_silu_backward__traceback_frame"),
+        ("00_numerical_gradients", "my_numerical_grad__lesson_via_main"),
         ("01_linear_and_gelu", "my_gelu_max_gap__lesson_variable"),
         ("02_layernorm", "my_layernorm_backward__lesson_variable"),
         ("07_encoder_block", "my_stack_blocks__lesson_variable"),
@@ -295,7 +297,6 @@ HAND_WRITTEN = {
     # the lesson's variables reached through its module: refused or not, they answer another
     # question, because the grader draws its own inputs
     "the lesson's variables, on the grader's fresh inputs": [
-        ("00_numerical_gradients", "my_numerical_grad__lesson_via_main"),
         ("23_capstone_pretrain_finetune", "my_question_labels__hard_coded"),
         ("23_capstone_pretrain_finetune", "my_accuracy_interval__hard_coded"),
     ],

@@ -18,6 +18,7 @@ import importlib
 import importlib.util
 import inspect
 import sys
+import tempfile
 import threading
 import types
 from concurrent.futures import ThreadPoolExecutor
@@ -93,11 +94,15 @@ def _from_source(module):
 
 
 def _exec_text(module, text):
+    """The text saved as a file of one's own (outside minibert/: Numba caches next to it) and run."""
     copy = types.ModuleType(module.__name__ + "__text")
     copy.__package__ = module.__package__ or module.__name__.rpartition(".")[0]
+    path = Path(tempfile.mkdtemp(prefix="pasted-")) / "copy.py"
+    path.write_text(text, encoding="utf-8")
+    copy.__file__ = str(path)
     sys.modules[copy.__name__] = copy  # (dataclasses look their module up)
     try:
-        exec(compile(text, "<pasted>", "exec"), vars(copy))
+        exec(compile(text, str(path), "exec"), vars(copy))
     finally:
         sys.modules.pop(copy.__name__, None)
     return copy
