@@ -528,8 +528,10 @@ class CleanRoom:
 
     A refused call ends the check with one failed row that names the exercise and what was
     refused; your function catching the exception changes nothing (the refusal is recorded).
-    Not covered: library code typed in by hand (or pasted in as text and run), and code that digs
-    the grader's own objects out of memory (closure cells, the course module's state)."""
+    Not covered: library code typed in by hand (or pasted in as text at other line numbers), a
+    numerical gradient of a forward written in NumPy, and code that digs the grader's own objects
+    out of memory (closure cells, the `__globals__` of a function the grader hands over, the course
+    module's state)."""
 
     def __init__(self, number: int, fn: Callable, namespace: dict | None = None, refuses: tuple[str, ...] = (),
                  allows: tuple[str, ...] = (), calls_bound: int | None = None, check: Callable | None = None):
