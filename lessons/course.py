@@ -728,9 +728,10 @@ class CleanRoom:
         hit = self._kinds.get(id(code))
         if hit is not None and hit[1] is code:
             return hit[0]
-        if code in self.learner_codes:
+        key = (code.co_filename, code.co_name, code.co_firstlineno)  # a Numba call's stand-in code has only these
+        if code in self.learner_codes or key in _keys(self.learner_codes):
             kind = _LEARNER
-        elif code in self.allowed_codes:
+        elif code in self.allowed_codes or key in _keys(self.allowed_codes):
             kind = _ALLOWED
         elif code in self._lib:
             kind = _LIB
@@ -829,6 +830,15 @@ class CleanRoom:
                     break
                 frame = frame.f_back
             if self._from_learner(sys._getframe(2)):
+                frame = sys._getframe(2)
+                while frame is not None and self._kind(frame.f_code) != _LEARNER:  # Numba compiling a library kernel
+                    callee = frame.f_locals.get("self") if "numba" in frame.f_code.co_filename else None
+                    codes = _function_codes(callee) if _numba_dispatcher(callee) else []
+                    if codes and codes[0] in self._lib:  # for your function: that kernel is what was called
+                        self.refuse(self.message(_library_name(codes[0], self._lib)))
+                    if codes and codes[0] in self.learner_codes:
+                        return  # Numba compiling a function of yours reads your own lines
+                    frame = frame.f_back
                 where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
                 self.refuse(f"exercise {self.number} asks you to derive this; reading `{where.as_posix()}` "
                             f"(source of the library or the lessons) is refused while it is graded")
@@ -853,8 +863,11 @@ class CleanRoom:
             if caller is not None and self._kind(caller.f_code) == _LEARNER:
                 self.refuse(f"exercise {self.number} asks you to derive this; `.{args[1]}` (the grader's frames "
                             f"and the lesson's variables) is refused while it is graded")
-        elif event == "sys._getframe":  # (inspect.currentframe and inspect.stack call it too)
-            if self._from_learner(sys._getframe(2)):
+        elif event == "sys._getframe":  # from your code, or through inspect/traceback (currentframe, stack)
+            caller = sys._getframe(2)  # (Numba compiling calls it too: that is not your code asking)
+            while caller is not None and caller.f_code.co_filename in (inspect_module_file(), traceback.__file__):
+                caller = caller.f_back
+            if caller is not None and self._kind(caller.f_code) == _LEARNER:
                 self.refuse(f"exercise {self.number} asks you to derive this; sys._getframe (the grader's "
                             f"frames and the lesson's variables) is refused while it is graded")
 
@@ -920,6 +933,25 @@ def _main_getattr(name: str):
 
 _EMPTY_MAIN.__getattr__ = _main_getattr
 _FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
+
+
+_KEYS: dict[int, tuple[set, int, set]] = {}
+
+
+def _keys(codes: set) -> set:
+    """(file, name, first line) of each code object of `codes` (recomputed when the set grows)."""
+    hit = _KEYS.get(id(codes))
+    if hit is None or hit[0] is not codes or hit[1] != len(codes):
+        if len(_KEYS) > 1000:
+            _KEYS.clear()
+        hit = _KEYS[id(codes)] = (codes, len(codes), {(c.co_filename, c.co_name, c.co_firstlineno) for c in codes})
+    return hit[2]
+
+
+def inspect_module_file() -> str:
+    import inspect
+
+    return inspect.__file__
 
 
 def _thread_profile():

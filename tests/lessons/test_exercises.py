@@ -788,3 +788,36 @@ def test_a_notebook_cell_is_graded_in_the_clean_room_too(tmp_path):
     assert correct["ok"] and "exercise 3, my_silu_backward: passed" in correct["out"], correct["out"][-2000:]
     assert not refused["ok"] and "exercise 1 asks you to derive this; `dx_fused` is the lesson's" in refused["out"], \
         refused["out"][-2000:]
+
+
+def test_a_compiled_helper_of_yours_compiles_in_the_clean_room(course, tmp_path):
+    """A Numba function you wrote next to the exercise compiles while graded (Numba reads its
+    lines from the lesson's file), and one that calls a compiled minibert kernel is refused."""
+    lesson = tmp_path / "99_toy_numba.py"
+    lesson.write_text(
+        "import numba\n"
+        "import numpy as np\n"
+        "from minibert import kernels\n"
+        "# %%\n"
+        "@numba.njit\n"
+        "def _twice_kernel(x):\n"
+        "    out = np.empty_like(x)\n"
+        "    for i in range(x.shape[0]):\n"
+        "        out[i] = 2.0 * x[i]\n"
+        "    return out\n"
+        "def my_double(x):\n"
+        "    return _twice_kernel(x.ravel()).reshape(x.shape)\n"
+        "@numba.njit\n"
+        "def _with_library(a):\n"
+        "    d = np.ones_like(a)\n"
+        "    kernels.softmax_backward_head(d, a, np.zeros((1, 1, 1, 1)), 0, 0, False, 1.0)\n"
+        "    return d\n"
+        "def my_double__library(x):\n"
+        "    _with_library(np.eye(2))\n"
+        "    return 2 * x\n", encoding="utf-8")
+    ns = {"__name__": "__main__"}
+    exec(compile(lesson.read_text(encoding="utf-8"), str(lesson), "exec"), ns)
+    ex = course.Exercises("99_toy", namespace=ns)
+    assert ex.grade(1, ns["my_double"], _check(course)) is ns["my_double"]
+    with pytest.raises(course.ExerciseFailed, match=r"`kernels.softmax_backward_head` is the library's answer"):
+        ex.grade(1, ns["my_double__library"], _check(course))
