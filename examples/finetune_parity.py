@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 
 from minibert.finetune.commands import build_run, task_kind  # noqa: E402
 from minibert.finetune.run import FinetuneConfig  # noqa: E402
+from minibert.loop import engine  # noqa: E402
 from minibert.optim import lr_at  # noqa: E402
 
 HF_CLASS = {"classification": "BertForSequenceClassification", "regression": "BertForSequenceClassification",
@@ -188,7 +189,7 @@ def run_torch(run, cfg, kind, log):
             windows.append((step + 1, float(np.mean(losses[-((step + 1 - 1) % cfg.log_interval + 1):]))))
         if (step + 1) % 50 == 0:
             log(f"torch step {step + 1}/{run.total_steps} loss {float(loss):.4f} ({1000 * t_train / (step + 1):.0f} ms/step)")
-        if run.is_eval_step(step + 1):
+        if engine.is_eval_step(run.settings, step + 1, run.total_steps):
             scores = run.source.evaluate(TorchAsMinibert(model, kind))
             evals.append({"step": step + 1, **scores})
             log(f"torch dev at step {step + 1}: {fmt(scores)}")
@@ -211,9 +212,9 @@ def run_minibert(run, log, existing: str | None = None):
         directory = Path(existing)
         seconds = None
     else:
-        run.start()
+        loop = run.start()
         t0 = time.perf_counter()
-        run.train()
+        engine.run(run, loop)
         seconds = time.perf_counter() - t0
         directory = run.dir
     recs, _ = read_jsonl(directory / "metrics.jsonl")

@@ -22,6 +22,7 @@ re-run; cells run one at a time, on one thread.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -75,6 +76,7 @@ def cell_key(kind, n, seed):
 def run_cell(args, kind, n, seed, init, lr, T) -> dict:
     from minibert.finetune.commands import build_run
     from minibert.finetune.run import FinetuneConfig
+    from minibert.loop import engine
     from minibert.loop.rundir import read_jsonl
 
     data = subset_dir(Path(args.data), n, seed, Path(args.work) / "data")
@@ -94,11 +96,9 @@ def run_cell(args, kind, n, seed, init, lr, T) -> dict:
     run = build_run(cfg, verbose=False)
     total = run.total_steps
     eval_at = {total} | {round(total * (i + 1) / args.evals) for i in range(args.evals)}
-    run.is_eval_step = lambda step: step in eval_at  # a few evaluations, evenly spaced
-    run.verbose = False
+    run.settings = dataclasses.replace(run.settings, eval_at=tuple(sorted(eval_at)))  # a few evaluations, evenly spaced
     t0 = time.perf_counter()
-    run.start()
-    run.train()
+    engine.run(run, run.start())
     seconds = time.perf_counter() - t0
     recs, _ = read_jsonl(out / "metrics.jsonl")
     evals = [r for r in recs if r["type"] == "eval"]

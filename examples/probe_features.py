@@ -40,7 +40,7 @@ def read_tsv(path: Path) -> tuple[list[str], np.ndarray]:
 def load(spec: str, seed: int):
     """`DIR` -> its pretrained model; `random:DIR` -> DIR's config and vocabulary, fresh weights."""
     from minibert.bert import BertForPreTraining
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     random = spec.startswith("random:")
     directory = Path(spec.split(":", 1)[1] if random else spec)

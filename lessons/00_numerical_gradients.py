@@ -4,9 +4,9 @@
 # **Goal.** Every layer in minibert has a hand-written backward pass. How do we know it is
 # right? We nudge the input a tiny bit, watch how the output moves, and compare that slope with
 # the hand-written gradient. This lesson builds that check from scratch and teaches you to read
-# the table that `minibert.gradcheck.compare` prints.
+# the table that `minibert.analysis.gradcheck.compare` prints.
 #
-# **Finish line.** Your own `my_numerical_grad` agrees with `minibert.gradcheck.numerical_grad`,
+# **Finish line.** Your own `my_numerical_grad` agrees with `minibert.analysis.gradcheck.numerical_grad`,
 # a hand-derived gradient passes the check, and two classic mistakes (float32, `dout = ones`)
 # are shown to fool or break the check. Every check below is an `assert`: if this file runs to
 # the end, you passed.
@@ -22,7 +22,7 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import Exercises, show
-from minibert import gradcheck
+from minibert.analysis import gradcheck
 
 rng = np.random.default_rng(0)
 N, D = 3, 4
@@ -90,10 +90,13 @@ assert gradcheck.compare("dx (atomic)", dx, num_dx)
 #
 # **Reading the table.** `gradcheck.compare(name, analytic, reference)` prints one row and
 # returns a `Check` that is truthy when the check passes (so we can `assert` it). `max_abs` is
-# the largest `|analytic - numeric|`. `max_rel` is CS231n's relative error: the difference
-# measured against the sizes of *both* numbers, entry by entry, the largest over the entries
-# (exercise 2 writes it). Below 1e-7 is good, 1e-7..1e-4 deserves a closer look, above 1e-2 is
-# wrong. The verdict uses the rule `|a - n| <= atol + rtol * |n|` for every entry
+# the largest `|analytic - numeric|`. `max_rel` is a relative error: for each entry the
+# difference divided by the *sum* of the two sizes, `|a| + |n|` (with a floor under it), the
+# largest over the entries (exercise 2 writes it). That is the denominator of CS231n's
+# assignment code (`rel_error`, floor 1e-8; minibert's floor is 1e-12); CS231n's notes divide by
+# the *larger* size, `max(|a|, |n|)`, which gives up to twice as much, so their ranges read as
+# a factor of 2 or less off here. Below 1e-7 is good, 1e-7..1e-4 deserves a closer look, above
+# 1e-2 is wrong. The verdict uses the rule `|a - n| <= atol + rtol * |n|` for every entry
 # (`gradcheck.ATOL`, `gradcheck.RTOL`), so a tiny true gradient next to a numeric 0 does not fail
 # on a meaningless relative error.
 
@@ -150,9 +153,10 @@ assert not gradcheck.compare("buggy, random dout (bug caught)", buggy_backward(d
 #    which you change in place, so `x` must be exactly as it was when you return. Graded against
 #    the true gradient of this lesson's `f`: a centered difference is within about 1e-9 of it, a
 #    one-sided one is off by about `h`.
-# 2. `my_rel_error(a, n)`: the `max_rel` column. For every entry, the difference relative to the
-#    sizes of the two numbers; return the largest. Two entries that are both 0 agree perfectly:
-#    make that a 0, not a division by zero (a floor of 1e-12 under the denominator does it).
+# 2. `my_rel_error(a, n)`: the `max_rel` column. For every entry, `|a - n|` divided by the sum of
+#    the two sizes, `|a| + |n|` (the assignment code's denominator, not the notes' `max(|a|, |n|)`);
+#    return the largest. Two entries that are both 0 agree perfectly: make that a 0, not a
+#    division by zero (a floor of 1e-12 under the denominator does it).
 # 3. `my_silu_backward(dout, x)`: the gradient of SiLU, `f(x) = x * sigmoid(x)`. With
 #    `s = sigmoid(x)`, `ds/dx = s (1 - s)`; do not forget `dout`.
 
@@ -163,8 +167,8 @@ def my_numerical_grad(f, x, dout, h=1e-5):
 
 
 def my_rel_error(a, n):
-    """() CS231n's relative error of a against n, the largest over all entries."""
-    raise NotImplementedError("exercise 2: write CS231n's relative error")  # your code here
+    """() |a - n| / (|a| + |n|), floored at 1e-12 below, the largest over all entries."""
+    raise NotImplementedError("exercise 2: write the max_rel column's relative error")  # your code here
 
 
 def my_silu_backward(dout, x):
@@ -176,26 +180,44 @@ def my_silu_backward(dout, x):
 ex = Exercises("00_numerical_gradients")
 
 
+def one_sided(x0, d0, h=1e-5):
+    """The one-sided difference (L(x + h e_i) - L(x)) / h of the pretend loss at x0, entry by entry."""
+    xx, g = x0.copy(), np.zeros_like(x0)  # (N, D) each
+    base = np.sum(f(xx) * d0)
+    for i in np.ndindex(*x0.shape):
+        xx[i] += h
+        g[i] = (np.sum(f(xx) * d0) - base) / h
+        xx[i] = x0[i]
+    return g
+
+
 def check_numerical_grad(fn):
     r = np.random.default_rng(1001)  # the grader's own inputs, drawn now: no lesson variable holds the answer
     xg, dg = r.standard_normal(x.shape), r.standard_normal(x.shape)  # (N, D)
     x_before = xg.copy()
     mine = fn(lambda: f(xg), xg, dg)
     true = dg * (2 * x_before * np.tanh(x_before) + x_before**2 * (1 - np.tanh(x_before) ** 2))  # the fused formula
+    words = "the one-sided difference (L(x + h e_i) - L(x)) / h, off by about h: nudge both ways, by +h and by -h"
     return [course.true("x is restored afterwards", np.array_equal(xg, x_before),
                         hint="x changed: put x[i] back after the two nudges"),
-            course.close("equals the true gradient dx (to 1e-9)", mine, true, rtol=1e-7, atol=1e-9)]
+            course.close("equals the true gradient dx (to 1e-9)", mine, true, rtol=1e-7, atol=1e-9,
+                         wrongs=lambda: {words: one_sided(x_before, dg)})]
 
 
 def check_rel_error(fn):
     # known answers, worked out by hand (the worked lines are under "exercise 2's answer" below)
     exact = dict(rtol=1e-9, atol=1e-12)  # known answers: to rounding
+    notes = "dividing by the larger size, max(|a|, |n|) (CS231n's notes), not by the sum |a| + |n|"
+    mean = "the mean over the entries, not the largest"
     return [course.close("[1, 0, -2] vs [1.1, 0, -2]",
-                         fn(np.array([1.0, 0.0, -2.0]), np.array([1.1, 0.0, -2.0])), 0.047619047619048, **exact),
+                         fn(np.array([1.0, 0.0, -2.0]), np.array([1.1, 0.0, -2.0])), 0.047619047619048, **exact,
+                         wrongs={notes: 0.1 / 1.1, mean: 0.047619047619048 / 3}),
             course.close("0 vs 0: 0, not nan", fn(np.zeros(3), np.zeros(3)), 0.0, atol=1e-15),
-            course.close("1e-3 vs -1e-3: 1", fn(np.array([1e-3]), np.array([-1e-3])), 1.0, **exact),
+            course.close("1e-3 vs -1e-3: 1", fn(np.array([1e-3]), np.array([-1e-3])), 1.0, **exact,
+                         wrongs={notes: 2.0}),
             course.close("the largest entry of a (2, 2) array: 1 / 3",
-                         fn(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.0, 1.0], [3.0, 4.0]])), 1 / 3, **exact)]
+                         fn(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[1.0, 1.0], [3.0, 4.0]])), 1 / 3, **exact,
+                         wrongs={notes: 0.5, mean: 1 / 12})]
 
 
 def check_silu_backward(fn):
@@ -203,13 +225,16 @@ def check_silu_backward(fn):
     xs, ds = 2 * r.standard_normal(x.shape), r.standard_normal(x.shape)  # (N, D)
     mine = fn(ds, xs.copy())
     silu = lambda: xs / (1 + np.exp(-xs))  # noqa: E731
-    return [course.close("dx vs numerical gradient", mine, gradcheck.numerical_grad(silu, xs, ds))]
+    # the answer that forgets dout is the gradient for dout = ones (the bug "Why dout must be random" hides)
+    no_dout = gradcheck.numerical_grad(silu, xs, np.ones_like(xs))  # (N, D)
+    return [course.close("dx vs numerical gradient", mine, gradcheck.numerical_grad(silu, xs, ds),
+                         wrongs={"dout forgotten (you return d out / dx; the chain rule multiplies it by dout)": no_dout})]
 
 
 my_numerical_grad = ex.grade(1, my_numerical_grad, check_numerical_grad, numerical=True,
-                             refuses=("gradcheck.numerical_grad", "gradcheck.numerical_grad_scalar"))
+                             refuses=("analysis.gradcheck.numerical_grad", "analysis.gradcheck.numerical_grad_scalar"))
 my_rel_error = ex.grade(2, my_rel_error, check_rel_error,
-                        refuses=("gradcheck.compare",))
+                        refuses=("analysis.gradcheck.compare",))
 my_silu_backward = ex.grade(3, my_silu_backward, check_silu_backward)
 
 # %% [markdown]

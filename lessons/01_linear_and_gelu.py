@@ -21,7 +21,8 @@ import math
 import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 
 rng = np.random.default_rng(1)
 B, T, C_in, C_out = 2, 3, 5, 4
@@ -31,11 +32,11 @@ print(gradcheck.HEADER)
 # ## Linear: the math
 # `out[i, j, :] = x[i, j, :] @ w + b` for every sequence `i` and token `j`, with `w` of shape `(C_in, C_out)` (PyTorch stores
 # it transposed as `(C_out, C_in)`; minibert keeps `(C_in, C_out)` so the code reads `x @ w`).
-# Backward needs `x` (for `dw`) and `w` (for `dx`):
-#
-#     dx = dout @ w.T        dw = sum over (b, t) of x[b, t]^T dout[b, t]        db = sum of dout
-#
-# `w` and `b` are shared by all `B*T` tokens, so their gradients are *sums* over tokens.
+# Its backward is exercise 1, at the end of the lesson: from `dout` `(B, T, C_out)` it returns
+# `dx` `(B, T, C_in)`, `dw` `(C_in, C_out)` and `db` `(C_out,)`, each entry by the chain rule
+# `dL/dp = sum over every output entry o of dout[o] * d out[o] / d p`. `w` and `b` are shared by
+# all `B*T` tokens: every token's output depends on them. The lesson shows the backward after
+# grading yours.
 
 # %%
 x = rng.standard_normal((B, T, C_in))  # (B, T, C_in)
@@ -45,26 +46,7 @@ b = rng.standard_normal(C_out)  # (C_out,)
 xw = x @ w  # (B, T, C_in) @ (C_in, C_out) -> (B, T, C_out)
 out = xw + b  # (B, T, C_out)  b is broadcast over B and T
 dout = rng.standard_normal(out.shape)  # (B, T, C_out)
-
-# %% [markdown]
-# ## Linear: backward, line by line
-# To check an intermediate we make it the input of "the rest of the forward" and take the
-# numerical gradient with respect to it (lesson 00).
-
-# %%
-# forward was: out = xw + b
-dxw = dout  # (B, T, C_out) adding b does not change how out depends on xw
-db = dout.sum(axis=(0, 1))  # (C_out,) b was broadcast to every token, so its gradient sums
-xw_in = xw.copy()
-assert gradcheck.compare("linear: dxw", dxw, gradcheck.numerical_grad(lambda: xw_in + b, xw_in, dout))
-# forward was: xw = x @ w
-dx = dxw @ w.T  # (B, T, C_out) @ (C_out, C_in) -> (B, T, C_in)
-dw = np.einsum("bti,btj->ij", x, dxw)  # (C_in, C_out) sum over every token (b, t)
-fwd = lambda: x @ w + b  # noqa: E731
-assert gradcheck.compare("linear: dx", dx, gradcheck.numerical_grad(fwd, x, dout))
-assert gradcheck.compare("linear: dw", dw, gradcheck.numerical_grad(fwd, w, dout))
-assert gradcheck.compare("linear: db", db, gradcheck.numerical_grad(fwd, b, dout))
-x_lin, w_lin, b_lin, dout_lin, dx_lin, db_lin = x, w, b, dout, dx, db  # for the fused form, after the exercises
+x_lin, w_lin, b_lin, dout_lin = x, w, b, dout  # section 1's arrays, for the backward after the exercises
 
 # %% [markdown]
 # ## GELU: the math
@@ -148,8 +130,9 @@ assert gradcheck.compare("gelu: dx fused vs layers.gelu_backward", dx_fused, lay
 # from `lessons/solutions/01_linear_and_gelu.py` (look there when you are done).
 #
 # 1. `my_linear_backward(dout, x, w)`: return `(dx, dw, db)` for any number of leading axes:
-#    `x` may be `(B, T, C_in)`, `(N, C_in)` or `(B, H, T, C_in)`. The einsum above names the
-#    axes `b, t`; yours cannot, since it does not know how many there are. Each of the three
+#    `x` may be `(B, T, C_in)`, `(N, C_in)` or `(B, H, T, C_in)`: your code cannot name the
+#    leading axes, since it does not know how many there are. Work out one entry of each gradient
+#    by the chain rule first (`out[..., j] = sum_i x[..., i] w[i, j] + b[j]`). Each of the three
 #    gradients is graded on its own against the numerical gradient.
 # 2. `my_gelu_tanh_backward(dout, x)`: the tanh approximation
 #    `0.5 x (1 + tanh(u))`, `u = sqrt(2/pi) (x + 0.044715 x^3)`. Hint: `d tanh(u) = 1 - tanh(u)^2`,
@@ -207,14 +190,34 @@ def check_gelu_tanh_backward(fn):
     two_x = lambda: 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (c + 0.044715 * c**3)))  # noqa: E731
     paths = {"the path through the first x (tanh held fixed)": gradcheck.numerical_grad(two_x, a, dg),
              "the path through tanh(u(x)) (the first x held fixed)": gradcheck.numerical_grad(two_x, c, dg)}
-    return [course.close("dx vs numerical gradient", fn(dg, xg), num, terms=paths)]
-
-
-GELU_GAP = 4.7324e-4  # max |gelu_exact - gelu_tanh| on [-6, 6], measured on a grid of 1.2 million points
+    # u's cubic term frozen at this x: the tanh path with du/dx as if u were sqrt(2/pi) x alone
+    flat_u = lambda: 0.5 * xg * (1 + np.tanh(math.sqrt(2 / math.pi) * (c + 0.044715 * xg**3)))  # noqa: E731
+    no_cubic = paths["the path through the first x (tanh held fixed)"] + gradcheck.numerical_grad(flat_u, c, dg)
+    wrongs = {"du/dx without the derivative of u's cubic term 0.044715 x^3 (it depends on x too)": no_cubic}
+    return [course.close("dx vs numerical gradient", fn(dg, xg), num, terms=paths, wrongs=wrongs)]
 
 
 def check_gelu_max_gap(fn):
-    return [course.close("max gap on [-6, 6] (within 1%)", fn(), GELU_GAP, rtol=0.01, atol=0.0)]
+    # the grader's own measurement, now, from the two formulas themselves (the exact one with this
+    # lesson's erf): a grid of step 1e-3, then a grid of step 1e-6 around its largest gap
+    def gaps(grid):
+        tanh_form = 0.5 * grid * (1 + np.tanh(math.sqrt(2 / math.pi) * (grid + 0.044715 * grid**3)))
+        return np.abs(grid * 0.5 * (1.0 + erf(grid / SQRT2)) - tanh_form)  # same shape as grid
+
+    coarse = np.linspace(-6, 6, 12_001)  # (12001,)
+    top = coarse[np.argmax(gaps(coarse))]
+    grid = np.concatenate([coarse, np.linspace(top - 1e-3, top + 1e-3, 2_001)])  # (14002,)
+    gap = gaps(grid)  # (14002,)
+    got = fn()
+    result = course.close("max gap on [-6, 6] (within 1%)", got, gap.max(), rtol=0.01, atol=0.0)
+    if not result.ok and np.ndim(got) == 0 and np.isfinite(got) and got < gap.max():
+        peak = float(abs(grid[np.argmax(gap)]))
+        result = result._replace(detail=f"{result.detail}. Smaller than the largest gap: your grid steps over "
+                                        f"its peaks, at x = -{peak:.2f} and +{peak:.2f}; a finer grid finds them")
+    elif not result.ok and np.ndim(got) == 0 and got > gap.max():
+        result = result._replace(detail=f"{result.detail}. Larger than the gap can be anywhere on [-6, 6]: "
+                                        "not |exact - tanh| of the same x?")
+    return [result]
 
 
 my_linear_backward = ex.grade(1, my_linear_backward, check_linear_backward, paths=("dx", "dw", "db"),
@@ -225,18 +228,43 @@ my_gelu_max_gap = ex.grade(3, my_gelu_max_gap, check_gelu_max_gap, allows=("laye
 print(f"max |gelu_exact - gelu_tanh| on [-6, 6] = {my_gelu_max_gap():.2e}")
 
 # %% [markdown]
-# ## Linear: fused, and minibert's version (exercise 1's answer)
+# ## Linear: backward, line by line (exercise 1's answer)
+# Backward needs `x` (for `dw`) and `w` (for `dx`):
+#
+#     dx = dout @ w.T        dw = sum over (b, t) of x[b, t]^T dout[b, t]        db = sum of dout
+#
+# `w` and `b` are shared by all `B*T` tokens, so their gradients are *sums* over tokens. To check
+# an intermediate we make it the input of "the rest of the forward" and take the numerical
+# gradient with respect to it (lesson 00).
+
+# %%
+x, w, b, dout = x_lin, w_lin, b_lin, dout_lin  # section 1's arrays (the grader drew its own)
+xw = x @ w  # (B, T, C_out) the forward's intermediate
+# forward was: out = xw + b
+dxw = dout  # (B, T, C_out) adding b does not change how out depends on xw
+db = dout.sum(axis=(0, 1))  # (C_out,) b was broadcast to every token, so its gradient sums
+xw_in = xw.copy()
+assert gradcheck.compare("linear: dxw", dxw, gradcheck.numerical_grad(lambda: xw_in + b, xw_in, dout))
+# forward was: xw = x @ w
+dx = dxw @ w.T  # (B, T, C_out) @ (C_out, C_in) -> (B, T, C_in)
+dw = np.einsum("bti,btj->ij", x, dxw)  # (C_in, C_out) sum over every token (b, t)
+fwd = lambda: x @ w + b  # noqa: E731
+assert gradcheck.compare("linear: dx", dx, gradcheck.numerical_grad(fwd, x, dout))
+assert gradcheck.compare("linear: dw", dw, gradcheck.numerical_grad(fwd, w, dout))
+assert gradcheck.compare("linear: db", db, gradcheck.numerical_grad(fwd, b, dout))
+
+# %% [markdown]
+# ## Linear: fused, and minibert's version
 # `minibert.layers.linear_forward(x, w, b)` returns `(out, LinearCache(x, w))`, and
 # `linear_backward(dout, cache)` returns `(dx, dw, db)`. It computes `dw` as one matrix product
 # by flattening the tokens: `x.reshape(-1, C_in).T @ dout.reshape(-1, C_out)`.
 
 # %%
-x, w, b, dout = x_lin, w_lin, b_lin, dout_lin  # section 1's arrays
 out_lib, cache = layers.linear_forward(x, w, b)  # (B, T, C_out)
 assert np.allclose(out_lib, x @ w + b)
 dx_lib, dw_lib, db_lib = layers.linear_backward(dout, cache)
 dw_flat = x.reshape(-1, C_in).T @ dout.reshape(-1, C_out)  # (C_in, B*T) @ (B*T, C_out) -> (C_in, C_out)
-for name, mine, lib in (("dx", dx_lin, dx_lib), ("dw", dw_flat, dw_lib), ("db", db_lin, db_lib)):
+for name, mine, lib in (("dx", dx, dx_lib), ("dw", dw_flat, dw_lib), ("db", db, db_lib)):
     assert gradcheck.compare(f"linear: {name} vs layers.linear_backward", mine, lib)
 
 

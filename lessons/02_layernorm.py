@@ -18,7 +18,8 @@
 import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 
 rng = np.random.default_rng(2)
 B, T, C = 2, 3, 8
@@ -52,55 +53,17 @@ assert np.allclose(out, layers.layernorm_forward(x, w, b, eps)[0])
 dout = rng.standard_normal(out.shape)  # (B, T, C)
 
 # %% [markdown]
-# ## Backward, line by line
-# Each check treats one intermediate as the input of the rest of the forward. `rest_from_xc`
-# recomputes `var`, `rstd`, `norm` and `out` from `xc`, so its numerical gradient includes
-# *both* paths from `xc` (directly into `norm`, and through `var`).
-# Broadcasting rule for backward: if forward broadcast a `(B, T, 1)` array over `C`, backward
-# sums over that axis (`keepdims=True`).
-
-# %%
-def rest_from_xc(xc):
-    rstd = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)  # (B, T, 1)
-    return xc * rstd * w + b  # (B, T, C)
-
-
-# forward was: out = norm * w + b
-db = dout.sum(axis=(0, 1))  # (C,)
-dw = (dout * norm).sum(axis=(0, 1))  # (C,)
-dnorm = dout * w  # (B, T, C)
-norm_in = norm.copy()
-assert gradcheck.compare("dnorm", dnorm, gradcheck.numerical_grad(lambda: norm_in * w + b, norm_in, dout))
-# forward was: norm = xc * rstd
-drstd = (dnorm * xc).sum(axis=-1, keepdims=True)  # (B, T, 1) rstd was broadcast over C
-dxc = dnorm * rstd  # (B, T, C) first path into xc
-rstd_in = rstd.copy()
-assert gradcheck.compare("drstd", drstd, gradcheck.numerical_grad(lambda: xc * rstd_in * w + b, rstd_in, dout))
-# forward was: rstd = (var + eps) ** -0.5
-dvar = drstd * -0.5 * (var + eps) ** -1.5  # (B, T, 1)
-var_in = var.copy()
-assert gradcheck.compare("dvar", dvar, gradcheck.numerical_grad(
-    lambda: xc / np.sqrt(var_in + eps) * w + b, var_in, dout))
-# forward was: var = mean(xc * xc)
-dxc = dxc + dvar * 2.0 * xc / C  # (B, T, C) gradients add up at forks (second path into xc)
-xc_in = xc.copy()
-assert gradcheck.compare("dxc", dxc, gradcheck.numerical_grad(lambda: rest_from_xc(xc_in), xc_in, dout))
-# forward was: xc = x - mean,  mean = mean(x)
-dmean = -dxc.sum(axis=-1, keepdims=True)  # (B, T, 1)
-dx = dxc + dmean / C  # (B, T, C) every x_c contributed 1/C to the mean
-fwd = lambda: layers.layernorm_forward(x, w, b, eps)[0]  # noqa: E731
-num_dx = gradcheck.numerical_grad(fwd, x, dout)  # (B, T, C)
-assert gradcheck.compare("dx (atomic)", dx, num_dx)
-assert gradcheck.compare("dw", dw, gradcheck.numerical_grad(fwd, w, dout))
-assert gradcheck.compare("db", db, gradcheck.numerical_grad(fwd, b, dout))
-
-# %% [markdown]
-# ## Fused backward: your derivation
-# Seven lines for one layer is a lot. Write `g = dout * w` (that is `dnorm`) and substitute the
-# lines above into each other, using `xc = norm / rstd` and `(var + eps)^-1.5 = rstd^3`. What is
-# left is three terms in `g`, `norm` and `rstd`, with two means over the `C` features: the plain
-# scaling of `g`, and one correction for each statistic the row's output depends on. Working
-# that out is exercise 1; the lesson shows the formula after grading it.
+# ## Backward: your derivation
+# Backward gets `dout` `(B, T, C)` and returns `dx` `(B, T, C)`, `dw` `(C,)` and `db` `(C,)`. By
+# the chain rule, `dx[c] = sum over c' of dout[c'] * d out[c'] / d x[c]` within a token's row,
+# and `x[c]` reaches every `out[c']` of its row three ways: directly through `xc = x - mean`,
+# through `mean`, and through `var` (hence `rstd`). `mean`, `var` and `rstd` are `(B, T, 1)`,
+# broadcast over `C` in the forward, so their gradients sum over `C` (`keepdims=True`); `w` and
+# `b` are shared by every token, so theirs sum over `B` and `T`. Write `g = dout * w` (the
+# gradient reaching `norm`) and use `xc = norm / rstd`: what is left is three terms in `g`,
+# `norm` and `rstd`, with two means over the `C` features: the plain scaling of `g`, and one
+# correction for each statistic the row's output depends on. Working that out, on paper, is
+# exercise 1; the lesson shows the line-by-line backward and the formula after grading yours.
 
 # %% [markdown]
 # ## Discussion
@@ -118,8 +81,7 @@ assert gradcheck.compare("db", db, gradcheck.numerical_grad(fwd, b, dout))
 #
 # 1. `my_layernorm_backward(dout, norm, w, rstd)`: return `(dx, dw, db)`, `dx` with the fused
 #    formula you derived above (one line, no `xc` or `var`: the cache holds only `norm`, `w` and
-#    `rstd`). Each gradient is graded on its own: `dx` against the line-by-line `dx`, `dw` and `db`
-#    against numerical gradients.
+#    `rstd`). Each gradient is graded on its own against the numerical gradient.
 # 2. `my_rmsnorm_backward(dout, x, w)`: RMSNorm (used by newer models such as LLaMA) skips the
 #    mean: `out = w * x * r` with `r = 1 / sqrt(mean(x^2) + eps)`. Derive `dx` the same way
 #    (it has two terms, not three: there is no mean to undo).
@@ -162,12 +124,28 @@ def fresh_inputs(seed):
     return xg, wg, bg, dg, (xg - mu) * rstd_g, rstd_g
 
 
+def frozen(x0, w0, b0, d0, mean_of=None, var_of=None):
+    """LayerNorm of x0 with its mean and/or its variance frozen at x0's (constants), for the terms
+    each statistic adds to the gradient: the full gradient minus this one's."""
+    xx = x0.copy()
+
+    def forward():
+        m = mean_of if mean_of is not None else xx.mean(-1, keepdims=True)  # (B, T, 1)
+        v = var_of if var_of is not None else ((xx - m) ** 2).mean(-1, keepdims=True)  # (B, T, 1)
+        return (xx - m) / np.sqrt(v + eps) * w0 + b0  # (B, T, C)
+    return gradcheck.numerical_grad(forward, xx, d0)  # (B, T, C)
+
+
 def check_layernorm_backward(fn):
     xg, wg, bg, dg, norm_g, rstd_g = fresh_inputs(2001)
     mine = fn(dg, norm_g, wg, rstd_g)
     fwd = lambda: layers.layernorm_forward(xg, wg, bg, eps)[0]  # noqa: E731
-    return [course.close("dx vs numerical gradient", mine[0], gradcheck.numerical_grad(fwd, xg, dg),
-                         zero_sum="the mean term"),
+    full = gradcheck.numerical_grad(fwd, xg, dg)  # (B, T, C)
+    mean_g = xg.mean(-1, keepdims=True)
+    var_g = ((xg - mean_g) ** 2).mean(-1, keepdims=True)
+    terms = {"the mean term (the path from x through the mean)": full - frozen(xg, wg, bg, dg, mean_of=mean_g),
+             "the variance term (the path from x through the variance)": full - frozen(xg, wg, bg, dg, var_of=var_g)}
+    return [course.close("dx vs numerical gradient", mine[0], full, zero_sum="the mean term", terms=terms),
             course.close("dw vs numerical gradient", mine[1], gradcheck.numerical_grad(fwd, wg, dg)),
             course.close("db vs numerical gradient", mine[2], gradcheck.numerical_grad(fwd, bg, dg))]
 
@@ -176,20 +154,28 @@ def check_rmsnorm_backward(fn):
     xg, wg, _, dg, _, _ = fresh_inputs(2002)
     mine = fn(dg, xg.copy(), wg, eps)
     rms = lambda: xg / np.sqrt((xg * xg).mean(-1, keepdims=True) + eps) * wg  # noqa: E731
-    return [course.close("dx vs numerical gradient", mine, gradcheck.numerical_grad(rms, xg, dg))]
+    r = 1 / np.sqrt((xg * xg).mean(-1, keepdims=True) + eps)  # (B, T, 1) frozen: a constant
+    xx = xg.copy()
+    full = gradcheck.numerical_grad(rms, xg, dg)  # (B, T, C)
+    r_constant = gradcheck.numerical_grad(lambda: xx * r * wg, xx, dg)  # (B, T, C)
+    terms = {"the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x: you held it constant)": full - r_constant}
+    return [course.close("dx vs numerical gradient", mine, full, terms=terms)]
 
 
 def check_dx_without_mean_term(fn):
     xx, wg, bg, dg, norm_g, rstd_g = fresh_inputs(2003)
     mine = fn(dg, norm_g, wg, rstd_g)
     m = xx.mean(axis=-1, keepdims=True)  # (B, T, 1) computed once, then a constant
+    x_full = xx.copy()
 
     def frozen_mean_layernorm():
         xm = xx - m  # (B, T, C)
         return xm / np.sqrt((xm * xm).mean(-1, keepdims=True) + eps) * wg + bg  # (B, T, C)
 
+    full = gradcheck.numerical_grad(lambda: layers.layernorm_forward(x_full, wg, bg, eps)[0], x_full, dg)  # (B, T, C)
+    wrongs = {"exercise 1's dx unchanged (with the mean a constant, its term goes)": full}
     return [course.close("dx vs numerical gradient, mean held constant", mine,
-                         gradcheck.numerical_grad(frozen_mean_layernorm, xx, dg))]
+                         gradcheck.numerical_grad(frozen_mean_layernorm, xx, dg), wrongs=wrongs)]
 
 
 my_layernorm_backward = ex.grade(1, my_layernorm_backward, check_layernorm_backward, paths=("dx", "dw", "db"),
@@ -197,11 +183,54 @@ my_layernorm_backward = ex.grade(1, my_layernorm_backward, check_layernorm_backw
 my_rmsnorm_backward = ex.grade(2, my_rmsnorm_backward, check_rmsnorm_backward)
 my_dx_without_mean_term = ex.grade(3, my_dx_without_mean_term, check_dx_without_mean_term,
                                    refuses=("layers.layernorm_backward", "kernels.layernorm_backward"))
-sums_true = np.abs(dx.sum(axis=-1)).max()  # largest |row sum| of the true dx (line by line)
+sums_true = np.abs(my_layernorm_backward(dout, norm, w, rstd)[0].sum(axis=-1)).max()  # largest |row sum| of the true dx
 sums_no_mean = np.abs(my_dx_without_mean_term(dout, norm, w, rstd).sum(axis=-1)).max()
 print(f"w = {w.round(2)} (random, not ones)")
 print(f"largest |sum over C of dx|: true dx {sums_true:.1e}, without the mean term {sums_no_mean:.1e}")
 assert sums_true < 1e-12 and sums_no_mean > 1e-3
+
+# %% [markdown]
+# ## Backward, line by line (how exercise 1's formula comes about)
+# Each check treats one intermediate as the input of the rest of the forward. `rest_from_xc`
+# recomputes `var`, `rstd`, `norm` and `out` from `xc`, so its numerical gradient includes
+# *both* paths from `xc` (directly into `norm`, and through `var`).
+# Broadcasting rule for backward: if forward broadcast a `(B, T, 1)` array over `C`, backward
+# sums over that axis (`keepdims=True`).
+
+# %%
+def rest_from_xc(xc):
+    rstd = 1.0 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)  # (B, T, 1)
+    return xc * rstd * w + b  # (B, T, C)
+
+
+# forward was: out = norm * w + b
+db = dout.sum(axis=(0, 1))  # (C,)
+dw = (dout * norm).sum(axis=(0, 1))  # (C,)
+dnorm = dout * w  # (B, T, C)
+norm_in = norm.copy()
+assert gradcheck.compare("dnorm", dnorm, gradcheck.numerical_grad(lambda: norm_in * w + b, norm_in, dout))
+# forward was: norm = xc * rstd
+drstd = (dnorm * xc).sum(axis=-1, keepdims=True)  # (B, T, 1) rstd was broadcast over C
+dxc = dnorm * rstd  # (B, T, C) first path into xc
+rstd_in = rstd.copy()
+assert gradcheck.compare("drstd", drstd, gradcheck.numerical_grad(lambda: xc * rstd_in * w + b, rstd_in, dout))
+# forward was: rstd = (var + eps) ** -0.5
+dvar = drstd * -0.5 * (var + eps) ** -1.5  # (B, T, 1)
+var_in = var.copy()
+assert gradcheck.compare("dvar", dvar, gradcheck.numerical_grad(
+    lambda: xc / np.sqrt(var_in + eps) * w + b, var_in, dout))
+# forward was: var = mean(xc * xc)
+dxc = dxc + dvar * 2.0 * xc / C  # (B, T, C) gradients add up at forks (second path into xc)
+xc_in = xc.copy()
+assert gradcheck.compare("dxc", dxc, gradcheck.numerical_grad(lambda: rest_from_xc(xc_in), xc_in, dout))
+# forward was: xc = x - mean,  mean = mean(x)
+dmean = -dxc.sum(axis=-1, keepdims=True)  # (B, T, 1)
+dx = dxc + dmean / C  # (B, T, C) every x_c contributed 1/C to the mean
+fwd = lambda: layers.layernorm_forward(x, w, b, eps)[0]  # noqa: E731
+num_dx = gradcheck.numerical_grad(fwd, x, dout)  # (B, T, C)
+assert gradcheck.compare("dx (atomic)", dx, num_dx)
+assert gradcheck.compare("dw", dw, gradcheck.numerical_grad(fwd, w, dout))
+assert gradcheck.compare("db", db, gradcheck.numerical_grad(fwd, b, dout))
 
 # %% [markdown]
 # ## Fused backward (exercise 1's answer)

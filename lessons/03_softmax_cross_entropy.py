@@ -23,7 +23,8 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import show
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 
 rng = np.random.default_rng(3)
 B, T, K = 2, 4, 6
@@ -65,62 +66,19 @@ print(f"loss = {loss:.6f} over n = {n} predicted positions (of N = {len(t)})")
 assert np.isclose(loss, loss_lib)
 
 # %% [markdown]
-# ## Backward, line by line
-# The loss is a scalar, so the chain rule starts with `dloss = 1`. Each check below treats one
-# intermediate as the input of "the rest of the forward" and differentiates the scalar loss
-# numerically (`gradcheck.numerical_grad_scalar`).
+# ## Backward: your derivation
+# The loss is a scalar, so the chain rule starts with `dloss = 1` (a caller may pass another
+# value: backward multiplies by it). Backward returns `dz = dL/dz`, the same shape as the logits
+# `(N, K)`. Each row's loss depends on every logit of its row through the softmax:
+# `dz[i, k] = sum over j of dL/dlogp[i, j] * d logp[i, j] / d z[i, k]`, with
+# `logp[i, j] = z[i, j] - log(sum over k' of exp(z[i, k']))`, and `dL/dlogp[i, j]` is `-weight[i]`
+# at the target `j = t_i` and 0 elsewhere. The row maximum subtracted for stability is a common
+# shift of the row, which softmax ignores. In words the answer is "probability minus ...": what,
+# and scaled by what? Exercise 1 asks for that one line; the lesson shows the line-by-line
+# backward and the formula after grading yours.
 
 # %%
-rows = np.arange(len(t))  # (N,) row index for picking one entry per row
-
-
-def loss_from_logp(logp):  # the forward from logp on
-    return -(logp[rows, t0] * weight).sum()  # ()
-
-
-def loss_from_e(e):  # the forward from e on (shifted held fixed)
-    return loss_from_logp(shifted - np.log(e.sum(-1, keepdims=True)))  # ()
-
-
-def loss_from_shifted(shifted):  # the forward from shifted on (both paths)
-    return loss_from_logp(shifted - np.log(np.exp(shifted).sum(-1, keepdims=True)))  # ()
-
-
 dloss = 1.0  # the chain rule starts here
-# forward was: loss = -(logp_t * weight).sum()
-dlogp_t = -weight * dloss  # (N,)
-# forward was: logp_t = logp[i, t0[i]]   (pick one entry per row)
-dlogp = np.zeros_like(logp)  # (N, K)
-dlogp[rows, t0] = dlogp_t  # one entry per row, so plain assignment is safe here
-logp_in = logp.copy()
-assert gradcheck.compare("dlogp", dlogp, gradcheck.numerical_grad_scalar(lambda: loss_from_logp(logp_in), logp_in))
-# forward was: logp = shifted - log(s)
-dshifted = dlogp.copy()  # (N, K) first path into shifted
-ds = -dlogp.sum(axis=-1, keepdims=True) / s  # (N, 1) d(-log s)/ds = -1/s, summed over the K uses
-# forward was: s = e.sum(axis=-1)
-de = np.broadcast_to(ds, e.shape)  # (N, K) every e_k adds to s with weight 1
-e_in = e.copy()
-assert gradcheck.compare("de", de, gradcheck.numerical_grad_scalar(lambda: loss_from_e(e_in), e_in))
-# forward was: e = exp(shifted)
-dshifted = dshifted + de * e  # (N, K) gradients add up at forks (second path into shifted)
-shifted_in = shifted.copy()
-assert gradcheck.compare("dshifted", dshifted, gradcheck.numerical_grad_scalar(lambda: loss_from_shifted(shifted_in), shifted_in))
-# forward was: shifted = z - zmax   (zmax is itself a function of z, so it has a gradient too...)
-dzmax = -dshifted.sum(axis=-1)  # (N,) ...but it is 0 in exact math: softmax ignores a common shift
-assert np.abs(dzmax).max() < 1e-12
-dz = dshifted  # (N, K) so only the direct path remains
-num_dz = gradcheck.numerical_grad_scalar(
-    lambda: layers.cross_entropy_forward(logits, targets, IGNORE)[0], logits).reshape(-1, K)  # (N, K)
-assert gradcheck.compare("dz (atomic)", dz, num_dz)
-
-# %% [markdown]
-# ## Fused backward: your derivation
-# Seven lines again. Collapse them: what is `dshifted` in terms of `dlogp` and the probabilities
-# `p = e / s`? And since `dlogp` is `-weight` at the target and 0 elsewhere, what is `dz`, in
-# words "probability minus ..."? Exercise 1 asks for that one line; the lesson shows it after
-# grading yours.
-
-# %%
 probs = e / s  # (N, K) the probabilities: what the cache keeps for backward
 
 # %% [markdown]
@@ -202,6 +160,10 @@ def my_masked_mean(values, valid):
 ex = course.Exercises("03_softmax_cross_entropy")
 
 
+num_dz = gradcheck.numerical_grad_scalar(
+    lambda: layers.cross_entropy_forward(logits, targets, IGNORE)[0], logits).reshape(-1, K)  # (N, K)
+
+
 def check_cross_entropy_backward(fn):
     n = 1 / weight.max()  # the number of predicted positions the loss averages over
     factors = {"1/n": 1 / n, "n": n, "dloss": dloss}
@@ -235,6 +197,51 @@ my_tempered_ce_backward = ex.grade(2, my_tempered_ce_backward, check_tempered_ce
 my_masked_mean = ex.grade(3, my_masked_mean, check_masked_mean)
 all_ignored = np.full((B, T), IGNORE)  # (B, T)
 assert layers.cross_entropy_forward(logits, all_ignored, IGNORE)[0] == 0.0  # what exercise 3 mimics
+
+# %% [markdown]
+# ## Backward, line by line (how exercise 1's line comes about)
+# Each check below treats one intermediate as the input of "the rest of the forward" and differentiates the scalar loss
+# numerically (`gradcheck.numerical_grad_scalar`).
+
+# %%
+rows = np.arange(len(t))  # (N,) row index for picking one entry per row
+
+
+def loss_from_logp(logp):  # the forward from logp on
+    return -(logp[rows, t0] * weight).sum()  # ()
+
+
+def loss_from_e(e):  # the forward from e on (shifted held fixed)
+    return loss_from_logp(shifted - np.log(e.sum(-1, keepdims=True)))  # ()
+
+
+def loss_from_shifted(shifted):  # the forward from shifted on (both paths)
+    return loss_from_logp(shifted - np.log(np.exp(shifted).sum(-1, keepdims=True)))  # ()
+
+
+# forward was: loss = -(logp_t * weight).sum()
+dlogp_t = -weight * dloss  # (N,)
+# forward was: logp_t = logp[i, t0[i]]   (pick one entry per row)
+dlogp = np.zeros_like(logp)  # (N, K)
+dlogp[rows, t0] = dlogp_t  # one entry per row, so plain assignment is safe here
+logp_in = logp.copy()
+assert gradcheck.compare("dlogp", dlogp, gradcheck.numerical_grad_scalar(lambda: loss_from_logp(logp_in), logp_in))
+# forward was: logp = shifted - log(s)
+dshifted = dlogp.copy()  # (N, K) first path into shifted
+ds = -dlogp.sum(axis=-1, keepdims=True) / s  # (N, 1) d(-log s)/ds = -1/s, summed over the K uses
+# forward was: s = e.sum(axis=-1)
+de = np.broadcast_to(ds, e.shape)  # (N, K) every e_k adds to s with weight 1
+e_in = e.copy()
+assert gradcheck.compare("de", de, gradcheck.numerical_grad_scalar(lambda: loss_from_e(e_in), e_in))
+# forward was: e = exp(shifted)
+dshifted = dshifted + de * e  # (N, K) gradients add up at forks (second path into shifted)
+shifted_in = shifted.copy()
+assert gradcheck.compare("dshifted", dshifted, gradcheck.numerical_grad_scalar(lambda: loss_from_shifted(shifted_in), shifted_in))
+# forward was: shifted = z - zmax   (zmax is itself a function of z, so it has a gradient too...)
+dzmax = -dshifted.sum(axis=-1)  # (N,) ...but it is 0 in exact math: softmax ignores a common shift
+assert np.abs(dzmax).max() < 1e-12
+dz = dshifted  # (N, K) so only the direct path remains
+assert gradcheck.compare("dz (atomic)", dz, num_dz)
 
 # %% [markdown]
 # ## Fused backward (exercise 1's answer)

@@ -23,7 +23,8 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import show
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 
 rng = np.random.default_rng(4)
 V, TV, MAXPOS, C = 7, 2, 10, 5

@@ -25,7 +25,8 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import show
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 
 rng = np.random.default_rng(5)
 B, NH, T, HS = 2, 2, 5, 3
@@ -92,28 +93,23 @@ show(fig, "05_soft_lookup.png")
 assert np.allclose(att[b_, h_, i_] @ v[b_, h_], out[b_, h_, i_])  # the bottom row is the weighted sum
 
 # %% [markdown]
-# ## Backward, line by line
-# The first line is a matrix product, done as in lesson 01. The second undoes the softmax: lesson
-# 03 went through it one operation at a time on the way to the loss; here you collapse it into
-# one line (exercise 1, right below). The mask is a constant, so it gets no gradient and needs no
-# special case: where `att` is 0, `dpreatt` should come out 0 too.
-
-# %%
-fwd = lambda: layers.attention_forward(q, k, v, attn_mask)[0]  # noqa: E731
-# forward was: out = att @ v
-dv = att.swapaxes(-1, -2) @ dout  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
-datt = dout @ v.swapaxes(-1, -2)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
-att_in = att.copy()
-assert gradcheck.compare("datt", datt, gradcheck.numerical_grad(lambda: att_in @ v, att_in, dout))
-
+# ## Backward: the softmax first (exercise 1)
+# Backward gets `dout` `(B, NH, T, HS)` and returns `dq`, `dk`, `dv`, each `(B, NH, T, HS)`,
+# running the forward lines in reverse: `out = att @ v` is a matrix product (lesson 01's rule
+# gives `datt` `(B, NH, T, T)` and `dv`), then the softmax turns `datt` into `dpreatt`
+# `(B, NH, T, T)`, then the scale and `q @ k^T` give `dq` and `dk`. The mask is a constant, so it
+# gets no gradient and needs no special case: where `att` is 0, `dpreatt` should come out 0 too.
+# The softmax's step is yours: lesson 03 went through it on the way to a loss, one operation at a
+# time; here it gets any upstream `datt`.
 
 # %% [markdown]
 # **Exercise 1.** `my_softmax_backward(datt, att)`: `dpreatt` for `att = softmax(preatt)` over the
 # last axis, from `datt` and `att` alone (no `preatt`: the cache does not keep it). Each output
 # `att[j]` depends on every `preatt[i]` of its row: work out `d att[j] / d preatt[i]` (two cases,
-# `i = j` and `i != j`), then sum over `j`. Graded against the numerical gradient of
-# `softmax(preatt) @ v`. A stub left as it is makes the lesson go on with the reference solution
-# (`lessons/solutions/05_attention.py`).
+# `i = j` and `i != j`), then sum over `j` (chain rule: `dpreatt[i] = sum_j datt[j] d att[j] / d
+# preatt[i]`). Graded against the numerical gradient of `sum(softmax(preatt) * datt)` for an
+# upstream `datt` the grader draws. A stub left as it is makes the lesson go on with the
+# reference solution (`lessons/solutions/05_attention.py`).
 
 # %%
 ex = course.Exercises("05_attention")
@@ -129,20 +125,38 @@ def softmax(p):
     return e / e.sum(axis=-1, keepdims=True)  # (..., T)
 
 
-pre_in = preatt.copy()
-
-
 def check_softmax_backward(fn):
-    return [course.close("dpreatt vs numerical gradient", fn(datt, att),
-                         gradcheck.numerical_grad(lambda: softmax(pre_in) @ v, pre_in, dout),
-                         zero_sum="the term through the softmax's sum (every att row sums to 1, whatever preatt is)")]
+    pre_in = preatt.copy()  # (B, NH, T, T)
+    up = np.random.default_rng(50).standard_normal(att.shape)  # (B, NH, T, T) an upstream datt
+    full = gradcheck.numerical_grad(lambda: softmax(pre_in), pre_in, up)  # (B, NH, T, T)
+    # the softmax with its row sum frozen (a constant): what is left without the term through the sum
+    row_sum = np.exp(preatt - preatt.max(-1, keepdims=True)).sum(-1, keepdims=True)  # (B, NH, T, 1)
+    no_sum = gradcheck.numerical_grad(lambda: np.exp(pre_in - preatt.max(-1, keepdims=True)) / row_sum, pre_in, up)
+    through_sum = "the term through the softmax's sum (every att row sums to 1, whatever preatt is)"
+    wrongs = {"the sum's term with datt summed as it is: the sum runs over datt[j] * att[j], weighted by att":
+              no_sum - att * up.sum(-1, keepdims=True)}
+    return [course.close("dpreatt vs numerical gradient", fn(up, att), full, zero_sum=through_sum,
+                         terms={through_sum: full - no_sum}, wrongs=wrongs)]
 
 
 my_softmax_backward = ex.grade(1, my_softmax_backward, check_softmax_backward,
                                refuses=("layers.attention_backward", "kernels.attention_backward",
                                         "kernels._softmax_rows_backward_kernel"))
 
+# %% [markdown]
+# ## Backward, line by line
+# With `d att[j] / d preatt[i] = att[j] (1 if i = j else 0) - att[j] att[i]`, the sum over `j`
+# gives exercise 1's line, `dpreatt = att * (datt - sum_j datt[j] att[j])`: each row's upstream
+# gradient minus its `att`-weighted mean, times `att`. The first lines are the matrix product, as
+# in lesson 01. To check an intermediate we make it the input of the rest of the forward.
+
 # %%
+fwd = lambda: layers.attention_forward(q, k, v, attn_mask)[0]  # noqa: E731
+# forward was: out = att @ v
+dv = att.swapaxes(-1, -2) @ dout  # (B, NH, T, T) @ (B, NH, T, HS) -> (B, NH, T, HS)
+datt = dout @ v.swapaxes(-1, -2)  # (B, NH, T, HS) @ (B, NH, HS, T) -> (B, NH, T, T)
+att_in = att.copy()
+assert gradcheck.compare("datt", datt, gradcheck.numerical_grad(lambda: att_in @ v, att_in, dout))
 # forward was: att = softmax(preatt)
 dpreatt = my_softmax_backward(datt, att)  # (B, NH, T, T)
 assert np.all(dpreatt[0, :, :, 3:] == 0.0), "no gradient flows to padded keys"
@@ -282,9 +296,21 @@ def my_mask_adder(attn_mask):
 
 # %%
 def check_score_std(fn):
+    """A measurement: it draws from the rng it is given, changes with the draw, and lands within
+    the sampling error of 1 (the std of a std of 10000 such scores is about 0.01)."""
     results = []
     for hs in (4, 64):
-        std = fn(hs, np.random.default_rng(hs))
+        r = np.random.default_rng(hs)
+        before = r.bit_generator.state
+        std = fn(hs, r)
+        drew = r.bit_generator.state != before
+        results.append(course.true(f"HS = {hs}: draws its q and k from rng", drew,
+                                   hint="it drew nothing from rng: a measurement draws its q and k from the "
+                                        "rng it is given, and a number typed in is not a measurement"))
+        others = [float(fn(hs, np.random.default_rng(1000 + seed))) for seed in range(3)]
+        results.append(course.true(f"HS = {hs}: changes with the draw", float(np.ptp([std] + others)) > 0,
+                                   f"std = {std:.4f}, then {', '.join(f'{o:.4f}' for o in others)} for 3 other rngs",
+                                   "the same number for every draw: a constant, not a measurement"))
         results.append(course.true(f"HS = {hs}: std within 0.9..1.1", 0.9 < std < 1.1,
                                    f"std = {std:.3f} (without the 1/sqrt(HS) scale it would be {math.sqrt(hs):.1f})"))
     return results
@@ -293,11 +319,12 @@ def check_score_std(fn):
 def check_mask_adder(fn):
     M = layers.MASK_VALUE
     got = fn(attn_mask)
+    inverted = "the mask read the other way round: MASK_VALUE on the real keys (1 in attn_mask) and 0 on the padding"
     return [course.equal("shape (B, 1, 1, T)", np.shape(got), (B, 1, 1, T)),
             course.close("this lesson's mask", got, np.array([[[[0, 0, 0, M, M]]], [[[0, 0, 0, 0, 0]]]]),
-                         rtol=0, atol=0),
+                         rtol=0, atol=0, wrongs={inverted: np.array([[[[M, M, M, 0, 0]]], [[[M, M, M, M, M]]]])}),
             course.close("padding in the middle, [[1, 0, 1]]", fn(np.array([[1, 0, 1]])),
-                         np.array([[[[0, M, 0]]]]), rtol=0, atol=0)]
+                         np.array([[[[0, M, 0]]]]), rtol=0, atol=0, wrongs={inverted: np.array([[[[M, 0, M]]]])})]
 
 
 my_score_std = ex.grade(2, my_score_std, check_score_std)

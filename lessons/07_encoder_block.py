@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 from minibert.model import BertConfig, encoder_backward, encoder_forward, init_params, param_shapes
 
 rng = np.random.default_rng(7)
@@ -125,9 +126,20 @@ def check_ffn_backward(fn):
     mine = fn(dh, *ffn_caches)
     names = ("dx1", "dw_in", "db_in", "dw_out", "db_out")
     wrt = (x, params["h0.ffn.in.w"], params["h0.ffn.in.b"], params["h0.ffn.out.w"], params["h0.ffn.out.b"])
-    return [course.close(f"{name} vs numerical gradient", m,
-                         gradcheck.numerical_grad(lambda: ffn_forward(x)[0], arr, dh))
-            for name, m, arr in zip(names, mine, wrt)]
+    nums = tuple(gradcheck.numerical_grad(lambda: ffn_forward(x)[0], arr, dh) for arr in wrt)
+    h1_0 = layers.linear_forward(x, params["h0.ffn.in.w"], params["h0.ffn.in.b"])[0]  # (B, T, FF) this x's
+
+    def gelu_skipped(i):  # the FFN with its GELU replaced by a line of slope 1 through this point
+        def line():
+            h1 = layers.linear_forward(x, params["h0.ffn.in.w"], params["h0.ffn.in.b"])[0]  # (B, T, FF)
+            h2 = layers.gelu_forward(h1_0)[0] + (h1 - h1_0)  # (B, T, FF)
+            return layers.linear_forward(h2, params["h0.ffn.out.w"], params["h0.ffn.out.b"])[0]  # (B, T, C)
+        return {"the GELU's backward skipped: the gradient reaches linear_in's backward as if GELU were the identity":
+                gradcheck.numerical_grad(line, wrt[i], dh)}
+
+    return [course.close(f"{name} vs numerical gradient", m, num,
+                         wrongs=lambda i=i, name=name: {**course.out_of_order(names, nums, name), **gelu_skipped(i)})
+            for i, (name, m, num) in enumerate(zip(names, mine, nums))]
 
 
 my_ffn_backward = ex.grade(1, my_ffn_backward, check_ffn_backward,

@@ -12,7 +12,7 @@
 
 # %% [markdown]
 # ## Setup
-# `minibert.wordpiece_trainer` learns a vocab; `minibert.tokenizer` uses it. No arrays in this
+# `minibert.text.wordpiece_trainer` learns a vocab; `minibert.text.tokenizer` uses it. No arrays in this
 # lesson, only strings and counts.
 
 # %%
@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST, show
-from minibert import tokenizer, wordpiece_trainer as wpt
+from minibert.text import tokenizer, wordpiece_trainer as wpt
 
 # %% [markdown]
 # ## The idea
@@ -108,7 +108,7 @@ for rule in wpt.MERGE_RULES:
 # ## Tokenizing: greedy longest-match-first
 # To cut a word with a finished vocab, BERT does **not** replay the merges. It takes the
 # **longest** prefix that is in the vocab, then the longest `##` piece from there, and so on
-# (`minibert.tokenizer.wordpiece`). If at some point *no* piece matches, the **whole word**
+# (`minibert.text.tokenizer.wordpiece`). If at some point *no* piece matches, the **whole word**
 # becomes `[UNK]`, even if its start matched: `bum` starts with `b ##u` but `##m` is not in the
 # vocab, so the answer is `[UNK]`, not `b ##u [UNK]`.
 
@@ -251,13 +251,13 @@ def check_best_pair(fn):
 
 
 my_merge = ex.grade(1, my_merge, check_merge,
-                    refuses=("wordpiece_trainer.merge_pair", "wordpiece_trainer.merged_token"))
+                    refuses=("text.wordpiece_trainer.merge_pair", "text.wordpiece_trainer.merged_token"))
 my_wordpiece = ex.grade(2, my_wordpiece, check_wordpiece,
-                        refuses=("tokenizer.wordpiece", "tokenizer.BertTokenizer.wordpiece",
-                                 "tokenizer.BertTokenizer.tokenize"))
+                        refuses=("text.tokenizer.wordpiece", "text.tokenizer.BertTokenizer.wordpiece",
+                                 "text.tokenizer.BertTokenizer.tokenize"))
 my_best_pair = ex.grade(3, my_best_pair, check_best_pair,
-                        refuses=("wordpiece_trainer.count_pairs", "wordpiece_trainer.pair_scores",
-                                 "wordpiece_trainer.train_naive", "wordpiece_trainer.train_from_word_counts"))  # docs/bert-notes.md §2.2 works the toy example
+                        refuses=("text.wordpiece_trainer.count_pairs", "text.wordpiece_trainer.pair_scores",
+                                 "text.wordpiece_trainer.train_naive", "text.wordpiece_trainer.train_from_word_counts"))  # docs/bert-notes.md §2.2 works the toy example
 
 # %% [markdown]
 # ## Recap

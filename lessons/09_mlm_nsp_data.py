@@ -4,7 +4,7 @@
 # **Goal.** BERT learns from raw text with two self-made tasks. **MLM** (masked language
 # model): hide about 15% of the tokens and ask the model to guess them. **NSP** (next sentence
 # prediction): show two text pieces A and B and ask whether B really followed A. This lesson
-# runs minibert's copy of Google's generator (`minibert.pretraining_data`) on a small corpus and
+# runs minibert's copy of Google's generator (`minibert.data.pretraining_data`) on a small corpus and
 # looks at what it produces.
 #
 # **Finish line.** Every instance has the form `[CLS] A [SEP] B [SEP]` with segment ids
@@ -29,9 +29,9 @@ from matplotlib.patches import Rectangle
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST, OUT, ROOT, show  # FAST: fewer copies of the corpus
-from minibert import pretraining_data as pd
-from minibert.tokenizer import BertTokenizer
-from minibert.wordpiece_trainer import train_wordpiece
+from minibert.data import pretraining_data as pd
+from minibert.text.tokenizer import BertTokenizer
+from minibert.text.wordpiece_trainer import train_wordpiece
 
 # the small corpus lessons 09 and 11 share (data/lessons_corpus.txt): ten documents of four
 # sentences, one sentence per line, a blank line between documents
@@ -366,11 +366,11 @@ def check_mask_choice(fn):
 
 
 my_num_predictions = ex.grade(1, my_num_predictions, check_num_predictions,
-                              refuses=("pretraining_data.num_predictions",))
+                              refuses=("data.pretraining_data.num_predictions",))
 my_truncate_pair = ex.grade(2, my_truncate_pair, check_truncate_pair,
-                            refuses=("pretraining_data.truncate_seq_pair", "tokenizer.truncate_pair"))
+                            refuses=("data.pretraining_data.truncate_seq_pair", "text.tokenizer.truncate_pair"))
 my_mask_choice = ex.grade(3, my_mask_choice, check_mask_choice,
-                          refuses=("pretraining_data.create_masked_lm_predictions", "pretraining_data.remask"))
+                          refuses=("data.pretraining_data.create_masked_lm_predictions", "data.pretraining_data.remask"))
 
 # %% [markdown]
 # ## How many tokens to predict: the rule (exercise 1's answer)

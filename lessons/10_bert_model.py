@@ -31,7 +31,8 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST, show  # FAST (CI): fewer training steps
-from minibert import gradcheck, layers
+from minibert.analysis import gradcheck
+from minibert import layers
 from minibert.bert import BertForPreTraining
 from minibert.model import (BertConfig, bert_backward, bert_forward, encoder_backward, encoder_forward, init_params)
 
@@ -329,7 +330,7 @@ assert curve[-1] < 0.5 and curve[-1] < curve[0] / 8
 #    `adam_step` above, with bias correction) makes to a parameter on step 1, from zero moments,
 #    as one closed-form line in `g`, `lr` and `eps` (no `m`, `v`, `b1` or `b2` left in it: work
 #    it out on paper first). Graded against `adam_step` itself, for gradients of very different
-#    sizes.
+#    sizes, down to a few times `eps`.
 
 # %%
 def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
@@ -339,20 +340,28 @@ def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
 
 # %%
 def check_adam_first_step(fn):
-    r = np.random.default_rng(1003)  # the grader's own gradients, drawn now: sizes from 1e-4 to 1e3, both signs
-    gg = r.choice([-1.0, 1.0], size=6) * 10.0 ** r.uniform(-4, 3, size=6)  # (6,)
+    r = np.random.default_rng(1003)  # the grader's own gradients, drawn now: sizes 1e-4 to 1e3, two of them near eps
+    gg = np.concatenate([r.choice([-1.0, 1.0], size=4) * 10.0 ** r.uniform(-4, 3, size=4),
+                         r.choice([-1.0, 1.0], size=2) * 10.0 ** r.uniform(-8.7, -7.7, size=2)])  # (6,)
     lr = float(r.uniform(1e-3, 1e-1))
     mine = fn(gg.copy(), lr)
-    p = {"x": np.zeros(6)}  # (6,)
-    adam_step(p, {"x": gg}, {"x": np.zeros(6)}, {"x": np.zeros(6)}, step=1, lr=lr)
-    return [course.close("equals adam_step's first update", mine, p["x"])]
+    p, m1, v1 = {"x": np.zeros(6)}, {"x": np.zeros(6)}, {"x": np.zeros(6)}  # (6,) each
+    adam_step(p, {"x": gg}, m1, v1, step=1, lr=lr)  # m1, v1: the moments after step 1
+    p_no_eps = {"x": np.zeros(6)}
+    adam_step(p_no_eps, {"x": gg}, {"x": np.zeros(6)}, {"x": np.zeros(6)}, step=1, lr=lr, eps=0.0)
+    wrongs = {"Adam without bias correction: the step-1 moments m, v used as they are, not divided by "
+              "1 - b1^1 and 1 - b2^1": -lr * m1["x"] / (np.sqrt(v1["x"]) + 1e-8),
+              "eps left out (as if it were 0): it matters where |g| is near eps = 1e-8, as for the last two "
+              "gradients here": p_no_eps["x"]}
+    return [course.close("equals adam_step's first update", mine, p["x"], wrongs=wrongs)]
 
 
 my_adam_first_step = ex.grade(3, my_adam_first_step, check_adam_first_step,
                               refuses=("optim.AdamW", "kernels.adamw_update", "kernels.adamw_update_all"))
-step1 = my_adam_first_step(np.array([1e-3, -5.0, 200.0]), 0.01)  # (3,)
-print(f"Adam's first step for g = 1e-3, -5, 200 at lr 0.01: {step1.round(6)}: about -lr * sign(g) whatever |g| is")
-assert np.allclose(step1, -0.01 * np.sign([1e-3, -5.0, 200.0]), rtol=1e-3)
+step1 = my_adam_first_step(np.array([1e-3, -5.0, 200.0, 1e-8]), 0.01)  # (4,)
+print(f"Adam's first step for g = 1e-3, -5, 200 at lr 0.01: {step1[:3].round(6)}: about -lr * sign(g) whatever "
+      f"|g| is, until |g| comes near eps: g = 1e-8 gives {step1[3]:.6f}")
+assert np.allclose(step1[:3], -0.01 * np.sign([1e-3, -5.0, 200.0]), rtol=1e-3) and abs(step1[3]) < 0.006
 
 # %% [markdown]
 # ## Recap

@@ -41,12 +41,12 @@ import numpy as np  # noqa: E402
 import course  # noqa: E402  lessons/course.py: where pictures go, how exercises are graded
 from course import FAST, OUT, ROOT, show  # noqa: E402  FAST (CI): fewer training steps
 from minibert import optim  # noqa: E402
-from minibert import pretraining_data as pd  # noqa: E402
-from minibert.shards import BatchIterator  # noqa: E402
+from minibert.data import pretraining_data as pd  # noqa: E402
+from minibert.data.shards import BatchIterator  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
-from minibert.tokenizer import BertTokenizer  # noqa: E402
-from minibert.wordpiece_trainer import train_wordpiece  # noqa: E402
+from minibert.text.tokenizer import BertTokenizer  # noqa: E402
+from minibert.text.wordpiece_trainer import train_wordpiece  # noqa: E402
 
 # %% [markdown]
 # ## AdamW as BERT does it

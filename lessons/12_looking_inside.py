@@ -2,7 +2,7 @@
 # # Lesson 12: looking inside the trained model
 #
 # **Goal.** Use the tiny BERT from lesson 11 the way BERT is used: ask it to **fill in a
-# `[MASK]`**, and look at **where its attention heads look**. Both are in `minibert.inspect`
+# `[MASK]`**, and look at **where its attention heads look**. Both are in `minibert.analysis.inspect`
 # (`fill_mask`, `attention_maps`, `plot_attention`), and both are also commands:
 # `python -m minibert fill-mask RUN_DIR "text with [MASK]"` and `python -m minibert attention`.
 #
@@ -38,7 +38,8 @@ from matplotlib.patches import ConnectionPatch  # noqa: E402
 
 import course  # noqa: E402  lessons/course.py: where pictures go, how exercises are graded
 from course import HERE, OUT, show  # noqa: E402
-from minibert import inspect, layers  # noqa: E402
+from minibert.analysis import inspect  # noqa: E402
+from minibert import layers
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.model import encoder_forward  # noqa: E402
 from minibert.tools.look_inside import load_model_and_tokenizer  # noqa: E402
@@ -422,10 +423,11 @@ def check_head_entropy(fn):
 
 my_top_k = ex.grade(1, my_top_k, check_top_k)
 my_encode_with_masks = ex.grade(2, my_encode_with_masks, check_encode_with_masks,
-                                refuses=("inspect.encode_with_masks",),
-                                allows=("tokenizer.BertTokenizer.tokenize", "tokenizer.BertTokenizer.convert_tokens_to_ids",
-                                        "tokenizer.BertTokenizer.cls_id", "tokenizer.BertTokenizer.sep_id",
-                                        "tokenizer.BertTokenizer.mask_id"))
+                                refuses=("analysis.inspect.encode_with_masks",),
+                                allows=("text.tokenizer.BertTokenizer.tokenize",
+                                        "text.tokenizer.BertTokenizer.convert_tokens_to_ids",
+                                        "text.tokenizer.BertTokenizer.cls_id", "text.tokenizer.BertTokenizer.sep_id",
+                                        "text.tokenizer.BertTokenizer.mask_id"))
 my_head_entropy = ex.grade(3, my_head_entropy, check_head_entropy)
 top_ids, top_p = my_top_k(logits, cfg.vocab_size)  # every token, most likely first: the whole distribution
 assert math.isclose(top_p.sum(), 1.0) and np.all(top_p >= 0)  # a valid distribution over the vocab

@@ -26,11 +26,12 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST  # CI: fewer steps
-from minibert import BertForMultipleChoice, BertForSequenceClassification, BertTokenizer, gradcheck, layers
+from minibert import BertForMultipleChoice, BertForSequenceClassification, BertTokenizer, layers
+from minibert.analysis import gradcheck
 from minibert.finetune.features import token_features
 from minibert.finetune.gradchecks import check_task_models
 from minibert.taskdata.readers import TaggedExample
-from minibert.gradcheck import numerical_grad_scalar
+from minibert.analysis.gradcheck import numerical_grad_scalar
 from minibert.model import BertConfig, encoder_forward, pooler_forward
 
 rng = np.random.default_rng(13)
@@ -184,6 +185,16 @@ def _head_loss(c, wp, bp, W, b):
     return float(-(z[np.arange(B), labels] - np.log(np.exp(z).sum(-1))).mean())
 
 
+def _head_loss_with_slope(slope, c, wp, bp, W, b):
+    """_head_loss with the tanh replaced by a straight line through this batch's point, of the
+    given slope per entry: its gradient is the head's backward with `slope` in place of tanh's
+    derivative (the answers of the mistakes below)."""
+    pre0 = cls_vec @ model.params["pool.w"] + model.params["pool.b"]  # (B, C) this batch's pre-activation
+    z = (np.tanh(pre0) + slope * (c @ wp + bp - pre0)) @ W + b  # (B, K)
+    z = z - z.max(-1, keepdims=True)
+    return float(-(z[np.arange(B), labels] - np.log(np.exp(z).sum(-1))).mean())
+
+
 def check_head_backward(fn):
     r = np.random.default_rng(1301)  # the grader's own [CLS] vectors, drawn now: section 1's gradients answer another question
     c = r.standard_normal(cls_vec.shape) * cls_vec.std()  # (B, C)
@@ -197,8 +208,19 @@ def check_head_backward(fn):
     arrays = [a.copy() for a in (c, wp, bp, W, b)]
     loss = lambda: _head_loss(*arrays)  # noqa: E731
     names = ("dcls", "dw_pool", "db_pool", "dW", "db")
-    return [course.close(f"{name} vs numerical gradient", g, numerical_grad_scalar(loss, a))
-            for name, g, a in zip(names, got, arrays)]
+    slope_at_pooled = (np.tanh(pooled + 1e-6) - np.tanh(pooled - 1e-6)) / 2e-6  # (B, C) tanh's slope at tanh(pre)
+    mistakes = {"tanh's derivative forgotten: the gradient passed through the tanh as if it were the identity":
+                np.ones_like(pooled),
+                "tanh's derivative taken at pooled: pooled is already tanh of the pre-activation, so that applies "
+                "tanh twice; the derivative belongs at the pre-activation": slope_at_pooled}
+    def wrongs(i):  # computed only when a check fails
+        moved = [x.copy() for x in arrays]
+        return {words: numerical_grad_scalar(lambda: _head_loss_with_slope(slope, *moved), moved[i])
+                for words, slope in mistakes.items()}
+
+    return [course.close(f"{name} vs numerical gradient", g, numerical_grad_scalar(loss, a),
+                         wrongs=(lambda i=i: wrongs(i)) if name in ("dcls", "dw_pool", "db_pool") else None)
+            for i, (name, g, a) in enumerate(zip(names, got, arrays))]
 
 
 def check_first_piece_labels(fn):

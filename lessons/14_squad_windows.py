@@ -32,7 +32,7 @@ from course import FAST, ROOT, show
 from minibert import BertConfig, BertForQuestionAnswering, BertTokenizer
 from minibert.finetune import squad, squad_eval
 from minibert.optim import AdamW, lr_at
-from minibert.wordpiece_trainer import train_wordpiece
+from minibert.text.wordpiece_trainer import train_wordpiece
 
 DATA = ROOT / "data" / "squad2"  # 14 Wikipedia articles of SQuAD 2.0 (CC BY-SA 4.0, data/squad2/README.md)
 

@@ -48,12 +48,12 @@ import numpy as np  # noqa: E402
 import course  # noqa: E402  lessons/course.py: where pictures go, how exercises are graded
 from course import FAST, OUT, ROOT, show  # noqa: E402  FAST (CI): skips section 5
 from minibert import optim  # noqa: E402
-from minibert import pretraining_data as pd  # noqa: E402
-from minibert.shards import BatchIterator  # noqa: E402
+from minibert.data import pretraining_data as pd  # noqa: E402
+from minibert.data.shards import BatchIterator  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.finetune.models import BertForSequenceClassification  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
-from minibert.tokenizer import BertTokenizer  # noqa: E402
+from minibert.text.tokenizer import BertTokenizer  # noqa: E402
 
 # %% [markdown]
 # ## 1. Unlabelled text about four topics
@@ -307,7 +307,7 @@ elif FAST:
 else:
     print(f"found {TINY.relative_to(ROOT)}: fine-tuning it and its control on a slice of nextsent")
     from minibert.finetune.models import BertForMultipleChoice
-    from minibert.finetune.tasks import load_task
+    from minibert.finetune.task_data import load_task
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

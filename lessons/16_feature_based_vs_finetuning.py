@@ -51,14 +51,14 @@ import numpy as np  # noqa: E402
 import course  # noqa: E402  lessons/course.py: where pictures go, how exercises are graded
 from course import OUT, show  # noqa: E402
 from minibert import optim  # noqa: E402
-from minibert import pretraining_data as pd  # noqa: E402
-from minibert.shards import BatchIterator  # noqa: E402
+from minibert.data import pretraining_data as pd  # noqa: E402
+from minibert.data.shards import BatchIterator  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.finetune.frozen import FrozenFeatureTagger, combine_layers  # noqa: E402
 from minibert.finetune.models import BertForTokenClassification  # noqa: E402
-from minibert.gradcheck import numerical_grad_scalar  # noqa: E402
+from minibert.analysis.gradcheck import numerical_grad_scalar  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
-from minibert.tokenizer import BertTokenizer  # noqa: E402
+from minibert.text.tokenizer import BertTokenizer  # noqa: E402
 
 # %% [markdown]
 # ## 1. A pretrained encoder

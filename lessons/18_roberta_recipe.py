@@ -33,9 +33,9 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST, OUT, ROOT, show
-from minibert import pretraining_data as pd
-from minibert.tokenizer import BertTokenizer
-from minibert.wordpiece_trainer import train_wordpiece
+from minibert.data import pretraining_data as pd
+from minibert.text.tokenizer import BertTokenizer
+from minibert.text.wordpiece_trainer import train_wordpiece
 
 # the lesson corpus (data/lessons_corpus.txt): ten short documents, one sentence per line
 corpus = ROOT / "data" / "lessons_corpus.txt"
@@ -235,7 +235,7 @@ def check_full_sentences(fn):
 
 
 my_full_sentences = ex.grade(2, my_full_sentences, check_full_sentences,
-                             refuses=("pretraining_data.pack_documents", "pretraining_data.create_packed_instances"))
+                             refuses=("data.pretraining_data.pack_documents", "data.pretraining_data.create_packed_instances"))
 lengths = [[len(sent) for sent in d] for d in documents]
 packed = [len(seq) for seq in pd.pack_documents([[["w"] * n for n in d] for d in lengths], T - 2, "full_sentences")]
 assert my_full_sentences(lengths, T - 2) == packed  # the library's packing, on the same lengths

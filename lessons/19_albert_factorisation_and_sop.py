@@ -16,7 +16,7 @@
 # 2. The shared block's gradient is the sum of the per-layer gradients, shown term by term and
 #    against a numerical gradient.
 # 3. On the same documents: NSP's topic shortcut (a random "next" segment comes from another
-#    document, so word overlap alone predicts the label; `minibert/nsp_baseline.py`'s method), and
+#    document, so word overlap alone predicts the label; `minibert/analysis/nsp_baseline.py`'s method), and
 #    SOP's immunity to it (the overlap of two segments is the same in both orders: measured).
 
 # %%
@@ -26,14 +26,15 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import ROOT
-from minibert import gradcheck, layers, nsp_baseline
-from minibert import pretraining_data as pd
+from minibert.analysis import gradcheck, nsp_baseline
+from minibert import layers
+from minibert.data import pretraining_data as pd
 from minibert.bert import BertForPreTraining
 from minibert.family import albert
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining
 from minibert.model import BertConfig, block_backward
-from minibert.tokenizer import BertTokenizer
-from minibert.wordpiece_trainer import train_wordpiece
+from minibert.text.tokenizer import BertTokenizer
+from minibert.text.wordpiece_trainer import train_wordpiece
 
 rng = np.random.default_rng(19)
 # Shape legend: B batch, T sequence, V vocab, E embedding size, C hidden size, FF intermediate size,
@@ -194,7 +195,7 @@ for l, terms in enumerate(per_layer):  # no single layer's term is the gradient
 # ## 3. NSP vs SOP on the same documents
 # Both tasks take two segments of text and a binary label, here from the same corpus (the lesson
 # corpus: ten documents on ten topics, 20 passes). NSP's negative B comes from **another
-# document**; SOP's negative is the same two segments, **swapped**. `minibert/nsp_baseline.py`
+# document**; SOP's negative is the same two segments, **swapped**. `minibert/analysis/nsp_baseline.py`
 # measures how much of a pair task word overlap alone solves (`python -m minibert nsp-baseline
 # RUN`): the token sets of A and B, overlap shares (plain and idf-weighted), the rarest shared
 # word, the two sizes, and a logistic regression on them, fit on some pairs and scored on others.

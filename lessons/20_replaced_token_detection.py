@@ -33,10 +33,10 @@ from course import FAST, OUT, ROOT  # noqa: E402
 from minibert.backend import get_ops  # noqa: E402
 from minibert.family import electra  # noqa: E402
 from minibert.family.electra import ElectraConfig  # noqa: E402
-from minibert.gradcheck import numerical_grad_scalar  # noqa: E402
+from minibert.analysis.gradcheck import numerical_grad_scalar  # noqa: E402
 from minibert.optim import AdamW, clip_by_global_norm  # noqa: E402
-from minibert.tokenizer import BertTokenizer  # noqa: E402
-from minibert.wordpiece_trainer import train_wordpiece  # noqa: E402
+from minibert.text.tokenizer import BertTokenizer  # noqa: E402
+from minibert.text.wordpiece_trainer import train_wordpiece  # noqa: E402
 
 rng = np.random.default_rng(20)
 # shape legend: B batch, T sequence length, E embedding size, C hidden size, V vocabulary,

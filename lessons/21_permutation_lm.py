@@ -27,7 +27,7 @@ import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST
-from minibert import gradcheck
+from minibert.analysis import gradcheck
 from minibert.family import xlnet
 from minibert.family.xlnet import XLNetConfig, XLNetForPermutationLM
 
@@ -278,6 +278,10 @@ def my_two_stream_core_backward(dout_h, dout_g, q_h, q_g, k, v, att_h, att_g, sc
 
 
 # %%
+ATT_NOT_TRANSPOSED = ("att @ dout, not att^T @ dout: dv[j] sums dout[i] over the queries i that read key j, "
+                      "att[i, j], so the sum runs over att's first index")
+
+
 def check_query_backward(fn):
     rng = np.random.default_rng(2102)  # the grader's own inputs, drawn now (the lesson's rng untouched)
     Tq, HS = 5, 3
@@ -287,11 +291,14 @@ def check_query_backward(fn):
     out, cache = xlnet.masked_attention_forward(q, k, v, vis)
     dout = rng.standard_normal(out.shape)
     got = fn(dout[0, 0], q[0, 0], k[0, 0], v[0, 0], cache.att[0, 0], cache.scale)
+    vv = v[0, 0].copy()  # (T, HS)
     results = []
     for name, x, g in zip("qkv", (q, k, v), got):
         num = gradcheck.numerical_grad(lambda: xlnet.masked_attention_forward(q, k, v, vis)[0], x, dout)
+        wrongs = {ATT_NOT_TRANSPOSED: gradcheck.numerical_grad(lambda: cache.att[0, 0].T @ vv, vv, dout[0, 0])} \
+            if name == "v" else None  # the gradient of att^T @ v: att read the other way round
         results.append(course.close(f"d{name} vs numerical gradient", np.asarray(g), num[0, 0],
-                                    factors={"scale": cache.scale, "scale^2": cache.scale ** 2}))
+                                    factors={"scale": cache.scale, "scale^2": cache.scale ** 2}, wrongs=wrongs))
     return results
 
 
@@ -318,10 +325,20 @@ def check_two_stream_core(fn):
     both_streams, content_only, query_only = grads(dh, dg), grads(dh, zero), grads(zero, dg)
     results = [course.close("dq_h vs numerical gradient", both_streams[0], numerical(q_h, dh, dg)),
                course.close("dq_g vs numerical gradient", both_streams[1], numerical(q_g, dh, dg))]
+    vv = v[0, 0].copy()  # (T, HS)
+
+    def untransposed(dout_h, dout_g):  # the gradient of both streams' att^T @ v: att read the other way round
+        both = lambda: float(((c_h.att[0, 0].T @ vv) * dout_h).sum() + ((c_g.att[0, 0].T @ vv) * dout_g).sum())  # noqa: E731
+        return {ATT_NOT_TRANSPOSED: gradcheck.numerical_grad_scalar(both, vv)}
+
     for i, (name, x) in enumerate((("dk", k), ("dv", v)), start=2):
-        results += [course.close(f"{name}, both streams, vs numerical gradient", both_streams[i], numerical(x, dh, dg)),
-                    course.close(f"{name}, the content stream's share alone", content_only[i], numerical(x, dh, zero)),
-                    course.close(f"{name}, the query stream's share alone", query_only[i], numerical(x, zero, dg))]
+        w = name == "dv"
+        results += [course.close(f"{name}, both streams, vs numerical gradient", both_streams[i], numerical(x, dh, dg),
+                                 wrongs=untransposed(dh, dg) if w else None),
+                    course.close(f"{name}, the content stream's share alone", content_only[i], numerical(x, dh, zero),
+                                 wrongs=untransposed(dh, zero) if w else None),
+                    course.close(f"{name}, the query stream's share alone", query_only[i], numerical(x, zero, dg),
+                                 wrongs=untransposed(zero, dg) if w else None)]
     return results
 
 

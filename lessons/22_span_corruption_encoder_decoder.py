@@ -43,10 +43,10 @@ from course import FAST, OUT, ROOT  # noqa: E402
 from minibert import layers  # noqa: E402
 from minibert.family import t5  # noqa: E402
 from minibert.family import t5_data as D  # noqa: E402
-from minibert.gradcheck import compare, numerical_grad, numerical_grad_scalar  # noqa: E402
+from minibert.analysis.gradcheck import compare, numerical_grad, numerical_grad_scalar  # noqa: E402
 from minibert.optim import AdamW  # noqa: E402
-from minibert.tokenizer import BertTokenizer  # noqa: E402
-from minibert.wordpiece_trainer import train_wordpiece  # noqa: E402
+from minibert.text.tokenizer import BertTokenizer  # noqa: E402
+from minibert.text.wordpiece_trainer import train_wordpiece  # noqa: E402
 
 rng = np.random.default_rng(22)
 # shape legend: B batch, T encoder (input) length, S decoder (target) length, C hidden size,
@@ -259,12 +259,16 @@ def check_span_corrupt(fn):
     return results
 
 
-def _cross_attention_out(q, k_from, v_from, w_k, w_v, em):
-    """out (S, HS) of one head, with the keys read from k_from and the values from v_from (T, C)."""
-    k, v = k_from @ w_k, v_from @ w_v  # (T, HS) each
+def _attend(q, k, v, em):
+    """out (S, HS) of one head from its queries (S, HS), keys and values (T, HS)."""
     pre = q @ k.T / np.sqrt(q.shape[1]) + (1 - em) * -10000.0  # (S, T)
     a = np.exp(pre - pre.max(-1, keepdims=True))
     return (a / a.sum(-1, keepdims=True)) @ v  # (S, HS)
+
+
+def _cross_attention_out(q, k_from, v_from, w_k, w_v, em):
+    """out (S, HS) of one head, with the keys read from k_from and the values from v_from (T, C)."""
+    return _attend(q, k_from @ w_k, v_from @ w_v, em)  # keys and values (T, HS) each
 
 
 def check_cross_attention_backward(fn):
@@ -276,13 +280,20 @@ def check_cross_attention_backward(fn):
     dq, via_k, via_v = (np.asarray(a) for a in fn(dout, q, enc, wk, wv, em))
     qq, enc_k, enc_v = q.copy(), enc.copy(), enc.copy()  # the keys read enc_k, the values enc_v
     scale = {"1/sqrt(HS)": 1 / np.sqrt(HS_), "sqrt(HS)": np.sqrt(HS_)}  # the mistakes the messages name
+    # w_k and w_v swapped: each path's gradient at the keys (values) taken back through the other matrix
+    kk, vv = enc @ wk, enc @ wv  # (T, HS) each
+    dk_ = numerical_grad(lambda: _attend(q, kk, vv, em), kk, dout)  # (T, HS) at the keys
+    dv_ = numerical_grad(lambda: _attend(q, kk, vv, em), vv, dout)  # (T, HS) at the values
+    swapped = "w_k and w_v swapped: the score path reaches enc_out through the keys, k = enc_out @ w_k, " \
+              "and the value path through v = enc_out @ w_v"
     return [course.close("dq vs numerical gradient", dq,
                          numerical_grad(lambda: _cross_attention_out(qq, enc, enc, wk, wv, em), qq, dout), factors=scale),
             course.close("denc_via_k (score path) vs numerical gradient, values held fixed", via_k,
                          numerical_grad(lambda: _cross_attention_out(q, enc_k, enc, wk, wv, em), enc_k, dout),
-                         factors=scale),
+                         factors=scale, wrongs={swapped: dk_ @ wv.T}),
             course.close("denc_via_v (value path) vs numerical gradient, keys held fixed", via_v,
-                         numerical_grad(lambda: _cross_attention_out(q, enc, enc_v, wk, wv, em), enc_v, dout)),
+                         numerical_grad(lambda: _cross_attention_out(q, enc, enc_v, wk, wv, em), enc_v, dout),
+                         wrongs={swapped: dv_ @ wk.T}),
             course.close("denc_via_k at the padded encoder token: exactly 0", via_k[4], np.zeros(C_), atol=0.0),
             course.close("denc_via_v at the padded encoder token: exactly 0", via_v[4], np.zeros(C_), atol=0.0)]
 

@@ -40,9 +40,10 @@ around, and logs whether each was refused; `MINIBERT_MISTAKES=dir` grades plausi
 
 What a grader compares with: numbers (numerical gradients, values worked out by hand, arrays the
 lesson computed earlier), never the library function that is the exercise's answer. `close`
-compares floats with a tolerance and, when they differ, `diagnose`s the kind of mistake (rows
-that should sum to 0, a constant factor such as 1/sqrt(HS) or 1/n, transposed, the wrong sign,
-a missing term); `entries`/`mask` compare exact arrays and name the first wrong entry and the
+compares floats with a tolerance and, when they differ, `diagnose`s the kind of mistake: one of
+the named mistakes the grader computed on the same inputs (`wrongs`, e.g. "dout forgotten";
+`out_of_order` names a backward's other gradients), else rows that should sum to 0, a constant
+factor such as 1/sqrt(HS) or 1/n, transposed, the wrong sign, a missing term; `entries`/`mask` compare exact arrays and name the first wrong entry and the
 rule it breaks; `equal` compares ids and strings, and lists from their first difference; `count`
 compares counts and names the part they are off by; `true` checks a known-answer condition.
 
@@ -153,16 +154,20 @@ class Result(NamedTuple):
 
 def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32: bool = False,
           factors: dict[str, float] | None = None, terms: dict[str, Any] | None = None,
-          zero_sum: str | None = None) -> Result:
-    """gradcheck.compare's verdict (every entry |got - want| <= atol + rtol * |want|), reported
+          zero_sum: str | None = None, wrongs: dict[str, Any] | None = None) -> Result:
+    """analysis.gradcheck.compare's verdict (every entry |got - want| <= atol + rtol * |want|), reported
     with the largest difference and, when it fails, where it is and the two values there.
     `float32=True`: the answer is computed in float32 (rtol and atol should say so, e.g. 1e-4 and
     1e-6), and a passing row says that it passed at float32 precision.
     When it fails, `diagnose` says what kind of mistake it looks like: transposed, the wrong
     sign, off by one of the constant `factors` ({"1/sqrt(HS)": ...}) or by another constant,
     missing one of the `terms` ({"the mean term": array}), or rows that should sum to 0 over the
-    last axis and do not (`zero_sum`: the part that makes them, e.g. "the mean term")."""
-    from minibert import gradcheck
+    last axis and do not (`zero_sum`: the part that makes them, e.g. "the mean term").
+    `wrongs` ({words: array}): the answers that named mistakes give, computed by the grader on
+    the same inputs (from numerical gradients of a forward with the mistake built in, where it
+    can); an answer that equals one of them is told the words, whatever its shape. `terms` and
+    `wrongs` may also be functions that return the dict: they run only when the check fails."""
+    from minibert.analysis import gradcheck
 
     try:
         a = np.asarray(got, dtype=np.float64)
@@ -170,9 +175,18 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
         return Result(name, False, f"cannot read the answer as numbers ({e}); got {_short(got)}")
     b = np.asarray(want, dtype=np.float64)
     if a.shape != b.shape:
-        swapped = a.ndim >= 2 and a.shape[:-2] + a.shape[-2:][::-1] == b.shape
-        return Result(name, False, f"shape {a.shape}, expected {b.shape}" +
-                      ("; transposed? (the last two axes are swapped)" if swapped else ""))
+        detail = f"shape {a.shape}, expected {b.shape}"
+        named = _named_wrong(a, wrongs, rtol, atol)
+        if named:
+            return Result(name, False, f"{detail}. {named}")
+        if a.ndim >= 2 and a.shape[:-2] + a.shape[-2:][::-1] == b.shape:
+            if np.all(np.isfinite(a)) and np.allclose(np.swapaxes(a, -1, -2), b, rtol=max(10 * rtol, 1e-6),
+                                                      atol=max(10 * atol, 1e-9 * float(np.abs(b).max(initial=0)))):
+                detail += "; it is the expected answer transposed (the last two axes swapped)"
+            else:
+                detail += ("; the expected shape with its last two axes swapped, but not the expected answer "
+                           "transposed: another array in its place?")
+        return Result(name, False, detail)
     if not np.all(np.isfinite(a)):
         return Result(name, False, f"{int(np.sum(~np.isfinite(a)))} entries are nan or inf")
     check = gradcheck.compare(name, a, b, rtol, atol, verbose=False)
@@ -192,7 +206,7 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
         where = f" at index {tuple(int(i) for i in worst)}" if diff.ndim else ""
         detail += (f"; {int(np.sum(diff > allowed))} of {diff.size} entries off{where}: got {a[worst]:.6g}, "
                    f"expected {b[worst]:.6g} (allowed |diff| <= {atol:g} + {rtol:g} |expected|)")
-        diagnosis = diagnose(a, b, rtol, atol, factors, terms, zero_sum)
+        diagnosis = diagnose(a, b, rtol, atol, factors, terms, zero_sum, wrongs)
         if diagnosis:
             detail += f". {diagnosis}"
     return Result(name, check.ok, detail)
@@ -201,27 +215,44 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
 COMMON_FACTORS = {"2": 2.0, "-1": -1.0}  # always tried: a doubled or a negated answer
 
 
+def _now(table):
+    """A dict of terms or wrong answers, or the function that computes it (run now)."""
+    return table() if callable(table) else table
+
+
+def _named_wrong(got: np.ndarray, wrongs: dict[str, Any] | None, rtol: float, atol: float) -> str:
+    """The words of the first of `wrongs` ({words: the answer that mistake gives}) that `got`
+    equals (to ten times the tolerance), or ""."""
+    for words, value in (_now(wrongs) or {}).items():
+        w = np.asarray(value, dtype=np.float64)
+        scale = float(np.abs(w).max()) if w.size else 0.0
+        if got.shape == w.shape and np.all(np.isfinite(got)) and np.allclose(
+                got, w, rtol=max(10 * rtol, 1e-6), atol=max(10 * atol, 1e-9 * scale)):
+            return f"it equals what this mistake gives: {words}"
+    return ""
+
+
 def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float = 1e-8,
              factors: dict[str, float] | None = None, terms: dict[str, Any] | None = None,
-             zero_sum: str | None = None) -> str:
-    """What a wrong float answer looks like, in words ("" when it is none of these): the rows of
-    `want` sum to 0 over the last axis and those of `got` do not (names `zero_sum`, the part
-    that makes them); `got` equals `want` without one of `terms` (or with it twice, or with its
-    sign flipped); `got` is `want` transposed; `got` is `want` times a constant: -1 (the wrong
-    sign), one of `factors` or its inverse (named), or another number (given)."""
+             zero_sum: str | None = None, wrongs: dict[str, Any] | None = None) -> str:
+    """What a wrong float answer looks like, in words ("" when it is none of these): `got` is what
+    one of the named mistakes `wrongs` gives (only that is said); the rows of `want` sum to 0 over
+    the last axis and those of `got` do not (names `zero_sum`, the part that makes them: missing,
+    or there but wrong); `got` equals `want` without one of `terms` (or with it twice, or with
+    its sign flipped); `got` is `want` transposed; `got` is `want` times a constant: -1 (the wrong
+    sign), one of `factors` or its inverse (named), or another number (given). An answer close to
+    `want` but outside the tolerance is said to be so, not "1 times the expected one"."""
+    named = _named_wrong(got, wrongs, rtol, atol)
+    if named:
+        return named
     scale = float(np.abs(want).max()) if want.size else 0.0
     loose = dict(rtol=max(10 * rtol, 1e-6), atol=max(10 * atol, 1e-9 * scale))
 
     def same(x, y):
         return x.shape == y.shape and bool(np.allclose(x, y, **loose))
 
-    found = []
-    if zero_sum and want.ndim >= 1 and want.shape[-1] > 1:
-        rows_want, rows_got = np.abs(want.sum(-1)).max(), np.abs(got.sum(-1)).max()
-        if rows_want <= loose["atol"] + loose["rtol"] * scale and rows_got > 1e3 * max(rows_want, 1e-12):
-            found.append(f"your rows should sum to 0 over the last axis and reach {rows_got:.2g}: "
-                         f"your answer misses {zero_sum}")
-    for term_name, term in (terms or {}).items():
+    found, term_found = [], False
+    for term_name, term in (_now(terms) or {}).items():
         t = np.asarray(term, dtype=np.float64)
         if same(got, want - t):
             found.append(f"it misses {term_name}")
@@ -229,14 +260,26 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
             found.append(f"it counts {term_name} twice")
         elif same(got, want - 2 * t):
             found.append(f"{term_name} has the wrong sign")
+        term_found = term_found or bool(found)
+    if zero_sum and want.ndim >= 1 and want.shape[-1] > 1:
+        rows_want, rows_got = np.abs(want.sum(-1)).max(), np.abs(got.sum(-1)).max()
+        if rows_want <= loose["atol"] + loose["rtol"] * scale and rows_got > 1e3 * max(rows_want, 1e-12):
+            words = (f"your rows should sum to 0 over the last axis and reach {rows_got:.2g}: "
+                     f"{zero_sum} is missing, or there but not the right one")
+            if not term_found:
+                found.insert(0, words)
     if got.ndim >= 2 and got.shape[-1] == got.shape[-2] and same(np.swapaxes(got, -1, -2), want):
         found.append("it is the expected answer transposed (the last two axes swapped)")
     if not found and not np.any(got) and np.any(want):
         found.append("your answer is 0 everywhere: the part this check measures is missing")
     if not found and np.count_nonzero(want) >= 2:  # one number is always "a constant times" another
         r = float(np.sum(got * want) / np.sum(want * want))  # the best constant: got ~ r * want
-        if same(got, r * want):
-            named = {**(factors or {}), **COMMON_FACTORS}  # the grader's own first: in lesson 22, 2 is sqrt(HS)
+        if same(got, r * want) and np.isclose(r, 1.0, rtol=1e-3):  # no factor: just outside the tolerance
+            found.append("your answer is within ten times the tolerance of the expected one, not within it: "
+                         "a small term off, or a float32 step in a float64 check?")
+        elif same(got, r * want):
+            named = {label: f for label, f in {**(factors or {}), **COMMON_FACTORS}.items()  # the grader's own first:
+                     if not np.isclose(f, 1.0)}  # in lesson 22, 2 is sqrt(HS); a factor of 1 (dloss = 1) says nothing
             words = None
             for label, f in named.items():
                 if np.isclose(r, f, rtol=1e-4):
@@ -252,6 +295,15 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
             found.append(f"your answer is {words}" if words else
                          f"your answer is {r:.4g} times the expected one: off by a constant factor")
     return "; ".join(found)
+
+
+def out_of_order(names: tuple[str, ...], wants: tuple, name: str) -> dict[str, Any]:
+    """For `close(..., wrongs=...)` on one item of a backward that returns several (`names`, their
+    expected values `wants`): every other item's expected value, named, so that gradients returned
+    in the wrong order are said to be so (and not "transposed", when their shapes happen to be)."""
+    order = ", ".join(names)
+    return {f"the expected {other} in {name}'s place: the gradients are returned out of order (the order is {order})":
+            want for other, want in zip(names, wants) if other != name}
 
 
 def entries(name: str, got, want, rule: Callable[[tuple], str]) -> Result:

@@ -7,7 +7,7 @@
 The public names below are imported lazily (PEP 562 `__getattr__`): `import minibert` loads
 neither NumPy nor Numba, so `python -m minibert --help` stays fast, and the OpenBLAS setting
 below is still in place when something first needs NumPy. Submodules (`minibert.layers`,
-`minibert.gradcheck`, ...) load on first attribute access too.
+`minibert.analysis.gradcheck`, ...) load on first attribute access too.
 
 `train.pretrain.train` is exported as `pretrain`: `minibert.train` is the submodule, and after any
 `import minibert.train` Python binds that name to the module, so a function of the same name
@@ -44,25 +44,25 @@ _EXPORTS = {
     "ElectraForTokenClassification": "finetune.electra_tasks",
     "ElectraForMultipleChoice": "finetune.electra_tasks", "ElectraForQuestionAnswering": "finetune.electra_tasks",
     # text
-    "BertTokenizer": "tokenizer", "basic_tokenize": "tokenizer", "load_vocab": "tokenizer",
-    "save_vocab": "tokenizer", "train_wordpiece": "wordpiece_trainer",
+    "BertTokenizer": "text.tokenizer", "basic_tokenize": "text.tokenizer", "load_vocab": "text.tokenizer",
+    "save_vocab": "text.tokenizer", "train_wordpiece": "text.wordpiece_trainer",
     "read_text": "io.textio", "iter_lines": "io.textio",
     # pretraining data
-    "build_pretraining_data": "shards", "create_training_instances": "pretraining_data",
-    "BatchIterator": "shards", "load_shards": "shards",
-    "build_default_corpus": "corpus",
+    "build_pretraining_data": "data.shards", "create_training_instances": "data.pretraining_data",
+    "BatchIterator": "data.shards", "load_shards": "data.shards",
+    "build_default_corpus": "data.corpus",
     # training
     "TrainConfig": "train.config", "make_config": "train.config", "pretrain": "train.pretrain:train",
     "Trainer": "train.trainer", "resume_config": "train.runs", "AdamW": "optim", "lr_at": "optim", "clip_by_global_norm": "optim",
     # looking inside
-    "fill_mask": "inspect", "attention_maps": "inspect", "plot_attention": "inspect",
+    "fill_mask": "analysis.inspect", "attention_maps": "analysis.inspect", "plot_attention": "analysis.inspect",
     "load_model_and_tokenizer": "tools.look_inside",
     # gradient checking
-    "numerical_grad": "gradcheck", "compare": "gradcheck", "check_model": "gradcheck",
+    "numerical_grad": "analysis.gradcheck", "compare": "analysis.gradcheck", "check_model": "analysis.gradcheck",
 }
-_SUBMODULES = ("backend", "bert", "corpus", "family", "finetune", "gradcheck", "inspect", "io", "kernels", "layers",
-               "loop", "model", "native", "nsp_baseline", "optim", "pretraining_data", "tokenizer", "tools", "train",
-               "wordpiece_trainer")
+# every module and folder at the package root (tests/meta/test_package.py keeps this list whole)
+_SUBMODULES = ("analysis", "backend", "bert", "checkpoint", "data", "family", "finetune", "io", "kernels",
+               "layers", "loop", "model", "native", "optim", "taskdata", "text", "tools", "train")
 
 __all__ = sorted(_EXPORTS)
 

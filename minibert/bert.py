@@ -20,7 +20,7 @@ from minibert import checkpoint
 from minibert.model import (HEAD_GROUPS, BertConfig, LossGradsMetrics, Output, train_rng, bert_backward, bert_forward,
                             check_inputs, check_objective, check_params, encoder_forward, init_params,
                             mlm_transform_forward, param_shapes, pooler_forward)
-from minibert.tokenizer import BertTokenizer
+from minibert.text.tokenizer import BertTokenizer
 
 
 class BertForPreTraining:
@@ -92,7 +92,7 @@ class BertForPreTraining:
         LM); the last two need only the MLM head, and their grads hold only the parameters they
         train (model.trained_params: no pool.*, nsp.*).
         `loss_weights` (MLM, NSP): the grads are those of w_mlm * mlm_loss + w_nsp * nsp_loss (for
-        gradient accumulation, minibert/loop/step.py); the loss and metrics are unweighted."""
+        gradient accumulation, minibert/train/pretraining_step.py); the loss and metrics are unweighted."""
         check_objective(objective)
         needed = HEAD_GROUPS if objective == "mlm_nsp" else ("mlm",)
         if any(g not in self.heads for g in needed):

@@ -47,6 +47,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minibert import layers
+from minibert.text.tokenizer import MAX_VOCAB_SIZE
 
 ACTIVATIONS = {"gelu": "none", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh"}
 # the model sizes minibert trains (vocab_size comes from the vocabulary): `tiny` is the shape of
@@ -58,7 +59,7 @@ MODEL_SIZES = {"tiny": dict(hidden_size=128, num_hidden_layers=2, num_attention_
 # The largest model minibert builds, by config field: a config.json is untrusted input, and
 # `"num_hidden_layers": 1000000` must be refused before a million layers of parameters are
 # planned, not after (BERT-large's sizes beside them, for scale).
-SIZE_LIMITS = {"vocab_size": 1 << 22, "hidden_size": 16384, "num_hidden_layers": 256, "num_attention_heads": 256,
+SIZE_LIMITS = {"vocab_size": MAX_VOCAB_SIZE, "hidden_size": 16384, "num_hidden_layers": 256, "num_attention_heads": 256,
                "intermediate_size": 65536, "max_position_embeddings": 65536, "type_vocab_size": 1024}
 BERT_LARGE = {"vocab_size": 30522, "hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
               "intermediate_size": 4096, "max_position_embeddings": 512, "type_vocab_size": 2}
@@ -630,6 +631,13 @@ class Metrics(NamedTuple):
     nsp_isnext_correct: int  # hits among the IsNext pairs (label 0): how often the model sees a real next
     nsp_isnext_count: int
 
+    def sums(self) -> dict:
+        """{name: (sum, count)}: each number and what it is a mean over, as the training loop logs
+        them (loop/engine.py): the losses (each a mean already) over 1, the accuracies as hits
+        over counted."""
+        return {"loss": (self.loss, 1), "mlm_loss": (self.mlm_loss, 1), "nsp_loss": (self.nsp_loss, 1),
+                "mlm_acc": (self.mlm_correct, self.mlm_count), "nsp_acc": (self.nsp_correct, self.nsp_count)}
+
 
 class LossGradsMetrics(NamedTuple):
     loss: float
@@ -764,7 +772,7 @@ def bert_backward(params, cfg, cache, ops=layers, dmlm=1.0, dnsp=1.0):
     pooler and NSP head for "mlm" and "ltr" (the cache tells: it has no NSP part then).
     `dmlm`, `dnsp`: the weights of the two losses in the loss differentiated, 1 for bert_forward's
     loss; a micro-batch of an accumulated step passes its share of the step's predictions and
-    pairs (minibert/loop/step.py, docs/bert-notes.md §10.2)."""
+    pairs (minibert/train/pretraining_step.py, docs/bert-notes.md §10.2)."""
     enc_cache, hc, _ = cache
     grads = {}
     # the chain rule starts here: loss = dmlm * mlm_loss (+ dnsp * nsp_loss), so d(loss)/d(mlm_loss)

@@ -191,7 +191,7 @@ def test_do_lower_case_round_trips_through_tokenizer_config(tmp_path):
 
 
 def test_save_pretrained_accepts_a_tokenizer_as_vocab(tmp_path):
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     model = random_model()
     model.save_pretrained(tmp_path, vocab=BertTokenizer(VOCAB, do_lower_case=False))
@@ -439,7 +439,7 @@ def test_encode_token_and_mean_pooled_sentence_vectors(tmp_path):
     np.testing.assert_allclose(alone[0], tokens[1], atol=1e-5)
     ids = np.array([[2, 10, 11, 14, 3]])  # [CLS] dog ##s ran [SEP], by hand
     np.testing.assert_allclose(tokens[1], loaded(ids).sequence_output[0], atol=1e-6)
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     vec, _ = model.encode(["dogs ran"], tokenizer=BertTokenizer(VOCAB))
     np.testing.assert_allclose(vec[0], tokens[1], atol=1e-6)

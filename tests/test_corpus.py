@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from minibert import corpus as C
-from minibert.tokenizer import BertTokenizer
+from minibert.data import corpus as C
+from minibert.text.tokenizer import BertTokenizer
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample.txt"
 

@@ -1,7 +1,7 @@
 """The checker itself must catch wrong gradients, not only bless right ones."""
 import numpy as np
 
-from minibert import gradcheck as gc
+from minibert.analysis import gradcheck as gc
 from minibert import layers as L
 
 

@@ -1,4 +1,4 @@
-"""minibert.inspect on a tiny saved model: fill-mask's k and the attention plot's limits.
+"""minibert.analysis.inspect on a tiny saved model: fill-mask's k and the attention plot's limits.
 
 `attention` used to cut text at 512 tokens silently and to draw a 211-Mpixel PNG for 600 words;
 `fill-mask -k 0` printed nothing and `-k -1` the whole vocabulary but one.
@@ -7,7 +7,7 @@ import struct
 
 import pytest
 
-from minibert import inspect as I
+from minibert.analysis import inspect as I
 from minibert.bert import BertForPreTraining
 from minibert.io import tensorfile
 from minibert.model import BertConfig

@@ -12,7 +12,9 @@ import pytest
 
 numba = pytest.importorskip("numba")
 
-from minibert import gradcheck, kernels, layers  # noqa: E402
+from minibert.analysis import gradcheck  # noqa: E402
+
+from minibert import kernels, layers
 from minibert.backend import get_ops  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from minibert import gradcheck as gc
+from minibert.analysis import gradcheck as gc
 from minibert import layers as L
 
 

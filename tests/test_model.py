@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 
-from minibert import gradcheck as gc
+from minibert.analysis import gradcheck as gc
 from minibert import layers
 from minibert.backend import get_ops
 from minibert.bert import BertForPreTraining

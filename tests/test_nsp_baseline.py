@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minibert.nsp_baseline import FEATURES, document_idf, nsp_overlap_baseline, overlap_features, token_sets
+from minibert.analysis.nsp_baseline import FEATURES, document_idf, nsp_overlap_baseline, overlap_features, token_sets
 
 PAD, UNK, CLS, SEP, MASK = 0, 1, 2, 3, 4
 SPECIAL = {PAD, UNK, CLS, SEP, MASK}

@@ -10,9 +10,9 @@ import random
 import numpy as np
 import pytest
 
-from minibert.pretraining_data import (CLS, MASK, PACKINGS, SEP, create_packed_instances, create_training_instances,
+from minibert.data.pretraining_data import (CLS, MASK, PACKINGS, SEP, create_packed_instances, create_training_instances,
                                        pack_documents)
-from minibert.shards import build_pretraining_data, load_shards, read_meta
+from minibert.data.shards import build_pretraining_data, load_shards, read_meta
 
 PACKED = ("full_sentences", "doc_sentences")
 

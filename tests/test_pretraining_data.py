@@ -1,4 +1,4 @@
-"""Tests of minibert.pretraining_data: the original generator reproduced, invariants (docs/bert-notes.md §3.9),
+"""Tests of minibert.data.pretraining_data: the original generator reproduced, invariants (docs/bert-notes.md §3.9),
 statistics, pitfalls, dynamic masking, storage and the batch iterator."""
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from minibert import pretraining_data as pd
-from minibert import shards
-from minibert.pretraining_data import (CLS, MASK, SEP, TrainingInstance, create_masked_lm_predictions,
+from minibert.data import pretraining_data as pd
+from minibert.data import shards
+from minibert.data.pretraining_data import (CLS, MASK, SEP, TrainingInstance, create_masked_lm_predictions,
                                        create_training_instances, instances_to_features, num_predictions, remask,
                                        truncate_seq_pair)
-from minibert.shards import BatchIterator
+from minibert.data.shards import BatchIterator
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "a", "big", "red", "sun",
@@ -25,7 +25,7 @@ WORDS = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "away", "a", "bi
 
 
 class StandInTokenizer:
-    """Whitespace split + greedy longest-match WordPiece: used only if minibert.tokenizer is absent."""
+    """Whitespace split + greedy longest-match WordPiece: used only if minibert.text.tokenizer is absent."""
 
     def __init__(self, vocab: list[str], do_lower_case: bool = True):
         self.ids_to_tokens = list(vocab)
@@ -57,7 +57,7 @@ class StandInTokenizer:
 def make_tokenizer(words=WORDS):
     vocab = SPECIALS + list(words)
     try:
-        from minibert.tokenizer import BertTokenizer
+        from minibert.text.tokenizer import BertTokenizer
         return BertTokenizer(vocab)
     except Exception:  # the tokenizer module is not there yet (or broken): use the stand-in
         return StandInTokenizer(vocab)
@@ -816,7 +816,7 @@ def test_build_pretraining_data_and_cli(tmp_path, tok, capsys):
     it = BatchIterator(tmp_path / "out", 4, seed=0, masking="dynamic")
     assert it.next_batch()["input_ids"].shape == (4, 32)
     try:
-        from minibert.tokenizer import BertTokenizer  # noqa: F401
+        from minibert.text.tokenizer import BertTokenizer  # noqa: F401
     except Exception:
         return
     rc = shards.cli(["--corpus", str(f), "--vocab", str(vocab), "--out", str(tmp_path / "cli"),
@@ -839,7 +839,7 @@ def test_vocab_without_special_tokens_fails_before_generation(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
     assert shards.cli(["--corpus", str(f), "--vocab", str(vocab), "--out", str(tmp_path / "out")]) == 1
     assert "lacks the special token(s) [CLS] [MASK]" in capsys.readouterr().err
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     no_specials = BertTokenizer(["[PAD]", "[UNK]", "[SEP]"] + WORDS)
     with pytest.raises(ValueError, match=r"vocab list lacks the special token\(s\) \[CLS\] "

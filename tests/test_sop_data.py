@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from minibert.pretraining_data import CLS, MASK, SEP, TrainingInstance, create_instances_from_document
-from minibert.shards import build_pretraining_data, load_shards, read_meta
+from minibert.data.pretraining_data import CLS, MASK, SEP, TrainingInstance, create_instances_from_document
+from minibert.data.shards import build_pretraining_data, load_shards, read_meta
 
 
 def traced_documents(n_docs, seed, seg_lo=1, seg_hi=9, words_hi=6):
@@ -95,7 +95,7 @@ def test_sop_long_segments_still_pair_within_the_document():
 
 
 def test_sop_flag_reaches_the_shards(tmp_path):
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     words = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
     vocab = tmp_path / "vocab.txt"

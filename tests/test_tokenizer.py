@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibert import tokenizer as T
-from minibert.tokenizer import BertTokenizer, basic_tokenize, load_vocab
+from minibert.text import tokenizer as T
+from minibert.text.tokenizer import BertTokenizer, basic_tokenize, load_vocab
 
 GOOGLE_VOCAB = ["[UNK]", "[CLS]", "[SEP]", "want", "##want", "##ed", "wa", "un", "runn", "##ing", ","]
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibert import wordpiece_trainer as W
-from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
-from minibert.wordpiece_trainer import train_from_word_counts, train_naive, train_wordpiece
+from minibert.text import wordpiece_trainer as W
+from minibert.text.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
+from minibert.text.wordpiece_trainer import train_from_word_counts, train_naive, train_wordpiece
 
 TOY = {"hug": 10, "pug": 5, "pun": 12, "bun": 4, "hugs": 5}
 N_SPECIAL = len(SPECIAL_TOKENS)

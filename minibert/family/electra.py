@@ -275,6 +275,14 @@ class ElectraMetrics(NamedTuple):
     replaced_count: int  # tokens labelled replaced
     flagged_count: int  # tokens the discriminator flagged as replaced
 
+    def sums(self) -> dict:
+        """{name: (sum, count)}, as the training loop logs them (loop/engine.py): the losses over 1,
+        the rates as hits over counted."""
+        return {"loss": (self.loss, 1), "mlm_loss": (self.mlm_loss, 1), "rtd_loss": (self.rtd_loss, 1),
+                "mlm_acc": (self.mlm_correct, self.mlm_count), "disc_acc": (self.disc_correct, self.disc_count),
+                "replaced_recall": (self.replaced_flagged, self.replaced_count),
+                "replaced_precision": (self.replaced_flagged, self.flagged_count)}
+
     def rates(self) -> dict[str, float]:
         """Generator MLM accuracy, discriminator accuracy, replaced-token recall and precision."""
         ratio = lambda a, b: a / max(b, 1)  # noqa: E731

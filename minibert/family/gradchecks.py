@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minibert.gradcheck import (compare, layer_check, numerical_grad, numerical_grad_scalar, rand_array, random_batch,
+from minibert.analysis.gradcheck import (compare, layer_check, numerical_grad, numerical_grad_scalar, rand_array, random_batch,
                                 sampled_indices, sampled_loss_checks)
 from minibert.model import embeddings_backward, embeddings_forward
 

@@ -385,6 +385,10 @@ class XLNetMetrics(NamedTuple):
     correct: int  # argmax hits among them
     count: int  # predicted tokens
 
+    def sums(self) -> dict:
+        """{name: (sum, count)}, as the training loop logs them (loop/engine.py)."""
+        return {"loss": (self.loss, 1), "acc": (self.correct, self.count)}
+
 
 def xlnet_forward(params, cfg: XLNetConfig, batch, ops=layers, want_streams=False):
     """-> (loss, metrics, cache); with want_streams also the last layer's (h, g), (B, T, C) each."""
@@ -442,7 +446,7 @@ def xlnet_backward(params, cfg: XLNetConfig, cache: XLNetCache, ops=layers, dlos
 
 class XLNetForPermutationLM:
     """Parameters + config + backend; `loss_grads_metrics(batch)` is what
-    minibert.loop.step.training_step calls. A batch: input_ids, input_mask, perm_rank, target_mask
+    the training loop calls (train/xlnet.py's XLNetRun). A batch: input_ids, input_mask, perm_rank, target_mask
     (B, T) (sample_orders and partial_targets make the last two)."""
 
     def __init__(self, config: XLNetConfig, seed: int = 0, dtype=np.float32, params=None):

@@ -1,4 +1,4 @@
-"""Fine-tuning ALBERT: the four task shapes on ALBERT's encoder, laid out as transformers' Albert* classes.
+"""Fine-tuning ALBERT: the four head shapes on ALBERT's encoder, laid out as transformers' Albert* classes.
 
     model = AlbertForSequenceClassification.from_pretrained("runs/albert-tiny", num_labels=2)
     logits = model.forward(input_ids, token_type_ids, attention_mask)       # (B, 2)
@@ -70,7 +70,7 @@ def albert_layers(params, cfg, ids, seg, mask, ops):
 # ---------------------------------------------------------------------------------------------
 # transformers' names, and reading a checkpoint directory
 
-def to_hf_state_dict(params, config=None, task=None) -> dict[str, np.ndarray]:
+def to_hf_state_dict(params, config=None, head_shape=None) -> dict[str, np.ndarray]:
     """A task model's params (or grads) -> transformers' Albert* names and layouts: the encoder
     and pooler as family/albert.py names them, the head as classifier.* / qa_outputs.* (the names
     do not depend on the config or the task: heads.Encoder's to_hf passes them)."""
@@ -100,7 +100,7 @@ def _params_from_state(tensors, config: AlbertConfig, arch: str, dtype) -> dict[
     if arch in SOURCES:  # every tensor, the MLM and SOP heads included (they are reported as not used)
         return albert.from_hf_state_dict(state, config, dtype)
     head = checkpoint._pop_task_heads(state, dtype)  # classifier.* / qa_outputs.* -> cls.* / qa.*
-    wanted = ALBERT_ENCODER.heads[CLASSES[arch].task].out
+    wanted = ALBERT_ENCODER.heads[CLASSES[arch].head_shape].out
     if wanted + ".w" not in head:
         raise ValueError(f"config.json says {arch} but the file has no {HF_HEADS[wanted]} tensors")
     names = [n for n in albert.param_shapes(config) if n.split(".", 1)[0] not in HEAD_GROUPS]

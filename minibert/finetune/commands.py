@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.cli import CommandParser, command_parser, given_settings
+from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.finetune.frozen import TAGGERS
 from minibert.finetune.recipes import init_hidden_size, recipe
 from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
@@ -107,7 +107,7 @@ def resolve_init(cfg: FinetuneConfig, verbose: bool) -> None:
 
 
 def task_kind(cfg: FinetuneConfig) -> str:
-    from minibert.finetune.tasks import generic_task, get_task
+    from minibert.finetune.task_data import generic_task, get_task
 
     if cfg.task in ("squad1", "squad2"):
         return "qa"
@@ -122,8 +122,8 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True) -> FinetuneRun:
     if kind == "qa":
         from minibert.finetune.squad_run import build_squad_run
         return build_squad_run(cfg, verbose)
-    from minibert.finetune.tasks import generic_task, get_task, load_task
-    from minibert.tokenizer import BertTokenizer
+    from minibert.finetune.task_data import generic_task, get_task, load_task
+    from minibert.text.tokenizer import BertTokenizer
 
     task = generic_task(cfg.format) if cfg.task == "custom" else get_task(cfg.task)
     # the tokenizer decides the features, and the labels decide the head: read the vocabulary first
@@ -222,20 +222,22 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
     """Build, start or resume, train and report (the directory is locked by the caller)."""
     cfg.resume_run = resume
     run = build_run(cfg, verbose=not quiet)
+    say = (lambda line: print(line, flush=True)) if not quiet else (lambda line: None)
     if resume:
-        run.resume()
+        loop = run.resume()
+        say(f"resumed {run.dir} at step {loop.step}/{loop.total_steps}")
     else:
-        run.start()
+        loop = run.start()
         m = run.model
         epochs = cfg.epochs if not cfg.steps else round(run.total_steps / run.steps_per_epoch, 2)  # --steps: its epochs
-        engine.say(run, f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} "
+        say(f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} "
                         f"training features, batch {cfg.batch_size}, {run.total_steps} steps ({epochs:g} epochs), "
                         f"lr {cfg.lr:g}, warmup {run.warmup_steps}, dropout {cfg.dropout:g}"
                         + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
-    status = run.train()
+    status = engine.run(run, loop)
     best = run.best or {}
     shown = ", ".join(f"{k} {v:.4f}" for k, v in best.items() if k != "step" and isinstance(v, float))
-    engine.say(run, f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
+    say(f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
                     f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
     return 130 if status == "interrupted" else 0
 
@@ -275,14 +277,14 @@ def predict_cli(argv: list[str]) -> int:
 
     positions = model.config.max_position_embeddings
     T = min(saved_setting(saved, "task", "max_seq_length", 128, str(Path(args.model_dir) / "run.json")), positions)
-    if model.task == "qa":
+    if model.head_shape == "qa":
         from minibert.finetune.squad_run import predict_answer
         return predict_answer(model, tokenizer, args.question, args.context, saved, args.threshold)
     if args.threshold is not None:
-        raise ValueError(f"--threshold is for SQuAD 2.0 question answering; {args.model_dir} is a {model.task} model")
+        raise ValueError(f"--threshold is for SQuAD 2.0 question answering; {args.model_dir} is a {model.head_shape} model")
     if not args.texts or not all(t.strip() for t in args.texts):
         raise ValueError("predict needs the text to classify (every text given must hold a word)")
-    if model.task == "sequence":
+    if model.head_shape == "sequence":
         if len(args.texts) > 2:
             raise ValueError("sequence classification takes one text or a pair")
         ids, seg = tokenizer.encode(args.texts[0], args.texts[1] if len(args.texts) > 1 else None, max_length=T)
@@ -295,7 +297,7 @@ def predict_cli(argv: list[str]) -> int:
         best = int(probs.argmax())
         print(f"{model.config.id2label[best]}  (" + ", ".join(
             f"{model.config.id2label[i]} {pr:.3f}" for i, pr in enumerate(probs)) + ")")
-    elif model.task == "token":
+    elif model.head_shape == "token":
         from minibert.finetune.features import token_features, word_predictions
         from minibert.taskdata.readers import TaggedExample
 

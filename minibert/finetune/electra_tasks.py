@@ -1,4 +1,4 @@
-"""Fine-tuning ELECTRA's discriminator: the four task shapes, laid out as transformers' Electra* classes.
+"""Fine-tuning ELECTRA's discriminator: the four head shapes, laid out as transformers' Electra* classes.
 
 Only the discriminator is kept after ELECTRA's pretraining (docs/bert-notes.md §10.3); its encoder
 (embedding E -> C, L of BERT's blocks) gets a task head, as BERT's does (minibert/finetune/). Two of
@@ -138,33 +138,33 @@ def encoder_shapes(cfg: ElectraConfig) -> dict[str, tuple]:
     return {k: s for k, s in electra.param_shapes(cfg, "disc").items() if not k.startswith("disc.")}
 
 
-def to_hf_state_dict(params, cfg: ElectraConfig, task: str) -> dict[str, np.ndarray]:
+def to_hf_state_dict(params, cfg: ElectraConfig, head_shape: str) -> dict[str, np.ndarray]:
     """minibert params (or grads, or some of them) of a task model -> transformers' names and layouts."""
     ours = {}
-    for module, theirs in HEAD_NAMES[task].items():
+    for module, theirs in HEAD_NAMES[head_shape].items():
         if module + ".w" in params:
             ours[theirs + ".weight"] = np.ascontiguousarray(params[module + ".w"].T)  # PyTorch stores (out, in)
         if module + ".b" in params:
             ours[theirs + ".bias"] = np.ascontiguousarray(params[module + ".b"])
-    heads = {m + s for m in HEAD_NAMES[task] for s in (".w", ".b")}
+    heads = {m + s for m in HEAD_NAMES[head_shape] for s in (".w", ".b")}
     return {**electra.to_hf_state_dict({k: v for k, v in params.items() if k not in heads}, cfg), **ours}
 
 
-def from_hf_state_dict(state, cfg: ElectraConfig, shapes, task: str | None, dtype) -> dict[str, np.ndarray]:
+def from_hf_state_dict(state, cfg: ElectraConfig, shapes, head_shape: str | None, dtype) -> dict[str, np.ndarray]:
     """Inverse of to_hf_state_dict for the parameters named in `shapes` (the state may hold
-    more; check_state has checked what must be there). task None: the encoder's names and the
+    more; check_state has checked what must be there). head_shape None: the encoder's names and the
     pretraining heads' (family/electra.py's)."""
     names = electra.hf_names(cfg)
-    for m, t in HEAD_NAMES.get(task, {}).items():
+    for m, t in HEAD_NAMES.get(head_shape, {}).items():
         names.update({m + ".w": (t + ".weight", True), m + ".b": (t + ".bias", False)})
     return electra.gather_params(state, shapes, names, dtype)
 
 
-def expected_hf_shapes(shapes, cfg, task=None) -> dict[str, tuple]:
+def expected_hf_shapes(shapes, cfg, head_shape=None) -> dict[str, tuple]:
     """The transformers keys and shapes that to_hf_state_dict writes for parameters of these
-    shapes (task None: the encoder alone)."""
+    shapes (head_shape None: the encoder alone)."""
     empty = {n: np.empty(s, np.float32) for n, s in shapes.items()}
-    state = electra.to_hf_state_dict(empty, cfg) if task is None else to_hf_state_dict(empty, cfg, task)
+    state = electra.to_hf_state_dict(empty, cfg) if head_shape is None else to_hf_state_dict(empty, cfg, head_shape)
     return {k: a.shape for k, a in state.items()}
 
 
@@ -180,12 +180,12 @@ def _params_from_state(tensors, config: ElectraConfig, arch: str, dtype) -> dict
     state.pop("generator_lm_head.weight", None)  # a generator's tied decoder: the word embeddings again
     enc = encoder_shapes(config)
     if arch in CLASSES:  # a task model: its encoder and head, every tensor checked
-        task = CLASSES[arch].task
-        out = HEAD_NAMES[task][ELECTRA_HEADS[task].out] + ".bias"
+        head_shape = CLASSES[arch].head_shape
+        out = HEAD_NAMES[head_shape][ELECTRA_HEADS[head_shape].out] + ".bias"
         K = state[out].shape[0] if out in state else 1  # (when it is missing, check_state says so)
-        shapes = {**enc, **head_shapes(ELECTRA_HEADS[task], config.hidden_size, K)}
-        checkpoint.check_state(state, expected_hf_shapes(shapes, config, task), f"minibert's {arch}")
-        return from_hf_state_dict(state, config, shapes, task, dtype)
+        shapes = {**enc, **head_shapes(ELECTRA_HEADS[head_shape], config.hidden_size, K)}
+        checkpoint.check_state(state, expected_hf_shapes(shapes, config, head_shape), f"minibert's {arch}")
+        return from_hf_state_dict(state, config, shapes, head_shape, dtype)
     # a pretraining checkpoint: the encoder, checked, and the tensors of its head that the file has
     # (reported as not used)
     mine = {k: v for k, v in state.items() if k.startswith("electra.")}

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.finetune.registry import TASK_ARCHITECTURES
 from minibert.loop import rundir
 
@@ -39,7 +39,7 @@ class Finetuned(NamedTuple):
 def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
     """A fine-tuned model directory -> its model, tokenizer and what its run recorded."""
     from minibert.checkpoint import config_architectures, read_config_json
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     directory = Path(directory)
     archs = config_architectures(read_config_json(directory / "config.json"), directory / "config.json") or [None]
@@ -57,10 +57,10 @@ def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
 
 def file_task(ft: Finetuned, fmt: str | None):
     """The Task the files are read and scored as: run.json's, or a generic one of --format."""
-    from minibert.finetune.tasks import TASKS, generic_task
+    from minibert.finetune.task_data import TASKS, generic_task
 
     task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
-    if ft.model.task == "qa":
+    if ft.model.head_shape == "qa":
         return None
     if fmt is None and task.get("name") in TASKS:
         return TASKS[task["name"]]
@@ -68,9 +68,9 @@ def file_task(ft: Finetuned, fmt: str | None):
     if fmt is None:
         raise ValueError(f"{ft.directory} has no run.json from finetune naming its task's format: pass --format "
                          f"(glue-single, glue-pair, conll or swag)")
-    found = generic_task(fmt, regression=ft.model.task == "sequence" and ft.model.config.num_labels == 1)
+    found = generic_task(fmt, regression=ft.model.head_shape == "sequence" and ft.model.config.num_labels == 1)
     head = {"classification": "sequence", "regression": "sequence"}.get(found.kind, found.kind)
-    if head != ft.model.task:
+    if head != ft.model.head_shape:
         raise ValueError(f"--format {fmt} is a {found.kind} format but {ft.directory} is a {ft.model.architecture}")
     return found
 
@@ -92,7 +92,7 @@ def _labels(ft: Finetuned, task) -> list[str] | None:
 def _read(task, path: Path, labelled: bool) -> list:
     """The examples of `path` in the task's format; unlabelled CoNLL (words only) when predicting."""
     from minibert.taskdata.readers import LINE_BYTES, TaggedExample, read_conll, text_line
-    from minibert.finetune.tasks import read_examples
+    from minibert.finetune.task_data import read_examples
     from minibert.io.textio import iter_lines, refuse_special_file
 
     refuse_special_file(path)  # /dev/zero never ends, a FIFO would be read twice (examples, then the output)
@@ -126,7 +126,7 @@ def _read(task, path: Path, labelled: bool) -> list:
 
 
 def _task_data(ft: Finetuned, task, path: Path, labelled: bool):
-    from minibert.finetune.tasks import TaskData, task_features
+    from minibert.finetune.task_data import TaskData, task_features
 
     examples = _read(task, path, labelled)
     labels = _labels(ft, task)
@@ -174,7 +174,7 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
     check_output(out, inputs=[path, ft.directory], kind="dir" if task is None else "file")
     if task is None:
         return _predict_squad(ft, path, out)
-    from minibert.finetune.tasks import task_features
+    from minibert.finetune.task_data import task_features
 
     examples, labels = _read(task, path, labelled=False), _labels(ft, task)
     T, values = _max_seq_length(ft, 128), []

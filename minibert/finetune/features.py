@@ -26,7 +26,7 @@ import numpy as np
 
 from minibert.io.textio import shown
 from minibert.taskdata.readers import label_id
-from minibert.tokenizer import truncate_pair
+from minibert.text.tokenizer import truncate_pair
 
 IGNORE_INDEX = -100  # label of positions without a loss (cross_entropy_forward's default)
 
@@ -59,7 +59,7 @@ def encode_pair(tokenizer, text_a: str, text_b: str | None,
                 max_seq_length: int) -> tuple[list[int], list[int], bool]:
     """-> (ids, segment_ids, truncated) for [CLS] A [SEP] or [CLS] A [SEP] B [SEP].
 
-    >>> from minibert.tokenizer import BertTokenizer
+    >>> from minibert.text.tokenizer import BertTokenizer
     >>> tok = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "b", "c"])
     >>> encode_pair(tok, "a b c", "c", 5)     # 3 + 1 > 5 - 3: "c" dropped from the longer A
     ([2, 4, 3, 6, 3], [0, 0, 0, 1, 1], True)

@@ -27,6 +27,7 @@ import numpy as np
 
 from minibert.finetune.bilstm import bilstm_backward, bilstm_forward, bilstm_params
 from minibert.finetune.heads import classifier_backward, classifier_forward
+from minibert.finetune.models import step_metrics
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
 from minibert.model import train_rng, truncated_normal
 
@@ -56,7 +57,7 @@ class FrozenFeatureTagger:
     """A token classifier on frozen encoder features. Only `params` (the head) is trained."""
 
     architecture = "FrozenFeatureTagger"
-    task = "token"
+    head_shape = "token"
 
     def __init__(self, encoder, combine: str, num_labels: int, seed: int = 0, id2label=None, tagger: str = "linear"):
         """`encoder`: a loaded BertForTokenClassification (or any task model) whose encoder
@@ -110,20 +111,20 @@ class FrozenFeatureTagger:
     eval_logits = forward
 
     def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True):
-        """-> (loss, grads of the head, logits), as the task models."""
+        """-> (loss, grads of the head, {name: (sum, count)}), as the task models (models.step_metrics)."""
         ops = self.ops
         logits, cache = self.logits_and_cache(batch["input_ids"], batch.get("segment_ids"), batch.get("input_mask"),
                                               train_rng(train, rng))
         loss, c_ce = ops.cross_entropy_forward(logits, np.asarray(batch["labels"], np.int64))
         if not compute_grads:
-            return float(loss), None, logits
+            return float(loss), None, step_metrics(float(loss), logits, batch)
         dlogits = ops.cross_entropy_backward(1.0, c_ce)  # (B, T, K)
         head, lstm = cache
         dx, dw, db = classifier_backward(dlogits.reshape(-1, dlogits.shape[-1]), head, ops)  # dx (B*T, D)
         grads = {"cls.w": dw, "cls.b": db}
         if lstm is not None:  # back through the BiLSTM to its six tensors (the features are frozen)
             grads.update(bilstm_backward(dx.reshape(*logits.shape[:2], -1), lstm)[1])
-        return float(loss), {k: grads[k] for k in self.params}, logits
+        return float(loss), {k: grads[k] for k in self.params}, step_metrics(float(loss), logits, batch)
 
     def save_pretrained(self, directory, vocab=None) -> Path:
         """The head only (the encoder is the --init model, unchanged)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minibert.gradcheck import compare, layer_check, numerical_grad_scalar, rand_array, sampled_loss_checks, task_batch
+from minibert.analysis.gradcheck import compare, layer_check, numerical_grad_scalar, rand_array, sampled_loss_checks, head_batch
 
 
 def check_heads(rng, verbose=True):
@@ -54,11 +54,11 @@ def check_task_models(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1
 
 def check_task_model(label, model, cfg, rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     """One fine-tuning model (any encoder's), whole, in float64 with dropout off: its parameters
-    moved away from the init's unit LayerNorms and zero biases, a task_batch, and sampled entries
+    moved away from the init's unit LayerNorms and zero biases, a head_batch, and sampled entries
     of every parameter tensor against centered differences of the loss; checks named `label: name`."""
     for p in model.params.values():
         p += 0.1 * rng.standard_normal(p.shape)
-    batch = task_batch(model.task, cfg, rng, num_labels=model.config.num_labels)
+    batch = head_batch(model.head_shape, cfg, rng, num_labels=model.config.num_labels)
     _, grads = model.loss_and_grads(batch)
     return sampled_loss_checks(label, lambda: model.loss_and_grads(batch, compute_grads=False)[0], model.params,
                                grads, rng, samples_per_tensor, rtol, atol, verbose)

@@ -1,4 +1,4 @@
-"""The fine-tuning heads: forward and backward of the four task shapes (paper Fig. 4).
+"""The fine-tuning heads: forward and backward of the four head shapes (paper Fig. 4).
 
 Every head is the same small stack on top of the encoder:
 
@@ -6,9 +6,9 @@ Every head is the same small stack on top of the encoder:
 
 and its backward runs the stack in reverse, then hands d(sequence_output) to the encoder's
 backward. What differs between encoders is data, an `Encoder` (below): how to run and backprop
-it, and the `Head` of each task shape on it (BERT's and ALBERT's pooled heads read their
+it, and the `Head` of each shape on it (BERT's and ALBERT's pooled heads read their
 pretrained pooler, tanh(dense); ELECTRA's read the first token through a new dense -> GELU).
-The task shapes differ only in what the last linear layer reads and how its logits meet the labels:
+The head shapes differ only in what the last linear layer reads and how its logits meet the labels:
 
     sequence classification  pooled (B, C) -> (B, K)     cross-entropy; K = 1: regression, MSE
     token classification     sequence (B, T, C) -> (B, T, K)  cross-entropy, -100 ignored
@@ -35,7 +35,7 @@ from minibert.finetune.bilstm import bilstm_backward, bilstm_forward
 from minibert.model import (ACTIVATIONS, block_forward, check_inputs, embeddings_forward, encoder_backward,
                             encoder_forward, encoder_forward_unpadded, self_attention_forward)
 
-TASKS = ("sequence", "token", "choice", "qa")  # the four heads, by what their linear layer reads
+SHAPES = ("sequence", "token", "choice", "qa")  # the four head shapes, by what their linear layer reads
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +160,7 @@ class Encoder(NamedTuple):
     # running it
     forward: Callable  # (params, cfg, ids, seg, mask, rng, ops, unpad) -> sequence_output (B, T, C), cache
     backward: Callable  # (dseq (B, T, C), cache, cfg, grads, ops) -> grads, the encoder's added
-    heads: Mapping[str, Head]  # the head of each task shape (TASKS) on this encoder
+    heads: Mapping[str, Head]  # the Head of each shape (SHAPES) on this encoder
     pool_last: bool  # the pooled heads read the last real token instead of [CLS] (position 0)
     layers: Callable  # (params, cfg, ids, seg, mask, ops) -> L + 1 hidden states (B, T, C), dropout off
     # its parameters and checkpoints
@@ -170,7 +170,7 @@ class Encoder(NamedTuple):
     param_shapes: Callable  # (config) -> their names and shapes
     pretraining_heads: tuple  # parameter groups of the pretraining heads, dropped (a pretrained Pool is kept)
     read: Callable  # (directory, dtype, verify) -> checkpoint.Pretrained, params under minibert's names
-    to_hf: Callable  # (params or grads, config, task) -> transformers' names and layouts
+    to_hf: Callable  # (params or grads, config, head shape) -> transformers' names and layouts
     hf_config: Callable  # (task model) -> its config.json as a dict
     carried_keys: tuple = ()  # config.json keys any checkpoint of the family passes on (ELECTRA's head keys)
 
@@ -214,10 +214,10 @@ def run_bilstm_encoder_backward(dseq, cache, cfg, grads, ops):
 
 
 # ---------------------------------------------------------------------------------------------
-# the four task shapes: logits, then loss, then backward
+# the four head shapes: logits, then loss, then backward
 
-class TaskCache(NamedTuple):
-    task: str
+class HeadCache(NamedTuple):
+    shape: str  # the head shape (SHAPES)
     seq_shape: tuple  # (B', T, C) of the encoder's output (B' = B * NC for multiple choice)
     enc: Any
     pool: Any  # DenseActCache of the pooled heads' layer (sequence, choice), or None
@@ -234,13 +234,13 @@ def _flatten_choices(a, name):
     return a.reshape(-1, a.shape[-1])  # (B, NC, T) -> (B*NC, T)
 
 
-def task_inputs(cfg, task, input_ids, token_type_ids=None, attention_mask=None):
-    """A task's inputs, checked -> (ids, seg, mask) (B', T) and grid: multiple choice's (B, NC)
+def head_inputs(cfg, shape, input_ids, token_type_ids=None, attention_mask=None):
+    """The inputs of a head shape, checked -> (ids, seg, mask) (B', T) and grid: multiple choice's (B, NC)
     inputs flattened to B' = B*NC rows (grid (B, NC)), the other tasks' as they are (grid None)."""
-    if task not in TASKS:
-        raise ValueError(f"task {task!r} is not one of {TASKS}")
+    if shape not in SHAPES:
+        raise ValueError(f"head shape {shape!r} is not one of {SHAPES}")
     grid = None
-    if task == "choice":
+    if shape == "choice":
         grid = np.shape(input_ids)[:2]  # (B, NC)
         input_ids = _flatten_choices(input_ids, "input_ids")
         token_type_ids = None if token_type_ids is None else _flatten_choices(token_type_ids, "token_type_ids")
@@ -253,13 +253,13 @@ def _dropout_p(cfg, attribute: str | None) -> float:
     return 0.0 if attribute is None else getattr(cfg, attribute)
 
 
-def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mask=None, rng=None,
+def head_logits(params, cfg, shape, input_ids, token_type_ids=None, attention_mask=None, rng=None,
                 ops=layers, unpad=True, *, encoder: Encoder):
     """The head's logits -> (logits, partial cache). Shapes: sequence (B, K), token (B, T, K),
     choice (B, NC), qa (B, T, 2) (start in [..., 0], end in [..., 1])."""
-    ids, seg, mask, grid = task_inputs(cfg, task, input_ids, token_type_ids, attention_mask)
+    ids, seg, mask, grid = head_inputs(cfg, shape, input_ids, token_type_ids, attention_mask)
     seq, enc = encoder.forward(params, cfg, ids, seg, mask, rng, ops, unpad)  # (B', T, C)
-    head = encoder.heads[task]
+    head = encoder.heads[shape]
     B_, T, C = seq.shape
     pool = pool_at = None
     if head.pool is not None:  # sequence, choice: one position of each row
@@ -275,11 +275,11 @@ def task_logits(params, cfg, task, input_ids, token_type_ids=None, attention_mas
         x = seq.reshape(B_ * T, C)  # (B', T, C) -> (B'*T, C)
     logits, c_out = classifier_forward(x, params[head.out + ".w"], params[head.out + ".b"],
                                        _dropout_p(cfg, head.dropout), rng, ops)  # (B', K) or (B'*T, K)
-    if task == "choice":
+    if shape == "choice":
         logits = logits.reshape(grid)  # (B*NC, 1) -> (B, NC)
     elif head.pool is None:
         logits = logits.reshape(B_, T, -1)  # (B, T, K); qa: (B, T, 2)
-    return logits, TaskCache(task, (B_, T, C), enc, pool, c_out, None, encoder, pool_at)
+    return logits, HeadCache(shape, (B_, T, C), enc, pool, c_out, None, encoder, pool_at)
 
 
 def _labels(batch, key, shape=None):
@@ -291,24 +291,24 @@ def _labels(batch, key, shape=None):
     return a
 
 
-def task_forward(params, cfg, task, batch, rng=None, ops=layers, unpad=True, *, encoder: Encoder):
+def head_forward(params, cfg, shape, batch, rng=None, ops=layers, unpad=True, *, encoder: Encoder):
     """Batch (input_ids, input_mask, segment_ids and the labels) -> (loss, logits, cache).
 
     Labels: `labels` (B,) class ids, or float targets when the head has one output (regression);
     token: `labels` (B, T) with -100 where no loss is taken; choice: `labels` (B,) in [0, NC);
     qa: `start_positions`, `end_positions` (B,), positions outside [0, T) are ignored.
     """
-    logits, c = task_logits(params, cfg, task, batch["input_ids"], batch.get("segment_ids"),
+    logits, c = head_logits(params, cfg, shape, batch["input_ids"], batch.get("segment_ids"),
                             batch.get("input_mask"), rng, ops, unpad, encoder=encoder)
-    return task_loss(logits, c, batch, ops)
+    return head_loss(logits, c, batch, ops)
 
 
-def task_loss(logits, c, batch, ops=layers):
-    """The loss of a task's logits (task_logits') -> (loss, logits, the cache `c` with its loss
+def head_loss(logits, c, batch, ops=layers):
+    """The loss of a head's logits (head_logits') -> (loss, logits, the cache `c` with its loss
     cache): CE for classes and choices, MSE for one output, QA's (CE(start) + CE(end)) / 2 with
     out-of-window positions ignored."""
-    task = c.task
-    if task == "qa":
+    shape = c.shape
+    if shape == "qa":
         B, T, _ = logits.shape
         losses = []
         for i, key in enumerate(("start_positions", "end_positions")):
@@ -317,7 +317,7 @@ def task_loss(logits, c, batch, ops=layers):
             losses.append((loss_i, c_i))
         loss = (losses[0][0] + losses[1][0]) / 2
         return logits.dtype.type(loss), logits, c._replace(loss=(losses[0][1], losses[1][1]))
-    if task == "sequence" and logits.shape[-1] == 1:  # regression
+    if shape == "sequence" and logits.shape[-1] == 1:  # regression
         target = _labels(batch, "labels", (logits.shape[0],)).astype(logits.dtype)
         loss, c_loss = mse_forward(logits[:, 0], target)
         return loss, logits, c._replace(loss=c_loss)
@@ -326,12 +326,12 @@ def task_loss(logits, c, batch, ops=layers):
     return loss, logits, c._replace(loss=c_loss)
 
 
-def task_backward(params, cfg, cache: TaskCache, ops=layers):
-    """Mirror of task_forward: from the loss back to every parameter -> grads (keys of params)."""
+def head_backward(params, cfg, cache: HeadCache, ops=layers):
+    """Mirror of head_forward: from the loss back to every parameter -> grads (keys of params)."""
     B_, T, C = cache.seq_shape
-    head = cache.encoder.heads[cache.task]
+    head = cache.encoder.heads[cache.shape]
     grads = {}
-    dx, grads[head.out + ".w"], grads[head.out + ".b"] = classifier_backward(task_loss_backward(cache, ops),
+    dx, grads[head.out + ".w"], grads[head.out + ".b"] = classifier_backward(head_loss_backward(cache, ops),
                                                                              cache.head, ops)  # (N, C)
     if head.pool is not None:  # sequence and choice: dx is d(h) (B', C), h from one position per row
         d = head.pool.dense
@@ -348,10 +348,10 @@ def task_backward(params, cfg, cache: TaskCache, ops=layers):
     return {k: grads[k] for k in params}
 
 
-def task_loss_backward(cache, ops=layers):
-    """Mirror of task_loss: -> dlogits as the rows the last classifier produced, (N, K)."""
+def head_loss_backward(cache, ops=layers):
+    """Mirror of head_loss: -> dlogits as the rows the last classifier produced, (N, K)."""
     B_, T, _ = cache.seq_shape
-    if cache.task == "qa":
+    if cache.shape == "qa":
         dstart = ops.cross_entropy_backward(0.5, cache.loss[0])  # (B, T): loss = (CE_s + CE_e) / 2
         dend = ops.cross_entropy_backward(0.5, cache.loss[1])  # (B, T)
         dlogits = np.stack([dstart, dend], axis=-1).reshape(B_ * T, 2)  # (B*T, 2)
@@ -359,7 +359,7 @@ def task_loss_backward(cache, ops=layers):
         dlogits = mse_backward(1.0, cache.loss)[:, None]  # (B, 1)
     else:
         dlogits = ops.cross_entropy_backward(1.0, cache.loss)  # (B, K), (B, T, K) or (B, NC)
-    K = 1 if cache.task == "choice" else dlogits.shape[-1]  # choice: (B, NC) was (B*NC, 1)
+    K = 1 if cache.shape == "choice" else dlogits.shape[-1]  # choice: (B, NC) was (B*NC, 1)
     return dlogits.reshape(-1, K)  # (N, K)
 
 

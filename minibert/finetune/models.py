@@ -15,7 +15,7 @@ the encoder and, for the pooled heads, the pooler are loaded, the head is new an
 the new tensors) or a checkpoint of the same class (everything loaded). The math lives in
 minibert/finetune/heads.py; this module holds parameters, checkpoints and labels.
 
-Every encoder's task classes are `TaskModel` with a task shape's behaviour (SequenceClassification,
+Every encoder's task classes are `TaskModel` with a head shape's behaviour (SequenceClassification,
 ... below) and an `encoder`, a heads.Encoder: BERT's here, ALBERT's and ELECTRA's in
 finetune/albert_tasks.py and electra_tasks.py. It holds, as data and small functions, all that
 differs between encoders: running it, its heads, its parameters, checkpoints and transformers' names.
@@ -39,7 +39,7 @@ from minibert.backend import get_ops
 from minibert.finetune.bilstm import bilstm_params, bilstm_shapes
 from minibert.finetune.heads import (Encoder, causal_encoder_layers, encoder_layers, head_shapes, pooler_heads,
                                      run_bilstm_encoder_backward, run_causal_bilstm_encoder, run_causal_encoder,
-                                     run_encoder, task_backward, task_forward, task_logits)
+                                     run_encoder, head_backward, head_forward, head_logits)
 from minibert import checkpoint
 from minibert.io import atomic, tensorfile
 from minibert.model import (HEAD_GROUPS, BertConfig, train_rng, check_inputs, check_params, encoder_backward,
@@ -185,12 +185,12 @@ def read_checkpoint(directory, dtype, verify, model_type: str, architectures, re
 # the task classes of every encoder
 
 class TaskModel:
-    """What every task class shares; each names its transformers architecture, its task shape
-    (heads.TASKS) and its `encoder` (heads.Encoder: BERT's here, ALBERT's and ELECTRA's in their
+    """What every task class shares; each names its transformers architecture, its head shape
+    (heads.SHAPES) and its `encoder` (heads.Encoder: BERT's here, ALBERT's and ELECTRA's in their
     modules), which holds everything that differs between encoders."""
 
     architecture = ""
-    task = ""
+    head_shape = ""
     encoder = BERT_ENCODER
 
     def __init__(self, config, num_labels: int = 2, seed: int = 0, dtype=np.float32, params=None):
@@ -244,14 +244,14 @@ class TaskModel:
     def _kept(self, name: str) -> bool:
         """Whether a parameter of the pretraining model is kept: the encoder's, and a pretrained
         pooled layer (BERT's pooler) when the head reads it."""
-        pool = self.encoder.heads[self.task].pool
+        pool = self.encoder.heads[self.head_shape].pool
         return (name.split(".", 1)[0] not in self.encoder.pretraining_heads
                 or (pool is not None and pool.pretrained and name.startswith(pool.dense + ".")))
 
     def head_shapes(self) -> dict[str, tuple]:
         """The task head's new tensors (names and shapes), initialised here, not read from a
         pretraining checkpoint."""
-        return head_shapes(self.encoder.heads[self.task], self.config.hidden_size, self.head_outputs)
+        return head_shapes(self.encoder.heads[self.head_shape], self.config.hidden_size, self.head_outputs)
 
     def _init_params(self, seed: int) -> dict[str, np.ndarray]:
         """The encoder (and pooler) as the pretraining model's init; the head truncated
@@ -288,7 +288,7 @@ class TaskModel:
 
     # -- forward and loss ------------------------------------------------------------------
     def logits(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
-        out, _ = task_logits(self.params, self.config, self.task, input_ids, token_type_ids, attention_mask,
+        out, _ = head_logits(self.params, self.config, self.head_shape, input_ids, token_type_ids, attention_mask,
                              train_rng(train, rng), self.ops, unpad=False,
                              encoder=self.encoder)  # every position, padding too
         return out
@@ -296,8 +296,8 @@ class TaskModel:
     def eval_logits(self, input_ids, token_type_ids=None, attention_mask=None):
         """Logits for scoring (dropout off); the unpadded fast path where only real positions are
         read (QA's logits at padding are kept, as forward's)."""
-        out, _ = task_logits(self.params, self.config, self.task, input_ids, token_type_ids, attention_mask,
-                             None, self.ops, unpad=self.task != "qa", encoder=self.encoder)
+        out, _ = head_logits(self.params, self.config, self.head_shape, input_ids, token_type_ids, attention_mask,
+                             None, self.ops, unpad=self.head_shape != "qa", encoder=self.encoder)
         return out
 
     def forward(self, input_ids, token_type_ids=None, attention_mask=None, train=False, rng=None):
@@ -313,18 +313,19 @@ class TaskModel:
         logits at padding positions are the bias only here (the encoder skips padding rows)."""
         ops = self.ops
         # the unpadded fast path where no loss reads a padding position (QA's softmax spans all T)
-        loss, logits, cache = task_forward(self.params, self.config, self.task, batch, train_rng(train, rng), ops,
-                                           unpad=self.task != "qa", encoder=self.encoder)
-        grads = task_backward(self.params, self.config, cache, ops) if compute_grads else None
+        loss, logits, cache = head_forward(self.params, self.config, self.head_shape, batch, train_rng(train, rng), ops,
+                                           unpad=self.head_shape != "qa", encoder=self.encoder)
+        grads = head_backward(self.params, self.config, cache, ops) if compute_grads else None
         return float(loss), grads, logits
 
     def loss_grads_metrics(self, batch, train=False, rng=None, compute_grads=True):
-        """The training step's interface (minibert/loop/step.py): -> (loss, grads, metrics),
-        where a task model's metrics are its logits, from which the loop counts accuracy."""
-        return self.loss_grads_logits(batch, train, rng, compute_grads)
+        """The training step's interface (the fine-tuning run's, finetune/run.py): -> (loss, grads,
+        {name: (sum, count)}): the loss, and the batch's accuracy where it has one (step_metrics)."""
+        loss, grads, logits = self.loss_grads_logits(batch, train, rng, compute_grads)
+        return loss, grads, step_metrics(loss, logits, batch)
 
     def loss_and_grads(self, batch, train=False, rng=None, compute_grads=True):
-        """-> (loss, grads): grads has the keys of .params; encoder.to_hf(grads, config, task)
+        """-> (loss, grads): grads has the keys of .params; encoder.to_hf(grads, config, head_shape)
         gives them transformers' names."""
         loss, grads, _ = self.loss_grads_logits(batch, train, rng, compute_grads)
         return loss, grads
@@ -347,7 +348,7 @@ class TaskModel:
         the class of the same name."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        tensorfile.save_tensors_atomic(self.encoder.to_hf(self.params, self.config, self.task),
+        tensorfile.save_tensors_atomic(self.encoder.to_hf(self.params, self.config, self.head_shape),
                                        directory / checkpoint.WEIGHTS_NAME, {"format": "pt"})
         atomic.write_text_atomic(directory / checkpoint.CONFIG_NAME,
                                  json.dumps(self.encoder.hf_config(self), indent=2) + "\n")
@@ -362,8 +363,8 @@ class TaskModel:
         loaded = cls.encoder.read(directory, dtype, verify)
         if loaded.architecture == cls.architecture:  # a fine-tuned model of this class: all of it
             config = cls._loaded_config(directory, loaded.config, loaded.task_config)
-            K = loaded.params[cls.encoder.heads[cls.task].out + ".b"].shape[0]
-            if cls.task in ("sequence", "token"):
+            K = loaded.params[cls.encoder.heads[cls.head_shape].out + ".b"].shape[0]
+            if cls.head_shape in ("sequence", "token"):
                 if config.num_labels != K:
                     raise ValueError(f"{directory}: config.json has {config.num_labels} labels but the "
                                      f"classifier has {K} outputs")
@@ -384,7 +385,7 @@ class TaskModel:
                 else:
                     new.append(name)
             unused = sorted({n.split(".", 1)[0] for n in loaded.params} - {n.split(".", 1)[0] for n in model.params})
-            hf = sorted(cls.encoder.to_hf({n: model.params[n] for n in new}, config, cls.task))
+            hf = sorted(cls.encoder.to_hf({n: model.params[n] for n in new}, config, cls.head_shape))
             warnings.warn(f"{directory} ({loaded.architecture or 'no architecture'}) -> {cls.architecture}: "
                           f"newly initialised {hf}"
                           + (f"; not used: the {', '.join(unused)} head(s)" if unused else "")
@@ -406,11 +407,11 @@ class TaskModel:
         return model
 
 
-# -- the four task shapes' behaviour, mixed into TaskModel by every encoder's classes ----------
+# -- the four head shapes' behaviour, mixed into TaskModel by every encoder's classes ----------
 class SequenceClassification:
     """Labels (num_labels of them; one: a regression score) and problem_type, as transformers sets it."""
 
-    task = "sequence"
+    head_shape = "sequence"
 
     def __init__(self, config, num_labels: int = 2, seed: int = 0, dtype=np.float32, params=None):
         super().__init__(config, num_labels, seed, dtype, params)
@@ -429,7 +430,7 @@ class SequenceClassification:
 class TokenClassification:
     """Labels (num_labels of them) for every token."""
 
-    task = "token"
+    head_shape = "token"
 
     @classmethod
     def from_pretrained(cls, directory, num_labels=None, dtype=np.float32, verify: bool = True, id2label=None,
@@ -440,7 +441,7 @@ class TokenClassification:
 class MultipleChoice:
     """One score per choice: a head of one output, no labels."""
 
-    task = "choice"
+    head_shape = "choice"
 
     def __init__(self, config, seed: int = 0, dtype=np.float32, params=None):
         super().__init__(config, 2, seed, dtype, params)
@@ -457,7 +458,7 @@ class MultipleChoice:
 class QuestionAnswering:
     """A start and an end score for every token: the qa head of two outputs, no labels."""
 
-    task = "qa"
+    head_shape = "qa"
 
     def __init__(self, config, seed: int = 0, dtype=np.float32, params=None):
         super().__init__(config, 2, seed, dtype, params)
@@ -510,3 +511,14 @@ class BertForQuestionAnswering(QuestionAnswering, TaskModel):
 
 CLASSES = {c.architecture: c for c in (BertForSequenceClassification, BertForTokenClassification,
                                        BertForMultipleChoice, BertForQuestionAnswering)}
+
+
+def step_metrics(loss: float, logits, batch: dict) -> dict:
+    """{name: (sum, count)} of a training batch: the loss (a mean) over 1, and "train_acc": the
+    argmax's hits over the counted labels; regression and QA count nothing (no train_acc)."""
+    labels = batch.get("labels")
+    if labels is None or logits.shape[-1] == 1 or labels.dtype.kind == "f":
+        return {"loss": (loss, 1)}
+    counted = labels != -100
+    hits, n = int(((logits.argmax(-1) == labels) & counted).sum()), int(counted.sum())
+    return {"loss": (loss, 1), **({"train_acc": (hits, n)} if n else {})}

@@ -1,8 +1,8 @@
 """The fine-tuning loop: the paper's recipe (§4, A.3) on any task with a batch source and a scorer.
 
-    run = FinetuneRun(cfg)          # checks everything, loads model and data; writes nothing
-    run.start() / run.resume()      # the run directory; then
-    status = run.train()            # "done" | "budget" | "interrupted"
+    run = FinetuneRun(cfg, model, source, tokenizer, info)   # checks everything; writes nothing
+    state = run.start()             # the run directory (or run.resume(): its newest checkpoint)
+    status = engine.run(run, state) # "done" | "budget" | "paused" | "interrupted"
 
 Recipe: AdamW as in pretraining (BERT's: no bias correction, eps 1e-6, decay 0.01 except
 LayerNorm and biases), warm-up over the first 10% of the steps then linear decay to 0, gradient
@@ -19,7 +19,7 @@ The output directory:
                                                 trainer_state.json), written atomically
 
 The loop is pretraining's (loop/engine.run: logging, checkpoints, resume, Ctrl-C); FinetuneRun
-is the task it trains. It knows nothing about task formats: a `TaskSource` gives it
+is the run it trains. It knows nothing about task formats: a `DataSource` gives it
 the training features (a dict of arrays with one row per feature), the label keys, and an
 `evaluate(model)` that returns the dev metrics. Classification, token tagging and multiple
 choice use `ClassifierSource` below; SQuAD brings its own (minibert/finetune/squad_run.py).
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time
 import warnings
 from pathlib import Path
 
@@ -37,9 +36,10 @@ import numpy as np
 from minibert.finetune.features import trim
 from minibert.finetune.frozen import TAGGERS
 from minibert.finetune.registry import task_class
-from minibert.loop import checkpoints, engine, rundir
+from minibert.loop import checkpoints, rundir
 from minibert.loop.curves import Panel, Series
 from minibert.loop.settings import RunSettings
+from minibert.loop.state import Curves, Entry, LoopSettings, LoopState
 from minibert.model import MODEL_SIZES, BertConfig
 from minibert.optim import AdamW
 
@@ -126,9 +126,9 @@ class FinetuneConfig(RunSettings):
 
 
 # ---------------------------------------------------------------------------------------------
-# what the loop needs from a task
+# the data a run trains on and is scored on: training features and a dev scorer
 
-class TaskSource:
+class DataSource:
     """Training features and a dev scorer. Subclasses set `train` (dict of arrays, N rows),
     `label_keys` (the batch keys that hold labels), `main_metric`, and implement evaluate."""
 
@@ -148,6 +148,9 @@ class TaskSource:
     def evaluate(self, model) -> dict[str, float]:
         raise NotImplementedError
 
+    def on_best(self, out: Path) -> None:
+        """What the source writes beside a new best model (SQuAD: its predictions and scores)."""
+
 
 def predict_logits(model, features: dict, batch_size: int = 128) -> list[np.ndarray]:
     """Logits of every feature row, batch by batch (padding columns trimmed, dropout off)."""
@@ -158,11 +161,11 @@ def predict_logits(model, features: dict, batch_size: int = 128) -> list[np.ndar
     return out
 
 
-class ClassifierSource(TaskSource):
-    """Sequence classification / regression, token tagging and multiple choice (finetune.tasks)."""
+class ClassifierSource(DataSource):
+    """Sequence classification / regression, token tagging and multiple choice (finetune.task_data)."""
 
     def __init__(self, data):
-        from minibert.finetune.tasks import score
+        from minibert.finetune.task_data import score
 
         self.data, self._score = data, score
         self.train = data.train
@@ -183,15 +186,6 @@ class ClassifierSource(TaskSource):
         return self._score(self.data, pred)
 
 
-def train_accuracy(logits: np.ndarray, batch: dict) -> tuple[int, int]:
-    """(hits, counted) of the argmax against the labels; regression and QA count nothing."""
-    labels = batch.get("labels")
-    if labels is None or logits.shape[-1] == 1 or labels.dtype.kind == "f":
-        return 0, 0
-    counted = labels != -100
-    return int(((logits.argmax(-1) == labels) & counted).sum()), int(counted.sum())
-
-
 # ---------------------------------------------------------------------------------------------
 # the model to start from
 
@@ -206,7 +200,7 @@ def load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label:
 
 
 def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label: dict | None):
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     extra = {} if kind in ("choice", "qa") else {"num_labels": num_labels, "id2label": id2label}
     if cfg.init.lower() == "none":
@@ -272,7 +266,7 @@ def control_model(cfg: FinetuneConfig) -> tuple[Path, bool, BertConfig | None]:
             raise ValueError("--like takes the vocabulary of its model; leave --vocab out")
         config, _ = read_config(like / CONFIG_NAME, raw)
         return like / "vocab.txt", read_casing(like), config
-    from minibert.corpus import ensure_default_corpus
+    from minibert.data.corpus import ensure_default_corpus
 
     return (Path(cfg.vocab) if cfg.vocab else ensure_default_corpus().vocab), True, None
 
@@ -287,20 +281,15 @@ def _with_dropout(bert, p):
 # the run
 
 class FinetuneRun:
-    """Model, optimizer, task source and the output directory of one fine-tuning run, as a task of
+    """Model, optimizer, task source and the output directory of one fine-tuning run, as a run of
     loop/engine.run: the task source is the batch source and the evaluator, and the best model
     by the dev metric is kept at the run's top level beside the checkpoints."""
 
-    log_partial_window = False  # a log line every log_interval steps and at the end, none in between
-    curves_every = 30.0  # drawing costs ~0.5 s: at most twice a minute
-    publish_checkpoints = False  # the top level holds the best model, not the newest
-    curve_axes, eval_label = (("epoch", "epoch"),), "dev"
-
-    def __init__(self, cfg: FinetuneConfig, model, source: TaskSource, tokenizer, task_info: dict,
+    def __init__(self, cfg: FinetuneConfig, model, source: DataSource, tokenizer, task_info: dict,
                  verbose: bool = True):
         cfg.validate()
         self.cfg, self.model, self.source, self.tokenizer = cfg, model, source, tokenizer
-        self.task_info, self.verbose = task_info, verbose
+        self.task_info = task_info
         self.dir = Path(cfg.out)
         n = source.num_train if not cfg.max_train_examples else min(cfg.max_train_examples, source.num_train)
         self.num_train = n
@@ -308,34 +297,39 @@ class FinetuneRun:
         self.total_steps = cfg.steps or max(1, int(round(cfg.epochs * self.steps_per_epoch)))  # steps 0: the epochs
         self.warmup_steps = int(cfg.warmup_proportion * self.total_steps)
         self.optimizer = AdamW(model.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        self.rng = np.random.default_rng([cfg.seed, 1])  # dropout
         self.best: dict | None = None  # {"step", main metric, ...} of the best evaluation
-        # the loop's state (loop/engine.py)
-        self.step, self.elapsed = 0, 0.0
-        self.window: list = []
-        self.lr_anchor = self.budget = None  # no time budget fitting: --minutes only stops the run
-        self.last_checkpoint: int | None = None
-        self.last_eval_step: int | None = None
+        main = source.main_metric
+        self.settings = LoopSettings(
+            dir=self.dir, vocab=tokenizer.ids_to_tokens, verbose=verbose,
+            resume_command=f"python -m minibert finetune --resume {self.dir}",
+            total_steps=self.total_steps, lr=cfg.lr, warmup_steps=self.warmup_steps, clip_norm=cfg.clip_norm,
+            seed=cfg.seed, dropout=cfg.dropout > 0,
+            minutes=cfg.minutes,  # no time budget fitting: --minutes only stops the run
+            log_interval=cfg.log_interval, log_partial_window=False,  # a line every log_interval steps and at the end
+            steps_per_epoch=self.steps_per_epoch, eval_per_epoch=cfg.eval_per_epoch,
+            checkpoint_after_eval=True, publish_checkpoints=False,  # the top level holds the best model, not the newest
+            optimizer_step_metadata=False,
+            show_train={"loss": "loss", "train_acc": "acc"}, eval_label="dev",
+            curves=Curves((Panel("training loss", (Series("loss", label=""),)),  # drawing costs ~0.5 s
+                           Panel(f"accuracy / dev {main}", (Series("train_acc", label="train (batch)"),
+                                                             Series(main, "eval", f"dev {main}"))),
+                           Panel("learning rate", (Series("lr", label=""),))), (("epoch", "epoch"),), every=30.0),
+            old_window=old_window_entry)
 
-    @property
-    def minutes(self) -> float:
-        return self.cfg.minutes
+    # -- the run directory ------------------------------------------------------------------------
+    def start(self) -> LoopState:
+        """Write run.json -> the loop's state of a fresh run."""
+        rundir.start_run(self.dir, COMMAND, self.cfg.to_dict())
+        self._write_run_file()
+        return LoopState.start(self.settings)
 
-    @property
-    def log_interval(self) -> int:
-        return self.cfg.log_interval
+    def resume(self) -> LoopState:
+        """The newest checkpoint -> the loop's state where it stopped."""
+        return checkpoints.load_checkpoint(self)
 
-    # -- the loop -------------------------------------------------------------------------------
-    def train(self, max_steps: int | None = None) -> str:
-        """Train to the end, the time budget, Ctrl-C or `max_steps` more steps (then "paused");
-        every way out saves the state, so --resume continues exactly where it stopped."""
-        return engine.run(self, max_steps)
-
-    def resume_command(self) -> str:
-        return f"python -m minibert finetune --resume {self.dir}"
-
-    def diverged_hint(self) -> str:
-        return f"; nothing was saved for this step. Try a lower --lr (now {self.cfg.lr})"
+    def _write_run_file(self) -> None:
+        rundir.write_run(self.dir, COMMAND, self.cfg.to_dict(), task=self.task_info,
+                         architecture=self.model.architecture, total_steps=self.total_steps, best=self.best)
 
     # -- batches: a function of the step alone ------------------------------------------------
     def rows_at(self, step: int) -> np.ndarray:
@@ -343,81 +337,30 @@ class FinetuneRun:
         order = np.random.default_rng([self.cfg.seed, epoch]).permutation(self.num_train)  # (n,)
         return np.sort(order[i * self.cfg.batch_size:(i + 1) * self.cfg.batch_size])
 
-    def next_batch(self) -> dict:
-        return self.source.batch(self.rows_at(self.step))
+    def next_batch(self, step: int, short: bool = False) -> dict:
+        return self.source.batch(self.rows_at(step))
 
-    def step_options(self) -> dict:
-        return dict(lr=self.cfg.lr, warmup_steps=self.warmup_steps, clip_norm=self.cfg.clip_norm,
-                    rng=self.rng if self.cfg.dropout > 0 else None)
-
-    def window_entry(self, r, batch) -> tuple:
-        """-> (loss, hits, counted, real tokens, lr) of one step."""
-        return (r.loss, *train_accuracy(r.metrics, batch), int(batch["input_mask"].sum()), r.lr)
-
-    def window_record(self, window, seconds) -> dict:
-        hits, counted = sum(w[1] for w in window), sum(w[2] for w in window)
-        rec = {"type": "train", "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 3),
-               "time": round(self.elapsed, 3), "loss": float(np.mean([w[0] for w in window])),
-               "lr": window[-1][4], "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
-        if counted:
-            rec["train_acc"] = hits / counted
-        return rec
-
-    def progress_fields(self, rec: dict) -> tuple[str, list[str]]:
-        acc = [f"acc {rec['train_acc']:.3f}"] if "train_acc" in rec else []
-        return f" (epoch {rec['epoch']:.2f})", [f"loss {rec['loss']:.4f}", *acc]
+    def loss_grads_metrics(self, batch: dict, rng) -> tuple:
+        """The task model's loss, gradients and metrics (loss; accuracy of the batch), with the real tokens."""
+        loss, grads, metrics = self.model.loss_grads_metrics(batch, train=rng is not None, rng=rng)
+        return loss, grads, {**metrics, "tokens": (int(batch["input_mask"].sum()), 1)}
 
     # -- evaluation and the best model ----------------------------------------------------------
-    def is_eval_step(self, step: int) -> bool:
-        """After the step that completes each 1/eval_per_epoch of an epoch (and the last step)."""
-        k, spe = self.cfg.eval_per_epoch, self.steps_per_epoch
-        return step == self.total_steps or (step * k) // spe > ((step - 1) * k) // spe
-
-    def evaluate(self) -> dict:
-        t0 = time.perf_counter()
+    def evaluate(self, step: int) -> dict:
+        """The dev scores; when the main one is the best so far, the model (and the source's own
+        files, e.g. SQuAD's predictions) at the run's top level."""
         scores = self.source.evaluate(self.model)
-        self.last_eval_step = self.step
         main = self.source.main_metric
-        engine.log(self, {"type": "eval", "step": self.step, "epoch": round(self.step / self.steps_per_epoch, 3),
-                          "time": round(self.elapsed, 3), **scores})
-        better = self.best is None or scores[main] > self.best[main]
-        shown = ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if isinstance(v, float))
-        engine.say(self, f"dev at step {self.step} (epoch {self.step / self.steps_per_epoch:.2f}): {shown}"
-                         f"{' (best so far: saved)' if better else ''} [{time.perf_counter() - t0:.1f}s]")
-        if better:
-            self.best = {"step": self.step, **{k: v for k, v in scores.items() if isinstance(v, (int, float))}}
+        if self.best is None or scores[main] > self.best[main]:
+            self.best = {"step": step, **{k: v for k, v in scores.items() if isinstance(v, (int, float))}}
             self.model.save_pretrained(self.dir, vocab=self.tokenizer.ids_to_tokens)  # each file atomic
-            if hasattr(self.source, "on_best"):  # e.g. SQuAD's predictions and official scores
-                self.source.on_best(self.dir)
+            self.source.on_best(self.dir)
             self._write_run_file()
         return scores
 
-    def curve_panels(self, records: list[dict]) -> list[Panel]:
-        """Training loss, training accuracy (of the batches) and the dev metric, the learning rate."""
-        main = self.source.main_metric
-        return [Panel("training loss", (Series("loss", label=""),)),
-                Panel(f"accuracy / dev {main}", (Series("train_acc", label="train (batch)"),
-                                                  Series(main, "eval", f"dev {main}"))),
-                Panel("learning rate", (Series("lr", label=""),))]
-
-    # -- files ----------------------------------------------------------------------------------
-    def start(self) -> None:
-        rundir.start_run(self.dir, COMMAND, self.cfg.to_dict())
-        self._write_run_file()
-
-    def _write_run_file(self) -> None:
-        rundir.write_run(self.dir, COMMAND, self.cfg.to_dict(), task=self.task_info,
-                         architecture=self.model.architecture, total_steps=self.total_steps, best=self.best)
-
-    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
-        return self.is_eval_step(step) and step < self.total_steps  # the state after each evaluation
-
-    def optimizer_metadata(self) -> None:
-        return None
-
-    def state_dict(self, status: str, ckpt: Path) -> dict:
-        return {"step": self.step, "status": status, "elapsed_seconds": self.elapsed, "best": self.best,
-                "dropout_rng": self.rng.bit_generator.state}
+    # -- checkpoints ------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"best": self.best}
 
     def load_state_dict(self, state: dict, ckpt: Path) -> None:
         if "best" not in state:
@@ -433,6 +376,9 @@ class FinetuneRun:
             np.copyto(p, saved[k])
         self.best = best
 
-    def resume(self) -> None:
-        checkpoints.load_checkpoint(self)
-        engine.say(self, f"resumed {self.dir} at step {self.step}/{self.total_steps}")
+
+def old_window_entry(entry: list) -> Entry:
+    """A log-window entry of a checkpoint of layout 1: (loss, hits, counted, real tokens, lr)."""
+    loss, hits, counted, tokens, lr = entry
+    return Entry({"loss": (loss, 1), **({"train_acc": (hits, counted)} if counted else {}), "tokens": (tokens, 1)},
+                 lr, 0.0)

@@ -37,7 +37,7 @@ import numpy as np
 
 from minibert.taskdata.squad_files import iter_qas, require
 from minibert.io.jsonfile import read_json
-from minibert.tokenizer import BertTokenizer, basic_tokenize
+from minibert.text.tokenizer import BertTokenizer, basic_tokenize
 
 FIRST_UNIQUE_ID = 1000000000  # run_squad numbers features from here
 # A context longer than this is refused: every window of a passage checks every other window for

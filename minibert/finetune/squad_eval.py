@@ -25,7 +25,7 @@ import re
 import string
 import sys
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.io.jsonfile import read_json
 from minibert.io.textio import shown
 from minibert.taskdata.squad_files import iter_qas, require

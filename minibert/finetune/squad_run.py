@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 
 from minibert.finetune import squad, squad_eval
-from minibert.finetune.run import FinetuneConfig, FinetuneRun, TaskSource, load_model, predict_logits
+from minibert.finetune.run import FinetuneConfig, FinetuneRun, DataSource, load_model, predict_logits
 from minibert.loop.rundir import write_json
 from minibert.taskdata.squad_files import DEFAULT_DIR, FILES
 
 
-class SquadSource(TaskSource):
+class SquadSource(DataSource):
     label_keys = ("start_positions", "end_positions")
     main_metric = "f1"  # SQuAD 1.1; 2.0 keeps the checkpoint by best_f1 (below)
 

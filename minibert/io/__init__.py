@@ -1,5 +1,5 @@
-"""File formats: text read as strict UTF-8 (textio), files written atomically (atomic), safetensors
+"""The process boundary. File formats: text read as strict UTF-8 (textio), files written atomically (atomic), safetensors
 files with a digest (tensorfile), JSON (jsonfile), progress lines (progress) and where a model name
-points (hub); transformers' BERT directories are one floor up, in minibert/checkpoint.py.
+points (hub), and every command's argument parser (cli); transformers' BERT directories are one floor up, in minibert/checkpoint.py.
 
 No imports here: import the modules one by one."""

@@ -23,16 +23,24 @@ cost and the loop slows as training goes on (2-13% slower than the probe's estim
 the margin three 9-minute runs ended 5-24 steps short of their refitted schedule; 80 steps
 (~15 s) can fall in a passing slowdown (once 214 ms/step against ~185 before and after).
 
-A refit changes the schedule's length, not its current rate: the engine re-spreads what is left
+A refit changes the schedule's length, not its current rate: `refit` re-spreads what is left
 of the decay from the rate of the step where the refit happened (optim.lr_at's `anchor`).
 
-The budget knows no trainer and no clock: it is told the duration of every step and evaluation
-(tests/loop/test_budget.py drives it with made-up durations).
+Everything about the budget is here: StepBudget knows no trainer and no clock: it is told the
+duration of every step and evaluation (tests/loop/test_budget.py drives it with made-up
+durations); `probe_seconds` times a run's step before the loop; `refit` applies a fit to the
+loop's state (loop/state.LoopState: the schedule's length, the lr anchor, the switch to
+full-length steps, the evaluation interval) and says what changed; `fit_message` is that line.
 """
 from __future__ import annotations
 
 import collections
+import time
 from typing import Callable, NamedTuple
+
+import numpy as np
+
+from minibert.optim import lr_at
 
 FULL, SHORT = "full", "short"  # the kinds of step: full-length sequences, or the short phase's
 
@@ -178,3 +186,56 @@ class StepBudget:
         self.stage, self.next = state["stage"], int(state["next"])
         self.skip_first = True  # the resumed process compiles its kernels in its first step
         self._reset_process()
+
+
+# --- the budget in the loop --------------------------------------------------------------------
+
+def probe_seconds(step: Callable[[], object], passes: int = 16) -> float:
+    """Seconds per training step from `passes` calls of `step` (a forward+backward on a
+    held-aside batch): the median of the last half, x 1.12 for the optimizer, data and
+    checkpoints. The first passes compile Numba's kernels and warm the allocator (measured: the
+    first 4 ran ~20% slower than the run's average), so only the last half are timed. With 10
+    passes and +8%, four 9-minute runs measured 202-214 ms/step for a loop that then ran at
+    209-229: hence 16 passes and +12%; the refits correct the rest."""
+    times = []
+    for _ in range(passes):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times[passes // 2:])) * 1.12
+
+
+def refit(state, settings, seconds: float, time_eval: Callable[[], float]) -> str | None:
+    """Report the step that took `seconds` to the loop's budget; when it fits the schedule anew,
+    apply the new length with the learning rate continuous (past the warmup, the rest of the
+    decay is re-spread from this step's rate: state.lr_anchor), fix the switch to full-length
+    steps (the first refit), make the evaluations frequent enough for settings.min_evals (the
+    first fit) -> the line that says so, or None when no fit was due."""
+    budget = state.budget
+    first = budget.stage == "probe"
+    fit = budget.observe(state.step, state.elapsed, seconds, state.step_kind(settings, state.step - 1), time_eval)
+    if fit is None:
+        return None
+    before = state.total_steps
+    if fit.total_steps != before:
+        warmup = settings.warmup_steps
+        if state.step >= warmup:
+            rate = lr_at(state.step, settings.lr, warmup, before, settings.schedule, state.lr_anchor)
+            state.lr_anchor = (state.step, rate)
+        state.total_steps = fit.total_steps
+    if state.short_steps_fixed is None and budget.short_steps is not None and settings.short_fraction:
+        state.short_steps_fixed = budget.short_steps  # the first refit fixed the switch to full length
+    if first and settings.min_evals:  # evaluate often enough to draw a curve
+        state.eval_interval = budget.eval_interval = max(1, min(state.eval_interval,
+                                                                state.total_steps // settings.min_evals))
+    return fit_message(budget, fit, before, first, state.step)
+
+
+def fit_message(budget: StepBudget, fit: Fit, before: int, first: bool, step: int = 0) -> str:
+    """The line a fit prints."""
+    if first:
+        return (f"calibration: {fit.step_seconds * 1000:.0f} ms/step, eval "
+                f"{budget.eval_seconds(fit.scale):.1f} s x {fit.evals}: {fit.total_steps} steps fit "
+                f"{budget.seconds / 60:.1f} min")
+    return (f"recalibration at step {step}: the loop runs at {fit.scale:.2f}x the calibrated time; "
+            f"{fit.step_seconds * 1000:.0f} ms/step, {fit.total_steps} steps fit the budget (was {before})")

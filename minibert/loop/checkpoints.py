@@ -1,17 +1,19 @@
-"""A training task's checkpoint: written as one unit, restored bit-exactly.
+"""A training run's checkpoint: written as one unit, restored bit-exactly.
 
-    save_checkpoint(task, status)   # -> checkpoints/step-NNNNNN/ (loop/rundir.write_checkpoint)
-    load_checkpoint(task)           # the newest complete one, every piece checked
+    save_checkpoint(run, state, status)   # -> checkpoints/step-NNNNNN/ (loop/rundir.write_checkpoint)
+    state = load_checkpoint(run)          # the newest complete one, every piece checked -> the loop's state
 
-A checkpoint holds the model (the task's save_pretrained), AdamW's moments
-(optimizer.safetensors) and trainer_state.json: the task's own part (task.state_dict: its batch
-source, its last evaluation, ...) and the loop's (the dropout RNG, the step, the time spent,
-the budget, the lr anchor, and the log window of a run that stopped between two log lines).
+A checkpoint holds the model (the run's save_pretrained), AdamW's moments
+(optimizer.safetensors) and trainer_state.json: the run's own part (run.state_dict: its batch
+source, its last evaluation, ...), the loop's (loop/state.LoopState.state_dict: the dropout RNG,
+the step, the time spent, the budget, the lr anchor, and the log window of a run that stopped
+between two log lines) and the sha256 of every tensor file.
 The learning rate is a function of the step, so an interrupted and resumed run ends with the
 same bits as one that never stopped.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from pathlib import Path
 
@@ -20,6 +22,7 @@ import numpy as np
 from minibert.io.jsonfile import read_json
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
 from minibert.loop import rundir
+from minibert.loop.state import LoopState
 
 
 def check_state(state, path: Path) -> dict:
@@ -34,7 +37,7 @@ def check_state(state, path: Path) -> dict:
         if not isinstance(value, kinds) or isinstance(value, bool) or \
                 (kinds != (dict,) and not 0 <= value < math.inf):  # NaN and Infinity parse as JSON floats
             raise ValueError(f"{path}: {key} is {value!r}, expected {what}")
-    if "total_steps" in state:  # every trainer but fine-tuning records it
+    if "total_steps" in state:  # layout 1 of fine-tuning did not record it
         total = state["total_steps"]
         if not isinstance(total, int) or isinstance(total, bool) or total < 1:
             raise ValueError(f"{path}: total_steps is {total!r}, expected a positive integer")
@@ -46,54 +49,77 @@ def check_state(state, path: Path) -> dict:
     return state
 
 
-def plain(x):
-    """A window entry's field as JSON: NamedTuples (a step's metrics) as lists, NumPy numbers as Python's."""
-    if isinstance(x, tuple):
-        return [plain(v) for v in x]
-    return x.item() if hasattr(x, "item") else x
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
-def save_checkpoint(task, status: str = "running") -> Path:
-    """Model (transformers' format), optimizer and the run's state at this step, as one unit:
-    written into a new checkpoint directory that a single rename makes the newest
+def tensor_files(ckpt: Path) -> list[str]:
+    """The tensor files of a checkpoint (the models' and the optimizer's), relative to it."""
+    return sorted(p.relative_to(ckpt).as_posix() for p in ckpt.rglob("*.safetensors"))
+
+
+def save_checkpoint(run, state: LoopState, status: str = "running") -> Path:
+    """Model (transformers' format), optimizer and the run's and the loop's state at this step,
+    as one unit: written into a new checkpoint directory that a single rename makes the newest
     (minibert/loop/rundir.py). `status` records how the run stood."""
-    def write_files(ckpt: Path) -> None:
-        task.model.save_pretrained(ckpt, vocab=task.tokenizer.ids_to_tokens)
-        save_tensors_atomic(task.optimizer.state_dict(), ckpt / rundir.OPTIM_FILE, metadata=task.optimizer_metadata())
-        rundir.write_json(ckpt / rundir.STATE_FILE, {**task.state_dict(status, ckpt), **loop_state(task, status)})
+    s = run.settings
 
-    ckpt = rundir.write_checkpoint(task.dir, task.step, write_files, publish=task.publish_checkpoints)
-    task.last_checkpoint = task.step
+    def write_files(ckpt: Path) -> None:
+        run.model.save_pretrained(ckpt, vocab=s.vocab)
+        metadata = {"step": str(state.step)} if s.optimizer_step_metadata else None
+        save_tensors_atomic(run.optimizer.state_dict(), ckpt / rundir.OPTIM_FILE, metadata=metadata)
+        own, loop = run.state_dict(), state.state_dict(s, status, status in rundir.FINISHED)
+        if own.keys() & {*loop, "sha256"}:
+            raise ValueError(f"the run's state has the loop's keys {sorted(own.keys() & {*loop, 'sha256'})}")
+        hashes = {f: sha256_file(ckpt / f) for f in tensor_files(ckpt)}
+        rundir.write_json(ckpt / rundir.STATE_FILE, {**own, **loop, "sha256": hashes})
+
+    ckpt = rundir.write_checkpoint(s.dir, state.step, write_files, publish=s.publish_checkpoints)
+    state.last_checkpoint = state.step
     return ckpt
 
 
-def loop_state(task, status: str) -> dict:
-    """The loop's own part of trainer_state.json: the budget and the lr anchor, when a run has
-    them, and the log window of a run that stops before its end."""
-    state = {}
-    if status not in rundir.FINISHED and task.window:
-        state["window"] = [[plain(x) for x in entry] for entry in task.window]
-    if task.budget is not None:
-        state["budget"] = task.budget.state_dict()
-    if task.lr_anchor is not None:
-        state["lr_anchor"] = list(task.lr_anchor)
-    return state
+def check_hashes(state: dict, ckpt: Path) -> None:
+    """Every tensor file the state names (layout 1 of fine-tuning, T5 and XLNet named none) is in
+    the checkpoint and has the sha256 saved beside it: a file changed after the save is refused."""
+    state_file = ckpt / rundir.STATE_FILE
+    if "sha256" not in state and state.get("layout", 1) < 2:
+        return
+    hashes, own = state.get("sha256"), set(tensor_files(ckpt))
+    if not isinstance(hashes, dict) or not hashes or not all(isinstance(h, str) for h in hashes.values()) \
+            or not all(isinstance(f, str) and f.endswith(".safetensors") and ".." not in Path(f).parts
+                       and not Path(f).is_absolute() for f in hashes):  # only the checkpoint's own files
+        raise ValueError(f"{state_file}: sha256 is {hashes!r:.200}, expected the sha256 of each of "
+                         f"{', '.join(sorted(own))}")
+    for f, sha in hashes.items():
+        if not (ckpt / f).is_file():
+            raise ValueError(f"checkpoint {ckpt} is incomplete: {f} is missing")
+        if sha256_file(ckpt / f) != sha:
+            raise ValueError(f"checkpoint {ckpt} is inconsistent: {f} does not match {rundir.STATE_FILE} "
+                             f"(the file was changed after the save)")
 
 
-def load_checkpoint(task, no_checkpoint: str = "") -> None:
-    """Restore everything from the run's newest complete checkpoint (bit-exact resume).
-    `no_checkpoint`: what the error adds when the run has none."""
-    for p in rundir.clean_interrupted_saves(task.dir):  # what a save cut off by a kill left
-        if task.verbose:
+def load_checkpoint(run, no_checkpoint: str = "") -> LoopState:
+    """Restore everything from the run's newest complete checkpoint (bit-exact resume) -> the
+    loop's state. `no_checkpoint`: what the error adds when the run has none."""
+    s = run.settings
+    for p in rundir.clean_interrupted_saves(s.dir):  # what a save cut off by a kill left
+        if s.verbose:
             print(f"removed {p}, left by a save that was cut off")
-    ckpt = rundir.latest_checkpoint(task.dir)
+    ckpt = rundir.latest_checkpoint(s.dir)
     if ckpt is None:
-        raise ValueError(f"{task.dir} has no checkpoint to resume from{no_checkpoint}; start it again with "
+        raise ValueError(f"{s.dir} has no checkpoint to resume from{no_checkpoint}; start it again with "
                          f"--overwrite")
     state_file = ckpt / rundir.STATE_FILE
     state = check_state(read_json(state_file), state_file)
+    check_hashes(state, ckpt)
     try:
-        task.load_state_dict(state, ckpt)  # the model, the batch source, the evaluator's last result
+        run.load_state_dict(state, ckpt)  # the model, the batch source, the run's results
+        loop = LoopState.load(s, state, state_file)
     except (KeyError, TypeError, AttributeError, IndexError) as e:  # a field missing or of the wrong type
         raise ValueError(f"{state_file} is damaged: {type(e).__name__}: {e}; the run cannot continue "
                          f"from it") from e
@@ -104,25 +130,11 @@ def load_checkpoint(task, no_checkpoint: str = "") -> None:
                          f"such as {sorted(optim)[:2]}): is it a model file?")
     optim["t"] = np.asarray(optim["t"]).reshape(())  # stored as a 1-element tensor
     try:
-        task.optimizer.load_state_dict(optim)
+        run.optimizer.load_state_dict(optim)
     except ValueError as e:
         raise ValueError(f"{optim_path}: {e}") from None
-    try:
-        task.rng.bit_generator.state = state["dropout_rng"]
-    except (TypeError, ValueError, KeyError) as e:
-        raise ValueError(f"{state_file}: dropout_rng is not a random generator's state "
-                         f"({type(e).__name__}: {e})") from None
-    task.step, task.elapsed = int(state["step"]), float(state["elapsed_seconds"])
-    if task.budget is not None and state.get("budget"):
-        task.budget.load_state_dict(state["budget"])
-    elif task.budget is not None:  # saved by a run without a budget, or by an older minibert: keep the schedule
-        task.budget = None
-    anchor = state.get("lr_anchor")
-    task.lr_anchor = (int(anchor[0]), float(anchor[1])) if anchor else None
-    decode = task.decode_window_entry if hasattr(task, "decode_window_entry") else tuple
-    task.window[:] = [decode(entry) for entry in state.get("window", [])]
-    task.last_checkpoint = task.step
-    path = task.dir / rundir.METRICS_FILE
-    if rundir.truncate_jsonl(path, task.step):  # metrics of the lost part of the run
-        if task.verbose:
+    path = s.dir / rundir.METRICS_FILE
+    if rundir.truncate_jsonl(path, loop.step):  # metrics of the lost part of the run
+        if s.verbose:
             print(f"note: {path}: dropped its last line, cut short by a crash mid-write")
+    return loop

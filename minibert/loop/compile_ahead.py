@@ -46,7 +46,7 @@ def tiny_training_step(B: int = 32, T: int = 64, P: int = 10, dropout: float = 0
     """One training step of a tiny BERT on a random batch -> its loss."""
     from minibert import optim
     from minibert.bert import BertForPreTraining
-    from minibert.gradcheck import random_batch
+    from minibert.analysis.gradcheck import random_batch
     from minibert.loop.step import training_step
     from minibert.model import MODEL_SIZES, BertConfig
 
@@ -233,7 +233,7 @@ def cli(argv: list[str]) -> int:
     """Compile the Numba kernels ahead of their first call, in several processes at once."""
     import argparse
 
-    from minibert.cli import command_parser
+    from minibert.io.cli import command_parser
 
     p = command_parser("compile-ahead", cli.__doc__)
     p.add_argument("--workers", type=int, default=default_workers(), help="processes (default: cores, at most 4)")

@@ -13,7 +13,7 @@ full-length sequences) a vertical line in every panel.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from minibert.io.atomic import atomic_write
 from minibert.loop import rundir
@@ -28,7 +28,9 @@ class Series(NamedTuple):
 class Panel(NamedTuple):
     title: str
     series: tuple  # of Series
-    lines: tuple = ()  # reference lines: (y, label, "--" for a baseline or ":" for chance)
+    # reference lines: (y, label, "--" for a baseline or ":" for chance), or a function of the
+    # records that gives them (a baseline a run logged, a share its last evaluation measured)
+    lines: tuple | Callable = ()
     log: bool = False  # a logarithmic y axis (perplexity)
 
 
@@ -65,7 +67,7 @@ def draw_curves(recs: list[dict], out: str | Path, panels: list[Panel], xs: tupl
                 label = s.label if s.label is not None else ("train" if s.source == "train" else eval_label)
                 style = dict(lw=1) if s.source == "train" else dict(marker="o", ms=4)
                 ax.plot([r[xkey] for r in points], [r[s.key] for r in points], label=label or None, **style)
-            for y, label, style in panel.lines:
+            for y, label, style in (panel.lines(recs) if callable(panel.lines) else panel.lines):
                 ax.axhline(y, color="black" if style == "--" else "gray", ls=style, lw=0.9, label=label)
             for p in by_type["phase"]:
                 if xkey in p:

@@ -1,61 +1,59 @@
-"""The training loop, one function: `run(task, max_steps)`, what every trainer runs.
+"""The training loop, one function: `run(run, state, max_steps)`, what every trainer runs.
 
-    status = run(task, max_steps)   # -> "done" | "budget" | "paused" | "interrupted"
+    state = LoopState.start(run.settings)                  # or checkpoints.load_checkpoint(run)
+    status = engine.run(run, state, max_steps)   # -> "done" | "budget" | "paused" | "interrupted"
 
-`run` reads top to bottom: stop on Ctrl-C or the time budget; one gradient step
-(`train_step`: lr from the schedule, clipping, AdamW, a NaN/inf loss stops the run); report it
-to the budget (`fit_budget`); a progress line and a metrics.jsonl record per log interval
-(`log_window`); an evaluation every so often; a checkpoint every so often (loop/checkpoints.py:
-model, optimizer moments, the task's state, the dropout RNG, written as one unit); at the end
-the last evaluation, the last save and curves.png.
+`run` reads top to bottom: stop on Ctrl-C or the time limit; one gradient step (`train_step`:
+the run's batch, its loss, gradients and metrics, then loop/step.training_step: lr from the
+schedule, clipping, AdamW, a NaN/inf loss stops the run); report it to the budget
+(budget.refit); a progress line and a metrics.jsonl record per log interval (`log_window`); an
+evaluation every so often; a checkpoint every so often (loop/checkpoints.py: the model, the
+optimizer's moments, the run's and the loop's state, written as one unit); at the end the last
+evaluation, the last save and curves.png.
 
-The task is a plain object (no base class) that the loop reads and calls:
+The loop owns its state (loop/state.LoopState: the step, the time spent, the log window, the
+schedule's length and lr anchor, the budget, the dropout Generator, when it last evaluated and
+saved) and reports everything itself: the progress and evaluation lines, metrics.jsonl,
+curves.png, the messages. What it trains, "the run", is a plain object (no base class) with
+eight members, none optional:
 
-    state       dir, model (params, loss_grads_metrics, save_pretrained), optimizer, tokenizer,
-                rng (dropout), step, total_steps, elapsed, minutes (0: no budget), log_interval,
-                verbose, budget (a loop/budget.StepBudget, or None), lr_anchor, window (the log
-                entries since the last log line), last_checkpoint, last_eval_step
-    batch       next_batch() -> the step's batch, or a list of micro-batches
-                step_options() -> train/step.training_step's lr, warmup_steps, schedule,
-                clip_norm, objective, rng (the dropout Generator, or None: no dropout)
-    log         window_entry(result, batch) -> what one step adds to the window; optional, with
-                the defaults of a run with one loss and one accuracy (entries (loss, correct,
-                counted, tokens, lr)): window_record(window, seconds) -> its metrics.jsonl record
-                (loss_acc_record), progress_fields(record) -> (text after "step s/T", fields)
-                (loss_acc_fields), decode_window_entry(entry) (a paused run saves its window, so
-                the resumed run logs the same records; default: the tuple)
-    evaluate    is_eval_step(step); evaluate() (logs, shows, sets last_eval_step)
-    checkpoint  is_checkpoint_step(step, stop_at); state_dict(status, ckpt) -> its part of
-                trainer_state.json; load_state_dict(state, ckpt) (the model and its batch source)
-    messages    resume_command(), diverged_hint() (what the NaN/inf message adds)
-    curves      curve_panels(records) -> the Panels of curves.png (None: none); curve_axes,
-                eval_label, curves_every (seconds between redraws)
-    settings    log_partial_window (log the steps since the last line when a run ends between
-                two), publish_checkpoints (a checkpoint's model is also the run's top level)
-    budget      with a budget only: time_eval() -> seconds or None; optional: step_kind(step)
-                (FULL, or SHORT in a short phase; default FULL), after_fit(fit, first), called
-                after every fit
+    model                  .params (what the step's gradients update), .save_pretrained(dir, vocab)
+    optimizer              AdamW: step(params, grads, lr), state_dict(), load_state_dict(state)
+    settings               a loop/state.LoopSettings: plain data (directory, schedule, cadences,
+                           budget, what the lines and curves show)
+    next_batch(step, short) -> the batch of step `step` (short: the short phase's, when
+                           settings.short_fraction gives the schedule one)
+    loss_grads_metrics(batch, rng) -> (loss, grads, {name: (sum, count)}): the batch's loss, the
+                           gradients (keyed as model.params, or a subset of them), and its metrics,
+                           each a sum and what it is a mean over (a loss: (loss, 1); an accuracy:
+                           (hits, counted)); "tokens": (real tokens, 1) gives the line's tokens/s.
+                           `rng` is the dropout Generator, None when settings.dropout is False
+    evaluate(step) -> {name: number}: the evaluation record's fields ({}: nothing evaluated)
+    state_dict() -> the run's own part of trainer_state.json (its batch source, its results)
+    load_state_dict(state, ckpt) the model's parameters from checkpoint `ckpt` and that part
 
-The tasks: train/trainer.py's Trainer (BERT, ALBERT, and ELECTRA with train/electra.py's
-family), finetune/run.py's FinetuneRun, train/t5.py's T5Run, train/xlnet.py's XLNetRun.
+A log record is {"type": "train", "step", "epoch" (with settings.steps_per_epoch), "time", each
+metric's sum over the window divided by its count, "lr", "grad_norm" (settings.log_grad_norm),
+"tokens_per_s"}; an evaluation record {"type": "eval", "step", "epoch", "time", **evaluate(step)}.
+
+The runs: train/trainer.py's Trainer (BERT, ALBERT, and ELECTRA with train/electra.py's family),
+finetune/run.py's FinetuneRun, train/t5.py's T5Run, train/xlnet.py's XLNetRun.
 """
 from __future__ import annotations
 
 import math
 import sys
 import time
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from minibert.io.progress import fmt_seconds
-from minibert.loop import rundir
-from minibert.loop.budget import FULL, Fit
+from minibert.loop import budget, rundir
 from minibert.loop.checkpoints import save_checkpoint
 from minibert.loop.curves import draw_curves, read_metrics
+from minibert.loop.state import Entry, LoopSettings, LoopState
 from minibert.loop.step import TrainingAborted, TrainingDiverged, install_sigint, restore_sigint, training_step
-from minibert.optim import lr_at
 
 
 class StopFlag:
@@ -63,183 +61,219 @@ class StopFlag:
     requested = False
 
 
-def run(task, max_steps: int | None = None) -> str:
-    """Train `task` until total_steps, the time budget, `max_steps` more steps or Ctrl-C.
+def run(run, state: LoopState, max_steps: int | None = None) -> str:
+    """Train `run` until the schedule's end, the time limit, `max_steps` more steps or Ctrl-C.
 
     -> "done" | "budget" (time ran out; evaluated and saved) | "paused" (max_steps; saved) |
-    "interrupted" (Ctrl-C; saved). Raises TrainingDiverged on NaN/inf, and TrainingAborted on
-    a second Ctrl-C (at any moment, a save included: the newest complete checkpoint stays as
-    it was). Ctrl-C is caught until the final save is written."""
+    "interrupted" (Ctrl-C; saved); also kept as state.status. Raises TrainingDiverged on
+    NaN/inf, and TrainingAborted on a second Ctrl-C (at any moment, a save included: the newest
+    complete checkpoint stays as it was). Ctrl-C is caught until the final save is written."""
+    s: LoopSettings = run.settings
     stop = StopFlag()
     previous = install_sigint(stop, "requested")
     try:
-        budget = task.minutes * 60.0 if task.minutes > 0 else math.inf
-        pause_at = math.inf if max_steps is None else task.step + max_steps
-        stop_at = min(task.total_steps, pause_at)
-        status, window, last_plot = "done", task.window, -math.inf
+        limit = s.minutes * 60.0 if s.minutes > 0 else math.inf
+        pause_at = math.inf if max_steps is None else state.step + max_steps
+        stop_at = min(state.total_steps, pause_at)
+        status = "done"
         t_run = t_window = time.perf_counter()
-        elapsed0 = task.elapsed
-        while task.step < stop_at:
+        elapsed0 = state.elapsed
+        while state.step < stop_at:
             if stop.requested:
                 status = "interrupted"
                 break
-            if elapsed0 + (time.perf_counter() - t_run) >= budget:
-                say(task, f"time budget of {task.minutes:g} min reached at step {task.step}")
+            if elapsed0 + (time.perf_counter() - t_run) >= limit:
+                say(s, f"time budget of {s.minutes:g} min reached at step {state.step}")
                 status = "budget"
                 break
             t_step = time.perf_counter()
-            window.append(train_step(task))
-            task.elapsed = elapsed0 + time.perf_counter() - t_run
-            if task.budget is not None:  # the budget may refit the schedule
-                fit_budget(task, time.perf_counter() - t_step)
-            stop_at = min(task.total_steps, pause_at)
-            if task.step % task.log_interval == 0 or task.step == (stop_at if task.log_partial_window
-                                                                    else task.total_steps):
-                t_window = log_window(task, window, t_window)
-            evaluated = task.is_eval_step(task.step) and task.step < task.total_steps
+            state.window.append(train_step(run, state))
+            state.elapsed = elapsed0 + time.perf_counter() - t_run
+            if state.budget is not None:  # the budget may refit the schedule
+                line = budget.refit(state, s, time.perf_counter() - t_step, lambda: time_evaluation(run, state))
+                if line:
+                    say(s, line)
+            stop_at = min(state.total_steps, pause_at)
+            if state.step % s.log_interval == 0 or state.step == (stop_at if s.log_partial_window
+                                                                  else state.total_steps):
+                t_window = log_window(s, state, t_window)
+            evaluated = is_eval_step(s, state.step, state.total_steps, state.eval_interval) \
+                and state.step < state.total_steps
             if evaluated:
                 t_eval = time.perf_counter()
-                task.evaluate()
-                if task.budget is not None:
-                    task.budget.observe_eval(time.perf_counter() - t_eval)
+                evaluate(run, state)
+                if state.budget is not None:
+                    state.budget.observe_eval(time.perf_counter() - t_eval)
                 t_window = time.perf_counter()  # tokens/s counts training time only
-            if task.is_checkpoint_step(task.step, stop_at):
-                save_checkpoint(task)
+            if is_checkpoint_step(s, state, stop_at):
+                save_checkpoint(run, state)
                 t_window = time.perf_counter()
-            if evaluated and time.perf_counter() - last_plot > task.curves_every:
-                last_plot = time.perf_counter()
-                write_curves(task)  # plotting costs a second or two: not after every evaluation
+            if evaluated and s.curves is not None and time.perf_counter() - state.last_plot > s.curves.every:
+                state.last_plot = time.perf_counter()
+                write_curves(s)  # plotting costs a second or two: not after every evaluation
                 t_window = time.perf_counter()
         else:
-            status = "done" if task.step >= task.total_steps else "paused"
+            status = "done" if state.step >= state.total_steps else "paused"
         if status in rundir.FINISHED:
-            if window and task.log_partial_window:
-                log_window(task, window, t_window)  # the last steps of the run
-            if task.last_eval_step != task.step:
-                task.evaluate()
+            if state.window and s.log_partial_window:
+                log_window(s, state, t_window)  # the last steps of the run
+            if state.last_eval_step != state.step:
+                evaluate(run, state)
         # a paused or interrupted run keeps its window: the checkpoint saves it, and the resumed
         # run logs it whole, so metrics.jsonl is the same as a run's that never stopped
-        save_checkpoint(task, status)
-        write_curves(task)
+        save_checkpoint(run, state, status)
+        write_curves(s)
     except KeyboardInterrupt:
-        where = (f"the last complete checkpoint is step {task.last_checkpoint} in {task.dir}; continue with "
-                 f"`{task.resume_command()}`" if task.last_checkpoint is not None else "no checkpoint was written yet")
-        raise TrainingAborted(f"aborted at step {task.step} by a second Ctrl-C without saving; {where}") from None
+        last = (f"the last complete checkpoint is step {state.last_checkpoint} in {s.dir}; continue with "
+                f"`{s.resume_command}`" if state.last_checkpoint is not None else "no checkpoint was written yet")
+        raise TrainingAborted(f"aborted at step {state.step} by a second Ctrl-C without saving; {last}") from None
     finally:
         restore_sigint(previous)
+    state.status = status
     if status == "interrupted":
-        say(task, f"interrupted at step {task.step}: saved {task.dir}; continue with `{task.resume_command()}`")
+        say(s, f"interrupted at step {state.step}: saved {s.dir}; continue with `{s.resume_command}`")
     return status
 
 
-def train_step(task):
-    """One optimizer step on the task's next batch -> the task's window entry of it."""
-    batch = task.next_batch()
-    options = task.step_options()
+def train_step(run, state: LoopState) -> Entry:
+    """One optimizer step on the run's next batch -> its log-window entry."""
+    s = run.settings
+    short = state.short_steps_of(s)
+    if short and state.step == short:  # the switch from the short phase to full-length steps
+        log(s, {"type": "phase", "step": state.step, "time": round(state.elapsed, 3), **s.phase})
+        say(s, f"step {state.step}: short phase done, " + ", ".join(f"{k} {v}" for k, v in s.phase.items()))
+    batch = run.next_batch(state.step, state.step < short)
     try:
-        r = training_step(task.model, task.optimizer, batch, task.step, total_steps=task.total_steps,
-                          lr_anchor=task.lr_anchor, **options)
+        r = training_step(run.model, run.optimizer, batch, state.step, lr=s.lr, warmup_steps=s.warmup_steps,
+                          total_steps=state.total_steps, schedule=s.schedule, clip_norm=s.clip_norm,
+                          rng=state.rng if s.dropout else None, lr_anchor=state.lr_anchor,
+                          loss_fn=run.loss_grads_metrics)
     except TrainingDiverged as e:
-        raise TrainingDiverged(f"{e}{task.diverged_hint()}") from None
-    task.step += 1
-    return task.window_entry(r, batch)
+        raise TrainingDiverged(f"{e}; the run stopped without saving. Last good checkpoint: "
+                               f"{last_good_checkpoint(s, state)}. Try a lower lr (now {s.lr:g}) or more warmup "
+                               f"(now {s.warmup_steps} steps)") from None
+    state.step += 1
+    return Entry(r.metrics, r.lr, r.grad_norm)
 
 
-# --- logging -----------------------------------------------------------------------------------
+# --- cadences ----------------------------------------------------------------------------------
 
-def say(task, *args) -> None:
-    if task.verbose:
+def is_eval_step(s: LoopSettings, step: int, total_steps: int, eval_interval: int | None = None) -> bool:
+    """At the steps of settings.eval_at when it names some; else every eval_interval steps (the
+    loop's, which a budget's first fit may have shortened), or after the step that completes each
+    1/eval_per_epoch of an epoch."""
+    interval = s.eval_interval if eval_interval is None else eval_interval
+    if s.eval_at:
+        return step in s.eval_at
+    if not interval:
+        k, spe = s.eval_per_epoch, s.steps_per_epoch
+        return step == total_steps or (step * k) // spe > ((step - 1) * k) // spe
+    return step % interval == 0
+
+
+def is_checkpoint_step(s: LoopSettings, state: LoopState, stop_at: float) -> bool:
+    """Every checkpoint_interval steps (or after each evaluation), not at the step the run stops
+    at: the final save writes that one."""
+    if s.checkpoint_after_eval:
+        due = is_eval_step(s, state.step, state.total_steps, state.eval_interval)
+    else:
+        due = bool(s.checkpoint_interval) and state.step % s.checkpoint_interval == 0
+    return due and state.step < stop_at
+
+
+# --- what the loop reports ---------------------------------------------------------------------
+
+def say(s: LoopSettings, *args) -> None:
+    if s.verbose:
         print(*args, flush=True)
 
 
-def log(task, record: dict) -> None:
-    rundir.append_jsonl(task.dir / rundir.METRICS_FILE, record)
+def log(s: LoopSettings, record: dict) -> None:
+    rundir.append_jsonl(s.dir / rundir.METRICS_FILE, record)
 
 
-def log_window(task, window: list, t_window: float) -> float:
+def record_start(s: LoopSettings, state: LoopState) -> dict:
+    """The fields every record starts with: the step, the epoch (a run counted in epochs), the time."""
+    epoch = {"epoch": round(state.step / s.steps_per_epoch, 3)} if s.steps_per_epoch else {}
+    return {"step": state.step, **epoch, "time": round(state.elapsed, 3)}
+
+
+def mean(sums: list, counts: list) -> float:
+    """A window's value of one metric: the sum of its sums over the sum of its counts. A float
+    sum is a NumPy reduction of the entries as np.mean makes it (so a mean of per-step losses
+    has np.mean's bits); an integer one (hits) is exact."""
+    total = np.add.reduce(np.asarray(sums))
+    n = max(int(sum(counts)), 1)
+    if total.dtype.kind == "f":
+        return float(total.dtype.type(total / np.intp(n)))
+    return int(total) / n
+
+
+def window_record(s: LoopSettings, state: LoopState, window: list, seconds: float) -> dict:
+    """The metrics.jsonl record of the log window's entries."""
+    names = list(dict.fromkeys(k for e in window for k in e.metrics if k != "tokens"))  # in the order given
+    values = {k: mean([e.metrics[k][0] for e in window if k in e.metrics],
+                      [e.metrics[k][1] for e in window if k in e.metrics]) for k in names}
+    grad_norm = {"grad_norm": float(np.mean([e.grad_norm for e in window]))} if s.log_grad_norm else {}
+    tokens = sum(e.metrics["tokens"][0] for e in window if "tokens" in e.metrics)
+    return {"type": "train", **record_start(s, state), **values, "lr": window[-1].lr, **grad_norm,
+            "tokens_per_s": tokens / max(seconds, 1e-9)}
+
+
+def log_window(s: LoopSettings, state: LoopState, t_window: float) -> float:
     """The window's metrics.jsonl record and progress line; empties the window -> the time now."""
     now = time.perf_counter()
-    record = task.window_record if hasattr(task, "window_record") else partial(loss_acc_record, task)
-    rec = record(window, now - t_window)
-    log(task, rec)
-    eta = (task.total_steps - task.step) * task.elapsed / max(task.step, 1)
-    if task.minutes > 0:
-        eta = min(eta, max(0.0, task.minutes * 60 - task.elapsed))
-    where, fields = task.progress_fields(rec) if hasattr(task, "progress_fields") else loss_acc_fields(rec)
-    say(task, f"step {task.step}/{task.total_steps}{where} | " + " | ".join(
+    rec = window_record(s, state, state.window, now - t_window)
+    log(s, rec)
+    eta = (state.total_steps - state.step) * state.elapsed / max(state.step, 1)
+    if s.minutes > 0:
+        eta = min(eta, max(0.0, s.minutes * 60 - state.elapsed))
+    epoch = f" (epoch {rec['epoch']:.2f})" if "epoch" in rec else ""
+    fields = [f"{label} {rec[k]:.3f}" for k, label in s.show_train.items() if k in rec]
+    say(s, f"step {state.step}/{state.total_steps}{epoch} | " + " | ".join(
         [*fields, f"{rec['tokens_per_s']:,.0f} tok/s", f"lr {rec['lr']:.2e}", f"ETA {fmt_seconds(eta)}"]))
-    window.clear()
+    state.window.clear()
     return now
 
 
-def loss_acc_record(task, window: list, seconds: float) -> dict:
-    """The log record of a window whose entries are (loss, correct, counted, tokens, lr): the
-    default, for the trainers with one loss and one accuracy (T5, XLNet)."""
-    return {"type": "train", "step": task.step, "time": round(task.elapsed, 3),
-            "loss": float(np.mean([w[0] for w in window])),
-            "acc": sum(w[1] for w in window) / max(sum(w[2] for w in window), 1), "lr": window[-1][4],
-            "tokens_per_s": sum(w[3] for w in window) / max(seconds, 1e-9)}
+def evaluate(run, state: LoopState) -> dict:
+    """The run's evaluation at this step: logged, shown."""
+    s = run.settings
+    t0 = time.perf_counter()
+    scores = run.evaluate(state.step)
+    state.last_eval_step = state.step
+    if not scores:  # nothing to evaluate on (a pretraining run without held-out data)
+        return scores
+    log(s, {"type": "eval", **record_start(s, state), **scores})
+    shown = s.show_eval or {k: k for k, v in scores.items() if isinstance(v, float)}
+    values = ", ".join(f"{label} {scores[k]:.4f}" for k, label in shown.items() if k in scores)
+    epoch = f" (epoch {state.step / s.steps_per_epoch:.2f})" if s.steps_per_epoch else ""
+    say(s, f"eval step {state.step}{epoch}: {s.eval_label} {values} [{time.perf_counter() - t0:.1f}s]")
+    return scores
 
 
-def loss_acc_fields(rec: dict) -> tuple[str, list[str]]:
-    """The progress line's fields of loss_acc_record's record."""
-    return "", [f"loss {rec['loss']:.3f}", f"acc {rec['acc']:.3f}"]
+def time_evaluation(run, state: LoopState) -> float:
+    """Seconds of one evaluation, unlogged (the budget's first fit, for a run with no estimate)."""
+    t0 = time.perf_counter()
+    run.evaluate(state.step)
+    return time.perf_counter() - t0
 
 
-def last_good_checkpoint(task) -> str:
+def last_good_checkpoint(s: LoopSettings, state: LoopState) -> str:
     """Where a run that stops now can be continued from, for the messages."""
-    return (f"{task.dir} (step {task.last_checkpoint})" if task.last_checkpoint is not None
+    return (f"{s.dir} (step {state.last_checkpoint})" if state.last_checkpoint is not None
             else "none (no checkpoint was written yet)")
 
 
-def write_curves(task) -> Path | None:
+def write_curves(s: LoopSettings) -> Path | None:
     """Redraw curves.png from metrics.jsonl. A plot that cannot be written (a full disk) is a
     warning, not the end of the run: the checkpoints are what must not be lost."""
-    path = task.dir / rundir.METRICS_FILE
-    if not path.exists():
+    path = s.dir / rundir.METRICS_FILE
+    if s.curves is None or not path.exists():
         return None
-    records = read_metrics(path)
-    panels = task.curve_panels(records)
-    if panels is None:
-        return None
-    out = task.dir / rundir.CURVES_FILE
+    out = s.dir / rundir.CURVES_FILE
     try:
-        return draw_curves(records, out, panels, task.curve_axes, task.eval_label)
+        return draw_curves(read_metrics(path), out, list(s.curves.panels), s.curves.axes, s.eval_label)
     except OSError as e:
         print(f"warning: could not draw {out}: {e}", file=sys.stderr)
         return None
-
-
-# --- the time budget ---------------------------------------------------------------------------
-
-def fit_budget(task, seconds: float) -> None:
-    """Report the step to the budget; when it fits the schedule anew, apply the new length with
-    the learning rate continuous: past the warmup, the rest of the decay is re-spread from
-    this step's rate (lr_anchor)."""
-    budget = task.budget
-    first = budget.stage == "probe"
-    kind = task.step_kind(task.step - 1) if hasattr(task, "step_kind") else FULL
-    fit = budget.observe(task.step, task.elapsed, seconds, kind, task.time_eval)
-    if fit is None:
-        return
-    before = task.total_steps
-    if fit.total_steps != before:
-        options = task.step_options()
-        warmup = options["warmup_steps"]
-        if task.step >= warmup:
-            rate = lr_at(task.step, options["lr"], warmup, before, options.get("schedule", "bert"), task.lr_anchor)
-            task.lr_anchor = (task.step, rate)
-        task.total_steps = fit.total_steps
-    if hasattr(task, "after_fit"):
-        task.after_fit(fit, first)
-    say(task, fit_message(task, fit, before, first))
-
-
-def fit_message(task, fit: Fit, before: int, first: bool) -> str:
-    """The line a fit prints."""
-    if first:
-        return (f"calibration: {fit.step_seconds * 1000:.0f} ms/step, eval "
-                f"{task.budget.eval_seconds(fit.scale):.1f} s x {fit.evals}: {fit.total_steps} steps fit "
-                f"{task.budget.seconds / 60:.1f} min")
-    return (f"recalibration at step {task.step}: the loop runs at {fit.scale:.2f}x the calibrated time; "
-            f"{fit.step_seconds * 1000:.0f} ms/step, {fit.total_steps} steps fit the budget (was {before})")

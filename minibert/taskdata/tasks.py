@@ -1,6 +1,6 @@
 """The built-in tasks: what each is (its kind, file format, file names, metrics, default data
 directory), how to find its files and how to read its examples; `generic_task(format)` makes the
-same for a learner's own files. Fine-tuning (finetune/tasks.py) turns the examples into features
+same for a learner's own files. Fine-tuning (finetune/task_data.py) turns the examples into features
 and scores predictions; pretraining reads the text (train/task_corpus.py).
 
     sst2      classification  glue-single  train.tsv, dev.tsv        accuracy
@@ -113,7 +113,7 @@ def task_paths(task: Task, data_dir=None, train_path=None, dev_path=None) -> tup
     """(train, dev) paths: explicit paths win, else the task's file names in data_dir."""
     directory = Path(data_dir) if data_dir is not None else task.default_dir
     if directory is None and task.format in CORPUS_FORMATS:
-        from minibert.corpus import ensure_default_corpus
+        from minibert.data.corpus import ensure_default_corpus
         directory = Path(ensure_default_corpus().train).parent
     if directory is None and (train_path is None or dev_path is None):
         raise ValueError(f"task {task.name} has no default data directory: give one holding "
@@ -137,7 +137,7 @@ def read_examples(task: Task, path: Path, split: str, seed: int = 0) -> list:
         return read_conll(path)
     if task.format == "swag":
         return read_swag(path)
-    from minibert.corpus import read_documents
+    from minibert.data.corpus import read_documents
     if task.format == "punct":
         return punct_examples(read_documents(path), source=str(path))
     per_doc = NEXTSENT_TRAIN_PER_DOC if split == "train" else None

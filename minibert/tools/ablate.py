@@ -45,8 +45,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.io.atomic import atomic_write
+from minibert.loop import engine
 from minibert.loop.rundir import RunLock
 from minibert.loop.settings import fast_mode
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
@@ -197,7 +198,7 @@ def _train(cfg, resume: bool, max_steps: int | None, verbose: bool):
 
     trainer = train(cfg, resume=resume, overwrite=not resume, verbose=verbose, max_steps_this_run=max_steps,
                     created_by="ablate")
-    if trainer.status == "interrupted":
+    if trainer.loop.status == "interrupted":
         raise KeyboardInterrupt
     return trainer
 
@@ -304,23 +305,23 @@ def finetune(plan: Plan, model_dir: Path, d: Downstream, seed: int, out: Path, e
     if out.exists():  # a cell cut off earlier: it starts again
         shutil.rmtree(out)
     run = build_run(cfg, verbose=plan.verbose)
-    run.start()
-    status = run.train()
+    loop = run.start()
+    status = engine.run(run, loop)
     if status == "interrupted":
         raise KeyboardInterrupt
     best = run.best or {}
     main = run.source.main_metric
     return {"metric": main, "score": best.get(main), "scores": {k: v for k, v in best.items() if k != "step"},
-            "best_step": best.get("step"), "steps": run.step, "total_steps": run.total_steps, "status": status,
-            "seconds": round(run.elapsed, 1), "frozen": cfg.frozen}
+            "best_step": best.get("step"), "steps": loop.step, "total_steps": run.total_steps, "status": status,
+            "seconds": round(loop.elapsed, 1), "frozen": cfg.frozen}
 
 
 def constant_baseline(plan: Plan, d: Downstream, vocab: str) -> dict | None:
     """The dev score of always answering the train set's most common label (None for SQuAD)."""
     import numpy as np
 
-    from minibert.finetune.tasks import get_task, load_task, score
-    from minibert.tokenizer import BertTokenizer
+    from minibert.finetune.task_data import get_task, load_task, score
+    from minibert.text.tokenizer import BertTokenizer
 
     task = get_task(d.task) if d.task in ("sst2", "rte", "wnut17", "swag", "nextsent", "punct") else None
     if task is None:

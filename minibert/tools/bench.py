@@ -61,7 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.tools import (bench_attention, bench_coldstart, bench_common, bench_finetune, bench_sst2, bench_startup,
                             bench_step)
 from minibert.tools.bench_common import (CONFIGS, ROOT, fmt_table, n_threads, parse_threads, run_worker, threads_label,

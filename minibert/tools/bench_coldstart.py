@@ -41,8 +41,8 @@ from minibert.train.commands import train_tiny_cli
 first_step = engine.train_step
 
 
-def train_step_then_stop(task):
-    first_step(task)
+def train_step_then_stop(run, state):
+    first_step(run, state)
     print("COLDSTART: the first step is done", flush=True)
     os._exit(0)
 

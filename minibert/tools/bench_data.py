@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert import pretraining_data as pd
-from minibert import shards
+from minibert.data import pretraining_data as pd
+from minibert.data import shards
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -59,7 +59,7 @@ def _corpus_and_vocab(workdir: Path, max_lines: int) -> tuple[Path, list[str] | 
     vocab_file = corpus.parent / "vocab.txt"
     if vocab_file.is_file():
         return sub, vocab_file, f"{corpus.relative_to(ROOT) if corpus.is_relative_to(ROOT) else corpus.name} ({len(lines)} lines), {vocab_file.name}"
-    from minibert.tokenizer import basic_tokenize
+    from minibert.text.tokenizer import basic_tokenize
     counts = Counter(w for line in lines for w in basic_tokenize(line))
     chars = sorted({c for w in counts for c in w})
     vocab = SPECIALS + sorted(counts) + [c for c in chars if c not in counts] + ["##" + c for c in chars]
@@ -70,7 +70,7 @@ def bench_data(report: dict, runs: int = 3, max_lines: int = 5_000, max_seq_leng
                max_predictions_per_seq: int = 20, dupe_factor: int = 2, batch_size: int = 32,
                n_batches: int = 200) -> dict:
     """Measure generation and batching throughput; fill `report["data"]` and print a summary."""
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)

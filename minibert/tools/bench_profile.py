@@ -85,7 +85,7 @@ def _step_parts(cfg, shape: dict, backend: str = "numba"):
     from minibert import optim
     from minibert.backend import get_ops
     from minibert.bert import BertForPreTraining
-    from minibert.gradcheck import random_batch
+    from minibert.analysis.gradcheck import random_batch
     from minibert.model import bert_backward, bert_forward
 
     batch = random_batch(cfg, shape["B"], shape["T"], shape["P"], np.random.default_rng(0))

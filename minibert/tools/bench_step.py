@@ -105,7 +105,7 @@ def torch_step_fn(torch, cfg, batch):
 
 def step_parts_torch(config: str):
     """torch_step_parts for `config`'s bench batch (in a worker process)."""
-    from minibert.gradcheck import random_batch
+    from minibert.analysis.gradcheck import random_batch
     from minibert.model import BertConfig
 
     torch, why = try_torch()
@@ -199,7 +199,7 @@ def print_scaling(out: dict, configs, threads_list, mine: str, theirs: str, what
 def step_fn(config: str, name: str):
     """A function running one training step of `config` with contender `name` (called inside a
     worker process; torch is imported only by the torch contender)."""
-    from minibert.gradcheck import random_batch
+    from minibert.analysis.gradcheck import random_batch
     from minibert.model import BertConfig
 
     cfg = BertConfig(**CONFIGS[config])
@@ -216,7 +216,7 @@ def profile_worker(spec, reps: int) -> dict:
     """Inside a worker process: the per-layer profile of a config's step (profile_step) and, unless
     spec says {"floor": false}, the step's matmuls timed one by one (matmul_floor), as JSON-ready
     values. spec: the config's name, or {"config": name, "floor": bool}."""
-    from minibert.gradcheck import random_batch
+    from minibert.analysis.gradcheck import random_batch
     from minibert.model import BertConfig
     from minibert.tools.bench_profile import matmul_floor, profile_step
 

@@ -12,8 +12,8 @@ import json
 import statistics
 import time
 
-from minibert.corpus import ensure_default_corpus
-from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
+from minibert.data.corpus import ensure_default_corpus
+from minibert.text.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
 
 VOCAB_SIZE = 8192
 
@@ -50,7 +50,7 @@ def _hf_train(train_path) -> list[str]:
 
 def bench_wordpiece(report: dict, repeats: int = 3) -> dict:
     """Train an 8192 vocab on the default corpus: minibert (both rules) vs HF tokenizers."""
-    from minibert.wordpiece_trainer import train_wordpiece
+    from minibert.text.wordpiece_trainer import train_wordpiece
 
     paths = ensure_default_corpus()
     heldout = paths.heldout.read_text(encoding="utf-8").splitlines()

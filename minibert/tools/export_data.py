@@ -33,7 +33,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.io.progress import Progress
 
 IGNORE = -100  # PyTorch's cross-entropy ignore_index: no MLM loss at this position
@@ -65,7 +65,7 @@ def source(path: str | Path, split: str, masking: str | None, seed: int | None,
     """A run or shard directory -> where and how to read. A run's training split is read with
     its batch size and seed, so the stream (and dynamic masks) are the run's; everything else
     is read whole, in batches of 256, with seed 0 unless told otherwise."""
-    from minibert.shards import META_FILE
+    from minibert.data.shards import META_FILE
     from minibert.train.config import DEFAULT_DATA_CACHE
 
     path = Path(path)
@@ -99,7 +99,7 @@ def export_jsonl(data_dir, out: str | Path, *, vocab=None, masking: str = "stati
     """Write `epochs` passes over the data (at most `limit` sequences, 0 = all) to `out`,
     atomically. -> the number of lines written."""
     from minibert.io.outputs import write_output
-    from minibert.shards import BatchIterator
+    from minibert.data.shards import BatchIterator
 
     if epochs < 1 or limit < 0:
         raise ValueError(f"--epochs must be >= 1 and --limit >= 0 (got {epochs}, {limit})")

@@ -1,15 +1,15 @@
 """`python -m minibert gradcheck`: every float64 gradient check of minibert in one table: the layers and
-BERT (minibert/gradcheck.py), the family's models (family/gradchecks.py), the fine-tuning classes
+BERT (minibert/analysis/gradcheck.py), the family's models (family/gradchecks.py), the fine-tuning classes
 (finetune/gradchecks.py)."""
 from __future__ import annotations
 
 import numpy as np
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.family.gradchecks import (check_albert, check_cross_attention, check_electra, check_t5,
                                         check_t5_decoder_block)
 from minibert.finetune.gradchecks import check_bilstm, check_electra_finetune, check_heads, check_task_models
-from minibert.gradcheck import (ATOL, HEADER, LAYER_CHECKS, RTOL, check_causal_attention, check_model,
+from minibert.analysis.gradcheck import (ATOL, HEADER, LAYER_CHECKS, RTOL, check_causal_attention, check_model,
                                 check_objective_model)
 
 

@@ -4,8 +4,8 @@
     python -m minibert attention runs/tiny "the list is sorted in place" --out runs/tiny/attention
     python -m minibert nsp-baseline runs/tiny
 
-The work is done by minibert/inspect.py (fill_mask, attention_maps, plot_attention) and
-minibert/nsp_baseline.py; this module reads the run directory and prints."""
+The work is done by minibert/analysis/inspect.py (fill_mask, attention_maps, plot_attention) and
+minibert/analysis/nsp_baseline.py; this module reads the run directory and prints."""
 from __future__ import annotations
 
 import contextlib
@@ -13,11 +13,11 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from minibert.cli import command_parser
-from minibert.inspect import attention_maps, fill_mask, plot_attention
+from minibert.io.cli import command_parser
+from minibert.analysis.inspect import attention_maps, fill_mask, plot_attention
 from minibert.io import outputs
 from minibert.io.textio import check_argument, refuse_special_file
-from minibert.nsp_baseline import FEATURES, nsp_overlap_baseline
+from minibert.analysis.nsp_baseline import FEATURES, nsp_overlap_baseline
 
 
 def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
@@ -28,7 +28,7 @@ def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
 
     from minibert.bert import load_pretrained
     from minibert.family.albert import AlbertForPreTraining
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     run_dir = Path(run_dir)
     for f in ("config.json", "model.safetensors", "vocab.txt"):
@@ -114,9 +114,9 @@ def nsp_baseline_cli(argv: list[str]) -> int:
                                         "(default data/generated; never the directory the run file names)")
     args = p.parse_args(argv)
     from minibert.loop.rundir import run_state
-    from minibert.pretraining_data import FEATURE_NAMES
-    from minibert.shards import load_shards
-    from minibert.tokenizer import BertTokenizer
+    from minibert.data.pretraining_data import FEATURE_NAMES
+    from minibert.data.shards import load_shards
+    from minibert.text.tokenizer import BertTokenizer
     from minibert.train.config import DEFAULT_DATA_CACHE
     from minibert.train.data import run_data_dirs
     from minibert.train.runs import resume_config

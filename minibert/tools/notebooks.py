@@ -34,7 +34,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.io.outputs import check_output, write_output
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository

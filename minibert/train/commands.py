@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from minibert.cli import CommandParser, command_parser, given_settings
+from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.io.progress import fmt_seconds
 from minibert.loop import compile_ahead, rundir
 from minibert.loop.settings import fast_mode
@@ -39,7 +39,7 @@ def cli(argv: list[str]) -> int:
     except BaseException as e:
         return _exit_code(e)
     report(trainer)
-    return 130 if trainer.status == "interrupted" else 0
+    return 130 if trainer.loop.status == "interrupted" else 0
 
 
 def _exit_code(e: BaseException) -> int:
@@ -61,11 +61,11 @@ def report(trainer: Trainer) -> None:
     r = trainer.last_eval
     if r is None:
         return
-    at = trainer.last_eval_step if trainer.last_eval_step is not None else trainer.step
-    when = (f"after {at} steps" if at == trainer.step  # Ctrl-C stops without a final evaluation
-            else f"at step {at} (the last evaluation; training stopped at step {trainer.step})")
+    at = trainer.loop.last_eval_step if trainer.loop.last_eval_step is not None else trainer.loop.step
+    when = (f"after {at} steps" if at == trainer.loop.step  # Ctrl-C stops without a final evaluation
+            else f"at step {at} (the last evaluation; training stopped at step {trainer.loop.step})")
     evaluator = getattr(trainer, "evaluator", None) or HeldoutEvaluator(trainer.cfg, None)
-    print(f"\nheld-out ({r.examples} sequences) {when}, {fmt_seconds(trainer.elapsed)}: {evaluator.summary(r)}")
+    print(f"\nheld-out ({r.examples} sequences) {when}, {fmt_seconds(trainer.loop.elapsed)}: {evaluator.summary(r)}")
     generator = FAMILIES[trainer.cfg.model_type].published_dirs  # ELECTRA's generator/
     print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, {generator}metrics.jsonl, curves.png, "
           f"{rundir.CHECKPOINTS}/)")
@@ -76,7 +76,7 @@ def _say_fast_mode_learns_nothing(trainer: Trainer) -> None:
     training, evaluation, saving), and its numbers say nothing about what the model can learn."""
     from minibert.train.curves import baselines
 
-    line = (f"\nMINIBERT_FAST=1 is a plumbing check, not training: {trainer.step} steps on a slice of the "
+    line = (f"\nMINIBERT_FAST=1 is a plumbing check, not training: {trainer.loop.step} steps on a slice of the "
             "corpus check that data, training, evaluation and saving work, and the model learns nothing "
             "in that time.")
     if trainer.heldout is not None:
@@ -194,9 +194,9 @@ def train_tiny_cli(argv: list[str]) -> int:
     report(trainer)
     if fast:
         _say_fast_mode_learns_nothing(trainer)
-    if trainer.status == "interrupted":
+    if trainer.loop.status == "interrupted":
         return 130
-    from minibert.inspect import fill_mask
+    from minibert.analysis.inspect import fill_mask
 
     electra = trainer.cfg.model_type == "electra"
     model = trainer.model.fill_mask_model() if electra else trainer.model  # ELECTRA's masked LM is its generator

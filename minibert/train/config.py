@@ -16,7 +16,7 @@ from minibert.family.electra import ElectraConfig
 from minibert.loop.settings import RunSettings, check_value
 from minibert.model import MODEL_SIZES, OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
-from minibert.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
+from minibert.data.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
 
 PRESETS: dict[str, dict[str, Any]] = {
     # the sizes; vocab 8192 comes from the default corpus's vocab.txt

@@ -57,8 +57,8 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = Fals
     with the fixed seed `data_seed`: its masks are the same in every evaluation and every run.
     `names_only`: the directories these settings use, without reading or generating anything.
     """
-    from minibert.pretraining_data import DEFAULT_FLAGS
-    from minibert.shards import build_pretraining_data, read_meta
+    from minibert.data.pretraining_data import DEFAULT_FLAGS
+    from minibert.data.shards import build_pretraining_data, read_meta
 
     for f in (*cfg.corpus, *cfg.heldout, cfg.vocab):
         if not Path(f).is_file():
@@ -108,8 +108,8 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = Fals
 
 def load_heldout(data_dir: Path, vocab: str, max_examples: int) -> dict[str, np.ndarray]:
     """The held-out features with their stored (fixed-seed) masks, the first `max_examples`."""
-    from minibert.pretraining_data import FEATURE_NAMES
-    from minibert.shards import load_shards
+    from minibert.data.pretraining_data import FEATURE_NAMES
+    from minibert.data.shards import load_shards
 
     feats = load_shards(data_dir, vocab, FEATURE_NAMES)
     if max_examples:
@@ -123,7 +123,7 @@ def default_corpus(overrides: dict[str, Any]) -> dict[str, Any]:
     """Fill corpus / heldout / vocab from env CORPUS (own text) or the default Python-docs corpus."""
     if "corpus" in overrides and "vocab" in overrides:
         return overrides
-    from minibert.corpus import ensure_default_corpus
+    from minibert.data.corpus import ensure_default_corpus
 
     own = os.environ.get("CORPUS")
     if own:
@@ -143,7 +143,7 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
     if not src.is_file():
         raise ValueError(f"CORPUS={path}: file not found (expected one sentence per line, blank lines "
                          f"between documents)")
-    from minibert.wordpiece_trainer import DEFAULT_MERGE_RULE
+    from minibert.text.wordpiece_trainer import DEFAULT_MERGE_RULE
 
     # the rule is in the name: a cache from before the frequency rule (its vocab built with the
     # score rule, which cuts common words into characters) is never reused for a new run
@@ -168,8 +168,8 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
         (tmp / "train.txt").write_text("\n\n".join(train_docs) + "\n", encoding="utf-8")
         (tmp / "heldout.txt").write_text("\n\n".join(held) + "\n", encoding="utf-8")
         if not overrides.get("vocab"):
-            from minibert.tokenizer import save_vocab
-            from minibert.wordpiece_trainer import train_wordpiece
+            from minibert.text.tokenizer import save_vocab
+            from minibert.text.wordpiece_trainer import train_wordpiece
 
             print(f"CORPUS={path}: training a {OWN_VOCAB_SIZE}-token WordPiece vocab ({DEFAULT_MERGE_RULE} rule) on its "
                   f"training part -> {vocab}")
@@ -187,7 +187,7 @@ def run_data_dirs(run: Path, cfg: TrainConfig) -> DataDirs:
     (read_meta checks them against the vocabulary), else generated again into cfg.data_cache,
     after checking that the corpus the run file names hashes to the data the run trained on."""
     from minibert.io.jsonfile import read_json_object
-    from minibert.shards import read_meta
+    from minibert.data.shards import read_meta
 
     recorded = read_json_object(run / "run.json").get("data")
     recorded = {k: v for k, v in recorded.items() if isinstance(v, str)} if isinstance(recorded, dict) else {}

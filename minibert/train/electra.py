@@ -13,10 +13,10 @@ pretraining Trainer (train/trainer.py), through its family object, ElectraFamily
                 masking, no NSP); the masks are the ones the generator fills
     evaluator   ElectraEvaluator (evaluate_electra): held-out generator MLM accuracy, loss and
                 perplexity, discriminator accuracy, replaced-token recall and precision
-    family      ElectraFamily: the model, the evaluator, the progress line, metrics.jsonl records,
-                curves.png (the Trainer with family=ELECTRA_FAMILY)
+    family      ElectraFamily: the model, the evaluator, the labels of its numbers, curves.png (the
+                Trainer with family=ELECTRA_FAMILY)
 
-The dropout Generator of the Trainer (self.rng) also draws the generator's samples, so every step
+The loop's dropout Generator (loop/state.LoopState.rng) also draws the generator's samples, so every step
 takes it (dropout itself runs only where the config's probabilities are above 0) and a resume
 restores it with the rest: a resumed run ends with the same bits. The held-out evaluation draws
 its samples from a Generator seeded afresh at every evaluation, so it too is a function of the
@@ -166,12 +166,6 @@ class ElectraEvaluator:
     def evaluate(self, model: ElectraPretraining) -> ElectraEvalResult:
         return evaluate_electra(model, self.heldout, seed=self.seed)
 
-    def describe(self, r: ElectraEvalResult) -> str:
-        return (f"held-out generator MLM acc {r.mlm_acc:.4f}, MLM loss {r.mlm_loss:.3f} (perplexity "
-                f"{fmt_perplexity(r.perplexity)}), discriminator acc {r.disc_acc:.4f} (always 'original' "
-                f"{1 - r.replaced_share:.4f}), replaced recall {r.replaced_recall:.3f}, precision "
-                f"{r.replaced_precision:.3f}")
-
     def summary(self, r: ElectraEvalResult) -> str:
         return (f"generator MLM accuracy {r.mlm_acc:.2%}, MLM loss {r.mlm_loss:.3f} (perplexity "
                 f"{fmt_perplexity(r.perplexity)}), discriminator accuracy {r.disc_acc:.2%} (always 'original' "
@@ -183,11 +177,10 @@ class ElectraEvaluator:
 # ELECTRA's parts of the pretraining Trainer
 
 class ElectraFamily:
-    """ELECTRA's model, evaluator, log record, progress line and curves for the pretraining
+    """ELECTRA's model, evaluator, the labels of its numbers and its curves for the pretraining
     Trainer (train/trainer.py's BertFamily has the same methods)."""
 
-    model_files = ("model.safetensors", f"{GENERATOR_DIR}/model.safetensors")
-    metrics_type = ElectraMetrics  # the joint step's metrics (window entries)
+    metrics_type = ElectraMetrics  # the joint step's metrics (a checkpoint of layout 1 saved their fields)
     published_dirs = f"{GENERATOR_DIR}/, "  # what the final report adds to the files it names
 
     def build_model(self, cfg, vocab_size: int) -> ElectraPretraining:
@@ -205,27 +198,17 @@ class ElectraFamily:
     def evaluator(self, cfg, heldout: dict) -> ElectraEvaluator:
         return ElectraEvaluator(cfg.seed, heldout)
 
-    def window_record(self, window: list[tuple]) -> dict:
-        ms = [w[0] for w in window]
-        total = lambda field: sum(getattr(m, field) for m in ms)  # noqa: E731
-        return {"loss": float(np.mean([m.loss for m in ms])),
-                "mlm_loss": float(np.mean([m.mlm_loss for m in ms])),
-                "rtd_loss": float(np.mean([m.rtd_loss for m in ms])),
-                "mlm_acc": total("mlm_correct") / max(total("mlm_count"), 1),
-                "disc_acc": total("disc_correct") / max(total("disc_count"), 1),
-                "replaced_recall": total("replaced_flagged") / max(total("replaced_count"), 1),
-                "replaced_precision": total("replaced_flagged") / max(total("flagged_count"), 1)}
+    def labels(self, cfg) -> tuple[dict, dict]:
+        """The numbers the progress line and the evaluation line show, with their labels."""
+        return ({"loss": "loss", "mlm_acc": "gen MLM acc", "disc_acc": "disc acc", "replaced_recall": "replaced recall"},
+                {"mlm_acc": "generator MLM acc", "mlm_loss": "MLM loss", "perplexity": "perplexity",
+                 "disc_acc": "discriminator acc", "replaced_recall": "replaced recall",
+                 "replaced_precision": "precision", "replaced_share": "replaced share"})
 
-    def progress_fields(self, cfg, rec: dict) -> list[str]:
-        return [f"loss {rec['loss']:.3f}", f"gen MLM acc {rec['mlm_acc']:.3f}", f"disc acc {rec['disc_acc']:.3f}",
-                f"replaced recall {rec['replaced_recall']:.3f}"]
-
-    def curve_panels(self, cfg, base, records: list[dict]) -> list[Panel]:
+    def curve_panels(self, cfg, base) -> list[Panel]:
         """The two losses, the generator's MLM accuracy, the discriminator's accuracy and
         replaced-token recall, and the lr. Dashed: always the most frequent token (MLM) and always
         "original" (discriminator, from the last evaluation's share of replaced tokens)."""
-        evals = [r for r in records if r.get("type") == "eval" and "replaced_share" in r]
-        always = 1 - evals[-1]["replaced_share"] if evals else None
         return [Panel(f"losses (MLM + {cfg.rtd_weight:g} x RTD)",
                       (Series("mlm_loss", label="train MLM"), Series("mlm_loss", "eval", "held-out MLM"),
                        Series("rtd_loss", label="train RTD"), Series("rtd_loss", "eval", "held-out RTD"))),
@@ -235,8 +218,18 @@ class ElectraFamily:
                                         Series("disc_acc", "eval", "held-out accuracy"),
                                         Series("replaced_recall", label="train replaced recall"),
                                         Series("replaced_recall", "eval", "held-out replaced recall")),
-                      ((always, f"always 'original': {always:.1%}", "--"),) if always is not None else ()),
+                      always_original),
                 Panel("learning rate", (Series("lr", label=""),))]
+
+
+def always_original(records: list[dict]) -> tuple:
+    """The discriminator's dashed line: the accuracy of always answering "original", from the
+    last evaluation's share of replaced tokens (none before the first evaluation)."""
+    evals = [r for r in records if r.get("type") == "eval" and "replaced_share" in r]
+    if not evals:
+        return ()
+    always = 1 - evals[-1]["replaced_share"]
+    return ((always, f"always 'original': {always:.1%}", "--"),)
 
 
 ELECTRA_FAMILY = ElectraFamily()

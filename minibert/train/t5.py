@@ -1,4 +1,4 @@
-"""T5 as a task of minibert's one training loop (loop/engine.run): `T5Run`, what `python -m
+"""T5 as a run of minibert's one training loop (loop/engine.run): `T5Run`, what `python -m
 minibert train-t5` (train/t5_command.py) runs, for span-corruption pretraining and text-to-text
 SST-2 alike.
 
@@ -9,7 +9,7 @@ trainer_state.json) every `--checkpoint-interval` steps, at the end and at Ctrl-
 loss, and a bit-exact resume: parameters, AdamW's moments, the batch source (`ShuffledBatches`:
 the epoch's order and the Generator that draws the noise masks) and the fitted schedule are
 restored, so a paused and resumed run ends with the same bits as one that never stopped
-(tests/family/test_t5.py). One step is train/step.training_step's: clipping at 1.0, AdamW in PyTorch's
+(tests/family/test_t5.py). One step is loop/step.training_step's: clipping at 1.0, AdamW in PyTorch's
 bias-corrected form, the "hf" schedule (linear warmup, linear decay to 0), no dropout.
 
 What T5 brings to the loop:
@@ -25,7 +25,6 @@ What T5 brings to the loop:
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
@@ -36,9 +35,8 @@ from minibert.io.atomic import write_text_atomic
 from minibert.io.jsonfile import read_json
 from minibert.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
-from minibert.loop import checkpoints, engine
-from minibert.loop.budget import Fit, StepBudget
 from minibert.loop.curves import Panel, Series
+from minibert.loop.state import Curves, LoopSettings
 from minibert.optim import AdamW
 
 UNFITTED = 1_000_000  # the schedule's length until the budget's first fit (after the loop's first steps)
@@ -59,10 +57,12 @@ class T5Model:
         return sum(p.size for p in self.params.values())
 
     def loss_grads_metrics(self, batch: dict, train: bool = False, rng=None):
-        """-> (loss, grads keyed as params, {"loss", "acc", "tokens"}). T5 here has no dropout:
-        `train` and `rng` change nothing."""
+        """-> (loss, grads keyed as params, {name: (sum, count)}: the target-token loss over 1, the
+        correct target tokens over the target tokens). T5 here has no dropout: `train` and `rng`
+        change nothing."""
         loss, metrics, grads = t5_loss_and_grads(self.params, self.cfg, batch, self.ops)
-        return float(loss), grads, metrics
+        n = metrics["tokens"]
+        return float(loss), grads, {"loss": (float(loss), 1), "acc": (round(metrics["acc"] * n), n)}
 
     def save_pretrained(self, directory, vocab: list[str]) -> Path:
         d = Path(directory)
@@ -88,7 +88,7 @@ def load_run(path: str | Path, dtype=np.float32):
         if name not in tensors or tensors[name].shape != shape:
             got = tensors[name].shape if name in tensors else "missing"
             raise ValueError(f"{path / WEIGHTS_NAME}: parameter {name!r} is {got}, expected {shape}")
-    from minibert.tokenizer import load_vocab
+    from minibert.text.tokenizer import load_vocab
 
     tokens = load_vocab(path / VOCAB_NAME)
     if len(tokens) + cfg.num_sentinels != cfg.vocab_size:
@@ -171,13 +171,8 @@ class ShuffledBatches:
 
 
 class T5Run:
-    """T5 as a task of loop/engine.run: the model, AdamW, the batch source, the held-out
-    evaluation and the fitting of the step count to the budget."""
-
-    log_partial_window = True
-    publish_checkpoints = True
-    curves_every = 30.0  # drawing costs about a second: at most twice a minute
-    curve_axes, eval_label = (("step", "step"),), "held-out"
+    """T5 as a run of loop/engine.run: the model, AdamW, the batch source and the held-out
+    evaluation; `settings` tells the loop the schedule (fitted to the budget with --steps 0)."""
 
     def __init__(self, args, cfg: T5Config, params, tokenizer, batches: ShuffledBatches, eval_batches: list[dict],
                  ops):
@@ -186,95 +181,36 @@ class T5Run:
         self.model = T5Model(cfg, params, ops)
         self.optimizer = AdamW(params, lr=args.lr, weight_decay=0.01, bias_correction=True)
         self.dir = Path(args.out)
-        self.verbose = True
-        self.rng = np.random.default_rng([args.seed, 1])  # the loop's dropout Generator: T5 here draws nothing from it
-        self.minutes, self.log_interval, self.eval_interval = args.minutes, args.log_interval, args.eval_interval
-        self.warmup = min(args.warmup_steps, args.steps // 10) if args.steps else args.warmup_steps  # <= a tenth of --steps
         self.last_eval: dict | None = None
-        # the loop's state (loop/engine.py)
-        self.step, self.total_steps, self.elapsed = 0, args.steps or UNFITTED, 0.0
-        self.window: list = []
-        self.lr_anchor: tuple[int, float] | None = None
-        self.last_checkpoint: int | None = None
-        self.last_eval_step: int | None = None
-        self.budget: StepBudget | None = None if args.steps else StepBudget(args.minutes * 60.0, args.eval_interval)
+        self.settings = LoopSettings(
+            dir=self.dir, vocab=tokenizer.ids_to_tokens, resume_command=f"python -m minibert train-t5 --resume {self.dir}",
+            total_steps=args.steps or UNFITTED, lr=args.lr, schedule="hf", clip_norm=1.0, seed=args.seed,
+            warmup_steps=min(args.warmup_steps, args.steps // 10) if args.steps else args.warmup_steps,  # <= a tenth of --steps
+            dropout=False,  # T5 here has none
+            minutes=args.minutes, fit_steps=not args.steps, min_evals=6,  # at least 6 evaluations, to draw a curve
+            log_interval=args.log_interval, eval_interval=args.eval_interval,
+            checkpoint_interval=args.checkpoint_interval, show_train={"loss": "loss", "acc": "acc"},
+            show_eval={"loss": "target-token loss", "acc": "accuracy", "span_acc": "span tokens accuracy"},
+            curves=Curves((Panel("target-token loss", (Series("loss"), Series("loss", "eval"))),
+                           Panel("target-token accuracy", (Series("acc"), Series("acc", "eval"),
+                                                           Series("span_acc", "eval", "held-out, span tokens")),
+                                 span_baseline_line)), every=30.0))  # drawing costs about a second
 
-    def run(self, max_steps: int | None = None) -> str:
-        return engine.run(self, max_steps)
-
-    def load_checkpoint(self) -> None:
-        checkpoints.load_checkpoint(self)
-
-    def resume_command(self) -> str:
-        return f"python -m minibert train-t5 --resume {self.dir}"
-
-    def diverged_hint(self) -> str:
-        return (f"; the run stopped without saving. Last good checkpoint: {engine.last_good_checkpoint(self)}. Try "
-                f"a lower --lr (now {self.args.lr:g}) or more --warmup-steps (now {self.warmup})")
-
-    # --- batch source and step ---------------------------------------------------------------------
-
-    def next_batch(self) -> dict:
+    def next_batch(self, step: int, short: bool = False) -> dict:
         return self.batches.next()
 
-    def step_options(self) -> dict:
-        return dict(lr=self.args.lr, warmup_steps=self.warmup, schedule="hf", clip_norm=1.0, rng=None)  # no dropout
-
-    def window_entry(self, r, batch) -> tuple:  # the loop's default log record reads these (loss_acc_record)
-        """-> (loss, correct target tokens, target tokens, real input + target tokens, lr)."""
-        n = r.metrics["tokens"]
+    def loss_grads_metrics(self, batch: dict, rng) -> tuple:
+        """The model's loss, gradients and metrics, with the real input + target tokens."""
+        loss, grads, metrics = self.model.loss_grads_metrics(batch)
         real = int(batch["attention_mask"].sum() + batch["decoder_attention_mask"].sum())
-        return r.loss, round(r.metrics["acc"] * n), n, real, r.lr
+        return loss, grads, {**metrics, "tokens": (real, 1)}
 
-    # --- the budget (loop/engine.fit_budget) -------------------------------------------------------
+    def evaluate(self, step: int) -> dict:
+        self.last_eval = evaluate(self.model.params, self.cfg, self.eval_batches, self.model.ops)
+        return self.last_eval
 
-    def time_eval(self) -> float:
-        t0 = time.perf_counter()
-        evaluate(self.model.params, self.cfg, self.eval_batches, self.model.ops)
-        return time.perf_counter() - t0
-
-    def after_fit(self, fit: Fit, first: bool) -> None:
-        """At the first fit, evaluate often enough to draw a curve: at least 6 times a run."""
-        if first:
-            self.eval_interval = self.budget.eval_interval = max(1, min(self.eval_interval, self.total_steps // 6))
-
-    # --- evaluation and curves ---------------------------------------------------------------------
-
-    def is_eval_step(self, step: int) -> bool:
-        return step % self.eval_interval == 0
-
-    def evaluate(self) -> dict:
-        t0 = time.perf_counter()
-        ev = evaluate(self.model.params, self.cfg, self.eval_batches, self.model.ops)
-        self.last_eval, self.last_eval_step = ev, self.step
-        engine.log(self, {"type": "eval", "step": self.step, "time": round(self.elapsed, 3), **ev})
-        engine.say(self, f"eval step {self.step}: held-out target-token loss {ev['loss']:.3f}, accuracy "
-                         f"{ev['acc']:.4f} (span tokens {ev['span_acc']:.4f}) [{ev['tokens']} tokens, "
-                         f"{time.perf_counter() - t0:.1f}s]")
-        return ev
-
-    def curve_panels(self, records: list[dict]) -> list[Panel]:
-        """Target-token loss and accuracy (the held-out accuracy on the dropped-text tokens too, with
-        the always-the-most-frequent-token baseline the run logged at its start)."""
-        base = [r for r in records if r.get("type") == "baseline"]
-        lines = ((base[-1]["span_acc"], f"span tokens: always {base[-1]['token']!r}", ":"),) if base else ()
-        return [Panel("target-token loss", (Series("loss"), Series("loss", "eval"))),
-                Panel("target-token accuracy", (Series("acc"), Series("acc", "eval"),
-                                                Series("span_acc", "eval", "held-out, span tokens")), lines)]
-
-    # --- checkpoints (loop/checkpoints.py) ---------------------------------------------------------
-
-    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
-        return bool(self.args.checkpoint_interval) and step % self.args.checkpoint_interval == 0 and step < stop_at
-
-    def optimizer_metadata(self) -> dict:
-        return {"step": str(self.step)}
-
-    def state_dict(self, status: str, ckpt: Path) -> dict:
-        return {"step": self.step, "total_steps": self.total_steps, "status": status, "elapsed_seconds": self.elapsed,
-                "batches": self.batches.state_dict(), "dropout_rng": self.rng.bit_generator.state,
-                "eval_every": self.eval_interval,  # the key of older checkpoints, kept so that they resume
-                "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
+    def state_dict(self) -> dict:
+        return {"batches": self.batches.state_dict(), "last_eval": self.last_eval}
 
     def load_state_dict(self, state: dict, ckpt: Path) -> None:
         cfg, params, vocab = load_run(ckpt)
@@ -285,7 +221,11 @@ class T5Run:
         for k, p in self.model.params.items():
             np.copyto(p, params[k])
         self.batches.load_state_dict(state["batches"])
-        self.total_steps, self.eval_interval = int(state["total_steps"]), int(state["eval_every"])
-        if self.budget is not None:  # steps 0: fitted to the budget
-            self.budget.eval_interval = self.eval_interval
-        self.last_eval, self.last_eval_step = state["last_eval"], state["last_eval_step"]
+        self.last_eval = state["last_eval"]
+
+
+def span_baseline_line(records: list[dict]) -> tuple:
+    """The accuracy panel's dotted line: always the most frequent dropped-text token, from the
+    "baseline" record the command logged at the run's start."""
+    base = [r for r in records if r.get("type") == "baseline"]
+    return ((base[-1]["span_acc"], f"span tokens: always {base[-1]['token']!r}", ":"),) if base else ()

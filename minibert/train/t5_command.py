@@ -1,15 +1,15 @@
 """`python -m minibert train-t5`: pretrain the `t5-tiny` encoder-decoder with span corruption on
-the default corpus, or fine-tune it text-to-text on SST-2 (`--task sst2 --data DIR`).
+the default corpus, or fine-tune it text-to-text on SST-2 (`--mode sst2 --data DIR`).
 
 The run is minibert's one training loop with T5 plugged in (train/t5.py's T5Run on
 loop/engine.py): the same progress line, metrics.jsonl, curves.png, atomic checkpoints, Ctrl-C
 save, NaN stop and bit-exact `--resume RUN_DIR` as every other run. This module is the command:
-its presets, the data of each task (span-corrupted chunks of the corpus; "sst2 sentence: ..." ->
+its presets, the data of each mode (span-corrupted chunks of the corpus; "sst2 sentence: ..." ->
 "positive" | "negative"), the run directory's checks, and what is shown at the end (a held-out
 example decoded greedily; SST-2's dev accuracy by greedy decoding). `--minutes` is a budget the
 step count is fitted to (`--steps N` fixes it instead: then `--minutes` only limits the time);
 `--max-steps-this-run N` pauses after N steps. A saved run is also a
-starting point for `--task sst2 --init`.
+starting point for `--mode sst2 --init`.
 """
 from __future__ import annotations
 
@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.cli import CommandParser, build_settings, command_parser
+from minibert.io.cli import CommandParser, build_settings, command_parser
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
 from minibert.io.progress import fmt_seconds
-from minibert.loop import engine, rundir
+from minibert.loop import checkpoints, engine, rundir
+from minibert.loop.state import LoopState
 from minibert.loop.rundir import FINISHED
 from minibert.loop.settings import RunSettings, fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
@@ -46,11 +47,12 @@ class T5TrainConfig(RunSettings):
     only limits."""
 
     renamed = {"warmup": "warmup_steps", "log_every": "log_interval", "eval_every": "eval_interval",
-               "save_every": "checkpoint_interval"}  # the names of minibert before the shared settings
+               "save_every": "checkpoint_interval",  # the names of minibert before the shared settings
+               "task": "mode"}  # before "task" meant only the fine-tuning data sets
 
     out: str
     preset: str = "t5-tiny"
-    task: str = "span-corruption"  # or "sst2" (text to text)
+    mode: str = "span-corruption"  # or "sst2" (fine-tuning text to text)
     data: str | None = None  # sst2: a directory with GLUE-format train.tsv and dev.tsv
     init: str | None = None  # sst2: the train-t5 run to start from, or "none"
     corpus: str | None = None
@@ -81,9 +83,9 @@ class T5TrainConfig(RunSettings):
                 raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.preset not in PRESETS:
             raise ValueError(f"preset {self.preset!r} is not one of {sorted(PRESETS)}")
-        if self.task not in ("span-corruption", "sst2"):
-            raise ValueError(f"task {self.task!r} is not span-corruption or sst2")
-        if self.task != "sst2" and self.chunk_len + 1 > PRESETS[self.preset]["max_position_embeddings"]:
+        if self.mode not in ("span-corruption", "sst2"):
+            raise ValueError(f"mode {self.mode!r} is not span-corruption or sst2")
+        if self.mode != "sst2" and self.chunk_len + 1 > PRESETS[self.preset]["max_position_embeddings"]:
             raise ValueError(f"--chunk-len {self.chunk_len} does not fit max_position_embeddings "
                              f"{PRESETS[self.preset]['max_position_embeddings']}")
         if self.steps < 0 or not 0 <= self.minutes < float("inf"):
@@ -107,44 +109,47 @@ def _check_out(out: Path, overwrite: bool) -> None:
 
 def run_t5(args: T5TrainConfig, resume: bool, max_steps: int | None, cfg, params, tok, batches: ShuffledBatches,
            eval_batches: list[dict], ops, describe: str):
-    """Start (or with `resume` continue) the run in args.out and train -> (T5Run, status)."""
+    """Start (or with `resume` continue) the run in args.out and train -> (T5Run, the loop's state)."""
     run = T5Run(args, cfg, params, tok, batches, eval_batches, ops)
     out = run.dir
     out.mkdir(parents=True, exist_ok=True)
     for p in rundir.clean_interrupted_saves(out):
         print(f"removed {p}, left by a save that was cut off")
     if resume:
-        run.load_checkpoint()
-        print(f"resumed {out} at step {run.step}/{run.total_steps}", flush=True)
+        loop = checkpoints.load_checkpoint(run)
+        print(f"resumed {out} at step {loop.step}/{loop.total_steps}", flush=True)
     else:
         rundir.start_run(out, COMMAND, args.to_dict())
+        loop = LoopState.start(run.settings)
         token, share = span_baseline(eval_batches, cfg)
         name = D.t5_tokens(tok.ids_to_tokens, cfg.num_sentinels)[token]
-        engine.log(run, {"type": "baseline", "token": name, "span_acc": share})
+        rundir.append_jsonl(out / rundir.METRICS_FILE, {"type": "baseline", "token": name, "span_acc": share})
         print(f"held-out baseline: always answering {name!r} gets {share:.4f} of the answer tokens (the target "
               f"without sentinels and EOS: the dropped text, or the SST-2 label word)", flush=True)
     print(f"model: {run.model.num_parameters:,} parameters; {describe}", flush=True)
-    return run, run.run(max_steps)
+    engine.run(run, loop, max_steps)
+    return run, loop
 
 
-def _finish(run: T5Run, status: str) -> int:
+def _finish(run: T5Run, loop: LoopState) -> int:
     """The last line of a run -> the exit code (130 after Ctrl-C, with the checkpoint saved)."""
+    status = loop.status
     if status in FINISHED:
         how = "done" if status == "done" else "time budget reached"
-        print(f"{how}: {run.step} steps in {fmt_seconds(run.elapsed)}; saved: {run.dir}/ (config.json, "
+        print(f"{how}: {loop.step} steps in {fmt_seconds(loop.elapsed)}; saved: {run.dir}/ (config.json, "
               f"model.safetensors, vocab.txt, metrics.jsonl, curves.png, checkpoints/)", flush=True)
     elif status == "paused":
-        print(f"paused at step {run.step}/{run.total_steps}: saved {run.dir}; continue with "
-              f"`{run.resume_command()}`", flush=True)
+        print(f"paused at step {loop.step}/{loop.total_steps}: saved {run.dir}; continue with "
+              f"`{run.settings.resume_command}`", flush=True)
     return 130 if status == "interrupted" else 0
 
 
 # ---------------------------------------------------------------------------------------------
-# the two tasks and the command
+# the two modes and the command
 
 def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
-    from minibert.corpus import ensure_default_corpus, read_documents
-    from minibert.tokenizer import BertTokenizer
+    from minibert.data.corpus import ensure_default_corpus, read_documents
+    from minibert.text.tokenizer import BertTokenizer
 
     if args.corpus:
         train_path, heldout_path, vocab_path = Path(args.corpus), Path(args.heldout or ""), Path(args.vocab or "")
@@ -173,9 +178,9 @@ def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> i
         [chunks[i] for i in rows], r, cfg.vocab_size, special, T, S))
     describe = (f"{len(chunks):,} training chunks of up to {args.chunk_len} tokens ({len(held)} held-out), "
                 f"input {T} / target {S} tokens, batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
-    run, status = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
-    code = _finish(run, status)
-    if status in FINISHED:
+    run, loop = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
+    code = _finish(run, loop)
+    if loop.status in FINISHED:
         show_example(run.model.params, cfg, tok, held[0], special, ops)
     return code
 
@@ -199,21 +204,21 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
     """Text-to-text SST-2: "sst2 sentence: ..." -> "positive" | "negative", dev accuracy by
     greedy decoding (an answer that is neither word counts as wrong)."""
     from minibert.taskdata.readers import read_glue
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     if not args.data:
-        raise ValueError("--task sst2 needs --data DIR holding GLUE-format train.tsv and dev.tsv")
+        raise ValueError("--mode sst2 needs --data DIR holding GLUE-format train.tsv and dev.tsv")
     data = Path(args.data)
     for name in ("train.tsv", "dev.tsv"):
         if not (data / name).is_file():
             raise ValueError(f"--data {data}: {name} is missing")
     if not args.init:
-        raise ValueError("--task sst2 needs --init RUN (a train-t5 run directory, or `none` for a random init)")
+        raise ValueError("--mode sst2 needs --init RUN (a train-t5 run directory, or `none` for a random init)")
     if resume:  # the model, its sizes and vocabulary as the run saved them (its checkpoint replaces the weights)
         cfg, params, base = load_run(rundir.latest_checkpoint(args.out))
     elif args.init == "none":  # the control: the same model, not pretrained
-        from minibert.corpus import ensure_default_corpus
-        from minibert.tokenizer import load_vocab
+        from minibert.data.corpus import ensure_default_corpus
+        from minibert.text.tokenizer import load_vocab
 
         base = load_vocab(args.vocab or ensure_default_corpus().vocab)
         cfg = T5Config(vocab_size=len(base) + PRESETS[args.preset]["num_sentinels"], **PRESETS[args.preset])
@@ -234,9 +239,9 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
                               lambda rows, r: D.pad_batch([train_pairs[i] for i in rows], special))
     describe = (f"SST-2 text-to-text from {args.init}: {len(train_pairs):,} train / {len(dev_pairs)} dev sentences, "
                 f"batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
-    run, status = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
-    code = _finish(run, status)
-    if status in FINISHED:
+    run, loop = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
+    code = _finish(run, loop)
+    if loop.status in FINISHED:
         acc, invalid = sst2_accuracy(run.model.params, cfg, dev_pairs, special, ops)
         print(f"dev accuracy (greedy decoding, exact word): {acc:.4f} on {len(dev_pairs)} sentences; "
               f"answers that were neither word: {invalid:.2%}")
@@ -275,10 +280,11 @@ def train_t5_cli(argv: list[str]) -> int:
                                "warmup_steps": "warmup steps (default 200, at most a tenth of the steps)",
                                "checkpoint_interval": "also save every N steps (default 0: at the end and Ctrl-C)"})
     ap.add_argument("--preset", default="t5-tiny", choices=sorted(PRESETS))
-    ap.add_argument("--task", choices=("span-corruption", "sst2"), default="span-corruption")
+    ap.add_argument("--mode", "--task", dest="mode", choices=("span-corruption", "sst2"), default="span-corruption",
+                    help="pretrain by span corruption, or fine-tune on SST-2 text to text (--task: the older name)")
     ap.add_argument("--data", help="sst2: a directory with GLUE-format train.tsv and dev.tsv")
     ap.add_argument("--init", help="sst2: the train-t5 run to start from, or `none` (random init, --preset's sizes)")
-    ap.add_argument("--out", help="run directory (default runs/t5-tiny, or runs/t5-sst2 for --task sst2)")
+    ap.add_argument("--out", help="run directory (default runs/t5-tiny, or runs/t5-sst2 for --mode sst2)")
     ap.add_argument("--overwrite", action="store_true", help="replace a directory that holds something else, or an "
                                                              "unfinished run")
     ap.add_argument("--resume", metavar="RUN_DIR", help="continue the train-t5 run saved in RUN_DIR with its saved "
@@ -301,8 +307,8 @@ def train_t5_cli(argv: list[str]) -> int:
         fast = fast_mode()
         own = {k: v for k, v in vars(args).items() if k in T5TrainConfig.fields() and k not in ap.shared and v is not None}
         base = {**own, "fast": fast, "minutes": 1.0 if fast else 9.5, "steps": 30 if fast else 0,
-                "lr": 3e-4 if args.task == "sst2" else 1e-3,
-                "out": args.out or ("runs/t5-sst2" if args.task == "sst2" else "runs/t5-tiny")}
+                "lr": 3e-4 if args.mode == "sst2" else 1e-3,
+                "out": args.out or ("runs/t5-sst2" if args.mode == "sst2" else "runs/t5-tiny")}
         if fast:  # MINIBERT_FAST=1: 30 steps, logged and evaluated at least every 5 (6 points of a curve)
             base.update(log_interval=min(args.log_interval or 5, 5), eval_interval=min(args.eval_interval or 5, 5))
             args.log_interval = args.eval_interval = None
@@ -310,14 +316,14 @@ def train_t5_cli(argv: list[str]) -> int:
     from minibert.backend import get_ops
 
     ops = get_ops()
-    task = finetune_sst2 if settings.task == "sst2" else pretrain
+    train = finetune_sst2 if settings.mode == "sst2" else pretrain
     try:
         with rundir.RunLock(settings.out):  # one writer per run directory
             if not args.resume:
                 _check_out(Path(settings.out), args.overwrite)
-            print(f"train-t5 {settings.task}{' (MINIBERT_FAST=1: small slice)' if settings.fast else ''}: budget "
+            print(f"train-t5 {settings.mode}{' (MINIBERT_FAST=1: small slice)' if settings.fast else ''}: budget "
                   f"{settings.minutes:g} min -> {settings.out}", flush=True)
-            return task(settings, bool(args.resume), args.max_steps_this_run, ops)
+            return train(settings, bool(args.resume), args.max_steps_this_run, ops)
     except TrainingDiverged as e:  # NaN/inf: stopped without saving that step (the message names the last checkpoint)
         print(f"error: {e}", file=sys.stderr)
         return 1

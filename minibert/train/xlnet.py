@@ -1,4 +1,4 @@
-"""XLNet as a task of minibert's one training loop (loop/engine.run): `XLNetRun`, what `python -m
+"""XLNet as a run of minibert's one training loop (loop/engine.run): `XLNetRun`, what `python -m
 minibert train-xlnet` (train/xlnet_command.py) runs.
 
 The loop gives XLNet what every run has: the progress line (step, loss and accuracy of the
@@ -8,7 +8,7 @@ trainer_state.json) every `checkpoint_interval` steps, at the end and at Ctrl-C,
 NaN/inf loss, and a bit-exact resume: parameters, AdamW's moments, the batch source's Generator
 (it draws both the windows and their factorisation orders) and the fitted schedule are restored,
 so a paused and resumed run ends with the same bits as one that never stopped (tests/family/test_xlnet.py).
-One step is train/step.training_step's: clipping at 1.0, AdamW in its bias-corrected form, the
+One step is loop/step.training_step's: clipping at 1.0, AdamW in its bias-corrected form, the
 "bert" schedule (linear warmup, capped at half the steps, then linear decay), no dropout.
 
 What XLNet brings to the loop:
@@ -25,20 +25,18 @@ What XLNet brings to the loop:
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 
 import numpy as np
 
-from minibert.corpus import read_documents
+from minibert.data.corpus import read_documents
 from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample_orders
 from minibert import checkpoint
 from minibert.io import atomic
-from minibert.loop import checkpoints, engine
-from minibert.loop.budget import StepBudget
 from minibert.loop.curves import Panel, Series
+from minibert.loop.state import Curves, LoopSettings
 from minibert.optim import AdamW
-from minibert.tokenizer import BertTokenizer, load_vocab
+from minibert.text.tokenizer import BertTokenizer, load_vocab
 
 # ---------------------------------------------------------------------------------------------
 # data
@@ -133,109 +131,51 @@ class XLNetModel(XLNetForPermutationLM):
 
 
 class XLNetRun:
-    """XLNet as a task of loop/engine.run. `cfg` is the command's settings (an
+    """XLNet as a run of loop/engine.run. `cfg` is the command's settings (an
     xlnet_command.XLNetTrainConfig: sizes, recipe, intervals, budget); `batches` the WindowBatches
     of the training stream; `heldout` the fixed evaluation batches."""
-
-    log_partial_window = True
-    publish_checkpoints = True
-    curves_every = 30.0  # drawing costs about a second: at most twice a minute
-    curve_axes, eval_label = (("step", "step"),), "held-out"
 
     def __init__(self, cfg, out: Path, tokenizer: BertTokenizer, batches: WindowBatches, heldout: list[dict]):
         self.cfg, self.dir, self.tokenizer = cfg, Path(out), tokenizer
         self.batches, self.heldout = batches, heldout
         self.model = XLNetModel(cfg.model_config(len(tokenizer)), seed=cfg.seed)
         self.optimizer = AdamW(self.model.params, lr=cfg.lr, weight_decay=cfg.weight_decay, bias_correction=True)
-        self.verbose = True
-        self.rng = np.random.default_rng([cfg.seed, 1])  # the loop's dropout Generator: XLNet here draws nothing
-        self.minutes = cfg.minutes  # with a fixed step count (steps > 0), a limit only
-        self.log_interval = cfg.log_interval
         self.last_eval: dict | None = None
-        # the loop's state (loop/engine.py)
-        self.step, self.elapsed = 0, 0.0
-        self.total_steps = cfg.steps or 1000  # 1000 until the budget's first fit (after 10 steps)
-        self.window: list = []
-        self.lr_anchor: tuple[int, float] | None = None
-        self.last_checkpoint: int | None = None
-        self.last_eval_step: int | None = None
-        self.budget: StepBudget | None = None
-        if not cfg.steps:  # the step count is fitted to the budget (loop/budget.py)
-            self.budget = StepBudget(cfg.minutes * 60.0, cfg.eval_interval)
-
-    def run(self, max_steps: int | None = None) -> str:
-        return engine.run(self, max_steps)
-
-    def load_checkpoint(self) -> None:
-        checkpoints.load_checkpoint(self)
-
-    def resume_command(self) -> str:
-        return f"python -m minibert train-xlnet --resume {self.dir}"
-
-    def diverged_hint(self) -> str:
-        return (f"; the run stopped without saving. Last good checkpoint: {engine.last_good_checkpoint(self)}. Try "
-                f"a lower lr (--set lr=..., now {self.cfg.lr:g}) or more warmup (--set warmup_steps=..., now "
-                f"{self.warmup()})")
-
-    # --- batch source and step ---------------------------------------------------------------------
-
-    def next_batch(self) -> dict:
-        return self.batches.next()
+        self.settings = LoopSettings(
+            dir=self.dir, vocab=tokenizer.ids_to_tokens,
+            resume_command=f"python -m minibert train-xlnet --resume {self.dir}",
+            total_steps=cfg.steps or 1000,  # 1000 until the budget's first fit (after 10 steps)
+            lr=cfg.lr, warmup_steps=self.warmup(), schedule="bert", clip_norm=1.0, seed=cfg.seed,
+            dropout=False,  # XLNet here has none
+            minutes=cfg.minutes, fit_steps=not cfg.steps,  # with a fixed step count (steps > 0), a limit only
+            log_interval=cfg.log_interval, eval_interval=cfg.eval_interval,
+            checkpoint_interval=cfg.checkpoint_interval, show_train={"loss": "loss", "acc": "acc"},
+            show_eval={"loss": "loss", "perplexity": "perplexity", "acc": "accuracy"},
+            curves=Curves((Panel("loss of the predicted tokens", (Series("loss"), Series("loss", "eval"))),
+                           Panel("held-out perplexity", (Series("perplexity", "eval"),), log=True),
+                           Panel("learning rate", (Series("lr", label=""),))), every=30.0))
 
     def warmup(self) -> int:
         """At most half of a fixed step count, so that the lr reaches its peak (a budget's
         schedule keeps warmup_steps: a refit must not move the warmup under the running lr)."""
         return min(self.cfg.warmup_steps, self.cfg.steps // 2) if self.cfg.steps else self.cfg.warmup_steps
 
-    def step_options(self) -> dict:
-        return dict(lr=self.cfg.lr, warmup_steps=self.warmup(), schedule="bert", clip_norm=1.0, rng=None)  # no dropout
+    def next_batch(self, step: int, short: bool = False) -> dict:
+        return self.batches.next()
 
-    def window_entry(self, r, batch) -> tuple:  # the loop's default log record reads these (loss_acc_record)
-        """-> (loss, correct predicted tokens, predicted tokens, input tokens, lr)."""
-        return r.loss, int(r.metrics.correct), int(r.metrics.count), int(batch["input_ids"].size), r.lr
+    def loss_grads_metrics(self, batch: dict, rng) -> tuple:
+        """The permutation LM's loss, gradients and metrics (loss; accuracy of the predicted
+        tokens), with the input tokens."""
+        loss, grads, metrics = self.model.loss_grads_metrics(batch)
+        return loss, grads, {**metrics.sums(), "tokens": (int(batch["input_ids"].size), 1)}
 
-    # --- the budget (loop/engine.fit_budget) -------------------------------------------------------
-
-    def time_eval(self) -> float:
-        t0 = time.perf_counter()
-        evaluate(self.model, self.heldout)
-        return time.perf_counter() - t0
-
-    # --- evaluation and curves ---------------------------------------------------------------------
-
-    def is_eval_step(self, step: int) -> bool:
-        return step % self.cfg.eval_interval == 0
-
-    def evaluate(self) -> dict:
-        t0 = time.perf_counter()
-        e = {"step": self.step, **evaluate(self.model, self.heldout)}
-        seconds = time.perf_counter() - t0
-        self.last_eval, self.last_eval_step = e, self.step
-        engine.log(self, {"type": "eval", "time": round(self.elapsed, 2), **e})
-        engine.say(self, f"eval step {self.step}: held-out loss {e['loss']:.3f} (perplexity {e['perplexity']:.1f}), "
-                         f"accuracy {e['acc']:.4f} [{e['predicted']} predicted tokens in {e['sequences']} sequences, "
-                         f"{seconds:.1f}s]")
+    def evaluate(self, step: int) -> dict:
+        e = evaluate(self.model, self.heldout)
+        self.last_eval = {"step": step, **e}
         return e
 
-    def curve_panels(self, records: list[dict]) -> list[Panel]:
-        """The loss of the predicted tokens, the held-out perplexity (log scale), the learning rate."""
-        return [Panel("loss of the predicted tokens", (Series("loss"), Series("loss", "eval"))),
-                Panel("held-out perplexity", (Series("perplexity", "eval"),), log=True),
-                Panel("learning rate", (Series("lr", label=""),))]
-
-    # --- checkpoints (loop/checkpoints.py) ---------------------------------------------------------
-
-    def is_checkpoint_step(self, step: int, stop_at: float) -> bool:
-        return step % self.cfg.checkpoint_interval == 0 and step < stop_at
-
-    def optimizer_metadata(self) -> dict:
-        return {"step": str(self.step)}
-
-    def state_dict(self, status: str, ckpt: Path) -> dict:
-        return {"step": self.step, "total_steps": self.total_steps, "status": status, "created_by": "train-xlnet",
-                "elapsed_seconds": self.elapsed, "batches": self.batches.state_dict(),
-                "dropout_rng": self.rng.bit_generator.state,
-                "last_eval": self.last_eval, "last_eval_step": self.last_eval_step}
+    def state_dict(self) -> dict:
+        return {"created_by": "train-xlnet", "batches": self.batches.state_dict(), "last_eval": self.last_eval}
 
     def load_state_dict(self, state: dict, ckpt: Path) -> None:
         saved = XLNetForPermutationLM.from_pretrained(ckpt)
@@ -248,5 +188,4 @@ class XLNetRun:
         for k, p in self.model.params.items():
             np.copyto(p, saved.params[k])
         self.batches.load_state_dict(state["batches"])
-        self.total_steps = int(state["total_steps"])
-        self.last_eval, self.last_eval_step = state["last_eval"], state["last_eval_step"]
+        self.last_eval = state["last_eval"]

@@ -25,15 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.cli import CommandParser, build_settings, command_parser, given_settings
-from minibert.corpus import ensure_default_corpus
+from minibert.io.cli import CommandParser, build_settings, command_parser, given_settings
+from minibert.data.corpus import ensure_default_corpus
 from minibert.family.xlnet import XLNetConfig
 from minibert.io.progress import fmt_seconds
-from minibert.loop import rundir
+from minibert.loop import checkpoints, engine, rundir
+from minibert.loop.state import LoopState
 from minibert.loop.rundir import FINISHED
 from minibert.loop.settings import RunSettings, fast_mode
 from minibert.loop.step import TrainingAborted, TrainingDiverged
-from minibert.tokenizer import BertTokenizer
+from minibert.text.tokenizer import BertTokenizer
 from minibert.train.xlnet import WindowBatches, XLNetRun, heldout_batches, token_stream
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -173,21 +174,21 @@ def _resumed(p: CommandParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path
     return cfg, out, paths
 
 
-def _finish(run: XLNetRun, status: str, fast: bool) -> int:
+def _finish(run: XLNetRun, loop: LoopState, fast: bool) -> int:
     """The last lines of a run -> the exit code (130 after Ctrl-C, with the checkpoint saved)."""
-    e = run.last_eval
+    e, status = run.last_eval, loop.status
     if status in FINISHED:
         if e is not None:
             print(f"\nheld-out ({e['sequences']} sequences, {e['predicted']} predicted tokens) after {e['step']} "
-                  f"steps, {fmt_seconds(run.elapsed)}: loss {e['loss']:.3f}, perplexity {e['perplexity']:.1f}, "
+                  f"steps, {fmt_seconds(loop.elapsed)}: loss {e['loss']:.3f}, perplexity {e['perplexity']:.1f}, "
                   f"accuracy {e['acc']:.2%}")
         print(f"saved: {run.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
               f"{rundir.CHECKPOINTS}/)")
         if fast:
             print("MINIBERT_FAST=1 is a plumbing check: the model learns nothing in that time.")
     elif status == "paused":
-        print(f"paused at step {run.step}/{run.total_steps}: saved {run.dir}; continue with "
-              f"`{run.resume_command()}`", flush=True)
+        print(f"paused at step {loop.step}/{loop.total_steps}: saved {run.dir}; continue with "
+              f"`{run.settings.resume_command}`", flush=True)
     return 130 if status == "interrupted" else 0
 
 
@@ -195,7 +196,7 @@ def _finish(run: XLNetRun, status: str, fast: bool) -> int:
 # the command
 
 def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple, fast: bool):
-    """The run in `out` (locked by the caller): built, started or resumed, trained -> (XLNetRun, status)."""
+    """The run in `out` (locked by the caller): built, started or resumed, trained -> (XLNetRun, the loop's state)."""
     train_path, heldout_path, vocab = paths
     budget = f"{cfg.steps} steps" if cfg.steps else f"budget {cfg.minutes:g} min"
     print(f"train-xlnet{' (MINIBERT_FAST=1: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
@@ -205,16 +206,18 @@ def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple
     for removed in rundir.clean_interrupted_saves(out):
         print(f"removed {removed}, left by a save that was cut off")
     if args.resume:
-        run.load_checkpoint()
-        print(f"resumed {out} at step {run.step}/{run.total_steps}", flush=True)
+        loop = checkpoints.load_checkpoint(run)
+        print(f"resumed {out} at step {loop.step}/{loop.total_steps}", flush=True)
     else:
         start_fresh(out, cfg, args.preset, data)
+        loop = LoopState.start(run.settings)
     model = run.model
     print(f"model: {model.num_parameters:,} parameters ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, "
           f"{cfg.num_attention_heads} heads, vocab {model.config.vocab_size}); {run.batches.stream.size:,} "
           f"training tokens, windows of {cfg.seq_len}, batch {cfg.batch_size}, predict the last 1/{cfg.pred_k} "
           f"of each order; lr {cfg.lr:g}; {budget}", flush=True)
-    return run, run.run(args.max_steps_this_run)
+    engine.run(run, loop, args.max_steps_this_run)
+    return run, loop
 
 
 def train_xlnet_cli(argv: list[str]) -> int:
@@ -261,7 +264,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
         with rundir.RunLock(out):  # one writer per run directory
             if not args.resume:
                 check_out(out, args.overwrite)
-            run, status = _run(args, cfg, out, data, (train_path, heldout_path, vocab), fast)
+            run, loop = _run(args, cfg, out, data, (train_path, heldout_path, vocab), fast)
     except KeyboardInterrupt:  # Ctrl-C before the loop started
         print("\ninterrupted before training started: nothing was saved", file=sys.stderr)
         return 130
@@ -271,4 +274,4 @@ def train_xlnet_cli(argv: list[str]) -> int:
     except (ValueError, OSError, TrainingDiverged) as e:  # bad input; NaN/inf (the message names the last checkpoint)
         print(f"error: {e}", file=sys.stderr)
         return 1
-    return _finish(run, status, fast)
+    return _finish(run, loop, fast)

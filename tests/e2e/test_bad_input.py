@@ -172,16 +172,15 @@ FT = ["finetune", "custom", "--format", "glue-single", "--data", "{w}/sst", "--i
 
 
 @pytest.fixture
-def paused(work, capsys):
+def paused(work, capsys, monkeypatch):
     """A fine-tuning run paused after 2 of its 4 steps (its checkpoint is the one a resume reads)."""
-    from minibert.finetune import run as ft_run
+    from minibert.loop import engine
 
-    real = ft_run.FinetuneRun.train
-    ft_run.FinetuneRun.train = lambda self, max_steps=None: real(self, 2 if max_steps is None else max_steps)
-    try:
+    real = engine.run
+    with monkeypatch.context() as m:
+        m.setattr(engine, "run", lambda run, state, max_steps=None: real(run, state,
+                                                                         2 if max_steps is None else max_steps))
         assert main([a.format(w=work) for a in FT]) == 0
-    finally:
-        ft_run.FinetuneRun.train = real
     capsys.readouterr()
     return work / "ft"
 

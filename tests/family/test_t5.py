@@ -2,6 +2,7 @@
 the decoder block and the whole encoder-decoder on both backends; span corruption's invariants
 (Hypothesis); the decoder's causality; greedy decoding of a memorised batch; the train-t5 command
 (checkpoint, Ctrl-C, NaN stop, bit-exact resume, SST-2 text-to-text) on a tiny corpus."""
+import json
 import math
 import os
 import signal
@@ -18,7 +19,7 @@ from minibert.family import t5
 from minibert.family import t5_data as D
 from minibert.io.tensorfile import load_tensors
 from minibert.optim import AdamW
-from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
+from minibert.text.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
 from minibert.train import t5 as t5_loop
 from minibert.train import t5_command as t5_train
 
@@ -245,12 +246,12 @@ def test_train_t5_saves_a_run_that_loads_and_fine_tunes_on_sst2(tiny_corpus, tmp
     (glue / "train.tsv").write_text("\n".join(rows) + "\n")
     (glue / "dev.tsv").write_text("\n".join(rows[:7]) + "\n")
     ft = tmp_path / "ft"
-    assert t5_train.train_t5_cli(["--task", "sst2", "--data", str(glue), "--init", str(out), "--out", str(ft),
+    assert t5_train.train_t5_cli(["--mode", "sst2", "--data", str(glue), "--init", str(out), "--out", str(ft),
                                   "--steps", "2", "--batch-size", "4", "--eval-every", "2"]) == 0
     assert "dev accuracy (greedy decoding, exact word)" in capsys.readouterr().out
     assert (ft / "eval_results.json").is_file()
     # the control without pretraining: --init none, the preset's sizes and the given vocabulary
-    assert t5_train.train_t5_cli(["--task", "sst2", "--data", str(glue), "--init", "none", "--preset", "t5-micro",
+    assert t5_train.train_t5_cli(["--mode", "sst2", "--data", str(glue), "--init", "none", "--preset", "t5-micro",
                                   "--vocab", str(tiny_corpus / "vocab.txt"), "--out", str(tmp_path / "scratch"),
                                   "--steps", "2", "--batch-size", "4", "--eval-every", "2"]) == 0
     assert t5_train.load_run(tmp_path / "scratch")[0].hidden_size == t5_train.PRESETS["t5-micro"]["hidden_size"]
@@ -316,6 +317,25 @@ def test_train_t5_paused_and_resumed_equals_an_uninterrupted_run(tiny_corpus, tm
         t5_train.train_t5_cli(["--resume", str(part), "--lr", "0.1"])
 
 
+def test_train_t5_run_of_trainer_state_layout_1_resumes_bit_exactly(tiny_corpus, tmp_path, capsys):
+    """A run saved before trainer_state.json's layout 2 and before --task became --mode: the state's
+    eval_every, no sha256, no layout; run.json's "task". It resumes to the uninterrupted bits."""
+    common = ("--steps", "9", "--log-every", "2", "--eval-every", "4", "--save-every", "4", "--warmup", "3")
+    straight, part = tmp_path / "straight", tmp_path / "part"
+    assert _cli(tiny_corpus, straight, *common) == 0
+    assert _cli(tiny_corpus, part, *common, "--max-steps-this-run", "5") == 0
+    ckpt = t5_train.rundir.latest_checkpoint(part)
+    state = t5_train.rundir.read_json(ckpt / "trainer_state.json")
+    old = {k: v for k, v in state.items() if k not in ("layout", "eval_interval", "sha256")}
+    (ckpt / "trainer_state.json").write_text(json.dumps({**old, "eval_every": state["eval_interval"]}))
+    run_json = t5_train.rundir.read_json(part / "run.json")
+    run_json["settings"]["task"] = run_json["settings"].pop("mode")
+    (part / "run.json").write_text(json.dumps(run_json))
+    assert t5_train.train_t5_cli(["--resume", str(part)]) == 0
+    a, b = _newest(straight)[0], _newest(part)[0]
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)  # exact: resume
+
+
 def test_train_t5_stops_on_a_nan_loss_without_saving_that_step(tiny_corpus, tmp_path, monkeypatch, capsys):
     calls = []
     real = t5_loop.t5_loss_and_grads
@@ -334,8 +354,8 @@ def test_train_t5_stops_on_a_nan_loss_without_saving_that_step(tiny_corpus, tmp_
 
 
 def test_train_t5_refuses_bad_arguments(tiny_corpus, tmp_path):
-    with pytest.raises(ValueError, match="--task sst2 needs --data"):
-        t5_train.train_t5_cli(["--task", "sst2", "--out", str(tmp_path / "x")])
+    with pytest.raises(ValueError, match="--mode sst2 needs --data"):
+        t5_train.train_t5_cli(["--mode", "sst2", "--out", str(tmp_path / "x")])
     with pytest.raises(ValueError, match="--steps must be at least 1"):
         _cli(tiny_corpus, tmp_path / "y", "--steps", "0")
     (tmp_path / "other").mkdir()

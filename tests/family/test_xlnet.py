@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from corpora import REPO
 
-from minibert import gradcheck as gc
+from minibert.analysis import gradcheck as gc
 from minibert.family import xlnet
 from minibert.family.xlnet import XLNetConfig, XLNetForPermutationLM
 from minibert.train import xlnet_command as xlnet_train
@@ -267,7 +267,7 @@ def test_model_overfits_one_batch():
 
 
 def small_corpus(tmp_path):
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     src = REPO / "data" / "sample.txt"
     text = src.read_text(encoding="utf-8")

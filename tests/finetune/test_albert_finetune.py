@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import minibert
-from minibert import gradcheck
+from minibert.analysis import gradcheck
 from minibert.bert import BertForPreTraining
 from minibert.family import albert
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining
@@ -163,7 +163,7 @@ def test_from_a_pretraining_checkpoint_says_what_is_new(tmp_path):
 
 def test_grads_map_to_transformers_names():
     model = models(0)["sequence"]
-    batch = gradcheck.task_batch("sequence", CFG, np.random.default_rng(0))
+    batch = gradcheck.head_batch("sequence", CFG, np.random.default_rng(0))
     _, grads = model.loss_and_grads(batch)
     hf = to_hf_state_dict(grads)
     assert "classifier.weight" in hf and hf["classifier.weight"].shape == (3, CFG.hidden_size)

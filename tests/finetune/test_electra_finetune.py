@@ -146,7 +146,7 @@ def test_save_and_load_the_same_class(tmp_path):
         rng = np.random.default_rng(3)
         for p in model.params.values():
             p += rng.standard_normal(p.shape).astype(np.float32)
-        if model.task == "token":
+        if model.head_shape == "token":
             model.config.id2label = {0: "O", 1: "B-X", 2: "I-X"}
             model.config.label2id = {"O": 0, "B-X": 1, "I-X": 2}
         out = tmp_path / model.architecture / str(model.config.num_labels)

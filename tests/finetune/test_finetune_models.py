@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import minibert
-from minibert import gradcheck
+from minibert.analysis import gradcheck
 from minibert.bert import BertForPreTraining
 from minibert.finetune import gradchecks as ft_checks
 from minibert.finetune import heads, models
@@ -51,13 +51,13 @@ def test_every_class_gradcheck_float64(backend, monkeypatch):
 def test_a_wrong_backward_fails_the_check(monkeypatch):
     """The whole-class check can fail: drop the pooler's tanh derivative and it does."""
     monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
-    real = heads.task_backward
+    real = heads.head_backward
 
     def broken(params, cfg, cache, ops=None):
         return real(params, cfg, cache._replace(pool=cache.pool._replace(tanh=cache.pool.tanh * 0))
                     if cache.pool is not None else cache, ops)
 
-    monkeypatch.setattr("minibert.finetune.models.task_backward", broken)
+    monkeypatch.setattr("minibert.finetune.models.head_backward", broken)
     checks = ft_checks.check_task_models(np.random.default_rng(1), verbose=False)
     assert any(not c for c in checks if c.name.startswith("SequenceClassification"))
     assert all(checks[i] for i, c in enumerate(checks) if c.name.startswith("TokenClassification"))
@@ -111,7 +111,7 @@ def test_new_head_leaves_the_encoder_init_unchanged():
 
 def test_grads_map_to_transformers_names():
     model = BertForTokenClassification(CFG, num_labels=3)
-    batch = gradcheck.task_batch("token", CFG, np.random.default_rng(0), num_labels=3)
+    batch = gradcheck.head_batch("token", CFG, np.random.default_rng(0), num_labels=3)
     _, grads = model.loss_and_grads(batch)
     assert set(grads) == set(model.params)
     hf = to_hf_state_dict(grads)
@@ -159,7 +159,7 @@ def test_task_config_round_trip():
 
 def test_bad_batches_name_the_problem():
     model = BertForSequenceClassification(CFG, num_labels=2)
-    batch = gradcheck.task_batch("sequence", CFG, np.random.default_rng(0), num_labels=2)
+    batch = gradcheck.head_batch("sequence", CFG, np.random.default_rng(0), num_labels=2)
     with pytest.raises(ValueError, match="labels has shape"):
         model.loss_and_grads({**batch, "labels": np.zeros(7, int)})
     with pytest.raises(ValueError, match="target 5 is outside"):
@@ -252,8 +252,8 @@ def test_a_wrong_causal_pool_position_fails_the_check(monkeypatch):
     """The causal classes' check can fail: send the pooled gradient to [CLS] instead of the last
     real token the forward read, and the causal sequence and choice checks fail, the rest pass."""
     monkeypatch.setenv("MINIBERT_BACKEND", "numpy")
-    real = heads.task_backward
-    monkeypatch.setattr("minibert.finetune.models.task_backward",
+    real = heads.head_backward
+    monkeypatch.setattr("minibert.finetune.models.head_backward",
                         lambda params, cfg, cache, ops=None: real(params, cfg, cache._replace(pool_at=None), ops))
     checks = ft_checks.check_task_models(np.random.default_rng(1), verbose=False)
     assert any(not c for c in checks if c.name.startswith("SequenceClassification (sequence, causal)"))

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from corpora import REPO
 
-from minibert.finetune.tasks import (IGNORE_INDEX, TASKS, TaggedExample, TaskData, TextExample, choice_features,
+from minibert.finetune.task_data import (IGNORE_INDEX, TASKS, TaggedExample, TaskData, TextExample, choice_features,
                                      classification_features, generic_task, get_task, label_list, load_task,
                                      nextsent_examples, read_conll, read_glue, read_swag, score, token_features, trim,
                                      word_predictions)
-from minibert.tokenizer import BertTokenizer
+from minibert.text.tokenizer import BertTokenizer
 
 ROOT = REPO
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "was", "fun", "a", "b",
@@ -269,7 +269,7 @@ def test_token_task_end_to_end_scores_entities(tmp_path, tok):
 # Multiple choice and nextsent
 
 def test_choice_features_layout(tok):
-    from minibert.finetune.tasks import ChoiceExample
+    from minibert.finetune.task_data import ChoiceExample
     e = ChoiceExample("he sits", ["he smiles", "a b c d e"], 1, "f:2")
     feats = choice_features([e], tok, 7)
     assert feats["input_ids"].shape == (1, 2, 7)

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from minibert.loop import engine, rundir
 from minibert.__main__ import main
 from minibert.bert import BertForPreTraining
 from minibert.finetune.commands import build_run, cli
@@ -73,16 +74,42 @@ def test_resume_continues_bit_exactly(sst, pretrained, tmp_path):
                               epochs=2, lr=1e-3, batch_size=8, dropout=0.1)
 
     straight = build_run(cfg(tmp_path / "a"), verbose=False)
-    straight.start()
-    assert straight.train() == "done"
+    assert engine.run(straight, straight.start()) == "done"
     paused = build_run(cfg(tmp_path / "b"), verbose=False)
-    paused.start()
-    assert paused.train(max_steps=5) == "paused"
+    assert engine.run(paused, paused.start(), max_steps=5) == "paused"
     again = build_run(cfg(tmp_path / "b"), verbose=False)
-    again.resume()
-    assert again.step == 5 and again.train() == "done"
+    loop = again.resume()
+    assert loop.step == 5 and engine.run(again, loop) == "done"
     for name, p in straight.model.params.items():
         np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
+
+
+def test_a_paused_run_of_trainer_state_layout_1_resumes_bit_exactly(sst, pretrained, tmp_path):
+    """A fine-tuning checkpoint as minibert wrote it before layout 2 (no total_steps, no sha256,
+    the log window as (loss, hits, counted, tokens, lr)) resumes to the same bits and metrics."""
+    def cfg(out):
+        return FinetuneConfig(task="custom", format="glue-single", data=str(sst), init=str(pretrained), out=str(out),
+                              epochs=2, lr=1e-3, batch_size=8, dropout=0.1)
+
+    straight = build_run(cfg(tmp_path / "a"), verbose=False)
+    assert engine.run(straight, straight.start()) == "done"
+    paused = build_run(cfg(tmp_path / "b"), verbose=False)
+    assert engine.run(paused, paused.start(), max_steps=5) == "paused"
+    ckpt = rundir.latest_checkpoint(tmp_path / "b")
+    state = json.loads((ckpt / rundir.STATE_FILE).read_text())
+    assert len(state["window"]) == 5  # log_interval 20: nothing logged yet
+    old = {k: state[k] for k in ("step", "status", "elapsed_seconds", "best", "dropout_rng")}
+    old["window"] = [[e["metrics"]["loss"][0], *e["metrics"]["train_acc"], e["metrics"]["tokens"][0], e["lr"]]
+                     for e in state["window"]]
+    (ckpt / rundir.STATE_FILE).write_text(json.dumps(old))
+    again = build_run(cfg(tmp_path / "b"), verbose=False)
+    loop = again.resume()
+    assert (loop.step, loop.total_steps) == (5, 16) and engine.run(again, loop) == "done"
+    for name, p in straight.model.params.items():
+        np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
+    recs = [[{k: v for k, v in r.items() if k not in ("time", "tokens_per_s")}
+             for r in rundir.read_jsonl(d / rundir.METRICS_FILE)[0]] for d in (tmp_path / "a", tmp_path / "b")]
+    assert recs[0] == recs[1] and any("train_acc" in r for r in recs[0])
 
 
 def test_steps_is_the_runs_length_as_for_every_command(sst, pretrained, tmp_path):
@@ -148,8 +175,7 @@ def test_feature_based_tagger_trains_only_its_head(tmp_path, pretrained):
                          epochs=40, lr=1e-2, batch_size=4, dropout=0.0, frozen="last")
     run = build_run(cfg, verbose=False)
     before = {k: v.copy() for k, v in run.model.encoder.params.items()}
-    run.start()
-    assert run.train() == "done"
+    assert engine.run(run, run.start()) == "done"
     assert run.best["f1"] == pytest.approx(1.0)
     for k, v in run.model.encoder.params.items():
         np.testing.assert_array_equal(v, before[k])  # exact: the encoder is frozen, never written
@@ -159,7 +185,7 @@ def test_feature_based_tagger_trains_only_its_head(tmp_path, pretrained):
 @pytest.mark.parametrize("tagger", ["linear", "bilstm"])
 def test_feature_based_head_gradient_float64(pretrained, tagger):
     from minibert.finetune.frozen import FrozenFeatureTagger
-    from minibert.gradcheck import compare, numerical_grad_scalar
+    from minibert.analysis.gradcheck import compare, numerical_grad_scalar
 
     with pytest.warns(UserWarning, match="newly initialised"):
         enc = BertForTokenClassification.from_pretrained(pretrained, num_labels=3, dtype=np.float64)
@@ -199,8 +225,7 @@ def test_a_bilstm_tagger_reads_context_the_frozen_embeddings_lack(tmp_path, pret
                              out=str(tmp_path / tagger), epochs=30, lr=lr, batch_size=8, dropout=0.0,
                              frozen="embeddings", frozen_tagger=tagger, seed=0)
         run = build_run(cfg, verbose=False)
-        run.start()
-        assert run.train() == "done"
+        assert engine.run(run, run.start()) == "done"
         f1[tagger] = run.best["f1"]
     assert f1["bilstm"] == pytest.approx(1.0) and f1["linear"] < 0.8, f1
 
@@ -277,13 +302,13 @@ def test_one_registry_picks_the_task_class_of_every_encoder():
     """`finetune --init` and `predict` pick classes from one table keyed by (config.json's
     model_type, task shape), and one by architecture: every encoder's four classes, each once."""
     import minibert
-    from minibert.finetune.heads import TASKS
+    from minibert.finetune.heads import SHAPES
     from minibert.finetune.registry import TASK_ARCHITECTURES, TASK_CLASSES, task_class
 
-    assert sorted(TASK_CLASSES) == sorted((m, t) for m in ("albert", "bert", "electra") for t in TASKS)
+    assert sorted(TASK_CLASSES) == sorted((m, t) for m in ("albert", "bert", "electra") for t in SHAPES)
     assert TASK_CLASSES[("electra", "sequence")] is minibert.ElectraForSequenceClassification
-    for (model_type, task), cls in TASK_CLASSES.items():
-        assert cls.encoder.model_type == model_type and cls.task == task
+    for (model_type, shape), cls in TASK_CLASSES.items():
+        assert cls.encoder.model_type == model_type and cls.head_shape == shape
         assert TASK_ARCHITECTURES[cls.architecture] is cls and getattr(minibert, cls.architecture) is cls
     assert task_class("albert", "regression") is minibert.AlbertForSequenceClassification
     with pytest.raises(ValueError, match="model_type 'xlnet' has no fine-tuning classes"):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from minibert.finetune import squad as sq
-from minibert.tokenizer import BertTokenizer
+from minibert.text.tokenizer import BertTokenizer
 
 WORDS = [f"w{i}" for i in range(12)]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "band", "(", "1895", "-", "1943",

@@ -139,7 +139,7 @@ def task_inputs(model, seed, second_segment=1):
     second segment has type `second_segment`."""
     ids, seg, mask = make_inputs(model.config, seed=seed)
     seg = seg * second_segment
-    if model.task == "choice":  # 3 questions x 3 choices: roll the rows so every choice differs
+    if model.head_shape == "choice":  # 3 questions x 3 choices: roll the rows so every choice differs
         ids, seg, mask = (np.stack([np.roll(a, i, axis=0) for i in range(3)], axis=1) for a in (ids, seg, mask))
     return ids, seg, mask
 
@@ -148,15 +148,15 @@ def task_labels(model, mask, seed):
     """The labels of the model's task for inputs with this attention mask (QA: one out of window)."""
     rng = np.random.default_rng(seed)
     B, T = mask.shape[0], mask.shape[-1]
-    if model.task == "sequence":
+    if model.head_shape == "sequence":
         K = model.config.num_labels
         return {"labels": rng.standard_normal(B) if K == 1 else rng.integers(0, K, B)}
-    if model.task == "token":
+    if model.head_shape == "token":
         labels = rng.integers(0, model.config.num_labels, (B, T))
         labels[mask == 0] = -100
         labels[:, 0] = -100
         return {"labels": labels}
-    if model.task == "choice":
+    if model.head_shape == "choice":
         return {"labels": rng.integers(0, mask.shape[1], B)}
     return {"start_positions": np.array([1, 2, T + 3]), "end_positions": np.array([3, 2, 1])}  # one out of window
 
@@ -164,7 +164,7 @@ def task_labels(model, mask, seed):
 def our_task_logits(model, ids, seg, mask):
     """minibert's logits; QA's (start, end) stacked on a last axis of 2."""
     out = model.forward(ids, seg, mask)
-    return np.stack(out, axis=-1) if model.task == "qa" else out
+    return np.stack(out, axis=-1) if model.head_shape == "qa" else out
 
 
 def their_task_logits(theirs, task, ids, seg, mask):
@@ -181,7 +181,7 @@ def their_task_logits(theirs, task, ids, seg, mask):
 
 def assert_same_task_logits(model, theirs, ids, seg, mask):
     """minibert's logits (of the model's dtype) = transformers' to 1e-5 absolute -> transformers'."""
-    ref = their_task_logits(theirs, model.task, ids, seg, mask)
+    ref = their_task_logits(theirs, model.head_shape, ids, seg, mask)
     ours = our_task_logits(model, ids, seg, mask)
     assert ours.shape == ref.shape and ours.dtype == model.dtype
     np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-5)
@@ -223,7 +223,7 @@ def task_gradient_mismatches(model, theirs, ids, seg, mask, labels, to_hf, may_v
 
 def name_task_labels(model):
     """Sequence and token models: label names instead of LABEL_i, to see them survive a round trip."""
-    if model.task in ("sequence", "token"):
+    if model.head_shape in ("sequence", "token"):
         names = ["neg", "pos", "mixed", "odd"][:model.config.num_labels]
         model.config.id2label = dict(enumerate(names))
         model.config.label2id = {n: i for i, n in enumerate(names)}
@@ -237,7 +237,7 @@ def load_in_transformers(model, directory, kind):
     theirs = getattr(transformers, model.architecture).from_pretrained(directory, attn_implementation="eager")
     theirs.eval()
     assert theirs.config.architectures == [model.architecture]
-    if model.task in ("sequence", "token"):
+    if model.head_shape in ("sequence", "token"):
         assert theirs.config.id2label == model.config.id2label
         assert theirs.config.num_labels == model.config.num_labels
     if kind == "regression":

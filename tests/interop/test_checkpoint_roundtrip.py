@@ -13,7 +13,7 @@ from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert import checkpoint as ck  # noqa: E402
 from minibert.io import tensorfile
 from minibert.model import BertConfig  # noqa: E402
-from minibert.tokenizer import BertTokenizer  # noqa: E402
+from minibert.text.tokenizer import BertTokenizer  # noqa: E402
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "dog", "##s", "a", ".",
          "ran", "red", "Big", "big"] + [f"w{i}" for i in range(22)]

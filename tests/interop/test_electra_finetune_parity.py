@@ -41,7 +41,7 @@ def random_model(kind, config, dtype, seed, helpers):
 def hf_twin(model, dtype, helpers):
     """transformers' class of the same name (eager attention, eval mode) holding the model's params."""
     return helpers.hf_task_twin(model, dtype, transformers.ElectraConfig,
-                                ef.to_hf_state_dict(model.params, model.config, model.task), "electra")
+                                ef.to_hf_state_dict(model.params, model.config, model.head_shape), "electra")
 
 
 @pytest.mark.parametrize("backend", ["numpy", "numba"])
@@ -69,9 +69,9 @@ def test_electra_task_loss_and_every_gradient_match_transformers_float64(kind, s
     # ignores: multiple choice's classifier bias (shared by the choices of a question), and in QA
     # the qa_outputs bias and the last LayerNorm's bias (shared by every position of the window).
     last_ln = f"electra.encoder.layer.{model.config.num_hidden_layers - 1}.output.LayerNorm.bias"
-    zero_by_softmax = {"choice": {"classifier.bias"}, "qa": {"qa_outputs.bias", last_ln}}.get(model.task, set())
+    zero_by_softmax = {"choice": {"classifier.bias"}, "qa": {"qa_outputs.bias", last_ln}}.get(model.head_shape, set())
     bad = helpers.task_gradient_mismatches(
-        model, theirs, ids, seg, mask, labels, lambda grads: ef.to_hf_state_dict(grads, model.config, model.task),
+        model, theirs, ids, seg, mask, labels, lambda grads: ef.to_hf_state_dict(grads, model.config, model.head_shape),
         may_vanish=lambda key: key.endswith("attention.self.key.bias") or key in zero_by_softmax)
     assert not bad, f"gradients differ from transformers beyond 1e-8 relative: {bad}"
 
@@ -106,7 +106,7 @@ def test_a_discriminator_checkpoint_loads_with_the_encoder_unchanged(kind, shape
     assert model.vocab_path is not None
     # transformers reads the same discriminator directory into its class: the same encoder tensors
     hf = getattr(transformers, model.architecture).from_pretrained(tmp_path / "disc", attn_implementation="eager")
-    ours = ef.to_hf_state_dict(model.params, model.config, model.task)
+    ours = ef.to_hf_state_dict(model.params, model.config, model.head_shape)
     for key, value in hf.state_dict().items():
         if key.startswith("electra."):
             np.testing.assert_array_equal(value.numpy(), ours[key], err_msg=key)

@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")  # transformers' Trainer needs it
 
 from minibert.bert import BertForPreTraining  # noqa: E402
-from minibert.shards import BatchIterator  # noqa: E402
+from minibert.data.shards import BatchIterator  # noqa: E402
 from minibert.tools.export_data import cli as export_cli  # noqa: E402
 from minibert.tools.export_data import to_transformers  # noqa: E402
 from minibert.train import config as train_config  # noqa: E402

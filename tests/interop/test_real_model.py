@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 
 from minibert.finetune.models import (BertForQuestionAnswering, BertForSequenceClassification,  # noqa: E402
                                       BertForTokenClassification)
-from minibert.tokenizer import BertTokenizer  # noqa: E402
+from minibert.text.tokenizer import BertTokenizer  # noqa: E402
 
 MODEL = minilm.MODEL_DIR
 TEXTS = ["Hello World, this is minibert.", "A gorgeous, witty film about Zürich's café owners!",

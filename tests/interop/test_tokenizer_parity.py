@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 legacy = pytest.importorskip("transformers.models.bert.tokenization_bert_legacy")
 
-from minibert.tokenizer import BertTokenizer, basic_tokenize  # noqa: E402
-from minibert.wordpiece_trainer import train_wordpiece  # noqa: E402
+from minibert.text.tokenizer import BertTokenizer, basic_tokenize  # noqa: E402
+from minibert.text.wordpiece_trainer import train_wordpiece  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample.txt"
 text_no_private = st.text(st.characters(blacklist_categories=("Cn", "Co", "Cs")), max_size=60)

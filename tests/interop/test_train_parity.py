@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from minibert.bert import BertForPreTraining  # noqa: E402
-from minibert.gradcheck import random_batch  # noqa: E402
+from minibert.analysis.gradcheck import random_batch  # noqa: E402
 from minibert.loop.step import training_step  # noqa: E402
 from minibert.model import BertConfig  # noqa: E402
 from minibert.optim import AdamW  # noqa: E402

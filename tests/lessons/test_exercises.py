@@ -517,25 +517,49 @@ def test_a_backward_refuses_a_numerical_gradient_over_an_allowed_forward(course)
 # part of the message that names what is wrong
 
 DIAGNOSES = {
-    ("00_numerical_gradients", "my_numerical_grad", "one_sided"): "equals the true gradient dx (to 1e-9)",
-    ("00_numerical_gradients", "my_silu_backward", "no_dout"): "dx vs numerical gradient",
-    ("01_linear_and_gelu", "my_linear_backward", "dw_transposed"): "transposed? (the last two axes are swapped)",
+    ("00_numerical_gradients", "my_numerical_grad", "one_sided"):
+        "it equals what this mistake gives: the one-sided difference (L(x + h e_i) - L(x)) / h, off by about h",
+    ("00_numerical_gradients", "my_silu_backward", "no_dout"):
+        "it equals what this mistake gives: dout forgotten (you return d out / dx; the chain rule multiplies it by dout)",
+    ("00_numerical_gradients", "my_rel_error", "notes_denominator"):
+        "dividing by the larger size, max(|a|, |n|) (CS231n's notes), not by the sum |a| + |n|",
+    ("01_linear_and_gelu", "my_linear_backward", "dw_transposed"): "it is the expected answer transposed (the last two axes swapped)",
     ("01_linear_and_gelu", "my_gelu_tanh_backward", "one_path"): "it misses the path through tanh(u(x))",
-    ("02_layernorm", "my_layernorm_backward", "no_mean_term"): "your answer misses the mean term",
+    ("01_linear_and_gelu", "my_gelu_tanh_backward", "no_cubic_in_du"):
+        "it equals what this mistake gives: du/dx without the derivative of u's cubic term 0.044715 x^3",
+    ("02_layernorm", "my_layernorm_backward", "no_mean_term"): "it misses the mean term (the path from x through the mean)",
+    ("02_layernorm", "my_layernorm_backward", "no_variance_term"):
+        "it misses the variance term (the path from x through the variance)",
+    ("02_layernorm", "my_layernorm_backward", "variance_term_sign"):
+        "the variance term (the path from x through the variance) has the wrong sign",
     ("03_softmax_cross_entropy", "my_cross_entropy_backward", "sum_not_mean"): "a factor 1/n is missing",
+    ("03_softmax_cross_entropy", "my_cross_entropy_backward", "no_dloss"):
+        "your answer is the expected answer divided by dloss: a factor dloss is missing",
     ("04_embedding_sum", "my_embedding_backward", "fancy_add"): "token table vs numerical gradient",
-    ("05_attention", "my_softmax_backward", "elementwise"): "your answer misses the term through the softmax's sum",
-    ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"): "your answer misses the row's reduction",
+    ("05_attention", "my_softmax_backward", "elementwise"): "it misses the term through the softmax's sum",
+    ("05_attention", "my_softmax_backward", "unweighted_sum"):
+        "the sum's term with datt summed as it is: the sum runs over datt[j] * att[j], weighted by att",
+    ("05_attention", "my_mask_adder", "inverted"):
+        "the mask read the other way round: MASK_VALUE on the real keys (1 in attn_mask) and 0 on the padding",
+    ("05_attention", "my_score_std", "constant"): "the same number for every draw: a constant, not a measurement",
+    ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"):
+        "it misses the row's reduction (every att row sums to 1, whatever the scores are)",
+    ("06_attention_numba", "my_softmax_backward_rows", "plain_numpy"):
+        "compiled by @numba.njit: a plain function; this exercise is a Numba kernel",
+    ("06_attention_numba", "my_dv", "plain_numpy"): "compiled by @numba.njit: a plain function; this exercise is a Numba kernel",
     ("06_attention_numba", "my_softmax_backward_rows", "no_rescale"): "a factor 1/(1 - p) is missing",
-    ("06_attention_numba", "my_dv", "not_transposed"): "dv of (b, h) = (0, 0) vs numerical gradient",
+    ("06_attention_numba", "my_dv", "not_transposed"): "it equals what this mistake gives: att @ dout, not att^T @ dout",
     ("07_encoder_block", "my_block_param_count", "no_biases"): "exactly the linear layers' biases (56), left out",
     ("08_wordpiece", "my_wordpiece", "shortest_first"): "the first difference at index",
     ("09_mlm_nsp_data", "my_num_predictions", "floor"): "exercise 1, my_num_predictions",
-    ("10_bert_model", "my_tied_decoder_backward", "dtok_transposed"): "transposed? (the last two axes are swapped)",
+    ("10_bert_model", "my_tied_decoder_backward", "dtok_transposed"): "it is the expected answer transposed (the last two axes swapped)",
     ("11_pretrain_tiny", "my_clip", "per_array"): "the same factor for every array",
     ("12_looking_inside", "my_top_k", "logits_not_probabilities"): "exercise 1, my_top_k",
-    ("13_finetuning_heads", "my_head_backward", "dW_transposed"): "transposed? (the last two axes are swapped)",
-    ("13_finetuning_heads", "my_head_backward", "no_tanh"): "dw_pool vs numerical gradient",
+    ("13_finetuning_heads", "my_head_backward", "dW_transposed"): "it is the expected answer transposed (the last two axes swapped)",
+    ("13_finetuning_heads", "my_head_backward", "no_tanh"):
+        "tanh's derivative forgotten: the gradient passed through the tanh as if it were the identity",
+    ("13_finetuning_heads", "my_head_backward", "tanh_twice"):
+        "tanh's derivative taken at pooled: pooled is already tanh of the pre-activation, so that applies tanh twice",
     ("14_squad_windows", "my_best_span", "no_length_limit"): "exercise 2, my_best_span",
     ("15_pretrained_vs_scratch", "my_encoder_into_head", "everything"): "extra ['mlm.",
     ("16_feature_based_vs_finetuning", "my_concat_layers", "sum"): "shape",
@@ -543,30 +567,46 @@ DIAGNOSES = {
     ("18_roberta_recipe", "my_full_sentences", "no_separator"): "the first difference at index",
     ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "no_map"): "exactly the E -> C map (1,088), left out",
     ("19_albert_factorisation_and_sop", "my_embedding_map_backward", "dW_transposed"):
-        "transposed? (the last two axes are swapped)",
+        "it is the expected answer transposed (the last two axes swapped)",
     ("20_replaced_token_detection", "my_bce_backward", "sum_not_mean"): "a factor 1/n (n real tokens) is missing",
     ("21_permutation_lm", "my_query_attention_backward", "no_scale"): "a factor scale is missing",
+    ("21_permutation_lm", "my_query_attention_backward", "dv_not_transposed"):
+        "it equals what this mistake gives: att @ dout, not att^T @ dout",
+    ("21_permutation_lm", "my_two_stream_core_backward", "dv_not_transposed"):
+        "it equals what this mistake gives: att @ dout, not att^T @ dout",
     ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_sqrt"): "a factor 1/sqrt(HS) is missing",
+    ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "wk_wv_swapped"):
+        "it equals what this mistake gives: w_k and w_v swapped",
     ("23_capstone_pretrain_finetune", "my_accuracy_interval", "no_clip"): "clipped",
+    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "variance"):
+        "it equals what this mistake gives: the variance p (1 - p) / n where the standard error, its square root, belongs",
     # the rest of the walkthrough: one common mistake for every other exercise
     ("00_numerical_gradients", "my_rel_error", "no_floor"): "0 vs 0: 0, not nan: 1 entries are nan or inf",
-    ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "max gap on [-6, 6] (within 1%)",
-    ("02_layernorm", "my_rmsnorm_backward", "no_second_term"): "dx vs numerical gradient",
-    ("02_layernorm", "my_dx_without_mean_term", "full_formula"): "dx vs numerical gradient, mean held constant",
+    ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "Smaller than the largest gap: your grid steps over its peaks",
+    ("02_layernorm", "my_rmsnorm_backward", "no_second_term"):
+        "it misses the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x: you held it constant)",
+    ("02_layernorm", "my_dx_without_mean_term", "full_formula"):
+        "exercise 1's dx unchanged (with the mean a constant, its term goes)",
     ("03_softmax_cross_entropy", "my_tempered_ce_backward", "no_inner_factor"): "a factor 1/tau is missing",
     ("03_softmax_cross_entropy", "my_masked_mean", "nan_when_empty"): "no valid entries gives 0.0: 1 entries are nan",
-    ("04_embedding_sum", "my_onehot_backward", "transposed_product"): "transposed? (the last two axes are swapped)",
+    ("04_embedding_sum", "my_onehot_backward", "transposed_product"): "it is the expected answer transposed (the last two axes swapped)",
     ("04_embedding_sum", "my_segment_ids", "last_sep"): "the first difference at index 4 (after [0, 0, 0]): got 0, expected 1",
     ("05_attention", "my_score_std", "unscaled"): "without the 1/sqrt(HS) scale it would be",
     ("05_attention", "my_mask_adder", "wrong_shape"): "this lesson's mask: shape (2, 5), expected (2, 1, 1, 5)",
-    ("07_encoder_block", "my_ffn_backward", "wrong_cache_order"): "dx1 vs numerical gradient",
+    ("07_encoder_block", "my_ffn_backward", "wrong_cache_order"):
+        "the GELU's backward skipped: the gradient reaches linear_in's backward as if GELU were the identity",
+    ("07_encoder_block", "my_ffn_backward", "in_out_swapped"):
+        "the expected dw_out in dw_in's place: the gradients are returned out of order",
     ("07_encoder_block", "my_stack_blocks", "one_layer_twice"): "two blocks vs the 2-layer encoder",
     ("08_wordpiece", "my_merge", "keeps_hashes"): "got '##u##g', expected '##ug'",
     ("08_wordpiece", "my_best_pair", "by_frequency"): "the first difference at index 0",
     ("09_mlm_nsp_data", "my_truncate_pair", "a_on_ties"): "the first difference at index (0, 0): got 'a3', expected 'a2'",
     ("09_mlm_nsp_data", "my_mask_choice", "one_draw"): "u1 = 0.95, u2 = 0.2 -> the original",
     ("10_bert_model", "my_gather_backward", "fancy_add"): "repeated positions add up",
-    ("10_bert_model", "my_adam_first_step", "no_bias_correction"): "equals adam_step's first update",
+    ("10_bert_model", "my_adam_first_step", "no_bias_correction"): "it equals what this mistake gives: Adam without bias "
+        "correction: the step-1 moments m, v used as they are, not divided by 1 - b1^1 and 1 - b2^1",
+    ("10_bert_model", "my_adam_first_step", "sign"):
+        "eps left out (as if it were 0): it matters where |g| is near eps = 1e-8",
     ("11_pretrain_tiny", "my_update_size", "corrected"): "steps 1..3000 vs optim.AdamW's measured steps",
     ("11_pretrain_tiny", "my_lr", "decay_after_warmup"): "at index (3,): got 0.001, expected 0.0008",
     ("12_looking_inside", "my_encode_with_masks", "no_special_tokens"): "got 'the', expected '[CLS]'",
@@ -609,6 +649,25 @@ def test_a_planted_mistake_fails_with_a_message_that_names_the_part(lesson: str)
         assert graded is not None, f"{lesson} {name}__{label} was not graded"
         assert not graded["ok"], f"{lesson} {name}__{label} passed its grader: {graded['checks']}"
         assert fragment in graded["message"], f"{lesson} {name}__{label}: {fragment!r} not in\n{graded['message']}"
+
+
+MISLEADING = {"1 times the expected": "a near miss called a constant factor of 1",
+              "an extra factor dloss": "dloss = 1 called a factor",
+              "transposed?": "a shape guess, said without looking at the values"}
+
+
+@pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
+def test_no_message_says_what_is_not_so(path: Path):
+    """The words a grader says about a wrong answer are checked against the answer: no message of a
+    planted mistake or of the perturbed wrong answer says a factor of 1 is a mistake, or guesses
+    "transposed?" from the shape alone."""
+    run = run_lesson(path)
+    assert run.returncode == 0, f"{path.name} failed; see tests/lessons/test_lessons.py"
+    for r in run.grading:
+        messages = [r["wrong"]["message"]] + [m["message"] for m in r.get("mistakes", {}).values()]
+        for message in messages:
+            said = [why for words, why in MISLEADING.items() if words in message]
+            assert not said, f"{path.name} {r['name']}: {said}\n{message}"
 
 
 MULTI_PATH = {"01_linear_and_gelu": ["my_linear_backward"], "02_layernorm": ["my_layernorm_backward"],
@@ -821,3 +880,26 @@ def test_a_compiled_helper_of_yours_compiles_in_the_clean_room(course, tmp_path)
     assert ex.grade(1, ns["my_double"], _check(course)) is ns["my_double"]
     with pytest.raises(course.ExerciseFailed, match=r"`kernels.softmax_backward_head` is the library's answer"):
         ex.grade(1, ns["my_double__library"], _check(course))
+
+
+def test_close_names_a_known_mistake_whatever_its_shape(course):
+    want = np.arange(6.0).reshape(2, 3) + 1  # (2, 3)
+    other = np.arange(12.0).reshape(3, 4)  # (3, 4) another gradient of the same backward
+    r = course.close("dw", other, want, wrongs=course.out_of_order(("dw", "dv"), (want, other), "dw"))
+    assert not r.ok and "the expected dv in dw's place: the gradients are returned out of order" in r.detail
+    r = course.close("dw", 2 * want + 1, want, wrongs={"the bias counted twice": 2 * want + 1})
+    assert not r.ok and r.detail.endswith("it equals what this mistake gives: the bias counted twice")
+
+
+def test_close_says_transposed_only_when_the_values_are(course):
+    want = np.arange(6.0).reshape(2, 3) + 1  # (2, 3)
+    assert "it is the expected answer transposed" in course.close("dw", want.T, want).detail
+    detail = course.close("dw", want.T + 1, want).detail
+    assert "it is the expected answer transposed" not in detail and "not the expected answer transposed" in detail
+
+
+def test_close_calls_a_near_miss_a_near_miss_not_a_factor_of_one(course):
+    want = np.linspace(1, 2, 8)  # (8,)
+    detail = course.close("dx", want * (1 + 3e-5), want, factors={"dloss": 1.0}).detail
+    assert "within ten times the tolerance" in detail and "times the expected" not in detail
+    assert "a factor dloss is missing" in course.close("dx", want / 2.5, want, factors={"dloss": 2.5}).detail

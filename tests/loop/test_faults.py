@@ -86,10 +86,10 @@ def _final_name(path) -> str:
 def _only_during_saves(monkeypatch, faults: Faults) -> None:
     real = engine.save_checkpoint
 
-    def save(task, *a, **kw):
+    def save(run, *a, **kw):
         faults.active = True
         try:
-            return real(task, *a, **kw)
+            return real(run, *a, **kw)
         finally:
             faults.active = False
 
@@ -100,9 +100,9 @@ def _only_during_saves(monkeypatch, faults: Faults) -> None:
 def runs(corpus, tmp_path_factory):  # noqa: F811
     d = tmp_path_factory.mktemp("faults")
     full = pretrain.train(small_config(corpus, d / "full"), verbose=False)
-    assert full.status == "done" and full.step == 12
+    assert full.loop.status == "done" and full.loop.step == 12
     paused = pretrain.train(small_config(corpus, d / "paused"), verbose=False, max_steps_this_run=4)
-    assert paused.status == "paused" and [s for s, _ in rd.checkpoints(d / "paused")] == [4]
+    assert paused.loop.status == "paused" and [s for s, _ in rd.checkpoints(d / "paused")] == [4]
     return {"full": d / "full", "paused": d / "paused"}
 
 
@@ -119,7 +119,7 @@ def _assert_resumes_to_the_uninterrupted_bytes(run: Path, runs) -> None:
     step = rd.run_state(run)["step"]
     assert step in (4, 8), step
     trainer = _resume(run)
-    assert trainer.status == "done" and trainer.step == 12
+    assert trainer.loop.status == "done" and trainer.loop.step == 12
     assert [s for s, _ in rd.checkpoints(run)] == [12]
     for f in FINAL_FILES:
         assert (run / "checkpoints/step-000012" / f).read_bytes() == \
@@ -202,9 +202,9 @@ def test_double_ctrl_c_during_a_save_aborts_with_one_message_and_keeps_the_last_
     run = _copy_paused(runs, tmp_path / "ctrl-c")
     steps = engine.train_step
 
-    def step_then_ctrl_c(task):
-        out = steps(task)
-        if task.step == 6:
+    def step_then_ctrl_c(run, state):
+        out = steps(run, state)
+        if state.step == 6:
             os.kill(os.getpid(), signal.SIGINT)  # the first: finish the step, then save
         return out
 
@@ -224,7 +224,7 @@ def test_ctrl_c_during_the_final_save_still_saves(runs, tmp_path, monkeypatch):
     faults = Faults(monkeypatch, at=2, action=lambda what: os.kill(os.getpid(), signal.SIGINT))
     _only_during_saves(monkeypatch, faults)
     trainer = _resume(run, max_steps_this_run=4)
-    assert trainer.status == "paused" and rd.run_state(run)["step"] == 8  # the save was finished
+    assert trainer.loop.status == "paused" and rd.run_state(run)["step"] == 8  # the save was finished
     monkeypatch.undo()
     _assert_resumes_to_the_uninterrupted_bytes(run, runs)
 
@@ -238,10 +238,10 @@ def test_full_disk_during_a_save_keeps_the_previous_checkpoint_and_prints_one_li
 
     real = engine.save_checkpoint
 
-    def save(task, *a, **kw):
+    def save(run, *a, **kw):
         with monkeypatch.context() as m:
             m.setattr(tensorfile, "write_bytes_synced", no_space)
-            return real(task, *a, **kw)
+            return real(run, *a, **kw)
 
     monkeypatch.setattr(engine, "save_checkpoint", save)
     assert commands.cli(["--resume", str(run), "--max-steps-this-run", "4"]) == 1
@@ -360,12 +360,12 @@ def test_the_summary_names_the_step_of_its_evaluation(capsys):
     from types import SimpleNamespace
 
     r = evaluation.EvalResult(0.18, 5.4, 221.4, 0.72, 0.55, 1718, 0.57, 0.83)
-    commands.report(SimpleNamespace(last_eval=r, last_eval_step=100, step=115, elapsed=30.0, dir=Path("runs/x"),
-                             cfg=train_config.TrainConfig()))
+    commands.report(SimpleNamespace(last_eval=r, loop=SimpleNamespace(last_eval_step=100, step=115, elapsed=30.0),
+                                    dir=Path("runs/x"), cfg=train_config.TrainConfig()))
     out = capsys.readouterr().out
     assert "at step 100 (the last evaluation; training stopped at step 115)" in out and "after 115" not in out
-    commands.report(SimpleNamespace(last_eval=r, last_eval_step=115, step=115, elapsed=30.0, dir=Path("runs/x"),
-                             cfg=train_config.TrainConfig()))
+    commands.report(SimpleNamespace(last_eval=r, loop=SimpleNamespace(last_eval_step=115, step=115, elapsed=30.0),
+                                    dir=Path("runs/x"), cfg=train_config.TrainConfig()))
     assert "held-out (1718 sequences) after 115 steps" in capsys.readouterr().out
 
 
@@ -399,7 +399,7 @@ def test_saving_the_same_step_again_never_deletes_the_checkpoint_first(runs, tmp
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["step-000012", "step-000012.1"]
     assert rd.latest_checkpoint(run).name == "step-000012.1"
     trainer = _resume(run)
-    assert trainer.status == "done" and trainer.step == 12
+    assert trainer.loop.status == "done" and trainer.loop.step == 12
     assert [p.name for p in (run / "checkpoints").iterdir()] == ["step-000012.2"]
     for f in FINAL_FILES:
         assert (run / "checkpoints/step-000012.2" / f).read_bytes() == \

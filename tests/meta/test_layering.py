@@ -19,22 +19,21 @@ PACKAGE = ROOT / "minibert"
 # bottom to top; a module may import any module of an earlier entry
 LAYERS = [
     "native", "native.blas", "native.malloc",  # what talks to the machine: OpenBLAS, glibc's malloc
-    "io", "io.textio", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub",  # text, JSON, atomic writes, output paths, safetensors
-    "cli",  # every command's parser (imports nothing of minibert)
+    "io", "io.textio", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub", "io.cli",  # text, JSON, atomic writes, output paths, safetensors, every command's parser
+    "text", "text.tokenizer", "text.wordpiece_trainer",  # BERT's tokenizer; learning a vocab.txt
     "layers", "kernels", "backend", "optim",  # the layer math, its Numba kernels, the backend switch, AdamW
-    "model", "checkpoint",  # BERT's forward and backward, no I/O; its transformers directories
-    "tokenizer", "wordpiece_trainer", "bert", "corpus",  # text; the model with its files; the default corpus
-    "pretraining_data", "shards",  # the MLM/NSP generator; its shards on disk and the batches drawn from them
-    "gradcheck", "inspect", "nsp_baseline",  # numerical gradients; looking inside a model; NSP's word-overlap cue
+    "model", "checkpoint", "bert",  # BERT's forward and backward, no I/O; its transformers directories; the class
+    "data", "data.corpus", "data.pretraining_data", "data.shards",  # the default corpus; the MLM/NSP generator; shards
+    "analysis", "analysis.gradcheck", "analysis.inspect", "analysis.nsp_baseline",  # gradients; inside a model; NSP cue
     "family", "family.albert", "family.electra", "family.xlnet", "family.t5", "family.t5_data", "family.flops",
     "family.gradchecks",  # BERT's successors: the models only
     "taskdata", "taskdata.readers", "taskdata.tasks", "taskdata.squad_files",  # the tasks' files, below both halves
-    "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.compile_ahead", "loop.budget", "loop.checkpoints", "loop.engine",  # the one training loop every trainer runs
+    "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.compile_ahead", "loop.budget", "loop.state", "loop.checkpoints", "loop.engine",  # the one training loop every trainer runs
     "finetune", "finetune.bilstm", "finetune.heads", "finetune.models", "finetune.albert_tasks",
     "finetune.electra_tasks", "finetune.registry", "finetune.frozen", "finetune.gradchecks", "finetune.metrics",
-    "finetune.features", "finetune.tasks", "finetune.squad_eval", "finetune.squad", "finetune.run",
+    "finetune.features", "finetune.task_data", "finetune.squad_eval", "finetune.squad", "finetune.run",
     "finetune.squad_run", "finetune.recipes", "finetune.evaluate", "finetune.commands",  # BERT's second half, from the heads to the command
-    "train", "train.config", "train.runs", "train.data", "train.task_corpus", "train.evaluation", "train.curves",
+    "train", "train.config", "train.runs", "train.data", "train.task_corpus", "train.evaluation", "train.pretraining_step", "train.curves",
     "train.electra", "train.trainer", "train.pretrain", "train.commands", "train.t5", "train.t5_command",
     "train.xlnet", "train.xlnet_command",  # pretraining runs and their commands
     "tools", "tools.attention_v1", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",
@@ -122,3 +121,19 @@ def test_the_root_is_one_layer_and_every_module_has_one():
     assert all(folder(name) for name in LAYERS)
     root = [i for i, name in enumerate(LAYERS) if folder(name) == "(root)"]
     assert root == list(range(root[0], root[-1] + 1)) and "model" in [LAYERS[i] for i in root]
+
+
+def test_the_root_holds_the_bert_core_and_at_most_12_modules():
+    """The root is what a reader opens first: the layer math, the model, its files, the optimizer
+    and the command line. Text, data, analysis and the rest live in folders named for what they are."""
+    root = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 12, root
+    assert {"layers", "model", "bert", "optim"} <= set(root)
+
+
+def test_the_package_lists_every_root_module_and_folder():
+    import minibert
+
+    on_disk = {p.stem for p in PACKAGE.glob("*.py") if not p.stem.startswith("__")} | \
+        {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert set(minibert._SUBMODULES) == on_disk, sorted(set(minibert._SUBMODULES) ^ on_disk)

@@ -37,16 +37,17 @@ def test_every_name_in_all_resolves():
 def test_the_readme_names_import_from_the_root():
     from minibert import BertConfig, BertForPreTraining, BertTokenizer
     from minibert.bert import BertForPreTraining as Model
-    from minibert.tokenizer import BertTokenizer as Tokenizer
+    from minibert.text.tokenizer import BertTokenizer as Tokenizer
 
     assert BertForPreTraining is Model and BertTokenizer is Tokenizer
     assert BertConfig.__module__ == "minibert.model"
 
 
 def test_submodules_still_import_as_submodules():
-    from minibert import gradcheck, train
+    from minibert.analysis import gradcheck
+    from minibert import train
 
-    assert train.__name__ == "minibert.train" and gradcheck.__name__ == "minibert.gradcheck"
+    assert train.__name__ == "minibert.train" and gradcheck.__name__ == "minibert.analysis.gradcheck"
     assert minibert.layers.__name__ == "minibert.layers"  # loaded on attribute access
 
 

@@ -1,4 +1,4 @@
-"""Every command's parser comes from minibert/cli.py's `command_parser`: the same prog, and for
+"""Every command's parser comes from minibert/io/cli.py's `command_parser`: the same prog, and for
 every command that trains, --set and the shared options, defined once."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from minibert.__main__ import COMMANDS, main
-from minibert.cli import SHARED, CommandParser, build_settings, command_parser, given_settings
+from minibert.io.cli import SHARED, CommandParser, build_settings, command_parser, given_settings
 
 PACKAGE = Path(__file__).resolve().parents[2] / "minibert"
 RUNNERS = ("test", "test-all", "test-interop", "lessons")  # pytest and the lessons: they pass their arguments on

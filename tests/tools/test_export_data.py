@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from minibert.pretraining_data import FEATURE_NAMES
-from minibert.shards import build_pretraining_data, load_shards
+from minibert.data.pretraining_data import FEATURE_NAMES
+from minibert.data.shards import build_pretraining_data, load_shards
 from minibert.tools.export_data import IGNORE, cli, to_transformers
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "dog", "sat", "ran", "on", "mat", "."]

@@ -2,7 +2,7 @@
 converts to valid nbformat-4 JSON, a generated notebook executes headless with its pictures in
 its outputs, and the lessons leave figures to the notebook (no forced Agg backend, no figure
 closed before it is shown). Also the library's pictures: colour bars on attention maps
-(minibert/inspect.py) and baselines on curves.png (minibert/train/curves.py)."""
+(minibert/analysis/inspect.py) and baselines on curves.png (minibert/train/curves.py)."""
 from __future__ import annotations
 
 import json
@@ -120,7 +120,7 @@ def test_a_real_jupyter_kernel_shows_the_pictures_too(tmp_path, monkeypatch):
 def test_attention_maps_have_colour_bars_marking_uniform_attention():
     from matplotlib.figure import Figure
 
-    from minibert.inspect import AttentionMaps, draw_layer
+    from minibert.analysis.inspect import AttentionMaps, draw_layer
 
     T = 5
     maps = np.full((1, 2, T, T), 1.0 / T)  # (L, NH, T, T): uniform attention

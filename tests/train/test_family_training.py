@@ -14,15 +14,17 @@ from corpora import SPECIALS, WORDS, pretraining_files, word_corpus, write_vocab
 import minibert
 from minibert.bert import BertForPreTraining
 from minibert.family.albert import AlbertConfig, AlbertForPreTraining
-from minibert.inspect import attention_maps
+from minibert.analysis.inspect import attention_maps
 from minibert.loop import engine
+from minibert.loop.state import LoopState
 from minibert.loop.curves import read_metrics
 from minibert.loop.rundir import latest_checkpoint
-from minibert.loop.step import accumulate_gradients, loss_counts, training_step
+from minibert.train.pretraining_step import accumulate_gradients, loss_counts
+from minibert.train.pretraining_step import pretraining_step as training_step
 from minibert.model import BertConfig
 from minibert.optim import AdamW
-from minibert.pretraining_data import UNMASKED_NAME, remask
-from minibert.shards import BatchIterator, read_meta
+from minibert.data.pretraining_data import UNMASKED_NAME, remask
+from minibert.data.shards import BatchIterator, read_meta
 from minibert.tools.look_inside import attention_cli, fill_mask_cli
 from minibert.train import commands
 from minibert.train import config as train_config
@@ -201,9 +203,9 @@ def test_preset_run_resumes_bit_exactly(files, tmp_path, preset, capsys):
     straight = pretrain.train(_config(files, tmp_path / "straight", preset), verbose=True)
     out = capsys.readouterr().out
     part = pretrain.train(_config(files, tmp_path / "part", preset), verbose=False, max_steps_this_run=3)
-    assert part.status == "paused" and part.step == 3
+    assert part.loop.status == "paused" and part.loop.step == 3
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
-    assert straight.status == resumed.status == "done" and resumed.step == 6
+    assert straight.loop.status == resumed.loop.status == "done" and resumed.loop.step == 6
     a, b = _state(straight), _state(resumed)
     assert a.keys() == b.keys()
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]  # exact: resume
@@ -246,14 +248,15 @@ def test_doc_sentences_run_trains_on_shorter_sequences_of_one_document(files, tm
             for p, r in runs.items()}
     assert fill["doc_sentences"] < fill["full_sentences"] <= SMALL["max_seq_length"]
     assert read_meta(runs["doc_sentences"].data.train)["flags"]["packing"] == "doc_sentences"
-    assert all(r.status == "done" and np.isfinite(r.last_eval.mlm_loss) for r in runs.values())
+    assert all(r.loop.status == "done" and np.isfinite(r.last_eval.mlm_loss) for r in runs.values())
 
 
 def test_a_step_takes_k_micro_batches_and_counts_all_their_tokens(files, tmp_path):
     cfg = _config(files, tmp_path / "run", "roberta-tiny", accumulation_steps=3)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
-    _, _, _, tokens = engine.train_step(trainer)
-    assert trainer.step == 1 and trainer.iterator.position == 3 * cfg.batch_size
+    loop = LoopState.start(trainer.settings)
+    tokens = engine.train_step(trainer, loop).metrics["tokens"][0]
+    assert loop.step == 1 and trainer.iterator.position == 3 * cfg.batch_size
     fresh = BatchIterator(str(trainer.data.train), cfg.batch_size, cfg.seed, masking="dynamic", vocab=cfg.vocab)
     assert tokens == sum(int(fresh.next_batch()["input_mask"].sum()) for _ in range(3))
 
@@ -329,9 +332,9 @@ def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path
     straight = pretrain.train(_config(files, tmp_path / "straight", "electra-tiny", **kw), verbose=True)
     out = capsys.readouterr().out
     part = pretrain.train(_config(files, tmp_path / "part", "electra-tiny", **kw), verbose=False, max_steps_this_run=3)
-    assert part.status == "paused" and part.step == 3
+    assert part.loop.status == "paused" and part.loop.step == 3
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
-    assert straight.status == resumed.status == "done" and resumed.step == 6
+    assert straight.loop.status == resumed.loop.status == "done" and resumed.loop.step == 6
     a, b = _electra_state(straight), _electra_state(resumed)
     assert a.keys() == b.keys() and any(k.startswith("p.gen.") for k in a)
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]  # exact: resume
@@ -360,13 +363,16 @@ def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path
 def test_electra_step_trains_both_networks_through_the_shared_embedding(files, tmp_path):
     trainer = trainer_mod.Trainer(_config(files, tmp_path / "run", "electra-tiny"), verbose=False)
     before = {k: p.copy() for k, p in trainer.model.params.items()}
-    engine.train_step(trainer)  # step 0: lr 0 (warmup)
-    metrics, norm, lr, tokens = engine.train_step(trainer)
+    loop = LoopState.start(trainer.settings)
+    engine.train_step(trainer, loop)  # step 0: lr 0 (warmup)
+    entry = engine.train_step(trainer, loop)
+    metrics, norm, lr, tokens = entry.metrics, entry.grad_norm, entry.lr, entry.metrics["tokens"][0]
     assert lr > 0 and norm > 0
     assert trainer.model.gen.params["tok_emb"] is trainer.model.disc.params["tok_emb"]  # still tied
     moved = {k for k, p in trainer.model.params.items() if not np.array_equal(p, before[k])}
     assert {"tok_emb", "gen.mlm.dense.w", "disc.out.w", "gen.h0.attn.qkv.w", "h0.attn.qkv.w"} <= moved
-    assert metrics.mlm_count > 0 and metrics.disc_count == tokens and 0 <= metrics.replaced_count <= metrics.mlm_count
+    mlm_count, disc_count, replaced_count = metrics["mlm_acc"][1], metrics["disc_acc"][1], metrics["replaced_recall"][1]
+    assert mlm_count > 0 and disc_count == tokens and 0 <= replaced_count <= mlm_count
 
 
 def test_train_tiny_cli_runs_electra_fast_with_curves(files, tmp_path, monkeypatch, capsys):

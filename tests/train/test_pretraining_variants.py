@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 from corpora import SPECIALS, WORDS, pretraining_files, word_corpus, write_vocab
 
-from minibert import gradcheck as gc
+from minibert.analysis import gradcheck as gc
 from minibert import kernels, layers
 from minibert.backend import get_ops
 from minibert.bert import BertForPreTraining
-from minibert.loop.step import training_step
+from minibert.train.pretraining_step import pretraining_step as training_step
 from minibert.model import OBJECTIVES, BertConfig, bert_backward, bert_forward, ltr_targets, trained_params
 from minibert.optim import AdamW
-from minibert.pretraining_data import (CLS, MASK, SEP, UNMASKED_NAME, check_mask_shares, create_masked_lm_predictions,
+from minibert.data.pretraining_data import (CLS, MASK, SEP, UNMASKED_NAME, check_mask_shares, create_masked_lm_predictions,
                                        create_training_instances, remask)
-from minibert.shards import BatchIterator, build_pretraining_data, read_meta
+from minibert.data.shards import BatchIterator, build_pretraining_data, read_meta
 from minibert.tools import attention_v1
 from minibert.train import config as train_config
 from minibert.train import pretrain
@@ -123,7 +123,7 @@ def test_mask_shares_0_0_100_never_masks_and_keeps_only_by_chance(source):
 
 def test_default_mask_shares_give_the_same_instances_and_rng_state(tmp_path):
     """Passing BERT's shares explicitly changes nothing: same instances, same rng state after."""
-    from minibert.tokenizer import BertTokenizer
+    from minibert.text.tokenizer import BertTokenizer
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("".join(t + "\n" for t in VOCAB), encoding="utf-8")
@@ -443,14 +443,14 @@ def _config(files, out, **kw):
 def test_training_run_without_nsp_resumes_bit_exactly_and_never_touches_nsp(files, tmp_path, objective, capsys):
     cfg = _config(files, tmp_path / "run", objective=objective)
     trainer = pretrain.train(cfg, verbose=True, max_steps_this_run=3)
-    assert trainer.status == "paused" and set(trainer.optimizer.m) == set(trained_params(trainer.model.params,
+    assert trainer.loop.status == "paused" and set(trainer.optimizer.m) == set(trained_params(trainer.model.params,
                                                                                          objective))
     init = BertForPreTraining(trainer.model.config, seed=cfg.seed).params
     for k in ("pool.w", "pool.b", "nsp.w", "nsp.b"):
         assert np.array_equal(trainer.model.params[k], init[k]), k
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "run", {}), resume=True, verbose=False)
     straight = pretrain.train(_config(files, tmp_path / "straight", objective=objective), verbose=False)
-    assert resumed.status == straight.status == "done"
+    assert resumed.loop.status == straight.loop.status == "done"
     for k, p in straight.model.params.items():
         assert np.array_equal(resumed.model.params[k], p), k  # the same computation, resumed
     ev = straight.last_eval

@@ -13,10 +13,12 @@ import pytest
 from corpora import HELD_TOPICS, TOPICS, small_config, topic_corpus
 
 from minibert.bert import BertForPreTraining
-from minibert.inspect import attention_maps, encode_with_masks, fill_mask
-from minibert.loop import engine
+from minibert.analysis.inspect import attention_maps, encode_with_masks, fill_mask
+from minibert.loop import budget, checkpoints, engine
 from minibert.loop import rundir as rd
 from minibert.loop import step
+from minibert.loop.budget import StepBudget
+from minibert.loop.state import LoopState
 from minibert.loop.curves import plot_curves, read_metrics
 from minibert.optim import lr_at
 from minibert.tools.look_inside import attention_cli, fill_mask_cli, nsp_baseline_cli
@@ -27,6 +29,7 @@ from minibert.train import data as train_data
 from minibert.train import evaluation, pretrain
 from minibert.train import runs as train_runs
 from minibert.train import trainer as trainer_mod
+from minibert.train.pretraining_step import shuffle_mlm_labels
 
 
 def _state(trainer):
@@ -40,12 +43,12 @@ def _state(trainer):
 def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dropout):
     kw = dict(masking=masking, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     full = pretrain.train(small_config(corpus, tmp_path / "full", **kw), verbose=False)
-    assert full.status == "done" and full.step == 12
+    assert full.loop.status == "done" and full.loop.step == 12
     part = pretrain.train(small_config(corpus, tmp_path / "part", **kw), verbose=False, max_steps_this_run=5)
-    assert part.status == "paused" and part.step == 5
+    assert part.loop.status == "paused" and part.loop.step == 5
     cfg = train_runs.resume_config(tmp_path / "part", {})
     resumed = pretrain.train(cfg, resume=True, verbose=False)
-    assert resumed.status == "done" and resumed.step == 12
+    assert resumed.loop.status == "done" and resumed.loop.step == 12
     a, b = _state(full), _state(resumed)
     assert a.keys() == b.keys()
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
@@ -65,14 +68,14 @@ def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path, monkeypatch):
     trainer.start_fresh()
     original = engine.train_step
 
-    def step_then_ctrl_c(task):
-        out = original(task)
-        if task.step == 7:
+    def step_then_ctrl_c(run, state):
+        out = original(run, state)
+        if state.step == 7:
             os.kill(os.getpid(), signal.SIGINT)  # the handler only sets a flag; the step finishes
         return out
 
     monkeypatch.setattr(engine, "train_step", step_then_ctrl_c)
-    assert trainer.run() == "interrupted"
+    assert engine.run(trainer, LoopState.start(trainer.settings)) == "interrupted"
     assert rd.run_state(tmp_path / "int")["step"] == 7
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "int", {}), resume=True, verbose=False)
     a, b = _state(full), _state(resumed)
@@ -90,7 +93,8 @@ def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_pat
     train_runs.check_run_dir(cfg)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
     trainer.start_fresh()
-    assert trainer.short_steps == 6
+    loop = LoopState.start(trainer.settings)
+    assert loop.short_steps_of(trainer.settings) == 6
     shapes = []
     for it in (trainer.iterator, trainer.short_iterator):
         def recording(next_batch=it.next_batch):
@@ -98,7 +102,7 @@ def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_pat
             shapes.append((batch["input_ids"].shape, batch["masked_lm_ids"].shape))
             return batch
         it.next_batch = recording
-    assert trainer.run() == "done"
+    assert engine.run(trainer, loop) == "done"
     assert shapes == [((16, 16), (16, 2))] * 6 + [((8, 32), (8, 5))] * 6
     # evaluations always use the full-length held-out set
     assert trainer.heldout["input_ids"].shape[1] == 32
@@ -113,9 +117,9 @@ def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_pat
 def test_resume_across_the_short_phase_is_bit_identical(corpus, tmp_path, pause_at):
     full = pretrain.train(small_config(corpus, tmp_path / "full", **SHORT), verbose=False)
     part = pretrain.train(small_config(corpus, tmp_path / "part", **SHORT), verbose=False, max_steps_this_run=pause_at)
-    assert part.status == "paused" and part.step == pause_at
+    assert part.loop.status == "paused" and part.loop.step == pause_at
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
-    assert resumed.status == "done" and resumed.step == 12
+    assert resumed.loop.status == "done" and resumed.loop.step == 12
     a, b = _state(full), _state(resumed)
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
     # without the short phase the same seed ends elsewhere: the phase really ran
@@ -138,38 +142,38 @@ def test_short_phase_settings_are_checked(corpus, tmp_path):
 def test_the_trainer_applies_the_budgets_fits_fixes_the_switch_and_bends_the_lr(corpus, tmp_path):
     """The budget's policy is tests/loop/test_budget.py's; here the Trainer on the loop: a refit sets
     the schedule, the first fixes the switch to full-length sequences, a refit past the warmup keeps
-    the learning rate where it was (loop/engine.fit_budget)."""
-    from minibert.loop.budget import StepBudget
-
+    the learning rate where it was (loop/budget.refit)."""
     cfg = small_config(corpus, tmp_path / "c", minutes=1.0, steps=0, eval_interval=1000, warmup_steps=50,
                        **SHORT)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
-    trainer.budget = StepBudget(60.01, 1000, step_seconds=0.02, eval_seconds=0.5, short_fraction=0.5,
-                                short_step_seconds=0.02)
-    trainer.budget.MARGIN = 1.0
-    trainer.total_steps = 2900  # short phase: steps 0-1449
+    settings = trainer.settings
+    loop = LoopState.start(settings)
+    loop.budget = StepBudget(60.01, 1000, step_seconds=0.02, eval_seconds=0.5, short_fraction=0.5,
+                             short_step_seconds=0.02)
+    loop.budget.MARGIN = 1.0
+    loop.total_steps = 2900  # short phase: steps 0-1449
 
     def run_steps(last, seconds_each):
-        while trainer.step < last:
-            trainer.step += 1
-            trainer.elapsed += seconds_each
-            engine.fit_budget(trainer, seconds_each)
+        while loop.step < last:
+            loop.step += 1
+            loop.elapsed += seconds_each
+            budget.refit(loop, settings, seconds_each, lambda: 0.0)
 
     run_steps(100, 0.04)  # twice as slow as the probe: the same fit as the budget's own test
-    assert trainer.total_steps == 1450 and trainer.short_steps == 725
+    assert loop.total_steps == 1450 and loop.short_steps_of(settings) == 725
     rate = lr_at(100, cfg.lr, 50, 2900, cfg.schedule)
-    assert trainer.lr_anchor == (100, rate)  # past the warmup: the rate of step 100 is kept
-    assert lr_at(100, cfg.lr, 50, trainer.total_steps, cfg.schedule, trainer.lr_anchor) == pytest.approx(rate)
+    assert loop.lr_anchor == (100, rate)  # past the warmup: the rate of step 100 is kept
+    assert lr_at(100, cfg.lr, 50, loop.total_steps, cfg.schedule, loop.lr_anchor) == pytest.approx(rate)
     run_steps(805, 0.01)
-    assert trainer.short_steps == 725 and trainer.budget.stage == "done" and trainer.lr_anchor[0] == 805
+    assert loop.short_steps_of(settings) == 725 and loop.budget.stage == "done" and loop.lr_anchor[0] == 805
 
 
 def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
     original = engine.train_step
 
-    def step_then_ctrl_c(task):
-        out = original(task)
-        if task.step == 2:
+    def step_then_ctrl_c(run, state):
+        out = original(run, state)
+        if state.step == 2:
             os.kill(os.getpid(), signal.SIGINT)
         return out
 
@@ -187,11 +191,11 @@ def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
 def test_train_nan_loss_stops_naming_step_and_checkpoint(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "nan", checkpoint_interval=4)
     trainer = pretrain.train(cfg, verbose=False, max_steps_this_run=4)
-    assert trainer.last_checkpoint == 4
+    assert trainer.loop.last_checkpoint == 4
     trainer.model.params["h0.ffn.in.w"][0, 0] = np.nan
     before = (tmp_path / "nan" / "model.safetensors").read_bytes()
     with pytest.raises(step.TrainingDiverged) as e:
-        trainer.run()
+        engine.run(trainer, trainer.loop)
     msg = str(e.value)
     assert "at step 4" in msg and str(tmp_path / "nan") in msg and "(step 4)" in msg
     assert (tmp_path / "nan" / "model.safetensors").read_bytes() == before  # nothing saved
@@ -259,7 +263,7 @@ def test_train_vocab_checkpoint_mismatch(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "r", steps=2, vocab=str(bigger))
     trainer = trainer_mod.Trainer(cfg, verbose=False)
     with pytest.raises(ValueError, match="vocab/checkpoint mismatch"):
-        trainer.load_checkpoint()
+        checkpoints.load_checkpoint(trainer)
     (tmp_path / "r" / "vocab.txt").write_text(bigger.read_text(), encoding="utf-8")
     assert fill_mask_cli([str(tmp_path / "r"), "the [MASK] ."]) == 1
 
@@ -304,9 +308,9 @@ def test_own_corpus_split_is_written_whole(tmp_path, monkeypatch, corpus):
 # --- data ------------------------------------------------------------------------------------
 
 def test_heldout_documents_never_in_training_data(corpus, tmp_path):
-    from minibert.pretraining_data import UNMASKED_NAME
-    from minibert.shards import load_shards
-    from minibert.tokenizer import BertTokenizer
+    from minibert.data.pretraining_data import UNMASKED_NAME
+    from minibert.data.shards import load_shards
+    from minibert.text.tokenizer import BertTokenizer
 
     disjoint = str(Path(corpus["heldout"][0]).with_name("heldout_disjoint.txt"))
     cfg = small_config(corpus, tmp_path / "r", heldout=(disjoint,))
@@ -342,7 +346,7 @@ def test_shuffle_mlm_labels_keeps_the_label_multiset():
     rng = np.random.default_rng(0)
     batch = {"masked_lm_ids": rng.integers(5, 50, size=(4, 6)),
              "masked_lm_weights": (rng.random((4, 6)) > 0.3).astype(np.float32)}
-    out = step.shuffle_mlm_labels(batch, np.random.default_rng(1))
+    out = shuffle_mlm_labels(batch, np.random.default_rng(1))
     real = batch["masked_lm_weights"] > 0
     assert sorted(out["masked_lm_ids"][real]) == sorted(batch["masked_lm_ids"][real])
     assert np.array_equal(out["masked_lm_ids"][~real], batch["masked_lm_ids"][~real])
@@ -459,16 +463,16 @@ def test_fill_mask_and_attention_cli(trained, tmp_path, capsys):
 def test_time_budget_stops_and_still_evaluates(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "b", steps=10_000, minutes=0.02)  # 1.2 s
     trainer = pretrain.train(cfg, verbose=False)
-    assert trainer.status == "budget" and 0 < trainer.step < 10_000
-    assert trainer.last_eval is not None and trainer.last_eval_step == trainer.step
+    assert trainer.loop.status == "budget" and 0 < trainer.loop.step < 10_000
+    assert trainer.last_eval is not None and trainer.loop.last_eval_step == trainer.loop.step
 
 
 def test_own_corpus_vocabulary_keeps_the_common_words_whole(tmp_path, monkeypatch):
     """CORPUS= and --corpus-from-task learn their vocabulary with the frequency rule. The course's
     score rule, at a budget too small for every word, spends it on rare suffix chains and cuts the
     commonest words into characters (an SST-2 model once read "the" as `th ##e`)."""
-    from minibert.tokenizer import BertTokenizer
-    from minibert.wordpiece_trainer import train_wordpiece
+    from minibert.text.tokenizer import BertTokenizer
+    from minibert.text.wordpiece_trainer import train_wordpiece
 
     rng = np.random.default_rng(0)
     common = ["the", "movie", "film", "and", "story", "funny", "boring", "charming"]

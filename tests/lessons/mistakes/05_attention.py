@@ -12,3 +12,15 @@ def my_score_std__unscaled(HS, rng):
 
 def my_mask_adder__wrong_shape(attn_mask):
     return (1.0 - attn_mask) * layers.MASK_VALUE  # noqa: F821  (B, T): does not broadcast over heads and queries
+
+
+def my_softmax_backward__unweighted_sum(datt, att):
+    return att * (datt - datt.sum(axis=-1, keepdims=True))  # the sum is there, but not weighted by att
+
+
+def my_mask_adder__inverted(attn_mask):
+    return (attn_mask * layers.MASK_VALUE)[:, None, None, :]  # noqa: F821  MASK_VALUE where the mask is 1: the real keys
+
+
+def my_score_std__constant(HS, rng):
+    return 1.0  # the expected answer typed in: no measurement

@@ -1,4 +1,5 @@
-"""Plausible wrong answers to lesson 06's exercises (see README.md), as plain Python."""
+"""Plausible wrong answers to lesson 06's exercises (see README.md), as plain Python: each fails the
+compiled-by-Numba check too, and the message also names its own mistake."""
 
 
 def my_softmax_backward_rows__no_reduction(att, keep, datt, p):
@@ -12,3 +13,12 @@ def my_softmax_backward_rows__no_rescale(att, keep, datt, p):
 
 def my_dv__not_transposed(att, dout):
     return att @ dout  # att, not att^T
+
+
+def my_dv__plain_numpy(att, dout):
+    return att.T @ dout  # the right numbers, but NumPy: not the Numba kernel the exercise asks for
+
+
+def my_softmax_backward_rows__plain_numpy(att, keep, datt, p):
+    g = datt * keep / (1 - p)  # the right numbers as NumPy lines: no @njit, no loops
+    return att * (g - (g * att).sum(-1, keepdims=True))

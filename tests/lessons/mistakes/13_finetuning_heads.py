@@ -17,3 +17,8 @@ def my_first_piece_labels__every_piece(pieces_per_word, word_labels):
     for n, label in zip(pieces_per_word, word_labels):
         out += [label] * n  # the label on every piece: a word with more pieces weighs more
     return np.array(out, dtype=np.int64)  # noqa: F821
+
+
+def my_head_backward__tanh_twice(dlogits, cls, w_pool, pooled, W):
+    dpre = (dlogits @ W.T) * (1 - np.tanh(pooled) ** 2)  # noqa: F821  tanh's derivative at tanh(pre), not at pre
+    return dpre @ w_pool.T, cls.T @ dpre, dpre.sum(0), pooled.T @ dlogits, dlogits.sum(0)

@@ -21,3 +21,13 @@ def my_span_corrupt__sentinel_per_token(tokens, noise_mask, vocab_size, eos_id):
         else:
             inputs.append(int(tok))
     return np.array(inputs + [eos_id]), np.array(targets + [eos_id])  # noqa: F821
+
+
+def my_cross_attention_backward__wk_wv_swapped(dout, q, enc_out, w_k, w_v, enc_mask):
+    k, v = enc_out @ w_k, enc_out @ w_v
+    preatt = q @ k.T / np.sqrt(q.shape[1]) + (1 - enc_mask) * -10000.0  # noqa: F821
+    att = np.exp(preatt - preatt.max(-1, keepdims=True))  # noqa: F821
+    att /= att.sum(-1, keepdims=True)
+    datt = dout @ v.T
+    dpreatt = att * (datt - (datt * att).sum(-1, keepdims=True)) / np.sqrt(q.shape[1])  # noqa: F821
+    return dpreatt @ k, (dpreatt.T @ q) @ w_v.T, (att.T @ dout) @ w_k.T  # each path through the other's matrix

@@ -10,3 +10,9 @@ def my_accuracy_interval__no_clip(hits, n, z=1.96):
 
 def my_question_labels__first_paragraph_only(articles):
     return [(qa["question"], i) for i, article in enumerate(articles) for qa in article["paragraphs"][0]["qas"]]
+
+
+def my_accuracy_interval__variance(hits, n, z=1.96):
+    p = hits / n
+    half = z * p * (1 - p) / n  # the variance of the proportion, not its square root
+    return max(0.0, p - half), min(1.0, p + half)

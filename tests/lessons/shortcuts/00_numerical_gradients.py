@@ -22,7 +22,7 @@ def my_numerical_grad__lesson_via_main(f, x, dout, h=1e-5):
 
 def my_silu_backward__numerical(dout, x):
     import numpy as np
-    from minibert import gradcheck
+    from minibert.analysis import gradcheck
     return gradcheck.numerical_grad(lambda: x / (1 + np.exp(-x)), x, dout)
 
 

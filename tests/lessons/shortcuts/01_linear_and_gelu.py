@@ -34,7 +34,7 @@ def my_gelu_tanh_backward__sibling_dense_act(dout, x):
 
 def my_gelu_tanh_backward__numerical(dout, x):
     import numpy as np
-    from minibert import gradcheck
+    from minibert.analysis import gradcheck
 
     def gelu_tanh():
         return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))

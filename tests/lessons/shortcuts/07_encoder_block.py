@@ -22,7 +22,7 @@ def my_ffn_backward__numerical(dh, c_in, c_gelu, c_fo):
     import math
 
     import numpy as np
-    from minibert import gradcheck
+    from minibert.analysis import gradcheck
     (x, w_in), (_, w_out) = c_in[:2], c_fo[:2]
     b_in, b_out = np.zeros(w_in.shape[1]), np.zeros(w_out.shape[1])  # the caches do not hold the biases
     erf = np.vectorize(math.erf)

@@ -1,7 +1,7 @@
 """Learn a WordPiece vocabulary (vocab.txt) from text.
 
 Google never released its vocabulary learner (docs/bert-notes.md §2.1); any vocab that the greedy
-longest-match tokenizer (minibert.tokenizer) consumes is a valid BERT vocab. This module
+longest-match tokenizer (minibert.text.tokenizer) consumes is a valid BERT vocab. This module
 implements the two rules people mean by "WordPiece training":
 
 - `score` (default, docs/bert-notes.md §2.2, the Hugging Face course's teaching formulation of WordPiece):
@@ -39,11 +39,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.io import outputs
 from minibert.io.progress import Progress
 from minibert.io.textio import read_text, refuse_special_file
-from minibert.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize
+from minibert.text.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize
 
 MERGE_RULES = ("score", "frequency")
 # The rule every vocabulary minibert builds for a run uses (the default corpus's, a CORPUS= or

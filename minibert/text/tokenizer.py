@@ -30,11 +30,13 @@ import sys
 import unicodedata
 from pathlib import Path
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.io.textio import check_argument, read_text, refuse_special_file
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 200  # Google's value (HF uses 100)
+# the largest vocabulary minibert reads or builds (BERT's has 30,522); model.SIZE_LIMITS holds it too
+MAX_VOCAB_SIZE = 1 << 22
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,11 +224,9 @@ def load_vocab(path: str | Path) -> list[str]:
         lines.pop()
     if not lines:
         raise ValueError(f"vocab file {path} is empty")
-    from minibert.model import SIZE_LIMITS
-
-    if len(lines) > SIZE_LIMITS["vocab_size"]:
+    if len(lines) > MAX_VOCAB_SIZE:
         raise ValueError(f"vocab file {path} has {len(lines):,} lines, more than minibert builds "
-                         f"({SIZE_LIMITS['vocab_size']:,}; BERT's has 30,522)")
+                         f"({MAX_VOCAB_SIZE:,}; BERT's has 30,522)")
     tokens: list[str] = []
     first_line: dict[str, int] = {}
     for lineno, token in enumerate(lines, start=1):

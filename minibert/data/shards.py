@@ -2,7 +2,7 @@
 
     python -m minibert data --corpus corpus.txt --vocab vocab.txt --out data/generated/mine
 
-`build_pretraining_data` is the original script's main (minibert/pretraining_data.py does the
+`build_pretraining_data` is the original script's main (minibert/data/pretraining_data.py does the
 generating): corpus files -> instances -> features -> DIR/shard_00000.npz ... + DIR/meta.json
 (flags, vocab hash, counts; written last, so a directory with a meta.json is complete).
 `load_shards` reads them back (no pickle), and `BatchIterator` draws shuffled batches from them,
@@ -25,10 +25,10 @@ from typing import Callable, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
-from minibert.cli import command_parser
+from minibert.io.cli import command_parser
 from minibert.io import outputs
 from minibert.io.jsonfile import read_json_object
-from minibert.pretraining_data import (CLS, DEFAULT_FLAGS, FEATURE_NAMES, MASK, PACKINGS, PAD, SEP, UNMASKED_NAME,
+from minibert.data.pretraining_data import (CLS, DEFAULT_FLAGS, FEATURE_NAMES, MASK, PACKINGS, PAD, SEP, UNMASKED_NAME,
                                        check_mask_shares, check_packing, create_training_instances, format_stats,
                                        generation_stats, instances_to_features, num_predictions, remask,
                                        require_special_tokens)
@@ -51,7 +51,7 @@ def vocab_tokens(vocab) -> list[str]:
     if hasattr(vocab, "vocab"):
         return list(vocab.vocab.keys())
     if isinstance(vocab, (str, os.PathLike)):
-        from minibert.tokenizer import load_vocab  # the same reading rules as the tokenizer
+        from minibert.text.tokenizer import load_vocab  # the same reading rules as the tokenizer
         return load_vocab(vocab)
     return list(vocab)
 
@@ -331,8 +331,8 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
                            instances_per_shard: int = 20_000, verbose: bool = True,
                            tokenizer=None, sentence_order: bool = False, packing: str = "segment_pair") -> dict:
     """Corpus files + vocab.txt -> out_dir with .npz shards and meta.json; returns the meta."""
-    from minibert.pretraining_data import check_generator_flags
-    from minibert.tokenizer import SPECIAL_TOKENS, BertTokenizer
+    from minibert.data.pretraining_data import check_generator_flags
+    from minibert.text.tokenizer import SPECIAL_TOKENS, BertTokenizer
 
     check_generator_flags(dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq)  # before the note below
     if Path(out_dir).exists() and not Path(out_dir).is_dir():  # found before the corpus is read, not after

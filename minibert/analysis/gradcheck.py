@@ -218,9 +218,9 @@ def check_model(rng, verbose=True, samples_per_tensor=4, rtol=1e-5, atol=1e-8):
                                grads, rng, samples_per_tensor, rtol, atol, verbose)
 
 
-def task_batch(task, cfg, rng, B=3, T=8, num_labels=3, num_choices=3):
-    """A random fine-tuning batch for one of the four task shapes, with padding in the last row."""
-    shape = (B, num_choices, T) if task == "choice" else (B, T)
+def head_batch(head_shape, cfg, rng, B=3, T=8, num_labels=3, num_choices=3):
+    """A random fine-tuning batch for one of the four head shapes, with padding in the last row."""
+    shape = (B, num_choices, T) if head_shape == "choice" else (B, T)
     ids = rng.integers(5, cfg.vocab_size, size=shape)
     mask = np.ones(shape, dtype=np.int64)
     mask[..., -1, T - 3:] = 0  # the last row (last choice) is padded
@@ -229,15 +229,15 @@ def task_batch(task, cfg, rng, B=3, T=8, num_labels=3, num_choices=3):
     seg[..., T // 2:] = 1
     seg *= mask
     batch = dict(input_ids=ids, input_mask=mask, segment_ids=seg)
-    if task == "sequence":
+    if head_shape == "sequence":
         batch["labels"] = rng.standard_normal(B) if num_labels == 1 else rng.integers(0, num_labels, B)
-    elif task == "token":
+    elif head_shape == "token":
         labels = rng.integers(0, num_labels, size=(B, T))
         labels[mask == 0] = -100
         labels[:, 0] = -100  # [CLS]
         labels[0, 2] = -100  # a later sub-token of a word
         batch["labels"] = labels
-    elif task == "choice":
+    elif head_shape == "choice":
         batch["labels"] = rng.integers(0, num_choices, B)
     else:  # qa; one start outside the window (ignored, as transformers)
         batch["start_positions"] = np.array([1, T + 4, 2])[:B]

@@ -10,7 +10,7 @@ Pipeline (docs/bert-notes.md §3):
       --create_instances_from_document (x dupe_factor)--> TrainingInstance (static masks)
         (or RoBERTa's packed single segments: pack_documents, create_packed_instances)
       --instances_to_features--> dict of padded int32/float32 arrays (the original feature names)
-      --write_shards--> DIR/shard_00000.npz ... + DIR/meta.json       (minibert/shards.py)
+      --write_shards--> DIR/shard_00000.npz ... + DIR/meta.json       (minibert/data/shards.py)
       --BatchIterator--> shuffled batches, static masks or masks redrawn every epoch (RoBERTa)
 Dynamic masking redraws the masks with `remask`, the same algorithm as the generator's.
 
@@ -23,7 +23,7 @@ from the same document (NVIDIA/DeepLearningExamples#421). Both cases warn.
 
 Why this module is over 500 lines: it is one program's port, kept in the original's order so it
 reads beside `create_pretraining_data.py` line by line, with each successor's variant (masking
-mixes, SOP, RoBERTa's packing) at the line it changes. Its output on disk is minibert/shards.py.
+mixes, SOP, RoBERTa's packing) at the line it changes. Its output on disk is minibert/data/shards.py.
 """
 from __future__ import annotations
 

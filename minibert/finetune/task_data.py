@@ -19,7 +19,7 @@ train file is shuffled; it also gives the natural order for SST-2 ("0" < "1") an
 file, line and label.
 
 The registry and readers (`minibert.taskdata.tasks`, `minibert.taskdata.readers`) and the feature
-builders (`minibert.finetune.features`) are re-exported here, so `from minibert.finetune.tasks
+builders (`minibert.finetune.features`) are re-exported here, so `from minibert.finetune.task_data
 import read_glue` works.
 """
 from __future__ import annotations

@@ -149,7 +149,7 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
     if T > MAX_PLOT_TOKENS:
         raise ValueError(f"the text is {T} tokens long ([CLS] and [SEP] included); attention "
                          f"plots are readable up to {MAX_PLOT_TOKENS} tokens: shorten the text to "
-                         "a sentence or two (minibert.inspect.attention_maps gives the numbers "
+                         "a sentence or two (minibert.analysis.inspect.attention_maps gives the numbers "
                          "for longer text)")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,196 @@
+"""What the loop owns: the settings a run gives it (`LoopSettings`, plain data) and the state it
+keeps while it trains (`LoopState`: the step, the time spent, the log window, the schedule's
+length and its lr anchor, the time budget, the dropout Generator, the checkpoint and evaluation
+bookkeeping), with the loop's part of trainer_state.json.
+
+    settings = LoopSettings(dir=out, vocab=tokens, resume_command="...", total_steps=1000, lr=1e-3,
+                            warmup_steps=100, log_interval=20, eval_interval=250, ...)
+    state = LoopState.start(settings)        # a fresh run (a budget with a probe fits its schedule here)
+    state = checkpoints.load_checkpoint(run, settings)   # or the state a checkpoint saved
+
+A run (loop/engine.py's protocol) never reads or writes this state: it is told the step where it
+needs it (next_batch(step, short), evaluate(step)).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from minibert.loop.budget import SHORT, FULL, StepBudget
+
+LAYOUT = 2  # trainer_state.json's layout: 2 has "layout"; 1 (minibert before it) kept each run's own log window
+
+
+@dataclasses.dataclass(frozen=True)
+class Curves:
+    """curves.png: its panels (loop/curves.py), the x axes (a row of panels each), the evaluations'
+    legend label, and how often it is redrawn after an evaluation (seconds)."""
+    panels: tuple  # of Panel
+    axes: tuple = (("step", "step"),)
+    every: float = 30.0
+
+
+@dataclasses.dataclass(kw_only=True)
+class LoopSettings:
+    """What a run tells the loop, all of it plain data: where it writes, the schedule, the
+    cadences, the time budget and what the log shows."""
+
+    # the run directory and its messages
+    dir: Path
+    vocab: list  # the tokens saved beside every checkpoint's model (save_pretrained's vocab)
+    resume_command: str  # what the messages say to continue the run
+    verbose: bool = True
+    # the schedule (optim.lr_at) and the step (loop/step.training_step)
+    total_steps: int  # the schedule's length; with fit_steps, a placeholder until the budget's first fit
+    lr: float
+    warmup_steps: int
+    schedule: str = "bert"
+    clip_norm: float = 1.0
+    seed: int = 0  # the dropout Generator is default_rng([seed, 1]), saved with every checkpoint
+    dropout: bool = False  # give the Generator to loss_grads_metrics (dropout, ELECTRA's samples)
+    # the time: a limit, or (fit_steps) the budget the schedule is fitted to (loop/budget.py)
+    minutes: float = 0.0  # 0: no limit
+    fit_steps: bool = False
+    probe: tuple | None = None  # (full step, evaluation, short step) seconds timed before the loop (budget.probe_seconds)
+    short_fraction: float = 0.0  # the first share of the schedule takes short steps (next_batch(step, short=True))
+    phase: dict = dataclasses.field(default_factory=dict)  # what the "phase" record at the switch to full steps adds
+    min_evals: int = 0  # the first fit makes eval_interval small enough for this many evaluations
+    # cadences
+    log_interval: int = 20
+    log_partial_window: bool = True  # log the steps since the last line when a run ends between two
+    log_grad_norm: bool = False  # records carry the window's mean gradient norm
+    eval_interval: int = 0  # steps between two evaluations (0: by eval_per_epoch)
+    steps_per_epoch: int = 0  # > 0: records carry "epoch", and eval_per_epoch counts in epochs
+    eval_per_epoch: int = 0
+    eval_at: tuple = ()  # evaluate at these steps instead (a study's few evaluations, evenly spaced)
+    checkpoint_interval: int = 0  # steps between two checkpoints (0: none between the end and Ctrl-C ...)
+    checkpoint_after_eval: bool = False  # ... unless after each evaluation
+    publish_checkpoints: bool = True  # a checkpoint's model is also the run's top level (else the run keeps its own there)
+    optimizer_step_metadata: bool = True  # optimizer.safetensors names its step (fine-tuning's never did: same bytes)
+    # what the progress and evaluation lines show: metric name -> its label (empty show_eval: every number)
+    show_train: dict = dataclasses.field(default_factory=lambda: {"loss": "loss"})
+    show_eval: dict = dataclasses.field(default_factory=dict)
+    eval_label: str = "held-out"  # the evaluation line's first word and the curves' legend for evaluations
+    curves: Curves | None = None
+    old_window: Callable | None = None  # a log-window entry saved by layout 1 -> its metrics (see LoopState.load)
+
+
+@dataclasses.dataclass
+class Entry:
+    """One step in the log window: its metrics {name: (sum, count)}, its learning rate and
+    gradient norm (before clipping)."""
+    metrics: dict
+    lr: float
+    grad_norm: float
+
+
+@dataclasses.dataclass
+class LoopState:
+    step: int
+    total_steps: int
+    elapsed: float  # seconds in the loop, over every process of the run
+    rng: np.random.Generator  # dropout (and ELECTRA's samples)
+    eval_interval: int
+    budget: StepBudget | None = None
+    lr_anchor: tuple | None = None  # where a refit re-spread the lr decay (optim.lr_at)
+    window: list = dataclasses.field(default_factory=list)  # Entries since the last log line
+    last_checkpoint: int | None = None
+    last_eval_step: int | None = None
+    short_steps_fixed: int | None = None  # the switch to full steps, once the budget fixed it
+    status: str = "new"  # how the last run() ended: done | budget | paused | interrupted
+    last_plot: float = -math.inf  # perf_counter of the last curves.png
+
+    @classmethod
+    def start(cls, s: LoopSettings) -> "LoopState":
+        """A fresh run's state. With fit_steps and a probe the schedule is fitted now."""
+        state = cls(step=0, total_steps=s.total_steps, elapsed=0.0, rng=np.random.default_rng([s.seed, 1]),
+                    eval_interval=s.eval_interval)
+        if s.fit_steps:
+            probe = s.probe or (None, None, None)
+            state.budget = StepBudget(s.minutes * 60.0, s.eval_interval, probe[0], probe[1], s.short_fraction,
+                                      probe[2])
+            if s.probe is not None:
+                state.total_steps = state.budget.initial().total_steps
+        return state
+
+    def short_steps_of(self, s: LoopSettings) -> int:
+        """Steps of the short phase: the first short_fraction of the schedule (fixed once the
+        budget refitted the schedule, so a later refit cannot move the switch)."""
+        if not s.short_fraction:
+            return 0
+        if self.short_steps_fixed is not None:
+            return self.short_steps_fixed
+        return int(round(s.short_fraction * self.total_steps))
+
+    def step_kind(self, s: LoopSettings, step: int) -> str:
+        return SHORT if step < self.short_steps_of(s) else FULL
+
+    # --- trainer_state.json ------------------------------------------------------------------------
+
+    def state_dict(self, s: LoopSettings, status: str, finished: bool) -> dict:
+        """The loop's part of trainer_state.json (the run's own part stands beside it)."""
+        state = {"layout": LAYOUT, "step": self.step, "total_steps": self.total_steps, "status": status,
+                 "elapsed_seconds": self.elapsed, "dropout_rng": self.rng.bit_generator.state,
+                 "eval_interval": self.eval_interval, "last_eval_step": self.last_eval_step}
+        if s.short_fraction:
+            state["short_steps"] = self.short_steps_of(s)
+        if not finished and self.window:  # the resumed run logs it whole
+            state["window"] = [{"metrics": {k: [plain(v) for v in sc] for k, sc in e.metrics.items()},
+                                "lr": plain(e.lr), "grad_norm": plain(e.grad_norm)} for e in self.window]
+        if self.budget is not None:
+            state["budget"] = self.budget.state_dict()
+        if self.lr_anchor is not None:
+            state["lr_anchor"] = list(self.lr_anchor)
+        return state
+
+    @classmethod
+    def load(cls, s: LoopSettings, state: dict, path: Path) -> "LoopState":
+        """The state a checkpoint saved (`state`, checked by checkpoints.check_state), layout 2 or
+        the older layout 1: no "layout"; fine-tuning saved no total_steps; T5 saved its
+        eval_interval as "eval_every"; each run saved its log window as its own tuples, which
+        `s.old_window` reads (a run with one loss and one accuracy saved (loss, correct,
+        counted, tokens, lr), read here)."""
+        loop = cls.start(dataclasses.replace(s, probe=None))  # a resumed run keeps its schedule: no new probe
+        try:
+            loop.rng.bit_generator.state = state["dropout_rng"]
+        except (TypeError, ValueError, KeyError) as e:
+            raise ValueError(f"{path}: dropout_rng is not a random generator's state "
+                             f"({type(e).__name__}: {e})") from None
+        loop.step, loop.elapsed = int(state["step"]), float(state["elapsed_seconds"])
+        loop.total_steps = int(state.get("total_steps", s.total_steps))
+        if s.min_evals:  # the budget's first fit may have shortened it: the saved one holds
+            loop.eval_interval = int(state.get("eval_interval", state.get("eval_every", s.eval_interval)))
+        if loop.budget is not None and state.get("budget"):
+            loop.budget.load_state_dict(state["budget"])
+            loop.budget.eval_interval = loop.eval_interval
+        elif loop.budget is not None:  # saved by a run without a budget, or by an older minibert: keep the schedule
+            loop.budget = None
+        if s.short_fraction and state.get("short_steps") is not None:
+            loop.short_steps_fixed = int(state["short_steps"])
+        anchor = state.get("lr_anchor")
+        loop.lr_anchor = (int(anchor[0]), float(anchor[1])) if anchor else None
+        loop.last_eval_step = state.get("last_eval_step")
+        window = state.get("window", [])
+        if state.get("layout", 1) >= 2:
+            loop.window = [Entry({k: tuple(v) for k, v in e["metrics"].items()}, e["lr"], e["grad_norm"])
+                           for e in window]
+        else:
+            loop.window = [(s.old_window or loss_acc_entry)(e) for e in window]
+        loop.last_checkpoint = loop.step
+        return loop
+
+
+def loss_acc_entry(entry: list) -> Entry:
+    """A log-window entry of layout 1 saved by a run with one loss and one accuracy (T5, XLNet):
+    (loss, correct, counted, real tokens, lr)."""
+    loss, correct, counted, tokens, lr = entry
+    return Entry({"loss": (loss, 1), "acc": (correct, counted), "tokens": (tokens, 1)}, lr, 0.0)
+
+
+def plain(x):
+    """A number as JSON: NumPy numbers as Python's."""
+    return x.item() if isinstance(x, np.generic) else x
