@@ -1110,7 +1110,7 @@ class Exercises:
         self.lesson = lesson  # e.g. "00_numerical_gradients"
         self.solution_path = SOLUTIONS / f"{lesson}.py"
         self._module = None
-        # the lesson's own names (where `from minibert.x import f` put f): guarded too
+        # the lesson's own names: what a graded function may not see, and whose functions are the lesson's
         self.namespace = namespace if namespace is not None else sys._getframe(1).f_globals
 
     def solution(self, name: str) -> Callable:
