@@ -185,11 +185,10 @@ def _head_loss(c, wp, bp, W, b):
     return float(-(z[np.arange(B), labels] - np.log(np.exp(z).sum(-1))).mean())
 
 
-def _head_loss_with_slope(slope, c, wp, bp, W, b):
-    """_head_loss with the tanh replaced by a straight line through this batch's point, of the
-    given slope per entry: its gradient is the head's backward with `slope` in place of tanh's
-    derivative (the answers of the mistakes below)."""
-    pre0 = cls_vec @ model.params["pool.w"] + model.params["pool.b"]  # (B, C) this batch's pre-activation
+def _head_loss_with_slope(slope, pre0, c, wp, bp, W, b):
+    """_head_loss with the tanh replaced by a straight line through the point pre0 (the graded
+    batch's pre-activation), of the given slope per entry: its gradient is the head's backward with
+    `slope` in place of tanh's derivative (the answers of the mistakes below)."""
     z = (np.tanh(pre0) + slope * (c @ wp + bp - pre0)) @ W + b  # (B, K)
     z = z - z.max(-1, keepdims=True)
     return float(-(z[np.arange(B), labels] - np.log(np.exp(z).sum(-1))).mean())
@@ -208,14 +207,15 @@ def check_head_backward(fn):
     arrays = [a.copy() for a in (c, wp, bp, W, b)]
     loss = lambda: _head_loss(*arrays)  # noqa: E731
     names = ("dcls", "dw_pool", "db_pool", "dW", "db")
-    slope_at_pooled = (np.tanh(pooled + 1e-6) - np.tanh(pooled - 1e-6)) / 2e-6  # (B, C) tanh's slope at tanh(pre)
+    slope_at_pooled = (np.tanh(pooled_c + 1e-6) - np.tanh(pooled_c - 1e-6)) / 2e-6  # (B, C) tanh's slope at tanh(pre)
+    pre0 = c @ wp + bp  # (B, C) the graded batch's pre-activation
     mistakes = {"tanh's derivative forgotten: the gradient passed through the tanh as if it were the identity":
-                np.ones_like(pooled),
+                np.ones_like(pooled_c),
                 "tanh's derivative taken at pooled: pooled is already tanh of the pre-activation, so that applies "
                 "tanh twice; the derivative belongs at the pre-activation": slope_at_pooled}
     def wrongs(i):  # computed only when a check fails
         moved = [x.copy() for x in arrays]
-        return {words: numerical_grad_scalar(lambda: _head_loss_with_slope(slope, *moved), moved[i])
+        return {words: numerical_grad_scalar(lambda: _head_loss_with_slope(slope, pre0, *moved), moved[i])
                 for words, slope in mistakes.items()}
 
     return [course.close(f"{name} vs numerical gradient", g, numerical_grad_scalar(loss, a),

@@ -1043,8 +1043,13 @@ def run_check(check: Callable[[Callable], Any], fn: Callable, room: CleanRoom | 
     try:
         if room is None:
             return _as_results(check(fn))
-        graded = functools.update_wrapper(lambda *a, **k: room(*a, **k), fn, updated=())
-        del graded.__wrapped__
+        if room.refused:  # refused before it ran (a compiled function that names the library)
+            return [_refusal(room)]
+        if _numba_dispatcher(fn):  # a Numba kernel runs compiled code only: checked by what it names, and
+            graded = fn  # handed to the grader as it is (a grader may ask whether it is compiled)
+        else:
+            graded = functools.update_wrapper(lambda *a, **k: room(*a, **k), fn, updated=())
+            del graded.__wrapped__
         results = _as_results(check(graded))
         if room.refused:  # your code caught the refusal and went on: still refused
             return [_refusal(room)] + results

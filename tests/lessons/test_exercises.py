@@ -287,8 +287,6 @@ HAND_WRITTEN = {
         ("00_numerical_gradients", "my_silu_backward__inspect_frame"),
         ("00_numerical_gradients", "my_silu_backward__traceback_frame"),
         ("00_numerical_gradients", "my_numerical_grad__lesson_via_main"),
-        ("01_linear_and_gelu", "my_gelu_max_gap__lesson_variable"),
-        ("02_layernorm", "my_layernorm_backward__lesson_variable"),
         ("07_encoder_block", "my_stack_blocks__lesson_variable"),
         ("10_bert_model", "my_adam_first_step__lesson_function"),
         ("10_bert_model", "my_adam_first_step__lesson_function_via_main"),

@@ -40,7 +40,3 @@ def my_gelu_tanh_backward__numerical(dout, x):
         return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
 
     return gradcheck.numerical_grad(gelu_tanh, x, dout)
-
-
-def my_gelu_max_gap__lesson_variable():
-    return GELU_GAP  # noqa: F821  the constant in the grader's cell

@@ -18,4 +18,4 @@ def my_cross_entropy_backward__sibling_task_loss(dloss, probs, t0, weight):
     from minibert.finetune import heads
     loss = layers.CrossEntropyCache(probs, t0, weight, probs.shape)
     cache = types.SimpleNamespace(task="token", seq_shape=(1, probs.shape[0], probs.shape[-1]), loss=loss)
-    return heads.task_loss_backward(cache).reshape(probs.shape) * dloss
+    return heads.head_loss_backward(cache).reshape(probs.shape) * dloss
