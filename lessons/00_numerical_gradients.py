@@ -180,25 +180,28 @@ def my_silu_backward(dout, x):
 ex = Exercises("00_numerical_gradients")
 
 
-def one_sided(h=1e-5):
-    """The one-sided difference (L(x + h e_i) - L(x)) / h of the pretend loss, entry by entry."""
-    xx, g = x.copy(), np.zeros_like(x)  # (N, D) each
-    base = np.sum(f(xx) * dout)
-    for i in np.ndindex(*x.shape):
+def one_sided(x0, d0, h=1e-5):
+    """The one-sided difference (L(x + h e_i) - L(x)) / h of the pretend loss at x0, entry by entry."""
+    xx, g = x0.copy(), np.zeros_like(x0)  # (N, D) each
+    base = np.sum(f(xx) * d0)
+    for i in np.ndindex(*x0.shape):
         xx[i] += h
-        g[i] = (np.sum(f(xx) * dout) - base) / h
-        xx[i] = x[i]
+        g[i] = (np.sum(f(xx) * d0) - base) / h
+        xx[i] = x0[i]
     return g
 
 
 def check_numerical_grad(fn):
-    x_before = x.copy()
-    mine = fn(lambda: f(x), x, dout)
+    r = np.random.default_rng(1001)  # the grader's own inputs, drawn now: no lesson variable holds the answer
+    xg, dg = r.standard_normal(x.shape), r.standard_normal(x.shape)  # (N, D)
+    x_before = xg.copy()
+    mine = fn(lambda: f(xg), xg, dg)
+    true = dg * (2 * x_before * np.tanh(x_before) + x_before**2 * (1 - np.tanh(x_before) ** 2))  # the fused formula
     words = "the one-sided difference (L(x + h e_i) - L(x)) / h, off by about h: nudge both ways, by +h and by -h"
-    return [course.true("x is restored afterwards", np.array_equal(x, x_before),
+    return [course.true("x is restored afterwards", np.array_equal(xg, x_before),
                         hint="x changed: put x[i] back after the two nudges"),
-            course.close("equals the true gradient dx (to 1e-9)", mine, dx_fused, rtol=1e-7, atol=1e-9,
-                         wrongs=lambda: {words: one_sided()})]
+            course.close("equals the true gradient dx (to 1e-9)", mine, true, rtol=1e-7, atol=1e-9,
+                         wrongs=lambda: {words: one_sided(x_before, dg)})]
 
 
 def check_rel_error(fn):
@@ -218,14 +221,17 @@ def check_rel_error(fn):
 
 
 def check_silu_backward(fn):
-    silu = lambda: x / (1 + np.exp(-x))  # noqa: E731
+    r = np.random.default_rng(1003)  # the grader's own inputs, drawn now
+    xs, ds = 2 * r.standard_normal(x.shape), r.standard_normal(x.shape)  # (N, D)
+    mine = fn(ds, xs.copy())
+    silu = lambda: xs / (1 + np.exp(-xs))  # noqa: E731
     # the answer that forgets dout is the gradient for dout = ones (the bug "Why dout must be random" hides)
-    no_dout = gradcheck.numerical_grad(silu, x, np.ones_like(x))  # (N, D)
-    return [course.close("dx vs numerical gradient", fn(dout, x), gradcheck.numerical_grad(silu, x, dout),
+    no_dout = gradcheck.numerical_grad(silu, xs, np.ones_like(xs))  # (N, D)
+    return [course.close("dx vs numerical gradient", mine, gradcheck.numerical_grad(silu, xs, ds),
                          wrongs={"dout forgotten (you return d out / dx; the chain rule multiplies it by dout)": no_dout})]
 
 
-my_numerical_grad = ex.grade(1, my_numerical_grad, check_numerical_grad,
+my_numerical_grad = ex.grade(1, my_numerical_grad, check_numerical_grad, numerical=True,
                              refuses=("analysis.gradcheck.numerical_grad", "analysis.gradcheck.numerical_grad_scalar"))
 my_rel_error = ex.grade(2, my_rel_error, check_rel_error,
                         refuses=("analysis.gradcheck.compare",))

@@ -114,51 +114,68 @@ def my_dx_without_mean_term(dout, norm, w, rstd):
 ex = course.Exercises("02_layernorm")
 
 
-def frozen(mean_of=None, var_of=None):
-    """LayerNorm of x with its mean and/or its variance frozen at x's (constants), for the terms
+def fresh_inputs(seed):
+    """The grader's own x, w, b, dout (the lesson's shapes), drawn now, and the forward's norm and
+    rstd for them: no lesson variable holds the answer for these."""
+    r = np.random.default_rng(seed)
+    xg, wg, bg, dg = (r.standard_normal(a.shape) for a in (x, w, b, dout))
+    mu = xg.mean(-1, keepdims=True)
+    rstd_g = 1 / np.sqrt(((xg - mu) ** 2).mean(-1, keepdims=True) + eps)  # (B, T, 1)
+    return xg, wg, bg, dg, (xg - mu) * rstd_g, rstd_g
+
+
+def frozen(x0, w0, b0, d0, mean_of=None, var_of=None):
+    """LayerNorm of x0 with its mean and/or its variance frozen at x0's (constants), for the terms
     each statistic adds to the gradient: the full gradient minus this one's."""
-    xx = x.copy()
+    xx = x0.copy()
 
     def forward():
         m = mean_of if mean_of is not None else xx.mean(-1, keepdims=True)  # (B, T, 1)
         v = var_of if var_of is not None else ((xx - m) ** 2).mean(-1, keepdims=True)  # (B, T, 1)
-        return (xx - m) / np.sqrt(v + eps) * w + b  # (B, T, C)
-    return gradcheck.numerical_grad(forward, xx, dout)  # (B, T, C)
+        return (xx - m) / np.sqrt(v + eps) * w0 + b0  # (B, T, C)
+    return gradcheck.numerical_grad(forward, xx, d0)  # (B, T, C)
 
 
 def check_layernorm_backward(fn):
-    mine = fn(dout, norm, w, rstd)
-    fwd = lambda: layers.layernorm_forward(x, w, b, eps)[0]  # noqa: E731
-    full = gradcheck.numerical_grad(fwd, x, dout)  # (B, T, C)
-    terms = {"the mean term (the path from x through the mean)": full - frozen(mean_of=mean),
-             "the variance term (the path from x through the variance)": full - frozen(var_of=var)}
+    xg, wg, bg, dg, norm_g, rstd_g = fresh_inputs(2001)
+    mine = fn(dg, norm_g, wg, rstd_g)
+    fwd = lambda: layers.layernorm_forward(xg, wg, bg, eps)[0]  # noqa: E731
+    full = gradcheck.numerical_grad(fwd, xg, dg)  # (B, T, C)
+    mean_g = xg.mean(-1, keepdims=True)
+    var_g = ((xg - mean_g) ** 2).mean(-1, keepdims=True)
+    terms = {"the mean term (the path from x through the mean)": full - frozen(xg, wg, bg, dg, mean_of=mean_g),
+             "the variance term (the path from x through the variance)": full - frozen(xg, wg, bg, dg, var_of=var_g)}
     return [course.close("dx vs numerical gradient", mine[0], full, zero_sum="the mean term", terms=terms),
-            course.close("dw vs numerical gradient", mine[1], gradcheck.numerical_grad(fwd, w, dout)),
-            course.close("db vs numerical gradient", mine[2], gradcheck.numerical_grad(fwd, b, dout))]
+            course.close("dw vs numerical gradient", mine[1], gradcheck.numerical_grad(fwd, wg, dg)),
+            course.close("db vs numerical gradient", mine[2], gradcheck.numerical_grad(fwd, bg, dg))]
 
 
 def check_rmsnorm_backward(fn):
-    rms = lambda: x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * w  # noqa: E731
-    r = 1 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)  # (B, T, 1) frozen: a constant
-    xx = x.copy()
-    full = gradcheck.numerical_grad(rms, x, dout)  # (B, T, C)
-    r_constant = gradcheck.numerical_grad(lambda: xx * r * w, xx, dout)  # (B, T, C)
+    xg, wg, _, dg, _, _ = fresh_inputs(2002)
+    mine = fn(dg, xg.copy(), wg, eps)
+    rms = lambda: xg / np.sqrt((xg * xg).mean(-1, keepdims=True) + eps) * wg  # noqa: E731
+    r = 1 / np.sqrt((xg * xg).mean(-1, keepdims=True) + eps)  # (B, T, 1) frozen: a constant
+    xx = xg.copy()
+    full = gradcheck.numerical_grad(rms, xg, dg)  # (B, T, C)
+    r_constant = gradcheck.numerical_grad(lambda: xx * r * wg, xx, dg)  # (B, T, C)
     terms = {"the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x: you held it constant)": full - r_constant}
-    return [course.close("dx vs numerical gradient", fn(dout, x, w, eps), full, terms=terms)]
+    return [course.close("dx vs numerical gradient", mine, full, terms=terms)]
 
 
 def check_dx_without_mean_term(fn):
-    m = x.mean(axis=-1, keepdims=True)  # (B, T, 1) computed once, then a constant
-    xx = x.copy()
+    xx, wg, bg, dg, norm_g, rstd_g = fresh_inputs(2003)
+    mine = fn(dg, norm_g, wg, rstd_g)
+    m = xx.mean(axis=-1, keepdims=True)  # (B, T, 1) computed once, then a constant
+    x_full = xx.copy()
 
     def frozen_mean_layernorm():
         xm = xx - m  # (B, T, C)
-        return xm / np.sqrt((xm * xm).mean(-1, keepdims=True) + eps) * w + b  # (B, T, C)
+        return xm / np.sqrt((xm * xm).mean(-1, keepdims=True) + eps) * wg + bg  # (B, T, C)
 
-    full = gradcheck.numerical_grad(lambda: layers.layernorm_forward(x, w, b, eps)[0], x, dout)  # (B, T, C)
+    full = gradcheck.numerical_grad(lambda: layers.layernorm_forward(x_full, wg, bg, eps)[0], x_full, dg)  # (B, T, C)
     wrongs = {"exercise 1's dx unchanged (with the mean a constant, its term goes)": full}
-    return [course.close("dx vs numerical gradient, mean held constant", fn(dout, norm, w, rstd),
-                         gradcheck.numerical_grad(frozen_mean_layernorm, xx, dout), wrongs=wrongs)]
+    return [course.close("dx vs numerical gradient, mean held constant", mine,
+                         gradcheck.numerical_grad(frozen_mean_layernorm, xx, dg), wrongs=wrongs)]
 
 
 my_layernorm_backward = ex.grade(1, my_layernorm_backward, check_layernorm_backward, paths=("dx", "dw", "db"),

@@ -340,16 +340,20 @@ def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
 
 # %%
 def check_adam_first_step(fn):
-    gg = np.array([1e-3, -5.0, 200.0, 1e-8, -3e-9])  # (5,) very different sizes, two of them near eps
-    p, m1, v1 = {"x": np.zeros(5)}, {"x": np.zeros(5)}, {"x": np.zeros(5)}  # (5,) each
-    adam_step(p, {"x": gg}, m1, v1, step=1, lr=0.01)  # m1, v1: the moments after step 1
-    p_no_eps = {"x": np.zeros(5)}
-    adam_step(p_no_eps, {"x": gg}, {"x": np.zeros(5)}, {"x": np.zeros(5)}, step=1, lr=0.01, eps=0.0)
+    r = np.random.default_rng(1003)  # the grader's own gradients, drawn now: sizes 1e-4 to 1e3, two of them near eps
+    gg = np.concatenate([r.choice([-1.0, 1.0], size=4) * 10.0 ** r.uniform(-4, 3, size=4),
+                         r.choice([-1.0, 1.0], size=2) * 10.0 ** r.uniform(-8.7, -7.7, size=2)])  # (6,)
+    lr = float(r.uniform(1e-3, 1e-1))
+    mine = fn(gg.copy(), lr)
+    p, m1, v1 = {"x": np.zeros(6)}, {"x": np.zeros(6)}, {"x": np.zeros(6)}  # (6,) each
+    adam_step(p, {"x": gg}, m1, v1, step=1, lr=lr)  # m1, v1: the moments after step 1
+    p_no_eps = {"x": np.zeros(6)}
+    adam_step(p_no_eps, {"x": gg}, {"x": np.zeros(6)}, {"x": np.zeros(6)}, step=1, lr=lr, eps=0.0)
     wrongs = {"Adam without bias correction: the step-1 moments m, v used as they are, not divided by "
-              "1 - b1^1 and 1 - b2^1": -0.01 * m1["x"] / (np.sqrt(v1["x"]) + 1e-8),
+              "1 - b1^1 and 1 - b2^1": -lr * m1["x"] / (np.sqrt(v1["x"]) + 1e-8),
               "eps left out (as if it were 0): it matters where |g| is near eps = 1e-8, as for the last two "
               "gradients here": p_no_eps["x"]}
-    return [course.close("equals adam_step's first update", fn(gg, 0.01), p["x"], wrongs=wrongs)]
+    return [course.close("equals adam_step's first update", mine, p["x"], wrongs=wrongs)]
 
 
 my_adam_first_step = ex.grade(3, my_adam_first_step, check_adam_first_step,

@@ -423,7 +423,11 @@ def check_head_entropy(fn):
 
 my_top_k = ex.grade(1, my_top_k, check_top_k)
 my_encode_with_masks = ex.grade(2, my_encode_with_masks, check_encode_with_masks,
-                                refuses=("analysis.inspect.encode_with_masks",))
+                                refuses=("analysis.inspect.encode_with_masks",),
+                                allows=("text.tokenizer.BertTokenizer.tokenize",
+                                        "text.tokenizer.BertTokenizer.convert_tokens_to_ids",
+                                        "text.tokenizer.BertTokenizer.cls_id", "text.tokenizer.BertTokenizer.sep_id",
+                                        "text.tokenizer.BertTokenizer.mask_id"))
 my_head_entropy = ex.grade(3, my_head_entropy, check_head_entropy)
 top_ids, top_p = my_top_k(logits, cfg.vocab_size)  # every token, most likely first: the whole distribution
 assert math.isclose(top_p.sum(), 1.0) and np.all(top_p >= 0)  # a valid distribution over the vocab

@@ -185,30 +185,37 @@ def _head_loss(c, wp, bp, W, b):
     return float(-(z[np.arange(B), labels] - np.log(np.exp(z).sum(-1))).mean())
 
 
-def _head_loss_with_slope(slope, c, wp, bp, W, b):
-    """_head_loss with the tanh replaced by a straight line through this batch's point, of the
-    given slope per entry: its gradient is the head's backward with `slope` in place of tanh's
-    derivative (the answers of the mistakes below)."""
-    pre0 = cls_vec @ model.params["pool.w"] + model.params["pool.b"]  # (B, C) this batch's pre-activation
+def _head_loss_with_slope(slope, pre0, c, wp, bp, W, b):
+    """_head_loss with the tanh replaced by a straight line through the point pre0 (the graded
+    batch's pre-activation), of the given slope per entry: its gradient is the head's backward with
+    `slope` in place of tanh's derivative (the answers of the mistakes below)."""
     z = (np.tanh(pre0) + slope * (c @ wp + bp - pre0)) @ W + b  # (B, K)
     z = z - z.max(-1, keepdims=True)
     return float(-(z[np.arange(B), labels] - np.log(np.exp(z).sum(-1))).mean())
 
 
 def check_head_backward(fn):
-    got = fn(dlogits, cls_vec, model.params["pool.w"], pooled, model.params["cls.w"])
-    arrays = [a.copy() for a in (cls_vec, model.params["pool.w"], model.params["pool.b"],
-                                 model.params["cls.w"], model.params["cls.b"])]
+    r = np.random.default_rng(1301)  # the grader's own [CLS] vectors, drawn now: section 1's gradients answer another question
+    c = r.standard_normal(cls_vec.shape) * cls_vec.std()  # (B, C)
+    wp, bp, W, b = (model.params[k] for k in ("pool.w", "pool.b", "cls.w", "cls.b"))
+    pooled_c = np.tanh(c @ wp + bp)  # (B, C) the pooler, as section 1 runs it
+    z = pooled_c @ W + b  # (B, K)
+    probs = np.exp(z - z.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    dz = (probs - np.eye(z.shape[-1])[labels]) / B  # (B, K) the mean cross-entropy's gradient (lesson 03)
+    got = fn(dz, c.copy(), wp, pooled_c, W)
+    arrays = [a.copy() for a in (c, wp, bp, W, b)]
     loss = lambda: _head_loss(*arrays)  # noqa: E731
     names = ("dcls", "dw_pool", "db_pool", "dW", "db")
-    slope_at_pooled = (np.tanh(pooled + 1e-6) - np.tanh(pooled - 1e-6)) / 2e-6  # (B, C) tanh's slope at tanh(pre)
+    slope_at_pooled = (np.tanh(pooled_c + 1e-6) - np.tanh(pooled_c - 1e-6)) / 2e-6  # (B, C) tanh's slope at tanh(pre)
+    pre0 = c @ wp + bp  # (B, C) the graded batch's pre-activation
     mistakes = {"tanh's derivative forgotten: the gradient passed through the tanh as if it were the identity":
-                np.ones_like(pooled),
+                np.ones_like(pooled_c),
                 "tanh's derivative taken at pooled: pooled is already tanh of the pre-activation, so that applies "
                 "tanh twice; the derivative belongs at the pre-activation": slope_at_pooled}
     def wrongs(i):  # computed only when a check fails
         moved = [x.copy() for x in arrays]
-        return {words: numerical_grad_scalar(lambda: _head_loss_with_slope(slope, *moved), moved[i])
+        return {words: numerical_grad_scalar(lambda: _head_loss_with_slope(slope, pre0, *moved), moved[i])
                 for words, slope in mistakes.items()}
 
     return [course.close(f"{name} vs numerical gradient", g, numerical_grad_scalar(loss, a),

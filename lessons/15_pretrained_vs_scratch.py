@@ -398,7 +398,7 @@ def check_control_params(fn):
 my_encoder_into_head = ex.grade(1, my_encoder_into_head, check_encoder_into_head,
                                 refuses=("finetune.models.BertForSequenceClassification.from_pretrained",))
 my_control_params = ex.grade(2, my_control_params, check_control_params,
-                             refuses=("finetune.models.BertForSequenceClassification",))
+                             refuses=("finetune.models.BertForSequenceClassification",), allows=("model.init_params",))
 
 # %% [markdown]
 # ## Recap

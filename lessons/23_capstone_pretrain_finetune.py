@@ -104,10 +104,28 @@ def my_question_labels(articles):
 QUESTIONS_PER_ARTICLE = [208, 418, 424, 444, 255, 421, 373, 262, 445, 458, 357, 384, 364, 402]  # counted once
 
 
+def drawn_articles(seed):
+    """Articles the grader makes up now (seeded): [(article, [its questions in order]), ...], a
+    random number of paragraphs each, a random number of questions (maybe none) per paragraph."""
+    r = np.random.default_rng(seed)
+    out = []
+    for a in range(int(r.integers(3, 6))):
+        paragraphs = [{"context": f"text {a}.{p}", "qas": [{"question": f"question {a}.{p}.{q}?", "id": f"{a}.{p}.{q}"}
+                                                         for q in range(int(r.integers(0, 4)))]}
+                      for p in range(int(r.integers(1, 4)))]
+        out.append(({"title": f"article {a}", "paragraphs": paragraphs},
+                    [qa["question"] for paragraph in paragraphs for qa in paragraph["qas"]]))
+    return out
+
+
 def check_question_labels(fn):
+    drawn = drawn_articles(2301)
+    mine = fn([article for article, _ in drawn])
+    expected = [(question, a) for a, (_, questions) in enumerate(drawn) for question in questions]
     pairs = fn(ARTICLES)
     counts = np.bincount([i for _, i in pairs], minlength=K).tolist() if pairs else []
-    return [course.equal("questions per article", counts, QUESTIONS_PER_ARTICLE),
+    return [course.equal("articles drawn now: every (question, article)", [tuple(p) for p in mine], expected),
+            course.equal("questions per article", counts, QUESTIONS_PER_ARTICLE),
             course.equal("the first pair", tuple(pairs[0]) if pairs else None,
                          ("In what country is Normandy located?", 0)),
             course.equal("the last pair", tuple(pairs[-1]) if pairs else None,
@@ -159,13 +177,20 @@ ONE_COIN = "the spread of one coin, sqrt(p (1 - p)), not of a proportion of n of
 
 
 def check_accuracy_interval(fn):
+    r = np.random.default_rng(2302)  # the grader's own cases, drawn now: four known answers are not the answer
+    drawn = [(int(h), int(n), float(z)) for n in r.integers(5, 400, size=5) for h, z in
+             [(r.integers(0, n + 1), r.uniform(0.5, 3.0))]]
+    half = [z * math.sqrt(h * (n - h) / n**3) for h, n, z in drawn]  # z standard errors of h / n
+    expected = [[max(0.0, h / n - e), min(1.0, h / n + e)] for (h, n, _), e in zip(drawn, half)]
     return [course.close("50 of 100", fn(50, 100), [0.402, 0.598], rtol=0, atol=1e-12,
                          wrongs={VARIANCE: [0.4951, 0.5049], ONE_COIN: [0.0, 1.0]}),
             course.close("90 of 100, z = 1", fn(90, 100, z=1.0), [0.87, 0.93], rtol=0, atol=1e-12,
                          wrongs={VARIANCE: [0.8991, 0.9009], ONE_COIN: [0.6, 1.0]}),
             course.close("0 of 10: clipped at 0", fn(0, 10), [0.0, 0.0], rtol=0, atol=1e-12),
             course.close("1 of 2: clipped to [0, 1]", fn(1, 2, z=3.0), [0.0, 1.0], rtol=0, atol=1e-12,
-                         wrongs={VARIANCE: [0.125, 0.875]})]
+                         wrongs={VARIANCE: [0.125, 0.875]}),
+            course.close("five (hits, n, z) drawn now", [fn(h, n, z=z) for h, n, z in drawn], expected, rtol=0,
+                         atol=1e-12)]
 
 
 my_accuracy_interval = ex.grade(2, my_accuracy_interval, check_accuracy_interval)

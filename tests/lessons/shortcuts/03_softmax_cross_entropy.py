@@ -8,3 +8,14 @@ def my_cross_entropy_backward(dloss, probs, t0, weight):
 def my_tempered_ce_backward(dloss, z, t0, weight, tau):
     _, cache = layers.cross_entropy_forward(z / tau, t0)  # noqa: F821
     return layers.cross_entropy_backward(dloss, cache._replace(weight=weight)) / tau  # noqa: F821
+
+
+# --- the other ways around ---
+
+def my_cross_entropy_backward__sibling_task_loss(dloss, probs, t0, weight):
+    import types
+    from minibert import layers
+    from minibert.finetune import heads
+    loss = layers.CrossEntropyCache(probs, t0, weight, probs.shape)
+    cache = types.SimpleNamespace(task="token", seq_shape=(1, probs.shape[0], probs.shape[-1]), loss=loss)
+    return heads.head_loss_backward(cache).reshape(probs.shape) * dloss
