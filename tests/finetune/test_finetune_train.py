@@ -84,8 +84,7 @@ def test_resume_continues_bit_exactly(sst, pretrained, tmp_path, written_before_
         np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
     # the command's --resume of a run directory of minibert before one settings vocabulary ("dropout")
     paused = build_run(cfg(tmp_path / "c"), verbose=False)
-    paused.start()
-    assert paused.train(max_steps=5) == "paused"
+    assert engine.run(paused, paused.start(), max_steps=5) == "paused"
     assert written_before_the_vocabulary(tmp_path / "c")["dropout"] == 0.1  # exact: the value given, copied
     assert main(["finetune", "--resume", str(tmp_path / "c"), "--quiet"]) == 0
     saved = [BertForSequenceClassification.from_pretrained(tmp_path / d).params for d in ("a", "c")]
@@ -98,7 +97,8 @@ def test_a_paused_run_of_trainer_state_layout_1_resumes_bit_exactly(sst, pretrai
     the log window as (loss, hits, counted, tokens, lr)) resumes to the same bits and metrics."""
     def cfg(out):
         return FinetuneConfig(task="custom", format="glue-single", data=str(sst), init=str(pretrained), out=str(out),
-                              epochs=2, lr=1e-3, batch_size=8, dropout=0.1)
+                              epochs=2, lr=1e-3, batch_size=8, hidden_dropout_prob=0.1,
+                              attention_probs_dropout_prob=0.1)
 
     straight = build_run(cfg(tmp_path / "a"), verbose=False)
     assert engine.run(straight, straight.start()) == "done"
