@@ -35,6 +35,15 @@ DIGEST_KEY = "minibert_sha256"  # __metadata__ key: sha256 of the tensors (tenso
 NO_VERIFY_HINT = "to load it anyway, pass --no-verify (verify=False in Python)"
 
 
+def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
+    """sha256 of a file's bytes, read a MiB at a time (a checkpoint's tensor files, a corpus)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
 def tensor_digest(tensors: dict[str, np.ndarray]) -> str:
     """sha256 over every tensor's name, dtype, shape and little-endian bytes, in name order:
     the same for a dict and for the file it was saved to, whatever the file's layout."""

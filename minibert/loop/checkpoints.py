@@ -13,14 +13,13 @@ same bits as one that never stopped.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
 
 import numpy as np
 
 from minibert.io.jsonfile import read_json
-from minibert.io.tensorfile import load_tensors, save_tensors_atomic
+from minibert.io.tensorfile import load_tensors, save_tensors_atomic, sha256_file
 from minibert.loop import rundir
 from minibert.loop.state import LoopState
 
@@ -47,14 +46,6 @@ def check_state(state, path: Path) -> dict:
     if named is not None and named != state["step"]:
         raise ValueError(f"{path}: step is {state['step']}, but the checkpoint directory is {path.parent.name}")
     return state
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def tensor_files(ckpt: Path) -> list[str]:

@@ -16,19 +16,12 @@ from minibert.data.pretraining_data import DEFAULT_FLAGS, FEATURE_NAMES
 from minibert.data.shards import build_pretraining_data, load_shards, read_meta
 from minibert.io.atomic import atomic_write
 from minibert.io.jsonfile import read_json_object
+from minibert.io.tensorfile import sha256_file
 from minibert.io.textio import iter_lines, read_text
 from minibert.loop import rundir
 from minibert.text.tokenizer import save_vocab
 from minibert.text.wordpiece_trainer import DEFAULT_MERGE_RULE
 from minibert.train.config import DEFAULT_DATA_CACHE, TrainConfig
-
-
-def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _slice_corpus(files: tuple, max_lines: int, out: Path) -> list[str]:
