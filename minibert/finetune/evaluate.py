@@ -28,13 +28,14 @@ from minibert.io.cli import command_parser
 from minibert.finetune.registry import TASK_ARCHITECTURES
 from minibert.loop import rundir
 from minibert.checkpoint import config_architectures, read_config_json
-from minibert.finetune import squad, squad_eval
+from minibert.finetune import metrics, squad, squad_eval
 from minibert.finetune.features import IGNORE_INDEX, word_predictions
 from minibert.finetune.run import ClassifierSource, predict_logits
 from minibert.finetune.squad_run import SquadSource, saved_setting
-from minibert.finetune.task_data import TASKS, TaskData, generic_task, read_examples, task_features
+from minibert.finetune.task_data import TASKS, TaskData, generic_task, read_examples, score, task_features
 from minibert.io.textio import iter_lines, refuse_special_file
-from minibert.taskdata.readers import LINE_BYTES, TaggedExample, glue_columns, read_conll, swag_rows, text_line
+from minibert.taskdata.readers import (LINE_BYTES, TaggedExample, glue_columns, read_conll, swag_rows, table_kind,
+                                       table_rows, text_line)
 from minibert.text.tokenizer import BertTokenizer
 
 
@@ -144,11 +145,53 @@ def _squad_source(ft: Finetuned, path: Path, labelled: bool):
 
 def evaluate_file(ft: Finetuned, path: str | Path, fmt: str | None = None) -> dict[str, float]:
     """The task's metrics (the official SQuAD keys for QA) of the model on a labelled file."""
+    return evaluate_file_report(ft, path, fmt)[0]
+
+
+def evaluate_file_report(ft: Finetuned, path: str | Path,
+                         fmt: str | None = None) -> tuple[dict[str, float], metrics.ClassReport | None]:
+    """(the task's metrics, and for a classifier its per-class report: precision, recall, F1 and
+    support of each label, macro-F1 and the confusion matrix; None for other tasks)."""
     path = Path(path)
     task = file_task(ft, fmt)
     if task is None:
-        return _squad_source(ft, path, labelled=True).evaluate(ft.model)
-    return ClassifierSource(_task_data(ft, task, path, labelled=True)).evaluate(ft.model)
+        return _squad_source(ft, path, labelled=True).evaluate(ft.model), None
+    data = _task_data(ft, task, path, labelled=True)
+    if task.kind != "classification":
+        return ClassifierSource(data).evaluate(ft.model), None
+    pred = np.concatenate([x.argmax(-1) for x in predict_logits(ft.model, data.dev)])  # (N,) label ids
+    return score(data, pred), metrics.class_report(pred, data.dev["labels"], data.labels)
+
+
+def confusion_figure(report: metrics.ClassReport, title: str):
+    """The confusion matrix as a picture: rows the gold labels, columns the predicted ones, each
+    cell its count, shaded by the share of its row (what share of label k went where)."""
+    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 3 more
+    import matplotlib.pyplot as plt
+
+    counts = np.asarray(report.confusion, dtype=np.float64)  # (K, K)
+    share = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)  # (K, K) each row sums to 1 (or 0)
+    k = len(report.labels)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.6 * k, 1.0 + 0.6 * k))
+    ax.imshow(share, cmap="Blues", vmin=0, vmax=1)
+    for i in range(k):
+        for j in range(k):
+            ax.text(j, i, str(int(counts[i, j])), ha="center", va="center",
+                    color="white" if share[i, j] > 0.5 else "black", fontsize=9)
+    labels = [str(label) for label in report.labels]
+    ax.set_xticks(range(k), labels, rotation=45 if max(map(len, labels)) > 4 else 0, ha="right")
+    ax.set_yticks(range(k), labels)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("gold")
+    ax.set_title(f"{title}\nmacro-F1 {report.macro_f1:.3f}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def confusion_path(out: str | Path) -> Path:
+    """metrics.json -> metrics.confusion.png, beside it."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}.confusion.png")
 
 
 CHUNK = 2048  # examples whose features and logits are held at once by predict --file
@@ -207,16 +250,27 @@ def _with_labels(path: Path, task, values: list[str]):
                     writer.writerow(row)
                 rows.close()  # restores csv's field limit now, not when the generator is collected
                 return
-            lines = (line.rstrip("\r\n") for line in iter_lines(path, LINE_BYTES))
-            header = next(lines).split("\t")
+            kind = table_kind(path)
+            if kind == "jsonl":  # each object again, its label key set (the others kept as they were)
+                rows = table_rows(path)
+                _, header, _ = next(rows)
+                _, _, label = glue_columns(header, task.format == "glue-single", f"{path}:1")
+                key = "label" if label is None else header[label]
+                records = (json.loads(line) for line in iter_lines(path, LINE_BYTES) if line.strip())
+                for record, value in zip(records, values):
+                    f.write(json.dumps({**record, key: value}, ensure_ascii=False) + "\n")
+                return
+            rows = table_rows(path)  # the rows read_glue read: blank ones skipped by both
+            _, header, _ = next(rows)
             _, _, label = glue_columns(header, task.format == "glue-single", f"{path}:1")
             if label is None:
                 header, label = header + ["label"], len(header)
-            f.write("\t".join(header) + "\n")
-            for fields, value in zip((line.split("\t") for line in lines if line.strip()), values):
-                fields = fields + [""] * (len(header) - len(fields))
+            writer = csv.writer(f, lineterminator="\n") if kind == "csv" else None
+            (writer.writerow if writer else lambda r: f.write("\t".join(r) + "\n"))(header)
+            for (_, _, fields), value in zip(rows, values):
+                fields = list(fields) + [""] * (len(header) - len(fields))
                 fields[label] = value
-                f.write("\t".join(fields) + "\n")
+                (writer.writerow if writer else lambda r: f.write("\t".join(r) + "\n"))(fields)
     return write
 
 
@@ -277,10 +331,12 @@ def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
 def evaluate_cli(argv: list[str]) -> int:
     p = command_parser("evaluate", "Score a fine-tuned model on any labelled file in its task's format.")
     p.add_argument("model_dir", help="a fine-tuning run's directory (runs/sst2 ...)")
-    p.add_argument("--data", required=True, help="the labelled file: a GLUE TSV, a CoNLL file, a SWAG CSV or a SQuAD JSON")
+    p.add_argument("--data", required=True, help="the labelled file: a table (TSV, CSV or JSON Lines), a CoNLL file, a SWAG CSV or a "
+                                                "SQuAD JSON")
     p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
                    help="the file's format, for a model without a fine-tuning run.json")
-    p.add_argument("--out", help="also write the metrics to this JSON file")
+    p.add_argument("--out", help="also write the metrics to this JSON file (a classifier's per-class scores and "
+                                 "confusion matrix too, and the matrix drawn beside it as NAME.confusion.png)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
@@ -289,10 +345,25 @@ def evaluate_cli(argv: list[str]) -> int:
 
     if args.out:  # before the model is loaded and the file scored
         check_output(args.out, inputs=[args.data, args.model_dir])
+        check_output(confusion_path(args.out), inputs=[args.data, args.model_dir])
     ft = load_finetuned(args.model_dir, args.verify)
-    scores = evaluate_file(ft, args.data, args.format)
+    scores, report = evaluate_file_report(ft, args.data, args.format)
     print(f"{args.data}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                        for k, v in scores.items()))
+    if report is not None:
+        print(report.table())
     if args.out:
-        write_output(args.out, json.dumps({"file": str(args.data), **scores}, indent=1) + "\n")
+        per_class = {} if report is None else {"per_class": {
+            str(label): {"precision": report.precision[k], "recall": report.recall[k], "f1": report.f1[k],
+                         "support": report.support[k]} for k, label in enumerate(report.labels)},
+            "confusion": {"labels": [str(label) for label in report.labels], "counts": report.confusion}}
+        write_output(args.out, json.dumps({"file": str(args.data), **scores, **per_class}, indent=1) + "\n")
+        if report is not None:
+            # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 3 more
+            import matplotlib.pyplot as plt
+
+            fig = confusion_figure(report, Path(args.data).name)
+            write_output(confusion_path(args.out), lambda file: fig.savefig(file, format="png", dpi=120))
+            plt.close(fig)
+            print(f"wrote {args.out} and {confusion_path(args.out)}")
     return 0

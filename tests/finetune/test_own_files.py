@@ -2,7 +2,9 @@
 Lines dev file, with no --format (found from the files), or named one by one with --train/--dev."""
 from __future__ import annotations
 
+import csv
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,3 +66,37 @@ def test_a_built_in_task_refuses_a_format(files, tmp_path, capsys):
     assert main(["finetune", "sst2", "--format", "glue-pair", "--init", str(files / "pre"),
                  "--out", str(tmp_path / "r")]) == 1
     assert "--format is for your own files" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def tuned(files, tmp_path_factory):
+    out = tmp_path_factory.mktemp("tuned") / "run"
+    assert main(["finetune", "custom", "--data", str(files), "--init", str(files / "pre"), "--out", str(out),
+                 "--epochs", "1", "--batch-size", "8", "--max-seq-length", "16", "--quiet"]) == 0
+    return out
+
+
+def test_evaluate_prints_per_class_scores_and_draws_the_confusion_matrix(files, tuned, tmp_path, capsys):
+    out = tmp_path / "metrics.json"
+    assert main(["evaluate", str(tuned), "--data", str(files / "validation.jsonl"), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "macro-F1" in said and "confusion matrix (rows: gold, columns: predicted)" in said
+    saved = json.loads(out.read_text())
+    assert set(saved["per_class"]) == {"neg", "pos"} and saved["confusion"]["labels"] == ["neg", "pos"]
+    counts = np.array(saved["confusion"]["counts"])
+    assert counts.shape == (2, 2) and counts.sum() == 8
+    assert [saved["per_class"][k]["support"] for k in ("neg", "pos")] == counts.sum(axis=1).tolist()
+    png = tmp_path / "metrics.confusion.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("name", ["validation.jsonl", "train.csv"])
+def test_predict_writes_your_file_back_in_its_own_format(files, tuned, tmp_path, name):
+    out = tmp_path / f"predicted{Path(name).suffix}"
+    assert main(["predict", str(tuned), "--file", str(files / name), "--out", str(out)]) == 0
+    if name.endswith(".jsonl"):
+        rows = [json.loads(line) for line in out.read_text().splitlines()]
+        assert len(rows) == 8 and all(r["label"] in ("neg", "pos") and r["text"].startswith("the film") for r in rows)
+    else:
+        rows = list(csv.reader(out.read_text().splitlines()))
+        assert rows[0] == ["text", "label"] and len(rows) == 33 and {r[1] for r in rows[1:]} <= {"neg", "pos"}
