@@ -259,7 +259,9 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
 def predict_cli(argv: list[str]) -> int:
     p = command_parser("predict", "Run a fine-tuned model on your own text.")
     p.add_argument("model_dir")
-    p.add_argument("texts", nargs="*", help="a sentence, or a pair; multiple choice: the context, then the choices")
+    p.add_argument("texts", nargs="*", help="a one-text classifier: one or more texts, each predicted on its own; a "
+                                            "pair classifier: the two texts; multiple choice: the context, then the "
+                                            "choices; a tagger: the words")
     p.add_argument("--question")
     p.add_argument("--context")
     p.add_argument("--threshold", type=float, help="SQuAD 2.0: answer when the null score minus the best span's is "
@@ -293,18 +295,28 @@ def predict_cli(argv: list[str]) -> int:
     if not args.texts or not all(t.strip() for t in args.texts):
         raise ValueError("predict needs the text to classify (every text given must hold a word)")
     if model.head_shape == "sequence":
-        if len(args.texts) > 2:
+        saved_task = saved.get("task") if isinstance(saved.get("task"), dict) else {}
+        fmt = saved_task.get("format") if isinstance(saved_task.get("format"), str) else None
+        if fmt == "glue-single":  # one text a prediction: each text given is predicted on its own
+            rows = [(text, None) for text in args.texts]
+        elif fmt == "glue-pair" and len(args.texts) != 2:
+            raise ValueError(f"{args.model_dir} classifies a pair of texts: give exactly two ({len(args.texts)} given)")
+        elif len(args.texts) > 2:
             raise ValueError("sequence classification takes one text or a pair")
-        ids, seg = tokenizer.encode(args.texts[0], args.texts[1] if len(args.texts) > 1 else None, max_length=T)
-        logits = model.forward(np.array([ids]), np.array([seg]))[0]  # (K,)
-        if logits.shape[0] == 1:
-            print(f"score {float(logits[0]):.4f}")
-            return 0
-        probs = np.exp(logits - logits.max())
-        probs /= probs.sum()
-        best = int(probs.argmax())
-        print(f"{model.config.id2label[best]}  (" + ", ".join(
-            f"{model.config.id2label[i]} {pr:.3f}" for i, pr in enumerate(probs)) + ")")
+        else:
+            rows = [(args.texts[0], args.texts[1] if len(args.texts) > 1 else None)]
+        for a, b in rows:
+            ids, seg = tokenizer.encode(a, b, max_length=T)
+            logits = model.forward(np.array([ids]), np.array([seg]))[0]  # (K,)
+            shown = f"\t{a}" if len(rows) > 1 else ""
+            if logits.shape[0] == 1:
+                print(f"score {float(logits[0]):.4f}{shown}")
+                continue
+            probs = np.exp(logits - logits.max())
+            probs /= probs.sum()
+            best = int(probs.argmax())
+            print(f"{model.config.id2label[best]}  (" + ", ".join(
+                f"{model.config.id2label[i]} {pr:.3f}" for i, pr in enumerate(probs)) + ")" + shown)
     elif model.head_shape == "token":
         words = " ".join(args.texts).split()
         labels = [model.config.id2label[i] for i in range(model.config.num_labels)]

@@ -100,3 +100,13 @@ def test_predict_writes_your_file_back_in_its_own_format(files, tuned, tmp_path,
     else:
         rows = list(csv.reader(out.read_text().splitlines()))
         assert rows[0] == ["text", "label"] and len(rows) == 33 and {r[1] for r in rows[1:]} <= {"neg", "pos"}
+
+
+def test_a_one_text_model_given_two_texts_predicts_each(tuned, capsys):
+    assert main(["predict", str(tuned), "the film was good", "the film was awful"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].endswith("\tthe film was good") and lines[1].endswith("\tthe film was awful")
+    assert all(line.split()[0] in ("neg", "pos") and "neg 0." in line and "pos 0." in line for line in lines)
+    assert main(["predict", str(tuned), "the film was fun"]) == 0
+    one = capsys.readouterr().out.splitlines()
+    assert len(one) == 1 and "\t" not in one[0]
