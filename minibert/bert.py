@@ -158,17 +158,24 @@ class BertForPreTraining:
         return token_vectors, sentence_vectors
 
 
-def load_pretrained(directory, dtype=np.float32, verify: bool = True) -> BertForPreTraining:
+def load_pretrained(directory, dtype=np.float32, verify: bool = True,
+                    encoder_of_task: bool = False) -> BertForPreTraining:
     """A transformers-format directory -> BertForPreTraining (possibly head-less: BertForMaskedLM
     files have no NSP head, BertModel files no heads at all; a warning says so). With `verify`
-    (the default) the weights must be finite and match their recorded digest."""
+    (the default) the weights must be finite and match their recorded digest. A fine-tuned task
+    model is refused unless `encoder_of_task`: then its encoder (and pooler) is loaded, its task
+    head left out (what `attention` looks at)."""
     loaded = checkpoint.read_pretrained(directory, dtype, verify)
+    params = loaded.params
     if loaded.architecture in checkpoint.TASK_HEADS:
-        raise ValueError(f"{directory} holds a fine-tuned {loaded.architecture}; load it with "
-                         f"minibert.{loaded.architecture}.from_pretrained")
-    model = BertForPreTraining(loaded.config, dtype=dtype, params=loaded.params)
+        if not encoder_of_task:
+            raise ValueError(f"{directory} holds a fine-tuned {loaded.architecture}; load it with "
+                             f"minibert.{loaded.architecture}.from_pretrained")
+        shapes = param_shapes(loaded.config)
+        params = {name: value for name, value in params.items() if name in shapes}
+    model = BertForPreTraining(loaded.config, dtype=dtype, params=params)
     missing = [g for g in HEAD_GROUPS if g not in model.heads]
-    if missing:
+    if missing and params is loaded.params:  # a task model's encoder was asked for: no surprise to warn of
         what = {"pool": "pooler (pooled_output)", "mlm": "MLM head (mlm_logits)", "nsp": "NSP head (nsp_logits)"}
         warnings.warn(f"{directory} ({loaded.architecture or 'no architecture given'}) has no "
                       f"{', '.join(what[g] for g in missing)}: forward returns None for them and "

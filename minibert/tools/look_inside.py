@@ -1,7 +1,7 @@
 """The commands that look inside a trained run: `fill-mask`, `attention` and `nsp-baseline`.
 
     python -m minibert fill-mask runs/tiny "a [MASK] is an immutable sequence of characters"
-    python -m minibert attention runs/tiny "the list is sorted in place" --out runs/tiny/attention
+    python -m minibert attention runs/tiny "the list is sorted in place"    # -> attention/tiny/
     python -m minibert nsp-baseline runs/tiny
 
 The work is done by minibert/analysis/inspect.py (fill_mask, attention_maps, plot_attention) and
@@ -30,10 +30,11 @@ from minibert.train.data import run_data_dirs
 from minibert.train.runs import resume_config
 
 
-def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
+def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True, encoder_of_task: bool = False):
     """A saved run (config.json, model.safetensors, vocab.txt) -> (model, tokenizer), checked
     (with `verify`: finite weights that match the digest recorded when they were saved). An
-    ALBERT run (config.json model_type "albert") gives an AlbertForPreTraining."""
+    ALBERT run (config.json model_type "albert") gives an AlbertForPreTraining. A fine-tuned BERT
+    task model is refused, or with `encoder_of_task` read as its encoder (its task head left out)."""
     run_dir = Path(run_dir)
     for f in ("config.json", "model.safetensors", "vocab.txt"):
         refuse_special_file(run_dir / f)  # a FIFO or a device is named as such, not "not found"
@@ -45,7 +46,7 @@ def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True):
     except (ValueError, AttributeError):
         albert = False  # load_pretrained names what is wrong with the file
     model = (AlbertForPreTraining.from_pretrained(run_dir, verify=verify) if albert
-             else load_pretrained(run_dir, verify=verify))
+             else load_pretrained(run_dir, verify=verify, encoder_of_task=encoder_of_task))
     tokenizer = BertTokenizer(run_dir / "vocab.txt")
     if len(tokenizer) != model.config.vocab_size:
         raise ValueError(f"vocab/checkpoint mismatch in {run_dir}: vocab.txt has {len(tokenizer)} tokens, "
@@ -64,7 +65,11 @@ def fill_mask_cli(argv: list[str]) -> int:
     text = " ".join(args.text)
     try:
         check_argument(text)
-        model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
+        model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify, encoder_of_task=True)
+        if "mlm" not in getattr(model, "heads", ("mlm",)):
+            raise ValueError(f"{args.run_dir} has no MLM head (its checkpoint holds the encoder only, as a "
+                             f"sentence-transformers model or a BertModel does), so it cannot fill in [MASK]: "
+                             f"use a model saved with its MLM head, e.g. runs/tiny or a BertForMaskedLM")
         results = fill_mask(model, tokenizer, text, args.k)
     except (ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -82,7 +87,8 @@ def attention_cli(argv: list[str]) -> int:
     p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
     p.add_argument("text", nargs="+", help="the sentence")
     p.add_argument("--pair", default=None, help="optional second segment")
-    p.add_argument("--out", default=None, help="output directory (default RUN_DIR/attention)")
+    p.add_argument("--out", default=None, help="output directory (default attention/RUN_NAME under the current "
+                                               "directory)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
@@ -92,10 +98,11 @@ def attention_cli(argv: list[str]) -> int:
         if not text.strip():  # maps of [CLS] [SEP] alone show nothing
             raise ValueError("attention needs the text (a sentence)")
         pair = None if args.pair is None else check_argument(args.pair, "--pair")
-        out = Path(args.out) if args.out else Path(args.run_dir) / "attention"
+        # by default a folder under the current directory, named after the model: never beside the model
+        out = Path(args.out) if args.out else Path("attention") / (Path(args.run_dir).resolve().name or "model")
         if out.exists() and not out.is_dir():
             raise ValueError(f"output directory {out} is a file; choose another --out")
-        model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify)
+        model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify, encoder_of_task=True)
         result = attention_maps(model, tokenizer, text, pair)
         run = Path(args.run_dir)  # the maps go into the run's own attention/ (the default) only under its lock
         with RunLock(run) if outputs.is_run_dir(run) and outputs.inside(out, run) else contextlib.nullcontext():
