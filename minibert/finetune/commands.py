@@ -26,7 +26,7 @@ from minibert.io.hub import resolve_model_dir
 from minibert.io import outputs
 from minibert.loop import engine, rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged
-from minibert.finetune.evaluate import load_finetuned, predict_file
+from minibert.finetune.evaluate import load_finetuned, predict_file, predict_lines
 from minibert.finetune.features import token_features, word_predictions
 from minibert.finetune.squad_run import build_squad_run, predict_answer, saved_setting
 from minibert.finetune.task_data import custom_task, get_task, load_task
@@ -267,20 +267,30 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("--threshold", type=float, help="SQuAD 2.0: answer when the null score minus the best span's is "
                    "at most this (default: the run's best_f1 threshold, found on dev); 0 answers whenever a span "
                    "scores above [CLS]")
-    p.add_argument("--file", help="predict every example of this file (the task's format; labels not needed)")
-    p.add_argument("--out", help="with --file: where the predictions go (the same format; a directory for SQuAD)")
+    p.add_argument("--file", help="predict every example of this file: a plain text file (one text a line, a tab "
+                                  "between a pair's two texts) or the task's format (labels not needed)")
+    p.add_argument("--out", help="with --file: where the predictions go (the file again with its labels; a plain "
+                                 "text file gets label, probability and text a line; a directory for SQuAD). "
+                                 "Without --out a classifier's predictions go to stdout, a line each")
+    p.add_argument("--all-classes", action="store_true",
+                   help="with --file and no --out: every label's probability, not only the predicted one's")
     p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
                    help="with --file: the file's format, for a model without a fine-tuning run.json")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
 
-    if (args.file is None) != (args.out is None):
-        raise ValueError("--file and --out go together: the file to predict and where the predictions go")
+    if args.out is not None and args.file is None:
+        raise ValueError("--out goes with --file: the file to predict, and where its predictions go")
+    if args.all_classes and args.file is None:
+        raise ValueError("--all-classes goes with --file (text on the command line always shows every class)")
     if args.file and (args.texts or args.question or args.context):
         raise ValueError("predict takes --file or text on the command line, not both")
     ft = load_finetuned(args.model_dir, args.verify)
     model, tokenizer, saved = ft.model, ft.tokenizer, ft.saved
+    if args.file and args.out is None:  # a line each on stdout: label, probability, text
+        predict_lines(ft, args.file, sys.stdout.write, args.all_classes, args.format)
+        return 0
     if args.file:
         n = predict_file(ft, args.file, args.out, args.format)
         print(f"wrote {n:,} predictions to {args.out}")

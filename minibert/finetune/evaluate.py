@@ -20,7 +20,7 @@ import csv
 import json
 import shutil
 from pathlib import Path
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -34,8 +34,9 @@ from minibert.finetune.run import ClassifierSource, predict_logits
 from minibert.finetune.squad_run import SquadSource, saved_setting
 from minibert.finetune.task_data import TASKS, TaskData, generic_task, read_examples, score, task_features
 from minibert.io.textio import iter_lines, refuse_special_file
-from minibert.taskdata.readers import (LINE_BYTES, TaggedExample, glue_columns, read_conll, swag_rows, table_kind,
-                                       table_rows, text_line)
+from minibert.taskdata.readers import (LABEL_COLUMNS, LINE_BYTES, PAIR_COLUMNS, SINGLE_COLUMNS, TaggedExample,
+                                       TextExample, glue_columns, read_conll, swag_rows, table_kind, table_rows,
+                                       text_line)
 from minibert.text.tokenizer import BertTokenizer
 
 
@@ -114,6 +115,8 @@ def _read(task, path: Path, labelled: bool) -> list:
         examples = sentences
     elif task.format == "conll":
         examples = read_conll(path)
+    elif not labelled and is_plain_text(task, path):
+        examples = plain_examples(task, path)
     else:
         examples = read_examples(task, path, "dev")
     if not examples:
@@ -197,6 +200,64 @@ def confusion_path(out: str | Path) -> Path:
 CHUNK = 2048  # examples whose features and logits are held at once by predict --file
 
 
+def is_plain_text(task, path: Path) -> bool:
+    """A file of texts alone, one example a line with no header (a tab between the two texts of a
+    pair): a .txt (or suffix-less) file for a one- or two-text classifier whose first line names
+    none of the table columns readers know."""
+    if task.format not in ("glue-single", "glue-pair") or path.suffix.lower() not in (".txt", ""):
+        return False
+    first = next((line for line in iter_lines(path, LINE_BYTES) if line.strip()), "")
+    names = {name.strip() for name in text_line(first, f"{path}:1").split("\t")}
+    known = {*SINGLE_COLUMNS, *(c for pair in PAIR_COLUMNS for c in pair), *LABEL_COLUMNS}
+    return not names & known
+
+
+def plain_examples(task, path: Path) -> list[TextExample]:
+    """The examples of a plain text file: each non-blank line a text (a pair: two texts split by
+    one tab), no label."""
+    examples = []
+    for lineno, line in enumerate(iter_lines(path, LINE_BYTES), start=1):
+        where = f"{path}:{lineno}"
+        line = text_line(line, where)
+        if not line.strip():
+            continue
+        if task.format == "glue-pair":
+            texts = line.split("\t")
+            if len(texts) != 2:
+                raise ValueError(f"{where}: {len(texts)} tab-separated texts; this model classifies a pair: two "
+                                 f"texts a line, split by one tab")
+            examples.append(TextExample(texts[0], texts[1], None, where))
+        else:
+            examples.append(TextExample(line, None, None, where))
+    return examples
+
+
+def predict_lines(ft: Finetuned, path: str | Path, write: Callable[[str], None], all_classes: bool = False,
+                  fmt: str | None = None) -> int:
+    """Predict every example of a classifier's file (a plain text file or a table) and `write`
+    one line each: the label, its probability and the text, tab-separated (`all_classes`: every
+    label's probability, as label=p). -> the count."""
+    path = Path(path)
+    task = file_task(ft, fmt)
+    if task is None or task.kind != "classification":
+        raise ValueError(f"predict --file without --out is for classifiers; {ft.directory} is "
+                         f"{'a question answering' if task is None else 'a ' + task.kind} model: give --out")
+    examples, labels = _read(task, path, labelled=False), _labels(ft, task)
+    T, n = _max_seq_length(ft, 128), 0
+    for start in range(0, len(examples), CHUNK):
+        chunk = examples[start:start + CHUNK]
+        logits = np.concatenate(predict_logits(ft.model, task_features(task, chunk, ft.tokenizer, T, labels)))  # (n, K)
+        probs = np.exp(logits - logits.max(-1, keepdims=True))  # (n, K)
+        probs /= probs.sum(-1, keepdims=True)
+        for example, p in zip(chunk, probs):
+            best = int(p.argmax())
+            shown = " ".join(f"{label}={q:.4f}" for label, q in zip(labels, p)) if all_classes else f"{p[best]:.4f}"
+            text = example.text_a if example.text_b is None else f"{example.text_a}\t{example.text_b}"
+            write(f"{labels[best]}\t{shown}\t{text}\n")
+            n += 1
+    return n
+
+
 def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | None = None) -> int:
     """Predict every example of `path` and write them to `out` in the task's format -> the count."""
     # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
@@ -208,6 +269,12 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
     if task is None:
         return _predict_squad(ft, path, out)
 
+    if task.kind == "classification" and is_plain_text(task, path):  # the texts alone: label, probability, text
+        def write_lines(file: Path) -> None:
+            with open(file, "w", encoding="utf-8") as f:
+                predict_lines(ft, path, f.write, fmt=fmt)
+        write_output(out, write_lines)
+        return sum(1 for _ in plain_examples(task, path))
     examples, labels = _read(task, path, labelled=False), _labels(ft, task)
     T, values = _max_seq_length(ft, 128), []
     for start in range(0, len(examples), CHUNK):  # features of one chunk at a time: memory does not grow with the file

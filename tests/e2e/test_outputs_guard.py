@@ -144,10 +144,10 @@ def test_attention_writes_into_the_run_only_under_its_lock(run_copy, decoy, caps
     w = run_copy.parent
     with open(run_copy / ".lock", "a+") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        refused(w, decoy, ["attention", "{w}/run", "the cat sleeps"], "is in use by another minibert process",
-                capsys)
+        refused(w, decoy, ["attention", "{w}/run", "the cat sleeps", "--out", "{w}/run/attention"],
+                "is in use by another minibert process", capsys)
         fcntl.flock(f.fileno(), fcntl.LOCK_UN)
-    assert main(["attention", str(run_copy), "the cat sleeps"]) == 0
+    assert main(["attention", str(run_copy), "the cat sleeps", "--out", str(run_copy / "attention")]) == 0
     assert (run_copy / "attention/layer0.png").is_file()
 
 

@@ -149,8 +149,11 @@ def test_a_bad_file_is_one_error_naming_it(runs, case, tmp_path, capsys):
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("error:") and expected in err, err
 
 
-def test_predict_file_needs_out_and_the_format_must_fit_the_model(runs, tmp_path, capsys):
-    assert main(["predict", str(runs / "ft-single"), "--file", str(runs / DEV["single"])]) == 1
-    assert "--file and --out go together" in capsys.readouterr().err
+def test_predict_file_without_out_prints_and_the_format_must_fit_the_model(runs, tmp_path, capsys):
+    assert main(["predict", str(runs / "ft-single"), "--file", str(runs / DEV["single"])]) == 0
+    lines = capsys.readouterr().out.splitlines()  # a line each on stdout: label, probability, text
+    assert lines and all(len(line.split("\t")) == 3 for line in lines)
+    assert main(["predict", str(runs / "ft-single"), "--out", str(tmp_path / "p.tsv")]) == 1
+    assert "--out goes with --file" in capsys.readouterr().err
     assert main(["evaluate", str(runs / "ft-single"), "--data", str(runs / DEV["tags"]), "--format", "conll"]) == 1
     assert "conll is a token format" in capsys.readouterr().err

@@ -110,3 +110,24 @@ def test_a_one_text_model_given_two_texts_predicts_each(tuned, capsys):
     assert main(["predict", str(tuned), "the film was fun"]) == 0
     one = capsys.readouterr().out.splitlines()
     assert len(one) == 1 and "\t" not in one[0]
+
+
+def test_a_plain_text_file_is_predicted_to_stdout_with_probabilities(tuned, tmp_path, capsys):
+    texts = tmp_path / "sentences.txt"
+    texts.write_text("the film was good\n\nthe film was awful\n", encoding="utf-8")
+    assert main(["predict", str(tuned), "--file", str(texts)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[2] for line in lines] == ["the film was good", "the film was awful"]
+    assert all(line.split("\t")[0] in ("neg", "pos") and 0.5 <= float(line.split("\t")[1]) <= 1 for line in lines)
+    assert main(["predict", str(tuned), "--file", str(texts), "--all-classes"]) == 0
+    every = capsys.readouterr().out.splitlines()
+    probs = [dict(kv.split("=") for kv in line.split("\t")[1].split()) for line in every]
+    assert all(set(p) == {"neg", "pos"} and abs(sum(map(float, p.values())) - 1) < 1e-3 for p in probs)
+    out = tmp_path / "labels.tsv"
+    assert main(["predict", str(tuned), "--file", str(texts), "--out", str(out)]) == 0
+    assert out.read_text(encoding="utf-8").splitlines() == lines  # the same lines, into the file
+
+
+def test_predict_options_that_do_not_go_together_are_refused(tuned, capsys):
+    assert main(["predict", str(tuned), "the film", "--out", "x.tsv"]) == 1
+    assert "--out goes with --file" in capsys.readouterr().err
