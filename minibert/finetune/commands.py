@@ -12,6 +12,7 @@ output directory) before the first file is written, so a mistake costs nothing.
 """
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -27,12 +28,16 @@ from minibert.io import outputs
 from minibert.loop import engine, rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.finetune.evaluate import load_finetuned, predict_file, predict_lines
+from minibert.finetune.model_card import write_model_card
 from minibert.finetune.features import token_features, word_predictions
 from minibert.finetune.squad_run import build_squad_run, predict_answer, saved_setting
 from minibert.finetune.task_data import custom_task, get_task, load_task
 from minibert.taskdata.readers import TaggedExample
 from minibert.text.tokenizer import BertTokenizer
 
+# fewer optimizer steps than this and a run warns that it has too few to learn from (issue 55: 160
+# examples at 3 epochs were 15 steps, and the tiny model stayed at one class)
+FEW_STEPS = 100
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
 
 
@@ -245,7 +250,15 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
                         + (f" (attention {cfg.attention_probs_dropout_prob:g})"
                            if cfg.attention_probs_dropout_prob != cfg.hidden_dropout_prob else "")
                         + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
+    if not resume and not cfg.steps and run.total_steps < FEW_STEPS:
+        epochs_needed = math.ceil(FEW_STEPS / max(run.steps_per_epoch, 1))
+        print(f"warning: {run.total_steps} optimizer steps ({run.num_train:,} training features, batch "
+              f"{cfg.batch_size}, {cfg.epochs:g} epochs) are few to learn from; a small data set needs more passes: "
+              f"--epochs {epochs_needed} gives about {FEW_STEPS} steps (or --steps N)", file=sys.stderr, flush=True)
     status = engine.run(run, loop)
+    if status in rundir.FINISHED:
+        card = write_model_card(run.dir)
+        say(f"model card: {card}")
     best = run.best or {}
     shown = ", ".join(f"{k} {v:.4f}" for k, v in best.items() if k != "step" and isinstance(v, float))
     say(f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "

@@ -131,3 +131,21 @@ def test_a_plain_text_file_is_predicted_to_stdout_with_probabilities(tuned, tmp_
 def test_predict_options_that_do_not_go_together_are_refused(tuned, capsys):
     assert main(["predict", str(tuned), "the film", "--out", "x.tsv"]) == 1
     assert "--out goes with --file" in capsys.readouterr().err
+
+
+def test_a_finished_run_has_a_model_card(files, tuned):
+    card = (tuned / "README.md").read_text(encoding="utf-8")
+    assert card.startswith(f"# {tuned.name}: BertForSequenceClassification fine-tuned on glue-single")
+    assert "train.csv" in card and "validation.jsonl" in card and "32 examples" in card
+    counts = {label: sum(1 for line in (files / "train.csv").read_text().splitlines()[1:] if line.endswith(label))
+              for label in ("neg", "pos")}
+    assert f"`neg` ({counts['neg']:,}), `pos` ({counts['pos']:,})" in card
+    assert "| lr |" in card and "| macro_f1 |" in card
+    assert "AutoModelForSequenceClassification.from_pretrained" in card and "python -m minibert predict" in card
+
+
+def test_a_run_with_too_few_steps_says_so_with_the_fix(files, tmp_path, capsys):
+    assert main(["finetune", "custom", "--data", str(files), "--init", str(files / "pre"), "--out", str(tmp_path / "r"),
+                 "--epochs", "1", "--batch-size", "8", "--max-seq-length", "16", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 4 optimizer steps" in err and "--epochs 25 gives about 100 steps" in err

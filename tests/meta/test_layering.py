@@ -34,7 +34,7 @@ LAYERS = [
     "finetune", "finetune.bilstm", "finetune.heads", "finetune.models", "finetune.albert_tasks",
     "finetune.electra_tasks", "finetune.registry", "finetune.frozen", "finetune.gradchecks", "finetune.metrics",
     "finetune.features", "finetune.task_data", "finetune.squad_eval", "finetune.squad", "finetune.run",
-    "finetune.squad_run", "finetune.recipes", "finetune.evaluate", "finetune.commands",  # BERT's second half, from the heads to the command
+    "finetune.squad_run", "finetune.recipes", "finetune.evaluate", "finetune.model_card", "finetune.commands",  # BERT's second half, from the heads to the command
     "train", "train.config", "train.runs", "train.data", "train.task_corpus", "train.evaluation", "train.pretraining_step", "train.curves",
     "train.electra", "train.trainer", "train.pretrain", "train.commands", "train.t5", "train.t5_command",
     "train.xlnet", "train.xlnet_command",  # pretraining runs and their commands

@@ -1,0 +1,98 @@
+"""A fine-tuning run's model card: README.md in its directory, written when the run ends.
+
+What a person who finds the folder needs: the model it started from, the data (files, sizes,
+labels and how many of each), the recipe, the dev scores, and how to load it in minibert and in
+transformers. Everything is read from the run's own files (run.json, metrics.jsonl) and the
+training file, so the card says what the run did, not what was asked of it.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from minibert.io.atomic import write_text_atomic
+from minibert.loop import rundir
+from minibert.taskdata.tasks import TASKS, generic_task, read_examples
+
+CARD_FILE = "README.md"
+# transformers' Auto class of each architecture minibert writes, for the card's loading lines
+AUTO_CLASS = {"BertForSequenceClassification": "AutoModelForSequenceClassification",
+              "BertForTokenClassification": "AutoModelForTokenClassification",
+              "BertForMultipleChoice": "AutoModelForMultipleChoice",
+              "BertForQuestionAnswering": "AutoModelForQuestionAnswering"}
+RECIPE = ("epochs", "batch_size", "lr", "warmup_proportion", "max_seq_length", "hidden_dropout_prob",
+          "attention_probs_dropout_prob", "weight_decay", "clip_norm", "seed")
+
+
+def label_counts(task_info: dict) -> Counter | None:
+    """How many training examples each label has (a classifier's own files only; None otherwise)."""
+    if task_info.get("kind") != "classification" or not task_info.get("train_file"):
+        return None
+    name, fmt = task_info.get("name"), task_info.get("format")
+    task = TASKS.get(name) if name in TASKS else generic_task(fmt) if fmt in ("glue-single", "glue-pair") else None
+    if task is None or not Path(task_info["train_file"]).is_file():
+        return None
+    return Counter(example.label for example in read_examples(task, Path(task_info["train_file"]), "train"))
+
+
+def _number(value) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def model_card(run_dir: str | Path) -> str:
+    """The card's text (markdown) of a finished fine-tuning run."""
+    run_dir = Path(run_dir)
+    info = rundir.read_run(run_dir)
+    if info is None:
+        raise ValueError(f"{run_dir} has no {rundir.RUN_FILE}: not a run directory")
+    s, extra = info.settings, info.extra
+    task = extra.get("task") if isinstance(extra.get("task"), dict) else {}
+    architecture = extra.get("architecture", "a minibert task model")
+    base = (f"random init (the control{' of ' + s['like'] if s.get('like') else ''})"
+            if str(s.get("init", "")).lower() == "none" else f"`{s.get('init')}`")
+    lines = [f"# {run_dir.name}: {architecture} fine-tuned on {task.get('name', s.get('task'))}", "",
+             f"Fine-tuned by minibert (`python -m minibert finetune`) from {base}.", "", "## Data", ""]
+    for split in ("train", "dev"):
+        if task.get(f"{split}_file"):
+            examples, features = task.get(f"{split}_examples"), task.get(f"{split}_features")
+            sizes = (f", {examples:,} examples ({features:,} features of at most {task.get('max_seq_length')} tokens)"
+                     if isinstance(examples, int) and isinstance(features, int) else "")
+            lines.append(f"- {split}: `{task[f'{split}_file']}`{sizes}")
+    if task.get("labels"):
+        counts = label_counts(task)
+        shown = ", ".join(f"`{label}`" + (f" ({counts.get(label, 0):,})" if counts is not None else "")
+                          for label in task["labels"])
+        lines.append(f"- labels ({task.get('kind')}, label id = position): {shown}"
+                     + (" (training examples of each)" if counts is not None else ""))
+    lines += ["", "## Recipe", "", "| setting | value |", "| --- | --- |"]
+    lines += [f"| {key} | {_number(s[key])} |" for key in RECIPE if key in s]
+    lines.append(f"| optimizer steps | {extra.get('total_steps', '?')} |")
+    best = extra.get("best") if isinstance(extra.get("best"), dict) else {}
+    evals = [r for r in rundir.read_jsonl(run_dir / rundir.METRICS_FILE)[0] if r.get("type") == "eval"] \
+        if (run_dir / rundir.METRICS_FILE).is_file() else []
+    lines += ["", "## Dev scores", ""]
+    if best:
+        main = task.get("main_metric", "")
+        lines.append(f"The saved model is the best by {main or 'the main metric'} on dev, from step {best.get('step')}:")
+        lines += ["", "| metric | best (saved) | last evaluation |", "| --- | --- | --- |"]
+        last = evals[-1] if evals else {}
+        lines += [f"| {k} | {_number(v)} | {_number(last.get(k, ''))} |" for k, v in best.items()
+                  if k != "step" and isinstance(v, (int, float))]
+    else:
+        lines.append("No evaluation was recorded.")
+    auto = AUTO_CLASS.get(architecture, "AutoModel")
+    lines += ["", "## Use it", "", "```", f"python -m minibert predict {run_dir} \"your text\"",
+              f"python -m minibert evaluate {run_dir} --data labelled.csv --out metrics.json", "```", "",
+              "In Python, with minibert or with transformers (the directory is in transformers' layout):", "",
+              "```python", f"from minibert import {architecture}",
+              f"model = {architecture}.from_pretrained(\"{run_dir}\")", "",
+              f"from transformers import AutoTokenizer, {auto}, pipeline",
+              f"model = {auto}.from_pretrained(\"{run_dir}\")",
+              f"tokenizer = AutoTokenizer.from_pretrained(\"{run_dir}\")", "```",
+              "", "Written by minibert when the run ended; run.json and metrics.jsonl hold every number above.", ""]
+    return "\n".join(lines)
+
+
+def write_model_card(run_dir: str | Path) -> Path:
+    """README.md in the run's directory (atomically); the caller holds the run's lock."""
+    return write_text_atomic(Path(run_dir) / CARD_FILE, model_card(run_dir))
