@@ -178,7 +178,7 @@ def fresh_inputs(seed):
 
 
 def check_cross_entropy_backward(fn):
-    lg, tg, zg, pg, t0g, wg = fresh_inputs(3001)
+    lg, tg, _, pg, t0g, wg = fresh_inputs(3001)
     num = gradcheck.numerical_grad_scalar(
         lambda: layers.cross_entropy_forward(lg, tg, IGNORE)[0], lg).reshape(-1, K)  # (N, K)
     n = 1 / wg.max()  # the number of predicted positions the loss averages over
@@ -201,7 +201,7 @@ def check_tempered_ce_backward(fn):
 
 
 def check_masked_mean(fn):
-    lg, tg, zg, pg, t0g, wg = fresh_inputs(3003)
+    lg, tg, _, pg, t0g, _ = fresh_inputs(3003)
     ok = tg.reshape(-1) != IGNORE  # (N,)
     nll = -np.log(pg[np.arange(len(t0g)), t0g])  # (N,) -log p_t at every position
     vals = np.random.default_rng(3004).standard_normal(6)  # (6,)
