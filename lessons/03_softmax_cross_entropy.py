@@ -160,34 +160,56 @@ def my_masked_mean(values, valid):
 ex = course.Exercises("03_softmax_cross_entropy")
 
 
-num_dz = gradcheck.numerical_grad_scalar(
-    lambda: layers.cross_entropy_forward(logits, targets, IGNORE)[0], logits).reshape(-1, K)  # (N, K)
+def fresh_inputs(seed):
+    """The grader's own logits (B, T, K) and targets (B, T) with ignored positions, drawn now, and
+    what backward takes for them: no lesson variable holds the answer for these."""
+    r = np.random.default_rng(seed)
+    lg = r.standard_normal((B, T, K)) * 2  # (B, T, K)
+    tg = r.integers(0, K, (B, T))  # (B, T)
+    tg[r.random((B, T)) < 0.4] = IGNORE
+    tg[0, 0] = r.integers(0, K)  # at least one predicted position
+    tg[-1, -1] = IGNORE  # and at least one ignored
+    zg = lg.reshape(-1, K)  # (N, K)
+    tf = tg.reshape(-1)  # (N,)
+    ok = tf != IGNORE  # (N,)
+    pg = np.exp(zg - zg.max(-1, keepdims=True))
+    pg = pg / pg.sum(-1, keepdims=True)  # (N, K)
+    return lg, tg, zg, pg, np.where(ok, tf, 0), ok / ok.sum()
 
 
 def check_cross_entropy_backward(fn):
-    n = 1 / weight.max()  # the number of predicted positions the loss averages over
-    factors = {"1/n": 1 / n, "n": n, "dloss": dloss}
-    return [course.close("dz vs numerical gradient", fn(dloss, probs, t0, weight), num_dz, factors=factors),
-            course.close("dz with dloss = 2.5", fn(2.5, probs, t0, weight), 2.5 * num_dz, factors={**factors, "dloss": 2.5})]
+    lg, tg, _, pg, t0g, wg = fresh_inputs(3001)
+    num = gradcheck.numerical_grad_scalar(
+        lambda: layers.cross_entropy_forward(lg, tg, IGNORE)[0], lg).reshape(-1, K)  # (N, K)
+    n = 1 / wg.max()  # the number of predicted positions the loss averages over
+    factors = {"1/n": 1 / n, "n": n}
+    return [course.close("dz vs numerical gradient", fn(1.0, pg, t0g, wg), num, factors=factors),
+            course.close("dz with dloss = 2.5", fn(2.5, pg, t0g, wg), 2.5 * num, factors={**factors, "dloss": 2.5})]
 
 
 def check_tempered_ce_backward(fn):
+    _, _, zg, _, t0g, wg = fresh_inputs(3002)
     results = []
     for tau in (0.5, 3.0):
-        zz = z.copy()  # (N, K)
+        zz = zg.copy()  # (N, K)
         loss_tau = lambda: -(np.take_along_axis(  # noqa: E731  the mean of -log softmax(z / tau)[t]
-            (zz / tau) - np.log(np.exp(zz / tau).sum(-1, keepdims=True)), t0[:, None], -1)[:, 0] * weight).sum()
+            (zz / tau) - np.log(np.exp(zz / tau).sum(-1, keepdims=True)), t0g[:, None], -1)[:, 0] * wg).sum()
         num = gradcheck.numerical_grad_scalar(loss_tau, zz)  # (N, K)
-        results.append(course.close(f"dz at tau = {tau:g} vs numerical gradient", fn(dloss, z, t0, weight, tau), num,
+        results.append(course.close(f"dz at tau = {tau:g} vs numerical gradient", fn(1.0, zg.copy(), t0g, wg, tau), num,
                                     factors={"1/tau": 1 / tau}))
     return results
 
 
 def check_masked_mean(fn):
+    lg, tg, _, pg, t0g, _ = fresh_inputs(3003)
+    ok = tg.reshape(-1) != IGNORE  # (N,)
+    nll = -np.log(pg[np.arange(len(t0g)), t0g])  # (N,) -log p_t at every position
+    vals = np.random.default_rng(3004).standard_normal(6)  # (6,)
+    keep = np.array([False, True, False, True, True, False])  # (6,)
     return [course.close("no valid entries gives 0.0", fn(np.ones(5), np.zeros(5, bool)), 0.0),
-            course.close("mean of -log p_t over predictions = loss", fn(-logp_t, valid), loss),
-            course.close("[1, 2, 3, 4] with the last two valid", fn(np.array([1.0, 2.0, 3.0, 4.0]),
-                                                                    np.array([False, False, True, True])), 3.5)]
+            course.close("mean of -log p_t over predictions = loss", fn(nll, ok),
+                         layers.cross_entropy_forward(lg, tg, IGNORE)[0]),
+            course.close("random values, entries 1, 3, 4 valid", fn(vals, keep), vals[keep].mean())]
 
 
 my_cross_entropy_backward = ex.grade(1, my_cross_entropy_backward, check_cross_entropy_backward,
@@ -241,6 +263,8 @@ assert gradcheck.compare("dshifted", dshifted, gradcheck.numerical_grad_scalar(l
 dzmax = -dshifted.sum(axis=-1)  # (N,) ...but it is 0 in exact math: softmax ignores a common shift
 assert np.abs(dzmax).max() < 1e-12
 dz = dshifted  # (N, K) so only the direct path remains
+num_dz = gradcheck.numerical_grad_scalar(
+    lambda: layers.cross_entropy_forward(logits, targets, IGNORE)[0], logits).reshape(-1, K)  # (N, K)
 assert gradcheck.compare("dz (atomic)", dz, num_dz)
 
 # %% [markdown]

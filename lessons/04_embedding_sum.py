@@ -134,11 +134,24 @@ def my_embedding_backward(dout, ids, V):
     raise NotImplementedError("exercise 1: scatter-add the gradient into the table")  # your code here
 
 
+def fresh_inputs(seed, Vg=8, Bg=3, Tg=6):
+    """The grader's own ids (B, T), with repeats, segment ids, tables and dout, drawn now, and the
+    forward for them: no lesson variable holds the answer for these."""
+    r = np.random.default_rng(seed)
+    ids = r.integers(0, Vg, (Bg, Tg))  # (Bg, Tg) Bg * Tg > Vg draws: some ids repeat
+    segs = (np.arange(Tg) >= r.integers(2, Tg - 1, (Bg, 1))).astype(int)  # (Bg, Tg) 0s then 1s
+    tabs = r.standard_normal((Vg, C)), r.standard_normal((TV, C)), r.standard_normal((MAXPOS, C))
+    d = r.standard_normal((Bg, Tg, C))  # (Bg, Tg, C)
+    forward = lambda: layers.embedding_forward(ids, segs, *tabs)[0]  # noqa: E731
+    return ids, segs, tabs, d, forward
+
+
 def check_embedding_backward(fn):
-    return [course.close("token table vs numerical gradient", fn(dout, input_ids, V),
-                         gradcheck.numerical_grad(fwd, tok_emb, dout)),
-            course.close("segment table vs numerical gradient", fn(dout, segment_ids, TV),
-                         gradcheck.numerical_grad(fwd, seg_emb, dout))]
+    ids, segs, (tk, sg, _), d, forward = fresh_inputs(4001)
+    return [course.close("token table vs numerical gradient", fn(d, ids.copy(), len(tk)),
+                         gradcheck.numerical_grad(forward, tk, d)),
+            course.close("segment table vs numerical gradient", fn(d, segs.copy(), TV),
+                         gradcheck.numerical_grad(forward, sg, d))]
 
 
 my_embedding_backward = ex.grade(1, my_embedding_backward, check_embedding_backward,
@@ -227,14 +240,19 @@ def my_segment_ids(tokens):
 
 # %%
 def check_onehot_backward(fn):
-    return [course.close("token table vs numerical gradient", fn(dout, input_ids, V),
-                         gradcheck.numerical_grad(fwd, tok_emb, dout))]
+    ids, _, (tk, _, _), d, forward = fresh_inputs(4002)
+    return [course.close("token table vs numerical gradient", fn(d, ids.copy(), len(tk)),
+                         gradcheck.numerical_grad(forward, tk, d))]
 
 
 def check_segment_ids(fn):
+    r = np.random.default_rng(4003)
+    na, nb = r.integers(2, 7, 2)  # the lengths of the two sides, drawn now
+    drawn = ["[CLS]", *(f"a{i}" for i in range(na)), "[SEP]", *(f"b{i}" for i in range(nb)), "[SEP]"]
     return [course.equal("lesson pair", fn(["[CLS]", "a1", "a2", "[SEP]", "b1", "b2", "[SEP]"]),
-                         segment_ids[0]),
-            course.equal("the paper's pair", fn(pair), pic_segs[0]),
+                         [0, 0, 0, 0, 1, 1, 1]),
+            course.equal("the paper's pair", fn(list(pair)), [0] * 6 + [1] * 5),
+            course.equal(f"a drawn pair, sides of {na} and {nb} tokens", fn(drawn), [0] * (na + 2) + [1] * (nb + 1)),
             course.equal("one-token sides", fn(["[CLS]", "x", "[SEP]", "y", "[SEP]"]), [0, 0, 0, 1, 1])]
 
 

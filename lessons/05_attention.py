@@ -125,17 +125,27 @@ def softmax(p):
     return e / e.sum(axis=-1, keepdims=True)  # (..., T)
 
 
+def fresh_inputs(seed):
+    """The grader's own preatt (the lesson's shapes, padded keys at MASK_VALUE), drawn now, its att
+    and an upstream datt: no lesson variable holds the answer for these."""
+    r = np.random.default_rng(seed)
+    mask = np.ones((B, T), int)  # (B, T)
+    mask[0, T - r.integers(1, 3):] = 0  # 1 or 2 padded keys at the end of sequence 0
+    pre = np.where(mask[:, None, None, :] == 1, r.standard_normal((B, NH, T, T)) * 1.5, layers.MASK_VALUE)
+    return pre, softmax(pre), r.standard_normal((B, NH, T, T))  # (B, NH, T, T) x 3
+
+
 def check_softmax_backward(fn):
-    pre_in = preatt.copy()  # (B, NH, T, T)
-    up = np.random.default_rng(50).standard_normal(att.shape)  # (B, NH, T, T) an upstream datt
+    pre_g, att_g, up = fresh_inputs(5001)
+    pre_in = pre_g.copy()  # (B, NH, T, T)
     full = gradcheck.numerical_grad(lambda: softmax(pre_in), pre_in, up)  # (B, NH, T, T)
     # the softmax with its row sum frozen (a constant): what is left without the term through the sum
-    row_sum = np.exp(preatt - preatt.max(-1, keepdims=True)).sum(-1, keepdims=True)  # (B, NH, T, 1)
-    no_sum = gradcheck.numerical_grad(lambda: np.exp(pre_in - preatt.max(-1, keepdims=True)) / row_sum, pre_in, up)
+    row_sum = np.exp(pre_g - pre_g.max(-1, keepdims=True)).sum(-1, keepdims=True)  # (B, NH, T, 1)
+    no_sum = gradcheck.numerical_grad(lambda: np.exp(pre_in - pre_g.max(-1, keepdims=True)) / row_sum, pre_in, up)
     through_sum = "the term through the softmax's sum (every att row sums to 1, whatever preatt is)"
     wrongs = {"the sum's term with datt summed as it is: the sum runs over datt[j] * att[j], weighted by att":
-              no_sum - att * up.sum(-1, keepdims=True)}
-    return [course.close("dpreatt vs numerical gradient", fn(up, att), full, zero_sum=through_sum,
+              no_sum - att_g * up.sum(-1, keepdims=True)}
+    return [course.close("dpreatt vs numerical gradient", fn(up, att_g.copy()), full, zero_sum=through_sum,
                          terms={through_sum: full - no_sum}, wrongs=wrongs)]
 
 
@@ -318,11 +328,15 @@ def check_score_std(fn):
 
 def check_mask_adder(fn):
     M = layers.MASK_VALUE
-    got = fn(attn_mask)
+    r = np.random.default_rng(5003)
+    mask_g = (r.random((3, 7)) < 0.6).astype(int)  # (3, 7) the grader's own mask, drawn now
+    mask_g[:, 0] = 1  # every sequence has a real first token
+    mask_g[-1] = 1  # and one has no padding at all
+    got = fn(mask_g.copy())
     inverted = "the mask read the other way round: MASK_VALUE on the real keys (1 in attn_mask) and 0 on the padding"
-    return [course.equal("shape (B, 1, 1, T)", np.shape(got), (B, 1, 1, T)),
-            course.close("this lesson's mask", got, np.array([[[[0, 0, 0, M, M]]], [[[0, 0, 0, 0, 0]]]]),
-                         rtol=0, atol=0, wrongs={inverted: np.array([[[[M, M, M, 0, 0]]], [[[M, M, M, M, M]]]])}),
+    return [course.equal("shape (B, 1, 1, T) for a (3, 7) mask", np.shape(got), (3, 1, 1, 7)),
+            course.close("a random (3, 7) mask", got, np.where(mask_g == 1, 0.0, M)[:, None, None, :],
+                         rtol=0, atol=0, wrongs={inverted: np.where(mask_g == 1, M, 0.0)[:, None, None, :]}),
             course.close("padding in the middle, [[1, 0, 1]]", fn(np.array([[1, 0, 1]])),
                          np.array([[[[0, M, 0]]]]), rtol=0, atol=0, wrongs={inverted: np.array([[[[M, 0, M]]]])})]
 

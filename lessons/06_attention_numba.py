@@ -222,11 +222,6 @@ def my_dv(att, dout):
 
 # %%
 ex = course.Exercises("06_attention_numba")
-x = rng.standard_normal((7, 11)) * 3  # (N, T) scores
-att_rows = np.exp(x - x.max(-1, keepdims=True))
-att_rows /= att_rows.sum(-1, keepdims=True)  # (N, T) their softmax
-datt_rows = rng.standard_normal(x.shape)  # (N, T) a random upstream gradient
-keep_rows = (rng.random(x.shape) >= 0.25).astype(np.float64)  # (N, T) dropout's draw at p = 0.25
 
 
 def row_softmax(z):
@@ -250,7 +245,16 @@ def compiled(fn, parallel=False):
     return course.true("compiled by @numba.njit" + ("(parallel=True)" if parallel else ""), True)
 
 
+def fresh_rows(seed):
+    """The grader's own scores (N, T), their softmax, an upstream datt and dropout's keep at
+    p = 0.25, drawn now: no lesson variable holds the answer for these."""
+    r = np.random.default_rng(seed)
+    x = r.standard_normal((7, 11)) * 3  # (N, T) scores
+    return x, row_softmax(x), r.standard_normal(x.shape), (r.random(x.shape) >= 0.25).astype(np.float64)
+
+
 def check_softmax_backward_rows(fn):
+    x, att_rows, datt_rows, keep_rows = fresh_rows(6001)
     results = [compiled(fn, parallel=True)]
     for p, keep in ((0.25, keep_rows), (0.0, np.ones_like(keep_rows))):
         xx = x.copy()
@@ -264,7 +268,8 @@ def check_softmax_backward_rows(fn):
                                               xs, datt_rows)  # (N, T)
             return {reduction: num - frozen}
 
-        results.append(course.close(f"dpreatt at p = {p:g} vs numerical gradient", fn(att_rows, keep, datt_rows, p),
+        results.append(course.close(f"dpreatt at p = {p:g} vs numerical gradient",
+                                    fn(att_rows.copy(), keep.copy(), datt_rows.copy(), p),
                                     num, factors={"1/(1 - p)": 1 / (1 - p)} if p else None,
                                     zero_sum=reduction, terms=through_the_sum))
     masked = np.zeros((1, 4))  # (1, 4) a row that sees no key at all
@@ -272,22 +277,23 @@ def check_softmax_backward_rows(fn):
                                    np.zeros((1, 4)), atol=0.0)]
 
 
-q, k, v, attn_mask = make_inputs(2, 2, 9, 4)
-dout = rng.standard_normal(q.shape)  # (B, NH, T, HS)
-_, cache = layers.attention_forward(q, k, v, attn_mask)
-
-
 def check_dv(fn):
+    r = np.random.default_rng(6002)  # the grader's own q, k, v, mask and dout, drawn now
+    Bg, NHg, Tg, HSg = 2, 2, 9, 4
+    qg, kg, vg = (r.standard_normal((Bg, NHg, Tg, HSg)) for _ in range(3))  # 3 x (B, NH, T, HS)
+    mask_g = (np.arange(Tg)[None, :] < r.integers(Tg // 2, Tg + 1, size=Bg)[:, None]).astype(np.float64)  # (B, T)
+    dg = r.standard_normal(qg.shape)  # (B, NH, T, HS)
+    _, cache_g = layers.attention_forward(qg, kg, vg, mask_g)
     results = [compiled(fn)]
     for b, h in ((0, 0), (1, 1)):
-        a, vv = cache.att[b, h], v[b, h].copy()  # (T, T), (T, HS)
-        num = gradcheck.numerical_grad(lambda: a @ vv, vv, dout[b, h])  # (T, HS)
+        a, vv = cache_g.att[b, h], vg[b, h].copy()  # (T, T), (T, HS)
+        num = gradcheck.numerical_grad(lambda: a @ vv, vv, dg[b, h])  # (T, HS)
         # att not transposed: the gradient of att^T @ v, whose sum runs over the other index of att
-        untransposed = gradcheck.numerical_grad(lambda: a.T @ vv, vv, dout[b, h])  # (T, HS)
+        untransposed = gradcheck.numerical_grad(lambda: a.T @ vv, vv, dg[b, h])  # (T, HS)
         words = ("att @ dout, not att^T @ dout: dv[j] sums dout[i] over the queries i that read key j, "
                  "att[i, j], so the sum runs over att's first index")
-        results.append(course.close(f"dv of (b, h) = ({b}, {h}) vs numerical gradient", fn(a, dout[b, h]), num,
-                                    wrongs={words: untransposed}))
+        results.append(course.close(f"dv of (b, h) = ({b}, {h}) vs numerical gradient", fn(a.copy(), dg[b, h].copy()),
+                                    num, wrongs={words: untransposed}))
     return results
 
 

@@ -16,7 +16,11 @@
 # lesson, only strings and counts.
 
 # %%
+import re
+from fractions import Fraction
+
 import matplotlib.pyplot as plt
+import numpy as np
 
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST, show
@@ -191,7 +195,7 @@ assert avg_pieces[-1] < avg_pieces[0] / 2
 # %% [markdown]
 # ## Exercises
 # Replace each `raise NotImplementedError(...)` with your code and re-run; the cell after the
-# stubs grades your functions on known answers, and names the case that failed. A stub left as it is makes the lesson go on with the reference solution
+# stubs grades your functions on known answers and on inputs it draws when grading, and names the case that failed. A stub left as it is makes the lesson go on with the reference solution
 # (`lessons/solutions/08_wordpiece.py`).
 #
 # 1. `my_merge(split, a, b)`: merge every adjacent `(a, b)` left to right, without overlaps:
@@ -224,30 +228,64 @@ course_splits = {w: wpt.initial_split(w) for w in counts}
 
 
 def check_merge(fn):
+    r = np.random.default_rng(8001)  # pieces drawn now over a small alphabet, so pairs repeat and touch
+    drawn = []
+    for _ in range(4):
+        chars = r.choice(list("abg"), int(r.integers(4, 10))).tolist()
+        split = [chars[0]] + ["##" + c for c in chars[1:]]
+        i = int(r.integers(0, len(split) - 1))
+        a, b = split[i], split[i + 1]
+        sep = "\x00"  # the grader's own answer: a regex over the joined pieces, left to right, no overlap
+        joined = re.sub(f"(?<={sep}){re.escape(a + sep + b)}(?={sep})", a + b[2:], sep + sep.join(split) + sep)
+        drawn.append(course.equal(f"drawn {split}, merging ({a!r}, {b!r})", fn(list(split), a, b),
+                                  joined.strip(sep).split(sep)))
     return [course.equal("two merges", fn(["h", "##u", "##g", "##u", "##g"], "##u", "##g"), ["h", "##ug", "##ug"]),
             course.equal("left to right, no overlap", fn(["##g", "##g", "##g"], "##g", "##g"), ["##gg", "##g"]),
             course.equal("first piece", fn(["h", "##u", "##g"], "h", "##u"), ["hu", "##g"]),
-            course.equal("no match", fn(["b", "##u", "##n"], "h", "##u"), ["b", "##u", "##n"])]
-
-
-WORDPIECE_ANSWERS = [  # (word, vocab, its pieces), worked out by the longest-match-first rule
-    ("hugs", "toy", ["hugs"]), ("bugs", "toy", ["b", "##u", "##gs"]), ("hug", "toy", ["hu", "##g"]),
-    ("mug", "toy", ["[UNK]"]), ("bum", "toy", ["[UNK]"]), ("pun", "toy", ["p", "##u", "##n"]),
-    ("hugsb", "toy", ["[UNK]"]), ("b", "toy", ["b"]),
-    ("This", "course", ["Th", "##i", "##s"]), ("Hugging", "course", ["Hugg", "##i", "##n", "##g"]),
-    ("tokenization", "course", ["t", "##o", "##k", "##e", "##n", "##i", "##zat", "##i", "##o", "##n"]),
-    ("HOgging", "course", ["[UNK]"]), ("algorithms", "course", ["a", "##l", "##g", "##o", "##r", "##i", "##thms"]),
-]
+            course.equal("no match", fn(["b", "##u", "##n"], "h", "##u"), ["b", "##u", "##n"])] + drawn
 
 
 def check_wordpiece(fn):
-    vocabs = {"toy": vocab, "course": tok.vocab}
-    return [course.equal(f"{w!r} ({v} vocab)", fn(w, vocabs[v]), want) for w, v, want in WORDPIECE_ANSWERS]
+    answers = [  # (word, vocab, its pieces), worked out by the longest-match-first rule
+        ("hugs", "toy", ["hugs"]), ("bugs", "toy", ["b", "##u", "##gs"]), ("hug", "toy", ["hu", "##g"]),
+        ("mug", "toy", ["[UNK]"]), ("bum", "toy", ["[UNK]"]), ("pun", "toy", ["p", "##u", "##n"]),
+        ("hugsb", "toy", ["[UNK]"]), ("b", "toy", ["b"]),
+        ("This", "course", ["Th", "##i", "##s"]), ("Hugging", "course", ["Hugg", "##i", "##n", "##g"]),
+        ("tokenization", "course", ["t", "##o", "##k", "##e", "##n", "##i", "##zat", "##i", "##o", "##n"]),
+        ("HOgging", "course", ["[UNK]"]), ("algorithms", "course", ["a", "##l", "##g", "##o", "##r", "##i", "##thms"]),
+    ]
+    vocabs = {"toy": vocab, "course": tok.vocab}  # the lesson's vocabs, handed to your function on purpose
+    results = [course.equal(f"{w!r} ({v} vocab)", fn(w, vocabs[v]), want) for w, v, want in answers]
+    r = np.random.default_rng(8002)  # words drawn now, glued from toy-vocab pieces: checked for what any answer keeps
+    heads = sorted(t for t in vocab if t.isalpha())
+    tails = sorted(t[2:] for t in vocab if t.startswith("##"))
+    for _ in range(4):
+        word = str(r.choice(heads)) + "".join(r.choice(tails, int(r.integers(1, 4))))
+        got = list(fn(word, vocab))
+        legal = got == ["[UNK]"] or (
+            "".join(p.removeprefix("##") for p in got) == word and all(p in vocab for p in got)
+            and not got[0].startswith("##") and all(p.startswith("##") for p in got[1:]))
+        results.append(course.true(f"drawn {word!r} (toy vocab): vocab pieces that spell the word, or [UNK]", legal,
+                                   "" if legal else f"got {got}"))
+    return results
 
 
 def check_best_pair(fn):
+    r = np.random.default_rng(8003)  # a corpus drawn now: words over four letters, each with a count
+    wc = {}
+    while len(wc) < 5:
+        wc.setdefault("".join(r.choice(list("hugs"), int(r.integers(2, 5)))), int(r.integers(1, 20)))
+    sp = {w: wpt.initial_split(w) for w in wc}
+    freq, pairs = {}, {}  # piece and pair frequencies weighted by word count, pairs in first-met order
+    for w, n in wc.items():
+        for piece in sp[w]:
+            freq[piece] = freq.get(piece, 0) + n
+        for pair in zip(sp[w], sp[w][1:]):
+            pairs[pair] = pairs.get(pair, 0) + n
+    best = max(pairs, key=lambda ab: Fraction(pairs[ab], freq[ab[0]] * freq[ab[1]]))  # exact; max keeps the first of ties
     return [course.equal("toy corpus (score 1/20)", fn(word_counts, splits), ("##g", "##s")),
-            course.equal("course corpus (score 0.2)", fn(counts, course_splits), ("a", "##b"))]
+            course.equal("course corpus (score 0.2)", fn(counts, course_splits), ("a", "##b")),
+            course.equal(f"drawn corpus {wc}", tuple(fn(dict(wc), {w: list(p) for w, p in sp.items()})), best)]
 
 
 my_merge = ex.grade(1, my_merge, check_merge,

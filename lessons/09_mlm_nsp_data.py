@@ -328,15 +328,18 @@ def my_mask_choice(u1, u2, original, random_token):
 ex = course.Exercises("09_mlm_nsp_data")
 
 
-COUNTS = {3: 1, 5: 1, 6: 1, 10: 2, 13: 2, 17: 3, 30: 4, 50: 8, 70: 10, 90: 14, 110: 16, 128: 19, 130: 20, 134: 20,
-          512: 20}  # n_tokens -> predictions, worked out by hand (the halves at 10, 30, ..., 110 included)
-
-
 def check_num_predictions(fn):
-    wrong = [n for n, want in COUNTS.items() if fn(n) != want]
-    return [course.true(f"{len(COUNTS)} lengths from 3 to 512", not wrong,
+    counts = {3: 1, 5: 1, 6: 1, 10: 2, 13: 2, 17: 3, 30: 4, 50: 8, 70: 10, 90: 14, 110: 16, 128: 19, 130: 20, 134: 20,
+              512: 20}  # n_tokens -> predictions, worked out by hand (the halves at 10, 30, ..., 110 included)
+    wrong = [n for n, want in counts.items() if fn(n) != want]
+    drawn = sorted(set(np.random.default_rng(9001).integers(3, 513, 40).tolist()))  # lengths drawn now
+    got = {n: fn(n) for n in drawn}
+    far = [n for n in drawn if not 1 <= got[n] <= 20 or abs(got[n] - min(20.0, max(1.0, 0.15 * n))) > 0.5]
+    return [course.true(f"{len(counts)} lengths from 3 to 512", not wrong,
                         f"{len(wrong)} lengths differ, first: n = {wrong[0]}: got {fn(wrong[0])}, expected "
-                        f"{COUNTS[wrong[0]]}" if wrong else "")]
+                        f"{counts[wrong[0]]}" if wrong else ""),
+            course.true(f"{len(drawn)} drawn lengths: between 1 and 20, within 0.5 of 15% of n", not far,
+                        f"{len(far)} lengths off, first: n = {far[0]}: got {got[far[0]]}" if far else "")]
 
 
 def check_truncate_pair(fn):
@@ -349,6 +352,17 @@ def check_truncate_pair(fn):
                                                  [0.9, 0.9, 0.1, 0.6])], [["x", "x"], ["y2", "y3"]]),
                course.equal("a pair that fits is left alone (no draw used)",
                             [list(t) for t in fn(list(a), list(b), 8, [])], [a, b])]
+    r = np.random.default_rng(9002)  # pairs drawn now: lengths, limit, draws; checked for what any answer keeps
+    for case in range(3):
+        na, nb = (int(n) for n in r.integers(1, 12, 2))
+        limit = int(r.integers(2, na + nb))
+        ta, tb = [f"a{i}" for i in range(1, na + 1)], [f"b{i}" for i in range(1, nb + 1)]
+        us = [round(float(u), 2) for u in r.random(na + nb - limit)]
+        ga, gb = (list(t) for t in fn(list(ta), list(tb), limit, list(us)))
+        runs = all(any(g == t[i:i + len(g)] for i in range(len(t) - len(g) + 1)) for g, t in ((ga, ta), (gb, tb)))
+        fits = len(ga) + len(gb) == limit and runs
+        results.append(course.true(f"drawn pair {case + 1}: A {na}, B {nb}, to {limit}: {limit} tokens, each side a "
+                                   "run of its own tokens", fits, "" if fits else f"got A {ga}, B {gb}"))
     before = list(a)
     fn(a, list(b), 5, [0.3, 0.7, 0.2])
     results.append(course.true("new lists: the arguments are not changed", a == before, hint=f"tokens_a became {a}"))

@@ -168,9 +168,10 @@ assert optim.clip_by_global_norm(small, 1.0)[0]["a"] is small["a"]
 #    (1, 2, ...) for a gradient that is the same at every step, without bias correction and
 #    without weight decay. The first section worked out step 1 (3.16); write `m` and `v` after `t`
 #    steps as sums (geometric series) and simplify. Ignore `eps`. Graded against the sizes
-#    measured with `optim.AdamW` in the first section, steps 1 to 3000.
+#    measured with `optim.AdamW` as in the first section, steps 1 to 3000, for a gradient the
+#    grader draws, and for a (b1, b2) it draws.
 # 2. `my_lr(t, peak, W, T)`: BERT's overlapping warmup/decay schedule (the picture of section 2).
-#    Graded on known values, worked out by hand.
+#    Graded on known values, worked out by hand, and on a schedule it draws.
 # 3. `my_clip(grads, max_norm)`: global-norm clipping of a dict of arrays; returns a new dict.
 
 # %%
@@ -191,14 +192,30 @@ def my_clip(grads, max_norm):
 
 # %%
 ex = course.Exercises("11_pretrain_tiny")
-r = np.random.default_rng(0)
-big = {"a": r.standard_normal((3, 4)) * 5, "b": r.standard_normal(5)}  # joint norm ~ 20
+def measured_sizes(g, steps, b1=0.9, b2=0.999):
+    """|update| / lr of optim.AdamW (no bias correction, no weight decay) for the constant gradient g
+    (C,), step by step: the grader's own measurement, on a gradient it draws. (steps, C)"""
+    p = {"w": np.zeros_like(g)}  # (C,)
+    adam = optim.AdamW(p, lr=1.0, beta1=b1, beta2=b2, weight_decay=0.0, bias_correction=False)
+    sizes = []
+    for _ in range(steps):
+        before = p["w"].copy()  # (C,)
+        adam.step(p, {"w": g})
+        sizes.append(np.abs(before - p["w"]))  # (C,)
+    return np.array(sizes)  # (steps, C)
 
 
 def check_update_size(fn):
-    t = np.arange(1, len(moves[False]) + 1)  # (3000,) steps
-    measured = moves[False][:, 0]  # (3000,) |update| / lr for g = 0.5, from optim.AdamW above
-    return [course.close("steps 1..3000 vs optim.AdamW's measured steps", fn(t), measured, rtol=2e-4),
+    r = np.random.default_rng(1101)  # a constant gradient and a second (b1, b2), drawn now
+    g = r.uniform(0.5, 3.0, 3) * r.choice([-1.0, 1.0], 3)  # (3,) well above eps, so eps does not show
+    b1, b2 = round(float(r.uniform(0.5, 0.95)), 3), round(float(r.uniform(0.9, 0.999)), 4)
+    t = np.arange(1, 3001)  # (3000,) steps
+    measured = measured_sizes(g, len(t))  # (3000, 3) the same for every element: the ratio does not depend on g
+    t2 = np.arange(1, 301)  # (300,)
+    measured2 = measured_sizes(g[:1], len(t2), b1, b2)[:, 0]  # (300,)
+    return [course.close("steps 1..3000 vs optim.AdamW's measured steps", fn(t), measured[:, 0], rtol=2e-4),
+            course.close(f"b1 = {b1:g}, b2 = {b2:g}, steps 1..300 vs optim.AdamW's measured steps", fn(t2, b1, b2),
+                         measured2, rtol=2e-4),
             course.close("b1 = 0.5, b2 = 0.9, step 2 (worked out by hand)", fn(2, 0.5, 0.9), 1.720618004029213,
                          rtol=1e-9, atol=1e-12)]
 
@@ -207,9 +224,23 @@ def check_lr(fn):
     # peak 1e-3, W = 20, T = 100: values worked out by hand
     want = {0: 0.0, 10: 5e-4, 19: 9.5e-4, 20: 8e-4, 21: 7.9e-4, 60: 4e-4, 100: 0.0}
     results = [course.close(f"t = {list(want)}", [fn(t, 1e-3, 20, 100) for t in want], list(want.values()),
-                            rtol=1e-12, atol=1e-15)]
-    return results + [course.close("no warmup (W = 0): t = 0, 25 of 50", [fn(t, 1e-3, 0, 50) for t in (0, 25)],
-                                   [1e-3, 5e-4], rtol=1e-12, atol=1e-15)]
+                            rtol=1e-12, atol=1e-15),
+               course.close("no warmup (W = 0): t = 0, 25 of 50", [fn(t, 1e-3, 0, 50) for t in (0, 25)],
+                            [1e-3, 5e-4], rtol=1e-12, atol=1e-15)]
+    r = np.random.default_rng(1102)  # a schedule drawn now: what every such schedule keeps
+    peak, T = float(r.uniform(1e-4, 1e-2)), int(r.integers(200, 2000))
+    W = int(r.integers(10, T // 3))
+    ts = np.unique(np.r_[0, W, T, r.integers(1, T, 30)])  # (n,) steps
+    lrs = np.array([fn(int(t), peak, W, T) for t in ts])  # (n,)
+    after = lrs[ts >= W]  # from the end of warmup on
+    shaped = bool(np.all((lrs >= 0) & (lrs <= peak)) and np.all(np.diff(after) < 0))
+    return results + [
+        course.close(f"peak {peak:.3g}, W = {W}, T = {T}: 0 at t = 0 and t = T", [lrs[0], lrs[-1]], [0.0, 0.0],
+                     rtol=0, atol=1e-15),
+        course.true(f"peak {peak:.3g}, W = {W}, T = {T}: between 0 and peak, falling after warmup", shaped,
+                    "" if shaped else f"at t = {ts.tolist()}: {lrs.round(6).tolist()}"),
+        course.close(f"peak {peak:.3g} and 2 x peak: the rate scales with peak",
+                     [fn(int(t), 2 * peak, W, T) for t in ts], 2 * lrs, rtol=1e-12, atol=1e-18)]
 
 
 def check_clip(fn):
@@ -217,14 +248,18 @@ def check_clip(fn):
     results = [course.close("{a: [3, 0], b: [[4]]} to norm 1: a", fn(small, 1.0)["a"], [0.6, 0.0]),
                course.close("{a: [3, 0], b: [[4]]} to norm 1: b", fn(small, 1.0)["b"], [[0.8]]),
                course.close("norm 5 under max_norm 10: unchanged", fn(small, 10.0)["b"], [[4.0]])]
-    norm = optim.global_norm(big)  # ~20
-    for max_norm in (0.5, 100.0):
-        mine = fn(big, max_norm)
+    r = np.random.default_rng(1103)  # arrays drawn now, of drawn shapes and sizes
+    big = {"a": r.standard_normal((3, 4)) * r.uniform(2, 8), "b": r.standard_normal(5) * r.uniform(2, 8),
+           "c": r.standard_normal((2, 2, 3))}
+    norm = float(np.sqrt(sum((x * x).sum() for x in big.values())))  # the joint norm, of order 10..30
+    for max_norm in (round(float(r.uniform(0.2, 0.8)), 2), round(norm * 3, 1)):
+        mine = fn({k: x.copy() for k, x in big.items()}, max_norm)
         factors = [float(np.linalg.norm(mine[k]) / np.linalg.norm(big[k])) for k in big]  # one per array
+        after = float(np.sqrt(sum((np.asarray(x) ** 2).sum() for x in mine.values())))
         results += [course.close(f"max_norm {max_norm:g}: the same factor for every array", factors[1:],
                                  factors[:1] * (len(factors) - 1), rtol=1e-12),
                     course.close(f"max_norm {max_norm:g}: joint norm {min(norm, max_norm):.3g} after",
-                                 optim.global_norm(mine), min(norm, max_norm), rtol=1e-12)]
+                                 after, min(norm, max_norm), rtol=1e-12)]
     return results
 
 

@@ -590,7 +590,7 @@ DIAGNOSES = {
     ("04_embedding_sum", "my_onehot_backward", "transposed_product"): "it is the expected answer transposed (the last two axes swapped)",
     ("04_embedding_sum", "my_segment_ids", "last_sep"): "the first difference at index 4 (after [0, 0, 0]): got 0, expected 1",
     ("05_attention", "my_score_std", "unscaled"): "without the 1/sqrt(HS) scale it would be",
-    ("05_attention", "my_mask_adder", "wrong_shape"): "this lesson's mask: shape (2, 5), expected (2, 1, 1, 5)",
+    ("05_attention", "my_mask_adder", "wrong_shape"): "a random (3, 7) mask: shape (3, 7), expected (3, 1, 1, 7)",
     ("07_encoder_block", "my_ffn_backward", "wrong_cache_order"):
         "the GELU's backward skipped: the gradient reaches linear_in's backward as if GELU were the identity",
     ("07_encoder_block", "my_ffn_backward", "in_out_swapped"):
