@@ -563,7 +563,7 @@ DIAGNOSES = {
     ("16_feature_based_vs_finetuning", "my_concat_layers", "sum"): "shape",
     ("17_causal_vs_bidirectional", "my_causal_adder", "upper_triangle"): "which keys each query sees",
     ("18_roberta_recipe", "my_full_sentences", "no_separator"): "the first difference at index",
-    ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "no_map"): "exactly the E -> C map (1,088), left out",
+    ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "no_map"): "exactly the E -> C map (72), left out",
     ("19_albert_factorisation_and_sop", "my_embedding_map_backward", "dW_transposed"):
         "it is the expected answer transposed (the last two axes swapped)",
     ("20_replaced_token_detection", "my_bce_backward", "sum_not_mean"): "a factor 1/n (n real tokens) is missing",
