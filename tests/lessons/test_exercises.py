@@ -619,7 +619,7 @@ DIAGNOSES = {
     ("21_permutation_lm", "my_two_stream_masks", "order_as_rank"): "content stream: i reads j only if step[j] <= step[i]",
     ("21_permutation_lm", "my_two_stream_core_backward", "dk_from_content_only"):
         "dk, the query stream's share alone: max_abs",
-    ("22_span_corruption_encoder_decoder", "my_span_corrupt", "sentinel_per_token"): "hand example: input",
+    ("22_span_corruption_encoder_decoder", "my_span_corrupt", "sentinel_per_token"): "a drawn example: input",
     ("23_capstone_pretrain_finetune", "my_question_labels", "first_paragraph_only"): "questions per article",
 }
 
