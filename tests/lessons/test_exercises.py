@@ -610,7 +610,7 @@ DIAGNOSES = {
     ("12_looking_inside", "my_encode_with_masks", "no_special_tokens"): "got 'train', expected '[CLS]'",
     ("12_looking_inside", "my_head_entropy", "log2"): "uniform over 8: ln 8",
     ("13_finetuning_heads", "my_first_piece_labels", "every_piece"): "got 0, expected -100",
-    ("14_squad_windows", "my_max_context_score", "no_length_term"): "token 3 of a 10-token window at 0",
+    ("14_squad_windows", "my_max_context_score", "no_length_term"): "token 9 of a 13-token window at 15",
     ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"): "the head cls.w, cls.b = the pretrained model's new head",
     ("16_feature_based_vs_finetuning", "my_head_grads", "mean_over_all"): "an extra factor (tagged / all positions)",
     ("17_causal_vs_bidirectional", "my_next_token_targets", "padding_predicted"): "only if both are real",
