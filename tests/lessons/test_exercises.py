@@ -614,7 +614,7 @@ DIAGNOSES = {
     ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"): "the head cls.w, cls.b = the pretrained model's new head",
     ("16_feature_based_vs_finetuning", "my_head_grads", "mean_over_all"): "an extra factor (tagged / all positions)",
     ("17_causal_vs_bidirectional", "my_next_token_targets", "padding_predicted"): "only if both are real",
-    ("18_roberta_recipe", "my_batch_stats", "per_sequence"): "hand example: (pad/batch, share real, preds/batch)",
+    ("18_roberta_recipe", "my_batch_stats", "per_sequence"): "drawn example: (pad/batch, share real, preds/batch)",
     ("20_replaced_token_detection", "my_rtd_labels", "every_sampled_position"): "section 4: one right sample, one wrong",
     ("21_permutation_lm", "my_two_stream_masks", "order_as_rank"): "content stream: i reads j only if step[j] <= step[i]",
     ("21_permutation_lm", "my_two_stream_core_backward", "dk_from_content_only"):
