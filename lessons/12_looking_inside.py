@@ -358,8 +358,8 @@ assert np.allclose(seq[1, :n_real], alone[0], atol=1e-5), "padding changed the r
 # solution (`lessons/solutions/12_looking_inside.py`).
 #
 # 1. `my_top_k(logits, k)`: the k most likely token ids and their probabilities, most likely
-#    first (ties: the smaller id first). It must give the five tokens and probabilities that
-#    `inspect.fill_mask` printed at the start of the lesson.
+#    first (ties: the smaller id first). Graded on logits the grader draws; then it must give the
+#    five tokens and probabilities that `inspect.fill_mask` printed at the start of the lesson.
 # 2. `my_encode_with_masks(text, tok)`: `[CLS]` + tokens + `[SEP]` ids, with each literal
 #    `[MASK]` turned into the mask id (Google's tokenizer would split it into `[`, `mask`, `]`);
 #    returns the ids and the mask positions, like `inspect.encode_with_masks`.
@@ -388,22 +388,46 @@ ex = course.Exercises("12_looking_inside")
 
 
 def check_top_k(fn):
-    top_ids, top_p = fn(logits, 5)
-    return [course.equal("tokens vs fill_mask", tok.convert_ids_to_tokens(top_ids), [t for t, _ in top5]),
-            course.close("probabilities vs fill_mask", top_p, [p for _, p in top5]),
-            course.equal("ties: smaller id first", list(fn(np.array([0.0, 2.0, 2.0, 1.0]), 2)[0]), [1, 2])]
+    r = np.random.default_rng(1201)
+    z = 3 * r.standard_normal(cfg.vocab_size)  # (V,) logits drawn now, at this vocabulary's size
+    p = np.exp(z - z.max())
+    p /= p.sum()  # the softmax
+    want = np.argsort(-p, kind="stable")[:5]  # most likely first, the smaller id first on a tie
+    tied = r.standard_normal(6)  # (6,) two entries tied for the top, at drawn places
+    i, j = sorted(r.choice(6, 2, replace=False).tolist())
+    tied[i] = tied[j] = tied.max() + 1.0
+    top_ids, top_p = fn(z.copy(), 5)
+    return [course.equal("token ids vs the softmax's five largest", list(np.asarray(top_ids).tolist()),
+                         want.tolist()),
+            course.close("probabilities vs the softmax's five largest", top_p, p[want]),
+            course.equal("ties: smaller id first", list(np.asarray(fn(tied, 2)[0]).tolist()), [i, j])]
 
 
-ENCODED = [  # (text, its tokens with [CLS] and [SEP], the [MASK] positions): lesson 11's vocabulary
-    (text, ["[CLS]", "the", "cat", "sat", "on", "the", "[MASK]", "mat", ".", "[SEP]"], [6]),
-    ("[MASK] bread smells [MASK] .", ["[CLS]", "[MASK]", "bread", "sm", "##ell", "##s", "[MASK]", ".", "[SEP]"], [1, 6]),
-    ("no mask here", ["[CLS]", "n", "##o", "ma", "##s", "##k", "h", "##er", "##e", "[SEP]"], []),
-]
+def fresh_texts(seed):
+    """Texts drawn now from whole words of the vocabulary, and one made-up word, with [MASK]s at drawn places."""
+    r = np.random.default_rng(seed)
+    words = sorted(w for w in tok.vocab if w.isalpha() and w.islower() and len(w) > 2)
+    made_up = "".join(r.choice(list("abcdefghijklmnopqrstuvwxyz"), 9))
+    texts = []
+    for n, masks in ((6, 1), (5, 2), (4, 0)):
+        pieces = [str(w) for w in r.choice(words, n)] + ([made_up] if masks == 0 else [])
+        for at in sorted(r.choice(len(pieces) + 1, masks, replace=False).tolist(), reverse=True):
+            pieces.insert(at, "[MASK]")
+        texts.append(" ".join(pieces + ["."]))
+    return texts
 
 
 def check_encode_with_masks(fn):
     results = []
-    for t, tokens, positions in ENCODED:
+    for t in fresh_texts(1202):
+        tokens, positions = ["[CLS]"], []  # the definition, word by word
+        for w in t.split():
+            if w == "[MASK]":
+                positions.append(len(tokens))
+                tokens.append("[MASK]")
+            else:
+                tokens += tok.tokenize(w)
+        tokens.append("[SEP]")
         ids, pos = fn(t, tok)
         results += [course.equal(f"{t!r}: tokens", tok.convert_ids_to_tokens(list(ids)), tokens),
                     course.equal(f"{t!r}: mask positions", list(pos), positions)]
@@ -411,14 +435,22 @@ def check_encode_with_masks(fn):
 
 
 def check_head_entropy(fn):
-    one_hot = np.zeros((1, 1, 4, 4))  # (1, 1, 4, 4)
-    one_hot[..., 0] = 1.0  # every query looks only at key 0
-    p = np.array([0.5, 0.25, 0.25, 0.0])  # (4,) one row, with a zero
+    r = np.random.default_rng(1203)
+    n = int(r.integers(3, 9))
+    one_hot = np.zeros((1, 1, n, n))  # (1, 1, n, n)
+    one_hot[..., int(r.integers(0, n))] = 1.0  # every query looks only at one drawn key
+    p = r.random(n)
+    p[int(r.integers(0, n))] = 0.0
+    p /= p.sum()  # (n,) one row, with a zero
+    Lg, NHg, Tg = (int(v) for v in r.integers(2, 6, 3))
+    maps = r.standard_normal((Lg, NHg, Tg, Tg))
+    maps = np.exp(maps) / np.exp(maps).sum(-1, keepdims=True)  # (L, NH, T, T) rows summing to 1
+    h = -(p[p > 0] * np.log(p[p > 0])).sum()  # the entropy in nats, 0 log 0 = 0
     return [course.close("one key per row: 0", fn(one_hot), np.zeros((1, 1)), atol=1e-12),
-            course.close("uniform over 4: ln 4", fn(np.full((1, 1, 4, 4), 0.25)), np.full((1, 1), math.log(4))),
-            course.close("row [0.5, 0.25, 0.25, 0]", fn(np.broadcast_to(p, (1, 1, 4, 4))),
-                         np.full((1, 1), 1.5 * math.log(2))),
-            course.equal("shape (L, NH) for this model", np.shape(fn(result.maps)), (L, NH))]
+            course.close(f"uniform over {n}: ln {n}", fn(np.full((1, 1, n, n), 1 / n)), np.full((1, 1), math.log(n))),
+            course.close(f"a drawn row with a zero, {np.round(p, 3).tolist()}", fn(np.broadcast_to(p, (1, 1, n, n))),
+                         np.full((1, 1), h)),
+            course.equal(f"shape (L, NH) for maps {maps.shape}", np.shape(fn(maps)), (Lg, NHg))]
 
 
 my_top_k = ex.grade(1, my_top_k, check_top_k)
@@ -429,6 +461,9 @@ my_encode_with_masks = ex.grade(2, my_encode_with_masks, check_encode_with_masks
                                         "text.tokenizer.BertTokenizer.cls_id", "text.tokenizer.BertTokenizer.sep_id",
                                         "text.tokenizer.BertTokenizer.mask_id"))
 my_head_entropy = ex.grade(3, my_head_entropy, check_head_entropy)
+mine5 = my_top_k(logits, 5)  # and on the lesson's own [MASK]: the five that fill_mask printed
+assert tok.convert_ids_to_tokens(list(mine5[0])) == [t for t, _ in top5]
+assert np.allclose(mine5[1], [q for _, q in top5])
 top_ids, top_p = my_top_k(logits, cfg.vocab_size)  # every token, most likely first: the whole distribution
 assert math.isclose(top_p.sum(), 1.0) and np.all(top_p >= 0)  # a valid distribution over the vocab
 entropy = my_head_entropy(result.maps)  # (L, NH)

@@ -115,8 +115,8 @@ for f in holding:
 # 1. `my_max_context_score(start, length, position)`: how much context a passage token at
 #    `position` has in the window `(start, length)`: the smaller of its left and right context
 #    (tokens before it, tokens after it, within the window) plus 0.01 x the window length, so
-#    that of two windows giving the same context the longer one wins. Graded against the
-#    max-context windows of section 1.
+#    that of two windows giving the same context the longer one wins. Graded on windows the
+#    grader draws (a passage length, a window length and a stride, like section 1's).
 # 2. `my_best_span(start_logits, end_logits, max_answer_length)`: the pair `(s, e)` with the
 #    highest `start_logits[s] + end_logits[e]` such that `s <= e < s + max_answer_length`.
 #    Section 3 scores every window's tokens; section 4 turns the scores into answers with
@@ -137,22 +137,55 @@ def my_best_span(start_logits, end_logits, max_answer_length):
 ex = course.Exercises("14_squad_windows")
 
 
+def fresh_windows(r):
+    """A passage of n tokens cut into windows (start, length) of a drawn length and stride, drawn now."""
+    n, length = int(r.integers(20, 40)), int(r.integers(6, 12))
+    stride = int(r.integers(2, length))
+    starts = [0]
+    while starts[-1] + length < n:
+        starts.append(starts[-1] + stride)  # the last window may be shorter: it stops at the passage's end
+    return n, [(st, min(length, n - st)) for st in starts]
+
+
 def check_max_context_score(fn):
-    best = [max((w for w, sp in enumerate(spans) if sp.start <= i < sp.start + sp.length),
-                key=lambda w: fn(spans[w].start, spans[w].length, i)) for i in range(n_tokens)]
-    return [course.close("token 3 of a 10-token window at 0", fn(0, 10, 3), 3.1),
-            course.close("its last token", fn(5, 10, 14), 0.1),
-            course.equal("the max-context window of every token of section 1", best,
-                         [int(np.flatnonzero(grid[:, i] == 2)[0]) for i in range(n_tokens)])]
+    r = np.random.default_rng(1401)
+    results = []
+    for _ in range(2):  # single windows, the definition worked out here
+        L_ = int(r.integers(6, 15))
+        st, p = int(r.integers(0, 20)), int(r.integers(1, L_ - 1))
+        results.append(course.close(f"token {p} of a {L_}-token window at {st}", fn(st, L_, st + p),
+                                    min(p, L_ - 1 - p) + 0.01 * L_))
+    n, wins = fresh_windows(r)
+    want, got = [], []
+    for i in range(n):
+        holding = [w for w, (st, ln) in enumerate(wins) if st <= i < st + ln]
+        score = {w: min(i - wins[w][0], wins[w][0] + wins[w][1] - 1 - i) + 0.01 * wins[w][1] for w in holding}
+        want.append(max(holding, key=lambda w: score[w]))  # the first of the best
+        got.append(max(holding, key=lambda w: fn(wins[w][0], wins[w][1], i)))
+    results.append(course.equal(f"the max-context window of every token, {n} tokens in windows {wins}", got, want))
+    return results
 
 
 def check_best_span(fn):
-    s_ = np.array([0.1, 2.0, -1.0, 0.5, 3.0])  # (T,)
-    e_ = np.array([0.0, 0.2, 1.5, -2.0, 0.1])  # (T,)
-    return [course.equal("start 1 (2.0), end 2 (1.5)", tuple(int(x) for x in fn(s_, e_, 30)), (1, 2)),
-            course.equal("length limit 1: a single token", tuple(int(x) for x in fn(s_, e_, 1)), (4, 4)),
-            course.equal("end may not precede start (not (2, 0))",
-                         tuple(int(x) for x in fn(np.array([0.0, 0.0, 5.0]), np.array([5.0, 0.0, 1.0]), 30)), (2, 2))]
+    r = np.random.default_rng(1402)
+    results = []
+    for name, T_, limit in (("a drawn pair of score rows, limit 3", 10, 3), ("length limit 1: a single token", 7, 1)):
+        s_, e_ = r.standard_normal(T_), r.standard_normal(T_)  # (T,) each
+        a_, b_ = sorted(r.choice(T_, 2, replace=False).tolist())
+        s_[a_] += 4.0
+        e_[b_] += 4.0  # the best pair with no limit: far apart
+        pairs = [(i, j) for i in range(T_) for j in range(i, min(T_, i + limit))]
+        want = max(pairs, key=lambda ij: s_[ij[0]] + e_[ij[1]])
+        results.append(course.equal(f"{name}", tuple(int(x) for x in fn(s_.copy(), e_.copy(), limit)), want))
+    s_, e_ = r.standard_normal(6), r.standard_normal(6)
+    late, early = int(r.integers(3, 6)), int(r.integers(0, 3))
+    s_[late] += 5.0
+    e_[early] += 5.0  # the best start after the best end
+    pairs = [(i, j) for i in range(6) for j in range(i, 6)]
+    want = max(pairs, key=lambda ij: s_[ij[0]] + e_[ij[1]])
+    results.append(course.equal(f"end may not precede start (not ({late}, {early}))",
+                                tuple(int(x) for x in fn(s_.copy(), e_.copy(), 30)), want))
+    return results
 
 
 my_max_context_score = ex.grade(1, my_max_context_score, check_max_context_score)

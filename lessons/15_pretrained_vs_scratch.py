@@ -380,13 +380,24 @@ def _grouped(got, want_body, want_head, what_body, what_head):
     return results
 
 
+def fresh_task_params(r):
+    """A task model's parameters, drawn now: a drawn number of labels and seed, and every tensor redrawn
+    (as pretraining would have changed them)."""
+    fresh = BertForSequenceClassification(config, num_labels=int(r.integers(2, 7)), seed=int(r.integers(100, 10**6)))
+    return {k: r.standard_normal(v.shape).astype(v.dtype) for k, v in fresh.params.items()}
+
+
 def check_encoder_into_head(fn):
-    fresh = BertForSequenceClassification(config, num_labels=4, seed=7)  # a new task model, head of seed 7
-    got = fn({k: v.copy() for k, v in bert.params.items()}, {k: v.copy() for k, v in fresh.params.items()})
-    return _grouped(got, bert.params, fresh.params, "= the pretrained model's", "= the new model's")
+    r = np.random.default_rng(1501)
+    pretrained = {k: r.standard_normal(v.shape).astype(v.dtype) for k, v in bert.params.items()}  # drawn now
+    task = fresh_task_params(r)  # a new task model's, head included
+    got = fn({k: v.copy() for k, v in pretrained.items()}, {k: v.copy() for k, v in task.items()})
+    return _grouped(got, pretrained, task, "= the pretrained model's", "= the new model's")
 
 
 def check_control_params(fn):
+    # Not drawn (issue 54): the answer is by definition what the constructor (model.init_params) draws for
+    # this config and seed, and a grader may not call them; section 4 built this control with them.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = BertForSequenceClassification.from_pretrained(pretrained_dir, num_labels=4, seed=2)

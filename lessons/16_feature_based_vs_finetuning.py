@@ -353,7 +353,8 @@ assert 100 * a / n >= 90
 #    the head: `x (B, T, D)` features, `labels (B, T)` with `-100` for no tag, `logits = x @ w + b`
 #    `(B, T, K)`, loss = the mean cross-entropy over the tagged positions. Return `(dw (D, K),
 #    db (K,))`, and nothing for `x`: it is not trained. `dw` and `db` are each graded against the
-#    numerical gradient, on this lesson's frozen features and on random ones.
+#    numerical gradient, on the frozen features of training sentences the grader draws
+#    (with a head it draws) and on random ones.
 
 # %%
 def my_concat_layers(states, which):
@@ -372,30 +373,39 @@ tagger = frozen["concat_all"]
 states = tagger.encoder.hidden_states(dev["input_ids"][:5])  # L + 1 arrays (5, L_TASK, C)
 
 
+def fresh_states(seed):
+    """The grader's own L + 1 hidden states (B, T, C), drawn now at this model's shapes."""
+    r = np.random.default_rng(seed)
+    return [r.standard_normal((3, 4, states[0].shape[-1])) for _ in states]
+
+
 def check_concat_layers(fn):
-    C_ = states[0].shape[-1]
+    hs = fresh_states(1601)
+    C_ = hs[0].shape[-1]
     results = []
     for which in ([-1, -2, -3], [-1], [0, -1]):
-        got = np.asarray(fn(states, which))
-        if got.shape != states[0].shape[:2] + (len(which) * C_,):
-            results.append(course.equal(f"{which}: shape", got.shape, states[0].shape[:2] + (len(which) * C_,)))
+        got = np.asarray(fn([h.copy() for h in hs], which))
+        if got.shape != hs[0].shape[:2] + (len(which) * C_,):
+            results.append(course.equal(f"{which}: shape", got.shape, hs[0].shape[:2] + (len(which) * C_,)))
             continue
         for slot, i in enumerate(which):  # each C-wide block, in the order asked for
             results.append(course.close(f"{which}: block {slot} = states[{i}]", got[..., slot * C_:(slot + 1) * C_],
-                                        states[i]))
+                                        hs[i]))
     return results
 
 
 def check_head_grads(fn):
-    rng = np.random.default_rng(16)
-    b8 = {k: v[:8] for k, v in train.items()}
-    labels8 = b8["labels"].copy()
+    rng = np.random.default_rng(1602)
+    rows = rng.choice(len(train["labels"]), 8, replace=False)  # 8 training sentences, drawn now
+    labels8 = train["labels"][rows].copy()
     labels8[0, 1:4] = -100  # some words without a tag too
-    x_real = tagger.features(b8["input_ids"]).astype(np.float64)  # (8, L_TASK, D) the frozen features
-    w_real = tagger.params["cls.w"].astype(np.float64)
-    b_real = tagger.params["cls.b"].astype(np.float64)
+    x_real = tagger.features(train["input_ids"][rows]).astype(np.float64)  # (8, L_TASK, D) their frozen features
+    D_, K_ = tagger.params["cls.w"].shape
+    w_real, b_real = 0.1 * rng.standard_normal((D_, K_)), 0.1 * rng.standard_normal(K_)  # a head, drawn now
     x64 = rng.standard_normal((2, 5, 6))  # random features
-    y64 = np.array([[0, 2, -100, 1, 2], [-100, -100, 1, 0, 0]])
+    y64 = rng.integers(0, 3, (2, 5))
+    y64[rng.random((2, 5)) < 0.3] = -100
+    y64[0, 0] = 1
     w64, b64 = rng.standard_normal((6, 3)), rng.standard_normal(3)
     results = []
     for label, x, y, w, b in (("frozen features", x_real, labels8, w_real, b_real), ("random", x64, y64, w64, b64)):
@@ -407,7 +417,7 @@ def check_head_grads(fn):
             return float(-np.take_along_axis(logp, np.where(keep, y, 0)[..., None], -1)[..., 0][keep].mean())
 
         wn, bn = w.copy(), b.copy()
-        dw, db = fn(x, y, w, b)
+        dw, db = fn(x.copy(), y.copy(), w.copy(), b.copy())
         share = {"(tagged / all positions)": (y >= 0).sum() / y.size}  # a mean over every position
         results += [course.close(f"dw, {label}, vs numerical gradient", dw,
                                  numerical_grad_scalar(lambda: loss(wn, bn), wn), factors=share),

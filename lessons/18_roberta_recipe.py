@@ -108,13 +108,19 @@ def my_batch_stats(input_mask, masked_lm_weights, batch_size):
 
 
 def check_batch_stats(fn):
-    # a hand example: 2 sequences of T = 4 with 3 and 2 real tokens and 1 and 2 predictions,
-    # batches of 4 sequences
-    hand = fn(np.array([[1, 1, 1, 0], [1, 1, 0, 0]]), np.array([[1.0, 0.0], [1.0, 1.0]]), 4)
-    full_rows = fn(np.ones((3, 8), np.int64), np.array([[1.0, 1.0, 0.0]] * 3), 10)  # no padding at all
-    return [course.close("hand example: (pad/batch, share real, preds/batch)", np.array(hand, dtype=float),
-                         [6.0, 0.625, 6.0]),
-            course.close("full rows: (0 pads, share 1, 20 preds)", np.array(full_rows, dtype=float), [0.0, 1.0, 20.0])]
+    r = np.random.default_rng(1801)
+    results = []
+    for name, full in (("drawn example: (pad/batch, share real, preds/batch)", False),
+                       ("drawn full rows, no padding: (pad/batch, share real, preds/batch)", True)):
+        N, T_, P_, bs = int(r.integers(2, 7)), int(r.integers(4, 12)), int(r.integers(2, 5)), int(r.integers(2, 33))
+        real = np.full(N, T_) if full else r.integers(2, T_ + 1, N)  # (N,) real tokens per sequence
+        mask = (np.arange(T_)[None, :] < real[:, None]).astype(np.int64)  # (N, T)
+        weights = (np.arange(P_)[None, :] < r.integers(0, P_ + 1, N)[:, None]).astype(np.float64)  # (N, P)
+        n_pad, n_real, n_pred = int(mask.size - mask.sum()), int(mask.sum()), int((weights > 0).sum())
+        want = [n_pad / N * bs, n_real / mask.size, n_pred / N * bs]  # totals over N sequences, per batch of bs
+        results.append(course.close(f"{name}, N {N} T {T_} batch {bs}",
+                                    np.array(fn(mask.copy(), weights.copy(), bs), dtype=float), want))
+    return results
 
 
 my_batch_stats = ex.grade(1, my_batch_stats, check_batch_stats)
@@ -221,17 +227,29 @@ def my_full_sentences(sentence_lengths, max_tokens):
 
 
 # %%
-PACKED_62 = [61, 58, 49, 58, 44, 47, 54, 50, 62]  # the lesson corpus packed into 62 tokens, worked out once
-PACKED_20 = [16, 16, 18, 17, 15, 17, 17, 8, 15, 15, 10, 19, 14, 13, 11, 19, 11, 13, 19, 13, 15, 17, 15, 12, 10,
-             12, 10, 12, 16, 14, 20, 15, 13]  # ... and into 20
-
-
 def check_full_sentences(fn):
-    lengths = [[len(s) for s in d] for d in documents]
-    return [course.equal("docstring example [[2, 2], [2, 1]], 7", list(fn([[2, 2], [2, 1]], 7)), [7, 1]),
-            course.equal("lesson corpus, 62 tokens", list(fn(lengths, T - 2)), PACKED_62),
-            course.equal("lesson corpus, 20 tokens", list(fn(lengths, 20)), PACKED_20),
-            course.equal("a sentence longer than a sequence", list(fn([[3], [11, 2]], 5)), [3, 5, 5, 3])]
+    r = np.random.default_rng(1802)
+    cases = []
+    for name, M, top in (("drawn documents", int(r.integers(12, 30)), 12), ("drawn short documents", 7, 4),
+                         ("drawn documents, some sentences longer than a sequence", 6, 15)):
+        docs = [[int(n) for n in r.integers(1, top, int(r.integers(1, 5)))] for _ in range(int(r.integers(3, 7)))]
+        cases.append((f"{name}, max_tokens {M}: {docs}", docs, M))
+    results = []
+    for name, docs, M in cases:
+        want, cur = [], 0  # packing worked out token count by token count
+        for d in docs:
+            for k, n in enumerate(d):
+                cost = n + (1 if k == 0 and cur > 0 else 0)  # a [SEP] before a new document, inside a sequence
+                if cur > 0 and cur + cost > M:
+                    want.append(cur)
+                    cur, cost = 0, n
+                cur += cost
+                while cur > M:
+                    want.append(M)
+                    cur -= M
+        want += [cur] if cur else []
+        results.append(course.equal(name, list(fn([list(d) for d in docs], M)), want))
+    return results
 
 
 my_full_sentences = ex.grade(2, my_full_sentences, check_full_sentences,

@@ -248,30 +248,45 @@ def my_bce_backward(logits, labels, mask):
 ex = course.Exercises("20_replaced_token_detection")
 
 
+def fresh_rtd_case(r, B, T, M, right=0, wrong=0):
+    """Drawn now: original ids (B, T), M distinct masked (row, column) positions, samples (M,) of which the
+    first `right` equal the original token and the next `wrong` differ from it; the rest drawn freely."""
+    orig = r.integers(5, 60, (B, T))  # (B, T)
+    flat = r.choice(B * T, M, replace=False)  # (M,)
+    pos = np.stack([flat // T, flat % T], axis=1)  # (M, 2)
+    smp = r.integers(5, 60, M)  # (M,)
+    here = orig[pos[:, 0], pos[:, 1]]  # (M,) the originals at the masked positions
+    smp[:right] = here[:right]
+    smp[right:right + wrong] = here[right:right + wrong] + 1 + r.integers(0, 5, wrong)
+    return orig, smp, pos
+
+
 def check_rtd_labels(fn):
-    pos = np.stack([np.zeros(len(flat_pos), np.int64), flat_pos], axis=1)  # (M, 2) row 0
-    grid = np.array([[0, 1], [0, 2], [1, 1]])  # (3, 2)
-    orig = np.array([[2, 11, 12, 3], [2, 13, 7, 3]])  # (2, 4)
-    return [course.equal("section 3's sentence", np.asarray(fn(IDS[s:s + 1], sampled, pos)).tolist(),
-                         labels.tolist()),
-            course.equal("section 4: one right sample, one wrong", np.asarray(fn(IDS[s:s + 1], forced, pos)).tolist(),
-                         forced_labels.tolist()),
-            course.equal("two rows, samples 11 (right), 20, 13 (right)",
-                         np.asarray(fn(orig, np.array([11, 20, 13]), grid)).tolist(), [[0, 0, 1, 0], [0, 0, 0, 0]])]
+    r = np.random.default_rng(2001)
+    cases = [("a drawn sentence, samples drawn freely", fresh_rtd_case(r, 1, 9, 3)),
+             ("section 4: one right sample, one wrong", fresh_rtd_case(r, 1, 9, 2, right=1, wrong=1)),
+             ("two rows, two right samples, one wrong", fresh_rtd_case(r, 2, 5, 3, right=2, wrong=1))]
+    results = []
+    for name, (orig, smp, pos) in cases:
+        want = [[0] * orig.shape[1] for _ in range(orig.shape[0])]  # the definition, one masked token at a time
+        for (b, t), v in zip(pos.tolist(), smp.tolist()):
+            want[b][t] = int(v != orig[b, t])
+        results.append(course.equal(name, np.asarray(fn(orig.copy(), smp.copy(), pos.copy())).tolist(), want))
+    return results
 
 
 def check_bce_backward(fn):
-    z = 2 * np.random.default_rng(8).standard_normal((3, 5))  # (B, T)
-    y = np.random.default_rng(9).integers(0, 2, (3, 5))  # (B, T)
-    m = np.ones((3, 5), np.int64)
-    m[2, 3:] = 0  # padding in the last row
-    zs = disc_logits.astype(np.float64)  # (1, T) section 3's sentence
-    return [course.close("dlogits vs numerical gradient", fn(z, y, m),
-                         numerical_grad_scalar(lambda: electra.bce_with_logits_forward(z, y, m)[0], z),
-                         factors={"1/n (n real tokens)": 1 / m.sum()}),
-            course.close("section 3's sentence vs numerical gradient", fn(zs, labels, mask),
-                         numerical_grad_scalar(lambda: electra.bce_with_logits_forward(zs, labels, mask)[0], zs),
-                         factors={"1/n (n real tokens)": 1 / mask.sum()})]
+    r = np.random.default_rng(2002)
+    results = []
+    for name, (B, T) in (("dlogits vs numerical gradient", (3, 5)), ("one padded row vs numerical gradient", (1, 9))):
+        z = 2 * r.standard_normal((B, T))  # (B, T)
+        y = r.integers(0, 2, (B, T))  # (B, T)
+        m = np.ones((B, T), np.int64)
+        m[-1, T - 2:] = 0  # padding at the end of the last row
+        results.append(course.close(name, fn(z.copy(), y.copy(), m.copy()),
+                                    numerical_grad_scalar(lambda: electra.bce_with_logits_forward(z, y, m)[0], z),
+                                    factors={"1/n (n real tokens)": 1 / m.sum()}))
+    return results
 
 
 my_rtd_labels = ex.grade(1, my_rtd_labels, check_rtd_labels,

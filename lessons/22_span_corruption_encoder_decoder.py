@@ -247,15 +247,31 @@ ex = course.Exercises("22_span_corruption_encoder_decoder")
 
 
 def check_span_corrupt(fn):
-    got_in, got_tg = fn(np.array([11, 12, 13, 14, 15, 16]), np.array([False, True, True, False, False, True]), 100, 3)
-    results = [course.equal("hand example: input", np.asarray(got_in).tolist(), [11, 99, 14, 15, 98, 3]),
-               course.equal("hand example: target", np.asarray(got_tg).tolist(), [99, 12, 13, 98, 16, 3])]
-    got_in, got_tg = fn(tokens, mask, V, SPECIAL.eos)  # section 1's document
-    runs = int((mask & ~np.r_[False, mask[:-1]]).sum())  # noise runs: one sentinel each
-    results += [course.equal("section 1's document: sentinels in the input",
-                             [int(t) for t in got_in if t >= V - NS], [V - 1 - i for i in range(runs)]),
-                course.equal("section 1's document: input and target give the tokens back (reconstruct)",
-                             D.reconstruct(np.asarray(got_in), np.asarray(got_tg), V, NS, SPECIAL.eos), tokens.tolist())]
+    r = np.random.default_rng(2201)
+    results = []
+    for name, n, vocab in (("a drawn example", 8, 100), ("a drawn document", 60, 500)):
+        toks = r.integers(5, vocab - 20, n)  # (n,) ordinary ids, below any sentinel
+        if n > 20:
+            noise = D.random_spans_noise_mask(n, r)  # (n,) bool
+        else:  # a run of two and a run of one, at drawn places
+            noise, a = np.zeros(n, bool), int(r.integers(0, 3))
+            noise[a:a + 2] = True
+            noise[int(r.integers(5, n))] = True
+        eos = int(r.integers(1, 5))
+        want_in, want_tg, span = [], [], -1  # T5's definition: one sentinel per run of noise, counting down
+        for j, t in enumerate(toks.tolist()):
+            if noise[j] and (j == 0 or not noise[j - 1]):
+                span += 1
+                want_in.append(vocab - 1 - span)
+                want_tg.append(vocab - 1 - span)
+            (want_tg if noise[j] else want_in).append(t)
+        got_in, got_tg = fn(toks.copy(), noise.copy(), vocab, eos)
+        results += [course.equal(f"{name}: input", np.asarray(got_in).tolist(), want_in + [eos]),
+                    course.equal(f"{name}: target", np.asarray(got_tg).tolist(), want_tg + [eos])]
+        if span < 20:
+            results.append(course.equal(f"{name}: input and target give the tokens back (reconstruct)",
+                                        D.reconstruct(np.asarray(got_in), np.asarray(got_tg), vocab, 20, eos),
+                                        toks.tolist()))
     return results
 
 

@@ -563,7 +563,7 @@ DIAGNOSES = {
     ("16_feature_based_vs_finetuning", "my_concat_layers", "sum"): "shape",
     ("17_causal_vs_bidirectional", "my_causal_adder", "upper_triangle"): "which keys each query sees",
     ("18_roberta_recipe", "my_full_sentences", "no_separator"): "the first difference at index",
-    ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "no_map"): "exactly the E -> C map (1,088), left out",
+    ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "no_map"): "exactly the E -> C map (72), left out",
     ("19_albert_factorisation_and_sop", "my_embedding_map_backward", "dW_transposed"):
         "it is the expected answer transposed (the last two axes swapped)",
     ("20_replaced_token_detection", "my_bce_backward", "sum_not_mean"): "a factor 1/n (n real tokens) is missing",
@@ -607,19 +607,19 @@ DIAGNOSES = {
         "eps left out (as if it were 0): it matters where |g| is near eps = 1e-8",
     ("11_pretrain_tiny", "my_update_size", "corrected"): "steps 1..3000 vs optim.AdamW's measured steps",
     ("11_pretrain_tiny", "my_lr", "decay_after_warmup"): "at index (3,): got 0.001, expected 0.0008",
-    ("12_looking_inside", "my_encode_with_masks", "no_special_tokens"): "got 'the', expected '[CLS]'",
-    ("12_looking_inside", "my_head_entropy", "log2"): "uniform over 4: ln 4",
+    ("12_looking_inside", "my_encode_with_masks", "no_special_tokens"): "got 'train', expected '[CLS]'",
+    ("12_looking_inside", "my_head_entropy", "log2"): "uniform over 8: ln 8",
     ("13_finetuning_heads", "my_first_piece_labels", "every_piece"): "got 0, expected -100",
-    ("14_squad_windows", "my_max_context_score", "no_length_term"): "token 3 of a 10-token window at 0",
+    ("14_squad_windows", "my_max_context_score", "no_length_term"): "token 9 of a 13-token window at 15",
     ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"): "the head cls.w, cls.b = the pretrained model's new head",
     ("16_feature_based_vs_finetuning", "my_head_grads", "mean_over_all"): "an extra factor (tagged / all positions)",
     ("17_causal_vs_bidirectional", "my_next_token_targets", "padding_predicted"): "only if both are real",
-    ("18_roberta_recipe", "my_batch_stats", "per_sequence"): "hand example: (pad/batch, share real, preds/batch)",
+    ("18_roberta_recipe", "my_batch_stats", "per_sequence"): "drawn example: (pad/batch, share real, preds/batch)",
     ("20_replaced_token_detection", "my_rtd_labels", "every_sampled_position"): "section 4: one right sample, one wrong",
     ("21_permutation_lm", "my_two_stream_masks", "order_as_rank"): "content stream: i reads j only if step[j] <= step[i]",
     ("21_permutation_lm", "my_two_stream_core_backward", "dk_from_content_only"):
         "dk, the query stream's share alone: max_abs",
-    ("22_span_corruption_encoder_decoder", "my_span_corrupt", "sentinel_per_token"): "hand example: input",
+    ("22_span_corruption_encoder_decoder", "my_span_corrupt", "sentinel_per_token"): "a drawn example: input",
     ("23_capstone_pretrain_finetune", "my_question_labels", "first_paragraph_only"): "questions per article",
 }
 
