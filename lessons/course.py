@@ -53,6 +53,7 @@ connections, for the encoder block (07) and the whole model (10).
 from __future__ import annotations
 
 import builtins
+import dis
 import functools
 import importlib
 import importlib.util
@@ -196,7 +197,7 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
     big = np.abs(b) * rtol >= atol if rtol > 0 else np.abs(b) > 0
     rel = np.abs(a - b)[big] / np.maximum(np.abs(a[big]) + np.abs(b[big]), 1e-300)
     detail = f"max_abs {check.max_abs:.1e}, max_rel {float(rel.max()):.1e}" if rel.size else \
-        f"max_abs {check.max_abs:.1e} (no entry above atol / rtol)"
+        f"max_abs {check.max_abs:.1e} (every expected entry is below atol / rtol: each is judged by atol {atol:g} alone)"
     if check.ok and float32:  # say which tolerance it met, so that the row reads as the pass it is
         detail += f": ok at float32 precision (rtol {rtol:g}, atol {atol:g})"
     if not check.ok:
@@ -738,8 +739,11 @@ class CleanRoom:
         """A Numba function of yours calls what it names without the profile hook seeing it: it
         may name no minibert function and no lesson variable (Numba would freeze an array in)."""
         g = py_func.__globals__
-        names = {n for c in _nested(py_func.__code__) for n in c.co_names}
-        for name in sorted(names):
+        codes_ = list(_nested(py_func.__code__))
+        names = {n for c in codes_ for n in c.co_names}  # globals and attribute names (x.shape's "shape") alike
+        loaded = {ins.argval for c in codes_ for ins in dis.get_instructions(c)  # the names read as globals
+                  if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
+        for name in sorted(loaded):
             value = g.get(name, _MISSING)
             if value is _MISSING:
                 continue

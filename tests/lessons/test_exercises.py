@@ -849,12 +849,14 @@ def test_a_notebook_cell_is_graded_in_the_clean_room_too(tmp_path):
 
 def test_a_compiled_helper_of_yours_compiles_in_the_clean_room(course, tmp_path):
     """A Numba function you wrote next to the exercise compiles while graded (Numba reads its
-    lines from the lesson's file), and one that calls a compiled minibert kernel is refused."""
+    lines from the lesson's file), and one that calls a compiled minibert kernel is refused. An
+    attribute (`x.shape`) is not the lesson's variable of the same name (lesson 06 has a `shape`)."""
     lesson = tmp_path / "99_toy_numba.py"
     lesson.write_text(
         "import numba\n"
         "import numpy as np\n"
         "from minibert import kernels\n"
+        "shape = (2, 3)  # a lesson variable named like the attribute the kernel reads\n"
         "# %%\n"
         "@numba.njit\n"
         "def _twice_kernel(x):\n"
