@@ -65,7 +65,8 @@ def model_card(run_dir: str | Path) -> str:
         lines.append(f"- labels ({task.get('kind')}, label id = position): {shown}"
                      + (" (training examples of each)" if counts is not None else ""))
     lines += ["", "## Recipe", "", "| setting | value |", "| --- | --- |"]
-    lines += [f"| {key} | {_number(s[key])} |" for key in RECIPE if key in s]
+    lines += [f"| {key} | {s[key]:g} |" if isinstance(s[key], (int, float)) and not isinstance(s[key], bool)
+              else f"| {key} | {s[key]} |" for key in RECIPE if key in s]
     lines.append(f"| optimizer steps | {extra.get('total_steps', '?')} |")
     best = extra.get("best") if isinstance(extra.get("best"), dict) else {}
     evals = [r for r in rundir.read_jsonl(run_dir / rundir.METRICS_FILE)[0] if r.get("type") == "eval"] \
