@@ -137,9 +137,11 @@ assert gradcheck.compare("gelu: dx fused vs layers.gelu_backward", dx_fused, lay
 # 2. `my_gelu_tanh_backward(dout, x)`: the tanh approximation
 #    `0.5 x (1 + tanh(u))`, `u = sqrt(2/pi) (x + 0.044715 x^3)`. Hint: `d tanh(u) = 1 - tanh(u)^2`,
 #    and `x` appears twice (product rule).
-# 3. `my_gelu_max_gap()`: the largest `|gelu_exact(x) - gelu_tanh(x)|` over `x` in [-6, 6] (use a
-#    fine grid, `layers.gelu_forward(x)` and `layers.gelu_forward(x, approximate="tanh")`). It is
-#    small but not zero, which is why a checkpoint's config must say which GELU it used.
+# 3. `my_gelu_max_gap(lo, hi)`: the largest `|gelu_exact(x) - gelu_tanh(x)|` over `x` in
+#    [lo, hi] (use a fine grid, `layers.gelu_forward(x)` and `layers.gelu_forward(x,
+#    approximate="tanh")`). The grader measures intervals of its own choosing, so the answer is
+#    the measurement, not a number. It is small but not zero, which is why a checkpoint's config
+#    must say which GELU it used.
 
 # %%
 def my_linear_backward(dout, x, w):
@@ -152,8 +154,8 @@ def my_gelu_tanh_backward(dout, x):
     raise NotImplementedError("exercise 2: write the tanh GELU's backward")  # your code here
 
 
-def my_gelu_max_gap():
-    """() max |gelu_exact(x) - gelu_tanh(x)| for x in [-6, 6]"""
+def my_gelu_max_gap(lo, hi):
+    """() max |gelu_exact(x) - gelu_tanh(x)| for x in [lo, hi]"""
     raise NotImplementedError("exercise 3: measure the gap between the two GELUs")  # your code here
 
 
@@ -199,25 +201,36 @@ def check_gelu_tanh_backward(fn):
 
 def check_gelu_max_gap(fn):
     # the grader's own measurement, now, from the two formulas themselves (the exact one with this
-    # lesson's erf): a grid of step 1e-3, then a grid of step 1e-6 around its largest gap
+    # lesson's erf), on intervals it draws (and [-6, 6]): a grid of step 1e-3, then a grid of step
+    # 1e-6 around its largest gap
     def gaps(grid):
         tanh_form = 0.5 * grid * (1 + np.tanh(math.sqrt(2 / math.pi) * (grid + 0.044715 * grid**3)))
         return np.abs(grid * 0.5 * (1.0 + erf(grid / SQRT2)) - tanh_form)  # same shape as grid
 
-    coarse = np.linspace(-6, 6, 12_001)  # (12001,)
-    top = coarse[np.argmax(gaps(coarse))]
-    grid = np.concatenate([coarse, np.linspace(top - 1e-3, top + 1e-3, 2_001)])  # (14002,)
-    gap = gaps(grid)  # (14002,)
-    got = fn()
-    result = course.close("max gap on [-6, 6] (within 1%)", got, gap.max(), rtol=0.01, atol=0.0)
-    if not result.ok and np.ndim(got) == 0 and np.isfinite(got) and got < gap.max():
-        peak = float(abs(grid[np.argmax(gap)]))
-        result = result._replace(detail=f"{result.detail}. Smaller than the largest gap: your grid steps over "
-                                        f"its peaks, at x = -{peak:.2f} and +{peak:.2f}; a finer grid finds them")
-    elif not result.ok and np.ndim(got) == 0 and got > gap.max():
-        result = result._replace(detail=f"{result.detail}. Larger than the gap can be anywhere on [-6, 6]: "
-                                        "not |exact - tanh| of the same x?")
-    return [result]
+    r = np.random.default_rng(103)
+    intervals = [(-6.0, 6.0), *sorted(tuple(np.round(np.sort(r.uniform(-6, 6, 2)), 2)) for _ in range(3)),
+                 (0.5, 1.5)]  # the last one holds neither peak (they are near +-2.3)
+    results, answers = [], []
+    for lo, hi in intervals:
+        coarse = np.linspace(lo, hi, int(round((hi - lo) * 1000)) + 1)  # step 1e-3
+        top = coarse[np.argmax(gaps(coarse))]
+        grid = np.concatenate([coarse, np.clip(np.linspace(top - 1e-3, top + 1e-3, 2_001), lo, hi)])
+        gap = gaps(grid)  # (n,)
+        got = fn(lo, hi)
+        answers.append(got)
+        result = course.close(f"max gap on [{lo:g}, {hi:g}] (within 1%)", got, gap.max(), rtol=0.01, atol=0.0)
+        if not result.ok and np.ndim(got) == 0 and np.isfinite(got) and got < gap.max():
+            peak = float(grid[np.argmax(gap)])
+            result = result._replace(detail=f"{result.detail}. Smaller than the largest gap: your grid steps over "
+                                            f"its peak, at x = {peak:.2f}; a finer grid finds it")
+        elif not result.ok and np.ndim(got) == 0 and got > gap.max():
+            result = result._replace(detail=f"{result.detail}. Larger than the gap can be anywhere on [{lo:g}, "
+                                            f"{hi:g}]: not |exact - tanh| of the same x, or not on this interval?")
+        results.append(result)
+    if len({repr(a) for a in answers}) == 1 and not all(r.ok for r in results):  # one number for every interval
+        results = [r if r.ok else r._replace(detail=f"{r.detail}. The same number for every interval: a constant, "
+                                                    f"not a measurement") for r in results]
+    return results
 
 
 my_linear_backward = ex.grade(1, my_linear_backward, check_linear_backward, paths=("dx", "dw", "db"),
@@ -225,7 +238,7 @@ my_linear_backward = ex.grade(1, my_linear_backward, check_linear_backward, path
 my_gelu_tanh_backward = ex.grade(2, my_gelu_tanh_backward, check_gelu_tanh_backward,
                                  refuses=("layers.gelu_backward", "kernels.gelu_backward"))
 my_gelu_max_gap = ex.grade(3, my_gelu_max_gap, check_gelu_max_gap, allows=("layers.gelu_forward",))
-print(f"max |gelu_exact - gelu_tanh| on [-6, 6] = {my_gelu_max_gap():.2e}")
+print(f"max |gelu_exact - gelu_tanh| on [-6, 6] = {my_gelu_max_gap(-6.0, 6.0):.2e}")
 
 # %% [markdown]
 # ## Linear: backward, line by line (exercise 1's answer)

@@ -317,10 +317,16 @@ def check_score_std(fn):
         results.append(course.true(f"HS = {hs}: draws its q and k from rng", drew,
                                    hint="it drew nothing from rng: a measurement draws its q and k from the "
                                         "rng it is given, and a number typed in is not a measurement"))
-        others = [float(fn(hs, np.random.default_rng(1000 + seed))) for seed in range(3)]
+        others = [float(fn(hs, np.random.default_rng(1000 + seed))) for seed in range(7)]
         results.append(course.true(f"HS = {hs}: changes with the draw", float(np.ptp([std] + others)) > 0,
-                                   f"std = {std:.4f}, then {', '.join(f'{o:.4f}' for o in others)} for 3 other rngs",
-                                   "the same number for every draw: a constant, not a measurement"))
+                                   f"std = {std:.4f}, then {', '.join(f'{o:.4f}' for o in others[:3])}, ... for "
+                                   f"other rngs", "the same number for every draw: a constant, not a measurement"))
+        # the std of 10000 scores varies from draw to draw by about 1/sqrt(2 * 10000) = 0.007
+        spread = float(np.std([std] + others, ddof=1))
+        results.append(course.true(f"HS = {hs}: varies as a sample of 10000 does", 0.002 < spread < 0.03,
+                                   f"the 8 draws' results spread by {spread:.4f}",
+                                   "a sample of 10000 pairs spreads by about 0.007 from draw to draw; this spreads "
+                                   "far less (or more): a number with a little noise added is not a measurement"))
         results.append(course.true(f"HS = {hs}: std within 0.9..1.1", 0.9 < std < 1.1,
                                    f"std = {std:.3f} (without the 1/sqrt(HS) scale it would be {math.sqrt(hs):.1f})"))
     return results

@@ -26,9 +26,9 @@ def my_gelu_tanh_backward(dout, x):
     return dout * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du_dx)  # (...)
 
 
-def my_gelu_max_gap():
-    """() max |gelu_exact(x) - gelu_tanh(x)| for x in [-6, 6]"""
-    grid = np.linspace(-6, 6, 100_001)  # (100001,)
+def my_gelu_max_gap(lo, hi):
+    """() max |gelu_exact(x) - gelu_tanh(x)| for x in [lo, hi]"""
+    grid = np.linspace(lo, hi, 100_001)  # (100001,)
     exact = layers.gelu_forward(grid)[0]
     approx = layers.gelu_forward(grid, approximate="tanh")[0]
     return np.abs(exact - approx).max()

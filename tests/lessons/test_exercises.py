@@ -540,6 +540,7 @@ DIAGNOSES = {
     ("05_attention", "my_mask_adder", "inverted"):
         "the mask read the other way round: MASK_VALUE on the real keys (1 in attn_mask) and 0 on the padding",
     ("05_attention", "my_score_std", "constant"): "the same number for every draw: a constant, not a measurement",
+    ("05_attention", "my_score_std", "tiny_noise"): "a number with a little noise added is not a measurement",
     ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"):
         "it misses the row's reduction (every att row sums to 1, whatever the scores are)",
     ("06_attention_numba", "my_softmax_backward_rows", "plain_numpy"):
@@ -580,7 +581,8 @@ DIAGNOSES = {
         "it equals what this mistake gives: the variance p (1 - p) / n where the standard error, its square root, belongs",
     # the rest of the walkthrough: one common mistake for every other exercise
     ("00_numerical_gradients", "my_rel_error", "no_floor"): "0 vs 0: 0, not nan: 1 entries are nan or inf",
-    ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "Smaller than the largest gap: your grid steps over its peaks",
+    ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "Smaller than the largest gap: your grid steps over its peak",
+    ("01_linear_and_gelu", "my_gelu_max_gap", "typed_in"): "The same number for every interval: a constant, not a measurement",
     ("02_layernorm", "my_rmsnorm_backward", "no_second_term"):
         "it misses the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x: you held it constant)",
     ("02_layernorm", "my_dx_without_mean_term", "full_formula"):
