@@ -40,8 +40,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
+import dis  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
+import types  # noqa: E402
 import warnings  # noqa: E402
 
 import minibert  # noqa: E402,F401  before NumPy: sets OPENBLAS_THREAD_TIMEOUT
@@ -245,6 +247,24 @@ def compiled(fn, parallel=False):
     return course.true("compiled by @numba.njit" + ("(parallel=True)" if parallel else ""), True)
 
 
+def written_as_loops(fn):
+    """The exercise asks for loops: the kernel's Python source (what Numba compiles) holds a for
+    loop, not one NumPy expression (which passes the numbers, but is lesson 05's answer)."""
+    source = getattr(fn, "py_func", fn)
+    loops = any(i.opname == "FOR_ITER" for c in _codes(source.__code__) for i in dis.get_instructions(c))
+    return course.true("written as loops", loops, "" if loops else "no for loop in the kernel",
+                       "this exercise writes dv's sums as loops (which index does dv sum over?); one NumPy "
+                       "expression inside @njit passes the numbers, but it is lesson 05's answer")
+
+
+def _codes(code):
+    """A code object and the ones nested in it (comprehensions, inner functions)."""
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _codes(const)
+
+
 def fresh_rows(seed):
     """The grader's own scores (N, T), their softmax, an upstream datt and dropout's keep at
     p = 0.25, drawn now: no lesson variable holds the answer for these."""
@@ -284,7 +304,7 @@ def check_dv(fn):
     mask_g = (np.arange(Tg)[None, :] < r.integers(Tg // 2, Tg + 1, size=Bg)[:, None]).astype(np.float64)  # (B, T)
     dg = r.standard_normal(qg.shape)  # (B, NH, T, HS)
     _, cache_g = layers.attention_forward(qg, kg, vg, mask_g)
-    results = [compiled(fn)]
+    results = [compiled(fn), written_as_loops(fn)]
     for b, h in ((0, 0), (1, 1)):
         a, vv = cache_g.att[b, h], vg[b, h].copy()  # (T, T), (T, HS)
         num = gradcheck.numerical_grad(lambda: a @ vv, vv, dg[b, h])  # (T, HS)

@@ -546,6 +546,7 @@ DIAGNOSES = {
     ("06_attention_numba", "my_softmax_backward_rows", "plain_numpy"):
         "compiled by @numba.njit: a plain function; this exercise is a Numba kernel",
     ("06_attention_numba", "my_dv", "plain_numpy"): "compiled by @numba.njit: a plain function; this exercise is a Numba kernel",
+    ("06_attention_numba", "my_dv", "one_expression"): "one NumPy expression inside @njit passes the numbers",
     ("06_attention_numba", "my_softmax_backward_rows", "no_rescale"): "a factor 1/(1 - p) is missing",
     ("06_attention_numba", "my_dv", "not_transposed"): "it equals what this mistake gives: att @ dout, not att^T @ dout",
     ("07_encoder_block", "my_block_param_count", "no_biases"): "exactly the linear layers' biases (56), left out",
