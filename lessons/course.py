@@ -536,6 +536,8 @@ def _library_name(code, known: dict | None = None) -> str:
     module = _module_of(code.co_filename)
     if module is None:  # a copy under another file name
         module = "(a copy of a minibert module)"
+    if code.co_name == "<module>":  # the module's own code run again: a reload or a copy of it
+        return f"{module or 'minibert'} (the module run again, by a reload or a copy of its file)"
     qualname = getattr(code, "co_qualname", code.co_name)
     return f"{module or 'minibert'}.{qualname}"
 
