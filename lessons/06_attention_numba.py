@@ -43,7 +43,6 @@ os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 import dis  # noqa: E402
 import math  # noqa: E402
 import time  # noqa: E402
-import types  # noqa: E402
 import warnings  # noqa: E402
 
 import minibert  # noqa: E402,F401  before NumPy: sets OPENBLAS_THREAD_TIMEOUT
@@ -251,18 +250,10 @@ def written_as_loops(fn):
     """The exercise asks for loops: the kernel's Python source (what Numba compiles) holds a for
     loop, not one NumPy expression (which passes the numbers, but is lesson 05's answer)."""
     source = getattr(fn, "py_func", fn)
-    loops = any(i.opname == "FOR_ITER" for c in _codes(source.__code__) for i in dis.get_instructions(c))
+    loops = any(i.opname == "FOR_ITER" for c in course.nested_codes(source.__code__) for i in dis.get_instructions(c))
     return course.true("written as loops", loops, "" if loops else "no for loop in the kernel",
                        "this exercise writes dv's sums as loops (which index does dv sum over?); one NumPy "
                        "expression inside @njit passes the numbers, but it is lesson 05's answer")
-
-
-def _codes(code):
-    """A code object and the ones nested in it (comprehensions, inner functions)."""
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            yield from _codes(const)
 
 
 def fresh_rows(seed):

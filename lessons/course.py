@@ -479,22 +479,22 @@ def _function_codes(value) -> list:
     if isinstance(value, property):
         return [c for f in (value.fget, value.fset, value.fdel) if f is not None for c in _function_codes(f)]
     if isinstance(value, types.FunctionType):
-        return list(_nested(value.__code__))
+        return list(nested_codes(value.__code__))
     if isinstance(value, type):
         return [c for klass in value.__mro__ if klass is not object for v in vars(klass).values()
                 for c in _function_codes(v)]
     call = getattr(type(value), "__call__", None)
     if isinstance(call, types.FunctionType):
-        return list(_nested(call.__code__))
+        return list(nested_codes(call.__code__))
     return []
 
 
-def _nested(code):
+def nested_codes(code):
     """A code object and the ones defined inside it (lambdas, comprehensions, inner functions)."""
     yield code
     for const in code.co_consts:
         if isinstance(const, types.CodeType):
-            yield from _nested(const)
+            yield from nested_codes(const)
 
 
 def _library_codes() -> dict:
@@ -640,7 +640,7 @@ class CleanRoom:
         """`fn` as a function of clean globals (see the class), and its code objects marked as yours."""
         wrapped = getattr(fn, "_course_wraps", None)
         if wrapped is not None:  # the grading log's wrong answers: a course wrapper around the solution
-            self.learner_codes.update(_nested(fn.__code__))
+            self.learner_codes.update(nested_codes(fn.__code__))
             self._recreate(wrapped)
             return fn
         target = fn.py_func if _numba_dispatcher(fn) else fn
@@ -657,7 +657,7 @@ class CleanRoom:
     def _remake(self, f, clean: dict, done: dict):
         if id(f) in done:
             return done[id(f)]
-        codes = list(_nested(f.__code__))
+        codes = list(nested_codes(f.__code__))
         self.learner_codes.update(codes)
         g = f.__globals__
         new = types.FunctionType(f.__code__, clean, f.__name__, f.__defaults__, f.__closure__)
@@ -669,7 +669,7 @@ class CleanRoom:
             except ValueError:
                 continue
             if isinstance(value, types.FunctionType):
-                self.learner_codes.update(_nested(value.__code__))
+                self.learner_codes.update(nested_codes(value.__code__))
         for name in {n for c in codes for n in c.co_names}:
             if name in clean or name not in g:
                 continue
@@ -679,7 +679,7 @@ class CleanRoom:
                 clean[name] = value
             elif self._is_helper(value):
                 if _numba_dispatcher(value):
-                    self.learner_codes.update(_nested(value.py_func.__code__))
+                    self.learner_codes.update(nested_codes(value.py_func.__code__))
                     self._check_compiled(value.py_func)
                     clean[name] = value
                 else:
@@ -701,7 +701,7 @@ class CleanRoom:
             if id(f) in out:
                 continue
             out.add(id(f))
-            for name in {n for c in _nested(f.__code__) for n in c.co_names}:
+            for name in {n for c in nested_codes(f.__code__) for n in c.co_names}:
                 value = f.__globals__.get(name)
                 if isinstance(value, types.FunctionType) and value is not self.fn:
                     todo.append(value)
@@ -741,7 +741,7 @@ class CleanRoom:
         """A Numba function of yours calls what it names without the profile hook seeing it: it
         may name no minibert function and no lesson variable (Numba would freeze an array in)."""
         g = py_func.__globals__
-        codes_ = list(_nested(py_func.__code__))
+        codes_ = list(nested_codes(py_func.__code__))
         names = {n for c in codes_ for n in c.co_names}  # globals and attribute names (x.shape's "shape") alike
         loaded = {ins.argval for c in codes_ for ins in dis.get_instructions(c)  # the names read as globals
                   if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}

@@ -270,11 +270,13 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
         return _predict_squad(ft, path, out)
 
     if task.kind == "classification" and is_plain_text(task, path):  # the texts alone: label, probability, text
+        count = []
+
         def write_lines(file: Path) -> None:
             with open(file, "w", encoding="utf-8") as f:
-                predict_lines(ft, path, f.write, fmt=fmt)
+                count.append(predict_lines(ft, path, f.write, fmt=fmt))
         write_output(out, write_lines)
-        return sum(1 for _ in plain_examples(task, path))
+        return count[0]
     examples, labels = _read(task, path, labelled=False), _labels(ft, task)
     T, values = _max_seq_length(ft, 128), []
     for start in range(0, len(examples), CHUNK):  # features of one chunk at a time: memory does not grow with the file
@@ -332,12 +334,13 @@ def _with_labels(path: Path, task, values: list[str]):
             _, _, label = glue_columns(header, task.format == "glue-single", f"{path}:1")
             if label is None:
                 header, label = header + ["label"], len(header)
-            writer = csv.writer(f, lineterminator="\n") if kind == "csv" else None
-            (writer.writerow if writer else lambda r: f.write("\t".join(r) + "\n"))(header)
+            write_row = csv.writer(f, lineterminator="\n").writerow if kind == "csv" else \
+                (lambda row: f.write("\t".join(row) + "\n"))
+            write_row(header)
             for (_, _, fields), value in zip(rows, values):
                 fields = list(fields) + [""] * (len(header) - len(fields))
                 fields[label] = value
-                (writer.writerow if writer else lambda r: f.write("\t".join(r) + "\n"))(fields)
+                write_row(fields)
     return write
 
 
