@@ -378,6 +378,7 @@ class FinetuneRun:
         self.best: dict | None = None  # {"step", main metric, ...} of the best evaluation
         self.class_weights = self._class_weights(cfg, source, task_info, n)  # (K,) or None
         self.recipe: dict | None = None  # what the recipe chose, not the user (commands.py sets it; run.json keeps it)
+        self.recipe_epochs_from: float | None = None  # the recipe's epochs a small data set raised (commands.build_run)
         self.early_stop: dict | None = None  # where patience ended the run (run.json keeps it)
         if cfg.patience and not source.num_dev:
             raise ValueError(f"patience={cfg.patience} stops on the dev score, and the run has no dev examples; "
