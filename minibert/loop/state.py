@@ -1,7 +1,7 @@
 """What the loop owns: the settings a run gives it (`LoopSettings`, plain data) and the state it
 keeps while it trains (`LoopState`: the step, the time spent, the log window, the schedule's
 length and its lr anchor, the time budget, the dropout Generator, the checkpoint and evaluation
-bookkeeping), with the loop's part of trainer_state.json.
+bookkeeping, early stopping's best score and count), with the loop's part of trainer_state.json.
 
     settings = LoopSettings(dir=out, vocab=tokens, resume_command="...", total_steps=1000, lr=1e-3,
                             warmup_steps=100, log_interval=20, eval_interval=250, ...)
