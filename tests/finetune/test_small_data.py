@@ -251,3 +251,21 @@ def test_the_best_models_per_class_scores_are_kept_and_shown(files, tmp_path, ca
     card = (out / "README.md").read_text()
     assert "| class | precision | recall | F1 | support |" in card and "| gold / predicted | 0 | 1 |" in card
     assert f"| macro-F1 | | | {report['macro_f1']:.4f} | 12 |" in card
+
+
+def test_the_command_paused_and_resumed_stops_early_with_the_same_bytes_and_record(files, tmp_path, monkeypatch):
+    """Through the command line: a run cut off after 9 steps (as a kill leaves it: its last
+    checkpoint) and continued with --resume ends as the run that never stopped: the same model
+    bytes, the same early stop in run.json, and the recipe's record kept."""
+    argv = ["--lr", "1e-9", "--set", "patience=2", "--quiet"]  # no --epochs: the recipe's, raised
+    assert _finetune(files, tmp_path / "a", *argv) == 0
+    real = engine.run
+    with monkeypatch.context() as m:
+        m.setattr(engine, "run", lambda run, state, max_steps=None: real(run, state, 9))
+        assert _finetune(files, tmp_path / "b", *argv) == 0
+    assert json.loads((tmp_path / "b" / "run.json").read_text()).get("early_stop") is None  # not yet
+    assert main(["finetune", "--resume", str(tmp_path / "b"), "--quiet"]) == 0
+    a, b = (json.loads((tmp_path / d / "run.json").read_text()) for d in "ab")
+    assert a["early_stop"]["step"] == 18 and b["early_stop"] == a["early_stop"]
+    assert b["recipe"] == a["recipe"] and a["recipe"]["epochs_raised_from"] == 3.0
+    assert (tmp_path / "a" / "model.safetensors").read_bytes() == (tmp_path / "b" / "model.safetensors").read_bytes()
