@@ -21,7 +21,8 @@ import numpy as np
 from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.finetune.frozen import TAGGERS, FrozenFeatureTagger
 from minibert.finetune.recipes import init_hidden_size, recipe
-from minibert.finetune.run import COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model, load_model
+from minibert.finetune.run import (COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model,
+                                   load_model)
 from minibert.checkpoint import read_casing
 from minibert.io.hub import resolve_model_dir
 from minibert.io import outputs
@@ -136,9 +137,23 @@ def task_kind(cfg: FinetuneConfig) -> str:
     return the_task(cfg).kind
 
 
-def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) -> FinetuneRun:
+def epochs_for_small_data(cfg: FinetuneConfig, train_features: int) -> float | None:
+    """The recipe's epochs raised so a small data set gets about FEW_STEPS optimizer steps (160
+    examples at 3 epochs are 15 steps, too few for the tiny model to leave one class); None when
+    the recipe's epochs give enough steps already (GLUE-size data: its recipe is unchanged)."""
+    n = min(cfg.max_train_examples, train_features) if cfg.max_train_examples else train_features
+    per_epoch = max(1, math.ceil(n / cfg.batch_size))
+    if int(round(cfg.epochs * per_epoch)) >= FEW_STEPS:
+        return None
+    return float(math.ceil(FEW_STEPS / per_epoch))
+
+
+def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False,
+              recipe_epochs: bool = False) -> FinetuneRun:
     """Model, tokenizer, task data and the run object; writes nothing. `resumed`: the notes
-    loading the model gives were shown when the run started."""
+    loading the model gives were shown when the run started. `recipe_epochs`: the epochs are the
+    recipe's (the user gave neither --epochs nor --steps), raised for a small data set
+    (epochs_for_small_data; the run's `recipe_epochs_from` says from what)."""
     cfg.validate()
     resolve_init(cfg, verbose)
     kind = task_kind(cfg)
@@ -158,6 +173,11 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) 
         print(f"reading {task.name} ({task.kind}, {task.format}) ...", flush=True)
     data = load_task(task, tokenizer, cfg.max_seq_length, data_dir=cfg.data, train_path=cfg.train_file,
                      dev_path=cfg.dev_file, seed=cfg.seed, strict_length=cfg.strict_length)
+    raised_from = None
+    if recipe_epochs:
+        epochs = epochs_for_small_data(cfg, data.info["train_features"])
+        if epochs is not None:
+            raised_from, cfg.epochs = cfg.epochs, epochs
     id2label = dict(enumerate(data.labels)) if data.labels else None
     model, tokenizer = load_model(cfg, kind, len(data.labels) if data.labels else None, id2label, notes=not resumed)
     if not cfg.causal and pretrained_objective(cfg.init) == "ltr" and verbose:
@@ -177,7 +197,9 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) 
                 print(f"note: {data.info[f'{split}_truncated']:,} {split} example(s) longer than "
                       f"{cfg.max_seq_length} tokens were cut as BERT's run_classifier cuts them, the first at "
                       f"{data.info[f'{split}_first_truncated']} (--strict-length makes this an error)")
-    return FinetuneRun(cfg, model, ClassifierSource(data), tokenizer, info, verbose)
+    run = FinetuneRun(cfg, model, ClassifierSource(data), tokenizer, info, verbose)
+    run.recipe_epochs_from = raised_from
+    return run
 
 
 def _check_out_dir(out: Path, overwrite: bool) -> None:
@@ -215,8 +237,6 @@ def cli(argv: list[str]) -> int:
         cfg = FinetuneConfig.build({**base, **chosen}, {**given, "init": draft.init, "like": draft.like},
                                    validate=False)
         defaulted = {k: v for k, v in chosen.items() if k not in given}
-        if defaulted and not args.quiet:
-            print(f"recipe ({name}; docs/finetuning.md): " + ", ".join(f"{k} {v:g}" for k, v in defaulted.items()))
     cfg.validate()  # every setting, before anything is written
     if not args.resume and cfg.init != "none" and Path(cfg.init).is_dir():  # --overwrite would delete the model
         outputs.check_output(cfg.out, inputs=[cfg.init], kind="run")
@@ -224,7 +244,7 @@ def cli(argv: list[str]) -> int:
         if not args.resume:
             _check_out_dir(Path(cfg.out), args.overwrite)
         try:
-            return _run(cfg, bool(args.resume), args.quiet)
+            return _run(cfg, bool(args.resume), args.quiet, None if args.resume else (name, defaulted, given))
         except TrainingDiverged as e:  # NaN/inf loss: the message names the step and the last checkpoint
             print(f"error: {e}", file=sys.stderr)
             return 1
@@ -233,10 +253,28 @@ def cli(argv: list[str]) -> int:
             return 130
 
 
-def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
-    """Build, start or resume, train and report (the directory is locked by the caller)."""
-    run = build_run(cfg, verbose=not quiet, resumed=resume)
+def recipe_line(name: str, defaulted: dict, raised_from: float | None, run: FinetuneRun) -> str:
+    """The line that says what the recipe chose (the settings the command line left out)."""
+    def shown(k, v):
+        if k == "epochs" and raised_from is not None:
+            return (f"epochs {v:g} (the recipe's {raised_from:g}, raised for {run.num_train:,} training features: "
+                    f"{run.total_steps} steps; --epochs or --steps wins)")
+        return f"{k} {v:g}"
+    return f"recipe ({name}; docs/finetuning.md): " + ", ".join(shown(k, v) for k, v in defaulted.items())
+
+
+def _run(cfg: FinetuneConfig, resume: bool, quiet: bool, recipe: tuple | None = None) -> int:
+    """Build, start or resume, train and report (the directory is locked by the caller). `recipe`:
+    a fresh run's (recipe name, the settings it chose, the settings given)."""
+    name, defaulted, given = recipe or ("", {}, {})
+    recipe_epochs = not resume and "epochs" in defaulted and not given.get("steps")
+    run = build_run(cfg, verbose=not quiet, resumed=resume, recipe_epochs=recipe_epochs)
     say = (lambda line: print(line, flush=True)) if not quiet else (lambda line: None)
+    if defaulted:
+        defaulted = {k: getattr(cfg, k) for k in defaulted}  # the epochs a small data set raised
+        run.recipe = {"name": name, "settings": defaulted,
+                      **({"epochs_raised_from": run.recipe_epochs_from} if run.recipe_epochs_from else {})}
+        say(recipe_line(name, defaulted, run.recipe_epochs_from, run))
     if resume:
         loop = run.resume()
         say(f"resumed {run.dir} at step {loop.step}/{loop.total_steps}")
@@ -256,14 +294,28 @@ def _run(cfg: FinetuneConfig, resume: bool, quiet: bool) -> int:
               f"{cfg.batch_size}, {cfg.epochs:g} epochs) are few to learn from; a small data set needs more passes: "
               f"--epochs {epochs_needed} gives about {FEW_STEPS} steps (or --steps N)", file=sys.stderr, flush=True)
     status = engine.run(run, loop)
+    if loop.out_of_patience(run.settings) and run.early_stop is None:
+        run.stopped_early(loop.step, loop.total_steps)  # run.json says where patience ended it
     if status in rundir.FINISHED:
         card = write_model_card(run.dir)
         say(f"model card: {card}")
-    best = run.best or {}
-    shown = ", ".join(f"{k} {v:.4f}" for k, v in best.items() if k != "step" and isinstance(v, float))
-    say(f"{status}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
-                    f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
+    print(done_line(run, status), flush=True)  # --quiet too: the one line a script reads
     return 130 if status == "interrupted" else 0
+
+
+def done_line(run: FinetuneRun, status: str) -> str:
+    """The last line of a run: how it ended, its best dev scores (a classifier's macro-F1 among
+    them) and where the model is."""
+    best = run.best or {}
+    scores = {k: v for k, v in best.items() if k != "step" and isinstance(v, float)}
+    report = run.best_report() if best else None
+    if isinstance(report, dict) and "macro_f1" not in scores and isinstance(report.get("macro_f1"), float):
+        scores["macro_f1"] = report["macro_f1"]
+    shown = ", ".join(f"{'macro-F1' if k == 'macro_f1' else k} {v:.4f}" for k, v in scores.items())
+    early = (f" (early stop at step {run.early_stop['step']} of {run.early_stop['total_steps']}, patience "
+             f"{run.early_stop['patience']})" if run.early_stop else "")
+    return (f"{status}{early}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
+            f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -27,6 +27,30 @@ def check_heads(rng, verbose=True):
     return checks
 
 
+def check_weighted_classifier(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
+    """The class-weighted cross-entropy (--set class_weights) in float64: (1) the loss layer
+    alone, (2) a sequence classifier whole, its batch carrying the weights. The weights are
+    random and far from equal, so a backward that forgot the normalisation by sum w[y] (or took
+    the plain mean) fails."""
+    logits, targets = rand_array(rng, 6, 3), np.array([0, 2, 1, 2, 2, 0])
+    weights = rng.uniform(0.2, 5.0, 3)
+    _, c = heads.weighted_cross_entropy_forward(logits, targets, weights)
+    num = numerical_grad_scalar(lambda: heads.weighted_cross_entropy_forward(logits, targets, weights)[0], logits)
+    checks = [compare("weighted cross-entropy: dlogits", heads.weighted_cross_entropy_backward(1.0, c), num, rtol,
+                      atol, verbose)]
+    cfg = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)
+    model = BertForSequenceClassification(cfg, 3, int(rng.integers(1 << 30)), np.float64)
+    for p in model.params.values():
+        p += 0.1 * rng.standard_normal(p.shape)
+    batch = head_batch("sequence", cfg, rng, B=4, num_labels=3)
+    batch["class_weights"] = rng.uniform(0.2, 5.0, 3)
+    _, grads = model.loss_and_grads(batch)
+    loss = lambda: model.loss_and_grads(batch, compute_grads=False)[0]  # noqa: E731 (reads the params)
+    return checks + sampled_loss_checks("SequenceClassification (class weights)", loss, model.params, grads, rng,
+                                        samples_per_tensor, rtol, atol, verbose)
+
+
 def check_task_models(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     """Each fine-tuning class, whole, in float64: sampled entries of every parameter tensor against
     centered differences of the loss (dropout off; the heads' dropout is checked in check_heads)."""

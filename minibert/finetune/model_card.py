@@ -2,15 +2,17 @@
 
 What a person who finds the folder needs: the model it started from, the data (files, sizes,
 labels and how many of each), the recipe, the dev scores, and how to load it in minibert and in
-transformers. Everything is read from the run's own files (run.json, metrics.jsonl) and the
-training file, so the card says what the run did, not what was asked of it.
+transformers. Everything is read from the run's own files (run.json, metrics.jsonl, a
+classifier's dev_report.json) and the training file, so the card says what the run did, not what was asked of it.
 """
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
+from minibert.finetune.run import DEV_REPORT
 from minibert.io.atomic import write_text_atomic
+from minibert.io.jsonfile import read_json
 from minibert.loop import rundir
 from minibert.taskdata.tasks import TASKS, generic_task, read_examples
 
@@ -68,6 +70,23 @@ def model_card(run_dir: str | Path) -> str:
     lines += [f"| {key} | {s[key]:g} |" if isinstance(s[key], (int, float)) and not isinstance(s[key], bool)
               else f"| {key} | {s[key]} |" for key in RECIPE if key in s]
     lines.append(f"| optimizer steps | {extra.get('total_steps', '?')} |")
+    if isinstance(extra.get("class_weights"), dict):
+        lines.append("| class weights (loss) | " + ", ".join(f"{label} {w:.4g}" for label, w in
+                                                           extra["class_weights"].items()) +
+                     (" (balanced)" if s.get("class_weights") == "balanced" else "") + " |")
+    if s.get("patience"):
+        lines.append(f"| patience (dev evaluations) | {s['patience']} |")
+    recipe = extra.get("recipe") if isinstance(extra.get("recipe"), dict) else {}
+    if recipe.get("settings"):
+        raised = recipe.get("epochs_raised_from")
+        lines += ["", f"Chosen by the recipe ({recipe.get('name')}), not given: "
+                  + ", ".join(f"{k}" for k in recipe["settings"])
+                  + (f"; the epochs raised from {raised:g} so the small data set gets enough steps" if raised else "")
+                  + "."]
+    stop = extra.get("early_stop") if isinstance(extra.get("early_stop"), dict) else None
+    if stop:
+        lines += ["", f"Stopped early at step {stop.get('step')} of {stop.get('total_steps')}: {stop.get('patience')} "
+                      f"dev evaluations in a row without a better {stop.get('metric')}."]
     best = extra.get("best") if isinstance(extra.get("best"), dict) else {}
     evals = [r for r in rundir.read_jsonl(run_dir / rundir.METRICS_FILE)[0] if r.get("type") == "eval"] \
         if (run_dir / rundir.METRICS_FILE).is_file() else []
@@ -81,6 +100,18 @@ def model_card(run_dir: str | Path) -> str:
                   if k != "step" and isinstance(v, (int, float))]
     else:
         lines.append("No evaluation was recorded.")
+    report = read_json(run_dir / DEV_REPORT) if (run_dir / DEV_REPORT).is_file() else None
+    if isinstance(report, dict) and report.get("labels"):
+        lines += ["", f"Per class at the saved model ({DEV_REPORT}):", "",
+                  "| class | precision | recall | F1 | support |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {label} | {p:.4f} | {r:.4f} | {f:.4f} | {n} |" for label, p, r, f, n in
+                  zip(report["labels"], report["precision"], report["recall"], report["f1"], report["support"])]
+        lines += [f"| macro-F1 | | | {report['macro_f1']:.4f} | {sum(report['support'])} |", "",
+                  "Confusion matrix (rows: gold, columns: predicted):", "",
+                  "| gold / predicted | " + " | ".join(str(label) for label in report["labels"]) + " |",
+                  "| --- |" + " --- |" * len(report["labels"])]
+        lines += [f"| {label} | " + " | ".join(str(n) for n in row) + " |"
+                  for label, row in zip(report["labels"], report["confusion"])]
     auto = AUTO_CLASS.get(architecture, "AutoModel")
     lines += ["", "## Use it", "", "```", f"python -m minibert predict {run_dir} \"your text\"",
               f"python -m minibert evaluate {run_dir} --data labelled.csv --out metrics.json", "```", "",

@@ -14,6 +14,9 @@ The output directory:
     config.json, model.safetensors, vocab.txt   the BEST model so far (by the task's main dev
                                                 metric), in transformers' format
     run.json                                    the command, the settings, the task, its labels, the best step
+                                                (and the class weights, the recipe's choices, an early stop)
+    dev_report.json                             a classifier's per-class precision/recall/F1/support,
+                                                macro-F1 and confusion matrix at the best model
     metrics.jsonl, curves.png                   training loss and dev metrics; their plot
     checkpoints/step-NNNNNN/                    the latest state for --resume (model, optimizer,
                                                 trainer_state.json), written atomically
@@ -27,7 +30,6 @@ choice use `ClassifierSource` below; SQuAD brings its own (minibert/finetune/squ
 from __future__ import annotations
 
 import dataclasses
-import dataclasses
 import math
 import warnings
 from pathlib import Path
@@ -38,8 +40,10 @@ from minibert.checkpoint import CONFIG_NAME, model_directory, read_casing, read_
 from minibert.data.corpus import ensure_default_corpus
 from minibert.finetune.features import IGNORE_INDEX, trim
 from minibert.finetune.frozen import TAGGERS
+from minibert.finetune.metrics import class_report
 from minibert.finetune.registry import task_class
 from minibert.finetune.task_data import score
+from minibert.io.jsonfile import read_json
 from minibert.loop import checkpoints, rundir
 from minibert.loop.curves import Panel, Series
 from minibert.loop.settings import RunSettings
@@ -49,6 +53,7 @@ from minibert.optim import AdamW
 from minibert.text.tokenizer import BertTokenizer
 
 COMMAND = "finetune"  # run.json's "command"
+DEV_REPORT = "dev_report.json"  # a classifier's per-class dev scores and confusion matrix at the best model
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -100,6 +105,11 @@ class FinetuneConfig(RunSettings):
     causal: bool = False  # left-to-right attention, as an "ltr" model was pretrained (heads.CAUSAL_ENCODER)
     bilstm: bool = False  # with causal: a new BiLSTM on top, the paper's "LTR & No NSP + BiLSTM"
     verify: bool = True  # --init's weights must be finite and match their recorded sha256 (--no-verify: off)
+    # early stopping: stop after this many dev evaluations in a row without a better main metric (0: off)
+    patience: int = 0
+    # a classifier's loss weighted by class: "balanced" (n / (K * count of the class), as scikit-learn's)
+    # or per label, "negative:1,positive:3" (a label not named weighs 1); None: unweighted
+    class_weights: str | None = None
 
     def validate(self) -> None:
         if self.like and self.init.lower() != "none":
@@ -132,9 +142,67 @@ class FinetuneConfig(RunSettings):
             raise ValueError(f"frozen_tagger={self.frozen_tagger!r} must be one of {TAGGERS}")
         if self.bilstm and not self.causal:
             raise ValueError("--bilstm goes with --causal (the paper's LTR & No NSP + BiLSTM)")
+        if self.patience < 0:
+            raise ValueError(f"patience={self.patience} must be >= 0: the dev evaluations in a row without a better "
+                             f"score before the run stops (0: never stop early)")
+        if self.class_weights is not None:
+            parse_class_weights(self.class_weights)  # the syntax; the labels are checked against the data's
         if self.frozen_tagger != "linear" and not self.frozen:
             raise ValueError(f"--frozen-tagger {self.frozen_tagger} goes with --frozen (the feature-based approach)")
 
+
+
+# ---------------------------------------------------------------------------------------------
+# class weights: a classifier's loss that counts a rare class more
+
+BALANCED = "balanced"
+
+
+def parse_class_weights(text: str) -> dict[str, float] | str:
+    """--set class_weights=... -> "balanced", or {label: weight} from "negative:1,positive:3"
+    (the weight after a label's last colon, so a label may hold one). Every weight must be a
+    positive finite number; a label may be named once."""
+    if text.strip() == BALANCED:
+        return BALANCED
+    weights: dict[str, float] = {}
+    for item in (part.strip() for part in text.split(",")):
+        label, sep, raw = item.rpartition(":")
+        try:
+            value = float(raw)
+        except ValueError:
+            value = None
+        if not sep or not label:
+            raise ValueError(f"class_weights={text!r}: {item!r} is not LABEL:WEIGHT; write `balanced` or "
+                             f"weights per label, e.g. class_weights=negative:1,positive:3")
+        if value is None or not 0 < value < math.inf:  # NaN fails too
+            raise ValueError(f"class_weights={text!r}: the weight of {label!r} is {raw!r}; a weight must be a "
+                             f"positive finite number")
+        if label in weights:
+            raise ValueError(f"class_weights={text!r}: {label!r} is named twice")
+        weights[label] = value
+    return weights
+
+
+def class_weight_vector(text: str, labels: list, train_labels: np.ndarray) -> np.ndarray:
+    """The weight of each class, in label-id order (K,) float64, for the labels of the data.
+    "balanced": n_samples / (n_classes * count of the class) over the training features, as
+    scikit-learn's compute_class_weight; per label: the weights given, 1 for a label not named.
+
+    >>> class_weight_vector("balanced", ["neg", "pos"], np.array([0, 0, 0, 1]))
+    array([0.66666667, 2.        ])
+    """
+    parsed = parse_class_weights(text)
+    if parsed == BALANCED:
+        counts = np.bincount(train_labels, minlength=len(labels))  # (K,)
+        missing = [labels[k] for k in range(len(labels)) if counts[k] == 0]
+        if missing:
+            raise ValueError(f"class_weights=balanced: label(s) {missing} have no training example, so no "
+                             f"balanced weight; give the weights per label instead")
+        return len(train_labels) / (len(labels) * counts.astype(np.float64))
+    unknown = [label for label in parsed if label not in labels]
+    if unknown:
+        raise ValueError(f"class_weights={text!r}: unknown label(s) {unknown}; the data's labels are {list(labels)}")
+    return np.array([parsed.get(label, 1.0) for label in labels], dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,12 +213,18 @@ class DataSource:
     `label_keys` (the batch keys that hold labels), `main_metric`, and implement evaluate."""
 
     train: dict
+    dev: dict  # the dev features (the same keys as train's)
     label_keys: tuple = ("labels",)
     main_metric: str = "accuracy"
+    report: dict | None = None  # a classifier's per-class scores at the latest evaluation (metrics.ClassReport's)
 
     @property
     def num_train(self) -> int:
         return len(self.train["input_ids"])
+
+    @property
+    def num_dev(self) -> int:
+        return len(self.dev["input_ids"])
 
     def batch(self, rows: np.ndarray) -> dict:
         """The training batch of these feature rows, padding columns that no row uses cut."""
@@ -178,7 +252,7 @@ class ClassifierSource(DataSource):
 
     def __init__(self, data):
         self.data, self._score = data, score
-        self.train = data.train
+        self.train, self.dev = data.train, data.dev
         self.main_metric = data.task.main_metric
 
     def evaluate(self, model) -> dict[str, float]:
@@ -191,6 +265,8 @@ class ClassifierSource(DataSource):
             pred = np.concatenate([l[:, 0] for l in logits])
         else:
             pred = np.concatenate([l.argmax(-1) for l in logits])
+        if self.data.task.kind == "classification":  # per-class scores: what dev_report.json keeps of the best
+            self.report = class_report(pred, self.data.dev["labels"], self.data.labels)._asdict()
         return self._score(self.data, pred)
 
 
@@ -300,6 +376,13 @@ class FinetuneRun:
         self.warmup_steps = int(cfg.warmup_proportion * self.total_steps)
         self.optimizer = AdamW(model.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.best: dict | None = None  # {"step", main metric, ...} of the best evaluation
+        self.class_weights = self._class_weights(cfg, source, task_info, n)  # (K,) or None
+        self.recipe: dict | None = None  # what the recipe chose, not the user (commands.py sets it; run.json keeps it)
+        self.recipe_epochs_from: float | None = None  # the recipe's epochs a small data set raised (commands.build_run)
+        self.early_stop: dict | None = None  # where patience ended the run (run.json keeps it)
+        if cfg.patience and not source.num_dev:
+            raise ValueError(f"patience={cfg.patience} stops on the dev score, and the run has no dev examples; "
+                             f"give a dev file (--dev FILE, or dev.* in --data) or leave patience out")
         main = source.main_metric
         self.settings = LoopSettings(
             dir=self.dir, vocab=tokenizer.ids_to_tokens, verbose=verbose,
@@ -310,6 +393,7 @@ class FinetuneRun:
             log_interval=cfg.log_interval, log_partial_window=False,  # a line every log_interval steps and at the end
             steps_per_epoch=self.steps_per_epoch, eval_per_epoch=cfg.eval_per_epoch,
             checkpoint_after_eval=True, publish_checkpoints=False,  # the top level holds the best model, not the newest
+            patience=cfg.patience, patience_metric=main,  # early stopping on the metric the best model is kept by
             optimizer_step_metadata=False,
             show_train={"loss": "loss", "train_acc": "acc"}, eval_label="dev",
             curves=Curves((Panel("training loss", (Series("loss", label=""),)),  # drawing costs ~0.5 s
@@ -317,6 +401,27 @@ class FinetuneRun:
                                                              Series(main, "eval", f"dev {main}"))),
                            Panel("learning rate", (Series("lr", label=""),))), (("epoch", "epoch"),), every=30.0),
             old_window=old_window_entry)
+
+    @staticmethod
+    def _class_weights(cfg: FinetuneConfig, source: DataSource, task_info: dict, n: int) -> np.ndarray | None:
+        """--set class_weights -> the weight of each class (K,), for a classifier only."""
+        if cfg.class_weights is None:
+            return None
+        if task_info.get("kind") != "classification":
+            raise ValueError(f"class_weights weigh the classes of a classifier's loss; {task_info.get('name')} is a "
+                             f"{task_info.get('kind', 'question answering')} task: leave class_weights out")
+        return class_weight_vector(cfg.class_weights, list(task_info["labels"]), source.train["labels"][:n])
+
+    def stopped_early(self, step: int, total_steps: int) -> None:
+        """Record in run.json that patience ended the run at `step` of `total_steps`."""
+        self.early_stop = {"step": step, "total_steps": total_steps, "patience": self.cfg.patience,
+                           "metric": self.source.main_metric, "best_step": (self.best or {}).get("step")}
+        self._write_run_file()
+
+    def best_report(self) -> dict | None:
+        """dev_report.json: a classifier's per-class scores at the best model (None for other tasks)."""
+        path = self.dir / DEV_REPORT
+        return read_json(path) if path.is_file() else None
 
     # -- the run directory ------------------------------------------------------------------------
     def start(self) -> LoopState:
@@ -326,12 +431,24 @@ class FinetuneRun:
         return LoopState.start(self.settings)
 
     def resume(self) -> LoopState:
-        """The newest checkpoint -> the loop's state where it stopped."""
+        """The newest checkpoint -> the loop's state where it stopped (run.json's record of what the
+        recipe chose and of an early stop kept)."""
+        info = rundir.read_run(self.dir)
+        extra = info.extra if info is not None else {}
+        self.recipe = extra.get("recipe") if isinstance(extra.get("recipe"), dict) else None
+        self.early_stop = extra.get("early_stop") if isinstance(extra.get("early_stop"), dict) else None
         return checkpoints.load_checkpoint(self)
 
     def _write_run_file(self) -> None:
+        extra = {}
+        if self.class_weights is not None:  # the weights the loss used, by label
+            extra["class_weights"] = dict(zip(self.task_info["labels"], self.class_weights.tolist()))
+        if self.recipe is not None:
+            extra["recipe"] = self.recipe
+        if self.early_stop is not None:
+            extra["early_stop"] = self.early_stop
         rundir.write_run(self.dir, COMMAND, self.cfg.to_dict(), task=self.task_info,
-                         architecture=self.model.architecture, total_steps=self.total_steps, best=self.best)
+                         architecture=self.model.architecture, total_steps=self.total_steps, best=self.best, **extra)
 
     # -- batches: a function of the step alone ------------------------------------------------
     def rows_at(self, step: int) -> np.ndarray:
@@ -344,6 +461,8 @@ class FinetuneRun:
 
     def loss_grads_metrics(self, batch: dict, rng) -> tuple:
         """The task model's loss, gradients and metrics (loss; accuracy of the batch), with the real tokens."""
+        if self.class_weights is not None:  # the loss weighs each row by its class (heads.weighted_cross_entropy_forward)
+            batch = {**batch, "class_weights": self.class_weights}
         loss, grads, metrics = self.model.loss_grads_metrics(batch, train=rng is not None, rng=rng)
         return loss, grads, {**metrics, "tokens": (int(batch["input_mask"].sum()), 1)}
 
@@ -357,6 +476,8 @@ class FinetuneRun:
             self.best = {"step": step, **{k: v for k, v in scores.items() if isinstance(v, (int, float))}}
             self.model.save_pretrained(self.dir, vocab=self.tokenizer.ids_to_tokens)  # each file atomic
             self.source.on_best(self.dir)
+            if self.source.report is not None:  # a classifier's per-class scores and confusion matrix at the best
+                rundir.write_json(self.dir / DEV_REPORT, {"step": step, **self.source.report})
             self._write_run_file()
         return scores
 

@@ -6,8 +6,8 @@
 A checkpoint holds the model (the run's save_pretrained), AdamW's moments
 (optimizer.safetensors) and trainer_state.json: the run's own part (run.state_dict: its batch
 source, its last evaluation, ...), the loop's (loop/state.LoopState.state_dict: the dropout RNG,
-the step, the time spent, the budget, the lr anchor, and the log window of a run that stopped
-between two log lines) and the sha256 of every tensor file.
+the step, the time spent, the budget, the lr anchor, early stopping's count, and the log window
+of a run that stopped between two log lines) and the sha256 of every tensor file.
 The learning rate is a function of the step, so an interrupted and resumed run ends with the
 same bits as one that never stopped.
 """

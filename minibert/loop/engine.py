@@ -65,7 +65,8 @@ def run(run, state: LoopState, max_steps: int | None = None) -> str:
     """Train `run` until the schedule's end, the time limit, `max_steps` more steps or Ctrl-C.
 
     -> "done" | "budget" (time ran out; evaluated and saved) | "paused" (max_steps; saved) |
-    "interrupted" (Ctrl-C; saved); also kept as state.status. Raises TrainingDiverged on
+    "interrupted" (Ctrl-C; saved); also kept as state.status. With settings.patience a run whose
+    evaluations stopped improving ends early as "done" (a metrics.jsonl "early_stop" record). Raises TrainingDiverged on
     NaN/inf, and TrainingAborted on a second Ctrl-C (at any moment, a save included: the newest
     complete checkpoint stays as it was). Ctrl-C is caught until the final save is written."""
     s: LoopSettings = run.settings
@@ -81,6 +82,8 @@ def run(run, state: LoopState, max_steps: int | None = None) -> str:
         while state.step < stop_at:
             if stop.requested:
                 status = "interrupted"
+                break
+            if state.out_of_patience(s):  # a run that stopped early, resumed: nothing left to do
                 break
             if elapsed0 + (time.perf_counter() - t_run) >= limit:
                 say(s, f"time budget of {s.minutes:g} min reached at step {state.step}")
@@ -105,6 +108,9 @@ def run(run, state: LoopState, max_steps: int | None = None) -> str:
                 if state.budget is not None:
                     state.budget.observe_eval(time.perf_counter() - t_eval)
                 t_window = time.perf_counter()  # tokens/s counts training time only
+                if state.out_of_patience(s):
+                    stop_early(s, state)
+                    break
             if is_checkpoint_step(s, state, stop_at):
                 save_checkpoint(run, state)
                 t_window = time.perf_counter()
@@ -244,12 +250,21 @@ def evaluate(run, state: LoopState) -> dict:
     state.last_eval_step = state.step
     if not scores:  # nothing to evaluate on (a pretraining run without held-out data)
         return scores
+    state.observe_score(s, scores)
     log(s, {"type": "eval", **record_start(s, state), **scores})
     shown = s.show_eval or {k: k for k, v in scores.items() if isinstance(v, float)}
     values = ", ".join(f"{label} {scores[k]:.4f}" for k, label in shown.items() if k in scores)
     epoch = f" (epoch {state.step / s.steps_per_epoch:.2f})" if s.steps_per_epoch else ""
     say(s, f"eval step {state.step}{epoch}: {s.eval_label} {values} [{time.perf_counter() - t0:.1f}s]")
     return scores
+
+
+def stop_early(s: LoopSettings, state: LoopState) -> None:
+    """Early stopping: the record in metrics.jsonl and the one line that says why the run ends here."""
+    log(s, {"type": "early_stop", **record_start(s, state), "patience": s.patience, "metric": s.patience_metric,
+            "best": state.best_score})
+    say(s, f"early stop at step {state.step}: {s.patience} evaluation(s) in a row without a better dev "
+           f"{s.patience_metric} than {state.best_score:.4f} (patience {s.patience})")
 
 
 def time_evaluation(run, state: LoopState) -> float:

@@ -1,7 +1,7 @@
 """What the loop owns: the settings a run gives it (`LoopSettings`, plain data) and the state it
 keeps while it trains (`LoopState`: the step, the time spent, the log window, the schedule's
 length and its lr anchor, the time budget, the dropout Generator, the checkpoint and evaluation
-bookkeeping), with the loop's part of trainer_state.json.
+bookkeeping, early stopping's best score and count), with the loop's part of trainer_state.json.
 
     settings = LoopSettings(dir=out, vocab=tokens, resume_command="...", total_steps=1000, lr=1e-3,
                             warmup_steps=100, log_interval=20, eval_interval=250, ...)
@@ -69,6 +69,10 @@ class LoopSettings:
     eval_at: tuple = ()  # evaluate at these steps instead (a study's few evaluations, evenly spaced)
     checkpoint_interval: int = 0  # steps between two checkpoints (0: none between the end and Ctrl-C ...)
     checkpoint_after_eval: bool = False  # ... unless after each evaluation
+    # early stopping: stop after `patience` evaluations in a row whose `patience_metric` (higher is
+    # better) did not beat the best so far (0: never)
+    patience: int = 0
+    patience_metric: str = ""
     publish_checkpoints: bool = True  # a checkpoint's model is also the run's top level (else the run keeps its own there)
     optimizer_step_metadata: bool = True  # optimizer.safetensors names its step (fine-tuning's never did: same bytes)
     # what the progress and evaluation lines show: metric name -> its label (empty show_eval: every number)
@@ -103,6 +107,23 @@ class LoopState:
     short_steps_fixed: int | None = None  # the switch to full steps, once the budget fixed it
     status: str = "new"  # how the last run() ended: done | budget | paused | interrupted
     last_plot: float = -math.inf  # perf_counter of the last curves.png
+    best_score: float | None = None  # early stopping: the best patience_metric so far ...
+    stale_evals: int = 0  # ... and the evaluations since it, none better
+
+    def out_of_patience(self, s: "LoopSettings") -> bool:
+        """Early stopping: `patience` evaluations in a row did not improve on the best."""
+        return s.patience > 0 and self.stale_evals >= s.patience
+
+    def observe_score(self, s: "LoopSettings", scores: dict) -> None:
+        """Early stopping's count after an evaluation: a score above the best so far resets it
+        (strictly above, as the run keeps its best model), anything else adds one."""
+        if not s.patience or s.patience_metric not in scores:
+            return
+        value = float(scores[s.patience_metric])
+        if self.best_score is None or value > self.best_score:
+            self.best_score, self.stale_evals = value, 0
+        else:
+            self.stale_evals += 1
 
     @classmethod
     def start(cls, s: LoopSettings) -> "LoopState":
@@ -145,6 +166,8 @@ class LoopState:
             state["budget"] = self.budget.state_dict()
         if self.lr_anchor is not None:
             state["lr_anchor"] = list(self.lr_anchor)
+        if s.patience:  # the count goes on where it stopped: a resumed run stops at the same step
+            state["early_stopping"] = {"best": self.best_score, "stale_evals": self.stale_evals}
         return state
 
     @classmethod
@@ -174,6 +197,8 @@ class LoopState:
         anchor = state.get("lr_anchor")
         loop.lr_anchor = (int(anchor[0]), float(anchor[1])) if anchor else None
         loop.last_eval_step = state.get("last_eval_step")
+        if s.patience:
+            loop.best_score, loop.stale_evals = early_stopping_state(state.get("early_stopping"), path)
         window = state.get("window", [])
         if state.get("layout", 1) >= 2:
             loop.window = [Entry({k: tuple(v) for k, v in e["metrics"].items()}, e["lr"], e["grad_norm"])
@@ -182,6 +207,19 @@ class LoopState:
             loop.window = [(s.old_window or loss_acc_entry)(e) for e in window]
         loop.last_checkpoint = loop.step
         return loop
+
+
+def early_stopping_state(saved, path: Path) -> tuple[float | None, int]:
+    """trainer_state.json's "early_stopping" -> (best score or None, evaluations since it). A
+    checkpoint saved without it (patience was off) starts the count afresh."""
+    if saved is None:
+        return None, 0
+    best, stale = (saved.get("best"), saved.get("stale_evals")) if isinstance(saved, dict) else (None, None)
+    if not (best is None or isinstance(best, (int, float)) and not isinstance(best, bool) and math.isfinite(best)) \
+            or not isinstance(stale, int) or isinstance(stale, bool) or stale < 0:
+        raise ValueError(f"{path}: early_stopping is {saved!r:.200}, expected {{\"best\": a number or null, "
+                         f"\"stale_evals\": a count}}")
+    return (None if best is None else float(best)), stale
 
 
 def loss_acc_entry(entry: list) -> Entry:

@@ -8,7 +8,8 @@ import numpy as np
 from minibert.io.cli import command_parser
 from minibert.family.gradchecks import (check_albert, check_cross_attention, check_electra, check_t5,
                                         check_t5_decoder_block)
-from minibert.finetune.gradchecks import check_bilstm, check_electra_finetune, check_heads, check_task_models
+from minibert.finetune.gradchecks import (check_bilstm, check_electra_finetune, check_heads, check_task_models,
+                                          check_weighted_classifier)
 from minibert.analysis.gradcheck import (ATOL, HEADER, LAYER_CHECKS, RTOL, check_causal_attention, check_model,
                                 check_objective_model)
 from minibert.backend import backend_name
@@ -37,6 +38,7 @@ def all_checks(seed=0, verbose=True):
     checks += check_t5_decoder_block(rng, verbose)
     checks += check_t5(rng, verbose)
     checks += check_bilstm(rng, verbose)  # the feature-based BiLSTM tagger (appended, as above)
+    checks += check_weighted_classifier(rng, verbose)  # the class-weighted loss (appended, as above)
     return checks
 
 
