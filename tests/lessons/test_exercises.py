@@ -519,6 +519,12 @@ DIAGNOSES = {
         "it equals what this mistake gives: the one-sided difference (L(x + h e_i) - L(x)) / h, off by about h",
     ("00_numerical_gradients", "my_silu_backward", "no_dout"):
         "it equals what this mistake gives: dout forgotten (you return d out / dx; the chain rule multiplies it by dout)",
+    ("00_numerical_gradients", "my_silu_backward", "no_x_slope"):
+        "it misses the product rule's term with sigmoid(x) held constant (the slope of the x factor)",
+    ("00_numerical_gradients", "my_silu_backward", "sigmoid_constant"):
+        "it misses the product rule's term through sigmoid(x) (x held constant, times ds/dx)",
+    ("00_numerical_gradients", "my_silu_backward", "sigmoid_slope_only"):
+        "it equals what this mistake gives: the derivative of sigmoid(x) alone: SiLU is the product x * sigmoid(x)",
     ("00_numerical_gradients", "my_rel_error", "notes_denominator"):
         "dividing by the larger size, max(|a|, |n|) (CS231n's notes), not by the sum |a| + |n|",
     ("01_linear_and_gelu", "my_linear_backward", "dw_transposed"): "it is the expected answer transposed (the last two axes swapped)",
