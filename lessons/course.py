@@ -163,7 +163,8 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
     When it fails, `diagnose` says what kind of mistake it looks like: transposed, the wrong
     sign, off by one of the constant `factors` ({"1/sqrt(HS)": ...}) or by another constant,
     missing one of the `terms` ({"the mean term": array}), or rows that should sum to 0 over the
-    last axis and do not (`zero_sum`: the part that makes them, e.g. "the mean term").
+    last axis and do not (`zero_sum`: the part that makes them, e.g. "the mean term"). An answer of
+    the wrong shape that sums over its extra leading axes to `want` is said to miss that sum.
     `wrongs` ({words: array}): the answers that named mistakes give, computed by the grader on
     the same inputs (from numerical gradients of a forward with the mistake built in, where it
     can); an answer that equals one of them is told the words, whatever its shape. `terms` and
@@ -180,6 +181,12 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
         named = _named_wrong(a, wrongs, rtol, atol)
         if named:
             return Result(name, False, f"{detail}. {named}")
+        lead = a.ndim - b.ndim  # a gradient of a parameter used at every position, not summed over them
+        if lead > 0 and a.shape[lead:] == b.shape and np.all(np.isfinite(a)) and np.allclose(
+                a.reshape(-1, *b.shape).sum(0), b, rtol=max(10 * rtol, 1e-6),
+                atol=max(10 * atol, 1e-9 * float(np.abs(b).max(initial=0)))):
+            return Result(name, False, f"{detail}; summed over its leading axes {a.shape[:lead]} it is the expected "
+                                       f"answer: the sum over the positions that share it is missing")
         if a.ndim >= 2 and a.shape[:-2] + a.shape[-2:][::-1] == b.shape:
             if np.all(np.isfinite(a)) and np.allclose(np.swapaxes(a, -1, -2), b, rtol=max(10 * rtol, 1e-6),
                                                       atol=max(10 * atol, 1e-9 * float(np.abs(b).max(initial=0)))):
@@ -239,8 +246,8 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
     """What a wrong float answer looks like, in words ("" when it is none of these): `got` is what
     one of the named mistakes `wrongs` gives (only that is said); the rows of `want` sum to 0 over
     the last axis and those of `got` do not (names `zero_sum`, the part that makes them: missing,
-    or there but wrong); `got` equals `want` without one of `terms` (or with it twice, or with
-    its sign flipped); `got` is `want` transposed; `got` is `want` times a constant: -1 (the wrong
+    or there but wrong); `got` equals `want` without one of `terms` (or with it twice, its sign
+    flipped, or scaled by another constant: named when it is one of `factors` or its inverse); `got` is `want` transposed; `got` is `want` times a constant: -1 (the wrong
     sign), one of `factors` or its inverse (named), or another number (given). An answer close to
     `want` but outside the tolerance is said to be so, not "1 times the expected one"."""
     named = _named_wrong(got, wrongs, rtol, atol)
@@ -261,6 +268,14 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
             found.append(f"it counts {term_name} twice")
         elif same(got, want - 2 * t):
             found.append(f"{term_name} has the wrong sign")
+        elif np.any(t):  # the term there, scaled by a constant: got = want + (k - 1) t
+            k = 1 + float(np.sum((got - want) * t) / np.sum(t * t))
+            if not np.isclose(k, 1.0, rtol=1e-3) and same(got, want + (k - 1) * t):
+                label = next((lab for lab, f in (factors or {}).items() if np.isclose(k, f, rtol=1e-4)), None)
+                inverse = next((lab for lab, f in (factors or {}).items() if np.isclose(k * f, 1.0, rtol=1e-4)), None)
+                found.append(f"{term_name} is there, {k:.4g} times what it should be"
+                             + (f": an extra factor {label} on it" if label else
+                                f": a factor {inverse} on it is missing" if inverse else ""))
         term_found = term_found or bool(found)
     if zero_sum and want.ndim >= 1 and want.shape[-1] > 1:
         rows_want, rows_got = np.abs(want.sum(-1)).max(), np.abs(got.sum(-1)).max()

@@ -591,7 +591,16 @@ DIAGNOSES = {
     ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "Smaller than the largest gap: your grid steps over its peak",
     ("01_linear_and_gelu", "my_gelu_max_gap", "typed_in"): "The same number for every interval: a constant, not a measurement",
     ("02_layernorm", "my_rmsnorm_backward", "no_second_term"):
-        "it misses the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x: you held it constant)",
+        "it misses the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x)",
+    ("02_layernorm", "my_rmsnorm_backward", "sum_not_mean"):
+        "the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x) is there, 8 times what it should be: "
+        "an extra factor C (a sum over the features where their mean belongs) on it",
+    ("02_layernorm", "my_rmsnorm_backward", "no_w"):
+        "it equals what this mistake gives: w left out of dx: the gradient reaching the normalized x is dout * w",
+    ("02_layernorm", "my_layernorm_backward", "no_w"):
+        "it equals what this mistake gives: w left out of dx: the gradient reaching the normalized x is dout * w",
+    ("02_layernorm", "my_layernorm_backward", "dw_not_summed"):
+        "summed over its leading axes (2, 3) it is the expected answer: the sum over the positions that share it is missing",
     ("02_layernorm", "my_dx_without_mean_term", "full_formula"):
         "exercise 1's dx unchanged (with the mean a constant, its term goes)",
     ("03_softmax_cross_entropy", "my_tempered_ce_backward", "no_inner_factor"): "a factor 1/tau is missing",
