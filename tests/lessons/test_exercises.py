@@ -537,9 +537,18 @@ DIAGNOSES = {
     ("02_layernorm", "my_layernorm_backward", "variance_term_sign"):
         "the variance term (the path from x through the variance) has the wrong sign",
     ("03_softmax_cross_entropy", "my_cross_entropy_backward", "sum_not_mean"): "a factor 1/n is missing",
+    ("03_softmax_cross_entropy", "my_cross_entropy_backward", "no_target_term"):
+        "it misses the term from -z_t (the target's own logit: -1 at the target)",
+    ("03_softmax_cross_entropy", "my_cross_entropy_backward", "no_weight"):
+        "it equals what this mistake gives: the weights left out: each row's gradient is scaled by its weight",
     ("03_softmax_cross_entropy", "my_cross_entropy_backward", "no_dloss"):
         "your answer is the expected answer divided by dloss: a factor dloss is missing",
-    ("04_embedding_sum", "my_embedding_backward", "fancy_add"): "token table vs numerical gradient",
+    ("04_embedding_sum", "my_embedding_backward", "fancy_add"):
+        "it equals what this mistake gives: each row of a repeated id holds one use's gradient",
+    ("04_embedding_sum", "my_embedding_backward", "loop_assign"):
+        "it equals what this mistake gives: each row of a repeated id holds one use's gradient",
+    ("04_embedding_sum", "my_embedding_backward", "averaged"):
+        "it equals what this mistake gives: the gradients of a repeated id's uses averaged, not added",
     ("05_attention", "my_softmax_backward", "elementwise"): "it misses the term through the softmax's sum",
     ("05_attention", "my_softmax_backward", "unweighted_sum"):
         "the sum's term with datt summed as it is: the sum runs over datt[j] * att[j], weighted by att",
