@@ -555,6 +555,10 @@ DIAGNOSES = {
     ("05_attention", "my_mask_adder", "inverted"):
         "the mask read the other way round: MASK_VALUE on the real keys (1 in attn_mask) and 0 on the padding",
     ("05_attention", "my_score_std", "constant"): "the same number for every draw: a constant, not a measurement",
+    ("05_attention", "my_score_std", "divided_by_hs"):
+        "it is about 1/sqrt(HS): scaled twice (divided by HS where sqrt(HS) belongs), or the std of the products",
+    ("05_attention", "my_score_std", "no_sum"): "it is about 1/sqrt(HS): scaled twice",
+    ("05_attention", "my_score_std", "few_pairs"): "this spreads far more: a smaller sample than 10000 pairs?",
     ("05_attention", "my_score_std", "tiny_noise"): "a number with a little noise added is not a measurement",
     ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"):
         "it misses the row's reduction (every att row sums to 1, whatever the scores are)",
