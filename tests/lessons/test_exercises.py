@@ -626,7 +626,12 @@ DIAGNOSES = {
         "the GELU's backward skipped: the gradient reaches linear_in's backward as if GELU were the identity",
     ("07_encoder_block", "my_ffn_backward", "in_out_swapped"):
         "the expected dw_out in dw_in's place: the gradients are returned out of order",
-    ("07_encoder_block", "my_stack_blocks", "one_layer_twice"): "two blocks vs the 2-layer encoder",
+    ("07_encoder_block", "my_stack_blocks", "one_layer_twice"):
+        "it equals what this mistake gives: layer 0's parameters (h0.*) in every block",
+    ("07_encoder_block", "my_stack_blocks", "same_input"):
+        "it equals what this mistake gives: each block run on the input x, not on the block before's output",
+    ("07_encoder_block", "my_stack_blocks", "off_by_one"):
+        "it equals what this mistake gives: one block only (layer 0's): the stack runs n_layers of them",
     ("08_wordpiece", "my_merge", "keeps_hashes"): "got '##u##g', expected '##ug'",
     ("08_wordpiece", "my_best_pair", "by_frequency"): "the first difference at index 0",
     ("09_mlm_nsp_data", "my_truncate_pair", "a_on_ties"): "the first difference at index (0, 0): got 'a3', expected 'a2'",
