@@ -146,25 +146,13 @@ def fresh_inputs(seed, Vg=8, Bg=3, Tg=6):
     return ids, segs, tabs, d, forward
 
 
-def repeated_uses(ids, d, want):
-    """The answers that mishandle an id used at several positions, for close(..., wrongs=...):
-    one write per row (a row keeps the last use's gradient) and the uses averaged."""
-    rows = ids.reshape(-1)  # (N,)
-    one_write = np.zeros_like(want)  # (V, C)
-    one_write[rows] = d.reshape(-1, want.shape[-1])  # each row written once per use: the last write stays
-    uses = np.bincount(rows, minlength=len(want))[:, None]  # (V, 1)
-    return {"each row of a repeated id holds one use's gradient (a write per use, the last one kept), not the sum "
-            "over its uses: every position that reads the row adds its gradient to it": one_write,
-            "the gradients of a repeated id's uses averaged, not added": want / np.maximum(uses, 1)}
-
-
 def check_embedding_backward(fn):
     ids, segs, (tk, sg, _), d, forward = fresh_inputs(4001)
     want_tok, want_seg = gradcheck.numerical_grad(forward, tk, d), gradcheck.numerical_grad(forward, sg, d)
     return [course.close("token table vs numerical gradient", fn(d, ids.copy(), len(tk)), want_tok,
-                         wrongs=lambda: repeated_uses(ids, d, want_tok)),
+                         wrongs=lambda: course.repeated_rows(ids, d, want_tok)),
             course.close("segment table vs numerical gradient", fn(d, segs.copy(), TV), want_seg,
-                         wrongs=lambda: repeated_uses(segs, d, want_seg))]
+                         wrongs=lambda: course.repeated_rows(segs, d, want_seg))]
 
 
 my_embedding_backward = ex.grade(1, my_embedding_backward, check_embedding_backward,

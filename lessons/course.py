@@ -42,7 +42,8 @@ What a grader compares with: numbers (numerical gradients, values worked out by 
 lesson computed earlier), never the library function that is the exercise's answer. `close`
 compares floats with a tolerance and, when they differ, `diagnose`s the kind of mistake: one of
 the named mistakes the grader computed on the same inputs (`wrongs`, e.g. "dout forgotten";
-`out_of_order` names a backward's other gradients), else rows that should sum to 0, a constant
+`out_of_order` names a backward's other gradients, `repeated_rows` a gather's backward that
+drops or averages repeated rows), else rows that should sum to 0, a constant
 factor such as 1/sqrt(HS) or 1/n, transposed, the wrong sign, a missing term; `entries`/`mask` compare exact arrays and name the first wrong entry and the
 rule it breaks; `equal` compares ids and strings, and lists from their first difference; `count`
 compares counts and names the part they are off by; `true` checks a known-answer condition.
@@ -320,6 +321,23 @@ def out_of_order(names: tuple[str, ...], wants: tuple, name: str) -> dict[str, A
     order = ", ".join(names)
     return {f"the expected {other} in {name}'s place: the gradients are returned out of order (the order is {order})":
             want for other, want in zip(names, wants) if other != name}
+
+
+def repeated_rows(rows, d, want) -> dict[str, np.ndarray]:
+    """For `close(..., wrongs=...)` on the backward of a gather (an embedding lookup, picking
+    positions): `rows` (N,) the rows read, `d` (N, C) their gradients, `want` the expected
+    gradient of the table (its rows flattened to (-1, C)). The answers that mishandle a row read
+    more than once: a write per use (fancy-index `+=`, or `=` in a loop: the last use's gradient
+    stays) and the uses averaged, each named."""
+    table = np.asarray(want, dtype=np.float64)
+    flat = table.reshape(-1, table.shape[-1])  # (V, C)
+    rows = np.asarray(rows).reshape(-1)  # (N,)
+    one_write = np.zeros_like(flat)
+    one_write[rows] = np.asarray(d).reshape(len(rows), -1)  # a write per use: the last one stays
+    uses = np.bincount(rows, minlength=len(flat))[:, None]  # (V, 1)
+    return {"each row read more than once holds one use's gradient (a write per use, the last one kept), not "
+            "the sum over its uses: every use adds its gradient to the row": one_write.reshape(table.shape),
+            "the gradients of a row's uses averaged, not added": (flat / np.maximum(uses, 1)).reshape(table.shape)}
 
 
 def entries(name: str, got, want, rule: Callable[[tuple], str]) -> Result:

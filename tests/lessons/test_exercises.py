@@ -544,11 +544,11 @@ DIAGNOSES = {
     ("03_softmax_cross_entropy", "my_cross_entropy_backward", "no_dloss"):
         "your answer is the expected answer divided by dloss: a factor dloss is missing",
     ("04_embedding_sum", "my_embedding_backward", "fancy_add"):
-        "it equals what this mistake gives: each row of a repeated id holds one use's gradient",
+        "it equals what this mistake gives: each row read more than once holds one use's gradient",
     ("04_embedding_sum", "my_embedding_backward", "loop_assign"):
-        "it equals what this mistake gives: each row of a repeated id holds one use's gradient",
+        "it equals what this mistake gives: each row read more than once holds one use's gradient",
     ("04_embedding_sum", "my_embedding_backward", "averaged"):
-        "it equals what this mistake gives: the gradients of a repeated id's uses averaged, not added",
+        "it equals what this mistake gives: the gradients of a row's uses averaged, not added",
     ("05_attention", "my_softmax_backward", "elementwise"): "it misses the term through the softmax's sum",
     ("05_attention", "my_softmax_backward", "unweighted_sum"):
         "the sum's term with datt summed as it is: the sum runs over datt[j] * att[j], weighted by att",
@@ -636,7 +636,14 @@ DIAGNOSES = {
     ("08_wordpiece", "my_best_pair", "by_frequency"): "the first difference at index 0",
     ("09_mlm_nsp_data", "my_truncate_pair", "a_on_ties"): "the first difference at index (0, 0): got 'a3', expected 'a2'",
     ("09_mlm_nsp_data", "my_mask_choice", "one_draw"): "u1 = 0.95, u2 = 0.2 -> the original",
-    ("10_bert_model", "my_gather_backward", "fancy_add"): "repeated positions add up",
+    ("10_bert_model", "my_gather_backward", "fancy_add"):
+        "it equals what this mistake gives: each row read more than once holds one use's gradient",
+    ("10_bert_model", "my_adam_first_step", "only_m_corrected"):
+        "it equals what this mistake gives: the bias correction on m alone",
+    ("10_bert_model", "my_adam_first_step", "no_sqrt"):
+        "it equals what this mistake gives: v used where its square root belongs",
+    ("10_bert_model", "my_adam_first_step", "eps_in_sqrt"):
+        "it equals what this mistake gives: eps inside the square root",
     ("10_bert_model", "my_adam_first_step", "no_bias_correction"): "it equals what this mistake gives: Adam without bias "
         "correction: the step-1 moments m, v used as they are, not divided by 1 - b1^1 and 1 - b2^1",
     ("10_bert_model", "my_adam_first_step", "sign"):
