@@ -648,7 +648,11 @@ DIAGNOSES = {
         "correction: the step-1 moments m, v used as they are, not divided by 1 - b1^1 and 1 - b2^1",
     ("10_bert_model", "my_adam_first_step", "sign"):
         "eps left out (as if it were 0): it matters where |g| is near eps = 1e-8",
-    ("11_pretrain_tiny", "my_update_size", "corrected"): "steps 1..3000 vs optim.AdamW's measured steps",
+    ("11_pretrain_tiny", "my_update_size", "corrected"):
+        "it equals what this mistake gives: 1 at every step: that is Adam with bias correction",
+    ("11_pretrain_tiny", "my_update_size", "no_sqrt"): "it equals what this mistake gives: m / v: the square root of v left out",
+    ("11_pretrain_tiny", "my_update_size", "no_one_minus_b"):
+        "it equals what this mistake gives: m and v as the sums of the b^k alone",
     ("11_pretrain_tiny", "my_lr", "decay_after_warmup"): "at index (3,): got 0.001, expected 0.0008",
     ("12_looking_inside", "my_encode_with_masks", "no_special_tokens"): "got 'train', expected '[CLS]'",
     ("12_looking_inside", "my_head_entropy", "log2"): "uniform over 8: ln 8",
