@@ -249,7 +249,8 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
     the last axis and those of `got` do not (names `zero_sum`, the part that makes them: missing,
     or there but wrong); `got` equals `want` without one of `terms` (or with it twice, its sign
     flipped, or scaled by another constant: named when it is one of `factors` or its inverse); `got` is `want` transposed; `got` is `want` times a constant: -1 (the wrong
-    sign), one of `factors` or its inverse (named), or another number (given). An answer close to
+    sign), one of `factors` or its inverse (named), or another number (given; for a single number,
+    only a factor of `factors` is said, since any number is some constant times another). An answer close to
     `want` but outside the tolerance is said to be so, not "1 times the expected one"."""
     named = _named_wrong(got, wrongs, rtol, atol)
     if named:
@@ -289,28 +290,33 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
         found.append("it is the expected answer transposed (the last two axes swapped)")
     if not found and not np.any(got) and np.any(want):
         found.append("your answer is 0 everywhere: the part this check measures is missing")
-    if not found and np.count_nonzero(want) >= 2:  # one number is always "a constant times" another
+    # one number is always "a constant times" another: for it, only a factor the grader names is said
+    if not found and (np.count_nonzero(want) >= 2 or (np.count_nonzero(want) == 1 and factors)):
         r = float(np.sum(got * want) / np.sum(want * want))  # the best constant: got ~ r * want
-        if same(got, r * want) and np.isclose(r, 1.0, rtol=1e-3):  # no factor: just outside the tolerance
+        several = np.count_nonzero(want) >= 2
+        if several and same(got, r * want) and np.isclose(r, 1.0, rtol=1e-3):  # no factor: just outside the tolerance
             found.append("your answer is within ten times the tolerance of the expected one, not within it: "
                          "a small term off, or a float32 step in a float64 check?")
         elif same(got, r * want):
-            named = {label: f for label, f in {**(factors or {}), **COMMON_FACTORS}.items()  # the grader's own first:
-                     if not np.isclose(f, 1.0)}  # in lesson 22, 2 is sqrt(HS); a factor of 1 (dloss = 1) says nothing
+            named = {label: f for label, f in {**(factors or {}), **(COMMON_FACTORS if several else {})}.items()
+                     if not np.isclose(f, 1.0)}  # the grader's own first: in lesson 22, 2 is sqrt(HS); a factor
+            # of 1 (dloss = 1) says nothing
             words = None
             for label, f in named.items():
+                short = label.split(" (")[0]  # "1/ln 2 (base 2: bits)": its why is said once
                 if np.isclose(r, f, rtol=1e-4):
-                    words = "of the wrong sign" if f == -1 else f"{label} times the expected answer: an extra factor {label}"
+                    words = "of the wrong sign" if f == -1 else f"{short} times the expected answer: an extra factor {label}"
                 elif f != -1 and np.isclose(r, 1 / f, rtol=1e-4):
-                    words = f"the expected answer divided by {label}: a factor {label} is missing"
+                    words = f"the expected answer divided by {short}: a factor {label} is missing"
                 elif f != -1 and np.isclose(r, -f, rtol=1e-4):
-                    words = f"-{label} times the expected answer: of the wrong sign, with an extra factor {label}"
+                    words = f"-{short} times the expected answer: of the wrong sign, with an extra factor {label}"
                 elif f != -1 and np.isclose(r, -1 / f, rtol=1e-4):
                     words = f"of the wrong sign, and a factor {label} is missing"
                 if words:
                     break
-            found.append(f"your answer is {words}" if words else
-                         f"your answer is {r:.4g} times the expected one: off by a constant factor")
+            if words or several:
+                found.append(f"your answer is {words}" if words else
+                             f"your answer is {r:.4g} times the expected one: off by a constant factor")
     return "; ".join(found)
 
 

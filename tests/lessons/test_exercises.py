@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import importlib.util
 import re
 import sys
@@ -655,7 +656,12 @@ DIAGNOSES = {
         "it equals what this mistake gives: m and v as the sums of the b^k alone",
     ("11_pretrain_tiny", "my_lr", "decay_after_warmup"): "at index (3,): got 0.001, expected 0.0008",
     ("12_looking_inside", "my_encode_with_masks", "no_special_tokens"): "got 'train', expected '[CLS]'",
-    ("12_looking_inside", "my_head_entropy", "log2"): "uniform over 8: ln 8",
+    ("12_looking_inside", "my_head_entropy", "log2"):
+        "your answer is 1/ln 2 times the expected answer: an extra factor 1/ln 2 (a logarithm to base 2: bits, where "
+        "the entropy here is in nats, ln)",
+    ("12_looking_inside", "my_head_entropy", "rows_summed"):
+        "your answer is T = 8 times the expected answer: an extra factor T = 8 (the rows' entropies summed, not "
+        "averaged over the T rows)",
     ("13_finetuning_heads", "my_first_piece_labels", "every_piece"): "got 0, expected -100",
     ("14_squad_windows", "my_max_context_score", "no_length_term"): "token 9 of a 13-token window at 15",
     ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"): "the head cls.w, cls.b = the pretrained model's new head",
@@ -950,3 +956,17 @@ def test_close_calls_a_near_miss_a_near_miss_not_a_factor_of_one(course):
     detail = course.close("dx", want * (1 + 3e-5), want, factors={"dloss": 1.0}).detail
     assert "within ten times the tolerance" in detail and "times the expected" not in detail
     assert "a factor dloss is missing" in course.close("dx", want / 2.5, want, factors={"dloss": 2.5}).detail
+
+
+def test_close_names_a_sum_left_out_a_scaled_term_and_a_named_factor_of_one_number(course):
+    want = np.arange(1.0, 5.0)  # (4,) a parameter's gradient
+    per_position = np.stack([want / 2, want / 2]).reshape(1, 2, 4)  # (1, 2, 4) its two uses, not summed
+    detail = course.close("dw", per_position, want).detail
+    assert "summed over its leading axes (1, 2) it is the expected answer" in detail
+    assert "summed over its leading axes" not in course.close("dw", per_position + 1, want).detail
+    term = np.array([0.5, -1.0, 2.0, 0.25])
+    detail = course.close("dx", want + 7 * term, want, terms={"the variance term": term}, factors={"C": 8}).detail
+    assert "the variance term is there, 8 times what it should be: an extra factor C on it" in detail
+    one = course.close("entropy", 3.0, 3.0 * math.log(2), factors={"1/ln 2 (bits, not nats)": 1 / math.log(2)}).detail
+    assert "your answer is 1/ln 2 times the expected answer: an extra factor 1/ln 2 (bits, not nats)" in one
+    assert "times" not in course.close("entropy", 3.0, 2.5).detail  # one number: no constant factor guessed
