@@ -187,7 +187,7 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
                 a.reshape(-1, *b.shape).sum(0), b, rtol=max(10 * rtol, 1e-6),
                 atol=max(10 * atol, 1e-9 * float(np.abs(b).max(initial=0)))):
             return Result(name, False, f"{detail}; summed over its leading axes {a.shape[:lead]} it is the expected "
-                                       f"answer: the sum over the positions that share it is missing")
+                                       f"answer: the sum over its uses (every example and position it served) is missing")
         if a.ndim >= 2 and a.shape[:-2] + a.shape[-2:][::-1] == b.shape:
             if np.all(np.isfinite(a)) and np.allclose(np.swapaxes(a, -1, -2), b, rtol=max(10 * rtol, 1e-6),
                                                       atol=max(10 * atol, 1e-9 * float(np.abs(b).max(initial=0)))):

@@ -576,6 +576,14 @@ DIAGNOSES = {
     ("11_pretrain_tiny", "my_clip", "per_array"): "the same factor for every array",
     ("12_looking_inside", "my_top_k", "logits_not_probabilities"): "exercise 1, my_top_k",
     ("13_finetuning_heads", "my_head_backward", "dW_transposed"): "it is the expected answer transposed (the last two axes swapped)",
+    ("13_finetuning_heads", "my_head_backward", "w_pool_not_transposed"):
+        "it equals what this mistake gives: w_pool where its transpose belongs",
+    ("13_finetuning_heads", "my_head_backward", "cls_for_pooled"):
+        "it equals what this mistake gives: cls where pooled belongs: W multiplies pooled, the classifier's input",
+    ("13_finetuning_heads", "my_head_backward", "mean_again"):
+        "your answer is 1/B times the expected answer: an extra factor 1/B (dlogits is the gradient of the mean loss",
+    ("13_finetuning_heads", "my_head_backward", "db_not_summed"):
+        "summed over its leading axes (4,) it is the expected answer: the sum over its uses",
     ("13_finetuning_heads", "my_head_backward", "no_tanh"):
         "tanh's derivative forgotten: the gradient passed through the tanh as if it were the identity",
     ("13_finetuning_heads", "my_head_backward", "tanh_twice"):
@@ -614,7 +622,8 @@ DIAGNOSES = {
     ("02_layernorm", "my_layernorm_backward", "no_w"):
         "it equals what this mistake gives: w left out of dx: the gradient reaching the normalized x is dout * w",
     ("02_layernorm", "my_layernorm_backward", "dw_not_summed"):
-        "summed over its leading axes (2, 3) it is the expected answer: the sum over the positions that share it is missing",
+        "summed over its leading axes (2, 3) it is the expected answer: the sum over its uses (every example and "
+        "position it served) is missing",
     ("02_layernorm", "my_dx_without_mean_term", "full_formula"):
         "exercise 1's dx unchanged (with the mean a constant, its term goes)",
     ("03_softmax_cross_entropy", "my_tempered_ce_backward", "no_inner_factor"): "a factor 1/tau is missing",
