@@ -45,7 +45,7 @@ the named mistakes the grader computed on the same inputs (`wrongs`, e.g. "dout 
 `out_of_order` names a backward's other gradients, `repeated_rows` a gather's backward that
 drops or averages repeated rows), else rows that should sum to 0, a constant
 factor such as 1/sqrt(HS) or 1/n, transposed, the wrong sign, a missing term; `entries`/`mask` compare exact arrays and name the first wrong entry and the
-rule it breaks; `equal` compares ids and strings, and lists from their first difference; `count`
+rule it breaks; `equal` compares ids and strings, and lists from their first difference (naming `wrongs` too); `count`
 compares counts and names the part they are off by; `true` checks a known-answer condition.
 
 Pictures of ideas (not of data): `flow` draws a column of boxes with arrows and residual
@@ -375,13 +375,22 @@ def mask(name: str, got, want, rule: Callable[[tuple], str]) -> Result:
     return entries(name, got, np.asarray(want, dtype=bool), rule)
 
 
-def equal(name: str, got, want) -> Result:
+def equal(name: str, got, want, wrongs: dict[str, Any] | None = None) -> Result:
     """Exact equality, for ids, tokens, counts and shapes (never for computed floats). Two lists
-    that differ: where they first differ, with that element of each (and both lengths)."""
+    that differ: where they first differ, with that element of each (and both lengths). `wrongs`
+    ({words: what that mistake gives}, or a function that returns it, run only on a failure): an
+    answer equal to one of them is told the words too."""
     g, w = _plain(got), _plain(want)
     ok = g == w
     if ok:
         return Result(name, True, "")
+    result = _unequal(name, g, w, got, want)
+    named = next((words for words, value in (_now(wrongs) or {}).items() if _plain(value) == g), None)
+    return result._replace(detail=f"{result.detail}. it equals what this mistake gives: {named}") if named else result
+
+
+def _unequal(name: str, g, w, got, want) -> Result:
+    """equal's verdict on two values that differ (g, w: got and want as plain lists and numbers)."""
     if isinstance(g, list) and isinstance(w, list):
         lengths = f"{len(g)} elements, expected {len(w)}; " if len(g) != len(w) else f"{len(w)} elements; "
         index = []

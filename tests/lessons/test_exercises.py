@@ -672,7 +672,12 @@ DIAGNOSES = {
         "your answer is T = 8 times the expected answer: an extra factor T = 8 (the rows' entropies summed, not "
         "averaged over the T rows)",
     ("13_finetuning_heads", "my_first_piece_labels", "every_piece"): "got 0, expected -100",
-    ("14_squad_windows", "my_max_context_score", "no_length_term"): "token 9 of a 13-token window at 15",
+    ("14_squad_windows", "my_max_context_score", "no_length_term"):
+        "it equals what this mistake gives: the 0.01 x length term left out",
+    ("14_squad_windows", "my_max_context_score", "right_with_self"):
+        "it equals what this mistake gives: the right context counted one too many",
+    ("14_squad_windows", "my_max_context_score", "max_not_min"):
+        "got 1, expected 0. it equals what this mistake gives: the larger of the two contexts where the smaller belongs",
     ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"): "the head cls.w, cls.b = the pretrained model's new head",
     ("16_feature_based_vs_finetuning", "my_head_grads", "mean_over_all"): "an extra factor (tagged / all positions)",
     ("17_causal_vs_bidirectional", "my_next_token_targets", "padding_predicted"): "only if both are real",
