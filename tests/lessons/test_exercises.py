@@ -678,7 +678,11 @@ DIAGNOSES = {
         "it equals what this mistake gives: the right context counted one too many",
     ("14_squad_windows", "my_max_context_score", "max_not_min"):
         "got 1, expected 0. it equals what this mistake gives: the larger of the two contexts where the smaller belongs",
-    ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"): "the head cls.w, cls.b = the pretrained model's new head",
+    ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"):
+        "it equals what this mistake gives: a new head drawn, as the constructor draws one: the control keeps "
+        "task_params' head",
+    ("15_pretrained_vs_scratch", "my_control_params", "seed_ignored"):
+        "it equals what this mistake gives: seed 0's init: the seed given is not the one used",
     ("16_feature_based_vs_finetuning", "my_head_grads", "mean_over_all"): "an extra factor (tagged / all positions)",
     ("17_causal_vs_bidirectional", "my_next_token_targets", "padding_predicted"): "only if both are real",
     ("18_roberta_recipe", "my_batch_stats", "per_sequence"): "drawn example: (pad/batch, share real, preds/batch)",
