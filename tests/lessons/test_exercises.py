@@ -684,6 +684,12 @@ DIAGNOSES = {
     ("15_pretrained_vs_scratch", "my_control_params", "seed_ignored"):
         "it equals what this mistake gives: seed 0's init: the seed given is not the one used",
     ("16_feature_based_vs_finetuning", "my_head_grads", "mean_over_all"): "an extra factor (tagged / all positions)",
+    ("16_feature_based_vs_finetuning", "my_head_grads", "sum_not_mean"):
+        "an extra factor n = 45 (the tagged positions: a sum where the loss takes their mean)",
+    ("16_feature_based_vs_finetuning", "my_head_grads", "no_onehot"):
+        "it misses the term from -z_t (the tag's own logit: -1 at the tag, the one-hot)",
+    ("16_feature_based_vs_finetuning", "my_head_grads", "db_not_summed"):
+        "summed over its leading axes (64,) it is the expected answer",
     ("17_causal_vs_bidirectional", "my_next_token_targets", "padding_predicted"): "only if both are real",
     ("18_roberta_recipe", "my_batch_stats", "per_sequence"): "drawn example: (pad/batch, share real, preds/batch)",
     ("20_replaced_token_detection", "my_rtd_labels", "every_sampled_position"): "section 4: one right sample, one wrong",
