@@ -592,7 +592,12 @@ DIAGNOSES = {
     ("15_pretrained_vs_scratch", "my_encoder_into_head", "everything"): "extra ['mlm.",
     ("16_feature_based_vs_finetuning", "my_concat_layers", "sum"): "shape",
     ("17_causal_vs_bidirectional", "my_causal_adder", "upper_triangle"): "which keys each query sees",
-    ("18_roberta_recipe", "my_full_sentences", "no_separator"): "the first difference at index",
+    ("18_roberta_recipe", "my_full_sentences", "no_separator"):
+        "it equals what this mistake gives: no [SEP] where a new document starts inside a sequence",
+    ("18_roberta_recipe", "my_full_sentences", "no_cut"):
+        "it equals what this mistake gives: a sentence longer than max_tokens kept whole",
+    ("18_roberta_recipe", "my_batch_stats", "padding_share"):
+        "it equals what this mistake gives: the share of padding, not of real tokens",
     ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "no_map"): "exactly the E -> C map (72), left out",
     ("19_albert_factorisation_and_sop", "my_embedding_map_backward", "dW_transposed"):
         "it is the expected answer transposed (the last two axes swapped)",
@@ -691,7 +696,8 @@ DIAGNOSES = {
     ("16_feature_based_vs_finetuning", "my_head_grads", "db_not_summed"):
         "summed over its leading axes (64,) it is the expected answer",
     ("17_causal_vs_bidirectional", "my_next_token_targets", "padding_predicted"): "only if both are real",
-    ("18_roberta_recipe", "my_batch_stats", "per_sequence"): "drawn example: (pad/batch, share real, preds/batch)",
+    ("18_roberta_recipe", "my_batch_stats", "per_sequence"):
+        "it equals what this mistake gives: per sequence, not per batch of batch_size sequences",
     ("20_replaced_token_detection", "my_rtd_labels", "every_sampled_position"): "section 4: one right sample, one wrong",
     ("21_permutation_lm", "my_two_stream_masks", "order_as_rank"): "content stream: i reads j only if step[j] <= step[i]",
     ("21_permutation_lm", "my_two_stream_core_backward", "dk_from_content_only"):
