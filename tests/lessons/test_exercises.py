@@ -605,6 +605,10 @@ DIAGNOSES = {
     ("21_permutation_lm", "my_query_attention_backward", "no_scale"): "a factor scale is missing",
     ("21_permutation_lm", "my_query_attention_backward", "dv_not_transposed"):
         "it equals what this mistake gives: att @ dout, not att^T @ dout",
+    ("21_permutation_lm", "my_query_attention_backward", "elementwise"):
+        "it misses the term through the softmax's sum (each score also moves its row's normaliser)",
+    ("21_permutation_lm", "my_query_attention_backward", "dk_not_transposed"):
+        "it equals what this mistake gives: dscores @ q where dscores^T @ q belongs",
     ("21_permutation_lm", "my_two_stream_core_backward", "dv_not_transposed"):
         "it equals what this mistake gives: att @ dout, not att^T @ dout",
     ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_sqrt"): "a factor 1/sqrt(HS) is missing",
