@@ -614,6 +614,12 @@ DIAGNOSES = {
     ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_sqrt"): "a factor 1/sqrt(HS) is missing",
     ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "wk_wv_swapped"):
         "it equals what this mistake gives: w_k and w_v swapped",
+    ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "elementwise"):
+        "it misses the term through the softmax's sum (each score also moves its row's normaliser)",
+    ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "not_through_w"):
+        "it equals what this mistake gives: the gradient at the keys k, not at enc_out",
+    ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_mask"):
+        "it equals what this mistake gives: the encoder mask left out: the padded token takes attention",
     ("23_capstone_pretrain_finetune", "my_accuracy_interval", "no_clip"): "clipped",
     ("23_capstone_pretrain_finetune", "my_accuracy_interval", "variance"):
         "it equals what this mistake gives: the variance p (1 - p) / n where the standard error, its square root, belongs",
