@@ -620,7 +620,12 @@ DIAGNOSES = {
         "it equals what this mistake gives: the gradient at the keys k, not at enc_out",
     ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_mask"):
         "it equals what this mistake gives: the encoder mask left out: the padded token takes attention",
-    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "no_clip"): "clipped",
+    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "no_clip"):
+        "it equals what this mistake gives: not clipped: an accuracy's interval stays inside [0, 1]",
+    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "z_ignored"):
+        "it equals what this mistake gives: z ignored: 1.96 whatever z is given",
+    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "n_outside_sqrt"):
+        "it equals what this mistake gives: sqrt(p (1 - p)) / n: the 1/n belongs under the square root",
     ("23_capstone_pretrain_finetune", "my_accuracy_interval", "variance"):
         "it equals what this mistake gives: the variance p (1 - p) / n where the standard error, its square root, belongs",
     # the rest of the walkthrough: one common mistake for every other exercise
