@@ -28,7 +28,8 @@ Graders grade in a clean room (CleanRoom): while your function runs under gradin
 of the minibert package runs for it except what `grade(..., allows=(...))` names (the layers an
 exercise composes), whoever calls it; your function sees np, math, its imports and your own
 helpers from the exercise's cell, not the lesson's variables; reading the library's or the
-lessons' source is refused; a backward not about numerical gradients refuses them.
+lessons' source is refused (inspect.getsource of a library function, Numba kernel or module is refused
+naming it); a backward not about numerical gradients refuses them.
 `grade(..., refuses=("layers.layernorm_backward",))` names the library functions that are the
 answer, which the message then calls "the library's answer". A refusal ends the check with
 "exercise N asks you to derive this; `layers.layernorm_backward` is the library's answer".
@@ -946,6 +947,10 @@ class CleanRoom:
                         return  # Numba compiling a function of yours reads your own lines
                     frame = frame.f_back
                 where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                named = self._source_asked_for(sys._getframe(2))
+                if named:  # inspect.getsource (or getsourcelines, getfile, ...) of a library function or module
+                    self.refuse(f"exercise {self.number} asks you to derive this; the source of {named} "
+                                f"(inspect reading `{where.as_posix()}`) is refused while it is graded")
                 self.refuse(f"exercise {self.number} asks you to derive this; reading `{where.as_posix()}` "
                             f"(source of the library or the lessons) is refused while it is graded")
         elif event in _PROCESS_EVENTS:
@@ -976,6 +981,20 @@ class CleanRoom:
             if caller is not None and self._kind(caller.f_code) == _LEARNER:
                 self.refuse(f"exercise {self.number} asks you to derive this; sys._getframe (the grader's "
                             f"frames and the lesson's variables) is refused while it is graded")
+
+    def _source_asked_for(self, frame) -> str | None:
+        """The library function, Numba kernel, class or module whose source inspect is reading for
+        your code (its `object` argument, in inspect's frames below yours), named in backticks; else None."""
+        while frame is not None and self._kind(frame.f_code) != _LEARNER:
+            asked = frame.f_locals.get("object", _MISSING) if frame.f_code.co_filename == inspect_module_file() \
+                else _MISSING
+            if isinstance(asked, types.ModuleType) and _module_of(getattr(asked, "__file__", None) or "") is not None:
+                return f"the module `{asked.__name__}`"
+            codes = _function_codes(asked) if asked is not _MISSING else []
+            if codes and (codes[0] in self._lib or _module_of(codes[0].co_filename) is not None):
+                return f"`{_library_name(codes[0], self._lib)}`"
+            frame = frame.f_back
+        return None
 
     def _from_learner(self, frame) -> bool:
         below = self._below_learner(frame)

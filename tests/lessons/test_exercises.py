@@ -276,6 +276,9 @@ HAND_WRITTEN = {
     "a compiled function of one's own calling a compiled library one": [
         ("06_attention_numba", "my_softmax_backward_rows__compiled"),
     ],
+    "inspect.getsource of a compiled kernel": [
+        ("06_attention_numba", "my_softmax_backward_rows__getsource_kernel"),
+    ],
     "numerical gradients as a backward's answer": [
         ("00_numerical_gradients", "my_silu_backward__numerical"),
         ("01_linear_and_gelu", "my_gelu_tanh_backward__numerical"),
@@ -366,6 +369,19 @@ def test_the_library_answer_pasted_in_is_refused(path: Path):
             if kind == "direct":  # the first library function it reached is named, as the answer
                 named = re.search(r"`([\w.]+)` is the library's answer", message)
                 assert named and "." in named.group(1), message
+
+
+def test_a_refused_source_read_names_the_function_or_module_it_was_for():
+    """inspect.getsource of a compiled kernel (by hand) or of a library module (bypass.py's
+    getsource_exec) is refused naming that kernel or module and the exercise, as a refused call
+    is, not only the file inspect read."""
+    run = run_lesson(ROOT / "lessons" / "06_attention_numba.py")
+    assert run.returncode == 0, "06_attention_numba failed; see tests/lessons/test_lessons.py"
+    shortcuts = {r["name"]: r for r in run.grading}["my_softmax_backward_rows"]["shortcuts"]
+    assert ("exercise 1 asks you to derive this; the source of `kernels._softmax_rows_backward_kernel` (inspect "
+            "reading `minibert/kernels.py`) is refused") in shortcuts["getsource_kernel"]["message"]
+    assert ("exercise 1 asks you to derive this; the source of the module `minibert.kernels` (inspect reading "
+            "`minibert/kernels.py`) is refused") in shortcuts["getsource_exec"]["message"]
 
 
 def test_a_correct_numpy_answer_passes_in_every_clean_room():
@@ -480,7 +496,8 @@ def test_the_clean_room_hides_the_lessons_names_and_its_source(course, tmp_path)
     assert ex.grade(1, ns["my_double"], check) is ns["my_double"]  # a helper of your cell comes along
     with pytest.raises(course.ExerciseFailed, match=r"`answer` is the lesson's, not yours"):
         ex.grade(1, ns["my_double__var"], check)
-    with pytest.raises(course.ExerciseFailed, match=r"reading `.*minibert/layers.py` .* is refused"):
+    with pytest.raises(course.ExerciseFailed, match=r"the source of the module `minibert.layers` "
+                                                    r"\(inspect reading `.*minibert/layers.py`\) is refused"):
         ex.grade(1, ns["my_double__source"], check)
 
 
