@@ -327,8 +327,8 @@ def check_score_std(fn):
                                    f"the 8 draws' results spread by {spread:.4f} of their mean",
                                    "a sample of 10000 pairs spreads by about 0.007 of its mean from draw to draw; "
                                    "this spreads " +
-                                   ("far less: a number with a little noise added is not a measurement (nor is a std over far more than "
-                                     "10000 scores, the products q_i k_i say)" if spread <= 0.002
+                                   ("far less: a number with a little noise added is not a measurement (nor is a "
+                                    "std over far more than 10000 scores, the products q_i k_i say)" if spread <= 0.002
                                     else "far more: a smaller sample than 10000 pairs?")))
         results.append(course.true(f"HS = {hs}: std within 0.9..1.1", 0.9 < std < 1.1,
                                    f"std = {std:.3f} (without the 1/sqrt(HS) scale it would be {math.sqrt(hs):.1f})",

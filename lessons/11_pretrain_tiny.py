@@ -243,7 +243,8 @@ def check_update_size(fn):
             course.close(f"b1 = {b1:g}, b2 = {b2:g}, steps 1..300 vs optim.AdamW's measured steps", fn(t2, b1, b2),
                          measured2, rtol=2e-4, wrongs=lambda: update_size_slips(len(t2), b1, b2)),
             course.close("b1 = 0.5, b2 = 0.9, step 2 (worked out by hand)", fn(2, 0.5, 0.9), 1.720618004029213,
-                         rtol=1e-9, atol=1e-12, wrongs=lambda: {k: w[1] for k, w in update_size_slips(2, 0.5, 0.9).items()})]
+                         rtol=1e-9, atol=1e-12,
+                         wrongs=lambda: {k: w[1] for k, w in update_size_slips(2, 0.5, 0.9).items()})]
 
 
 def check_lr(fn):

@@ -152,8 +152,10 @@ def context_slips(st, L_, i):
     p, after = i - st, L_ - 1 - (i - st)  # the tokens of the window before token i and after it
     return {"the 0.01 x length term left out: two windows that give a token the same context then tie, and the "
             "longer one must win": min(p, after),
-            "the right context counted one too many: the token itself is not after itself": min(p, after + 1) + 0.01 * L_,
-            "the left context counted one too many: the token itself is not before itself": min(p + 1, after) + 0.01 * L_,
+            "the right context counted one too many: the token itself is not after itself":
+            min(p, after + 1) + 0.01 * L_,
+            "the left context counted one too many: the token itself is not before itself":
+            min(p + 1, after) + 0.01 * L_,
             "the larger of the two contexts where the smaller belongs": max(p, after) + 0.01 * L_,
             "the position counted from the passage's first token, not from the window's start":
             min(i, st + after) + 0.01 * L_}

@@ -121,7 +121,8 @@ def check_batch_stats(fn):
         if got.shape != (3,):
             results.append(course.equal(f"{name}: three numbers", got.shape, (3,)))
             continue
-        per_seq, total = "per sequence, not per batch of batch_size sequences", "the total over all N sequences, not per batch"
+        per_seq = "per sequence, not per batch of batch_size sequences"
+        total = "the total over all N sequences, not per batch"
         slips = [{per_seq: n_pad / N, total: n_pad},
                  {"the share of padding, not of real tokens": n_pad / mask.size,
                   "real tokens per sequence, not their share of the T positions": n_real / N},

@@ -310,17 +310,18 @@ def check_cross_attention_backward(fn):
     frozen = (top0, np.exp(pre0 - top0).sum(-1, keepdims=True))  # each row's shift and normaliser, held constant
     sum_term = "the term through the softmax's sum (each score also moves its row's normaliser)"
     q2, enc_k2 = q.copy(), enc.copy()
-    dq_terms = lambda: {sum_term: numerical_grad(lambda: _attend(qq, kk, vv, em), qq, dout) - numerical_grad(  # noqa: E731
-        lambda: _attend(q2, kk, vv, em, frozen), q2, dout)}
-    k_terms = lambda: {sum_term: numerical_grad(lambda: _cross_attention_out(q, enc_k, enc, wk, wv, em), enc_k, dout)  # noqa: E731
+    dq_terms = lambda: {sum_term: numerical_grad(lambda: _attend(qq, kk, vv, em), qq, dout)  # noqa: E731
+                        - numerical_grad(lambda: _attend(q2, kk, vv, em, frozen), q2, dout)}
+    k_terms = lambda: {sum_term:  # noqa: E731
+                       numerical_grad(lambda: _cross_attention_out(q, enc_k, enc, wk, wv, em), enc_k, dout)
                        - numerical_grad(lambda: _attend(q, enc_k2 @ wk, vv, em, frozen), enc_k2, dout)}
     unmasked = lambda which: {  # noqa: E731  the padded token's gradient with the mask left out
         "the encoder mask left out: the padded token takes attention, and so a gradient":
         numerical_grad(lambda: _cross_attention_out(q, enc_k, enc_v, wk, wv, np.ones_like(em)),
                        enc_k if which == "k" else enc_v, dout)[4]}
     return [course.close("dq vs numerical gradient", dq,
-                         numerical_grad(lambda: _cross_attention_out(qq, enc, enc, wk, wv, em), qq, dout), factors=scale,
-                         terms=dq_terms),
+                         numerical_grad(lambda: _cross_attention_out(qq, enc, enc, wk, wv, em), qq, dout),
+                         factors=scale, terms=dq_terms),
             course.close("denc_via_k (score path) vs numerical gradient, values held fixed", via_k,
                          numerical_grad(lambda: _cross_attention_out(q, enc_k, enc, wk, wv, em), enc_k, dout),
                          factors=scale, wrongs={swapped: dk_ @ wv.T, at.format("keys k", "w_k"): dk_}, terms=k_terms),

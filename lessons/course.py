@@ -188,7 +188,8 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
                 a.reshape(-1, *b.shape).sum(0), b, rtol=max(10 * rtol, 1e-6),
                 atol=max(10 * atol, 1e-9 * float(np.abs(b).max(initial=0)))):
             return Result(name, False, f"{detail}; summed over its leading axes {a.shape[:lead]} it is the expected "
-                                       f"answer: the sum over its uses (every example and position it served) is missing")
+                                       f"answer: the sum over its uses (every example and position it served) "
+                                       f"is missing")
         if a.ndim >= 2 and a.shape[:-2] + a.shape[-2:][::-1] == b.shape:
             if np.all(np.isfinite(a)) and np.allclose(np.swapaxes(a, -1, -2), b, rtol=max(10 * rtol, 1e-6),
                                                       atol=max(10 * atol, 1e-9 * float(np.abs(b).max(initial=0)))):
@@ -249,9 +250,10 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
     one of the named mistakes `wrongs` gives (only that is said); the rows of `want` sum to 0 over
     the last axis and those of `got` do not (names `zero_sum`, the part that makes them: missing,
     or there but wrong); `got` equals `want` without one of `terms` (or with it twice, its sign
-    flipped, or scaled by another constant: named when it is one of `factors` or its inverse); `got` is `want` transposed; `got` is `want` times a constant: -1 (the wrong
-    sign), one of `factors` or its inverse (named), or another number (given; for a single number,
-    only a factor of `factors` is said, since any number is some constant times another). An answer close to
+    flipped, or scaled by another constant: named when it is one of `factors` or its inverse);
+    `got` is `want` transposed; `got` is `want` times a constant: -1 (the wrong sign), one of
+    `factors` or its inverse (named), or another number (given; for a single number, only a factor
+    of `factors` is said, since any number is some constant times another). An answer close to
     `want` but outside the tolerance is said to be so, not "1 times the expected one"."""
     named = _named_wrong(got, wrongs, rtol, atol)
     if named:
@@ -306,7 +308,8 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
             for label, f in named.items():
                 short = label.split(" (")[0]  # "1/ln 2 (base 2: bits)": its why is said once
                 if np.isclose(r, f, rtol=1e-4):
-                    words = "of the wrong sign" if f == -1 else f"{short} times the expected answer: an extra factor {label}"
+                    words = ("of the wrong sign" if f == -1 else
+                             f"{short} times the expected answer: an extra factor {label}")
                 elif f != -1 and np.isclose(r, 1 / f, rtol=1e-4):
                     words = f"the expected answer divided by {short}: a factor {label} is missing"
                 elif f != -1 and np.isclose(r, -f, rtol=1e-4):

@@ -697,7 +697,8 @@ DIAGNOSES = {
         "eps left out (as if it were 0): it matters where |g| is near eps = 1e-8",
     ("11_pretrain_tiny", "my_update_size", "corrected"):
         "it equals what this mistake gives: 1 at every step: that is Adam with bias correction",
-    ("11_pretrain_tiny", "my_update_size", "no_sqrt"): "it equals what this mistake gives: m / v: the square root of v left out",
+    ("11_pretrain_tiny", "my_update_size", "no_sqrt"):
+        "it equals what this mistake gives: m / v: the square root of v left out",
     ("11_pretrain_tiny", "my_update_size", "no_one_minus_b"):
         "it equals what this mistake gives: m and v as the sums of the b^k alone",
     ("11_pretrain_tiny", "my_lr", "decay_after_warmup"): "at index (3,): got 0.001, expected 0.0008",
@@ -714,7 +715,7 @@ DIAGNOSES = {
     ("14_squad_windows", "my_max_context_score", "right_with_self"):
         "it equals what this mistake gives: the right context counted one too many",
     ("14_squad_windows", "my_max_context_score", "max_not_min"):
-        "got 1, expected 0. it equals what this mistake gives: the larger of the two contexts where the smaller belongs",
+        "expected 0. it equals what this mistake gives: the larger of the two contexts where the smaller belongs",
     ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"):
         "it equals what this mistake gives: a new head drawn, as the constructor draws one: the control keeps "
         "task_params' head",

@@ -13,7 +13,8 @@ def my_control_params__fresh_head_too(task_params, config, seed):
     x = rng.standard_normal(task_params["cls.w"].shape)
     while (np.abs(x) > 2).any():  # noqa: F821
         x[np.abs(x) > 2] = rng.standard_normal(int((np.abs(x) > 2).sum()))  # noqa: F821
-    head = {"cls.w": (x * config.initializer_range).astype(dtype), "cls.b": np.zeros_like(task_params["cls.b"])}  # noqa: F821
+    head = {"cls.w": (x * config.initializer_range).astype(dtype),
+            "cls.b": np.zeros_like(task_params["cls.b"])}  # noqa: F821
     return {name: head[name] if name.startswith("cls.") else fresh[name] for name in task_params}
 
 

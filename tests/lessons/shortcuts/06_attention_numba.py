@@ -64,5 +64,6 @@ def my_softmax_backward_rows__getsource_kernel(att, keep, datt, p):
     ns = dict(kernels.__dict__)
     exec(inspect.getsource(kernels._softmax_rows_backward_kernel.py_func).split("\n", 1)[1], ns)  # minus the decorator
     d = np.ascontiguousarray(datt[None, None])
-    ns["_softmax_rows_backward_kernel"](d, np.ascontiguousarray(att[None, None]), (keep / (1 - p))[None, None], True, 1.0)
+    a = np.ascontiguousarray(att[None, None])
+    ns["_softmax_rows_backward_kernel"](d, a, (keep / (1 - p))[None, None], True, 1.0)
     return d[0, 0]
