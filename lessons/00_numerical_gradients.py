@@ -227,8 +227,22 @@ def check_silu_backward(fn):
     silu = lambda: xs / (1 + np.exp(-xs))  # noqa: E731
     # the answer that forgets dout is the gradient for dout = ones (the bug "Why dout must be random" hides)
     no_dout = gradcheck.numerical_grad(silu, xs, np.ones_like(xs))  # (N, D)
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    x0, s0 = xs.copy(), sig(xs)  # (N, D) each, frozen: the product rule's two parts, one factor held at a time
+
+    def parts():  # computed only when the answer is wrong
+        return {"the product rule's term with sigmoid(x) held constant (the slope of the x factor)":
+                gradcheck.numerical_grad(lambda: xs * s0, xs, ds),
+                "the product rule's term through sigmoid(x) (x held constant, times ds/dx)":
+                gradcheck.numerical_grad(lambda: x0 * sig(xs), xs, ds)}
+
+    def mistakes():
+        return {"dout forgotten (you return d out / dx; the chain rule multiplies it by dout)": no_dout,
+                "the derivative of sigmoid(x) alone: SiLU is the product x * sigmoid(x), so the product rule "
+                "gives two terms": gradcheck.numerical_grad(lambda: sig(xs), xs, ds)}
+
     return [course.close("dx vs numerical gradient", mine, gradcheck.numerical_grad(silu, xs, ds),
-                         wrongs={"dout forgotten (you return d out / dx; the chain rule multiplies it by dout)": no_dout})]
+                         wrongs=mistakes, terms=parts)]
 
 
 my_numerical_grad = ex.grade(1, my_numerical_grad, check_numerical_grad, numerical=True,

@@ -136,6 +136,9 @@ def frozen(x0, w0, b0, d0, mean_of=None, var_of=None):
     return gradcheck.numerical_grad(forward, xx, d0)  # (B, T, C)
 
 
+W_FORGOTTEN = "w left out of dx: the gradient reaching the normalized x is dout * w, not dout"
+
+
 def check_layernorm_backward(fn):
     xg, wg, bg, dg, norm_g, rstd_g = fresh_inputs(2001)
     mine = fn(dg, norm_g, wg, rstd_g)
@@ -145,7 +148,8 @@ def check_layernorm_backward(fn):
     var_g = ((xg - mean_g) ** 2).mean(-1, keepdims=True)
     terms = {"the mean term (the path from x through the mean)": full - frozen(xg, wg, bg, dg, mean_of=mean_g),
              "the variance term (the path from x through the variance)": full - frozen(xg, wg, bg, dg, var_of=var_g)}
-    return [course.close("dx vs numerical gradient", mine[0], full, zero_sum="the mean term", terms=terms),
+    no_w = lambda: {W_FORGOTTEN: frozen(xg, np.ones_like(wg), bg, dg)}  # noqa: E731  the gradient for w = 1
+    return [course.close("dx vs numerical gradient", mine[0], full, zero_sum="the mean term", terms=terms, wrongs=no_w),
             course.close("dw vs numerical gradient", mine[1], gradcheck.numerical_grad(fwd, wg, dg)),
             course.close("db vs numerical gradient", mine[2], gradcheck.numerical_grad(fwd, bg, dg))]
 
@@ -158,8 +162,11 @@ def check_rmsnorm_backward(fn):
     xx = xg.copy()
     full = gradcheck.numerical_grad(rms, xg, dg)  # (B, T, C)
     r_constant = gradcheck.numerical_grad(lambda: xx * r * wg, xx, dg)  # (B, T, C)
-    terms = {"the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x: you held it constant)": full - r_constant}
-    return [course.close("dx vs numerical gradient", mine, full, terms=terms)]
+    terms = {"the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x)": full - r_constant}
+    no_w = lambda: {W_FORGOTTEN: gradcheck.numerical_grad(  # noqa: E731  the gradient of RMSNorm with w = 1
+        lambda: xx / np.sqrt((xx * xx).mean(-1, keepdims=True) + eps), xx, dg)}
+    return [course.close("dx vs numerical gradient", mine, full, terms=terms, wrongs=no_w,
+                         factors={"C (a sum over the features where their mean belongs)": xg.shape[-1]})]
 
 
 def check_dx_without_mean_term(fn):

@@ -183,8 +183,25 @@ def check_cross_entropy_backward(fn):
         lambda: layers.cross_entropy_forward(lg, tg, IGNORE)[0], lg).reshape(-1, K)  # (N, K)
     n = 1 / wg.max()  # the number of predicted positions the loss averages over
     factors = {"1/n": 1 / n, "n": n}
-    return [course.close("dz vs numerical gradient", fn(1.0, pg, t0g, wg), num, factors=factors),
-            course.close("dz with dloss = 2.5", fn(2.5, pg, t0g, wg), 2.5 * num, factors={**factors, "dloss": 2.5})]
+    zz = lg.reshape(-1, K).copy()  # (N, K)
+    lse = lambda: np.log(np.exp(zz).sum(-1))  # noqa: E731  (N,) log sum exp of each row
+    picked = lambda: np.take_along_axis(zz, t0g[:, None], -1)[:, 0]  # noqa: E731  (N,) z at the target
+
+    def parts(dl):  # the loss is sum(weight * (lse(z) - z_t)): each part's gradient on its own
+        return lambda: {"the term from -z_t (the target's own logit: -1 at the target)":
+                        gradcheck.numerical_grad_scalar(lambda: -dl * (picked() * wg).sum(), zz),
+                        "the term from log sum exp z (the softmax: probs on every class)":
+                        gradcheck.numerical_grad_scalar(lambda: dl * (lse() * wg).sum(), zz)}
+
+    def mistakes(dl):
+        return lambda: {"the weights left out: each row's gradient is scaled by its weight (1/n on a predicted "
+                        "position, 0 on an ignored one)":
+                        gradcheck.numerical_grad_scalar(lambda: dl * (lse() - picked()).sum(), zz)}
+
+    return [course.close("dz vs numerical gradient", fn(1.0, pg, t0g, wg), num, factors=factors, terms=parts(1.0),
+                         wrongs=mistakes(1.0)),
+            course.close("dz with dloss = 2.5", fn(2.5, pg, t0g, wg), 2.5 * num, factors={**factors, "dloss": 2.5},
+                         terms=parts(2.5), wrongs=mistakes(2.5))]
 
 
 def check_tempered_ce_backward(fn):

@@ -321,15 +321,29 @@ def check_score_std(fn):
         results.append(course.true(f"HS = {hs}: changes with the draw", float(np.ptp([std] + others)) > 0,
                                    f"std = {std:.4f}, then {', '.join(f'{o:.4f}' for o in others[:3])}, ... for "
                                    f"other rngs", "the same number for every draw: a constant, not a measurement"))
-        # the std of 10000 scores varies from draw to draw by about 1/sqrt(2 * 10000) = 0.007
-        spread = float(np.std([std] + others, ddof=1))
+        # the std of 10000 scores varies from draw to draw by about 1/sqrt(2 * 10000) = 0.007 of itself
+        spread = float(np.std([std] + others, ddof=1) / max(abs(float(np.mean([std] + others))), 1e-12))
         results.append(course.true(f"HS = {hs}: varies as a sample of 10000 does", 0.002 < spread < 0.03,
-                                   f"the 8 draws' results spread by {spread:.4f}",
-                                   "a sample of 10000 pairs spreads by about 0.007 from draw to draw; this spreads "
-                                   "far less (or more): a number with a little noise added is not a measurement"))
+                                   f"the 8 draws' results spread by {spread:.4f} of their mean",
+                                   "a sample of 10000 pairs spreads by about 0.007 of its mean from draw to draw; "
+                                   "this spreads " +
+                                   ("far less: a number with a little noise added is not a measurement (nor is a "
+                                    "std over far more than 10000 scores, the products q_i k_i say)" if spread <= 0.002
+                                    else "far more: a smaller sample than 10000 pairs?")))
         results.append(course.true(f"HS = {hs}: std within 0.9..1.1", 0.9 < std < 1.1,
-                                   f"std = {std:.3f} (without the 1/sqrt(HS) scale it would be {math.sqrt(hs):.1f})"))
+                                   f"std = {std:.3f} (without the 1/sqrt(HS) scale it would be {math.sqrt(hs):.1f})",
+                                   score_std_hint(std, hs)))
     return results
+
+
+def score_std_hint(std, hs):
+    """What a std that is not about 1 is about, in words (the scale's usual slips)."""
+    if 0.9 * math.sqrt(hs) < std < 1.1 * math.sqrt(hs):
+        return "it is about sqrt(HS): the 1/sqrt(HS) scale left out"
+    if 0.9 / math.sqrt(hs) < std < 1.1 / math.sqrt(hs):
+        return ("it is about 1/sqrt(HS): scaled twice (divided by HS where sqrt(HS) belongs), or the std of the "
+                "products q_i k_i, not of their sum over the HS features")
+    return "the scaled score q . k / sqrt(HS) of unit-normal q and k has a std of 1"
 
 
 def check_mask_adder(fn):

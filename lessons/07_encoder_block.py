@@ -290,8 +290,21 @@ def check_stack_blocks(fn):
     emb = layers.embedding_forward(ids, seg, params2["tok_emb"], params2["seg_emb"], params2["pos_emb"])[0]
     x0 = layers.layernorm_forward(emb, params2["emb_ln.w"], params2["emb_ln.b"], eps)[0]  # (B, T, C)
     mine = fn(x0, params2, attn_mask, block_forward, 2)
+
+    def run(*prefixes, x=x0):  # the blocks of `prefixes`, each fed the previous one's output
+        for p in prefixes:
+            x = block_forward(x, params2, attn_mask, pre=p)[0]
+        return x
+
+    def mistakes():  # the stacks that go wrong the usual ways, computed only when the answer is wrong
+        return {"layer 0's parameters (h0.*) in every block: block l has its own, h{l}.*": run("h0.", "h0."),
+                "layer 1's parameters (h1.*) in every block: block l has its own, h{l}.*": run("h1.", "h1."),
+                "each block run on the input x, not on the block before's output (the last block's alone)": run("h1."),
+                "one block only (layer 0's): the stack runs n_layers of them": run("h0."),
+                "the layers in reverse order (h1.* first)": run("h1.", "h0.")}
+
     return [course.close("two blocks vs the 2-layer encoder", mine,
-                         encoder_forward(params2, cfg2, ids, seg, attn_mask, ops=layers)[0])]
+                         encoder_forward(params2, cfg2, ids, seg, attn_mask, ops=layers)[0], wrongs=mistakes)]
 
 
 my_block_param_count = ex.grade(2, my_block_param_count, check_block_param_count,

@@ -182,7 +182,8 @@ def check_gather_backward(fn):
     results = []
     for label, pos, d in (("dseq from the MLM head", flat_pos, dh), ("repeated positions add up", repeat_pos, dh_rep)):
         num = gradcheck.numerical_grad(lambda: seq_in.reshape(B * T, C)[pos], seq_in, d)  # (B, T, C)
-        results.append(course.close(f"{label}, vs numerical gradient", fn(d, pos, B, T), num))
+        results.append(course.close(f"{label}, vs numerical gradient", fn(d, pos, B, T), num,
+                                    wrongs=lambda: course.repeated_rows(pos, d, num)))
     return results
 
 
@@ -349,10 +350,16 @@ def check_adam_first_step(fn):
     adam_step(p, {"x": gg}, m1, v1, step=1, lr=lr)  # m1, v1: the moments after step 1
     p_no_eps = {"x": np.zeros(6)}
     adam_step(p_no_eps, {"x": gg}, {"x": np.zeros(6)}, {"x": np.zeros(6)}, step=1, lr=lr, eps=0.0)
+    m_hat, v_hat = m1["x"] / (1 - 0.9), v1["x"] / (1 - 0.999)  # (6,) each: the bias-corrected moments
     wrongs = {"Adam without bias correction: the step-1 moments m, v used as they are, not divided by "
               "1 - b1^1 and 1 - b2^1": -lr * m1["x"] / (np.sqrt(v1["x"]) + 1e-8),
               "eps left out (as if it were 0): it matters where |g| is near eps = 1e-8, as for the last two "
-              "gradients here": p_no_eps["x"]}
+              "gradients here": p_no_eps["x"],
+              "the bias correction on m alone: v too is divided by 1 - b2^1": -lr * m_hat / (np.sqrt(v1["x"]) + 1e-8),
+              "the bias correction on v alone: m too is divided by 1 - b1^1": -lr * m1["x"] / (np.sqrt(v_hat) + 1e-8),
+              "v used where its square root belongs: the step divides by sqrt(v_hat) + eps":
+              -lr * m_hat / (v_hat + 1e-8),
+              "eps inside the square root: Adam adds it to sqrt(v_hat)": -lr * m_hat / np.sqrt(v_hat + 1e-8)}
     return [course.close("equals adam_step's first update", mine, p["x"], wrongs=wrongs)]
 
 

@@ -205,6 +205,31 @@ def measured_sizes(g, steps, b1=0.9, b2=0.999):
     return np.array(sizes)  # (steps, C)
 
 
+def moments(steps, b1, b2, g=1.0):
+    """m and v after each of `steps` steps of Adam's moment updates for the constant gradient g,
+    step by step from 0, as AdamW keeps them (steps,) each."""
+    m, v, ms, vs = 0.0, 0.0, [], []
+    for _ in range(steps):
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g * g
+        ms.append(m)
+        vs.append(v)
+    return np.array(ms), np.array(vs)
+
+
+def update_size_slips(steps, b1=0.9, b2=0.999):
+    """The sizes the usual slips give, step by step, for close(..., wrongs=...)."""
+    m, v = moments(steps + 1, b1, b2)  # (steps + 1,) each
+    t = np.arange(1, steps + 2)  # (steps + 1,)
+    return {"1 at every step: that is Adam with bias correction (m / (1 - b1^t) over sqrt(v / (1 - b2^t))); "
+            "BERT's AdamW, measured here, has none": np.ones(steps),
+            "m / v: the square root of v left out": (m / v)[:steps],
+            "the sizes one step later (t + 1): step t = 1 is the update made with m and v after one step":
+            (m / np.sqrt(v))[1:],
+            "b1 and b2 swapped": (1 - b2**t[:steps]) / np.sqrt(1 - b1**t[:steps]),
+            "m and v as the sums of the b^k alone: each step adds (1 - b1) g to m and (1 - b2) g^2 to v, so those "
+            "factors stay": (m / (1 - b1) / np.sqrt(v / (1 - b2)))[:steps]}
+
+
 def check_update_size(fn):
     r = np.random.default_rng(1101)  # a constant gradient and a second (b1, b2), drawn now
     g = r.uniform(0.5, 3.0, 3) * r.choice([-1.0, 1.0], 3)  # (3,) well above eps, so eps does not show
@@ -213,11 +238,13 @@ def check_update_size(fn):
     measured = measured_sizes(g, len(t))  # (3000, 3) the same for every element: the ratio does not depend on g
     t2 = np.arange(1, 301)  # (300,)
     measured2 = measured_sizes(g[:1], len(t2), b1, b2)[:, 0]  # (300,)
-    return [course.close("steps 1..3000 vs optim.AdamW's measured steps", fn(t), measured[:, 0], rtol=2e-4),
+    return [course.close("steps 1..3000 vs optim.AdamW's measured steps", fn(t), measured[:, 0], rtol=2e-4,
+                         wrongs=lambda: update_size_slips(len(t))),
             course.close(f"b1 = {b1:g}, b2 = {b2:g}, steps 1..300 vs optim.AdamW's measured steps", fn(t2, b1, b2),
-                         measured2, rtol=2e-4),
+                         measured2, rtol=2e-4, wrongs=lambda: update_size_slips(len(t2), b1, b2)),
             course.close("b1 = 0.5, b2 = 0.9, step 2 (worked out by hand)", fn(2, 0.5, 0.9), 1.720618004029213,
-                         rtol=1e-9, atol=1e-12)]
+                         rtol=1e-9, atol=1e-12,
+                         wrongs=lambda: {k: w[1] for k, w in update_size_slips(2, 0.5, 0.9).items()})]
 
 
 def check_lr(fn):

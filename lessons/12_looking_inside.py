@@ -446,10 +446,13 @@ def check_head_entropy(fn):
     maps = r.standard_normal((Lg, NHg, Tg, Tg))
     maps = np.exp(maps) / np.exp(maps).sum(-1, keepdims=True)  # (L, NH, T, T) rows summing to 1
     h = -(p[p > 0] * np.log(p[p > 0])).sum()  # the entropy in nats, 0 log 0 = 0
+    factors = {"1/ln 2 (a logarithm to base 2: bits, where the entropy here is in nats, ln)": 1 / math.log(2),
+               f"T = {n} (the rows' entropies summed, not averaged over the T rows)": n}
     return [course.close("one key per row: 0", fn(one_hot), np.zeros((1, 1)), atol=1e-12),
-            course.close(f"uniform over {n}: ln {n}", fn(np.full((1, 1, n, n), 1 / n)), np.full((1, 1), math.log(n))),
+            course.close(f"uniform over {n}: ln {n}", fn(np.full((1, 1, n, n), 1 / n)), np.full((1, 1), math.log(n)),
+                         factors=factors),
             course.close(f"a drawn row with a zero, {np.round(p, 3).tolist()}", fn(np.broadcast_to(p, (1, 1, n, n))),
-                         np.full((1, 1), h)),
+                         np.full((1, 1), h), factors=factors),
             course.equal(f"shape (L, NH) for maps {maps.shape}", np.shape(fn(maps)), (Lg, NHg))]
 
 

@@ -215,11 +215,22 @@ def check_head_backward(fn):
                 "tanh twice; the derivative belongs at the pre-activation": slope_at_pooled}
     def wrongs(i):  # computed only when a check fails
         moved = [x.copy() for x in arrays]
-        return {words: numerical_grad_scalar(lambda: _head_loss_with_slope(slope, pre0, *moved), moved[i])
-                for words, slope in mistakes.items()}
+        found = {}
+        if i < 3:  # below the tanh
+            found = {words: numerical_grad_scalar(lambda: _head_loss_with_slope(slope, pre0, *moved), moved[i])
+                     for words, slope in mistakes.items()}
+        pre = pre0.copy()
+        dpre = numerical_grad_scalar(lambda: _head_loss(pre, np.eye(len(wp)), 0.0, W, b), pre)  # (B, C) at pre0
+        swapped = {  # each linear's gradients with the wrong array of the forward in them
+            0: {"w_pool where its transpose belongs (the pre-activation is cls @ w_pool, so the gradient goes back "
+                "through w_pool transposed)": dpre @ wp},
+            1: {"pooled where cls belongs: w_pool multiplies cls, the pooler's input": pooled_c.T @ dpre},
+            3: {"cls where pooled belongs: W multiplies pooled, the classifier's input": c.T @ dz}}
+        return {**found, **swapped.get(i, {})}
 
+    extra_mean = {"1/B (dlogits is the gradient of the mean loss already: the 1/B is in it)": 1 / B}
     return [course.close(f"{name} vs numerical gradient", g, numerical_grad_scalar(loss, a),
-                         wrongs=(lambda i=i: wrongs(i)) if name in ("dcls", "dw_pool", "db_pool") else None)
+                         wrongs=lambda i=i: wrongs(i), factors=extra_mean)
             for i, (name, g, a) in enumerate(zip(names, got, arrays))]
 
 

@@ -147,6 +147,20 @@ def fresh_windows(r):
     return n, [(st, min(length, n - st)) for st in starts]
 
 
+def context_slips(st, L_, i):
+    """The scores the usual slips give to passage token i in the window (st, L_), named."""
+    p, after = i - st, L_ - 1 - (i - st)  # the tokens of the window before token i and after it
+    return {"the 0.01 x length term left out: two windows that give a token the same context then tie, and the "
+            "longer one must win": min(p, after),
+            "the right context counted one too many: the token itself is not after itself":
+            min(p, after + 1) + 0.01 * L_,
+            "the left context counted one too many: the token itself is not before itself":
+            min(p + 1, after) + 0.01 * L_,
+            "the larger of the two contexts where the smaller belongs": max(p, after) + 0.01 * L_,
+            "the position counted from the passage's first token, not from the window's start":
+            min(i, st + after) + 0.01 * L_}
+
+
 def check_max_context_score(fn):
     r = np.random.default_rng(1401)
     results = []
@@ -154,7 +168,7 @@ def check_max_context_score(fn):
         L_ = int(r.integers(6, 15))
         st, p = int(r.integers(0, 20)), int(r.integers(1, L_ - 1))
         results.append(course.close(f"token {p} of a {L_}-token window at {st}", fn(st, L_, st + p),
-                                    min(p, L_ - 1 - p) + 0.01 * L_))
+                                    min(p, L_ - 1 - p) + 0.01 * L_, wrongs=lambda: context_slips(st, L_, st + p)))
     n, wins = fresh_windows(r)
     want, got = [], []
     for i in range(n):
@@ -162,7 +176,14 @@ def check_max_context_score(fn):
         score = {w: min(i - wins[w][0], wins[w][0] + wins[w][1] - 1 - i) + 0.01 * wins[w][1] for w in holding}
         want.append(max(holding, key=lambda w: score[w]))  # the first of the best
         got.append(max(holding, key=lambda w: fn(wins[w][0], wins[w][1], i)))
-    results.append(course.equal(f"the max-context window of every token, {n} tokens in windows {wins}", got, want))
+
+    def chosen():  # the window each slip chooses for every token
+        holds = [[w for w, (st, ln) in enumerate(wins) if st <= i < st + ln] for i in range(n)]
+        return {words: [max(holds[i], key=lambda w: context_slips(*wins[w], i)[words]) for i in range(n)]
+                for words in context_slips(0, 3, 1)}
+
+    results.append(course.equal(f"the max-context window of every token, {n} tokens in windows {wins}", got, want,
+                                wrongs=chosen))
     return results
 
 

@@ -52,7 +52,7 @@ from minibert.data import pretraining_data as pd  # noqa: E402
 from minibert.data.shards import BatchIterator  # noqa: E402
 from minibert.bert import BertForPreTraining  # noqa: E402
 from minibert.finetune.models import BertForSequenceClassification  # noqa: E402
-from minibert.model import BertConfig  # noqa: E402
+from minibert.model import BertConfig, param_shapes  # noqa: E402
 from minibert.text.tokenizer import BertTokenizer  # noqa: E402
 
 # %% [markdown]
@@ -213,14 +213,12 @@ def finetune(model, train, seed, steps=ft_steps, batch_size=16, devs=(dev_seen, 
 
 SEEDS = (0, 1, 2)
 curves = {"pretrained": [], "random init": []}
-control_at_start = {}  # seed -> the control's parameters before fine-tuning (exercise 2 is graded on them)
 t0 = time.perf_counter()
 for seed in SEEDS:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         pretrained = BertForSequenceClassification.from_pretrained(pretrained_dir, num_labels=4, seed=seed)
     control = BertForSequenceClassification(pretrained.config, num_labels=4, seed=seed)
-    control_at_start[seed] = {k: v.copy() for k, v in control.params.items()}
     if seed == 0:
         print("from_pretrained warned:", str(caught[0].message)[:160], "...")
         assert any("classifier" in str(w.message) for w in caught), "a new head is announced"
@@ -347,7 +345,7 @@ else:
 #    this `config` and `seed` would start (`minibert.model` has the function that draws a model's
 #    parameters), and the head unchanged (a copy of `task_params`' `cls.*`), so the control
 #    differs from the pretrained model in what pretraining changed and in nothing else. Graded
-#    against the controls section 4 built (with the class's constructor) before fine-tuning them.
+#    on a task model and a seed the grader draws, against BERT's init worked out from its rule.
 
 # %%
 def my_encoder_into_head(pretrained_params, task_params):
@@ -364,9 +362,9 @@ def my_control_params(task_params, config, seed):
 ex = course.Exercises("15_pretrained_vs_scratch")
 
 
-def _grouped(got, want_body, want_head, what_body, what_head):
+def _grouped(got, want_body, want_head, what_body, what_head, body_wrongs=None, head_wrongs=None):
     """One check for the keys, one for the encoder and pooler tensors (all of them, flattened in
-    key order), one for the head."""
+    key order), one for the head; `*_wrongs` name the mistakes each check knows (close's wrongs)."""
     extra, missing = sorted(set(got) - set(want_head)), sorted(set(want_head) - set(got))
     results = [course.true("the keys of the task model", not extra and not missing,
                            f"{len(got)} keys" if not extra and not missing else f"extra {extra}, missing {missing}")]
@@ -374,9 +372,9 @@ def _grouped(got, want_body, want_head, what_body, what_head):
         body = [k for k in sorted(want_head) if not k.startswith("cls.")]
         flat = lambda params, keys: np.concatenate([np.ravel(params[k]) for k in keys])  # noqa: E731
         results += [course.close(f"{len(body)} encoder and pooler tensors {what_body}", flat(got, body),
-                                 flat(want_body, body)),
+                                 flat(want_body, body), wrongs=body_wrongs),
                     course.close(f"the head cls.w, cls.b {what_head}", flat(got, ["cls.b", "cls.w"]),
-                                 flat(want_head, ["cls.b", "cls.w"]))]
+                                 flat(want_head, ["cls.b", "cls.w"]), wrongs=head_wrongs)]
     return results
 
 
@@ -396,14 +394,50 @@ def check_encoder_into_head(fn):
 
 
 def check_control_params(fn):
-    # Not drawn (issue 54): the answer is by definition what the constructor (model.init_params) draws for
-    # this config and seed, and a grader may not call them; section 4 built this control with them.
+    """On a task model and a seed drawn now, against BERT's init worked out here from its rule (a
+    grader may not call the constructor that is the answer): each table and matrix a truncated
+    normal(initializer_range), values beyond 2 std drawn again, from default_rng(seed) in the
+    order of the parameter list; biases 0; LayerNorm w = 1, b = 0."""
+    r = np.random.default_rng(1502)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = BertForSequenceClassification.from_pretrained(pretrained_dir, num_labels=4, seed=2)
-    want = control_at_start[2]  # section 4's control of seed 2, before fine-tuning
-    got = fn({k: v.copy() for k, v in model.params.items()}, model.config, 2)
-    return _grouped(got, want, model.params, "= section 4's control (seed 2)", "= the pretrained model's new head")
+        model = BertForSequenceClassification.from_pretrained(pretrained_dir, num_labels=int(r.integers(2, 7)))
+    task = {k: r.standard_normal(v.shape).astype(v.dtype) for k, v in model.params.items()}  # a fine-tuned model's
+    seed = int(r.integers(10, 10**6))
+    std, order = model.config.initializer_range, [k for k in param_shapes(model.config) if k in task]
+
+    def drawn(seed, names, truncated=True):  # the init's draws, in order, for these tensors
+        g, out = np.random.default_rng(seed), {}
+        for name in names:
+            owner, last = name.rpartition(".")[0].rpartition(".")[2], name.rpartition(".")[2]
+            if owner.startswith("ln") or owner.endswith("_ln"):
+                out[name] = np.full(task[name].shape, 1.0 if last == "w" else 0.0, task[name].dtype)
+            elif last in ("b", "bias"):
+                out[name] = np.zeros(task[name].shape, task[name].dtype)
+            else:
+                x = g.standard_normal(task[name].shape)
+                far = np.abs(x) > 2.0
+                while truncated and far.any():
+                    x[far] = g.standard_normal(int(far.sum()))
+                    far = np.abs(x) > 2.0
+                out[name] = (x * std).astype(task[name].dtype)
+        return out
+
+    want = drawn(seed, order)
+    body = [k for k in sorted(task) if not k.startswith("cls.")]
+    flat = lambda params, keys: np.concatenate([np.ravel(params[k]) for k in keys])  # noqa: E731
+    body_wrongs = lambda: {  # noqa: E731
+        "seed 0's init: the seed given is not the one used": flat(drawn(0, order), body),
+        "the task model's own encoder and pooler: the control starts them afresh": flat(task, body),
+        "a plain normal draw: BERT's init draws again every value beyond 2 std (a truncated normal)":
+        flat(drawn(seed, order, truncated=False), body)}
+    head_wrongs = lambda: {  # noqa: E731
+        "a new head drawn, as the constructor draws one: the control keeps task_params' head (a copy), so that it "
+        "differs from the pretrained model in the encoder alone": flat(drawn([seed, 1], ["cls.b", "cls.w"]),
+                                                                       ["cls.b", "cls.w"])}
+    got = fn({k: v.copy() for k, v in task.items()}, model.config, seed)
+    return _grouped(got, want, task, f"= BERT's init for seed {seed}", "= task_params' own head",
+                    body_wrongs=body_wrongs, head_wrongs=head_wrongs)
 
 
 my_encoder_into_head = ex.grade(1, my_encoder_into_head, check_encoder_into_head,

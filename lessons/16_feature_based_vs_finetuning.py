@@ -409,20 +409,32 @@ def check_head_grads(fn):
     w64, b64 = rng.standard_normal((6, 3)), rng.standard_normal(3)
     results = []
     for label, x, y, w, b in (("frozen features", x_real, labels8, w_real, b_real), ("random", x64, y64, w64, b64)):
-        def loss(w_, b_, x=x, y=y):
+        def loss(w_, b_, x=x, y=y, part="both"):
             z = x @ w_ + b_  # (B, T, K)
-            z = z - z.max(-1, keepdims=True)
-            logp = z - np.log(np.exp(z).sum(-1, keepdims=True))  # (B, T, K)
+            top = z.max(-1, keepdims=True)  # (B, T, 1) for a stable log-sum-exp, added back: each part is exact
             keep = y >= 0
-            return float(-np.take_along_axis(logp, np.where(keep, y, 0)[..., None], -1)[..., 0][keep].mean())
+            picked = np.take_along_axis(z, np.where(keep, y, 0)[..., None], -1)[..., 0]  # (B, T)
+            lse = (top + np.log(np.exp(z - top).sum(-1, keepdims=True)))[..., 0]  # (B, T)
+            per = {"both": lse - picked, "target": -picked, "softmax": lse}[part]
+            return float(per[keep].mean())
 
         wn, bn = w.copy(), b.copy()
         dw, db = fn(x.copy(), y.copy(), w.copy(), b.copy())
-        share = {"(tagged / all positions)": (y >= 0).sum() / y.size}  # a mean over every position
+        n = int((y >= 0).sum())
+        share = {"(tagged / all positions)": n / y.size,  # a mean over every position
+                 f"n = {n} (the tagged positions: a sum where the loss takes their mean)": n}
+
+        def parts(a):  # the gradient of each part of the loss on its own, for close's terms
+            return lambda: {
+                "the term from -z_t (the tag's own logit: -1 at the tag, the one-hot)":
+                numerical_grad_scalar(lambda: loss(wn, bn, part="target"), a),
+                "the term from log sum exp z (the softmax: probs on every class)":
+                numerical_grad_scalar(lambda: loss(wn, bn, part="softmax"), a)}
+
         results += [course.close(f"dw, {label}, vs numerical gradient", dw,
-                                 numerical_grad_scalar(lambda: loss(wn, bn), wn), factors=share),
+                                 numerical_grad_scalar(lambda: loss(wn, bn), wn), factors=share, terms=parts(wn)),
                     course.close(f"db, {label}, vs numerical gradient", db,
-                                 numerical_grad_scalar(lambda: loss(wn, bn), bn), factors=share)]
+                                 numerical_grad_scalar(lambda: loss(wn, bn), bn), factors=share, terms=parts(bn))]
     return results
 
 

@@ -110,16 +110,26 @@ def my_batch_stats(input_mask, masked_lm_weights, batch_size):
 def check_batch_stats(fn):
     r = np.random.default_rng(1801)
     results = []
-    for name, full in (("drawn example: (pad/batch, share real, preds/batch)", False),
-                       ("drawn full rows, no padding: (pad/batch, share real, preds/batch)", True)):
+    for name, full in (("drawn example", False), ("drawn full rows, no padding", True)):
         N, T_, P_, bs = int(r.integers(2, 7)), int(r.integers(4, 12)), int(r.integers(2, 5)), int(r.integers(2, 33))
         real = np.full(N, T_) if full else r.integers(2, T_ + 1, N)  # (N,) real tokens per sequence
         mask = (np.arange(T_)[None, :] < real[:, None]).astype(np.int64)  # (N, T)
         weights = (np.arange(P_)[None, :] < r.integers(0, P_ + 1, N)[:, None]).astype(np.float64)  # (N, P)
         n_pad, n_real, n_pred = int(mask.size - mask.sum()), int(mask.sum()), int((weights > 0).sum())
         want = [n_pad / N * bs, n_real / mask.size, n_pred / N * bs]  # totals over N sequences, per batch of bs
-        results.append(course.close(f"{name}, N {N} T {T_} batch {bs}",
-                                    np.array(fn(mask.copy(), weights.copy(), bs), dtype=float), want))
+        got = np.array(fn(mask.copy(), weights.copy(), bs), dtype=float)
+        if got.shape != (3,):
+            results.append(course.equal(f"{name}: three numbers", got.shape, (3,)))
+            continue
+        per_seq = "per sequence, not per batch of batch_size sequences"
+        total = "the total over all N sequences, not per batch"
+        slips = [{per_seq: n_pad / N, total: n_pad},
+                 {"the share of padding, not of real tokens": n_pad / mask.size,
+                  "real tokens per sequence, not their share of the T positions": n_real / N},
+                 {per_seq: n_pred / N, total: n_pred,
+                  "every prediction slot counted (P per sequence), not the real ones (weight > 0)": P_ * bs}]
+        results += [course.close(f"{name}, N {N} T {T_} batch {bs}: {what}", got[i], want[i], wrongs=slips[i])
+                    for i, what in enumerate(("padding per batch", "share real", "predictions per batch"))]
     return results
 
 
@@ -234,21 +244,32 @@ def check_full_sentences(fn):
                          ("drawn documents, some sentences longer than a sequence", 6, 15)):
         docs = [[int(n) for n in r.integers(1, top, int(r.integers(1, 5)))] for _ in range(int(r.integers(3, 7)))]
         cases.append((f"{name}, max_tokens {M}: {docs}", docs, M))
-    results = []
-    for name, docs, M in cases:
-        want, cur = [], 0  # packing worked out token count by token count
+    def pack(docs, M, sep=lambda k, cur: k == 0 and cur > 0, cut=True):  # token count by token count
+        out, cur = [], 0
         for d in docs:
             for k, n in enumerate(d):
-                cost = n + (1 if k == 0 and cur > 0 else 0)  # a [SEP] before a new document, inside a sequence
+                cost = n + (1 if sep(k, cur) else 0)  # a [SEP] before a new document, inside a sequence
                 if cur > 0 and cur + cost > M:
-                    want.append(cur)
-                    cur, cost = 0, n
+                    out.append(cur)
+                    cur, cost = 0, n + (1 if sep(k, 0) else 0)
                 cur += cost
-                while cur > M:
-                    want.append(M)
+                while cut and cur > M:
+                    out.append(M)
                     cur -= M
-        want += [cur] if cur else []
-        results.append(course.equal(name, list(fn([list(d) for d in docs], M)), want))
+        return out + ([cur] if cur else [])
+
+    def slips(docs, M):
+        return {"no [SEP] where a new document starts inside a sequence": pack(docs, M, sep=lambda k, cur: False),
+                "a [SEP] before every sentence inside a sequence, not only before a new document's first":
+                pack(docs, M, sep=lambda k, cur: cur > 0),
+                "a [SEP] also where a document starts a sequence (the final [SEP] is not counted here)":
+                pack(docs, M, sep=lambda k, cur: k == 0),
+                "a sentence longer than max_tokens kept whole: it is cut into full pieces": pack(docs, M, cut=False)}
+
+    results = []
+    for name, docs, M in cases:
+        results.append(course.equal(name, list(fn([list(d) for d in docs], M)), pack(docs, M),
+                                    wrongs=lambda docs=docs, M=M: slips(docs, M)))
     return results
 
 

@@ -292,13 +292,42 @@ def check_query_backward(fn):
     dout = rng.standard_normal(out.shape)
     got = fn(dout[0, 0], q[0, 0], k[0, 0], v[0, 0], cache.att[0, 0], cache.scale)
     vv = v[0, 0].copy()  # (T, HS)
+    qq, kk, seen = q[0, 0], k[0, 0], vis[0]  # (T, HS), (T, HS), (T, T) bool
+    score_paths = {}  # d loss / d scores, and its part with each row's normaliser frozen: computed once, if needed
+
+    def score_grads():
+        if not score_paths:
+            scores = qq @ kk.T * cache.scale  # (T, T)
+            top = scores.max(-1, keepdims=True)  # (T, 1) a constant shift for a stable exp: it cancels in att
+
+            def from_scores(normaliser=None):  # att @ v from the scores, as the forward masks them
+                e = np.exp(scores - top) * seen  # (T, T)
+                z = e.sum(-1, keepdims=True) if normaliser is None else normaliser  # (T, 1)
+                return e / np.where(z > 0, z, 1.0) @ vv
+
+            z0 = (np.exp(scores - top) * seen).sum(-1, keepdims=True)  # (T, 1)
+            score_paths["full"] = gradcheck.numerical_grad(from_scores, scores, dout[0, 0])  # (T, T)
+            score_paths["frozen"] = gradcheck.numerical_grad(lambda: from_scores(z0), scores, dout[0, 0])
+        return score_paths["full"], score_paths["frozen"]
+
+    sum_term = "the term through the softmax's sum (each score also moves its row's normaliser)"
+
+    def slips(name):  # the usual slips of each gradient, for close's wrongs and terms
+        if name == "v":  # the gradient of att^T @ v: att read the other way round
+            return {ATT_NOT_TRANSPOSED: gradcheck.numerical_grad(lambda: cache.att[0, 0].T @ vv, vv, dout[0, 0])}, {}
+        ds, frozen = score_grads()
+        if name == "q":
+            return ({"dscores^T @ k where dscores @ k belongs: dq[i] sums over the keys j that query i scores, "
+                     "dscores[i, j]": ds.T @ kk * cache.scale}, {sum_term: (ds - frozen) @ kk * cache.scale})
+        return ({"dscores @ q where dscores^T @ q belongs: dk[j] sums over the queries i that score key j, "
+                 "dscores[i, j]": ds @ qq * cache.scale}, {sum_term: (ds - frozen).T @ qq * cache.scale})
+
     results = []
     for name, x, g in zip("qkv", (q, k, v), got):
         num = gradcheck.numerical_grad(lambda: xlnet.masked_attention_forward(q, k, v, vis)[0], x, dout)
-        wrongs = {ATT_NOT_TRANSPOSED: gradcheck.numerical_grad(lambda: cache.att[0, 0].T @ vv, vv, dout[0, 0])} \
-            if name == "v" else None  # the gradient of att^T @ v: att read the other way round
         results.append(course.close(f"d{name} vs numerical gradient", np.asarray(g), num[0, 0],
-                                    factors={"scale": cache.scale, "scale^2": cache.scale ** 2}, wrongs=wrongs))
+                                    factors={"scale": cache.scale, "scale^2": cache.scale ** 2},
+                                    wrongs=lambda name=name: slips(name)[0], terms=lambda name=name: slips(name)[1]))
     return results
 
 

@@ -275,11 +275,13 @@ def check_span_corrupt(fn):
     return results
 
 
-def _attend(q, k, v, em):
-    """out (S, HS) of one head from its queries (S, HS), keys and values (T, HS)."""
+def _attend(q, k, v, em, frozen=None):
+    """out (S, HS) of one head from its queries (S, HS), keys and values (T, HS). `frozen`: each
+    row's shift and normaliser (S, 1) each, held constant (the softmax without its sum's path)."""
     pre = q @ k.T / np.sqrt(q.shape[1]) + (1 - em) * -10000.0  # (S, T)
-    a = np.exp(pre - pre.max(-1, keepdims=True))
-    return (a / a.sum(-1, keepdims=True)) @ v  # (S, HS)
+    top, z = frozen if frozen is not None else (pre.max(-1, keepdims=True), None)
+    a = np.exp(pre - top)
+    return (a / (a.sum(-1, keepdims=True) if z is None else z)) @ v  # (S, HS)
 
 
 def _cross_attention_out(q, k_from, v_from, w_k, w_v, em):
@@ -302,16 +304,34 @@ def check_cross_attention_backward(fn):
     dv_ = numerical_grad(lambda: _attend(q, kk, vv, em), vv, dout)  # (T, HS) at the values
     swapped = "w_k and w_v swapped: the score path reaches enc_out through the keys, k = enc_out @ w_k, " \
               "and the value path through v = enc_out @ w_v"
+    at = "the gradient at the {0}, not at enc_out: {0} = enc_out @ {1}, so it goes back through {1} transposed"
+    pre0 = q @ kk.T / np.sqrt(HS_) + (1 - em) * -10000.0  # (S, T)
+    top0 = pre0.max(-1, keepdims=True)  # (S, 1)
+    frozen = (top0, np.exp(pre0 - top0).sum(-1, keepdims=True))  # each row's shift and normaliser, held constant
+    sum_term = "the term through the softmax's sum (each score also moves its row's normaliser)"
+    q2, enc_k2 = q.copy(), enc.copy()
+    dq_terms = lambda: {sum_term: numerical_grad(lambda: _attend(qq, kk, vv, em), qq, dout)  # noqa: E731
+                        - numerical_grad(lambda: _attend(q2, kk, vv, em, frozen), q2, dout)}
+    k_terms = lambda: {sum_term:  # noqa: E731
+                       numerical_grad(lambda: _cross_attention_out(q, enc_k, enc, wk, wv, em), enc_k, dout)
+                       - numerical_grad(lambda: _attend(q, enc_k2 @ wk, vv, em, frozen), enc_k2, dout)}
+    unmasked = lambda which: {  # noqa: E731  the padded token's gradient with the mask left out
+        "the encoder mask left out: the padded token takes attention, and so a gradient":
+        numerical_grad(lambda: _cross_attention_out(q, enc_k, enc_v, wk, wv, np.ones_like(em)),
+                       enc_k if which == "k" else enc_v, dout)[4]}
     return [course.close("dq vs numerical gradient", dq,
-                         numerical_grad(lambda: _cross_attention_out(qq, enc, enc, wk, wv, em), qq, dout), factors=scale),
+                         numerical_grad(lambda: _cross_attention_out(qq, enc, enc, wk, wv, em), qq, dout),
+                         factors=scale, terms=dq_terms),
             course.close("denc_via_k (score path) vs numerical gradient, values held fixed", via_k,
                          numerical_grad(lambda: _cross_attention_out(q, enc_k, enc, wk, wv, em), enc_k, dout),
-                         factors=scale, wrongs={swapped: dk_ @ wv.T}),
+                         factors=scale, wrongs={swapped: dk_ @ wv.T, at.format("keys k", "w_k"): dk_}, terms=k_terms),
             course.close("denc_via_v (value path) vs numerical gradient, keys held fixed", via_v,
                          numerical_grad(lambda: _cross_attention_out(q, enc, enc_v, wk, wv, em), enc_v, dout),
-                         wrongs={swapped: dv_ @ wk.T}),
-            course.close("denc_via_k at the padded encoder token: exactly 0", via_k[4], np.zeros(C_), atol=0.0),
-            course.close("denc_via_v at the padded encoder token: exactly 0", via_v[4], np.zeros(C_), atol=0.0)]
+                         wrongs={swapped: dv_ @ wk.T, at.format("values v", "w_v"): dv_}),
+            course.close("denc_via_k at the padded encoder token: exactly 0", via_k[4], np.zeros(C_), atol=0.0,
+                         wrongs=lambda: unmasked("k")),
+            course.close("denc_via_v at the padded encoder token: exactly 0", via_v[4], np.zeros(C_), atol=0.0,
+                         wrongs=lambda: unmasked("v"))]
 
 
 my_span_corrupt = ex.grade(1, my_span_corrupt, check_span_corrupt,

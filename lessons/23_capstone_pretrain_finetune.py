@@ -182,15 +182,28 @@ def check_accuracy_interval(fn):
              [(r.integers(0, n + 1), r.uniform(0.5, 3.0))]]
     half = [z * math.sqrt(h * (n - h) / n**3) for h, n, z in drawn]  # z standard errors of h / n
     expected = [[max(0.0, h / n - e), min(1.0, h / n + e)] for (h, n, _), e in zip(drawn, half)]
-    return [course.close("50 of 100", fn(50, 100), [0.402, 0.598], rtol=0, atol=1e-12,
-                         wrongs={VARIANCE: [0.4951, 0.5049], ONE_COIN: [0.0, 1.0]}),
-            course.close("90 of 100, z = 1", fn(90, 100, z=1.0), [0.87, 0.93], rtol=0, atol=1e-12,
-                         wrongs={VARIANCE: [0.8991, 0.9009], ONE_COIN: [0.6, 1.0]}),
-            course.close("0 of 10: clipped at 0", fn(0, 10), [0.0, 0.0], rtol=0, atol=1e-12),
-            course.close("1 of 2: clipped to [0, 1]", fn(1, 2, z=3.0), [0.0, 1.0], rtol=0, atol=1e-12,
-                         wrongs={VARIANCE: [0.125, 0.875]}),
-            course.close("five (hits, n, z) drawn now", [fn(h, n, z=z) for h, n, z in drawn], expected, rtol=0,
-                         atol=1e-12)]
+    exact = dict(rtol=0, atol=1e-12)
+    return [course.close("50 of 100", fn(50, 100), [0.402, 0.598], **exact, wrongs=lambda: interval_slips(50, 100)),
+            course.close("90 of 100, z = 1", fn(90, 100, z=1.0), [0.87, 0.93], **exact,
+                         wrongs=lambda: interval_slips(90, 100, 1.0)),
+            course.close("0 of 10: clipped at 0", fn(0, 10), [0.0, 0.0], **exact, wrongs=lambda: interval_slips(0, 10)),
+            course.close("1 of 2: clipped to [0, 1]", fn(1, 2, z=3.0), [0.0, 1.0], **exact,
+                         wrongs=lambda: interval_slips(1, 2, 3.0)),
+            course.close("five (hits, n, z) drawn now", [fn(h, n, z=z) for h, n, z in drawn], expected, **exact,
+                         wrongs=lambda: {words: [interval_slips(h, n, z)[words] for h, n, z in drawn]
+                                         for words in interval_slips(1, 2)})]
+
+
+def interval_slips(h, n, z=1.96):
+    """The intervals the usual slips give for h hits of n at z, named (for close's wrongs)."""
+    p, se = h / n, math.sqrt(h * (n - h) / n**3)  # the proportion and its standard error
+
+    def clip(half):
+        return [max(0.0, p - half), min(1.0, p + half)]
+    return {VARIANCE: clip(z * se**2), ONE_COIN: clip(z * se * math.sqrt(n)),
+            "z ignored: 1.96 whatever z is given": clip(1.96 * se),
+            "sqrt(p (1 - p)) / n: the 1/n belongs under the square root": clip(z * se / math.sqrt(n)),
+            "not clipped: an accuracy's interval stays inside [0, 1]": [p - z * se, p + z * se]}
 
 
 my_accuracy_interval = ex.grade(2, my_accuracy_interval, check_accuracy_interval)

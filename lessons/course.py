@@ -28,7 +28,8 @@ Graders grade in a clean room (CleanRoom): while your function runs under gradin
 of the minibert package runs for it except what `grade(..., allows=(...))` names (the layers an
 exercise composes), whoever calls it; your function sees np, math, its imports and your own
 helpers from the exercise's cell, not the lesson's variables; reading the library's or the
-lessons' source is refused; a backward not about numerical gradients refuses them.
+lessons' source is refused (inspect.getsource of a library function, Numba kernel or module is refused
+naming it); a backward not about numerical gradients refuses them.
 `grade(..., refuses=("layers.layernorm_backward",))` names the library functions that are the
 answer, which the message then calls "the library's answer". A refusal ends the check with
 "exercise N asks you to derive this; `layers.layernorm_backward` is the library's answer".
@@ -42,9 +43,10 @@ What a grader compares with: numbers (numerical gradients, values worked out by 
 lesson computed earlier), never the library function that is the exercise's answer. `close`
 compares floats with a tolerance and, when they differ, `diagnose`s the kind of mistake: one of
 the named mistakes the grader computed on the same inputs (`wrongs`, e.g. "dout forgotten";
-`out_of_order` names a backward's other gradients), else rows that should sum to 0, a constant
+`out_of_order` names a backward's other gradients, `repeated_rows` a gather's backward that
+drops or averages repeated rows), else rows that should sum to 0, a constant
 factor such as 1/sqrt(HS) or 1/n, transposed, the wrong sign, a missing term; `entries`/`mask` compare exact arrays and name the first wrong entry and the
-rule it breaks; `equal` compares ids and strings, and lists from their first difference; `count`
+rule it breaks; `equal` compares ids and strings, and lists from their first difference (naming `wrongs` too); `count`
 compares counts and names the part they are off by; `true` checks a known-answer condition.
 
 Pictures of ideas (not of data): `flow` draws a column of boxes with arrows and residual
@@ -163,7 +165,8 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
     When it fails, `diagnose` says what kind of mistake it looks like: transposed, the wrong
     sign, off by one of the constant `factors` ({"1/sqrt(HS)": ...}) or by another constant,
     missing one of the `terms` ({"the mean term": array}), or rows that should sum to 0 over the
-    last axis and do not (`zero_sum`: the part that makes them, e.g. "the mean term").
+    last axis and do not (`zero_sum`: the part that makes them, e.g. "the mean term"). An answer of
+    the wrong shape that sums over its extra leading axes to `want` is said to miss that sum.
     `wrongs` ({words: array}): the answers that named mistakes give, computed by the grader on
     the same inputs (from numerical gradients of a forward with the mistake built in, where it
     can); an answer that equals one of them is told the words, whatever its shape. `terms` and
@@ -180,6 +183,13 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
         named = _named_wrong(a, wrongs, rtol, atol)
         if named:
             return Result(name, False, f"{detail}. {named}")
+        lead = a.ndim - b.ndim  # a gradient of a parameter used at every position, not summed over them
+        if lead > 0 and a.shape[lead:] == b.shape and np.all(np.isfinite(a)) and np.allclose(
+                a.reshape(-1, *b.shape).sum(0), b, rtol=max(10 * rtol, 1e-6),
+                atol=max(10 * atol, 1e-9 * float(np.abs(b).max(initial=0)))):
+            return Result(name, False, f"{detail}; summed over its leading axes {a.shape[:lead]} it is the expected "
+                                       f"answer: the sum over its uses (every example and position it served) "
+                                       f"is missing")
         if a.ndim >= 2 and a.shape[:-2] + a.shape[-2:][::-1] == b.shape:
             if np.all(np.isfinite(a)) and np.allclose(np.swapaxes(a, -1, -2), b, rtol=max(10 * rtol, 1e-6),
                                                       atol=max(10 * atol, 1e-9 * float(np.abs(b).max(initial=0)))):
@@ -239,9 +249,11 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
     """What a wrong float answer looks like, in words ("" when it is none of these): `got` is what
     one of the named mistakes `wrongs` gives (only that is said); the rows of `want` sum to 0 over
     the last axis and those of `got` do not (names `zero_sum`, the part that makes them: missing,
-    or there but wrong); `got` equals `want` without one of `terms` (or with it twice, or with
-    its sign flipped); `got` is `want` transposed; `got` is `want` times a constant: -1 (the wrong
-    sign), one of `factors` or its inverse (named), or another number (given). An answer close to
+    or there but wrong); `got` equals `want` without one of `terms` (or with it twice, its sign
+    flipped, or scaled by another constant: named when it is one of `factors` or its inverse);
+    `got` is `want` transposed; `got` is `want` times a constant: -1 (the wrong sign), one of
+    `factors` or its inverse (named), or another number (given; for a single number, only a factor
+    of `factors` is said, since any number is some constant times another). An answer close to
     `want` but outside the tolerance is said to be so, not "1 times the expected one"."""
     named = _named_wrong(got, wrongs, rtol, atol)
     if named:
@@ -261,6 +273,14 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
             found.append(f"it counts {term_name} twice")
         elif same(got, want - 2 * t):
             found.append(f"{term_name} has the wrong sign")
+        elif np.any(t):  # the term there, scaled by a constant: got = want + (k - 1) t
+            k = 1 + float(np.sum((got - want) * t) / np.sum(t * t))
+            if not np.isclose(k, 1.0, rtol=1e-3) and same(got, want + (k - 1) * t):
+                label = next((lab for lab, f in (factors or {}).items() if np.isclose(k, f, rtol=1e-4)), None)
+                inverse = next((lab for lab, f in (factors or {}).items() if np.isclose(k * f, 1.0, rtol=1e-4)), None)
+                found.append(f"{term_name} is there, {k:.4g} times what it should be"
+                             + (f": an extra factor {label} on it" if label else
+                                f": a factor {inverse} on it is missing" if inverse else ""))
         term_found = term_found or bool(found)
     if zero_sum and want.ndim >= 1 and want.shape[-1] > 1:
         rows_want, rows_got = np.abs(want.sum(-1)).max(), np.abs(got.sum(-1)).max()
@@ -273,28 +293,34 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
         found.append("it is the expected answer transposed (the last two axes swapped)")
     if not found and not np.any(got) and np.any(want):
         found.append("your answer is 0 everywhere: the part this check measures is missing")
-    if not found and np.count_nonzero(want) >= 2:  # one number is always "a constant times" another
+    # one number is always "a constant times" another: for it, only a factor the grader names is said
+    if not found and (np.count_nonzero(want) >= 2 or (np.count_nonzero(want) == 1 and factors)):
         r = float(np.sum(got * want) / np.sum(want * want))  # the best constant: got ~ r * want
-        if same(got, r * want) and np.isclose(r, 1.0, rtol=1e-3):  # no factor: just outside the tolerance
+        several = np.count_nonzero(want) >= 2
+        if several and same(got, r * want) and np.isclose(r, 1.0, rtol=1e-3):  # no factor: just outside the tolerance
             found.append("your answer is within ten times the tolerance of the expected one, not within it: "
                          "a small term off, or a float32 step in a float64 check?")
         elif same(got, r * want):
-            named = {label: f for label, f in {**(factors or {}), **COMMON_FACTORS}.items()  # the grader's own first:
-                     if not np.isclose(f, 1.0)}  # in lesson 22, 2 is sqrt(HS); a factor of 1 (dloss = 1) says nothing
+            named = {label: f for label, f in {**(factors or {}), **(COMMON_FACTORS if several else {})}.items()
+                     if not np.isclose(f, 1.0)}  # the grader's own first: in lesson 22, 2 is sqrt(HS); a factor
+            # of 1 (dloss = 1) says nothing
             words = None
             for label, f in named.items():
+                short = label.split(" (")[0]  # "1/ln 2 (base 2: bits)": its why is said once
                 if np.isclose(r, f, rtol=1e-4):
-                    words = "of the wrong sign" if f == -1 else f"{label} times the expected answer: an extra factor {label}"
+                    words = ("of the wrong sign" if f == -1 else
+                             f"{short} times the expected answer: an extra factor {label}")
                 elif f != -1 and np.isclose(r, 1 / f, rtol=1e-4):
-                    words = f"the expected answer divided by {label}: a factor {label} is missing"
+                    words = f"the expected answer divided by {short}: a factor {label} is missing"
                 elif f != -1 and np.isclose(r, -f, rtol=1e-4):
-                    words = f"-{label} times the expected answer: of the wrong sign, with an extra factor {label}"
+                    words = f"-{short} times the expected answer: of the wrong sign, with an extra factor {label}"
                 elif f != -1 and np.isclose(r, -1 / f, rtol=1e-4):
                     words = f"of the wrong sign, and a factor {label} is missing"
                 if words:
                     break
-            found.append(f"your answer is {words}" if words else
-                         f"your answer is {r:.4g} times the expected one: off by a constant factor")
+            if words or several:
+                found.append(f"your answer is {words}" if words else
+                             f"your answer is {r:.4g} times the expected one: off by a constant factor")
     return "; ".join(found)
 
 
@@ -305,6 +331,23 @@ def out_of_order(names: tuple[str, ...], wants: tuple, name: str) -> dict[str, A
     order = ", ".join(names)
     return {f"the expected {other} in {name}'s place: the gradients are returned out of order (the order is {order})":
             want for other, want in zip(names, wants) if other != name}
+
+
+def repeated_rows(rows, d, want) -> dict[str, np.ndarray]:
+    """For `close(..., wrongs=...)` on the backward of a gather (an embedding lookup, picking
+    positions): `rows` (N,) the rows read, `d` (N, C) their gradients, `want` the expected
+    gradient of the table (its rows flattened to (-1, C)). The answers that mishandle a row read
+    more than once: a write per use (fancy-index `+=`, or `=` in a loop: the last use's gradient
+    stays) and the uses averaged, each named."""
+    table = np.asarray(want, dtype=np.float64)
+    flat = table.reshape(-1, table.shape[-1])  # (V, C)
+    rows = np.asarray(rows).reshape(-1)  # (N,)
+    one_write = np.zeros_like(flat)
+    one_write[rows] = np.asarray(d).reshape(len(rows), -1)  # a write per use: the last one stays
+    uses = np.bincount(rows, minlength=len(flat))[:, None]  # (V, 1)
+    return {"each row read more than once holds one use's gradient (a write per use, the last one kept), not "
+            "the sum over its uses: every use adds its gradient to the row": one_write.reshape(table.shape),
+            "the gradients of a row's uses averaged, not added": (flat / np.maximum(uses, 1)).reshape(table.shape)}
 
 
 def entries(name: str, got, want, rule: Callable[[tuple], str]) -> Result:
@@ -336,13 +379,22 @@ def mask(name: str, got, want, rule: Callable[[tuple], str]) -> Result:
     return entries(name, got, np.asarray(want, dtype=bool), rule)
 
 
-def equal(name: str, got, want) -> Result:
+def equal(name: str, got, want, wrongs: dict[str, Any] | None = None) -> Result:
     """Exact equality, for ids, tokens, counts and shapes (never for computed floats). Two lists
-    that differ: where they first differ, with that element of each (and both lengths)."""
+    that differ: where they first differ, with that element of each (and both lengths). `wrongs`
+    ({words: what that mistake gives}, or a function that returns it, run only on a failure): an
+    answer equal to one of them is told the words too."""
     g, w = _plain(got), _plain(want)
     ok = g == w
     if ok:
         return Result(name, True, "")
+    result = _unequal(name, g, w, got, want)
+    named = next((words for words, value in (_now(wrongs) or {}).items() if _plain(value) == g), None)
+    return result._replace(detail=f"{result.detail}. it equals what this mistake gives: {named}") if named else result
+
+
+def _unequal(name: str, g, w, got, want) -> Result:
+    """equal's verdict on two values that differ (g, w: got and want as plain lists and numbers)."""
     if isinstance(g, list) and isinstance(w, list):
         lengths = f"{len(g)} elements, expected {len(w)}; " if len(g) != len(w) else f"{len(w)} elements; "
         index = []
@@ -898,6 +950,10 @@ class CleanRoom:
                         return  # Numba compiling a function of yours reads your own lines
                     frame = frame.f_back
                 where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                named = self._source_asked_for(sys._getframe(2))
+                if named:  # inspect.getsource (or getsourcelines, getfile, ...) of a library function or module
+                    self.refuse(f"exercise {self.number} asks you to derive this; the source of {named} "
+                                f"(inspect reading `{where.as_posix()}`) is refused while it is graded")
                 self.refuse(f"exercise {self.number} asks you to derive this; reading `{where.as_posix()}` "
                             f"(source of the library or the lessons) is refused while it is graded")
         elif event in _PROCESS_EVENTS:
@@ -928,6 +984,20 @@ class CleanRoom:
             if caller is not None and self._kind(caller.f_code) == _LEARNER:
                 self.refuse(f"exercise {self.number} asks you to derive this; sys._getframe (the grader's "
                             f"frames and the lesson's variables) is refused while it is graded")
+
+    def _source_asked_for(self, frame) -> str | None:
+        """The library function, Numba kernel, class or module whose source inspect is reading for
+        your code (its `object` argument, in inspect's frames below yours), named in backticks; else None."""
+        while frame is not None and self._kind(frame.f_code) != _LEARNER:
+            asked = frame.f_locals.get("object", _MISSING) if frame.f_code.co_filename == inspect_module_file() \
+                else _MISSING
+            if isinstance(asked, types.ModuleType) and _module_of(getattr(asked, "__file__", None) or "") is not None:
+                return f"the module `{asked.__name__}`"
+            codes = _function_codes(asked) if asked is not _MISSING else []
+            if codes and (codes[0] in self._lib or _module_of(codes[0].co_filename) is not None):
+                return f"`{_library_name(codes[0], self._lib)}`"
+            frame = frame.f_back
+        return None
 
     def _from_learner(self, frame) -> bool:
         below = self._below_learner(frame)

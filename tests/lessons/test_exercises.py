@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import importlib.util
 import re
 import sys
@@ -275,6 +276,9 @@ HAND_WRITTEN = {
     "a compiled function of one's own calling a compiled library one": [
         ("06_attention_numba", "my_softmax_backward_rows__compiled"),
     ],
+    "inspect.getsource of a compiled kernel": [
+        ("06_attention_numba", "my_softmax_backward_rows__getsource_kernel"),
+    ],
     "numerical gradients as a backward's answer": [
         ("00_numerical_gradients", "my_silu_backward__numerical"),
         ("01_linear_and_gelu", "my_gelu_tanh_backward__numerical"),
@@ -365,6 +369,19 @@ def test_the_library_answer_pasted_in_is_refused(path: Path):
             if kind == "direct":  # the first library function it reached is named, as the answer
                 named = re.search(r"`([\w.]+)` is the library's answer", message)
                 assert named and "." in named.group(1), message
+
+
+def test_a_refused_source_read_names_the_function_or_module_it_was_for():
+    """inspect.getsource of a compiled kernel (by hand) or of a library module (bypass.py's
+    getsource_exec) is refused naming that kernel or module and the exercise, as a refused call
+    is, not only the file inspect read."""
+    run = run_lesson(ROOT / "lessons" / "06_attention_numba.py")
+    assert run.returncode == 0, "06_attention_numba failed; see tests/lessons/test_lessons.py"
+    shortcuts = {r["name"]: r for r in run.grading}["my_softmax_backward_rows"]["shortcuts"]
+    assert ("exercise 1 asks you to derive this; the source of `kernels._softmax_rows_backward_kernel` (inspect "
+            "reading `minibert/kernels.py`) is refused") in shortcuts["getsource_kernel"]["message"]
+    assert ("exercise 1 asks you to derive this; the source of the module `minibert.kernels` (inspect reading "
+            "`minibert/kernels.py`) is refused") in shortcuts["getsource_exec"]["message"]
 
 
 def test_a_correct_numpy_answer_passes_in_every_clean_room():
@@ -479,7 +496,8 @@ def test_the_clean_room_hides_the_lessons_names_and_its_source(course, tmp_path)
     assert ex.grade(1, ns["my_double"], check) is ns["my_double"]  # a helper of your cell comes along
     with pytest.raises(course.ExerciseFailed, match=r"`answer` is the lesson's, not yours"):
         ex.grade(1, ns["my_double__var"], check)
-    with pytest.raises(course.ExerciseFailed, match=r"reading `.*minibert/layers.py` .* is refused"):
+    with pytest.raises(course.ExerciseFailed, match=r"the source of the module `minibert.layers` "
+                                                    r"\(inspect reading `.*minibert/layers.py`\) is refused"):
         ex.grade(1, ns["my_double__source"], check)
 
 
@@ -519,6 +537,12 @@ DIAGNOSES = {
         "it equals what this mistake gives: the one-sided difference (L(x + h e_i) - L(x)) / h, off by about h",
     ("00_numerical_gradients", "my_silu_backward", "no_dout"):
         "it equals what this mistake gives: dout forgotten (you return d out / dx; the chain rule multiplies it by dout)",
+    ("00_numerical_gradients", "my_silu_backward", "no_x_slope"):
+        "it misses the product rule's term with sigmoid(x) held constant (the slope of the x factor)",
+    ("00_numerical_gradients", "my_silu_backward", "sigmoid_constant"):
+        "it misses the product rule's term through sigmoid(x) (x held constant, times ds/dx)",
+    ("00_numerical_gradients", "my_silu_backward", "sigmoid_slope_only"):
+        "it equals what this mistake gives: the derivative of sigmoid(x) alone: SiLU is the product x * sigmoid(x)",
     ("00_numerical_gradients", "my_rel_error", "notes_denominator"):
         "dividing by the larger size, max(|a|, |n|) (CS231n's notes), not by the sum |a| + |n|",
     ("01_linear_and_gelu", "my_linear_backward", "dw_transposed"): "it is the expected answer transposed (the last two axes swapped)",
@@ -531,15 +555,28 @@ DIAGNOSES = {
     ("02_layernorm", "my_layernorm_backward", "variance_term_sign"):
         "the variance term (the path from x through the variance) has the wrong sign",
     ("03_softmax_cross_entropy", "my_cross_entropy_backward", "sum_not_mean"): "a factor 1/n is missing",
+    ("03_softmax_cross_entropy", "my_cross_entropy_backward", "no_target_term"):
+        "it misses the term from -z_t (the target's own logit: -1 at the target)",
+    ("03_softmax_cross_entropy", "my_cross_entropy_backward", "no_weight"):
+        "it equals what this mistake gives: the weights left out: each row's gradient is scaled by its weight",
     ("03_softmax_cross_entropy", "my_cross_entropy_backward", "no_dloss"):
         "your answer is the expected answer divided by dloss: a factor dloss is missing",
-    ("04_embedding_sum", "my_embedding_backward", "fancy_add"): "token table vs numerical gradient",
+    ("04_embedding_sum", "my_embedding_backward", "fancy_add"):
+        "it equals what this mistake gives: each row read more than once holds one use's gradient",
+    ("04_embedding_sum", "my_embedding_backward", "loop_assign"):
+        "it equals what this mistake gives: each row read more than once holds one use's gradient",
+    ("04_embedding_sum", "my_embedding_backward", "averaged"):
+        "it equals what this mistake gives: the gradients of a row's uses averaged, not added",
     ("05_attention", "my_softmax_backward", "elementwise"): "it misses the term through the softmax's sum",
     ("05_attention", "my_softmax_backward", "unweighted_sum"):
         "the sum's term with datt summed as it is: the sum runs over datt[j] * att[j], weighted by att",
     ("05_attention", "my_mask_adder", "inverted"):
         "the mask read the other way round: MASK_VALUE on the real keys (1 in attn_mask) and 0 on the padding",
     ("05_attention", "my_score_std", "constant"): "the same number for every draw: a constant, not a measurement",
+    ("05_attention", "my_score_std", "divided_by_hs"):
+        "it is about 1/sqrt(HS): scaled twice (divided by HS where sqrt(HS) belongs), or the std of the products",
+    ("05_attention", "my_score_std", "no_sum"): "it is about 1/sqrt(HS): scaled twice",
+    ("05_attention", "my_score_std", "few_pairs"): "this spreads far more: a smaller sample than 10000 pairs?",
     ("05_attention", "my_score_std", "tiny_noise"): "a number with a little noise added is not a measurement",
     ("06_attention_numba", "my_softmax_backward_rows", "no_reduction"):
         "it misses the row's reduction (every att row sums to 1, whatever the scores are)",
@@ -556,6 +593,14 @@ DIAGNOSES = {
     ("11_pretrain_tiny", "my_clip", "per_array"): "the same factor for every array",
     ("12_looking_inside", "my_top_k", "logits_not_probabilities"): "exercise 1, my_top_k",
     ("13_finetuning_heads", "my_head_backward", "dW_transposed"): "it is the expected answer transposed (the last two axes swapped)",
+    ("13_finetuning_heads", "my_head_backward", "w_pool_not_transposed"):
+        "it equals what this mistake gives: w_pool where its transpose belongs",
+    ("13_finetuning_heads", "my_head_backward", "cls_for_pooled"):
+        "it equals what this mistake gives: cls where pooled belongs: W multiplies pooled, the classifier's input",
+    ("13_finetuning_heads", "my_head_backward", "mean_again"):
+        "your answer is 1/B times the expected answer: an extra factor 1/B (dlogits is the gradient of the mean loss",
+    ("13_finetuning_heads", "my_head_backward", "db_not_summed"):
+        "summed over its leading axes (4,) it is the expected answer: the sum over its uses",
     ("13_finetuning_heads", "my_head_backward", "no_tanh"):
         "tanh's derivative forgotten: the gradient passed through the tanh as if it were the identity",
     ("13_finetuning_heads", "my_head_backward", "tanh_twice"):
@@ -564,7 +609,12 @@ DIAGNOSES = {
     ("15_pretrained_vs_scratch", "my_encoder_into_head", "everything"): "extra ['mlm.",
     ("16_feature_based_vs_finetuning", "my_concat_layers", "sum"): "shape",
     ("17_causal_vs_bidirectional", "my_causal_adder", "upper_triangle"): "which keys each query sees",
-    ("18_roberta_recipe", "my_full_sentences", "no_separator"): "the first difference at index",
+    ("18_roberta_recipe", "my_full_sentences", "no_separator"):
+        "it equals what this mistake gives: no [SEP] where a new document starts inside a sequence",
+    ("18_roberta_recipe", "my_full_sentences", "no_cut"):
+        "it equals what this mistake gives: a sentence longer than max_tokens kept whole",
+    ("18_roberta_recipe", "my_batch_stats", "padding_share"):
+        "it equals what this mistake gives: the share of padding, not of real tokens",
     ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "no_map"): "exactly the E -> C map (72), left out",
     ("19_albert_factorisation_and_sop", "my_embedding_map_backward", "dW_transposed"):
         "it is the expected answer transposed (the last two axes swapped)",
@@ -572,12 +622,27 @@ DIAGNOSES = {
     ("21_permutation_lm", "my_query_attention_backward", "no_scale"): "a factor scale is missing",
     ("21_permutation_lm", "my_query_attention_backward", "dv_not_transposed"):
         "it equals what this mistake gives: att @ dout, not att^T @ dout",
+    ("21_permutation_lm", "my_query_attention_backward", "elementwise"):
+        "it misses the term through the softmax's sum (each score also moves its row's normaliser)",
+    ("21_permutation_lm", "my_query_attention_backward", "dk_not_transposed"):
+        "it equals what this mistake gives: dscores @ q where dscores^T @ q belongs",
     ("21_permutation_lm", "my_two_stream_core_backward", "dv_not_transposed"):
         "it equals what this mistake gives: att @ dout, not att^T @ dout",
     ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_sqrt"): "a factor 1/sqrt(HS) is missing",
     ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "wk_wv_swapped"):
         "it equals what this mistake gives: w_k and w_v swapped",
-    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "no_clip"): "clipped",
+    ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "elementwise"):
+        "it misses the term through the softmax's sum (each score also moves its row's normaliser)",
+    ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "not_through_w"):
+        "it equals what this mistake gives: the gradient at the keys k, not at enc_out",
+    ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_mask"):
+        "it equals what this mistake gives: the encoder mask left out: the padded token takes attention",
+    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "no_clip"):
+        "it equals what this mistake gives: not clipped: an accuracy's interval stays inside [0, 1]",
+    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "z_ignored"):
+        "it equals what this mistake gives: z ignored: 1.96 whatever z is given",
+    ("23_capstone_pretrain_finetune", "my_accuracy_interval", "n_outside_sqrt"):
+        "it equals what this mistake gives: sqrt(p (1 - p)) / n: the 1/n belongs under the square root",
     ("23_capstone_pretrain_finetune", "my_accuracy_interval", "variance"):
         "it equals what this mistake gives: the variance p (1 - p) / n where the standard error, its square root, belongs",
     # the rest of the walkthrough: one common mistake for every other exercise
@@ -585,7 +650,17 @@ DIAGNOSES = {
     ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "Smaller than the largest gap: your grid steps over its peak",
     ("01_linear_and_gelu", "my_gelu_max_gap", "typed_in"): "The same number for every interval: a constant, not a measurement",
     ("02_layernorm", "my_rmsnorm_backward", "no_second_term"):
-        "it misses the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x: you held it constant)",
+        "it misses the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x)",
+    ("02_layernorm", "my_rmsnorm_backward", "sum_not_mean"):
+        "the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x) is there, 8 times what it should be: "
+        "an extra factor C (a sum over the features where their mean belongs) on it",
+    ("02_layernorm", "my_rmsnorm_backward", "no_w"):
+        "it equals what this mistake gives: w left out of dx: the gradient reaching the normalized x is dout * w",
+    ("02_layernorm", "my_layernorm_backward", "no_w"):
+        "it equals what this mistake gives: w left out of dx: the gradient reaching the normalized x is dout * w",
+    ("02_layernorm", "my_layernorm_backward", "dw_not_summed"):
+        "summed over its leading axes (2, 3) it is the expected answer: the sum over its uses (every example and "
+        "position it served) is missing",
     ("02_layernorm", "my_dx_without_mean_term", "full_formula"):
         "exercise 1's dx unchanged (with the mean a constant, its term goes)",
     ("03_softmax_cross_entropy", "my_tempered_ce_backward", "no_inner_factor"): "a factor 1/tau is missing",
@@ -598,26 +673,64 @@ DIAGNOSES = {
         "the GELU's backward skipped: the gradient reaches linear_in's backward as if GELU were the identity",
     ("07_encoder_block", "my_ffn_backward", "in_out_swapped"):
         "the expected dw_out in dw_in's place: the gradients are returned out of order",
-    ("07_encoder_block", "my_stack_blocks", "one_layer_twice"): "two blocks vs the 2-layer encoder",
+    ("07_encoder_block", "my_stack_blocks", "one_layer_twice"):
+        "it equals what this mistake gives: layer 0's parameters (h0.*) in every block",
+    ("07_encoder_block", "my_stack_blocks", "same_input"):
+        "it equals what this mistake gives: each block run on the input x, not on the block before's output",
+    ("07_encoder_block", "my_stack_blocks", "off_by_one"):
+        "it equals what this mistake gives: one block only (layer 0's): the stack runs n_layers of them",
     ("08_wordpiece", "my_merge", "keeps_hashes"): "got '##u##g', expected '##ug'",
     ("08_wordpiece", "my_best_pair", "by_frequency"): "the first difference at index 0",
     ("09_mlm_nsp_data", "my_truncate_pair", "a_on_ties"): "the first difference at index (0, 0): got 'a3', expected 'a2'",
     ("09_mlm_nsp_data", "my_mask_choice", "one_draw"): "u1 = 0.95, u2 = 0.2 -> the original",
-    ("10_bert_model", "my_gather_backward", "fancy_add"): "repeated positions add up",
+    ("10_bert_model", "my_gather_backward", "fancy_add"):
+        "it equals what this mistake gives: each row read more than once holds one use's gradient",
+    ("10_bert_model", "my_adam_first_step", "only_m_corrected"):
+        "it equals what this mistake gives: the bias correction on m alone",
+    ("10_bert_model", "my_adam_first_step", "no_sqrt"):
+        "it equals what this mistake gives: v used where its square root belongs",
+    ("10_bert_model", "my_adam_first_step", "eps_in_sqrt"):
+        "it equals what this mistake gives: eps inside the square root",
     ("10_bert_model", "my_adam_first_step", "no_bias_correction"): "it equals what this mistake gives: Adam without bias "
         "correction: the step-1 moments m, v used as they are, not divided by 1 - b1^1 and 1 - b2^1",
     ("10_bert_model", "my_adam_first_step", "sign"):
         "eps left out (as if it were 0): it matters where |g| is near eps = 1e-8",
-    ("11_pretrain_tiny", "my_update_size", "corrected"): "steps 1..3000 vs optim.AdamW's measured steps",
+    ("11_pretrain_tiny", "my_update_size", "corrected"):
+        "it equals what this mistake gives: 1 at every step: that is Adam with bias correction",
+    ("11_pretrain_tiny", "my_update_size", "no_sqrt"):
+        "it equals what this mistake gives: m / v: the square root of v left out",
+    ("11_pretrain_tiny", "my_update_size", "no_one_minus_b"):
+        "it equals what this mistake gives: m and v as the sums of the b^k alone",
     ("11_pretrain_tiny", "my_lr", "decay_after_warmup"): "at index (3,): got 0.001, expected 0.0008",
     ("12_looking_inside", "my_encode_with_masks", "no_special_tokens"): "got 'train', expected '[CLS]'",
-    ("12_looking_inside", "my_head_entropy", "log2"): "uniform over 8: ln 8",
+    ("12_looking_inside", "my_head_entropy", "log2"):
+        "your answer is 1/ln 2 times the expected answer: an extra factor 1/ln 2 (a logarithm to base 2: bits, where "
+        "the entropy here is in nats, ln)",
+    ("12_looking_inside", "my_head_entropy", "rows_summed"):
+        "your answer is T = 8 times the expected answer: an extra factor T = 8 (the rows' entropies summed, not "
+        "averaged over the T rows)",
     ("13_finetuning_heads", "my_first_piece_labels", "every_piece"): "got 0, expected -100",
-    ("14_squad_windows", "my_max_context_score", "no_length_term"): "token 9 of a 13-token window at 15",
-    ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"): "the head cls.w, cls.b = the pretrained model's new head",
+    ("14_squad_windows", "my_max_context_score", "no_length_term"):
+        "it equals what this mistake gives: the 0.01 x length term left out",
+    ("14_squad_windows", "my_max_context_score", "right_with_self"):
+        "it equals what this mistake gives: the right context counted one too many",
+    ("14_squad_windows", "my_max_context_score", "max_not_min"):
+        "expected 0. it equals what this mistake gives: the larger of the two contexts where the smaller belongs",
+    ("15_pretrained_vs_scratch", "my_control_params", "fresh_head_too"):
+        "it equals what this mistake gives: a new head drawn, as the constructor draws one: the control keeps "
+        "task_params' head",
+    ("15_pretrained_vs_scratch", "my_control_params", "seed_ignored"):
+        "it equals what this mistake gives: seed 0's init: the seed given is not the one used",
     ("16_feature_based_vs_finetuning", "my_head_grads", "mean_over_all"): "an extra factor (tagged / all positions)",
+    ("16_feature_based_vs_finetuning", "my_head_grads", "sum_not_mean"):
+        "an extra factor n = 45 (the tagged positions: a sum where the loss takes their mean)",
+    ("16_feature_based_vs_finetuning", "my_head_grads", "no_onehot"):
+        "it misses the term from -z_t (the tag's own logit: -1 at the tag, the one-hot)",
+    ("16_feature_based_vs_finetuning", "my_head_grads", "db_not_summed"):
+        "summed over its leading axes (64,) it is the expected answer",
     ("17_causal_vs_bidirectional", "my_next_token_targets", "padding_predicted"): "only if both are real",
-    ("18_roberta_recipe", "my_batch_stats", "per_sequence"): "drawn example: (pad/batch, share real, preds/batch)",
+    ("18_roberta_recipe", "my_batch_stats", "per_sequence"):
+        "it equals what this mistake gives: per sequence, not per batch of batch_size sequences",
     ("20_replaced_token_detection", "my_rtd_labels", "every_sampled_position"): "section 4: one right sample, one wrong",
     ("21_permutation_lm", "my_two_stream_masks", "order_as_rank"): "content stream: i reads j only if step[j] <= step[i]",
     ("21_permutation_lm", "my_two_stream_core_backward", "dk_from_content_only"):
@@ -906,3 +1019,17 @@ def test_close_calls_a_near_miss_a_near_miss_not_a_factor_of_one(course):
     detail = course.close("dx", want * (1 + 3e-5), want, factors={"dloss": 1.0}).detail
     assert "within ten times the tolerance" in detail and "times the expected" not in detail
     assert "a factor dloss is missing" in course.close("dx", want / 2.5, want, factors={"dloss": 2.5}).detail
+
+
+def test_close_names_a_sum_left_out_a_scaled_term_and_a_named_factor_of_one_number(course):
+    want = np.arange(1.0, 5.0)  # (4,) a parameter's gradient
+    per_position = np.stack([want / 2, want / 2]).reshape(1, 2, 4)  # (1, 2, 4) its two uses, not summed
+    detail = course.close("dw", per_position, want).detail
+    assert "summed over its leading axes (1, 2) it is the expected answer" in detail
+    assert "summed over its leading axes" not in course.close("dw", per_position + 1, want).detail
+    term = np.array([0.5, -1.0, 2.0, 0.25])
+    detail = course.close("dx", want + 7 * term, want, terms={"the variance term": term}, factors={"C": 8}).detail
+    assert "the variance term is there, 8 times what it should be: an extra factor C on it" in detail
+    one = course.close("entropy", 3.0, 3.0 * math.log(2), factors={"1/ln 2 (bits, not nats)": 1 / math.log(2)}).detail
+    assert "your answer is 1/ln 2 times the expected answer: an extra factor 1/ln 2 (bits, not nats)" in one
+    assert "times" not in course.close("entropy", 3.0, 2.5).detail  # one number: no constant factor guessed

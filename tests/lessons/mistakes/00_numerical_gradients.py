@@ -23,3 +23,18 @@ def my_rel_error__no_floor(a, n):
 
 def my_rel_error__notes_denominator(a, n):
     return np.max(np.abs(a - n) / np.maximum(np.maximum(np.abs(a), np.abs(n)), 1e-12))  # noqa: F821  CS231n's notes
+
+
+def my_silu_backward__no_x_slope(dout, x):
+    s = 1 / (1 + np.exp(-x))  # noqa: F821
+    return dout * x * s * (1 - s)  # the product rule's first term (sigmoid times x's slope 1) left out
+
+
+def my_silu_backward__sigmoid_slope_only(dout, x):
+    s = 1 / (1 + np.exp(-x))  # noqa: F821
+    return dout * s * (1 - s)  # the derivative of sigmoid, not of x * sigmoid(x)
+
+
+def my_silu_backward__sigmoid_constant(dout, x):
+    s = 1 / (1 + np.exp(-x))  # noqa: F821
+    return dout * s  # sigmoid(x) treated as a constant

@@ -30,3 +30,29 @@ def my_layernorm_backward__variance_term_sign(dout, norm, w, rstd):
     g = dout * w
     dx = rstd * (g - g.mean(-1, keepdims=True) + norm * (g * norm).mean(-1, keepdims=True))  # + for -
     return dx, (dout * norm).reshape(-1, C).sum(0), dout.reshape(-1, C).sum(0)
+
+
+def my_layernorm_backward__dw_not_summed(dout, norm, w, rstd):
+    C = norm.shape[-1]
+    g = dout * w
+    dx = rstd * (g - g.mean(-1, keepdims=True) - norm * (g * norm).mean(-1, keepdims=True))
+    return dx, dout * norm, dout.reshape(-1, C).sum(0)  # dw per position, not summed over them
+
+
+def my_layernorm_backward__no_w(dout, norm, w, rstd):
+    C = norm.shape[-1]
+    g = dout  # w forgotten
+    dx = rstd * (g - g.mean(-1, keepdims=True) - norm * (g * norm).mean(-1, keepdims=True))
+    return dx, (dout * norm).reshape(-1, C).sum(0), dout.reshape(-1, C).sum(0)
+
+
+def my_rmsnorm_backward__sum_not_mean(dout, x, w, eps=1e-12):
+    r = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)  # noqa: F821
+    n, g = x * r, dout * w
+    return r * (g - n * (g * n).sum(-1, keepdims=True))  # d mean(x^2) / dx_c = 2 x_c / C: the 1/C dropped
+
+
+def my_rmsnorm_backward__no_w(dout, x, w, eps=1e-12):
+    r = 1.0 / np.sqrt((x * x).mean(-1, keepdims=True) + eps)  # noqa: F821
+    n = x * r
+    return r * (dout - n * (dout * n).mean(-1, keepdims=True))  # w forgotten

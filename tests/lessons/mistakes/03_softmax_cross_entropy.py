@@ -23,3 +23,13 @@ def my_cross_entropy_backward__no_dloss(dloss, probs, t0, weight):
     d = probs.copy()
     d[np.arange(len(t0)), t0] -= 1.0  # noqa: F821
     return d * weight[:, None]  # dloss left out: right only when dloss is 1
+
+
+def my_cross_entropy_backward__no_target_term(dloss, probs, t0, weight):
+    return probs * (weight * dloss)[:, None]  # the -1 at the target forgotten
+
+
+def my_cross_entropy_backward__no_weight(dloss, probs, t0, weight):
+    d = probs.copy()
+    d[np.arange(len(t0)), t0] -= 1.0  # noqa: F821
+    return d * dloss  # weight left out: ignored rows get a gradient, and the mean's 1/n is gone

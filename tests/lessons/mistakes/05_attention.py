@@ -28,3 +28,18 @@ def my_score_std__constant(HS, rng):
 
 def my_score_std__tiny_noise(HS, rng):
     return 1.0 + 0.001 * rng.standard_normal()  # a typed-in answer that draws a little from rng
+
+
+def my_score_std__divided_by_hs(HS, rng):
+    q, k = rng.standard_normal((2, 10000, HS))
+    return float(((q * k).sum(-1) / HS).std())  # HS where sqrt(HS) belongs
+
+
+def my_score_std__no_sum(HS, rng):
+    q, k = rng.standard_normal((2, 10000, HS))
+    return float((q * k / HS ** 0.5).std())  # the products, not the dot product
+
+
+def my_score_std__few_pairs(HS, rng):
+    q, k = rng.standard_normal((2, 100, HS))  # 100 pairs: the measurement spreads ten times as much
+    return float(((q * k).sum(-1) / HS ** 0.5).std())

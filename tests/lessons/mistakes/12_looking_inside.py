@@ -19,3 +19,8 @@ def my_encode_with_masks__no_special_tokens(text, tok):
 
 def my_head_entropy__log2(maps):
     return -(maps * np.log2(np.maximum(maps, 1e-300))).sum(-1).mean(-1)  # noqa: F821  bits, not nats
+
+
+def my_head_entropy__rows_summed(maps):
+    plogp = maps * np.log(np.maximum(maps, 1e-300))  # noqa: F821
+    return -plogp.sum(-1).sum(-1)  # the rows' entropies added up, not averaged

@@ -41,3 +41,15 @@ def my_two_stream_core_backward__dv_not_transposed(dout_h, dout_g, q_h, q_g, k, 
     dq_h, dk_h, dv_h = one(dout_h, q_h, att_h)
     dq_g, dk_g, dv_g = one(dout_g, q_g, att_g)
     return dq_h, dq_g, dk_h + dk_g, dv_h + dv_g
+
+
+def my_query_attention_backward__elementwise(dout, q, k, v, att, scale):
+    datt = dout @ v.T
+    dpreatt = att * datt * scale  # the softmax's backward without its sum term
+    return dpreatt @ k, dpreatt.T @ q, att.T @ dout
+
+
+def my_query_attention_backward__dk_not_transposed(dout, q, k, v, att, scale):
+    datt = dout @ v.T
+    dpreatt = att * (datt - (datt * att).sum(axis=-1, keepdims=True)) * scale
+    return dpreatt @ k, dpreatt @ q, att.T @ dout  # dpreatt, not its transpose, for dk

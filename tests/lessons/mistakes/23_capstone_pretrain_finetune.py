@@ -16,3 +16,17 @@ def my_accuracy_interval__variance(hits, n, z=1.96):
     p = hits / n
     half = z * p * (1 - p) / n  # the variance of the proportion, not its square root
     return max(0.0, p - half), min(1.0, p + half)
+
+
+def my_accuracy_interval__z_ignored(hits, n, z=1.96):
+    import math
+    p = hits / n
+    half = 1.96 * math.sqrt(p * (1 - p) / n)  # the default z, whatever z is given
+    return max(0.0, p - half), min(1.0, p + half)
+
+
+def my_accuracy_interval__n_outside_sqrt(hits, n, z=1.96):
+    import math
+    p = hits / n
+    half = z * math.sqrt(p * (1 - p)) / n  # 1/n, not 1/sqrt(n)
+    return max(0.0, p - half), min(1.0, p + half)

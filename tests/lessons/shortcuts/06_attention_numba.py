@@ -52,3 +52,18 @@ def my_dv__sibling_t5(att, dout):
     T, HS = dout.shape
     z = np.zeros((1, 1, T, HS))
     return t5.cross_attention_backward(dout[None, None], t5.CrossAttentionCache(z, z, z, att[None, None], 1.0))[2][0, 0]
+
+
+def my_softmax_backward_rows__getsource_kernel(att, keep, datt, p):
+    """The compiled kernel's Python source, read and run as one's own."""
+    import inspect
+
+    import numpy as np
+    from minibert import kernels
+
+    ns = dict(kernels.__dict__)
+    exec(inspect.getsource(kernels._softmax_rows_backward_kernel.py_func).split("\n", 1)[1], ns)  # minus the decorator
+    d = np.ascontiguousarray(datt[None, None])
+    a = np.ascontiguousarray(att[None, None])
+    ns["_softmax_rows_backward_kernel"](d, a, (keep / (1 - p))[None, None], True, 1.0)
+    return d[0, 0]
