@@ -143,11 +143,14 @@ def my_tied_decoder_backward(dlogits, t, tok_emb):
 
 
 def check_tied_decoder_backward(fn):
-    t_in, tok_in = t.copy(), params["tok_emb"].copy()
-    decoder = lambda: t_in @ tok_in.T + params["mlm.bias"]  # noqa: E731  (B*P, V)
-    dt_mine, dtok_mine = fn(dlogits, t, params["tok_emb"])
-    return [course.close("dt vs numerical gradient", dt_mine, gradcheck.numerical_grad(decoder, t_in, dlogits)),
-            course.close("dtok vs numerical gradient", dtok_mine, gradcheck.numerical_grad(decoder, tok_in, dlogits))]
+    r = np.random.default_rng(1001)  # the grader's own inputs, drawn now: not the lesson's arrays
+    n, width, vocab = 7, 5, 11  # (B*P, C, V), sizes of its own
+    t_in, tok_in = r.standard_normal((n, width)), r.standard_normal((vocab, width))  # (n, C), (V, C)
+    bias, d = r.standard_normal(vocab), r.standard_normal((n, vocab))  # (V,), (n, V)
+    decoder = lambda: t_in @ tok_in.T + bias  # noqa: E731  (n, V)
+    dt_mine, dtok_mine = fn(d.copy(), t_in.copy(), tok_in.copy())
+    return [course.close("dt vs numerical gradient", dt_mine, gradcheck.numerical_grad(decoder, t_in, d)),
+            course.close("dtok vs numerical gradient", dtok_mine, gradcheck.numerical_grad(decoder, tok_in, d))]
 
 
 my_tied_decoder_backward = ex.grade(1, my_tied_decoder_backward, check_tied_decoder_backward, paths=("dt", "dtok"),
@@ -165,7 +168,7 @@ dh, g["mlm.dense.w"], g["mlm.dense.b"] = layers.linear_backward(dt1, c_dense)  #
 # %% [markdown]
 # **Exercise 2.** `my_gather_backward(dh, flat_pos, B, T)`: undo `h = seq.reshape(B*T, C)[flat_pos]`,
 # giving `dseq` `(B, T, C)`. Positions can repeat (the same row gathered twice). Graded against
-# the numerical gradient, on the MLM head's positions and on a list with repeats.
+# the numerical gradient, on positions the grader draws: distinct ones, then a list with repeats.
 
 # %%
 def my_gather_backward(dh, flat_pos, B, T):
@@ -173,16 +176,18 @@ def my_gather_backward(dh, flat_pos, B, T):
     raise NotImplementedError("exercise 2: scatter the gathered gradient back")  # your code here
 
 
-repeat_pos = np.array([0, 5, 5, 7, 0, 11])  # (6,) a flat position gathered twice must add up
-dh_rep = rng.standard_normal((len(repeat_pos), C))  # (6, C)
-
-
 def check_gather_backward(fn):
-    seq_in = seq.copy()  # (B, T, C)
+    r = np.random.default_rng(1002)  # the grader's own inputs, drawn now: not the lesson's arrays
+    b, t_len, width = 3, 6, 4  # (B, T, C), sizes of its own
+    seq_in = r.standard_normal((b, t_len, width))  # (B, T, C)
+    distinct = r.choice(b * t_len, size=5, replace=False)  # (5,) like the MLM head's positions: no repeats
+    repeats = np.concatenate([distinct, distinct[:3]])  # (8,) a flat position gathered twice must add up
+    r.shuffle(repeats)
     results = []
-    for label, pos, d in (("dseq from the MLM head", flat_pos, dh), ("repeated positions add up", repeat_pos, dh_rep)):
-        num = gradcheck.numerical_grad(lambda: seq_in.reshape(B * T, C)[pos], seq_in, d)  # (B, T, C)
-        results.append(course.close(f"{label}, vs numerical gradient", fn(d, pos, B, T), num,
+    for label, pos in (("dseq from the MLM head", distinct), ("repeated positions add up", repeats)):
+        d = r.standard_normal((len(pos), width))  # (n, C)
+        num = gradcheck.numerical_grad(lambda: seq_in.reshape(b * t_len, width)[pos], seq_in, d)  # (B, T, C)
+        results.append(course.close(f"{label}, vs numerical gradient", fn(d.copy(), pos.copy(), b, t_len), num,
                                     wrongs=lambda: course.repeated_rows(pos, d, num)))
     return results
 
