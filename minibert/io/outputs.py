@@ -39,8 +39,6 @@ import stat
 from pathlib import Path
 from typing import Callable, Iterable
 
-import numpy as np
-
 from minibert.io.atomic import atomic_write, write_error
 
 # a folder holding one of these is a run directory (not .lock alone: other tools, pytest among them, make one)
@@ -237,6 +235,9 @@ def save_figure(fig, path: str | Path, root: str | Path | None = None, **savefig
 
 def save_arrays(path: str | Path, arrays: dict, root: str | Path | None = None) -> Path:
     """NumPy arrays in one .npz (np.savez), written by write_output."""
+    # lazy: keeps NumPy out of the start of `python -m minibert corpus` and 4 more
+    import numpy as np
+
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)

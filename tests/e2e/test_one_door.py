@@ -246,3 +246,13 @@ def test_the_test_command_leaves_nothing_in_the_current_directory(tmp_path):
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_training_curves_are_not_drawn_through_a_link(paused, decoy, capsys):
+    (paused / "curves.png").unlink(missing_ok=True)
+    os.symlink(decoy / "target.txt", paused / "curves.png")
+    before = listing(decoy)
+    assert main(["finetune", "--resume", str(paused), "--quiet"]) == 0  # a plot is not worth the run
+    err = capsys.readouterr().err
+    assert "could not draw" in err and "is a symbolic link" in err, err
+    assert listing(decoy) == before and (paused / "curves.png").is_symlink()  # neither followed nor replaced
