@@ -326,6 +326,8 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
     check_generator_flags(dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq)  # before the note below
     if Path(out_dir).exists() and not Path(out_dir).is_dir():  # found before the corpus is read, not after
         raise ValueError(f"output directory {out_dir} is a file; choose another --out")
+    if Path(out_dir).is_dir():  # a link or a FIFO where meta.json goes: refused before any shard is written
+        outputs.inside_output(out_dir, Path(out_dir) / META_FILE)
     if tokenizer is None:
         tokenizer = BertTokenizer(str(vocab_path), do_lower_case=do_lower_case)
     require_special_tokens(tokenizer, SPECIAL_TOKENS, "pretraining data")

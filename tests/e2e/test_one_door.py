@@ -137,6 +137,14 @@ def test_data_never_writes_a_shard_through_a_link(work, decoy, capsys, corpus):
     err = capsys.readouterr().err
     assert rc == 1 and "is a symbolic link" in err.splitlines()[-1], err
     assert listing(decoy) == before and (work / "d" / "meta.json").is_symlink()
+    assert os.listdir(work / "d") == ["meta.json"]  # refused before the first shard
+
+
+def test_corpus_refuses_a_link_where_it_writes_before_building(work, decoy, capsys):
+    (work / "c").mkdir()
+    os.symlink(decoy / "target.txt", work / "c" / "train.txt")
+    refused(work, decoy, ["corpus", "--out", "{w}/c"], "is a symbolic link", capsys)
+    assert os.listdir(work / "c") == ["train.txt"] and (work / "c" / "train.txt").is_symlink()
 
 
 # --- other commands' plots and files --------------------------------------------------------------
