@@ -1,6 +1,6 @@
 """io/outputs' door for files inside an output folder: inside_output, make_dir, write_output with
 `root`, save_arrays and replace_dir refuse a symbolic link or a special file on the way, and
-write atomically (tests/e2e/test_one_door.py has the commands' cases)."""
+write atomically (tests/e2e/test_one_door_commands.py has the commands' cases)."""
 from __future__ import annotations
 
 import os

@@ -264,3 +264,26 @@ def test_training_curves_are_not_drawn_through_a_link(paused, decoy, capsys):
     err = capsys.readouterr().err
     assert "could not draw" in err and "is a symbolic link" in err, err
     assert listing(decoy) == before and (paused / "curves.png").is_symlink()  # neither followed nor replaced
+
+
+# --- other caches ---------------------------------------------------------------------------------
+
+def test_the_task_corpus_is_never_written_into_a_run_or_through_a_linked_cache(paused, decoy):
+    from minibert.train import task_corpus
+
+    w = paused.parent
+    with pytest.raises(ValueError, match="lies inside the run directory"):
+        task_corpus.write_task_corpus("sst2", str(w / "sst"), paused / "cache")
+    os.symlink(decoy, w / "cache")
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        task_corpus.write_task_corpus("sst2", str(w / "sst"), w / "cache")
+    assert not (paused / "cache").exists() and sorted(os.listdir(decoy)) == ["step-000001", "target.txt"]
+
+
+def test_the_sst2_bench_cache_is_never_written_through_a_link(work, decoy):
+    from minibert.tools import bench_sst2
+
+    os.symlink(decoy / "target.txt", work / "sst2.npz")
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        bench_sst2.prepare(work / "sst", None, work / "pre" / "vocab.txt", work)
+    assert (decoy / "target.txt").read_text(encoding="utf-8") == "precious\n" and (work / "sst2.npz").is_symlink()
