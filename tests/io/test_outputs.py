@@ -72,3 +72,18 @@ def test_save_arrays_and_replace_dir(tmp_path):
     with pytest.raises(ValueError, match="is a symbolic link"):
         outputs.replace_dir(tmp, tmp_path / "linked", root=tmp_path)
     assert (tmp_path / "linked").is_symlink() and tmp.is_dir()
+
+
+def test_atomic_write_refuses_a_link_at_the_target(tmp_path):
+    """The lowest writer too: whatever called it, a link is neither written through nor replaced."""
+    from minibert.io.atomic import atomic_write, write_text_atomic
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep", encoding="utf-8")
+    os.symlink(victim, tmp_path / "link.txt")
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        write_text_atomic(tmp_path / "link.txt", "new")
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        atomic_write(tmp_path / "link.txt", lambda tmp: tmp.write_bytes(b"new"))
+    assert victim.read_text(encoding="utf-8") == "keep" and (tmp_path / "link.txt").is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.txt", "victim.txt"]  # no temporary file
