@@ -36,6 +36,7 @@ import argparse
 import hashlib
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,7 @@ from numba.core import dispatcher
 from minibert import kernels, optim
 from minibert.backend import backend_name
 from minibert.bert import BertForPreTraining
+from minibert.io import outputs
 from minibert.io.atomic import atomic_write
 from minibert.io.cli import command_parser
 from minibert.model import MODEL_SIZES, BertConfig
@@ -220,7 +222,39 @@ def compile_claimed(calls: list, claims: str) -> list:
     return done
 
 
+# the file Workers puts in the claims folder it makes; its text is the token a worker gets in
+# CLAIMS_TOKEN_ENV: a worker writes claims only into a folder that compile-ahead made for it
+CLAIMS_MARKER = "minibert-claims"
+CLAIMS_TOKEN_ENV = "MINIBERT_CLAIMS_TOKEN"
+
+
+def make_claims_dir() -> tuple[tempfile.TemporaryDirectory, str]:
+    """A fresh claims folder with its marker -> (the folder, the token its workers are given)."""
+    folder = tempfile.TemporaryDirectory(prefix="minibert-compile-")
+    token = secrets.token_hex(16)
+    outputs.write_output(Path(folder.name) / CLAIMS_MARKER, token, root=folder.name)
+    return folder, token
+
+
+def check_claims_dir(claims: str) -> None:
+    """A worker's --worker folder must be one Workers made for it: a real folder (not a link)
+    holding the marker whose text is the token in the environment. Any other folder is refused
+    (the hidden option wrote its claim files into whatever folder it was given)."""
+    folder = Path(claims)
+    marker = folder / CLAIMS_MARKER
+    token = os.environ.get(CLAIMS_TOKEN_ENV, "")
+    try:
+        ok = (not folder.is_symlink() and folder.is_dir() and not marker.is_symlink() and marker.is_file()
+              and len(token) == 32 and marker.read_text(encoding="ascii", errors="replace") == token)
+    except OSError:
+        ok = False
+    if not ok:
+        raise ValueError(f"--worker {claims} is not a claims folder compile-ahead made for this worker (--worker is "
+                         f"internal: run `python -m minibert compile-ahead` without it)")
+
+
 def worker(claims: str, plans) -> int:
+    check_claims_dir(claims)
     compile_claimed(kernel_calls(plans), claims)
     return 0
 
@@ -268,10 +302,10 @@ class Workers:
     cleanly (then the marker is written); close() stops those still running."""
 
     def __init__(self, n: int, plans):
-        self.dir = tempfile.TemporaryDirectory(prefix="minibert-compile-")
+        self.dir, token = make_claims_dir()
         self.plans = list(plans)
         self.t0 = time.perf_counter()
-        env = {**os.environ, "MINIBERT_BACKEND": "numba"}
+        env = {**os.environ, "MINIBERT_BACKEND": "numba", CLAIMS_TOKEN_ENV: token}
         cmd = [sys.executable, "-m", "minibert", "compile-ahead", "--worker", self.dir.name, "--plans", ",".join(plans)]
         self.procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
                       for _ in range(n)]

@@ -35,6 +35,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from minibert import backend
+from minibert.io import outputs
 
 SCHEDULES = ("bert", "hf")
 
@@ -129,9 +130,7 @@ def plot_schedule(path: str | Path, peak_lr: float, warmup_steps: int, total_ste
     ax.set_title("BERT's overlapping warmup/decay vs Hugging Face's linear schedule")
     ax.legend()
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=100)
-    return path
+    return outputs.save_figure(fig, Path(path), dpi=100)  # atomic; a link at `path` is refused
 
 
 # -----------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from minibert import layers
+from minibert.io import outputs
 
 MASK_MARKER = "[MASK]"
 # Beyond ~128 tokens the per-token labels of an attention map are unreadable, and the figures
@@ -153,7 +154,11 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
                          "a sentence or two (minibert.analysis.inspect.attention_maps gives the numbers "
                          "for longer text)")
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    names = [name for layer in range(L) for name in (f"layer{layer}.png", *(f"layer{layer}_head{h}.png"
+                                                                            for h in range(NH)))]
+    for name in names:  # every file checked before the first is drawn: a link or a FIFO among them writes nothing
+        outputs.inside_output(out_dir, out_dir / name)
+    outputs.make_dir(out_dir)
     size, size_in_row, labels_in_row = figure_sizes(T, NH)
     paths = []
     for layer in range(L):
@@ -161,16 +166,12 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
         FigureCanvasAgg(fig)
         draw_layer(fig, result, layer, labels_in_row)
         fig.tight_layout()
-        path = out_dir / f"layer{layer}.png"
-        fig.savefig(path, dpi=DPI)
-        paths.append(path)
+        paths.append(outputs.save_figure(fig, out_dir / f"layer{layer}.png", root=out_dir, dpi=DPI))
         for head in range(NH):
             fig = Figure(figsize=(size, size))
             FigureCanvasAgg(fig)
             draw_attention(fig, fig.add_subplot(1, 1, 1), result.maps[layer, head], result.tokens,
                            f"layer {layer} head {head}")
             fig.tight_layout()
-            path = out_dir / f"layer{layer}_head{head}.png"
-            fig.savefig(path, dpi=DPI)
-            paths.append(path)
+            paths.append(outputs.save_figure(fig, out_dir / f"layer{layer}_head{head}.png", root=out_dir, dpi=DPI))
     return paths

@@ -340,8 +340,10 @@ def build_default_corpus(out_dir: str | Path | None = None, vocab_size: int = 81
     from minibert.text.wordpiece_trainer import train_wordpiece
 
     out = _resolve(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = CorpusPaths(out / "train.txt", out / "heldout.txt", out / "vocab.txt")
+    for path in (*paths, out / "stats.json"):  # a link or a FIFO in their place: refused before any work
+        outputs.inside_output(out, path)
+    outputs.make_dir(out)
     t0 = time.perf_counter()
     if force or not (paths.train.exists() and paths.heldout.exists()):
         print("corpus: reading pydoc topics and standard-library docstrings ...", flush=True)

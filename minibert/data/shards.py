@@ -64,14 +64,8 @@ def vocab_sha256(vocab) -> str:
     return hashlib.sha256("".join(t + "\n" for t in vocab_tokens(vocab)).encode("utf-8")).hexdigest()
 
 
-def _atomic_write(path: Path, write: Callable) -> None:
-    """write(binary file) into a temporary file beside `path`, then rename it into place
-    (minibert.io.atomic.atomic_write: the temporary file is removed if anything fails)."""
-    def write_file(tmp: Path) -> None:
-        with open(tmp, "wb") as f:
-            write(f)
-
-    atomic_write(path, write_file)
+# the files a shard folder holds: an input of `data` under one of these names would be replaced
+SHARD_FILES = (META_FILE, "shard_*.npz")
 
 
 def write_shards(features: dict[str, np.ndarray], out_dir, instances_per_shard: int = 20_000,
@@ -86,21 +80,20 @@ def write_shards(features: dict[str, np.ndarray], out_dir, instances_per_shard: 
     missing = [n for n in FEATURE_NAMES if n not in features]
     if missing:
         raise ValueError(f"features lack {missing}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out = outputs.make_dir(out_dir)  # not a symbolic link to elsewhere
     names = [n for n in ALL_NAMES if n in features]
     N = int(features["input_ids"].shape[0])
     shards = []
     for s, start in enumerate(range(0, max(N, 1), instances_per_shard)):
         part = {n: np.ascontiguousarray(features[n][start:start + instances_per_shard]) for n in names}
         fname = f"shard_{s:05d}.npz"
-        _atomic_write(out / fname, lambda f, part=part: np.savez(f, **part))
+        outputs.save_arrays(out / fname, part, root=out)  # atomic, never through a link in the folder
         shards.append({"file": fname, "num_instances": int(part["input_ids"].shape[0])})
     full = {"format": META_FORMAT, "version": META_VERSION, **(meta or {}),
             "num_instances": N, "max_seq_length": int(features["input_ids"].shape[1]),
             "max_predictions_per_seq": int(features["masked_lm_positions"].shape[1]),
             "arrays": names, "shards": shards}
-    _atomic_write(out / META_FILE, lambda f: f.write(json.dumps(full, indent=2).encode("utf-8")))
+    outputs.write_output(out / META_FILE, json.dumps(full, indent=2), root=out)
     return full
 
 
@@ -333,6 +326,8 @@ def build_pretraining_data(corpus_files: Sequence, vocab_path, out_dir, *,
     check_generator_flags(dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq)  # before the note below
     if Path(out_dir).exists() and not Path(out_dir).is_dir():  # found before the corpus is read, not after
         raise ValueError(f"output directory {out_dir} is a file; choose another --out")
+    if Path(out_dir).is_dir():  # a link or a FIFO where meta.json goes: refused before any shard is written
+        outputs.inside_output(out_dir, Path(out_dir) / META_FILE)
     if tokenizer is None:
         tokenizer = BertTokenizer(str(vocab_path), do_lower_case=do_lower_case)
     require_special_tokens(tokenizer, SPECIAL_TOKENS, "pretraining data")
@@ -399,7 +394,7 @@ def cli(argv: list[str]) -> int:
                    help="instances per .npz shard (about 45 MB each at T=128)")
     a = p.parse_args(argv)
     try:
-        outputs.check_output(a.out, inputs=[*a.corpus, a.vocab], kind="dir")
+        outputs.check_output(a.out, inputs=[*a.corpus, a.vocab], kind="dir", names=SHARD_FILES)
         build_pretraining_data(a.corpus, a.vocab, a.out, max_seq_length=a.max_seq_length,
                                max_predictions_per_seq=a.max_predictions_per_seq,
                                masked_lm_prob=a.masked_lm_prob, short_seq_prob=a.short_seq_prob,

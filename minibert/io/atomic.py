@@ -13,8 +13,13 @@ from typing import Callable
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Call write(tmp_path) on a temporary file next to `path`, then os.replace it into place.
     If write raises, the temporary file is removed and an existing `path` is left untouched.
-    An OSError (a full disk, a read-only directory) comes out naming `path`."""
+    An OSError (a full disk, a read-only directory) comes out naming `path`. A symbolic link at
+    `path` is refused (ValueError), neither written through nor replaced: the rename would put a
+    file where a person made a link (io/outputs.py has the rest of the rule)."""
     path = Path(path)
+    if path.is_symlink():
+        raise ValueError(f"{path} is a symbolic link (to {os.readlink(path)}); minibert never writes through a "
+                         f"link: remove it, or choose another output")
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable, NamedTuple
 
-from minibert.io.atomic import atomic_write
+from minibert.io import outputs
 from minibert.loop import rundir
 
 
@@ -82,6 +82,6 @@ def draw_curves(recs: list[dict], out: str | Path, panels: list[Panel], xs: tupl
             if any(h.get_label() and not h.get_label().startswith("_") for h in ax.get_lines()):
                 ax.legend(fontsize=8)
     fig.tight_layout()
-    # the temporary file's name ends in .tmp, so the format is given; atomic_write removes it if
-    # the drawing fails (rundir.clean_interrupted_saves, after a crash)
-    return atomic_write(out, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
+    # atomically (the temporary file is removed if the drawing fails, by rundir.clean_interrupted_saves
+    # after a crash); a symbolic link at `out` is refused, neither written through nor replaced
+    return outputs.save_figure(fig, Path(out), dpi=80)

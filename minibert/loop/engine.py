@@ -289,6 +289,6 @@ def write_curves(s: LoopSettings) -> Path | None:
     out = s.dir / rundir.CURVES_FILE
     try:
         return draw_curves(read_metrics(path), out, list(s.curves.panels), s.curves.axes, s.eval_label)
-    except OSError as e:
+    except (OSError, ValueError) as e:  # a full disk, a link in its place
         print(f"warning: could not draw {out}: {e}", file=sys.stderr)
         return None

@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import NamedTuple
 
-from minibert.io.atomic import atomic_write
+from minibert.io.outputs import save_figure, write_output
 from minibert.io.tensorfile import read_safetensors_header
 
 NOT_DISTINGUISHABLE = "not distinguishable at this scale"
@@ -226,7 +226,7 @@ def plot(r: dict, path: Path) -> Path | None:
         ax.grid(alpha=0.3)
     fig.suptitle(f"ablate {r['study']}: {r['title']}", fontsize=10)
     fig.tight_layout()
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
+    return save_figure(fig, path, root=path.parent, dpi=80)
 
 
 def _baseline_line(ax, r: dict, t: str) -> None:
@@ -271,7 +271,7 @@ def _plot_against_time(r: dict, tasks: list[str], path: Path) -> Path:
         ax.grid(alpha=0.3)
     fig.suptitle(f"ablate steps: {r['title']}", fontsize=10)
     fig.tight_layout()
-    return atomic_write(path, lambda tmp: fig.savefig(tmp, dpi=80, format="png"))
+    return save_figure(fig, path, root=path.parent, dpi=80)
 
 
 def write_report(out: Path, study, variants: list, downstream: list, plan, baselines: dict,
@@ -279,8 +279,8 @@ def write_report(out: Path, study, variants: list, downstream: list, plan, basel
     """table.md and results.json (after every cell); plot.png too with `draw` (at the end:
     matplotlib costs a second or two)."""
     r = build(out, study, variants, downstream, plan, baselines, notes)
-    atomic_write(out / "results.json", lambda tmp: tmp.write_text(json.dumps(r, indent=1) + "\n", encoding="utf-8"))
-    atomic_write(out / "table.md", lambda tmp: tmp.write_text(markdown(r), encoding="utf-8"))
+    write_output(out / "results.json", json.dumps(r, indent=1) + "\n", root=out)  # never through a link in out
+    write_output(out / "table.md", markdown(r), root=out)
     if draw:
         plot(r, out / "plot.png")
     return r

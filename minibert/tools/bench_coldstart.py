@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from minibert import compile_ahead
+from minibert.io import outputs
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 
@@ -61,8 +62,7 @@ def copy_tree(dest: Path) -> Path:
     for name in filter(None, files):
         src = ROOT / name
         if src.is_file():
-            (out / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, out / name)
+            outputs.write_output(out / name, lambda tmp, src=src: shutil.copy2(src, tmp), root=dest)
     return out
 
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from minibert.data import pretraining_data as pd
 from minibert.data import shards
+from minibert.io import outputs
 from minibert.text.tokenizer import BertTokenizer, basic_tokenize
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
@@ -39,7 +40,7 @@ def _synthetic_corpus(path: Path, n_docs: int = 400, seed: int = 0) -> None:
         sents = [" ".join(rng.choice(words) for _ in range(rng.randint(5, 25)))
                  for _ in range(rng.randint(3, 30))]
         docs.append("\n".join(sents))
-    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    outputs.write_output(path, "\n\n".join(docs) + "\n", root=path.parent)
 
 
 def _corpus_and_vocab(workdir: Path, max_lines: int) -> tuple[Path, list[str] | Path, str]:
@@ -56,7 +57,7 @@ def _corpus_and_vocab(workdir: Path, max_lines: int) -> tuple[Path, list[str] | 
         text = corpus.read_text(encoding="utf-8")
         lines = text.splitlines(keepends=True)
     sub = workdir / "corpus.txt"
-    sub.write_text(text, encoding="utf-8")
+    outputs.write_output(sub, text, root=workdir)
     vocab_file = corpus.parent / "vocab.txt"
     if vocab_file.is_file():
         return sub, vocab_file, f"{corpus.relative_to(ROOT) if corpus.is_relative_to(ROOT) else corpus.name} ({len(lines)} lines), {vocab_file.name}"

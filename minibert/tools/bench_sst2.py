@@ -39,6 +39,7 @@ import numpy as np
 
 from minibert import backend, optim
 from minibert.finetune.models import BertForSequenceClassification
+from minibert.io import outputs
 from minibert.model import BertConfig
 from minibert.optim import lr_at
 from minibert.text.tokenizer import BertTokenizer, save_vocab
@@ -116,7 +117,7 @@ def prepare(data_dir, limit, vocab, workdir: Path) -> dict:
         from minibert.text.wordpiece_trainer import train_wordpiece
 
         text = workdir / "train.txt"
-        text.write_text("\n".join(train_s) + "\n", encoding="utf-8")
+        outputs.write_output(text, "\n".join(train_s) + "\n", root=workdir)
         vocab_path = save_vocab(train_wordpiece([text], 8192, progress=False), workdir / "vocab.txt")
         source = "WordPiece, 8,192, learnt from the training sentences"
     tokenizer = BertTokenizer(vocab_path)
@@ -124,8 +125,8 @@ def prepare(data_dir, limit, vocab, workdir: Path) -> dict:
     dev_ids, dev_len = encode(tokenizer, dev_s)
     order = np.random.default_rng(0).permutation(len(train_s))  # the batch order, the same for both
     path = workdir / "sst2.npz"
-    np.savez(path, train_ids=train_ids, train_len=train_len, train_y=train_y, dev_ids=dev_ids, dev_len=dev_len,
-             dev_y=dev_y, order=order)
+    outputs.save_arrays(path, dict(train_ids=train_ids, train_len=train_len, train_y=train_y, dev_ids=dev_ids,
+                                   dev_len=dev_len, dev_y=dev_y, order=order), root=workdir)
     steps = math.ceil(len(order) / BATCH)
     padded = sum(int(train_len[order[i:i + BATCH]].max()) * len(order[i:i + BATCH]) for i in range(0, len(order), BATCH))
     return {"npz": str(path), "vocab": len(tokenizer), "vocab_file": source or str(vocab_path),

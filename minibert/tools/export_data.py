@@ -38,7 +38,7 @@ from minibert.io.cli import command_parser
 from minibert.io.outputs import check_output
 from minibert.io.progress import Progress
 from minibert.loop.rundir import RUN_FILE, RunLock
-from minibert.train.config import DEFAULT_DATA_CACHE
+from minibert.train.config import DEFAULT_DATA_CACHE, check_data_cache
 from minibert.train.data import run_data_dirs
 from minibert.train.runs import resume_config
 
@@ -159,7 +159,7 @@ def cli(argv: list[str]) -> int:
     with lock:  # a run still training, or a second export into it, is refused
         check_output(args.out, inputs=[args.source])  # not over the source's own files
         if args.data_cache:  # shards may be generated there
-            check_output(args.data_cache, kind="dir", flag="--data-cache")
+            check_data_cache(args.data_cache, flag="--data-cache")
         src = source(args.source, args.split, args.masking, args.seed, args.data_cache)
         n = export_jsonl(src.data, args.out, vocab=src.vocab, masking=src.masking, seed=src.seed,
                          batch_size=src.batch_size, drop_remainder=src.drop_remainder, epochs=args.epochs,

@@ -25,7 +25,7 @@ from minibert.data.shards import load_shards
 from minibert.family.albert import AlbertForPreTraining
 from minibert.loop.rundir import RunLock, run_state
 from minibert.text.tokenizer import BertTokenizer
-from minibert.train.config import DEFAULT_DATA_CACHE
+from minibert.train.config import DEFAULT_DATA_CACHE, check_data_cache
 from minibert.train.data import run_data_dirs
 from minibert.train.runs import resume_config
 
@@ -130,7 +130,7 @@ def nsp_baseline_cli(argv: list[str]) -> int:
         # the run file names the corpus and a data cache: shards are read where the run recorded them, and
         # generated again (from a corpus that hashes to the run's data) only into --data-cache
         if args.data_cache:  # shards are generated there: not inside a run, nor onto a file
-            outputs.check_output(args.data_cache, kind="dir", flag="--data-cache")
+            check_data_cache(args.data_cache, flag="--data-cache")
         cfg = dataclasses.replace(resume_config(args.run_dir, {}), data_cache=args.data_cache or DEFAULT_DATA_CACHE)
         dirs = run_data_dirs(Path(args.run_dir), cfg)
         if dirs.heldout is None:

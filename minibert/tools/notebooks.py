@@ -35,7 +35,7 @@ import traceback
 from pathlib import Path
 
 from minibert.io.cli import command_parser
-from minibert.io.outputs import check_output, write_output
+from minibert.io.outputs import check_output, make_dir, write_output
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository
 LESSONS = ROOT / "lessons"
@@ -101,7 +101,9 @@ def to_notebook(source: str) -> dict:
 
 
 def write_notebook(nb: dict, path: Path) -> Path:
-    return write_output(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    """The notebook written into its folder (atomically; a link, a FIFO or a folder at `path` is
+    refused: a FIFO there hung the command, waiting for a reader)."""
+    return write_output(path, json.dumps(nb, indent=1, ensure_ascii=False) + "\n", root=path.parent)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,8 +274,8 @@ def cli(argv: list[str]) -> int:
         print(f"{path.name}: {'ran' if ok else 'stopped at an error'}, {count_images(nb)} pictures")
         return 0 if ok else 1
     out_dir = Path(args.out) if args.out else LESSONS
-    check_output(out_dir, kind="dir")  # not inside a run, not a file
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_output(out_dir, kind="dir")  # not inside a run, not a file, not a link
+    make_dir(out_dir)
     failed = []
     for src in lesson_paths(args.lessons):
         path = write_notebook(to_notebook(src.read_text(encoding="utf-8")), out_dir / f"{src.stem}.ipynb")

@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from minibert.io import outputs
 from minibert.family.albert import AlbertConfig
 from minibert.family.electra import ElectraConfig
 from minibert.loop.settings import RunSettings, check_value
@@ -56,6 +57,14 @@ MODEL_DEFAULTS = dict(**MODEL_SIZES["tiny"],
 
 ROOT = Path(__file__).resolve().parent.parent.parent  # the repository
 DEFAULT_DATA_CACHE = str(ROOT / "data" / "generated")  # git-ignored, shared by all runs
+
+
+def check_data_cache(path: str | Path, flag: str = "data_cache") -> Path:
+    """The folder pretraining shards (and a CORPUS= or task corpus) are generated into, checked as
+    every output folder is (io/outputs.check_output): not another run nor a folder inside one,
+    not a file, not a symbolic link. The one rule of train, train-tiny, ablate, export-data and
+    nsp-baseline, whether the folder came from --set, --data-cache or a run.json on --resume."""
+    return outputs.check_output(path, kind="dir", flag=flag)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -228,6 +237,8 @@ class TrainConfig(RunSettings):
         if not isinstance(self.data_cache, (str, Path)) or not str(self.data_cache).strip():
             raise ValueError(f"data_cache={self.data_cache!r} must name a directory (empty, the shards would be "
                              f"written into the current directory)")
+        if not outputs.inside(self.data_cache, self.run_dir):  # inside the run: checked under its lock (prepare_data)
+            check_data_cache(self.data_cache)
         check_mask_shares(self.mask_shares)
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective={self.objective!r} is not one of {OBJECTIVES}")

@@ -14,14 +14,14 @@ import numpy as np
 from minibert.data.corpus import ensure_default_corpus
 from minibert.data.pretraining_data import DEFAULT_FLAGS, FEATURE_NAMES
 from minibert.data.shards import build_pretraining_data, load_shards, read_meta
-from minibert.io.atomic import atomic_write
+from minibert.io import outputs
 from minibert.io.jsonfile import read_json_object
 from minibert.io.tensorfile import sha256_file
 from minibert.io.textio import iter_lines, read_text
 from minibert.loop import rundir
 from minibert.text.tokenizer import save_vocab
 from minibert.text.wordpiece_trainer import DEFAULT_MERGE_RULE
-from minibert.train.config import DEFAULT_DATA_CACHE, TrainConfig
+from minibert.train.config import DEFAULT_DATA_CACHE, TrainConfig, check_data_cache
 
 
 def _slice_corpus(files: tuple, max_lines: int, out: Path) -> list[str]:
@@ -35,7 +35,7 @@ def _slice_corpus(files: tuple, max_lines: int, out: Path) -> list[str]:
         if len(lines) >= max_lines:
             break
     text = "".join(lines)
-    atomic_write(out, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    outputs.write_output(out, text, root=out.parent)
     return [str(out)]
 
 
@@ -55,6 +55,8 @@ def prepare_data(cfg: TrainConfig, verbose: bool = True, names_only: bool = Fals
     with the fixed seed `data_seed`: its masks are the same in every evaluation and every run.
     `names_only`: the directories these settings use, without reading or generating anything.
     """
+    if not names_only:  # the cache is an output folder, whatever named it (--set, a run.json on --resume)
+        check_data_cache(cfg.data_cache)
     for f in (*cfg.corpus, *cfg.heldout, cfg.vocab):
         if not Path(f).is_file():
             raise ValueError(f"file {f} does not exist" if not Path(f).exists() else
@@ -137,8 +139,8 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
 
     # the rule is in the name: a cache from before the frequency rule (its vocab built with the
     # score rule, which cuts common words into characters) is never reused for a new run
-    out = Path(overrides.get("data_cache") or DEFAULT_DATA_CACHE) / \
-        f"own-{sha256_file(src)[:12]}-{DEFAULT_MERGE_RULE}"
+    cache = check_data_cache(overrides.get("data_cache") or DEFAULT_DATA_CACHE)
+    out = cache / f"own-{sha256_file(src)[:12]}-{DEFAULT_MERGE_RULE}"
     vocab = overrides.get("vocab") or str(out / "vocab.txt")
     files = {"corpus": (str(out / "train.txt"),), "heldout": (str(out / "heldout.txt"),), "vocab": vocab}
     if (out / "train.txt").is_file() and Path(vocab).is_file():
@@ -153,9 +155,9 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
     train_docs = [d.strip("\n") for d, h in zip(docs, held_out) if not h]
     tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
     try:
-        tmp.mkdir(parents=True, exist_ok=True)
-        (tmp / "train.txt").write_text("\n\n".join(train_docs) + "\n", encoding="utf-8")
-        (tmp / "heldout.txt").write_text("\n\n".join(held) + "\n", encoding="utf-8")
+        outputs.make_dir(tmp, root=cache)
+        outputs.write_output(tmp / "train.txt", "\n\n".join(train_docs) + "\n", root=tmp)
+        outputs.write_output(tmp / "heldout.txt", "\n\n".join(held) + "\n", root=tmp)
         if not overrides.get("vocab"):
             # lazy: tests replace minibert.text.wordpiece_trainer.train_wordpiece, which an import at call time sees
             from minibert.text.wordpiece_trainer import train_wordpiece
@@ -164,8 +166,7 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
                   f"training part -> {vocab}")
             save_vocab(train_wordpiece([tmp / "train.txt"], OWN_VOCAB_SIZE, merge_rule=DEFAULT_MERGE_RULE),
                        tmp / "vocab.txt")
-        rundir._remove(out)  # an incomplete directory from an older version
-        os.replace(tmp, out)
+        outputs.replace_dir(tmp, out, root=cache)  # an incomplete directory from an older version is replaced
     finally:
         rundir._remove(tmp)
     return files

@@ -32,10 +32,11 @@ import hashlib
 import re
 from pathlib import Path
 
-from minibert.io.atomic import write_text_atomic
+from minibert.io import outputs
 from minibert.io.jsonfile import read_json
 from minibert.taskdata.squad_files import DEFAULT_DIR, FILES, iter_qas, require
 from minibert.taskdata.tasks import find_file, get_task, read_examples
+from minibert.train.config import check_data_cache
 
 TASKS = ("sst2", "rte", "wnut17", "swag", "squad1", "squad2")
 SETTINGS = {"objective": "mlm_nsp", "packing": "segment_pair"}  # what the run pretrains with (see above)
@@ -101,7 +102,8 @@ def write_task_corpus(task: str, data: str | None, cache: str | Path) -> Path:
     text = "\n\n".join("\n".join(d) for d in docs if d) + "\n"
     if len(docs) < 2:
         raise ValueError(f"{task}: its training file holds {len(docs)} document(s) of text; too little to pretrain on")
-    path = Path(cache) / f"task-{task}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.txt"
+    cache = check_data_cache(cache)  # an output folder: not another run, not a link
+    path = cache / f"task-{task}-{hashlib.sha256(text.encode()).hexdigest()[:12]}.txt"
     if not path.is_file():
-        write_text_atomic(path, text)
+        outputs.write_output(path, text, root=cache)
     return path
