@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from minibert.io.textio import error_line
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # command -> ("module:function", one-line help). Each function takes argv (list[str]) and
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as e:  # bad input or a failing disk: one line, not a traceback
         if os.environ.get("MINIBERT_TRACEBACK"):
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)  # a value nobody capped: not a 30 MB line
         return 1
 
 

@@ -52,6 +52,8 @@ from minibert import kernels, optim
 from minibert.backend import backend_name
 from minibert.bert import BertForPreTraining
 from minibert.io.atomic import atomic_write
+from minibert.io.jsonfile import Field, read_json_object
+from minibert.io.textio import capped_message
 from minibert.io.cli import command_parser
 from minibert.model import MODEL_SIZES, BertConfig
 
@@ -222,7 +224,6 @@ def compile_claimed(calls: list, claims: str) -> list:
 
 def worker(claims: str, plans) -> int:
     compile_claimed(kernel_calls(plans), claims)
-    return 0
 
 
 def default_workers() -> int:
@@ -241,13 +242,30 @@ def cache_key() -> dict:
             "numba": numba.__version__, "python": sys.version.split()[0], "cpu": ll.get_host_cpu_name()}
 
 
+# the marker's fields (io/jsonfile.check_fields): the cache's key and the plans compiled under it
+MARKER_FIELDS = {"key": Field(dict, "the cache's key (an object)", required=True),
+                 "plans": Field(list, f"a list of plan names ({', '.join(PLANS)})",
+                                lambda v: all(isinstance(x, str) and x in PLANS for x in v), required=True)}
+_noted: set = set()  # the bad markers already named in this process (one note each)
+
+
 def warm_plans() -> list:
-    """The plans whose kernels the marker says are in the cache (none if it is stale or missing)."""
-    try:
-        marker = json.loads(marker_path().read_text())
-    except (OSError, ValueError):
+    """The plans whose kernels the marker says are in the cache (none if it is stale or missing).
+    A marker minibert did not write as it writes them (a wrong type, not JSON, a FIFO or a device
+    in its place) is read as absent, with a one-line note: it costs the workers' start, never a
+    traceback or a wait; the next clean compile replaces it."""
+    path = marker_path()
+    if not path.exists():
         return []
-    return list(marker.get("plans", [])) if isinstance(marker, dict) and marker.get("key") == cache_key() else []
+    try:
+        marker = read_json_object(path, MARKER_FIELDS)
+    except ValueError as e:  # read_json: missing, unreadable, not JSON, a FIFO or a device, a wrong field
+        if str(path) not in _noted:
+            _noted.add(str(path))
+            print(f"note: the compile-ahead marker is not readable, so the kernels' cache is taken as cold: "
+                  f"{capped_message(str(e))}", file=sys.stderr, flush=True)
+        return []
+    return list(marker["plans"]) if marker["key"] == cache_key() else []
 
 
 def is_warm(plans) -> bool:

@@ -43,7 +43,7 @@ from pydoc_data.topics import topics
 from minibert.io.cli import command_parser
 from minibert.io import outputs
 from minibert.io.atomic import write_text_atomic
-from minibert.io.textio import iter_lines, read_text
+from minibert.io.textio import error_line, iter_lines, read_text
 from minibert.text.tokenizer import BertTokenizer, save_vocab
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is minibert/data/corpus.py)
@@ -413,7 +413,7 @@ def cli(argv: list[str]) -> int:
             outputs.check_output(args.out, kind="dir")
         paths = build_default_corpus(args.out, args.vocab_size, args.force, args.merge_rule)
     except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     stats_path = paths.train.parent / "stats.json"
     if stats_path.exists():

@@ -28,6 +28,7 @@ import numpy as np
 from minibert.io.cli import command_parser
 from minibert.io import outputs
 from minibert.io.jsonfile import read_json_object
+from minibert.io.textio import error_line
 from minibert.data.pretraining_data import (CLS, DEFAULT_FLAGS, FEATURE_NAMES, MASK, PACKINGS, PAD, SEP, UNMASKED_NAME,
                                             check_generator_flags, check_mask_shares, check_packing,
                                             create_training_instances, format_stats, generation_stats,
@@ -409,6 +410,6 @@ def cli(argv: list[str]) -> int:
                                mask_shares=a.mask_shares.split(","), sentence_order=a.sentence_order,
                                packing=a.packing)
     except (ValueError, OSError) as e:  # bad flags, empty corpus, missing/unreadable files
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     return 0
