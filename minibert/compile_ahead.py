@@ -36,12 +36,14 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 import llvmlite.binding as ll
 import numba
@@ -206,12 +208,15 @@ def kernel_calls(plans=tuple(PLANS)) -> list:
     return calls
 
 
-def compile_claimed(calls: list, claims: str) -> list:
+def compile_claimed(calls: list, claims: str, stop: Callable[[], bool] | None = None) -> list:
     """Compile (or load from Numba's cache) each call of `calls` that this process claims first:
     a claim is a file named by the call (a hash of its kernel and types), created in the directory
-    `claims` with O_EXCL, which exactly one process wins. -> the names compiled here."""
+    `claims` with O_EXCL, which exactly one process wins. `stop()` true: claim no more (a worker
+    whose parent is gone). -> the names compiled here."""
     done = []
     for name, signature in calls:
+        if stop is not None and stop():
+            break
         claim = hashlib.sha256(f"{name} {signature}".encode()).hexdigest()[:16]
         try:
             os.close(os.open(os.path.join(claims, claim), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -223,11 +228,25 @@ def compile_claimed(calls: list, claims: str) -> list:
 
 
 def worker(claims: str, plans) -> int:
-    compile_claimed(kernel_calls(plans), claims)
+    """One worker process: compile what it claims first. A worker whose parent is gone (killed:
+    the parent's `close` never ran) stops at its next claim and removes the claims folder, so a
+    killed run leaves neither processes nor a /tmp/minibert-compile-* folder behind for long."""
+    parent = os.getppid()
+    orphaned = lambda: os.getppid() != parent  # noqa: E731 - the parent's death re-parents us (to init)
+    compile_claimed(kernel_calls(plans), claims, stop=orphaned)
+    folder = Path(claims)
+    if orphaned() and folder.name.startswith("minibert-compile-") and folder.parent == Path(tempfile.gettempdir()):
+        shutil.rmtree(folder, ignore_errors=True)  # only Workers' own temporary folder
+    return 0
 
 
 def default_workers() -> int:
     return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
+def max_workers() -> int:
+    """The most --workers compile-ahead starts: the machine's cores (at least MAX_WORKERS)."""
+    return max(MAX_WORKERS, os.cpu_count() or 1)
 
 
 def marker_path() -> Path:
@@ -371,8 +390,9 @@ def cli(argv: list[str]) -> int:
         p.error(f"--plans: {', '.join(unknown)} not one of {', '.join(PLANS)}")
     if args.worker:
         return worker(args.worker, plans)
-    if args.workers < 1:
-        p.error(f"--workers {args.workers}: give 1 or more")
+    if not 1 <= args.workers <= max_workers():
+        p.error(f"--workers {args.workers}: give 1 to {max_workers()} (this machine's cores; more processes than "
+                f"cores compile no faster)")
     t0 = time.perf_counter()
     ok = True
     if not is_warm(plans):
