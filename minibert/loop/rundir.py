@@ -429,14 +429,18 @@ def check_run_dir(directory: str | Path, command: str, *, overwrite: bool = Fals
     if finished and replaceable:
         return
     diff = differs(info.settings) if differs is not None else []
-    what = f"a finished {command} run" if finished or state is None else (
-        f"an unfinished {command} run (stopped at step {shown_value(state.get('step'), 40)} of "
-        f"{shown_value(state.get('total_steps'), 40)})")
+    if state is None:  # a model (a fine-tuning run's best so far) but no checkpoint: killed before its first save
+        what = f"a {command} run that stopped before its first checkpoint (its model is there; nothing to resume)"
+    elif finished:
+        what = f"a finished {command} run"
+    else:
+        what = (f"an unfinished {command} run (stopped at step {shown_value(state.get('step'), 40)} of "
+                f"{shown_value(state.get('total_steps'), 40)})")
     if diff:
         what += f" with other settings ({', '.join(diff)})"
-    how = f"continue it with `{resume}`, " if resume and not finished else ""
-    raise ValueError(f"{d} already holds {what}; nothing was written. {how.capitalize()}replace it with "
-                     f"--overwrite, or choose another --out")
+    how = f"continue it with `{resume}`, " if resume and state is not None and not finished else ""
+    then = f"{how}replace it with --overwrite, or choose another --out"
+    raise ValueError(f"{d} already holds {what}; nothing was written. {then[0].upper()}{then[1:]}")
 
 
 def resumable_run(directory: str | Path, command: str, given: list[str] = ()) -> RunInfo:

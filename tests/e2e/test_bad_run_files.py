@@ -271,3 +271,15 @@ def test_every_command_prints_its_error_line_one_way():
            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if 'f"error: {e' in line]
     assert own == [], own
 
+
+# --- a run killed before its first checkpoint ----------------------------------------------------
+
+def test_a_run_killed_before_its_first_checkpoint_is_not_sent_to_resume(paused, capsys):
+    """A fine-tuning run writes its best model before the checkpoint that follows the evaluation;
+    killed between the two, it was called "a finished finetune run" and sent to --resume, which
+    then found no checkpoint. Now it is named as what it is, and --overwrite is the way on."""
+    shutil.rmtree(paused / "checkpoints")
+    shutil.copy(paused.parent / "cls" / "model.safetensors", paused / "model.safetensors")  # the best model so far
+    run_refused(paused.parent, FT, "a finetune run that stopped before its first checkpoint (its model is there; "
+                                   "nothing to resume); nothing was written. Replace it with --overwrite", capsys)
+    run_refused(paused.parent, ["finetune", "--resume", "{w}/ft", "--quiet"], "no checkpoint", capsys, writes="ft")
