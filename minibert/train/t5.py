@@ -32,7 +32,8 @@ import numpy as np
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, param_shapes, t5_forward, t5_loss_and_grads
 from minibert.io.atomic import write_text_atomic
-from minibert.io.jsonfile import read_json
+from minibert.io.jsonfile import read_json_object
+from minibert.io.textio import shown_value
 from minibert.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
 from minibert.loop.curves import Panel, Series
@@ -79,9 +80,10 @@ def load_run(path: str | Path, dtype=np.float32):
     cfg_path = path / CONFIG_NAME
     if not cfg_path.is_file():
         raise ValueError(f"{path} has no {CONFIG_NAME}: not a train-t5 run directory")
-    d = read_json(cfg_path)
+    d = read_json_object(cfg_path)
     if d.get("model_type") != "minibert-t5":
-        raise ValueError(f"{cfg_path} describes model_type {d.get('model_type')!r}, not a minibert-t5 model")
+        raise ValueError(f"{cfg_path} describes model_type {shown_value(d.get('model_type'))}, not a minibert-t5 "
+                         f"model")
     cfg = T5Config.from_dict(d)
     tensors, _ = load_tensors(path / WEIGHTS_NAME)
     expected = param_shapes(cfg)

@@ -283,3 +283,52 @@ def test_a_run_killed_before_its_first_checkpoint_is_not_sent_to_resume(paused, 
     run_refused(paused.parent, FT, "a finetune run that stopped before its first checkpoint (its model is there; "
                                    "nothing to resume); nothing was written. Replace it with --overwrite", capsys)
     run_refused(paused.parent, ["finetune", "--resume", "{w}/ft", "--quiet"], "no checkpoint", capsys, writes="ft")
+
+
+# --- a shard directory's meta.json ---------------------------------------------------------------
+
+META_CASES = {
+    "flags a list": ({"flags": ["x"]}, "meta.json: flags is ['x']"),
+    "special_ids a list": ({"special_ids": [2, 3]}, "meta.json: special_ids is [2, 3]"),
+    "vocab_size text": ({"vocab_size": "50"}, "meta.json: vocab_size is '50'"),
+    "format huge": ({"format": HUGE}, "meta.json: format is 'AAAA"),
+    "version 2": ({"version": 2}, "meta.json: version is 2; expected 1"),
+}
+
+
+@pytest.mark.parametrize("case", META_CASES, ids=list(META_CASES))
+def test_a_shard_index_field_of_the_wrong_type_is_one_line(case, corpus, tmp_path, capsys):
+    """flags or special_ids a list was an AttributeError where the batches are made; a huge
+    format was echoed whole."""
+    work = tmp_path / "w"
+    work.mkdir()
+    assert main(["data", "--corpus", corpus["corpus"][0], "--vocab", corpus["vocab"], "--out", str(work / "shards"),
+                 "--dupe-factor", "1"]) == 0
+    capsys.readouterr()
+    changes, expected = META_CASES[case]
+    edit_json(work / "shards" / "meta.json", **changes)
+    run_refused(work, ["export-data", "{w}/shards", "--out", "{w}/x.jsonl"], expected, capsys)
+
+
+# --- other files minibert reads back: a train-t5 run's config.json, the corpus' stats.json -------
+
+def test_a_t5_config_json_that_is_not_an_object_is_one_error(tmp_path):
+    """load_run read it with .get: a list was an AttributeError."""
+    from minibert.train import t5
+
+    (tmp_path / "config.json").write_text("[1]", encoding="utf-8")
+    with pytest.raises(ValueError, match="config.json must hold a JSON object, not list"):
+        t5.load_run(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": HUGE}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"describes model_type 'AAAA.*\(3,000,000 characters\), not a minibert-t5"):
+        t5.load_run(tmp_path)
+
+
+def test_a_damaged_corpus_stats_json_is_one_error(tmp_path):
+    """The default corpus' stats.json was read with json.loads and indexed: a list was a TypeError."""
+    from minibert.data import corpus
+
+    (tmp_path / "stats.json").write_text("[1]", encoding="utf-8")
+    (tmp_path / "heldout.txt").write_text("the film\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="stats.json must hold a JSON object"):
+        corpus._record_vocab_stats(tmp_path / "stats.json", VOCAB, "score", tmp_path / "heldout.txt")
