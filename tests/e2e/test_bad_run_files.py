@@ -19,7 +19,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from refusals import FT, VOCAB, edit_json, read_json, run_refused
+from refusals import FT, VOCAB, edit_json, read_json, refused, run_refused
 
 from minibert import compile_ahead
 from minibert.__main__ import main
@@ -332,3 +332,10 @@ def test_a_damaged_corpus_stats_json_is_one_error(tmp_path):
     (tmp_path / "heldout.txt").write_text("the film\n", encoding="utf-8")
     with pytest.raises(ValueError, match="stats.json must hold a JSON object"):
         corpus._record_vocab_stats(tmp_path / "stats.json", VOCAB, "score", tmp_path / "heldout.txt")
+
+
+@pytest.mark.parametrize("value", [["regression"], {}, 7, HUGE], ids=["a list", "an object", "a number", "huge"])
+def test_a_task_models_problem_type_of_the_wrong_type_is_refused(value, work, decoy, capsys):
+    """config.json's problem_type of any type was taken (predict answered, rc 0)."""
+    edit_json(work / "cls" / "config.json", problem_type=value)
+    refused(work, decoy, ["predict", "{w}/cls", "a good film"], "config.json: problem_type is", capsys)
