@@ -219,9 +219,10 @@ def _cold_compile_ahead(tmp_path):
 
     log = tmp_path / "out.txt"
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "MINIBERT_BACKEND": "numba"}
-    proc = subprocess.Popen([sys.executable, "-m", "minibert", "compile-ahead", "--workers", "2", "--plans",
-                             "attention"], env=env, start_new_session=True, stdout=log.open("wb"),
-                            stderr=subprocess.STDOUT, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    with log.open("wb") as out:  # the child holds its own copy of the file
+        proc = subprocess.Popen([sys.executable, "-m", "minibert", "compile-ahead", "--workers", "2", "--plans",
+                                 "attention"], env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     for _ in range(600):  # until the workers have started
         if "compiling the Numba kernels" in log.read_text(errors="replace"):
             break
