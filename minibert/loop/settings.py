@@ -67,7 +67,13 @@ def check_value(key: str, value: Any, field: dataclasses.Field, where: str = "")
         return value
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if kind is tuple and isinstance(value, (list, tuple)):
+    if kind is tuple and isinstance(value, (list, tuple)):  # of strings (files), or of numbers as its default
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        numbers = bool(default) and isinstance(default[0], (int, float))
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) if numbers else isinstance(x, str)
+                   for x in value):
+            raise ValueError(f"{at}{key} is {shown_value(value)}; it must be a list of "
+                             f"{'numbers' if numbers else 'strings'}")
         return tuple(value)
     if kind is bool and not isinstance(value, bool) or kind is int and (isinstance(value, bool) or
                                                                         not isinstance(value, int)) \

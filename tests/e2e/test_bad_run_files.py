@@ -339,3 +339,20 @@ def test_a_task_models_problem_type_of_the_wrong_type_is_refused(value, work, de
     """config.json's problem_type of any type was taken (predict answered, rc 0)."""
     edit_json(work / "cls" / "config.json", problem_type=value)
     refused(work, decoy, ["predict", "{w}/cls", "a good film"], "config.json: problem_type is", capsys)
+
+
+SAVED_SETTINGS = {  # found by this branch's probe: a saved setting of the wrong shape, on train --resume
+    "model a string": ({"model": "tiny"}, "an object \"model\""),
+    "model a list": ({"model": [1]}, "an object \"model\""),
+    "corpus of numbers": ({"corpus": [2]}, "corpus is [2]; it must be a list of strings"),
+    "heldout of lists": ({"heldout": [["a"]]}, "heldout is [['a']]; it must be a list of strings"),
+}
+
+
+@pytest.mark.parametrize("case", SAVED_SETTINGS, ids=list(SAVED_SETTINGS))
+def test_a_saved_setting_of_the_wrong_shape_is_one_line(case, run_copy, capsys):
+    """They were an AttributeError ('str' object has no attribute 'items') and a TypeError (a
+    path that is an int)."""
+    changes, expected = SAVED_SETTINGS[case]
+    _settings(run_copy, **changes)
+    run_refused(run_copy.parent, ["train", "--resume", "{w}/run"], expected, capsys, writes="run")
