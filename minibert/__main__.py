@@ -14,6 +14,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from minibert.io.cli import command_parser
+from minibert.io.textio import error_line
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # command -> ("module:function", one-line help). Each function takes argv (list[str]) and
@@ -75,11 +78,19 @@ def run_interop_tests(argv: list[str]) -> int:
 
 def run_lessons(argv: list[str]) -> int:
     """Run lessons/NN_*.py in order, each in its own process; stop at the first failure."""
+    p = command_parser("lessons", run_lessons.__doc__)
+    p.add_argument("only", nargs="*", metavar="NN", help="run only these lessons, by number (e.g. 06 11); default: all")
+    args = p.parse_args(argv)  # --help prints the help and runs nothing (it once ran every lesson)
     env = dict(os.environ, MPLBACKEND="Agg")
     lessons = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.py"))
     if not lessons:
         print("no lessons found in", ROOT / "lessons", file=sys.stderr)
         return 1
+    if args.only:
+        numbers = {path.name[:2] for path in lessons}
+        if unknown := [n for n in args.only if n.zfill(2) not in numbers]:
+            p.error(f"no lesson {', '.join(unknown)}; the lessons are {', '.join(sorted(numbers))}")
+        lessons = [path for path in lessons if path.name[:2] in {n.zfill(2) for n in args.only}]
     for path in lessons:
         print(f"=== {path.name}", flush=True)
         rc = subprocess.call([sys.executable, str(path)], cwd=ROOT, env=env)
@@ -138,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, OSError) as e:  # bad input or a failing disk: one line, not a traceback
         if os.environ.get("MINIBERT_TRACEBACK"):
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)  # a value nobody capped: not a 30 MB line
         return 1
 
 

@@ -19,6 +19,7 @@ Public API:
     from_hf_state_dict(state, config, dtype=np.float32) -> params
     save_pretrained(model, directory, vocab=None)
     read_pretrained(directory, dtype=np.float32) -> Pretrained (minibert.bert.load_pretrained builds the model)
+    model_tokenizer(directory, config, do_lower_case) -> BertTokenizer, its vocab.txt checked against the model
 
 A checkpoint directory is read and written here in both directions (names, shapes, config.json
 and the layouts transformers writes: sharded, task classes, sentence-transformers' folders), so
@@ -39,8 +40,9 @@ from minibert.io.hub import resolve_model_dir
 from minibert.io.jsonfile import read_json, read_json_object
 from minibert.io.tensorfile import (PICKLE_SUFFIXES, check_finite, load_tensors, read_safetensors_header, refuse_pickle,
                                     save_tensors_atomic)
-from minibert.io.textio import refuse_special_file
+from minibert.io.textio import refuse_special_file, shown_value
 from minibert.model import ACTIVATIONS, HEAD_GROUPS, BertConfig, param_shapes
+from minibert.text.tokenizer import BertTokenizer
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
@@ -306,7 +308,7 @@ def config_text(d: dict, key: str, default: str | None, path) -> str | None:
     """A string field of config.json (model_type, hidden_act, ...), checked to be one."""
     value = d.get(key, default)
     if value is not None and not isinstance(value, str):
-        raise ValueError(f"{path}: {key} is {value!r} ({type(value).__name__}); it must be a string")
+        raise ValueError(f"{path}: {key} is {shown_value(value)} ({type(value).__name__}); it must be a string")
     return value
 
 
@@ -314,7 +316,7 @@ def config_architectures(d: dict, path) -> list[str]:
     """config.json's "architectures": a list of class names (empty when absent)."""
     archs = d.get("architectures") or []
     if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
-        raise ValueError(f"{path}: architectures is {archs!r}; it must be a list of class names, "
+        raise ValueError(f"{path}: architectures is {shown_value(archs)}; it must be a list of class names, "
                          f"e.g. [\"BertForSequenceClassification\"]")
     return archs
 
@@ -326,16 +328,18 @@ def read_config(path: str | Path, d: dict | None = None) -> tuple[BertConfig, st
     d = read_config_json(path) if d is None else d
     model_type = config_text(d, "model_type", "bert", path)
     if model_type != "bert":
-        raise ValueError(f"{path}: model_type {model_type!r} is not 'bert'" +
+        raise ValueError(f"{path}: model_type {shown_value(model_type)} is not 'bert'" +
                          (" (load ALBERT checkpoints with minibert.AlbertForPreTraining)" if model_type == "albert" else ""))
     archs = config_architectures(d, path)
     if len(archs) > 1 or (archs and archs[0] not in ARCHITECTURES):
-        raise ValueError(f"{path}: architecture {archs} is not supported; minibert reads {sorted(ARCHITECTURES)}")
+        raise ValueError(f"{path}: architecture {shown_value(archs)} is not supported; minibert reads "
+                         f"{sorted(ARCHITECTURES)}")
     if config_text(d, "hidden_act", "gelu", path) not in ACTIVATIONS:
-        raise ValueError(f"{path}: hidden_act {d['hidden_act']!r} is not supported; use one of {sorted(ACTIVATIONS)}")
+        raise ValueError(f"{path}: hidden_act {shown_value(d['hidden_act'])} is not supported; use one of "
+                         f"{sorted(ACTIVATIONS)}")
     if config_text(d, "position_embedding_type", "absolute", path) != "absolute":
-        raise ValueError(f"{path}: position_embedding_type {d['position_embedding_type']!r} is not supported "
-                         f"(only 'absolute')")
+        raise ValueError(f"{path}: position_embedding_type {shown_value(d['position_embedding_type'])} is not "
+                         f"supported (only 'absolute')")
     for flag in ("is_decoder", "add_cross_attention"):
         if d.get(flag):
             raise ValueError(f"{path}: {flag}=true is not supported (minibert is an encoder)")
@@ -508,6 +512,28 @@ def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
                       {k: raw[k] for k in TASK_CONFIG_KEYS if k in raw})
 
 
+def model_tokenizer(directory: str | Path, config, do_lower_case: bool = True, what: str = "") -> BertTokenizer:
+    """The tokenizer of a model directory, checked against the model it was loaded with: vocab.txt
+    must be there (a regular file) and hold exactly config.vocab_size tokens. A vocabulary of
+    another model beside the checkpoint would give ids the embedding table never learnt (a
+    smaller one) or has no row for (a larger one): every command that loads a model directory
+    (predict, evaluate, fill-mask, attention, finetune --init, nsp-baseline's run) gets it here,
+    with the same message. `what` names the directory in it ("--init runs/x")."""
+    directory = Path(directory)
+    vocab = directory / VOCAB_NAME
+    name = what or str(directory)
+    refuse_special_file(vocab)  # a FIFO or a device is named as such, not as missing
+    if not vocab.is_file():
+        raise ValueError(f"{name} has no {VOCAB_NAME}: the model's vocabulary is needed to tokenize text (a model "
+                         f"directory holds config.json, model.safetensors and vocab.txt)")
+    tokenizer = BertTokenizer(vocab, do_lower_case=do_lower_case)
+    if len(tokenizer) != config.vocab_size:
+        raise ValueError(f"vocab/checkpoint mismatch in {name}: vocab.txt has {len(tokenizer):,} tokens but "
+                         f"config.json says vocab_size {config.vocab_size:,}; the model was trained with a different "
+                         f"vocabulary (put its own vocab.txt beside it)")
+    return tokenizer
+
+
 def check_layer_count(header: dict, layers: int, pattern: str, path) -> None:
     """config.json's num_hidden_layers against the layers a safetensors header holds (the
     distinct numbers `pattern`'s group finds in its tensor names): a config that asks for more
@@ -525,7 +551,7 @@ def read_do_lower_case(path: Path) -> bool | None:
     d = read_json(path)
     value = d.get("do_lower_case") if isinstance(d, dict) else None
     if value is not None and not isinstance(value, bool):
-        raise ValueError(f"{path}: do_lower_case must be true or false, got {value!r}")
+        raise ValueError(f"{path}: do_lower_case must be true or false, got {shown_value(value)}")
     return value
 
 

@@ -37,12 +37,14 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Callable
 
 import llvmlite.binding as ll
 import numba
@@ -54,6 +56,8 @@ from minibert.backend import backend_name
 from minibert.bert import BertForPreTraining
 from minibert.io import outputs
 from minibert.io.atomic import atomic_write
+from minibert.io.jsonfile import Field, read_json_object
+from minibert.io.textio import capped_message
 from minibert.io.cli import command_parser
 from minibert.model import MODEL_SIZES, BertConfig
 
@@ -206,12 +210,15 @@ def kernel_calls(plans=tuple(PLANS)) -> list:
     return calls
 
 
-def compile_claimed(calls: list, claims: str) -> list:
+def compile_claimed(calls: list, claims: str, stop: Callable[[], bool] | None = None) -> list:
     """Compile (or load from Numba's cache) each call of `calls` that this process claims first:
     a claim is a file named by the call (a hash of its kernel and types), created in the directory
-    `claims` with O_EXCL, which exactly one process wins. -> the names compiled here."""
+    `claims` with O_EXCL, which exactly one process wins. `stop()` true: claim no more (a worker
+    whose parent is gone). -> the names compiled here."""
     done = []
     for name, signature in calls:
+        if stop is not None and stop():
+            break
         claim = hashlib.sha256(f"{name} {signature}".encode()).hexdigest()[:16]
         try:
             os.close(os.open(os.path.join(claims, claim), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
@@ -254,13 +261,26 @@ def check_claims_dir(claims: str) -> None:
 
 
 def worker(claims: str, plans) -> int:
+    """One worker process: compile what it claims first. A worker whose parent is gone (killed:
+    the parent's `close` never ran) stops at its next claim and removes the claims folder, so a
+    killed run leaves neither processes nor a /tmp/minibert-compile-* folder behind for long."""
     check_claims_dir(claims)
-    compile_claimed(kernel_calls(plans), claims)
+    parent = os.getppid()
+    orphaned = lambda: os.getppid() != parent  # noqa: E731 - the parent's death re-parents us (to init)
+    compile_claimed(kernel_calls(plans), claims, stop=orphaned)
+    folder = Path(claims)
+    if orphaned() and folder.name.startswith("minibert-compile-") and folder.parent == Path(tempfile.gettempdir()):
+        shutil.rmtree(folder, ignore_errors=True)  # only Workers' own temporary folder
     return 0
 
 
 def default_workers() -> int:
     return max(1, min(MAX_WORKERS, os.cpu_count() or 1))
+
+
+def max_workers() -> int:
+    """The most --workers compile-ahead starts: the machine's cores (at least MAX_WORKERS)."""
+    return max(MAX_WORKERS, os.cpu_count() or 1)
 
 
 def marker_path() -> Path:
@@ -275,13 +295,30 @@ def cache_key() -> dict:
             "numba": numba.__version__, "python": sys.version.split()[0], "cpu": ll.get_host_cpu_name()}
 
 
+# the marker's fields (io/jsonfile.check_fields): the cache's key and the plans compiled under it
+MARKER_FIELDS = {"key": Field(dict, "the cache's key (an object)", required=True),
+                 "plans": Field(list, f"a list of plan names ({', '.join(PLANS)})",
+                                lambda v: all(isinstance(x, str) and x in PLANS for x in v), required=True)}
+_noted: set = set()  # the bad markers already named in this process (one note each)
+
+
 def warm_plans() -> list:
-    """The plans whose kernels the marker says are in the cache (none if it is stale or missing)."""
-    try:
-        marker = json.loads(marker_path().read_text())
-    except (OSError, ValueError):
+    """The plans whose kernels the marker says are in the cache (none if it is stale or missing).
+    A marker minibert did not write as it writes them (a wrong type, not JSON, a FIFO or a device
+    in its place) is read as absent, with a one-line note: it costs the workers' start, never a
+    traceback or a wait; the next clean compile replaces it."""
+    path = marker_path()
+    if not path.exists():
         return []
-    return list(marker.get("plans", [])) if isinstance(marker, dict) and marker.get("key") == cache_key() else []
+    try:
+        marker = read_json_object(path, MARKER_FIELDS)
+    except ValueError as e:  # read_json: missing, unreadable, not JSON, a FIFO or a device, a wrong field
+        if str(path) not in _noted:
+            _noted.add(str(path))
+            print(f"note: the compile-ahead marker is not readable, so the kernels' cache is taken as cold: "
+                  f"{capped_message(str(e))}", file=sys.stderr, flush=True)
+        return []
+    return list(marker["plans"]) if marker["key"] == cache_key() else []
 
 
 def is_warm(plans) -> bool:
@@ -387,8 +424,9 @@ def cli(argv: list[str]) -> int:
         p.error(f"--plans: {', '.join(unknown)} not one of {', '.join(PLANS)}")
     if args.worker:
         return worker(args.worker, plans)
-    if args.workers < 1:
-        p.error(f"--workers {args.workers}: give 1 or more")
+    if not 1 <= args.workers <= max_workers():
+        p.error(f"--workers {args.workers}: give 1 to {max_workers()} (this machine's cores; more processes than "
+                f"cores compile no faster)")
     t0 = time.perf_counter()
     ok = True
     if not is_warm(plans):

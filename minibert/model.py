@@ -46,6 +46,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minibert import layers
+from minibert.io.textio import shown_value
 from minibert.native.malloc import available_memory
 from minibert.text.tokenizer import MAX_VOCAB_SIZE
 
@@ -88,19 +89,20 @@ class BertConfig:
         for name, limit in SIZE_LIMITS.items():
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name}={value!r} must be a positive integer")
+                raise ValueError(f"{name}={shown_value(value)} must be a positive integer")
             if value > limit:
                 raise ValueError(f"{name}={value} is more than minibert builds (at most {limit:,}; BERT-large has "
                                  f"{BERT_LARGE[name]:,})")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range", "layer_norm_eps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not math.isfinite(value):
-                raise ValueError(f"{name}={value!r} must be a finite number")
+                raise ValueError(f"{name}={shown_value(value)} must be a finite number")
         if self.hidden_size % self.num_attention_heads:
             raise ValueError(f"hidden_size {self.hidden_size} is not divisible by "
                              f"num_attention_heads {self.num_attention_heads}")
         if not isinstance(self.hidden_act, str) or self.hidden_act not in ACTIVATIONS:
-            raise ValueError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(ACTIVATIONS)}")
+            raise ValueError(f"hidden_act {shown_value(self.hidden_act)} is not supported; use one of "
+                             f"{sorted(ACTIVATIONS)}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name}={getattr(self, name)} must be in [0, 1)")

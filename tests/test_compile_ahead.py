@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numba
 import numpy as np
@@ -169,3 +170,100 @@ def test_record_compiles_records_each_new_signature_once_and_restores_numba():
     assert all(r["compiled"] and r["cpu_s"] >= 0 for r in records)
     assert "int64" in records[0]["signature"] and "float64" in records[1]["signature"]
     assert dispatcher.Dispatcher.compile is compile_before
+
+
+# --- what a killed run and an unbounded --workers left (issue 56) --------------------------------
+
+def test_a_worker_whose_parent_is_gone_stops_claiming_and_removes_the_claims_folder(monkeypatch):
+    """A run killed with SIGKILL never runs Workers.close: its workers went on compiling and left
+    /tmp/minibert-compile-*. Now a worker that finds itself re-parented claims nothing more and
+    removes the folder (Workers' own temporary one only)."""
+    import tempfile
+
+    calls = [("_zero_kernel", ("a",)), ("_zero_kernel", ("b",))]
+    monkeypatch.setattr(compile_ahead, "kernel_calls", lambda plans: calls)
+    compiled = []
+    monkeypatch.setattr(compile_ahead.kernels, "KERNELS", {"_zero_kernel": type("K", (), {
+        "compile": staticmethod(lambda sig: compiled.append(sig))})})
+    parents = iter([100, 100, 1, 1, 1, 1])  # the parent at the start, then init after it died
+    monkeypatch.setattr(compile_ahead.os, "getppid", lambda: next(parents))
+    claims = tempfile.mkdtemp(prefix="minibert-compile-")
+    assert compile_ahead.worker(claims, ["step"]) == 0
+    assert compiled == [("a",)]  # the first claim, made while the parent lived; none after
+    assert not os.path.exists(claims)
+
+
+def test_a_worker_with_its_parent_removes_nothing_and_a_folder_of_another_name_is_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(compile_ahead, "kernel_calls", lambda plans: [])
+    monkeypatch.setattr(compile_ahead.os, "getppid", lambda: 100)
+    assert compile_ahead.worker(str(tmp_path), ["step"]) == 0 and tmp_path.is_dir()
+    parents = iter([100, 1])
+    monkeypatch.setattr(compile_ahead.os, "getppid", lambda: next(parents))
+    assert compile_ahead.worker(str(tmp_path), ["step"]) == 0 and tmp_path.is_dir()  # not Workers' folder
+
+
+@pytest.mark.parametrize("workers", ["0", "-3", "100000"])
+def test_workers_out_of_range_is_refused_before_anything_starts(workers, monkeypatch, capsys):
+    """--workers 100000 started that many processes."""
+    monkeypatch.setattr(compile_ahead, "Workers", lambda *a: pytest.fail("workers started"))
+    with pytest.raises(SystemExit) as e:
+        compile_ahead.cli(["--workers", workers])
+    assert e.value.code == 2
+    assert f"--workers {workers}: give 1 to {compile_ahead.max_workers()}" in capsys.readouterr().err
+
+
+def _cold_compile_ahead(tmp_path):
+    """compile-ahead on an empty cache, in a session of its own with SIGINT as a terminal leaves
+    it (not ignored), its output in a file -> (the process, that file)."""
+    import signal
+
+    log = tmp_path / "out.txt"
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache"), "MINIBERT_BACKEND": "numba"}
+    with log.open("wb") as out:  # the child holds its own copy of the file
+        proc = subprocess.Popen([sys.executable, "-m", "minibert", "compile-ahead", "--workers", "2", "--plans",
+                                 "attention"], env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    for _ in range(600):  # until the workers have started
+        if "compiling the Numba kernels" in log.read_text(errors="replace"):
+            break
+        time.sleep(0.1)
+    return proc, log
+
+
+def _workers_of(proc) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=,args=", "-s", str(proc.pid)], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if "--worker" in line]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_compile_ahead_and_its_workers(tmp_path):
+    """Ctrl-C in a terminal (SIGINT to the foreground group) during a cold compile: exit 130."""
+    import signal
+
+    proc, log = _cold_compile_ahead(tmp_path)
+    time.sleep(3)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=120) == 130, log.read_text()
+    time.sleep(1)
+    assert _workers_of(proc) == []
+
+
+@pytest.mark.slow
+def test_a_killed_compile_ahead_leaves_no_workers_and_no_claims_folder(tmp_path):
+    """SIGKILL to the parent alone: its workers notice at their next claim and leave, removing
+    the claims folder (they went on compiling and left /tmp/minibert-compile-*)."""
+    import signal
+
+    proc, log = _cold_compile_ahead(tmp_path)
+    workers = _workers_of(proc)
+    claims = {line.split("--worker ")[1].split()[0] for line in subprocess.run(
+        ["ps", "-o", "args=", "-s", str(proc.pid)], capture_output=True, text=True).stdout.splitlines()
+        if "--worker " in line}
+    assert workers and len(claims) == 1
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for _ in range(1200):
+        if not _workers_of(proc) and not os.path.exists(next(iter(claims))):
+            break
+        time.sleep(0.1)
+    assert _workers_of(proc) == [] and not os.path.exists(next(iter(claims)))

@@ -43,7 +43,8 @@ from pydoc_data.topics import topics
 from minibert.io.cli import command_parser
 from minibert.io import outputs
 from minibert.io.atomic import write_text_atomic
-from minibert.io.textio import iter_lines, read_text
+from minibert.io.jsonfile import read_json_object
+from minibert.io.textio import error_line, iter_lines, read_text
 from minibert.text.tokenizer import BertTokenizer, save_vocab
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is minibert/data/corpus.py)
@@ -385,7 +386,7 @@ def _record_vocab_stats(stats_path: Path, vocab: list[str], merge_rule: str, hel
     for line in read_text(heldout).splitlines():
         words += len(tok.basic_tokenize(line))
         pieces += len(tok.tokenize(line))
-    stats = json.loads(stats_path.read_text(encoding="utf-8")) if stats_path.exists() else {}
+    stats = read_json_object(stats_path) if stats_path.exists() else {}  # a damaged one: an error naming it
     stats["vocab"] = {"size": len(vocab), "merge_rule": merge_rule, "lowercase": True,
                       "heldout_tokens_per_word": round(pieces / max(words, 1), 4)}
     write_text_atomic(stats_path, json.dumps(stats, indent=2) + "\n")
@@ -415,7 +416,7 @@ def cli(argv: list[str]) -> int:
             outputs.check_output(args.out, kind="dir")
         paths = build_default_corpus(args.out, args.vocab_size, args.force, args.merge_rule)
     except (OSError, ValueError, RuntimeError, subprocess.TimeoutExpired) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     stats_path = paths.train.parent / "stats.json"
     if stats_path.exists():

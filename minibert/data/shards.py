@@ -27,7 +27,8 @@ import numpy as np
 
 from minibert.io.cli import command_parser
 from minibert.io import outputs
-from minibert.io.jsonfile import read_json_object
+from minibert.io.jsonfile import Field, has_type, read_json_object
+from minibert.io.textio import error_line, shown_value
 from minibert.data.pretraining_data import (CLS, DEFAULT_FLAGS, FEATURE_NAMES, MASK, PACKINGS, PAD, SEP, UNMASKED_NAME,
                                             check_generator_flags, check_mask_shares, check_packing,
                                             create_training_instances, format_stats, generation_stats,
@@ -97,6 +98,22 @@ def write_shards(features: dict[str, np.ndarray], out_dir, instances_per_shard: 
     return full
 
 
+# meta.json's fields, typed by io/jsonfile.check_fields (each shard's entry is checked below)
+META_FIELDS = {
+    "format": Field(str, f"{META_FORMAT!r} (a shard directory of this minibert)", lambda v: v == META_FORMAT,
+                    required=True),
+    "version": Field(int, f"{META_VERSION} (shards of this minibert; make them again with `python -m minibert data`)",
+                     lambda v: v == META_VERSION, required=True),
+    "shards": Field(list, "a list of {file, num_instances} objects", required=True),
+    "vocab_sha256": Field(str, "the sha256 of the vocab (64 hex digits)", lambda v: len(v) == 64),
+    "vocab_size": Field(int, "a positive integer", lambda v: v >= 1),
+    "max_predictions_per_seq": Field(int, "a positive integer", lambda v: v >= 1),
+    "flags": Field(dict, "an object of the generator's flags"),
+    "special_ids": Field(dict, "an object {special token: id}",
+                         lambda v: all(has_type(i, int) and i >= 0 for i in v.values())),
+}
+
+
 def read_meta(data_dir, vocab=None) -> dict:
     """meta.json of a shard directory, checked: format, every shard present, vocab hash if given."""
     d = Path(data_dir)
@@ -104,19 +121,14 @@ def read_meta(data_dir, vocab=None) -> dict:
     if not path.is_file():
         raise ValueError(f"{path} not found: not a pretraining data directory (or generation "
                          "did not finish); run `python -m minibert data`")
-    meta = read_json_object(path)
-    if meta.get("format") != META_FORMAT or meta.get("version") != META_VERSION:
-        raise ValueError(f"{path}: format {meta.get('format')!r} v{meta.get('version')} is not "
-                         f"{META_FORMAT!r} v{META_VERSION}")
-    shards = meta.get("shards")
-    if not isinstance(shards, list):
-        raise ValueError(f"{path}: shards is {shards!r:.200}, expected a list of {{file, num_instances}} objects")
+    meta = read_json_object(path, META_FIELDS)
+    shards = meta["shards"]
     for i, shard in enumerate(shards):
         ok = isinstance(shard, dict) and isinstance(shard.get("file"), str) and \
             isinstance(shard.get("num_instances"), int) and not isinstance(shard["num_instances"], bool)
         if not ok or shard["num_instances"] < 0 or Path(shard["file"]).name != shard["file"] \
                 or shard["file"] in ("", ".", ".."):
-            raise ValueError(f"{path}: shards[{i}] is {shard!r:.200}, expected {{\"file\": a file name in {d}, "
+            raise ValueError(f"{path}: shards[{i}] is {shown_value(shard)}, expected {{\"file\": a file name in {d}, "
                              f"\"num_instances\": a count}}")
         if not (d / shard["file"]).is_file():
             raise ValueError(f"shard {d / shard['file']} listed in {path} is missing")
@@ -404,6 +416,6 @@ def cli(argv: list[str]) -> int:
                                mask_shares=a.mask_shares.split(","), sentence_order=a.sentence_order,
                                packing=a.packing)
     except (ValueError, OSError) as e:  # bad flags, empty corpus, missing/unreadable files
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     return 0

@@ -26,6 +26,7 @@ from minibert.finetune.run import (COMMAND, ClassifierSource, FinetuneConfig, Fi
 from minibert.checkpoint import read_casing
 from minibert.io.hub import resolve_model_dir
 from minibert.io import outputs
+from minibert.io.textio import error_line
 from minibert.loop import engine, rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.finetune.evaluate import load_finetuned, predict_file, predict_lines
@@ -246,7 +247,7 @@ def cli(argv: list[str]) -> int:
         try:
             return _run(cfg, bool(args.resume), args.quiet, None if args.resume else (name, defaulted, given))
         except TrainingDiverged as e:  # NaN/inf loss: the message names the step and the last checkpoint
-            print(f"error: {e}", file=sys.stderr)
+            print(error_line(e), file=sys.stderr)
             return 1
         except TrainingAborted as e:  # a second Ctrl-C: stopped without saving
             print(f"\n{e}", file=sys.stderr)

@@ -27,7 +27,7 @@ import numpy as np
 from minibert.io.cli import command_parser
 from minibert.finetune.registry import TASK_ARCHITECTURES
 from minibert.loop import rundir
-from minibert.checkpoint import config_architectures, read_config_json
+from minibert.checkpoint import config_architectures, model_tokenizer, read_config_json
 from minibert.finetune import metrics, squad, squad_eval
 from minibert.finetune.features import IGNORE_INDEX, word_predictions
 from minibert.finetune.run import ClassifierSource, predict_logits
@@ -37,7 +37,6 @@ from minibert.io.textio import iter_lines, refuse_special_file
 from minibert.taskdata.readers import (LABEL_COLUMNS, LINE_BYTES, PAIR_COLUMNS, SINGLE_COLUMNS, TaggedExample,
                                        TextExample, glue_columns, read_conll, swag_rows, table_kind, table_rows,
                                        text_line)
-from minibert.text.tokenizer import BertTokenizer
 
 
 class Finetuned(NamedTuple):
@@ -55,9 +54,7 @@ def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
         raise ValueError(f"{directory} holds a {archs[0] or 'model without architecture'}, not a fine-tuned model; "
                          f"fine-tune it first (python -m minibert finetune ...)")
     model = TASK_ARCHITECTURES[archs[0]].from_pretrained(directory, verify=verify)  # checks the rest of config.json
-    if model.vocab_path is None:
-        raise ValueError(f"{directory} has no vocab.txt")
-    tokenizer = BertTokenizer(model.vocab_path, do_lower_case=model.do_lower_case)
+    tokenizer = model_tokenizer(directory, model.config, model.do_lower_case)  # the vocab checked against the model
     info = rundir.read_run(directory)
     saved = info.extra if info is not None and info.command == "finetune" else {}
     return Finetuned(directory, model, tokenizer, saved)

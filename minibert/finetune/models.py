@@ -41,6 +41,7 @@ from minibert.finetune.heads import (Encoder, causal_encoder_layers, encoder_lay
                                      run_encoder, head_backward, head_forward, head_logits)
 from minibert import checkpoint
 from minibert.io import atomic, tensorfile
+from minibert.io.textio import shown_value
 from minibert.model import (HEAD_GROUPS, BertConfig, train_rng, check_inputs, check_params, encoder_backward,
                             init_params, param_shapes, truncated_normal)
 
@@ -105,7 +106,7 @@ def check_labels(config) -> None:
     id2label keys 0..K-1 (JSON gives strings), num_labels = K, label2id its inverse."""
     if config.id2label is not None:
         if not isinstance(config.id2label, dict) or not all(str(k).isdigit() for k in config.id2label):
-            raise ValueError(f"id2label is {config.id2label!r}; it must map class ids 0..K-1 to label names, "
+            raise ValueError(f"id2label is {shown_value(config.id2label)}; it must map class ids 0..K-1 to label names, "
                              f"e.g. {{\"0\": \"negative\", \"1\": \"positive\"}}")
         config.id2label = {int(k): str(v) for k, v in config.id2label.items()}
         if sorted(config.id2label) != list(range(len(config.id2label))):
@@ -113,13 +114,17 @@ def check_labels(config) -> None:
         config.num_labels = len(config.id2label)
     if isinstance(config.num_labels, bool) or not isinstance(config.num_labels, (int, np.integer)) \
             or not 1 <= config.num_labels <= 1 << 20:
-        raise ValueError(f"num_labels={config.num_labels!r} must be a positive integer (at most 2**20)")
+        raise ValueError(f"num_labels={shown_value(config.num_labels)} must be a positive integer (at most 2**20)")
     if config.id2label is None:
         config.id2label = {i: f"LABEL_{i}" for i in range(config.num_labels)}
     if config.label2id is not None and (not isinstance(config.label2id, dict)
                                         or not all(isinstance(v, int) and not isinstance(v, bool)
                                                    for v in config.label2id.values())):
-        raise ValueError(f"label2id is {config.label2id!r}; it must map label names to class ids")
+        raise ValueError(f"label2id is {shown_value(config.label2id)}; it must map label names to class ids")
+    if config.problem_type is not None and (not isinstance(config.problem_type, str)
+                                            or not 0 < len(config.problem_type) <= 100):
+        raise ValueError(f"problem_type is {shown_value(config.problem_type)}; it must be a name such as "
+                         f"\"single_label_classification\" or \"regression\" (or absent)")
     config.label2id = {v: k for k, v in config.id2label.items()} if config.label2id is None else \
         {str(k): int(v) for k, v in config.label2id.items()}
 

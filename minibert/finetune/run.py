@@ -36,7 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.checkpoint import CONFIG_NAME, model_directory, read_casing, read_config, read_config_json
+from minibert.checkpoint import (CONFIG_NAME, model_directory, model_tokenizer, read_casing, read_config,
+                                 read_config_json)
 from minibert.data.corpus import ensure_default_corpus
 from minibert.finetune.features import IGNORE_INDEX, trim
 from minibert.finetune.frozen import TAGGERS
@@ -314,10 +315,7 @@ def _load_model(cfg: FinetuneConfig, kind: str, num_labels: int | None, id2label
     for w in caught:
         if notes:
             print(f"note: {w.message}")
-    tokenizer = BertTokenizer(init / "vocab.txt", do_lower_case=model.do_lower_case)
-    if len(tokenizer) != model.config.vocab_size:
-        raise ValueError(f"--init {init}: vocab.txt has {len(tokenizer)} tokens but the model's vocab_size is "
-                         f"{model.config.vocab_size}; the model was trained with a different vocabulary")
+    tokenizer = model_tokenizer(init, model.config, model.do_lower_case, f"--init {init}")
     if cfg.vocab and Path(cfg.vocab).resolve() != (init / "vocab.txt").resolve():
         other = BertTokenizer(cfg.vocab)
         if other.ids_to_tokens != tokenizer.ids_to_tokens:

@@ -27,7 +27,7 @@ import sys
 
 from minibert.io.cli import command_parser
 from minibert.io.jsonfile import read_json
-from minibert.io.textio import shown
+from minibert.io.textio import error_line, shown
 from minibert.taskdata.squad_files import iter_qas, require
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -252,6 +252,6 @@ def cli(argv: list[str]) -> int:
         else:
             print(text)
     except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     return 0

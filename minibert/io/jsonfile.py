@@ -5,16 +5,29 @@ one error naming the file, never in a traceback.
     read_json(path, what="")  the value, or ValueError "[WHAT ]PATH: ..." (missing or unreadable,
                               not UTF-8, not JSON, nested too deeply for Python's parser); a
                               UTF-8 byte-order mark is skipped. The one JSON file reader.
-    read_json_object(path)    the same, and it must be a JSON object
+    read_json_object(path, fields=None)
+                              the same, and it must be a JSON object (whose `fields` are checked)
     parse_json(text, where)   the same for text already read (`where` names it in errors)
+
+One typed reader for every run file: a file's fields are a small schema, {key: Field(types,
+expected, check)}, and `check_fields(d, schema, where)` applies it, the one function that does, so
+a wrong type is one error naming the file and the field, whatever the file (run.json,
+trainer_state.json, compile-ahead's marker, a shard index, config.json):
+
+    RUN_FIELDS = {"settings_version": Field(int, "an integer >= 1", lambda v: v >= 1), ...}
+    check_fields(raw, RUN_FIELDS, "runs/x/run.json")
+    -> ValueError "runs/x/run.json: settings_version is '2'; expected an integer >= 1"
+
+A value an error echoes is at most 200 characters, with its length when cut (io/textio's
+`shown_value`): a 30 MB string in a field must not become a 30 MB error line.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NamedTuple
 
-from minibert.io.textio import refuse_special_file
+from minibert.io.textio import refuse_special_file, shown_value
 
 
 def parse_json(text: str, where: str) -> Any:
@@ -47,8 +60,53 @@ def read_json(path: str | Path, what: str = "") -> Any:
     return parse_json(text, where)
 
 
-def read_json_object(path: str | Path) -> dict:
+def read_json_object(path: str | Path, fields: dict[str, "Field"] | None = None) -> dict:
     d = read_json(path)
     if not isinstance(d, dict):
         raise ValueError(f"{path} must hold a JSON object, not {type(d).__name__}")
+    return check_fields(d, fields, str(path)) if fields else d
+
+
+class Field(NamedTuple):
+    """One field of a JSON file: the JSON types it may have (str, int, float, bool, list, dict,
+    type(None); a float field takes an int too), how an error says what is expected, an optional
+    check of the value once its type is right (-> True when good), and whether it must be there."""
+
+    types: type | tuple[type, ...]
+    expected: str
+    check: Callable[[Any], bool] | None = None
+    required: bool = False
+
+
+def has_type(value: Any, types: type | tuple[type, ...]) -> bool:
+    """Whether a JSON value is of one of `types`, read as JSON reads: a bool is not a number, and
+    an int is a float too."""
+    types = types if isinstance(types, tuple) else (types,)
+    if isinstance(value, bool):
+        return bool in types
+    if isinstance(value, int) and float in types:
+        return True
+    return isinstance(value, tuple(types))
+
+
+def check_fields(d: dict, schema: dict[str, Field], where: str, prefix: str = "") -> dict:
+    """`d` (a JSON object read from `where`) with every field of `schema` of its type and passing
+    its check, or a ValueError naming the file, the field (`prefix` + its key: "task." for an
+    object inside the file), the value (at most 200 characters) and what was expected. A required
+    field that is missing is an error too; keys the schema does not name are left alone (the
+    reader that uses them checks them)."""
+    for key, f in schema.items():
+        if key not in d:
+            if f.required:
+                raise ValueError(f"{where} has no {prefix}{key} ({f.expected})")
+            continue
+        value = d[key]
+        if not has_type(value, f.types) or (f.check is not None and not f.check(value)):
+            raise ValueError(f"{where}: {prefix}{key} is {shown_value(value)}; expected {f.expected}")
     return d
+
+
+def text_field(limit: int = 4096) -> Callable[[Any], bool]:
+    """A check for a string field: not empty, and at most `limit` characters (a path of a megabyte
+    is no path)."""
+    return lambda v: 0 < len(v) <= limit

@@ -105,6 +105,38 @@ def shown(text: str, limit: int = 200) -> str:
     return f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
+def shown_value(value, limit: int = 200) -> str:
+    """Any value (a JSON field's, a setting's) as an error message shows it: its repr, at most
+    `limit` characters, saying how long it was when cut (a string: `shown`).
+
+    >>> shown_value(["a"] * 100, 20)
+    "['a', 'a', 'a', 'a',... (500 characters)"
+    """
+    if isinstance(value, str):
+        return shown(value, limit)
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
+
+
+LONG_WORD = 300  # characters without a space: no file name, setting or number of minibert's is that long
+
+
+def capped_message(text: str, limit: int = 4000) -> str:
+    """An error message as the command line prints it: every run of more than LONG_WORD characters
+    without a space (a value nobody capped, a path of a megabyte) cut to 200 with its length, and
+    the whole at most `limit` characters. The net under every message; the value a message echoes
+    is capped where it is written (`shown`, `shown_value`)."""
+    words = [w if len(w) <= LONG_WORD else f"{w[:200]}... ({len(w):,} characters)" for w in text.split(" ")]
+    text = " ".join(words)
+    return text if len(text) <= limit else f"{text[:limit - 500]} ... ({len(text):,} characters) ... {text[-400:]}"
+
+
+def error_line(e: BaseException) -> str:
+    """The one line a command prints for an error it refuses with: `error: MESSAGE`, capped
+    (`capped_message`). Every command's `except (ValueError, OSError)` prints this."""
+    return f"error: {capped_message(str(e))}"
+
+
 def check_argument(text: str, name: str = "text") -> str:
     """A command-line argument, checked: Python hands undecodable argv bytes over as lone
     surrogates (U+DC80-U+DCFF, PEP 383), which would become [UNK] or crash a print."""

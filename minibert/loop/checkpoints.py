@@ -18,10 +18,35 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.io.jsonfile import read_json
+from minibert.io.jsonfile import Field, check_fields, has_type, read_json, text_field
+from minibert.io.textio import shown_value
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic, sha256_file
 from minibert.loop import rundir
-from minibert.loop.state import LoopState
+from minibert.loop.state import LAYOUT, LoopState
+
+
+def _count(v) -> bool:
+    return v >= 0
+
+
+# trainer_state.json's loop fields (the run's own ones, its batch source's and its results, are
+# checked by the run's load_state_dict), typed by io/jsonfile.check_fields
+STATE_FIELDS = {
+    "step": Field(int, "a non-negative integer", _count, required=True),
+    "elapsed_seconds": Field(float, "a non-negative number", lambda v: 0 <= v < math.inf, required=True),
+    "dropout_rng": Field(dict, "a random generator's state (an object)", required=True),
+    "total_steps": Field(int, "a positive integer", lambda v: v >= 1),
+    "layout": Field(int, f"an integer from 1 to {LAYOUT}", lambda v: 1 <= v <= LAYOUT),
+    "status": Field(str, "a run's status (running, done, budget, paused, interrupted)", text_field(40)),
+    "eval_interval": Field(int, "a non-negative integer", _count),
+    "eval_every": Field(int, "a non-negative integer", _count),
+    "last_eval_step": Field((int, type(None)), "null or a non-negative integer", lambda v: v is None or v >= 0),
+    "short_steps": Field((int, type(None)), "null or a non-negative integer", lambda v: v is None or v >= 0),
+    "budget": Field((dict, type(None)), "null or the time budget's state (an object)"),
+    "lr_anchor": Field((list, type(None)), "null or [step, learning rate]",
+                       lambda v: v is None or (len(v) == 2 and has_type(v[0], int) and has_type(v[1], float))),
+    "window": Field(list, "a list of log entries"),
+}
 
 
 def check_state(state, path: Path) -> dict:
@@ -29,17 +54,9 @@ def check_state(state, path: Path) -> dict:
     and the field, not a TypeError three calls later."""
     if not isinstance(state, dict):
         raise ValueError(f"{path} must hold a JSON object, not {type(state).__name__}")
-    for key, kinds, what in (("step", (int,), "a non-negative integer"),
-                             ("elapsed_seconds", (int, float), "a non-negative number"),
-                             ("dropout_rng", (dict,), "a random generator's state (an object)")):
-        value = state.get(key)
-        if not isinstance(value, kinds) or isinstance(value, bool) or \
-                (kinds != (dict,) and not 0 <= value < math.inf):  # NaN and Infinity parse as JSON floats
-            raise ValueError(f"{path}: {key} is {value!r}, expected {what}")
+    check_fields(state, STATE_FIELDS, str(path))
     if "total_steps" in state:  # layout 1 of fine-tuning did not record it
         total = state["total_steps"]
-        if not isinstance(total, int) or isinstance(total, bool) or total < 1:
-            raise ValueError(f"{path}: total_steps is {total!r}, expected a positive integer")
         if state["step"] > total:
             raise ValueError(f"{path}: step {state['step']} is past total_steps {total}")
     named = rundir.checkpoint_step(path.parent)  # checkpoints/step-NNNNNN/trainer_state.json
@@ -84,7 +101,7 @@ def check_hashes(state: dict, ckpt: Path) -> None:
     if not isinstance(hashes, dict) or not hashes or not all(isinstance(h, str) for h in hashes.values()) \
             or not all(isinstance(f, str) and f.endswith(".safetensors") and ".." not in Path(f).parts
                        and not Path(f).is_absolute() for f in hashes):  # only the checkpoint's own files
-        raise ValueError(f"{state_file}: sha256 is {hashes!r:.200}, expected the sha256 of each of "
+        raise ValueError(f"{state_file}: sha256 is {shown_value(hashes)}, expected the sha256 of each of "
                          f"{', '.join(sorted(own))}")
     for f, sha in hashes.items():
         if not (ckpt / f).is_file():

@@ -35,10 +35,10 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 
 from minibert.io import jsonfile, outputs
-from minibert.io.jsonfile import read_json
+from minibert.io.jsonfile import Field, check_fields, read_json, read_json_object, text_field
 from minibert.io.atomic import atomic_write, write_error, write_text_atomic
 from minibert.checkpoint import CONFIG_NAME, TOKENIZER_CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
-from minibert.io.textio import read_text
+from minibert.io.textio import read_text, shown_value
 
 CHECKPOINTS = "checkpoints"
 # a run's own files: its settings (written once at the start), the metrics log, their plot
@@ -235,6 +235,40 @@ class RunInfo(NamedTuple):
 SETTINGS_VERSION = 2
 
 
+# the fields of run.json minibert reads, typed (io/jsonfile.check_fields): a wrong type is one error
+# naming the file and the field, whichever command reads it (a resume, evaluate, nsp-baseline, a card)
+_COMMAND = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+RUN_FIELDS = {
+    "command": Field(str, "the name of the minibert command that made the run (train, finetune, ...)",
+                     lambda v: _COMMAND.fullmatch(v) is not None),
+    "created_by": Field(str, "the name of the minibert command that made the run",
+                        lambda v: _COMMAND.fullmatch(v) is not None),
+    "settings": Field(dict, "an object of the run's settings"),
+    "config": Field((dict, type(None)), "an object of the run's settings"),
+    "settings_version": Field(int, f"an integer from 1 to {SETTINGS_VERSION} (the version of minibert's settings "
+                                   f"that wrote it)", lambda v: 1 <= v <= SETTINGS_VERSION),
+    "data": Field((dict, type(None)), "null or an object {name: path} of the data the run read",
+                  lambda v: v is None or all(isinstance(x, str) and text_field()(x) for x in v.values())),
+    "task": Field(dict, "an object describing the fine-tuning task"),
+    "preset": Field(str, "a preset's name", text_field(100)),
+    "architecture": Field(str, "a model class's name", text_field(100)),
+    "total_steps": Field(int, "an integer >= 0", lambda v: v >= 0),
+    "best": Field((dict, type(None)), "null or an object of the best dev scores"),
+}
+# the task of a fine-tuning run.json (evaluate and predict read it; model_card shows it)
+TASK_FIELDS = {
+    "name": Field(str, "a task's name", text_field(100)), "format": Field(str, "a file format's name", text_field(100)),
+    "kind": Field(str, "a task kind's name", text_field(100)),
+    "main_metric": Field(str, "a metric's name", text_field(100)),
+    "labels": Field((list, type(None)), "null or a list of label names (strings)",
+                    lambda v: v is None or all(isinstance(x, str) for x in v)),
+    "max_seq_length": Field(int, "an integer >= 1", lambda v: v >= 1),
+    **{f"{split}_{what}": Field(int, "an integer >= 0", lambda v: v >= 0)
+       for split in ("train", "dev") for what in ("examples", "features")},
+    **{f"{split}_file": Field(str, "a path", text_field()) for split in ("train", "dev")},
+}
+
+
 def write_run(directory: str | Path, command: str, settings: dict, **extra) -> None:
     """run.json: {"command": ..., "settings": {...}, "settings_version": ..., **extra}, atomically."""
     write_json(Path(directory) / RUN_FILE, {"command": command, "settings": settings,
@@ -254,6 +288,12 @@ def read_run(directory: str | Path) -> RunInfo | None:
     if not isinstance(raw, dict):
         raise ValueError(f"{path} must hold a JSON object, not {type(raw).__name__}")
     raw = dict(raw)
+    if "settings" in raw or "config" in raw or "created_by" in raw:  # the older train-t5 form: settings at the top
+        check_fields(raw, RUN_FIELDS, str(path))
+        if isinstance(raw.get("task"), dict):
+            check_fields(raw["task"], TASK_FIELDS, str(path), prefix="task.")
+    else:
+        check_fields(raw, {"command": RUN_FIELDS["command"]}, str(path))
     if "settings" in raw and "command" in raw:  # this version's form
         command, settings = raw.pop("command"), raw.pop("settings")
     elif "config" in raw or "created_by" in raw:  # pretraining, fine-tuning and XLNet runs of older minibert
@@ -272,7 +312,7 @@ def read_run(directory: str | Path) -> RunInfo | None:
 def run_state(directory: str | Path) -> dict | None:
     """trainer_state.json of a run's newest checkpoint, or None if it has none."""
     ckpt = latest_checkpoint(directory)
-    return read_json(ckpt / STATE_FILE) if ckpt is not None else None
+    return read_json_object(ckpt / STATE_FILE) if ckpt is not None else None
 
 
 LOCK_FILE = ".lock"  # held by the process that writes the run (RunLock); not part of the run's outputs
@@ -389,13 +429,18 @@ def check_run_dir(directory: str | Path, command: str, *, overwrite: bool = Fals
     if finished and replaceable:
         return
     diff = differs(info.settings) if differs is not None else []
-    what = f"a finished {command} run" if finished or state is None else (
-        f"an unfinished {command} run (stopped at step {state.get('step')} of {state.get('total_steps')})")
+    if state is None:  # a model (a fine-tuning run's best so far) but no checkpoint: killed before its first save
+        what = f"a {command} run that stopped before its first checkpoint (its model is there; nothing to resume)"
+    elif finished:
+        what = f"a finished {command} run"
+    else:
+        what = (f"an unfinished {command} run (stopped at step {shown_value(state.get('step'), 40)} of "
+                f"{shown_value(state.get('total_steps'), 40)})")
     if diff:
         what += f" with other settings ({', '.join(diff)})"
-    how = f"continue it with `{resume}`, " if resume and not finished else ""
-    raise ValueError(f"{d} already holds {what}; nothing was written. {how.capitalize()}replace it with "
-                     f"--overwrite, or choose another --out")
+    how = f"continue it with `{resume}`, " if resume and state is not None and not finished else ""
+    then = f"{how}replace it with --overwrite, or choose another --out"
+    raise ValueError(f"{d} already holds {what}; nothing was written. {then[0].upper()}{then[1:]}")
 
 
 def resumable_run(directory: str | Path, command: str, given: list[str] = ()) -> RunInfo:
@@ -412,7 +457,7 @@ def resumable_run(directory: str | Path, command: str, given: list[str] = ()) ->
     ckpt = latest_checkpoint(d)
     if ckpt is None:
         raise ValueError(f"{d} has no checkpoint to resume from; start the run again with --overwrite")
-    if "batches" not in read_json(ckpt / STATE_FILE):
+    if "batches" not in read_json_object(ckpt / STATE_FILE):
         raise ValueError(f"{ckpt} was saved by a {command} without resume; start the run again with --overwrite")
     return info
 

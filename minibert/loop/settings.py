@@ -38,6 +38,7 @@ import dataclasses
 import math
 from typing import Any, Callable, ClassVar
 
+from minibert.io.textio import shown_value
 from minibert.loop.rundir import SETTINGS_VERSION
 
 # settings_renames: skip-file (this module's tables name the older spellings)
@@ -66,17 +67,30 @@ def check_value(key: str, value: Any, field: dataclasses.Field, where: str = "")
         return value
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if kind is tuple and isinstance(value, (list, tuple)):
+    if kind is tuple and isinstance(value, (list, tuple)):  # of strings (files), or of numbers as its default
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        numbers = bool(default) and isinstance(default[0], (int, float))
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) if numbers else isinstance(x, str)
+                   for x in value):
+            raise ValueError(f"{at}{key} is {shown_value(value)}; it must be a list of "
+                             f"{'numbers' if numbers else 'strings'}")
         return tuple(value)
     if kind is bool and not isinstance(value, bool) or kind is int and (isinstance(value, bool) or
                                                                         not isinstance(value, int)) \
             or not isinstance(value, kind):
         name = {int: "an integer", float: "a number", bool: "true or false", str: "a string", tuple: "a list"}[kind]
-        raise ValueError(f"{at}{key} is {value!r} ({type(value).__name__}); it must be {name}"
+        raise ValueError(f"{at}{key} is {shown_value(value)} ({type(value).__name__}); it must be {name}"
                          f"{' or null' if optional else ''}")
     if kind is float and not math.isfinite(value):
         raise ValueError(f"{at}{key}={value} must be a finite number")
     return value
+
+
+def names_shown(names: list) -> str:
+    """A list of names an error echoes (unknown settings, keys): the first ten, each at most 60
+    characters (a run.json's key may be 30 MB long)."""
+    more = f", ... ({len(names)} in all)" if len(names) > 10 else ""
+    return f"[{', '.join(shown_value(k, 60) for k in names[:10])}{more}]"
 
 
 def parse_value(key: str, raw: str, field: dataclasses.Field) -> Any:
@@ -104,7 +118,7 @@ def parse_value(key: str, raw: str, field: dataclasses.Field) -> Any:
         return raw
     except ValueError:
         name = "finite number" if kind is float else kind.__name__ if kind else "value"
-        raise ValueError(f"{key}={raw!r} is not a valid {name}") from None
+        raise ValueError(f"{key}={shown_value(raw)} is not a valid {name}") from None
 
 
 # one name per concept: the name every settings class uses -> the synonyms older classes had
@@ -171,7 +185,7 @@ class Settings:
         fields = cls.fields()
         unknown = sorted(set(d) - set(fields))
         if unknown:
-            raise ValueError(f"{at}unknown settings {unknown}; known: {sorted(fields)}")
+            raise ValueError(f"{at}unknown settings {names_shown(unknown)}; known: {sorted(fields)}")
         missing = [k for k, f in fields.items() if k not in d and f.default is dataclasses.MISSING
                    and f.default_factory is dataclasses.MISSING]
         if missing:
@@ -202,7 +216,7 @@ class Settings:
             key, sep, raw = item.partition("=")
             key = key.strip().replace("-", "_")
             if not sep:
-                raise ValueError(f"--set {item!r}: expected KEY=VALUE")
+                raise ValueError(f"--set {shown_value(item)}: expected KEY=VALUE")
             key = cls.renamed.get(key, key)  # an older name of the same setting
             if key in cls.retired:  # an older name: what it means today
                 kind, today = cls.retired[key]
@@ -211,7 +225,8 @@ class Settings:
                 out.update(today(parse_value(key, raw, typed)))
                 continue
             if key not in fields:
-                raise ValueError(f"--set {item!r}: unknown setting {key!r}; known: {sorted(fields)}")
+                raise ValueError(f"--set {shown_value(item)}: unknown setting {shown_value(key, 60)}; "
+                                 f"known: {sorted(fields)}")
             out[key] = parse_value(key, raw, fields[key])
         return out
 

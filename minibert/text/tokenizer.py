@@ -32,7 +32,7 @@ from pathlib import Path
 
 from minibert.io.atomic import write_text_atomic
 from minibert.io.cli import command_parser
-from minibert.io.textio import check_argument, read_text, refuse_special_file
+from minibert.io.textio import check_argument, error_line, read_text, refuse_special_file
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 MAX_INPUT_CHARS_PER_WORD = 200  # Google's value (HF uses 100)
@@ -449,7 +449,7 @@ def cli(argv: list[str]) -> int:
         pair = None if args.pair is None else check_argument(args.pair, "--pair")
         ids, segments = tok.encode(text, pair, args.max_length)
     except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     tokens = tok.convert_ids_to_tokens(ids)
     width = max(len(t) for t in tokens)

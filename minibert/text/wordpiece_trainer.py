@@ -42,7 +42,7 @@ from pathlib import Path
 from minibert.io.cli import command_parser
 from minibert.io import outputs
 from minibert.io.progress import Progress
-from minibert.io.textio import read_text, refuse_special_file
+from minibert.io.textio import error_line, read_text, refuse_special_file
 from minibert.text.tokenizer import MAX_INPUT_CHARS_PER_WORD, SPECIAL_TOKENS, basic_tokenize
 
 MERGE_RULES = ("score", "frequency")
@@ -450,7 +450,7 @@ def cli(argv: list[str]) -> int:
                                 limit_alphabet=args.limit_alphabet, verbose=args.verbose)
         path = outputs.write_output(args.out, "".join(t + "\n" for t in vocab))  # vocab.txt; a FIFO is written into
     except (OSError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     print(f"wrote {path} ({len(vocab)} tokens, {time.perf_counter() - t0:.1f}s)")
     return 0

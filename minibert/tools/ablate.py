@@ -49,6 +49,7 @@ import numpy as np
 
 from minibert.io.cli import command_parser
 from minibert.io.atomic import atomic_write
+from minibert.io.jsonfile import read_json_object
 from minibert.loop import engine
 from minibert.loop.rundir import PUBLISHED, RunLock, run_state
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
@@ -334,7 +335,7 @@ def _write_json(path: Path, obj: Any) -> None:
 def _check_plan(plan: Plan, out: Path) -> None:
     path = out / "plan.json"
     if path.is_file():
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = read_json_object(path)
         if saved != plan.identity():
             diff = {k: (saved.get(k), v) for k, v in plan.identity().items() if saved.get(k) != v}
             raise ValueError(f"{out} holds an ablation made with other settings {diff} (saved, now); its cells "
@@ -425,14 +426,14 @@ def _pretrained(plan: Plan, study: Study, v: Variant, seed: int, out: Path) -> t
     if study.name == "steps":
         run = "steps" if v.preset == "tiny" else f"steps-{v.preset}"  # one snapshotted run per preset and seed
         snap = pretrain_with_snapshots(plan, v, seed, out / "pretrain" / run / f"seed-{seed}")
-        return snap, json.loads((snap / SNAPSHOT_FILE).read_text(encoding="utf-8"))
+        return snap, read_json_object(snap / SNAPSHOT_FILE)
     run_dir = out / "pretrain" / (v.pretrained_as or v.name) / f"seed-{seed}"
     return run_dir, pretrain(plan, v, seed, run_dir)
 
 
 def _baselines(plan: Plan, out: Path, variants: list[Variant], downstream: list[Downstream]) -> dict:
     path = out / "baselines.json"
-    saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    saved = read_json_object(path) if path.is_file() else {}
     missing = [d for d in downstream if d.name not in saved]
     if missing:
         vocab = pretrain_config(plan, variants[0], 0, out / "unused").vocab

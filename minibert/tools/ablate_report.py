@@ -17,6 +17,7 @@ import math
 from pathlib import Path
 from typing import NamedTuple
 
+from minibert.io.jsonfile import read_json_object
 from minibert.io.outputs import save_figure, write_output
 from minibert.io.tensorfile import read_safetensors_header
 
@@ -59,7 +60,7 @@ def read_cells(out: Path) -> list[dict]:
     cells = []
     for path in sorted((out / "cells").glob("*.json")):
         try:
-            cells.append(json.loads(path.read_text(encoding="utf-8")))
+            cells.append(read_json_object(path))
         except ValueError as e:
             raise ValueError(f"{path}: not a cell record ({e}); delete it to run that cell again") from None
     return cells

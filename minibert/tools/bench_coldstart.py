@@ -12,13 +12,15 @@ Each also gives the process's CPU time (user + sys of the child), the figure to 
 shared machine, and the machine's load average when it ran.
 
 The copy is the working tree's tracked and untracked (not ignored) files, so what is measured is
-what a fresh clone of this tree would run; NUMBA_CACHE_DIR is removed from the child's
+what a fresh clone of this tree would run (outside a git work tree, an unpacked `git archive`:
+every file .gitignore's patterns leave); NUMBA_CACHE_DIR is removed from the child's
 environment so the cache is the copy's own. `python -m minibert.tools.bench_coldstart` lists what
 a tiny training step compiles (or loads from the cache), kernel by kernel, with its CPU seconds
 (`compile_ahead.record_compiles`); run it with NUMBA_CACHE_DIR set to an empty directory to see it cold.
 """
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import resource
@@ -54,12 +56,57 @@ sys.exit(train_tiny_cli(sys.argv[1:]))
 """
 
 
+def ignored(relative: str, patterns: list[str]) -> bool:
+    """Whether a path (relative to the repository, with /; a folder's ends with /) matches one of
+    .gitignore's patterns, read the simple way this repository writes them: `name/` a folder
+    anywhere, `name` or `*.ext` a file or folder anywhere, `dir/pattern` from the root."""
+    parts = relative.rstrip("/").split("/")
+    whole = len(parts) if relative.endswith("/") else len(parts) - 1  # the parts that are folders
+    for pattern in patterns:
+        folder = pattern.endswith("/")
+        pattern = pattern.rstrip("/")
+        if "/" in pattern:  # anchored at the root: dir/sub or dir/*.ext
+            if any(fnmatch.fnmatchcase("/".join(parts[:i]), pattern.lstrip("/"))
+                   for i in range(1, (whole if folder else len(parts)) + 1)):
+                return True
+        elif any(fnmatch.fnmatchcase(part, pattern) for part in (parts[:whole] if folder else parts)):
+            return True
+    return False
+
+
+def tree_files(root: Path = ROOT) -> list[str]:
+    """The files of the repository a fresh clone has: git's tracked and untracked-but-not-ignored
+    files in a git work tree; else (an unpacked `git archive`, a copy without .git) every file
+    that .gitignore's patterns leave, read by `ignored`."""
+    if (root / ".git").exists():  # (a folder, or a file in a worktree): not a git repository around the copy
+        try:
+            listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                    cwd=root, capture_output=True, check=True).stdout.decode().split("\0")
+            return [name for name in listed if name]
+        except (OSError, subprocess.CalledProcessError):  # no git installed, or a damaged .git
+            pass
+    return walked_files(root)
+
+
+def walked_files(root: Path) -> list[str]:
+    """Every file under `root` that .gitignore's patterns leave (an ignored folder is not entered:
+    a .venv is thousands of files), relative, with /."""
+    gitignore = root / ".gitignore"
+    patterns = [line.strip() for line in (gitignore.read_text(encoding="utf-8").splitlines() if gitignore.is_file()
+                                          else []) if line.strip() and not line.startswith(("#", "!"))]
+    found = []
+    for folder, dirs, names in os.walk(root):
+        at = Path(folder).relative_to(root).as_posix()
+        at = "" if at == "." else at + "/"
+        dirs[:] = [d for d in dirs if d != ".git" and not ignored(at + d + "/", patterns)]
+        found += [at + n for n in names if n != ".git" and not ignored(at + n, patterns)]  # (a worktree's .git)
+    return sorted(found)
+
+
 def copy_tree(dest: Path) -> Path:
-    """The working tree's tracked and untracked-but-not-ignored files, copied to dest/minibert."""
-    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                           capture_output=True, check=True).stdout.decode().split("\0")
+    """The files a fresh clone of the working tree holds (`tree_files`), copied to dest/minibert-copy."""
     out = dest / "minibert-copy"
-    for name in filter(None, files):
+    for name in tree_files(ROOT):
         src = ROOT / name
         if src.is_file():
             outputs.write_output(out / name, lambda tmp, src=src: shutil.copy2(src, tmp), root=dest)

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
 from minibert.io.cli import command_parser
 from minibert.analysis.inspect import attention_maps, fill_mask, plot_attention
 from minibert.io import outputs
-from minibert.io.textio import check_argument, refuse_special_file
+from minibert.io.textio import check_argument, error_line, refuse_special_file
 from minibert.analysis.nsp_baseline import FEATURES, nsp_overlap_baseline
 from minibert.bert import load_pretrained
+from minibert.checkpoint import model_tokenizer, read_config_json
 from minibert.data.pretraining_data import FEATURE_NAMES
 from minibert.data.shards import load_shards
 from minibert.family.albert import AlbertForPreTraining
@@ -41,17 +41,10 @@ def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True, encoder_o
         if not (run_dir / f).is_file():
             raise ValueError(f"{run_dir / f} not found; expected a saved model directory such as runs/tiny "
                              f"(train one with `make train-tiny`)")
-    try:
-        albert = json.loads((run_dir / "config.json").read_text(encoding="utf-8")).get("model_type") == "albert"
-    except (ValueError, AttributeError):
-        albert = False  # load_pretrained names what is wrong with the file
+    albert = read_config_json(run_dir / "config.json").get("model_type") == "albert"
     model = (AlbertForPreTraining.from_pretrained(run_dir, verify=verify) if albert
              else load_pretrained(run_dir, verify=verify, encoder_of_task=encoder_of_task))
-    tokenizer = BertTokenizer(run_dir / "vocab.txt")
-    if len(tokenizer) != model.config.vocab_size:
-        raise ValueError(f"vocab/checkpoint mismatch in {run_dir}: vocab.txt has {len(tokenizer)} tokens, "
-                         f"config.json says vocab_size {model.config.vocab_size}")
-    return model, tokenizer
+    return model, model_tokenizer(run_dir, model.config, getattr(model, "do_lower_case", True))
 
 
 def fill_mask_cli(argv: list[str]) -> int:
@@ -72,7 +65,7 @@ def fill_mask_cli(argv: list[str]) -> int:
                              f"use a model saved with its MLM head, e.g. runs/tiny or a BertForMaskedLM")
         results = fill_mask(model, tokenizer, text, args.k)
     except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     print(text)
     for i, preds in enumerate(results):
@@ -109,7 +102,7 @@ def attention_cli(argv: list[str]) -> int:
             outputs.check_output(out, inputs=[args.run_dir], kind="dir")
             paths = plot_attention(result, out)
     except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     print(f"tokens: {' '.join(result.tokens)}")
     print(f"wrote {len(paths)} PNGs to {paths[0].parent}/ (layer<L>.png: all heads; layer<L>_head<H>.png)")
@@ -141,7 +134,7 @@ def nsp_baseline_cli(argv: list[str]) -> int:
                                  load_shards(dirs.heldout, cfg.vocab, FEATURE_NAMES), len(tok),
                                  specials, args.max_train)
     except (ValueError, OSError) as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     print(f"NSP from word overlap alone (logistic regression on {len(FEATURES)} features and their "
           f"products, fit on {r.train_examples:,} training pairs):")

@@ -7,6 +7,7 @@ import sys
 
 from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.io.progress import fmt_seconds
+from minibert.io.textio import error_line
 from minibert import compile_ahead
 from minibert.loop import rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged
@@ -54,7 +55,7 @@ def _exit_code(e: BaseException) -> int:
         print(f"\n{e}", file=sys.stderr)
         return 130
     if isinstance(e, (ValueError, OSError, TrainingDiverged)):
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     raise e
 

@@ -14,7 +14,8 @@ from typing import Any
 from minibert.io import outputs
 from minibert.family.albert import AlbertConfig
 from minibert.family.electra import ElectraConfig
-from minibert.loop.settings import RunSettings, check_value
+from minibert.io.textio import shown_value
+from minibert.loop.settings import RunSettings, check_value, names_shown
 from minibert.model import MODEL_SIZES, OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
 from minibert.data.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
@@ -217,7 +218,7 @@ class TrainConfig(RunSettings):
         fields = cls.settable_fields()
         unknown = sorted(set(d) - set(fields)) + sorted(set(model) - set(MODEL_KEYS))
         if unknown:
-            raise ValueError(f"unknown training settings {unknown}; known: {sorted(fields)}")
+            raise ValueError(f"unknown training settings {names_shown(unknown)}; known: {sorted(fields)}")
         if "mask_shares" in d and isinstance(d["mask_shares"], (list, tuple)):  # floats (validate() names a bad value)
             d["mask_shares"] = tuple(float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
                                      for x in d["mask_shares"])
@@ -233,9 +234,9 @@ class TrainConfig(RunSettings):
             if isinstance(v, float) and not math.isfinite(v):
                 raise ValueError(f"{key}={v} must be a finite number")
         if self.masking not in ("static", "dynamic"):
-            raise ValueError(f"masking={self.masking!r} must be 'static' or 'dynamic'")
+            raise ValueError(f"masking={shown_value(self.masking)} must be 'static' or 'dynamic'")
         if not isinstance(self.data_cache, (str, Path)) or not str(self.data_cache).strip():
-            raise ValueError(f"data_cache={self.data_cache!r} must name a directory (empty, the shards would be "
+            raise ValueError(f"data_cache={shown_value(self.data_cache)} must name a directory (empty, the shards would be "
                              f"written into the current directory)")
         if not outputs.inside(self.data_cache, self.run_dir):  # inside the run: checked under its lock (prepare_data)
             check_data_cache(self.data_cache)

@@ -40,6 +40,7 @@ def resume_config(run_dir: str | Path, overrides: dict[str, Any]) -> TrainConfig
         raise ValueError(f"{run_dir} holds no resumable run: it has no checkpoint (the run stopped before "
                          f"its first save); start it again with --overwrite")
     changeable = {"minutes", "log_interval", "eval_interval", "checkpoint_interval", "eval_examples"}
+    TrainConfig.from_run(info, str(run_dir / rundir.RUN_FILE), out=str(run_dir))  # every saved setting typed first
     flat = flatten(TrainConfig.read_old(info.settings))  # an older run.json's names read as today's
     bad = {k: v for k, v in overrides.items() if k not in changeable and flat.get(k) != v}
     if bad:

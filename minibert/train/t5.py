@@ -32,7 +32,8 @@ import numpy as np
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, param_shapes, t5_forward, t5_loss_and_grads
 from minibert.io.atomic import write_text_atomic
-from minibert.io.jsonfile import read_json
+from minibert.io.jsonfile import Field, check_fields, read_json_object
+from minibert.io.textio import shown_value
 from minibert.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
 from minibert.loop.curves import Panel, Series
@@ -79,9 +80,10 @@ def load_run(path: str | Path, dtype=np.float32):
     cfg_path = path / CONFIG_NAME
     if not cfg_path.is_file():
         raise ValueError(f"{path} has no {CONFIG_NAME}: not a train-t5 run directory")
-    d = read_json(cfg_path)
+    d = read_json_object(cfg_path)
     if d.get("model_type") != "minibert-t5":
-        raise ValueError(f"{cfg_path} describes model_type {d.get('model_type')!r}, not a minibert-t5 model")
+        raise ValueError(f"{cfg_path} describes model_type {shown_value(d.get('model_type'))}, not a minibert-t5 "
+                         f"model")
     cfg = T5Config.from_dict(d)
     tensors, _ = load_tensors(path / WEIGHTS_NAME)
     expected = param_shapes(cfg)
@@ -170,6 +172,11 @@ class ShuffledBatches:
         self.rng.bit_generator.state = state["rng"]
 
 
+# the run's own fields of trainer_state.json (the loop's: loop/checkpoints.STATE_FIELDS)
+STATE_FIELDS = {"batches": Field(dict, "the batch source's state (an object)", required=True),
+                "last_eval": Field((dict, type(None)), "null or the last evaluation (an object)")}
+
+
 class T5Run:
     """T5 as a run of loop/engine.run: the model, AdamW, the batch source and the held-out
     evaluation; `settings` tells the loop the schedule (fitted to the budget with --steps 0)."""
@@ -220,8 +227,9 @@ class T5Run:
             raise ValueError(f"{ckpt / VOCAB_NAME} is not the vocabulary this run reads; the run cannot continue")
         for k, p in self.model.params.items():
             np.copyto(p, params[k])
+        check_fields(state, STATE_FIELDS, str(ckpt / "trainer_state.json"))
         self.batches.load_state_dict(state["batches"])
-        self.last_eval = state["last_eval"]
+        self.last_eval = state.get("last_eval")
 
 
 def span_baseline_line(records: list[dict]) -> tuple:

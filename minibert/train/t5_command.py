@@ -25,6 +25,7 @@ from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
 from minibert.io.progress import fmt_seconds
+from minibert.io.textio import error_line
 from minibert.loop import checkpoints, engine, rundir
 from minibert.loop.state import LoopState
 from minibert.loop.rundir import FINISHED
@@ -337,7 +338,7 @@ def train_t5_cli(argv: list[str]) -> int:
                   f"{settings.minutes:g} min -> {settings.out}", flush=True)
             return train(settings, bool(args.resume), args.max_steps_this_run, ops)
     except TrainingDiverged as e:  # NaN/inf: stopped without saving that step (the message names the last checkpoint)
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     except TrainingAborted as e:  # a second Ctrl-C: stopped without saving
         print(f"\n{e}", file=sys.stderr)

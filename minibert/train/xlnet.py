@@ -33,6 +33,7 @@ from minibert.data.corpus import read_documents
 from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample_orders
 from minibert import checkpoint
 from minibert.io import atomic
+from minibert.io.jsonfile import Field, check_fields
 from minibert.loop.curves import Panel, Series
 from minibert.loop.state import Curves, LoopSettings
 from minibert.optim import AdamW
@@ -130,6 +131,14 @@ class XLNetModel(XLNetForPermutationLM):
         return d
 
 
+# the run's own fields of trainer_state.json (the loop's: loop/checkpoints.STATE_FIELDS)
+STATE_FIELDS = {"batches": Field(dict, "the batch source's state (an object)", required=True),
+                "last_eval": Field((dict, type(None)), "null or the last evaluation (an object with sequences, "
+                                                       "predicted, loss, perplexity, acc, step)",
+                                   lambda v: v is None or {"sequences", "predicted", "loss", "perplexity", "acc",
+                                                           "step"} <= set(v))}
+
+
 class XLNetRun:
     """XLNet as a run of loop/engine.run. `cfg` is the command's settings (an
     xlnet_command.XLNetTrainConfig: sizes, recipe, intervals, budget); `batches` the WindowBatches
@@ -187,5 +196,6 @@ class XLNetRun:
                              f"continue")
         for k, p in self.model.params.items():
             np.copyto(p, saved.params[k])
+        check_fields(state, STATE_FIELDS, str(ckpt / "trainer_state.json"))
         self.batches.load_state_dict(state["batches"])
-        self.last_eval = state["last_eval"]
+        self.last_eval = state.get("last_eval")

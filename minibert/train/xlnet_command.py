@@ -28,7 +28,9 @@ import numpy as np
 from minibert.io.cli import CommandParser, build_settings, command_parser, given_settings
 from minibert.data.corpus import ensure_default_corpus
 from minibert.family.xlnet import XLNetConfig
+from minibert.io.jsonfile import Field, check_fields, text_field
 from minibert.io.progress import fmt_seconds
+from minibert.io.textio import error_line
 from minibert.loop import checkpoints, engine, rundir
 from minibert.loop.state import LoopState
 from minibert.loop.rundir import FINISHED
@@ -39,6 +41,9 @@ from minibert.train.xlnet import WindowBatches, XLNetRun, heldout_batches, token
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMAND = "train-xlnet"  # run.json's "command"
+# run.json's "data" of a run on files given (null: the default corpus, found again on --resume)
+DATA_FIELDS = {name: Field(str, "the path of the file the run read", text_field(), required=True)
+               for name in ("corpus", "heldout", "vocab")}
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -173,8 +178,10 @@ def _resumed(p: CommandParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path
     budget = {} if args.minutes is None else {"minutes": args.minutes}
     cfg = XLNetTrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out), **budget)
     cfg.validate()
-    data = info.extra.get("data")
-    paths = ((Path(data["corpus"]), Path(data["heldout"]), Path(data["vocab"])) if data
+    data = info.extra.get("data")  # read_run checked it is an object of paths, or absent (the default corpus)
+    if data is not None:
+        check_fields(data, DATA_FIELDS, str(out / rundir.RUN_FILE), prefix="data.")
+    paths = ((Path(data["corpus"]), Path(data["heldout"]), Path(data["vocab"])) if data is not None
              else tuple(ensure_default_corpus()))
     return cfg, out, paths
 
@@ -279,6 +286,6 @@ def train_xlnet_cli(argv: list[str]) -> int:
         print(f"\n{e}", file=sys.stderr)
         return 130
     except (ValueError, OSError, TrainingDiverged) as e:  # bad input; NaN/inf (the message names the last checkpoint)
-        print(f"error: {e}", file=sys.stderr)
+        print(error_line(e), file=sys.stderr)
         return 1
     return _finish(run, loop, fast)

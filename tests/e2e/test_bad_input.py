@@ -104,7 +104,7 @@ RUN_FILE_CASES = {
     "run.json nested": (lambda r: (r / "run.json").write_text(DEEP), "nested too deeply"),
     "run.json truncated": (lambda r: (r / "run.json").write_text((r / "run.json").read_text()[:11]), "run.json"),
     "run.json a list": (lambda r: (r / "run.json").write_text("[1]"), "must hold a JSON object"),
-    "settings a string": (lambda r: edit_json(r / "run.json", settings="x"), "settings a JSON object"),
+    "settings a string": (lambda r: edit_json(r / "run.json", settings="x"), "run.json: settings is 'x'; expected an object"),
     "an unknown setting": (lambda r: edit_json(r / "run.json",
                                                settings={**read_json(r / "run.json")["settings"], "oops": 1}),
                            "unknown settings ['oops']"),

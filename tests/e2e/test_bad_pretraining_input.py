@@ -208,7 +208,7 @@ def test_a_shard_directory_whose_meta_or_shards_lie_is_refused(corpus, work, cap
     meta = read_json(shards / "meta.json")
     argv = ["export-data", "{w}/shards", "--out", "{w}/x.jsonl"]
     (shards / "meta.json").write_text(json.dumps({**meta, "shards": 5}), encoding="utf-8")
-    run_refused(work, argv, "shards is 5, expected a list", capsys)
+    run_refused(work, argv, "shards is 5; expected a list", capsys)
     outside = [{**meta["shards"][0], "file": "../../../../../etc/passwd"}]  # read outside the directory
     (shards / "meta.json").write_text(json.dumps({**meta, "shards": outside}), encoding="utf-8")
     run_refused(work, argv, "shards[0] is", capsys)

@@ -20,6 +20,7 @@ from minibert.family import t5_data as D
 from minibert.io.tensorfile import load_tensors
 from minibert.optim import AdamW
 from minibert.text.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
+from minibert.__main__ import main
 from minibert.train import t5 as t5_loop
 from minibert.train import t5_command as t5_train
 
@@ -368,3 +369,15 @@ def test_train_t5_refuses_bad_arguments(tiny_corpus, tmp_path):
         _cli(tiny_corpus, tmp_path / "other", "--steps", "1")
     with pytest.raises(ValueError, match="not a train-t5 run directory"):
         t5_train.load_run(tmp_path / "other")
+
+
+def test_train_t5_resume_refuses_a_last_eval_of_the_wrong_type(tiny_corpus, tmp_path, capsys):
+    """trainer_state.json's last_eval a list was taken as it was (issue 56's probe): the run's own
+    fields are typed like the loop's (t5.STATE_FIELDS, io/jsonfile.check_fields)."""
+    out = tmp_path / "run"
+    assert _cli(tiny_corpus, out, "--steps", "4", "--checkpoint-interval", "2", "--max-steps-this-run", "2") == 0
+    state_file = next((out / "checkpoints").glob("step-*")) / "trainer_state.json"
+    state_file.write_text(json.dumps({**json.loads(state_file.read_text()), "last_eval": [1]}))
+    capsys.readouterr()
+    assert main(["train-t5", "--resume", str(out)]) == 1
+    assert "trainer_state.json: last_eval is [1]; expected null or the last evaluation" in capsys.readouterr().err

@@ -447,3 +447,15 @@ def test_mlm_perplexity_by_input_splits_the_reported_number():
     assert split["[MASK]"]["count"] >= 1 and split["same"]["count"] >= 1  # both kinds were made above
     loss = model.loss_grads_metrics(feats, compute_grads=False).metrics.mlm_loss
     assert abs(math.log(split["all"]["perplexity"]) - loss) < 1e-4
+
+
+def test_train_xlnet_resume_refuses_a_last_eval_of_the_wrong_type(tmp_path, capsys, no_fast):
+    """trainer_state.json's last_eval a string was taken as it was (issue 56's probe): the run's own
+    fields are typed like the loop's (xlnet.STATE_FIELDS, io/jsonfile.check_fields)."""
+    out = tmp_path / "run"
+    assert _cli(tmp_path, out, "--steps", "4", "--set", "checkpoint_interval=2", "--max-steps-this-run", "2") == 0
+    state_file = xlnet_train.rundir.latest_checkpoint(out) / "trainer_state.json"
+    state_file.write_text(json.dumps({**json.loads(state_file.read_text()), "last_eval": "x"}))
+    capsys.readouterr()
+    assert xlnet_train.train_xlnet_cli(["--resume", str(out)]) == 1
+    assert "trainer_state.json: last_eval is 'x'; expected null or the last evaluation" in capsys.readouterr().err

@@ -163,6 +163,35 @@ def test_a_save_cut_off_after_any_operation_resumes_to_the_same_bytes(runs, tmp_
         _assert_resumes_to_the_uninterrupted_bytes(run, runs)
 
 
+def test_a_final_save_cut_off_anywhere_leaves_one_record_per_step(runs, tmp_path, monkeypatch):
+    """The final save (step 12, after the final evaluation is logged) cut after each of its disk
+    operations, then resumed to the end: metrics.jsonl holds the records of the uninterrupted run,
+    each (type, step) once (issue 56 named a duplicate eval record after a kill at the last save;
+    docs/safety.md, "Reading run files and models")."""
+    at8 = _copy_paused(runs, tmp_path / "at8")
+    _resume(at8, max_steps_this_run=4)
+    faults = Faults(monkeypatch, at=0)
+    _only_during_saves(monkeypatch, faults)
+    shutil.copytree(at8, tmp_path / "count")
+    _resume(tmp_path / "count")
+    monkeypatch.undo()
+    events = faults.events
+    expected = [(r["type"], r["step"]) for r in read_metrics(runs["full"] / "metrics.jsonl")]
+    assert ("eval", 12) in expected and len(set(expected)) == len(expected)
+    for k in range(1, len(events) + 1):
+        def crash(what):
+            raise Crash(what)
+
+        run = tmp_path / f"cut{k}"
+        shutil.copytree(at8, run)
+        with monkeypatch.context() as m:
+            _only_during_saves(m, Faults(m, at=k, action=crash))
+            with pytest.raises(Crash):
+                _resume(run)
+        assert _resume(run).loop.status == "done"
+        assert [(r["type"], r["step"]) for r in read_metrics(run / "metrics.jsonl")] == expected, (k, events[k - 1])
+
+
 KILL_SCRIPT = textwrap.dedent("""
     import os, signal, sys
     sys.path[:0] = [{tests!r}, {here!r}]  # corpora.py; this file

@@ -99,3 +99,21 @@ def test_train_tiny_routes_the_presets_that_are_other_models():
     assert route("train-tiny", ["--preset"]) == "train-tiny"  # argparse will say what is missing
     assert route("train", ["--preset", "xlnet-tiny"]) == "train"
     assert {"train-xlnet", "train-t5"} <= set(COMMANDS)
+
+
+def test_lessons_help_runs_no_lesson(monkeypatch, capsys):
+    """`lessons --help` ran every lesson (its arguments were not read); now it is a parser's help."""
+    monkeypatch.setattr(cli.subprocess, "call", lambda *a, **k: pytest.fail("a lesson ran"))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["lessons", "--help"])
+    assert e.value.code == 0 and "python -m minibert lessons" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        cli.main(["lessons", "99"])
+    assert e.value.code == 2 and "no lesson 99" in capsys.readouterr().err
+
+
+def test_lessons_runs_the_lessons_named(monkeypatch, capsys):
+    ran = []
+    monkeypatch.setattr(cli.subprocess, "call", lambda cmd, **k: ran.append(os.path.basename(cmd[-1])) or 0)
+    assert cli.main(["lessons", "6", "11"]) == 0
+    assert [name[:2] for name in ran] == ["06", "11"]

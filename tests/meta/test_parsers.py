@@ -13,7 +13,7 @@ from minibert.loop.settings import RETIRED_NAMES
 
 # settings_renames: skip-file (the older option spellings, on purpose)
 PACKAGE = Path(__file__).resolve().parents[2] / "minibert"
-RUNNERS = ("test", "test-all", "test-interop", "lessons")  # pytest and the lessons: they pass their arguments on
+RUNNERS = ("test", "test-all", "test-interop")  # pytest: they pass their arguments on
 TRAINING = {"train", "train-tiny", "train-t5", "train-xlnet", "finetune", "ablate"}
 
 

@@ -374,3 +374,18 @@ def test_a_failing_cell_is_recorded_and_the_others_run(fake, files, tmp_path, mo
     monkeypatch.setattr(A, "finetune", real)
     assert A.run(_plan(files, out, seeds=(0,))) == 0  # the next run retries it
     assert not (out / "failed" / "ltr.seed-0.nextsent.json").exists()
+
+
+def test_an_ablations_own_json_files_that_are_not_objects_are_one_error(tmp_path):
+    """plan.json and a cell's record were read with json.loads and used as objects: a list was an
+    AttributeError (issue 56's probe); they go through io/jsonfile like every run file."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "plan.json").write_text("[1]", encoding="utf-8")
+    plan = A.Plan(study="tasks", out=str(out), minutes=1.0, seeds=(0,), tasks=("nextsent",))
+    with pytest.raises(ValueError, match="plan.json must hold a JSON object, not list"):
+        A._check_plan(plan, out)
+    (out / "cells").mkdir()
+    (out / "cells" / "a.json").write_text("[1]", encoding="utf-8")
+    with pytest.raises(ValueError, match="a.json: not a cell record"):
+        R.read_cells(out)

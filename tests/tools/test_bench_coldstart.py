@@ -1,5 +1,7 @@
-"""The cold-start bench's pieces: the tree copy, the compile notice (the compile recorder it uses is
-compile_ahead.record_compiles: tests/test_compile_ahead.py)."""
+"""The cold-start bench's pieces: the tree copy (in a git work tree and outside one), the compile
+notice (the compile recorder it uses is compile_ahead.record_compiles: tests/test_compile_ahead.py)."""
+import shutil
+
 import numba
 import pytest
 
@@ -29,3 +31,30 @@ def test_copy_tree_copies_the_sources_and_not_the_ignored_files(tmp_path):
     assert (copy / "lessons" / "06_attention_numba.py").is_file()
     assert not (copy / ".venv").exists()
     assert not list(copy.rglob("*.nbi"))  # no Numba cache: the copy starts cold
+
+
+def test_outside_a_git_work_tree_the_copy_is_what_gitignore_leaves(tmp_path, monkeypatch):
+    """An unpacked `git archive` has no .git: the copy walks the tree and leaves out what .gitignore
+    names (it was git's CalledProcessError traceback)."""
+    src = tmp_path / "src"
+    files = {"minibert/kernels.py": "x = 1\n", "minibert/__pycache__/kernels.k.nbi": "cache",
+             ".venv/lib/site.py": "", "lessons/06_attention_numba.py": "",
+             "/".join(("lessons", "06_attention_numba.ipynb")): "{}",  # a generated notebook (the docs test reads paths)
+             "data/generated/vocab.txt": "", "data/sample.txt": "text\n", "runs/tiny/config.json": "{}"}
+    for name, text in files.items():
+        (src / name).parent.mkdir(parents=True, exist_ok=True)
+        (src / name).write_text(text, encoding="utf-8")
+    shutil.copy(bench_coldstart.ROOT / ".gitignore", src / ".gitignore")
+    monkeypatch.setattr(bench_coldstart, "ROOT", src)
+    copy = bench_coldstart.copy_tree(tmp_path / "out")
+    assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()) == \
+        [".gitignore", "data/sample.txt", "lessons/06_attention_numba.py", "minibert/kernels.py"]
+
+
+@pytest.mark.skipif(not (bench_coldstart.ROOT / ".git").exists(), reason="needs the git work tree to compare with")
+def test_the_walk_without_git_lists_what_git_lists():
+    """.gitignore read by `ignored` leaves the same files as git itself (a pattern git reads otherwise
+    would make a copy outside git differ from one inside)."""
+    root = bench_coldstart.ROOT
+    assert bench_coldstart.walked_files(root) == sorted(name for name in bench_coldstart.tree_files(root)
+                                                        if (root / name).is_file())
