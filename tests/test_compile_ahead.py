@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numba
 import numpy as np
@@ -174,6 +175,15 @@ def test_record_compiles_records_each_new_signature_once_and_restores_numba():
 
 # --- what a killed run and an unbounded --workers left (issue 56) --------------------------------
 
+def _claims_folder(folder, monkeypatch):
+    """`folder` made a claims folder as Workers makes one: its marker, and the token in the
+    worker's environment (a worker refuses any other folder)."""
+    token = "0123456789abcdef" * 2
+    (Path(folder) / compile_ahead.CLAIMS_MARKER).write_text(token, encoding="ascii")
+    monkeypatch.setenv(compile_ahead.CLAIMS_TOKEN_ENV, token)
+    return str(folder)
+
+
 def test_a_worker_whose_parent_is_gone_stops_claiming_and_removes_the_claims_folder(monkeypatch):
     """A run killed with SIGKILL never runs Workers.close: its workers went on compiling and left
     /tmp/minibert-compile-*. Now a worker that finds itself re-parented claims nothing more and
@@ -187,7 +197,7 @@ def test_a_worker_whose_parent_is_gone_stops_claiming_and_removes_the_claims_fol
         "compile": staticmethod(lambda sig: compiled.append(sig))})})
     parents = iter([100, 100, 1, 1, 1, 1])  # the parent at the start, then init after it died
     monkeypatch.setattr(compile_ahead.os, "getppid", lambda: next(parents))
-    claims = tempfile.mkdtemp(prefix="minibert-compile-")
+    claims = _claims_folder(tempfile.mkdtemp(prefix="minibert-compile-"), monkeypatch)
     assert compile_ahead.worker(claims, ["step"]) == 0
     assert compiled == [("a",)]  # the first claim, made while the parent lived; none after
     assert not os.path.exists(claims)
@@ -196,6 +206,7 @@ def test_a_worker_whose_parent_is_gone_stops_claiming_and_removes_the_claims_fol
 def test_a_worker_with_its_parent_removes_nothing_and_a_folder_of_another_name_is_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(compile_ahead, "kernel_calls", lambda plans: [])
     monkeypatch.setattr(compile_ahead.os, "getppid", lambda: 100)
+    _claims_folder(tmp_path, monkeypatch)
     assert compile_ahead.worker(str(tmp_path), ["step"]) == 0 and tmp_path.is_dir()
     parents = iter([100, 1])
     monkeypatch.setattr(compile_ahead.os, "getppid", lambda: next(parents))

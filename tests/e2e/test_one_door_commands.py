@@ -227,7 +227,7 @@ def test_compile_ahead_worker_runs_in_the_folder_made_for_it(monkeypatch):
     folder, token = compile_ahead.make_claims_dir()
     with folder:
         monkeypatch.setenv(compile_ahead.CLAIMS_TOKEN_ENV, token)
-        monkeypatch.setattr(compile_ahead, "compile_claimed", lambda calls, claims: [])
+        monkeypatch.setattr(compile_ahead, "compile_claimed", lambda calls, claims, **how: [])
         monkeypatch.setattr(compile_ahead, "kernel_calls", lambda plans: [])
         assert compile_ahead.worker(folder.name, ["step"]) == 0
 
