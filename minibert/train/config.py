@@ -13,7 +13,7 @@ from typing import Any
 
 from minibert.family.albert import AlbertConfig
 from minibert.family.electra import ElectraConfig
-from minibert.loop.settings import RunSettings, check_value
+from minibert.loop.settings import RunSettings, check_range, check_value
 from minibert.model import MODEL_SIZES, OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
 from minibert.data.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
@@ -214,6 +214,8 @@ class TrainConfig(RunSettings):
                                      for x in d["mask_shares"])
         d = {k: check_value(k, v, fields[k], where) for k, v in d.items()}
         model = {k: check_value(k, v, fields[k], where) for k, v in model.items()}
+        for k, v in {**d, **model}.items():
+            check_range(k, v, cls.ranges, where)
         return cls(**d, model=BertConfig(**{**MODEL_DEFAULTS, **model}))
 
     def validate(self, require_files: bool = True) -> None:
