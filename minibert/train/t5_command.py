@@ -278,8 +278,8 @@ def sst2_accuracy(params, cfg, pairs, special, ops) -> tuple[float, float]:
 def _resumed(ap: CommandParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
-    info = rundir.resumable_run(out, COMMAND, rundir.options_given(ap, args))
-    budget = {} if args.minutes is None else {"minutes": args.minutes}
+    budget = rundir.resume_changes(ap, args, out)  # the one rule of --resume (refuse what changes the run)
+    info = rundir.resumable_run(out, COMMAND)
     saved = T5TrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out), **budget)
     saved.validate()
     return saved
