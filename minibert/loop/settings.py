@@ -197,6 +197,9 @@ class Settings:
 
     renamed: ClassVar[dict[str, str]] = {}  # an older run.json's name -> today's (read by from_dict)
     ranges: ClassVar[dict[str, tuple[float, float, str]]] = RANGES  # each integer setting's (lowest, highest, why)
+    # a setting an option chooses before the others are read (train's preset: the sizes the options
+    # then change) -> that option; --set refuses it, naming the option
+    chosen_by: ClassVar[dict[str, str]] = {}
     unused: ClassVar[tuple[str, ...]] = ()  # shared names this command has no use for (no option; validate refuses them)
     # an older setting whose meaning moved -> (its type, value -> today's settings)
     retired: ClassVar[dict[str, tuple[type, Callable[[Any], dict]]]] = {}
@@ -282,6 +285,9 @@ class Settings:
                 typed.type = kind
                 out.update(today(parse_value(key, raw, typed)))
                 continue
+            if key in cls.chosen_by:
+                raise ValueError(f"--set {item!r}: {key} is chosen by {cls.chosen_by[key]} (it sets the values the "
+                                 f"other settings start from), not by --set")
             if key not in fields:
                 raise ValueError(f"--set {item!r}: unknown setting {key!r}; known: {sorted(fields)}")
             out[key] = parse_value(key, raw, fields[key])

@@ -65,6 +65,9 @@ class TrainConfig(RunSettings):
     # auto_steps, of minibert before one meaning of steps: true fitted the steps to `minutes`, as steps 0 does now
     retired = {"auto_steps": (bool, lambda on: {"steps": 0} if on else {})}
     renamed = {"out_dir": "out", "max_train_lines": "max_train_examples"}  # settings_renames: keep
+    # the preset is the base the options change (train --preset, train-tiny --preset; ablate's study
+    # picks its own): `--set preset=mini` would name mini beside tiny's sizes
+    chosen_by = {"preset": "--preset NAME"}
 
     name: str = "tiny"
     preset: str = "tiny"
@@ -225,6 +228,10 @@ class TrainConfig(RunSettings):
         for key, v in self.flat().items():
             if isinstance(v, float) and not math.isfinite(v):
                 raise ValueError(f"{key}={v} must be a finite number")
+        if not self.name.strip() or self.name in (".", "..") or any(c in self.name for c in "/\\\0"):
+            # runs/<name> of '' or '.' is runs/ itself (a fresh run would clear what it holds), '../x' is outside
+            raise ValueError(f"--name {self.name!r} must be a plain folder name (the run goes to runs/<name>): not "
+                             f"empty, '.', '..' or a path; give --out DIR for a directory elsewhere")
         if self.masking not in ("static", "dynamic"):
             raise ValueError(f"masking={self.masking!r} must be 'static' or 'dynamic'")
         if not isinstance(self.data_cache, (str, Path)) or not str(self.data_cache).strip():
@@ -321,10 +328,14 @@ def preset_settings(preset: str) -> dict[str, Any]:
     return {"preset": preset, "name": preset, **PRESETS[preset]}
 
 
-def make_config(preset: str = "tiny", **overrides) -> TrainConfig:
+def make_config(preset: str = "tiny", /, **overrides) -> TrainConfig:
     """TrainConfig from a preset plus overrides, the way every command builds its settings
     (`TrainConfig.build`), not yet validated; ValueError for an unknown preset or key."""
-    return TrainConfig.build(preset_settings(preset), overrides, validate=False)
+    if overrides.get("preset", preset) != preset:  # was a TypeError (preset given twice)
+        raise ValueError(f"preset {overrides['preset']!r} given beside preset {preset!r}: the preset is chosen once "
+                         f"(--preset NAME)")
+    return TrainConfig.build(preset_settings(preset), {k: v for k, v in overrides.items() if k != "preset"},
+                             validate=False)
 
 
 # --set key=value: typed by the field, by flat name (the model's settings beside the others)

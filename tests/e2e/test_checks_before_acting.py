@@ -8,11 +8,13 @@ everywhere else."""
 from __future__ import annotations
 
 import pytest
-from refusals import FT, qa_model, read_json, refused, run_refused
+from refusals import FT, edit_json, qa_model, read_json, refused, run_refused
 
 from minibert.__main__ import main
 
 from minibert.loop.state import LoopSettings
+from minibert.train.t5_command import T5TrainConfig, command_defaults
+from minibert.train.xlnet_command import XLNetTrainConfig
 
 SQUAD = ["finetune", "squad2", "--data", "{w}/squad", "--init", "{w}/pre", "--out", "{w}/sq", "--quiet"]
 
@@ -125,3 +127,38 @@ def test_threshold_is_refused_where_it_has_no_meaning_in_the_same_words(argv, ex
     qa_model(work / "qa")
     (work / "texts.txt").write_text("good film\nthe plot was dull\n", encoding="utf-8")
     run_refused(work, argv, expected, capsys)
+
+
+# --- the issue's "unclear" cases, decided (docs/safety.md) ---------------------------------------
+
+@pytest.mark.parametrize("argv", [
+    ["train", "--out", "{w}/r", "--set", "preset=mini"],  # trained tiny's sizes and recorded preset mini
+    ["train-tiny", "--set", "preset=mini"],  # TypeError: make_config() got multiple values for argument 'preset'
+    ["ablate", "tasks", "--out", "{w}/ab", "--set", "preset=mini"],
+])
+def test_set_preset_is_refused_naming_the_option(argv, work, capsys, monkeypatch):
+    monkeypatch.chdir(work)
+    run_refused(work, argv, "preset is chosen by --preset NAME", capsys)
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "../x", "a/b", " "])
+def test_a_run_name_is_a_plain_folder_name(name, work, capsys, monkeypatch):
+    """runs/<name> of '' or '.' is runs/ itself, of '../x' a folder beside it: refused by name."""
+    monkeypatch.chdir(work)
+    run_refused(work, ["train", "--name", name, "--steps", "2"], f"--name {name!r} must be a plain folder name",
+                capsys)
+
+
+def test_xlnet_takes_weight_decay_0_and_t5_micro_its_own_default_length():
+    assert XLNetTrainConfig.build({}, {"weight_decay": 0.0}).weight_decay == 0.0  # exact: the value given
+    micro = T5TrainConfig.build(command_defaults({"preset": "t5-micro"}, False), {"preset": "t5-micro"})
+    assert micro.max_seq_length == 63  # its 64 positions hold a chunk and its EOS
+    assert T5TrainConfig.build(command_defaults({}, False), {}).max_seq_length == 64  # t5-tiny's, as before
+
+
+def test_a_multi_label_model_is_refused_not_answered_with_a_softmax(work, capsys):
+    edit_json(work / "cls" / "config.json", problem_type="multi_label_classification")
+    for argv in (["predict", "{w}/cls", "good film"],
+                 ["predict", "{w}/cls", "--file", "{w}/sst/dev.tsv", "--format", "glue-single"],
+                 [*FT, "--init", "{w}/cls"]):
+        run_refused(work, argv, "not multi-label classification", capsys)
