@@ -47,7 +47,8 @@ def test_finetune_overwrite_with_examples_longer_than_the_position_table_keeps_t
 def test_pretraining_overwrite_with_a_bad_setting_keeps_the_old_run(run_copy, capsys):
     work = run_copy.parent
     for extra, expected in ((["--set", "clip_norm=0"], "clip_norm"), (["--set", "steps=1e30"], "out of range"),
-                            (["--set", "dupe_factor=2.5"], "not a whole number")):
+                            (["--set", "dupe_factor=2.5"], "not a whole number"),
+                            (["--max-steps-this-run", "0"], "--max-steps-this-run must be at least 1")):
         run_refused(work, ["train", "--out", "{w}/run", "--overwrite", *extra], expected, capsys)
 
 
