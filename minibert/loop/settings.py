@@ -170,7 +170,7 @@ def check_range(key: str, value: Any, ranges: dict, where: str = "") -> None:
     lo, hi, why = ranges[key]
     if not lo <= value <= hi:
         at = f"{where}: " if where else ""
-        shown = f"{value:,}" if isinstance(value, int) else f"{value:.6g}"
+        shown = f"{value:,}" if isinstance(value, int) and abs(value) < 10**15 else f"{value:.6g}"
         raise ValueError(f"{at}{key}={shown} is out of range: it must be in [{lo:,}, {hi:,}] "
                          f"({hi:,}: {why})")
 

@@ -59,6 +59,9 @@ def test_pretraining_overwrite_with_a_bad_setting_keeps_the_old_run(run_copy, ca
     (["train-t5", "--out", "{w}/t5", "--set", "batch_size=3.5"], "not a whole number"),
     ([*SQUAD, "--set", "max_query_length=-5"], "max_query_length=-5 is out of range"),
     ([*SQUAD, "--set", "doc_stride=0"], "doc_stride=0 is out of range"),
+    (["ablate", "tasks", "--out", "{w}/ab", "--set", "steps=1e30"], "ablate sets these for every cell"),  # was dropped
+    (["ablate", "tasks", "--out", "{w}/ab", "--set", "seed=3"], "ablate sets these for every cell (--seeds)"),
+    (["ablate", "tasks", "--out", "{w}/ab", "--finetune-set", "batch_size=2.5"], "not a whole number"),
 ])
 def test_out_of_range_and_fractional_integers_are_refused_by_every_training_command(argv, expected, work, capsys):
     run_refused(work, argv, expected, capsys)
