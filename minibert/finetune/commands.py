@@ -32,7 +32,7 @@ from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.finetune.evaluate import load_finetuned, predict_file, predict_lines
 from minibert.finetune.model_card import write_model_card
 from minibert.finetune.features import token_features, word_predictions
-from minibert.finetune.squad_run import build_squad_run, predict_answer, saved_setting
+from minibert.finetune.squad_run import build_squad_run, predict_answer, saved_setting, threshold_refused
 from minibert.finetune.task_data import custom_task, get_task, load_task
 from minibert.taskdata.readers import TaggedExample
 from minibert.text.tokenizer import BertTokenizer
@@ -210,16 +210,18 @@ def _check_out_dir(out: Path, overwrite: bool) -> None:
 def cli(argv: list[str]) -> int:
     p = _parser()
     args = p.parse_args(argv)
-    given = given_settings(args, p)  # the options given (--dropout, --lr, ...), then --set
     if args.resume:
+        # the one rule of --resume: the saved settings; only the budget, a pause, what is printed (--quiet) and
+        # --no-verify (whether the checkpoint's weights are checked) may be given
+        changes = rundir.resume_changes(p, args, args.resume, keep=("quiet", "verify"))
         info = rundir.read_run(args.resume)
         if info is None or info.command != COMMAND:
             raise ValueError(f"{args.resume} has no {rundir.RUN_FILE} written by finetune: not a fine-tuning run")
-        # the run continues where it is, whatever run.json says it was; only the budget and --no-verify may change
-        changes = {"out": str(Path(args.resume)), "verify": given.get("verify", True),
-                   **({"minutes": given["minutes"]} if "minutes" in given else {})}
+        # the run continues where it is, whatever run.json says it was
+        changes.update({"out": str(Path(args.resume)), "verify": args.verify is not False})
         cfg = FinetuneConfig.from_run(info, str(Path(args.resume) / rundir.RUN_FILE), **changes)
     else:
+        given = given_settings(args, p)  # the options given (--dropout, --lr, ...), then --set
         if not args.task or not args.init:
             raise ValueError("finetune needs TASK and --init (a model directory or `none`); see --help")
         if args.task not in (*TASK_NAMES, "custom"):
@@ -352,13 +354,17 @@ def predict_cli(argv: list[str]) -> int:
         raise ValueError("--all-classes goes with --file (text on the command line always shows every class)")
     if args.file and (args.texts or args.question or args.context):
         raise ValueError("predict takes --file or text on the command line, not both")
+    if args.threshold is not None and not math.isfinite(args.threshold):
+        raise ValueError(f"--threshold {args.threshold} must be a finite number")
     ft = load_finetuned(args.model_dir, args.verify)
     model, tokenizer, saved = ft.model, ft.tokenizer, ft.saved
+    if args.threshold is not None and model.head_shape != "qa":  # the same words with text or --file
+        raise threshold_refused(f"{args.model_dir} is a {model.head_shape} model")
     if args.file and args.out is None:  # a line each on stdout: label, probability, text
         predict_lines(ft, args.file, sys.stdout.write, args.all_classes, args.format)
         return 0
     if args.file:
-        n = predict_file(ft, args.file, args.out, args.format)
+        n = predict_file(ft, args.file, args.out, args.format, args.threshold)
         print(f"wrote {n:,} predictions to {args.out}")
         return 0
 
@@ -366,8 +372,6 @@ def predict_cli(argv: list[str]) -> int:
     T = min(saved_setting(saved, "task", "max_seq_length", 128, str(Path(args.model_dir) / "run.json")), positions)
     if model.head_shape == "qa":
         return predict_answer(model, tokenizer, args.question, args.context, saved, args.threshold)
-    if args.threshold is not None:
-        raise ValueError(f"--threshold is for SQuAD 2.0 question answering; {args.model_dir} is a {model.head_shape} model")
     if not args.texts or not all(t.strip() for t in args.texts):
         raise ValueError("predict needs the text to classify (every text given must hold a word)")
     if model.head_shape == "sequence":

@@ -31,7 +31,7 @@ from minibert.checkpoint import config_architectures, model_tokenizer, read_conf
 from minibert.finetune import metrics, squad, squad_eval
 from minibert.finetune.features import IGNORE_INDEX, word_predictions
 from minibert.finetune.run import ClassifierSource, predict_logits
-from minibert.finetune.squad_run import SquadSource, saved_setting
+from minibert.finetune.squad_run import SquadSource, answer_threshold, saved_setting, threshold_refused
 from minibert.finetune.task_data import TASKS, TaskData, generic_task, read_examples, score, task_features
 from minibert.io.textio import iter_lines, refuse_special_file
 from minibert.taskdata.readers import (LABEL_COLUMNS, LINE_BYTES, PAIR_COLUMNS, SINGLE_COLUMNS, TaggedExample,
@@ -255,8 +255,10 @@ def predict_lines(ft: Finetuned, path: str | Path, write: Callable[[str], None],
     return n
 
 
-def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | None = None) -> int:
-    """Predict every example of `path` and write them to `out` in the task's format -> the count."""
+def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | None = None,
+                 threshold: float | None = None) -> int:
+    """Predict every example of `path` and write them to `out` in the task's format -> the count.
+    `threshold`: SQuAD 2.0's null-score threshold (default: the run's; refused for any other model)."""
     # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
     from minibert.io.outputs import check_output, write_output
 
@@ -264,7 +266,9 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
     task = file_task(ft, fmt)
     check_output(out, inputs=[path, ft.directory], kind="dir" if task is None else "file")
     if task is None:
-        return _predict_squad(ft, path, out)
+        return _predict_squad(ft, path, out, threshold)
+    if threshold is not None:
+        raise threshold_refused(f"{ft.directory} is a {task.kind} model")
 
     if task.kind == "classification" and is_plain_text(task, path):  # the texts alone: label, probability, text
         count = []
@@ -341,7 +345,7 @@ def _with_labels(path: Path, task, values: list[str]):
     return write
 
 
-def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
+def _predict_squad(ft: Finetuned, path: Path, out: Path, threshold: float | None = None) -> int:
     """predictions.json, nbest.json (and null_odds.json for 2.0) in `out`, CHUNK questions at a
     time: their windows, logits and n-best lists are held for one chunk only (nbest.json is
     written as it is made), so memory does not grow with the number of questions."""
@@ -357,7 +361,7 @@ def _predict_squad(ft: Finetuned, path: Path, out: Path) -> int:
     windows = dict(max_seq_length=_max_seq_length(ft, 384), is_training=False,
                    doc_stride=saved_setting(ft.saved, "task", "doc_stride", 128, where),
                    max_query_length=saved_setting(ft.saved, "task", "max_query_length", 64, where))
-    threshold = saved_setting(ft.saved, "best", "best_f1_thresh", 0.0, where) if version_2 else 0.0
+    threshold = answer_threshold(threshold, ft.saved, version_2, str(ft.directory), where)  # --threshold honoured
     names = ["predictions.json", "nbest.json", *(["null_odds.json"] if version_2 else [])]
     for name in names:
         check_output(out / name, inputs=[path])

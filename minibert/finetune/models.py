@@ -46,6 +46,9 @@ from minibert.model import (HEAD_GROUPS, BertConfig, train_rng, check_inputs, ch
                             init_params, param_shapes, truncated_normal)
 
 
+PROBLEM_TYPES = (None, "single_label_classification", "regression")  # config.json's problem_type minibert computes
+
+
 @dataclasses.dataclass
 class TaskKeys:
     """The fine-tuning keys of transformers' config.json on top of a pretraining config class
@@ -69,6 +72,12 @@ class TaskKeys:
     def __post_init__(self):
         super().__post_init__()
         check_labels(self)
+        if self.problem_type not in PROBLEM_TYPES:
+            # transformers' multi_label_classification scores each label with its own sigmoid; minibert's heads
+            # take a softmax over the labels, so its predictions would be silently wrong: refused when loaded
+            raise ValueError(f"problem_type is {self.problem_type!r:.200}; minibert's heads compute "
+                             f"{', '.join(t for t in PROBLEM_TYPES if t)} (a softmax over the labels, or one score), "
+                             f"not multi-label classification (a sigmoid per label)")
 
     def to_dict(self) -> dict[str, Any]:
         """config.json's keys: the base config's, id2label / label2id (string keys, as JSON has

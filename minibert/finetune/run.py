@@ -137,6 +137,9 @@ class FinetuneConfig(RunSettings):
         if not 0 <= self.minutes < math.inf or self.max_train_examples < 0:
             raise ValueError(f"minutes ({self.minutes}) must be a finite number >= 0 and max_train_examples "
                              f"({self.max_train_examples}) >= 0")
+        if not 0 < self.clip_norm < math.inf or not 0 <= self.weight_decay < math.inf:  # checked by the first step before
+            raise ValueError(f"clip_norm ({self.clip_norm}) must be > 0 (the largest global gradient norm) and "
+                             f"weight_decay ({self.weight_decay}) >= 0")
         if self.seed < 0:  # NumPy's own error named no setting
             raise ValueError(f"seed={self.seed} must be >= 0")
         if self.frozen_tagger not in TAGGERS:
@@ -234,6 +237,12 @@ class DataSource:
 
     def evaluate(self, model) -> dict[str, float]:
         raise NotImplementedError
+
+    def longest(self) -> int:
+        """The most real tokens of a training or dev feature (`dev`: the dev features, where the
+        source keeps them): what the model's position table must hold."""
+        splits = [self.train, getattr(self, "dev", None)]
+        return max(int(f["input_mask"].sum(-1).max(initial=0)) for f in splits if f is not None)
 
     def on_best(self, out: Path) -> None:
         """What the source writes beside a new best model (SQuAD: its predictions and scores)."""
@@ -364,6 +373,7 @@ class FinetuneRun:
     def __init__(self, cfg: FinetuneConfig, model, source: DataSource, tokenizer, task_info: dict,
                  verbose: bool = True):
         cfg.validate()
+        check_positions(cfg, model, source)
         self.cfg, self.model, self.source, self.tokenizer = cfg, model, source, tokenizer
         self.task_info = task_info
         self.dir = Path(cfg.out)
@@ -496,6 +506,19 @@ class FinetuneRun:
         for k, p in self.model.params.items():
             np.copyto(p, saved[k])
         self.best = best
+
+
+def check_positions(cfg: FinetuneConfig, model, source: DataSource) -> None:
+    """The data's lengths against the model: every training and dev feature must fit the model's
+    position table. Checked when the run is built, before anything is written (the first batch
+    with a longer example used to fail, after --overwrite had cleared the old run)."""
+    config = getattr(model, "config", None)
+    positions = getattr(config, "max_position_embeddings", None)
+    longest = source.longest()
+    if isinstance(positions, int) and longest > positions:
+        raise ValueError(f"an example has {longest} tokens after --max-seq-length {cfg.max_seq_length}, more than the "
+                         f"model's position table holds (max_position_embeddings {positions}, --init {cfg.init}); "
+                         f"choose --max-seq-length <= {positions}")
 
 
 def old_window_entry(entry: list) -> Entry:

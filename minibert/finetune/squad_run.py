@@ -151,6 +151,25 @@ def saved_setting(saved: dict, section: str, key: str, default, where: str = "ru
     return value
 
 
+def threshold_refused(what: str) -> ValueError:
+    """The one refusal of --threshold where it has no meaning (predict, with text or --file)."""
+    return ValueError(f"--threshold is for SQuAD 2.0 question answering (a model that may say there is no answer); "
+                      f"{what}")
+
+
+def answer_threshold(threshold: float | None, saved: dict, version_2: bool, what: str, where: str = "") -> float:
+    """The null-score threshold `predict` answers at, on every path that answers questions (one
+    question on the command line, a SQuAD file): --threshold when given (a finite number, for a
+    SQuAD 2.0 model only), else the run's best_f1 threshold found on dev (0 for SQuAD 1.1)."""
+    if threshold is None:
+        return saved_setting(saved, "best", "best_f1_thresh", 0.0, where) if version_2 else 0.0
+    if not math.isfinite(threshold):
+        raise ValueError(f"--threshold {threshold} must be a finite number")
+    if not version_2:
+        raise threshold_refused(f"{what} is SQuAD 1.1")
+    return threshold
+
+
 def predict_answer(model, tokenizer, question: str | None, context: str | None, saved: dict,
                    threshold: float | None = None) -> int:
     """`predict OUT_DIR --question Q --context C [--threshold T]`: the answer span (or "no answer")
@@ -169,10 +188,7 @@ def predict_answer(model, tokenizer, question: str | None, context: str | None, 
     batch = squad.stack_features(features)
     start, end = model.forward(batch["input_ids"], batch["segment_ids"], batch["input_mask"])  # (N, T) each
     version_2 = bool(task.get("version_2", False))
-    if threshold is not None and not version_2:
-        raise ValueError("--threshold is for SQuAD 2.0 (a model that may say there is no answer); this one is SQuAD 1.1")
-    if threshold is None:
-        threshold = saved_setting(saved, "best", "best_f1_thresh", 0.0) if version_2 else 0.0
+    threshold = answer_threshold(threshold, saved, version_2, "this model")
     preds, nbest, null_odds = squad.postprocess([example], features, (start, end), do_lower_case=model.do_lower_case,
                                                 version_2=version_2, null_score_diff_threshold=threshold)
     for f in features:  # which words of the passage each window holds

@@ -105,7 +105,7 @@ def parse_value(key: str, raw: str, field: dataclasses.Field) -> Any:
                 raise ValueError
             return raw.lower() in ("1", "true", "yes")
         if kind is int:
-            return int(float(raw)) if "e" in raw.lower() else int(raw)
+            return parse_int(key, raw)  # its own words for a number that is not whole
         if kind is float:
             value = float(raw)
             if not math.isfinite(value):
@@ -116,9 +116,77 @@ def parse_value(key: str, raw: str, field: dataclasses.Field) -> Any:
             default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
             return tuple(float(p) for p in parts) if default and isinstance(default[0], float) else parts
         return raw
-    except ValueError:
+    except ValueError as e:
+        if isinstance(e, NotWhole):
+            raise
         name = "finite number" if kind is float else kind.__name__ if kind else "value"
         raise ValueError(f"{key}={shown_value(raw)} is not a valid {name}") from None
+
+
+class NotWhole(ValueError):
+    """An integer setting given a number with a fraction (parse_int)."""
+
+
+def parse_int(key: str, raw: str) -> int:
+    """An integer setting's text: "25" or "1e3" (a whole number written as a float); "25e-1" (2.5)
+    and "1.5" are refused, never rounded (steps=25e-1 was 2 steps while steps=1.5 was refused)."""
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    value = float(raw)  # ValueError: not a number at all (the caller names the key)
+    if not math.isfinite(value) or not value.is_integer():
+        raise NotWhole(f"{key}={raw!r} is not a whole number; an integer setting is never rounded")
+    return int(value)
+
+
+# The range of every integer setting (and of the float counts, epochs and minutes), by name,
+# checked wherever settings are made (`Settings.from_dict`: build, --set, a run.json on --resume):
+# name -> (lowest, highest, why the highest). A class's `validate` may narrow a range (steps >= 1
+# for a run that is not fitted to a budget); these are the outer bounds, so that no value runs
+# for days or asks for a table nothing can hold. The model's sizes (hidden_size, num_hidden_layers,
+# ...) are the model config's own, checked against model.SIZE_LIMITS when it is made (validate
+# makes it). tests/loop/test_settings.py checks that every integer field of every settings class
+# has one or the other.
+MAX_STEPS = 10_000_000  # at the tiny model's ~3 steps a second on 2 cores, over a month; BERT-base took 1,000,000
+MAX_POSITIONS = 65536  # model.SIZE_LIMITS' max_position_embeddings: the largest position table minibert builds
+RANGES: dict[str, tuple[float, float, str]] = {
+    "steps": (0, MAX_STEPS, "weeks of compute even for the tiny model; BERT-base took 1,000,000"),
+    "warmup_steps": (0, MAX_STEPS, "the longest run's steps"),
+    "log_interval": (0, MAX_STEPS, "the longest run's steps"),
+    "eval_interval": (0, MAX_STEPS, "the longest run's steps"),
+    "checkpoint_interval": (0, MAX_STEPS, "the longest run's steps"),
+    "eval_per_epoch": (1, 10_000, "ten thousand evaluations an epoch"),
+    "seed": (0, 2**32 - 1, "a 32-bit seed"),
+    "data_seed": (0, 2**32 - 1, "a 32-bit seed"),
+    "max_seq_length": (1, MAX_POSITIONS, "the largest position table minibert builds"),
+    "short_seq_length": (0, MAX_POSITIONS, "the largest position table minibert builds"),
+    "max_predictions_per_seq": (0, MAX_POSITIONS, "a sequence's tokens"),
+    "max_query_length": (1, MAX_POSITIONS, "a sequence's tokens (and at least 1: 0 emptied every question)"),
+    "doc_stride": (1, MAX_POSITIONS, "a sequence's tokens"),
+    "batch_size": (1, 65536, "sequences in one micro-batch"),
+    "accumulation_steps": (1, 65536, "micro-batches in one step"),
+    "dupe_factor": (1, 1000, "a hundred times BERT's 10 passes of the generator"),
+    "heldout_dupe_factor": (1, 1000, "a hundred times BERT's 10 passes of the generator"),
+    "max_train_examples": (0, 10**9, "a billion examples"),
+    "eval_examples": (0, 10**9, "a billion examples"),
+    "pred_k": (1, MAX_POSITIONS, "a sequence's tokens"),
+    "embedding_size": (1, 16384, "model.SIZE_LIMITS' hidden_size"),
+    "epochs": (0, 10_000, "ten thousand passes over the training data"),
+    "minutes": (0, 525_600, "a year"),
+}
+
+
+def check_range(key: str, value: Any, ranges: dict, where: str = "") -> None:
+    """A ValueError naming the setting, its range and why, if `value` is outside `ranges[key]`."""
+    if key not in ranges or value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    lo, hi, why = ranges[key]
+    if not lo <= value <= hi:
+        at = f"{where}: " if where else ""
+        shown = f"{value:,}" if isinstance(value, int) and abs(value) < 10**15 else f"{value:.6g}"
+        raise ValueError(f"{at}{key}={shown} is out of range: it must be in [{lo:,}, {hi:,}] "
+                         f"({hi:,}: {why})")
 
 
 # one name per concept: the name every settings class uses -> the synonyms older classes had
@@ -142,6 +210,10 @@ class Settings:
     """The base of every run's settings (see the module docstring)."""
 
     renamed: ClassVar[dict[str, str]] = {}  # an older run.json's name -> today's (read by from_dict)
+    ranges: ClassVar[dict[str, tuple[float, float, str]]] = RANGES  # each integer setting's (lowest, highest, why)
+    # a setting an option chooses before the others are read (train's preset: the sizes the options
+    # then change) -> that option; --set refuses it, naming the option
+    chosen_by: ClassVar[dict[str, str]] = {}
     unused: ClassVar[tuple[str, ...]] = ()  # shared names this command has no use for (no option; validate refuses them)
     # an older setting whose meaning moved -> (its type, value -> today's settings)
     retired: ClassVar[dict[str, tuple[type, Callable[[Any], dict]]]] = {}
@@ -190,7 +262,10 @@ class Settings:
                    and f.default_factory is dataclasses.MISSING]
         if missing:
             raise ValueError(f"{at}settings {missing} are missing")
-        return cls(**{k: check_value(k, v, fields[k], where) for k, v in d.items()})
+        typed = {k: check_value(k, v, fields[k], where) for k, v in d.items()}
+        for k, v in typed.items():
+            check_range(k, v, cls.ranges, where)
+        return cls(**typed)
 
     @classmethod
     def build(cls, base: dict | None = None, given: dict | None = None, where: str = "", validate: bool = True):
@@ -224,6 +299,9 @@ class Settings:
                 typed.type = kind
                 out.update(today(parse_value(key, raw, typed)))
                 continue
+            if key in cls.chosen_by:
+                raise ValueError(f"--set {item!r}: {key} is chosen by {cls.chosen_by[key]} (it sets the values the "
+                                 f"other settings start from), not by --set")
             if key not in fields:
                 raise ValueError(f"--set {shown_value(item)}: unknown setting {shown_value(key, 60)}; "
                                  f"known: {sorted(fields)}")

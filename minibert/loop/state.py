@@ -21,6 +21,7 @@ from typing import Callable
 import numpy as np
 
 from minibert.loop.budget import SHORT, FULL, StepBudget
+from minibert.optim import SCHEDULES
 
 LAYOUT = 2  # trainer_state.json's layout: 2 has "layout"; 1 (minibert before it) kept each run's own log window
 
@@ -81,6 +82,39 @@ class LoopSettings:
     eval_label: str = "held-out"  # the evaluation line's first word and the curves' legend for evaluations
     curves: Curves | None = None
     old_window: Callable | None = None  # a log-window entry saved by layout 1 -> its metrics (see LoopState.load)
+
+    def __post_init__(self) -> None:
+        """Every number the loop and its step will use, checked when a run makes its settings: a
+        run makes them in its constructor, before it writes anything (rundir.start_run, which
+        clears what an earlier run left, comes after), so a bad value is refused while the old
+        run is still whole. (clip_norm=0 used to be refused by the first step, after
+        `finetune --overwrite` had deleted the old model; docs/safety.md.)"""
+        bad = [f"{name}={value!r} must be {what}" for name, value, ok, what in (
+            ("lr", self.lr, _finite(self.lr) and self.lr > 0, "a finite number > 0"),
+            ("clip_norm", self.clip_norm, _finite(self.clip_norm) and self.clip_norm > 0,
+             "a finite number > 0 (the largest global gradient norm)"),
+            ("total_steps", self.total_steps, _whole(self.total_steps) and (self.total_steps >= 1 or self.fit_steps),
+             "an integer >= 1 (unless the steps are fitted to the time budget)"),
+            ("warmup_steps", self.warmup_steps, _whole(self.warmup_steps) and self.warmup_steps >= 0, "an integer >= 0"),
+            ("schedule", self.schedule, self.schedule in SCHEDULES, f"one of {SCHEDULES}"),
+            ("seed", self.seed, _whole(self.seed) and self.seed >= 0, "an integer >= 0"),
+            ("minutes", self.minutes, _finite(self.minutes) and self.minutes >= 0 and (self.minutes > 0 or not self.fit_steps),
+             "a finite number >= 0 (> 0 when the steps are fitted to it)"),
+            ("log_interval", self.log_interval, _whole(self.log_interval) and self.log_interval >= 1, "an integer >= 1"),
+            *((name, getattr(self, name), _whole(getattr(self, name)) and getattr(self, name) >= 0, "an integer >= 0")
+              for name in ("eval_interval", "checkpoint_interval", "steps_per_epoch", "eval_per_epoch", "min_evals")),
+            ("short_fraction", self.short_fraction, _finite(self.short_fraction) and 0 <= self.short_fraction < 1,
+             "in [0, 1)")) if not ok]
+        if bad:
+            raise ValueError("; ".join(bad))
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _whole(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
 @dataclasses.dataclass

@@ -466,21 +466,24 @@ FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proport
                  "eval_per_epoch", "max_train_examples", "doc_stride")
 
 
+# the pretraining settings each cell sets itself (pretrain_config), so --set may not give them
+ABLATE_OWNS = {"steps": "--steps or --minutes", "minutes": "--steps or --minutes", "seed": "--seeds",
+               "name": "the variant and seed", "out": "--out", "curves": "off"}
+
+
 def parse_finetune_set(items: list[str]) -> dict[str, Any]:
     """["max_seq_length=64", "epochs=1"] -> typed FinetuneConfig overrides (the task, the model,
     the output, the seed and the budget are the ablation's own, not settable here)."""
-    defaults = FinetuneConfig(task="", init="", out="")
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
         key = key.strip().replace("-", "_")
         if not sep or key not in FINETUNE_KEYS:
             raise ValueError(f"--finetune-set {item!r}: expected KEY=VALUE with KEY one of {', '.join(FINETUNE_KEYS)}")
-        kind = type(getattr(defaults, key))
         try:
-            out[key] = kind(raw) if kind is float else int(raw)
-        except ValueError:
-            raise ValueError(f"--finetune-set {item!r}: {raw!r} is not a valid {kind.__name__}") from None
+            out.update(FinetuneConfig.parse_set([f"{key}={raw}"]))  # typed as every --set is (never rounded)
+        except ValueError as e:
+            raise ValueError(f"--finetune-set {item!r}: {e}") from None
     return out
 
 
@@ -523,11 +526,16 @@ def cli(argv: list[str]) -> int:
         raise ValueError(f"--steps {args.steps} must be at least 1")
     if args.steps is not None and args.minutes is not None:
         raise ValueError("give --minutes (equal wall-clock) or --steps (equal steps), not both")
+    pretrain_settings = TrainConfig.parse_set(args.set)
+    owned = sorted(set(pretrain_settings) & set(ABLATE_OWNS))
+    if owned:  # each cell sets these itself: a --set of one was dropped without a word
+        raise ValueError(f"--set {', '.join(owned)}: ablate sets these for every cell ("
+                         f"{'; '.join(ABLATE_OWNS[k] for k in owned)})")
     plan = Plan(study=study.name, out=args.out or f"runs/ablate-{study.name}",
                 minutes=5.0 if args.minutes is None else args.minutes, steps=args.steps or 0,
                 seeds=tuple(range(args.seeds)), tasks=split(args.tasks), variants=split(args.variants),
                 data_root=args.data_root, finetune_minutes=args.finetune_minutes,
-                pretrain_settings=TrainConfig.parse_set(args.set), finetune_settings=parse_finetune_set(args.finetune_set),
+                pretrain_settings=pretrain_settings, finetune_settings=parse_finetune_set(args.finetune_set),
                 verbose=not args.quiet, fast=args.fast)
     failed = run(plan)
     return 1 if failed else 0

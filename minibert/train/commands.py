@@ -28,12 +28,10 @@ def cli(argv: list[str]) -> int:
     p = _build_parser()
     args = p.parse_args(argv)
     try:
-        given = given_settings(args, p)  # the options given, then --set
-        if args.resume:
-            if args.preset:
-                given["preset"] = args.preset
-            cfg = resume_config(args.resume, given)
+        if args.resume:  # the one rule of --resume: the saved settings; only the budget and a pause may be given
+            cfg = resume_config(args.resume, rundir.resume_changes(p, args, args.resume))
         else:
+            given = given_settings(args, p)  # the options given, then --set
             base = preset_settings(args.preset or "tiny")
             TrainConfig.build(base, given, validate=False).validate(require_files=False)
             cfg = TrainConfig.build(base, default_corpus(given))
@@ -166,9 +164,10 @@ def train_tiny_cli(argv: list[str]) -> int:
                                                      overrides.get("data_cache") or DEFAULT_DATA_CACHE)
                 print(f"--corpus-from-task {args.corpus_from_task}: its training text, labels dropped -> {path}")
                 overrides = own_corpus(str(path), overrides) | overrides
-            if args.resume:  # the saved settings; only the budget may change
-                cfg = resume_config(make_config(preset, **overrides).run_dir,
-                                    {} if args.minutes is None else {"minutes": args.minutes})
+            if args.resume:  # the one rule of --resume: the saved settings; only the budget may be given
+                run_dir = make_config(preset, **overrides).run_dir  # --preset, --corpus-from-task: which run
+                cfg = resume_config(run_dir, rundir.resume_changes(p, args, run_dir, keep=("preset", "corpus_from_task",
+                                                                                         "data")))
             else:
                 make_config(preset, **overrides).validate(require_files=False)  # before CORPUS= writes files
                 cfg = make_config(preset, **default_corpus(overrides))

@@ -15,7 +15,7 @@ from minibert.io import outputs
 from minibert.family.albert import AlbertConfig
 from minibert.family.electra import ElectraConfig
 from minibert.io.textio import shown_value
-from minibert.loop.settings import RunSettings, check_value, names_shown
+from minibert.loop.settings import RunSettings, check_range, check_value, names_shown
 from minibert.model import MODEL_SIZES, OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
 from minibert.data.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
@@ -75,6 +75,9 @@ class TrainConfig(RunSettings):
     # auto_steps, of minibert before one meaning of steps: true fitted the steps to `minutes`, as steps 0 does now
     retired = {"auto_steps": (bool, lambda on: {"steps": 0} if on else {})}
     renamed = {"out_dir": "out", "max_train_lines": "max_train_examples"}  # settings_renames: keep
+    # the preset is the base the options change (train --preset, train-tiny --preset; ablate's study
+    # picks its own): `--set preset=mini` would name mini beside tiny's sizes
+    chosen_by = {"preset": "--preset NAME"}
 
     name: str = "tiny"
     preset: str = "tiny"
@@ -224,6 +227,8 @@ class TrainConfig(RunSettings):
                                      for x in d["mask_shares"])
         d = {k: check_value(k, v, fields[k], where) for k, v in d.items()}
         model = {k: check_value(k, v, fields[k], where) for k, v in model.items()}
+        for k, v in {**d, **model}.items():
+            check_range(k, v, cls.ranges, where)
         return cls(**d, model=BertConfig(**{**MODEL_DEFAULTS, **model}))
 
     def validate(self, require_files: bool = True) -> None:
@@ -233,6 +238,10 @@ class TrainConfig(RunSettings):
         for key, v in self.flat().items():
             if isinstance(v, float) and not math.isfinite(v):
                 raise ValueError(f"{key}={v} must be a finite number")
+        if not self.name.strip() or self.name in (".", "..") or any(c in self.name for c in "/\\\0"):
+            # runs/<name> of '' or '.' is runs/ itself (a fresh run would clear what it holds), '../x' is outside
+            raise ValueError(f"--name {shown_value(self.name)} must be a plain folder name (the run goes to runs/<name>): not "
+                             f"empty, '.', '..' or a path; give --out DIR for a directory elsewhere")
         if self.masking not in ("static", "dynamic"):
             raise ValueError(f"masking={shown_value(self.masking)} must be 'static' or 'dynamic'")
         if not isinstance(self.data_cache, (str, Path)) or not str(self.data_cache).strip():
@@ -331,10 +340,14 @@ def preset_settings(preset: str) -> dict[str, Any]:
     return {"preset": preset, "name": preset, **PRESETS[preset]}
 
 
-def make_config(preset: str = "tiny", **overrides) -> TrainConfig:
+def make_config(preset: str = "tiny", /, **overrides) -> TrainConfig:
     """TrainConfig from a preset plus overrides, the way every command builds its settings
     (`TrainConfig.build`), not yet validated; ValueError for an unknown preset or key."""
-    return TrainConfig.build(preset_settings(preset), overrides, validate=False)
+    if overrides.get("preset", preset) != preset:  # was a TypeError (preset given twice)
+        raise ValueError(f"preset {overrides['preset']!r} given beside preset {preset!r}: the preset is chosen once "
+                         f"(--preset NAME)")
+    return TrainConfig.build(preset_settings(preset), {k: v for k, v in overrides.items() if k != "preset"},
+                             validate=False)
 
 
 # --set key=value: typed by the field, by flat name (the model's settings beside the others)

@@ -16,6 +16,8 @@ def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbo
     (.loop.status says how it ended). The run directory is locked for the whole run
     (loop/rundir.RunLock: one writer per directory)."""
     cfg.validate()
+    if max_steps_this_run is not None and max_steps_this_run < 1:  # was taken: a pause at the step it started from
+        raise ValueError(f"--max-steps-this-run must be at least 1, got {max_steps_this_run}")
     with rundir.RunLock(cfg.run_dir):
         return _train(cfg, resume, overwrite, verbose, max_steps_this_run, created_by)
 

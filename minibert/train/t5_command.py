@@ -279,11 +279,25 @@ def sst2_accuracy(params, cfg, pairs, special, ops) -> tuple[float, float]:
 def _resumed(ap: CommandParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
-    info = rundir.resumable_run(out, COMMAND, rundir.options_given(ap, args))
-    budget = {} if args.minutes is None else {"minutes": args.minutes}
+    budget = rundir.resume_changes(ap, args, out)  # the one rule of --resume (refuse what changes the run)
+    info = rundir.resumable_run(out, COMMAND)
     saved = T5TrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out), **budget)
     saved.validate()
     return saved
+
+
+def command_defaults(given: dict, fast: bool) -> dict:
+    """The command's defaults under the settings given: the mode's budget, lr and run directory,
+    --fast's slice, and a chunk (with its EOS) that fits the preset's positions (t5-micro's 64 take
+    63; the class's 64 made `--preset t5-micro` fail at its own default)."""
+    sst2 = given.get("mode") == "sst2"
+    base = {"minutes": 1.0 if fast else 9.5, "steps": 30 if fast else 0, "lr": 3e-4 if sst2 else 1e-3,
+            "out": "runs/t5-sst2" if sst2 else "runs/t5-tiny",
+            **(FAST_SLICE["sst2" if sst2 else "span-corruption"] if fast else {})}
+    preset = PRESETS.get(given.get("preset", "t5-tiny"))
+    if preset is not None and not sst2:
+        base["max_seq_length"] = min(T5TrainConfig.max_seq_length, preset["max_position_embeddings"] - 1)
+    return base
 
 
 def train_t5_cli(argv: list[str]) -> int:
@@ -319,10 +333,7 @@ def train_t5_cli(argv: list[str]) -> int:
         settings = _resumed(ap, args)
     else:
         fast, given = args.fast, given_settings(args, ap)
-        sst2 = given.get("mode") == "sst2"
-        base = {"minutes": 1.0 if fast else 9.5, "steps": 30 if fast else 0, "lr": 3e-4 if sst2 else 1e-3,
-                "out": "runs/t5-sst2" if sst2 else "runs/t5-tiny",
-                **(FAST_SLICE["sst2" if sst2 else "span-corruption"] if fast else {})}
+        base = command_defaults(given, fast)
         if fast:  # --fast: 30 steps, logged and evaluated at least every 5 (6 points of a curve)
             for key in ("log_interval", "eval_interval"):
                 given[key] = min(given.get(key, 5), 5)

@@ -54,6 +54,11 @@ class XLNetTrainConfig(RunSettings):
     renamed = {"seq_len": "max_seq_length", "max_train_lines": "max_train_examples",  # settings_renames: keep
                "eval_sequences": "eval_examples"}  # settings_renames: keep
 
+    # XLNet's position table is made as long as its windows: bounded by BERT's 512 (a 4096-token
+    # window's two-stream attention ran until killed on 2 cores)
+    ranges = {**RunSettings.ranges, "max_seq_length": (2, 512, "BERT's position table, 512; longer windows' "
+                                                                "two-stream attention runs for days on a laptop")}
+
     out: str = ""  # the run directory (default runs/<preset>)
     hidden_size: int = 128
     num_hidden_layers: int = 2
@@ -79,7 +84,7 @@ class XLNetTrainConfig(RunSettings):
             v = getattr(self, f.name)
             if f.name == "out":
                 continue
-            if f.name in ("steps", "minutes", "max_train_examples", "seed", "warmup_steps"):
+            if f.name in ("steps", "minutes", "max_train_examples", "seed", "warmup_steps", "weight_decay"):  # 0: off
                 if v < 0:
                     raise ValueError(f"{f.name}={v} must be >= 0")
             elif not v > 0:
@@ -174,8 +179,8 @@ def _resumed(p: CommandParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path
     """--resume RUN_DIR: the settings and data run.json saved; only the budget and the pause may be
     given anew. -> (settings, run directory, (training text, held-out text, vocab))."""
     out = Path(args.resume)
-    info = rundir.resumable_run(out, COMMAND, rundir.options_given(p, args))
-    budget = {} if args.minutes is None else {"minutes": args.minutes}
+    budget = rundir.resume_changes(p, args, out)  # the one rule of --resume (refuse what changes the run)
+    info = rundir.resumable_run(out, COMMAND)
     cfg = XLNetTrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out), **budget)
     cfg.validate()
     data = info.extra.get("data")  # read_run checked it is an object of paths, or absent (the default corpus)

@@ -194,9 +194,9 @@ def test_one_writer_per_directory_and_a_killed_holder_never_blocks(work):
 # --- commands that check their settings before writing anything ---------------------------------
 
 SETTINGS_CASES = {
-    "t5 negative warmup": (["train-t5", "--out", "{w}/t5", "--warmup-steps", "-5"], "--warmup-steps"),
+    "t5 negative warmup": (["train-t5", "--out", "{w}/t5", "--warmup-steps", "-5"], "warmup_steps=-5"),
     "t5 lr nan": (["train-t5", "--out", "{w}/t5", "--lr", "nan"], "lr=nan must be a finite number"),
-    "t5 seed -1": (["train-t5", "--out", "{w}/t5", "--seed", "-1"], "--seed"),
+    "t5 seed -1": (["train-t5", "--out", "{w}/t5", "--seed", "-1"], "seed=-1"),
     "xlnet a million layers": (["train-xlnet", "--out", "{w}/x", "--set", "num_hidden_layers=1000000"],
                                "num_hidden_layers=1000000"),
     "xlnet lr text": (["train-xlnet", "--out", "{w}/x", "--set", "lr=fast"], "lr='fast' is not a valid"),

@@ -119,7 +119,7 @@ SETTINGS_CASES = {
     "train data_cache empty": (lambda c: _train(c, "--set", "data_cache="), "data_cache='' must name a directory"),
     "train corpus a directory": (lambda c: _train(c)[:2] + ["{w}/sst"] + _train(c)[3:],
                                  "sst is not a regular file"),
-    "finetune seed -1": (lambda c: FT + ["--seed", "-1"], "seed=-1 must be >= 0"),
+    "finetune seed -1": (lambda c: FT + ["--seed", "-1"], "seed=-1 is out of range"),
     "finetune epochs inf": (lambda c: FT + ["--epochs", "inf"], "epochs=inf must be a finite number"),
     "finetune lr inf": (lambda c: FT + ["--lr", "inf"], "lr=inf must be a finite number"),
     "finetune minutes nan": (lambda c: FT + ["--minutes", "nan"], "minutes=nan must be a finite number"),

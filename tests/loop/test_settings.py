@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from minibert.finetune.run import FinetuneConfig
-from minibert.loop.settings import RETIRED_NAMES, VOCABULARY, Settings
+from minibert.loop.settings import RANGES, RETIRED_NAMES, VOCABULARY, Settings, field_type
+from minibert.model import SIZE_LIMITS
 from minibert.train.config import TrainConfig, make_config
 from minibert.train.t5_command import T5TrainConfig
 from minibert.train.xlnet_command import XLNetTrainConfig
@@ -209,3 +210,50 @@ def test_a_run_json_of_the_older_names_is_read_once_with_todays(cls, old, today)
 
 def test_todays_name_beside_an_old_one_wins():
     assert make_config("tiny", out_dir="old", out="new").out == "new"
+
+
+# --- integer settings are integers, and every one has a range (issue 56) -------------------------
+
+SETTINGS_CLASSES = (TrainConfig, XLNetTrainConfig, T5TrainConfig, FinetuneConfig)
+
+
+@pytest.mark.parametrize("raw", ["25e-1", "1.5", "2.0000001", "nan", "inf"])
+def test_an_integer_setting_is_never_rounded(raw):
+    """steps=25e-1 was 2 steps while steps=1.5 was refused: both are refused now, by name."""
+    with pytest.raises(ValueError, match=f"^steps='{raw}' is not a (whole number|valid int)"):
+        Demo.parse_set([f"steps={raw}"])
+    assert Demo.parse_set(["steps=1e3", "steps=25"]) == {"steps": 25}  # a whole number written either way
+
+
+@pytest.mark.parametrize("cls", SETTINGS_CLASSES, ids=lambda c: c.__name__)
+def test_every_integer_setting_has_a_range(cls):
+    """Every integer field of every settings class is bounded (loop/settings.RANGES), or is a
+    model size its config checks against model.SIZE_LIMITS; so are the counts in floats."""
+    ints = [k for k, f in cls.settable_fields().items() if field_type(f)[0] is int]
+    assert ints, cls
+    missing = [k for k in ints if k not in cls.ranges and k not in SIZE_LIMITS]
+    assert not missing, missing
+    assert RANGES["epochs"][1] < 1e300 and RANGES["minutes"][1] <= 525_600
+
+
+@pytest.mark.parametrize("cls, base, key, value", [
+    (FinetuneConfig, {"task": "sst2", "init": "none", "out": "o"}, "steps", 10**30),
+    (FinetuneConfig, {"task": "sst2", "init": "none", "out": "o"}, "max_query_length", 0),
+    (FinetuneConfig, {"task": "sst2", "init": "none", "out": "o"}, "max_query_length", -5),
+    (FinetuneConfig, {"task": "sst2", "init": "none", "out": "o"}, "epochs", 1e300),
+    (FinetuneConfig, {"task": "sst2", "init": "none", "out": "o"}, "doc_stride", 0),
+    (TrainConfig, {}, "steps", 10**30),
+    (TrainConfig, {}, "dupe_factor", 10**6),
+    (TrainConfig, {}, "seed", 2**40),
+    (TrainConfig, {}, "minutes", 1e9),
+    (XLNetTrainConfig, {}, "max_seq_length", 4096),
+    (T5TrainConfig, {"out": "o"}, "eval_interval", 10**12),
+])
+def test_an_out_of_range_setting_is_refused_by_name_with_its_range(cls, base, key, value):
+    with pytest.raises(ValueError, match=f"^{key}=.* is out of range: it must be in \\["):
+        cls.build(base, {key: value}, validate=False)
+
+
+def test_a_run_json_with_an_out_of_range_setting_names_the_file():
+    with pytest.raises(ValueError, match="^runs/x/run.json: steps=1,000,000,000,000 is out of range"):
+        Demo.from_dict({"out": "o", "steps": 10**12}, "runs/x/run.json")
