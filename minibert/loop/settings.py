@@ -174,7 +174,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "embedding_size": (1, 16384, "model.SIZE_LIMITS' hidden_size"),
     "epochs": (0, 10_000, "ten thousand passes over the training data"),
     "minutes": (0, 525_600, "a year"),
-    "patience": (0, 1_000_000, "a million evaluations without a better dev score (0: never stop early)"),
+    "patience": (0, 1_000_000, "a million evaluations in a row without a better dev score"),
 }
 
 

@@ -38,7 +38,7 @@ def test_a_broken_own_file_is_one_error_line_naming_it_and_writes_nothing(case, 
 
 
 @pytest.mark.parametrize("setting, expected", [
-    ("patience=-2", "patience=-2 must be >= 0"),
+    ("patience=-2", "patience=-2 is out of range"),
     ("patience=two", "patience='two' is not a valid int"),
     ("class_weights=pos:0", "class_weights='pos:0': the weight of 'pos' is '0'; a weight must be a positive finite"),
     ("class_weights=pos:3,neutral:1", "unknown label(s) ['neutral']; the data's labels are ['neg', 'pos']"),

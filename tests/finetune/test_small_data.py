@@ -107,7 +107,7 @@ def test_patience_needs_a_dev_set(files, tmp_path):
 def test_a_negative_patience_is_one_error_line_and_writes_nothing(files, tmp_path, capsys):
     assert _finetune(files, tmp_path / "r", "--set", "patience=-1", "--quiet") == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: patience=-1 must be >= 0")
+    assert len(err) == 1 and err[0].startswith("error: patience=-1 is out of range")
     assert not (tmp_path / "r").exists()
 
 
