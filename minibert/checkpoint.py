@@ -312,6 +312,18 @@ def config_text(d: dict, key: str, default: str | None, path) -> str | None:
     return value
 
 
+def refuse_decoder_flags(d: dict, path, model: str = "minibert") -> None:
+    """config.json's is_decoder / add_cross_attention: booleans, and false (minibert's models are
+    encoders). A value of another type is named as one, not read as true or false."""
+    for flag in ("is_decoder", "add_cross_attention"):
+        value = d.get(flag, False)
+        if not isinstance(value, bool):
+            raise ValueError(f"{path}: {flag} is {shown_value(value)} ({type(value).__name__}); it must be true or "
+                             f"false")
+        if value:
+            raise ValueError(f"{path}: {flag}=true is not supported ({model} is an encoder)")
+
+
 def config_architectures(d: dict, path) -> list[str]:
     """config.json's "architectures": a list of class names (empty when absent)."""
     archs = d.get("architectures") or []
@@ -340,9 +352,7 @@ def read_config(path: str | Path, d: dict | None = None) -> tuple[BertConfig, st
     if config_text(d, "position_embedding_type", "absolute", path) != "absolute":
         raise ValueError(f"{path}: position_embedding_type {shown_value(d['position_embedding_type'])} is not "
                          f"supported (only 'absolute')")
-    for flag in ("is_decoder", "add_cross_attention"):
-        if d.get(flag):
-            raise ValueError(f"{path}: {flag}=true is not supported (minibert is an encoder)")
+    refuse_decoder_flags(d, path)
     if "vocab_size" not in d:
         raise ValueError(f"{path} has no vocab_size")
     try:

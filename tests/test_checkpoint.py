@@ -445,3 +445,21 @@ def test_encode_token_and_mean_pooled_sentence_vectors(tmp_path):
     np.testing.assert_allclose(vec[0], tokens[1], atol=1e-6)
     with pytest.raises(ValueError, match="encode needs a tokenizer"):
         random_model().encode(["x"])
+
+
+@pytest.mark.parametrize("flag", ["is_decoder", "add_cross_attention"])
+@pytest.mark.parametrize("value, expected", [
+    ("x", "{flag} is 'x' (str); it must be true or false"),  # was read as true: "{flag}=true is not supported"
+    (1, "{flag} is 1 (int); it must be true or false"),
+    (True, "{flag}=true is not supported (minibert is an encoder)"),
+])
+def test_config_decoder_flags_are_booleans_and_false(flag, value, expected, tmp_path):
+    d = tiny_config().to_dict() | {flag: value}
+    with pytest.raises(ValueError) as e:
+        ck.read_config(tmp_path / "config.json", d)
+    assert expected.format(flag=flag) in str(e.value)
+
+
+def test_config_decoder_flags_false_load(tmp_path):
+    d = tiny_config().to_dict() | {"is_decoder": False, "add_cross_attention": False}
+    assert ck.read_config(tmp_path / "config.json", d)[0].hidden_size == d["hidden_size"]

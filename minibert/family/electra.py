@@ -474,9 +474,7 @@ def read_config(path: Path, architecture: str) -> ElectraConfig:
     if archs != [architecture]:
         hint = {v: f" (load it with minibert.{v})" for v in HEADS.values()}.get(archs[0], "")
         raise ValueError(f"{path}: architecture {archs} is not {architecture}{hint}")
-    for flag in ("is_decoder", "add_cross_attention"):
-        if d.get(flag):
-            raise ValueError(f"{path}: {flag}=true is not supported (minibert's ELECTRA is an encoder)")
+    checkpoint.refuse_decoder_flags(d, path, "minibert's ELECTRA")
     try:
         return ElectraConfig.from_dict(d)
     except (TypeError, ValueError) as e:

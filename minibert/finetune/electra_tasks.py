@@ -169,9 +169,7 @@ def expected_hf_shapes(shapes, cfg, head_shape=None) -> dict[str, tuple]:
 
 
 def _read_config(raw: dict) -> ElectraConfig:
-    for flag in ("is_decoder", "add_cross_attention"):
-        if raw.get(flag):
-            raise ValueError(f"{flag}=true is not supported (minibert's ELECTRA is an encoder)")
+    checkpoint.refuse_decoder_flags(raw, "config.json", "minibert's ELECTRA")
     return ElectraConfig.from_dict(raw)
 
 

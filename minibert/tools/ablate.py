@@ -466,6 +466,8 @@ FINETUNE_KEYS = ("epochs", "lr", "batch_size", "max_seq_length", "warmup_proport
                  "eval_per_epoch", "max_train_examples", "doc_stride")
 
 
+MAX_SEEDS = 100  # a hundred pretrainings of every variant: more is weeks of a laptop
+
 # the pretraining settings each cell sets itself (pretrain_config), so --set may not give them
 ABLATE_OWNS = {"steps": "--steps or --minutes", "minutes": "--steps or --minutes", "seed": "--seeds",
                "name": "the variant and seed", "out": "--out", "curves": "off"}
@@ -519,13 +521,17 @@ def cli(argv: list[str]) -> int:
                   f"{', '.join(f'{k}={x}' for k, x in v.settings)})")
         print(f"default tasks: {', '.join(study.default_tasks)}; all tasks: {', '.join(DOWNSTREAM)}")
         return 0
-    if args.seeds < 1:
-        raise ValueError(f"--seeds {args.seeds} must be at least 1")
+    if not 1 <= args.seeds <= MAX_SEEDS:  # each seed is a pretraining of every variant
+        raise ValueError(f"--seeds {args.seeds} must be 1 to {MAX_SEEDS} (each seed pretrains every variant once)")
     split = lambda s: tuple(x.strip() for x in s.split(",") if x.strip()) if s else ()  # noqa: E731
     if args.steps is not None and args.steps < 1:  # 0 used to mean "not given": a 5-minute budget per variant
         raise ValueError(f"--steps {args.steps} must be at least 1")
     if args.steps is not None and args.minutes is not None:
         raise ValueError("give --minutes (equal wall-clock) or --steps (equal steps), not both")
+    for item in args.set:
+        if item.partition("=")[0].strip().replace("-", "_") == "preset":  # TrainConfig names train's --preset
+            raise ValueError(f"--set {item!r}: each variant of the study has its preset (--list shows them; "
+                             f"--variants picks some)")
     pretrain_settings = TrainConfig.parse_set(args.set)
     owned = sorted(set(pretrain_settings) & set(ABLATE_OWNS))
     if owned:  # each cell sets these itself: a --set of one was dropped without a word

@@ -135,14 +135,22 @@ def test_threshold_is_refused_where_it_has_no_meaning_in_the_same_words(argv, ex
 
 # --- the issue's "unclear" cases, decided (docs/safety.md) ---------------------------------------
 
-@pytest.mark.parametrize("argv", [
-    ["train", "--out", "{w}/r", "--set", "preset=mini"],  # trained tiny's sizes and recorded preset mini
-    ["train-tiny", "--set", "preset=mini"],  # TypeError: make_config() got multiple values for argument 'preset'
-    ["ablate", "tasks", "--out", "{w}/ab", "--set", "preset=mini"],
+@pytest.mark.parametrize("argv, expected", [
+    (["train", "--out", "{w}/r", "--set", "preset=mini"], "preset is chosen by --preset NAME"),  # trained tiny's sizes
+    (["train-tiny", "--set", "preset=mini"], "preset is chosen by --preset NAME"),  # TypeError: make_config() ...
+    (["ablate", "tasks", "--out", "{w}/ab", "--set", "preset=mini"], "each variant of the study has its preset"),
 ])
-def test_set_preset_is_refused_naming_the_option(argv, work, capsys, monkeypatch):
+def test_set_preset_is_refused_naming_the_option(argv, expected, work, capsys, monkeypatch):
+    """ablate has no --preset: its variants choose the preset, and the refusal says so."""
     monkeypatch.chdir(work)
-    run_refused(work, argv, "preset is chosen by --preset NAME", capsys)
+    run_refused(work, argv, expected, capsys)
+
+
+@pytest.mark.parametrize("seeds", ["0", "101"])
+def test_ablate_seeds_are_bounded(seeds, work, capsys, monkeypatch):
+    monkeypatch.chdir(work)
+    run_refused(work, ["ablate", "tasks", "--out", "{w}/ab", "--seeds", seeds], f"--seeds {seeds} must be 1 to 100",
+                capsys)
 
 
 @pytest.mark.parametrize("name", ["", ".", "..", "../x", "a/b", " "])
