@@ -27,6 +27,7 @@ them (tests/loop/test_faults.py).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -489,10 +490,13 @@ def resume_changes(parser, args, directory: str | Path, keep: tuple[str, ...] = 
     if given:
         flags = {a.dest: a.option_strings[0] for a in parser._actions if a.option_strings}
         may = [flags[k] for k in (*RESUME_OPTIONS, *keep) if k in flags and k != "resume"]
+        listed = f"{', '.join(may[:-1])} and {may[-1]}" if len(may) > 1 else "".join(may)
         raise ValueError(f"--resume continues {directory} with its saved settings, and {', '.join(given)} would "
-                         f"change them; only {' and '.join([', '.join(may[:-1]), may[-1]] if len(may) > 1 else may)} may be given (to change a setting, start a new run "
+                         f"change them; only {listed} may be given (to change a setting, start a new run "
                          f"with another --out, or this one again with --overwrite)")
     if getattr(args, "minutes", None) is not None and "minutes" not in changes:
+        if not (math.isfinite(args.minutes) and args.minutes >= 0):  # named as the flag, not as run.json's
+            raise ValueError(f"--minutes {args.minutes} must be a finite number of minutes, 0 or more")
         changes["minutes"] = args.minutes
     return changes
 

@@ -90,6 +90,9 @@ def test_finetune_resume_refuses_options_that_would_change_the_run(paused, work,
                          (["--set", "seed=3"], "--set seed=3"), (["--init", "none"], "--init"),
                          (["--steps", "9"], "--steps")):
         refused(work, decoy, ["finetune", "--resume", "{w}/ft", "--quiet", *extra], named, capsys)
+    for minutes in ("nan", "-1"):  # named as the flag: the message named run.json, where the value was not
+        refused(work, decoy, ["finetune", "--resume", "{w}/ft", "--minutes", minutes], f"--minutes {float(minutes)} must "
+                "be a finite number", capsys)
 
 
 def test_pretraining_resume_refuses_options_that_would_change_the_run(run_copy, capsys):
