@@ -55,6 +55,13 @@ def field_type(field: dataclasses.Field) -> tuple[type | None, bool]:
     return (kinds[0] if len(kinds) == 1 else None), optional
 
 
+def holds_numbers(field: dataclasses.Field) -> bool:
+    """Whether a tuple setting is a list of numbers (its default's are: mask_shares) rather than
+    of strings (files): what check_value accepts and parse_value reads for it."""
+    default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+    return bool(default) and isinstance(default[0], (int, float)) and not isinstance(default[0], bool)
+
+
 def check_value(key: str, value: Any, field: dataclasses.Field, where: str = "") -> Any:
     """`value` as the field's type, or a ValueError naming the key and what it should be. An int
     is accepted for a float (JSON writes 3.0 as 3.0 but a person writes 3); nothing else is
@@ -68,8 +75,7 @@ def check_value(key: str, value: Any, field: dataclasses.Field, where: str = "")
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if kind is tuple and isinstance(value, (list, tuple)):  # of strings (files), or of numbers as its default
-        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
-        numbers = bool(default) and isinstance(default[0], (int, float))
+        numbers = holds_numbers(field)
         if not all(isinstance(x, (int, float)) and not isinstance(x, bool) if numbers else isinstance(x, str)
                    for x in value):
             raise ValueError(f"{at}{key} is {shown_value(value)}; it must be a list of "
@@ -113,8 +119,7 @@ def parse_value(key: str, raw: str, field: dataclasses.Field) -> Any:
             return value
         if kind is tuple:
             parts = tuple(p for p in raw.split(",") if p)
-            default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
-            return tuple(float(p) for p in parts) if default and isinstance(default[0], float) else parts
+            return tuple(float(p) for p in parts) if holds_numbers(field) else parts
         return raw
     except ValueError as e:
         if isinstance(e, NotWhole):
