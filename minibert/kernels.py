@@ -1634,7 +1634,7 @@ def _xent_backward_kernel(probs, t, scale, dz):
         dr[t[r]] -= sr
 
 
-def cross_entropy_forward(logits, targets, ignore_index=-100):
+def cross_entropy_forward(logits, targets, ignore_index=-100, class_weights=None):
     """Same contract (and cache) as layers.cross_entropy_forward."""
     K = logits.shape[-1]
     if targets.shape != logits.shape[:-1]:
@@ -1645,12 +1645,12 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     bad = valid & ((t < 0) | (t >= K))
     if bad.any():
         raise ValueError(f"target {int(t[bad][0])} is outside [0, {K}) (and is not ignore_index {ignore_index})")
+    layers.check_class_weights(class_weights, K)
     t = np.where(valid, t, 0).astype(np.int64)  # (N,)
     probs = np.empty_like(z)  # (N, K)
     logp_t = np.empty(z.shape[0], dtype=z.dtype)  # (N,)
     _softmax_xent_kernel(z, t, probs, logp_t)
-    n = int(valid.sum())
-    weight = valid.astype(logits.dtype) / max(n, 1)  # (N,)
+    weight = layers.target_weights(valid, t, class_weights, logits.dtype)  # (N,)
     loss = -(logp_t * weight).sum()  # ()
     return logits.dtype.type(loss), layers.CrossEntropyCache(probs, t, weight, logits.shape)
 

@@ -374,14 +374,26 @@ def attention_packed_backward(dout, cache: PackedAttentionCache):
 class CrossEntropyCache(NamedTuple):
     probs: np.ndarray  # (N, K) softmax of the logits
     targets: np.ndarray  # (N,) with ignored entries set to 0
-    weight: np.ndarray  # (N,) 1/n for counted targets, 0 for ignored ones
+    weight: np.ndarray  # (N,) 1/n for counted targets (w[t] / sum of w[t] with class weights), 0 for ignored ones
     shape: tuple  # the logits' original shape (..., K)
 
 
-def cross_entropy_forward(logits, targets, ignore_index=-100):
-    """Shapes: logits (..., K), targets (...) int -> loss (scalar, logits' dtype).
+def target_weights(valid, t, class_weights, dtype):
+    """Each row's share of the loss (N,): 1/n for the n counted targets; with class_weights (K,)
+    w[t] / sum of w[t] over them, torch's CrossEntropyLoss(weight=w), so a batch of one class has
+    the plain mean and only the mix of classes is reweighted. 0 for ignored rows."""
+    if class_weights is None:
+        return valid.astype(dtype) / max(int(valid.sum()), 1)
+    w = np.where(valid, np.asarray(class_weights, dtype=dtype)[t], 0)  # (N,) each row's class weight
+    return w / max(w.sum(), np.finfo(dtype).tiny)
 
-    Mean of -log softmax(logits)[target] over the targets != ignore_index (0 if there are none).
+
+def cross_entropy_forward(logits, targets, ignore_index=-100, class_weights=None):
+    """Shapes: logits (..., K), targets (...) int, class_weights (K,) or None -> loss (scalar,
+    logits' dtype).
+
+    Mean of -log softmax(logits)[target] over the targets != ignore_index (0 if there are none);
+    with class_weights, the mean weighted by each target's class weight (`target_weights`).
     """
     K = logits.shape[-1]
     if targets.shape != logits.shape[:-1]:
@@ -392,16 +404,21 @@ def cross_entropy_forward(logits, targets, ignore_index=-100):
     bad = valid & ((t < 0) | (t >= K))
     if bad.any():
         raise ValueError(f"target {int(t[bad][0])} is outside [0, {K}) (and is not ignore_index {ignore_index})")
+    check_class_weights(class_weights, K)
     t = np.where(valid, t, 0)  # (N,)
     z = z - z.max(axis=-1, keepdims=True)  # (N, K)
     e = np.exp(z)  # (N, K)
     s = e.sum(axis=-1, keepdims=True)  # (N, 1)
     probs = e / s  # (N, K)
     logp_t = z[np.arange(z.shape[0]), t] - np.log(s[:, 0])  # (N,) log p(target)
-    n = int(valid.sum())
-    weight = valid.astype(logits.dtype) / max(n, 1)  # (N,)
+    weight = target_weights(valid, t, class_weights, logits.dtype)  # (N,)
     loss = -(logp_t * weight).sum()  # ()
     return logits.dtype.type(loss), CrossEntropyCache(probs, t, weight, logits.shape)
+
+
+def check_class_weights(class_weights, K: int) -> None:
+    if class_weights is not None and np.shape(class_weights) != (K,):
+        raise ValueError(f"class_weights have shape {np.shape(class_weights)}, expected ({K},): one per class")
 
 
 def cross_entropy_backward(dloss, cache: CrossEntropyCache):

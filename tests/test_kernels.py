@@ -322,6 +322,26 @@ def test_cross_entropy_kernel_matches_reference(shape, dtype):
     assert_matches("dlogits", kernels.cross_entropy_backward(0.7, c), layers.cross_entropy_backward(0.7, c_ref))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cross_entropy_kernel_with_class_weights_matches_reference(dtype):
+    """A classifier's class-weighted loss (finetune --set class_weights) through the kernel: the
+    same per-row weights w[t] / sum w[t] as the reference, ignored targets left out of the sum."""
+    rng = np.random.default_rng(11)
+    logits = _rand(rng, (9, 4), dtype, scale=4.0)
+    targets = rng.integers(0, 4, size=9)
+    targets[::4] = -100
+    w = rng.uniform(0.2, 5.0, 4)
+    loss, c = kernels.cross_entropy_forward(logits, targets, class_weights=w)
+    loss_ref, c_ref = layers.cross_entropy_forward(logits, targets, class_weights=w)
+    np.testing.assert_allclose(loss, loss_ref, rtol=1e-10 if dtype == np.float64 else 2e-6)
+    assert_matches("cache.weight", c.weight, c_ref.weight)
+    np.testing.assert_allclose(c_ref.weight.sum(), 1.0, rtol=1e-6)  # the counted rows' shares
+    assert (c_ref.weight[targets == -100] == 0).all()
+    assert_matches("dlogits", kernels.cross_entropy_backward(0.7, c), layers.cross_entropy_backward(0.7, c_ref))
+    with pytest.raises(ValueError, match="class_weights have shape"):
+        kernels.cross_entropy_forward(logits, targets, class_weights=w[:3])
+
+
 def test_cross_entropy_kernel_rejects_bad_targets():
     with pytest.raises(ValueError, match="outside"):
         kernels.cross_entropy_forward(np.zeros((2, 3)), np.array([0, 3]))

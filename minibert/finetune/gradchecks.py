@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from minibert.analysis.gradcheck import compare, layer_check, numerical_grad_scalar, rand_array, sampled_loss_checks, head_batch
+from minibert import layers
 from minibert.backend import get_ops
 from minibert.finetune import bilstm, electra_tasks as ef, heads
 from minibert.finetune.models import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
@@ -34,9 +35,9 @@ def check_weighted_classifier(rng, verbose=True, samples_per_tensor=3, rtol=1e-5
     the plain mean) fails."""
     logits, targets = rand_array(rng, 6, 3), np.array([0, 2, 1, 2, 2, 0])
     weights = rng.uniform(0.2, 5.0, 3)
-    _, c = heads.weighted_cross_entropy_forward(logits, targets, weights)
-    num = numerical_grad_scalar(lambda: heads.weighted_cross_entropy_forward(logits, targets, weights)[0], logits)
-    checks = [compare("weighted cross-entropy: dlogits", heads.weighted_cross_entropy_backward(1.0, c), num, rtol,
+    _, c = layers.cross_entropy_forward(logits, targets, class_weights=weights)
+    num = numerical_grad_scalar(lambda: layers.cross_entropy_forward(logits, targets, class_weights=weights)[0], logits)
+    checks = [compare("weighted cross-entropy: dlogits", layers.cross_entropy_backward(1.0, c), num, rtol,
                       atol, verbose)]
     cfg = BertConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=16, max_position_embeddings=16, type_vocab_size=2)

@@ -113,50 +113,6 @@ def mse_backward(dloss, cache: MSECache):
 
 
 # ---------------------------------------------------------------------------------------------
-# class-weighted cross-entropy (a classifier on unbalanced data: --set class_weights=...)
-
-class WeightedCECache(NamedTuple):
-    probs: np.ndarray  # (N, K) softmax of the logits
-    targets: np.ndarray  # (N,) class ids
-    row_weight: np.ndarray  # (N,) w[target] / sum of w[target] over the batch
-
-
-def weighted_cross_entropy_forward(logits, targets, class_weights):
-    """logits (N, K), targets (N,) int, class_weights (K,) -> (loss, cache). The loss is
-    torch's CrossEntropyLoss(weight=w): the weighted mean sum_i w[y_i] nll_i / sum_i w[y_i], so a
-    batch of one class has the plain mean loss and only the mix of classes is reweighted.
-
-    >>> loss, _ = weighted_cross_entropy_forward(np.zeros((2, 2)), np.array([0, 1]), np.array([1.0, 3.0]))
-    >>> round(float(loss), 4)                  # (1 * log 2 + 3 * log 2) / (1 + 3)
-    0.6931
-    """
-    N, K = logits.shape
-    if targets.shape != (N,) or class_weights.shape != (K,):
-        raise ValueError(f"targets {targets.shape} and class_weights {class_weights.shape} must be ({N},) and ({K},)")
-    if targets.size and (targets.min() < 0 or targets.max() >= K):
-        raise ValueError(f"a target is outside [0, {K})")
-    z = logits - logits.max(axis=-1, keepdims=True)  # (N, K)
-    e = np.exp(z)  # (N, K)
-    s = e.sum(axis=-1, keepdims=True)  # (N, 1)
-    nll = np.log(s[:, 0]) - z[np.arange(N), targets]  # (N,) -log p(target)
-    w = class_weights.astype(logits.dtype)[targets]  # (N,) each row's class weight
-    row_weight = w / max(w.sum(), np.finfo(logits.dtype).tiny)  # (N,) sums to 1
-    loss = (nll * row_weight).sum()  # ()
-    return logits.dtype.type(loss), WeightedCECache(e / s, targets, row_weight)
-
-
-def weighted_cross_entropy_backward(dloss, cache: WeightedCECache):
-    """-> dlogits (N, K) = dloss * row_weight[:, None] * (probs - onehot(target)): each row's
-    softmax gradient, scaled by its share w[y_i] / sum_j w[y_j] of the loss (the sum in the
-    denominator depends on the labels only, not on the logits)."""
-    probs, t, row_weight = cache
-    dz = probs.copy()  # (N, K)
-    dz[np.arange(dz.shape[0]), t] -= 1.0
-    dz *= (row_weight * dloss)[:, None]  # (N, K)
-    return dz
-
-
-# ---------------------------------------------------------------------------------------------
 # the encoder a head sits on, and each task's head on it, as data
 
 class Pool(NamedTuple):
@@ -367,12 +323,10 @@ def head_loss(logits, c, batch, ops=layers):
         loss, c_loss = mse_forward(logits[:, 0], target)
         return loss, logits, c._replace(loss=c_loss)
     labels = _labels(batch, "labels", logits.shape[:-1]).astype(np.int64)
-    if batch.get("class_weights") is not None:  # a classifier's class-weighted loss
-        if shape != "sequence":
-            raise ValueError(f"class weights are for sequence classification, not a {shape} head")
-        loss, c_loss = weighted_cross_entropy_forward(logits, labels, np.asarray(batch["class_weights"]))
-        return loss, logits, c._replace(loss=c_loss)
-    loss, c_loss = ops.cross_entropy_forward(logits, labels)
+    class_weights = batch.get("class_weights")  # (K,): a classifier's loss weighted by class, as torch's weight=
+    if class_weights is not None and shape != "sequence":
+        raise ValueError(f"class weights are for sequence classification, not a {shape} head")
+    loss, c_loss = ops.cross_entropy_forward(logits, labels, class_weights=class_weights)
     return loss, logits, c._replace(loss=c_loss)
 
 
@@ -407,8 +361,6 @@ def head_loss_backward(cache, ops=layers):
         dlogits = np.stack([dstart, dend], axis=-1).reshape(B_ * T, 2)  # (B*T, 2)
     elif isinstance(cache.loss, MSECache):
         dlogits = mse_backward(1.0, cache.loss)[:, None]  # (B, 1)
-    elif isinstance(cache.loss, WeightedCECache):
-        dlogits = weighted_cross_entropy_backward(1.0, cache.loss)  # (B, K)
     else:
         dlogits = ops.cross_entropy_backward(1.0, cache.loss)  # (B, K), (B, T, K) or (B, NC)
     K = 1 if cache.shape == "choice" else dlogits.shape[-1]  # choice: (B, NC) was (B*NC, 1)

@@ -469,7 +469,7 @@ class FinetuneRun:
 
     def loss_grads_metrics(self, batch: dict, rng) -> tuple:
         """The task model's loss, gradients and metrics (loss; accuracy of the batch), with the real tokens."""
-        if self.class_weights is not None:  # the loss weighs each row by its class (heads.weighted_cross_entropy_forward)
+        if self.class_weights is not None:  # the loss weighs each row by its class (layers.target_weights)
             batch = {**batch, "class_weights": self.class_weights}
         loss, grads, metrics = self.model.loss_grads_metrics(batch, train=rng is not None, rng=rng)
         return loss, grads, {**metrics, "tokens": (int(batch["input_mask"].sum()), 1)}

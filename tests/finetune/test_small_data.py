@@ -124,7 +124,7 @@ def _weighted_ce_reference(logits, targets, w):
 def test_weighted_cross_entropy_is_the_weighted_mean_and_its_gradient_checks_in_float64():
     rng = np.random.default_rng(3)
     logits, targets, w = rng.standard_normal((7, 4)), rng.integers(0, 4, 7), rng.uniform(0.1, 10.0, 4)
-    loss, _ = heads.weighted_cross_entropy_forward(logits, targets, w)
+    loss, _ = layers.cross_entropy_forward(logits, targets, class_weights=w)
     assert loss == pytest.approx(_weighted_ce_reference(logits, targets, w), rel=1e-12)
     checks = check_weighted_classifier(np.random.default_rng(0), verbose=False)
     assert len(checks) > 10 and all(checks), [c.row() for c in checks if not c]
@@ -133,10 +133,10 @@ def test_weighted_cross_entropy_is_the_weighted_mean_and_its_gradient_checks_in_
 def test_equal_class_weights_are_the_plain_loss():
     rng = np.random.default_rng(4)
     logits, targets = rng.standard_normal((5, 3)), rng.integers(0, 3, 5)
-    weighted, wc = heads.weighted_cross_entropy_forward(logits, targets, np.full(3, 2.5))
+    weighted, wc = layers.cross_entropy_forward(logits, targets, class_weights=np.full(3, 2.5))
     plain, pc = layers.cross_entropy_forward(logits, targets)
     assert weighted == pytest.approx(plain, rel=1e-12)
-    np.testing.assert_allclose(heads.weighted_cross_entropy_backward(1.0, wc), layers.cross_entropy_backward(1.0, pc),
+    np.testing.assert_allclose(layers.cross_entropy_backward(1.0, wc), layers.cross_entropy_backward(1.0, pc),
                                rtol=1e-12, atol=1e-15)
 
 

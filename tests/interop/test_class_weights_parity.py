@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from minibert.finetune import heads  # noqa: E402
+from minibert import layers  # noqa: E402
 
 
 @pytest.mark.parametrize("seed, targets", [(0, [0, 2, 1, 2, 2, 0, 1]), (1, [1, 1, 2, 1]), (2, [0])])
@@ -16,8 +16,8 @@ def test_weighted_cross_entropy_matches_torch_float64(seed, targets):
     rng = np.random.default_rng(seed)
     targets = np.array(targets)
     logits, w = rng.standard_normal((len(targets), 3)) * 3, rng.uniform(0.1, 10.0, 3)
-    loss, cache = heads.weighted_cross_entropy_forward(logits, targets, w)
-    dlogits = heads.weighted_cross_entropy_backward(1.0, cache)
+    loss, cache = layers.cross_entropy_forward(logits, targets, class_weights=w)
+    dlogits = layers.cross_entropy_backward(1.0, cache)
     z = torch.tensor(logits, requires_grad=True)
     ref = torch.nn.CrossEntropyLoss(weight=torch.tensor(w))(z, torch.tensor(targets))
     ref.backward()
