@@ -22,7 +22,7 @@ from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.finetune.frozen import TAGGERS, FrozenFeatureTagger
 from minibert.finetune.recipes import init_hidden_size, recipe
 from minibert.finetune.run import (COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model,
-                                   load_model)
+                                   load_model, read_dev_report)
 from minibert.checkpoint import read_casing
 from minibert.io.hub import resolve_model_dir
 from minibert.io import outputs
@@ -311,7 +311,7 @@ def done_line(run: FinetuneRun, status: str) -> str:
     them) and where the model is."""
     best = run.best or {}
     scores = {k: v for k, v in best.items() if k != "step" and isinstance(v, float)}
-    report = run.best_report() if best else None
+    report = read_dev_report(run.dir) if best else None
     if isinstance(report, dict) and "macro_f1" not in scores and isinstance(report.get("macro_f1"), float):
         scores["macro_f1"] = report["macro_f1"]
     shown = ", ".join(f"{'macro-F1' if k == 'macro_f1' else k} {v:.4f}" for k, v in scores.items())

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from minibert.finetune.run import DEV_REPORT
+from minibert.finetune.run import DEV_REPORT, read_dev_report
 from minibert.io.atomic import write_text_atomic
-from minibert.io.jsonfile import read_json
 from minibert.loop import rundir
 from minibert.taskdata.tasks import TASKS, generic_task, read_examples
 
@@ -100,7 +99,7 @@ def model_card(run_dir: str | Path) -> str:
                   if k != "step" and isinstance(v, (int, float))]
     else:
         lines.append("No evaluation was recorded.")
-    report = read_json(run_dir / DEV_REPORT) if (run_dir / DEV_REPORT).is_file() else None
+    report = read_dev_report(run_dir)
     if isinstance(report, dict) and report.get("labels"):
         lines += ["", f"Per class at the saved model ({DEV_REPORT}):", "",
                   "| class | precision | recall | F1 | support |", "| --- | --- | --- | --- | --- |"]

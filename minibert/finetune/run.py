@@ -426,11 +426,6 @@ class FinetuneRun:
                            "metric": self.source.main_metric, "best_step": (self.best or {}).get("step")}
         self._write_run_file()
 
-    def best_report(self) -> dict | None:
-        """dev_report.json: a classifier's per-class scores at the best model (None for other tasks)."""
-        path = self.dir / DEV_REPORT
-        return read_json(path) if path.is_file() else None
-
     # -- the run directory ------------------------------------------------------------------------
     def start(self) -> LoopState:
         """Write run.json -> the loop's state of a fresh run."""
@@ -506,6 +501,13 @@ class FinetuneRun:
         for k, p in self.model.params.items():
             np.copyto(p, saved[k])
         self.best = best
+
+
+def read_dev_report(run_dir: str | Path) -> dict | None:
+    """A run's dev_report.json: a classifier's per-class scores at the best model (None for other
+    tasks, or before the first evaluation); read by the done line and the model card."""
+    path = Path(run_dir) / DEV_REPORT
+    return read_json(path) if path.is_file() else None
 
 
 def check_positions(cfg: FinetuneConfig, model, source: DataSource) -> None:
