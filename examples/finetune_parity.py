@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 
 from minibert.finetune.commands import build_run, task_kind  # noqa: E402
 from minibert.finetune.run import FinetuneConfig  # noqa: E402
-from minibert.loop import engine  # noqa: E402
+from minibert.loop.launch import Job, launch  # noqa: E402
 from minibert.optim import lr_at  # noqa: E402
 
 HF_CLASS = {"classification": "BertForSequenceClassification", "regression": "BertForSequenceClassification",
@@ -212,9 +212,8 @@ def run_minibert(run, log, existing: str | None = None):
         directory = Path(existing)
         seconds = None
     else:
-        loop = run.start()
         t0 = time.perf_counter()
-        engine.run(run, loop)
+        launch(Job(run.dir, "finetune", overwrite=True), lambda: run)
         seconds = time.perf_counter() - t0
         directory = run.dir
     recs, _ = read_jsonl(directory / "metrics.jsonl")

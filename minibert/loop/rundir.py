@@ -459,48 +459,6 @@ def resumable_run(directory: str | Path, command: str) -> RunInfo:
     return info
 
 
-# What a --resume may be given, for every command: the wall-clock budget and a pause, which change
-# when the run stops but not what it computes. Any other option (or --set) would change the run's
-# settings, so it is refused by name (it used to be dropped without a word by finetune).
-RESUME_OPTIONS = ("resume", "minutes", "max_steps_this_run")
-RESUME_SETTINGS = ("minutes",)
-
-
-def options_given(parser, args, allowed=RESUME_OPTIONS) -> list[str]:
-    """The options of an argparse Namespace that differ from the parser's defaults, as --names,
-    leaving out `allowed`."""
-    defaults = vars(parser.parse_args([]))
-    return ["--" + k.replace("_", "-") for k, v in sorted(vars(args).items()) if k not in allowed and v != defaults[k]]
-
-
-def resume_changes(parser, args, directory: str | Path, keep: tuple[str, ...] = ()) -> dict:
-    """The one rule of --resume, for every command that has it: the run continues with the settings
-    its run.json saved; an option that would change them, or a --set of anything but the budget,
-    is refused, naming it. `keep`: a command's options that change nothing the run computes (what
-    it prints, where it finds its run). -> the settings the resume changes ({"minutes": M} when
-    given, by --minutes or --set minutes=M)."""
-    given = options_given(parser, args, (*RESUME_OPTIONS, *keep, "set"))
-    changes: dict = {}
-    for item in getattr(args, "set", None) or []:
-        key = item.partition("=")[0].strip().replace("-", "_")
-        if key in RESUME_SETTINGS and getattr(parser, "settings", None) is not None:
-            changes.update(parser.settings.parse_set([item]))
-        else:
-            given.append(f"--set {item}")
-    if given:
-        flags = {a.dest: a.option_strings[0] for a in parser._actions if a.option_strings}
-        may = [flags[k] for k in (*RESUME_OPTIONS, *keep) if k in flags and k != "resume"]
-        listed = f"{', '.join(may[:-1])} and {may[-1]}" if len(may) > 1 else "".join(may)
-        raise ValueError(f"--resume continues {directory} with its saved settings, and {', '.join(given)} would "
-                         f"change them; only {listed} may be given (to change a setting, start a new run "
-                         f"with another --out, or this one again with --overwrite)")
-    if getattr(args, "minutes", None) is not None and "minutes" not in changes:
-        if not (math.isfinite(args.minutes) and args.minutes >= 0):  # named as the flag, not as run.json's
-            raise ValueError(f"--minutes {args.minutes} must be a finite number of minutes, 0 or more")
-        changes["minutes"] = args.minutes
-    return changes
-
-
 def start_run(directory: str | Path, command: str, settings: dict, **extra) -> None:
     """A fresh run in `directory` (check_run_dir said it may start): clear what an earlier run
     left and write run.json."""

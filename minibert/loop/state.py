@@ -83,6 +83,19 @@ class LoopSettings:
     curves: Curves | None = None
     old_window: Callable | None = None  # a log-window entry saved by layout 1 -> its metrics (see LoopState.load)
 
+    @classmethod
+    def of(cls, cfg, *, dir: Path, vocab: list, command: str, **own) -> "LoopSettings":
+        """The one place a run's settings become the loop's: the names every command shares
+        (loop/settings.RunSettings: steps is the schedule's length, lr, warmup_steps, minutes,
+        the three intervals, seed) read from `cfg`; `own` is what the run adds or derives (a
+        fine-tuning run's steps from its epochs, a cap on the warmup, what the lines show).
+        `command` continues the run: `python -m minibert COMMAND --resume DIR`."""
+        shared = dict(total_steps=cfg.steps, lr=cfg.lr, warmup_steps=cfg.warmup_steps, minutes=cfg.minutes,
+                      log_interval=cfg.log_interval, eval_interval=cfg.eval_interval,
+                      checkpoint_interval=cfg.checkpoint_interval, seed=cfg.seed)
+        return cls(dir=Path(dir), vocab=vocab, resume_command=f"python -m minibert {command} --resume {dir}",
+                   **{**shared, **own})
+
     def __post_init__(self) -> None:
         """Every number the loop and its step will use, checked when a run makes its settings: a
         run makes them in its constructor, before it writes anything (rundir.start_run, which

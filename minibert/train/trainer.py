@@ -32,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from minibert.bert import BertForPreTraining
+from minibert.data.pretraining_data import DEFAULT_FLAGS
+from minibert.io.progress import fmt_seconds
 from minibert.data.shards import BatchIterator
 from minibert.family.albert import AlbertForPreTraining
 from minibert.loop import budget, rundir
@@ -63,7 +65,7 @@ class HeldoutEvaluator:
         return evaluate(model, self.heldout, objective=self.cfg.objective)
 
     def summary(self, r: EvalResult) -> str:
-        """The final report's numbers (train/commands.report)."""
+        """The final report's numbers (Trainer.finish)."""
         objective = self.cfg.objective
         lm = "next-token (LTR)" if objective == "ltr" else "MLM"
         pair, first, second = self.cfg.pair_task()
@@ -123,7 +125,6 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, data: DataDirs | None = None, verbose: bool = True,
                  created_by: str = "train"):
-        cfg.validate()
         self.cfg, self.created_by = cfg, created_by
         self.family = FAMILIES[cfg.model_type]
         self.dir = cfg.run_dir
@@ -150,26 +151,64 @@ class Trainer:
         self.last_eval: EvalResult | None = None  # the evaluator's last result (the final report's)
         show_train, show_eval = self.family.labels(cfg)
         base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
-        self.settings = LoopSettings(
-            dir=self.dir, vocab=self.tokenizer.ids_to_tokens, verbose=verbose,
-            resume_command=f"python -m minibert train --resume {self.dir}",
-            total_steps=cfg.steps, lr=cfg.lr, warmup_steps=cfg.warmup_steps, schedule=cfg.schedule,
-            clip_norm=cfg.clip_norm, seed=cfg.seed, dropout=self.family.dropout_on(cfg),
-            minutes=cfg.minutes, fit_steps=not cfg.steps,  # steps 0: fitted to the time budget
+        self.settings = LoopSettings.of(
+            cfg, dir=self.dir, vocab=self.tokenizer.ids_to_tokens, command="train", verbose=verbose,
+            schedule=cfg.schedule, clip_norm=cfg.clip_norm, dropout=self.family.dropout_on(cfg),
+            fit_steps=not cfg.steps,  # steps 0: fitted to the time budget
             short_fraction=cfg.short_seq_fraction if self.short_iterator is not None else 0.0,
             phase={"from_seq_length": cfg.short_seq_length, "max_seq_length": cfg.max_seq_length},
-            log_interval=cfg.log_interval, log_grad_norm=True, eval_interval=cfg.eval_interval,
-            checkpoint_interval=cfg.checkpoint_interval, show_train=show_train, show_eval=show_eval,
+            log_grad_norm=True, show_train=show_train, show_eval=show_eval,
             curves=Curves(tuple(self.family.curve_panels(cfg, base)), WALL, every=60.0) if cfg.curves else None,
             old_window=partial(old_window_entry, self.family.metrics_type))
 
     # --- the run's files ---------------------------------------------------------------------------
 
-    def start_fresh(self) -> None:
-        """Clear what an earlier run left in the directory (after check_run_dir said it may go) and
-        write run.json."""
+    def start(self) -> None:
+        """A fresh run (loop/launch.py, after the guard): the time budget's probe (steps 0), then
+        run.json, what an earlier run left cleared."""
+        if not self.cfg.steps:
+            self.start_budget()
         rundir.start_run(self.dir, self.created_by, self.cfg.to_dict(),
                          data={"train": str(self.data.train), "heldout": str(self.data.heldout)})
+
+    def opening(self, loop, resumed: bool) -> list[str]:
+        """The lines that describe a fresh run (a resumed one: none)."""
+        if resumed:
+            return []
+        cfg, m = self.cfg, self.model
+        note = self.family.model_note(cfg, m)
+        lines = [f"model: {m.num_parameters:,} parameters ({m.config.num_hidden_layers} layers, hidden "
+                 f"{m.config.hidden_size}, {m.config.num_attention_heads} heads, vocab {m.config.vocab_size}"
+                 f"{note}); {self.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
+                 f"tokens" + ("" if cfg.packing == "segment_pair" else f" ({cfg.packing} packing)")
+                 + (", SOP pairs" if cfg.sentence_order else "") + f", {cfg.masking} masking"
+                 + ("" if cfg.mask_shares == DEFAULT_FLAGS["mask_shares"] else
+                    f" (MASK/SAME/RND {'/'.join(f'{x:g}' for x in cfg.mask_shares)})")
+                 + ("" if cfg.objective == "mlm_nsp" else f", objective {cfg.objective}")
+                 + f", batch {cfg.batch_size}"
+                 + ("" if cfg.accumulation_steps == 1 else
+                    f" x {cfg.accumulation_steps} micro-batches ({cfg.batch_size * cfg.accumulation_steps} "
+                    f"sequences per step)")
+                 + f", lr {cfg.lr:g}, warmup {cfg.warmup_steps}, {loop.total_steps} steps"
+                 + (f", budget {cfg.minutes:g} min" if cfg.minutes else "")]
+        if self.short_iterator is not None:
+            T_short, B_short, _ = cfg.short_phase()
+            lines.append(f"sequence-length warm-up: steps 1-{loop.short_steps_of(self.settings)} on "
+                         f"{self.short_iterator.num_examples:,} sequences of {T_short} tokens, batch {B_short}")
+        return lines
+
+    def finish(self, loop) -> list[str]:
+        """The final report: the last held-out evaluation and where the run is."""
+        r = self.last_eval
+        if r is None or not self.settings.verbose:
+            return []
+        at = loop.last_eval_step if loop.last_eval_step is not None else loop.step
+        when = (f"after {at} steps" if at == loop.step  # Ctrl-C stops without a final evaluation
+                else f"at step {at} (the last evaluation; training stopped at step {loop.step})")
+        evaluator = self.evaluator or HeldoutEvaluator(self.cfg, None)
+        return [f"\nheld-out ({r.examples} sequences) {when}, {fmt_seconds(loop.elapsed)}: {evaluator.summary(r)}",
+                f"saved: {self.dir}/ (config.json, model.safetensors, vocab.txt, {self.family.published_dirs}"
+                f"metrics.jsonl, curves.png, {rundir.CHECKPOINTS}/)"]
 
     # --- the batch source and one step -------------------------------------------------------------
 

@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from minibert.loop import engine, rundir
+from minibert.loop import engine
+from minibert.loop.launch import begin, rundir
 from minibert.__main__ import main
 from minibert.bert import BertForPreTraining
-from minibert.finetune.commands import build_run, cli
+from minibert.finetune.commands import _parser, build_run, finetune, finetune_settings
 from minibert.finetune.models import BertForSequenceClassification, BertForTokenClassification
 from minibert.finetune.run import FinetuneConfig
 from minibert.model import BertConfig
@@ -46,8 +47,14 @@ def _run(*argv):
     return main(["finetune", *map(str, argv), "--quiet"])
 
 
-def _cli(*argv):  # raises instead of printing `error: ...` and returning 1, as main does
-    return cli([*map(str, argv), "--quiet"])
+def _cli(*argv):  # the command's steps, raising what main and the launcher print as `error: ...` (exit 1)
+    p = _parser()
+    args = p.parse_args([*map(str, argv), "--quiet"])
+    cfg, chosen = finetune_settings(args, p)
+    outcome = finetune(cfg, resume=bool(args.resume), overwrite=args.overwrite, verbose=False, recipe=chosen)
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.code
 
 
 def test_finetune_writes_a_model_transformers_layout_and_learns(sst, pretrained, tmp_path, capsys):
@@ -74,17 +81,17 @@ def test_resume_continues_bit_exactly(sst, pretrained, tmp_path, written_before_
                               epochs=2, lr=1e-3, batch_size=8, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
     straight = build_run(cfg(tmp_path / "a"), verbose=False)
-    assert engine.run(straight, straight.start()) == "done"
+    assert engine.run(straight, begin(straight, False)) == "done"
     paused = build_run(cfg(tmp_path / "b"), verbose=False)
-    assert engine.run(paused, paused.start(), max_steps=5) == "paused"
+    assert engine.run(paused, begin(paused, False), max_steps=5) == "paused"
     again = build_run(cfg(tmp_path / "b"), verbose=False)
-    loop = again.resume()
+    loop = begin(again, True)
     assert loop.step == 5 and engine.run(again, loop) == "done"
     for name, p in straight.model.params.items():
         np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
     # the command's --resume of a run directory of minibert before one settings vocabulary ("dropout")
     paused = build_run(cfg(tmp_path / "c"), verbose=False)
-    assert engine.run(paused, paused.start(), max_steps=5) == "paused"
+    assert engine.run(paused, begin(paused, False), max_steps=5) == "paused"
     assert written_before_the_vocabulary(tmp_path / "c")["dropout"] == 0.1  # exact: the value given, copied
     assert main(["finetune", "--resume", str(tmp_path / "c"), "--quiet"]) == 0
     saved = [BertForSequenceClassification.from_pretrained(tmp_path / d).params for d in ("a", "c")]
@@ -101,9 +108,9 @@ def test_a_paused_run_of_trainer_state_layout_1_resumes_bit_exactly(sst, pretrai
                               attention_probs_dropout_prob=0.1)
 
     straight = build_run(cfg(tmp_path / "a"), verbose=False)
-    assert engine.run(straight, straight.start()) == "done"
+    assert engine.run(straight, begin(straight, False)) == "done"
     paused = build_run(cfg(tmp_path / "b"), verbose=False)
-    assert engine.run(paused, paused.start(), max_steps=5) == "paused"
+    assert engine.run(paused, begin(paused, False), max_steps=5) == "paused"
     ckpt = rundir.latest_checkpoint(tmp_path / "b")
     state = json.loads((ckpt / rundir.STATE_FILE).read_text())
     assert len(state["window"]) == 5  # log_interval 20: nothing logged yet
@@ -112,7 +119,7 @@ def test_a_paused_run_of_trainer_state_layout_1_resumes_bit_exactly(sst, pretrai
                      for e in state["window"]]
     (ckpt / rundir.STATE_FILE).write_text(json.dumps(old))
     again = build_run(cfg(tmp_path / "b"), verbose=False)
-    loop = again.resume()
+    loop = begin(again, True)
     assert (loop.step, loop.total_steps) == (5, 16) and engine.run(again, loop) == "done"
     for name, p in straight.model.params.items():
         np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
@@ -184,7 +191,7 @@ def test_feature_based_tagger_trains_only_its_head(tmp_path, pretrained):
                          epochs=40, lr=1e-2, batch_size=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, frozen="last")
     run = build_run(cfg, verbose=False)
     before = {k: v.copy() for k, v in run.model.encoder.params.items()}
-    assert engine.run(run, run.start()) == "done"
+    assert engine.run(run, begin(run, False)) == "done"
     assert run.best["f1"] == pytest.approx(1.0)
     for k, v in run.model.encoder.params.items():
         np.testing.assert_array_equal(v, before[k])  # exact: the encoder is frozen, never written
@@ -234,7 +241,7 @@ def test_a_bilstm_tagger_reads_context_the_frozen_embeddings_lack(tmp_path, pret
                              out=str(tmp_path / tagger), epochs=30, lr=lr, batch_size=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                              frozen="embeddings", frozen_tagger=tagger, seed=0)
         run = build_run(cfg, verbose=False)
-        assert engine.run(run, run.start()) == "done"
+        assert engine.run(run, begin(run, False)) == "done"
         f1[tagger] = run.best["f1"]
     assert f1["bilstm"] == pytest.approx(1.0) and f1["linear"] < 0.8, f1
 

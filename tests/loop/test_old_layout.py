@@ -63,4 +63,4 @@ def test_an_interrupted_pretraining_run_of_layout_1_resumes_bit_exactly(corpus, 
         b = load_tensors(rundir.latest_checkpoint(part) / name)[0]
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a), name
     assert records(part) == records(tmp_path / "straight")  # the saved window logged whole, as it was
-    assert straight.last_eval == resumed.last_eval
+    assert straight.run.last_eval == resumed.run.last_eval

@@ -319,7 +319,7 @@ def test_an_ltr_model_is_fine_tuned_left_to_right(tmp_path, monkeypatch):
     class Stop(Exception):
         pass
 
-    def fake_build_run(cfg, verbose=True):
+    def fake_build_run(cfg, *args, **kwargs):
         seen.append(cfg.causal)
         raise Stop
 

@@ -52,12 +52,12 @@ def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dr
     cfg = train_runs.resume_config(tmp_path / "part", {})
     resumed = pretrain.train(cfg, resume=True, verbose=False)
     assert resumed.loop.status == "done" and resumed.loop.step == 12
-    a, b = _state(full), _state(resumed)
+    a, b = _state(full.run), _state(resumed.run)
     assert a.keys() == b.keys()
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
     # the paused run really stopped at step 5 (its weights are not the final ones)
-    assert not np.array_equal(part.model.params["h0.ffn.in.w"], full.model.params["h0.ffn.in.w"])
-    assert full.last_eval == resumed.last_eval
+    assert not np.array_equal(part.run.model.params["h0.ffn.in.w"], full.run.model.params["h0.ffn.in.w"])
+    assert full.run.last_eval == resumed.run.last_eval
     # metrics.jsonl of the resumed run has each step once
     steps = [r["step"] for r in read_metrics(tmp_path / "part" / "metrics.jsonl") if r["type"] == "train"]
     assert steps == sorted(set(steps)) and steps[-1] == 12
@@ -66,9 +66,8 @@ def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dr
 def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path, monkeypatch):
     full = pretrain.train(small_config(corpus, tmp_path / "full"), verbose=False)
     cfg = small_config(corpus, tmp_path / "int")
-    train_runs.check_run_dir(cfg)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
-    trainer.start_fresh()
+    trainer.start()
     original = engine.train_step
 
     def step_then_ctrl_c(run, state):
@@ -81,7 +80,7 @@ def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path, monkeypatch):
     assert engine.run(trainer, LoopState.start(trainer.settings)) == "interrupted"
     assert rd.run_state(tmp_path / "int")["step"] == 7
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "int", {}), resume=True, verbose=False)
-    a, b = _state(full), _state(resumed)
+    a, b = _state(full.run), _state(resumed.run)
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
@@ -93,9 +92,8 @@ SHORT = dict(short_seq_length=16, short_seq_fraction=0.5)  # steps 0-5 at 16 tok
 def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "s", **SHORT)
     assert cfg.short_phase() == (16, 16, 2)  # same tokens per step (16 x 16 = 8 x 32), 5 * 16/32 predictions
-    train_runs.check_run_dir(cfg)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
-    trainer.start_fresh()
+    trainer.start()
     loop = LoopState.start(trainer.settings)
     assert loop.short_steps_of(trainer.settings) == 6
     shapes = []
@@ -123,11 +121,11 @@ def test_resume_across_the_short_phase_is_bit_identical(corpus, tmp_path, pause_
     assert part.loop.status == "paused" and part.loop.step == pause_at
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
     assert resumed.loop.status == "done" and resumed.loop.step == 12
-    a, b = _state(full), _state(resumed)
+    a, b = _state(full.run), _state(resumed.run)
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
     # without the short phase the same seed ends elsewhere: the phase really ran
     plain = pretrain.train(small_config(corpus, tmp_path / "plain"), verbose=False)
-    assert not np.array_equal(plain.model.params["h0.ffn.in.w"], full.model.params["h0.ffn.in.w"])
+    assert not np.array_equal(plain.run.model.params["h0.ffn.in.w"], full.run.model.params["h0.ffn.in.w"])
 
 
 def test_short_phase_settings_are_checked(corpus, tmp_path):
@@ -195,10 +193,10 @@ def test_train_nan_loss_stops_naming_step_and_checkpoint(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "nan", checkpoint_interval=4)
     trainer = pretrain.train(cfg, verbose=False, max_steps_this_run=4)
     assert trainer.loop.last_checkpoint == 4
-    trainer.model.params["h0.ffn.in.w"][0, 0] = np.nan
+    trainer.run.model.params["h0.ffn.in.w"][0, 0] = np.nan
     before = (tmp_path / "nan" / "model.safetensors").read_bytes()
     with pytest.raises(step.TrainingDiverged) as e:
-        engine.run(trainer, trainer.loop)
+        engine.run(trainer.run, trainer.loop)
     msg = str(e.value)
     assert "at step 4" in msg and str(tmp_path / "nan") in msg and "(step 4)" in msg
     assert (tmp_path / "nan" / "model.safetensors").read_bytes() == before  # nothing saved
@@ -364,7 +362,7 @@ def trained(corpus, tmp_path_factory):
     cfg = small_config(corpus, out, steps=90, lr=3e-3, warmup_steps=10, eval_interval=30,
                        checkpoint_interval=45, log_interval=10, hidden_size=32, intermediate_size=64,
                        eval_examples=0, curves=True)
-    return pretrain.train(cfg, verbose=False)
+    return pretrain.train(cfg, verbose=False).run
 
 
 def test_train_loss_decreases_and_heldout_improves(trained):
@@ -467,7 +465,7 @@ def test_time_budget_stops_and_still_evaluates(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "b", steps=10_000, minutes=0.02)  # 1.2 s
     trainer = pretrain.train(cfg, verbose=False)
     assert trainer.loop.status == "budget" and 0 < trainer.loop.step < 10_000
-    assert trainer.last_eval is not None and trainer.loop.last_eval_step == trainer.loop.step
+    assert trainer.run.last_eval is not None and trainer.loop.last_eval_step == trainer.loop.step
 
 
 def test_own_corpus_vocabulary_keeps_the_common_words_whole(tmp_path, monkeypatch):

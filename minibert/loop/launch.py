@@ -1,0 +1,123 @@
+"""A run's life, one function for every command: `launch`.
+
+    job = Job(dir=out, command="train-xlnet", resume=False, overwrite=args.overwrite)
+    outcome = launch(job, lambda: XLNetRun(...))     # -> Outcome(code, run, loop, error)
+    return outcome.code
+
+Every training command is parse -> build settings -> make the run -> launch. `launch` does, in
+this order and nowhere else:
+
+    lock        one writer per run directory (rundir.RunLock)
+    guard       a fresh run may start only where nothing would be lost (rundir.check_run_dir)
+    make        the run (`make_run()`: model, data, optimizer; writes nothing in the directory)
+    clean       what a save cut off by a kill left (rundir.clean_interrupted_saves)
+    start       a fresh run writes its run.json (run.start()) and the loop's state starts
+                (LoopState.start, the time budget fitted from the run's probe); a resumed run
+                reads its newest checkpoint (loop/checkpoints.load_checkpoint)
+    train       loop/engine.run, the one place it is called
+    finish      the run's closing work and lines (run.finish(loop): the model card, the last
+                evaluation's summary, ...), and the exit code: 0, 130 after Ctrl-C, 1 for an
+                error (one line on stderr)
+
+A launched run is a loop/engine.py run with three members more:
+    start()              a fresh run's files (run.json), after the guard and the cleaning
+    opening(loop, resumed) -> [str]  the lines that describe the run once its loop state exists
+    finish(loop) -> [str]   what the run does when the loop returned, and the lines that say how
+                         it ended (printed whatever `verbose` says: a script reads the last one)
+"""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from minibert.io.textio import error_line
+from minibert.loop import budget, checkpoints, engine, rundir
+from minibert.loop.state import LoopState
+from minibert.loop.step import TrainingAborted, TrainingDiverged
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """What a command asks of the launcher: where, which command's run, fresh or resumed, and what
+    the guard allows."""
+    dir: Path
+    command: str  # run.json's "command": the guard refuses a directory that holds another command's run
+    resume: bool = False
+    overwrite: bool = False  # replace whatever the directory holds
+    replaceable: bool = False  # a finished run of `command` is replaced without --overwrite (it re-runs)
+    max_steps: int | None = None  # pause after this many steps (--max-steps-this-run)
+    verbose: bool = True
+    resume_command: str = ""  # what the guard's message says continues the run
+    differs: Callable[[dict], list[str]] | None = None  # the saved settings that differ (the guard's message)
+
+    def guard(self) -> None:
+        """Before a fresh run writes anything: refuse a directory whose contents would be lost
+        (rundir.check_run_dir)."""
+        rundir.check_run_dir(self.dir, self.command, overwrite=self.overwrite, replaceable=self.replaceable,
+                             resume=self.resume_command, differs=self.differs)
+
+
+@dataclasses.dataclass
+class Outcome:
+    """How a launch ended: the exit code, the run and its loop state (None when it failed before
+    the loop began), the error that stopped it."""
+    code: int
+    run: Any = None
+    loop: LoopState | None = None
+    error: BaseException | None = None
+
+
+def launch(job: Job, make_run: Callable[[], Any]) -> Outcome:
+    """The run's whole life (see the module docstring) -> its Outcome. Errors are caught here,
+    said in one line on stderr and turned into the exit code."""
+    say = (lambda line: print(line, flush=True)) if job.verbose else (lambda line: None)
+    if job.max_steps is not None and job.max_steps < 1:  # a pause at the step it started from
+        return failed(ValueError(f"--max-steps-this-run must be at least 1, got {job.max_steps}"))
+    try:
+        with rundir.RunLock(job.dir):
+            if not job.resume:
+                job.guard()
+            run = make_run()
+            for p in rundir.clean_interrupted_saves(job.dir):
+                say(f"removed {p}, left by a save that was cut off")
+            loop = begin(run, job.resume, say)
+            for line in run.opening(loop, job.resume):
+                say(line)
+            engine.run(run, loop, job.max_steps)
+            for line in run.finish(loop):
+                print(line, flush=True)
+    except BaseException as e:
+        return failed(e)
+    return Outcome(130 if loop.status == "interrupted" else 0, run, loop)
+
+
+def begin(run, resume: bool, say: Callable[[str], None] = lambda line: None) -> LoopState:
+    """The loop's state of a made run: a resumed run's from its newest checkpoint; a fresh run
+    writes its files (run.start()) and starts at step 0, its schedule fitted to the budget when
+    the run timed a probe."""
+    if resume:
+        loop = checkpoints.load_checkpoint(run)
+        say(f"resumed {run.settings.dir} at step {loop.step}/{loop.total_steps}")
+        return loop
+    run.start()
+    loop = LoopState.start(run.settings)
+    if loop.budget is not None and run.settings.probe is not None:
+        say(budget.fit_message(loop.budget, loop.budget.initial(), loop.total_steps, first=True))
+    return loop
+
+
+def failed(e: BaseException) -> Outcome:
+    """The exit code and the one line on stderr of a run that ended early: 1 for an error (a bad
+    setting or file, a full disk, divergence), 130 for Ctrl-C."""
+    if isinstance(e, KeyboardInterrupt):  # before the loop started (data, calibration): nothing to save
+        print("\ninterrupted before training started; nothing saved", file=sys.stderr)
+        return Outcome(130, error=e)
+    if isinstance(e, TrainingAborted):
+        print(f"\n{e}", file=sys.stderr)
+        return Outcome(130, error=e)
+    if isinstance(e, (ValueError, OSError, TrainingDiverged)):
+        print(error_line(e), file=sys.stderr)
+        return Outcome(1, error=e)
+    raise e
