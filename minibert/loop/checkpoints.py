@@ -115,10 +115,7 @@ def load_checkpoint(run, no_checkpoint: str = "") -> LoopState:
     """Restore everything from the run's newest complete checkpoint (bit-exact resume) -> the
     loop's state. `no_checkpoint`: what the error adds when the run has none."""
     s = run.settings
-    for p in rundir.clean_interrupted_saves(s.dir):  # what a save cut off by a kill left
-        if s.verbose:
-            print(f"removed {p}, left by a save that was cut off")
-    ckpt = rundir.latest_checkpoint(s.dir)
+    ckpt = rundir.latest_checkpoint(s.dir)  # what a save cut off by a kill left was cleaned (loop/launch.py)
     if ckpt is None:
         raise ValueError(f"{s.dir} has no checkpoint to resume from{no_checkpoint}; start it again with "
                          f"--overwrite")

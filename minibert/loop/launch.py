@@ -103,8 +103,10 @@ def begin(run, resume: bool, say: Callable[[str], None] = lambda line: None) -> 
         return loop
     run.start()
     loop = LoopState.start(run.settings)
-    if loop.budget is not None and run.settings.probe is not None:
-        say(budget.fit_message(loop.budget, loop.budget.initial(), loop.total_steps, first=True))
+    if isinstance(loop.schedule, budget.Budget):
+        line = loop.schedule.fit()  # from the run's probe, before the first step (without one: the first steps)
+        if line:
+            say(line)
     return loop
 
 

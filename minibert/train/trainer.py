@@ -25,7 +25,6 @@ that never stopped (tests/train/test_train.py checks this with np.array_equal).
 """
 from __future__ import annotations
 
-import dataclasses
 from functools import partial
 from pathlib import Path
 
@@ -154,7 +153,7 @@ class Trainer:
         self.settings = LoopSettings.of(
             cfg, dir=self.dir, vocab=self.tokenizer.ids_to_tokens, command="train", verbose=verbose,
             schedule=cfg.schedule, clip_norm=cfg.clip_norm, dropout=self.family.dropout_on(cfg),
-            fit_steps=not cfg.steps,  # steps 0: fitted to the time budget
+            fit_steps=not cfg.steps, probe=self.probe_times,  # steps 0: fitted to the time budget, from a probe
             short_fraction=cfg.short_seq_fraction if self.short_iterator is not None else 0.0,
             phase={"from_seq_length": cfg.short_seq_length, "max_seq_length": cfg.max_seq_length},
             log_grad_norm=True, show_train=show_train, show_eval=show_eval,
@@ -164,10 +163,7 @@ class Trainer:
     # --- the run's files ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """A fresh run (loop/launch.py, after the guard): the time budget's probe (steps 0), then
-        run.json, what an earlier run left cleared."""
-        if not self.cfg.steps:
-            self.start_budget()
+        """A fresh run (loop/launch.py, after the guard): run.json, what an earlier run left cleared."""
         rundir.start_run(self.dir, self.created_by, self.cfg.to_dict(),
                          data={"train": str(self.data.train), "heldout": str(self.data.heldout)})
 
@@ -193,7 +189,7 @@ class Trainer:
                  + (f", budget {cfg.minutes:g} min" if cfg.minutes else "")]
         if self.short_iterator is not None:
             T_short, B_short, _ = cfg.short_phase()
-            lines.append(f"sequence-length warm-up: steps 1-{loop.short_steps_of(self.settings)} on "
+            lines.append(f"sequence-length warm-up: steps 1-{loop.schedule.short_steps()} on "
                          f"{self.short_iterator.num_examples:,} sequences of {T_short} tokens, batch {B_short}")
         return lines
 
@@ -278,10 +274,11 @@ class Trainer:
 
     # --- the time budget (minibert/loop/budget.py) -------------------------------------------------
 
-    def start_budget(self, passes: int = 16) -> None:
-        """steps 0, a fresh run: the probe the budget fits the schedule from before the first
-        step: the step time (probe_step_seconds; with a short phase, both lengths are timed) and
-        an estimate of an evaluation (a third of a training step's time per held-out batch)."""
+    def probe_times(self, passes: int = 16) -> tuple[float, float, float]:
+        """The probe a budget (steps 0) fits the schedule from before the first step (the loop's
+        Budget.fit asks it once) -> (full-length step, evaluation, short step) seconds: the step
+        time (probe_step_seconds; with a short phase, both lengths are timed) and an estimate of
+        an evaluation (a third of a training step's time per held-out batch)."""
         cfg = self.cfg
         full = self.probe_step_seconds(self.data.train, cfg.batch_size, passes)
         short = full
@@ -291,7 +288,7 @@ class Trainer:
         if self.heldout is not None:
             per_batch = full / cfg.accumulation_steps  # a step computes accumulation_steps batches
             eval_time = per_batch / 3 * self.heldout["input_ids"].shape[0] / cfg.batch_size
-        self.settings = dataclasses.replace(self.settings, probe=(full, eval_time, short))
+        return full, eval_time, short
 
     def probe_step_seconds(self, data_dir: Path, batch_size: int, passes: int) -> float:
         """Seconds per training step (budget.probe_seconds) from forward+backward passes on one

@@ -14,10 +14,10 @@ from corpora import HELD_TOPICS, TOPICS, small_config, topic_corpus
 
 from minibert.bert import BertForPreTraining
 from minibert.analysis.inspect import attention_maps, encode_with_masks, fill_mask
-from minibert.loop import budget, checkpoints, engine
+from minibert.loop import checkpoints, engine
 from minibert.loop import rundir as rd
 from minibert.loop import step
-from minibert.loop.budget import StepBudget
+from minibert.loop.budget import Budget, StepBudget
 from minibert.loop.state import LoopState
 from minibert.loop.curves import plot_curves, read_metrics
 from minibert.optim import lr_at
@@ -95,7 +95,7 @@ def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_pat
     trainer = trainer_mod.Trainer(cfg, verbose=False)
     trainer.start()
     loop = LoopState.start(trainer.settings)
-    assert loop.short_steps_of(trainer.settings) == 6
+    assert loop.schedule.short_steps() == 6
     shapes = []
     for it in (trainer.iterator, trainer.short_iterator):
         def recording(next_batch=it.next_batch):
@@ -143,30 +143,31 @@ def test_short_phase_settings_are_checked(corpus, tmp_path):
 def test_the_trainer_applies_the_budgets_fits_fixes_the_switch_and_bends_the_lr(corpus, tmp_path):
     """The budget's policy is tests/loop/test_budget.py's; here the Trainer on the loop: a refit sets
     the schedule, the first fixes the switch to full-length sequences, a refit past the warmup keeps
-    the learning rate where it was (loop/budget.refit)."""
+    the learning rate where it was (loop/budget.Budget.observe)."""
     cfg = small_config(corpus, tmp_path / "c", minutes=1.0, steps=0, eval_interval=1000, warmup_steps=50,
                        **SHORT)
-    trainer = trainer_mod.Trainer(cfg, verbose=False)
-    settings = trainer.settings
-    loop = LoopState.start(settings)
-    loop.budget = StepBudget(60.01, 1000, step_seconds=0.02, eval_seconds=0.5, short_fraction=0.5,
-                             short_step_seconds=0.02)
-    loop.budget.MARGIN = 1.0
-    loop.total_steps = 2900  # short phase: steps 0-1449
+    s = trainer_mod.Trainer(cfg, verbose=False).settings
+    assert s.fit_steps and s.short_fraction == 0.5 and s.probe is not None
+    schedule = Budget(s.minutes, 2900, s.eval_interval, s.short_fraction, lr=s.lr, warmup_steps=s.warmup_steps,
+                      schedule=s.schedule)  # short phase: steps 0-1449
+    schedule.fitter = StepBudget(60.01, 1000, step_seconds=0.02, eval_seconds=0.5, short_fraction=0.5,
+                                 short_step_seconds=0.02)  # a probe of known times instead of the Trainer's
+    schedule.fitter.MARGIN = 1.0
+    loop = LoopState.start(s, schedule)
 
     def run_steps(last, seconds_each):
         while loop.step < last:
             loop.step += 1
             loop.elapsed += seconds_each
-            budget.refit(loop, settings, seconds_each, lambda: 0.0)
+            loop.schedule.observe(loop.step, loop.elapsed, seconds_each, lambda: 0.0)
 
     run_steps(100, 0.04)  # twice as slow as the probe: the same fit as the budget's own test
-    assert loop.total_steps == 1450 and loop.short_steps_of(settings) == 725
+    assert loop.total_steps == 1450 and schedule.short_steps() == 725
     rate = lr_at(100, cfg.lr, 50, 2900, cfg.schedule)
-    assert loop.lr_anchor == (100, rate)  # past the warmup: the rate of step 100 is kept
-    assert lr_at(100, cfg.lr, 50, loop.total_steps, cfg.schedule, loop.lr_anchor) == pytest.approx(rate)
+    assert schedule.lr_anchor == (100, rate)  # past the warmup: the rate of step 100 is kept
+    assert lr_at(100, cfg.lr, 50, loop.total_steps, cfg.schedule, schedule.lr_anchor) == pytest.approx(rate)
     run_steps(805, 0.01)
-    assert loop.short_steps_of(settings) == 725 and loop.budget.stage == "done" and loop.lr_anchor[0] == 805
+    assert schedule.short_steps() == 725 and schedule.fitter.stage == "done" and schedule.lr_anchor[0] == 805
 
 
 def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
