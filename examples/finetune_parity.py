@@ -213,7 +213,7 @@ def run_minibert(run, log, existing: str | None = None):
         seconds = None
     else:
         t0 = time.perf_counter()
-        launch(Job(run.dir, "finetune", overwrite=True), lambda: run)
+        launch(Job(run.dir, "finetune", overwrite=True), lambda where: build_run(run.cfg, verbose=False, dir=where))
         seconds = time.perf_counter() - t0
         directory = run.dir
     recs, _ = read_jsonl(directory / "metrics.jsonl")

@@ -98,7 +98,7 @@ def run_cell(args, kind, n, seed, init, lr, T) -> dict:
     eval_at = {total} | {round(total * (i + 1) / args.evals) for i in range(args.evals)}
     run.settings = dataclasses.replace(run.settings, eval_at=tuple(sorted(eval_at)))  # a few evaluations, evenly spaced
     t0 = time.perf_counter()
-    launch(Job(out, "finetune", verbose=False), lambda: run)
+    launch(Job(out, "finetune", verbose=False), lambda where: run)  # `out` is new: the run is built in it
     seconds = time.perf_counter() - t0
     recs, _ = read_jsonl(out / "metrics.jsonl")
     evals = [r for r in recs if r["type"] == "eval"]

@@ -144,15 +144,17 @@ def epochs_for_small_data(cfg: FinetuneConfig, train_features: int) -> float | N
 
 
 def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False, recipe: tuple | None = None,
-              closing=None) -> FinetuneRun:
+              closing=None, dir: Path | None = None) -> FinetuneRun:
     """Model, tokenizer, task data and the run object; writes nothing. `cfg` is validated (by the
     command that made it). `resumed`: the notes loading the model gives were shown when the run
     started. `recipe`: (its name, the settings it chose) of a fresh run whose command line left
     them out; the recipe's epochs are raised for a small data set (epochs_for_small_data), in
-    the run's own settings. `closing`: what a finished run does last (FinetuneRun)."""
+    the run's own settings. `closing`: what a finished run does last (FinetuneRun); `dir`: where
+    it writes (default cfg.out)."""
     kind = task_kind(cfg)
     if kind == "qa":
-        return build_squad_run(cfg, verbose, resumed, recipe=recipe and recipe_record(cfg, *recipe), closing=closing)
+        return build_squad_run(cfg, verbose, resumed, recipe=recipe and recipe_record(cfg, *recipe), closing=closing,
+                               dir=dir)
 
     task = the_task(cfg)
     # the tokenizer decides the features, and the labels decide the head: read the vocabulary first
@@ -192,7 +194,7 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False, 
                       f"{cfg.max_seq_length} tokens were cut as BERT's run_classifier cuts them, the first at "
                       f"{data.info[f'{split}_first_truncated']} (--strict-length makes this an error)")
     return FinetuneRun(cfg, model, ClassifierSource(data), tokenizer, info, verbose,
-                       recipe=recipe and recipe_record(cfg, *recipe, raised_from), closing=closing)
+                       recipe=recipe and recipe_record(cfg, *recipe, raised_from), closing=closing, dir=dir)
 
 
 def recipe_record(cfg: FinetuneConfig, name: str, chosen: dict, raised_from: float | None = None) -> dict:
@@ -254,9 +256,12 @@ def finetune(cfg: FinetuneConfig, resume: bool = False, overwrite: bool = False,
     out = Path(cfg.out)
     if not resume and cfg.init != "none" and Path(cfg.init).is_dir():  # --overwrite would delete the model
         outputs.check_output(cfg.out, inputs=[cfg.init], kind="run")
+    inputs = (("--init", cfg.init), ("--like", cfg.like), ("--vocab", cfg.vocab), ("--data", cfg.data),
+              ("--train", cfg.train_file), ("--dev", cfg.dev_file))
     job = Job(out, COMMAND, resume=resume, overwrite=overwrite, verbose=verbose,
-              resume_command=f"python -m minibert finetune --resume {out}")
-    return launch(job, lambda: build_run(cfg, verbose, resume, recipe, closing=model_card_lines if card else None))
+              resume_command=f"python -m minibert finetune --resume {out}", inputs=inputs)
+    return launch(job, lambda where: build_run(cfg, verbose, resume, recipe, closing=model_card_lines if card else None,
+                                               dir=where))
 
 
 def model_card_lines(run: FinetuneRun) -> list[str]:

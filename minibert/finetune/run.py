@@ -376,11 +376,11 @@ class FinetuneRun:
 
     def __init__(self, cfg: FinetuneConfig, model, source: DataSource, tokenizer, task_info: dict,
                  verbose: bool = True, recipe: dict | None = None,
-                 closing: Callable[["FinetuneRun"], list[str]] | None = None):
+                 closing: Callable[["FinetuneRun"], list[str]] | None = None, dir: Path | None = None):
         check_positions(cfg, model, source)
         self.cfg, self.model, self.source, self.tokenizer = cfg, model, source, tokenizer
         self.task_info = task_info
-        self.dir = Path(cfg.out)
+        self.dir = Path(dir or cfg.out)  # where it writes (loop/launch.py may build it beside cfg.out)
         n = source.num_train if not cfg.max_train_examples else min(cfg.max_train_examples, source.num_train)
         self.num_train = n
         self.steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
@@ -398,7 +398,7 @@ class FinetuneRun:
                              f"give a dev file (--dev FILE, or dev.* in --data) or leave patience out")
         main = source.main_metric
         self.settings = LoopSettings.of(
-            cfg, dir=self.dir, vocab=tokenizer.ids_to_tokens, command=COMMAND, verbose=verbose,
+            cfg, dir=self.dir, vocab=tokenizer.ids_to_tokens, command=COMMAND, home=Path(cfg.out), verbose=verbose,
             total_steps=self.total_steps, warmup_steps=self.warmup_steps, clip_norm=cfg.clip_norm,  # steps 0: the epochs
             dropout=max(cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob) > 0,
             log_partial_window=False,  # a line every log_interval steps and at the end
@@ -434,6 +434,10 @@ class FinetuneRun:
         """A fresh run: run.json (what an earlier run left cleared)."""
         rundir.start_run(self.dir, COMMAND, self.cfg.to_dict())
         self._write_run_file()
+
+    def moved(self, to: Path) -> None:
+        """The launcher swapped the run into `to` (it was built beside the run it replaces)."""
+        self.dir, self.settings = to, dataclasses.replace(self.settings, dir=to)
 
     def opening(self, loop, resumed: bool) -> list[str]:
         """A fresh run's lines: what the recipe chose, the model and the schedule (and, on stderr, a

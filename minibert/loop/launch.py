@@ -1,7 +1,7 @@
 """A run's life, one function for every command: `launch`.
 
     job = Job(dir=out, command="train-xlnet", resume=False, overwrite=args.overwrite)
-    outcome = launch(job, lambda: XLNetRun(...))     # -> Outcome(code, run, loop, error)
+    outcome = launch(job, lambda where: XLNetRun(..., where))   # -> Outcome(code, run, loop, error)
     return outcome.code
 
 Every training command is parse -> build settings -> make the run -> launch. `launch` does, in
@@ -9,7 +9,13 @@ this order and nowhere else:
 
     lock        one writer per run directory (rundir.RunLock)
     guard       a fresh run may start only where nothing would be lost (rundir.check_run_dir)
-    make        the run (`make_run()`: model, data, optimizer; writes nothing in the directory)
+    make        the run (`make_run(where)`: model, data, optimizer; writes nothing yet). A fresh
+                run whose directory holds something (an old run, --overwrite) is made in a
+                sibling folder, trained there to its first checkpoint (one step), then swapped
+                in by one atomic exchange of the two folders and trained on in place: until the
+                exchange, any failure (a setting, the data, NaN at the first step, a crash, a
+                kill) leaves the old folder's bytes as they were, and nothing of the old run
+                survives in the new one. An input inside the directory is refused first.
     clean       what a save cut off by a kill left (rundir.clean_interrupted_saves)
     start       a fresh run writes its run.json (run.start()) and the loop's state starts
                 (LoopState.start, the time budget fitted from the run's probe); a resumed run
@@ -19,19 +25,22 @@ this order and nowhere else:
                 evaluation's summary, ...), and the exit code: 0, 130 after Ctrl-C, 1 for an
                 error (one line on stderr)
 
-A launched run is a loop/engine.py run with three members more:
+A launched run is a loop/engine.py run with four members more:
     start()              a fresh run's files (run.json), after the guard and the cleaning
     opening(loop, resumed) -> [str]  the lines that describe the run once its loop state exists
     finish(loop) -> [str]   what the run does when the loop returned, and the lines that say how
                          it ended (printed whatever `verbose` says: a script reads the last one)
+    moved(dir)           the run now lives in `dir` (the exchange above): it writes there from now
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from minibert.io import outputs
 from minibert.io.textio import error_line
 from minibert.loop import budget, checkpoints, engine, rundir
 from minibert.loop.state import LoopState
@@ -51,6 +60,17 @@ class Job:
     verbose: bool = True
     resume_command: str = ""  # what the guard's message says continues the run
     differs: Callable[[dict], list[str]] | None = None  # the saved settings that differ (the guard's message)
+    inputs: tuple = ()  # (option, path) of what the run reads: none may lie inside `dir`, which a fresh run replaces
+
+    def check_inputs(self) -> None:
+        """Refuse an input that lies inside the folder a fresh run writes: replacing what it
+        holds would delete the input (an init checkpoint, a vocabulary, the data)."""
+        if not self.dir.is_dir():  # nothing lies inside a folder that is not there (a file: the lock says so)
+            return
+        for flag, path in self.inputs:
+            if path and str(path).lower() != "none" and outputs.inside(path, self.dir):
+                raise ValueError(f"{flag} {path} lies inside {self.dir}, the folder this run writes (and replaces "
+                                 f"what it holds); nothing was written. Move it out, or choose another --out")
 
     def guard(self) -> None:
         """Before a fresh run writes anything: refuse a directory whose contents would be lost
@@ -69,25 +89,47 @@ class Outcome:
     error: BaseException | None = None
 
 
-def launch(job: Job, make_run: Callable[[], Any]) -> Outcome:
-    """The run's whole life (see the module docstring) -> its Outcome. Errors are caught here,
-    said in one line on stderr and turned into the exit code."""
+def launch(job: Job, make_run: Callable[[Path], Any]) -> Outcome:
+    """The run's whole life (see the module docstring) -> its Outcome. `make_run(where)` makes the
+    run, writing into the folder `where`. Errors are caught here, said in one line on stderr and
+    turned into the exit code."""
     say = (lambda line: print(line, flush=True)) if job.verbose else (lambda line: None)
-    if job.max_steps is not None and job.max_steps < 1:  # a pause at the step it started from
-        return failed(ValueError(f"--max-steps-this-run must be at least 1, got {job.max_steps}"))
     try:
+        if job.max_steps is not None and job.max_steps < 1:  # a pause at the step it started from
+            raise ValueError(f"--max-steps-this-run must be at least 1, got {job.max_steps}")
+        if not job.resume:
+            job.check_inputs()
         with rundir.RunLock(job.dir):
             if not job.resume:
                 job.guard()
-            run = make_run()
-            for p in rundir.clean_interrupted_saves(job.dir):
-                say(f"removed {p}, left by a save that was cut off")
-            loop = begin(run, job.resume, say)
-            for line in run.opening(loop, job.resume):
-                say(line)
-            engine.run(run, loop, job.max_steps)
-            for line in run.finish(loop):
-                print(line, flush=True)
+            replacing = not job.resume and rundir.holds_files(job.dir)
+            staging = rundir.staging_dir(job.dir) if replacing else None
+            try:
+                # a run that replaces another is built beside it, under a lock of its own (after the
+                # exchange, the run's own lock)
+                with rundir.RunLock(staging) if staging else contextlib.nullcontext():
+                    run = make_run(staging or job.dir)
+                    for p in rundir.clean_interrupted_saves(run.settings.dir):
+                        say(f"removed {p}, left by a save that was cut off")
+                    loop = begin(run, job.resume, say)
+                    for line in run.opening(loop, job.resume):
+                        say(line)
+                    if staging:
+                        engine.run(run, loop, 1)  # to its first checkpoint (a pause after one step), then
+                        rundir.exchange(staging, job.dir)  # it takes the old run's place, in one step
+                        replacing = False
+                        rundir.discard(staging)  # the old run, now under the staging name
+                        run.moved(job.dir)
+                        rest = None if job.max_steps is None else job.max_steps - 1
+                        if loop.status == "paused" and rest != 0:
+                            engine.run(run, loop, rest)
+                    else:
+                        engine.run(run, loop, job.max_steps)
+                    for line in run.finish(loop):
+                        print(line, flush=True)
+            finally:
+                if replacing:  # it failed before its first checkpoint: the old run stays as it was
+                    rundir.discard(staging)
     except BaseException as e:
         return failed(e)
     return Outcome(130 if loop.status == "interrupted" else 0, run, loop)

@@ -26,8 +26,9 @@ them (tests/loop/test_faults.py).
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
-import math
 import os
 import re
 import shutil
@@ -370,7 +371,7 @@ class RunLock:
         import fcntl
 
         outputs.release(self.dir)
-        if kind is not None and self._made and not _holds_files(self.dir):  # refused before the first write
+        if kind is not None and self._made and not holds_files(self.dir):  # refused before the first write
             (self.dir / LOCK_FILE).unlink(missing_ok=True)
             try:
                 self.dir.rmdir()
@@ -400,9 +401,51 @@ def _open_lock(path: Path):
     return os.fdopen(fd, "r+", encoding="utf-8")
 
 
-def _holds_files(d: Path) -> bool:
-    """Whether a directory holds anything besides the lock file."""
-    return any(p.name != LOCK_FILE for p in d.iterdir())
+def holds_files(d: Path) -> bool:
+    """Whether a directory holds anything besides the lock file (False for one that is gone)."""
+    return d.is_dir() and any(p.name != LOCK_FILE for p in d.iterdir())
+
+
+def staging_dir(directory: str | Path) -> Path:
+    """The sibling folder a fresh run is built in when `directory` holds something it replaces
+    (loop/launch.py): hidden, named after it, emptied of what a killed replacement left (the
+    caller holds `directory`'s lock, so no other process owns it)."""
+    d = Path(directory)
+    staging = d.parent / f".{d.name}.replacing"
+    if os.path.lexists(staging):
+        _remove(staging)
+    return staging
+
+
+def discard(path: str | Path) -> None:
+    """Remove a folder (a link: the link only); nothing if it is gone."""
+    if os.path.lexists(path):
+        _remove(Path(path))
+
+
+_RENAME_EXCHANGE = 2  # renameat2's flag: swap two paths atomically (Linux 3.15)
+
+
+def exchange(a: str | Path, b: str | Path) -> None:
+    """Swap two folders' names in one step, so that a kill at any moment leaves each folder whole
+    under one of the two names (renameat2 with RENAME_EXCHANGE). Where the system has no such call,
+    three renames, `b` out of the way first."""
+    a, b = Path(a), Path(b)
+    rename2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if rename2 is not None:
+        at_cwd = -100  # AT_FDCWD
+        if rename2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+            _fsync_dir(a.parent)
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL):
+            raise OSError(err, f"cannot swap {a} and {b}: {os.strerror(err)}")
+    aside = b.with_name(f".{b.name}.replaced")
+    discard(aside)
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)
+    _fsync_dir(a.parent)
 
 
 def check_run_dir(directory: str | Path, command: str, *, overwrite: bool = False, replaceable: bool = False,
@@ -416,7 +459,7 @@ def check_run_dir(directory: str | Path, command: str, *, overwrite: bool = Fals
     d = Path(directory)
     if d.exists() and not d.is_dir():
         raise ValueError(f"output directory {d} is a file; choose another --out")
-    if overwrite or not d.is_dir() or not _holds_files(d):
+    if overwrite or not d.is_dir() or not holds_files(d):
         return
     info = read_run(d)
     if info is None or info.command != command:
@@ -460,12 +503,10 @@ def resumable_run(directory: str | Path, command: str) -> RunInfo:
 
 
 def start_run(directory: str | Path, command: str, settings: dict, **extra) -> None:
-    """A fresh run in `directory` (check_run_dir said it may start): clear what an earlier run
-    left and write run.json."""
+    """A fresh run in `directory`, which holds nothing of another run (loop/launch.py builds a
+    run that replaces one in a folder of its own): write run.json."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    for name in (*RUN_OUTPUTS, OLD_FINETUNE_FILE):
-        _remove(d / name)
     write_run(d, command, settings, **extra)
 
 

@@ -85,16 +85,17 @@ class LoopSettings:
     old_window: Callable | None = None  # a log-window entry saved by layout 1 -> its metrics (see LoopState.load)
 
     @classmethod
-    def of(cls, cfg, *, dir: Path, vocab: list, command: str, **own) -> "LoopSettings":
+    def of(cls, cfg, *, dir: Path, vocab: list, command: str, home: Path | None = None, **own) -> "LoopSettings":
         """The one place a run's settings become the loop's: the names every command shares
         (loop/settings.RunSettings: steps is the schedule's length, lr, warmup_steps, minutes,
         the three intervals, seed) read from `cfg`; `own` is what the run adds or derives (a
         fine-tuning run's steps from its epochs, a cap on the warmup, what the lines show).
-        `command` continues the run: `python -m minibert COMMAND --resume DIR`."""
+        `dir` is where the run writes; `command` continues it: `python -m minibert COMMAND --resume
+        HOME` (`home`: the folder the run ends in, when it is built elsewhere; default `dir`)."""
         shared = dict(total_steps=cfg.steps, lr=cfg.lr, warmup_steps=cfg.warmup_steps, minutes=cfg.minutes,
                       log_interval=cfg.log_interval, eval_interval=cfg.eval_interval,
                       checkpoint_interval=cfg.checkpoint_interval, seed=cfg.seed)
-        return cls(dir=Path(dir), vocab=vocab, resume_command=f"python -m minibert {command} --resume {dir}",
+        return cls(dir=Path(dir), vocab=vocab, resume_command=f"python -m minibert {command} --resume {home or dir}",
                    **{**shared, **own})
 
     def __post_init__(self) -> None:

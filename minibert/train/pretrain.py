@@ -19,9 +19,11 @@ def pretraining_job(cfg: TrainConfig, resume: bool = False, overwrite: bool = Fa
         return sorted(k for k, v in new.items() if k in old and old[k] != v and k != "out")
 
     command = created_by if created_by == "train-tiny" else "train"
+    inputs = (*(("--corpus", f) for f in cfg.corpus), *(("--heldout", f) for f in cfg.heldout), ("--vocab", cfg.vocab),
+              ("--set data_cache", cfg.data_cache))
     return Job(cfg.run_dir, created_by, resume=resume, overwrite=overwrite, replaceable=created_by == "train-tiny",
                max_steps=max_steps_this_run, verbose=verbose,
-               resume_command=f"python -m minibert {command} --resume {cfg.run_dir}", differs=differs)
+               resume_command=f"python -m minibert {command} --resume {cfg.run_dir}", differs=differs, inputs=inputs)
 
 
 def launch_pretraining(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbose: bool = True,
@@ -34,7 +36,7 @@ def launch_pretraining(cfg: TrainConfig, resume: bool = False, overwrite: bool =
     except ValueError as e:
         return failed(e)
     return launch(pretraining_job(cfg, resume, overwrite, verbose, max_steps_this_run, created_by),
-                  lambda: Trainer(cfg, verbose=verbose, created_by=created_by))
+                  lambda where: Trainer(cfg, verbose=verbose, created_by=created_by, dir=where))
 
 
 def train(cfg: TrainConfig, resume: bool = False, overwrite: bool = False, verbose: bool = True,

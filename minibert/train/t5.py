@@ -25,6 +25,7 @@ What T5 brings to the loop:
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable
 
@@ -187,17 +188,17 @@ class T5Run:
     run ends with (its mode's: a decoded example, SST-2's dev accuracy)."""
 
     def __init__(self, args, cfg: T5Config, params, tokenizer, batches: ShuffledBatches, eval_batches: list[dict],
-                 ops, describe: str = "", closing: Callable[["T5Run"], list[str]] | None = None):
+                 ops, describe: str = "", closing: Callable[["T5Run"], list[str]] | None = None, dir: Path | None = None):
         self.args, self.cfg, self.tokenizer = args, cfg, tokenizer
         self.batches, self.eval_batches = batches, eval_batches
         self.model = T5Model(cfg, params, ops)
         self.optimizer = AdamW(params, lr=args.lr, weight_decay=0.01, bias_correction=True)
-        self.dir = Path(args.out)
+        self.dir = Path(dir or args.out)  # where it writes (loop/launch.py may build it beside args.out)
         self.describe, self.closing = describe, closing
         self.last_eval: dict | None = None
         self.baseline: tuple[str, float] | None = None  # a fresh run's (answer token, its share); start() finds it
         self.settings = LoopSettings.of(
-            args, dir=self.dir, vocab=tokenizer.ids_to_tokens, command="train-t5",
+            args, dir=self.dir, vocab=tokenizer.ids_to_tokens, command="train-t5", home=Path(args.out),
             total_steps=args.steps or UNFITTED, schedule="hf", clip_norm=1.0,
             warmup_steps=min(args.warmup_steps, args.steps // 10) if args.steps else args.warmup_steps,  # <= a tenth of --steps
             dropout=False,  # T5 here has none
@@ -219,6 +220,10 @@ class T5Run:
         self.baseline = (D.t5_tokens(self.tokenizer.ids_to_tokens, self.cfg.num_sentinels)[token], share)
         rundir.append_jsonl(self.dir / rundir.METRICS_FILE, {"type": "baseline", "token": self.baseline[0],
                                                             "span_acc": share})
+
+    def moved(self, to: Path) -> None:
+        """The launcher swapped the run into `to` (it was built beside the run it replaces)."""
+        self.dir, self.settings = to, dataclasses.replace(self.settings, dir=to)
 
     def opening(self, loop, resumed: bool) -> list[str]:
         base = self.baseline

@@ -125,7 +125,7 @@ class T5TrainConfig(RunSettings):
 # ---------------------------------------------------------------------------------------------
 # the two modes and the command
 
-def pretrain(args: T5TrainConfig, resume: bool, ops) -> T5Run:
+def pretrain(args: T5TrainConfig, resume: bool, ops, where: Path) -> T5Run:
     """Span corruption on the corpus: the data and the run (nothing is written)."""
     if args.corpus:
         train_path, heldout_path, vocab_path = Path(args.corpus), Path(args.heldout or ""), Path(args.vocab or "")
@@ -154,7 +154,7 @@ def pretrain(args: T5TrainConfig, resume: bool, ops) -> T5Run:
     describe = (f"{len(chunks):,} training chunks of up to {args.max_seq_length} tokens ({len(held)} held-out), "
                 f"input {T} / target {S} tokens, batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
     return T5Run(args, cfg, params, tok, batches, eval_batches, ops, describe,
-                 closing=lambda run: show_example(run.model.params, cfg, tok, held[0], special, ops))
+                 closing=lambda run: show_example(run.model.params, cfg, tok, held[0], special, ops), dir=where)
 
 
 def show_example(params, cfg, tok, chunk, special, ops) -> list[str]:
@@ -172,7 +172,7 @@ def show_example(params, cfg, tok, chunk, special, ops) -> list[str]:
     return [f"\nheld-out example:\n  input   {show(inp)}\n  target  {show(tgt)}\n  greedy  {show(out)}"]
 
 
-def finetune_sst2(args: T5TrainConfig, resume: bool, ops) -> T5Run:
+def finetune_sst2(args: T5TrainConfig, resume: bool, ops, where: Path) -> T5Run:
     """Text-to-text SST-2: "sst2 sentence: ..." -> "positive" | "negative", dev accuracy by
     greedy decoding (an answer that is neither word counts as wrong)."""
     data = Path(args.data)
@@ -207,7 +207,7 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, ops) -> T5Run:
         return [f"dev accuracy (greedy decoding, exact word): {acc:.4f} on {len(dev_pairs)} sentences; "
                 f"answers that were neither word: {invalid:.2%}"]
 
-    return T5Run(args, cfg, params, tok, batches, eval_batches, ops, describe, closing)
+    return T5Run(args, cfg, params, tok, batches, eval_batches, ops, describe, closing, dir=where)
 
 
 def sst2_accuracy(params, cfg, pairs, special, ops) -> tuple[float, float]:
@@ -283,6 +283,9 @@ def train_t5_cli(argv: list[str]) -> int:
     print(f"train-t5 {settings.mode}{' (a slice of the data)' if settings.max_train_examples else ''}: budget "
           f"{settings.minutes:g} min -> {settings.out}", flush=True)
     out = Path(settings.out)
+    inputs = (("--corpus", settings.corpus), ("--heldout", settings.heldout), ("--vocab", settings.vocab),
+              ("--data", settings.data), ("--init", settings.init))
     job = Job(out, COMMAND, resume=bool(args.resume), overwrite=args.overwrite, replaceable=True,
-              max_steps=args.max_steps_this_run, resume_command=f"python -m minibert train-t5 --resume {out}")
-    return launch(job, lambda: make(settings, bool(args.resume), ops)).code
+              max_steps=args.max_steps_this_run, resume_command=f"python -m minibert train-t5 --resume {out}",
+              inputs=inputs)
+    return launch(job, lambda where: make(settings, bool(args.resume), ops, where)).code

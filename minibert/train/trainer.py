@@ -25,6 +25,7 @@ that never stopped (tests/train/test_train.py checks this with np.array_equal).
 """
 from __future__ import annotations
 
+import dataclasses
 from functools import partial
 from pathlib import Path
 
@@ -123,10 +124,10 @@ class Trainer:
     `settings` what the loop is told (train/pretrain.py starts or resumes it)."""
 
     def __init__(self, cfg: TrainConfig, data: DataDirs | None = None, verbose: bool = True,
-                 created_by: str = "train"):
+                 created_by: str = "train", dir: Path | None = None):
         self.cfg, self.created_by = cfg, created_by
         self.family = FAMILIES[cfg.model_type]
-        self.dir = cfg.run_dir
+        self.dir = Path(dir or cfg.run_dir)  # where it writes (loop/launch.py may build it beside cfg.run_dir)
         self.tokenizer = BertTokenizer(cfg.vocab)
         self.tokenizer.check_special_tokens(purpose="training")
         # model and optimizer first: their own checks (AdamW's betas, ...) fail in milliseconds,
@@ -151,7 +152,7 @@ class Trainer:
         show_train, show_eval = self.family.labels(cfg)
         base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
         self.settings = LoopSettings.of(
-            cfg, dir=self.dir, vocab=self.tokenizer.ids_to_tokens, command="train", verbose=verbose,
+            cfg, dir=self.dir, vocab=self.tokenizer.ids_to_tokens, command="train", home=cfg.run_dir, verbose=verbose,
             schedule=cfg.schedule, clip_norm=cfg.clip_norm, dropout=self.family.dropout_on(cfg),
             fit_steps=not cfg.steps, probe=self.probe_times,  # steps 0: fitted to the time budget, from a probe
             short_fraction=cfg.short_seq_fraction if self.short_iterator is not None else 0.0,
@@ -166,6 +167,10 @@ class Trainer:
         """A fresh run (loop/launch.py, after the guard): run.json, what an earlier run left cleared."""
         rundir.start_run(self.dir, self.created_by, self.cfg.to_dict(),
                          data={"train": str(self.data.train), "heldout": str(self.data.heldout)})
+
+    def moved(self, to: Path) -> None:
+        """The launcher swapped the run into `to` (it was built beside the run it replaces)."""
+        self.dir, self.settings = to, dataclasses.replace(self.settings, dir=to)
 
     def opening(self, loop, resumed: bool) -> list[str]:
         """The lines that describe a fresh run (a resumed one: none)."""

@@ -24,6 +24,7 @@ What XLNet brings to the loop:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -156,7 +157,7 @@ class XLNetRun:
         self.optimizer = AdamW(self.model.params, lr=cfg.lr, weight_decay=cfg.weight_decay, bias_correction=True)
         self.last_eval: dict | None = None
         self.settings = LoopSettings.of(
-            cfg, dir=self.dir, vocab=tokenizer.ids_to_tokens, command="train-xlnet",
+            cfg, dir=self.dir, vocab=tokenizer.ids_to_tokens, command="train-xlnet", home=Path(cfg.out or out),
             total_steps=cfg.steps or 1000,  # 1000 until the budget's first fit (after 10 steps)
             warmup_steps=self.warmup(), schedule="bert", clip_norm=1.0,
             dropout=False,  # XLNet here has none
@@ -172,6 +173,10 @@ class XLNetRun:
     def start(self) -> None:
         """A fresh run: run.json with the settings, the preset and the data files."""
         rundir.start_run(self.dir, "train-xlnet", self.cfg.to_dict(), **self.record)
+
+    def moved(self, to: Path) -> None:
+        """The launcher swapped the run into `to` (it was built beside the run it replaces)."""
+        self.dir, self.settings = to, dataclasses.replace(self.settings, dir=to)
 
     def opening(self, loop, resumed: bool) -> list[str]:
         cfg, model = self.cfg, self.model

@@ -219,6 +219,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
     print(f"train-xlnet{' (--fast: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
           f"-> {out}", flush=True)
     job = Job(out, COMMAND, resume=bool(args.resume), overwrite=args.overwrite, replaceable=True,
-              max_steps=args.max_steps_this_run, resume_command=f"python -m minibert train-xlnet --resume {out}")
+              max_steps=args.max_steps_this_run, resume_command=f"python -m minibert train-xlnet --resume {out}",
+              inputs=(("--corpus", train_path), ("--heldout", heldout_path), ("--vocab", vocab)))
     record = {"preset": args.preset, "data": data}
-    return launch(job, lambda: build_run(cfg, out, vocab, train_path, heldout_path, record, fast)).code
+    return launch(job, lambda where: build_run(cfg, where, vocab, train_path, heldout_path, record, fast)).code

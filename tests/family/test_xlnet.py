@@ -367,7 +367,8 @@ def test_train_xlnet_ctrl_c_saves_refuses_to_overwrite_and_a_second_one_aborts(t
     assert _cli(tmp_path, out, "--steps", "10", "--set", "checkpoint_interval=1", "--overwrite") == 130
     assert "aborted at step 1 by a second Ctrl-C without saving" in capsys.readouterr().err
     _, state = _newest(out)
-    assert state["step"] == 1 and state["status"] == "running"  # the step-1 checkpoint, nothing of step 2
+    # the step-1 checkpoint, nothing of step 2 (--overwrite: the checkpoint the new run is swapped in at, a pause)
+    assert state["step"] == 1 and state["status"] == "paused"
 
 
 def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, capsys, no_fast,
