@@ -16,14 +16,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
 from minibert.loop.budget import SHORT, FULL, StepBudget
+from minibert.loop.rundir import LAYOUT
 from minibert.optim import SCHEDULES
-
-LAYOUT = 2  # trainer_state.json's layout: 2 has "layout"; 1 (minibert before it) kept each run's own log window
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,7 +60,6 @@ class LoopSettings:
     min_evals: int = 0  # the first fit makes eval_interval small enough for this many evaluations
     # cadences
     log_interval: int = 20
-    log_partial_window: bool = True  # log the steps since the last line when a run ends between two
     log_grad_norm: bool = False  # records carry the window's mean gradient norm
     eval_interval: int = 0  # steps between two evaluations (0: by eval_per_epoch)
     steps_per_epoch: int = 0  # > 0: records carry "epoch", and eval_per_epoch counts in epochs
@@ -75,13 +72,11 @@ class LoopSettings:
     patience: int = 0
     patience_metric: str = ""
     publish_checkpoints: bool = True  # a checkpoint's model is also the run's top level (else the run keeps its own there)
-    optimizer_step_metadata: bool = True  # optimizer.safetensors names its step (fine-tuning's never did: same bytes)
     # what the progress and evaluation lines show: metric name -> its label (empty show_eval: every number)
     show_train: dict = dataclasses.field(default_factory=lambda: {"loss": "loss"})
     show_eval: dict = dataclasses.field(default_factory=dict)
     eval_label: str = "held-out"  # the evaluation line's first word and the curves' legend for evaluations
     curves: Curves | None = None
-    old_window: Callable | None = None  # a log-window entry saved by layout 1 -> its metrics (see LoopState.load)
 
     def __post_init__(self) -> None:
         """Every number the loop and its step will use, checked when a run makes its settings: a
@@ -206,11 +201,7 @@ class LoopState:
 
     @classmethod
     def load(cls, s: LoopSettings, state: dict, path: Path) -> "LoopState":
-        """The state a checkpoint saved (`state`, checked by checkpoints.check_state), layout 2 or
-        the older layout 1: no "layout"; fine-tuning saved no total_steps; T5 saved its
-        eval_interval as "eval_every"; each run saved its log window as its own tuples, which
-        `s.old_window` reads (a run with one loss and one accuracy saved (loss, correct,
-        counted, tokens, lr), read here)."""
+        """The state a checkpoint saved (`state`, checked by checkpoints.check_state)."""
         loop = cls.start(dataclasses.replace(s, probe=None))  # a resumed run keeps its schedule: no new probe
         try:
             loop.rng.bit_generator.state = state["dropout_rng"]
@@ -218,13 +209,13 @@ class LoopState:
             raise ValueError(f"{path}: dropout_rng is not a random generator's state "
                              f"({type(e).__name__}: {e})") from None
         loop.step, loop.elapsed = int(state["step"]), float(state["elapsed_seconds"])
-        loop.total_steps = int(state.get("total_steps", s.total_steps))
+        loop.total_steps = int(state["total_steps"])
         if s.min_evals:  # the budget's first fit may have shortened it: the saved one holds
-            loop.eval_interval = int(state.get("eval_interval", state.get("eval_every", s.eval_interval)))
+            loop.eval_interval = int(state["eval_interval"])
         if loop.budget is not None and state.get("budget"):
             loop.budget.load_state_dict(state["budget"])
             loop.budget.eval_interval = loop.eval_interval
-        elif loop.budget is not None:  # saved by a run without a budget, or by an older minibert: keep the schedule
+        elif loop.budget is not None:  # saved by a run without a budget: keep the schedule
             loop.budget = None
         if s.short_fraction and state.get("short_steps") is not None:
             loop.short_steps_fixed = int(state["short_steps"])
@@ -233,12 +224,8 @@ class LoopState:
         loop.last_eval_step = state.get("last_eval_step")
         if s.patience:
             loop.best_score, loop.stale_evals = early_stopping_state(state.get("early_stopping"), path)
-        window = state.get("window", [])
-        if state.get("layout", 1) >= 2:
-            loop.window = [Entry({k: tuple(v) for k, v in e["metrics"].items()}, e["lr"], e["grad_norm"])
-                           for e in window]
-        else:
-            loop.window = [(s.old_window or loss_acc_entry)(e) for e in window]
+        loop.window = [Entry({k: tuple(v) for k, v in e["metrics"].items()}, e["lr"], e["grad_norm"])
+                       for e in state.get("window", [])]
         loop.last_checkpoint = loop.step
         return loop
 
@@ -254,13 +241,6 @@ def early_stopping_state(saved, path: Path) -> tuple[float | None, int]:
         raise ValueError(f"{path}: early_stopping is {saved!r:.200}, expected {{\"best\": a number or null, "
                          f"\"stale_evals\": a count}}")
     return (None if best is None else float(best)), stale
-
-
-def loss_acc_entry(entry: list) -> Entry:
-    """A log-window entry of layout 1 saved by a run with one loss and one accuracy (T5, XLNet):
-    (loss, correct, counted, real tokens, lr)."""
-    loss, correct, counted, tokens, lr = entry
-    return Entry({"loss": (loss, 1), "acc": (correct, counted), "tokens": (tokens, 1)}, lr, 0.0)
 
 
 def plain(x):

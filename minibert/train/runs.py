@@ -20,7 +20,7 @@ def check_run_dir(cfg: TrainConfig, overwrite: bool = False, command: str = "tra
     new = cfg.flat()
 
     def differs(saved: dict) -> list[str]:
-        old = flatten(TrainConfig.read_old(saved))  # an older run.json's names read as today's
+        old = flatten(saved)
         return sorted(k for k, v in new.items() if k in old and old[k] != v and k != "out")
 
     resume = (f"python -m minibert {command} --resume" if command == "train-tiny"
@@ -41,7 +41,7 @@ def resume_config(run_dir: str | Path, overrides: dict[str, Any]) -> TrainConfig
                          f"its first save); start it again with --overwrite")
     changeable = {"minutes", "log_interval", "eval_interval", "checkpoint_interval", "eval_examples"}
     TrainConfig.from_run(info, str(run_dir / rundir.RUN_FILE), out=str(run_dir))  # every saved setting typed first
-    flat = flatten(TrainConfig.read_old(info.settings))  # an older run.json's names read as today's
+    flat = flatten(info.settings)
     bad = {k: v for k, v in overrides.items() if k not in changeable and flat.get(k) != v}
     if bad:
         raise ValueError(f"--resume continues {run_dir} with its saved settings; these differ: "
