@@ -203,7 +203,7 @@ def run_minibert(run, log, existing: str | None = None):
     from minibert.loop.rundir import read_jsonl
 
     if existing:
-        saved = FinetuneConfig.read_old(json.loads((Path(existing) / "run.json").read_text())["settings"])
+        saved = json.loads((Path(existing) / "run.json").read_text())["settings"]
         ours = run.cfg.to_dict()
         differ = {k: (saved.get(k), v) for k, v in ours.items()  # verify: how the weights were loaded, not trained
                   if k not in ("out", "log_interval", "verify") and saved.get(k) != v}

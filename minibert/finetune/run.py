@@ -49,7 +49,7 @@ from minibert.io.jsonfile import read_json
 from minibert.loop import rundir
 from minibert.loop.curves import Panel, Series
 from minibert.loop.settings import RunSettings
-from minibert.loop.state import Curves, Entry, LoopSettings
+from minibert.loop.state import Curves, LoopSettings
 from minibert.model import MODEL_SIZES, BertConfig
 from minibert.optim import AdamW
 from minibert.text.tokenizer import BertTokenizer
@@ -69,9 +69,6 @@ class FinetuneConfig(RunSettings):
     them): `warmup_proportion` and `eval_per_epoch` say them instead. `steps` > 0 is the run's
     length in optimizer steps, as for every command (`epochs` is then unused)."""
 
-    renamed = {"warmup": "warmup_proportion"}  # the name of minibert before the shared settings
-    # dropout, of minibert before one settings vocabulary: both of BertConfig's dropouts
-    retired = {"dropout": (float, lambda p: {"hidden_dropout_prob": p, "attention_probs_dropout_prob": p})}
     unused = ("warmup_steps", "eval_interval", "checkpoint_interval")
 
     task: str
@@ -401,17 +398,14 @@ class FinetuneRun:
             cfg, dir=self.dir, vocab=tokenizer.ids_to_tokens, command=COMMAND, home=Path(cfg.out), verbose=verbose,
             total_steps=self.total_steps, warmup_steps=self.warmup_steps, clip_norm=cfg.clip_norm,  # steps 0: the epochs
             dropout=max(cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob) > 0,
-            log_partial_window=False,  # a line every log_interval steps and at the end
             steps_per_epoch=self.steps_per_epoch, eval_per_epoch=cfg.eval_per_epoch,
             checkpoint_after_eval=True, publish_checkpoints=False,  # the top level holds the best model, not the newest
             patience=cfg.patience, patience_metric=main,  # early stopping on the metric the best model is kept by
-            optimizer_step_metadata=False,
             show_train={"loss": "loss", "train_acc": "acc"}, eval_label="dev",
             curves=Curves((Panel("training loss", (Series("loss", label=""),)),  # drawing costs ~0.5 s
                            Panel(f"accuracy / dev {main}", (Series("train_acc", label="train (batch)"),
                                                              Series(main, "eval", f"dev {main}"))),
-                           Panel("learning rate", (Series("lr", label=""),))), (("epoch", "epoch"),), every=30.0),
-            old_window=old_window_entry)
+                           Panel("learning rate", (Series("lr", label=""),))), (("epoch", "epoch"),), every=30.0))
 
     @staticmethod
     def _class_weights(cfg: FinetuneConfig, source: DataSource, task_info: dict, n: int) -> np.ndarray | None:
@@ -578,10 +572,3 @@ def check_positions(cfg: FinetuneConfig, model, source: DataSource) -> None:
         raise ValueError(f"an example has {longest} tokens after --max-seq-length {cfg.max_seq_length}, more than the "
                          f"model's position table holds (max_position_embeddings {positions}, --init {cfg.init}); "
                          f"choose --max-seq-length <= {positions}")
-
-
-def old_window_entry(entry: list) -> Entry:
-    """A log-window entry of a checkpoint of layout 1: (loss, hits, counted, real tokens, lr)."""
-    loss, hits, counted, tokens, lr = entry
-    return Entry({"loss": (loss, 1), **({"train_acc": (hits, counted)} if counted else {}), "tokens": (tokens, 1)},
-                 lr, 0.0)

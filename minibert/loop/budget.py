@@ -250,9 +250,9 @@ class Schedule:
     def load_state_dict(self, state: dict, saved_interval: bool) -> None:
         """A checkpoint's schedule (checked by loop/checkpoints.check_state). `saved_interval`:
         the saved evaluation interval holds (a budget's first fit may have shortened it)."""
-        self.total_steps = int(state.get("total_steps", self.total_steps))
+        self.total_steps = int(state["total_steps"])
         if saved_interval:
-            self.eval_interval = int(state.get("eval_interval", state.get("eval_every", self.eval_interval)))
+            self.eval_interval = int(state["eval_interval"])
         if self.short_fraction and state.get("short_steps") is not None:
             self.short_fixed = int(state["short_steps"])
         anchor = state.get("lr_anchor")

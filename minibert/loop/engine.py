@@ -97,8 +97,7 @@ def run(run, state: LoopState, max_steps: int | None = None) -> str:
             if line:
                 say(s, line)
             stop_at = min(state.total_steps, pause_at)
-            if state.step % s.log_interval == 0 or state.step == (stop_at if s.log_partial_window
-                                                                  else state.total_steps):
+            if state.step % s.log_interval == 0 or state.step == state.total_steps:  # a pause keeps its window
                 t_window = log_window(s, state, t_window)
             evaluated = is_eval_step(s, state.step, state.total_steps, state.schedule.eval_interval) \
                 and state.step < state.total_steps
@@ -120,8 +119,8 @@ def run(run, state: LoopState, max_steps: int | None = None) -> str:
         else:
             status = "done" if state.step >= state.total_steps else "paused"
         if status in rundir.FINISHED:
-            if state.window and s.log_partial_window:
-                log_window(s, state, t_window)  # the last steps of the run
+            if state.window:
+                log_window(s, state, t_window)  # the last steps of a run that ended between two lines
             if state.last_eval_step != state.step:
                 evaluate(run, state)
         # a paused or interrupted run keeps its window: the checkpoint saves it, and the resumed

@@ -52,7 +52,7 @@ PUBLISHED = (CONFIG_NAME, VOCAB_NAME, TOKENIZER_CONFIG_NAME, WEIGHTS_NAME)
 PUBLISHED_DIRS = ("generator",)  # a second model of the checkpoint (ELECTRA's generator), published the same way
 _STEP_DIR = re.compile(r"step-(\d+)(?:\.(\d+))?$")  # step-000250, or step-000250.1 for a second save
 _TMP_DIR = re.compile(r"\.step-\d+(\.\d+)?\.tmp-\d+$")  # a checkpoint being written
-_TMP_FILE = re.compile(r"\..+\.tmp(\.png)?$")  # atomic_write's .NAME.XXXX.tmp; .curves.tmp.png of older versions
+_TMP_FILE = re.compile(r"\..+\.tmp$")  # atomic_write's .NAME.XXXX.tmp
 
 
 class CheckpointError(OSError):
@@ -83,19 +83,14 @@ def checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The directory of the newest complete checkpoint; for a run saved by minibert before
-    checkpoints had their own directories (trainer_state.json at the top level), the run
-    directory itself; None if the run has no checkpoint."""
+    """The directory of the newest complete checkpoint; None if the run has no checkpoint."""
     found = checkpoints(run_dir)
-    if found:
-        return found[-1][1]
-    legacy = Path(run_dir)
-    return legacy if (legacy / STATE_FILE).is_file() else None
+    return found[-1][1] if found else None
 
 
 def clean_interrupted_saves(run_dir: str | Path) -> list[Path]:
     """Remove what a save cut off by a crash left behind: hidden step directories and temporary
-    files (`.name.XXXX.tmp`, `.curves.tmp.png`) at the top level, in checkpoints/ and generator/. Returns
+    files (`.name.XXXX.tmp`) at the top level, in checkpoints/ and generator/. Returns
     what was removed."""
     run_dir = Path(run_dir)
     removed = []
@@ -148,9 +143,6 @@ def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path
         _publish(run_dir, final)
     for _, old in checkpoints(run_dir)[:-1]:
         _remove(old)
-    for name in (STATE_FILE, OPTIM_FILE):  # the checkpoint of a run saved in the older layout
-        if (run_dir / name).exists():
-            _remove(run_dir / name)
     return final
 
 
@@ -218,12 +210,11 @@ def _fsync_dir(path: Path) -> None:
 # the run's identity (run.json) and the guard a fresh run passes
 
 # what a run writes besides run.json; a fresh run clears what an earlier run left of these
-RUN_OUTPUTS = (METRICS_FILE, CURVES_FILE, "eval_results.json", CHECKPOINTS, STATE_FILE, OPTIM_FILE, *PUBLISHED,
+RUN_OUTPUTS = (METRICS_FILE, CURVES_FILE, "eval_results.json", CHECKPOINTS, *PUBLISHED,
                *PUBLISHED_DIRS)
 FINISHED = ("done", "budget")  # trainer_state.json "status" of a run that ran to its end
-OLD_FINETUNE_FILE = "finetune.json"  # where fine-tuning runs of older minibert kept their settings
 # the entries of a run no other output may replace, even one written by the run's own lock holder
-RUN_OWNED = (RUN_FILE, OLD_FINETUNE_FILE, ".lock", *RUN_OUTPUTS)
+RUN_OWNED = (RUN_FILE, ".lock", *RUN_OUTPUTS)
 
 
 class RunInfo(NamedTuple):
@@ -232,9 +223,22 @@ class RunInfo(NamedTuple):
     extra: dict  # the rest of run.json (the data it read, the task, ...)
 
 
-# run.json's "settings_version": 2 since `steps` has one meaning for every command (issue 45);
-# a run.json without it is read with its command's older meanings (loop/settings.py's `upgrade`)
-SETTINGS_VERSION = 2
+# the form of a run's files (run.json, trainer_state.json), written in each as "layout"; a run
+# folder of another layout was written by another format of minibert and is refused (check_layout)
+LAYOUT = 2
+
+
+class OtherFormat(ValueError):
+    """A run file written by another format of minibert (check_layout)."""
+
+
+def check_layout(d: dict, path: Path) -> None:
+    """Refuse, in one line naming the file, a run file whose "layout" is not this minibert's."""
+    layout = d.get("layout")
+    if type(layout) is not int or layout != LAYOUT:
+        what = "no layout" if layout is None else f"layout {shown_value(layout, 40)}"
+        raise OtherFormat(f"{path}: the run was written by another format of minibert ({what}; this one writes "
+                          f"layout {LAYOUT}) and must be started again (--overwrite replaces it)")
 
 
 # the fields of run.json minibert reads, typed (io/jsonfile.check_fields): a wrong type is one error
@@ -242,13 +246,8 @@ SETTINGS_VERSION = 2
 _COMMAND = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 RUN_FIELDS = {
     "command": Field(str, "the name of the minibert command that made the run (train, finetune, ...)",
-                     lambda v: _COMMAND.fullmatch(v) is not None),
-    "created_by": Field(str, "the name of the minibert command that made the run",
-                        lambda v: _COMMAND.fullmatch(v) is not None),
-    "settings": Field(dict, "an object of the run's settings"),
-    "config": Field((dict, type(None)), "an object of the run's settings"),
-    "settings_version": Field(int, f"an integer from 1 to {SETTINGS_VERSION} (the version of minibert's settings "
-                                   f"that wrote it)", lambda v: 1 <= v <= SETTINGS_VERSION),
+                     lambda v: _COMMAND.fullmatch(v) is not None, required=True),
+    "settings": Field(dict, "an object of the run's settings", required=True),
     "data": Field((dict, type(None)), "null or an object {name: path} of the data the run read",
                   lambda v: v is None or all(isinstance(x, str) and text_field()(x) for x in v.values())),
     "task": Field(dict, "an object describing the fine-tuning task"),
@@ -272,42 +271,26 @@ TASK_FIELDS = {
 
 
 def write_run(directory: str | Path, command: str, settings: dict, **extra) -> None:
-    """run.json: {"command": ..., "settings": {...}, "settings_version": ..., **extra}, atomically."""
-    write_json(Path(directory) / RUN_FILE, {"command": command, "settings": settings,
-                                            "settings_version": SETTINGS_VERSION, **extra})
+    """run.json: {"command": ..., "settings": {...}, "layout": ..., **extra}, atomically."""
+    write_json(Path(directory) / RUN_FILE, {"command": command, "settings": settings, "layout": LAYOUT, **extra})
 
 
 def read_run(directory: str | Path) -> RunInfo | None:
-    """run.json of a run directory, in every form minibert wrote; None if it has none. Older forms:
-    {"created_by": "train" | "train-tiny", "config": ..., "data": ...} (pretraining), {"command":
-    "train-t5", <settings>} (train-t5), {"created_by": "train-xlnet", "settings": ...}, and the
-    fine-tuning runs' finetune.json {"created_by": "finetune", "config": ..., "task": ...}."""
-    d = Path(directory)
-    path = d / RUN_FILE if (d / RUN_FILE).is_file() else d / OLD_FINETUNE_FILE
+    """run.json of a run directory; None if it has none. One written by another format of
+    minibert is refused (OtherFormat)."""
+    path = Path(directory) / RUN_FILE
     if not path.is_file():
         return None
     raw = read_json(path)
     if not isinstance(raw, dict):
         raise ValueError(f"{path} must hold a JSON object, not {type(raw).__name__}")
+    check_layout(raw, path)
+    check_fields(raw, RUN_FIELDS, str(path))
+    if isinstance(raw.get("task"), dict):
+        check_fields(raw["task"], TASK_FIELDS, str(path), prefix="task.")
     raw = dict(raw)
-    if "settings" in raw or "config" in raw or "created_by" in raw:  # the older train-t5 form: settings at the top
-        check_fields(raw, RUN_FIELDS, str(path))
-        if isinstance(raw.get("task"), dict):
-            check_fields(raw["task"], TASK_FIELDS, str(path), prefix="task.")
-    else:
-        check_fields(raw, {"command": RUN_FIELDS["command"]}, str(path))
-    if "settings" in raw and "command" in raw:  # this version's form
-        command, settings = raw.pop("command"), raw.pop("settings")
-    elif "config" in raw or "created_by" in raw:  # pretraining, fine-tuning and XLNet runs of older minibert
-        command = raw.pop("created_by", "finetune" if path.name == OLD_FINETUNE_FILE else "train")
-        settings = raw.pop("config", None) or raw.pop("settings", None) or {}
-    elif "command" in raw:  # train-t5 of older minibert: its settings at the top level
-        command, settings = raw.pop("command"), raw
-        raw = {}
-    else:
-        raise ValueError(f"{path} does not say which command made the run (no \"command\" key)")
-    if not isinstance(command, str) or not isinstance(settings, dict):
-        raise ValueError(f"{path}: \"command\" must be a string and the settings a JSON object")
+    command, settings = raw.pop("command"), raw.pop("settings")
+    raw.pop("layout")
     return RunInfo(command, settings, raw)
 
 

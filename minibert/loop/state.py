@@ -22,9 +22,8 @@ from typing import Callable
 import numpy as np
 
 from minibert.loop.budget import Budget, Schedule
+from minibert.loop.rundir import LAYOUT
 from minibert.optim import SCHEDULES
-
-LAYOUT = 2  # trainer_state.json's layout: 2 has "layout"; 1 (minibert before it) kept each run's own log window
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,7 +62,6 @@ class LoopSettings:
     min_evals: int = 0  # the first fit makes eval_interval small enough for this many evaluations
     # cadences
     log_interval: int = 20
-    log_partial_window: bool = True  # log the steps since the last line when a run ends between two
     log_grad_norm: bool = False  # records carry the window's mean gradient norm
     eval_interval: int = 0  # steps between two evaluations (0: by eval_per_epoch)
     steps_per_epoch: int = 0  # > 0: records carry "epoch", and eval_per_epoch counts in epochs
@@ -76,13 +74,11 @@ class LoopSettings:
     patience: int = 0
     patience_metric: str = ""
     publish_checkpoints: bool = True  # a checkpoint's model is also the run's top level (else the run keeps its own there)
-    optimizer_step_metadata: bool = True  # optimizer.safetensors names its step (fine-tuning's never did: same bytes)
     # what the progress and evaluation lines show: metric name -> its label (empty show_eval: every number)
     show_train: dict = dataclasses.field(default_factory=lambda: {"loss": "loss"})
     show_eval: dict = dataclasses.field(default_factory=dict)
     eval_label: str = "held-out"  # the evaluation line's first word and the curves' legend for evaluations
     curves: Curves | None = None
-    old_window: Callable | None = None  # a log-window entry saved by layout 1 -> its metrics (see LoopState.load)
 
     @classmethod
     def of(cls, cfg, *, dir: Path, vocab: list, command: str, home: Path | None = None, **own) -> "LoopSettings":
@@ -198,11 +194,7 @@ class LoopState:
 
     @classmethod
     def load(cls, s: LoopSettings, state: dict, path: Path) -> "LoopState":
-        """The state a checkpoint saved (`state`, checked by checkpoints.check_state), layout 2 or
-        the older layout 1: no "layout"; fine-tuning saved no total_steps; T5 saved its
-        eval_interval as "eval_every"; each run saved its log window as its own tuples, which
-        `s.old_window` reads (a run with one loss and one accuracy saved (loss, correct,
-        counted, tokens, lr), read here)."""
+        """The state a checkpoint saved (`state`, checked by checkpoints.check_state)."""
         # a resumed run keeps its schedule: a budget's, when it saved one (no new probe), else a fixed one
         loop = cls.start(s, new_schedule(s, s.fit_steps and bool(state.get("budget"))))
         try:
@@ -216,12 +208,8 @@ class LoopState:
         loop.last_eval_step = state.get("last_eval_step")
         if s.patience:
             loop.best_score, loop.stale_evals = early_stopping_state(state.get("early_stopping"), path)
-        window = state.get("window", [])
-        if state.get("layout", 1) >= 2:
-            loop.window = [Entry({k: tuple(v) for k, v in e["metrics"].items()}, e["lr"], e["grad_norm"])
-                           for e in window]
-        else:
-            loop.window = [(s.old_window or loss_acc_entry)(e) for e in window]
+        loop.window = [Entry({k: tuple(v) for k, v in e["metrics"].items()}, e["lr"], e["grad_norm"])
+                       for e in state.get("window", [])]
         loop.last_checkpoint = loop.step
         return loop
 
@@ -245,13 +233,6 @@ def early_stopping_state(saved, path: Path) -> tuple[float | None, int]:
         raise ValueError(f"{path}: early_stopping is {saved!r:.200}, expected {{\"best\": a number or null, "
                          f"\"stale_evals\": a count}}")
     return (None if best is None else float(best)), stale
-
-
-def loss_acc_entry(entry: list) -> Entry:
-    """A log-window entry of layout 1 saved by a run with one loss and one accuracy (T5, XLNet):
-    (loss, correct, counted, real tokens, lr)."""
-    loss, correct, counted, tokens, lr = entry
-    return Entry({"loss": (loss, 1), "acc": (correct, counted), "tokens": (tokens, 1)}, lr, 0.0)
 
 
 def plain(x):

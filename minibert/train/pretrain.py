@@ -15,7 +15,7 @@ def pretraining_job(cfg: TrainConfig, resume: bool = False, overwrite: bool = Fa
     new = cfg.flat()
 
     def differs(saved: dict) -> list[str]:  # the settings named in the guard's message
-        old = flatten(TrainConfig.read_old(saved))  # an older run.json's names read as today's
+        old = flatten(saved)
         return sorted(k for k, v in new.items() if k in old and old[k] != v and k != "out")
 
     command = created_by if created_by == "train-tiny" else "train"

@@ -23,7 +23,7 @@ def resume_config(run_dir: str | Path, overrides: dict[str, Any]) -> TrainConfig
                          f"its first save); start it again with --overwrite")
     changeable = {"minutes", "log_interval", "eval_interval", "checkpoint_interval", "eval_examples"}
     TrainConfig.from_run(info, str(run_dir / rundir.RUN_FILE), out=str(run_dir))  # every saved setting typed first
-    flat = flatten(TrainConfig.read_old(info.settings))  # an older run.json's names read as today's
+    flat = flatten(info.settings)
     bad = {k: v for k, v in overrides.items() if k not in changeable and flat.get(k) != v}
     if bad:
         raise ValueError(f"--resume continues {run_dir} with its saved settings; these differ: "

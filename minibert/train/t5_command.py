@@ -49,10 +49,6 @@ class T5TrainConfig(RunSettings):
     0 (the default) fits the schedule to `minutes`; `steps` N is a run of N steps, which `minutes`
     only limits."""
 
-    renamed = {"warmup": "warmup_steps", "log_every": "log_interval", "eval_every": "eval_interval",  # settings_renames: keep
-               "save_every": "checkpoint_interval", "chunk_len": "max_seq_length",  # settings_renames: keep
-               "task": "mode"}  # before "task" meant only the fine-tuning data sets
-
     out: str
     preset: str = "t5-tiny"
     mode: str = "span-corruption"  # or "sst2" (fine-tuning text to text)
@@ -75,28 +71,6 @@ class T5TrainConfig(RunSettings):
     # documents (sst2: dev sentences) evaluated; --fast sets FAST's
     max_train_examples: int = 0
     eval_examples: int = 0
-
-    @classmethod
-    def read_old(cls, d: dict) -> dict:
-        """Also what minibert wrote before one settings vocabulary, whose meaning depended on the
-        mode (then called "task"): `fast` true was the mode's FAST_SLICE, and sst2's sequence length was `max_input`
-        (span corruption's `chunk_len`, in `renamed`)."""
-        d = dict(d)
-        mode = d.get("mode", d.get("task", "span-corruption"))
-        if d.pop("fast", False):
-            d = {**FAST_SLICE[mode], **d}
-        if "max_input" in d:
-            max_input = d.pop("max_input")
-            if mode == "sst2":
-                d.setdefault("max_seq_length", max_input)
-                d.pop("chunk_len", None)
-        return super().read_old(d)
-
-    @classmethod
-    def upgrade(cls, d: dict) -> dict:
-        """Before one meaning of steps, train-t5's steps was a cap on the fitted schedule whose default,
-        1,000,000, meant "as the budget allows": steps 0 now."""
-        return {**d, "steps": 0} if d.get("steps") == 1_000_000 else d
 
     def validate(self) -> None:
         for name in ("batch_size", "max_seq_length", "eval_interval", "log_interval"):

@@ -26,7 +26,6 @@ that never stopped (tests/train/test_train.py checks this with np.array_equal).
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -38,8 +37,8 @@ from minibert.data.shards import BatchIterator
 from minibert.family.albert import AlbertForPreTraining
 from minibert.loop import budget, rundir
 from minibert.loop.curves import Panel
-from minibert.loop.state import Curves, Entry, LoopSettings
-from minibert.model import Metrics, trained_params
+from minibert.loop.state import Curves, LoopSettings
+from minibert.model import trained_params
 from minibert.optim import AdamW, clip_by_global_norm
 from minibert.text.tokenizer import BertTokenizer
 from minibert.train.config import TrainConfig
@@ -80,7 +79,6 @@ class BertFamily:
     """What a BERT or ALBERT pretraining run has of its own: the model, the evaluator, the labels
     of its numbers and the curves (train/electra.py's ElectraFamily has the same)."""
 
-    metrics_type = Metrics  # what the model's loss_grads_metrics returns (a checkpoint of layout 1 saved its fields)
     published_dirs = ""  # what the final report adds to the files it names
 
     def build_model(self, cfg: TrainConfig, vocab_size: int):
@@ -158,8 +156,7 @@ class Trainer:
             short_fraction=cfg.short_seq_fraction if self.short_iterator is not None else 0.0,
             phase={"from_seq_length": cfg.short_seq_length, "max_seq_length": cfg.max_seq_length},
             log_grad_norm=True, show_train=show_train, show_eval=show_eval,
-            curves=Curves(tuple(self.family.curve_panels(cfg, base)), WALL, every=60.0) if cfg.curves else None,
-            old_window=partial(old_window_entry, self.family.metrics_type))
+            curves=Curves(tuple(self.family.curve_panels(cfg, base)), WALL, every=60.0) if cfg.curves else None)
 
     # --- the run's files ---------------------------------------------------------------------------
 
@@ -309,9 +306,3 @@ class Trainer:
             clip_by_global_norm(grads, cfg.clip_norm)
 
         return budget.probe_seconds(step, passes) * cfg.accumulation_steps
-
-
-def old_window_entry(metrics_type, entry: list) -> Entry:
-    """A log-window entry of a checkpoint of layout 1: (the metrics' fields, grad norm, lr, tokens)."""
-    metrics, grad_norm, lr, tokens = entry
-    return Entry({**metrics_type(*metrics).sums(), "tokens": (tokens, 1)}, lr, grad_norm)

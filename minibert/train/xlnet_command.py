@@ -46,9 +46,6 @@ class XLNetTrainConfig(RunSettings):
     """The xlnet-tiny preset: BERT-tiny's model and train-tiny's recipe (sequence 64, batch 32,
     lr 1e-3 with bias-corrected AdamW, 200 warmup steps, no dropout), K = 6."""
 
-    renamed = {"seq_len": "max_seq_length", "max_train_lines": "max_train_examples",  # settings_renames: keep
-               "eval_sequences": "eval_examples"}  # settings_renames: keep
-
     # XLNet's position table is made as long as its windows: bounded by BERT's 512 (a 4096-token
     # window's two-stream attention ran until killed on 2 cores)
     ranges = {**RunSettings.ranges, "max_seq_length": (2, 512, "BERT's position table, 512; longer windows' "
@@ -93,11 +90,6 @@ class XLNetTrainConfig(RunSettings):
             raise ValueError(f"pred_k={self.pred_k} predicts the last 1/{self.pred_k} of a {self.max_seq_length}-token window: "
                              f"less than one token; choose pred_k <= max_seq_length (the paper's 6 or 7)")
         self.model_config(vocab_size=1)  # the model's sizes (and their limits), before any data is read
-
-    @classmethod
-    def upgrade(cls, d: dict) -> dict:
-        """Before one meaning of steps, a run with steps > 0 had no time limit, whatever minutes said."""
-        return {**d, "minutes": 0.0} if d.get("steps") else d
 
     def model_config(self, vocab_size: int) -> XLNetConfig:
         return XLNetConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,

@@ -324,7 +324,7 @@ def test_train_xlnet_writes_a_run_on_the_training_loop(tmp_path, capsys, no_fast
     assert all(np.array_equal(loaded.params[k], params[f"p.{k}"]) for k in loaded.params)  # exact: the saved bytes
     assert _cli(tmp_path, out, "--steps", "2") == 0  # a finished run is replaced without --overwrite
     assert _newest(out)[1]["step"] == 2
-    (out / "run.json").write_text(json.dumps({"created_by": "train-tiny"}))  # another command's run is refused
+    xlnet_train.rundir.write_run(out, "train-tiny", {})  # another command's run is refused
     assert _cli(tmp_path, out, "--steps", "2") == 1
     assert "already holds a train-tiny run, not a train-xlnet run" in capsys.readouterr().err
     with pytest.raises(ValueError, match="pred_k"):
@@ -371,11 +371,9 @@ def test_train_xlnet_ctrl_c_saves_refuses_to_overwrite_and_a_second_one_aborts(t
     assert state["step"] == 1 and state["status"] == "paused"
 
 
-def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, capsys, no_fast,
-                                                                    written_before_the_vocabulary):
+def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, capsys, no_fast):
     """The windows and their factorisation orders come from the batch source's Generator, which the
-    checkpoint keeps: a run paused after 3 steps and resumed ends with the same bits, from a
-    run.json in the names of minibert before one settings vocabulary (seq_len, ...) too."""
+    checkpoint keeps: a run paused after 3 steps and resumed ends with the same bits."""
     common = ("--steps", "7", "--set", "log_interval=2", "--set", "eval_interval=3", "--set", "checkpoint_interval=3")
     straight, part = tmp_path / "straight", tmp_path / "part"
     assert _cli(tmp_path, straight, *common) == 0
@@ -384,7 +382,6 @@ def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, ca
     assert f"paused at step 4/7: saved {part}; continue with `python -m minibert train-xlnet --resume {part}`" in text
     paused, state = _newest(part)
     assert state["status"] == "paused" and state["step"] == 4 and state["batches"]["tokens"] > 0
-    assert written_before_the_vocabulary(part)["seq_len"] == 16
     assert xlnet_train.train_xlnet_cli(["--resume", str(part)]) == 0
     assert "resumed" in capsys.readouterr().out
     a, b = _newest(straight)[0], _newest(part)[0]

@@ -374,19 +374,6 @@ def test_perplexity_of_a_diverged_model_is_printed_short():
     assert evaluation.fmt_perplexity(float(np.exp(700.0))) == "1.01e+304"
 
 
-def test_a_run_saved_in_the_older_layout_resumes(runs, tmp_path):
-    """Runs saved before checkpoints had their own directories kept trainer_state.json and
-    optimizer.safetensors at the top level, beside the model."""
-    run = _copy_paused(runs, tmp_path / "legacy")
-    ckpt = run / "checkpoints" / "step-000004"
-    for name in ("trainer_state.json", "optimizer.safetensors"):
-        os.replace(ckpt / name, run / name)
-    shutil.rmtree(run / "checkpoints")
-    assert rd.latest_checkpoint(run) == run
-    _assert_resumes_to_the_uninterrupted_bytes(run, runs)
-    assert not (run / "trainer_state.json").exists() and not (run / "optimizer.safetensors").exists()
-
-
 def test_the_summary_names_the_step_of_its_evaluation():
     from types import SimpleNamespace
 
@@ -402,10 +389,10 @@ def test_the_summary_names_the_step_of_its_evaluation():
 def test_cleaning_up_removes_only_what_a_cut_off_save_leaves(tmp_path):
     (tmp_path / "checkpoints" / ".step-000008.tmp-123").mkdir(parents=True)
     (tmp_path / "checkpoints" / "step-000004").mkdir()
-    for name in (".model.safetensors.k2j3x9.tmp", ".curves.tmp.png", "notes.txt", ".hidden", "model.safetensors"):
+    for name in (".model.safetensors.k2j3x9.tmp", ".curves.png.a8b2c1.tmp", "notes.txt", ".hidden", "model.safetensors"):
         (tmp_path / name).write_text("x")
     removed = rd.clean_interrupted_saves(tmp_path)
-    assert sorted(p.name for p in removed) == [".curves.tmp.png", ".model.safetensors.k2j3x9.tmp",
+    assert sorted(p.name for p in removed) == [".curves.png.a8b2c1.tmp", ".model.safetensors.k2j3x9.tmp",
                                                ".step-000008.tmp-123"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hidden", "checkpoints", "model.safetensors", "notes.txt"]
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-000004"]
