@@ -55,7 +55,10 @@ def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
                          f"fine-tune it first (python -m minibert finetune ...)")
     model = TASK_ARCHITECTURES[archs[0]].from_pretrained(directory, verify=verify)  # checks the rest of config.json
     tokenizer = model_tokenizer(directory, model.config, model.do_lower_case)  # the vocab checked against the model
-    info = rundir.read_run(directory)
+    try:
+        info = rundir.read_run(directory)
+    except rundir.OtherFormat:  # the model is a transformers directory: it loads without its run's record
+        info = None
     saved = info.extra if info is not None and info.command == "finetune" else {}
     return Finetuned(directory, model, tokenizer, saved)
 

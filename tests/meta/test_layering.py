@@ -30,7 +30,7 @@ LAYERS = [
     "family", "family.albert", "family.electra", "family.xlnet", "family.t5", "family.t5_data", "family.flops",
     "family.gradchecks",  # BERT's successors: the models only
     "taskdata", "taskdata.readers", "taskdata.tasks", "taskdata.squad_files",  # the tasks' files, below both halves
-    "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.budget", "loop.state", "loop.checkpoints", "loop.engine",  # the one training loop every trainer runs
+    "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.budget", "loop.state", "loop.checkpoints", "loop.engine", "loop.launch",  # the one training loop every trainer runs, and the life of a run around it
     "finetune", "finetune.bilstm", "finetune.heads", "finetune.models", "finetune.albert_tasks",
     "finetune.electra_tasks", "finetune.registry", "finetune.frozen", "finetune.gradchecks", "finetune.metrics",
     "finetune.features", "finetune.task_data", "finetune.squad_eval", "finetune.squad", "finetune.run",

@@ -443,17 +443,17 @@ def _config(files, out, **kw):
 def test_training_run_without_nsp_resumes_bit_exactly_and_never_touches_nsp(files, tmp_path, objective, capsys):
     cfg = _config(files, tmp_path / "run", objective=objective)
     trainer = pretrain.train(cfg, verbose=True, max_steps_this_run=3)
-    assert trainer.loop.status == "paused" and set(trainer.optimizer.m) == set(trained_params(trainer.model.params,
+    assert trainer.loop.status == "paused" and set(trainer.run.optimizer.m) == set(trained_params(trainer.run.model.params,
                                                                                          objective))
-    init = BertForPreTraining(trainer.model.config, seed=cfg.seed).params
+    init = BertForPreTraining(trainer.run.model.config, seed=cfg.seed).params
     for k in ("pool.w", "pool.b", "nsp.w", "nsp.b"):
-        assert np.array_equal(trainer.model.params[k], init[k]), k
+        assert np.array_equal(trainer.run.model.params[k], init[k]), k
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "run", {}), resume=True, verbose=False)
     straight = pretrain.train(_config(files, tmp_path / "straight", objective=objective), verbose=False)
     assert resumed.loop.status == straight.loop.status == "done"
-    for k, p in straight.model.params.items():
-        assert np.array_equal(resumed.model.params[k], p), k  # the same computation, resumed
-    ev = straight.last_eval
+    for k, p in straight.run.model.params.items():
+        assert np.array_equal(resumed.run.model.params[k], p), k  # the same computation, resumed
+    ev = straight.run.last_eval
     assert 0.0 <= ev.mlm_acc <= 1.0 and math.isfinite(ev.mlm_loss)
     if objective == "ltr":
         assert ev.nsp_acc == 0.0
@@ -466,8 +466,8 @@ def test_training_run_with_table_8_shares_uses_its_own_data(files, tmp_path):
     default = pretrain.train(_config(files, tmp_path / "a", steps=1, eval_interval=100), verbose=False)
     mask_only = pretrain.train(_config(files, tmp_path / "b", steps=1, eval_interval=100, masking="static",
                                 mask_shares=(1.0, 0.0, 0.0)), verbose=False)
-    assert default.data.train != mask_only.data.train
-    assert read_meta(mask_only.data.train)["stats"]["share_mask"] == 1.0
-    batch = mask_only.iterator.next_batch()
+    assert default.run.data.train != mask_only.run.data.train
+    assert read_meta(mask_only.run.data.train)["stats"]["share_mask"] == 1.0
+    batch = mask_only.run.iterator.next_batch()
     real = batch["masked_lm_weights"] > 0  # (B, P)
     assert np.all(np.take_along_axis(batch["input_ids"], batch["masked_lm_positions"], axis=1)[real] == 4)
