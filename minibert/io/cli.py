@@ -16,9 +16,9 @@ max_seq_length). They default to None, so that what a person gave is known; `giv
 reads them (and --set, which wins) into a dict, `build_settings` builds and validates the class
 from it (the class's `build`): the one way every command makes its settings.
 
-An option an older minibert spelled otherwise is refused with a message naming today's
-(RETIRED_OPTIONS): --warmup meant steps on `train` and a fraction on `finetune`, so it is
-neither now. `fast=` gives a command `--fast` (a slice of the data, a few steps: a check of the
+A synonym of a setting's option is refused with a message naming the option (RETIRED_OPTIONS):
+argparse's prefix matching would otherwise read --warmup as --warmup-steps on `train` and as
+--warmup-proportion on `finetune`, one name with two meanings. `fast=` gives a command `--fast` (a slice of the data, a few steps: a check of the
 plumbing); MINIBERT_FAST=1 in the environment is read as --fast with a line saying so
 (docs/settings.md).
 
@@ -33,11 +33,11 @@ import os
 import sys
 from typing import Any, Callable
 
-# settings_renames: skip-file (this module's tables name the older spellings)
+# settings_renames: skip-file (RETIRED_OPTIONS names the synonyms)
 PROG = "python -m minibert"
 
 # the settings every training command shares -> (its options, type, help); loop/settings.py's
-# RunSettings defines them; one spelling each (the older ones are RETIRED_OPTIONS).
+# RunSettings defines them; one spelling each (RETIRED_OPTIONS refuses the synonyms).
 SHARED: dict[str, tuple[tuple[str, ...], type, str]] = {
     "lr": (("--lr",), float, "peak learning rate"),
     "warmup_steps": (("--warmup-steps",), int, "optimizer steps of linear warmup"),
@@ -52,7 +52,7 @@ SHARED: dict[str, tuple[tuple[str, ...], type, str]] = {
     "seed": (("--seed",), int, "the run's random seed"),
 }
 
-# an option's older spelling -> what to give instead (refused, with this message, by every command)
+# a synonym of an option -> what to give instead (refused, with this message, by every command)
 RETIRED_OPTIONS: dict[str, str] = {
     "--warmup": "--warmup-steps N (optimizer steps) or, on finetune, --warmup-proportion F (a fraction of the steps)",
     "--log-every": "--log-interval", "--eval-every": "--eval-interval", "--save-every": "--checkpoint-interval",
@@ -88,7 +88,7 @@ class CommandParser(argparse.ArgumentParser):
         for arg in given:
             old = arg.split("=", 1)[0]
             if old in RETIRED_OPTIONS and old not in options:
-                self.error(f"{old} was retired; use {RETIRED_OPTIONS[old]}")
+                self.error(f"{old} is not an option (one name, one meaning); use {RETIRED_OPTIONS[old]}")
         parsed, rest = super().parse_known_args(args, namespace)
         if "--fast" in options and not parsed.fast and os.environ.get(FAST_VARIABLE, "") not in ("", "0"):
             if not self.fast_noted:  # once (options_given parses the defaults again)

@@ -235,7 +235,7 @@ def save_figure(fig, path: str | Path, root: str | Path | None = None, **savefig
 
 def save_arrays(path: str | Path, arrays: dict, root: str | Path | None = None) -> Path:
     """NumPy arrays in one .npz (np.savez), written by write_output."""
-    # lazy: keeps NumPy out of the start of `python -m minibert corpus` and 4 more
+    # lazy: keeps NumPy out of the start of `python -m minibert corpus` and 5 more
     import numpy as np
 
     def write(tmp: Path) -> None:

@@ -130,7 +130,7 @@ class NotWhole(ValueError):
 
 def parse_int(key: str, raw: str) -> int:
     """An integer setting's text: "25" or "1e3" (a whole number written as a float); "25e-1" (2.5)
-    and "1.5" are refused, never rounded (steps=25e-1 was 2 steps while steps=1.5 was refused)."""
+    and "1.5" are refused, never rounded: however a fraction is written, it is the same refusal."""
     try:
         return int(raw)
     except ValueError:
@@ -163,7 +163,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "max_seq_length": (1, MAX_POSITIONS, "the largest position table minibert builds"),
     "short_seq_length": (0, MAX_POSITIONS, "the largest position table minibert builds"),
     "max_predictions_per_seq": (0, MAX_POSITIONS, "a sequence's tokens"),
-    "max_query_length": (1, MAX_POSITIONS, "a sequence's tokens (and at least 1: 0 emptied every question)"),
+    "max_query_length": (1, MAX_POSITIONS, "a sequence's tokens (and at least 1: 0 would empty every question)"),
     "doc_stride": (1, MAX_POSITIONS, "a sequence's tokens"),
     "batch_size": (1, 65536, "sequences in one micro-batch"),
     "accumulation_steps": (1, 65536, "micro-batches in one step"),

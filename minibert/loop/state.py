@@ -98,8 +98,8 @@ class LoopSettings:
         """Every number the loop and its step will use, checked when a run makes its settings: a
         run makes them in its constructor, before it writes anything (rundir.start_run, which
         clears what an earlier run left, comes after), so a bad value is refused while the old
-        run is still whole. (clip_norm=0 used to be refused by the first step, after
-        `finetune --overwrite` had deleted the old model; docs/safety.md.)"""
+        run is still whole: `finetune --overwrite` with clip_norm=0 keeps the old model
+        (docs/safety.md)."""
         bad = [f"{name}={value!r} must be {what}" for name, value, ok, what in (
             ("lr", self.lr, _finite(self.lr) and self.lr > 0, "a finite number > 0"),
             ("clip_norm", self.clip_norm, _finite(self.clip_norm) and self.clip_norm > 0,

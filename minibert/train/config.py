@@ -229,9 +229,9 @@ class TrainConfig(RunSettings):
         return cls(**d, model=BertConfig(**{**MODEL_DEFAULTS, **model}))
 
     def validate(self, require_files: bool = True) -> None:
-        """Every setting checked before anything is written (a bad one used to fail at the first
-        step, after run.json had claimed the directory). `require_files=False` skips the corpus
-        and vocab, for a check before they are prepared."""
+        """Every setting checked before anything is written, so that a bad one never leaves a
+        directory claimed by run.json for a run that cannot take a step. `require_files=False`
+        skips the corpus and vocab, for a check before they are prepared."""
         for key, v in self.flat().items():
             if isinstance(v, float) and not math.isfinite(v):
                 raise ValueError(f"{key}={v} must be a finite number")
@@ -340,15 +340,11 @@ def preset_settings(preset: str) -> dict[str, Any]:
 def make_config(preset: str = "tiny", /, **overrides) -> TrainConfig:
     """TrainConfig from a preset plus overrides, the way every command builds its settings
     (`TrainConfig.build`), not yet validated; ValueError for an unknown preset or key."""
-    if overrides.get("preset", preset) != preset:  # was a TypeError (preset given twice)
+    if overrides.get("preset", preset) != preset:  # the preset is the base, chosen once: not an override
         raise ValueError(f"preset {overrides['preset']!r} given beside preset {preset!r}: the preset is chosen once "
                          f"(--preset NAME)")
     return TrainConfig.build(preset_settings(preset), {k: v for k, v in overrides.items() if k != "preset"},
                              validate=False)
-
-
-# --set key=value: typed by the field, by flat name (the model's settings beside the others)
-parse_set = TrainConfig.parse_set
 
 
 # ---------------------------------------------------------------------------------------------

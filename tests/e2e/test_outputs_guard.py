@@ -67,14 +67,14 @@ def test_squad_predictions_into_the_model_directory_or_over_the_input_are_refuse
 
 
 def test_a_failed_squad_write_leaves_no_empty_folder(work, decoy, capsys, monkeypatch):
-    from minibert.io import outputs
+    from minibert.finetune import evaluate
 
     qa_model(work / "qa")
 
     def full(path, content):
         raise OSError(errno.ENOSPC, f"cannot write {path}: No space left on device (the disk is full)")
 
-    monkeypatch.setattr(outputs, "write_output", full)
+    monkeypatch.setattr(evaluate, "write_output", full)  # predict's SQuAD path writes through evaluate's
     refused(work, decoy, ["predict", "{w}/qa", "--file", "{w}/squad/dev-v2.0.json", "--out", "{w}/new/preds"],
             "the disk is full", capsys)
     assert not (work / "new").exists()

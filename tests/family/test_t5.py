@@ -14,7 +14,6 @@ from corpora import REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from minibert import layers
 from minibert.family import gradchecks as gc
 from minibert.family import t5
 from minibert.family import t5_data as D

@@ -14,7 +14,6 @@ from corpora import tiny_pretrained
 
 from minibert import layers
 from minibert.__main__ import main
-from minibert.finetune import heads
 from minibert.finetune.commands import FEW_STEPS, build_run, epochs_for_small_data
 from minibert.finetune.gradchecks import check_weighted_classifier
 from minibert.finetune.run import DEV_REPORT, FinetuneConfig, FinetuneRun, class_weight_vector, parse_class_weights

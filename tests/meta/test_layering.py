@@ -125,14 +125,6 @@ def test_the_root_is_one_layer_and_every_module_has_one():
     assert root == list(range(root[0], root[-1] + 1)) and "model" in [LAYERS[i] for i in root]
 
 
-def test_the_root_holds_the_bert_core_and_at_most_12_modules():
-    """The root is what a reader opens first: the layer math, the model, its files, the optimizer
-    and the command line. Text, data, analysis and the rest live in folders named for what they are."""
-    root = sorted(p.stem for p in PACKAGE.glob("*.py"))
-    assert len(root) <= 12, root
-    assert {"layers", "model", "bert", "optim"} <= set(root)
-
-
 def test_the_package_lists_every_root_module_and_folder():
     import minibert
 

@@ -6,6 +6,7 @@ minibert.AlbertForPreTraining. The defaults stay BERT's: tests/train/test_train.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -19,8 +20,8 @@ from minibert.loop import engine
 from minibert.loop.state import LoopState
 from minibert.loop.curves import read_metrics
 from minibert.loop.rundir import latest_checkpoint
-from minibert.train.pretraining_step import accumulate_gradients, loss_counts
-from minibert.train.pretraining_step import pretraining_step as training_step
+from minibert.loop.step import training_step
+from minibert.train.pretraining_step import accumulate_gradients, loss_counts, pretraining_loss
 from minibert.model import BertConfig
 from minibert.optim import AdamW
 from minibert.data.pretraining_data import UNMASKED_NAME, remask
@@ -108,7 +109,8 @@ def test_accumulated_step_updates_like_one_big_batch(kind, objective):
         before = {k: p.copy() for k, p in model.params.items()}
         names = [k for k in model.params if objective == "mlm_nsp" or k.split(".")[0] not in ("pool", "nsp")]
         opt = AdamW({k: model.params[k] for k in names}, lr=1e-2, beta2=0.98, bias_correction=True)
-        r = training_step(model, opt, batch, 0, lr=1e-2, warmup_steps=0, total_steps=10, objective=objective)
+        r = training_step(model, opt, batch, 0, lr=1e-2, warmup_steps=0, total_steps=10,
+                          loss_fn=partial(pretraining_loss, model, objective=objective))
         results.append((r, {k: model.params[k] - before[k] for k in names}))
     (r_acc, d_acc), (r_big, d_big) = results
     assert abs(r_acc.grad_norm - r_big.grad_norm) <= 1e-6 * r_big.grad_norm
@@ -118,10 +120,11 @@ def test_accumulated_step_updates_like_one_big_batch(kind, objective):
 
 def test_a_list_of_one_batch_is_that_batch():
     batch = _micro_batches(k=1)[0]
-    a = training_step(m := _model("bert"), AdamW(m.params, lr=1e-2), [batch], 0, lr=1e-2, warmup_steps=0,
-                      total_steps=5, objective="mlm_nsp")
-    b = training_step(n := _model("bert"), AdamW(n.params, lr=1e-2), batch, 0, lr=1e-2, warmup_steps=0,
-                      total_steps=5, objective="mlm_nsp")
+    m, n = _model("bert"), _model("bert")
+    a = training_step(m, AdamW(m.params, lr=1e-2), [batch], 0, lr=1e-2, warmup_steps=0, total_steps=5,
+                      loss_fn=partial(pretraining_loss, m, objective="mlm_nsp"))
+    b = training_step(n, AdamW(n.params, lr=1e-2), batch, 0, lr=1e-2, warmup_steps=0, total_steps=5,
+                      loss_fn=partial(pretraining_loss, n, objective="mlm_nsp"))
     assert a.loss == b.loss  # exact: the same code path on the same batch
     assert all(np.array_equal(m.params[k], n.params[k]) for k in m.params)  # exact: same path
 
@@ -167,7 +170,7 @@ def test_bad_family_settings_are_refused(bad, match):
 
 
 def test_new_settings_parse_from_the_command_line():
-    got = train_config.parse_set(["accumulation_steps=4", "packing=doc_sentences", "sentence_order=1", "model_type=albert",
+    got = train_config.TrainConfig.parse_set(["accumulation_steps=4", "packing=doc_sentences", "sentence_order=1", "model_type=albert",
                        "embedding_size=32"])
     assert got == dict(accumulation_steps=4, packing="doc_sentences", sentence_order=True, model_type="albert",
                        embedding_size=32)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from functools import partial
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from minibert.analysis import gradcheck as gc
 from minibert import kernels, layers
 from minibert.backend import get_ops
 from minibert.bert import BertForPreTraining
-from minibert.train.pretraining_step import pretraining_step as training_step
+from minibert.loop.step import training_step
+from minibert.train.pretraining_step import pretraining_loss
 from minibert.model import OBJECTIVES, BertConfig, bert_backward, bert_forward, ltr_targets, trained_params
 from minibert.optim import AdamW
 from minibert.data.pretraining_data import (CLS, MASK, SEP, UNMASKED_NAME, check_mask_shares, create_masked_lm_predictions,
@@ -152,7 +154,7 @@ def test_mask_shares_must_be_three_shares_summing_to_one(bad):
 def test_mask_shares_setting_parses_round_trips_and_reaches_the_shards(tmp_path):
     """--set mask_shares=1,0,0 -> floats; run.json's list form reads back equal; the generator
     writes the shares to meta.json, and a dynamic iterator takes them from there."""
-    assert train_config.parse_set(["mask_shares=1,0,0"]) == {"mask_shares": (1.0, 0.0, 0.0)}
+    assert train_config.TrainConfig.parse_set(["mask_shares=1,0,0"]) == {"mask_shares": (1.0, 0.0, 0.0)}
     cfg = train_config.make_config("tiny", mask_shares=[1, 0, 0], objective="mlm")
     cfg.validate(require_files=False)
     assert cfg.mask_shares == (1.0, 0.0, 0.0) and cfg.to_dict()["mask_shares"] == [1.0, 0.0, 0.0]
@@ -241,7 +243,8 @@ def test_a_step_without_nsp_leaves_the_pooler_and_nsp_head_unchanged(objective):
     opt = AdamW({k: model.params[k] for k in trained_params(model.params, objective)}, lr=1e-2, weight_decay=0.01)
     batch = gc.random_batch(model.config, B=4, T=10, P=3, rng=np.random.default_rng(3))
     for step in range(2):
-        r = training_step(model, opt, batch, step, lr=1e-2, warmup_steps=0, total_steps=10, objective=objective)
+        r = training_step(model, opt, batch, step, lr=1e-2, warmup_steps=0, total_steps=10,
+                          loss_fn=partial(pretraining_loss, model, objective=objective))
         assert math.isfinite(r.loss)
     for k in model.params:
         if k.startswith(("pool.", "nsp.")):

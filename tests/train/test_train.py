@@ -217,15 +217,15 @@ def test_train_unknown_preset_and_setting_errors():
     with pytest.raises(ValueError, match="unknown preset 'huge'.*mini.*tiny"):
         train_config.make_config("huge")
     with pytest.raises(ValueError, match="unknown setting 'lrr'"):
-        train_config.parse_set(["lrr=1"])
+        train_config.TrainConfig.parse_set(["lrr=1"])
     with pytest.raises(ValueError, match="masking='sometimes'"):
         train_config.make_config("tiny", corpus=("x",), vocab="v", masking="sometimes").validate()
-    assert train_config.parse_set(["lr=2e-3", "masking=static", "bias_correction=true", "steps=1e3"]) == \
+    assert train_config.TrainConfig.parse_set(["lr=2e-3", "masking=static", "bias_correction=true", "steps=1e3"]) == \
         {"lr": 2e-3, "masking": "static", "bias_correction": True, "steps": 1000}
 
 
 def test_the_model_settings_are_a_bert_config_set_by_name(corpus, tmp_path):
-    cfg = train_config.make_config("mini", hidden_dropout_prob=0.1, **train_config.parse_set(["num_hidden_layers=3"]))
+    cfg = train_config.make_config("mini", hidden_dropout_prob=0.1, **train_config.TrainConfig.parse_set(["num_hidden_layers=3"]))
     assert (cfg.model.hidden_size, cfg.model.num_hidden_layers, cfg.model.hidden_dropout_prob) == (256, 3, 0.1)  # exact: literals
     assert cfg.model_config(99) == dataclasses.replace(cfg.model, vocab_size=99)
     d = cfg.to_dict()  # run.json: the model's settings under "model", without vocab_size (the vocab's)
@@ -233,7 +233,7 @@ def test_the_model_settings_are_a_bert_config_set_by_name(corpus, tmp_path):
     assert train_config.TrainConfig.from_dict(d) == cfg
     assert train_config.TrainConfig.from_dict(cfg.flat()) == cfg  # the flat form of run.json before this change
     with pytest.raises(ValueError, match="unknown setting 'vocab_size'"):
-        train_config.parse_set(["vocab_size=5"])
+        train_config.TrainConfig.parse_set(["vocab_size=5"])
     with pytest.raises(ValueError, match="hidden_size 30 is not divisible by num_attention_heads 4"):
         train_config.make_config("mini", hidden_size=30)
     trainer = trainer_mod.Trainer(small_config(corpus, tmp_path / "r", num_hidden_layers=2), verbose=False)
@@ -241,7 +241,7 @@ def test_the_model_settings_are_a_bert_config_set_by_name(corpus, tmp_path):
 
 
 def test_adam_betas_reach_the_optimizer(corpus, tmp_path):
-    assert train_config.parse_set(["beta1=0.8", "beta2=0.98"]) == {"beta1": 0.8, "beta2": 0.98}
+    assert train_config.TrainConfig.parse_set(["beta1=0.8", "beta2=0.98"]) == {"beta1": 0.8, "beta2": 0.98}
     opt = trainer_mod.Trainer(small_config(corpus, tmp_path / "r", beta1=0.8, beta2=0.98), verbose=False).optimizer
     assert (opt.beta1, opt.beta2) == (0.8, 0.98)  # exact: the literals set, passed through
     with pytest.raises(ValueError, match="beta2=1.0"):
