@@ -294,9 +294,6 @@ RUN_FIELDS.update(
     class_weights=Field(dict, "an object {label: weight} of positive finite numbers",
                         lambda v: all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < math.inf
                                       for w in v.values())),
-    best=Field((dict, type(None)), "null or an object of the best dev scores (numbers)",
-               lambda v: v is None or all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                          for x in v.values())),
 )
 
 

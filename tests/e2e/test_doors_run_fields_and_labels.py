@@ -1,4 +1,4 @@
-"""Every file through its door (issue 63): run.json's recipe, early_stop, class_weights and best
+"""Every file through its door (issue 63): run.json's recipe, early_stop and class_weights
 fields are typed where run.json is read, so a bad one is one error naming run.json and the field
 before a resume trains (it used to be a TypeError, a KeyError or "Unknown format code 'g'" after
 training, and no model card was written); a config.json whose id2label names a label twice, or
@@ -26,7 +26,6 @@ BAD_FIELDS = {  # run.json field -> a value the run never writes, and what the e
                               "run.json: early_stop.metric is [1]"),
     "recipe=[]": ({"recipe": []}, "run.json: recipe is []"),
     "class_weights={'a': 'x'}": ({"class_weights": {"a": "x"}}, "run.json: class_weights is"),
-    "best={'step': 'x'}": ({"best": {"step": "x"}}, "run.json: best is"),
 }
 
 
