@@ -15,7 +15,7 @@ format here (docs/safety.md, "Data is data", says what each does and why):
                           module leaves a lone CR unquoted with lineterminator "\\n")
     tsv_row(fields, where) one GLUE TSV line: TSV has no quoting, so a field holding a tab, CR or LF
                           is refused, naming where it came from (write .csv or .jsonl instead)
-    jsonl_row(record)     one JSON Lines record (json.dumps; U+2028/U+2029 escaped too)
+    jsonl_row(record)     one JSON Lines record (json.dumps; DEL, C1 and U+2028/U+2029 escaped too)
 
 Each is the inverse of its reader: what `predict` writes, `evaluate` reads back equal.
 """
@@ -78,7 +78,10 @@ def shell_word(text: str) -> str:
     """
     if not any(_unsafe(ch) for ch in text):
         return shlex.quote(text)
-    return "$'" + one_line(text).replace("'", "\\'") + "'"
+    # in $'...' \xNN is a byte: a character above ASCII is written \uNNNN (bash reads it in a UTF-8 locale)
+    escaped = "".join(_SHORT.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x80 else f"\\u{ord(ch):04x}")
+                      if ch in _SHORT or _unsafe(ch) else "\\'" if ch == "'" else ch for ch in text)
+    return "$'" + escaped + "'"
 
 
 def python_str(text: str) -> str:
@@ -112,7 +115,11 @@ def tsv_row(fields, where: str) -> str:
     return "\t".join(fields) + "\n"
 
 
+_JSON_ESCAPED = {ch: f"\\u{ord(ch):04x}" for ch in [*map(chr, range(0x7F, 0xA0)), *_LINE_BREAKS]}
+
+
 def jsonl_row(record: dict) -> str:
-    """One JSON Lines record with its "\\n" (UTF-8 kept; U+2028 and U+2029, which JavaScript reads as
-    line ends, escaped)."""
-    return json.dumps(record, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
+    """One JSON Lines record with its "\\n": UTF-8 kept, but DEL, the C1 controls and U+2028/U+2029
+    (line ends to str.splitlines and JavaScript; json.dumps escapes only the C0 controls) written as
+    \\uNNNN, so any reader that splits lines sees one line a record."""
+    return json.dumps(record, ensure_ascii=False).translate(str.maketrans(_JSON_ESCAPED)) + "\n"
