@@ -412,7 +412,7 @@ def predict_cli(argv: list[str]) -> int:
         feats = token_features([TaggedExample(words, [labels[0]] * len(words), "command line")], tokenizer, T, labels)
         logits = model.forward(feats["input_ids"], feats["segment_ids"], feats["input_mask"])  # (n, T, K)
         tags = word_predictions(feats, logits.argmax(-1), labels)[0]
-        print("  ".join(f"{w}/{t}" for w, t in zip(words, tags)))
+        print("  ".join(f"{one_line(w)}/{one_line(t)}" for w, t in zip(words, tags)))  # a tag from config.json: data
     else:  # multiple choice: context, then the choices
         if len(args.texts) < 3:
             raise ValueError("multiple choice takes the context and at least two choices")
