@@ -54,9 +54,9 @@ def _finetune(work: Path, data: Path, out: Path, *more: str) -> int:
                  "--max-seq-length", "16", "--quiet", *more])
 
 
-def _data(work: Path, labels: list[str], texts: list[str], n: int = 24, seed: int = 0) -> Path:
+def _data(work: Path, labels: list[str], texts: list[str], n: int = 24, seed: int = 0, name: str = "data") -> Path:
     rng = random.Random(seed)
-    d = work / "data"
+    d = work / name
     d.mkdir(exist_ok=True)
     for split in ("train", "dev"):
         rows = [(f"{rng.choice(texts)} {rng.choice(WORDS)}", labels[i % len(labels)]) for i in range(n)]
@@ -102,11 +102,12 @@ def _bash_words(line: str) -> list[str]:
 # --- the model card ------------------------------------------------------------------------------
 
 def test_hostile_labels_texts_and_names_are_data_in_the_card(work, capsys):
-    data = _data(work, HOSTILE_LABELS[:4], HOSTILE_TEXTS)
+    data = _data(work, HOSTILE_LABELS[:4], HOSTILE_TEXTS, name="<b>data | `x` [l](y)")
     run = work / "run 'a' $(touch pwned) `b` #c"
     assert _finetune(work, data, run) == 0, capsys.readouterr().err
     card = (run / "README.md").read_text(encoding="utf-8")
     check_card(card, run)
+    assert "&lt;b&gt;data \\| \\`x\\` \\[l\\]\\(y\\)/train.csv" in card  # the data files' names
     assert "&lt;img src=x onerror=alert\\(1\\)&gt;" in card and "a\\|b" in card and "\\`tick\\` \\*em\\*" in card
     assert not (Path.cwd() / "pwned").exists()
 
