@@ -362,6 +362,9 @@ def predict_cli(argv: list[str]) -> int:
         raise ValueError(f"--threshold {args.threshold} must be a finite number")
     ft = load_finetuned(args.model_dir, args.verify)
     model, tokenizer, saved = ft.model, ft.tokenizer, ft.saved
+    if args.positive is not None and model.head_shape == "qa":
+        raise ValueError("--positive names a two-label classifier's positive label; a question answering model has "
+                         "none (its --threshold is on the null score)")
     if (args.threshold is not None or args.positive is not None) and model.head_shape != "qa":
         if model.head_shape != "sequence":  # the same words with text or --file
             raise threshold_refused(f"{args.model_dir} is a {model.head_shape} model")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from minibert.finetune.metrics import WORST_CLASSES
+from minibert.finetune.metrics import FULL_MATRIX_LABELS, WORST_CLASSES
 from minibert.finetune.registry import TASK_ARCHITECTURES
 from minibert.finetune.run import DEV_REPORT, read_dev_report
 from minibert.io.atomic import write_text_atomic
@@ -87,7 +87,7 @@ def _class_table(report: dict) -> list[str]:
     metrics.FULL_MATRIX_LABELS labels; above, the classes of lowest F1 and the most confused pairs)."""
     labels = report["labels"]
     rows = list(zip(labels, report["precision"], report["recall"], report["f1"], report["support"]))
-    full = isinstance(report.get("confusion"), list)
+    full = isinstance(report.get("confusion"), list) and len(labels) <= FULL_MATRIX_LABELS  # an older run's too
     lines = ["", f"Per class at the saved model ({DEV_REPORT}" + ("" if full else f"; {len(labels):,} classes, the "
              f"{WORST_CLASSES} of lowest F1 shown, every class in {DEV_REPORT}") + "):", "",
              "| class | precision | recall | F1 | support |", "| --- | --- | --- | --- | --- |"]

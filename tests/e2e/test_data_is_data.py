@@ -234,6 +234,10 @@ def test_3000_labels_give_small_reports_and_a_readable_picture(work, capsys):
     assert len(printed.splitlines()) < 80 and "the most confused pairs" in printed
     assert (work / "m.json").stat().st_size < 2_000_000 and "confusion" not in json.loads((work / "m.json").read_text())
     assert (work / "m.confusion.png").stat().st_size > 1000
+    report["confusion"] = [[0] * k for _ in range(k)]  # a dev_report.json of minibert before the bound
+    (run / "dev_report.json").write_text(json.dumps(report), encoding="utf-8")
+    card = model_card(run)
+    assert len(card) < 100_000 and "The most confused pairs" in card and "Confusion matrix" not in card
 
 
 # --- a fuzz of labels and texts through every writer ----------------------------------------------
