@@ -29,7 +29,8 @@ from minibert.io.hub import resolve_model_dir
 from minibert.io import outputs
 from minibert.loop import rundir
 from minibert.loop.launch import Job, Outcome, launch
-from minibert.finetune.evaluate import load_finetuned, predict_file, predict_lines
+from minibert.finetune.evaluate import decide, load_finetuned, positive_label, predict_file, predict_lines
+from minibert.io.escape import one_line
 from minibert.finetune.model_card import write_model_card
 from minibert.finetune.features import token_features, word_predictions
 from minibert.finetune.squad_run import build_squad_run, predict_answer, saved_setting, threshold_refused
@@ -282,7 +283,10 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("--context")
     p.add_argument("--threshold", type=float, help="SQuAD 2.0: answer when the null score minus the best span's is "
                    "at most this (default: the run's best_f1 threshold, found on dev); 0 answers whenever a span "
-                   "scores above [CLS]")
+                   "scores above [CLS]. A two-label classifier: predict the positive label (--positive) when its "
+                   "probability is at least this (0 to 1)")
+    p.add_argument("--positive", metavar="LABEL", help="with --threshold on a two-label classifier: the label the "
+                   "threshold is on (default: the model's second label, id 1)")
     p.add_argument("--file", help="predict every example of this file: a plain text file (one text a line, a tab "
                                   "between a pair's two texts) or the task's format (labels not needed)")
     p.add_argument("--out", help="with --file: where the predictions go (the file again with its labels; a plain "
@@ -306,13 +310,19 @@ def predict_cli(argv: list[str]) -> int:
         raise ValueError(f"--threshold {args.threshold} must be a finite number")
     ft = load_finetuned(args.model_dir, args.verify)
     model, tokenizer, saved = ft.model, ft.tokenizer, ft.saved
-    if args.threshold is not None and model.head_shape != "qa":  # the same words with text or --file
-        raise threshold_refused(f"{args.model_dir} is a {model.head_shape} model")
+    if args.positive is not None and model.head_shape == "qa":
+        raise ValueError("--positive names a two-label classifier's positive label; a question answering model has "
+                         "none (its --threshold is on the null score)")
+    if (args.threshold is not None or args.positive is not None) and model.head_shape != "qa":
+        if model.head_shape != "sequence":  # the same words with text or --file
+            raise threshold_refused(f"{args.model_dir} is a {model.head_shape} model")
+        positive_label([model.config.id2label[i] for i in range(model.config.num_labels)], args.threshold,
+                       args.positive, args.model_dir)
     if args.file and args.out is None:  # a line each on stdout: label, probability, text
-        predict_lines(ft, args.file, sys.stdout.write, args.all_classes, args.format)
+        predict_lines(ft, args.file, sys.stdout.write, args.all_classes, args.format, args.threshold, args.positive)
         return 0
     if args.file:
-        n = predict_file(ft, args.file, args.out, args.format, args.threshold)
+        n = predict_file(ft, args.file, args.out, args.format, args.threshold, args.positive)
         print(f"wrote {n:,} predictions to {args.out}")
         return 0
 
@@ -333,25 +343,27 @@ def predict_cli(argv: list[str]) -> int:
             raise ValueError("sequence classification takes one text or a pair")
         else:
             rows = [(args.texts[0], args.texts[1] if len(args.texts) > 1 else None)]
+        labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+        pos = positive_label(labels, args.threshold, args.positive, args.model_dir) if len(labels) > 1 else None
+        names = [one_line(label) for label in labels]
         for a, b in rows:
             ids, seg = tokenizer.encode(a, b, max_length=T)
             logits = model.forward(np.array([ids]), np.array([seg]))[0]  # (K,)
-            shown = f"\t{a}" if len(rows) > 1 else ""
+            shown = f"\t{one_line(a)}" if len(rows) > 1 else ""
             if logits.shape[0] == 1:
                 print(f"score {float(logits[0]):.4f}{shown}")
                 continue
             probs = np.exp(logits - logits.max())
             probs /= probs.sum()
-            best = int(probs.argmax())
-            print(f"{model.config.id2label[best]}  (" + ", ".join(
-                f"{model.config.id2label[i]} {pr:.3f}" for i, pr in enumerate(probs)) + ")" + shown)
+            best = int(decide(probs[None], pos, args.threshold)[0])
+            print(f"{names[best]}  (" + ", ".join(f"{name} {pr:.3f}" for name, pr in zip(names, probs)) + ")" + shown)
     elif model.head_shape == "token":
         words = " ".join(args.texts).split()
         labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         feats = token_features([TaggedExample(words, [labels[0]] * len(words), "command line")], tokenizer, T, labels)
         logits = model.forward(feats["input_ids"], feats["segment_ids"], feats["input_mask"])  # (n, T, K)
         tags = word_predictions(feats, logits.argmax(-1), labels)[0]
-        print("  ".join(f"{w}/{t}" for w, t in zip(words, tags)))
+        print("  ".join(f"{one_line(w)}/{one_line(t)}" for w, t in zip(words, tags)))  # a tag from config.json: data
     else:  # multiple choice: context, then the choices
         if len(args.texts) < 3:
             raise ValueError("multiple choice takes the context and at least two choices")
