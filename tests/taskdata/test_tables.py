@@ -33,7 +33,7 @@ def test_json_lines_pairs_with_number_labels(tmp_path):
 
 
 @pytest.mark.parametrize("name, text, words", [
-    ("bad.jsonl", '{"text": "ok", "label": 1}\n{"text": "broken", "label": \n', ["bad.jsonl:2", "not a JSON object"]),
+    ("bad.jsonl", '{"text": "ok", "label": 1}\n{"text": "broken", "label": \n', ["bad.jsonl:2", "not valid JSON"]),
     ("list.jsonl", '["text", "label"]\n', ["list.jsonl:1", "must be an object"]),
     ("number.jsonl", '{"text": 5, "label": 1}\n', ["number.jsonl:1", "not a text"]),
     ("missing.jsonl", '{"text": "a", "label": 1}\n{"text": "b"}\n', ["missing.jsonl:2", "no 'label'"]),
