@@ -34,9 +34,10 @@ from minibert.finetune.run import ClassifierSource, predict_logits
 from minibert.finetune.squad_run import SquadSource, answer_threshold, saved_setting, threshold_refused
 from minibert.finetune.task_data import TASKS, TaskData, generic_task, read_examples, score, task_features
 from minibert.io.textio import iter_lines, refuse_special_file
-from minibert.taskdata.readers import (LABEL_COLUMNS, LINE_BYTES, PAIR_COLUMNS, SINGLE_COLUMNS, TaggedExample,
-                                       TextExample, glue_columns, read_conll, swag_rows, table_kind, table_rows,
-                                       text_line)
+from minibert.taskdata.tasks import with_columns
+from minibert.taskdata.readers import (LABEL_COLUMNS, LINE_BYTES, PAIR_COLUMNS, SINGLE_COLUMNS, Columns,
+                                       TaggedExample, TextExample, add_column_options, columns_given, glue_columns,
+                                       read_conll, swag_rows, table_kind, table_rows, text_line)
 
 
 class Finetuned(NamedTuple):
@@ -60,11 +61,28 @@ def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
     return Finetuned(directory, model, tokenizer, saved)
 
 
-def file_task(ft: Finetuned, fmt: str | None):
-    """The Task the files are read and scored as: run.json's, or a generic one of --format."""
+def columns_named(ft: Finetuned, columns: Columns | None) -> Finetuned:
+    """`ft` reading tables by the columns named on the command line (--text-column ...) in place of
+    those its fine-tuning run recorded (run.json's task.columns)."""
+    if columns is None:
+        return ft
     task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
+    return ft._replace(saved={**ft.saved, "task": {**task, "columns": columns.as_json()}})
+
+
+def file_task(ft: Finetuned, fmt: str | None):
+    """The Task the files are read and scored as: run.json's, or a generic one of --format; its
+    tables read by the columns the run recorded or the command line named (columns_named)."""
+    task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
+    columns = Columns.from_json(task.get("columns"), str(ft.directory / rundir.RUN_FILE))
     if ft.model.head_shape == "qa":
+        if columns is not None:
+            raise ValueError(f"{ft.directory} answers questions (SQuAD JSON files): it reads no table's columns")
         return None
+    return with_columns(_file_task(ft, fmt, task), columns)
+
+
+def _file_task(ft: Finetuned, fmt: str | None, task: dict):
     if fmt is None and task.get("name") in TASKS:
         return TASKS[task["name"]]
     fmt = fmt or task.get("format")
@@ -205,7 +223,7 @@ def is_plain_text(task, path: Path) -> bool:
         return False
     first = next((line for line in iter_lines(path, LINE_BYTES) if line.strip()), "")
     names = {name.strip() for name in text_line(first, f"{path}:1").split("\t")}
-    known = {*SINGLE_COLUMNS, *(c for pair in PAIR_COLUMNS for c in pair), *LABEL_COLUMNS}
+    known = {*SINGLE_COLUMNS, *(c for pair in PAIR_COLUMNS for c in pair), *LABEL_COLUMNS, *(task.columns or ())}
     return not names & known
 
 
@@ -324,7 +342,7 @@ def _with_labels(path: Path, task, values: list[str]):
             if kind == "jsonl":  # each object again, its label key set (the others kept as they were)
                 rows = table_rows(path)
                 _, header, _ = next(rows)
-                _, _, label = glue_columns(header, task.format == "glue-single", f"{path}:1")
+                _, _, label = glue_columns(header, task.format == "glue-single", f"{path}:1", task.columns)
                 key = "label" if label is None else header[label]
                 records = (json.loads(line) for line in iter_lines(path, LINE_BYTES) if line.strip())
                 for record, value in zip(records, values):
@@ -332,7 +350,7 @@ def _with_labels(path: Path, task, values: list[str]):
                 return
             rows = table_rows(path)  # the rows read_glue read: blank ones skipped by both
             _, header, _ = next(rows)
-            _, _, label = glue_columns(header, task.format == "glue-single", f"{path}:1")
+            _, _, label = glue_columns(header, task.format == "glue-single", f"{path}:1", task.columns)
             if label is None:
                 header, label = header + ["label"], len(header)
             write_row = csv.writer(f, lineterminator="\n").writerow if kind == "csv" else \
@@ -406,6 +424,7 @@ def evaluate_cli(argv: list[str]) -> int:
                                                 "SQuAD JSON")
     p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
                    help="the file's format, for a model without a fine-tuning run.json")
+    add_column_options(p.add_argument)  # --text-column ...: a table's columns (default: the run's, or by name)
     p.add_argument("--out", help="also write the metrics to this JSON file (a classifier's per-class scores and "
                                  "confusion matrix too, and the matrix drawn beside it as NAME.confusion.png)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
@@ -417,7 +436,7 @@ def evaluate_cli(argv: list[str]) -> int:
     if args.out:  # before the model is loaded and the file scored
         check_output(args.out, inputs=[args.data, args.model_dir])
         check_output(confusion_path(args.out), inputs=[args.data, args.model_dir])
-    ft = load_finetuned(args.model_dir, args.verify)
+    ft = columns_named(load_finetuned(args.model_dir, args.verify), columns_given(args))
     scores, report = evaluate_file_report(ft, args.data, args.format)
     print(f"{args.data}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                        for k, v in scores.items()))

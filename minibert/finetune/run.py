@@ -77,6 +77,10 @@ class FinetuneConfig(RunSettings):
     train_file: str | None = None  # your own files named one by one (--train, --dev) instead of --data DIR
     dev_file: str | None = None
     format: str | None = None  # your own files: glue-single | glue-pair | conll | swag (default: found from them)
+    # your own tables: the columns by name (--text-column ...; default: found by name, readers.table_layout)
+    text_column: str | None = None
+    text_pair_column: str | None = None
+    label_column: str | None = None
     vocab: str | None = None  # --init none: the vocabulary (default: the default corpus's)
     like: str | None = None  # --init none: the architecture and vocabulary of this model (default: tiny's)
     epochs: float = 3.0
