@@ -47,7 +47,7 @@ from minibert.finetune.task_data import score
 from minibert.io.jsonfile import read_json
 from minibert.loop import checkpoints, rundir
 from minibert.loop.curves import Panel, Series
-from minibert.loop.settings import RunSettings
+from minibert.loop.settings import RunSettings, read_float
 from minibert.loop.state import Curves, Entry, LoopSettings, LoopState
 from minibert.model import MODEL_SIZES, BertConfig
 from minibert.optim import AdamW
@@ -176,7 +176,7 @@ def parse_class_weights(text: str) -> dict[str, float] | str:
     for item in (part.strip() for part in text.split(",")):
         label, sep, raw = item.rpartition(":")
         try:
-            value = float(raw)
+            value = read_float(raw)  # not float(): "1_0" would be 10
         except ValueError:
             value = None
         if not sep or not label:
