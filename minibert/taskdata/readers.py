@@ -14,7 +14,6 @@ every reader error is a ValueError that starts with that "file:line".
 from __future__ import annotations
 
 import csv
-import io
 import json
 import math
 import re
@@ -27,7 +26,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from minibert.io.jsonfile import parse_json
-from minibert.io.textio import iter_lines, read_text, shown, shown_value
+from minibert.io.textio import iter_lines, shown, shown_value
 
 
 @dataclass
@@ -598,7 +597,8 @@ def read_swag(path) -> list[ChoiceExample]:
     Example: sent1 "A man sits down.", sent2 "He", ending0 "smiles." gives context
     "A man sits down." and endings[0] "He smiles.".
     """
-    rows = swag_rows(path)
+    skipped: list[str] = []
+    rows = swag_rows(path, skipped)
     _, header = next(rows, (1, None))
     if not header:
         raise ValueError(f"{path}:1: empty file; expected a SWAG header with {', '.join(SWAG_COLUMNS)}, label")
@@ -606,18 +606,25 @@ def read_swag(path) -> list[ChoiceExample]:
     missing = [c for c in SWAG_COLUMNS if c not in names]
     if missing:
         raise ValueError(f"{path}:1: SWAG header lacks column(s) {', '.join(missing)} (header: {shown(str(header))})")
-    return [_swag_example(row, names, len(header), f"{path}:{lineno}") for lineno, row in rows]
+    examples = [_swag_example(row, names, len(header), f"{path}:{lineno}") for lineno, row in rows]
+    said = _Notes(path)
+    for where in skipped:
+        said.add("blank", where)
+    said.say(NOTES)
+    return examples
 
 
 SWAG_FIELD_LIMIT = 1 << 22  # 4 MiB: a field above it is refused (Python's csv stops at 128 KiB with a traceback)
 
 
-def swag_rows(path) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of a SWAG CSV: the header first, then every row that holds anything
-    (a blank row, or one of empty fields such as `,,,,`, is skipped), the line number of the row's
-    first line (a quoted field may span lines). `read_swag` and the predictions of
-    `predict --file` read a file through this one function, so they skip the same rows."""
-    reader = csv.reader(io.StringIO(read_text(path), newline=""))
+def swag_rows(path, skipped: list | None = None) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of a SWAG CSV, read as a stream: the header first, then every row that
+    holds anything (a blank row, or one of empty fields such as `,,,,`, is skipped: its "file:line"
+    goes into `skipped`), the line number of the row's first line (a quoted field may span lines).
+    `read_swag` and the predictions of `predict --file` read a file through this one function, so
+    they skip the same rows."""
+    skipped = [] if skipped is None else skipped
+    reader = csv.reader(iter_lines(path, 4 * SWAG_FIELD_LIMIT))  # a line holds several fields
     previous = csv.field_size_limit(SWAG_FIELD_LIMIT)
     try:
         while True:
@@ -631,6 +638,8 @@ def swag_rows(path) -> Iterator[tuple[int, list[str]]]:
                 return
             if lineno == 1 or any(field.strip() for field in row):
                 yield lineno, row
+            else:
+                skipped.append(f"{path}:{lineno}")
     finally:
         csv.field_size_limit(previous)
 
