@@ -29,7 +29,7 @@ from minibert.io.jsonfile import parse_json
 from minibert.io.textio import iter_lines, shown, shown_value
 
 
-@dataclass
+@dataclass(slots=True)  # a million rows of a large file: no __dict__ each
 class TextExample:
     """One or two texts and a label (None in an unlabelled test file)."""
     text_a: str
@@ -379,7 +379,7 @@ def _label_field(value, column: str, where: str) -> str | None:
     if bad:
         raise ValueError(f"{where}: the label {shown(value, 60)} holds the control character U+{ord(bad.group()):04X} "
                          f"at character {bad.start() + 1}; a label is one line of text (is a quote left open?)")
-    return value
+    return sys.intern(value)  # a few labels, a million rows: one string each
 
 
 class _Notes:
