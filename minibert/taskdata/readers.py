@@ -296,6 +296,7 @@ def table_rows(path, skipped: list | None = None) -> Iterator[tuple[str, list[st
 def _csv_rows(path, skipped: list) -> Iterator[tuple[str, list[str], list]]:
     reader = csv.reader(iter_lines(path, LINE_BYTES), strict=True)  # a stream; a quote left open is an error
     first = 1
+    previous = csv.field_size_limit(LINE_BYTES)  # a field as long as a TSV line may be (Python's csv: 128 KiB)
     try:
         header = next(reader, None)
         if not header or not any(h.strip() for h in header):
@@ -311,10 +312,12 @@ def _csv_rows(path, skipped: list) -> Iterator[tuple[str, list[str], list]]:
                 continue
             yield f"{path}:{first}", header, fields
     except csv.Error as e:
-        hint = ("; is a quote left open?" if "field limit" in str(e) else
+        hint = ("; is a quote left open?" if "field limit" in str(e) or "end of data" in str(e) else
                 "; do the lines end in a carriage return alone (\\r)? convert the file (tr '\\r' '\\n' < in > out)"
                 if "new-line" in str(e) else "")
         raise ValueError(f"{path}:{first}: not valid CSV ({shown(str(e), 100)}){hint}") from None
+    finally:
+        csv.field_size_limit(previous)
 
 
 def _jsonl_rows(path, skipped: list) -> Iterator[tuple[str, list[str], list]]:
@@ -368,7 +371,7 @@ def _label_field(value, column: str, where: str) -> str | None:
     elif isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{where}: the label {shown(column, 60)} is {value}; a label is a text or a finite number")
-        value = str(int(value)) if isinstance(value, int) or value.is_integer() and abs(value) < 1e16 else repr(value)
+        value = str(int(value)) if isinstance(value, int) or value.is_integer() else repr(value)
     elif not isinstance(value, str):
         raise ValueError(f"{where}: the label {shown(column, 60)} is {shown(json.dumps(value), 60)}; "
                          f"expected a text or a number")

@@ -139,8 +139,9 @@ def test_blank_rows_and_empty_texts_are_said_with_their_count_and_lines(tmp_path
      ["tab.jsonl:2", "U+0000"]),
     ("sep.jsonl", '{"text": "a", "label": "p\\u2028s"}\n', ["sep.jsonl:1", "U+2028"]),
     ("cr.csv", "text,label\rfine,pos\rbad,neg\r", ["cr.csv:1", "carriage return"]),
-    ("open.csv", 'text,label\nfine,pos\n"never closed,pos\n' + "more text\n" * 20_000,
+    ("open.csv", 'text,label\nfine,pos\n"never closed,pos\n' + "more text\n" * 120_000,  # over 1 MiB
      ["open.csv:3", "quote left open"]),
+    ("end.csv", 'text,label\nfine,pos\n"never closed,pos\n', ["end.csv:3", "quote left open"]),
 ])
 def test_a_bad_value_is_one_error_naming_the_file_and_line(tmp_path, name, text, words):
     path = write(tmp_path / name, text)
@@ -153,8 +154,9 @@ def test_a_bad_value_is_one_error_naming_the_file_and_line(tmp_path, name, text,
 def test_json_numbers_equal_in_value_are_one_label(tmp_path):
     """issue 63: the JSON Lines labels 1 and 1.0 became two labels."""
     path = write(tmp_path / "n.jsonl", '{"text": "a", "label": 1}\n{"text": "b", "label": 1.0}\n'
-                                      '{"text": "c", "label": 0.5}\n{"text": "d", "label": 1e0}\n')
-    assert [e.label for e in read_glue(path, single=True)] == ["1", "1", "0.5", "1"]
+                                      '{"text": "c", "label": 0.5}\n{"text": "d", "label": 1e0}\n'
+                                      '{"text": "e", "label": 1e20}\n{"text": "f", "label": 100000000000000000000}\n')
+    assert [e.label for e in read_glue(path, single=True)] == ["1", "1", "0.5", "1", *["100000000000000000000"] * 2]
 
 
 def test_a_label_keeps_the_spaces_inside_it_and_loses_those_around_it(tmp_path):
