@@ -138,7 +138,8 @@ def _read(task, path: Path, labelled: bool) -> list:
         raise ValueError(f"{path}: no examples")
     if labelled and task.format in ("glue-single", "glue-pair", "swag") and any(e.label is None for e in examples):
         raise ValueError(f"{path}: no label column ({'label' if task.format == 'swag' else 'label, or the GLUE names'}"
-                         f"); evaluate needs labels (predict --file takes a file without them)")
+                         f"{'' if task.format == 'swag' else '; name yours with --label-column NAME'}); evaluate "
+                         f"needs labels (predict --file takes a file without them)")
     return examples
 
 

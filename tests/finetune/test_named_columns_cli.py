@@ -91,3 +91,17 @@ def test_column_options_where_no_table_is_read_are_refused(files, tuned, tmp_pat
     assert main(["finetune", "wnut17", "--init", str(files / "pre"), "--out", str(tmp_path / "w"),
                  "--text-column", "x", "--quiet"]) == 1
     assert "for your own files" in capsys.readouterr().err
+
+
+def test_a_label_column_not_found_is_named_by_the_option_that_names_it(files, tuned, tmp_path, capsys):
+    v1 = tmp_path / "v1.csv"
+    v1.write_text((files / "train.csv").read_text(encoding="utf-8").replace("label,masseges", "v1,masseges", 1),
+                  encoding="utf-8")
+    assert main(["finetune", "custom", "--train", str(v1), "--dev", str(v1), "--text-column", "masseges",
+                 "--init", str(files / "pre"), "--out", str(tmp_path / "run"), "--quiet"]) == 1
+    assert "--label-column NAME" in capsys.readouterr().err.splitlines()[-1]
+    assert main(["evaluate", str(tuned), "--data", str(v1)]) == 1
+    assert "--label-column NAME" in capsys.readouterr().err.splitlines()[-1]
+    assert main(["finetune", "custom", "--train", str(v1), "--dev", str(v1), "--text-column", "masseges",
+                 "--label-column", "v1", "--init", str(files / "pre"), "--out", str(tmp_path / "run"), "--steps", "2",
+                 "--quiet"]) == 0
