@@ -42,10 +42,6 @@ def check(path, expected: list[tuple[str, str]], lines: list[int], bad: int | No
     assert [e.where for e in examples] == [f"{path}:{n}" for n in lines]
 
 
-def readable(text: str, label: str) -> bool:
-    return text.strip() != "" or label.strip() != ""
-
-
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=rows, text_first=st.booleans(), padding=st.integers(0, 2), crlf=st.booleans())
 def test_a_csv_reads_every_row_exactly_or_refuses_naming_the_line(tmp_path_factory, rows, text_first, padding, crlf):
