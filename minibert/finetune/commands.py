@@ -29,13 +29,13 @@ from minibert.io.hub import resolve_model_dir
 from minibert.io import outputs
 from minibert.loop import rundir
 from minibert.loop.launch import Job, Outcome, launch
-from minibert.finetune.evaluate import decide, load_finetuned, positive_label, predict_file, predict_lines
+from minibert.finetune.evaluate import columns_named, decide, load_finetuned, positive_label, predict_file, predict_lines
 from minibert.io.escape import one_line
 from minibert.finetune.model_card import write_model_card
 from minibert.finetune.features import token_features, word_predictions
 from minibert.finetune.squad_run import build_squad_run, predict_answer, saved_setting, threshold_refused
 from minibert.finetune.task_data import custom_task, get_task, load_task
-from minibert.taskdata.readers import TaggedExample
+from minibert.taskdata.readers import TaggedExample, add_column_options, columns_given
 from minibert.text.tokenizer import BertTokenizer
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
@@ -62,6 +62,7 @@ def _parser() -> CommandParser:
     p.setting("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
               help="your own files (task `custom`): the format, when it cannot be found from the files' "
                    "suffix and columns")
+    add_column_options(p.setting)  # --text-column, --text-pair-column, --label-column (your own tables)
     p.setting("--vocab", help="--init none: the vocabulary (default: the default corpus's vocab.txt)")
     p.setting("--like", metavar="MODEL",
               help="--init none: the random-init control of MODEL (its architecture, vocabulary and casing, "
@@ -123,7 +124,10 @@ def resolve_init(init: str, like: str | None, verbose: bool) -> tuple[str, str |
 def the_task(cfg: FinetuneConfig):
     """The Task of the settings: a built-in one, or your own files' (their format given, or found)."""
     if cfg.task == "custom":
-        return custom_task(cfg.format, cfg.data, cfg.train_file, cfg.dev_file)
+        return custom_task(cfg.format, cfg.data, cfg.train_file, cfg.dev_file, columns=columns_given(cfg))
+    if columns_given(cfg) is not None:
+        raise ValueError(f"--text-column, --text-pair-column and --label-column are for your own files (the task "
+                         f"`custom`); {cfg.task} has its own columns")
     return get_task(cfg.task)
 
 
@@ -185,7 +189,8 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False, 
             raise ValueError(f"--frozen (the feature-based approach) is for token tagging; {task.name} is {kind}")
         model = FrozenFeatureTagger(model, cfg.frozen, len(data.labels), cfg.seed, id2label, cfg.frozen_tagger)
     info = {"name": task.name, "kind": task.kind, "format": task.format, "labels": data.labels,
-            "main_metric": task.main_metric, "max_seq_length": cfg.max_seq_length, **data.info}
+            "main_metric": task.main_metric, "max_seq_length": cfg.max_seq_length, **data.info,
+            **({"columns": task.columns.as_json()} if task.columns else {})}  # evaluate and predict read them
     if verbose:
         print(f"{data.info['train_examples']:,} train / {data.info['dev_examples']:,} dev examples "
               f"({data.info['train_features']:,} / {data.info['dev_features']:,} features)")
@@ -296,6 +301,7 @@ def predict_cli(argv: list[str]) -> int:
                    help="with --file and no --out: every label's probability, not only the predicted one's")
     p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
                    help="with --file: the file's format, for a model without a fine-tuning run.json")
+    add_column_options(p.add_argument)  # --text-column ...: a table's columns (default: the run's, or by name)
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
@@ -304,11 +310,13 @@ def predict_cli(argv: list[str]) -> int:
         raise ValueError("--out goes with --file: the file to predict, and where its predictions go")
     if args.all_classes and args.file is None:
         raise ValueError("--all-classes goes with --file (text on the command line always shows every class)")
+    if columns_given(args) is not None and args.file is None:
+        raise ValueError("--text-column, --text-pair-column and --label-column name the columns of --file")
     if args.file and (args.texts or args.question or args.context):
         raise ValueError("predict takes --file or text on the command line, not both")
     if args.threshold is not None and not math.isfinite(args.threshold):
         raise ValueError(f"--threshold {args.threshold} must be a finite number")
-    ft = load_finetuned(args.model_dir, args.verify)
+    ft = columns_named(load_finetuned(args.model_dir, args.verify), columns_given(args))
     model, tokenizer, saved = ft.model, ft.tokenizer, ft.saved
     if args.positive is not None and model.head_shape == "qa":
         raise ValueError("--positive names a two-label classifier's positive label; a question answering model has "

@@ -35,9 +35,10 @@ from minibert.finetune.task_data import TASKS, TaskData, generic_task, read_exam
 from minibert.io.escape import csv_row, jsonl_row, one_line, tsv_row
 from minibert.io.outputs import check_output, write_output
 from minibert.io.textio import iter_lines, refuse_special_file
-from minibert.taskdata.readers import (LABEL_COLUMNS, LINE_BYTES, PAIR_COLUMNS, SINGLE_COLUMNS, TaggedExample,
-                                       TextExample, glue_columns, glue_example, read_conll, swag_rows, table_kind,
-                                       table_rows, text_line)
+from minibert.taskdata.tasks import with_columns
+from minibert.taskdata.readers import (LABEL_COLUMNS, LINE_BYTES, PAIR_COLUMNS, SINGLE_COLUMNS, Columns,
+                                       TaggedExample, TextExample, add_column_options, columns_given, glue_columns,
+                                       iter_glue_rows, read_conll, swag_rows, table_kind, table_rows, text_line)
 
 
 class Finetuned(NamedTuple):
@@ -64,11 +65,28 @@ def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
     return Finetuned(directory, model, tokenizer, saved)
 
 
-def file_task(ft: Finetuned, fmt: str | None):
-    """The Task the files are read and scored as: run.json's, or a generic one of --format."""
+def columns_named(ft: Finetuned, columns: Columns | None) -> Finetuned:
+    """`ft` reading tables by the columns named on the command line (--text-column ...) in place of
+    those its fine-tuning run recorded (run.json's task.columns)."""
+    if columns is None:
+        return ft
     task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
+    return ft._replace(saved={**ft.saved, "task": {**task, "columns": columns.as_json()}})
+
+
+def file_task(ft: Finetuned, fmt: str | None):
+    """The Task the files are read and scored as: run.json's, or a generic one of --format; its
+    tables read by the columns the run recorded or the command line named (columns_named)."""
+    task = ft.saved.get("task", {}) if isinstance(ft.saved.get("task"), dict) else {}
+    columns = Columns.from_json(task.get("columns"), str(ft.directory / rundir.RUN_FILE))
     if ft.model.head_shape == "qa":
+        if columns is not None:
+            raise ValueError(f"{ft.directory} answers questions (SQuAD JSON files): it reads no table's columns")
         return None
+    return with_columns(_file_task(ft, fmt, task), columns)
+
+
+def _file_task(ft: Finetuned, fmt: str | None, task: dict):
     if fmt is None and task.get("name") in TASKS:
         return TASKS[task["name"]]
     fmt = fmt or task.get("format")
@@ -122,7 +140,8 @@ def _read(task, path: Path, labelled: bool) -> list:
         raise ValueError(f"{path}: no examples")
     if labelled and task.format in ("glue-single", "glue-pair", "swag") and any(e.label is None for e in examples):
         raise ValueError(f"{path}: no label column ({'label' if task.format == 'swag' else 'label, or the GLUE names'}"
-                         f"); evaluate needs labels (predict --file takes a file without them)")
+                         f"{'' if task.format == 'swag' else '; name yours with --label-column NAME'}); evaluate "
+                         f"needs labels (predict --file takes a file without them)")
     return examples
 
 
@@ -255,7 +274,7 @@ def is_plain_text(task, path: Path) -> bool:
         return False
     first = next((line for line in iter_lines(path, LINE_BYTES) if line.strip()), "")
     names = {name.strip() for name in text_line(first, f"{path}:1").split("\t")}
-    known = {*SINGLE_COLUMNS, *(c for pair in PAIR_COLUMNS for c in pair), *LABEL_COLUMNS}
+    known = {*SINGLE_COLUMNS, *(c for pair in PAIR_COLUMNS for c in pair), *LABEL_COLUMNS, *(task.columns or ())}
     return not names & known
 
 
@@ -285,13 +304,15 @@ def text_rows(task, path: Path, labelled: bool) -> tuple[list[str] | None, tuple
         raise FileNotFoundError(f"{path} does not exist" + (" (a directory: give the file)" if path.is_dir() else ""))
     if not labelled and is_plain_text(task, path):
         return None, None, plain_rows(task, path)
+    single, named = task.format == "glue-single", getattr(task, "columns", None)
     rows = table_rows(path)
     where, header, _ = next(rows)
-    columns = glue_columns(header, task.format == "glue-single", where)
+    rows.close()
+    columns = glue_columns(header, single, where, named)
     if labelled and columns[2] is None:
-        raise ValueError(f"{path}: no label column (label, or the GLUE names); evaluate needs labels (predict "
-                         f"--file takes a file without them)")
-    return header, columns, (Row(glue_example(h, f, columns, w), list(f)) for w, h, f in rows)
+        raise ValueError(f"{path}: no label column (label, or the GLUE names; name yours with --label-column NAME); "
+                         f"evaluate needs labels (predict --file takes a file without them)")
+    return header, columns, (Row(e, list(f)) for e, f in iter_glue_rows(path, single, named))
 
 
 def chunked(rows: Iterator[Row], path: Path, size: int | None = None) -> Iterator[list[Row]]:
@@ -590,6 +611,7 @@ def evaluate_cli(argv: list[str]) -> int:
                                                 "SQuAD JSON")
     p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
                    help="the file's format, for a model without a fine-tuning run.json")
+    add_column_options(p.add_argument)  # --text-column ...: a table's columns (default: the run's, or by name)
     p.add_argument("--out", help="also write the metrics to this JSON file (a classifier's per-class scores and "
                                  "confusion matrix too, and the matrix drawn beside it as NAME.confusion.png)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
@@ -599,7 +621,7 @@ def evaluate_cli(argv: list[str]) -> int:
     if args.out:  # before the model is loaded and the file scored
         check_output(args.out, inputs=[args.data, args.model_dir])
         check_output(confusion_path(args.out), inputs=[args.data, args.model_dir])
-    ft = load_finetuned(args.model_dir, args.verify)
+    ft = columns_named(load_finetuned(args.model_dir, args.verify), columns_given(args))
     scores, report = evaluate_file_report(ft, args.data, args.format)
     print(f"{args.data}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                        for k, v in scores.items()))

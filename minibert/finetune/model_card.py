@@ -17,7 +17,8 @@ from minibert.io.atomic import write_text_atomic
 from minibert.io.escape import markdown, python_str, shell_word
 from minibert.io.jsonfile import Field, check_fields
 from minibert.loop import rundir
-from minibert.taskdata.tasks import TASKS, generic_task, read_examples
+from minibert.taskdata.readers import Columns
+from minibert.taskdata.tasks import TASKS, generic_task, read_examples, with_columns
 
 CARD_FILE = "README.md"
 # transformers' Auto class of each architecture minibert writes, for the card's loading lines
@@ -37,7 +38,9 @@ def label_counts(task_info: dict) -> Counter | None:
     task = TASKS.get(name) if name in TASKS else generic_task(fmt) if fmt in ("glue-single", "glue-pair") else None
     if task is None or not Path(task_info["train_file"]).is_file():
         return None
-    return Counter(example.label for example in read_examples(task, Path(task_info["train_file"]), "train"))
+    task = with_columns(task, Columns.from_json(task_info.get("columns"), "run.json"))  # the columns it was read by
+    examples = read_examples(task, Path(task_info["train_file"]), "train", notes=False)
+    return Counter(example.label for example in examples)
 
 
 def _number(value) -> str:
