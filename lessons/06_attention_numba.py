@@ -235,6 +235,7 @@ def compiled(fn, parallel=False):
     (under NUMBA_DISABLE_JIT=1, for debugging, any function goes)."""
     if numba.config.DISABLE_JIT:
         return course.true("compiled by @numba.njit", True, "NUMBA_DISABLE_JIT=1: not checked")
+    fn = course.graded_from(fn)  # what you wrote, looked at (it runs in the exam room)
     options = getattr(fn, "targetoptions", None) if isinstance(fn, numba.core.dispatcher.Dispatcher) else None
     if options is None:
         return course.true("compiled by @numba.njit", False, f"a plain {type(fn).__name__}",
@@ -249,7 +250,7 @@ def compiled(fn, parallel=False):
 def written_as_loops(fn):
     """The exercise asks for loops: the kernel's Python source (what Numba compiles) holds a for
     loop, not one NumPy expression (which passes the numbers, but is lesson 05's answer)."""
-    source = getattr(fn, "py_func", fn)
+    source = getattr(course.graded_from(fn), "py_func", fn)
     loops = any(i.opname == "FOR_ITER" for c in course.nested_codes(source.__code__) for i in dis.get_instructions(c))
     return course.true("written as loops", loops, "" if loops else "no for loop in the kernel",
                        "this exercise writes dv's sums as loops (which index does dv sum over?); one NumPy "

@@ -407,17 +407,15 @@ def test_a_correct_numpy_answer_passes_in_every_clean_room():
                 assert allows, f"{path.name} {name}: its solution calls {used}, and the exercise allows nothing"
 
 
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_the_clean_room_refuses_the_library_and_lets_the_grader_and_the_allowed_through(course):
-    """While the graded function runs, minibert's code runs only below an allowed function or a
-    function the grader handed in; the grader's own calls, before and after, go through; a refusal
-    your code catches is still a refusal; nothing stays installed afterwards."""
-    import threading
-
+def test_the_exam_room_refuses_the_library_and_holds_the_allowed_copies(course):
+    """A learner's function is graded in the exam room (lessons/room.py): the library's name is
+    refused there; an allowed piece is there as a copy made from its source; code that reaches for
+    the library and then returns the right answer on its own passes (nothing of the library ran:
+    there is none). The grader's own calls, before and after, go through."""
     from minibert import layers
 
     x, w, dout = np.ones((2, 3)), np.ones((3, 4)), np.ones((2, 4))
-    ns = {"layers": layers, "x_lesson": 2 * x}
+    ns = {"layers": layers, "x_lesson": 2 * x, "np": np}
 
     def check(fn):
         layers.linear_backward(dout, layers.LinearCache(x, w))  # the grader may call it
@@ -426,38 +424,27 @@ def test_the_clean_room_refuses_the_library_and_lets_the_grader_and_the_allowed_
         return [course.close("2x", got, 2 * x)]
 
     def my_double(x):
-        return layers.linear_backward(dout, layers.LinearCache(x, w))[0] * 0 + 2 * x
+        return layers.linear_backward(x, layers.LinearCache(x, x))[0] * 0 + 2 * x
 
     ex = course.Exercises("99_toy", namespace=ns)
     with pytest.raises(course.ExerciseFailed, match=r"exercise 1 asks you to derive this; "
-                                                    r"`layers.linear_backward` is the library's answer"):
+                                                    r"`layers` is the library's \(minibert does not exist"):
         ex.grade(1, my_double, check, refuses=("layers.linear_backward",))
 
-    def my_double_quietly(x):  # catches the refusal and goes on: still refused
+    def my_double_quietly(x):  # reaches for the library, fails, and answers on its own: nothing of it ran
         try:
             layers.gelu_forward(x)
         except Exception:
             pass
         return 2 * x
 
-    with pytest.raises(course.ExerciseFailed, match=r"`layers.gelu_forward` is the library's answer"):
-        ex.grade(1, my_double_quietly, check)
-    assert sys.getprofile() is None and course._thread_profile() is None
+    assert ex.grade(1, my_double_quietly, check) is my_double_quietly
 
-    def my_double_allowed(x):  # what the exercise allows runs, with its own internals
+    def my_double_allowed(x):  # what the exercise allows is there, a copy made from its source
         return layers.gelu_forward(x)[0] * 0 + 2 * x
 
     assert ex.grade(1, my_double_allowed, check, allows=("layers.gelu_forward",)) is my_double_allowed
-
-    def my_double_in_a_thread(x):
-        out = []
-        t = threading.Thread(target=lambda: out.append(layers.gelu_forward(x)))
-        t.start()
-        t.join()
-        return 2 * x
-
-    with pytest.raises(course.ExerciseFailed, match=r"`layers.gelu_forward` is the library's answer"):
-        ex.grade(1, my_double_in_a_thread, check)
+    assert "def gelu_forward(" in "\n".join(course.library_copies(("layers.gelu_forward",)))
 
     def broken_check(fn):
         fn(x)
@@ -465,8 +452,6 @@ def test_the_clean_room_refuses_the_library_and_lets_the_grader_and_the_allowed_
 
     results = course.run_check(broken_check, my_double_allowed, ex.room(1, my_double_allowed, allows=("layers.gelu_forward",)))
     assert not results[0].ok and "KeyError" in results[0].detail
-    assert sys.getprofile() is None and course._thread_profile() is None
-    assert ex.grade(1, lambda x: x + x, check)(np.ones(1))[0] == 2.0
 
 
 def test_the_clean_room_hides_the_lessons_names_and_its_source(course, tmp_path):
@@ -496,8 +481,7 @@ def test_the_clean_room_hides_the_lessons_names_and_its_source(course, tmp_path)
     assert ex.grade(1, ns["my_double"], check) is ns["my_double"]  # a helper of your cell comes along
     with pytest.raises(course.ExerciseFailed, match=r"`answer` is the lesson's, not yours"):
         ex.grade(1, ns["my_double__var"], check)
-    with pytest.raises(course.ExerciseFailed, match=r"the source of the module `minibert.layers` "
-                                                    r"\(inspect reading `.*minibert/layers.py`\) is refused"):
+    with pytest.raises(course.ExerciseFailed, match=r"`layers` is the library's \(minibert does not exist"):
         ex.grade(1, ns["my_double__source"], check)
 
 
@@ -994,7 +978,7 @@ def test_a_compiled_helper_of_yours_compiles_in_the_clean_room(course, tmp_path)
     exec(compile(lesson.read_text(encoding="utf-8"), str(lesson), "exec"), ns)
     ex = course.Exercises("99_toy", namespace=ns)
     assert ex.grade(1, ns["my_double"], _check(course)) is ns["my_double"]
-    with pytest.raises(course.ExerciseFailed, match=r"`kernels\.\w+` is the library.s answer"):
+    with pytest.raises(course.ExerciseFailed, match=r"`kernels` is the library.s \(minibert does not exist"):
         ex.grade(1, ns["my_double__library"], _check(course))
 
 
