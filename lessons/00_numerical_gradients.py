@@ -201,7 +201,10 @@ def check_numerical_grad(fn):
     return [course.true("x is restored afterwards", np.array_equal(xg, x_before),
                         hint="x changed: put x[i] back after the two nudges"),
             course.close("equals the true gradient dx (to 1e-9)", mine, true, rtol=1e-7, atol=1e-9,
-                         wrongs=lambda: {words: one_sided(x_before, dg)})]
+                         wrongs=lambda: {words: one_sided(x_before, dg),
+                                         "dout forgotten: the differences of sum(f(x)) alone, as if dout were all "
+                                         "ones; the loss is sum(f(x) * dout), so each difference is weighted by dout":
+                                         true / dg})]
 
 
 def check_rel_error(fn):

@@ -24,20 +24,20 @@ backward graded path by path (`grade(..., paths=("dq", "dk", "dv"))`, each check
 gradient it judges), it also makes each returned gradient wrong on its own and logs which checks
 fail: tests/lessons/test_exercises.py asserts that exactly that path's checks do.
 
-Graders grade in a clean room (CleanRoom): while your function runs under grading, no function
-of the minibert package runs for it except what `grade(..., allows=(...))` names (the layers an
-exercise composes), whoever calls it; your function sees np, math, its imports and your own
-helpers from the exercise's cell, not the lesson's variables; reading the library's or the
-lessons' source is refused (inspect.getsource of a library function, Numba kernel or module is refused
-naming it); a backward not about numerical gradients refuses them.
-`grade(..., refuses=("layers.layernorm_backward",))` names the library functions that are the
-answer, which the message then calls "the library's answer". A refusal ends the check with
-"exercise N asks you to derive this; `layers.layernorm_backward` is the library's answer".
-Calls made by the grader itself, before and after your function runs, go through.
+Your own function is graded in the exam room (lessons/room.py: why it holds, in one screen): a
+process of its own, one per lesson run, where minibert and the lessons are never loaded and an
+audit hook refuses importing them or reading their files; your exercise's cell runs there from its
+source and the grader's inputs and your results cross as plain data. `grade(..., allows=(...))`
+names the library pieces the room holds as copies made from their source (07's FFN backward
+composes `layers.linear_backward` and `layers.gelu_backward`). The older clean room (CleanRoom,
+below: it watches the calls of a function run in this process) still grades the reference
+solutions, the tests' pasted shortcuts and mistakes, and an exercise whose grader hands it more
+than plain data (12's tokenizer). `grade(..., refuses=("layers.layernorm_backward",))` names the
+library functions that are the answer, which its messages call "the library's answer".
 `MINIBERT_SHORTCUTS=dir` (the tests set it) also grades `dir/<lesson>.py`'s functions, the
-library call pasted in as the answer (also reached every way of `dir/bypass.py`) and other ways
-around, and logs whether each was refused; `MINIBERT_MISTAKES=dir` grades plausible wrong answers
-(`my_fn__label`) and logs what the grader said about each.
+library call pasted in as the answer (also reached every way of `dir/bypass.py`), and logs whether
+each was refused; `MINIBERT_MISTAKES=dir` grades plausible wrong answers (`my_fn__label`) and logs
+what the grader said about each.
 
 What a grader compares with: numbers (numerical gradients, values worked out by hand, arrays the
 lesson computed earlier), never the library function that is the exercise's answer. `close`

@@ -632,6 +632,9 @@ DIAGNOSES = {
     # the rest of the walkthrough: one common mistake for every other exercise
     ("00_numerical_gradients", "my_rel_error", "no_floor"): "0 vs 0: 0, not nan: 1 entries are nan or inf",
     ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "Smaller than the largest gap: your grid steps over its peak",
+    ("00_numerical_gradients", "my_numerical_grad", "no_dout"): "dout forgotten: the differences of sum(f(x)) alone",
+    ("03_softmax_cross_entropy", "my_masked_mean", "over_all"): "divided by all N entries: the mean is over the valid",
+    ("01_linear_and_gelu", "my_gelu_max_gap", "signed"): "without the absolute value: the gap is |exact - tanh|",
     ("01_linear_and_gelu", "my_gelu_max_gap", "typed_in"): "The same number for every interval: a constant, not a measurement",
     ("02_layernorm", "my_rmsnorm_backward", "no_second_term"):
         "it misses the term through r (r = 1 / sqrt(mean(x^2) + eps) depends on x)",
@@ -648,7 +651,7 @@ DIAGNOSES = {
     ("02_layernorm", "my_dx_without_mean_term", "full_formula"):
         "exercise 1's dx unchanged (with the mean a constant, its term goes)",
     ("03_softmax_cross_entropy", "my_tempered_ce_backward", "no_inner_factor"): "a factor 1/tau is missing",
-    ("03_softmax_cross_entropy", "my_masked_mean", "nan_when_empty"): "no valid entries gives 0.0: 1 entries are nan",
+    ("03_softmax_cross_entropy", "my_masked_mean", "nan_when_empty"): "no valid entries gives 0.0: 1 entries are nan or inf. 0/0 when no entry is valid",
     ("04_embedding_sum", "my_onehot_backward", "transposed_product"): "it is the expected answer transposed (the last two axes swapped)",
     ("04_embedding_sum", "my_segment_ids", "last_sep"): "the first difference at index 4 (after [0, 0, 0]): got 0, expected 1",
     ("05_attention", "my_score_std", "unscaled"): "without the 1/sqrt(HS) scale it would be",
