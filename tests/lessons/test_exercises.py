@@ -485,9 +485,9 @@ def test_the_clean_room_hides_the_lessons_names_and_its_source(course, tmp_path)
         ex.grade(1, ns["my_double__source"], check)
 
 
-def test_a_backward_refuses_a_numerical_gradient_over_an_allowed_forward(course):
-    """A backward exercise that allows a forward refuses more than CALLS_BOUND calls of it from
-    the graded function: a numerical gradient is not the answer there."""
+def test_a_backward_refuses_a_numerical_gradient_over_an_allowed_forward_in_the_older_clean_room(course):
+    """In the older clean room, a backward exercise that allows a forward refuses more than
+    CALLS_BOUND calls of it from the graded function; the exam room grades it by its values."""
     from minibert import layers
 
     x, dout = np.linspace(-2, 2, 60).reshape(6, 10), np.linspace(1, 2, 60).reshape(6, 10)
@@ -505,10 +505,12 @@ def test_a_backward_refuses_a_numerical_gradient_over_an_allowed_forward(course)
         return grad
 
     ex = course.Exercises("99_toy", namespace={"layers": layers})
-    with pytest.raises(course.ExerciseFailed, match=r"calls of `layers.gelu_forward` from your function: "
-                                                    r"numerical gradients are not the answer here"):
-        ex.grade(1, my_gelu_backward, check, allows=("layers.gelu_forward",))
-    # the same loop where the exercise is about numerical gradients: allowed
+    # the older clean room (reference solutions, pasted shortcuts): bounded
+    room = ex.room(1, my_gelu_backward, allows=("layers.gelu_forward",), calls_bound=course.CALLS_BOUND, check=check)
+    results = course.run_check(check, my_gelu_backward, room)
+    assert not results[0].ok and re.search(r"calls of `layers.gelu_forward` from your function: numerical gradients "
+                                           r"are not the answer here", results[0].detail), results
+    # in the exam room a numerical gradient of the allowed copy is graded by its values, as any answer
     assert ex.grade(1, my_gelu_backward, check, allows=("layers.gelu_forward",), numerical=True) is my_gelu_backward
 
 
@@ -634,6 +636,9 @@ DIAGNOSES = {
     ("01_linear_and_gelu", "my_gelu_max_gap", "coarse_grid"): "Smaller than the largest gap: your grid steps over its peak",
     ("00_numerical_gradients", "my_numerical_grad", "no_dout"): "dout forgotten: the differences of sum(f(x)) alone",
     ("03_softmax_cross_entropy", "my_masked_mean", "over_all"): "divided by all N entries: the mean is over the valid",
+    ("02_layernorm", "my_dx_without_mean_term", "no_variance_term"): "the variance's term left out too",
+    ("22_span_corruption_encoder_decoder", "my_cross_attention_backward", "no_mask"):
+        "it equals what this mistake gives: the encoder mask left out",
     ("01_linear_and_gelu", "my_gelu_max_gap", "signed"): "without the absolute value: the gap is |exact - tanh|",
     ("01_linear_and_gelu", "my_gelu_max_gap", "typed_in"): "The same number for every interval: a constant, not a measurement",
     ("02_layernorm", "my_rmsnorm_backward", "no_second_term"):
