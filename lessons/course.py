@@ -31,8 +31,8 @@ source and the grader's inputs and your results cross as plain data. `grade(...,
 names the library pieces the room holds as copies made from their source (07's FFN backward
 composes `layers.linear_backward` and `layers.gelu_backward`). The older clean room (CleanRoom,
 below: it watches the calls of a function run in this process) still grades the reference
-solutions, the tests' pasted shortcuts and mistakes, and an exercise whose grader hands it more
-than plain data (12's tokenizer). `grade(..., refuses=("layers.layernorm_backward",))` names the
+solutions, the tests' pasted shortcuts and mistakes, and an exercise whose grader would hand it
+more than plain data (none does: 12's tokenizer crosses as the members the exercise allows). `grade(..., refuses=("layers.layernorm_backward",))` names the
 library functions that are the answer, which its messages call "the library's answer".
 `MINIBERT_SHORTCUTS=dir` (the tests set it) also grades `dir/<lesson>.py`'s functions, the
 library call pasted in as the answer (also reached every way of `dir/bypass.py`), and logs whether
@@ -1321,11 +1321,15 @@ def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...]) -> Cal
     name = next((k for k, v in ex.namespace.items() if v is fn and k == getattr(fn, "__name__", None)),
                 next((k for k, v in ex.namespace.items() if v is fn), fn.__name__))  # the name the cell binds
     prelude = _prelude(ex.namespace, cell, allows)
+    # members of a library class the exercise allows (12's tokenizer.tokenize): an object the grader hands
+    # over crosses as those alone, its methods called back in the lesson's process on plain data
+    expose = tuple(spec.split(".")[-1] for spec in allows if (_split_spec(spec) or ("", ""))[1][:1].isupper()
+                   and spec.count(".") > (_split_spec(spec) or ("", ""))[0].count(".") + 1)
     skipped = ex.exam_room().load(key, cell, filename, prelude)
 
     def in_the_room(*args, **kwargs):
         try:
-            return ex.exam_room().call(key, name, args, kwargs)
+            return ex.exam_room().call(key, name, args, kwargs, expose)
         except exam_room.NotPlain as e:
             raise _NotPlainArgs(str(e)) from None
 

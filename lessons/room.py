@@ -78,7 +78,7 @@ class RoomError(Exception):
 # plain data, both ways
 
 
-def encode(value, arrays: list, rngs: list | None = None, calls: list | None = None):
+def encode(value, arrays: list, rngs: list | None = None, calls: list | None = None, expose: tuple = ()):
     """`value` as a JSON tree (arrays by their index in `arrays`, the same array object once);
     `rngs` collects random generators (their state comes back), `calls` the functions that the
     room may call back (the grader's own, which run in the lesson's process on plain data)."""
@@ -87,7 +87,7 @@ def encode(value, arrays: list, rngs: list | None = None, calls: list | None = N
     import numpy as np
 
     def again(v):
-        return encode(v, arrays, rngs, calls)
+        return encode(v, arrays, rngs, calls, expose)
 
     if value is None or isinstance(value, (bool, str)):
         return value
@@ -126,6 +126,9 @@ def encode(value, arrays: list, rngs: list | None = None, calls: list | None = N
     if callable(value) and calls is not None:
         calls.append(value)
         return {"cb": len(calls) - 1}
+    members = [m for m in expose if hasattr(type(value), m)] if calls is not None else []
+    if members:  # an object of which the exercise allows these members: they alone cross (methods called back)
+        return {"obj": type(value).__name__, "attrs": {m: again(getattr(value, m)) for m in members}}
     raise NotPlain(f"a {type(value).__name__}")
 
 
@@ -154,6 +157,10 @@ def decode(tree, arrays: list, rngs: list | None = None):
         return ns[tree["name"]]
     if "cb" in tree:
         return _callback(tree["cb"])
+    if "obj" in tree:
+        import types
+
+        return types.SimpleNamespace(**{k: decode(v, arrays, rngs) for k, v in tree["attrs"].items()})
     if "rng" in tree:
         bits = getattr(np.random, tree["rng"])()
         bits.state = tree["state"]
@@ -235,13 +242,13 @@ class Room:
         head, _ = self.request({"op": "load", "key": key, "cell": cell, "filename": filename, "prelude": prelude}, [])
         return head["skipped"]
 
-    def call(self, key: str, name: str, args: tuple, kwargs: dict):
+    def call(self, key: str, name: str, args: tuple, kwargs: dict, expose: tuple = ()):
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         inputs: list = []
         rngs: list = []
         calls: list = []
-        tree = encode([list(args), kwargs], inputs, rngs, calls)
+        tree = encode([list(args), kwargs], inputs, rngs, calls, expose)
         _write(self.proc.stdin, {"op": "call", "key": key, "name": name, "values": tree}, inputs)
         while True:
             head, arrays = _read(self.proc.stdout)

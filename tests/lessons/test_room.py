@@ -188,7 +188,8 @@ def test_a_crash_in_the_room_names_its_line(course, tmp_path):
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from learner import VARIANTS, learner_lesson  # noqa: E402
 
-STYLES = {"plain": (), "constant, lru_cache, warning, einsum, njit, partial":
+# (a Numba kernel exercise stays as written in every style: its grader looks at how it was compiled)
+STYLES = {"constant, lru_cache, warning, einsum, njit, partial":
           ("constant", "lru_cache", "warning", "einsum", "njit", "partial"), "class": ("class",),
           "closure": ("closure",)}
 assert {v for s in STYLES.values() for v in s} == set(VARIANTS)
