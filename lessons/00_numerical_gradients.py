@@ -195,13 +195,16 @@ def check_numerical_grad(fn):
     r = np.random.default_rng(1001)  # the grader's own inputs, drawn now: no lesson variable holds the answer
     xg, dg = r.standard_normal(x.shape), r.standard_normal(x.shape)  # (N, D)
     x_before = xg.copy()
-    mine = fn(lambda: f(xg), xg, dg)
+    mine = fn(course.given(f, "f(x)", x=xg), xg, dg)  # the lesson's f, handed over as its source
     true = dg * (2 * x_before * np.tanh(x_before) + x_before**2 * (1 - np.tanh(x_before) ** 2))  # the fused formula
     words = "the one-sided difference (L(x + h e_i) - L(x)) / h, off by about h: nudge both ways, by +h and by -h"
     return [course.true("x is restored afterwards", np.array_equal(xg, x_before),
                         hint="x changed: put x[i] back after the two nudges"),
             course.close("equals the true gradient dx (to 1e-9)", mine, true, rtol=1e-7, atol=1e-9,
-                         wrongs=lambda: {words: one_sided(x_before, dg)})]
+                         wrongs=lambda: {words: one_sided(x_before, dg),
+                                         "dout forgotten: the differences of sum(f(x)) alone, as if dout were all "
+                                         "ones; the loss is sum(f(x) * dout), so each difference is weighted by dout":
+                                         true / dg})]
 
 
 def check_rel_error(fn):

@@ -203,9 +203,12 @@ def check_gelu_max_gap(fn):
     # the grader's own measurement, now, from the two formulas themselves (the exact one with this
     # lesson's erf), on intervals it draws (and [-6, 6]): a grid of step 1e-3, then a grid of step
     # 1e-6 around its largest gap
-    def gaps(grid):
+    def signed(grid):  # exact - tanh, same shape as grid
         tanh_form = 0.5 * grid * (1 + np.tanh(math.sqrt(2 / math.pi) * (grid + 0.044715 * grid**3)))
-        return np.abs(grid * 0.5 * (1.0 + erf(grid / SQRT2)) - tanh_form)  # same shape as grid
+        return grid * 0.5 * (1.0 + erf(grid / SQRT2)) - tanh_form
+
+    def gaps(grid):
+        return np.abs(signed(grid))  # same shape as grid
 
     r = np.random.default_rng(103)
     intervals = [(-6.0, 6.0), *sorted(tuple(np.round(np.sort(r.uniform(-6, 6, 2)), 2)) for _ in range(3)),
@@ -219,7 +222,15 @@ def check_gelu_max_gap(fn):
         got = fn(lo, hi)
         answers.append(got)
         result = course.close(f"max gap on [{lo:g}, {hi:g}] (within 1%)", got, gap.max(), rtol=0.01, atol=0.0)
-        if not result.ok and np.ndim(got) == 0 and np.isfinite(got) and got < gap.max():
+        sign = {"exact - tanh": signed(grid), "tanh - exact": -signed(grid)}  # a max without the absolute value
+        unsigned = next((k for k, v in sign.items() if np.ndim(got) == 0 and np.isfinite(got)
+                         and np.isclose(got, v.max(), rtol=0.01, atol=0.0)), None)
+        if not result.ok and unsigned:
+            peak = float(grid[np.argmax(gap)])
+            result = result._replace(detail=f"{result.detail}. It is the largest value of {unsigned}, without the "
+                                            f"absolute value: the gap is |exact - tanh|, and on this interval it is "
+                                            f"largest at x = {peak:.2f}, where {unsigned} is negative")
+        elif not result.ok and np.ndim(got) == 0 and np.isfinite(got) and got < gap.max():
             peak = float(grid[np.argmax(gap)])
             result = result._replace(detail=f"{result.detail}. Smaller than the largest gap: your grid steps over "
                                             f"its peak, at x = {peak:.2f}; a finer grid finds it")

@@ -180,7 +180,11 @@ def check_dx_without_mean_term(fn):
         return xm / np.sqrt((xm * xm).mean(-1, keepdims=True) + eps) * wg + bg  # (B, T, C)
 
     full = gradcheck.numerical_grad(lambda: layers.layernorm_forward(x_full, wg, bg, eps)[0], x_full, dg)  # (B, T, C)
-    wrongs = {"exercise 1's dx unchanged (with the mean a constant, its term goes)": full}
+    r0 = 1 / np.sqrt(((xx - m) ** 2).mean(-1, keepdims=True) + eps)  # (B, T, 1) the scale, frozen too
+    both_frozen = gradcheck.numerical_grad(lambda: (xx - m) * r0 * wg + bg, xx, dg)  # (B, T, C)
+    wrongs = {"exercise 1's dx unchanged (with the mean a constant, its term goes)": full,
+              "the variance's term left out too: only the mean is held constant; the variance still moves with x, "
+              "so its term stays": both_frozen}
     return [course.close("dx vs numerical gradient, mean held constant", mine,
                          gradcheck.numerical_grad(frozen_mean_layernorm, xx, dg), wrongs=wrongs)]
 

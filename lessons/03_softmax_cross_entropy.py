@@ -223,10 +223,17 @@ def check_masked_mean(fn):
     nll = -np.log(pg[np.arange(len(t0g)), t0g])  # (N,) -log p_t at every position
     vals = np.random.default_rng(3004).standard_normal(6)  # (6,)
     keep = np.array([False, True, False, True, True, False])  # (6,)
-    return [course.close("no valid entries gives 0.0", fn(np.ones(5), np.zeros(5, bool)), 0.0),
+    over_all = "the sum of the valid entries divided by all N entries: the mean is over the valid ones alone"
+    nan_words = "0/0 when no entry is valid: nan; with no valid entry the mean is 0.0, as the loss is"
+    empty = fn(np.ones(5), np.zeros(5, bool))
+    no_valid = course.close("no valid entries gives 0.0", empty, 0.0)
+    if not no_valid.ok and np.ndim(empty) == 0 and np.isnan(empty):
+        no_valid = no_valid._replace(detail=f"{no_valid.detail}. {nan_words}")
+    return [no_valid,
             course.close("mean of -log p_t over predictions = loss", fn(nll, ok),
-                         layers.cross_entropy_forward(lg, tg, IGNORE)[0]),
-            course.close("random values, entries 1, 3, 4 valid", fn(vals, keep), vals[keep].mean())]
+                         layers.cross_entropy_forward(lg, tg, IGNORE)[0], wrongs={over_all: nll[ok].sum() / len(nll)}),
+            course.close("random values, entries 1, 3, 4 valid", fn(vals, keep), vals[keep].mean(),
+                         wrongs={over_all: vals[keep].sum() / len(vals)})]
 
 
 my_cross_entropy_backward = ex.grade(1, my_cross_entropy_backward, check_cross_entropy_backward,

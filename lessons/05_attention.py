@@ -362,7 +362,7 @@ def check_mask_adder(fn):
 
 
 my_score_std = ex.grade(2, my_score_std, check_score_std)
-my_mask_adder = ex.grade(3, my_mask_adder, check_mask_adder)
+my_mask_adder = ex.grade(3, my_mask_adder, check_mask_adder, allows=("layers.MASK_VALUE",))
 for hs in (4, 64):
     print(f"HS = {hs}: std of scaled scores {my_score_std(hs, np.random.default_rng(hs)):.3f}")
 

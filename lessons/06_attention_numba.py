@@ -235,6 +235,7 @@ def compiled(fn, parallel=False):
     (under NUMBA_DISABLE_JIT=1, for debugging, any function goes)."""
     if numba.config.DISABLE_JIT:
         return course.true("compiled by @numba.njit", True, "NUMBA_DISABLE_JIT=1: not checked")
+    fn = course.graded_from(fn)  # what you wrote, looked at (it runs in the exam room)
     options = getattr(fn, "targetoptions", None) if isinstance(fn, numba.core.dispatcher.Dispatcher) else None
     if options is None:
         return course.true("compiled by @numba.njit", False, f"a plain {type(fn).__name__}",
@@ -249,7 +250,7 @@ def compiled(fn, parallel=False):
 def written_as_loops(fn):
     """The exercise asks for loops: the kernel's Python source (what Numba compiles) holds a for
     loop, not one NumPy expression (which passes the numbers, but is lesson 05's answer)."""
-    source = getattr(fn, "py_func", fn)
+    source = getattr(course.graded_from(fn), "py_func", fn)
     loops = any(i.opname == "FOR_ITER" for c in course.nested_codes(source.__code__) for i in dis.get_instructions(c))
     return course.true("written as loops", loops, "" if loops else "no for loop in the kernel",
                        "this exercise writes dv's sums as loops (which index does dv sum over?); one NumPy "
@@ -406,13 +407,14 @@ assert max_rel(out32_nb, out32_ref) < 1e-5
 # >   temporaries in between; this lesson does not time those parts apart.
 # >   `make bench` times the same contenders with two threads each, in
 # >   separate processes taking turns, against PyTorch too: at (32, 2, 128, 64), forward +
-# >   backward, it measured 27 ms for the library kernel, 34 ms for the NumPy reference and 21 ms
-# >   for PyTorch. An all-Numba version (`minibert/dev/attention_v1.py`, every matrix product as
-# >   loops) took 32 ms: hand-written loops reach about half of BLAS's speed. The library's default
-# >   today (v4) keeps BLAS for the products but calls it per head from Numba's own threads, so each
-# >   head's scores go through q k^T, the softmax and att v while they sit in the core's cache:
-# >   8.2-9.8 ms against PyTorch's 8.2-9.5 ms on the same shape in two runs, level with it
-# >   (`minibert/kernels.py` tells the story).
+# >   backward, one early run measured 27 ms for the library kernel of that time (before v4), 34 ms
+# >   for the NumPy reference and 21 ms for PyTorch. An all-Numba version (`minibert/dev/attention_v1.py`,
+# >   every matrix product as loops) took 32 ms: hand-written loops reach about half of BLAS's speed.
+# >   The library's default today (v4) keeps BLAS for the products but calls it per head from Numba's
+# >   own threads, so each head's scores go through q k^T, the softmax and att v while they sit in
+# >   the core's cache: in two later runs on a quieter machine it took 8.2-9.8 ms against PyTorch's
+# >   8.2-9.5 ms in the same runs, level with it (`minibert/kernels.py` tells the story). Compare
+# >   times within one run only: runs on a shared machine differ by more than the kernels do.
 # > - Why is the lesson's simple loop kernel slower still? Its inner loop over `d` walks
 # >   `k[b, h, j, :]` for every `(i, j)`, and the `out` loop walks `v` column by column (a stride
 # >   of `HS` elements): poor memory access. `attention_forward_v1` copies each head into

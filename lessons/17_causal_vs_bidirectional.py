@@ -96,7 +96,7 @@ def check_causal_adder(fn):
 
 
 my_causal_adder = ex.grade(1, my_causal_adder, check_causal_adder,
-                           refuses=("layers.causal_visible",))
+                           refuses=("layers.causal_visible",), allows=("layers.MASK_VALUE",))
 
 # %%
 mask = np.array([[1, 1, 1, 1, 1, 0, 0],  # (B, T): 5 real tokens, 2 padding

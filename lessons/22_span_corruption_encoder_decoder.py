@@ -319,15 +319,23 @@ def check_cross_attention_backward(fn):
         "the encoder mask left out: the padded token takes attention, and so a gradient":
         numerical_grad(lambda: _cross_attention_out(q, enc_k, enc_v, wk, wv, np.ones_like(em)),
                        enc_k if which == "k" else enc_v, dout)[4]}
+    no_mask = "the encoder mask left out: the padded token takes attention, and so a gradient"
+    q3, enc_k3, enc_v3 = q.copy(), enc.copy(), enc.copy()
+    ones = np.ones_like(em)  # (T,) every token real: what a forgotten mask computes
+    dq_unmasked = lambda: {no_mask: numerical_grad(  # noqa: E731
+        lambda: _cross_attention_out(q3, enc, enc, wk, wv, ones), q3, dout)}
     return [course.close("dq vs numerical gradient", dq,
                          numerical_grad(lambda: _cross_attention_out(qq, enc, enc, wk, wv, em), qq, dout),
-                         factors=scale, terms=dq_terms),
+                         factors=scale, terms=dq_terms, wrongs=dq_unmasked),
             course.close("denc_via_k (score path) vs numerical gradient, values held fixed", via_k,
                          numerical_grad(lambda: _cross_attention_out(q, enc_k, enc, wk, wv, em), enc_k, dout),
-                         factors=scale, wrongs={swapped: dk_ @ wv.T, at.format("keys k", "w_k"): dk_}, terms=k_terms),
+                         factors=scale, terms=k_terms,
+                         wrongs=lambda: {swapped: dk_ @ wv.T, at.format("keys k", "w_k"): dk_, no_mask: numerical_grad(
+                             lambda: _cross_attention_out(q, enc_k3, enc, wk, wv, ones), enc_k3, dout)}),
             course.close("denc_via_v (value path) vs numerical gradient, keys held fixed", via_v,
                          numerical_grad(lambda: _cross_attention_out(q, enc, enc_v, wk, wv, em), enc_v, dout),
-                         wrongs={swapped: dv_ @ wk.T, at.format("values v", "w_v"): dv_}),
+                         wrongs=lambda: {swapped: dv_ @ wk.T, at.format("values v", "w_v"): dv_, no_mask: numerical_grad(
+                             lambda: _cross_attention_out(q, enc, enc_v3, wk, wv, ones), enc_v3, dout)}),
             course.close("denc_via_k at the padded encoder token: exactly 0", via_k[4], np.zeros(C_), atol=0.0,
                          wrongs=lambda: unmasked("k")),
             course.close("denc_via_v at the padded encoder token: exactly 0", via_v[4], np.zeros(C_), atol=0.0,

@@ -24,20 +24,20 @@ backward graded path by path (`grade(..., paths=("dq", "dk", "dv"))`, each check
 gradient it judges), it also makes each returned gradient wrong on its own and logs which checks
 fail: tests/lessons/test_exercises.py asserts that exactly that path's checks do.
 
-Graders grade in a clean room (CleanRoom): while your function runs under grading, no function
-of the minibert package runs for it except what `grade(..., allows=(...))` names (the layers an
-exercise composes), whoever calls it; your function sees np, math, its imports and your own
-helpers from the exercise's cell, not the lesson's variables; reading the library's or the
-lessons' source is refused (inspect.getsource of a library function, Numba kernel or module is refused
-naming it); a backward not about numerical gradients refuses them.
-`grade(..., refuses=("layers.layernorm_backward",))` names the library functions that are the
-answer, which the message then calls "the library's answer". A refusal ends the check with
-"exercise N asks you to derive this; `layers.layernorm_backward` is the library's answer".
-Calls made by the grader itself, before and after your function runs, go through.
+Your own function is graded in the exam room (lessons/room.py: why it holds, in one screen): a
+process of its own, one per lesson run, where minibert and the lessons are never loaded and an
+audit hook refuses importing them or reading their files; your exercise's cell runs there from its
+source and the grader's inputs and your results cross as plain data. `grade(..., allows=(...))`
+names the library pieces the room holds as copies made from their source (07's FFN backward
+composes `layers.linear_backward` and `layers.gelu_backward`). The older clean room (CleanRoom,
+below: it watches the calls of a function run in this process) still grades the reference
+solutions, the tests' pasted shortcuts and mistakes, and an exercise whose grader would hand it
+more than plain data (none does: 12's tokenizer crosses as the members the exercise allows). `grade(..., refuses=("layers.layernorm_backward",))` names the
+library functions that are the answer, which its messages call "the library's answer".
 `MINIBERT_SHORTCUTS=dir` (the tests set it) also grades `dir/<lesson>.py`'s functions, the
-library call pasted in as the answer (also reached every way of `dir/bypass.py`) and other ways
-around, and logs whether each was refused; `MINIBERT_MISTAKES=dir` grades plausible wrong answers
-(`my_fn__label`) and logs what the grader said about each.
+library call pasted in as the answer (also reached every way of `dir/bypass.py`), and logs whether
+each was refused; `MINIBERT_MISTAKES=dir` grades plausible wrong answers (`my_fn__label`) and logs
+what the grader said about each.
 
 What a grader compares with: numbers (numerical gradients, values worked out by hand, arrays the
 lesson computed earlier), never the library function that is the exercise's answer. `close`
@@ -1145,6 +1145,238 @@ def run_check(check: Callable[[Callable], Any], fn: Callable, room: CleanRoom | 
         return _crash(e)
 
 
+# ---------------------------------------------------------------------------------------------
+# the exam room (lessons/room.py): your own function, graded in a process where the library does not exist
+
+sys.path.insert(0, str(HERE)) if str(HERE) not in sys.path else None
+import room as exam_room  # noqa: E402 - next to this file
+
+# the lesson's imports a cell may use, given to the room as import lines: only these modules' names
+_ROOM_MODULES = {"numpy", "numba", "math", "functools", "itertools", "collections", "re", "string", "heapq", "bisect",
+                 "random", "statistics", "operator", "typing", "dataclasses", "unicodedata", "cmath", "fractions"}
+
+
+class _NotPlainArgs(Exception):
+    """The grader hands this exercise something that is not plain data: graded the old way."""
+
+
+def _is_stub(fn) -> bool:
+    """A function whose body is only a docstring and `raise NotImplementedError(...)` (the shipped stub)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    names = set(code.co_names)
+    return names <= {"NotImplementedError"} and "NotImplementedError" in names and len(code.co_code) < 40
+
+
+def cell_source(fn) -> tuple[str, str] | None:
+    """(the text of the cell that defines `fn`, padded with blank lines so that its line numbers are
+    the file's; the file's name), or None. A lesson script's cell runs from its `# %%` line to the
+    next; a notebook cell or a file without cells is one cell."""
+    code = _code_of(fn)
+    if code is None:
+        return None
+    lines = linecache.getlines(code.co_filename)
+    if not lines:
+        return None
+    if "<locals>" in getattr(fn, "__qualname__", ""):  # defined inside a function: the function alone
+        import inspect
+        import textwrap
+
+        try:
+            text = textwrap.dedent(inspect.getsource(fn))
+        except (OSError, TypeError):
+            return None
+        return "\n" * (code.co_firstlineno - 1) + text, code.co_filename
+    starts = [i for i, line in enumerate(lines) if line.startswith("# %%")]
+    first = max([i for i in starts if i < code.co_firstlineno] or [0])
+    last = min([i for i in starts if i >= code.co_firstlineno] or [len(lines)])
+    return "\n" * first + "".join(lines[first:last]), code.co_filename
+
+
+def given(fn: Callable, call: str, **bindings) -> "exam_room.Source":
+    """The lesson's function `fn` handed to an exercise as its source: a function of no arguments
+    that returns `call` (e.g. "f(x)"), over the plain data `bindings` (the same arrays the exercise
+    is given, so that it sees them nudged)."""
+    import inspect
+    import textwrap
+
+    text = textwrap.dedent(inspect.getsource(fn)) + f"\n\ndef _given():\n    return {call}\n"
+    return exam_room.Source(text, "_given", **bindings)
+
+
+def _code_of(fn):
+    """A code object of the cell that defines `fn`: a function's, a Numba function's Python source, a
+    partial's function, a class's (or its metaclass's) methods, a callable object's __call__."""
+    for candidate in (fn, getattr(fn, "py_func", None), getattr(fn, "func", None)):
+        if isinstance(candidate, types.FunctionType):
+            return candidate.__code__
+    holders = [fn, type(fn)] if isinstance(fn, type) else [type(fn)]
+    for holder in holders:
+        for value in vars(holder).values():
+            value = getattr(value, "__func__", value)
+            if isinstance(value, types.FunctionType):
+                return value.__code__
+    return None
+
+
+def _prelude(namespace: dict, cell: str, allows: tuple[str, ...]) -> str:
+    """Import lines for the lesson's own imports that the cell names (NumPy, Numba, the standard
+    library: never minibert), then the copies of the allowed library pieces, made from their source."""
+    import re
+
+    lines, words = [], set(re.findall(r"\w+", cell))
+    for name, value in namespace.items():
+        if name not in words or name.startswith("__"):
+            continue
+        if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] in _ROOM_MODULES:
+            lines.append(f"import {value.__name__} as {name}")
+        elif callable(value) and (getattr(value, "__module__", None) or "").split(".")[0] in _ROOM_MODULES \
+                and getattr(value, "__name__", None):
+            lines.append(f"from {value.__module__} import {value.__name__} as {name}")
+    if "np" not in namespace:
+        lines.append("import numpy as np")
+    copies = library_copies(allows)
+    for spec in allows:  # an allowed piece the lesson imported under its own name (`MASK_VALUE`)
+        value = _allowed_value(spec)
+        for name, v in namespace.items():
+            if v is value and name in words and not isinstance(v, (int, bool)) and "." in spec:
+                copies.append(f"{name} = {'.'.join(spec.split('.')[-2:])}")
+    return "\n\n".join(lines + copies) + "\n"
+
+
+def _split_spec(spec: str) -> tuple[str, str] | None:
+    """("text.tokenizer", "BertTokenizer") for "text.tokenizer.BertTokenizer.tokenize": the longest
+    importable minibert module and the top-level name in it."""
+    parts = spec.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            importlib.import_module("minibert." + ".".join(parts[:cut]))
+        except ImportError:
+            continue
+        return ".".join(parts[:cut]), parts[cut]
+    return None
+
+
+def _allowed_value(spec: str):
+    found = _split_spec(spec)
+    return getattr(importlib.import_module("minibert." + found[0]), found[1], None) if found else None
+
+
+def library_copies(allows: tuple[str, ...]) -> list[str]:
+    """Source that defines, in the room, copies of exactly the allowed pieces (`layers.gelu_forward`),
+    each with what it needs from its module (helpers, constants, imports), under a namespace named
+    like the lesson's (`layers`)."""
+    import ast
+    import inspect
+
+    by_module: dict[str, list[str]] = {}
+    for spec in allows:
+        found = _split_spec(spec)
+        if found:
+            by_module.setdefault(found[0], []).append(found[1])
+    out = []
+    for module, names in by_module.items():
+        mod = importlib.import_module(f"minibert.{module}")
+        tree = ast.parse(inspect.getsource(mod))
+        defs = {}  # top-level name -> its statement's source
+        imports = []
+        for node in tree.body:
+            text = ast.get_source_segment(inspect.getsource(mod), node)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("minibert"):
+                for a in node.names:  # a constant of another minibert module: its value, written out
+                    value = getattr(importlib.import_module(node.module), a.name, None)
+                    if isinstance(value, (int, float, str, bool)):
+                        defs[a.asname or a.name] = (ast.parse("0").body[0], f"{a.asname or a.name} = {value!r}")
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                if all((a.name if isinstance(node, ast.Import) else (node.module or "")).split(".")[0] in
+                       _ROOM_MODULES | {"__future__"} for a in node.names):
+                    if not (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+                        imports.append(text)
+            for target in ([node.name] if isinstance(node, (ast.FunctionDef, ast.ClassDef)) else
+                           [t.id for t in getattr(node, "targets", [getattr(node, "target", None)])
+                            if isinstance(t, ast.Name)] if isinstance(node, (ast.Assign, ast.AnnAssign)) else []):
+                defs[target] = (node, text)
+        wanted, todo = [], list(names)
+        while todo:  # the closure of what they name
+            name = todo.pop()
+            if name in wanted or name not in defs:
+                continue
+            wanted.append(name)
+            todo += [n.id for n in ast.walk(defs[name][0]) if isinstance(n, ast.Name)]
+        body = imports + [defs[n][1] for n in sorted(set(wanted), key=lambda n: (defs[n][0].lineno > 1, defs[n][0].lineno))]
+        alias = module.split(".")[-1]
+        out.append(f"import types as _types\n{alias} = _types.ModuleType({alias!r})\n{alias}.__allowed_copy__ = True\n"
+                   f"exec({chr(10).join(body)!r}, {alias}.__dict__)")
+    return out
+
+
+def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...]) -> Callable | None:
+    """`fn` as a function that runs in the lesson's exam room (None: its cell cannot be found)."""
+    found = cell_source(fn)
+    if found is None:
+        return None
+    cell, filename = found
+    key = f"{number}:{fn.__name__}:{id(fn)}"
+    name = next((k for k, v in ex.namespace.items() if v is fn and k == getattr(fn, "__name__", None)),
+                next((k for k, v in ex.namespace.items() if v is fn), fn.__name__))  # the name the cell binds
+    prelude = _prelude(ex.namespace, cell, allows)
+    # members of a library class the exercise allows (12's tokenizer.tokenize): an object the grader hands
+    # over crosses as those alone, its methods called back in the lesson's process on plain data
+    expose = tuple(spec.split(".")[-1] for spec in allows if (_split_spec(spec) or ("", ""))[1][:1].isupper()
+                   and spec.count(".") > (_split_spec(spec) or ("", ""))[0].count(".") + 1)
+    skipped = ex.exam_room().load(key, cell, filename, prelude)
+
+    def in_the_room(*args, **kwargs):
+        try:
+            return ex.exam_room().call(key, name, args, kwargs, expose)
+        except exam_room.NotPlain as e:
+            raise _NotPlainArgs(str(e)) from None
+
+    in_the_room.skipped = skipped
+    in_the_room.graded_from = fn
+    return functools.update_wrapper(in_the_room, fn, updated=())
+
+
+def graded_from(fn):
+    """What the learner wrote (to look at, e.g. whether Numba compiled it), behind the exam room's
+    function that a grader is handed; `fn` itself otherwise."""
+    return getattr(fn, "graded_from", fn)
+
+
+def _room_results(check, graded, number: int, namespace: dict) -> list[Result]:
+    """Run `check` on the room's function; your errors become rows (the stub: Stub)."""
+    try:
+        return _as_results(check(graded))
+    except exam_room.RoomError as e:
+        if e.kind == "NotImplementedError":
+            raise Stub(e.message or "NotImplementedError") from None
+        if e.kind != "NameError" and not e.missing:  # a Numba typing error about a name it could not find
+            import re
+
+            found = re.search(r"name '(\w+)' is not defined", e.message)
+            e.missing = found.group(1) if found and found.group(1) in namespace else None
+            e.kind = "NameError" if e.missing else e.kind
+        refusals = [line for line in getattr(graded, "skipped", []) if "exam room" in line]
+        if e.kind == "NameError" and e.missing and refusals:  # a line of the cell could not run: refused there
+            return [Result("derived, not the library's answer", False,
+                           f"exercise {number} asks you to derive this; `{e.missing}` is not defined because "
+                           f"{refusals[0]}")]
+        if e.kind == "NameError" and e.missing:
+            what = ("the library's (minibert does not exist in the exam room)" if e.missing in namespace and
+                    (getattr(namespace[e.missing], "__module__", None) or getattr(namespace[e.missing], "__name__", "")
+                     ).startswith("minibert") else "the lesson's")
+            return [Result("derived, not the library's answer", False,
+                           f"exercise {number} asks you to derive this; `{e.missing}` is {what}, not yours: in the "
+                           f"exam room your function sees np, what the lesson imports from NumPy and the standard "
+                           f"library, and what the exercise's cell defines")]
+        if e.kind in ("ImportError", "ModuleNotFoundError", "PermissionError") and "exam room" in e.message:
+            return [Result("derived, not the library's answer", False,
+                           f"exercise {number} asks you to derive this; {e.message}")]
+        where = f" (line {e.line}: {e.text})" if e.line else ""
+        return [Result("runs without an error", False, f"{e.kind}: {e.message}{where}")]
+
+
 def _crash(e: Exception) -> list[Result]:
     """Your code crashed inside the check: say where."""
     frames = [f for f in traceback.extract_tb(e.__traceback__)  # the last line outside libraries
@@ -1193,6 +1425,16 @@ class Exercises:
         self._module = None
         # the lesson's own names: what a graded function may not see, and whose functions are the lesson's
         self.namespace = namespace if namespace is not None else sys._getframe(1).f_globals
+        self._exam_room: exam_room.Room | None = None
+
+    def exam_room(self) -> "exam_room.Room":
+        """This lesson's exam room process (lessons/room.py), started on first use."""
+        if self._exam_room is None:
+            self._exam_room = exam_room.Room(ROOT)
+            import atexit
+
+            atexit.register(self._exam_room.close)
+        return self._exam_room
 
     def solution(self, name: str) -> Callable:
         """The reference solution `name` from lessons/solutions/<lesson>.py (loaded on first use)."""
@@ -1234,6 +1476,22 @@ class Exercises:
         def run(f):
             return run_check(check, f, self.room(number, f, refuses, allows, bound, check))
 
+        def run_mine(f):
+            """Your function: a stub says so at once; otherwise graded in the exam room from its cell's
+            source (the old clean room only where the grader hands it more than plain data)."""
+            if _is_stub(f):  # the shipped stub: no room needed to see that it raises
+                raise Stub(next((c for c in f.__code__.co_consts if isinstance(c, str) and c.startswith("exercise")),
+                                "NotImplementedError"))
+            graded = _room_call(self, number, f, allows)
+            if graded is None:
+                return [Result("graded from its source", False, f"the source of `{name}`'s cell was not found: "
+                                                                   f"write it as a function in the exercise's cell")]
+            try:
+                return _room_results(check, graded, number, self.namespace)
+            except _NotPlainArgs as e:  # the grader itself hands over more than data: the lesson's process
+                print(f"{title}: graded in the lesson's own process (the grader hands it {e}), in the clean room")
+                return run(f)
+
         if os.environ.get("MINIBERT_SOLUTIONS") == "1":
             solution = self.solution(name)
             results = run(solution)
@@ -1246,7 +1504,7 @@ class Exercises:
             return solution
 
         try:
-            results = run(fn)
+            results = run_mine(fn)
         except Stub as stub:
             message = f"{title}: not written yet ({stub})"
             print(f"{message}; the lesson goes on with the reference solution from {rel}:")

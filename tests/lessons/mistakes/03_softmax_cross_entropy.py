@@ -19,6 +19,10 @@ def my_masked_mean__nan_when_empty(values, valid):
     return (values * valid).sum() / valid.sum()  # 0 / 0 when nothing is valid
 
 
+def my_masked_mean__over_all(values, valid):
+    return float(np.sum(np.where(valid, values, 0.0)) / len(values))  # divided by N, not by the valid count
+
+
 def my_cross_entropy_backward__no_dloss(dloss, probs, t0, weight):
     d = probs.copy()
     d[np.arange(len(t0)), t0] -= 1.0  # noqa: F821

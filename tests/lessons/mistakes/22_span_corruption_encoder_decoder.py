@@ -11,6 +11,16 @@ def my_cross_attention_backward__no_sqrt(dout, q, enc_out, w_k, w_v, enc_mask):
     return dpreatt @ k, (dpreatt.T @ q) @ w_k.T, (att.T @ dout) @ w_v.T  # 1/sqrt(HS) forgotten on both
 
 
+def my_cross_attention_backward__no_mask(dout, q, enc_out, w_k, w_v, enc_mask):
+    k, v = enc_out @ w_k, enc_out @ w_v
+    preatt = q @ k.T / np.sqrt(q.shape[1])  # noqa: F821  the padding mask forgotten
+    att = np.exp(preatt - preatt.max(-1, keepdims=True))  # noqa: F821
+    att /= att.sum(-1, keepdims=True)
+    datt = dout @ v.T
+    dpreatt = att * (datt - (datt * att).sum(-1, keepdims=True)) / np.sqrt(q.shape[1])  # noqa: F821
+    return dpreatt @ k, (dpreatt.T @ q) @ w_k.T, (att.T @ dout) @ w_v.T
+
+
 def my_span_corrupt__sentinel_per_token(tokens, noise_mask, vocab_size, eos_id):
     inputs, targets, span = [], [], -1
     for j, tok in enumerate(tokens):

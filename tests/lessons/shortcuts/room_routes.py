@@ -1,0 +1,273 @@
+"""Every kind of route around the grader that issue 60's learner found, written as a learner's
+exercise cell for one toy exercise that the library answers: GELU's backward
+(`layers.gelu_backward(dout, GeluCache(x, "none"))`). tests/lessons/test_room.py grades each cell
+in the exam room (lessons/room.py) and asserts that every one fails: the room's process has no
+minibert and refuses reading its files, so there is no library object or text for any route to
+hold. Each cell is one route; its function is `my_gelu_backward__<route>`."""
+# %% a closure cell holding the library function
+def _make():
+    from minibert import layers
+    f = layers.gelu_backward
+
+    def inner(dout, x):
+        return f(dout, layers.GeluCache(x, "none"))
+    return inner
+
+
+_closed = _make()
+
+
+def my_gelu_backward__closure_cell(dout, x):
+    return _closed(dout, x)
+
+
+# %% a class attribute (staticmethod) holding the library function
+from minibert import layers  # noqa: E402
+
+
+class _Holder:
+    f = staticmethod(layers.gelu_backward)
+
+
+def my_gelu_backward__staticmethod(dout, x):
+    return _Holder.f(dout, (x, "none"))
+
+
+# %% a metaclass __call__ that hands the grader a class
+class _Meta(type):
+    def __call__(cls, dout, x):
+        import minibert.layers as L
+        return L.gelu_backward(dout, (x, "none"))
+
+
+class my_gelu_backward__metaclass(metaclass=_Meta):
+    pass
+
+
+# %% a decorator that hands the grader a class
+def _as_class(fn):
+    import minibert.layers as L
+
+    class Graded:
+        def __new__(cls, dout, x):
+            return L.gelu_backward(dout, (x, "none"))
+    return Graded
+
+
+@_as_class
+def my_gelu_backward__decorator_class(dout, x):
+    return dout
+
+
+# %% a thread started before grading, holding the library's answer
+import queue  # noqa: E402
+import threading  # noqa: E402
+
+_jobs, _answers = queue.Queue(), queue.Queue()
+
+
+def _serve():
+    import minibert.layers as L
+    while True:
+        dout, x = _jobs.get()
+        _answers.put(L.gelu_backward(dout, (x, "none")))
+
+
+threading.Thread(target=_serve, daemon=True).start()
+
+
+def my_gelu_backward__thread_before(dout, x):
+    _jobs.put((dout, x))
+    return _answers.get(timeout=5)
+
+
+# %% a code object copied with another file name and line number
+def _copy():
+    import minibert.layers as L
+    code = L.gelu_backward.__code__.replace(co_filename="<mine>", co_firstlineno=1)
+    import types
+    return types.FunctionType(code, L.__dict__)
+
+
+def my_gelu_backward__code_copy(dout, x):
+    return _copy()(dout, (x, "none"))
+
+
+# %% the library's source through os.link to a .txt, then exec with shifted lines
+def my_gelu_backward__os_link(dout, x):
+    import os
+    import tempfile
+    here = os.environ.get("MINIBERT_ROOM_FORBIDDEN", "[]")
+    import json
+    src = os.path.join(json.loads(here)[0], "layers.py")
+    dst = os.path.join(tempfile.mkdtemp(), "layers.txt")
+    os.link(src, dst)
+    ns = {}
+    exec(compile("\n" * 7 + open(dst).read(), "<mine>", "exec"), ns)
+    return ns["gelu_backward"](dout, (x, "none"))
+
+
+# %% libc's open through ctypes
+def my_gelu_backward__ctypes_libc(dout, x):
+    import ctypes
+    import json
+    import os
+    libc = ctypes.CDLL(None)
+    path = os.path.join(json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])[0], "layers.py").encode()
+    fd = libc.open(path, 0)
+    buf = ctypes.create_string_buffer(1 << 20)
+    n = libc.read(fd, buf, 1 << 20)
+    ns = {}
+    exec(buf.raw[:n].decode(), ns)
+    return ns["gelu_backward"](dout, (x, "none"))
+
+
+# %% ctypes.pythonapi (already loaded) asked for a native function
+def my_gelu_backward__pythonapi_symbol(dout, x):
+    import ctypes
+    ctypes.pythonapi.open  # libc's open, through the interpreter's own handle
+    return dout
+
+
+# %% loader.get_code of the library's file
+def my_gelu_backward__loader_get_code(dout, x):
+    import importlib.machinery
+    import json
+    import os
+    path = os.path.join(json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])[0], "layers.py")
+    code = importlib.machinery.SourceFileLoader("layers_copy", path).get_code("layers_copy")
+    ns = {}
+    exec(code, ns)
+    return ns["gelu_backward"](dout, (x, "none"))
+
+
+# %% spec_from_file_location + exec_module
+def my_gelu_backward__spec_from_file(dout, x):
+    import importlib.util
+    import json
+    import os
+    path = os.path.join(json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])[0], "layers.py")
+    spec = importlib.util.spec_from_file_location("layers_copy", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.gelu_backward(dout, (x, "none"))
+
+
+# %% a new process that prints the file (cat), or runs the library
+def my_gelu_backward__subprocess(dout, x):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "import minibert"], capture_output=True)
+    return dout * 0 + out.returncode
+
+
+def my_gelu_backward__os_system(dout, x):
+    import os
+    os.system("true")
+    return dout
+
+
+def my_gelu_backward__posix_spawn(dout, x):
+    import os
+    os.posix_spawn("/bin/true", ["true"], {})
+    return dout
+
+
+# %% an @njit closure over a library kernel
+import numba  # noqa: E402
+from minibert import kernels  # noqa: E402
+
+
+@numba.njit
+def _jit(d, a):
+    kernels.softmax_backward_head(d, a, a, 0, 0, False, 1.0)
+    return d
+
+
+def my_gelu_backward__njit_library(dout, x):
+    _jit(dout.copy(), x.copy())
+    return dout
+
+
+# %% a __subclasses__ walk to the live grader
+def my_gelu_backward__subclasses_walk(dout, x):
+    rooms = [c for c in object.__subclasses__() if c.__name__ in ("CleanRoom", "Exercises", "Room")]
+    return rooms[0].library_answer(dout, x)
+
+
+# %% default arguments, generators, np.frompyfunc / np.vectorize
+def my_gelu_backward__default_argument(dout, x, f=__import__("minibert.layers").layers.gelu_backward):
+    return f(dout, (x, "none"))
+
+
+def _gen():
+    from minibert import layers as L
+    while True:
+        dout, x = yield
+        yield L.gelu_backward(dout, (x, "none"))
+
+
+def my_gelu_backward__generator(dout, x):
+    g = _gen()
+    next(g)
+    return g.send((dout, x))
+
+
+def my_gelu_backward__vectorize(dout, x):
+    import numpy as np
+    from minibert import layers as L
+    f = np.vectorize(lambda d, v: L.gelu_backward(np.array(d), (np.array(v), "none")))
+    return f(dout, x)
+
+
+# %% a stash in builtins, sys.modules, importlib
+def my_gelu_backward__builtins_stash(dout, x):
+    import builtins
+    return builtins.__dict__["_minibert_layers"].gelu_backward(dout, (x, "none"))
+
+
+def my_gelu_backward__sys_modules(dout, x):
+    import sys
+    return sys.modules["minibert.layers"].gelu_backward(dout, (x, "none"))
+
+
+def my_gelu_backward__importlib(dout, x):
+    import importlib
+    return importlib.import_module("minibert.layers").gelu_backward(dout, (x, "none"))
+
+
+# %% pickle / deepcopy of functions, traceback frames
+def my_gelu_backward__pickle(dout, x):
+    import pickle
+    f = pickle.loads(b"\x80\x04\x95\x1e\x00\x00\x00\x00\x00\x00\x00\x8c\x0fminibert.layers\x94\x8c\rgelu_backward\x94\x93\x94.")
+    return f(dout, (x, "none"))
+
+
+def my_gelu_backward__traceback_frame(dout, x):
+    import sys
+    try:
+        raise RuntimeError
+    except RuntimeError:
+        frame = sys.exc_info()[2].tb_frame
+    while frame is not None:  # up to the grader's frames: in the room, the room's own loop
+        if "layers" in frame.f_globals:
+            return frame.f_globals["layers"].gelu_backward(dout, (x, "none"))
+        frame = frame.f_back
+    raise LookupError("no frame holds the library")
+
+
+# %% a subclass of a library model
+from minibert.family.albert import AlbertForPreTraining  # noqa: E402
+
+
+class _Mine(AlbertForPreTraining):
+    pass
+
+
+def my_gelu_backward__library_subclass(dout, x):
+    return _Mine.__mro__[1].__module__ and dout
+
+
+# %% the lesson's own variable holding the answer (it is in another cell of the lesson)
+def my_gelu_backward__lesson_variable(dout, x):
+    return ANSWER  # noqa: F821 - the lesson's, defined in the test's namespace
