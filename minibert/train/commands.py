@@ -8,7 +8,7 @@ import sys
 from minibert.io.cli import CommandParser, command_parser, given_settings
 from minibert.io.progress import fmt_seconds
 from minibert.io.textio import error_line
-from minibert import compile_ahead
+from minibert.kernels import compile_ahead
 from minibert.loop import rundir
 from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.optim import SCHEDULES

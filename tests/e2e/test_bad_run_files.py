@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from refusals import FT, VOCAB, edit_json, read_json, refused, run_refused
 
-from minibert import compile_ahead
+from minibert.kernels import compile_ahead
 from minibert.__main__ import main
 from minibert.loop import rundir
 from minibert.train.xlnet_command import XLNetTrainConfig

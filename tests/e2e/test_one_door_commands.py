@@ -222,7 +222,7 @@ def test_compile_ahead_worker_refuses_a_folder_it_did_not_make(work, decoy, caps
 
 
 def test_compile_ahead_worker_runs_in_the_folder_made_for_it(monkeypatch):
-    from minibert import compile_ahead
+    from minibert.kernels import compile_ahead
 
     folder, token = compile_ahead.make_claims_dir()
     with folder:

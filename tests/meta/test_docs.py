@@ -2,6 +2,7 @@
 docs/bert-notes.md exists there, and nothing points at documents outside the repository."""
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -59,6 +60,11 @@ MODULE_PATH = re.compile(r"(?<![\w/.])((?:minibert/|tests/)?(?:" + "|".join(FOLD
 DOTTED = re.compile(r"\bminibert((?:\.\w+)+)|`((?:" + "|".join(FOLDERS) + r")(?:\.\w+)+)`")
 
 
+def _imported(text: str) -> set[str]:
+    """The names a module's `from ... import` statements bind at its top level."""
+    return {a.asname or a.name for node in ast.parse(text).body if isinstance(node, ast.ImportFrom) for a in node.names}
+
+
 def _module_exists(dotted: str) -> bool:
     """minibert.a.b(.name...): the longest prefix that is a module or package must exist, and
     what follows it must be a name defined in that module (one level: a function or a class)."""
@@ -71,7 +77,8 @@ def _module_exists(dotted: str) -> bool:
         if path.is_file():
             rest, text = parts[k:], path.read_text(encoding="utf-8")
             return not rest or re.search(rf"^(?:def|class|async def) {rest[0]}\b|^{rest[0]}\b.*=|\"{rest[0]}\": ",
-                                         text, re.M) is not None  # the last: the package's lazy re-exports
+                                         text, re.M) is not None or rest[0] in _imported(text)
+            # the third: the package's lazy re-exports; _imported: a package's re-exports (kernels)
     return False
 
 

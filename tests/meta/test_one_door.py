@@ -40,7 +40,7 @@ ALLOWED = {
         "metrics.jsonl grows by one record per log line: appended with O_NOFOLLOW (a link is refused), "
         "a full disk named by write_error; rewriting the whole log atomically at every line would "
         "cost O(lines^2)",
-    ("compile_ahead.py", "compile_claimed"):
+    ("kernels/compile_ahead.py", "compile_claimed"):
         "a claim is an empty file created with O_CREAT | O_EXCL (never through a link, exactly one "
         "process wins), in the folder Workers made and marked (check_claims_dir refuses any other)",
 }

@@ -389,7 +389,7 @@ def test_random_bits_kernel_at_any_start_matches_reference(start, n):
 
 @numba.njit
 def _bits_into(bits, start, k0, k1):
-    kernels._random_bits_into(bits, start, k0, k1)
+    kernels.dropout._random_bits_into(bits, start, k0, k1)
 
 
 def test_dropout_kernel_gradcheck():
@@ -466,8 +466,8 @@ def test_attention_parallel_kernels_match_reference(dtype, versions, dropout_p):
 def test_serial_copies_have_their_own_cache_entries():
     """Numba's cache is keyed by function name and signature, not by `parallel=`: a serial copy
     compiled from the same Python function under the same name would load the parallel build."""
-    for parallel, serial in [(kernels._softmax_rows_kernel, kernels._softmax_rows_serial),
-                             (kernels._softmax_rows_backward_kernel, kernels._softmax_rows_backward_serial),
+    for parallel, serial in [(kernels.attention._softmax_rows_kernel, kernels.attention._softmax_rows_serial),
+                             (kernels.attention._softmax_rows_backward_kernel, kernels.attention._softmax_rows_backward_serial),
                              (attention_v1._attention_forward_kernel, attention_v1._attention_forward_serial),
                              (attention_v1._attention_backward_kernel, attention_v1._attention_backward_serial)]:
         assert parallel.targetoptions.get("parallel") and not serial.targetoptions.get("parallel")
@@ -477,13 +477,13 @@ def test_serial_copies_have_their_own_cache_entries():
 @numba.njit
 def _map_exp32(x, out):
     for i in range(x.size):
-        out[i] = kernels._exp32(x[i])
+        out[i] = kernels.vector_math._exp32(x[i])
 
 
 @numba.njit
 def _map_erf32(x, out):
     for i in range(x.size):
-        out[i] = kernels._erf32(x[i])
+        out[i] = kernels.vector_math._erf32(x[i])
 
 
 def _apply(fn, x):
@@ -558,9 +558,9 @@ def test_importing_the_kernels_changes_no_setting_and_the_backend_makes_them():
     not the import; backend.get_ops() calls it when it hands the kernels out."""
     script = ("import os; os.environ.pop('NUMBA_THREADING_LAYER', None); os.environ.pop('MINIBERT_KEEP_MEMORY', None)\n"
               "import numba; from minibert import kernels\n"
-              "print(numba.config.THREADING_LAYER, kernels._SETUP_DONE)\n"
+              "print(numba.config.THREADING_LAYER, kernels.runtime._SETUP_DONE)\n"
               "from minibert.backend import get_ops; assert get_ops() is kernels\n"
-              "print(numba.config.THREADING_LAYER, kernels._SETUP_DONE)\n")
+              "print(numba.config.THREADING_LAYER, kernels.runtime._SETUP_DONE)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                          env={k: v for k, v in os.environ.items() if k != "MINIBERT_BACKEND"})
     assert out.returncode == 0, out.stderr
