@@ -12,12 +12,12 @@ import importlib
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from minibert.io.cli import command_parser
 from minibert.io.textio import error_line
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = repo_root()
 
 # command -> ("module:function", one-line help). Each function takes argv (list[str]) and
 # returns an exit code.

@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minibert.data.corpus import ensure_default_corpus, read_documents
+from minibert.io.paths import repo_root
 from minibert.taskdata.readers import (nextsent_examples, punct_examples, read_conll, read_glue,
                                        read_swag, table_format)
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = repo_root()
 FORMATS = ("glue-single", "glue-pair", "conll", "swag", "nextsent", "punct")
 CORPUS_FORMATS = ("nextsent", "punct")  # built from documents; default data: the default corpus
 

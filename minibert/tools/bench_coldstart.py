@@ -33,8 +33,9 @@ from pathlib import Path
 
 from minibert.kernels import compile_ahead
 from minibert.io import outputs
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository
+ROOT = repo_root()  # the repository
 
 # The child for train-tiny: the command itself, stopped after its first training step.
 FIRST_STEP_SCRIPT = """

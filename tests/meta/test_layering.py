@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 PACKAGE = ROOT / "minibert"
 
 # bottom to top; a module may import any module of an earlier entry
 LAYERS = [
     "native", "native.blas", "native.malloc",  # what talks to the machine: OpenBLAS, glibc's malloc
-    "io", "io.textio", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub", "io.cli",  # text, JSON, atomic writes, output paths, safetensors, every command's parser
+    "io", "io.paths", "io.textio", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub", "io.cli",  # the repository's place, text, JSON, atomic writes, output paths, safetensors, every command's parser
     "text", "text.tokenizer", "text.wordpiece_trainer",  # BERT's tokenizer; learning a vocab.txt
     "philox", "layers",  # dropout's random stream, the layer math: the reference the kernels reproduce
     "kernels.runtime", "kernels.vector_math", "kernels.dropout", "kernels.attention", "kernels.elementwise",

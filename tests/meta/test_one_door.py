@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 PACKAGE = ROOT / "minibert"
 
 DOORS = {"atomic_write", "write_output"}  # the door's functions that take a writer function
