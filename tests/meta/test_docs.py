@@ -126,10 +126,12 @@ def test_every_test_and_lesson_path_the_docs_and_the_code_name_exists():
 
 def test_the_tests_are_laid_out_like_the_package():
     """docs/architecture.md: a folder's tests are in tests/<folder>/, the root's in tests/ itself,
-    besides the four folders of tests that are not one module's (e2e, meta, lessons, interop)."""
+    besides the four folders of tests that are not one module's (e2e, meta, lessons, interop) and the
+    development tools (devtools: scripts, no tests)."""
     folders = {p.name for p in (ROOT / "minibert").iterdir() if (p / "__init__.py").is_file()}
     test_dirs = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
-    assert test_dirs - {"e2e", "meta", "lessons", "interop"} <= folders, sorted(test_dirs - folders)
+    assert test_dirs - {"e2e", "meta", "lessons", "interop", "devtools"} <= folders, sorted(test_dirs - folders)
+    assert not list((ROOT / "tests" / "devtools").glob("test_*.py"))  # tools, not tests
     root_modules = {p.stem for p in (ROOT / "minibert").glob("*.py")}
     misplaced = [p.name for p in (ROOT / "tests").glob("test_*.py") if p.stem.removeprefix("test_") not in root_modules]
     assert not misplaced, misplaced  # a root test file is named for a root module
