@@ -12,7 +12,7 @@ cores as at 2 (docs/speed.md, "Many cores"). `minibert/layers.py` stays the sour
 tests/kernels/test_kernels.py checks every kernel against it (float64 to 1e-10 relative, float32 scaled
 to magnitude).
 
-One module per family of kernels, each on top of the two below it:
+One module per family of kernels, each standing on the last two (vector_math and runtime):
     attention.py      the attention core: v4 (one pass per head calling OpenBLAS's gemm), on the
                       grid and on packed rows, and v2, its fallback without OpenBLAS
     elementwise.py    linear's bias and column sums, GELU, add and multiply

@@ -311,7 +311,7 @@ def _attention_forward_gemm_kernel(gemm, like, q, k, v, ld, adder, use_drop, k0,
     likewise (ld[3]); adder (B, T); dropout (use_drop) with Philox key (k0, k1), threshold and
     keep scale (DropoutKey); att (B, NH, T, T) contiguous.
     Writes att (the probabilities, before dropout) and out, one head per call of
-    `_attention_forward_gemm_head` (see "Compile time" above)."""
+    `_attention_forward_gemm_head` (runtime.py, "Compile time")."""
     B, NH, T, HS = q.shape
     for bh in numba.prange(B * NH):
         _attention_forward_gemm_head(np.int64(bh), gemm, like, q, k, v, ld, adder, use_drop, k0, k1, threshold,
@@ -485,7 +485,7 @@ def _attention_packed_forward_head(bh, gemm, like, qkv, starts, NH, HS, T, use_d
 def _attention_packed_forward_kernel(gemm, like, qkv, starts, NH, HS, T, use_drop, k0, k1, threshold, keep_scale,
                                      scale, att, att_at, out, causal, masked, one):
     """Every head of the packed rows, in parallel: one call of `_attention_packed_forward_head`
-    each (see "Compile time" above for why the head is a function of its own)."""
+    each (runtime.py, "Compile time", says why the head is a function of its own)."""
     B = starts.shape[0] - 1
     zero_adder = np.zeros(T, dtype=qkv.dtype)  # every key of a block is real
     for bh in numba.prange(B * NH):

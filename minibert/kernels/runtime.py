@@ -30,9 +30,9 @@ from minibert.native import blas, malloc
 # ---------------------------------------------------------------------------------------------
 # The process-wide settings the kernels are measured with. Importing this module changes nothing
 # in the process; `setup()` makes the three settings, once. The model's backend switch calls it
-# when it hands out this module (backend.get_ops, and optim's fused passes through backend), so
+# when it hands out the kernels (backend.get_ops, and optim's fused passes through backend), so
 # every training, fine-tuning or lesson step that runs the kernels runs with them; code that
-# calls a kernel of this module directly (a test, a benchmark) calls setup() itself when its
+# calls a kernel directly (a test, a benchmark) calls setup() itself when its
 # speed matters. Each setting yields to an explicit choice in the environment.
 
 _SETUP_DONE = False
