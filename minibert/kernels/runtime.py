@@ -132,9 +132,14 @@ def _stamped(locator: type) -> type:
     return Stamped
 
 
-STAMPED_LOCATORS = tuple(_stamped(getattr(caching, name)) for name in
+def _numba_caching(name: str):
+    """A class of numba.core.caching by its name (public in recent Numba, `_`-prefixed in older ones)."""
+    return getattr(caching, name, None) or getattr(caching, "_" + name)
+
+
+STAMPED_LOCATORS = tuple(_stamped(_numba_caching(name)) for name in
                          ("UserProvidedCacheLocator", "InTreeCacheLocator", "UserWideCacheLocator"))
-caching.CacheImpl._locator_classes[:0] = STAMPED_LOCATORS  # tried first, in Numba's own order
+_numba_caching("CacheImpl")._locator_classes[:0] = STAMPED_LOCATORS  # tried first, in Numba's own order
 
 
 # Every kernel of minibert.kernels (and of minibert/dev/'s versions) by its function's name,
