@@ -127,6 +127,33 @@ COMPILED = {"attention_forward", "attention_backward", "dropout_forward", "dropo
             "cross_entropy_forward", "cross_entropy_backward"}
 
 
+def test_the_package_has_every_public_name_of_its_families():
+    """One way in: the public functions, classes and constants a family module defines are
+    minibert.kernels' names (kernels.attention_forward is attention.attention_forward); its
+    private helpers are reached through the module. runtime.py, the machinery under them,
+    gives the package what callers use of it."""
+    import ast
+    import importlib
+
+    from minibert.kernels import runtime
+
+    for path in runtime.kernel_sources():
+        if path.stem in ("__init__", "runtime"):
+            continue
+        family = importlib.import_module(f"minibert.kernels.{path.stem}")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+        defined += [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                    if isinstance(t, ast.Name)]
+        public = [name for name in defined if not name.startswith("_")]
+        assert public, path.stem
+        missing = [name for name in public if getattr(kernels, name, None) is not getattr(family, name)]
+        assert not missing, f"kernels/{path.name}: {missing} not in kernels/__init__.py"
+    assert all(getattr(kernels, name) is getattr(runtime, name)
+               for name in ("setup", "threads", "KERNELS", "kernel_jit", "serial_version"))
+    assert not hasattr(kernels, "_softmax_rows_kernel") and kernels.attention._softmax_rows_kernel
+
+
 def test_kernels_has_every_reference_name_compiled_or_the_reference_itself():
     names = [n for n in dir(layers) if n.endswith(("_forward", "_backward"))] + ["split_heads", "merge_heads",
                                                                                 "MASK_VALUE"]
