@@ -257,13 +257,18 @@ def read_glue(path, single: bool) -> list[TextExample]:
     """
     rows = table_rows(path)
     where, header, _ = next(rows)
-    a, b, label = glue_columns(header, single, where)
-    examples = []
-    for where, header, fields in rows:
-        value = None if label is None else _label_field(fields[label], header[label], where)
-        text_b = None if b is None else _text_field(fields[b], header[b], where)
-        examples.append(TextExample(_text_field(fields[a], header[a], where), text_b, value, where))
-    return examples
+    columns = glue_columns(header, single, where)
+    return [glue_example(header, fields, columns, where) for where, header, fields in rows]
+
+
+def glue_example(header: list[str], fields: list, columns: tuple[int, int | None, int | None],
+                 where: str) -> TextExample:
+    """One row of a table (table_rows) as an example, its (text, pair text, label) columns found by
+    glue_columns: read_glue's rule, for readers that stream a file row by row (predict, evaluate)."""
+    a, b, label = columns
+    value = None if label is None else _label_field(fields[label], header[label], where)
+    text_b = None if b is None else _text_field(fields[b], header[b], where)
+    return TextExample(_text_field(fields[a], header[a], where), text_b, value, where)
 
 
 def table_format(path) -> str:

@@ -10,7 +10,6 @@ import shlex
 import subprocess
 import sys
 
-import pytest
 from corpora import tiny_pretrained
 
 from minibert.__main__ import main
