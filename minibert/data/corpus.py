@@ -65,7 +65,7 @@ CorpusPaths = namedtuple("CorpusPaths", ["train", "heldout", "vocab"])
 # ---------------------------------------------------------------------------------------------
 # Reading the corpus format
 
-def read_documents(files) -> list[list[str]]:
+def read_documents_as_sentences(files) -> list[list[str]]:
     """Read one-sentence-per-line files: stripped lines; a blank line starts a new document;
     empty documents are dropped. Several files are read in order into one list.
 
