@@ -21,7 +21,7 @@ help:
 	@echo "make gradcheck     print the full gradient-check table (python -m minibert gradcheck)"
 
 # After installing, the Numba kernels of a tiny training step and of the lessons compile into
-# minibert/__pycache__ (minibert/compile_ahead.py: once, spread over the cores), so that the first
+# minibert/kernels/__pycache__ (minibert/kernels/compile_ahead.py: once, spread over the cores), so that the first
 # train-tiny starts in seconds and no lesson compiles a kernel.
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)

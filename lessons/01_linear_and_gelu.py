@@ -117,7 +117,7 @@ assert gradcheck.compare("gelu: dx fused vs layers.gelu_backward", dx_fused, lay
 #   recomputed more cheaply; `x` is the big one (`B*T*C_in` numbers per layer).
 # - `GeluCache` holds only `x`. Backward recomputes `Phi(x)` and `phi(x)`; storing them would
 #   cost two more arrays of the same size to save a few `erf`/`exp` calls. The Numba kernel
-#   (`minibert/kernels.py`) makes the other trade: its forward stores `gelu'(x)`, one array in
+#   (`minibert/kernels/elementwise.py`) makes the other trade: its forward stores `gelu'(x)`, one array in
 #   place of `x`, so its backward is a single multiply. Same memory, less arithmetic.
 # - In BERT the FFN input to GELU is `(B, T, FF)` with `FF = 4 C`, the largest activation in a
 #   block, so keeping one array instead of three matters.

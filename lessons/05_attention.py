@@ -151,7 +151,7 @@ def check_softmax_backward(fn):
 
 my_softmax_backward = ex.grade(1, my_softmax_backward, check_softmax_backward,
                                refuses=("layers.attention_backward", "kernels.attention_backward",
-                                        "kernels._softmax_rows_backward_kernel"))
+                                        "kernels.attention._softmax_rows_backward_kernel"))
 
 # %% [markdown]
 # ## Backward, line by line

@@ -54,7 +54,7 @@ import course  # noqa: E402  lessons/course.py: where pictures go, how exercises
 from minibert.analysis import gradcheck  # noqa: E402
 from minibert import kernels, layers
 
-kernels.setup()  # the process settings the model runs the kernels with (Numba's threads, memory): minibert/kernels.py
+kernels.setup()  # the process settings the model runs the kernels with (Numba's threads, memory): minibert/kernels/runtime.py
 FAST = course.FAST  # smaller timing problem in CI
 rng = np.random.default_rng(6)
 
@@ -311,7 +311,7 @@ def check_dv(fn):
 
 my_softmax_backward_rows = ex.grade(1, my_softmax_backward_rows, check_softmax_backward_rows,
                                     refuses=("layers.attention_backward", "kernels.attention_backward",
-                                             "kernels._softmax_rows_backward_kernel"))
+                                             "kernels.attention._softmax_rows_backward_kernel"))
 my_dv = ex.grade(2, my_dv, check_dv,
                  refuses=("layers.attention_backward", "kernels.attention_backward"))
 
@@ -413,7 +413,7 @@ assert max_rel(out32_nb, out32_ref) < 1e-5
 # >   The library's default today (v4) keeps BLAS for the products but calls it per head from Numba's
 # >   own threads, so each head's scores go through q k^T, the softmax and att v while they sit in
 # >   the core's cache: in two later runs on a quieter machine it took 8.2-9.8 ms against PyTorch's
-# >   8.2-9.5 ms in the same runs, level with it (`minibert/kernels.py` tells the story). Compare
+# >   8.2-9.5 ms in the same runs, level with it (`minibert/kernels/attention.py` tells the story). Compare
 # >   times within one run only: runs on a shared machine differ by more than the kernels do.
 # > - Why is the lesson's simple loop kernel slower still? Its inner loop over `d` walks
 # >   `k[b, h, j, :]` for every `(i, j)`, and the `out` loop walks `v` column by column (a stride
@@ -424,7 +424,7 @@ assert max_rel(out32_nb, out32_ref) < 1e-5
 # >   FlashAttention idea) saves memory but costs another `q k^T`; at `T = 128` reading it back
 # >   is cheaper.
 # > - The NumPy version stays in the repository as the reference: every kernel is tested against
-# >   it (`tests/test_kernels.py`), never against itself.
+# >   it (`tests/kernels/test_kernels.py`), never against itself.
 
 # %% [markdown]
 # ## Recap

@@ -44,7 +44,7 @@ tok = BertTokenizer(vocab)
 T, P, BATCH = 64, 10, 32  # sequence length, max predictions per sequence, sequences per batch
 DUPE = 5 if FAST else 10  # passes over the corpus (BERT's dupe_factor)
 PACKINGS = ("segment_pair", "full_sentences", "doc_sentences")  # BERT, then RoBERTa's two
-documents = pd.read_documents([corpus], tok)  # documents -> sentences -> WordPiece tokens
+documents = pd.read_documents_as_tokens([corpus], tok)  # documents -> sentences -> WordPiece tokens
 corpus_tokens = sum(len(s) for d in documents for s in d)
 print(f"{len(documents)} documents, {sum(len(d) for d in documents)} sentences, {corpus_tokens} tokens")
 assert pd.PACKINGS == PACKINGS

@@ -62,7 +62,7 @@ _EXPORTS = {
     "numerical_grad": "analysis.gradcheck", "compare": "analysis.gradcheck", "check_model": "analysis.gradcheck",
 }
 # every module and folder at the package root (tests/meta/test_package.py keeps this list whole)
-_SUBMODULES = ("analysis", "backend", "bert", "checkpoint", "compile_ahead", "data", "dev", "family", "finetune",
+_SUBMODULES = ("analysis", "backend", "bert", "checkpoint", "data", "dev", "family", "finetune",
                "io", "kernels", "layers", "loop", "model", "native", "optim", "philox", "taskdata", "text", "tools",
                "train")
 

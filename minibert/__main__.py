@@ -12,12 +12,12 @@ import importlib
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from minibert.io.cli import command_parser
 from minibert.io.textio import error_line
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = repo_root()
 
 # command -> ("module:function", one-line help). Each function takes argv (list[str]) and
 # returns an exit code.
@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "attention": ("minibert.tools.look_inside:attention_cli", "save attention maps (PNG) for a sentence"),
     "nsp-baseline": ("minibert.tools.look_inside:nsp_baseline_cli", "how far word overlap alone goes on a run's NSP task"),
     "export-data": ("minibert.tools.export_data:cli", "write a run's MLM/NSP instances as JSON lines for PyTorch"),
-    "compile-ahead": ("minibert.compile_ahead:cli",
+    "compile-ahead": ("minibert.kernels.compile_ahead:cli",
                       "compile the Numba kernels ahead, in several processes at once (make venv runs it)"),
     "bench": ("minibert.tools.bench:cli", "benchmarks (kernels, training step, tokenizer, data)"),
     "gradcheck": ("minibert.tools.gradcheck_table:cli", "print the full gradient-check table"),

@@ -162,7 +162,7 @@ def layernorm_backward(dout, cache: LayerNormCache):
 def _erf(z):
     """erf elementwise, in z's dtype. NumPy has no erf: this is Python's math.erf (the C library's)
     on each element, in float64. One Python call per element is slow on big arrays, which is why
-    the Numba backend has its own (kernels._erf_gauss32); here it is just a math function."""
+    the Numba backend has its own (kernels.vector_math._erf_gauss32); here it is just a math function."""
     return np.vectorize(math.erf, otypes=[np.float64])(z).astype(z.dtype, copy=False)
 
 

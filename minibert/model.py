@@ -364,20 +364,23 @@ def block_backward(dx, c: BlockCache, cfg, l, grads, ops, attend_backward=self_a
     return ops.add(dsum, dx_attn)  # gradients add up at forks (x feeds attention and the residual)
 
 
-def blocks_forward(params, cfg, x, attention_mask, rng=None, ops=layers, keep=None, causal=False):
+def blocks_forward(params, cfg, x, attention_mask, rng=None, ops=layers, keep=None, causal=False, states=False):
     """The L post-LN blocks, block l reading h{l}.* from `params`: x (B, T, C) -> (B, T, C) and a
     list of L BlockCaches. With `keep` (N,), x and the output are the (N, C) rows of the real tokens
     (the fast path below). Layers that share one block get params whose h{l}.* are the same arrays
-    for every l (ALBERT's family/albert.layer_view). causal=True: left-to-right attention."""
+    for every l (ALBERT's family/albert.layer_view). causal=True: left-to-right attention.
+    states=True: a third result, the hidden states, x and every block's output after it (L + 1
+    arrays of x's shape; transformers' output_hidden_states), what feature-based use reads."""
     if keep is None:
         attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
     else:
         attend = _UnpaddedAttention(keep, *attention_mask.shape, causal).forward
-    blocks = []
+    blocks, hidden = [], [x]
     for l in range(cfg.num_hidden_layers):
         x, c = block_forward(params, cfg, l, x, attention_mask, rng, ops, attend)  # (B, T, C) or (N, C)
         blocks.append(c)
-    return x, blocks
+        hidden.append(x)
+    return (x, blocks, hidden) if states else (x, blocks)
 
 
 def blocks_backward(dx, blocks, cfg, grads, ops=layers, keep=None, grid=None):
@@ -487,23 +490,47 @@ class Output(NamedTuple):
 
 
 class PoolerCache(NamedTuple):
-    dense: Any  # linear cache, [CLS] (B, C) -> (B, C)
-    out: np.ndarray  # (B, C) the tanh output (tanh' = 1 - out^2)
+    drop: Any  # dropout cache of x (N, C)
+    linear: Any  # linear cache (N, C) -> (N, C')
+    gelu: Any  # the GELU's cache, or None for tanh
+    tanh: Any  # tanh's output (N, C') (its derivative is 1 - out^2), or None for a GELU
+
+
+def dense_act_forward(x, w, b, p, rng, activation="tanh", ops=layers):
+    """The pooler's layer on one position per row: x (N, C) -> dropout(p) -> x @ w + b ->
+    activation -> (N, C'), cache. BERT's pooler is tanh without dropout (pooler_forward); the
+    fine-tuning heads' pooled layers add a dropout or take a GELU (ELECTRA's classification head
+    and sequence summary; finetune/heads.Pool). activation: "tanh" or a GELU by transformers'
+    name (ACTIVATIONS). Dropout only when `rng` is given."""
+    x, c_drop = ops.dropout_forward(x, p if rng is not None else 0.0, rng)  # (N, C)
+    t, c_lin = ops.linear_forward(x, w, b)  # (N, C) @ (C, C') -> (N, C')
+    if activation == "tanh":
+        out = np.tanh(t)  # (N, C')
+        return out, PoolerCache(c_drop, c_lin, None, out)
+    out, c_gelu = ops.gelu_forward(t, ACTIVATIONS[activation])  # (N, C')
+    return out, PoolerCache(c_drop, c_lin, c_gelu, None)
+
+
+def dense_act_backward(dout, cache: PoolerCache, ops=layers):
+    """Mirror of dense_act_forward: dout (N, C') -> dx (N, C), dw (C, C'), db (C',)."""
+    if cache.tanh is not None:
+        dt = dout * (1.0 - cache.tanh * cache.tanh)  # (N, C'): forward was out = tanh(t)
+    else:
+        dt = ops.gelu_backward(dout, cache.gelu)  # (N, C')
+    dx, dw, db = ops.linear_backward(dt, cache.linear)  # (N, C)
+    return ops.dropout_backward(dx, cache.drop), dw, db
 
 
 def pooler_forward(params, seq, ops):
-    """The [CLS] vector through a dense layer and tanh: seq (B, T, C) -> pooled (B, C), cache."""
-    pre, c_dense = ops.linear_forward(seq[:, 0], params["pool.w"], params["pool.b"])  # (B, C) the [CLS] vector
-    pooled = np.tanh(pre)  # (B, C)
-    return pooled, PoolerCache(c_dense, pooled)
+    """BERT's pooler, the [CLS] vector through dense and tanh (dense_act_forward, no dropout):
+    seq (B, T, C) -> pooled (B, C), cache."""
+    return dense_act_forward(seq[:, 0], params["pool.w"], params["pool.b"], 0.0, None, "tanh", ops)  # (B, C)
 
 
 def pooler_backward(dpooled, cache: PoolerCache, grads, ops):
     """Mirror of pooler_forward: dpooled (B, C) -> d(seq[:, 0]) (B, C), which the caller adds at
     [CLS]; sets grads["pool.w"], grads["pool.b"]."""
-    # forward was: pooled = tanh(cls @ pool.w + pool.b)
-    dpre = dpooled * (1.0 - cache.out * cache.out)  # (B, C)
-    dcls, grads["pool.w"], grads["pool.b"] = ops.linear_backward(dpre, cache.dense)  # (B, C)
+    dcls, grads["pool.w"], grads["pool.b"] = dense_act_backward(dpooled, cache, ops)  # (B, C)
     return dcls
 
 

@@ -10,7 +10,7 @@ of multiplications and xors. Each dropout call draws a fresh 64-bit key from the
 (one draw, so seeds and bit-exact resume work as with any other draw), and the bits of element i
 are then the same whoever computes them, in any order, on any thread: `minibert.kernels`
 computes them in parallel inside its kernels, element by element, without a random array
-(`kernels._philox_block`, with the constants below), and gets the very masks that
+(`kernels.dropout._philox_block`, with the constants below), and gets the very masks that
 `dropout_mask` below gets. Why not `rng.random(x.shape) >= p`: that array is drawn in one serial
 pass, in one order, and a kernel that makes its mask on many threads could not reproduce it.
 """

@@ -4,10 +4,12 @@ import os
 import sys
 from pathlib import Path
 
+from minibert.io.paths import repo_root
+
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Hypothesis keeps its examples and caches in the repository's own git-ignored .hypothesis/, not in
 # the current directory (`python -m minibert test` from anywhere left one there); read when first used
-os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(__file__).resolve().parents[1] / ".hypothesis"))
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(repo_root() / ".hypothesis"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import pytest  # noqa: E402

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from minibert.io.paths import repo_root
 
-REPO = Path(__file__).resolve().parent.parent  # the repository
+REPO = repo_root()  # the repository
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 SHARED = ["the", "a", "is", "on", "of", "and", "with", "to", "."]  # words of every topic's sentences

@@ -1,4 +1,5 @@
 """The whole BERT: gradients, sanity checks before learning, and clear errors on bad input."""
+import functools
 import math
 
 import numpy as np
@@ -8,9 +9,10 @@ from minibert.analysis import gradcheck as gc
 from minibert import layers
 from minibert.backend import get_ops
 from minibert.bert import BertForPreTraining
-from minibert.model import (BertConfig, bert_backward, bert_forward, embeddings_backward, embeddings_forward,
-                            init_from_shapes, mlm_transform_backward, mlm_transform_forward, param_shapes,
-                            pooler_backward, pooler_forward)
+from minibert.model import (BertConfig, bert_backward, bert_forward, block_forward, blocks_forward, dense_act_forward,
+                            embeddings_backward, embeddings_forward, init_from_shapes, mlm_transform_backward,
+                            mlm_transform_forward, param_shapes, pooler_backward, pooler_forward,
+                            self_attention_forward)
 
 TINY = dict(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
             intermediate_size=32, max_position_embeddings=16)
@@ -98,6 +100,39 @@ def test_pooler_backward_matches_numerical():
     assert gc.compare("d seq[:, 0]", dcls, gc.numerical_grad(f, seq, dpooled)[:, 0], verbose=False)
     for name, x in params.items():
         assert gc.compare(name, grads[name], gc.numerical_grad(f, x, dpooled), verbose=False)
+
+
+def test_the_pooler_is_the_pooled_heads_layer_with_tanh_and_no_dropout():
+    """One pooler: BERT's is dense_act_forward on the [CLS] rows, tanh and no dropout, the same
+    layer the fine-tuning heads' Pool runs."""
+    params = _random_params({"pool.w": (16, 16), "pool.b": (16,)}, 15)
+    seq = np.random.default_rng(16).standard_normal((3, 5, 16))  # (B, T, C)
+    pooled, _ = pooler_forward(params, seq, layers)  # (B, C)
+    np.testing.assert_allclose(pooled, np.tanh(seq[:, 0] @ params["pool.w"] + params["pool.b"]), rtol=1e-12)
+    same, _ = dense_act_forward(seq[:, 0], params["pool.w"], params["pool.b"], 0.0, None, "tanh", layers)
+    np.testing.assert_array_equal(pooled, same)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_blocks_forward_returns_every_hidden_state_on_request(causal):
+    """states=True: the input and each block's output (L + 1 arrays), block l's output computed
+    from state l by block l; without it the result is the last state and the caches, as before."""
+    cfg = BertConfig(**{**TINY, "num_hidden_layers": 3})
+    model = BertForPreTraining(cfg, seed=3, dtype=np.float64)
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((2, 6, 16))  # (B, T, C)
+    mask = np.ones((2, 6), dtype=np.int64)
+    mask[1, 4:] = 0
+    last, caches, states = blocks_forward(model.params, cfg, x, mask, causal=causal, states=True)
+    assert len(states) == cfg.num_hidden_layers + 1 and len(caches) == cfg.num_hidden_layers
+    assert states[0] is x and states[-1] is last
+    attend = functools.partial(self_attention_forward, causal=causal)
+    for l in range(cfg.num_hidden_layers):
+        np.testing.assert_array_equal(block_forward(model.params, cfg, l, states[l], mask, None, layers, attend)[0],
+                                      states[l + 1])
+    plain, plain_caches = blocks_forward(model.params, cfg, x, mask, causal=causal)
+    np.testing.assert_array_equal(plain, last)
+    assert len(plain_caches) == cfg.num_hidden_layers
 
 
 @pytest.mark.parametrize("projection", [False, True], ids=["E==C", "E->C"])

@@ -45,9 +45,10 @@ from minibert.io import outputs
 from minibert.io.atomic import write_text_atomic
 from minibert.io.jsonfile import read_json_object
 from minibert.io.textio import error_line, iter_lines, read_text
+from minibert.io.paths import repo_root
 from minibert.text.tokenizer import BertTokenizer, save_vocab
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository (this file is minibert/data/corpus.py)
+ROOT = repo_root()
 DEFAULT_DIR = ROOT / "data" / "pydoc"
 HELDOUT_PERCENT = 5
 # The default corpus's vocab uses the frequency rule (wordpiece_trainer.DEFAULT_MERGE_RULE, the
@@ -64,7 +65,7 @@ CorpusPaths = namedtuple("CorpusPaths", ["train", "heldout", "vocab"])
 # ---------------------------------------------------------------------------------------------
 # Reading the corpus format
 
-def read_documents(files) -> list[list[str]]:
+def read_documents_as_sentences(files) -> list[list[str]]:
     """Read one-sentence-per-line files: stripped lines; a blank line starts a new document;
     empty documents are dropped. Several files are read in order into one list.
 

@@ -6,7 +6,7 @@ number generator is called in the same order with the same arguments (docs/bert-
 segmentation, NSP pairing, truncation and mask is identical.
 
 Pipeline (docs/bert-notes.md §3):
-    corpus files --read_documents--> documents (list of segments = tokenized lines)
+    corpus files --read_documents_as_tokens--> documents (list of segments = tokenized lines)
       --create_instances_from_document (x dupe_factor)--> TrainingInstance (static masks)
         (or RoBERTa's packed single segments: pack_documents, create_packed_instances)
       --instances_to_features--> dict of padded int32/float32 arrays (the original feature names)
@@ -85,7 +85,7 @@ class TrainingInstance(NamedTuple):
 # ----------------------------------------------------------------------------------------------
 # reading documents (docs/bert-notes.md §3.1)
 
-def read_documents(input_files: Sequence[str | os.PathLike], tokenizer) -> list[list[list[str]]]:
+def read_documents_as_tokens(input_files: Sequence[str | os.PathLike], tokenizer) -> list[list[list[str]]]:
     """Documents as lists of segments (one tokenized line each); blank lines separate documents.
 
     Example: "a b\\nc\\n\\nd\\n" -> [[["a", "b"], ["c"]], [["d"]]].
@@ -202,7 +202,7 @@ def create_training_instances(input_files, tokenizer, max_seq_length, dupe_facto
         raise ValueError(f"rng must be a random.Random (got {type(rng).__name__}); the exact "
                          "reproduction of the original relies on its call order")
     require_special_tokens(tokenizer, (CLS, SEP, MASK), "creating MLM/NSP instances")
-    all_documents = read_documents(input_files, tokenizer)
+    all_documents = read_documents_as_tokens(input_files, tokenizer)
     check_documents(all_documents, input_files, pairs=packing == "segment_pair")
     rng.shuffle(all_documents)
 

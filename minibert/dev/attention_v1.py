@@ -3,7 +3,7 @@
 A development version, kept as the readable all-Numba attention (lesson 06 points at it) and as a
 contender in `python -m minibert bench --only attention`: its hand-written matmul runs at about
 half of OpenBLAS's speed, and matmuls are most of attention's work, so the model runs
-minibert/kernels.py's v4 instead
+minibert/kernels/attention.py's v4 instead
 (docs/speed.md tells the v1 -> v4 story with the numbers). `prange` over b*NH; per head, K and V
 are copied to small contiguous buffers (K transposed) so every inner loop is a contiguous axpy
 `c[n] += a * b[n]`, which LLVM vectorizes without fastmath; 4 output rows per pass share each

@@ -122,12 +122,6 @@ def init_params(cfg: AlbertConfig, seed: int = 0, dtype=np.float32) -> dict[str,
     return init_from_shapes(param_shapes(cfg), cfg.initializer_range, seed, dtype)
 
 
-def shared_block_view(params) -> dict[str, np.ndarray]:
-    """The shared block's arrays under the names block_forward reads for layer 0 ("h0.*").
-    The same arrays, not copies: every layer reads (and a gradient check perturbs) one tensor."""
-    return {"h0." + part: params[BLOCK + part] for part in BLOCK_PARTS}
-
-
 def layer_view(params, cfg) -> dict[str, np.ndarray]:
     """params plus BERT's per-layer names for the shared block: h{l}.<part> is block.<part> for
     every l (the same arrays, not copies), so model's encoder runs the one block L times."""

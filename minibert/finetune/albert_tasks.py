@@ -34,11 +34,11 @@ import numpy as np
 
 from minibert.family import albert
 from minibert.family.albert import AlbertConfig
-from minibert.finetune.heads import Encoder, block_states, pooler_heads
+from minibert.finetune.heads import Encoder, pooler_heads
 from minibert.finetune.models import (MultipleChoice, QuestionAnswering, SequenceClassification, TaskKeys,
                                       TokenClassification, TaskModel, read_checkpoint)
 from minibert import checkpoint
-from minibert.model import embeddings_forward
+from minibert.model import blocks_forward, embeddings_forward
 
 HEAD_GROUPS = ("pool", "mlm", "sop")  # ALBERT's pretraining heads (the pooler stays for the pooled classes)
 HF_HEADS = {"cls": "classifier", "qa": "qa_outputs"}  # the task head: minibert prefix -> transformers module
@@ -64,7 +64,7 @@ def albert_layers(params, cfg, ids, seg, mask, ops):
     """Feature-based use: the factorised embedding's output (already mapped to C) and every
     application of the shared block, a list of L + 1 arrays (B, T, C), dropout off."""
     x, _ = embeddings_forward(params, cfg, ids, seg, None, ops)  # (B, T, C)
-    return block_states(x, albert.shared_block_view(params), cfg, mask, ops, shared=True)
+    return blocks_forward(albert.layer_view(params, cfg), cfg, x, mask, None, ops, states=True)[2]
 
 
 # ---------------------------------------------------------------------------------------------

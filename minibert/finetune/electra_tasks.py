@@ -36,11 +36,11 @@ import numpy as np
 
 from minibert.family import electra
 from minibert.family.electra import ElectraConfig
-from minibert.finetune.heads import Encoder, Head, Pool, block_states, head_shapes
+from minibert.finetune.heads import Encoder, Head, Pool, head_shapes
 from minibert.finetune.models import (MultipleChoice, QuestionAnswering, SequenceClassification, TaskKeys,
                                       TokenClassification, TaskModel, read_checkpoint)
 from minibert import checkpoint
-from minibert.model import ACTIVATIONS, embeddings_forward
+from minibert.model import ACTIVATIONS, blocks_forward, embeddings_forward
 
 # the new heads' names: minibert name -> transformers module
 HEAD_NAMES = {
@@ -119,7 +119,7 @@ def electra_layers(params, cfg, ids, seg, mask, ops):
     """Feature-based use (`finetune --frozen`): the embedding's output (after the E -> C
     projection) and every layer's, a list of L + 1 arrays (B, T, C), dropout off."""
     x, _ = embeddings_forward(params, cfg, ids, seg, None, ops)  # (B, T, C)
-    return block_states(x, params, cfg, mask, ops)
+    return blocks_forward(params, cfg, x, mask, None, ops, states=True)[2]
 
 
 def disc_init_params(cfg, seed, dtype) -> dict[str, np.ndarray]:

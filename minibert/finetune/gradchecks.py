@@ -11,7 +11,7 @@ from minibert.backend import get_ops
 from minibert.finetune import bilstm, electra_tasks as ef, heads
 from minibert.finetune.models import (BertForMultipleChoice, BertForQuestionAnswering, BertForSequenceClassification,
                                       BertForTokenClassification)
-from minibert.model import BertConfig
+from minibert.model import BertConfig, dense_act_backward, dense_act_forward
 
 
 def check_heads(rng, verbose=True):
@@ -90,8 +90,8 @@ def check_task_model(label, model, cfg, rng, verbose=True, samples_per_tensor=3,
 
 def check_electra_finetune(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, atol=1e-8):
     """ELECTRA's fine-tuning classes (finetune/electra_tasks.py) in float64 on the backend of
-    get_ops(): (1) their head's own layer, dropout -> dense -> GELU (heads.dense_act_forward: the
-    classification head's first half and the multiple-choice summary), with a fixed dropout mask,
+    get_ops(): (1) their head's own layer, dropout -> dense -> GELU (model.dense_act_forward, BERT's
+    pooler's layer: the classification head's first half and the multiple-choice summary), with a fixed dropout mask,
     exact and tanh GELU; (2) each class whole, sampled entries of every tensor (E 6 -> C 8, padding
     in the last row, dropout off)."""
     ops = get_ops()
@@ -100,8 +100,8 @@ def check_electra_finetune(rng, verbose=True, samples_per_tensor=3, rtol=1e-5, a
     checks = []
     for act, p in (("gelu", 0.3), ("gelu_new", 0.0)):
         checks += layer_check(f"electra dense -> {act} (dropout {p})",
-                              lambda x, w, b: heads.dense_act_forward(x, w, b, p, mask_rng(), act, ops),
-                              dict(x=x, w=w, b=b), lambda d, c: heads.dense_act_backward(d, c, ops), rng, verbose,
+                              lambda x, w, b: dense_act_forward(x, w, b, p, mask_rng(), act, ops),
+                              dict(x=x, w=w, b=b), lambda d, c: dense_act_backward(d, c, ops), rng, verbose,
                               rtol, atol)
     cfg = ef.ElectraConfig(vocab_size=40, embedding_size=6, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
                            intermediate_size=16, max_position_embeddings=16, hidden_act="gelu_new")

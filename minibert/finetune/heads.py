@@ -25,15 +25,14 @@ and ignored, as transformers does.
 """
 from __future__ import annotations
 
-import functools
 from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 
 from minibert import layers
 from minibert.finetune.bilstm import bilstm_backward, bilstm_forward
-from minibert.model import (ACTIVATIONS, block_forward, check_inputs, embeddings_forward, encoder_backward,
-                            encoder_forward, encoder_forward_unpadded, self_attention_forward)
+from minibert.model import (blocks_forward, check_inputs, dense_act_backward, dense_act_forward, embeddings_forward,
+                            encoder_backward, encoder_forward, encoder_forward_unpadded)
 
 SHAPES = ("sequence", "token", "choice", "qa")  # the four head shapes, by what their linear layer reads
 
@@ -56,39 +55,6 @@ def classifier_forward(x, w, b, p, rng, ops=layers):
 def classifier_backward(dlogits, cache: ClassifierCache, ops=layers):
     """Mirror of classifier_forward: dlogits (N, K) -> dx (N, C), dw (C, K), db (K,)."""
     dx, dw, db = ops.linear_backward(dlogits, cache.linear)  # (N, C)
-    return ops.dropout_backward(dx, cache.drop), dw, db
-
-
-# ---------------------------------------------------------------------------------------------
-# the pooled heads' layer: dropout -> dense -> activation (BERT's pooler: tanh, no dropout;
-# ELECTRA's classification head and sequence summary: GELU)
-
-class DenseActCache(NamedTuple):
-    drop: Any  # dropout cache of x (N, C)
-    linear: Any  # linear cache (N, C) -> (N, C')
-    gelu: Any  # the GELU's cache, or None for tanh
-    tanh: Any  # tanh's output (N, C') (its derivative is 1 - out^2), or None for a GELU
-
-
-def dense_act_forward(x, w, b, p, rng, activation="tanh", ops=layers):
-    """x (N, C) -> dropout(p) -> x @ w + b -> activation -> (N, C'), cache. activation: "tanh" or
-    a GELU by transformers' name (model.ACTIVATIONS). Dropout only when `rng` is given."""
-    x, c_drop = ops.dropout_forward(x, p if rng is not None else 0.0, rng)  # (N, C)
-    t, c_lin = ops.linear_forward(x, w, b)  # (N, C) @ (C, C') -> (N, C')
-    if activation == "tanh":
-        out = np.tanh(t)  # (N, C')
-        return out, DenseActCache(c_drop, c_lin, None, out)
-    out, c_gelu = ops.gelu_forward(t, ACTIVATIONS[activation])  # (N, C')
-    return out, DenseActCache(c_drop, c_lin, c_gelu, None)
-
-
-def dense_act_backward(dout, cache: DenseActCache, ops=layers):
-    """Mirror of dense_act_forward: dout (N, C') -> dx (N, C), dw (C, C'), db (C',)."""
-    if cache.tanh is not None:
-        dt = dout * (1.0 - cache.tanh * cache.tanh)  # (N, C'): forward was out = tanh(t)
-    else:
-        dt = ops.gelu_backward(dout, cache.gelu)  # (N, C')
-    dx, dw, db = ops.linear_backward(dt, cache.linear)  # (N, C)
     return ops.dropout_backward(dx, cache.drop), dw, db
 
 
@@ -117,7 +83,7 @@ def mse_backward(dloss, cache: MSECache):
 
 class Pool(NamedTuple):
     """The pooled heads' layer (sequence, choice) on one position of each row:
-    h = activation(dropout(x) @ w + b), dense_act_forward."""
+    h = activation(dropout(x) @ w + b), model.dense_act_forward (BERT's pooler's layer)."""
 
     dense: str  # its tensors' prefix: pool (BERT's pretrained pooler), cls.dense / summary (ELECTRA's, new)
     activation: str  # the config attribute naming its activation: "tanh" or a GELU (model.ACTIVATIONS)
@@ -220,7 +186,7 @@ class HeadCache(NamedTuple):
     shape: str  # the head shape (SHAPES)
     seq_shape: tuple  # (B', T, C) of the encoder's output (B' = B * NC for multiple choice)
     enc: Any
-    pool: Any  # DenseActCache of the pooled heads' layer (sequence, choice), or None
+    pool: Any  # PoolerCache of the pooled heads' layer (sequence, choice), or None
     head: ClassifierCache  # the last dropout -> linear
     loss: Any  # cross-entropy / MSE cache(s)
     encoder: Encoder  # the encoder that ran: its backward undoes it, its heads name the tensors
@@ -371,20 +337,9 @@ def encoder_layers(params, cfg, ids, seg, mask, ops=layers, causal=False):
     """The hidden states after the embeddings and after every block (no dropout):
     a list of L + 1 arrays (B, T, C); [-1] is the last layer's output (feature-based use).
     causal=True: left-to-right attention, as run_encoder's."""
-    attend = functools.partial(self_attention_forward, causal=True) if causal else self_attention_forward
     x, _ = embeddings_forward(params, cfg, ids, seg, None, ops)  # (B, T, C), no dropout
-    return block_states(x, params, cfg, mask, ops, attend)
+    return blocks_forward(params, cfg, x, mask, None, ops, causal=causal, states=True)[2]
 
 
 def causal_encoder_layers(params, cfg, ids, seg, mask, ops=layers):
     return encoder_layers(params, cfg, ids, seg, mask, ops, causal=True)
-
-
-def block_states(x, params, cfg, mask, ops=layers, attend=self_attention_forward, shared=False):
-    """x (B, T, C), an embedding's output -> [x] and every block's output after it: L + 1 arrays
-    (B, T, C), no dropout. shared=True: ALBERT's one block (h0.* of `params`) applied L times."""
-    states = [x]
-    for l in range(cfg.num_hidden_layers):
-        x, _ = block_forward(params, cfg, 0 if shared else l, x, mask, None, ops, attend)  # (B, T, C)
-        states.append(x)
-    return states

@@ -8,14 +8,14 @@ OpenBLAS's `cblas_?gemm_batch` (OpenBLAS >= 0.3.27), which splits the stack over
 and runs each product on one thread. np.matmul on a stack calls a multi-threaded gemm once per
 matrix, and for the attention core's (T, T) @ (T, HS) products at T = 128 that wastes most of the
 time waking threads and splitting 2-MFLOP products in two (measured on 2 cores, (32, 2, 128, 64):
-q @ k^T as 64 products, about 5x faster batched; numbers in the docstring of minibert/kernels.py).
+q @ k^T as 64 products, about 5x faster batched; numbers in docs/speed.md).
 The operands may be any strided views whose last two axes are BLAS-shaped (one of them
 contiguous): q, k, v as views of the (B, T, 3C) projection go in without a copy. Without a
 usable OpenBLAS (another BLAS, macOS's Accelerate, an OpenBLAS before 0.3.27, a non-Linux
 system) `matmul` is np.matmul, so results never depend on the library, only the speed does.
 
 `gemm_for_kernels(dtype)`: the address of the plain cblas_sgemm / cblas_dgemm, which attention
-v4's Numba kernels call from their own threads (minibert/kernels.py), inside
+v4's Numba kernels call from their own threads (minibert/kernels/attention.py), inside
 `with single_threaded():` (OpenBLAS's thread count at 1, so each call runs on the thread that
 makes it; the count is restored after). MINIBERT_BLAS_BATCH=0 turns this off as well.
 

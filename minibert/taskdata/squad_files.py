@@ -5,10 +5,10 @@ train/task_corpus.py takes the passages and questions as pretraining text.
 """
 from __future__ import annotations
 
-from pathlib import Path
+from minibert.io.paths import repo_root
 
 FILES = {"squad2": ("train-v2.0.json", "dev-v2.0.json"), "squad1": ("train-v1.1.json", "dev-v1.1.json")}
-DEFAULT_DIR = {"squad2": Path(__file__).resolve().parent.parent.parent / "data" / "squad2"}  # shipped, CC BY-SA
+DEFAULT_DIR = {"squad2": repo_root() / "data" / "squad2"}  # shipped, CC BY-SA
 
 
 def require(obj, key: str, kind: type, where: str, path) -> object:

@@ -19,11 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from minibert.data.corpus import ensure_default_corpus, read_documents
+from minibert.data.corpus import ensure_default_corpus, read_documents_as_sentences
+from minibert.io.paths import repo_root
 from minibert.taskdata.readers import (Columns, nextsent_examples, punct_examples, read_conll, read_glue,
                                        read_swag, table_format)
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = repo_root()
 FORMATS = ("glue-single", "glue-pair", "conll", "swag", "nextsent", "punct")
 CORPUS_FORMATS = ("nextsent", "punct")  # built from documents; default data: the default corpus
 
@@ -183,7 +184,7 @@ def read_examples(task: Task, path: Path, split: str, seed: int = 0, notes: bool
     if task.format == "swag":
         return read_swag(path)
     if task.format == "punct":
-        return punct_examples(read_documents(path), source=str(path))
+        return punct_examples(read_documents_as_sentences(path), source=str(path))
     per_doc = NEXTSENT_TRAIN_PER_DOC if split == "train" else None
-    return nextsent_examples(read_documents(path), seed=seed + (split != "train"),
+    return nextsent_examples(read_documents_as_sentences(path), seed=seed + (split != "train"),
                              max_per_doc=per_doc, source=str(path))

@@ -2,7 +2,7 @@
 
 Two figures, each cold (a fresh copy of the repository, so Numba's cache in its __pycache__ is
 empty and every kernel compiles) and warm (the same copy again, the cache filled), and both again
-in a third copy after `make venv`'s warm-up (minibert.compile_ahead), what a fresh clone that
+in a third copy after `make venv`'s warm-up (minibert.kernels.compile_ahead), what a fresh clone that
 ran `make venv` or any make target first sees:
     train-tiny   seconds from the start of `python -m minibert train-tiny` to the end of its first
                  training step (--fast: the same pipeline on a slice of the corpus, so
@@ -30,10 +30,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from minibert import compile_ahead
+from minibert.kernels import compile_ahead
 from minibert.io import outputs
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository
+ROOT = repo_root()  # the repository
 
 # The child for train-tiny: the command itself, stopped after its first training step.
 FIRST_STEP_SCRIPT = """
@@ -145,7 +146,7 @@ def lesson_06(copy: Path) -> dict:
 
 
 def warm_kernels(copy: Path) -> dict:
-    """What `make venv` runs after installing (minibert.compile_ahead)."""
+    """What `make venv` runs after installing (minibert.kernels.compile_ahead)."""
     return run_child([sys.executable, "-m", "minibert", "compile-ahead"], copy)
 
 
@@ -179,7 +180,7 @@ def bench_coldstart(report: dict, fmt_table) -> None:
 
 
 def compiles_of_tiny_step() -> list[dict]:
-    """record_compiles around one tiny training step (minibert.compile_ahead's)."""
+    """record_compiles around one tiny training step (minibert.kernels.compile_ahead's)."""
     with compile_ahead.record_compiles() as records:
         compile_ahead.tiny_training_step()
     return records

@@ -17,12 +17,12 @@ import os
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 
 from minibert import kernels
 from minibert.tools.bench_profile import run_times
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository
+ROOT = repo_root()
 CONFIGS = {
     "tiny": dict(vocab_size=8192, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
                  intermediate_size=512, max_position_embeddings=128),

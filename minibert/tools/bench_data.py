@@ -25,8 +25,9 @@ from minibert.data import pretraining_data as pd
 from minibert.data import shards
 from minibert.io import outputs
 from minibert.text.tokenizer import BertTokenizer, basic_tokenize
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository
+ROOT = repo_root()
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 

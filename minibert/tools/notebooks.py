@@ -37,8 +37,9 @@ from pathlib import Path
 
 from minibert.io.cli import command_parser
 from minibert.io.outputs import check_output, make_dir, write_output
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository
+ROOT = repo_root()
 LESSONS = ROOT / "lessons"
 BACKEND = "module://minibert.tools.notebooks"
 

@@ -8,7 +8,7 @@ import os
 import sys
 
 from minibert.io.cli import CommandParser, command_parser, given_settings, resume_changes, run_options
-from minibert import compile_ahead
+from minibert.kernels import compile_ahead
 from minibert.loop import rundir
 from minibert.loop.launch import failed
 from minibert.optim import SCHEDULES

@@ -19,6 +19,7 @@ from minibert.loop.settings import RunSettings, check_range, check_value, names_
 from minibert.model import MODEL_SIZES, OBJECTIVES, BertConfig
 from minibert.optim import SCHEDULES
 from minibert.data.pretraining_data import DEFAULT_FLAGS, check_mask_shares, check_packing
+from minibert.io.paths import repo_root
 
 PRESETS: dict[str, dict[str, Any]] = {
     # the issue's sizes; vocab 8192 comes from the default corpus's vocab.txt
@@ -56,7 +57,7 @@ MODEL_KEYS = tuple(f.name for f in dataclasses.fields(BertConfig) if f.name != "
 MODEL_DEFAULTS = dict(**MODEL_SIZES["tiny"],
                       hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
 
-ROOT = Path(__file__).resolve().parent.parent.parent  # the repository
+ROOT = repo_root()
 DEFAULT_DATA_CACHE = str(ROOT / "data" / "generated")  # git-ignored, shared by all runs
 
 

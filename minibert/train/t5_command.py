@@ -28,7 +28,7 @@ from minibert.loop.launch import Job, launch
 from minibert.loop.settings import RunSettings
 from minibert.train.t5 import ShuffledBatches, T5Run, load_run
 from minibert.backend import get_ops
-from minibert.data.corpus import ensure_default_corpus, read_documents
+from minibert.data.corpus import ensure_default_corpus, read_documents_as_sentences
 from minibert.taskdata.readers import read_glue
 from minibert.text.tokenizer import BertTokenizer, load_vocab
 
@@ -110,7 +110,7 @@ def pretrain(args: T5TrainConfig, resume: bool, ops, where: Path) -> T5Run:
     tok = BertTokenizer(vocab_path)
     tok.check_special_tokens(("[PAD]", "[CLS]", "[SEP]"), "train-t5")
     cfg = T5Config(vocab_size=len(tok) + PRESETS[args.preset]["num_sentinels"], **PRESETS[args.preset])
-    train_docs, held_docs = read_documents(train_path), read_documents(heldout_path)
+    train_docs, held_docs = read_documents_as_sentences(train_path), read_documents_as_sentences(heldout_path)
     train_docs, held_docs = train_docs[:args.max_train_examples or None], held_docs[:args.eval_examples or None]
     chunks = D.document_chunks(train_docs, tok, args.max_seq_length)
     held = D.document_chunks(held_docs, tok, args.max_seq_length)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from minibert.data.corpus import read_documents
+from minibert.data.corpus import read_documents_as_sentences
 from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample_orders
 from minibert import checkpoint
 from minibert.io import atomic
@@ -47,7 +47,7 @@ from minibert.text.tokenizer import BertTokenizer, load_vocab
 
 def token_stream(path: Path, tok: BertTokenizer, max_lines: int = 0) -> np.ndarray:
     """The documents of a corpus file as one stream of ids, each document ended by [SEP]. -> (N,)"""
-    docs = read_documents([path])
+    docs = read_documents_as_sentences([path])
     ids: list[int] = []
     lines = 0
     for doc in docs:

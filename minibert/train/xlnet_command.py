@@ -34,7 +34,6 @@ from minibert.loop.settings import RunSettings
 from minibert.text.tokenizer import BertTokenizer
 from minibert.train.xlnet import WindowBatches, XLNetRun, heldout_batches, token_stream
 
-ROOT = Path(__file__).resolve().parents[2]
 COMMAND = "train-xlnet"  # run.json's "command"
 # run.json's "data" of a run on files given (null: the default corpus, found again on --resume)
 DATA_FIELDS = {name: Field(str, "the path of the file the run read", text_field(), required=True)
@@ -195,7 +194,7 @@ def train_xlnet_cli(argv: list[str]) -> int:
         base = {**PRESETS[args.preset], **(FAST if fast else {})}
         if given_settings(args, p).get("steps") and args.minutes is None:
             base["minutes"] = 0.0  # --steps N: N steps, however long they take (unless --minutes too)
-        base["out"] = str(ROOT / "runs" / args.preset)
+        base["out"] = f"runs/{args.preset}"  # under the current directory, as every command
         cfg = build_settings(args, p, base)
         if args.corpus:
             if not (args.heldout and args.vocab):

@@ -76,24 +76,24 @@ def test_make_documents_keeps_multi_sentence_unique_docs():
 
 # -- file format -----------------------------------------------------------------------------
 
-def test_read_documents_format(tmp_path):
+def test_read_documents_as_sentences_format(tmp_path):
     a = tmp_path / "a.txt"
     a.write_text("  s1 \ns2\n\n\n s3\n", encoding="utf-8")
     b = tmp_path / "b.txt"
     b.write_text("s4\n\ns5\n", encoding="utf-8")
-    assert C.read_documents([a, b]) == [["s1", "s2"], ["s3"], ["s4"], ["s5"]]
-    assert C.read_documents(a) == [["s1", "s2"], ["s3"]]
+    assert C.read_documents_as_sentences([a, b]) == [["s1", "s2"], ["s3"], ["s4"], ["s5"]]
+    assert C.read_documents_as_sentences(a) == [["s1", "s2"], ["s3"]]
 
 
-def test_read_documents_rejects_bytes_that_are_not_utf8(tmp_path):
+def test_read_documents_as_sentences_rejects_bytes_that_are_not_utf8(tmp_path):
     a = tmp_path / "a.txt"
     a.write_bytes("s1\n\nthe caf\u00e9\n".encode("latin-1"))
     with pytest.raises(ValueError, match=r"a.txt line 3: invalid UTF-8 byte 0xe9 at column 8"):
-        C.read_documents(a)
+        C.read_documents_as_sentences(a)
 
 
 def test_sample_file_is_in_corpus_format():
-    docs = C.read_documents(SAMPLE)
+    docs = C.read_documents_as_sentences(SAMPLE)
     assert 6 <= len(docs) <= 10
     assert all(len(d) >= 2 for d in docs)
     text = SAMPLE.read_text(encoding="utf-8")
@@ -119,7 +119,7 @@ def test_build_default_corpus_offline(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(C, "collect_docstrings", lambda: _fake_raw())
     monkeypatch.setattr(C, "collect_topics", lambda: [("topic:x", "The x topic. It has text.")])
     paths = C.build_default_corpus(tmp_path / "out", vocab_size=120)
-    train, heldout = C.read_documents(paths.train), C.read_documents(paths.heldout)
+    train, heldout = C.read_documents_as_sentences(paths.train), C.read_documents_as_sentences(paths.heldout)
     assert len(train) + len(heldout) == 61
     assert heldout, "expected at least one held-out document among 61"
     assert not {tuple(d) for d in train} & {tuple(d) for d in heldout}

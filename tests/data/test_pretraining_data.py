@@ -269,25 +269,25 @@ def test_truncate_seq_pair_trims_longer_b_on_ties():
     assert a == list("def")
 
 
-def test_read_documents_blank_lines_and_crlf(tmp_path, tok):
+def test_read_documents_as_tokens_blank_lines_and_crlf(tmp_path, tok):
     f1 = tmp_path / "a.txt"
     f1.write_bytes(b"the cat\r\nsat\n\n\n  \nthe dog ran\n")
     f2 = tmp_path / "b.txt"
     f2.write_bytes(b"a sun\n")
-    docs = pd.read_documents([f1, f2], tok)
+    docs = pd.read_documents_as_tokens([f1, f2], tok)
     assert docs[0] == [["the", "cat"], ["sat"]]
     assert docs[1][0] == ["the", "dog", "ran"]
     assert docs[1][1] == ["a", "sun"]  # files continue the same document list
     assert len(docs) == 2
 
 
-def test_read_documents_stops_at_the_first_byte_that_is_not_utf8(tmp_path, tok):
+def test_read_documents_as_tokens_stops_at_the_first_byte_that_is_not_utf8(tmp_path, tok):
     """A Latin-1 "café" used to lose its é silently ("caf"); now it is an error naming the line."""
     f = tmp_path / "corpus.txt"
     f.write_bytes("the cat\n\nthe dog ran\ncafé sun\n".encode("latin-1"))
     with pytest.raises(ValueError, match=r"corpus.txt line 4: invalid UTF-8 byte 0xe9 at column 4; "
                                          r"minibert reads text as UTF-8 \(convert with iconv"):
-        pd.read_documents([f], tok)
+        pd.read_documents_as_tokens([f], tok)
 
 
 def test_long_lines_warn_before_tokenizing_then_with_their_count(tmp_path, tok, monkeypatch):
@@ -308,7 +308,7 @@ def test_long_lines_warn_before_tokenizing_then_with_their_count(tmp_path, tok, 
     monkeypatch.setattr(tok, "tokenize", watch)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        docs = pd.read_documents([f], tok)
+        docs = pd.read_documents_as_tokens([f], tok)
     messages = [str(w.message) for w in caught if "characters" in str(w.message)]
     assert len(messages) == 2, messages
     assert messages[0].startswith(f"{f}:3 is a line of {len(long):,} characters: the corpus format is one "
@@ -319,7 +319,7 @@ def test_long_lines_warn_before_tokenizing_then_with_their_count(tmp_path, tok, 
     assert [len(seg) for seg in docs[0]] == [2, 1, 3000]  # the data itself is unchanged
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pd.read_documents([write_corpus(tmp_path / "ok.txt", 3, 2, 3)], tok)
+        pd.read_documents_as_tokens([write_corpus(tmp_path / "ok.txt", 3, 2, 3)], tok)
     assert not [w for w in caught if "characters" in str(w.message)]
 
 

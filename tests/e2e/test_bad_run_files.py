@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 from refusals import FT, VOCAB, edit_json, read_json, refused, run_refused
 
-from minibert import compile_ahead
+from minibert.kernels import compile_ahead
 from minibert.__main__ import main
 from minibert.loop import rundir
 from minibert.train.xlnet_command import XLNetTrainConfig
+from minibert.io.paths import repo_root
 
 HUGE = "A" * 3_000_000  # a 3 MB string: no field of a run file is that long
 LIMIT = 2000  # an error line longer than this echoes a value nobody capped (a list of the known settings: 900)
@@ -284,7 +285,7 @@ def test_every_command_refuses_a_model_directory_without_vocab_txt(command, work
 def test_every_command_prints_its_error_line_one_way():
     """The cap on an error line holds for every command only if every command prints it with
     io/textio.error_line (a command that printed `error: {e}` itself echoed a 3 MB value whole)."""
-    package = Path(__file__).resolve().parents[2] / "minibert"
+    package = repo_root() / "minibert"
     own = [f"{p.relative_to(package)}:{i}" for p in sorted(package.rglob("*.py"))
            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if 'f"error: {e' in line]
     assert own == [], own

@@ -13,13 +13,13 @@ import shutil
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
 from refusals import listing, refused, run_refused
 
 from minibert.__main__ import main
+from minibert.io.paths import repo_root
 
 ATTENTION = ["attention", "{w}/pre", "good film", "--out"]
 
@@ -222,7 +222,7 @@ def test_compile_ahead_worker_refuses_a_folder_it_did_not_make(work, decoy, caps
 
 
 def test_compile_ahead_worker_runs_in_the_folder_made_for_it(monkeypatch):
-    from minibert import compile_ahead
+    from minibert.kernels import compile_ahead
 
     folder, token = compile_ahead.make_claims_dir()
     with folder:
@@ -234,7 +234,7 @@ def test_compile_ahead_worker_runs_in_the_folder_made_for_it(monkeypatch):
 
 # --- `python -m minibert test` leaves no .hypothesis in the current directory ----------------------
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 
 
 def test_hypothesis_stores_its_files_in_the_repository():

@@ -58,8 +58,9 @@ def test_albert_shared_block_is_one_set_of_tensors_whatever_the_depth():
     expected = (V * E + P * E + 2 * E + 2 * E + E * C + C + block + C * C + C + C * E + E + 2 * E + V + C * 2 + 2)
     assert AlbertForPreTraining(cfg).num_parameters == expected
     model = tiny_model()
-    view = albert.shared_block_view(model.params)
-    assert all(np.shares_memory(view["h0." + part], model.params["block." + part]) for part in albert.BLOCK_PARTS)
+    view = albert.layer_view(model.params, model.config)  # every layer's names, the one block's arrays
+    assert all(np.shares_memory(view[f"h{l}.{part}"], model.params["block." + part])
+               for l in range(model.config.num_hidden_layers) for part in albert.BLOCK_PARTS)
 
 
 def test_albert_shared_grad_is_the_sum_over_layers():

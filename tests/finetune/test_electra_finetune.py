@@ -1,5 +1,5 @@
 """ELECTRA's fine-tuning classes (minibert/finetune/electra_tasks.py): float64 gradient checks of the
-head's dense -> GELU layer (heads.dense_act_forward) and of each whole class on both backends, the
+head's dense -> GELU layer (model.dense_act_forward, the pooler's layer) and of each whole class on both backends, the
 head layouts, checkpoints (what transformers reads is in tests/interop/test_electra_finetune_parity.py),
 `finetune --init` picking the ELECTRA class, clear errors."""
 from __future__ import annotations

@@ -9,13 +9,13 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 from corpora import tiny_pretrained
 
 from minibert.__main__ import main
+from minibert.io.paths import repo_root
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "finetuning.md"
+DOC = repo_root() / "docs" / "finetuning.md"
 WORDS = "works well great value i love it exactly as described sturdy and light broke in a week waste of money " \
         "does not work poor quality arrived damaged".split()
 

@@ -24,8 +24,9 @@ from minibert.train import config as train_config  # noqa: E402
 from minibert.train import data as train_data  # noqa: E402
 from minibert.train import pretrain  # noqa: E402
 from minibert.train import runs as train_runs  # noqa: E402
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 HANDOFF_TOPICS = ["cats", "dogs", "ships"]
 
 

@@ -16,8 +16,9 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from corpora import tiny_pretrained  # noqa: E402
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "the", "was", "paris", "london", "@user"]
 
 

@@ -7,7 +7,6 @@ Google's 200; special-token strings are not protected because the basic tokenize
 compared directly (no never_split).
 """
 import unicodedata
-from pathlib import Path
 
 import pytest
 from hypothesis import assume, given, settings
@@ -17,8 +16,9 @@ legacy = pytest.importorskip("transformers.models.bert.tokenization_bert_legacy"
 
 from minibert.text.tokenizer import BertTokenizer, basic_tokenize  # noqa: E402
 from minibert.text.wordpiece_trainer import train_wordpiece  # noqa: E402
+from minibert.io.paths import repo_root
 
-SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample.txt"
+SAMPLE = repo_root() / "data" / "sample.txt"
 text_no_private = st.text(st.characters(blacklist_categories=("Cn", "Co", "Cs")), max_size=60)
 
 

@@ -378,10 +378,10 @@ def test_a_refused_source_read_names_the_function_or_module_it_was_for():
     run = run_lesson(ROOT / "lessons" / "06_attention_numba.py")
     assert run.returncode == 0, "06_attention_numba failed; see tests/lessons/test_lessons.py"
     shortcuts = {r["name"]: r for r in run.grading}["my_softmax_backward_rows"]["shortcuts"]
-    assert ("exercise 1 asks you to derive this; the source of `kernels._softmax_rows_backward_kernel` (inspect "
-            "reading `minibert/kernels.py`) is refused") in shortcuts["getsource_kernel"]["message"]
-    assert ("exercise 1 asks you to derive this; the source of the module `minibert.kernels` (inspect reading "
-            "`minibert/kernels.py`) is refused") in shortcuts["getsource_exec"]["message"]
+    assert ("exercise 1 asks you to derive this; the source of `kernels.attention._softmax_rows_backward_kernel` (inspect "
+            "reading `minibert/kernels/attention.py`) is refused") in shortcuts["getsource_kernel"]["message"]
+    assert ("exercise 1 asks you to derive this; the source of the module `minibert.kernels.attention` (inspect reading "
+            "`minibert/kernels/attention.py`) is refused") in shortcuts["getsource_exec"]["message"]
 
 
 def test_a_correct_numpy_answer_passes_in_every_clean_room():

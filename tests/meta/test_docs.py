@@ -2,6 +2,7 @@
 docs/bert-notes.md exists there, and nothing points at documents outside the repository."""
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -59,6 +60,11 @@ MODULE_PATH = re.compile(r"(?<![\w/.])((?:minibert/|tests/)?(?:" + "|".join(FOLD
 DOTTED = re.compile(r"\bminibert((?:\.\w+)+)|`((?:" + "|".join(FOLDERS) + r")(?:\.\w+)+)`")
 
 
+def _imported(text: str) -> set[str]:
+    """The names a module's `from ... import` statements bind at its top level."""
+    return {a.asname or a.name for node in ast.parse(text).body if isinstance(node, ast.ImportFrom) for a in node.names}
+
+
 def _module_exists(dotted: str) -> bool:
     """minibert.a.b(.name...): the longest prefix that is a module or package must exist, and
     what follows it must be a name defined in that module (one level: a function or a class)."""
@@ -71,7 +77,8 @@ def _module_exists(dotted: str) -> bool:
         if path.is_file():
             rest, text = parts[k:], path.read_text(encoding="utf-8")
             return not rest or re.search(rf"^(?:def|class|async def) {rest[0]}\b|^{rest[0]}\b.*=|\"{rest[0]}\": ",
-                                         text, re.M) is not None  # the last: the package's lazy re-exports
+                                         text, re.M) is not None or rest[0] in _imported(text)
+            # the third: the package's lazy re-exports; _imported: a package's re-exports (kernels)
     return False
 
 
@@ -119,10 +126,12 @@ def test_every_test_and_lesson_path_the_docs_and_the_code_name_exists():
 
 def test_the_tests_are_laid_out_like_the_package():
     """docs/architecture.md: a folder's tests are in tests/<folder>/, the root's in tests/ itself,
-    besides the four folders of tests that are not one module's (e2e, meta, lessons, interop)."""
+    besides the four folders of tests that are not one module's (e2e, meta, lessons, interop) and the
+    development tools (devtools: scripts, no tests)."""
     folders = {p.name for p in (ROOT / "minibert").iterdir() if (p / "__init__.py").is_file()}
     test_dirs = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and p.name != "__pycache__"}
-    assert test_dirs - {"e2e", "meta", "lessons", "interop"} <= folders, sorted(test_dirs - folders)
+    assert test_dirs - {"e2e", "meta", "lessons", "interop", "devtools"} <= folders, sorted(test_dirs - folders)
+    assert not list((ROOT / "tests" / "devtools").glob("test_*.py"))  # tools, not tests
     root_modules = {p.stem for p in (ROOT / "minibert").glob("*.py")}
     misplaced = [p.name for p in (ROOT / "tests").glob("test_*.py") if p.stem.removeprefix("test_") not in root_modules]
     assert not misplaced, misplaced  # a root test file is named for a root module

@@ -1,5 +1,5 @@
 """Imports stand at the top of the file, so a file's header shows what it depends on: an import
-inside a function is there for a reason examples/hoist_imports.py can name (a start it keeps
+inside a function is there for a reason tests/devtools/hoist_imports.py can name (a start it keeps
 NumPy, Numba or matplotlib out of, an optional package, a name tests replace, a module above
 this one), written on the line above it as `# lazy: <why>`."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from corpora import REPO
 
 
 def test_every_import_inside_a_function_has_a_reason():
-    run = subprocess.run([sys.executable, str(REPO / "examples" / "hoist_imports.py"), str(REPO), "--check"],
+    run = subprocess.run([sys.executable, str(REPO / "tests" / "devtools" / "hoist_imports.py"), str(REPO), "--check"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, f"imports that belong at the top of their files:\n{run.stdout}{run.stderr}"
     assert "minibert's own imports inside functions" in run.stdout
@@ -26,6 +26,6 @@ def test_the_check_catches_an_import_that_belongs_at_the_top(tmp_path):
     optim = tree / "minibert" / "optim.py"
     optim.write_text(optim.read_text(encoding="utf-8") + "\n\ndef _late():\n    import json\n    return json\n",
                      encoding="utf-8")
-    run = subprocess.run([sys.executable, str(REPO / "examples" / "hoist_imports.py"), str(tree), "--check"],
+    run = subprocess.run([sys.executable, str(REPO / "tests" / "devtools" / "hoist_imports.py"), str(tree), "--check"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 1 and "optim.py" in run.stdout, run.stdout + run.stderr

@@ -3,7 +3,8 @@
 LAYERS lists every module of minibert from the bottom up. A module may import only modules
 listed before it (function-level imports included), so there is no cycle and no upward import.
 The modules at the package root are the ones the lessons import (`minibert.layers`,
-`minibert.model`, ...): they are one layer too, "(root)", above io/ and below family/; the command
+`minibert.model`, ...): they are two layers, the reference "(reference)" below kernels/ and the
+model "(root)" above it (FLOORS), above io/ and below family/; the command
 line and the package's lazy re-exports (`__main__`, `__init__`) are the top layer, "(entry)".
 Every layer's modules stand together in LAYERS, so a layer never imports a later one, and no two
 layers import each other. docs/architecture.md draws the same order (tests/meta/test_docs.py keeps the two equal).
@@ -12,18 +13,22 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 PACKAGE = ROOT / "minibert"
 
 # bottom to top; a module may import any module of an earlier entry
 LAYERS = [
     "native", "native.blas", "native.malloc",  # what talks to the machine: OpenBLAS, glibc's malloc
-    "io", "io.textio", "io.escape", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub", "io.cli",  # text, JSON, atomic writes, output paths, safetensors, every command's parser
+    "io", "io.paths", "io.textio", "io.escape", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub", "io.cli",  # the repository's place, text, JSON, atomic writes, output paths, safetensors, every command's parser
     "text", "text.tokenizer", "text.wordpiece_trainer",  # BERT's tokenizer; learning a vocab.txt
-    "philox", "layers", "kernels", "backend", "optim",  # dropout's random stream, the layer math, its Numba kernels, the backend switch, AdamW
+    "philox", "layers",  # dropout's random stream, the layer math: the reference the kernels reproduce
+    "kernels.runtime", "kernels.vector_math", "kernels.dropout", "kernels.attention", "kernels.elementwise",
+    "kernels.normalisation", "kernels.embedding", "kernels.cross_entropy", "kernels.optimizer", "kernels",  # the Numba kernels by family
+    "backend", "optim",  # the backend switch, AdamW
     "model", "checkpoint", "bert",  # BERT's forward and backward, no I/O; its transformers directories; the class
-    "compile_ahead",  # the kernels compiled ahead of a step's first call, in several processes
+    "kernels.compile_ahead",  # the kernels compiled ahead of a step's first call, in several processes
     "dev", "dev.attention_v1", "dev.attention_v3",  # development versions of the kernels (attention v1, v3)
     "data", "data.corpus", "data.pretraining_data", "data.shards",  # the default corpus; the MLM/NSP generator; shards
     "analysis", "analysis.gradcheck", "analysis.inspect", "analysis.nsp_baseline",  # gradients; inside a model; NSP cue
@@ -57,11 +62,21 @@ def module_name(path: Path) -> str:
 ENTRY = ("__main__", "")  # the command line and the package's lazy re-exports: the top layer
 
 
+# Two floors are not a folder's. The root holds the reference the kernels reproduce (philox,
+# layers) below kernels/ and the model that runs on them above it: the lessons import both by
+# their short paths. And kernels/compile_ahead.py, in the kernels' room by what it is about (their
+# registry and Numba's cache), runs a tiny model step to list the kernels it calls, so it stands
+# above the model.
+FLOORS = {"philox": "(reference)", "layers": "(reference)", "kernels.compile_ahead": "(compile-ahead)"}
+
+
 def folder(name: str) -> str:
     """The layer a module belongs to: its subfolder (a package's own __init__ belongs to it),
-    "(root)" for the modules at the package root, "(entry)" for ENTRY."""
+    "(root)" for the modules at the package root, "(entry)" for ENTRY; FLOORS' own floors."""
     if name in ENTRY:
         return "(entry)"
+    if name in FLOORS:
+        return FLOORS[name]
     if "." in name:
         return name.split(".")[0]
     return name if (PACKAGE / name).is_dir() else "(root)"
@@ -121,8 +136,10 @@ def test_the_rules_catch_an_upward_import(tmp_path):
 
 def test_the_root_is_one_layer_and_every_module_has_one():
     assert all(folder(name) for name in LAYERS)
-    root = [i for i, name in enumerate(LAYERS) if folder(name) == "(root)"]
-    assert root == list(range(root[0], root[-1] + 1)) and "model" in [LAYERS[i] for i in root]
+    for floor, member in (("(root)", "model"), ("(reference)", "layers")):
+        root = [i for i, name in enumerate(LAYERS) if folder(name) == floor]
+        assert root == list(range(root[0], root[-1] + 1)) and member in [LAYERS[i] for i in root]
+    assert LAYERS.index("layers") < LAYERS.index("kernels") < LAYERS.index("backend")
 
 
 def test_the_package_lists_every_root_module_and_folder():
@@ -134,7 +151,7 @@ def test_the_package_lists_every_root_module_and_folder():
 
 
 def test_only_the_kernels_room_imports_numba():
-    """Numba is the kernels' business: kernels.py, compile_ahead.py beside it and the development
+    """Numba is the kernels' business: kernels/ (compile_ahead.py included) and the development
     versions in dev/. The reference (layers.py) and everything else run on NumPy."""
     found = modules()
     users = set()
@@ -144,4 +161,4 @@ def test_only_the_kernels_room_imports_numba():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             if any(n.split(".")[0] in ("numba", "llvmlite") for n in names):
                 users.add(name)
-    assert users and all(u in ("kernels", "compile_ahead") or u.startswith("dev.") for u in users), sorted(users)
+    assert users and all(u.startswith(("kernels.", "dev.")) for u in users), sorted(users)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from minibert.io.paths import repo_root
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = repo_root()
 PACKAGE = ROOT / "minibert"
 
 DOORS = {"atomic_write", "write_output"}  # the door's functions that take a writer function
@@ -44,7 +45,7 @@ ALLOWED = {
         "metrics.jsonl grows by one record per log line: appended with O_NOFOLLOW (a link is refused), "
         "a full disk named by write_error; rewriting the whole log atomically at every line would "
         "cost O(lines^2)",
-    ("compile_ahead.py", "compile_claimed"):
+    ("kernels/compile_ahead.py", "compile_claimed"):
         "a claim is an empty file created with O_CREAT | O_EXCL (never through a link, exactly one "
         "process wins), in the folder Workers made and marked (check_claims_dir refuses any other)",
 }

@@ -3,16 +3,16 @@ every command that trains, --set and the shared options, defined once."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import pytest
 
 from minibert.__main__ import COMMANDS, main
 from minibert.io.cli import RETIRED_OPTIONS, SHARED, CommandParser, build_settings, command_parser, given_settings
 from minibert.loop.settings import RETIRED_NAMES
+from minibert.io.paths import repo_root
 
 # settings_renames: skip-file (the older option spellings, on purpose)
-PACKAGE = Path(__file__).resolve().parents[2] / "minibert"
+PACKAGE = repo_root() / "minibert"
 RUNNERS = ("test", "test-all", "test-interop")  # pytest: they pass their arguments on
 TRAINING = {"train", "train-tiny", "train-t5", "train-xlnet", "finetune", "ablate"}
 

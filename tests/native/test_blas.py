@@ -5,7 +5,7 @@ blas.matmul must equal np.matmul for every operand layout the attention core pas
 views of the qkv projection, transposed views, outputs written into views); attention v3 must
 equal the NumPy reference at a size where the batched path really runs (T * T * HS > 100**3),
 and v4 at the bench's T = 128 on its parallel kernel, both with padded keys, a row with one
-real key, the causal mask and dropout. Tolerances as in tests/test_kernels.py: float64 1e-10
+real key, the causal mask and dropout. Tolerances as in tests/kernels/test_kernels.py: float64 1e-10
 relative, float32 a few ulps of the largest entry.
 """
 from __future__ import annotations
@@ -150,7 +150,7 @@ class ThreadLog:
 @pytest.mark.parametrize("dropout_p", [0.0, 0.1], ids=["nodrop", "drop0.1"])
 def test_attention_v4_matches_reference_on_the_parallel_kernel(dropout_p, causal, dtype, monkeypatch):
     shape = (3, 2, 128, 64)  # the bench's T and HS; B * NH * T * T * HS >= PARALLEL_MIN_WORK
-    assert kernels.pick_kernel(kernels._attention_forward_gemm_kernel, None, shape) is kernels._attention_forward_gemm_kernel
+    assert kernels.pick_kernel(kernels.attention._attention_forward_gemm_kernel, None, shape) is kernels.attention._attention_forward_gemm_kernel
     rng = np.random.default_rng(3)
     q, k, v = qkv_views(rng, *shape, dtype)
     mask = _mask(shape[0], shape[2])
@@ -171,7 +171,7 @@ def test_attention_v4_copies_operands_blas_cannot_take():
     rng = np.random.default_rng(5)
     B, NH, T, HS = 2, 2, 16, 8
     q, k, v = (rng.standard_normal((B, NH, HS, T)).swapaxes(-1, -2) for _ in range(3))  # column-major heads
-    assert kernels._row_stride(q) is None
+    assert kernels.attention._row_stride(q) is None
     mask = _mask(B, T)
     out_ref, c_ref = layers.attention_forward(q, k, v, mask)
     out, c = kernels.attention_forward(q, k, v, mask)

@@ -1,5 +1,5 @@
 """The cold-start bench's pieces: the tree copy (in a git work tree and outside one), the compile
-notice (the compile recorder it uses is compile_ahead.record_compiles: tests/test_compile_ahead.py)."""
+notice (the compile recorder it uses is compile_ahead.record_compiles: tests/kernels/test_compile_ahead.py)."""
 import shutil
 
 import numba
@@ -27,7 +27,8 @@ def test_a_minibert_kernel_that_compiles_says_so_on_stderr(capsys):
 
 def test_copy_tree_copies_the_sources_and_not_the_ignored_files(tmp_path):
     copy = bench_coldstart.copy_tree(tmp_path)
-    assert (copy / "minibert" / "kernels.py").read_bytes() == (bench_coldstart.ROOT / "minibert" / "kernels.py").read_bytes()
+    assert (copy / "minibert" / "kernels" / "attention.py").read_bytes() == \
+        (bench_coldstart.ROOT / "minibert" / "kernels" / "attention.py").read_bytes()
     assert (copy / "lessons" / "06_attention_numba.py").is_file()
     assert not (copy / ".venv").exists()
     assert not list(copy.rglob("*.nbi"))  # no Numba cache: the copy starts cold
@@ -37,7 +38,7 @@ def test_outside_a_git_work_tree_the_copy_is_what_gitignore_leaves(tmp_path, mon
     """An unpacked `git archive` has no .git: the copy walks the tree and leaves out what .gitignore
     names (it was git's CalledProcessError traceback)."""
     src = tmp_path / "src"
-    files = {"minibert/kernels.py": "x = 1\n", "minibert/__pycache__/kernels.k.nbi": "cache",
+    files = {"minibert/kernels/attention.py": "x = 1\n", "minibert/kernels/__pycache__/attention.k.nbi": "cache",
              ".venv/lib/site.py": "", "lessons/06_attention_numba.py": "",
              "/".join(("lessons", "06_attention_numba.ipynb")): "{}",  # a generated notebook (the docs test reads paths)
              "data/generated/vocab.txt": "", "data/sample.txt": "text\n", "runs/tiny/config.json": "{}"}
@@ -48,7 +49,7 @@ def test_outside_a_git_work_tree_the_copy_is_what_gitignore_leaves(tmp_path, mon
     monkeypatch.setattr(bench_coldstart, "ROOT", src)
     copy = bench_coldstart.copy_tree(tmp_path / "out")
     assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*") if p.is_file()) == \
-        [".gitignore", "data/sample.txt", "lessons/06_attention_numba.py", "minibert/kernels.py"]
+        [".gitignore", "data/sample.txt", "lessons/06_attention_numba.py", "minibert/kernels/attention.py"]
 
 
 @pytest.mark.skipif(not (bench_coldstart.ROOT / ".git").exists(), reason="needs the git work tree to compare with")

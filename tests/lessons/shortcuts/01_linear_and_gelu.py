@@ -24,12 +24,11 @@ def my_linear_backward__sibling_classifier(dout, x, w):
 
 def my_gelu_tanh_backward__sibling_dense_act(dout, x):
     import numpy as np
-    from minibert import layers
-    from minibert.finetune import heads
+    from minibert import model
     C = x.shape[-1]
     x2 = x.reshape(-1, C)
-    _, cache = heads.dense_act_forward(x2, np.eye(C), np.zeros(C), 0.0, None, activation="gelu_new")
-    return heads.dense_act_backward(dout.reshape(-1, C), cache)[0].reshape(x.shape)
+    _, cache = model.dense_act_forward(x2, np.eye(C), np.zeros(C), 0.0, None, activation="gelu_new")
+    return model.dense_act_backward(dout.reshape(-1, C), cache)[0].reshape(x.shape)
 
 
 def my_gelu_tanh_backward__numerical(dout, x):

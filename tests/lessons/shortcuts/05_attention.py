@@ -6,7 +6,7 @@ def my_softmax_backward(datt, att):
     from minibert import kernels
     a = np.ascontiguousarray(att.reshape(1, -1, *att.shape[-2:]))  # (1, N, T, T) as the kernel wants
     d = np.ascontiguousarray(datt.reshape(a.shape))
-    kernels._softmax_rows_backward_kernel(d, a, np.zeros((1, 1, 1, 1)), False, 1.0)  # in place on d
+    kernels.attention._softmax_rows_backward_kernel(d, a, np.zeros((1, 1, 1, 1)), False, 1.0)  # in place on d
     return d.reshape(att.shape)
 
 
@@ -25,7 +25,7 @@ def my_softmax_backward__serial_kernel(datt, att):
     from minibert import kernels
     a = np.ascontiguousarray(att.reshape(1, -1, *att.shape[-2:]))
     d = np.ascontiguousarray(datt.reshape(a.shape))
-    kernels._softmax_rows_backward_serial(d, a, np.zeros((1, 1, 1, 1)), False, 1.0)
+    kernels.attention._softmax_rows_backward_serial(d, a, np.zeros((1, 1, 1, 1)), False, 1.0)
     return d.reshape(att.shape)
 
 

@@ -6,7 +6,7 @@ def my_softmax_backward_rows(att, keep, datt, p):
     a = np.ascontiguousarray(att[None, None])  # noqa: F821  (1, 1, N, T)
     d = np.ascontiguousarray(datt[None, None])  # noqa: F821
     drop = (keep / (1 - p))[None, None]
-    kernels._softmax_rows_backward_kernel(d, a, drop, True, 1.0)  # noqa: F821
+    kernels.attention._softmax_rows_backward_kernel(d, a, drop, True, 1.0)  # noqa: F821
     return d[0, 0]
 
 
@@ -61,8 +61,8 @@ def my_softmax_backward_rows__getsource_kernel(att, keep, datt, p):
     import numpy as np
     from minibert import kernels
 
-    ns = dict(kernels.__dict__)
-    exec(inspect.getsource(kernels._softmax_rows_backward_kernel.py_func).split("\n", 1)[1], ns)  # minus the decorator
+    ns = dict(kernels.attention.__dict__)
+    exec(inspect.getsource(kernels.attention._softmax_rows_backward_kernel.py_func).split("\n", 1)[1], ns)  # minus the decorator
     d = np.ascontiguousarray(datt[None, None])
     a = np.ascontiguousarray(att[None, None])
     ns["_softmax_rows_backward_kernel"](d, a, (keep / (1 - p))[None, None], True, 1.0)

@@ -50,12 +50,11 @@ def my_block_param_count__sibling_albert(C, FF):
 
 
 def my_stack_blocks__sibling_block_states(x, params, attn_mask, block, n_layers):
-    from minibert.finetune import heads
-    from minibert.model import BertConfig
+    from minibert import model
     C = x.shape[-1]
-    config = BertConfig(hidden_size=C, num_hidden_layers=n_layers, num_attention_heads=2,
-                        intermediate_size=params["h0.ffn.in.w"].shape[1])
-    return heads.block_states(x, params, config, attn_mask)[-1]
+    config = model.BertConfig(hidden_size=C, num_hidden_layers=n_layers, num_attention_heads=2,
+                              intermediate_size=params["h0.ffn.in.w"].shape[1])
+    return model.blocks_forward(params, config, x, attn_mask, states=True)[2][-1]  # the hidden states' last
 
 
 def my_stack_blocks__sibling_forward(x, params, attn_mask, block, n_layers):

@@ -12,12 +12,12 @@ def my_head_backward(dlogits, cls, w_pool, pooled, W):
 
 def my_head_backward__sibling_dense_act(dlogits, cls, w_pool, pooled, W):
     import numpy as np
-    from minibert import layers
+    from minibert import layers, model
     from minibert.finetune import heads
     drop = layers.DropoutCache(None)
     dpooled, dW, db = heads.classifier_backward(dlogits, heads.ClassifierCache(drop, layers.LinearCache(pooled, W)))
-    pool_cache = heads.DenseActCache(drop, layers.LinearCache(cls, w_pool), None, pooled)
-    dcls, dw_pool, db_pool = heads.dense_act_backward(dpooled, pool_cache)
+    pool_cache = model.PoolerCache(drop, layers.LinearCache(cls, w_pool), None, pooled)
+    dcls, dw_pool, db_pool = model.dense_act_backward(dpooled, pool_cache)
     return dcls, dw_pool, np.asarray(db_pool), dW, db
 
 

@@ -1,6 +1,7 @@
 """Compiling the kernels ahead in several processes: the dry run that lists a step's kernel calls,
 the claims that share them out, the marker that says the cache is warm, and (slow) the whole
 thing on an empty cache."""
+import importlib
 import json
 import os
 import subprocess
@@ -13,7 +14,8 @@ import numpy as np
 import pytest
 from numba.core import dispatcher
 
-from minibert import compile_ahead, kernels
+from minibert import kernels
+from minibert.kernels import compile_ahead, runtime
 
 
 def test_record_calls_lists_types_runs_nothing_and_restores_the_kernels():
@@ -21,15 +23,15 @@ def test_record_calls_lists_types_runs_nothing_and_restores_the_kernels():
     x = base[:, ::2]  # a strided view: a layout ('A') no other test compiles the kernel for
     x64 = base.astype(np.float64)[:, ::2]
     ids = np.arange(3)
-    assert (numba.typeof(x),) not in kernels._zero_kernel.signatures  # so its calls are recorded
+    assert (numba.typeof(x),) not in kernels.embedding._zero_kernel.signatures  # so its calls are recorded
     with compile_ahead.record_calls() as calls:
-        kernels._zero_kernel(x)
-        kernels._zero_kernel(x)  # the same types: listed once
-        kernels._zero_kernel(x64)
-        kernels._column_sum_kernel(x, np.zeros(4, dtype=np.float32)[::1])
-        kernels._position_sum_kernel(np.ones((2, 3, 8), np.float32)[:, :, ::2], ids)  # nonsense values are fine
-    assert "_compile_for_args" not in vars(kernels._zero_kernel)  # the dispatcher is itself again
-    assert (numba.typeof(x),) not in kernels._zero_kernel.signatures  # nothing compiled
+        kernels.embedding._zero_kernel(x)
+        kernels.embedding._zero_kernel(x)  # the same types: listed once
+        kernels.embedding._zero_kernel(x64)
+        kernels.elementwise._column_sum_kernel(x, np.zeros(4, dtype=np.float32)[::1])
+        kernels.embedding._position_sum_kernel(np.ones((2, 3, 8), np.float32)[:, :, ::2], ids)  # nonsense values are fine
+    assert "_compile_for_args" not in vars(kernels.embedding._zero_kernel)  # the dispatcher is itself again
+    assert (numba.typeof(x),) not in kernels.embedding._zero_kernel.signatures  # nothing compiled
     assert np.all(x == 1.0)  # not zeroed: the recorder writes 1 into writable float arrays
     assert [name for name, _ in calls] == ["_zero_kernel", "_zero_kernel", "_column_sum_kernel",
                                           "_position_sum_kernel"]
@@ -37,11 +39,58 @@ def test_record_calls_lists_types_runs_nothing_and_restores_the_kernels():
     assert calls[3][1][1] == numba.typeof(ids)
 
 
+FAMILIES = [p.stem for p in runtime.kernel_sources() if p.stem != "__init__"]
+
+
 def test_every_kernel_is_in_the_registry():
-    """kernel_jit lists every kernel it compiles in kernels.KERNELS, under its function's name."""
-    in_module = {name for name, obj in vars(kernels).items() if isinstance(obj, numba.core.registry.CPUDispatcher)}
-    assert in_module and all(kernels.KERNELS[getattr(kernels, n).py_func.__name__] is getattr(kernels, n)
-                             for n in in_module)
+    """kernel_jit lists every kernel of every family module in kernels.KERNELS, under its
+    function's name (compile-ahead finds them there)."""
+    found = {}
+    for family in FAMILIES:
+        module = importlib.import_module(f"minibert.kernels.{family}")
+        found |= {obj.py_func.__name__: obj for obj in vars(module).values()
+                  if isinstance(obj, numba.core.registry.CPUDispatcher)}
+    assert len(found) > 40 and all(kernels.KERNELS[name] is kernel for name, kernel in found.items())
+    assert {"attention", "dropout", "elementwise", "embedding", "normalisation", "cross_entropy", "optimizer"} <= \
+        {kernel.py_func.__module__.rsplit(".", 1)[1] for kernel in found.values()}
+
+
+def test_two_kernels_of_one_name_are_refused():
+    """The registry is keyed by name (a worker compiles a call by its kernel's name): a second
+    kernel of a name already there would take the first one's calls."""
+    def _zero_kernel(x):  # the name of embedding's
+        x[:] = 0
+
+    with pytest.raises(ValueError, match="_zero_kernel"):
+        runtime.kernel_jit(_zero_kernel)
+    assert kernels.KERNELS["_zero_kernel"].py_func.__module__ == "minibert.kernels.embedding"
+
+
+def test_every_kernel_cache_is_stamped_with_all_the_kernel_sources():
+    """A kernel compiles in helpers from other files of the folder (vector_math's rows, dropout's
+    bits), so its cached code is fresh only while every kernel source is unchanged: each kernel's
+    cache carries the stamp of them all, not only its own file's hash as Numba's default does."""
+    stamp = runtime.source_stamp()
+    for kernel in kernels.KERNELS.values():
+        locator = kernel._cache._impl._locator
+        assert isinstance(locator, runtime.STAMPED_LOCATORS), (kernel.py_func.__qualname__, type(locator))
+        assert locator.get_source_stamp()[1] == stamp
+
+
+def test_the_source_stamp_changes_with_any_kernel_source(tmp_path, monkeypatch):
+    sources = {p.name for p in runtime.kernel_sources()}
+    assert {"attention.py", "vector_math.py", "runtime.py", "__init__.py"} <= sources
+    assert "compile_ahead.py" not in sources  # no kernel in it: editing it keeps the cache
+    for name in ("attention.py", "vector_math.py"):
+        (tmp_path / name).write_text("x = 1\n")
+    monkeypatch.setattr(runtime, "kernel_sources", lambda: sorted(tmp_path.glob("*.py")))
+    before = runtime.source_stamp()
+    time.sleep(0.01)
+    (tmp_path / "vector_math.py").write_text("x = 2\n")  # a helper's file, not the kernel's own
+    assert runtime.source_stamp() != before
+    (tmp_path / "vector_math.py").write_text("x = 1\n")
+    os.utime(tmp_path / "vector_math.py", ns=(1, 1))
+    assert runtime.source_stamp() == before  # the bytes decide, not the file's time
 
 
 # In a fresh process: a real tiny step through loop.step.training_step, the function every trainer
@@ -52,7 +101,7 @@ REAL_STEP = """
 import numpy as np
 from minibert import kernels, optim
 from minibert.bert import BertForPreTraining
-from minibert.compile_ahead import tiny_batch
+from minibert.kernels.compile_ahead import tiny_batch
 from minibert.loop.step import training_step
 from minibert.model import MODEL_SIZES, BertConfig
 cfg = BertConfig(**MODEL_SIZES["tiny"], vocab_size=8192, max_position_embeddings=128,
@@ -75,7 +124,7 @@ for name, d in ds.items():
 def test_a_dry_step_lists_every_kernel_call_the_real_step_makes(plan, dropout):
     # the dry run in a fresh process too, as a worker makes it: in this one, kernels that earlier
     # tests compiled run as usual instead of being listed
-    listed = subprocess.run([sys.executable, "-c", "from minibert import compile_ahead\n"
+    listed = subprocess.run([sys.executable, "-c", "from minibert.kernels import compile_ahead\n"
                              f"for name, sig in compile_ahead.kernel_calls([{plan!r}]): print(name, sig)"],
                             capture_output=True, text=True, timeout=600, env={**os.environ, "MINIBERT_BACKEND": "numba"})
     assert listed.returncode == 0, listed.stderr
@@ -97,7 +146,7 @@ def test_compile_claimed_shares_the_calls_out_between_processes(tmp_path):
     assert compile_ahead.compile_claimed(calls, str(tmp_path)) == ["_zero_kernel", "_zero_kernel"]
     assert len(os.listdir(tmp_path)) == 2  # one claim per call
     assert compile_ahead.compile_claimed(calls, str(tmp_path)) == []  # claimed already: another process's
-    assert len(kernels._zero_kernel.signatures) >= 2
+    assert len(kernels.embedding._zero_kernel.signatures) >= 2
 
 
 def test_the_marker_names_the_cache_and_the_plans(tmp_path, monkeypatch):
@@ -109,7 +158,7 @@ def test_the_marker_names_the_cache_and_the_plans(tmp_path, monkeypatch):
     compile_ahead.mark_warm(["attention"])  # adds to what is there
     assert compile_ahead.is_warm(["step", "attention"])
     marker = json.loads((tmp_path / compile_ahead.MARKER).read_text())
-    marker["key"]["kernels.py sha256"] = "0" * 64  # kernels.py changed since: cold again
+    marker["key"]["kernel sources sha256"] = "0" * 64  # a kernel source changed since: cold again
     (tmp_path / compile_ahead.MARKER).write_text(json.dumps(marker))
     assert compile_ahead.warm_plans() == [] and not compile_ahead.is_warm(["step"])
     (tmp_path / compile_ahead.MARKER).write_text("{not json")
@@ -144,7 +193,7 @@ def test_after_compiling_ahead_on_an_empty_cache_a_tiny_step_compiles_nothing(tm
                            env=env, capture_output=True, text=True, timeout=600)
     assert ahead.returncode == 0, ahead.stderr
     assert json.loads((tmp_path / compile_ahead.MARKER).read_text())["plans"] == ["step"]
-    step = subprocess.run([sys.executable, "-c", "from minibert.compile_ahead import tiny_training_step as s; "
+    step = subprocess.run([sys.executable, "-c", "from minibert.kernels.compile_ahead import tiny_training_step as s; "
                            "print(s(dropout=0.0))"], env=env, capture_output=True, text=True, timeout=600)
     assert step.returncode == 0, step.stderr
     assert "compiling Numba kernel" not in step.stderr  # every kernel loaded from the cache

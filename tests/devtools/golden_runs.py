@@ -5,9 +5,9 @@ Runs very small trainings of every trainer through the real command line (`pytho
 each wrote, and writes the hashes to a JSON file; `--compare` checks them against an earlier file
 (the hashes of the code before the refactor, taken on the same machine):
 
-    python examples/golden_runs.py --out before.json                     # on the old code
-    python examples/golden_runs.py --out after.json --compare before.json  # on the new code
-    python examples/golden_runs.py --out x.json --only train-resume finetune-squad2 --keep /tmp/golden
+    python tests/devtools/golden_runs.py --out before.json                     # on the old code
+    python tests/devtools/golden_runs.py --out after.json --compare before.json  # on the new code
+    python tests/devtools/golden_runs.py --out x.json --only train-resume finetune-squad2 --keep /tmp/golden
     python /elsewhere/golden_runs.py --repo . --out after.json --compare before.json  # a copy, run on .
 
 `--compare` prints EQUAL or DIFFERENT for each run (and which files differ, are new or are
@@ -63,7 +63,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent  # the repository whose minibert runs (--repo changes it)
+# the repository whose minibert runs (--repo changes it): worked out here, not by minibert.io.paths, since a
+# copy of this script also runs on checkouts older than that module
+ROOT = Path(__file__).resolve().parents[2]
 
 # =============================================================================================
 # THE TABLE: every command line of every run. {fx} = fixtures folder, {out} = hashed folder.

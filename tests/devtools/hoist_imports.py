@@ -4,10 +4,10 @@
 Run it from a minibert checkout (or pass the checkout's path); it edits minibert/**/*.py in place
 and prints what it did:
 
-    python examples/hoist_imports.py [ROOT]            # hoist, print the counts before and after
-    python examples/hoist_imports.py [ROOT] --dry-run  # print the plan, change nothing
-    python examples/hoist_imports.py [ROOT] --check    # exit 1 if a run would change a file
-    python examples/hoist_imports.py [ROOT] --verbose  # also list every import kept in a function, and why
+    python tests/devtools/hoist_imports.py [ROOT]            # hoist, print the counts before and after
+    python tests/devtools/hoist_imports.py [ROOT] --dry-run  # print the plan, change nothing
+    python tests/devtools/hoist_imports.py [ROOT] --check    # exit 1 if a run would change a file
+    python tests/devtools/hoist_imports.py [ROOT] --verbose  # also list every import kept in a function, and why
 
 It is idempotent: a second run changes nothing, and it can be run again on a tree other people
 have edited since (it reads the layer order and the commands from the tree it edits). Only the

@@ -127,6 +127,33 @@ COMPILED = {"attention_forward", "attention_backward", "dropout_forward", "dropo
             "cross_entropy_forward", "cross_entropy_backward"}
 
 
+def test_the_package_has_every_public_name_of_its_families():
+    """One way in: the public functions, classes and constants a family module defines are
+    minibert.kernels' names (kernels.attention_forward is attention.attention_forward); its
+    private helpers are reached through the module. runtime.py, the machinery under them,
+    gives the package what callers use of it."""
+    import ast
+    import importlib
+
+    from minibert.kernels import runtime
+
+    for path in runtime.kernel_sources():
+        if path.stem in ("__init__", "runtime"):
+            continue
+        family = importlib.import_module(f"minibert.kernels.{path.stem}")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        defined = [node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))]
+        defined += [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                    if isinstance(t, ast.Name)]
+        public = [name for name in defined if not name.startswith("_")]
+        assert public, path.stem
+        missing = [name for name in public if getattr(kernels, name, None) is not getattr(family, name)]
+        assert not missing, f"kernels/{path.name}: {missing} not in kernels/__init__.py"
+    assert all(getattr(kernels, name) is getattr(runtime, name)
+               for name in ("setup", "threads", "KERNELS", "kernel_jit", "serial_version"))
+    assert not hasattr(kernels, "_softmax_rows_kernel") and kernels.attention._softmax_rows_kernel
+
+
 def test_kernels_has_every_reference_name_compiled_or_the_reference_itself():
     names = [n for n in dir(layers) if n.endswith(("_forward", "_backward"))] + ["split_heads", "merge_heads",
                                                                                 "MASK_VALUE"]
@@ -389,7 +416,7 @@ def test_random_bits_kernel_at_any_start_matches_reference(start, n):
 
 @numba.njit
 def _bits_into(bits, start, k0, k1):
-    kernels._random_bits_into(bits, start, k0, k1)
+    kernels.dropout._random_bits_into(bits, start, k0, k1)
 
 
 def test_dropout_kernel_gradcheck():
@@ -466,8 +493,8 @@ def test_attention_parallel_kernels_match_reference(dtype, versions, dropout_p):
 def test_serial_copies_have_their_own_cache_entries():
     """Numba's cache is keyed by function name and signature, not by `parallel=`: a serial copy
     compiled from the same Python function under the same name would load the parallel build."""
-    for parallel, serial in [(kernels._softmax_rows_kernel, kernels._softmax_rows_serial),
-                             (kernels._softmax_rows_backward_kernel, kernels._softmax_rows_backward_serial),
+    for parallel, serial in [(kernels.attention._softmax_rows_kernel, kernels.attention._softmax_rows_serial),
+                             (kernels.attention._softmax_rows_backward_kernel, kernels.attention._softmax_rows_backward_serial),
                              (attention_v1._attention_forward_kernel, attention_v1._attention_forward_serial),
                              (attention_v1._attention_backward_kernel, attention_v1._attention_backward_serial)]:
         assert parallel.targetoptions.get("parallel") and not serial.targetoptions.get("parallel")
@@ -477,13 +504,13 @@ def test_serial_copies_have_their_own_cache_entries():
 @numba.njit
 def _map_exp32(x, out):
     for i in range(x.size):
-        out[i] = kernels._exp32(x[i])
+        out[i] = kernels.vector_math._exp32(x[i])
 
 
 @numba.njit
 def _map_erf32(x, out):
     for i in range(x.size):
-        out[i] = kernels._erf32(x[i])
+        out[i] = kernels.vector_math._erf32(x[i])
 
 
 def _apply(fn, x):
@@ -558,9 +585,9 @@ def test_importing_the_kernels_changes_no_setting_and_the_backend_makes_them():
     not the import; backend.get_ops() calls it when it hands the kernels out."""
     script = ("import os; os.environ.pop('NUMBA_THREADING_LAYER', None); os.environ.pop('MINIBERT_KEEP_MEMORY', None)\n"
               "import numba; from minibert import kernels\n"
-              "print(numba.config.THREADING_LAYER, kernels._SETUP_DONE)\n"
+              "print(numba.config.THREADING_LAYER, kernels.runtime._SETUP_DONE)\n"
               "from minibert.backend import get_ops; assert get_ops() is kernels\n"
-              "print(numba.config.THREADING_LAYER, kernels._SETUP_DONE)\n")
+              "print(numba.config.THREADING_LAYER, kernels.runtime._SETUP_DONE)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                          env={k: v for k, v in os.environ.items() if k != "MINIBERT_BACKEND"})
     assert out.returncode == 0, out.stderr

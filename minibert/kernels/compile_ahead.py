@@ -1,6 +1,6 @@
 """Compile the Numba kernels ahead of their first call, in several processes at once.
 
-A process whose Numba cache is empty (a fresh clone; an edited kernels.py) compiles each kernel
+A process whose Numba cache is empty (a fresh clone; an edited kernel source) compiles each kernel
 on its first call, one after another: about 30 s of one core for a tiny training step
 (docs/speed.md, "Cold start"). Numba compiles one function at a time per process (a global
 compiler lock), but its cache is files, so N processes can compile N kernels at once and any
@@ -12,7 +12,7 @@ process loads them after:
 A plan is a run whose kernels to compile (`PLANS`): "step", one tiny training step as train-tiny
 takes it (B 32, T 64, 10 predictions, no dropout: the model's loss_grads_metrics, clipping and
 AdamW, the calls of `loop.step.training_step`, so with the argument types train-tiny's steps use;
-tests/test_compile_ahead.py checks the list against a real training_step); "dropout", the same
+tests/kernels/test_compile_ahead.py checks the list against a real training_step); "dropout", the same
 step with dropout on (fine-tuning); "attention", the grid attention in float64 and float32 that
 the gradient checks and lesson 06 call; and a plan for each other lesson whose calls the step
 does not make ("lesson10", "lesson11", "lesson13"). Each worker (`--worker CLAIMS`) lists the
@@ -25,8 +25,9 @@ meanwhile; before its first step it joins them (claims and compiles what is left
 waits for them.
 
 Whether the cache is cold is read from a small marker this module writes beside Numba's cache
-when every worker has finished (`MARKER`): the plans compiled, and the hash of kernels.py, the
-Numba and Python versions and the CPU, the things Numba's cache depends on. A stale or missing
+when every worker has finished (`MARKER`): the plans compiled, and the hash of the kernel sources
+(runtime.source_stamp), the Numba and Python versions and the CPU, the things Numba's cache
+depends on. A stale or missing
 marker only costs the workers' start (~1.5 s of CPU each, loading from the cache); a wrong one,
 a first step that compiles as before. MINIBERT_BACKEND=numpy compiles nothing, so nothing starts.
 """
@@ -52,6 +53,7 @@ import numpy as np
 from numba.core import dispatcher
 
 from minibert import kernels, optim
+from minibert.kernels import runtime
 from minibert.backend import backend_name
 from minibert.bert import BertForPreTraining
 from minibert.io import outputs
@@ -284,14 +286,14 @@ def max_workers() -> int:
 
 
 def marker_path() -> Path:
-    """Beside Numba's cache of kernels.py: NUMBA_CACHE_DIR if set, else minibert/__pycache__."""
+    """Beside Numba's cache of the kernels: NUMBA_CACHE_DIR if set, else minibert/kernels/__pycache__."""
     base = os.environ.get("NUMBA_CACHE_DIR")
-    return Path(base) / MARKER if base else Path(kernels.__file__).parent / "__pycache__" / MARKER
+    return Path(base) / MARKER if base else runtime.KERNEL_DIR / "__pycache__" / MARKER
 
 
 def cache_key() -> dict:
     """What Numba's cache of the kernels depends on: their source, Numba, Python and the CPU."""
-    return {"kernels.py sha256": hashlib.sha256(Path(kernels.__file__).read_bytes()).hexdigest(),
+    return {"kernel sources sha256": runtime.source_stamp(),
             "numba": numba.__version__, "python": sys.version.split()[0], "cpu": ll.get_host_cpu_name()}
 
 

@@ -3,7 +3,7 @@
 loading path of `finetune` (load_model -> BertFor*.from_pretrained + the tokenizer), printing
 what happens. Nothing is trained.
 
-    python examples/check_layouts.py [MODEL_DIR]
+    python tests/devtools/check_layouts.py [MODEL_DIR]
 """
 from __future__ import annotations
 
