@@ -166,7 +166,7 @@ def evaluate_file_report(ft: Finetuned, path: str | Path,
 def confusion_figure(report: metrics.ClassReport, title: str):
     """The confusion matrix as a picture: rows the gold labels, columns the predicted ones, each
     cell its count, shaded by the share of its row (what share of label k went where)."""
-    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 3 more
+    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 4 more
     import matplotlib.pyplot as plt
 
     counts = np.asarray(report.confusion, dtype=np.float64)  # (K, K)
@@ -430,7 +430,7 @@ def evaluate_cli(argv: list[str]) -> int:
             "confusion": {"labels": [str(label) for label in report.labels], "counts": report.confusion}}
         write_output(args.out, json.dumps({"file": str(args.data), **scores, **per_class}, indent=1) + "\n")
         if report is not None:
-            # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 3 more
+            # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 4 more
             import matplotlib.pyplot as plt
 
             fig = confusion_figure(report, Path(args.data).name)

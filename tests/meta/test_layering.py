@@ -38,7 +38,7 @@ LAYERS = [
     "train", "train.config", "train.runs", "train.data", "train.task_corpus", "train.evaluation", "train.pretraining_step", "train.curves",
     "train.electra", "train.trainer", "train.pretrain", "train.commands", "train.t5", "train.t5_command",
     "train.xlnet", "train.xlnet_command",  # pretraining runs and their commands
-    "tools", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",
+    "tools", "tools.gradcheck_table", "tools.look_inside", "tools.pipelines", "tools.ablate_studies",
     "tools.ablate_report", "tools.ablate", "tools.export_data", "tools.bench_text", "tools.bench_data",
     "tools.bench_profile", "tools.bench_sst2", "tools.bench_common", "tools.bench_step", "tools.bench_attention",
     "tools.bench_finetune", "tools.bench_startup", "tools.bench_coldstart", "tools.bench",
