@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from minibert.finetune.run import DEV_REPORT, read_dev_report
+from minibert.finetune.task_data import split_examples
 from minibert.io.atomic import write_text_atomic
 from minibert.loop import rundir
 from minibert.taskdata.tasks import TASKS, generic_task, read_examples
@@ -21,6 +22,9 @@ AUTO_CLASS = {"BertForSequenceClassification": "AutoModelForSequenceClassificati
               "BertForTokenClassification": "AutoModelForTokenClassification",
               "BertForMultipleChoice": "AutoModelForMultipleChoice",
               "BertForQuestionAnswering": "AutoModelForQuestionAnswering"}
+# the minibert.pipeline task of each architecture it runs
+PIPELINES = {"BertForSequenceClassification": "text-classification", "BertForTokenClassification": "token-classification",
+             "BertForQuestionAnswering": "question-answering"}
 RECIPE = ("epochs", "batch_size", "lr", "warmup_proportion", "max_seq_length", "hidden_dropout_prob",
           "attention_probs_dropout_prob", "weight_decay", "clip_norm", "seed")
 
@@ -33,7 +37,20 @@ def label_counts(task_info: dict) -> Counter | None:
     task = TASKS.get(name) if name in TASKS else generic_task(fmt) if fmt in ("glue-single", "glue-pair") else None
     if task is None or not Path(task_info["train_file"]).is_file():
         return None
-    return Counter(example.label for example in read_examples(task, Path(task_info["train_file"]), "train"))
+    examples = read_examples(task, Path(task_info["train_file"]), "train")
+    split = task_info.get("dev_split")
+    if isinstance(split, dict):  # --dev-split: the same split again (the seed and the share decide it)
+        examples = split_examples(task, examples, split["fraction"], split["seed"], task_info["train_file"])[0]
+    return Counter(example.label for example in examples)
+
+
+def dev_split_note(split) -> str:
+    """What the card says of a dev set split off the train file by --dev-split."""
+    if not isinstance(split, dict):
+        return ""
+    return (f", {split.get('fraction', 0):.0%} of it split off by --dev-split "
+            f"({'stratified by label, ' if split.get('stratified') else ''}seed {split.get('seed')}; "
+            f"the rest is the train set)")
 
 
 def _number(value) -> str:
@@ -58,7 +75,8 @@ def model_card(run_dir: str | Path) -> str:
             examples, features = task.get(f"{split}_examples"), task.get(f"{split}_features")
             sizes = (f", {examples:,} examples ({features:,} features of at most {task.get('max_seq_length')} tokens)"
                      if isinstance(examples, int) and isinstance(features, int) else "")
-            lines.append(f"- {split}: `{task[f'{split}_file']}`{sizes}")
+            lines.append(f"- {split}: `{task[f'{split}_file']}`{sizes}" + (dev_split_note(task.get("dev_split"))
+                                                                         if split == "dev" else ""))
     if task.get("labels"):
         counts = label_counts(task)
         shown = ", ".join(f"`{label}`" + (f" ({counts.get(label, 0):,})" if counts is not None else "")
@@ -115,8 +133,11 @@ def model_card(run_dir: str | Path) -> str:
     lines += ["", "## Use it", "", "```", f"python -m minibert predict {run_dir} \"your text\"",
               f"python -m minibert evaluate {run_dir} --data labelled.csv --out metrics.json", "```", "",
               "In Python, with minibert or with transformers (the directory is in transformers' layout):", "",
-              "```python", f"from minibert import {architecture}",
-              f"model = {architecture}.from_pretrained(\"{run_dir}\")", "",
+              "```python", f"from minibert import {architecture}" + (", pipeline" if architecture in PIPELINES else ""),
+              f"model = {architecture}.from_pretrained(\"{run_dir}\")",
+              *([f"pipeline({PIPELINES[architecture]!r}, model=\"{run_dir}\")"
+                 + ("(question=\"...\", context=\"your text\")" if architecture == "BertForQuestionAnswering"
+                    else "(\"your text\")")] if architecture in PIPELINES else []), "",
               f"from transformers import AutoTokenizer, {auto}, pipeline",
               f"model = {auto}.from_pretrained(\"{run_dir}\")",
               f"tokenizer = AutoTokenizer.from_pretrained(\"{run_dir}\")", "```",
