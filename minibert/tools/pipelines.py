@@ -38,7 +38,7 @@ import numpy as np
 from minibert.analysis.inspect import encode_with_masks
 from minibert.finetune.evaluate import _max_seq_length, load_finetuned
 from minibert.io.hub import resolve_model_dir
-from minibert.tools.look_inside import load_model_and_tokenizer, no_mlm_head
+from minibert.tools.look_inside import HEAD_TASKS, load_model_and_tokenizer, no_mlm_head
 
 TASKS = ("text-classification", "token-classification", "question-answering", "fill-mask")
 ALIASES = {"sentiment-analysis": "text-classification", "ner": "token-classification"}  # transformers' other names
@@ -57,10 +57,8 @@ def pipeline(task: str, model: str | Path, *, verify: bool = True, **options):
     if task == "fill-mask":
         return FillMaskPipeline(directory, verify, **options)
     ft = load_finetuned(directory, verify)
-    want = {"text-classification": "sequence", "token-classification": "token", "question-answering": "qa"}[task]
-    if ft.model.head_shape != want:
-        fits = {v: k for k, v in {"text-classification": "sequence", "token-classification": "token",
-                                  "question-answering": "qa"}.items()}.get(ft.model.head_shape)
+    fits = HEAD_TASKS.get(ft.model.head_shape)  # the pipeline of the model's head
+    if fits != task:
         raise ValueError(f"{directory} is a {ft.model.architecture}, not a model for {task}"
                          + (f": use pipeline({fits!r}, model=...)" if fits else " (no pipeline takes it)"))
     cls = {"text-classification": TextClassificationPipeline, "token-classification": TokenClassificationPipeline,
