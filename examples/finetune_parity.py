@@ -44,7 +44,7 @@ import numpy as np  # noqa: E402
 
 from minibert.finetune.commands import build_run, task_kind  # noqa: E402
 from minibert.finetune.run import FinetuneConfig  # noqa: E402
-from minibert.loop import engine  # noqa: E402
+from minibert.loop.launch import Job, launch  # noqa: E402
 from minibert.optim import lr_at  # noqa: E402
 
 HF_CLASS = {"classification": "BertForSequenceClassification", "regression": "BertForSequenceClassification",
@@ -203,7 +203,7 @@ def run_minibert(run, log, existing: str | None = None):
     from minibert.loop.rundir import read_jsonl
 
     if existing:
-        saved = FinetuneConfig.read_old(json.loads((Path(existing) / "run.json").read_text())["settings"])
+        saved = json.loads((Path(existing) / "run.json").read_text())["settings"]
         ours = run.cfg.to_dict()
         differ = {k: (saved.get(k), v) for k, v in ours.items()  # verify: how the weights were loaded, not trained
                   if k not in ("out", "log_interval", "verify") and saved.get(k) != v}
@@ -212,9 +212,8 @@ def run_minibert(run, log, existing: str | None = None):
         directory = Path(existing)
         seconds = None
     else:
-        loop = run.start()
         t0 = time.perf_counter()
-        engine.run(run, loop)
+        launch(Job(run.dir, "finetune", overwrite=True), lambda where: build_run(run.cfg, verbose=False, dir=where))
         seconds = time.perf_counter() - t0
         directory = run.dir
     recs, _ = read_jsonl(directory / "metrics.jsonl")

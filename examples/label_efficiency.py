@@ -76,7 +76,7 @@ def cell_key(kind, n, seed):
 def run_cell(args, kind, n, seed, init, lr, T) -> dict:
     from minibert.finetune.commands import build_run
     from minibert.finetune.run import FinetuneConfig
-    from minibert.loop import engine
+    from minibert.loop.launch import Job, launch
     from minibert.loop.rundir import read_jsonl
 
     data = subset_dir(Path(args.data), n, seed, Path(args.work) / "data")
@@ -98,7 +98,7 @@ def run_cell(args, kind, n, seed, init, lr, T) -> dict:
     eval_at = {total} | {round(total * (i + 1) / args.evals) for i in range(args.evals)}
     run.settings = dataclasses.replace(run.settings, eval_at=tuple(sorted(eval_at)))  # a few evaluations, evenly spaced
     t0 = time.perf_counter()
-    engine.run(run, run.start())
+    launch(Job(out, "finetune", verbose=False), lambda where: run)  # `out` is new: the run is built in it
     seconds = time.perf_counter() - t0
     recs, _ = read_jsonl(out / "metrics.jsonl")
     evals = [r for r in recs if r["type"] == "eval"]

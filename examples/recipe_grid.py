@@ -27,7 +27,7 @@ def finished(out: Path) -> dict | None:
     if not run_file.is_file() or not metrics.is_file():
         return None
     run = json.loads(run_file.read_text())
-    run["settings"] = FinetuneConfig.from_dict(run["settings"]).to_dict()  # an older run's names read as today's
+    run["settings"] = FinetuneConfig.from_dict(run["settings"]).to_dict()  # typed, every setting present
     recs = [json.loads(l) for l in metrics.read_text().splitlines() if l.strip()]
     evals = [r for r in recs if r.get("type") == "eval"]
     if not evals or evals[-1]["step"] != run["total_steps"]:

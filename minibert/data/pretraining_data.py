@@ -164,7 +164,8 @@ def require_special_tokens(tokenizer, needed: Sequence[str], purpose: str) -> No
 
 def check_generator_flags(dupe_factor, short_seq_prob, masked_lm_prob, max_predictions_per_seq) -> None:
     """ValueError naming the first generator flag out of its range (the same ranges TrainConfig
-    checks): a masked_lm_prob of 2 or NaN, or no passes at all, used to make shards without a word."""
+    checks), before any shard is made: a masked_lm_prob of 2 or NaN, or no passes at all, would
+    otherwise make shards that look fine and teach nothing."""
     if isinstance(dupe_factor, bool) or not isinstance(dupe_factor, int) or dupe_factor < 1:
         raise ValueError(f"dupe_factor={dupe_factor!r} must be an integer >= 1 (passes over the corpus)")
     if isinstance(max_predictions_per_seq, bool) or not isinstance(max_predictions_per_seq, int) \

@@ -12,23 +12,23 @@ output directory) before the first file is written, so a mistake costs nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from minibert.io.cli import CommandParser, command_parser, given_settings
+from minibert.io.cli import CommandParser, command_parser, given_settings, resume_changes, run_options
 from minibert.finetune.frozen import TAGGERS, FrozenFeatureTagger
 from minibert.finetune.recipes import init_hidden_size, recipe
-from minibert.finetune.run import (COMMAND, ClassifierSource, FinetuneConfig, FinetuneRun, control_model,
-                                   load_model, read_dev_report)
+from minibert.finetune.run import (COMMAND, FEW_STEPS, ClassifierSource, FinetuneConfig, FinetuneRun, control_model,
+                                   load_model)
 from minibert.checkpoint import read_casing
 from minibert.io.hub import resolve_model_dir
 from minibert.io import outputs
-from minibert.io.textio import error_line
-from minibert.loop import engine, rundir
-from minibert.loop.step import TrainingAborted, TrainingDiverged
+from minibert.loop import rundir
+from minibert.loop.launch import Job, Outcome, launch
 from minibert.finetune.evaluate import load_finetuned, predict_file, predict_lines
 from minibert.finetune.model_card import write_model_card
 from minibert.finetune.features import token_features, word_predictions
@@ -37,9 +37,6 @@ from minibert.finetune.task_data import custom_task, get_task, load_task
 from minibert.taskdata.readers import TaggedExample
 from minibert.text.tokenizer import BertTokenizer
 
-# fewer optimizer steps than this and a run warns that it has too few to learn from (issue 55: 160
-# examples at 3 epochs were 15 steps, and the tiny model stayed at one class)
-FEW_STEPS = 100
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
 
 
@@ -93,10 +90,9 @@ def _parser() -> CommandParser:
     p.setting("--strict-length", action="store_const", const=True,
               help="an example longer than --max-seq-length is an error naming its file:line (default: cut it "
                    "as BERT's run_classifier does, and say how many were cut)")
-    p.add_argument("--resume", metavar="OUT_DIR", help="continue an interrupted run, in OUT_DIR")
     p.setting("--no-verify", dest="verify", action="store_const", const=False,
               help="load --init weights that are not finite or do not match their recorded sha256")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing run in --out")
+    run_options(p, pause=False)
     p.add_argument("--quiet", action="store_true")
     return p
 
@@ -111,18 +107,16 @@ def pretrained_objective(init: str) -> str | None:
     return objective if isinstance(objective, str) else None
 
 
-def resolve_init(cfg: FinetuneConfig, verbose: bool) -> None:
-    """--init as a folder: a sentence-transformers folder's Transformer module, a hub id's cached
-    (or, with huggingface_hub, downloaded) snapshot (io/hub.py). run.json records the folder."""
-    if cfg.init.lower() == "none":
-        if cfg.like and cfg.like.lower() != "none":
-            cfg.like = str(resolve_model_dir(cfg.like))
-        return
-    folder = resolve_model_dir(cfg.init)
-    if str(folder) != cfg.init:
-        if verbose:
-            print(f"note: --init {cfg.init} is the model in {folder}")
-        cfg.init = str(folder)
+def resolve_init(init: str, like: str | None, verbose: bool) -> tuple[str, str | None]:
+    """--init (and --like) as folders: a sentence-transformers folder's Transformer module, a hub
+    id's cached (or, with huggingface_hub, downloaded) snapshot (io/hub.py). run.json records the
+    folder. -> (init, like)."""
+    if init.lower() == "none":
+        return init, (str(resolve_model_dir(like)) if like and like.lower() != "none" else like)
+    folder = str(resolve_model_dir(init))
+    if folder != init and verbose:
+        print(f"note: --init {init} is the model in {folder}")
+    return folder, like
 
 
 def the_task(cfg: FinetuneConfig):
@@ -149,17 +143,18 @@ def epochs_for_small_data(cfg: FinetuneConfig, train_features: int) -> float | N
     return float(math.ceil(FEW_STEPS / per_epoch))
 
 
-def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False,
-              recipe_epochs: bool = False) -> FinetuneRun:
-    """Model, tokenizer, task data and the run object; writes nothing. `resumed`: the notes
-    loading the model gives were shown when the run started. `recipe_epochs`: the epochs are the
-    recipe's (the user gave neither --epochs nor --steps), raised for a small data set
-    (epochs_for_small_data; the run's `recipe_epochs_from` says from what)."""
-    cfg.validate()
-    resolve_init(cfg, verbose)
+def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False, recipe: tuple | None = None,
+              closing=None, dir: Path | None = None) -> FinetuneRun:
+    """Model, tokenizer, task data and the run object; writes nothing. `cfg` is validated (by the
+    command that made it). `resumed`: the notes loading the model gives were shown when the run
+    started. `recipe`: (its name, the settings it chose) of a fresh run whose command line left
+    them out; the recipe's epochs are raised for a small data set (epochs_for_small_data), in
+    the run's own settings. `closing`: what a finished run does last (FinetuneRun); `dir`: where
+    it writes (default cfg.out)."""
     kind = task_kind(cfg)
     if kind == "qa":
-        return build_squad_run(cfg, verbose, resumed)
+        return build_squad_run(cfg, verbose, resumed, recipe=recipe and recipe_record(cfg, *recipe), closing=closing,
+                               dir=dir)
 
     task = the_task(cfg)
     # the tokenizer decides the features, and the labels decide the head: read the vocabulary first
@@ -175,10 +170,10 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False,
     data = load_task(task, tokenizer, cfg.max_seq_length, data_dir=cfg.data, train_path=cfg.train_file,
                      dev_path=cfg.dev_file, seed=cfg.seed, strict_length=cfg.strict_length)
     raised_from = None
-    if recipe_epochs:
+    if recipe is not None and "epochs" in recipe[1] and not cfg.steps:
         epochs = epochs_for_small_data(cfg, data.info["train_features"])
         if epochs is not None:
-            raised_from, cfg.epochs = cfg.epochs, epochs
+            raised_from, cfg = cfg.epochs, dataclasses.replace(cfg, epochs=epochs)  # the run's settings, not the caller's
     id2label = dict(enumerate(data.labels)) if data.labels else None
     model, tokenizer = load_model(cfg, kind, len(data.labels) if data.labels else None, id2label, notes=not resumed)
     if not cfg.causal and pretrained_objective(cfg.init) == "ltr" and verbose:
@@ -198,127 +193,80 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False,
                 print(f"note: {data.info[f'{split}_truncated']:,} {split} example(s) longer than "
                       f"{cfg.max_seq_length} tokens were cut as BERT's run_classifier cuts them, the first at "
                       f"{data.info[f'{split}_first_truncated']} (--strict-length makes this an error)")
-    run = FinetuneRun(cfg, model, ClassifierSource(data), tokenizer, info, verbose)
-    run.recipe_epochs_from = raised_from
-    return run
+    return FinetuneRun(cfg, model, ClassifierSource(data), tokenizer, info, verbose,
+                       recipe=recipe and recipe_record(cfg, *recipe, raised_from), closing=closing, dir=dir)
 
 
-def _check_out_dir(out: Path, overwrite: bool) -> None:
-    rundir.check_run_dir(out, COMMAND, overwrite=overwrite, resume=f"python -m minibert finetune --resume {out}")
+def recipe_record(cfg: FinetuneConfig, name: str, chosen: dict, raised_from: float | None = None) -> dict:
+    """run.json's record of what the recipe chose (the settings the command line left out), with
+    the run's values (the epochs a small data set raised, and from what)."""
+    return {"name": name, "settings": {k: getattr(cfg, k) for k in chosen},
+            **({"epochs_raised_from": raised_from} if raised_from else {})}
 
 
-def cli(argv: list[str]) -> int:
-    p = _parser()
-    args = p.parse_args(argv)
+def finetune_settings(args, p: CommandParser) -> tuple[FinetuneConfig, tuple | None]:
+    """The one way the command makes a run's settings, validated once: --resume's (run.json's,
+    only the budget changed), or the defaults <- the recipe for the task and model <- the options
+    given <- --set (the recipe needs the model: --init is read, and resolved to its folder, first).
+    -> (the settings, (the recipe's name, the settings it chose) or None)."""
     if args.resume:
         # the one rule of --resume: the saved settings; only the budget, a pause, what is printed (--quiet) and
         # --no-verify (whether the checkpoint's weights are checked) may be given
-        changes = rundir.resume_changes(p, args, args.resume, keep=("quiet", "verify"))
+        changes = resume_changes(p, args, keep=("quiet", "verify"))
         info = rundir.read_run(args.resume)
         if info is None or info.command != COMMAND:
             raise ValueError(f"{args.resume} has no {rundir.RUN_FILE} written by finetune: not a fine-tuning run")
         # the run continues where it is, whatever run.json says it was
         changes.update({"out": str(Path(args.resume)), "verify": args.verify is not False})
         cfg = FinetuneConfig.from_run(info, str(Path(args.resume) / rundir.RUN_FILE), **changes)
-    else:
-        given = given_settings(args, p)  # the options given (--dropout, --lr, ...), then --set
-        if not args.task or not args.init:
-            raise ValueError("finetune needs TASK and --init (a model directory or `none`); see --help")
-        if args.task not in (*TASK_NAMES, "custom"):
-            raise ValueError(f"unknown task {args.task!r}; choose one of {', '.join(TASK_NAMES)}, or `custom` for your "
-                             f"own files")
-        if args.format is not None and args.task != "custom":
-            raise ValueError(f"--format is for your own files (the task `custom`); {args.task} has its own format")
-        if (args.train is None) != (args.dev is None):
-            raise ValueError("--train and --dev go together: name both files (or give --data DIR)")
-        # the one way settings are built: the defaults <- the recipe for the task and model <- the options given
-        # <- --set (the recipe needs the model: read from the options first)
-        base = {"out": f"runs/{args.task}"}
-        draft = FinetuneConfig.build(base, given, validate=False)
-        resolve_init(draft, verbose=not args.quiet)
-        name, chosen = recipe(draft.task, task_kind(draft), init_hidden_size(draft.init, draft.like))
-        cfg = FinetuneConfig.build({**base, **chosen}, {**given, "init": draft.init, "like": draft.like},
-                                   validate=False)
-        defaulted = {k: v for k, v in chosen.items() if k not in given}
-    cfg.validate()  # every setting, before anything is written
-    if not args.resume and cfg.init != "none" and Path(cfg.init).is_dir():  # --overwrite would delete the model
+        cfg.validate()
+        return cfg, None
+    given = given_settings(args, p)  # the options given (--dropout, --lr, ...), then --set
+    if not args.task or not args.init:
+        raise ValueError("finetune needs TASK and --init (a model directory or `none`); see --help")
+    if args.task not in (*TASK_NAMES, "custom"):
+        raise ValueError(f"unknown task {args.task!r}; choose one of {', '.join(TASK_NAMES)}, or `custom` for your "
+                         f"own files")
+    if args.format is not None and args.task != "custom":
+        raise ValueError(f"--format is for your own files (the task `custom`); {args.task} has its own format")
+    if (args.train is None) != (args.dev is None):
+        raise ValueError("--train and --dev go together: name both files (or give --data DIR)")
+    base = {"out": f"runs/{args.task}"}
+    draft = FinetuneConfig.build(base, given, validate=False)
+    init, like = resolve_init(draft.init, draft.like, verbose=not args.quiet)
+    name, chosen = recipe(draft.task, task_kind(draft), init_hidden_size(init, like))
+    cfg = FinetuneConfig.build({**base, **chosen}, {**given, "init": init, "like": like})  # validated
+    defaulted = {k: v for k, v in chosen.items() if k not in given}
+    return cfg, ((name, defaulted) if defaulted else None)
+
+
+def cli(argv: list[str]) -> int:
+    p = _parser()
+    args = p.parse_args(argv)
+    cfg, chosen = finetune_settings(args, p)
+    return finetune(cfg, resume=bool(args.resume), overwrite=args.overwrite, verbose=not args.quiet,
+                    recipe=chosen).code
+
+
+def finetune(cfg: FinetuneConfig, resume: bool = False, overwrite: bool = False, verbose: bool = True,
+             recipe: tuple | None = None, card: bool = True) -> Outcome:
+    """Fine-tune (or continue) the run `cfg` describes (validated settings) through the launcher
+    -> its Outcome (exit code, FinetuneRun, loop state). `card`: a finished run writes its model
+    card (README.md)."""
+    out = Path(cfg.out)
+    if not resume and cfg.init != "none" and Path(cfg.init).is_dir():  # --overwrite would delete the model
         outputs.check_output(cfg.out, inputs=[cfg.init], kind="run")
-    with rundir.RunLock(cfg.out):  # one writer per run directory
-        if not args.resume:
-            _check_out_dir(Path(cfg.out), args.overwrite)
-        try:
-            return _run(cfg, bool(args.resume), args.quiet, None if args.resume else (name, defaulted, given))
-        except TrainingDiverged as e:  # NaN/inf loss: the message names the step and the last checkpoint
-            print(error_line(e), file=sys.stderr)
-            return 1
-        except TrainingAborted as e:  # a second Ctrl-C: stopped without saving
-            print(f"\n{e}", file=sys.stderr)
-            return 130
+    inputs = (("--init", cfg.init), ("--like", cfg.like), ("--vocab", cfg.vocab), ("--data", cfg.data),
+              ("--train", cfg.train_file), ("--dev", cfg.dev_file))
+    job = Job(out, COMMAND, resume=resume, overwrite=overwrite, verbose=verbose,
+              resume_command=f"python -m minibert finetune --resume {out}", inputs=inputs)
+    return launch(job, lambda where: build_run(cfg, verbose, resume, recipe, closing=model_card_lines if card else None,
+                                               dir=where))
 
 
-def recipe_line(name: str, defaulted: dict, raised_from: float | None, run: FinetuneRun) -> str:
-    """The line that says what the recipe chose (the settings the command line left out)."""
-    def shown(k, v):
-        if k == "epochs" and raised_from is not None:
-            return (f"epochs {v:g} (the recipe's {raised_from:g}, raised for {run.num_train:,} training features: "
-                    f"{run.total_steps} steps; --epochs or --steps wins)")
-        return f"{k} {v:g}"
-    return f"recipe ({name}; docs/finetuning.md): " + ", ".join(shown(k, v) for k, v in defaulted.items())
-
-
-def _run(cfg: FinetuneConfig, resume: bool, quiet: bool, recipe: tuple | None = None) -> int:
-    """Build, start or resume, train and report (the directory is locked by the caller). `recipe`:
-    a fresh run's (recipe name, the settings it chose, the settings given)."""
-    name, defaulted, given = recipe or ("", {}, {})
-    recipe_epochs = not resume and "epochs" in defaulted and not given.get("steps")
-    run = build_run(cfg, verbose=not quiet, resumed=resume, recipe_epochs=recipe_epochs)
-    say = (lambda line: print(line, flush=True)) if not quiet else (lambda line: None)
-    if defaulted:
-        defaulted = {k: getattr(cfg, k) for k in defaulted}  # the epochs a small data set raised
-        run.recipe = {"name": name, "settings": defaulted,
-                      **({"epochs_raised_from": run.recipe_epochs_from} if run.recipe_epochs_from else {})}
-        say(recipe_line(name, defaulted, run.recipe_epochs_from, run))
-    if resume:
-        loop = run.resume()
-        say(f"resumed {run.dir} at step {loop.step}/{loop.total_steps}")
-    else:
-        loop = run.start()
-        m = run.model
-        epochs = cfg.epochs if not cfg.steps else round(run.total_steps / run.steps_per_epoch, 2)  # --steps: its epochs
-        say(f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {run.num_train:,} "
-                        f"training features, batch {cfg.batch_size}, {run.total_steps} steps ({epochs:g} epochs), "
-                        f"lr {cfg.lr:g}, warmup {run.warmup_steps}, dropout {cfg.hidden_dropout_prob:g}"
-                        + (f" (attention {cfg.attention_probs_dropout_prob:g})"
-                           if cfg.attention_probs_dropout_prob != cfg.hidden_dropout_prob else "")
-                        + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
-    if not resume and not cfg.steps and run.total_steps < FEW_STEPS:
-        epochs_needed = math.ceil(FEW_STEPS / max(run.steps_per_epoch, 1))
-        print(f"warning: {run.total_steps} optimizer steps ({run.num_train:,} training features, batch "
-              f"{cfg.batch_size}, {cfg.epochs:g} epochs) are few to learn from; a small data set needs more passes: "
-              f"--epochs {epochs_needed} gives about {FEW_STEPS} steps (or --steps N)", file=sys.stderr, flush=True)
-    status = engine.run(run, loop)
-    if loop.out_of_patience(run.settings) and run.early_stop is None:
-        run.stopped_early(loop.step, loop.total_steps)  # run.json says where patience ended it
-    if status in rundir.FINISHED:
-        card = write_model_card(run.dir)
-        say(f"model card: {card}")
-    print(done_line(run, status), flush=True)  # --quiet too: the one line a script reads
-    return 130 if status == "interrupted" else 0
-
-
-def done_line(run: FinetuneRun, status: str) -> str:
-    """The last line of a run: how it ended, its best dev scores (a classifier's macro-F1 among
-    them) and where the model is."""
-    best = run.best or {}
-    scores = {k: v for k, v in best.items() if k != "step" and isinstance(v, float)}
-    report = read_dev_report(run.dir) if best else None
-    if isinstance(report, dict) and "macro_f1" not in scores and isinstance(report.get("macro_f1"), float):
-        scores["macro_f1"] = report["macro_f1"]
-    shown = ", ".join(f"{'macro-F1' if k == 'macro_f1' else k} {v:.4f}" for k, v in scores.items())
-    early = (f" (early stop at step {run.early_stop['step']} of {run.early_stop['total_steps']}, patience "
-             f"{run.early_stop['patience']})" if run.early_stop else "")
-    return (f"{status}{early}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
-            f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
+def model_card_lines(run: FinetuneRun) -> list[str]:
+    """A finished run's model card (README.md) -> the line that names it."""
+    return [f"model card: {write_model_card(run.dir)}"]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from minibert.finetune.features import IGNORE_INDEX, word_predictions
 from minibert.finetune.run import ClassifierSource, predict_logits
 from minibert.finetune.squad_run import SquadSource, answer_threshold, saved_setting, threshold_refused
 from minibert.finetune.task_data import TASKS, TaskData, generic_task, read_examples, score, task_features
+from minibert.io.outputs import check_output, write_output
 from minibert.io.textio import iter_lines, refuse_special_file
 from minibert.taskdata.readers import (LABEL_COLUMNS, LINE_BYTES, PAIR_COLUMNS, SINGLE_COLUMNS, TaggedExample,
                                        TextExample, glue_columns, read_conll, swag_rows, table_kind, table_rows,
@@ -55,7 +56,10 @@ def load_finetuned(directory: str | Path, verify: bool = True) -> Finetuned:
                          f"fine-tune it first (python -m minibert finetune ...)")
     model = TASK_ARCHITECTURES[archs[0]].from_pretrained(directory, verify=verify)  # checks the rest of config.json
     tokenizer = model_tokenizer(directory, model.config, model.do_lower_case)  # the vocab checked against the model
-    info = rundir.read_run(directory)
+    try:
+        info = rundir.read_run(directory)
+    except rundir.OtherFormat:  # the model is a transformers directory: it loads without its run's record
+        info = None
     saved = info.extra if info is not None and info.command == "finetune" else {}
     return Finetuned(directory, model, tokenizer, saved)
 
@@ -141,11 +145,6 @@ def _squad_source(ft: Finetuned, path: Path, labelled: bool):
         max_query_length=saved_setting(ft.saved, "task", "max_query_length", 64, str(ft.directory / rundir.RUN_FILE)))
     gold = squad_eval.load_gold(path) if labelled else {e.qas_id: [] for e in examples}
     return SquadSource({}, examples, features, gold, version_2, ft.model.do_lower_case)
-
-
-def evaluate_file(ft: Finetuned, path: str | Path, fmt: str | None = None) -> dict[str, float]:
-    """The task's metrics (the official SQuAD keys for QA) of the model on a labelled file."""
-    return evaluate_file_report(ft, path, fmt)[0]
 
 
 def evaluate_file_report(ft: Finetuned, path: str | Path,
@@ -370,8 +369,6 @@ def predict_file(ft: Finetuned, path: str | Path, out: str | Path, fmt: str | No
                  threshold: float | None = None) -> int:
     """Predict every example of `path` and write them to `out` in the task's format -> the count.
     `threshold`: SQuAD 2.0's null-score threshold (default: the run's; refused for any other model)."""
-    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
-    from minibert.io.outputs import check_output, write_output
 
     path, out = Path(path), Path(out)
     task = file_task(ft, fmt)
@@ -460,8 +457,6 @@ def _predict_squad(ft: Finetuned, path: Path, out: Path, threshold: float | None
     """predictions.json, nbest.json (and null_odds.json for 2.0) in `out`, CHUNK questions at a
     time: their windows, logits and n-best lists are held for one chunk only (nbest.json is
     written as it is made), so memory does not grow with the number of questions."""
-    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
-    from minibert.io.outputs import check_output, write_output
 
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out {out} is a file; for SQuAD it is a directory (predictions.json, null_odds.json)")
@@ -525,8 +520,6 @@ def evaluate_cli(argv: list[str]) -> int:
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
-    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
-    from minibert.io.outputs import check_output, write_output
 
     if args.out:  # before the model is loaded and the file scored
         check_output(args.out, inputs=[args.data, args.model_dir])

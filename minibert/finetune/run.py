@@ -1,8 +1,7 @@
 """The fine-tuning loop: the paper's recipe (§4, A.3) on any task with a batch source and a scorer.
 
     run = FinetuneRun(cfg, model, source, tokenizer, info)   # checks everything; writes nothing
-    state = run.start()             # the run directory (or run.resume(): its newest checkpoint)
-    status = engine.run(run, state) # "done" | "budget" | "paused" | "interrupted"
+    outcome = launch(Job(out, "finetune"), lambda: run)      # loop/launch.py: the run's whole life
 
 Recipe: AdamW as in pretraining (BERT's: no bias correction, eps 1e-6, decay 0.01 except
 LayerNorm and biases), warm-up over the first 10% of the steps then linear decay to 0, gradient
@@ -31,8 +30,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -45,15 +46,18 @@ from minibert.finetune.metrics import class_report
 from minibert.finetune.registry import task_class
 from minibert.finetune.task_data import score
 from minibert.io.jsonfile import read_json
-from minibert.loop import checkpoints, rundir
+from minibert.loop import rundir
 from minibert.loop.curves import Panel, Series
 from minibert.loop.settings import RunSettings
-from minibert.loop.state import Curves, Entry, LoopSettings, LoopState
+from minibert.loop.state import Curves, LoopSettings
 from minibert.model import MODEL_SIZES, BertConfig
 from minibert.optim import AdamW
 from minibert.text.tokenizer import BertTokenizer
 
 COMMAND = "finetune"  # run.json's "command"
+# fewer optimizer steps than this and a run warns that it has too few to learn from (160 examples
+# at 3 epochs were 15 steps, and the tiny model stayed at one class)
+FEW_STEPS = 100
 DEV_REPORT = "dev_report.json"  # a classifier's per-class dev scores and confusion matrix at the best model
 
 
@@ -65,9 +69,6 @@ class FinetuneConfig(RunSettings):
     them): `warmup_proportion` and `eval_per_epoch` say them instead. `steps` > 0 is the run's
     length in optimizer steps, as for every command (`epochs` is then unused)."""
 
-    renamed = {"warmup": "warmup_proportion"}  # the name of minibert before the shared settings
-    # dropout, of minibert before one settings vocabulary: both of BertConfig's dropouts
-    retired = {"dropout": (float, lambda p: {"hidden_dropout_prob": p, "attention_probs_dropout_prob": p})}
     unused = ("warmup_steps", "eval_interval", "checkpoint_interval")
 
     task: str
@@ -371,12 +372,12 @@ class FinetuneRun:
     by the dev metric is kept at the run's top level beside the checkpoints."""
 
     def __init__(self, cfg: FinetuneConfig, model, source: DataSource, tokenizer, task_info: dict,
-                 verbose: bool = True):
-        cfg.validate()
+                 verbose: bool = True, recipe: dict | None = None,
+                 closing: Callable[["FinetuneRun"], list[str]] | None = None, dir: Path | None = None):
         check_positions(cfg, model, source)
         self.cfg, self.model, self.source, self.tokenizer = cfg, model, source, tokenizer
         self.task_info = task_info
-        self.dir = Path(cfg.out)
+        self.dir = Path(dir or cfg.out)  # where it writes (loop/launch.py may build it beside cfg.out)
         n = source.num_train if not cfg.max_train_examples else min(cfg.max_train_examples, source.num_train)
         self.num_train = n
         self.steps_per_epoch = max(1, math.ceil(n / cfg.batch_size))
@@ -385,30 +386,26 @@ class FinetuneRun:
         self.optimizer = AdamW(model.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.best: dict | None = None  # {"step", main metric, ...} of the best evaluation
         self.class_weights = self._class_weights(cfg, source, task_info, n)  # (K,) or None
-        self.recipe: dict | None = None  # what the recipe chose, not the user (commands.py sets it; run.json keeps it)
-        self.recipe_epochs_from: float | None = None  # the recipe's epochs a small data set raised (commands.build_run)
+        # what the recipe chose, not the user: {"name", "settings", "epochs_raised_from"?} (run.json keeps it)
+        self.recipe = recipe
+        self.closing = closing  # a finished run's closing work (the command's: the model card) -> its lines
         self.early_stop: dict | None = None  # where patience ended the run (run.json keeps it)
         if cfg.patience and not source.num_dev:
             raise ValueError(f"patience={cfg.patience} stops on the dev score, and the run has no dev examples; "
                              f"give a dev file (--dev FILE, or dev.* in --data) or leave patience out")
         main = source.main_metric
-        self.settings = LoopSettings(
-            dir=self.dir, vocab=tokenizer.ids_to_tokens, verbose=verbose,
-            resume_command=f"python -m minibert finetune --resume {self.dir}",
-            total_steps=self.total_steps, lr=cfg.lr, warmup_steps=self.warmup_steps, clip_norm=cfg.clip_norm,
-            seed=cfg.seed, dropout=max(cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob) > 0,
-            minutes=cfg.minutes,  # no time budget fitting: --minutes only stops the run
-            log_interval=cfg.log_interval, log_partial_window=False,  # a line every log_interval steps and at the end
+        self.settings = LoopSettings.of(
+            cfg, dir=self.dir, vocab=tokenizer.ids_to_tokens, command=COMMAND, home=Path(cfg.out), verbose=verbose,
+            total_steps=self.total_steps, warmup_steps=self.warmup_steps, clip_norm=cfg.clip_norm,  # steps 0: the epochs
+            dropout=max(cfg.hidden_dropout_prob, cfg.attention_probs_dropout_prob) > 0,
             steps_per_epoch=self.steps_per_epoch, eval_per_epoch=cfg.eval_per_epoch,
             checkpoint_after_eval=True, publish_checkpoints=False,  # the top level holds the best model, not the newest
             patience=cfg.patience, patience_metric=main,  # early stopping on the metric the best model is kept by
-            optimizer_step_metadata=False,
             show_train={"loss": "loss", "train_acc": "acc"}, eval_label="dev",
             curves=Curves((Panel("training loss", (Series("loss", label=""),)),  # drawing costs ~0.5 s
                            Panel(f"accuracy / dev {main}", (Series("train_acc", label="train (batch)"),
                                                              Series(main, "eval", f"dev {main}"))),
-                           Panel("learning rate", (Series("lr", label=""),))), (("epoch", "epoch"),), every=30.0),
-            old_window=old_window_entry)
+                           Panel("learning rate", (Series("lr", label=""),))), (("epoch", "epoch"),), every=30.0))
 
     @staticmethod
     def _class_weights(cfg: FinetuneConfig, source: DataSource, task_info: dict, n: int) -> np.ndarray | None:
@@ -426,21 +423,44 @@ class FinetuneRun:
                            "metric": self.source.main_metric, "best_step": (self.best or {}).get("step")}
         self._write_run_file()
 
-    # -- the run directory ------------------------------------------------------------------------
-    def start(self) -> LoopState:
-        """Write run.json -> the loop's state of a fresh run."""
+    # -- its life (loop/launch.py) ----------------------------------------------------------------
+    def start(self) -> None:
+        """A fresh run: run.json (what an earlier run left cleared)."""
         rundir.start_run(self.dir, COMMAND, self.cfg.to_dict())
         self._write_run_file()
-        return LoopState.start(self.settings)
 
-    def resume(self) -> LoopState:
-        """The newest checkpoint -> the loop's state where it stopped (run.json's record of what the
-        recipe chose and of an early stop kept)."""
-        info = rundir.read_run(self.dir)
-        extra = info.extra if info is not None else {}
-        self.recipe = extra.get("recipe") if isinstance(extra.get("recipe"), dict) else None
-        self.early_stop = extra.get("early_stop") if isinstance(extra.get("early_stop"), dict) else None
-        return checkpoints.load_checkpoint(self)
+    def moved(self, to: Path) -> None:
+        """The launcher swapped the run into `to` (it was built beside the run it replaces)."""
+        self.dir, self.settings = to, dataclasses.replace(self.settings, dir=to)
+
+    def opening(self, loop, resumed: bool) -> list[str]:
+        """A fresh run's lines: what the recipe chose, the model and the schedule (and, on stderr, a
+        warning when the steps are few to learn from)."""
+        if resumed:
+            return []
+        cfg, m = self.cfg, self.model
+        lines = [recipe_line(self.recipe, self)] if self.recipe else []
+        epochs = cfg.epochs if not cfg.steps else round(self.total_steps / self.steps_per_epoch, 2)  # --steps: its epochs
+        lines.append(f"{m.architecture}: {m.num_parameters:,} parameters, init {cfg.init}; {self.num_train:,} "
+                     f"training features, batch {cfg.batch_size}, {self.total_steps} steps ({epochs:g} epochs), "
+                     f"lr {cfg.lr:g}, warmup {self.warmup_steps}, dropout {cfg.hidden_dropout_prob:g}"
+                     + (f" (attention {cfg.attention_probs_dropout_prob:g})"
+                        if cfg.attention_probs_dropout_prob != cfg.hidden_dropout_prob else "")
+                     + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
+        if not cfg.steps and self.total_steps < FEW_STEPS:
+            epochs_needed = math.ceil(FEW_STEPS / max(self.steps_per_epoch, 1))
+            print(f"warning: {self.total_steps} optimizer steps ({self.num_train:,} training features, batch "
+                  f"{cfg.batch_size}, {cfg.epochs:g} epochs) are few to learn from; a small data set needs more "
+                  f"passes: --epochs {epochs_needed} gives about {FEW_STEPS} steps (or --steps N)", file=sys.stderr,
+                  flush=True)
+        return lines
+
+    def finish(self, loop) -> list[str]:
+        """Where patience ended the run (run.json), a finished run's closing work, and the done line."""
+        if loop.out_of_patience(self.settings) and self.early_stop is None:
+            self.stopped_early(loop.step, loop.total_steps)
+        lines = self.closing(self) if self.closing is not None and loop.status in rundir.FINISHED else []
+        return [*(lines if self.settings.verbose else []), done_line(self, loop.status)]
 
     def _write_run_file(self) -> None:
         extra = {}
@@ -501,6 +521,37 @@ class FinetuneRun:
         for k, p in self.model.params.items():
             np.copyto(p, saved[k])
         self.best = best
+        info = rundir.read_run(self.dir)  # what run.json records of the recipe's choices and of an early stop
+        extra = info.extra if info is not None else {}
+        self.recipe = extra.get("recipe") if isinstance(extra.get("recipe"), dict) else None
+        self.early_stop = extra.get("early_stop") if isinstance(extra.get("early_stop"), dict) else None
+
+
+def recipe_line(recipe: dict, run: FinetuneRun) -> str:
+    """The line that says what the recipe chose (the settings the command line left out)."""
+    raised_from = recipe.get("epochs_raised_from")
+
+    def shown(k, v):
+        if k == "epochs" and raised_from is not None:
+            return (f"epochs {v:g} (the recipe's {raised_from:g}, raised for {run.num_train:,} training features: "
+                    f"{run.total_steps} steps; --epochs or --steps wins)")
+        return f"{k} {v:g}"
+    return f"recipe ({recipe['name']}; docs/finetuning.md): " + ", ".join(shown(k, v) for k, v in recipe["settings"].items())
+
+
+def done_line(run: FinetuneRun, status: str) -> str:
+    """The last line of a run: how it ended, its best dev scores (a classifier's macro-F1 among
+    them) and where the model is."""
+    best = run.best or {}
+    scores = {k: v for k, v in best.items() if k != "step" and isinstance(v, float)}
+    report = read_dev_report(run.dir) if best else None
+    if isinstance(report, dict) and "macro_f1" not in scores and isinstance(report.get("macro_f1"), float):
+        scores["macro_f1"] = report["macro_f1"]
+    shown = ", ".join(f"{'macro-F1' if k == 'macro_f1' else k} {v:.4f}" for k, v in scores.items())
+    early = (f" (early stop at step {run.early_stop['step']} of {run.early_stop['total_steps']}, patience "
+             f"{run.early_stop['patience']})" if run.early_stop else "")
+    return (f"{status}{early}: best dev {shown} at step {best.get('step')}; model in {run.dir} "
+            f"(curves.png, metrics.jsonl); try `python -m minibert predict {run.dir} ...`")
 
 
 def read_dev_report(run_dir: str | Path) -> dict | None:
@@ -521,10 +572,3 @@ def check_positions(cfg: FinetuneConfig, model, source: DataSource) -> None:
         raise ValueError(f"an example has {longest} tokens after --max-seq-length {cfg.max_seq_length}, more than the "
                          f"model's position table holds (max_position_embeddings {positions}, --init {cfg.init}); "
                          f"choose --max-seq-length <= {positions}")
-
-
-def old_window_entry(entry: list) -> Entry:
-    """A log-window entry of a checkpoint of layout 1: (loss, hits, counted, real tokens, lr)."""
-    loss, hits, counted, tokens, lr = entry
-    return Entry({"loss": (loss, 1), **({"train_acc": (hits, counted)} if counted else {}), "tokens": (tokens, 1)},
-                 lr, 0.0)

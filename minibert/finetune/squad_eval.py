@@ -27,6 +27,7 @@ import sys
 
 from minibert.io.cli import command_parser
 from minibert.io.jsonfile import read_json
+from minibert.io.outputs import check_output, write_output
 from minibert.io.textio import error_line, shown
 from minibert.taskdata.squad_files import iter_qas, require
 
@@ -231,8 +232,6 @@ def cli(argv: list[str]) -> int:
                    help='predict "" if the no-answer score exceeds this (default 1.0)')
     p.add_argument("--out-file", "-o", default=None, help="write the JSON here instead of stdout")
     args = p.parse_args(argv)
-    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
-    from minibert.io.outputs import check_output, write_output
 
     try:
         if not -float("inf") < args.na_prob_thresh < float("inf"):  # NaN would never predict "", silently

@@ -100,7 +100,8 @@ def keep_null_windows(features: list, share: float, seed: int) -> list:
     return [f for i, f in enumerate(features) if i not in drop]
 
 
-def build_squad_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False) -> FinetuneRun:
+def build_squad_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False, **run) -> FinetuneRun:
+    """SQuAD's data and model as a FinetuneRun; `run`: what FinetuneRun takes beside them (the recipe, the closing)."""
     train_path, dev_path = _files(cfg)
     model, tokenizer = load_model(cfg, "qa", None, None, notes=not resumed)
     train_examples, stats = squad.read_squad(train_path, is_training=True)
@@ -127,7 +128,7 @@ def build_squad_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = F
             "main_metric": "best_f1" if version_2 else "f1",
             "train_file": str(train_path), "dev_file": str(dev_path), "train_questions": stats.questions,
             "train_skipped": stats.skipped, "train_features": len(train_features), "dev_features": len(dev_features)}
-    return FinetuneRun(cfg, model, source, tokenizer, info, verbose)
+    return FinetuneRun(cfg, model, source, tokenizer, info, verbose, **run)
 
 
 SETTING_LIMIT = 1 << 20  # a window setting beyond this is no run's: refused before anything is allocated from it

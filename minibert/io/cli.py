@@ -16,9 +16,9 @@ max_seq_length). They default to None, so that what a person gave is known; `giv
 reads them (and --set, which wins) into a dict, `build_settings` builds and validates the class
 from it (the class's `build`): the one way every command makes its settings.
 
-An option an older minibert spelled otherwise is refused with a message naming today's
-(RETIRED_OPTIONS): --warmup meant steps on `train` and a fraction on `finetune`, so it is
-neither now. `fast=` gives a command `--fast` (a slice of the data, a few steps: a check of the
+A synonym of a setting's option is refused with a message naming the option (RETIRED_OPTIONS):
+argparse's prefix matching would otherwise read --warmup as --warmup-steps on `train` and as
+--warmup-proportion on `finetune`, one name with two meanings. `fast=` gives a command `--fast` (a slice of the data, a few steps: a check of the
 plumbing); MINIBERT_FAST=1 in the environment is read as --fast with a line saying so
 (docs/settings.md).
 
@@ -28,15 +28,16 @@ settings class comes in as an argument.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from typing import Any, Callable
 
-# settings_renames: skip-file (this module's tables name the older spellings)
+# settings_renames: skip-file (RETIRED_OPTIONS names the synonyms)
 PROG = "python -m minibert"
 
 # the settings every training command shares -> (its options, type, help); loop/settings.py's
-# RunSettings defines them; one spelling each (the older ones are RETIRED_OPTIONS).
+# RunSettings defines them; one spelling each (RETIRED_OPTIONS refuses the synonyms).
 SHARED: dict[str, tuple[tuple[str, ...], type, str]] = {
     "lr": (("--lr",), float, "peak learning rate"),
     "warmup_steps": (("--warmup-steps",), int, "optimizer steps of linear warmup"),
@@ -51,7 +52,7 @@ SHARED: dict[str, tuple[tuple[str, ...], type, str]] = {
     "seed": (("--seed",), int, "the run's random seed"),
 }
 
-# an option's older spelling -> what to give instead (refused, with this message, by every command)
+# a synonym of an option -> what to give instead (refused, with this message, by every command)
 RETIRED_OPTIONS: dict[str, str] = {
     "--warmup": "--warmup-steps N (optimizer steps) or, on finetune, --warmup-proportion F (a fraction of the steps)",
     "--log-every": "--log-interval", "--eval-every": "--eval-interval", "--save-every": "--checkpoint-interval",
@@ -87,10 +88,10 @@ class CommandParser(argparse.ArgumentParser):
         for arg in given:
             old = arg.split("=", 1)[0]
             if old in RETIRED_OPTIONS and old not in options:
-                self.error(f"{old} was retired; use {RETIRED_OPTIONS[old]}")
+                self.error(f"{old} is not an option (one name, one meaning); use {RETIRED_OPTIONS[old]}")
         parsed, rest = super().parse_known_args(args, namespace)
         if "--fast" in options and not parsed.fast and os.environ.get(FAST_VARIABLE, "") not in ("", "0"):
-            if not self.fast_noted:  # once (rundir.options_given parses the defaults again)
+            if not self.fast_noted:  # once (options_given parses the defaults again)
                 print(f"note: {FAST_VARIABLE}=1 is read as --fast; give --fast instead", file=sys.stderr)
                 self.fast_noted = True
             parsed.fast = True
@@ -140,3 +141,58 @@ def build_settings(args: argparse.Namespace, p: CommandParser, base: dict[str, A
     """The run's settings, the one way: the class's defaults <- `base` (a preset, a recipe) <-
     what the command line gave (`given_settings`); validated before anything is written."""
     return p.settings.build(base, given_settings(args, p), validate=validate)
+
+
+# --- the run options every training command has, and the one rule of --resume -------------------
+
+def run_options(p: CommandParser, pause: bool = True, overwrite: str = "replace the run in the output directory "
+                "(the new run is built beside it and takes its place once it has saved its first checkpoint)") -> None:
+    """--resume RUN_DIR, --overwrite and (`pause`) --max-steps-this-run: one form on every command."""
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR with its saved settings "
+                                                       "(--minutes may change the budget)")
+    p.add_argument("--overwrite", action="store_true", help=overwrite)
+    if pause:
+        p.add_argument("--max-steps-this-run", type=int, help="pause (and save) after this many steps; --resume "
+                                                              "continues")
+
+
+# What a --resume may be given, for every command: the wall-clock budget and a pause, which change
+# when the run stops but not what it computes. Any other option (or --set) would change the run's
+# settings, so it is refused by name.
+RESUME_OPTIONS = ("resume", "minutes", "max_steps_this_run")
+RESUME_SETTINGS = ("minutes",)
+
+
+def options_given(parser: argparse.ArgumentParser, args: argparse.Namespace, allowed=RESUME_OPTIONS) -> list[str]:
+    """The options of an argparse Namespace that differ from the parser's defaults, as --names,
+    leaving out `allowed`."""
+    defaults = vars(parser.parse_args([]))
+    return ["--" + k.replace("_", "-") for k, v in sorted(vars(args).items()) if k not in allowed and v != defaults[k]]
+
+
+def resume_changes(parser: CommandParser, args: argparse.Namespace, keep: tuple[str, ...] = ()) -> dict:
+    """The one rule of --resume RUN_DIR, for every command: the run continues with the settings
+    its run.json saved; an option that would change them, or a --set of anything but the budget,
+    is refused, naming it. `keep`: a command's options that change nothing the run computes (what
+    it prints). -> the settings the resume changes ({"minutes": M} when given, by --minutes or
+    --set minutes=M)."""
+    given = options_given(parser, args, (*RESUME_OPTIONS, *keep, "set"))
+    changes: dict = {}
+    for item in getattr(args, "set", None) or []:
+        key = item.partition("=")[0].strip().replace("-", "_")
+        if key in RESUME_SETTINGS and getattr(parser, "settings", None) is not None:
+            changes.update(parser.settings.parse_set([item]))
+        else:
+            given.append(f"--set {item}")
+    if given:
+        flags = {a.dest: a.option_strings[0] for a in parser._actions if a.option_strings}
+        may = [flags[k] for k in (*RESUME_OPTIONS, *keep) if k in flags and k != "resume"]
+        listed = f"{', '.join(may[:-1])} and {may[-1]}" if len(may) > 1 else "".join(may)
+        raise ValueError(f"--resume continues {args.resume} with its saved settings, and {', '.join(given)} would "
+                         f"change them; only {listed} may be given (to change a setting, start a new run "
+                         f"with another --out, or this one again with --overwrite)")
+    if getattr(args, "minutes", None) is not None and "minutes" not in changes:
+        if not (math.isfinite(args.minutes) and args.minutes >= 0):  # named as the flag, not as run.json's
+            raise ValueError(f"--minutes {args.minutes} must be a finite number of minutes, 0 or more")
+        changes["minutes"] = args.minutes
+    return changes

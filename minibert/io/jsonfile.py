@@ -14,9 +14,9 @@ expected, check)}, and `check_fields(d, schema, where)` applies it, the one func
 a wrong type is one error naming the file and the field, whatever the file (run.json,
 trainer_state.json, compile-ahead's marker, a shard index, config.json):
 
-    RUN_FIELDS = {"settings_version": Field(int, "an integer >= 1", lambda v: v >= 1), ...}
+    RUN_FIELDS = {"total_steps": Field(int, "an integer >= 0", lambda v: v >= 0), ...}
     check_fields(raw, RUN_FIELDS, "runs/x/run.json")
-    -> ValueError "runs/x/run.json: settings_version is '2'; expected an integer >= 1"
+    -> ValueError "runs/x/run.json: total_steps is '2'; expected an integer >= 0"
 
 A value an error echoes is at most 200 characters, with its length when cut (io/textio's
 `shown_value`): a 30 MB string in a field must not become a 30 MB error line.

@@ -6,7 +6,7 @@
 An output is refused when
 - it is one of the command's inputs (the same file after resolving links, or a hard link to it),
   or an existing file inside an input directory (predict RUN --out RUN/model.safetensors);
-- it lies inside a run directory (a folder with run.json, or finetune.json of older runs) whose lock this
+- it lies inside a run directory (a folder with run.json) whose lock this
   process does not hold: a run belongs to its one writer (loop/rundir.RunLock), so
   `predict --out runs/R/metrics.jsonl` cannot kill a live run or damage a finished one;
 - it lies inside a run this process does hold, but is one of that run's own files (its
@@ -42,7 +42,7 @@ from typing import Callable, Iterable
 from minibert.io.atomic import atomic_write, write_error
 
 # a folder holding one of these is a run directory (not .lock alone: other tools, pytest among them, make one)
-RUN_MARKERS = ("run.json", "finetune.json")
+RUN_MARKERS = ("run.json",)
 
 STREAMS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/fd/")  # a stream even where it ends in a file
 
@@ -235,7 +235,7 @@ def save_figure(fig, path: str | Path, root: str | Path | None = None, **savefig
 
 def save_arrays(path: str | Path, arrays: dict, root: str | Path | None = None) -> Path:
     """NumPy arrays in one .npz (np.savez), written by write_output."""
-    # lazy: keeps NumPy out of the start of `python -m minibert corpus` and 4 more
+    # lazy: keeps NumPy out of the start of `python -m minibert corpus` and 5 more
     import numpy as np
 
     def write(tmp: Path) -> None:

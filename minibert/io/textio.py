@@ -1,8 +1,7 @@
 """Reading text: one policy for every command, strict UTF-8.
 
-Text that is not UTF-8 (a Latin-1 "café" is the bytes 63 61 66 e9) used to be read three ways:
-`vocab` warned, `data` replaced the bad byte (which the tokenizer then dropped: "café" became
-"caf"), and a CORPUS run failed with a codec error naming no file. Now every reader stops at the
+Text that is not UTF-8 (a Latin-1 "café" is the bytes 63 61 66 e9) is never guessed at: a
+replaced byte is one the tokenizer drops ("café" becomes "caf"), so every reader stops at the
 first invalid byte with one message naming the file, the line, the column and the byte:
 
     corpus.txt line 3: invalid UTF-8 byte 0xe9 at column 4; minibert reads text as UTF-8

@@ -28,9 +28,10 @@ of the decay from the rate of the step where the refit happened (optim.lr_at's `
 
 Everything about the budget is here: StepBudget knows no trainer and no clock: it is told the
 duration of every step and evaluation (tests/loop/test_budget.py drives it with made-up
-durations); `probe_seconds` times a run's step before the loop; `refit` applies a fit to the
-loop's state (loop/state.LoopState: the schedule's length, the lr anchor, the switch to
-full-length steps, the evaluation interval) and says what changed; `fit_message` is that line.
+durations); `probe_seconds` times a run's step before the loop; `Schedule` is what the loop asks
+each step (the schedule's length, the lr anchor, the switch to full-length steps, the
+evaluation interval), fixed, or a `Budget` that applies each fit to its own fields and says what
+changed (`fit_message`). The loop's state holds one of them and never writes their fields.
 """
 from __future__ import annotations
 
@@ -205,30 +206,114 @@ def probe_seconds(step: Callable[[], object], passes: int = 16) -> float:
     return float(np.median(times[passes // 2:])) * 1.12
 
 
-def refit(state, settings, seconds: float, time_eval: Callable[[], float]) -> str | None:
-    """Report the step that took `seconds` to the loop's budget; when it fits the schedule anew,
-    apply the new length with the learning rate continuous (past the warmup, the rest of the
-    decay is re-spread from this step's rate: state.lr_anchor), fix the switch to full-length
-    steps (the first refit), make the evaluations frequent enough for settings.min_evals (the
-    first fit) -> the line that says so, or None when no fit was due."""
-    budget = state.budget
-    first = budget.stage == "probe"
-    fit = budget.observe(state.step, state.elapsed, seconds, state.step_kind(settings, state.step - 1), time_eval)
-    if fit is None:
+# --- the schedule the loop asks --------------------------------------------------------------
+
+class Schedule:
+    """What the loop asks of its schedule: its length (`total_steps`), where a refit re-spread
+    the lr decay (`lr_anchor`, optim.lr_at's anchor), the short phase's steps and the evaluation
+    interval. This one is fixed (a run with a step count); a `Budget` refits itself from the
+    step times the loop reports. Either keeps its own fields: nothing outside writes them."""
+
+    def __init__(self, total_steps: int, eval_interval: int, short_fraction: float = 0.0):
+        self.total_steps, self.eval_interval, self.short_fraction = total_steps, eval_interval, short_fraction
+        self.lr_anchor: tuple[int, float] | None = None
+        self.short_fixed: int | None = None  # the switch to full-length steps, once fixed (a refit, a checkpoint)
+
+    def short_steps(self) -> int:
+        """Steps of the short phase: the first short_fraction of the schedule (fixed once a refit
+        fixed it, so a later refit cannot move the switch)."""
+        if not self.short_fraction:
+            return 0
+        if self.short_fixed is not None:
+            return self.short_fixed
+        return int(round(self.short_fraction * self.total_steps))
+
+    def kind(self, step: int) -> str:
+        return SHORT if step < self.short_steps() else FULL
+
+    def observe(self, step: int, elapsed: float, seconds: float, time_eval: Callable[[], float]) -> str | None:
+        """Step `step` (the count after it) took `seconds`: a fixed schedule does not change -> None."""
         return None
-    before = state.total_steps
-    if fit.total_steps != before:
-        warmup = settings.warmup_steps
-        if state.step >= warmup:
-            rate = lr_at(state.step, settings.lr, warmup, before, settings.schedule, state.lr_anchor)
-            state.lr_anchor = (state.step, rate)
-        state.total_steps = fit.total_steps
-    if state.short_steps_fixed is None and budget.short_steps is not None and settings.short_fraction:
-        state.short_steps_fixed = budget.short_steps  # the first refit fixed the switch to full length
-    if first and settings.min_evals:  # evaluate often enough to draw a curve
-        state.eval_interval = budget.eval_interval = max(1, min(state.eval_interval,
-                                                                state.total_steps // settings.min_evals))
-    return fit_message(budget, fit, before, first, state.step)
+
+    def observe_eval(self, seconds: float) -> None:
+        pass
+
+    def state_dict(self) -> dict:
+        """The schedule's part of trainer_state.json."""
+        state = {"total_steps": self.total_steps, "eval_interval": self.eval_interval}
+        if self.short_fraction:
+            state["short_steps"] = self.short_steps()
+        if self.lr_anchor is not None:
+            state["lr_anchor"] = list(self.lr_anchor)
+        return state
+
+    def load_state_dict(self, state: dict, saved_interval: bool) -> None:
+        """A checkpoint's schedule (checked by loop/checkpoints.check_state). `saved_interval`:
+        the saved evaluation interval holds (a budget's first fit may have shortened it)."""
+        self.total_steps = int(state["total_steps"])
+        if saved_interval:
+            self.eval_interval = int(state["eval_interval"])
+        if self.short_fraction and state.get("short_steps") is not None:
+            self.short_fixed = int(state["short_steps"])
+        anchor = state.get("lr_anchor")
+        self.lr_anchor = (int(anchor[0]), float(anchor[1])) if anchor else None
+
+
+class Budget(Schedule):
+    """A schedule fitted to `minutes` (StepBudget does the arithmetic): a fit applied keeps the
+    learning rate continuous (past the warmup, the rest of the decay is re-spread from the rate of
+    the step of the refit: lr_anchor), the first refit fixes the switch to full-length steps, and
+    the first fit makes the evaluations frequent enough for `min_evals`. `probe()` (the run's, or
+    None) times a step and an evaluation before the loop -> (full step, evaluation, short step)
+    seconds; `fit()` asks it once, before the first step, so the schedule starts fitted."""
+
+    def __init__(self, minutes: float, placeholder: int, eval_interval: int, short_fraction: float, *,
+                 lr: float, warmup_steps: int, schedule: str, min_evals: int = 0,
+                 probe: Callable[[], tuple] | None = None):
+        super().__init__(placeholder, eval_interval, short_fraction)
+        self.lr, self.warmup_steps, self.schedule, self.min_evals, self.probe = lr, warmup_steps, schedule, min_evals, probe
+        self.fitter = StepBudget(minutes * 60.0, eval_interval, short_fraction=short_fraction)
+
+    def fit(self) -> str | None:
+        """A fresh run's first fit, from the run's probe (None without one: the loop's first steps
+        are the probe) -> the line that says so."""
+        if self.probe is None:
+            return None
+        full, evaluation, short = self.probe()
+        self.fitter = StepBudget(self.fitter.seconds, self.eval_interval, full, evaluation, self.short_fraction, short)
+        fit = self.fitter.initial()
+        self.total_steps = fit.total_steps
+        return fit_message(self.fitter, fit, self.total_steps, first=True)
+
+    def observe(self, step: int, elapsed: float, seconds: float, time_eval: Callable[[], float]) -> str | None:
+        """Report the step that took `seconds`; when it fits the schedule anew, apply the new
+        length -> the line that says what changed, or None when no fit was due."""
+        first = self.fitter.stage == "probe"
+        fit = self.fitter.observe(step, elapsed, seconds, self.kind(step - 1), time_eval)
+        if fit is None:
+            return None
+        before = self.total_steps
+        if fit.total_steps != before:
+            if step >= self.warmup_steps:
+                self.lr_anchor = (step, lr_at(step, self.lr, self.warmup_steps, before, self.schedule, self.lr_anchor))
+            self.total_steps = fit.total_steps
+        if self.short_fixed is None and self.fitter.short_steps is not None and self.short_fraction:
+            self.short_fixed = self.fitter.short_steps  # the first refit fixed the switch to full length
+        if first and self.min_evals:  # evaluate often enough to draw a curve
+            self.eval_interval = self.fitter.eval_interval = max(1, min(self.eval_interval,
+                                                                        self.total_steps // self.min_evals))
+        return fit_message(self.fitter, fit, before, first, step)
+
+    def observe_eval(self, seconds: float) -> None:
+        self.fitter.observe_eval(seconds)
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "budget": self.fitter.state_dict()}
+
+    def load_state_dict(self, state: dict, saved_interval: bool) -> None:
+        super().load_state_dict(state, saved_interval)
+        self.fitter.load_state_dict(state["budget"])
+        self.fitter.eval_interval = self.eval_interval
 
 
 def fit_message(budget: StepBudget, fit: Fit, before: int, first: bool, step: int = 0) -> str:

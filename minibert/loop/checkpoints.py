@@ -22,7 +22,7 @@ from minibert.io.jsonfile import Field, check_fields, has_type, read_json, text_
 from minibert.io.textio import shown_value
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic, sha256_file
 from minibert.loop import rundir
-from minibert.loop.state import LAYOUT, LoopState
+from minibert.loop.state import LoopState
 
 
 def _count(v) -> bool:
@@ -35,11 +35,9 @@ STATE_FIELDS = {
     "step": Field(int, "a non-negative integer", _count, required=True),
     "elapsed_seconds": Field(float, "a non-negative number", lambda v: 0 <= v < math.inf, required=True),
     "dropout_rng": Field(dict, "a random generator's state (an object)", required=True),
-    "total_steps": Field(int, "a positive integer", lambda v: v >= 1),
-    "layout": Field(int, f"an integer from 1 to {LAYOUT}", lambda v: 1 <= v <= LAYOUT),
+    "total_steps": Field(int, "a positive integer", lambda v: v >= 1, required=True),
     "status": Field(str, "a run's status (running, done, budget, paused, interrupted)", text_field(40)),
-    "eval_interval": Field(int, "a non-negative integer", _count),
-    "eval_every": Field(int, "a non-negative integer", _count),
+    "eval_interval": Field(int, "a non-negative integer", _count, required=True),
     "last_eval_step": Field((int, type(None)), "null or a non-negative integer", lambda v: v is None or v >= 0),
     "short_steps": Field((int, type(None)), "null or a non-negative integer", lambda v: v is None or v >= 0),
     "budget": Field((dict, type(None)), "null or the time budget's state (an object)"),
@@ -54,11 +52,10 @@ def check_state(state, path: Path) -> dict:
     and the field, not a TypeError three calls later."""
     if not isinstance(state, dict):
         raise ValueError(f"{path} must hold a JSON object, not {type(state).__name__}")
+    rundir.check_layout(state, path)
     check_fields(state, STATE_FIELDS, str(path))
-    if "total_steps" in state:  # layout 1 of fine-tuning did not record it
-        total = state["total_steps"]
-        if state["step"] > total:
-            raise ValueError(f"{path}: step {state['step']} is past total_steps {total}")
+    if state["step"] > state["total_steps"]:
+        raise ValueError(f"{path}: step {state['step']} is past total_steps {state['total_steps']}")
     named = rundir.checkpoint_step(path.parent)  # checkpoints/step-NNNNNN/trainer_state.json
     if named is not None and named != state["step"]:
         raise ValueError(f"{path}: step is {state['step']}, but the checkpoint directory is {path.parent.name}")
@@ -78,8 +75,7 @@ def save_checkpoint(run, state: LoopState, status: str = "running") -> Path:
 
     def write_files(ckpt: Path) -> None:
         run.model.save_pretrained(ckpt, vocab=s.vocab)
-        metadata = {"step": str(state.step)} if s.optimizer_step_metadata else None
-        save_tensors_atomic(run.optimizer.state_dict(), ckpt / rundir.OPTIM_FILE, metadata=metadata)
+        save_tensors_atomic(run.optimizer.state_dict(), ckpt / rundir.OPTIM_FILE, metadata={"step": str(state.step)})
         own, loop = run.state_dict(), state.state_dict(s, status, status in rundir.FINISHED)
         if own.keys() & {*loop, "sha256"}:
             raise ValueError(f"the run's state has the loop's keys {sorted(own.keys() & {*loop, 'sha256'})}")
@@ -92,11 +88,9 @@ def save_checkpoint(run, state: LoopState, status: str = "running") -> Path:
 
 
 def check_hashes(state: dict, ckpt: Path) -> None:
-    """Every tensor file the state names (layout 1 of fine-tuning, T5 and XLNet named none) is in
-    the checkpoint and has the sha256 saved beside it: a file changed after the save is refused."""
+    """Every tensor file the state names is in the checkpoint and has the sha256 saved beside it:
+    a file changed after the save is refused."""
     state_file = ckpt / rundir.STATE_FILE
-    if "sha256" not in state and state.get("layout", 1) < 2:
-        return
     hashes, own = state.get("sha256"), set(tensor_files(ckpt))
     if not isinstance(hashes, dict) or not hashes or not all(isinstance(h, str) for h in hashes.values()) \
             or not all(isinstance(f, str) and f.endswith(".safetensors") and ".." not in Path(f).parts
@@ -115,10 +109,7 @@ def load_checkpoint(run, no_checkpoint: str = "") -> LoopState:
     """Restore everything from the run's newest complete checkpoint (bit-exact resume) -> the
     loop's state. `no_checkpoint`: what the error adds when the run has none."""
     s = run.settings
-    for p in rundir.clean_interrupted_saves(s.dir):  # what a save cut off by a kill left
-        if s.verbose:
-            print(f"removed {p}, left by a save that was cut off")
-    ckpt = rundir.latest_checkpoint(s.dir)
+    ckpt = rundir.latest_checkpoint(s.dir)  # what a save cut off by a kill left was cleaned (loop/launch.py)
     if ckpt is None:
         raise ValueError(f"{s.dir} has no checkpoint to resume from{no_checkpoint}; start it again with "
                          f"--overwrite")

@@ -6,7 +6,7 @@
 `run` reads top to bottom: stop on Ctrl-C or the time limit; one gradient step (`train_step`:
 the run's batch, its loss, gradients and metrics, then loop/step.training_step: lr from the
 schedule, clipping, AdamW, a NaN/inf loss stops the run); report it to the budget
-(budget.refit); a progress line and a metrics.jsonl record per log interval (`log_window`); an
+(state.schedule.observe: a Budget refits itself); a progress line and a metrics.jsonl record per log interval (`log_window`); an
 evaluation every so often; a checkpoint every so often (loop/checkpoints.py: the model, the
 optimizer's moments, the run's and the loop's state, written as one unit); at the end the last
 evaluation, the last save and curves.png.
@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from minibert.io.progress import fmt_seconds
-from minibert.loop import budget, rundir
+from minibert.loop import rundir
 from minibert.loop.checkpoints import save_checkpoint
 from minibert.loop.curves import draw_curves, read_metrics
 from minibert.loop.state import Entry, LoopSettings, LoopState
@@ -92,21 +92,19 @@ def run(run, state: LoopState, max_steps: int | None = None) -> str:
             t_step = time.perf_counter()
             state.window.append(train_step(run, state))
             state.elapsed = elapsed0 + time.perf_counter() - t_run
-            if state.budget is not None:  # the budget may refit the schedule
-                line = budget.refit(state, s, time.perf_counter() - t_step, lambda: time_evaluation(run, state))
-                if line:
-                    say(s, line)
+            line = state.schedule.observe(state.step, state.elapsed, time.perf_counter() - t_step,
+                                          lambda: time_evaluation(run, state))  # a budget may refit itself
+            if line:
+                say(s, line)
             stop_at = min(state.total_steps, pause_at)
-            if state.step % s.log_interval == 0 or state.step == (stop_at if s.log_partial_window
-                                                                  else state.total_steps):
+            if state.step % s.log_interval == 0 or state.step == state.total_steps:  # a pause keeps its window
                 t_window = log_window(s, state, t_window)
-            evaluated = is_eval_step(s, state.step, state.total_steps, state.eval_interval) \
+            evaluated = is_eval_step(s, state.step, state.total_steps, state.schedule.eval_interval) \
                 and state.step < state.total_steps
             if evaluated:
                 t_eval = time.perf_counter()
                 evaluate(run, state)
-                if state.budget is not None:
-                    state.budget.observe_eval(time.perf_counter() - t_eval)
+                state.schedule.observe_eval(time.perf_counter() - t_eval)
                 t_window = time.perf_counter()  # tokens/s counts training time only
                 if state.out_of_patience(s):
                     stop_early(s, state)
@@ -121,8 +119,8 @@ def run(run, state: LoopState, max_steps: int | None = None) -> str:
         else:
             status = "done" if state.step >= state.total_steps else "paused"
         if status in rundir.FINISHED:
-            if state.window and s.log_partial_window:
-                log_window(s, state, t_window)  # the last steps of the run
+            if state.window:
+                log_window(s, state, t_window)  # the last steps of a run that ended between two lines
             if state.last_eval_step != state.step:
                 evaluate(run, state)
         # a paused or interrupted run keeps its window: the checkpoint saves it, and the resumed
@@ -144,7 +142,7 @@ def run(run, state: LoopState, max_steps: int | None = None) -> str:
 def train_step(run, state: LoopState) -> Entry:
     """One optimizer step on the run's next batch -> its log-window entry."""
     s = run.settings
-    short = state.short_steps_of(s)
+    short = state.schedule.short_steps()
     if short and state.step == short:  # the switch from the short phase to full-length steps
         log(s, {"type": "phase", "step": state.step, "time": round(state.elapsed, 3), **s.phase})
         say(s, f"step {state.step}: short phase done, " + ", ".join(f"{k} {v}" for k, v in s.phase.items()))
@@ -152,7 +150,7 @@ def train_step(run, state: LoopState) -> Entry:
     try:
         r = training_step(run.model, run.optimizer, batch, state.step, lr=s.lr, warmup_steps=s.warmup_steps,
                           total_steps=state.total_steps, schedule=s.schedule, clip_norm=s.clip_norm,
-                          rng=state.rng if s.dropout else None, lr_anchor=state.lr_anchor,
+                          rng=state.rng if s.dropout else None, lr_anchor=state.schedule.lr_anchor,
                           loss_fn=run.loss_grads_metrics)
     except TrainingDiverged as e:
         raise TrainingDiverged(f"{e}; the run stopped without saving. Last good checkpoint: "
@@ -181,7 +179,7 @@ def is_checkpoint_step(s: LoopSettings, state: LoopState, stop_at: float) -> boo
     """Every checkpoint_interval steps (or after each evaluation), not at the step the run stops
     at: the final save writes that one."""
     if s.checkpoint_after_eval:
-        due = is_eval_step(s, state.step, state.total_steps, state.eval_interval)
+        due = is_eval_step(s, state.step, state.total_steps, state.schedule.eval_interval)
     else:
         due = bool(s.checkpoint_interval) and state.step % s.checkpoint_interval == 0
     return due and state.step < stop_at

@@ -26,8 +26,9 @@ them (tests/loop/test_faults.py).
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
-import math
 import os
 import re
 import shutil
@@ -51,7 +52,7 @@ PUBLISHED = (CONFIG_NAME, VOCAB_NAME, TOKENIZER_CONFIG_NAME, WEIGHTS_NAME)
 PUBLISHED_DIRS = ("generator",)  # a second model of the checkpoint (ELECTRA's generator), published the same way
 _STEP_DIR = re.compile(r"step-(\d+)(?:\.(\d+))?$")  # step-000250, or step-000250.1 for a second save
 _TMP_DIR = re.compile(r"\.step-\d+(\.\d+)?\.tmp-\d+$")  # a checkpoint being written
-_TMP_FILE = re.compile(r"\..+\.tmp(\.png)?$")  # atomic_write's .NAME.XXXX.tmp; .curves.tmp.png of older versions
+_TMP_FILE = re.compile(r"\..+\.tmp$")  # atomic_write's .NAME.XXXX.tmp
 
 
 class CheckpointError(OSError):
@@ -82,19 +83,14 @@ def checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
 
 
 def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The directory of the newest complete checkpoint; for a run saved by minibert before
-    checkpoints had their own directories (trainer_state.json at the top level), the run
-    directory itself; None if the run has no checkpoint."""
+    """The directory of the newest complete checkpoint; None if the run has no checkpoint."""
     found = checkpoints(run_dir)
-    if found:
-        return found[-1][1]
-    legacy = Path(run_dir)
-    return legacy if (legacy / STATE_FILE).is_file() else None
+    return found[-1][1] if found else None
 
 
 def clean_interrupted_saves(run_dir: str | Path) -> list[Path]:
     """Remove what a save cut off by a crash left behind: hidden step directories and temporary
-    files (`.name.XXXX.tmp`, `.curves.tmp.png`) at the top level, in checkpoints/ and generator/. Returns
+    files (`.name.XXXX.tmp`) at the top level, in checkpoints/ and generator/. Returns
     what was removed."""
     run_dir = Path(run_dir)
     removed = []
@@ -147,9 +143,6 @@ def write_checkpoint(run_dir: str | Path, step: int, write_files: Callable[[Path
         _publish(run_dir, final)
     for _, old in checkpoints(run_dir)[:-1]:
         _remove(old)
-    for name in (STATE_FILE, OPTIM_FILE):  # the checkpoint of a run saved in the older layout
-        if (run_dir / name).exists():
-            _remove(run_dir / name)
     return final
 
 
@@ -217,12 +210,11 @@ def _fsync_dir(path: Path) -> None:
 # the run's identity (run.json) and the guard a fresh run passes
 
 # what a run writes besides run.json; a fresh run clears what an earlier run left of these
-RUN_OUTPUTS = (METRICS_FILE, CURVES_FILE, "eval_results.json", CHECKPOINTS, STATE_FILE, OPTIM_FILE, *PUBLISHED,
+RUN_OUTPUTS = (METRICS_FILE, CURVES_FILE, "eval_results.json", CHECKPOINTS, *PUBLISHED,
                *PUBLISHED_DIRS)
 FINISHED = ("done", "budget")  # trainer_state.json "status" of a run that ran to its end
-OLD_FINETUNE_FILE = "finetune.json"  # where fine-tuning runs of older minibert kept their settings
 # the entries of a run no other output may replace, even one written by the run's own lock holder
-RUN_OWNED = (RUN_FILE, OLD_FINETUNE_FILE, ".lock", *RUN_OUTPUTS)
+RUN_OWNED = (RUN_FILE, ".lock", *RUN_OUTPUTS)
 
 
 class RunInfo(NamedTuple):
@@ -231,9 +223,22 @@ class RunInfo(NamedTuple):
     extra: dict  # the rest of run.json (the data it read, the task, ...)
 
 
-# run.json's "settings_version": 2 since `steps` has one meaning for every command (issue 45);
-# a run.json without it is read with its command's older meanings (loop/settings.py's `upgrade`)
-SETTINGS_VERSION = 2
+# the form of a run's files (run.json, trainer_state.json), written in each as "layout"; a run
+# folder of another layout was written by another format of minibert and is refused (check_layout)
+LAYOUT = 2
+
+
+class OtherFormat(ValueError):
+    """A run file written by another format of minibert (check_layout)."""
+
+
+def check_layout(d: dict, path: Path) -> None:
+    """Refuse, in one line naming the file, a run file whose "layout" is not this minibert's."""
+    layout = d.get("layout")
+    if type(layout) is not int or layout != LAYOUT:
+        what = "no layout" if layout is None else f"layout {shown_value(layout, 40)}"
+        raise OtherFormat(f"{path}: the run was written by another format of minibert ({what}; this one writes "
+                          f"layout {LAYOUT}) and must be started again (--overwrite replaces it)")
 
 
 # the fields of run.json minibert reads, typed (io/jsonfile.check_fields): a wrong type is one error
@@ -241,13 +246,8 @@ SETTINGS_VERSION = 2
 _COMMAND = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 RUN_FIELDS = {
     "command": Field(str, "the name of the minibert command that made the run (train, finetune, ...)",
-                     lambda v: _COMMAND.fullmatch(v) is not None),
-    "created_by": Field(str, "the name of the minibert command that made the run",
-                        lambda v: _COMMAND.fullmatch(v) is not None),
-    "settings": Field(dict, "an object of the run's settings"),
-    "config": Field((dict, type(None)), "an object of the run's settings"),
-    "settings_version": Field(int, f"an integer from 1 to {SETTINGS_VERSION} (the version of minibert's settings "
-                                   f"that wrote it)", lambda v: 1 <= v <= SETTINGS_VERSION),
+                     lambda v: _COMMAND.fullmatch(v) is not None, required=True),
+    "settings": Field(dict, "an object of the run's settings", required=True),
     "data": Field((dict, type(None)), "null or an object {name: path} of the data the run read",
                   lambda v: v is None or all(isinstance(x, str) and text_field()(x) for x in v.values())),
     "task": Field(dict, "an object describing the fine-tuning task"),
@@ -271,42 +271,26 @@ TASK_FIELDS = {
 
 
 def write_run(directory: str | Path, command: str, settings: dict, **extra) -> None:
-    """run.json: {"command": ..., "settings": {...}, "settings_version": ..., **extra}, atomically."""
-    write_json(Path(directory) / RUN_FILE, {"command": command, "settings": settings,
-                                            "settings_version": SETTINGS_VERSION, **extra})
+    """run.json: {"command": ..., "settings": {...}, "layout": ..., **extra}, atomically."""
+    write_json(Path(directory) / RUN_FILE, {"command": command, "settings": settings, "layout": LAYOUT, **extra})
 
 
 def read_run(directory: str | Path) -> RunInfo | None:
-    """run.json of a run directory, in every form minibert wrote; None if it has none. Older forms:
-    {"created_by": "train" | "train-tiny", "config": ..., "data": ...} (pretraining), {"command":
-    "train-t5", <settings>} (train-t5), {"created_by": "train-xlnet", "settings": ...}, and the
-    fine-tuning runs' finetune.json {"created_by": "finetune", "config": ..., "task": ...}."""
-    d = Path(directory)
-    path = d / RUN_FILE if (d / RUN_FILE).is_file() else d / OLD_FINETUNE_FILE
+    """run.json of a run directory; None if it has none. One written by another format of
+    minibert is refused (OtherFormat)."""
+    path = Path(directory) / RUN_FILE
     if not path.is_file():
         return None
     raw = read_json(path)
     if not isinstance(raw, dict):
         raise ValueError(f"{path} must hold a JSON object, not {type(raw).__name__}")
+    check_layout(raw, path)
+    check_fields(raw, RUN_FIELDS, str(path))
+    if isinstance(raw.get("task"), dict):
+        check_fields(raw["task"], TASK_FIELDS, str(path), prefix="task.")
     raw = dict(raw)
-    if "settings" in raw or "config" in raw or "created_by" in raw:  # the older train-t5 form: settings at the top
-        check_fields(raw, RUN_FIELDS, str(path))
-        if isinstance(raw.get("task"), dict):
-            check_fields(raw["task"], TASK_FIELDS, str(path), prefix="task.")
-    else:
-        check_fields(raw, {"command": RUN_FIELDS["command"]}, str(path))
-    if "settings" in raw and "command" in raw:  # this version's form
-        command, settings = raw.pop("command"), raw.pop("settings")
-    elif "config" in raw or "created_by" in raw:  # pretraining, fine-tuning and XLNet runs of older minibert
-        command = raw.pop("created_by", "finetune" if path.name == OLD_FINETUNE_FILE else "train")
-        settings = raw.pop("config", None) or raw.pop("settings", None) or {}
-    elif "command" in raw:  # train-t5 of older minibert: its settings at the top level
-        command, settings = raw.pop("command"), raw
-        raw = {}
-    else:
-        raise ValueError(f"{path} does not say which command made the run (no \"command\" key)")
-    if not isinstance(command, str) or not isinstance(settings, dict):
-        raise ValueError(f"{path}: \"command\" must be a string and the settings a JSON object")
+    command, settings = raw.pop("command"), raw.pop("settings")
+    raw.pop("layout")
     return RunInfo(command, settings, raw)
 
 
@@ -370,7 +354,7 @@ class RunLock:
         import fcntl
 
         outputs.release(self.dir)
-        if kind is not None and self._made and not _holds_files(self.dir):  # refused before the first write
+        if kind is not None and self._made and not holds_files(self.dir):  # refused before the first write
             (self.dir / LOCK_FILE).unlink(missing_ok=True)
             try:
                 self.dir.rmdir()
@@ -400,9 +384,51 @@ def _open_lock(path: Path):
     return os.fdopen(fd, "r+", encoding="utf-8")
 
 
-def _holds_files(d: Path) -> bool:
-    """Whether a directory holds anything besides the lock file."""
-    return any(p.name != LOCK_FILE for p in d.iterdir())
+def holds_files(d: Path) -> bool:
+    """Whether a directory holds anything besides the lock file (False for one that is gone)."""
+    return d.is_dir() and any(p.name != LOCK_FILE for p in d.iterdir())
+
+
+def staging_dir(directory: str | Path) -> Path:
+    """The sibling folder a fresh run is built in when `directory` holds something it replaces
+    (loop/launch.py): hidden, named after it, emptied of what a killed replacement left (the
+    caller holds `directory`'s lock, so no other process owns it)."""
+    d = Path(directory)
+    staging = d.parent / f".{d.name}.replacing"
+    if os.path.lexists(staging):
+        _remove(staging)
+    return staging
+
+
+def discard(path: str | Path) -> None:
+    """Remove a folder (a link: the link only); nothing if it is gone."""
+    if os.path.lexists(path):
+        _remove(Path(path))
+
+
+_RENAME_EXCHANGE = 2  # renameat2's flag: swap two paths atomically (Linux 3.15)
+
+
+def exchange(a: str | Path, b: str | Path) -> None:
+    """Swap two folders' names in one step, so that a kill at any moment leaves each folder whole
+    under one of the two names (renameat2 with RENAME_EXCHANGE). Where the system has no such call,
+    three renames, `b` out of the way first."""
+    a, b = Path(a), Path(b)
+    rename2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if rename2 is not None:
+        at_cwd = -100  # AT_FDCWD
+        if rename2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+            _fsync_dir(a.parent)
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.ENOSYS, errno.EINVAL):
+            raise OSError(err, f"cannot swap {a} and {b}: {os.strerror(err)}")
+    aside = b.with_name(f".{b.name}.replaced")
+    discard(aside)
+    os.rename(b, aside)
+    os.rename(a, b)
+    os.rename(aside, a)
+    _fsync_dir(a.parent)
 
 
 def check_run_dir(directory: str | Path, command: str, *, overwrite: bool = False, replaceable: bool = False,
@@ -416,7 +442,7 @@ def check_run_dir(directory: str | Path, command: str, *, overwrite: bool = Fals
     d = Path(directory)
     if d.exists() and not d.is_dir():
         raise ValueError(f"output directory {d} is a file; choose another --out")
-    if overwrite or not d.is_dir() or not _holds_files(d):
+    if overwrite or not d.is_dir() or not holds_files(d):
         return
     info = read_run(d)
     if info is None or info.command != command:
@@ -459,55 +485,11 @@ def resumable_run(directory: str | Path, command: str) -> RunInfo:
     return info
 
 
-# What a --resume may be given, for every command: the wall-clock budget and a pause, which change
-# when the run stops but not what it computes. Any other option (or --set) would change the run's
-# settings, so it is refused by name (it used to be dropped without a word by finetune).
-RESUME_OPTIONS = ("resume", "minutes", "max_steps_this_run")
-RESUME_SETTINGS = ("minutes",)
-
-
-def options_given(parser, args, allowed=RESUME_OPTIONS) -> list[str]:
-    """The options of an argparse Namespace that differ from the parser's defaults, as --names,
-    leaving out `allowed`."""
-    defaults = vars(parser.parse_args([]))
-    return ["--" + k.replace("_", "-") for k, v in sorted(vars(args).items()) if k not in allowed and v != defaults[k]]
-
-
-def resume_changes(parser, args, directory: str | Path, keep: tuple[str, ...] = ()) -> dict:
-    """The one rule of --resume, for every command that has it: the run continues with the settings
-    its run.json saved; an option that would change them, or a --set of anything but the budget,
-    is refused, naming it. `keep`: a command's options that change nothing the run computes (what
-    it prints, where it finds its run). -> the settings the resume changes ({"minutes": M} when
-    given, by --minutes or --set minutes=M)."""
-    given = options_given(parser, args, (*RESUME_OPTIONS, *keep, "set"))
-    changes: dict = {}
-    for item in getattr(args, "set", None) or []:
-        key = item.partition("=")[0].strip().replace("-", "_")
-        if key in RESUME_SETTINGS and getattr(parser, "settings", None) is not None:
-            changes.update(parser.settings.parse_set([item]))
-        else:
-            given.append(f"--set {item}")
-    if given:
-        flags = {a.dest: a.option_strings[0] for a in parser._actions if a.option_strings}
-        may = [flags[k] for k in (*RESUME_OPTIONS, *keep) if k in flags and k != "resume"]
-        listed = f"{', '.join(may[:-1])} and {may[-1]}" if len(may) > 1 else "".join(may)
-        raise ValueError(f"--resume continues {directory} with its saved settings, and {', '.join(given)} would "
-                         f"change them; only {listed} may be given (to change a setting, start a new run "
-                         f"with another --out, or this one again with --overwrite)")
-    if getattr(args, "minutes", None) is not None and "minutes" not in changes:
-        if not (math.isfinite(args.minutes) and args.minutes >= 0):  # named as the flag, not as run.json's
-            raise ValueError(f"--minutes {args.minutes} must be a finite number of minutes, 0 or more")
-        changes["minutes"] = args.minutes
-    return changes
-
-
 def start_run(directory: str | Path, command: str, settings: dict, **extra) -> None:
-    """A fresh run in `directory` (check_run_dir said it may start): clear what an earlier run
-    left and write run.json."""
+    """A fresh run in `directory`, which holds nothing of another run (loop/launch.py builds a
+    run that replaces one in a folder of its own): write run.json."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    for name in (*RUN_OUTPUTS, OLD_FINETUNE_FILE):
-        _remove(d / name)
     write_run(d, command, settings, **extra)
 
 

@@ -22,11 +22,8 @@ dropout by BertConfig's names `hidden_dropout_prob` and `attention_probs_dropout
 warmup `warmup_steps` (optimizer steps) or `warmup_proportion` (a fraction of the run's steps),
 never one name for both.
 
-What an older minibert wrote is read once, here: `renamed` maps an old name to today's and
-`retired` turns an old setting whose meaning moved into today's (train's auto_steps=true is
-steps=0, fine-tuning's dropout is both dropouts), in `from_dict` and `parse_set` (`read_old`);
-a class's `upgrade` reads the meaning a value had in a run.json older than
-rundir.SETTINGS_VERSION (`from_run`). `build` is the one way a command makes its settings.
+A name outside the class is refused (from_dict, --set), whatever it meant elsewhere: each setting
+has one name and one meaning. `build` is the one way a command makes its settings.
 
 The type of a field is read from its annotation: int, float, bool, str, tuple (of str, or of
 float when the default holds floats), or any of them `| None`. A field whose type is another
@@ -36,12 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from minibert.io.textio import shown_value
-from minibert.loop.rundir import SETTINGS_VERSION
 
-# settings_renames: skip-file (this module's tables name the older spellings)
+# settings_renames: skip-file (VOCABULARY names the synonyms no class may use)
 _SIMPLE = {"int": int, "float": float, "bool": bool, "str": str, "tuple": tuple, "list": tuple}
 
 
@@ -134,7 +130,7 @@ class NotWhole(ValueError):
 
 def parse_int(key: str, raw: str) -> int:
     """An integer setting's text: "25" or "1e3" (a whole number written as a float); "25e-1" (2.5)
-    and "1.5" are refused, never rounded (steps=25e-1 was 2 steps while steps=1.5 was refused)."""
+    and "1.5" are refused, never rounded: however a fraction is written, it is the same refusal."""
     try:
         return int(raw)
     except ValueError:
@@ -167,7 +163,7 @@ RANGES: dict[str, tuple[float, float, str]] = {
     "max_seq_length": (1, MAX_POSITIONS, "the largest position table minibert builds"),
     "short_seq_length": (0, MAX_POSITIONS, "the largest position table minibert builds"),
     "max_predictions_per_seq": (0, MAX_POSITIONS, "a sequence's tokens"),
-    "max_query_length": (1, MAX_POSITIONS, "a sequence's tokens (and at least 1: 0 emptied every question)"),
+    "max_query_length": (1, MAX_POSITIONS, "a sequence's tokens (and at least 1: 0 would empty every question)"),
     "doc_stride": (1, MAX_POSITIONS, "a sequence's tokens"),
     "batch_size": (1, 65536, "sequences in one micro-batch"),
     "accumulation_steps": (1, 65536, "micro-batches in one step"),
@@ -195,8 +191,8 @@ def check_range(key: str, value: Any, ranges: dict, where: str = "") -> None:
                          f"({hi:,}: {why})")
 
 
-# one name per concept: the name every settings class uses -> the synonyms older classes had
-# for it (tests/loop/test_settings.py: no settings class has a field named by one of these)
+# one name per concept: the name every settings class uses -> synonyms that no settings class may
+# use beside it (tests/loop/test_settings.py: no settings class has a field named by one of these)
 VOCABULARY: dict[str, tuple[str, ...]] = {
     "out": ("out_dir", "output_dir"),
     "max_seq_length": ("seq_len", "chunk_len", "max_input", "max_length"),
@@ -215,38 +211,17 @@ RETIRED_NAMES = frozenset(old for olds in VOCABULARY.values() for old in olds)
 class Settings:
     """The base of every run's settings (see the module docstring)."""
 
-    renamed: ClassVar[dict[str, str]] = {}  # an older run.json's name -> today's (read by from_dict)
     ranges: ClassVar[dict[str, tuple[float, float, str]]] = RANGES  # each integer setting's (lowest, highest, why)
     # a setting an option chooses before the others are read (train's preset: the sizes the options
     # then change) -> that option; --set refuses it, naming the option
     chosen_by: ClassVar[dict[str, str]] = {}
     unused: ClassVar[tuple[str, ...]] = ()  # shared names this command has no use for (no option; validate refuses them)
-    # an older setting whose meaning moved -> (its type, value -> today's settings)
-    retired: ClassVar[dict[str, tuple[type, Callable[[Any], dict]]]] = {}
-
-    @classmethod
-    def read_old(cls, d: dict) -> dict:
-        """Settings in an older minibert's names -> today's (the one place they are read): `renamed`
-        names, `retired` settings."""
-        out = {k: v for k, v in d.items() if k not in cls.renamed}  # today's name, beside an old one, wins
-        out.update({cls.renamed[k]: v for k, v in d.items() if k in cls.renamed and cls.renamed[k] not in d})
-        for key in [k for k in out if k in cls.retired]:  # what it meant wins over the value saved beside it
-            out.update(cls.retired[key][1](out.pop(key)))
-        return out
-
-    @classmethod
-    def upgrade(cls, d: dict) -> dict:
-        """The settings of a run.json written before SETTINGS_VERSION, whose values meant something
-        else then -> today's (each class its own; `from_run` calls it)."""
-        return d
 
     @classmethod
     def from_run(cls, info, where: str = "", **changes):
-        """The settings a run saved (a loop/rundir.RunInfo), an older run.json's meanings read by
-        `upgrade`; `changes` (what a resume may change) over them."""
-        settings = info.settings if info.extra.get("settings_version", 1) >= SETTINGS_VERSION else \
-            cls.upgrade(cls.read_old(info.settings))
-        return cls.from_dict({**settings, **changes}, where)
+        """The settings a run saved (a loop/rundir.RunInfo); `changes` (what a resume may change)
+        over them."""
+        return cls.from_dict({**info.settings, **changes}, where)
 
     @classmethod
     def fields(cls) -> dict[str, dataclasses.Field]:
@@ -259,7 +234,6 @@ class Settings:
         at = f"{where}: " if where else ""
         if not isinstance(d, dict):
             raise ValueError(f"{at}the settings must be a JSON object, not {type(d).__name__}")
-        d = cls.read_old(d)
         fields = cls.fields()
         unknown = sorted(set(d) - set(fields))
         if unknown:
@@ -277,7 +251,7 @@ class Settings:
     def build(cls, base: dict | None = None, given: dict | None = None, where: str = "", validate: bool = True):
         """The one way a command makes its settings: the class's defaults <- `base` (a preset, a
         recipe) <- `given` (the command's options, then --set, as io/cli.given_settings reads
-        them), older names read once; validated before anything is written."""
+        them); validated before anything is written."""
         cfg = cls.from_dict({**(base or {}), **(given or {})}, where)
         if validate:
             cfg.validate()
@@ -298,13 +272,6 @@ class Settings:
             key = key.strip().replace("-", "_")
             if not sep:
                 raise ValueError(f"--set {shown_value(item)}: expected KEY=VALUE")
-            key = cls.renamed.get(key, key)  # an older name of the same setting
-            if key in cls.retired:  # an older name: what it means today
-                kind, today = cls.retired[key]
-                typed = dataclasses.field()
-                typed.type = kind
-                out.update(today(parse_value(key, raw, typed)))
-                continue
             if key in cls.chosen_by:
                 raise ValueError(f"--set {item!r}: {key} is chosen by {cls.chosen_by[key]} (it sets the values the "
                                  f"other settings start from), not by --set")

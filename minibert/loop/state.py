@@ -1,11 +1,12 @@
 """What the loop owns: the settings a run gives it (`LoopSettings`, plain data) and the state it
-keeps while it trains (`LoopState`: the step, the time spent, the log window, the schedule's
-length and its lr anchor, the time budget, the dropout Generator, the checkpoint and evaluation
-bookkeeping, early stopping's best score and count), with the loop's part of trainer_state.json.
+keeps while it trains (`LoopState`: the step, the time spent, the log window, the schedule (a
+loop/budget.Schedule, fixed or a Budget that refits itself), the dropout Generator, the
+checkpoint and evaluation bookkeeping, early stopping's best score and count), with the loop's
+part of trainer_state.json.
 
     settings = LoopSettings(dir=out, vocab=tokens, resume_command="...", total_steps=1000, lr=1e-3,
                             warmup_steps=100, log_interval=20, eval_interval=250, ...)
-    state = LoopState.start(settings)        # a fresh run (a budget with a probe fits its schedule here)
+    state = LoopState.start(settings)        # a fresh run, its schedule fixed or a budget (loop/budget.py)
     state = checkpoints.load_checkpoint(run, settings)   # or the state a checkpoint saved
 
 A run (loop/engine.py's protocol) never reads or writes this state: it is told the step where it
@@ -20,10 +21,9 @@ from typing import Callable
 
 import numpy as np
 
-from minibert.loop.budget import SHORT, FULL, StepBudget
+from minibert.loop.budget import Budget, Schedule
+from minibert.loop.rundir import LAYOUT
 from minibert.optim import SCHEDULES
-
-LAYOUT = 2  # trainer_state.json's layout: 2 has "layout"; 1 (minibert before it) kept each run's own log window
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,13 +56,12 @@ class LoopSettings:
     # the time: a limit, or (fit_steps) the budget the schedule is fitted to (loop/budget.py)
     minutes: float = 0.0  # 0: no limit
     fit_steps: bool = False
-    probe: tuple | None = None  # (full step, evaluation, short step) seconds timed before the loop (budget.probe_seconds)
+    probe: Callable[[], tuple] | None = None  # -> (full step, evaluation, short step) seconds, timed before the first step
     short_fraction: float = 0.0  # the first share of the schedule takes short steps (next_batch(step, short=True))
     phase: dict = dataclasses.field(default_factory=dict)  # what the "phase" record at the switch to full steps adds
     min_evals: int = 0  # the first fit makes eval_interval small enough for this many evaluations
     # cadences
     log_interval: int = 20
-    log_partial_window: bool = True  # log the steps since the last line when a run ends between two
     log_grad_norm: bool = False  # records carry the window's mean gradient norm
     eval_interval: int = 0  # steps between two evaluations (0: by eval_per_epoch)
     steps_per_epoch: int = 0  # > 0: records carry "epoch", and eval_per_epoch counts in epochs
@@ -75,20 +74,32 @@ class LoopSettings:
     patience: int = 0
     patience_metric: str = ""
     publish_checkpoints: bool = True  # a checkpoint's model is also the run's top level (else the run keeps its own there)
-    optimizer_step_metadata: bool = True  # optimizer.safetensors names its step (fine-tuning's never did: same bytes)
     # what the progress and evaluation lines show: metric name -> its label (empty show_eval: every number)
     show_train: dict = dataclasses.field(default_factory=lambda: {"loss": "loss"})
     show_eval: dict = dataclasses.field(default_factory=dict)
     eval_label: str = "held-out"  # the evaluation line's first word and the curves' legend for evaluations
     curves: Curves | None = None
-    old_window: Callable | None = None  # a log-window entry saved by layout 1 -> its metrics (see LoopState.load)
+
+    @classmethod
+    def of(cls, cfg, *, dir: Path, vocab: list, command: str, home: Path | None = None, **own) -> "LoopSettings":
+        """The one place a run's settings become the loop's: the names every command shares
+        (loop/settings.RunSettings: steps is the schedule's length, lr, warmup_steps, minutes,
+        the three intervals, seed) read from `cfg`; `own` is what the run adds or derives (a
+        fine-tuning run's steps from its epochs, a cap on the warmup, what the lines show).
+        `dir` is where the run writes; `command` continues it: `python -m minibert COMMAND --resume
+        HOME` (`home`: the folder the run ends in, when it is built elsewhere; default `dir`)."""
+        shared = dict(total_steps=cfg.steps, lr=cfg.lr, warmup_steps=cfg.warmup_steps, minutes=cfg.minutes,
+                      log_interval=cfg.log_interval, eval_interval=cfg.eval_interval,
+                      checkpoint_interval=cfg.checkpoint_interval, seed=cfg.seed)
+        return cls(dir=Path(dir), vocab=vocab, resume_command=f"python -m minibert {command} --resume {home or dir}",
+                   **{**shared, **own})
 
     def __post_init__(self) -> None:
         """Every number the loop and its step will use, checked when a run makes its settings: a
         run makes them in its constructor, before it writes anything (rundir.start_run, which
         clears what an earlier run left, comes after), so a bad value is refused while the old
-        run is still whole. (clip_norm=0 used to be refused by the first step, after
-        `finetune --overwrite` had deleted the old model; docs/safety.md.)"""
+        run is still whole: `finetune --overwrite` with clip_norm=0 keeps the old model
+        (docs/safety.md)."""
         bad = [f"{name}={value!r} must be {what}" for name, value, ok, what in (
             ("lr", self.lr, _finite(self.lr) and self.lr > 0, "a finite number > 0"),
             ("clip_norm", self.clip_norm, _finite(self.clip_norm) and self.clip_norm > 0,
@@ -129,20 +140,21 @@ class Entry:
 @dataclasses.dataclass
 class LoopState:
     step: int
-    total_steps: int
     elapsed: float  # seconds in the loop, over every process of the run
     rng: np.random.Generator  # dropout (and ELECTRA's samples)
-    eval_interval: int
-    budget: StepBudget | None = None
-    lr_anchor: tuple | None = None  # where a refit re-spread the lr decay (optim.lr_at)
+    schedule: Schedule  # its length, lr anchor, short phase, evaluation interval: fixed, or a Budget refitting itself
     window: list = dataclasses.field(default_factory=list)  # Entries since the last log line
     last_checkpoint: int | None = None
     last_eval_step: int | None = None
-    short_steps_fixed: int | None = None  # the switch to full steps, once the budget fixed it
     status: str = "new"  # how the last run() ended: done | budget | paused | interrupted
     last_plot: float = -math.inf  # perf_counter of the last curves.png
     best_score: float | None = None  # early stopping: the best patience_metric so far ...
     stale_evals: int = 0  # ... and the evaluations since it, none better
+
+    @property
+    def total_steps(self) -> int:
+        """The schedule's length (the schedule's own field: a budget's refit changes it)."""
+        return self.schedule.total_steps
 
     def out_of_patience(self, s: "LoopSettings") -> bool:
         """Early stopping: `patience` evaluations in a row did not improve on the best."""
@@ -160,87 +172,54 @@ class LoopState:
             self.stale_evals += 1
 
     @classmethod
-    def start(cls, s: LoopSettings) -> "LoopState":
-        """A fresh run's state. With fit_steps and a probe the schedule is fitted now."""
-        state = cls(step=0, total_steps=s.total_steps, elapsed=0.0, rng=np.random.default_rng([s.seed, 1]),
-                    eval_interval=s.eval_interval)
-        if s.fit_steps:
-            probe = s.probe or (None, None, None)
-            state.budget = StepBudget(s.minutes * 60.0, s.eval_interval, probe[0], probe[1], s.short_fraction,
-                                      probe[2])
-            if s.probe is not None:
-                state.total_steps = state.budget.initial().total_steps
-        return state
-
-    def short_steps_of(self, s: LoopSettings) -> int:
-        """Steps of the short phase: the first short_fraction of the schedule (fixed once the
-        budget refitted the schedule, so a later refit cannot move the switch)."""
-        if not s.short_fraction:
-            return 0
-        if self.short_steps_fixed is not None:
-            return self.short_steps_fixed
-        return int(round(s.short_fraction * self.total_steps))
-
-    def step_kind(self, s: LoopSettings, step: int) -> str:
-        return SHORT if step < self.short_steps_of(s) else FULL
+    def start(cls, s: LoopSettings, schedule: Schedule | None = None) -> "LoopState":
+        """A fresh run's state, with its schedule: fixed, or (fit_steps) a Budget fitted to the
+        minutes, which the run's probe (s.probe) fits before the first step (Budget.fit)."""
+        schedule = schedule or new_schedule(s, s.fit_steps, s.probe)
+        return cls(step=0, elapsed=0.0, rng=np.random.default_rng([s.seed, 1]), schedule=schedule)
 
     # --- trainer_state.json ------------------------------------------------------------------------
 
     def state_dict(self, s: LoopSettings, status: str, finished: bool) -> dict:
         """The loop's part of trainer_state.json (the run's own part stands beside it)."""
-        state = {"layout": LAYOUT, "step": self.step, "total_steps": self.total_steps, "status": status,
-                 "elapsed_seconds": self.elapsed, "dropout_rng": self.rng.bit_generator.state,
-                 "eval_interval": self.eval_interval, "last_eval_step": self.last_eval_step}
-        if s.short_fraction:
-            state["short_steps"] = self.short_steps_of(s)
+        state = {"layout": LAYOUT, "step": self.step, "status": status, "elapsed_seconds": self.elapsed,
+                 "dropout_rng": self.rng.bit_generator.state, "last_eval_step": self.last_eval_step,
+                 **self.schedule.state_dict()}
         if not finished and self.window:  # the resumed run logs it whole
             state["window"] = [{"metrics": {k: [plain(v) for v in sc] for k, sc in e.metrics.items()},
                                 "lr": plain(e.lr), "grad_norm": plain(e.grad_norm)} for e in self.window]
-        if self.budget is not None:
-            state["budget"] = self.budget.state_dict()
-        if self.lr_anchor is not None:
-            state["lr_anchor"] = list(self.lr_anchor)
         if s.patience:  # the count goes on where it stopped: a resumed run stops at the same step
             state["early_stopping"] = {"best": self.best_score, "stale_evals": self.stale_evals}
         return state
 
     @classmethod
     def load(cls, s: LoopSettings, state: dict, path: Path) -> "LoopState":
-        """The state a checkpoint saved (`state`, checked by checkpoints.check_state), layout 2 or
-        the older layout 1: no "layout"; fine-tuning saved no total_steps; T5 saved its
-        eval_interval as "eval_every"; each run saved its log window as its own tuples, which
-        `s.old_window` reads (a run with one loss and one accuracy saved (loss, correct,
-        counted, tokens, lr), read here)."""
-        loop = cls.start(dataclasses.replace(s, probe=None))  # a resumed run keeps its schedule: no new probe
+        """The state a checkpoint saved (`state`, checked by checkpoints.check_state)."""
+        # a resumed run keeps its schedule: a budget's, when it saved one (no new probe), else a fixed one
+        loop = cls.start(s, new_schedule(s, s.fit_steps and bool(state.get("budget"))))
         try:
             loop.rng.bit_generator.state = state["dropout_rng"]
         except (TypeError, ValueError, KeyError) as e:
             raise ValueError(f"{path}: dropout_rng is not a random generator's state "
                              f"({type(e).__name__}: {e})") from None
         loop.step, loop.elapsed = int(state["step"]), float(state["elapsed_seconds"])
-        loop.total_steps = int(state.get("total_steps", s.total_steps))
-        if s.min_evals:  # the budget's first fit may have shortened it: the saved one holds
-            loop.eval_interval = int(state.get("eval_interval", state.get("eval_every", s.eval_interval)))
-        if loop.budget is not None and state.get("budget"):
-            loop.budget.load_state_dict(state["budget"])
-            loop.budget.eval_interval = loop.eval_interval
-        elif loop.budget is not None:  # saved by a run without a budget, or by an older minibert: keep the schedule
-            loop.budget = None
-        if s.short_fraction and state.get("short_steps") is not None:
-            loop.short_steps_fixed = int(state["short_steps"])
-        anchor = state.get("lr_anchor")
-        loop.lr_anchor = (int(anchor[0]), float(anchor[1])) if anchor else None
+        # the budget's first fit may have shortened the evaluation interval: the saved one holds
+        loop.schedule.load_state_dict(state, saved_interval=bool(s.min_evals))
         loop.last_eval_step = state.get("last_eval_step")
         if s.patience:
             loop.best_score, loop.stale_evals = early_stopping_state(state.get("early_stopping"), path)
-        window = state.get("window", [])
-        if state.get("layout", 1) >= 2:
-            loop.window = [Entry({k: tuple(v) for k, v in e["metrics"].items()}, e["lr"], e["grad_norm"])
-                           for e in window]
-        else:
-            loop.window = [(s.old_window or loss_acc_entry)(e) for e in window]
+        loop.window = [Entry({k: tuple(v) for k, v in e["metrics"].items()}, e["lr"], e["grad_norm"])
+                       for e in state.get("window", [])]
         loop.last_checkpoint = loop.step
         return loop
+
+
+def new_schedule(s: LoopSettings, budgeted: bool, probe: Callable[[], tuple] | None = None) -> Schedule:
+    """The schedule of a run's settings: a Budget fitted to s.minutes (with the run's probe), or fixed."""
+    if budgeted:
+        return Budget(s.minutes, s.total_steps, s.eval_interval, s.short_fraction, lr=s.lr,
+                      warmup_steps=s.warmup_steps, schedule=s.schedule, min_evals=s.min_evals, probe=probe)
+    return Schedule(s.total_steps, s.eval_interval, s.short_fraction)
 
 
 def early_stopping_state(saved, path: Path) -> tuple[float | None, int]:
@@ -254,13 +233,6 @@ def early_stopping_state(saved, path: Path) -> tuple[float | None, int]:
         raise ValueError(f"{path}: early_stopping is {saved!r:.200}, expected {{\"best\": a number or null, "
                          f"\"stale_evals\": a count}}")
     return (None if best is None else float(best)), stale
-
-
-def loss_acc_entry(entry: list) -> Entry:
-    """A log-window entry of layout 1 saved by a run with one loss and one accuracy (T5, XLNet):
-    (loss, correct, counted, real tokens, lr)."""
-    loss, correct, counted, tokens, lr = entry
-    return Entry({"loss": (loss, 1), "acc": (correct, counted), "tokens": (tokens, 1)}, lr, 0.0)
 
 
 def plain(x):

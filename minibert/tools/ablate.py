@@ -50,19 +50,18 @@ import numpy as np
 from minibert.io.cli import command_parser
 from minibert.io.atomic import atomic_write
 from minibert.io.jsonfile import read_json_object
-from minibert.loop import engine
 from minibert.loop.rundir import PUBLISHED, RunLock, run_state
 from minibert.tools.ablate_studies import (DOWNSTREAM, FAMILY_VARIANTS, STEP_FRACTIONS, STUDIES, TABLE_8, Claim,
                                            Downstream, Study, Variant, make_variant)
 from minibert.checkpoint import read_config_json
-from minibert.finetune.commands import pretrained_objective, task_kind
+from minibert.finetune.commands import finetune as run_finetune, pretrained_objective, task_kind
 from minibert.finetune.run import FinetuneConfig
 from minibert.finetune.task_data import get_task, load_task, score
 from minibert.text.tokenizer import BertTokenizer
 from minibert.tools import ablate_report as report
 from minibert.train.config import FAMILY_PRESETS, FAST_RECIPE, PRESETS, TINY_RECIPE, TrainConfig, make_config
 from minibert.train.data import default_corpus
-from minibert.train.pretrain import train
+from minibert.train.pretrain import launch_pretraining
 
 # ---------------------------------------------------------------------------------------------
 # the plan: what one invocation runs
@@ -199,11 +198,13 @@ def _finished(run_dir: Path) -> dict | None:
 
 
 def _train(cfg, resume: bool, max_steps: int | None, verbose: bool):
-    trainer = train(cfg, resume=resume, overwrite=not resume, verbose=verbose, max_steps_this_run=max_steps,
-                    created_by="ablate")
-    if trainer.loop.status == "interrupted":
+    outcome = launch_pretraining(cfg, resume=resume, overwrite=not resume, verbose=verbose,
+                                 max_steps_this_run=max_steps, created_by="ablate")
+    if outcome.code == 130:
         raise KeyboardInterrupt
-    return trainer
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome
 
 
 def _resumable(run_dir: Path) -> bool:
@@ -288,21 +289,19 @@ def finetune_config(plan: Plan, model_dir: Path | None, d: Downstream, seed: int
 def finetune(plan: Plan, model_dir: Path, d: Downstream, seed: int, out: Path, extra: tuple = ()) -> dict:
     """Fine-tune (or train the feature-based tagger on) the pretrained model -> the best dev scores.
     `extra`: the variant's own FinetuneConfig settings (Variant.finetune), applied before --finetune-set."""
-    # lazy: tests replace minibert.finetune.commands.build_run, which an import at call time sees
-    from minibert.finetune.commands import build_run
-
     cfg = finetune_config(plan, model_dir, d, seed, out, extra)
     if out.exists():  # a cell cut off earlier: it starts again
         shutil.rmtree(out)
-    run = build_run(cfg, verbose=plan.verbose)
-    loop = run.start()
-    status = engine.run(run, loop)
-    if status == "interrupted":
+    outcome = run_finetune(cfg, verbose=plan.verbose, card=False)
+    if outcome.code == 130:
         raise KeyboardInterrupt
+    if outcome.error is not None:
+        raise outcome.error
+    run, loop = outcome.run, outcome.loop
     best = run.best or {}
     main = run.source.main_metric
     return {"metric": main, "score": best.get(main), "scores": {k: v for k, v in best.items() if k != "step"},
-            "best_step": best.get("step"), "steps": loop.step, "total_steps": run.total_steps, "status": status,
+            "best_step": best.get("step"), "steps": loop.step, "total_steps": run.total_steps, "status": loop.status,
             "seconds": round(loop.elapsed, 1), "frozen": cfg.frozen}
 
 

@@ -66,6 +66,7 @@ import numpy as np
 
 from minibert.backend import backend_name
 from minibert.io.cli import command_parser
+from minibert.io.outputs import check_output, write_output
 from minibert.tools import (bench_attention, bench_coldstart, bench_common, bench_finetune, bench_spam, bench_sst2,
                             bench_startup, bench_step)
 from minibert.tools.bench_common import (CONFIGS, ROOT, fmt_table, n_threads, parse_threads, run_worker, threads_label,
@@ -188,8 +189,6 @@ def cli(argv: list[str]) -> int:
     if not threads_list:
         ap.error(f"--threads {args.threads}: every count is above this machine's {cores} cores")
     reps = args.reps or (3 if args.quick else 7)
-    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
-    from minibert.io.outputs import check_output, write_output
 
     check_output(args.json, inputs=[args.data, args.vocab], flag="--json")  # before minutes of benchmarks
     started = time.perf_counter()

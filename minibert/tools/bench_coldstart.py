@@ -21,7 +21,6 @@ a tiny training step compiles (or loads from the cache), kernel by kernel, with 
 from __future__ import annotations
 
 import fnmatch
-import json
 import os
 import resource
 import shutil

@@ -21,8 +21,6 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
 from minibert.data import pretraining_data as pd
 from minibert.data import shards
 from minibert.io import outputs

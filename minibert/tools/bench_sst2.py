@@ -43,6 +43,7 @@ from minibert.io import outputs
 from minibert.model import BertConfig
 from minibert.optim import lr_at
 from minibert.text.tokenizer import BertTokenizer, save_vocab
+from minibert.text.wordpiece_trainer import train_wordpiece
 
 MAX_LEN = 128  # the T cap
 BATCH = 32
@@ -113,8 +114,6 @@ def prepare(data_dir, limit, vocab, workdir: Path) -> dict:
     dev_s, dev_y = read_tsv(Path(data_dir) / "dev.tsv")
     vocab_path, source = find_vocab(data_dir, vocab), None
     if vocab_path is None:
-        # lazy: tests replace minibert.text.wordpiece_trainer.train_wordpiece, which an import at call time sees
-        from minibert.text.wordpiece_trainer import train_wordpiece
 
         text = workdir / "train.txt"
         outputs.write_output(text, "\n".join(train_s) + "\n", root=workdir)

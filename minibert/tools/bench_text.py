@@ -14,6 +14,7 @@ import time
 
 from minibert.data.corpus import ensure_default_corpus
 from minibert.text.tokenizer import SPECIAL_TOKENS, BertTokenizer, basic_tokenize
+from minibert.text.wordpiece_trainer import train_wordpiece
 
 VOCAB_SIZE = 8192
 
@@ -51,8 +52,6 @@ def _hf_train(train_path) -> list[str]:
 
 def bench_wordpiece(report: dict, repeats: int = 3) -> dict:
     """Train an 8192 vocab on the default corpus: minibert (both rules) vs HF tokenizers."""
-    # lazy: tests replace minibert.text.wordpiece_trainer.train_wordpiece, which an import at call time sees
-    from minibert.text.wordpiece_trainer import train_wordpiece
 
     paths = ensure_default_corpus()
     heldout = paths.heldout.read_text(encoding="utf-8").splitlines()

@@ -35,7 +35,7 @@ import numpy as np
 
 from minibert.data.shards import META_FILE, BatchIterator
 from minibert.io.cli import command_parser
-from minibert.io.outputs import check_output
+from minibert.io.outputs import check_output, write_output
 from minibert.io.progress import Progress
 from minibert.loop.rundir import RUN_FILE, RunLock
 from minibert.train.config import DEFAULT_DATA_CACHE, check_data_cache
@@ -98,8 +98,6 @@ def export_jsonl(data_dir, out: str | Path, *, vocab=None, masking: str = "stati
                  progress=None) -> int:
     """Write `epochs` passes over the data (at most `limit` sequences, 0 = all) to `out`,
     atomically. -> the number of lines written."""
-    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
-    from minibert.io.outputs import write_output
 
     if epochs < 1 or limit < 0:
         raise ValueError(f"--epochs must be >= 1 and --limit >= 0 (got {epochs}, {limit})")

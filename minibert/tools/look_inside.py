@@ -147,7 +147,7 @@ def nsp_baseline_cli(argv: list[str]) -> int:
     args = p.parse_args(argv)
 
     try:
-        if args.max_train < 1:  # 0 fitted nothing (a NaN accuracy), -5 silently dropped the last 5 pairs
+        if args.max_train < 1:  # 0 would fit nothing (a NaN accuracy); -N, as a slice, would drop the last N pairs
             raise ValueError(f"--max-train {args.max_train} must be at least 1")
         # the run file names the corpus and a data cache: shards are read where the run recorded them, and
         # generated again (from a corpus that hashes to the run's data) only into --data-cache

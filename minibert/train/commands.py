@@ -1,23 +1,23 @@
 """The command line: `python -m minibert train` (`cli`) and `python -m minibert train-tiny`
-(`train_tiny_cli`, what `make train-tiny` runs), the final report, and the exit codes."""
+(`train_tiny_cli`, what `make train-tiny` runs): parse, build the settings, launch the run
+(train/pretrain.launch_pretraining: the launcher owns the run's life and the exit code), and
+train-tiny's fill-mask examples at the end."""
 from __future__ import annotations
 
 import os
 import sys
 
-from minibert.io.cli import CommandParser, command_parser, given_settings
-from minibert.io.progress import fmt_seconds
-from minibert.io.textio import error_line
+from minibert.io.cli import CommandParser, command_parser, given_settings, resume_changes, run_options
 from minibert import compile_ahead
 from minibert.loop import rundir
-from minibert.loop.step import TrainingAborted, TrainingDiverged
+from minibert.loop.launch import failed
 from minibert.optim import SCHEDULES
 from minibert.train.config import (DEFAULT_DATA_CACHE, FAMILY_PRESETS, FAST_RECIPE, FILL_MASK_EXAMPLES, PRESETS,
                                    TINY_RECIPE, TRAIN_TINY_PRESETS, TrainConfig, make_config, preset_settings)
 from minibert.train.data import default_corpus, own_corpus
-from minibert.train.pretrain import train
+from minibert.train.pretrain import launch_pretraining
 from minibert.train.runs import resume_config
-from minibert.train.trainer import FAMILIES, HeldoutEvaluator, Trainer
+from minibert.train.trainer import Trainer
 from minibert.analysis.inspect import fill_mask
 from minibert.train import task_corpus
 from minibert.train.curves import baselines
@@ -27,55 +27,21 @@ def cli(argv: list[str]) -> int:
     """python -m minibert train [--preset tiny|mini] [overrides] | --resume runs/<name>"""
     p = _build_parser()
     args = p.parse_args(argv)
-    try:
-        if args.resume:  # the one rule of --resume: the saved settings; only the budget and a pause may be given
-            cfg = resume_config(args.resume, rundir.resume_changes(p, args, args.resume))
-        else:
-            given = given_settings(args, p)  # the options given, then --set
-            base = preset_settings(args.preset or "tiny")
-            TrainConfig.build(base, given, validate=False).validate(require_files=False)
-            cfg = TrainConfig.build(base, default_corpus(given))
-        trainer = train(cfg, resume=bool(args.resume), overwrite=args.overwrite,
-                        max_steps_this_run=args.max_steps_this_run)
-    except BaseException as e:
-        return _exit_code(e)
-    report(trainer)
-    return 130 if trainer.loop.status == "interrupted" else 0
+    if args.resume:  # the one rule of --resume: the saved settings; only the budget and a pause may be given
+        cfg = resume_config(args.resume, resume_changes(p, args))
+    else:
+        given = given_settings(args, p)  # the options given, then --set
+        base = preset_settings(args.preset or "tiny")
+        TrainConfig.build(base, given, validate=False).validate(require_files=False)  # before the corpus is written
+        cfg = TrainConfig.build(base, default_corpus(given), validate=False)
+    return launch_pretraining(cfg, resume=bool(args.resume), overwrite=args.overwrite,
+                              max_steps_this_run=args.max_steps_this_run).code
 
 
-def _exit_code(e: BaseException) -> int:
-    """One line on stderr and the exit code for the ways a training command ends early:
-    1 for an error (a bad setting or file, a full disk, divergence), 130 for Ctrl-C."""
-    if isinstance(e, KeyboardInterrupt):  # before the loop started (data, calibration): nothing to save
-        print("\ninterrupted before training started; nothing saved", file=sys.stderr)
-        return 130
-    if isinstance(e, TrainingAborted):
-        print(f"\n{e}", file=sys.stderr)
-        return 130
-    if isinstance(e, (ValueError, OSError, TrainingDiverged)):
-        print(error_line(e), file=sys.stderr)
-        return 1
-    raise e
-
-
-def report(trainer: Trainer) -> None:
-    r = trainer.last_eval
-    if r is None:
-        return
-    at = trainer.loop.last_eval_step if trainer.loop.last_eval_step is not None else trainer.loop.step
-    when = (f"after {at} steps" if at == trainer.loop.step  # Ctrl-C stops without a final evaluation
-            else f"at step {at} (the last evaluation; training stopped at step {trainer.loop.step})")
-    evaluator = getattr(trainer, "evaluator", None) or HeldoutEvaluator(trainer.cfg, None)
-    print(f"\nheld-out ({r.examples} sequences) {when}, {fmt_seconds(trainer.loop.elapsed)}: {evaluator.summary(r)}")
-    generator = FAMILIES[trainer.cfg.model_type].published_dirs  # ELECTRA's generator/
-    print(f"saved: {trainer.dir}/ (config.json, model.safetensors, vocab.txt, {generator}metrics.jsonl, curves.png, "
-          f"{rundir.CHECKPOINTS}/)")
-
-
-def _say_fast_mode_learns_nothing(trainer: Trainer) -> None:
+def _say_fast_mode_learns_nothing(trainer: Trainer, loop) -> None:
     """--fast runs every stage on a slice for a few steps: it checks the plumbing (data,
     training, evaluation, saving), and its numbers say nothing about what the model can learn."""
-    line = (f"\n--fast is a plumbing check, not training: {trainer.loop.step} steps on a slice of the "
+    line = (f"\n--fast is a plumbing check, not training: {loop.step} steps on a slice of the "
             "corpus check that data, training, evaluation and saving work, and the model learns nothing "
             "in that time.")
     if trainer.heldout is not None:
@@ -112,9 +78,7 @@ def _build_parser() -> CommandParser:
     p.setting("--bias-correction", action="store_const", const=True)
     p.setting("--control-shuffle-labels", action="store_const", const=True,
               help="control run: shuffle MLM labels within each batch (should stay near chance)")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue the run saved in RUN_DIR")
-    p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory")
-    p.add_argument("--max-steps-this-run", type=int, help="stop (and save) after this many steps")
+    run_options(p)
     return p
 
 
@@ -138,9 +102,8 @@ def train_tiny_cli(argv: list[str]) -> int:
                    help="pretrain on a fine-tuning task's own training text, labels dropped (in-domain "
                         "pretraining): sst2, rte, wnut17, swag, squad1, squad2; with --data for its files")
     p.add_argument("--data", help="with --corpus-from-task: the task's data directory (default: its own, if any)")
-    p.add_argument("--resume", action="store_true", help="continue an interrupted train-tiny run")
-    p.add_argument("--overwrite", action="store_true", help="replace the run in the output directory, "
-                   "finished or not (a finished train-tiny run is replaced without it)")
+    run_options(p, pause=False, overwrite="replace the run in the output directory, finished or not (a finished "
+                                          "train-tiny run is replaced without it)")
     args = p.parse_args(argv)
     fast = args.fast
     try:
@@ -165,23 +128,21 @@ def train_tiny_cli(argv: list[str]) -> int:
                 print(f"--corpus-from-task {args.corpus_from_task}: its training text, labels dropped -> {path}")
                 overrides = own_corpus(str(path), overrides) | overrides
             if args.resume:  # the one rule of --resume: the saved settings; only the budget may be given
-                run_dir = make_config(preset, **overrides).run_dir  # --preset, --corpus-from-task: which run
-                cfg = resume_config(run_dir, rundir.resume_changes(p, args, run_dir, keep=("preset", "corpus_from_task",
-                                                                                         "data")))
+                cfg = resume_config(args.resume, resume_changes(p, args))
             else:
                 make_config(preset, **overrides).validate(require_files=False)  # before CORPUS= writes files
                 cfg = make_config(preset, **default_corpus(overrides))
             print(f"train-tiny{' (--fast: small slice)' if fast else ''}: budget {cfg.minutes:g} min "
                   f"on {os.cpu_count()} cores -> {cfg.run_dir}")
             ahead.wait()
-        trainer = train(cfg, resume=args.resume, overwrite=args.overwrite, created_by="train-tiny")
     except BaseException as e:
-        return _exit_code(e)
-    report(trainer)
+        return failed(e).code
+    outcome = launch_pretraining(cfg, resume=bool(args.resume), overwrite=args.overwrite, created_by="train-tiny")
+    if outcome.code:
+        return outcome.code
+    trainer = outcome.run
     if fast:
-        _say_fast_mode_learns_nothing(trainer)
-    if trainer.loop.status == "interrupted":
-        return 130
+        _say_fast_mode_learns_nothing(trainer, outcome.loop)
 
     electra = trainer.cfg.model_type == "electra"
     model = trainer.model.fill_mask_model() if electra else trainer.model  # ELECTRA's masked LM is its generator

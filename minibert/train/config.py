@@ -72,9 +72,6 @@ def check_data_cache(path: str | Path, flag: str = "data_cache") -> Path:
 class TrainConfig(RunSettings):
     """Every hyperparameter of a run. `python -m minibert train --set key=value` sets any field."""
 
-    # auto_steps, of minibert before one meaning of steps: true fitted the steps to `minutes`, as steps 0 does now
-    retired = {"auto_steps": (bool, lambda on: {"steps": 0} if on else {})}
-    renamed = {"out_dir": "out", "max_train_lines": "max_train_examples"}  # settings_renames: keep
     # the preset is the base the options change (train --preset, train-tiny --preset; ablate's study
     # picks its own): `--set preset=mini` would name mini beside tiny's sizes
     chosen_by = {"preset": "--preset NAME"}
@@ -209,12 +206,12 @@ class TrainConfig(RunSettings):
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], where: str = "") -> "TrainConfig":
-        """From to_dict's form, or from flat names (make_config, and run.json of older runs); every
+        """From to_dict's form, or from flat names (make_config, --set); every
         value of its field's type (a wrong one is an error naming the setting)."""
         if not isinstance(d, dict) or not isinstance(d.get("model") or {}, dict):
             raise ValueError(f"{where + ': ' if where else ''}the settings must be a JSON object with an object "
                              f"\"model\"")
-        d = cls.read_old(d)
+        d = dict(d)
         model = dict(d.pop("model", None) or {})
         model.update({k: d.pop(k) for k in list(d) if k in MODEL_KEYS})
         model.pop("vocab_size", None)
@@ -232,9 +229,9 @@ class TrainConfig(RunSettings):
         return cls(**d, model=BertConfig(**{**MODEL_DEFAULTS, **model}))
 
     def validate(self, require_files: bool = True) -> None:
-        """Every setting checked before anything is written (a bad one used to fail at the first
-        step, after run.json had claimed the directory). `require_files=False` skips the corpus
-        and vocab, for a check before they are prepared."""
+        """Every setting checked before anything is written, so that a bad one never leaves a
+        directory claimed by run.json for a run that cannot take a step. `require_files=False`
+        skips the corpus and vocab, for a check before they are prepared."""
         for key, v in self.flat().items():
             if isinstance(v, float) and not math.isfinite(v):
                 raise ValueError(f"{key}={v} must be a finite number")
@@ -328,7 +325,7 @@ class TrainConfig(RunSettings):
 
 
 def flatten(d: dict[str, Any]) -> dict[str, Any]:
-    """A TrainConfig dict (to_dict's, or a flat one from an older run.json) -> flat names."""
+    """A TrainConfig dict (to_dict's, or an already flat one) -> flat names."""
     d = dict(d)
     return {**{k: v for k, v in (d.pop("model", None) or {}).items() if k in MODEL_KEYS}, **d}
 
@@ -343,15 +340,11 @@ def preset_settings(preset: str) -> dict[str, Any]:
 def make_config(preset: str = "tiny", /, **overrides) -> TrainConfig:
     """TrainConfig from a preset plus overrides, the way every command builds its settings
     (`TrainConfig.build`), not yet validated; ValueError for an unknown preset or key."""
-    if overrides.get("preset", preset) != preset:  # was a TypeError (preset given twice)
+    if overrides.get("preset", preset) != preset:  # the preset is the base, chosen once: not an override
         raise ValueError(f"preset {overrides['preset']!r} given beside preset {preset!r}: the preset is chosen once "
                          f"(--preset NAME)")
     return TrainConfig.build(preset_settings(preset), {k: v for k, v in overrides.items() if k != "preset"},
                              validate=False)
-
-
-# --set key=value: typed by the field, by flat name (the model's settings beside the others)
-parse_set = TrainConfig.parse_set
 
 
 # ---------------------------------------------------------------------------------------------

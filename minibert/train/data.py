@@ -20,7 +20,7 @@ from minibert.io.tensorfile import sha256_file
 from minibert.io.textio import iter_lines, read_text
 from minibert.loop import rundir
 from minibert.text.tokenizer import save_vocab
-from minibert.text.wordpiece_trainer import DEFAULT_MERGE_RULE
+from minibert.text.wordpiece_trainer import DEFAULT_MERGE_RULE, train_wordpiece
 from minibert.train.config import DEFAULT_DATA_CACHE, TrainConfig, check_data_cache
 
 
@@ -159,14 +159,12 @@ def own_corpus(path: str, overrides: dict[str, Any]) -> dict[str, Any]:
         outputs.write_output(tmp / "train.txt", "\n\n".join(train_docs) + "\n", root=tmp)
         outputs.write_output(tmp / "heldout.txt", "\n\n".join(held) + "\n", root=tmp)
         if not overrides.get("vocab"):
-            # lazy: tests replace minibert.text.wordpiece_trainer.train_wordpiece, which an import at call time sees
-            from minibert.text.wordpiece_trainer import train_wordpiece
 
             print(f"CORPUS={path}: training a {OWN_VOCAB_SIZE}-token WordPiece vocab ({DEFAULT_MERGE_RULE} rule) on its "
                   f"training part -> {vocab}")
             save_vocab(train_wordpiece([tmp / "train.txt"], OWN_VOCAB_SIZE, merge_rule=DEFAULT_MERGE_RULE),
                        tmp / "vocab.txt")
-        outputs.replace_dir(tmp, out, root=cache)  # an incomplete directory from an older version is replaced
+        outputs.replace_dir(tmp, out, root=cache)  # whatever is at `out` (an incomplete directory) is replaced
     finally:
         rundir._remove(tmp)
     return files

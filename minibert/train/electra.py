@@ -180,7 +180,6 @@ class ElectraFamily:
     """ELECTRA's model, evaluator, the labels of its numbers and its curves for the pretraining
     Trainer (train/trainer.py's BertFamily has the same methods)."""
 
-    metrics_type = ElectraMetrics  # the joint step's metrics (a checkpoint of layout 1 saved their fields)
     published_dirs = f"{GENERATOR_DIR}/, "  # what the final report adds to the files it names
 
     def build_model(self, cfg, vocab_size: int) -> ElectraPretraining:

@@ -3,16 +3,11 @@ gradient accumulation over micro-batches (weighted by what each loss is a mean o
 objective passed to the model, and the control run's label shuffle.
 
     loss, grads, metrics = pretraining_loss(model, batches, rng, objective)   # metrics: model.Metrics
-    r = pretraining_step(model, optimizer, batches, step, lr=..., warmup_steps=..., total_steps=...,
-                         objective="mlm")                                     # one whole optimizer step
 """
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
-from minibert.loop.step import StepResult, training_step
 from minibert.model import Metrics
 
 
@@ -83,14 +78,3 @@ def pretraining_loss(model, batch, rng: np.random.Generator | None = None, objec
     if objective is None:
         return model.loss_grads_metrics(batch, train=rng is not None, rng=rng)
     return model.loss_grads_metrics(batch, train=rng is not None, rng=rng, objective=objective)
-
-
-def pretraining_step(model, optimizer, batch, step: int, *, objective: str | None = None, **schedule) -> StepResult:
-    """loop/step.training_step with pretraining_loss: one optimizer step of a pretraining model on a
-    batch or micro-batches; r.metrics is the model's Metrics."""
-    loss_fn = partial(_loss, model, objective)
-    return training_step(model, optimizer, batch, step, loss_fn=loss_fn, **schedule)
-
-
-def _loss(model, objective, batch, rng):
-    return pretraining_loss(model, batch, rng, objective)

@@ -25,7 +25,9 @@ What T5 brings to the loop:
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -36,6 +38,8 @@ from minibert.io.jsonfile import Field, check_fields, read_json_object
 from minibert.io.textio import shown_value
 from minibert.checkpoint import CONFIG_NAME, VOCAB_NAME, WEIGHTS_NAME
 from minibert.io.tensorfile import load_tensors, save_tensors_atomic
+from minibert.io.progress import fmt_seconds
+from minibert.loop import rundir
 from minibert.loop.curves import Panel, Series
 from minibert.loop.state import Curves, LoopSettings
 from minibert.optim import AdamW
@@ -179,29 +183,66 @@ STATE_FIELDS = {"batches": Field(dict, "the batch source's state (an object)", r
 
 class T5Run:
     """T5 as a run of loop/engine.run: the model, AdamW, the batch source and the held-out
-    evaluation; `settings` tells the loop the schedule (fitted to the budget with --steps 0)."""
+    evaluation; `settings` tells the loop the schedule (fitted to the budget with --steps 0).
+    `describe`: what the opening line says of the data; `closing(run)` -> the lines a finished
+    run ends with (its mode's: a decoded example, SST-2's dev accuracy)."""
 
     def __init__(self, args, cfg: T5Config, params, tokenizer, batches: ShuffledBatches, eval_batches: list[dict],
-                 ops):
+                 ops, describe: str = "", closing: Callable[["T5Run"], list[str]] | None = None, dir: Path | None = None):
         self.args, self.cfg, self.tokenizer = args, cfg, tokenizer
         self.batches, self.eval_batches = batches, eval_batches
         self.model = T5Model(cfg, params, ops)
         self.optimizer = AdamW(params, lr=args.lr, weight_decay=0.01, bias_correction=True)
-        self.dir = Path(args.out)
+        self.dir = Path(dir or args.out)  # where it writes (loop/launch.py may build it beside args.out)
+        self.describe, self.closing = describe, closing
         self.last_eval: dict | None = None
-        self.settings = LoopSettings(
-            dir=self.dir, vocab=tokenizer.ids_to_tokens, resume_command=f"python -m minibert train-t5 --resume {self.dir}",
-            total_steps=args.steps or UNFITTED, lr=args.lr, schedule="hf", clip_norm=1.0, seed=args.seed,
+        self.baseline: tuple[str, float] | None = None  # a fresh run's (answer token, its share); start() finds it
+        self.settings = LoopSettings.of(
+            args, dir=self.dir, vocab=tokenizer.ids_to_tokens, command="train-t5", home=Path(args.out),
+            total_steps=args.steps or UNFITTED, schedule="hf", clip_norm=1.0,
             warmup_steps=min(args.warmup_steps, args.steps // 10) if args.steps else args.warmup_steps,  # <= a tenth of --steps
             dropout=False,  # T5 here has none
-            minutes=args.minutes, fit_steps=not args.steps, min_evals=6,  # at least 6 evaluations, to draw a curve
-            log_interval=args.log_interval, eval_interval=args.eval_interval,
-            checkpoint_interval=args.checkpoint_interval, show_train={"loss": "loss", "acc": "acc"},
+            fit_steps=not args.steps, min_evals=6,  # at least 6 evaluations, to draw a curve
+            show_train={"loss": "loss", "acc": "acc"},
             show_eval={"loss": "target-token loss", "acc": "accuracy", "span_acc": "span tokens accuracy"},
             curves=Curves((Panel("target-token loss", (Series("loss"), Series("loss", "eval"))),
                            Panel("target-token accuracy", (Series("acc"), Series("acc", "eval"),
                                                            Series("span_acc", "eval", "held-out, span tokens")),
                                  span_baseline_line)), every=30.0))  # drawing costs about a second
+
+    # --- its life (loop/launch.py) -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """A fresh run: run.json, and the held-out baseline (always the most frequent answer token) as
+        metrics.jsonl's first record, which curves.png draws."""
+        rundir.start_run(self.dir, "train-t5", self.args.to_dict())
+        token, share = span_baseline(self.eval_batches, self.cfg)
+        self.baseline = (D.t5_tokens(self.tokenizer.ids_to_tokens, self.cfg.num_sentinels)[token], share)
+        rundir.append_jsonl(self.dir / rundir.METRICS_FILE, {"type": "baseline", "token": self.baseline[0],
+                                                            "span_acc": share})
+
+    def moved(self, to: Path) -> None:
+        """The launcher swapped the run into `to` (it was built beside the run it replaces)."""
+        self.dir, self.settings = to, dataclasses.replace(self.settings, dir=to)
+
+    def opening(self, loop, resumed: bool) -> list[str]:
+        base = self.baseline
+        lines = [] if base is None else [
+            f"held-out baseline: always answering {base[0]!r} gets {base[1]:.4f} of the answer tokens (the target "
+            f"without sentinels and EOS: the dropped text, or the SST-2 label word)"]
+        return lines + [f"model: {self.model.num_parameters:,} parameters; {self.describe}"]
+
+    def finish(self, loop) -> list[str]:
+        """The last line of a run (and, finished, its mode's closing lines)."""
+        if loop.status in rundir.FINISHED:
+            how = "done" if loop.status == "done" else "time budget reached"
+            return [f"{how}: {loop.step} steps in {fmt_seconds(loop.elapsed)}; saved: {self.dir}/ (config.json, "
+                    f"model.safetensors, vocab.txt, metrics.jsonl, curves.png, checkpoints/)",
+                    *(self.closing(self) if self.closing is not None else [])]
+        if loop.status == "paused":
+            return [f"paused at step {loop.step}/{loop.total_steps}: saved {self.dir}; continue with "
+                    f"`{self.settings.resume_command}`"]
+        return []
 
     def next_batch(self, step: int, short: bool = False) -> dict:
         return self.batches.next()

@@ -5,8 +5,8 @@ The run is minibert's one training loop with T5 plugged in (train/t5.py's T5Run 
 loop/engine.py): the same progress line, metrics.jsonl, curves.png, atomic checkpoints, Ctrl-C
 save, NaN stop and bit-exact `--resume RUN_DIR` as every other run. This module is the command:
 its presets, the data of each mode (span-corrupted chunks of the corpus; "sst2 sentence: ..." ->
-"positive" | "negative"), the run directory's checks, and what is shown at the end (a held-out
-example decoded greedily; SST-2's dev accuracy by greedy decoding). `--minutes` is a budget the
+"positive" | "negative") and what is shown at the end (a held-out example decoded greedily; SST-2's
+dev accuracy by greedy decoding); the run's life is the launcher's (loop/launch.py). `--minutes` is a budget the
 step count is fitted to (`--steps N` fixes it instead: then `--minutes` only limits the time);
 `--max-steps-this-run N` pauses after N steps. A saved run is also a
 starting point for `--mode sst2 --init`.
@@ -15,23 +15,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from minibert.io.cli import CommandParser, command_parser, given_settings
+from minibert.io.cli import CommandParser, command_parser, given_settings, resume_changes, run_options
 from minibert.family import t5_data as D
 from minibert.family.t5 import T5Config, greedy_decode, init_params
 from minibert.io.atomic import write_text_atomic
-from minibert.io.progress import fmt_seconds
-from minibert.io.textio import error_line
-from minibert.loop import checkpoints, engine, rundir
-from minibert.loop.state import LoopState
-from minibert.loop.rundir import FINISHED
+from minibert.loop import rundir
+from minibert.loop.launch import Job, launch
 from minibert.loop.settings import RunSettings
-from minibert.loop.step import TrainingAborted, TrainingDiverged
-from minibert.train.t5 import ShuffledBatches, T5Run, load_run, span_baseline
+from minibert.train.t5 import ShuffledBatches, T5Run, load_run
 from minibert.backend import get_ops
 from minibert.data.corpus import ensure_default_corpus, read_documents
 from minibert.taskdata.readers import read_glue
@@ -53,10 +48,6 @@ class T5TrainConfig(RunSettings):
     """The settings of a train-t5 run (run.json records them; --resume reads them back). `steps`
     0 (the default) fits the schedule to `minutes`; `steps` N is a run of N steps, which `minutes`
     only limits."""
-
-    renamed = {"warmup": "warmup_steps", "log_every": "log_interval", "eval_every": "eval_interval",  # settings_renames: keep
-               "save_every": "checkpoint_interval", "chunk_len": "max_seq_length",  # settings_renames: keep
-               "task": "mode"}  # before "task" meant only the fine-tuning data sets
 
     out: str
     preset: str = "t5-tiny"
@@ -81,28 +72,6 @@ class T5TrainConfig(RunSettings):
     max_train_examples: int = 0
     eval_examples: int = 0
 
-    @classmethod
-    def read_old(cls, d: dict) -> dict:
-        """Also what minibert wrote before one settings vocabulary, whose meaning depended on the
-        mode (then called "task"): `fast` true was the mode's FAST_SLICE, and sst2's sequence length was `max_input`
-        (span corruption's `chunk_len`, in `renamed`)."""
-        d = dict(d)
-        mode = d.get("mode", d.get("task", "span-corruption"))
-        if d.pop("fast", False):
-            d = {**FAST_SLICE[mode], **d}
-        if "max_input" in d:
-            max_input = d.pop("max_input")
-            if mode == "sst2":
-                d.setdefault("max_seq_length", max_input)
-                d.pop("chunk_len", None)
-        return super().read_old(d)
-
-    @classmethod
-    def upgrade(cls, d: dict) -> dict:
-        """Before one meaning of steps, train-t5's steps was a cap on the fitted schedule whose default,
-        1,000,000, meant "as the budget allows": steps 0 now."""
-        return {**d, "steps": 0} if d.get("steps") == 1_000_000 else d
-
     def validate(self) -> None:
         for name in ("batch_size", "max_seq_length", "eval_interval", "log_interval"):
             if getattr(self, name) < 1:
@@ -111,6 +80,10 @@ class T5TrainConfig(RunSettings):
             raise ValueError(f"preset {self.preset!r} is not one of {sorted(PRESETS)}")
         if self.mode not in ("span-corruption", "sst2"):
             raise ValueError(f"mode {self.mode!r} is not span-corruption or sst2")
+        if self.mode == "sst2" and not self.data:
+            raise ValueError("--mode sst2 needs --data DIR holding GLUE-format train.tsv and dev.tsv")
+        if self.mode == "sst2" and not self.init:
+            raise ValueError("--mode sst2 needs --init RUN (a train-t5 run directory, or `none` for a random init)")
         if self.mode != "sst2" and self.max_seq_length + 1 > PRESETS[self.preset]["max_position_embeddings"]:
             raise ValueError(f"--max-seq-length {self.max_seq_length} does not fit max_position_embeddings "
                              f"{PRESETS[self.preset]['max_position_embeddings']}")
@@ -124,56 +97,10 @@ class T5TrainConfig(RunSettings):
 
 
 # ---------------------------------------------------------------------------------------------
-# the run directory
-
-def _check_out(out: Path, overwrite: bool) -> None:
-    """Before anything is written: refuse a directory that holds something other than a train-t5
-    run, or an unfinished train-t5 run (that one is for --resume), unless --overwrite."""
-    rundir.check_run_dir(out, COMMAND, overwrite=overwrite, replaceable=True,
-                          resume=f"python -m minibert train-t5 --resume {out}")
-
-
-def run_t5(args: T5TrainConfig, resume: bool, max_steps: int | None, cfg, params, tok, batches: ShuffledBatches,
-           eval_batches: list[dict], ops, describe: str):
-    """Start (or with `resume` continue) the run in args.out and train -> (T5Run, the loop's state)."""
-    run = T5Run(args, cfg, params, tok, batches, eval_batches, ops)
-    out = run.dir
-    out.mkdir(parents=True, exist_ok=True)
-    for p in rundir.clean_interrupted_saves(out):
-        print(f"removed {p}, left by a save that was cut off")
-    if resume:
-        loop = checkpoints.load_checkpoint(run)
-        print(f"resumed {out} at step {loop.step}/{loop.total_steps}", flush=True)
-    else:
-        rundir.start_run(out, COMMAND, args.to_dict())
-        loop = LoopState.start(run.settings)
-        token, share = span_baseline(eval_batches, cfg)
-        name = D.t5_tokens(tok.ids_to_tokens, cfg.num_sentinels)[token]
-        rundir.append_jsonl(out / rundir.METRICS_FILE, {"type": "baseline", "token": name, "span_acc": share})
-        print(f"held-out baseline: always answering {name!r} gets {share:.4f} of the answer tokens (the target "
-              f"without sentinels and EOS: the dropped text, or the SST-2 label word)", flush=True)
-    print(f"model: {run.model.num_parameters:,} parameters; {describe}", flush=True)
-    engine.run(run, loop, max_steps)
-    return run, loop
-
-
-def _finish(run: T5Run, loop: LoopState) -> int:
-    """The last line of a run -> the exit code (130 after Ctrl-C, with the checkpoint saved)."""
-    status = loop.status
-    if status in FINISHED:
-        how = "done" if status == "done" else "time budget reached"
-        print(f"{how}: {loop.step} steps in {fmt_seconds(loop.elapsed)}; saved: {run.dir}/ (config.json, "
-              f"model.safetensors, vocab.txt, metrics.jsonl, curves.png, checkpoints/)", flush=True)
-    elif status == "paused":
-        print(f"paused at step {loop.step}/{loop.total_steps}: saved {run.dir}; continue with "
-              f"`{run.settings.resume_command}`", flush=True)
-    return 130 if status == "interrupted" else 0
-
-
-# ---------------------------------------------------------------------------------------------
 # the two modes and the command
 
-def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
+def pretrain(args: T5TrainConfig, resume: bool, ops, where: Path) -> T5Run:
+    """Span corruption on the corpus: the data and the run (nothing is written)."""
     if args.corpus:
         train_path, heldout_path, vocab_path = Path(args.corpus), Path(args.heldout or ""), Path(args.vocab or "")
         if not args.heldout or not args.vocab:
@@ -200,14 +127,11 @@ def pretrain(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> i
         [chunks[i] for i in rows], r, cfg.vocab_size, special, T, S))
     describe = (f"{len(chunks):,} training chunks of up to {args.max_seq_length} tokens ({len(held)} held-out), "
                 f"input {T} / target {S} tokens, batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
-    run, loop = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
-    code = _finish(run, loop)
-    if loop.status in FINISHED:
-        show_example(run.model.params, cfg, tok, held[0], special, ops)
-    return code
+    return T5Run(args, cfg, params, tok, batches, eval_batches, ops, describe,
+                 closing=lambda run: show_example(run.model.params, cfg, tok, held[0], special, ops), dir=where)
 
 
-def show_example(params, cfg, tok, chunk, special, ops) -> None:
+def show_example(params, cfg, tok, chunk, special, ops) -> list[str]:
     """One held-out chunk: the corrupted input, the target and the model's greedy answer."""
     names = D.t5_tokens(tok.ids_to_tokens, cfg.num_sentinels)
     rng = np.random.default_rng(7)
@@ -219,20 +143,16 @@ def show_example(params, cfg, tok, chunk, special, ops) -> None:
         ids = ids[:ids.index(special.eos) + 1] if special.eos in ids else ids  # up to the first EOS
         return " ".join(names[i] for i in ids).replace(" ##", "")
 
-    print(f"\nheld-out example:\n  input   {show(inp)}\n  target  {show(tgt)}\n  greedy  {show(out)}")
+    return [f"\nheld-out example:\n  input   {show(inp)}\n  target  {show(tgt)}\n  greedy  {show(out)}"]
 
 
-def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops) -> int:
+def finetune_sst2(args: T5TrainConfig, resume: bool, ops, where: Path) -> T5Run:
     """Text-to-text SST-2: "sst2 sentence: ..." -> "positive" | "negative", dev accuracy by
     greedy decoding (an answer that is neither word counts as wrong)."""
-    if not args.data:
-        raise ValueError("--mode sst2 needs --data DIR holding GLUE-format train.tsv and dev.tsv")
     data = Path(args.data)
     for name in ("train.tsv", "dev.tsv"):
         if not (data / name).is_file():
             raise ValueError(f"--data {data}: {name} is missing")
-    if not args.init:
-        raise ValueError("--mode sst2 needs --init RUN (a train-t5 run directory, or `none` for a random init)")
     if resume:  # the model, its sizes and vocabulary as the run saved them (its checkpoint replaces the weights)
         cfg, params, base = load_run(rundir.latest_checkpoint(args.out))
     elif args.init == "none":  # the control: the same model, not pretrained
@@ -254,14 +174,14 @@ def finetune_sst2(args: T5TrainConfig, resume: bool, max_steps: int | None, ops)
                               lambda rows, r: D.pad_batch([train_pairs[i] for i in rows], special))
     describe = (f"SST-2 text-to-text from {args.init}: {len(train_pairs):,} train / {len(dev_pairs)} dev sentences, "
                 f"batch {args.batch_size}, lr {args.lr:g}, budget {args.minutes:g} min")
-    run, loop = run_t5(args, resume, max_steps, cfg, params, tok, batches, eval_batches, ops, describe)
-    code = _finish(run, loop)
-    if loop.status in FINISHED:
+
+    def closing(run: T5Run) -> list[str]:
         acc, invalid = sst2_accuracy(run.model.params, cfg, dev_pairs, special, ops)
-        print(f"dev accuracy (greedy decoding, exact word): {acc:.4f} on {len(dev_pairs)} sentences; "
-              f"answers that were neither word: {invalid:.2%}")
         write_text_atomic(run.dir / "eval_results.json", json.dumps({"dev_accuracy": acc, "invalid": invalid}) + "\n")
-    return code
+        return [f"dev accuracy (greedy decoding, exact word): {acc:.4f} on {len(dev_pairs)} sentences; "
+                f"answers that were neither word: {invalid:.2%}"]
+
+    return T5Run(args, cfg, params, tok, batches, eval_batches, ops, describe, closing, dir=where)
 
 
 def sst2_accuracy(params, cfg, pairs, special, ops) -> tuple[float, float]:
@@ -279,7 +199,7 @@ def sst2_accuracy(params, cfg, pairs, special, ops) -> tuple[float, float]:
 def _resumed(ap: CommandParser, args) -> T5TrainConfig:
     """--resume RUN_DIR: the settings run.json saved; only the budget and the pause may be given anew."""
     out = Path(args.resume)
-    budget = rundir.resume_changes(ap, args, out)  # the one rule of --resume (refuse what changes the run)
+    budget = resume_changes(ap, args)  # the one rule of --resume (refuse what changes the run)
     info = rundir.resumable_run(out, COMMAND)
     saved = T5TrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out), **budget)
     saved.validate()
@@ -313,11 +233,7 @@ def train_t5_cli(argv: list[str]) -> int:
     ap.setting("--data", help="sst2: a directory with GLUE-format train.tsv and dev.tsv")
     ap.setting("--init", help="sst2: the train-t5 run to start from, or `none` (random init, --preset's sizes)")
     ap.setting("--out", help="run directory (default runs/t5-tiny, or runs/t5-sst2 for --mode sst2)")
-    ap.add_argument("--overwrite", action="store_true", help="replace a directory that holds something else, or an "
-                                                             "unfinished run")
-    ap.add_argument("--resume", metavar="RUN_DIR", help="continue the train-t5 run saved in RUN_DIR with its saved "
-                                                        "settings (--minutes may change the budget)")
-    ap.add_argument("--max-steps-this-run", type=int, help="pause (and save) after this many steps; --resume continues")
+    run_options(ap)
     ap.setting("--corpus", help="one-sentence-per-line training text (default: the default corpus)")
     ap.setting("--heldout", help="held-out text, with --corpus")
     ap.setting("--vocab", help="vocab.txt, with --corpus (and with --init none; default: the default corpus's)")
@@ -325,8 +241,6 @@ def train_t5_cli(argv: list[str]) -> int:
     ap.setting("--max-seq-length", type=int, help="tokens per chunk before corruption; sst2: input tokens kept per "
                                                   "sentence (default 64)")
     args = ap.parse_args(argv)
-    if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
-        raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
     if args.steps is not None and args.steps < 1:  # steps 0, fitted to the budget, is what leaving it out gives
         raise ValueError(f"--steps must be at least 1 (leave it out to fit the steps to --minutes), got {args.steps}")
     if args.resume:
@@ -338,19 +252,14 @@ def train_t5_cli(argv: list[str]) -> int:
             for key in ("log_interval", "eval_interval"):
                 given[key] = min(given.get(key, 5), 5)
         settings = T5TrainConfig.build(base, given)  # validated before anything is written
-
     ops = get_ops()
-    train = finetune_sst2 if settings.mode == "sst2" else pretrain
-    try:
-        with rundir.RunLock(settings.out):  # one writer per run directory
-            if not args.resume:
-                _check_out(Path(settings.out), args.overwrite)
-            print(f"train-t5 {settings.mode}{' (a slice of the data)' if settings.max_train_examples else ''}: budget "
-                  f"{settings.minutes:g} min -> {settings.out}", flush=True)
-            return train(settings, bool(args.resume), args.max_steps_this_run, ops)
-    except TrainingDiverged as e:  # NaN/inf: stopped without saving that step (the message names the last checkpoint)
-        print(error_line(e), file=sys.stderr)
-        return 1
-    except TrainingAborted as e:  # a second Ctrl-C: stopped without saving
-        print(f"\n{e}", file=sys.stderr)
-        return 130
+    make = finetune_sst2 if settings.mode == "sst2" else pretrain
+    print(f"train-t5 {settings.mode}{' (a slice of the data)' if settings.max_train_examples else ''}: budget "
+          f"{settings.minutes:g} min -> {settings.out}", flush=True)
+    out = Path(settings.out)
+    inputs = (("--corpus", settings.corpus), ("--heldout", settings.heldout), ("--vocab", settings.vocab),
+              ("--data", settings.data), ("--init", settings.init))
+    job = Job(out, COMMAND, resume=bool(args.resume), overwrite=args.overwrite, replaceable=True,
+              max_steps=args.max_steps_this_run, resume_command=f"python -m minibert train-t5 --resume {out}",
+              inputs=inputs)
+    return launch(job, lambda where: make(settings, bool(args.resume), ops, where)).code

@@ -26,18 +26,19 @@ that never stopped (tests/train/test_train.py checks this with np.array_equal).
 from __future__ import annotations
 
 import dataclasses
-from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from minibert.bert import BertForPreTraining
+from minibert.data.pretraining_data import DEFAULT_FLAGS
+from minibert.io.progress import fmt_seconds
 from minibert.data.shards import BatchIterator
 from minibert.family.albert import AlbertForPreTraining
 from minibert.loop import budget, rundir
 from minibert.loop.curves import Panel
-from minibert.loop.state import Curves, Entry, LoopSettings
-from minibert.model import Metrics, trained_params
+from minibert.loop.state import Curves, LoopSettings
+from minibert.model import trained_params
 from minibert.optim import AdamW, clip_by_global_norm
 from minibert.text.tokenizer import BertTokenizer
 from minibert.train.config import TrainConfig
@@ -63,7 +64,7 @@ class HeldoutEvaluator:
         return evaluate(model, self.heldout, objective=self.cfg.objective)
 
     def summary(self, r: EvalResult) -> str:
-        """The final report's numbers (train/commands.report)."""
+        """The final report's numbers (Trainer.finish)."""
         objective = self.cfg.objective
         lm = "next-token (LTR)" if objective == "ltr" else "MLM"
         pair, first, second = self.cfg.pair_task()
@@ -78,7 +79,6 @@ class BertFamily:
     """What a BERT or ALBERT pretraining run has of its own: the model, the evaluator, the labels
     of its numbers and the curves (train/electra.py's ElectraFamily has the same)."""
 
-    metrics_type = Metrics  # what the model's loss_grads_metrics returns (a checkpoint of layout 1 saved its fields)
     published_dirs = ""  # what the final report adds to the files it names
 
     def build_model(self, cfg: TrainConfig, vocab_size: int):
@@ -122,11 +122,10 @@ class Trainer:
     `settings` what the loop is told (train/pretrain.py starts or resumes it)."""
 
     def __init__(self, cfg: TrainConfig, data: DataDirs | None = None, verbose: bool = True,
-                 created_by: str = "train"):
-        cfg.validate()
+                 created_by: str = "train", dir: Path | None = None):
         self.cfg, self.created_by = cfg, created_by
         self.family = FAMILIES[cfg.model_type]
-        self.dir = cfg.run_dir
+        self.dir = Path(dir or cfg.run_dir)  # where it writes (loop/launch.py may build it beside cfg.run_dir)
         self.tokenizer = BertTokenizer(cfg.vocab)
         self.tokenizer.check_special_tokens(purpose="training")
         # model and optimizer first: their own checks (AdamW's betas, ...) fail in milliseconds,
@@ -150,26 +149,64 @@ class Trainer:
         self.last_eval: EvalResult | None = None  # the evaluator's last result (the final report's)
         show_train, show_eval = self.family.labels(cfg)
         base = baselines(self.heldout, self.tokenizer.ids_to_tokens) if self.heldout is not None else None
-        self.settings = LoopSettings(
-            dir=self.dir, vocab=self.tokenizer.ids_to_tokens, verbose=verbose,
-            resume_command=f"python -m minibert train --resume {self.dir}",
-            total_steps=cfg.steps, lr=cfg.lr, warmup_steps=cfg.warmup_steps, schedule=cfg.schedule,
-            clip_norm=cfg.clip_norm, seed=cfg.seed, dropout=self.family.dropout_on(cfg),
-            minutes=cfg.minutes, fit_steps=not cfg.steps,  # steps 0: fitted to the time budget
+        self.settings = LoopSettings.of(
+            cfg, dir=self.dir, vocab=self.tokenizer.ids_to_tokens, command="train", home=cfg.run_dir, verbose=verbose,
+            schedule=cfg.schedule, clip_norm=cfg.clip_norm, dropout=self.family.dropout_on(cfg),
+            fit_steps=not cfg.steps, probe=self.probe_times,  # steps 0: fitted to the time budget, from a probe
             short_fraction=cfg.short_seq_fraction if self.short_iterator is not None else 0.0,
             phase={"from_seq_length": cfg.short_seq_length, "max_seq_length": cfg.max_seq_length},
-            log_interval=cfg.log_interval, log_grad_norm=True, eval_interval=cfg.eval_interval,
-            checkpoint_interval=cfg.checkpoint_interval, show_train=show_train, show_eval=show_eval,
-            curves=Curves(tuple(self.family.curve_panels(cfg, base)), WALL, every=60.0) if cfg.curves else None,
-            old_window=partial(old_window_entry, self.family.metrics_type))
+            log_grad_norm=True, show_train=show_train, show_eval=show_eval,
+            curves=Curves(tuple(self.family.curve_panels(cfg, base)), WALL, every=60.0) if cfg.curves else None)
 
     # --- the run's files ---------------------------------------------------------------------------
 
-    def start_fresh(self) -> None:
-        """Clear what an earlier run left in the directory (after check_run_dir said it may go) and
-        write run.json."""
+    def start(self) -> None:
+        """A fresh run (loop/launch.py, after the guard): run.json, what an earlier run left cleared."""
         rundir.start_run(self.dir, self.created_by, self.cfg.to_dict(),
                          data={"train": str(self.data.train), "heldout": str(self.data.heldout)})
+
+    def moved(self, to: Path) -> None:
+        """The launcher swapped the run into `to` (it was built beside the run it replaces)."""
+        self.dir, self.settings = to, dataclasses.replace(self.settings, dir=to)
+
+    def opening(self, loop, resumed: bool) -> list[str]:
+        """The lines that describe a fresh run (a resumed one: none)."""
+        if resumed:
+            return []
+        cfg, m = self.cfg, self.model
+        note = self.family.model_note(cfg, m)
+        lines = [f"model: {m.num_parameters:,} parameters ({m.config.num_hidden_layers} layers, hidden "
+                 f"{m.config.hidden_size}, {m.config.num_attention_heads} heads, vocab {m.config.vocab_size}"
+                 f"{note}); {self.iterator.num_examples:,} training sequences of {cfg.max_seq_length} "
+                 f"tokens" + ("" if cfg.packing == "segment_pair" else f" ({cfg.packing} packing)")
+                 + (", SOP pairs" if cfg.sentence_order else "") + f", {cfg.masking} masking"
+                 + ("" if cfg.mask_shares == DEFAULT_FLAGS["mask_shares"] else
+                    f" (MASK/SAME/RND {'/'.join(f'{x:g}' for x in cfg.mask_shares)})")
+                 + ("" if cfg.objective == "mlm_nsp" else f", objective {cfg.objective}")
+                 + f", batch {cfg.batch_size}"
+                 + ("" if cfg.accumulation_steps == 1 else
+                    f" x {cfg.accumulation_steps} micro-batches ({cfg.batch_size * cfg.accumulation_steps} "
+                    f"sequences per step)")
+                 + f", lr {cfg.lr:g}, warmup {cfg.warmup_steps}, {loop.total_steps} steps"
+                 + (f", budget {cfg.minutes:g} min" if cfg.minutes else "")]
+        if self.short_iterator is not None:
+            T_short, B_short, _ = cfg.short_phase()
+            lines.append(f"sequence-length warm-up: steps 1-{loop.schedule.short_steps()} on "
+                         f"{self.short_iterator.num_examples:,} sequences of {T_short} tokens, batch {B_short}")
+        return lines
+
+    def finish(self, loop) -> list[str]:
+        """The final report: the last held-out evaluation and where the run is."""
+        r = self.last_eval
+        if r is None or not self.settings.verbose:
+            return []
+        at = loop.last_eval_step if loop.last_eval_step is not None else loop.step
+        when = (f"after {at} steps" if at == loop.step  # Ctrl-C stops without a final evaluation
+                else f"at step {at} (the last evaluation; training stopped at step {loop.step})")
+        evaluator = self.evaluator or HeldoutEvaluator(self.cfg, None)
+        return [f"\nheld-out ({r.examples} sequences) {when}, {fmt_seconds(loop.elapsed)}: {evaluator.summary(r)}",
+                f"saved: {self.dir}/ (config.json, model.safetensors, vocab.txt, {self.family.published_dirs}"
+                f"metrics.jsonl, curves.png, {rundir.CHECKPOINTS}/)"]
 
     # --- the batch source and one step -------------------------------------------------------------
 
@@ -239,10 +276,11 @@ class Trainer:
 
     # --- the time budget (minibert/loop/budget.py) -------------------------------------------------
 
-    def start_budget(self, passes: int = 16) -> None:
-        """steps 0, a fresh run: the probe the budget fits the schedule from before the first
-        step: the step time (probe_step_seconds; with a short phase, both lengths are timed) and
-        an estimate of an evaluation (a third of a training step's time per held-out batch)."""
+    def probe_times(self, passes: int = 16) -> tuple[float, float, float]:
+        """The probe a budget (steps 0) fits the schedule from before the first step (the loop's
+        Budget.fit asks it once) -> (full-length step, evaluation, short step) seconds: the step
+        time (probe_step_seconds; with a short phase, both lengths are timed) and an estimate of
+        an evaluation (a third of a training step's time per held-out batch)."""
         cfg = self.cfg
         full = self.probe_step_seconds(self.data.train, cfg.batch_size, passes)
         short = full
@@ -252,7 +290,7 @@ class Trainer:
         if self.heldout is not None:
             per_batch = full / cfg.accumulation_steps  # a step computes accumulation_steps batches
             eval_time = per_batch / 3 * self.heldout["input_ids"].shape[0] / cfg.batch_size
-        self.settings = dataclasses.replace(self.settings, probe=(full, eval_time, short))
+        return full, eval_time, short
 
     def probe_step_seconds(self, data_dir: Path, batch_size: int, passes: int) -> float:
         """Seconds per training step (budget.probe_seconds) from forward+backward passes on one
@@ -268,9 +306,3 @@ class Trainer:
             clip_by_global_norm(grads, cfg.clip_norm)
 
         return budget.probe_seconds(step, passes) * cfg.accumulation_steps
-
-
-def old_window_entry(metrics_type, entry: list) -> Entry:
-    """A log-window entry of a checkpoint of layout 1: (the metrics' fields, grad norm, lr, tokens)."""
-    metrics, grad_norm, lr, tokens = entry
-    return Entry({**metrics_type(*metrics).sums(), "tokens": (tokens, 1)}, lr, grad_norm)

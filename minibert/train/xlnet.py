@@ -24,6 +24,7 @@ What XLNet brings to the loop:
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -34,6 +35,8 @@ from minibert.family.xlnet import XLNetForPermutationLM, partial_targets, sample
 from minibert import checkpoint
 from minibert.io import atomic
 from minibert.io.jsonfile import Field, check_fields
+from minibert.io.progress import fmt_seconds
+from minibert.loop import rundir
 from minibert.loop.curves import Panel, Series
 from minibert.loop.state import Curves, LoopSettings
 from minibert.optim import AdamW
@@ -142,27 +145,64 @@ STATE_FIELDS = {"batches": Field(dict, "the batch source's state (an object)", r
 class XLNetRun:
     """XLNet as a run of loop/engine.run. `cfg` is the command's settings (an
     xlnet_command.XLNetTrainConfig: sizes, recipe, intervals, budget); `batches` the WindowBatches
-    of the training stream; `heldout` the fixed evaluation batches."""
+    of the training stream; `heldout` the fixed evaluation batches; `record` what run.json keeps
+    beside the settings (the preset, the data files)."""
 
-    def __init__(self, cfg, out: Path, tokenizer: BertTokenizer, batches: WindowBatches, heldout: list[dict]):
+    def __init__(self, cfg, out: Path, tokenizer: BertTokenizer, batches: WindowBatches, heldout: list[dict],
+                 record: dict | None = None, fast: bool = False):
         self.cfg, self.dir, self.tokenizer = cfg, Path(out), tokenizer
         self.batches, self.heldout = batches, heldout
+        self.record, self.fast = record or {}, fast
         self.model = XLNetModel(cfg.model_config(len(tokenizer)), seed=cfg.seed)
         self.optimizer = AdamW(self.model.params, lr=cfg.lr, weight_decay=cfg.weight_decay, bias_correction=True)
         self.last_eval: dict | None = None
-        self.settings = LoopSettings(
-            dir=self.dir, vocab=tokenizer.ids_to_tokens,
-            resume_command=f"python -m minibert train-xlnet --resume {self.dir}",
+        self.settings = LoopSettings.of(
+            cfg, dir=self.dir, vocab=tokenizer.ids_to_tokens, command="train-xlnet", home=Path(cfg.out or out),
             total_steps=cfg.steps or 1000,  # 1000 until the budget's first fit (after 10 steps)
-            lr=cfg.lr, warmup_steps=self.warmup(), schedule="bert", clip_norm=1.0, seed=cfg.seed,
+            warmup_steps=self.warmup(), schedule="bert", clip_norm=1.0,
             dropout=False,  # XLNet here has none
-            minutes=cfg.minutes, fit_steps=not cfg.steps,  # with a fixed step count (steps > 0), a limit only
-            log_interval=cfg.log_interval, eval_interval=cfg.eval_interval,
-            checkpoint_interval=cfg.checkpoint_interval, show_train={"loss": "loss", "acc": "acc"},
+            fit_steps=not cfg.steps,  # with a fixed step count (steps > 0), minutes is a limit only
+            show_train={"loss": "loss", "acc": "acc"},
             show_eval={"loss": "loss", "perplexity": "perplexity", "acc": "accuracy"},
             curves=Curves((Panel("loss of the predicted tokens", (Series("loss"), Series("loss", "eval"))),
                            Panel("held-out perplexity", (Series("perplexity", "eval"),), log=True),
                            Panel("learning rate", (Series("lr", label=""),))), every=30.0))
+
+    # --- its life (loop/launch.py) -----------------------------------------------------------------
+
+    def start(self) -> None:
+        """A fresh run: run.json with the settings, the preset and the data files."""
+        rundir.start_run(self.dir, "train-xlnet", self.cfg.to_dict(), **self.record)
+
+    def moved(self, to: Path) -> None:
+        """The launcher swapped the run into `to` (it was built beside the run it replaces)."""
+        self.dir, self.settings = to, dataclasses.replace(self.settings, dir=to)
+
+    def opening(self, loop, resumed: bool) -> list[str]:
+        cfg, model = self.cfg, self.model
+        budget = f"{cfg.steps} steps" if cfg.steps else f"budget {cfg.minutes:g} min"
+        return [f"model: {model.num_parameters:,} parameters ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, "
+                f"{cfg.num_attention_heads} heads, vocab {model.config.vocab_size}); {self.batches.stream.size:,} "
+                f"training tokens, windows of {cfg.max_seq_length}, batch {cfg.batch_size}, predict the last "
+                f"1/{cfg.pred_k} of each order; lr {cfg.lr:g}; {budget}"]
+
+    def finish(self, loop) -> list[str]:
+        """The last lines of a run: the held-out numbers, where it is saved (or how to continue it)."""
+        e, status = self.last_eval, loop.status
+        if status in rundir.FINISHED:
+            lines = [] if e is None else [
+                f"\nheld-out ({e['sequences']} sequences, {e['predicted']} predicted tokens) after {e['step']} "
+                f"steps, {fmt_seconds(loop.elapsed)}: loss {e['loss']:.3f}, perplexity {e['perplexity']:.1f}, "
+                f"accuracy {e['acc']:.2%}"]
+            lines.append(f"saved: {self.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
+                         f"{rundir.CHECKPOINTS}/)")
+            if self.fast:
+                lines.append("--fast is a plumbing check: the model learns nothing in that time.")
+            return lines
+        if status == "paused":
+            return [f"paused at step {loop.step}/{loop.total_steps}: saved {self.dir}; continue with "
+                    f"`{self.settings.resume_command}`"]
+        return []
 
     def warmup(self) -> int:
         """At most half of a fixed step count, so that the lr reaches its peak (a budget's

@@ -20,22 +20,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 
-from minibert.io.cli import CommandParser, build_settings, command_parser, given_settings
+from minibert.io.cli import CommandParser, build_settings, command_parser, given_settings, resume_changes, run_options
 from minibert.data.corpus import ensure_default_corpus
 from minibert.family.xlnet import XLNetConfig
 from minibert.io.jsonfile import Field, check_fields, text_field
-from minibert.io.progress import fmt_seconds
-from minibert.io.textio import error_line
-from minibert.loop import checkpoints, engine, rundir
-from minibert.loop.state import LoopState
-from minibert.loop.rundir import FINISHED
+from minibert.loop import rundir
+from minibert.loop.launch import Job, launch
 from minibert.loop.settings import RunSettings
-from minibert.loop.step import TrainingAborted, TrainingDiverged
 from minibert.text.tokenizer import BertTokenizer
 from minibert.train.xlnet import WindowBatches, XLNetRun, heldout_batches, token_stream
 
@@ -50,9 +45,6 @@ DATA_FIELDS = {name: Field(str, "the path of the file the run read", text_field(
 class XLNetTrainConfig(RunSettings):
     """The xlnet-tiny preset: BERT-tiny's model and train-tiny's recipe (sequence 64, batch 32,
     lr 1e-3 with bias-corrected AdamW, 200 warmup steps, no dropout), K = 6."""
-
-    renamed = {"seq_len": "max_seq_length", "max_train_lines": "max_train_examples",  # settings_renames: keep
-               "eval_sequences": "eval_examples"}  # settings_renames: keep
 
     # XLNet's position table is made as long as its windows: bounded by BERT's 512 (a 4096-token
     # window's two-stream attention ran until killed on 2 cores)
@@ -99,11 +91,6 @@ class XLNetTrainConfig(RunSettings):
                              f"less than one token; choose pred_k <= max_seq_length (the paper's 6 or 7)")
         self.model_config(vocab_size=1)  # the model's sizes (and their limits), before any data is read
 
-    @classmethod
-    def upgrade(cls, d: dict) -> dict:
-        """Before one meaning of steps, a run with steps > 0 had no time limit, whatever minutes said."""
-        return {**d, "minutes": 0.0} if d.get("steps") else d
-
     def model_config(self, vocab_size: int) -> XLNetConfig:
         return XLNetConfig(vocab_size=vocab_size, hidden_size=self.hidden_size,
                            num_hidden_layers=self.num_hidden_layers, num_attention_heads=self.num_attention_heads,
@@ -149,37 +136,27 @@ def mlm_perplexity_by_input(model, feats: dict[str, np.ndarray], mask_id: int, b
 
 
 # ---------------------------------------------------------------------------------------------
-# the run directory
+# the run
 
-def check_out(out: Path, overwrite: bool) -> None:
-    """Before anything is written: refuse a directory that holds something other than a
-    train-xlnet run, or an unfinished train-xlnet run (that one is for --resume), unless
-    --overwrite. A finished train-xlnet run is replaced."""
-    rundir.check_run_dir(out, COMMAND, overwrite=overwrite, replaceable=True,
-                          resume=f"python -m minibert train-xlnet --resume {out}")
-
-
-def start_fresh(out: Path, cfg: XLNetTrainConfig, preset: str = "xlnet-tiny", data: dict | None = None) -> None:
-    """Clear what an earlier run wrote and record this run's settings and data in run.json."""
-    rundir.start_run(out, COMMAND, cfg.to_dict(), preset=preset, data=data)
-
-
-def build_run(cfg: XLNetTrainConfig, out: Path, vocab: Path, train_path: Path, heldout_path: Path) -> XLNetRun:
-    """Tokenizer, training stream, held-out batches and the run on them (nothing is written)."""
+def build_run(cfg: XLNetTrainConfig, out: Path, vocab: Path, train_path: Path, heldout_path: Path,
+              record: dict | None = None, fast: bool = False) -> XLNetRun:
+    """Tokenizer, training stream, held-out batches and the run on them (nothing is written).
+    `record`: what run.json keeps beside the settings (the preset, the data files)."""
     tokenizer = BertTokenizer(vocab)
     tokenizer.check_special_tokens(("[SEP]",), "XLNet pretraining")
     stream = token_stream(train_path, tokenizer, cfg.max_train_examples)
     if stream.size < cfg.max_seq_length:
         raise ValueError(f"{train_path}: {stream.size} tokens, fewer than one sequence of {cfg.max_seq_length}")
     heldout = heldout_batches(token_stream(heldout_path, tokenizer), cfg)
-    return XLNetRun(cfg, out, tokenizer, WindowBatches(stream, cfg, np.random.default_rng(cfg.seed)), heldout)
+    return XLNetRun(cfg, out, tokenizer, WindowBatches(stream, cfg, np.random.default_rng(cfg.seed)), heldout,
+                    record, fast)
 
 
 def _resumed(p: CommandParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path, Path, Path]]:
     """--resume RUN_DIR: the settings and data run.json saved; only the budget and the pause may be
     given anew. -> (settings, run directory, (training text, held-out text, vocab))."""
     out = Path(args.resume)
-    budget = rundir.resume_changes(p, args, out)  # the one rule of --resume (refuse what changes the run)
+    budget = resume_changes(p, args)  # the one rule of --resume (refuse what changes the run)
     info = rundir.resumable_run(out, COMMAND)
     cfg = XLNetTrainConfig.from_run(info, str(out / rundir.RUN_FILE), out=str(out), **budget)
     cfg.validate()
@@ -191,51 +168,8 @@ def _resumed(p: CommandParser, args) -> tuple[XLNetTrainConfig, Path, tuple[Path
     return cfg, out, paths
 
 
-def _finish(run: XLNetRun, loop: LoopState, fast: bool) -> int:
-    """The last lines of a run -> the exit code (130 after Ctrl-C, with the checkpoint saved)."""
-    e, status = run.last_eval, loop.status
-    if status in FINISHED:
-        if e is not None:
-            print(f"\nheld-out ({e['sequences']} sequences, {e['predicted']} predicted tokens) after {e['step']} "
-                  f"steps, {fmt_seconds(loop.elapsed)}: loss {e['loss']:.3f}, perplexity {e['perplexity']:.1f}, "
-                  f"accuracy {e['acc']:.2%}")
-        print(f"saved: {run.dir}/ (config.json, model.safetensors, vocab.txt, metrics.jsonl, curves.png, "
-              f"{rundir.CHECKPOINTS}/)")
-        if fast:
-            print("--fast is a plumbing check: the model learns nothing in that time.")
-    elif status == "paused":
-        print(f"paused at step {loop.step}/{loop.total_steps}: saved {run.dir}; continue with "
-              f"`{run.settings.resume_command}`", flush=True)
-    return 130 if status == "interrupted" else 0
-
-
 # ---------------------------------------------------------------------------------------------
 # the command
-
-def _run(args, cfg: XLNetTrainConfig, out: Path, data: dict | None, paths: tuple, fast: bool):
-    """The run in `out` (locked by the caller): built, started or resumed, trained -> (XLNetRun, the loop's state)."""
-    train_path, heldout_path, vocab = paths
-    budget = f"{cfg.steps} steps" if cfg.steps else f"budget {cfg.minutes:g} min"
-    print(f"train-xlnet{' (--fast: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
-          f"-> {out}", flush=True)
-    run = build_run(cfg, out, vocab, train_path, heldout_path)
-    out.mkdir(parents=True, exist_ok=True)
-    for removed in rundir.clean_interrupted_saves(out):
-        print(f"removed {removed}, left by a save that was cut off")
-    if args.resume:
-        loop = checkpoints.load_checkpoint(run)
-        print(f"resumed {out} at step {loop.step}/{loop.total_steps}", flush=True)
-    else:
-        start_fresh(out, cfg, args.preset, data)
-        loop = LoopState.start(run.settings)
-    model = run.model
-    print(f"model: {model.num_parameters:,} parameters ({cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, "
-          f"{cfg.num_attention_heads} heads, vocab {model.config.vocab_size}); {run.batches.stream.size:,} "
-          f"training tokens, windows of {cfg.max_seq_length}, batch {cfg.batch_size}, predict the last 1/{cfg.pred_k} "
-          f"of each order; lr {cfg.lr:g}; {budget}", flush=True)
-    engine.run(run, loop, args.max_steps_this_run)
-    return run, loop
-
 
 def train_xlnet_cli(argv: list[str]) -> int:
     """python -m minibert train-xlnet [--minutes M] [--steps N] [--out DIR] [--set KEY=VALUE] [--resume DIR]"""
@@ -249,48 +183,35 @@ def train_xlnet_cli(argv: list[str]) -> int:
     p.add_argument("--corpus", help="training text, one sentence per line, blank line between documents")
     p.add_argument("--heldout", help="held-out text (with --corpus)")
     p.add_argument("--vocab", help="vocab.txt (with --corpus)")
-    p.add_argument("--overwrite", action="store_true", help="replace a directory that holds something else, or an "
-                                                            "unfinished run")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue the train-xlnet run saved in RUN_DIR with its saved "
-                                                       "settings (--minutes may change the budget)")
-    p.add_argument("--max-steps-this-run", type=int, help="pause (and save) after this many steps; --resume continues")
+    run_options(p)
     args = p.parse_args(argv)
     fast = args.fast
-    try:
-        if args.max_steps_this_run is not None and args.max_steps_this_run < 1:
-            raise ValueError(f"--max-steps-this-run must be at least 1, got {args.max_steps_this_run}")
-        if args.steps is not None and args.steps < 1:  # 0 meant "fit the budget": 9.5 minutes, unasked
-            raise ValueError(f"--steps must be at least 1, got {args.steps}")
-        if args.resume:
-            cfg, out, (train_path, heldout_path, vocab) = _resumed(p, args)
-            data = None
+    if args.steps is not None and args.steps < 1:  # 0 meant "fit the budget": 9.5 minutes, unasked
+        raise ValueError(f"--steps must be at least 1, got {args.steps}")
+    if args.resume:
+        cfg, out, (train_path, heldout_path, vocab) = _resumed(p, args)
+        data = None
+    else:
+        base = {**PRESETS[args.preset], **(FAST if fast else {})}
+        if given_settings(args, p).get("steps") and args.minutes is None:
+            base["minutes"] = 0.0  # --steps N: N steps, however long they take (unless --minutes too)
+        base["out"] = str(ROOT / "runs" / args.preset)
+        cfg = build_settings(args, p, base)
+        if args.corpus:
+            if not (args.heldout and args.vocab):
+                raise ValueError("--corpus needs --heldout and --vocab too")
+            train_path, heldout_path, vocab = Path(args.corpus), Path(args.heldout), Path(args.vocab)
+            data = {"corpus": str(train_path.resolve()), "heldout": str(heldout_path.resolve()),
+                    "vocab": str(vocab.resolve())}
         else:
-            base = {**PRESETS[args.preset], **(FAST if fast else {})}
-            if given_settings(args, p).get("steps") and args.minutes is None:
-                base["minutes"] = 0.0  # --steps N: N steps, however long they take (unless --minutes too)
-            base["out"] = str(ROOT / "runs" / args.preset)
-            cfg = build_settings(args, p, base)
-            if args.corpus:
-                if not (args.heldout and args.vocab):
-                    raise ValueError("--corpus needs --heldout and --vocab too")
-                train_path, heldout_path, vocab = Path(args.corpus), Path(args.heldout), Path(args.vocab)
-                data = {"corpus": str(train_path.resolve()), "heldout": str(heldout_path.resolve()),
-                        "vocab": str(vocab.resolve())}
-            else:
-                train_path, heldout_path, vocab = ensure_default_corpus()
-                data = None  # the default corpus: --resume finds it again
-            out = Path(cfg.out)
-        with rundir.RunLock(out):  # one writer per run directory
-            if not args.resume:
-                check_out(out, args.overwrite)
-            run, loop = _run(args, cfg, out, data, (train_path, heldout_path, vocab), fast)
-    except KeyboardInterrupt:  # Ctrl-C before the loop started
-        print("\ninterrupted before training started: nothing was saved", file=sys.stderr)
-        return 130
-    except TrainingAborted as e:  # a second Ctrl-C: stopped without saving
-        print(f"\n{e}", file=sys.stderr)
-        return 130
-    except (ValueError, OSError, TrainingDiverged) as e:  # bad input; NaN/inf (the message names the last checkpoint)
-        print(error_line(e), file=sys.stderr)
-        return 1
-    return _finish(run, loop, fast)
+            train_path, heldout_path, vocab = ensure_default_corpus()
+            data = None  # the default corpus: --resume finds it again
+        out = Path(cfg.out)
+    budget = f"{cfg.steps} steps" if cfg.steps else f"budget {cfg.minutes:g} min"
+    print(f"train-xlnet{' (--fast: small slice)' if fast else ''}: {budget} on {os.cpu_count()} cores "
+          f"-> {out}", flush=True)
+    job = Job(out, COMMAND, resume=bool(args.resume), overwrite=args.overwrite, replaceable=True,
+              max_steps=args.max_steps_this_run, resume_command=f"python -m minibert train-xlnet --resume {out}",
+              inputs=(("--corpus", train_path), ("--heldout", heldout_path), ("--vocab", vocab)))
+    record = {"preset": args.preset, "data": data}
+    return launch(job, lambda where: build_run(cfg, where, vocab, train_path, heldout_path, record, fast)).code

@@ -1,6 +1,5 @@
 """Default-corpus tests: sentence splitting, cleaning, the file format, held-out split, build."""
 import json
-from pathlib import Path
 
 import pytest
 from corpora import REPO

@@ -17,6 +17,7 @@ from refusals import VOCAB, edit_json, qa_model, refused, squad_json
 
 from minibert.__main__ import main
 from minibert.finetune.models import BertForMultipleChoice
+from minibert.loop.rundir import LAYOUT
 from minibert.model import BertConfig
 
 HUGE = dict(vocab_size=4_194_304, hidden_size=16_384, num_hidden_layers=256, num_attention_heads=256,
@@ -60,7 +61,7 @@ def test_a_sentence_transformers_folder_without_its_module_folder(work, decoy, c
 
 def _qa_run(work: Path, task: dict, best: dict | None = None) -> None:
     qa_model(work / "qa")
-    run = {"command": "finetune", "settings": {}, "task": {"name": "squad2", "version_2": True, **task},
+    run = {"command": "finetune", "settings": {}, "layout": LAYOUT, "task": {"name": "squad2", "version_2": True, **task},
            "best": best or {"best_f1_thresh": 0.0}}
     (work / "qa/run.json").write_text(json.dumps(run), encoding="utf-8")
 

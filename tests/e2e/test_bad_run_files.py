@@ -38,19 +38,24 @@ def _state(run: Path) -> Path:
 
 # --- run.json ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("value", list(WRONG_TYPES.values()), ids=list(WRONG_TYPES))
-def test_a_settings_version_of_the_wrong_type_is_refused_by_train_resume(value, run_copy, capsys):
-    """It crashed every --resume with TypeError: '>=' not supported."""
-    edit_json(run_copy / "run.json", settings_version=value)
-    run_refused(run_copy.parent, ["train", "--resume", "{w}/run"], "run.json: settings_version is", capsys,
+OTHER_LAYOUTS = {**WRONG_TYPES, "1": 1, "3": 3, "true": True, "2.0": 2.0}
+
+
+@pytest.mark.parametrize("value", list(OTHER_LAYOUTS.values()), ids=list(OTHER_LAYOUTS))
+def test_a_run_json_of_another_layout_is_refused_by_train_resume(value, run_copy, capsys):
+    """A run written by another format of minibert: one line naming run.json, nothing written."""
+    edit_json(run_copy / "run.json", layout=value)
+    run_refused(run_copy.parent, ["train", "--resume", "{w}/run"],
+                "run.json: the run was written by another format of minibert (", capsys,
                 writes="run")
 
 
-@pytest.mark.parametrize("value", [*WRONG_TYPES.values(), 0, 3], ids=[*WRONG_TYPES, "0", "3 (a newer minibert)"])
-def test_a_settings_version_of_the_wrong_type_is_refused_by_finetune_resume(value, paused, capsys):
-    edit_json(paused / "run.json", settings_version=value)
-    run_refused(paused.parent, ["finetune", "--resume", "{w}/ft", "--quiet"], "run.json: settings_version is",
-                capsys, writes="ft")
+@pytest.mark.parametrize("value", list(OTHER_LAYOUTS.values()), ids=list(OTHER_LAYOUTS))
+def test_a_run_json_of_another_layout_is_refused_by_finetune_resume(value, paused, capsys):
+    edit_json(paused / "run.json", layout=value)
+    run_refused(paused.parent, ["finetune", "--resume", "{w}/ft", "--quiet"],
+                "run.json: the run was written by another format of minibert (", capsys,
+                writes="ft")
 
 
 def _xlnet_run(d: Path, **extra) -> Path:
@@ -95,6 +100,18 @@ def _finetune_run_json(model: Path, **changes) -> None:
     rundir.write_run(model, "finetune", {}, **extra)
 
 
+@pytest.mark.parametrize("layout", [None, 1])
+def test_a_finished_model_beside_a_run_json_of_another_format_still_loads(layout, work, capsys):
+    """A model is a transformers directory: predict reads it (its task then comes from --format),
+    whatever run.json lies beside it."""
+    _finetune_run_json(work / "cls")
+    edit_json(work / "cls" / "run.json", layout=layout)
+    capsys.readouterr()
+    assert main(["predict", str(work / "cls"), "a good film", "--format", "glue-single"]) == 0
+    out = capsys.readouterr().out.split()
+    assert out and out[0] in ("LABEL_0", "LABEL_1")  # the model config.json names its labels
+
+
 RUN_FIELDS = {  # another field of run.json, each read by another command
     "command a list": ("train", lambda w: edit_json(w / "run" / "run.json", command=["train"]),
                        "run.json: command is ['train']"),
@@ -130,7 +147,8 @@ STATE_FIELDS = {
     "status a list": ("status", ["done"], "status is ['done']"),
     "eval_interval text": ("eval_interval", "x", "eval_interval is 'x'"),
     "last_eval_step an object": ("last_eval_step", {}, "last_eval_step is {}"),
-    "layout 9": ("layout", 9, "layout is 9; expected an integer from 1 to 2"),
+    "layout 9": ("layout", 9, "the run was written by another format of minibert (layout 9; this one writes layout 2)"),
+    "no layout": ("layout", None, "the run was written by another format of minibert (no layout;"),
     "lr_anchor text": ("lr_anchor", "x", "lr_anchor is 'x'"),
 }
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from refusals import FT, listing, qa_model, refused
 
 from minibert.__main__ import main
+from minibert.loop.rundir import LAYOUT
 
 
 PREDICT = ["predict", "{w}/cls", "--format", "glue-single", "--file", "{w}/sst/dev.tsv", "--out"]
@@ -54,7 +55,7 @@ def test_predict_over_the_model_it_reads_is_refused(work, decoy, capsys):
 
 def test_squad_predictions_into_the_model_directory_or_over_the_input_are_refused(work, decoy, capsys):
     qa_model(work / "qa")
-    (work / "qa" / "run.json").write_text(json.dumps({"command": "finetune", "settings": {}}), encoding="utf-8")
+    (work / "qa" / "run.json").write_text(json.dumps({"command": "finetune", "settings": {}, "layout": LAYOUT}), encoding="utf-8")
     argv = ["predict", "{w}/qa", "--file", "{w}/squad/dev-v2.0.json", "--out"]
     refused(work, decoy, [*argv, "{w}/qa"], "is a run directory", capsys)
     refused(work, decoy, [*argv, "{w}/qa/preds"], "lies inside the run directory", capsys)
@@ -66,14 +67,14 @@ def test_squad_predictions_into_the_model_directory_or_over_the_input_are_refuse
 
 
 def test_a_failed_squad_write_leaves_no_empty_folder(work, decoy, capsys, monkeypatch):
-    from minibert.io import outputs
+    from minibert.finetune import evaluate
 
     qa_model(work / "qa")
 
     def full(path, content):
         raise OSError(errno.ENOSPC, f"cannot write {path}: No space left on device (the disk is full)")
 
-    monkeypatch.setattr(outputs, "write_output", full)
+    monkeypatch.setattr(evaluate, "write_output", full)  # predict's SQuAD path writes through evaluate's
     refused(work, decoy, ["predict", "{w}/qa", "--file", "{w}/squad/dev-v2.0.json", "--out", "{w}/new/preds"],
             "the disk is full", capsys)
     assert not (work / "new").exists()

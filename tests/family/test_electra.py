@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from minibert import layers
 from minibert.bert import BertForPreTraining
 from minibert.family import electra
 from minibert.family import gradchecks as gc

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from corpora import REPO
 
+from minibert.__main__ import main
 from minibert.analysis import gradcheck as gc
 from minibert.family import xlnet
 from minibert.family.xlnet import XLNetConfig, XLNetForPermutationLM
@@ -323,9 +324,9 @@ def test_train_xlnet_writes_a_run_on_the_training_loop(tmp_path, capsys, no_fast
     assert all(np.array_equal(loaded.params[k], params[f"p.{k}"]) for k in loaded.params)  # exact: the saved bytes
     assert _cli(tmp_path, out, "--steps", "2") == 0  # a finished run is replaced without --overwrite
     assert _newest(out)[1]["step"] == 2
-    (out / "run.json").write_text(json.dumps({"created_by": "train-tiny"}))  # another command's run is refused
-    with pytest.raises(ValueError, match="already holds a train-tiny run, not a train-xlnet run"):
-        xlnet_train.check_out(out, overwrite=False)
+    xlnet_train.rundir.write_run(out, "train-tiny", {})  # another command's run is refused
+    assert _cli(tmp_path, out, "--steps", "2") == 1
+    assert "already holds a train-tiny run, not a train-xlnet run" in capsys.readouterr().err
     with pytest.raises(ValueError, match="pred_k"):
         xlnet_train.XLNetTrainConfig.parse_set(["pred_k=x"])
 
@@ -356,7 +357,7 @@ def test_train_xlnet_ctrl_c_saves_refuses_to_overwrite_and_a_second_one_aborts(t
     assert "interrupted at step 2" in text and f"python -m minibert train-xlnet --resume {out}" in text
     _, state = _newest(out)
     assert state["step"] == 2 and state["status"] == "interrupted"
-    assert xlnet_train.train_xlnet_cli(["--resume", str(out), "--steps", "3"]) == 1  # resume keeps the settings
+    assert main(["train-xlnet", "--resume", str(out), "--steps", "3"]) == 1  # resume keeps the settings
     assert "only --minutes and --max-steps-this-run" in capsys.readouterr().err
     assert _cli(tmp_path, out, "--steps", "10") == 1  # kept for --resume
     assert (f"unfinished train-xlnet run (stopped at step 2 of 10); nothing was written. Continue it with "
@@ -366,14 +367,13 @@ def test_train_xlnet_ctrl_c_saves_refuses_to_overwrite_and_a_second_one_aborts(t
     assert _cli(tmp_path, out, "--steps", "10", "--set", "checkpoint_interval=1", "--overwrite") == 130
     assert "aborted at step 1 by a second Ctrl-C without saving" in capsys.readouterr().err
     _, state = _newest(out)
-    assert state["step"] == 1 and state["status"] == "running"  # the step-1 checkpoint, nothing of step 2
+    # the step-1 checkpoint, nothing of step 2 (--overwrite: the checkpoint the new run is swapped in at, a pause)
+    assert state["step"] == 1 and state["status"] == "paused"
 
 
-def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, capsys, no_fast,
-                                                                    written_before_the_vocabulary):
+def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, capsys, no_fast):
     """The windows and their factorisation orders come from the batch source's Generator, which the
-    checkpoint keeps: a run paused after 3 steps and resumed ends with the same bits, from a
-    run.json in the names of minibert before one settings vocabulary (seq_len, ...) too."""
+    checkpoint keeps: a run paused after 3 steps and resumed ends with the same bits."""
     common = ("--steps", "7", "--set", "log_interval=2", "--set", "eval_interval=3", "--set", "checkpoint_interval=3")
     straight, part = tmp_path / "straight", tmp_path / "part"
     assert _cli(tmp_path, straight, *common) == 0
@@ -382,7 +382,6 @@ def test_train_xlnet_paused_and_resumed_equals_an_uninterrupted_run(tmp_path, ca
     assert f"paused at step 4/7: saved {part}; continue with `python -m minibert train-xlnet --resume {part}`" in text
     paused, state = _newest(part)
     assert state["status"] == "paused" and state["step"] == 4 and state["batches"]["tokens"] > 0
-    assert written_before_the_vocabulary(part)["seq_len"] == 16
     assert xlnet_train.train_xlnet_cli(["--resume", str(part)]) == 0
     assert "resumed" in capsys.readouterr().out
     a, b = _newest(straight)[0], _newest(part)[0]
@@ -416,11 +415,11 @@ def test_train_xlnet_stops_on_a_nan_loss_without_saving_that_step(tmp_path, monk
 
 
 def test_train_xlnet_cli_bad_settings_give_one_error_line(capsys, tmp_path):
-    assert xlnet_train.train_xlnet_cli(["--set", "bogus=1", "--out", str(tmp_path / "r")]) == 1
+    assert main(["train-xlnet", "--set", "bogus=1", "--out", str(tmp_path / "r")]) == 1
     assert capsys.readouterr().err.strip().startswith("error: --set 'bogus=1': unknown setting 'bogus'")
-    assert xlnet_train.train_xlnet_cli(["--set", "max_seq_length=1", "--out", str(tmp_path / "r")]) == 1
+    assert main(["train-xlnet", "--set", "max_seq_length=1", "--out", str(tmp_path / "r")]) == 1
     assert "max_seq_length=1" in capsys.readouterr().err
-    assert xlnet_train.train_xlnet_cli(["--corpus", "x.txt", "--out", str(tmp_path / "r")]) == 1
+    assert main(["train-xlnet", "--corpus", "x.txt", "--out", str(tmp_path / "r")]) == 1
     assert "--corpus needs --heldout and --vocab" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()  # nothing written before the settings are checked
 

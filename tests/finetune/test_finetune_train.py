@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from minibert.loop import engine, rundir
+from minibert.loop import engine
+from minibert.loop.launch import begin, rundir
 from minibert.__main__ import main
 from minibert.bert import BertForPreTraining
-from minibert.finetune.commands import build_run, cli
+from minibert.finetune.commands import _parser, build_run, finetune, finetune_settings
 from minibert.finetune.models import BertForSequenceClassification, BertForTokenClassification
 from minibert.finetune.run import FinetuneConfig
 from minibert.model import BertConfig
@@ -46,8 +47,14 @@ def _run(*argv):
     return main(["finetune", *map(str, argv), "--quiet"])
 
 
-def _cli(*argv):  # raises instead of printing `error: ...` and returning 1, as main does
-    return cli([*map(str, argv), "--quiet"])
+def _cli(*argv):  # the command's steps, raising what main and the launcher print as `error: ...` (exit 1)
+    p = _parser()
+    args = p.parse_args([*map(str, argv), "--quiet"])
+    cfg, chosen = finetune_settings(args, p)
+    outcome = finetune(cfg, resume=bool(args.resume), overwrite=args.overwrite, verbose=False, recipe=chosen)
+    if outcome.error is not None:
+        raise outcome.error
+    return outcome.code
 
 
 def test_finetune_writes_a_model_transformers_layout_and_learns(sst, pretrained, tmp_path, capsys):
@@ -68,57 +75,33 @@ def test_finetune_writes_a_model_transformers_layout_and_learns(sst, pretrained,
     assert capsys.readouterr().out.startswith("1  (0 0.")
 
 
-def test_resume_continues_bit_exactly(sst, pretrained, tmp_path, written_before_the_vocabulary, capsys):
+def test_resume_continues_bit_exactly(sst, pretrained, tmp_path, capsys):
+    """A paused run resumed, by the loop and by the command's --resume, ends with the uninterrupted
+    run's bits and its metrics.jsonl (the pause logs nothing of its own)."""
     def cfg(out):
         return FinetuneConfig(task="custom", format="glue-single", data=str(sst), init=str(pretrained), out=str(out),
                               epochs=2, lr=1e-3, batch_size=8, hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
 
     straight = build_run(cfg(tmp_path / "a"), verbose=False)
-    assert engine.run(straight, straight.start()) == "done"
+    assert engine.run(straight, begin(straight, False)) == "done"
     paused = build_run(cfg(tmp_path / "b"), verbose=False)
-    assert engine.run(paused, paused.start(), max_steps=5) == "paused"
+    assert engine.run(paused, begin(paused, False), max_steps=5) == "paused"
+    assert len(rundir.run_state(tmp_path / "b")["window"]) == 5  # log_interval 20: nothing logged yet
     again = build_run(cfg(tmp_path / "b"), verbose=False)
-    loop = again.resume()
-    assert loop.step == 5 and engine.run(again, loop) == "done"
-    for name, p in straight.model.params.items():
-        np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
-    # the command's --resume of a run directory of minibert before one settings vocabulary ("dropout")
-    paused = build_run(cfg(tmp_path / "c"), verbose=False)
-    assert engine.run(paused, paused.start(), max_steps=5) == "paused"
-    assert written_before_the_vocabulary(tmp_path / "c")["dropout"] == 0.1  # exact: the value given, copied
-    assert main(["finetune", "--resume", str(tmp_path / "c"), "--quiet"]) == 0
-    saved = [BertForSequenceClassification.from_pretrained(tmp_path / d).params for d in ("a", "c")]
-    for name, p in saved[0].items():
-        np.testing.assert_array_equal(saved[1][name], p, err_msg=name)  # exact: same steps, same machine
-
-
-def test_a_paused_run_of_trainer_state_layout_1_resumes_bit_exactly(sst, pretrained, tmp_path):
-    """A fine-tuning checkpoint as minibert wrote it before layout 2 (no total_steps, no sha256,
-    the log window as (loss, hits, counted, tokens, lr)) resumes to the same bits and metrics."""
-    def cfg(out):
-        return FinetuneConfig(task="custom", format="glue-single", data=str(sst), init=str(pretrained), out=str(out),
-                              epochs=2, lr=1e-3, batch_size=8, hidden_dropout_prob=0.1,
-                              attention_probs_dropout_prob=0.1)
-
-    straight = build_run(cfg(tmp_path / "a"), verbose=False)
-    assert engine.run(straight, straight.start()) == "done"
-    paused = build_run(cfg(tmp_path / "b"), verbose=False)
-    assert engine.run(paused, paused.start(), max_steps=5) == "paused"
-    ckpt = rundir.latest_checkpoint(tmp_path / "b")
-    state = json.loads((ckpt / rundir.STATE_FILE).read_text())
-    assert len(state["window"]) == 5  # log_interval 20: nothing logged yet
-    old = {k: state[k] for k in ("step", "status", "elapsed_seconds", "best", "dropout_rng")}
-    old["window"] = [[e["metrics"]["loss"][0], *e["metrics"]["train_acc"], e["metrics"]["tokens"][0], e["lr"]]
-                     for e in state["window"]]
-    (ckpt / rundir.STATE_FILE).write_text(json.dumps(old))
-    again = build_run(cfg(tmp_path / "b"), verbose=False)
-    loop = again.resume()
+    loop = begin(again, True)
     assert (loop.step, loop.total_steps) == (5, 16) and engine.run(again, loop) == "done"
     for name, p in straight.model.params.items():
         np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
     recs = [[{k: v for k, v in r.items() if k not in ("time", "tokens_per_s")}
              for r in rundir.read_jsonl(d / rundir.METRICS_FILE)[0]] for d in (tmp_path / "a", tmp_path / "b")]
     assert recs[0] == recs[1] and any("train_acc" in r for r in recs[0])
+    # the command's --resume
+    paused = build_run(cfg(tmp_path / "c"), verbose=False)
+    assert engine.run(paused, begin(paused, False), max_steps=5) == "paused"
+    assert main(["finetune", "--resume", str(tmp_path / "c"), "--quiet"]) == 0
+    saved = [BertForSequenceClassification.from_pretrained(tmp_path / d).params for d in ("a", "c")]
+    for name, p in saved[0].items():
+        np.testing.assert_array_equal(saved[1][name], p, err_msg=name)  # exact: same steps, same machine
 
 
 def test_steps_is_the_runs_length_as_for_every_command(sst, pretrained, tmp_path):
@@ -184,7 +167,7 @@ def test_feature_based_tagger_trains_only_its_head(tmp_path, pretrained):
                          epochs=40, lr=1e-2, batch_size=4, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, frozen="last")
     run = build_run(cfg, verbose=False)
     before = {k: v.copy() for k, v in run.model.encoder.params.items()}
-    assert engine.run(run, run.start()) == "done"
+    assert engine.run(run, begin(run, False)) == "done"
     assert run.best["f1"] == pytest.approx(1.0)
     for k, v in run.model.encoder.params.items():
         np.testing.assert_array_equal(v, before[k])  # exact: the encoder is frozen, never written
@@ -234,7 +217,7 @@ def test_a_bilstm_tagger_reads_context_the_frozen_embeddings_lack(tmp_path, pret
                              out=str(tmp_path / tagger), epochs=30, lr=lr, batch_size=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                              frozen="embeddings", frozen_tagger=tagger, seed=0)
         run = build_run(cfg, verbose=False)
-        assert engine.run(run, run.start()) == "done"
+        assert engine.run(run, begin(run, False)) == "done"
         f1[tagger] = run.best["f1"]
     assert f1["bilstm"] == pytest.approx(1.0) and f1["linear"] < 0.8, f1
 

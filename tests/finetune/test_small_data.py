@@ -14,11 +14,11 @@ from corpora import tiny_pretrained
 
 from minibert import layers
 from minibert.__main__ import main
-from minibert.finetune import heads
 from minibert.finetune.commands import FEW_STEPS, build_run, epochs_for_small_data
 from minibert.finetune.gradchecks import check_weighted_classifier
 from minibert.finetune.run import DEV_REPORT, FinetuneConfig, FinetuneRun, class_weight_vector, parse_class_weights
 from minibert.loop import engine
+from minibert.loop.launch import begin
 
 WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "the", "was"]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
@@ -79,13 +79,13 @@ def test_an_early_stopped_run_resumed_stops_at_the_same_step_with_the_same_bits(
                     attention_probs_dropout_prob=0.1)
 
     straight = build_run(cfg(tmp_path / "a"), verbose=False)
-    assert engine.run(straight, loop := straight.start()) == "done" and loop.step == 24  # 1 + 3 evaluations
+    assert engine.run(straight, loop := begin(straight, False)) == "done" and loop.step == 24  # 1 + 3 evaluations
     paused = build_run(cfg(tmp_path / "b"), verbose=False)
-    assert engine.run(paused, paused.start(), max_steps=15) == "paused"  # after 2 evaluations: 1 without a better one
+    assert engine.run(paused, begin(paused, False), max_steps=15) == "paused"  # after 2 evaluations: 1 without a better one
     state = json.loads(next((tmp_path / "b" / "checkpoints").glob("step-*/trainer_state.json")).read_text())
     assert state["early_stopping"]["stale_evals"] == 1
     again = build_run(cfg(tmp_path / "b"), verbose=False)
-    resumed = again.resume()
+    resumed = begin(again, True)
     assert resumed.stale_evals == 1 and engine.run(again, resumed) == "done" and resumed.step == 24
     for name, p in straight.model.params.items():
         np.testing.assert_array_equal(again.model.params[name], p, err_msg=name)  # exact: same steps, same machine
@@ -93,7 +93,7 @@ def test_an_early_stopped_run_resumed_stops_at_the_same_step_with_the_same_bits(
     assert strip(_records(tmp_path / "a")) == strip(_records(tmp_path / "b"))
     # a resume of the stopped run trains no further
     done = build_run(cfg(tmp_path / "b"), verbose=False)
-    loop = done.resume()
+    loop = begin(done, True)
     assert engine.run(done, loop) == "done" and loop.step == 24
 
 
@@ -189,7 +189,7 @@ def test_a_run_with_class_weights_trains_on_the_weighted_loss_and_records_them(f
     logits = run.model.eval_logits(batch["input_ids"], batch["segment_ids"], batch["input_mask"]).astype(np.float64)
     assert loss == pytest.approx(_weighted_ce_reference(logits, batch["labels"], run.class_weights), rel=1e-5)
     assert loss != pytest.approx(run.model.loss_grads_metrics(batch)[0], rel=1e-6)  # not the plain mean
-    assert engine.run(run, run.start()) == "done"
+    assert engine.run(run, begin(run, False)) == "done"
     saved = json.loads((tmp_path / "r" / "run.json").read_text())
     assert saved["settings"]["class_weights"] == "balanced"
     assert saved["class_weights"] == pytest.approx({"neg": 48 / 72, "pos": 48 / 24}, rel=1e-12)

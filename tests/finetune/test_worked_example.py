@@ -12,7 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from corpora import tiny_pretrained
 
 from minibert.__main__ import main

@@ -39,8 +39,8 @@ def test_electra_run_directory_loads_in_transformers(tmp_path):
     with torch.no_grad():
         d = disc(torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()  # (1, T)
         g = gen(torch.tensor(ids), attention_mask=torch.tensor(mask)).logits.numpy()  # (1, T, V)
-    ours_d = trainer.model.disc.forward(ids, attention_mask=mask)
-    ours_g = trainer.model.gen.forward(ids, attention_mask=mask)
+    ours_d = trainer.run.model.disc.forward(ids, attention_mask=mask)
+    ours_g = trainer.run.model.gen.forward(ids, attention_mask=mask)
     real = mask[0] > 0
     np.testing.assert_allclose(d[0, real], ours_d[0, real], atol=1e-5)
     np.testing.assert_allclose(g[0, real], ours_g[0, real], atol=1e-5)

@@ -108,7 +108,7 @@ def test_a_resumed_budget_does_the_fits_it_has_not_done_on_its_own_steps():
 
 @pytest.mark.parametrize("schedule", ["bert", "hf"])
 def test_a_refit_bends_the_lr_decay_instead_of_making_it_jump(schedule):
-    """The engine's rule (loop/budget.refit): past the warmup, a refit at step s keeps the
+    """The engine's rule (loop/budget.Budget.observe): past the warmup, a refit at step s keeps the
     rate of step s and re-spreads the rest of the decay to the new end."""
     peak, warmup, before, after, s = 1e-3, 200, 2868, 2450, 1448
     rate = lr_at(s, peak, warmup, before, schedule)

@@ -32,6 +32,8 @@ from minibert.train import config as train_config
 from minibert.train import curves, evaluation, pretrain
 from minibert.train import runs as train_runs
 from minibert.train import trainer as trainer_mod
+from minibert.train.trainer import Trainer
+from minibert.__main__ import main
 
 ROOT = REPO
 FINAL_FILES = ("model.safetensors", "optimizer.safetensors")
@@ -338,11 +340,11 @@ def test_train_tiny_replaces_its_finished_run_but_keeps_an_unfinished_one(runs, 
     json_path.write_text(json.dumps({**json.loads(json_path.read_text()), "command": "train-tiny"}))
     cfg = small_config(corpus, unfinished)
     with pytest.raises(ValueError, match="already holds an unfinished train-tiny run \\(stopped at step 4 of 12\\).*"
-                                         "Continue it with `python -m minibert train-tiny --resume`"):
-        train_runs.check_run_dir(cfg, command="train-tiny")
-    train_runs.check_run_dir(cfg, overwrite=True, command="train-tiny")  # --overwrite may
+                                         f"Continue it with `python -m minibert train-tiny --resume {unfinished}`"):
+        pretrain.pretraining_job(cfg, created_by="train-tiny").guard()
+    pretrain.pretraining_job(cfg, overwrite=True, created_by="train-tiny").guard()  # --overwrite may
     pretrain.train(train_runs.resume_config(unfinished, {}), resume=True, verbose=False)  # now finished
-    train_runs.check_run_dir(cfg, command="train-tiny")  # a finished train-tiny run is replaced
+    pretrain.pretraining_job(cfg, created_by="train-tiny").guard()  # a finished train-tiny run is replaced
 
 
 def test_out_pointing_at_a_file_is_refused_before_anything_runs(corpus, tmp_path):  # noqa: F811
@@ -360,7 +362,7 @@ def test_bad_settings_fail_before_anything_is_written(runs, corpus, tmp_path, ca
     before = {p.relative_to(old): p.read_bytes() for p in old.rglob("*") if p.is_file()}
     argv = ["--out", str(old), "--overwrite", "--corpus", *corpus["corpus"], "--vocab", corpus["vocab"],
             "--set", "max_seq_length=32", "--set", setting]
-    assert commands.cli(argv) == 1
+    assert main(["train", *argv]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ")
     assert re.search(message, err), err
@@ -372,39 +374,25 @@ def test_perplexity_of_a_diverged_model_is_printed_short():
     assert evaluation.fmt_perplexity(float(np.exp(700.0))) == "1.01e+304"
 
 
-def test_a_run_saved_in_the_older_layout_resumes(runs, tmp_path):
-    """Runs saved before checkpoints had their own directories kept trainer_state.json and
-    optimizer.safetensors at the top level, beside the model."""
-    run = _copy_paused(runs, tmp_path / "legacy")
-    ckpt = run / "checkpoints" / "step-000004"
-    for name in ("trainer_state.json", "optimizer.safetensors"):
-        os.replace(ckpt / name, run / name)
-    shutil.rmtree(run / "checkpoints")
-    assert rd.latest_checkpoint(run) == run
-    _assert_resumes_to_the_uninterrupted_bytes(run, runs)
-    assert not (run / "trainer_state.json").exists() and not (run / "optimizer.safetensors").exists()
-
-
-def test_the_summary_names_the_step_of_its_evaluation(capsys):
+def test_the_summary_names_the_step_of_its_evaluation():
     from types import SimpleNamespace
 
     r = evaluation.EvalResult(0.18, 5.4, 221.4, 0.72, 0.55, 1718, 0.57, 0.83)
-    commands.report(SimpleNamespace(last_eval=r, loop=SimpleNamespace(last_eval_step=100, step=115, elapsed=30.0),
-                                    dir=Path("runs/x"), cfg=train_config.TrainConfig()))
-    out = capsys.readouterr().out
+    trainer = SimpleNamespace(last_eval=r, settings=SimpleNamespace(verbose=True), evaluator=None, dir=Path("runs/x"),
+                              cfg=train_config.TrainConfig(), family=SimpleNamespace(published_dirs=""))
+    out = "\n".join(Trainer.finish(trainer, SimpleNamespace(last_eval_step=100, step=115, elapsed=30.0)))
     assert "at step 100 (the last evaluation; training stopped at step 115)" in out and "after 115" not in out
-    commands.report(SimpleNamespace(last_eval=r, loop=SimpleNamespace(last_eval_step=115, step=115, elapsed=30.0),
-                                    dir=Path("runs/x"), cfg=train_config.TrainConfig()))
-    assert "held-out (1718 sequences) after 115 steps" in capsys.readouterr().out
+    out = "\n".join(Trainer.finish(trainer, SimpleNamespace(last_eval_step=115, step=115, elapsed=30.0)))
+    assert "held-out (1718 sequences) after 115 steps" in out
 
 
 def test_cleaning_up_removes_only_what_a_cut_off_save_leaves(tmp_path):
     (tmp_path / "checkpoints" / ".step-000008.tmp-123").mkdir(parents=True)
     (tmp_path / "checkpoints" / "step-000004").mkdir()
-    for name in (".model.safetensors.k2j3x9.tmp", ".curves.tmp.png", "notes.txt", ".hidden", "model.safetensors"):
+    for name in (".model.safetensors.k2j3x9.tmp", ".curves.png.a8b2c1.tmp", "notes.txt", ".hidden", "model.safetensors"):
         (tmp_path / name).write_text("x")
     removed = rd.clean_interrupted_saves(tmp_path)
-    assert sorted(p.name for p in removed) == [".curves.tmp.png", ".model.safetensors.k2j3x9.tmp",
+    assert sorted(p.name for p in removed) == [".curves.png.a8b2c1.tmp", ".model.safetensors.k2j3x9.tmp",
                                                ".step-000008.tmp-123"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".hidden", "checkpoints", "model.safetensors", "notes.txt"]
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["step-000004"]

@@ -13,7 +13,7 @@ from minibert.train.config import TrainConfig, make_config
 from minibert.train.t5_command import T5TrainConfig
 from minibert.train.xlnet_command import XLNetTrainConfig
 
-# settings_renames: skip-file (these tests name the older spellings on purpose)
+# settings_renames: skip-file (these tests name the synonyms on purpose)
 
 
 @dataclasses.dataclass
@@ -77,14 +77,15 @@ def test_every_training_command_shares_one_settings_base():
         assert not {"warmup", "log_every", "eval_every", "save_every"} & set(cls.fields()), cls.__name__
 
 
-def test_an_older_run_json_is_read_with_todays_names():
-    from minibert.finetune.run import FinetuneConfig
-    from minibert.train.t5_command import T5TrainConfig
-
-    t5 = T5TrainConfig.from_dict({"out": "runs/t", "warmup": 7, "log_every": 3, "eval_every": 9, "save_every": 4})
-    assert (t5.warmup_steps, t5.log_interval, t5.eval_interval, t5.checkpoint_interval) == (7, 3, 9, 4)
-    ft = FinetuneConfig.from_dict({"task": "sst2", "init": "none", "out": "runs/f", "warmup": 0.25})
-    assert ft.warmup_proportion == 0.25  # exact: the value given, copied
+def test_warmup_is_unknown_on_every_command_and_warmup_steps_is_refused_by_finetune():
+    """`warmup` once meant a fraction on finetune and steps on train-t5: it means nothing now, and
+    the error lists the setting each command has."""
+    for cls, named in ((FinetuneConfig, "warmup_proportion"), (T5TrainConfig, "warmup_steps"),
+                       (XLNetTrainConfig, "warmup_steps"), (TrainConfig, "warmup_steps")):
+        with pytest.raises(ValueError, match=f"unknown setting 'warmup'.*{named}"):
+            cls.parse_set(["warmup=0.1"])
+    with pytest.raises(ValueError, match="unknown settings \\['warmup'\\]"):
+        FinetuneConfig.from_dict({"task": "sst2", "init": "none", "out": "runs/f", "warmup": 0.25})
     with pytest.raises(ValueError, match="warmup_steps=5: fine-tuning counts in epochs"):
         FinetuneConfig(task="sst2", init="none", out="runs/f", warmup_steps=5).validate()
 
@@ -129,39 +130,37 @@ def test_steps_has_one_meaning_the_runs_length_and_0_derives_it():
         FinetuneConfig(task="sst2", init="none", out="o", steps=-1).validate()
 
 
-def test_older_runs_are_read_with_the_meanings_they_were_written_with(tmp_path):
-    """train's auto_steps=true (run.json or --set) is steps 0; a train-t5 run.json before
-    SETTINGS_VERSION with steps 1,000,000 (its "as the budget allows") is steps 0; a train-xlnet one
-    with steps > 0 had no time limit (minutes 0). A run.json of this version is read as it is."""
+def test_a_run_json_is_read_with_the_meanings_it_was_written_with(tmp_path):
+    """No value is rewritten on the way back: steps 1,000,000 is a run of a million steps, steps
+    > 0 beside minutes keeps its time limit."""
     from minibert.loop import rundir
-    from minibert.train.config import TrainConfig, make_config
-    from minibert.train.t5_command import T5TrainConfig
-    from minibert.train.xlnet_command import XLNetTrainConfig
 
-    saved = make_config("tiny").to_dict()
-    assert TrainConfig.from_dict({**saved, "steps": 1000, "auto_steps": True}).steps == 0
-    assert TrainConfig.from_dict({**saved, "steps": 1000, "auto_steps": False}).steps == 1000
-    assert TrainConfig.parse_set(["steps=6", "auto_steps=false"]) == {"steps": 6}
-    assert TrainConfig.parse_set(["auto_steps=true"]) == {"steps": 0}
-
-    def info(command, settings, version):
+    def info(command, settings):
         d = tmp_path / str(len(list(tmp_path.iterdir())))
         d.mkdir()
         rundir.write_run(d, command, settings)
-        if version is None:  # as an older minibert wrote it
-            raw = rundir.read_json(d / rundir.RUN_FILE)
-            del raw["settings_version"]
-            rundir.write_json(d / rundir.RUN_FILE, raw)
         return rundir.read_run(d)
 
-    old_t5 = {"out": "o", "steps": 1_000_000, "minutes": 9.5}
-    assert T5TrainConfig.from_run(info("train-t5", old_t5, None)).steps == 0
-    assert T5TrainConfig.from_run(info("train-t5", {**old_t5, "steps": 40}, None)).steps == 40
-    assert T5TrainConfig.from_run(info("train-t5", old_t5, 2)).steps == 1_000_000  # today's: a run of 1e6 steps
-    old_xlnet = {"steps": 6, "minutes": 9.5}
-    assert XLNetTrainConfig.from_run(info("train-xlnet", old_xlnet, None)).minutes == 0.0
-    assert XLNetTrainConfig.from_run(info("train-xlnet", old_xlnet, 2)).minutes == 9.5
-    assert XLNetTrainConfig.from_run(info("train-xlnet", {"steps": 0, "minutes": 9.5}, None)).minutes == 9.5
+    assert T5TrainConfig.from_run(info("train-t5", {"out": "o", "steps": 1_000_000, "minutes": 9.5})).steps == 1_000_000
+    assert XLNetTrainConfig.from_run(info("train-xlnet", {"steps": 6, "minutes": 9.5})).minutes == 9.5
+
+
+@pytest.mark.parametrize("raw, shown", [
+    ({"command": "train", "settings": {}}, "no layout"),  # run.json before "layout" was written
+    ({"command": "train", "settings": {}, "layout": 1}, "layout 1"),
+    ({"command": "train", "settings": {}, "layout": True}, "layout True"),
+    ({"created_by": "train", "config": {}}, "no layout"),  # another form altogether
+    ({"command": "train-t5", "steps": 40}, "no layout"),
+])
+def test_a_run_json_of_another_format_is_refused_in_one_line(raw, shown, tmp_path):
+    from minibert.loop import rundir
+
+    rundir.write_json(tmp_path / rundir.RUN_FILE, raw)
+    with pytest.raises(rundir.OtherFormat) as e:
+        rundir.read_run(tmp_path)
+    message = str(e.value)
+    assert "\n" not in message and message.startswith(str(tmp_path / rundir.RUN_FILE))
+    assert f"written by another format of minibert ({shown};" in message and "must be started again" in message
 
 
 def settings_classes():
@@ -183,33 +182,19 @@ def test_the_vocabulary_names_are_each_one_concept():
     assert not RETIRED_NAMES & set(VOCABULARY)  # no name both today's and retired
 
 
-@pytest.mark.parametrize("cls, old, today", [
-    ("TrainConfig", {"out_dir": "runs/x", "max_train_lines": 300}, {"out": "runs/x", "max_train_examples": 300}),
-    ("XLNetTrainConfig", {"seq_len": 32, "max_train_lines": 300, "eval_sequences": 16},
-     {"max_seq_length": 32, "max_train_examples": 300, "eval_examples": 16}),
-    ("T5TrainConfig", {"out": "o", "chunk_len": 24, "fast": True},
-     {"max_seq_length": 24, "max_train_examples": 60, "eval_examples": 12}),
-    ("T5TrainConfig", {"out": "o", "task": "sst2", "fast": True, "chunk_len": 64, "max_input": 32},
-     {"max_train_examples": 256, "eval_examples": 64, "max_seq_length": 32}),
-    ("T5TrainConfig", {"out": "o", "chunk_len": 24, "max_input": 32}, {"max_seq_length": 24}),
-    ("T5TrainConfig", {"out": "o", "fast": False}, {"max_train_examples": 0, "eval_examples": 0}),
-    ("FinetuneConfig", {"task": "sst2", "init": "none", "out": "o", "dropout": 0.2},
-     {"hidden_dropout_prob": 0.2, "attention_probs_dropout_prob": 0.2}),
-])
-def test_a_run_json_of_the_older_names_is_read_once_with_todays(cls, old, today):
-    """A run directory written before one settings vocabulary resumes: run.json's old names are
-    read by the class's `renamed`/`retired` (from_dict and --set alike)."""
-    cls = {c.__name__: c for c in settings_classes()}[cls]
-    cfg = cls.from_dict(old)
-    assert {k: getattr(cfg, k) for k in today} == today  # exact: the values given, copied
-    assert not RETIRED_NAMES & set(cfg.to_dict())  # written back in today's names
-    if cls.__name__ != "T5TrainConfig":
-        sets = [f"{k}={v}" for k, v in old.items() if k in RETIRED_NAMES]
-        assert cls.parse_set(sets).items() >= {k: v for k, v in today.items() if k != "out"}.items()
+def required(cls) -> dict:
+    return {"task": "sst2", "init": "none", "out": "o"} if cls is FinetuneConfig else {"out": "o"}
 
 
-def test_todays_name_beside_an_old_one_wins():
-    assert make_config("tiny", out_dir="old", out="new").out == "new"
+@pytest.mark.parametrize("cls", settings_classes(), ids=lambda c: c.__name__)
+@pytest.mark.parametrize("name", sorted(RETIRED_NAMES))
+def test_a_synonym_is_an_unknown_setting_in_run_json_and_to_set(cls, name):
+    """Each setting has one name: a synonym (VOCABULARY) is refused by name, never read as
+    whichever setting it meant to some command."""
+    with pytest.raises(ValueError, match=f"unknown .*settings \\['{name}'\\]"):
+        cls.from_dict({**required(cls), name: 1})
+    with pytest.raises(ValueError, match=f"unknown setting '{name}'"):
+        cls.parse_set([f"{name}=1"])
 
 
 # --- integer settings are integers, and every one has a range (issue 56) -------------------------

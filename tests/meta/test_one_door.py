@@ -33,6 +33,10 @@ ALLOWED = {
         "a checkpoint is a folder of six files, made whole by one rename of its hidden folder to "
         "checkpoints/step-NNNNNN (the module docstring); the files inside are written by the door, "
         "and own_entry refuses a link on the way to the run's entries",
+    ("loop/rundir.py", "exchange"):
+        "a run that replaces another is swapped in by exchanging the two folders' names (renameat2, "
+        "or three renames where it is missing): whole folders the run wrote through the door, moved "
+        "as units so that a kill leaves each one whole under one of the two names",
     ("loop/rundir.py", "_open_lock"):
         "the run's .lock is opened (O_CREAT | O_NOFOLLOW, refused unless a regular file) and flock-ed, "
         "never replaced: a rename would hand a second writer a new, unlocked file",

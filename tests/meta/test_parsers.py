@@ -97,7 +97,7 @@ def test_an_older_option_spelling_is_refused_naming_todays(command, old, new, ca
         main([command, old, "5"] if "=" not in old else [command, old])
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert f"{old.split('=')[0]} was retired; use " in err and new in err
+    assert f"{old.split('=')[0]} is not an option (one name, one meaning); use " in err and new in err
 
 
 def test_a_commands_own_setting_options_read_into_its_settings_by_name():

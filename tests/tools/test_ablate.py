@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from corpora import SPECIALS, TOPICS, TRAIN_TOPICS, topic_corpus, write_vocab
 
+from minibert.loop import rundir
 from minibert.tools import ablate as A
 from minibert.tools import ablate_report as R
 
@@ -319,7 +320,7 @@ def test_an_ltr_model_is_fine_tuned_left_to_right(tmp_path, monkeypatch):
     class Stop(Exception):
         pass
 
-    def fake_build_run(cfg, verbose=True):
+    def fake_build_run(cfg, *args, **kwargs):
         seen.append(cfg.causal)
         raise Stop
 
@@ -327,7 +328,7 @@ def test_an_ltr_model_is_fine_tuned_left_to_right(tmp_path, monkeypatch):
     for objective in ("ltr", "mlm"):
         run = tmp_path / objective
         run.mkdir()
-        (run / "run.json").write_text(json.dumps({"config": {"objective": objective}}))
+        rundir.write_run(run, "train", {"objective": objective})
         plan = A.Plan(study="tasks", out=str(tmp_path / "out"), minutes=1.0, seeds=(0,), tasks=("nextsent",))
         with pytest.raises(Stop):
             A.finetune(plan, run, A.DOWNSTREAM["nextsent"], 0, tmp_path / "ft" / objective)

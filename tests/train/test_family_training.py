@@ -6,6 +6,7 @@ minibert.AlbertForPreTraining. The defaults stay BERT's: tests/train/test_train.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import numpy as np
 import pytest
@@ -19,8 +20,8 @@ from minibert.loop import engine
 from minibert.loop.state import LoopState
 from minibert.loop.curves import read_metrics
 from minibert.loop.rundir import latest_checkpoint
-from minibert.train.pretraining_step import accumulate_gradients, loss_counts
-from minibert.train.pretraining_step import pretraining_step as training_step
+from minibert.loop.step import training_step
+from minibert.train.pretraining_step import accumulate_gradients, loss_counts, pretraining_loss
 from minibert.model import BertConfig
 from minibert.optim import AdamW
 from minibert.data.pretraining_data import UNMASKED_NAME, remask
@@ -108,7 +109,8 @@ def test_accumulated_step_updates_like_one_big_batch(kind, objective):
         before = {k: p.copy() for k, p in model.params.items()}
         names = [k for k in model.params if objective == "mlm_nsp" or k.split(".")[0] not in ("pool", "nsp")]
         opt = AdamW({k: model.params[k] for k in names}, lr=1e-2, beta2=0.98, bias_correction=True)
-        r = training_step(model, opt, batch, 0, lr=1e-2, warmup_steps=0, total_steps=10, objective=objective)
+        r = training_step(model, opt, batch, 0, lr=1e-2, warmup_steps=0, total_steps=10,
+                          loss_fn=partial(pretraining_loss, model, objective=objective))
         results.append((r, {k: model.params[k] - before[k] for k in names}))
     (r_acc, d_acc), (r_big, d_big) = results
     assert abs(r_acc.grad_norm - r_big.grad_norm) <= 1e-6 * r_big.grad_norm
@@ -118,10 +120,11 @@ def test_accumulated_step_updates_like_one_big_batch(kind, objective):
 
 def test_a_list_of_one_batch_is_that_batch():
     batch = _micro_batches(k=1)[0]
-    a = training_step(m := _model("bert"), AdamW(m.params, lr=1e-2), [batch], 0, lr=1e-2, warmup_steps=0,
-                      total_steps=5, objective="mlm_nsp")
-    b = training_step(n := _model("bert"), AdamW(n.params, lr=1e-2), batch, 0, lr=1e-2, warmup_steps=0,
-                      total_steps=5, objective="mlm_nsp")
+    m, n = _model("bert"), _model("bert")
+    a = training_step(m, AdamW(m.params, lr=1e-2), [batch], 0, lr=1e-2, warmup_steps=0, total_steps=5,
+                      loss_fn=partial(pretraining_loss, m, objective="mlm_nsp"))
+    b = training_step(n, AdamW(n.params, lr=1e-2), batch, 0, lr=1e-2, warmup_steps=0, total_steps=5,
+                      loss_fn=partial(pretraining_loss, n, objective="mlm_nsp"))
     assert a.loss == b.loss  # exact: the same code path on the same batch
     assert all(np.array_equal(m.params[k], n.params[k]) for k in m.params)  # exact: same path
 
@@ -167,7 +170,7 @@ def test_bad_family_settings_are_refused(bad, match):
 
 
 def test_new_settings_parse_from_the_command_line():
-    got = train_config.parse_set(["accumulation_steps=4", "packing=doc_sentences", "sentence_order=1", "model_type=albert",
+    got = train_config.TrainConfig.parse_set(["accumulation_steps=4", "packing=doc_sentences", "sentence_order=1", "model_type=albert",
                        "embedding_size=32"])
     assert got == dict(accumulation_steps=4, packing="doc_sentences", sentence_order=True, model_type="albert",
                        embedding_size=32)
@@ -206,10 +209,10 @@ def test_preset_run_resumes_bit_exactly(files, tmp_path, preset, capsys):
     assert part.loop.status == "paused" and part.loop.step == 3
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
     assert straight.loop.status == resumed.loop.status == "done" and resumed.loop.step == 6
-    a, b = _state(straight), _state(resumed)
+    a, b = _state(straight.run), _state(resumed.run)
     assert a.keys() == b.keys()
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]  # exact: resume
-    assert straight.last_eval == resumed.last_eval  # exact: the same bits, evaluated the same way
+    assert straight.run.last_eval == resumed.run.last_eval  # exact: the same bits, evaluated the same way
     saved = json.loads((tmp_path / "part" / "run.json").read_text())["settings"]
     expected = train_config.make_config(preset)
     for key in ("model_type", "accumulation_steps", "packing", "sentence_order", "objective"):
@@ -217,9 +220,9 @@ def test_preset_run_resumes_bit_exactly(files, tmp_path, preset, capsys):
     assert train_runs.resume_config(tmp_path / "part", {}).flat() == _config(files, tmp_path / "part", preset).flat()
     if preset == "roberta-tiny":
         assert "full_sentences packing" in out and "x 2 micro-batches (16 sequences per step)" in out
-        assert isinstance(straight.model, BertForPreTraining) and "NSP" not in out
+        assert isinstance(straight.run.model, BertForPreTraining) and "NSP" not in out
     else:
-        assert isinstance(straight.model, AlbertForPreTraining) and "SOP acc" in out and "NSP" not in out
+        assert isinstance(straight.run.model, AlbertForPreTraining) and "SOP acc" in out and "NSP" not in out
 
 
 def test_albert_run_checkpoints_load_as_albert_for_pretraining(files, tmp_path):
@@ -227,7 +230,7 @@ def test_albert_run_checkpoints_load_as_albert_for_pretraining(files, tmp_path):
     for where in (tmp_path / "run", latest_checkpoint(tmp_path / "run")):
         model = minibert.AlbertForPreTraining.from_pretrained(where)
         assert model.config.embedding_size == 8 and model.config.num_hidden_groups == 1
-        for k, p in trainer.model.params.items():
+        for k, p in trainer.run.model.params.items():
             assert np.array_equal(model.params[k], p), k  # exact: float32 saved and read back
         out = model.forward(np.array([[2, 7, 8, 3]]))
         assert out.mlm_logits.shape == (1, 4, 50) and out.nsp_logits.shape == (1, 2)
@@ -237,18 +240,18 @@ def test_albert_run_checkpoints_load_as_albert_for_pretraining(files, tmp_path):
     assert fill_mask_cli([str(tmp_path / "run"), "w1 [MASK] w2"]) == 0
     assert attention_cli([str(tmp_path / "run"), "w1 w2 w3", "--out", str(tmp_path / "att")]) == 0
     assert len(list((tmp_path / "att").glob("layer1_head*.png"))) == 2
-    maps = attention_maps(trainer.model, trainer.tokenizer, "w1 w2 w3").maps
+    maps = attention_maps(trainer.run.model, trainer.run.tokenizer, "w1 w2 w3").maps
     assert maps.shape == (2, 2, 5, 5) and np.allclose(maps.sum(-1), 1.0, atol=1e-5)
 
 
 def test_doc_sentences_run_trains_on_shorter_sequences_of_one_document(files, tmp_path):
     runs = {p: pretrain.train(_config(files, tmp_path / p, "roberta-tiny", packing=p, steps=2, eval_interval=2), verbose=False)
             for p in ("full_sentences", "doc_sentences")}
-    fill = {p: read_meta(r.data.train)["stats"]["tokens"] / read_meta(r.data.train)["stats"]["instances"]
+    fill = {p: read_meta(r.run.data.train)["stats"]["tokens"] / read_meta(r.run.data.train)["stats"]["instances"]
             for p, r in runs.items()}
     assert fill["doc_sentences"] < fill["full_sentences"] <= SMALL["max_seq_length"]
-    assert read_meta(runs["doc_sentences"].data.train)["flags"]["packing"] == "doc_sentences"
-    assert all(r.loop.status == "done" and np.isfinite(r.last_eval.mlm_loss) for r in runs.values())
+    assert read_meta(runs["doc_sentences"].run.data.train)["flags"]["packing"] == "doc_sentences"
+    assert all(r.loop.status == "done" and np.isfinite(r.run.last_eval.mlm_loss) for r in runs.values())
 
 
 def test_a_step_takes_k_micro_batches_and_counts_all_their_tokens(files, tmp_path):
@@ -335,11 +338,11 @@ def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path
     assert part.loop.status == "paused" and part.loop.step == 3
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
     assert straight.loop.status == resumed.loop.status == "done" and resumed.loop.step == 6
-    a, b = _electra_state(straight), _electra_state(resumed)
+    a, b = _electra_state(straight.run), _electra_state(resumed.run)
     assert a.keys() == b.keys() and any(k.startswith("p.gen.") for k in a)
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]  # exact: resume
-    assert not np.array_equal(part.model.params["disc.out.w"], straight.model.params["disc.out.w"])
-    assert straight.last_eval == resumed.last_eval  # exact: the same bits, evaluated with the same samples
+    assert not np.array_equal(part.run.model.params["disc.out.w"], straight.run.model.params["disc.out.w"])
+    assert straight.run.last_eval == resumed.run.last_eval  # exact: the same bits, evaluated with the same samples
     # the progress line and the evaluation show the generator's and the discriminator's numbers
     assert "gen MLM acc" in out and "disc acc" in out and "replaced recall" in out and "NSP acc" not in out
     assert "held-out generator MLM acc" in out and "ELECTRA: generator hidden 4" in out
@@ -352,9 +355,9 @@ def test_electra_run_resumes_bit_exactly_and_saves_both_networks(files, tmp_path
     assert json.loads((run / "config.json").read_text())["architectures"] == ["ElectraForPreTraining"]
     assert json.loads((run / "generator" / "config.json").read_text())["architectures"] == ["ElectraForMaskedLM"]
     assert gen.config.hidden_size == 4 and disc.config.hidden_size == 16  # SMALL's 16, a quarter of it
-    for k, p in straight.model.disc.params.items():
+    for k, p in straight.run.model.disc.params.items():
         assert np.array_equal(disc.params[k], p), k  # exact: float32 saved and read back
-    for k, p in straight.model.gen.params.items():
+    for k, p in straight.run.model.gen.params.items():
         assert np.array_equal(gen.params[k], p), k
     assert np.array_equal(gen.params["tok_emb"], disc.params["tok_emb"])  # exact: one shared table
     assert disc.forward(np.array([[2, 7, 8, 3]])).shape == (1, 4)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import random
+from functools import partial
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from minibert.analysis import gradcheck as gc
 from minibert import kernels, layers
 from minibert.backend import get_ops
 from minibert.bert import BertForPreTraining
-from minibert.train.pretraining_step import pretraining_step as training_step
+from minibert.loop.step import training_step
+from minibert.train.pretraining_step import pretraining_loss
 from minibert.model import OBJECTIVES, BertConfig, bert_backward, bert_forward, ltr_targets, trained_params
 from minibert.optim import AdamW
 from minibert.data.pretraining_data import (CLS, MASK, SEP, UNMASKED_NAME, check_mask_shares, create_masked_lm_predictions,
@@ -152,7 +154,7 @@ def test_mask_shares_must_be_three_shares_summing_to_one(bad):
 def test_mask_shares_setting_parses_round_trips_and_reaches_the_shards(tmp_path):
     """--set mask_shares=1,0,0 -> floats; run.json's list form reads back equal; the generator
     writes the shares to meta.json, and a dynamic iterator takes them from there."""
-    assert train_config.parse_set(["mask_shares=1,0,0"]) == {"mask_shares": (1.0, 0.0, 0.0)}
+    assert train_config.TrainConfig.parse_set(["mask_shares=1,0,0"]) == {"mask_shares": (1.0, 0.0, 0.0)}
     cfg = train_config.make_config("tiny", mask_shares=[1, 0, 0], objective="mlm")
     cfg.validate(require_files=False)
     assert cfg.mask_shares == (1.0, 0.0, 0.0) and cfg.to_dict()["mask_shares"] == [1.0, 0.0, 0.0]
@@ -241,7 +243,8 @@ def test_a_step_without_nsp_leaves_the_pooler_and_nsp_head_unchanged(objective):
     opt = AdamW({k: model.params[k] for k in trained_params(model.params, objective)}, lr=1e-2, weight_decay=0.01)
     batch = gc.random_batch(model.config, B=4, T=10, P=3, rng=np.random.default_rng(3))
     for step in range(2):
-        r = training_step(model, opt, batch, step, lr=1e-2, warmup_steps=0, total_steps=10, objective=objective)
+        r = training_step(model, opt, batch, step, lr=1e-2, warmup_steps=0, total_steps=10,
+                          loss_fn=partial(pretraining_loss, model, objective=objective))
         assert math.isfinite(r.loss)
     for k in model.params:
         if k.startswith(("pool.", "nsp.")):
@@ -443,17 +446,17 @@ def _config(files, out, **kw):
 def test_training_run_without_nsp_resumes_bit_exactly_and_never_touches_nsp(files, tmp_path, objective, capsys):
     cfg = _config(files, tmp_path / "run", objective=objective)
     trainer = pretrain.train(cfg, verbose=True, max_steps_this_run=3)
-    assert trainer.loop.status == "paused" and set(trainer.optimizer.m) == set(trained_params(trainer.model.params,
+    assert trainer.loop.status == "paused" and set(trainer.run.optimizer.m) == set(trained_params(trainer.run.model.params,
                                                                                          objective))
-    init = BertForPreTraining(trainer.model.config, seed=cfg.seed).params
+    init = BertForPreTraining(trainer.run.model.config, seed=cfg.seed).params
     for k in ("pool.w", "pool.b", "nsp.w", "nsp.b"):
-        assert np.array_equal(trainer.model.params[k], init[k]), k
+        assert np.array_equal(trainer.run.model.params[k], init[k]), k
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "run", {}), resume=True, verbose=False)
     straight = pretrain.train(_config(files, tmp_path / "straight", objective=objective), verbose=False)
     assert resumed.loop.status == straight.loop.status == "done"
-    for k, p in straight.model.params.items():
-        assert np.array_equal(resumed.model.params[k], p), k  # the same computation, resumed
-    ev = straight.last_eval
+    for k, p in straight.run.model.params.items():
+        assert np.array_equal(resumed.run.model.params[k], p), k  # the same computation, resumed
+    ev = straight.run.last_eval
     assert 0.0 <= ev.mlm_acc <= 1.0 and math.isfinite(ev.mlm_loss)
     if objective == "ltr":
         assert ev.nsp_acc == 0.0
@@ -466,8 +469,8 @@ def test_training_run_with_table_8_shares_uses_its_own_data(files, tmp_path):
     default = pretrain.train(_config(files, tmp_path / "a", steps=1, eval_interval=100), verbose=False)
     mask_only = pretrain.train(_config(files, tmp_path / "b", steps=1, eval_interval=100, masking="static",
                                 mask_shares=(1.0, 0.0, 0.0)), verbose=False)
-    assert default.data.train != mask_only.data.train
-    assert read_meta(mask_only.data.train)["stats"]["share_mask"] == 1.0
-    batch = mask_only.iterator.next_batch()
+    assert default.run.data.train != mask_only.run.data.train
+    assert read_meta(mask_only.run.data.train)["stats"]["share_mask"] == 1.0
+    batch = mask_only.run.iterator.next_batch()
     real = batch["masked_lm_weights"] > 0  # (B, P)
     assert np.all(np.take_along_axis(batch["input_ids"], batch["masked_lm_positions"], axis=1)[real] == 4)

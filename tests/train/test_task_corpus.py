@@ -78,7 +78,7 @@ def test_in_domain_pretraining_runs_30000_steps_unless_told(tmp_path, monkeypatc
         budgets.append((cfg.minutes, cfg.steps))
         raise RuntimeError("stopped before training")
 
-    monkeypatch.setattr(commands, "train", no_training)
+    monkeypatch.setattr(commands, "launch_pretraining", no_training)
     base = ["--corpus-from-task", "sst2", "--data", str(sst), "--set", f"data_cache={tmp_path / 'cache'}",
             "--set", f"out={tmp_path / 'run'}", "--set", "dupe_factor=1"]
     for argv in (base, [*base, "--minutes", "5"], [*base, "--set", "steps=700"]):

@@ -14,10 +14,10 @@ from corpora import HELD_TOPICS, TOPICS, small_config, topic_corpus
 
 from minibert.bert import BertForPreTraining
 from minibert.analysis.inspect import attention_maps, encode_with_masks, fill_mask
-from minibert.loop import budget, checkpoints, engine
+from minibert.loop import checkpoints, engine
 from minibert.loop import rundir as rd
 from minibert.loop import step
-from minibert.loop.budget import StepBudget
+from minibert.loop.budget import Budget, StepBudget
 from minibert.loop.state import LoopState
 from minibert.loop.curves import plot_curves, read_metrics
 from minibert.optim import lr_at
@@ -40,24 +40,25 @@ def _state(trainer):
 # --- resume ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("masking,dropout", [("dynamic", 0.1), ("static", 0.0)])
-def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dropout,
-                                                    written_before_the_vocabulary):
+def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dropout):
     kw = dict(masking=masking, hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
     full = pretrain.train(small_config(corpus, tmp_path / "full", **kw), verbose=False)
     assert full.loop.status == "done" and full.loop.step == 12
     part = pretrain.train(small_config(corpus, tmp_path / "part", **kw), verbose=False, max_steps_this_run=5)
     assert part.loop.status == "paused" and part.loop.step == 5
-    if masking == "static":  # a run directory of minibert before one settings vocabulary resumes too
-        assert "out_dir" in written_before_the_vocabulary(tmp_path / "part")  # settings_renames: keep
     cfg = train_runs.resume_config(tmp_path / "part", {})
     resumed = pretrain.train(cfg, resume=True, verbose=False)
     assert resumed.loop.status == "done" and resumed.loop.step == 12
-    a, b = _state(full), _state(resumed)
+    a, b = _state(full.run), _state(resumed.run)
     assert a.keys() == b.keys()
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
     # the paused run really stopped at step 5 (its weights are not the final ones)
-    assert not np.array_equal(part.model.params["h0.ffn.in.w"], full.model.params["h0.ffn.in.w"])
-    assert full.last_eval == resumed.last_eval
+    assert not np.array_equal(part.run.model.params["h0.ffn.in.w"], full.run.model.params["h0.ffn.in.w"])
+    assert full.run.last_eval == resumed.run.last_eval
+    # the pause logged nothing of its own: metrics.jsonl is the uninterrupted run's, times aside
+    recs = [[{k: v for k, v in r.items() if k not in ("time", "tokens_per_s")}
+             for r in rd.read_jsonl(tmp_path / d / "metrics.jsonl")[0]] for d in ("full", "part")]
+    assert recs[0] == recs[1] and [r["step"] for r in recs[0] if r["type"] == "train"]
     # metrics.jsonl of the resumed run has each step once
     steps = [r["step"] for r in read_metrics(tmp_path / "part" / "metrics.jsonl") if r["type"] == "train"]
     assert steps == sorted(set(steps)) and steps[-1] == 12
@@ -66,9 +67,8 @@ def test_train_resume_after_pause_is_bit_identical(corpus, tmp_path, masking, dr
 def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path, monkeypatch):
     full = pretrain.train(small_config(corpus, tmp_path / "full"), verbose=False)
     cfg = small_config(corpus, tmp_path / "int")
-    train_runs.check_run_dir(cfg)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
-    trainer.start_fresh()
+    trainer.start()
     original = engine.train_step
 
     def step_then_ctrl_c(run, state):
@@ -81,7 +81,7 @@ def test_train_ctrl_c_saves_and_resume_matches(corpus, tmp_path, monkeypatch):
     assert engine.run(trainer, LoopState.start(trainer.settings)) == "interrupted"
     assert rd.run_state(tmp_path / "int")["step"] == 7
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "int", {}), resume=True, verbose=False)
-    a, b = _state(full), _state(resumed)
+    a, b = _state(full.run), _state(resumed.run)
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
 
@@ -93,11 +93,10 @@ SHORT = dict(short_seq_length=16, short_seq_fraction=0.5)  # steps 0-5 at 16 tok
 def test_short_phase_trains_short_batches_first_then_full_length(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "s", **SHORT)
     assert cfg.short_phase() == (16, 16, 2)  # same tokens per step (16 x 16 = 8 x 32), 5 * 16/32 predictions
-    train_runs.check_run_dir(cfg)
     trainer = trainer_mod.Trainer(cfg, verbose=False)
-    trainer.start_fresh()
+    trainer.start()
     loop = LoopState.start(trainer.settings)
-    assert loop.short_steps_of(trainer.settings) == 6
+    assert loop.schedule.short_steps() == 6
     shapes = []
     for it in (trainer.iterator, trainer.short_iterator):
         def recording(next_batch=it.next_batch):
@@ -123,11 +122,11 @@ def test_resume_across_the_short_phase_is_bit_identical(corpus, tmp_path, pause_
     assert part.loop.status == "paused" and part.loop.step == pause_at
     resumed = pretrain.train(train_runs.resume_config(tmp_path / "part", {}), resume=True, verbose=False)
     assert resumed.loop.status == "done" and resumed.loop.step == 12
-    a, b = _state(full), _state(resumed)
+    a, b = _state(full.run), _state(resumed.run)
     assert all(np.array_equal(a[k], b[k]) for k in a), [k for k in a if not np.array_equal(a[k], b[k])]
     # without the short phase the same seed ends elsewhere: the phase really ran
     plain = pretrain.train(small_config(corpus, tmp_path / "plain"), verbose=False)
-    assert not np.array_equal(plain.model.params["h0.ffn.in.w"], full.model.params["h0.ffn.in.w"])
+    assert not np.array_equal(plain.run.model.params["h0.ffn.in.w"], full.run.model.params["h0.ffn.in.w"])
 
 
 def test_short_phase_settings_are_checked(corpus, tmp_path):
@@ -145,30 +144,31 @@ def test_short_phase_settings_are_checked(corpus, tmp_path):
 def test_the_trainer_applies_the_budgets_fits_fixes_the_switch_and_bends_the_lr(corpus, tmp_path):
     """The budget's policy is tests/loop/test_budget.py's; here the Trainer on the loop: a refit sets
     the schedule, the first fixes the switch to full-length sequences, a refit past the warmup keeps
-    the learning rate where it was (loop/budget.refit)."""
+    the learning rate where it was (loop/budget.Budget.observe)."""
     cfg = small_config(corpus, tmp_path / "c", minutes=1.0, steps=0, eval_interval=1000, warmup_steps=50,
                        **SHORT)
-    trainer = trainer_mod.Trainer(cfg, verbose=False)
-    settings = trainer.settings
-    loop = LoopState.start(settings)
-    loop.budget = StepBudget(60.01, 1000, step_seconds=0.02, eval_seconds=0.5, short_fraction=0.5,
-                             short_step_seconds=0.02)
-    loop.budget.MARGIN = 1.0
-    loop.total_steps = 2900  # short phase: steps 0-1449
+    s = trainer_mod.Trainer(cfg, verbose=False).settings
+    assert s.fit_steps and s.short_fraction == 0.5 and s.probe is not None
+    schedule = Budget(s.minutes, 2900, s.eval_interval, s.short_fraction, lr=s.lr, warmup_steps=s.warmup_steps,
+                      schedule=s.schedule)  # short phase: steps 0-1449
+    schedule.fitter = StepBudget(60.01, 1000, step_seconds=0.02, eval_seconds=0.5, short_fraction=0.5,
+                                 short_step_seconds=0.02)  # a probe of known times instead of the Trainer's
+    schedule.fitter.MARGIN = 1.0
+    loop = LoopState.start(s, schedule)
 
     def run_steps(last, seconds_each):
         while loop.step < last:
             loop.step += 1
             loop.elapsed += seconds_each
-            budget.refit(loop, settings, seconds_each, lambda: 0.0)
+            loop.schedule.observe(loop.step, loop.elapsed, seconds_each, lambda: 0.0)
 
     run_steps(100, 0.04)  # twice as slow as the probe: the same fit as the budget's own test
-    assert loop.total_steps == 1450 and loop.short_steps_of(settings) == 725
+    assert loop.total_steps == 1450 and schedule.short_steps() == 725
     rate = lr_at(100, cfg.lr, 50, 2900, cfg.schedule)
-    assert loop.lr_anchor == (100, rate)  # past the warmup: the rate of step 100 is kept
-    assert lr_at(100, cfg.lr, 50, loop.total_steps, cfg.schedule, loop.lr_anchor) == pytest.approx(rate)
+    assert schedule.lr_anchor == (100, rate)  # past the warmup: the rate of step 100 is kept
+    assert lr_at(100, cfg.lr, 50, loop.total_steps, cfg.schedule, schedule.lr_anchor) == pytest.approx(rate)
     run_steps(805, 0.01)
-    assert loop.short_steps_of(settings) == 725 and loop.budget.stage == "done" and loop.lr_anchor[0] == 805
+    assert schedule.short_steps() == 725 and schedule.fitter.stage == "done" and schedule.lr_anchor[0] == 805
 
 
 def test_train_cli_returns_130_on_interrupt(corpus, tmp_path, monkeypatch):
@@ -195,10 +195,10 @@ def test_train_nan_loss_stops_naming_step_and_checkpoint(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "nan", checkpoint_interval=4)
     trainer = pretrain.train(cfg, verbose=False, max_steps_this_run=4)
     assert trainer.loop.last_checkpoint == 4
-    trainer.model.params["h0.ffn.in.w"][0, 0] = np.nan
+    trainer.run.model.params["h0.ffn.in.w"][0, 0] = np.nan
     before = (tmp_path / "nan" / "model.safetensors").read_bytes()
     with pytest.raises(step.TrainingDiverged) as e:
-        engine.run(trainer, trainer.loop)
+        engine.run(trainer.run, trainer.loop)
     msg = str(e.value)
     assert "at step 4" in msg and str(tmp_path / "nan") in msg and "(step 4)" in msg
     assert (tmp_path / "nan" / "model.safetensors").read_bytes() == before  # nothing saved
@@ -217,15 +217,15 @@ def test_train_unknown_preset_and_setting_errors():
     with pytest.raises(ValueError, match="unknown preset 'huge'.*mini.*tiny"):
         train_config.make_config("huge")
     with pytest.raises(ValueError, match="unknown setting 'lrr'"):
-        train_config.parse_set(["lrr=1"])
+        train_config.TrainConfig.parse_set(["lrr=1"])
     with pytest.raises(ValueError, match="masking='sometimes'"):
         train_config.make_config("tiny", corpus=("x",), vocab="v", masking="sometimes").validate()
-    assert train_config.parse_set(["lr=2e-3", "masking=static", "bias_correction=true", "steps=1e3"]) == \
+    assert train_config.TrainConfig.parse_set(["lr=2e-3", "masking=static", "bias_correction=true", "steps=1e3"]) == \
         {"lr": 2e-3, "masking": "static", "bias_correction": True, "steps": 1000}
 
 
 def test_the_model_settings_are_a_bert_config_set_by_name(corpus, tmp_path):
-    cfg = train_config.make_config("mini", hidden_dropout_prob=0.1, **train_config.parse_set(["num_hidden_layers=3"]))
+    cfg = train_config.make_config("mini", hidden_dropout_prob=0.1, **train_config.TrainConfig.parse_set(["num_hidden_layers=3"]))
     assert (cfg.model.hidden_size, cfg.model.num_hidden_layers, cfg.model.hidden_dropout_prob) == (256, 3, 0.1)  # exact: literals
     assert cfg.model_config(99) == dataclasses.replace(cfg.model, vocab_size=99)
     d = cfg.to_dict()  # run.json: the model's settings under "model", without vocab_size (the vocab's)
@@ -233,7 +233,7 @@ def test_the_model_settings_are_a_bert_config_set_by_name(corpus, tmp_path):
     assert train_config.TrainConfig.from_dict(d) == cfg
     assert train_config.TrainConfig.from_dict(cfg.flat()) == cfg  # the flat form of run.json before this change
     with pytest.raises(ValueError, match="unknown setting 'vocab_size'"):
-        train_config.parse_set(["vocab_size=5"])
+        train_config.TrainConfig.parse_set(["vocab_size=5"])
     with pytest.raises(ValueError, match="hidden_size 30 is not divisible by num_attention_heads 4"):
         train_config.make_config("mini", hidden_size=30)
     trainer = trainer_mod.Trainer(small_config(corpus, tmp_path / "r", num_hidden_layers=2), verbose=False)
@@ -241,7 +241,7 @@ def test_the_model_settings_are_a_bert_config_set_by_name(corpus, tmp_path):
 
 
 def test_adam_betas_reach_the_optimizer(corpus, tmp_path):
-    assert train_config.parse_set(["beta1=0.8", "beta2=0.98"]) == {"beta1": 0.8, "beta2": 0.98}
+    assert train_config.TrainConfig.parse_set(["beta1=0.8", "beta2=0.98"]) == {"beta1": 0.8, "beta2": 0.98}
     opt = trainer_mod.Trainer(small_config(corpus, tmp_path / "r", beta1=0.8, beta2=0.98), verbose=False).optimizer
     assert (opt.beta1, opt.beta2) == (0.8, 0.98)  # exact: the literals set, passed through
     with pytest.raises(ValueError, match="beta2=1.0"):
@@ -364,7 +364,7 @@ def trained(corpus, tmp_path_factory):
     cfg = small_config(corpus, out, steps=90, lr=3e-3, warmup_steps=10, eval_interval=30,
                        checkpoint_interval=45, log_interval=10, hidden_size=32, intermediate_size=64,
                        eval_examples=0, curves=True)
-    return pretrain.train(cfg, verbose=False)
+    return pretrain.train(cfg, verbose=False).run
 
 
 def test_train_loss_decreases_and_heldout_improves(trained):
@@ -467,7 +467,7 @@ def test_time_budget_stops_and_still_evaluates(corpus, tmp_path):
     cfg = small_config(corpus, tmp_path / "b", steps=10_000, minutes=0.02)  # 1.2 s
     trainer = pretrain.train(cfg, verbose=False)
     assert trainer.loop.status == "budget" and 0 < trainer.loop.step < 10_000
-    assert trainer.last_eval is not None and trainer.loop.last_eval_step == trainer.loop.step
+    assert trainer.run.last_eval is not None and trainer.loop.last_eval_step == trainer.loop.step
 
 
 def test_own_corpus_vocabulary_keeps_the_common_words_whole(tmp_path, monkeypatch):
