@@ -296,8 +296,6 @@ def two_label_threshold(found: FileScores, given: str | None, model: str, where:
 def write_pr_figure(found: dict, path: Path, title: str) -> None:
     # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 5 more
     import matplotlib.pyplot as plt
-    # lazy: tests replace minibert.io.outputs.write_output, which an import at call time sees
-    from minibert.io.outputs import write_output
 
     fig = pr_figure(found, title)
     write_output(path, lambda file: fig.savefig(file, format="png", dpi=120))
