@@ -11,6 +11,7 @@ import pytest
 
 from minibert.finetune.task_data import (TaskData, custom_task, load_task, main_metrics, read_examples, score,
                                         split_examples, with_main_metric)
+from minibert.finetune.squad_run import squad_main_metric
 from minibert.taskdata.tasks import TASKS, generic_task
 from minibert.text.tokenizer import BertTokenizer
 
@@ -77,3 +78,10 @@ def test_f1_of_one_label_is_scored():
     data = TaskData(task, {}, {"labels": np.array([0, 0, 0, 1, 1])}, ["ham", "spam"], [])
     got = score(data, np.array([0, 0, 1, 1, 0]))  # spam: tp 1, fp 1, fn 1
     assert got["f1:spam"] == pytest.approx(0.5) and got["accuracy"] == pytest.approx(0.6)
+
+
+def test_squad_keeps_its_best_model_by_f1_or_exact():
+    assert squad_main_metric(None, False, "squad1") == "f1" and squad_main_metric(None, True, "squad2") == "best_f1"
+    assert squad_main_metric("exact", True, "squad2") == "exact"
+    with pytest.raises(ValueError, match="main_metric='best_f1' is not a dev metric of squad1; choose one of f1, exact"):
+        squad_main_metric("best_f1", False, "squad1")

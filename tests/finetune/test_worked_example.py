@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from corpora import tiny_pretrained
 
 from minibert.__main__ import main
@@ -63,7 +64,9 @@ def test_the_worked_example_runs_as_written(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     said = run_block(commands, tmp_path, capsys)
     assert "epochs 8 (the recipe's 3, raised for 400 training features: 104 steps" in said["finetune"].out
-    assert said["finetune"].out.strip().splitlines()[-1].startswith("done: best dev accuracy ")
+    assert said["finetune"].out.strip().splitlines()[-1].startswith("done: best dev macro-F1 ")  # kept by it
+    assert "patience 3 (a small data set stops after 3 dev evaluations without a better macro_f1" in \
+        said["finetune"].out  # the raise comes with patience
     assert "warning" not in said["finetune"].err
     assert (tmp_path / "runs/reviews/README.md").is_file() and (tmp_path / "runs/reviews/dev_report.json").is_file()
     report = said["evaluate"].out
