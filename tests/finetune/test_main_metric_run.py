@@ -92,3 +92,23 @@ def test_the_start_up_line_names_the_class_weights_and_the_patience_in_use(files
     start = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("BertForSequenceClass"))
     # 36 neg and 12 pos: n / (K * count) = 48 / 72 and 48 / 24
     assert "class weights neg=0.667 pos=2 (balanced)" in start and "patience 2 on dev macro_f1" in start
+
+
+def test_dev_split_through_the_command(files, tmp_path, capsys):
+    """One file: a quarter of each label kept for dev, said at the start, recorded, and the same
+    examples again for the same seed."""
+    def run(out, seed):
+        assert main(["finetune", "custom", "--train", str(files / "train.csv"), "--dev-split", "0.25", "--init",
+                     str(files / "pre"), "--out", str(out), "--epochs", "1", "--batch-size", "8", "--seed", str(seed)]) == 0
+        return capsys.readouterr().out
+    said = run(tmp_path / "a", 3)
+    assert "36 train / 12 dev examples" in said and "dev is 25% of" in said and "stratified by label, seed 3" in said
+    task = json.loads((tmp_path / "a/run.json").read_text())["task"]
+    assert task["dev_split"] == {"fraction": 0.25, "seed": 3, "stratified": True, "train": 36, "dev": 12}
+    assert json.loads((tmp_path / "a/dev_report.json").read_text())["support"] == [9, 3]  # 36 neg, 12 pos: a quarter
+    card = (tmp_path / "a/README.md").read_text()
+    assert "25% of it split off by --dev-split (stratified by label, seed 3" in card
+    assert "`neg` (27), `pos` (9)" in card  # the train part's counts
+    run(tmp_path / "b", 3)
+    assert (tmp_path / "a/dev_report.json").read_text().split('"step"')[1] == \
+        (tmp_path / "b/dev_report.json").read_text().split('"step"')[1]  # the same split, the same dev scores
