@@ -44,6 +44,7 @@ import numpy as np  # noqa: E402
 
 from minibert.finetune.commands import build_run, task_kind  # noqa: E402
 from minibert.finetune.run import FinetuneConfig  # noqa: E402
+from minibert.loop import engine  # noqa: E402
 from minibert.loop.launch import Job, launch  # noqa: E402
 from minibert.optim import lr_at  # noqa: E402
 

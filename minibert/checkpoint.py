@@ -519,7 +519,18 @@ def read_pretrained(directory: str | Path, dtype=np.float32, verify: bool = True
     if arch in TASK_HEADS and TASK_HEADS[arch][0] + ".w" not in params:
         raise ValueError(f"{weights}: config.json says {arch} but the file has no {TASK_HEADS[arch][1]} tensors")
     return Pretrained(config, params, arch, vocab if vocab.is_file() else None, read_casing(directory),
-                      {k: raw[k] for k in TASK_CONFIG_KEYS if k in raw})
+                      task_config(raw, TASK_CONFIG_KEYS, directory / CONFIG_NAME))
+
+
+def task_config(raw: dict, keys: tuple[str, ...], path: Path) -> dict:
+    """config.json's fine-tuning keys (`keys`). num_labels is not one of them (id2label says it,
+    as transformers derives it), but a num_labels that differs from id2label's count is refused:
+    which of the two is meant?"""
+    labels = raw.get("id2label")
+    if "num_labels" in raw and isinstance(labels, dict) and raw["num_labels"] != len(labels):
+        raise ValueError(f"{path}: num_labels is {shown_value(raw['num_labels'], 40)} but id2label names "
+                         f"{len(labels)} classes; remove num_labels or make the two agree")
+    return {k: raw[k] for k in keys if k in raw}
 
 
 def model_tokenizer(directory: str | Path, config, do_lower_case: bool = True, what: str = "") -> BertTokenizer:

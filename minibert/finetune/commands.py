@@ -29,12 +29,13 @@ from minibert.io.hub import resolve_model_dir
 from minibert.io import outputs
 from minibert.loop import rundir
 from minibert.loop.launch import Job, Outcome, launch
-from minibert.finetune.evaluate import load_finetuned, predict_file, predict_lines
+from minibert.finetune.evaluate import columns_named, decide, load_finetuned, positive_label, predict_file, predict_lines
+from minibert.io.escape import one_line
 from minibert.finetune.model_card import write_model_card
 from minibert.finetune.features import token_features, word_predictions
 from minibert.finetune.squad_run import build_squad_run, predict_answer, saved_setting, threshold_refused
 from minibert.finetune.task_data import custom_task, get_task, load_task, with_main_metric
-from minibert.taskdata.readers import TaggedExample
+from minibert.taskdata.readers import TaggedExample, add_column_options, columns_given
 from minibert.text.tokenizer import BertTokenizer
 
 TASK_NAMES = ("sst2", "rte", "wnut17", "swag", "nextsent", "punct", "squad1", "squad2")
@@ -65,6 +66,7 @@ def _parser() -> CommandParser:
     p.setting("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
               help="your own files (task `custom`): the format, when it cannot be found from the files' "
                    "suffix and columns")
+    add_column_options(p.setting)  # --text-column, --text-pair-column, --label-column (your own tables)
     p.setting("--vocab", help="--init none: the vocabulary (default: the default corpus's vocab.txt)")
     p.setting("--like", metavar="MODEL",
               help="--init none: the random-init control of MODEL (its architecture, vocabulary and casing, "
@@ -126,7 +128,11 @@ def resolve_init(init: str, like: str | None, verbose: bool) -> tuple[str, str |
 def the_task(cfg: FinetuneConfig):
     """The Task of the settings: a built-in one, or your own files' (their format given, or found)."""
     if cfg.task == "custom":
-        return custom_task(cfg.format, cfg.data, cfg.train_file, cfg.dev_file, split_dev=bool(cfg.dev_split))
+        return custom_task(cfg.format, cfg.data, cfg.train_file, cfg.dev_file, columns=columns_given(cfg),
+                           split_dev=bool(cfg.dev_split))
+    if columns_given(cfg) is not None:
+        raise ValueError(f"--text-column, --text-pair-column and --label-column are for your own files (the task "
+                         f"`custom`); {cfg.task} has its own columns")
     return get_task(cfg.task)
 
 
@@ -192,7 +198,8 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False, 
             raise ValueError(f"--frozen (the feature-based approach) is for token tagging; {task.name} is {kind}")
         model = FrozenFeatureTagger(model, cfg.frozen, len(data.labels), cfg.seed, id2label, cfg.frozen_tagger)
     info = {"name": task.name, "kind": task.kind, "format": task.format, "labels": data.labels,
-            "main_metric": task.main_metric, "max_seq_length": cfg.max_seq_length, **data.info}
+            "main_metric": task.main_metric, "max_seq_length": cfg.max_seq_length, **data.info,
+            **({"columns": task.columns.as_json()} if task.columns else {})}  # evaluate and predict read them
     if verbose:
         split = data.info.get("dev_split")
         print(f"{data.info['train_examples']:,} train / {data.info['dev_examples']:,} dev examples "
@@ -296,7 +303,10 @@ def predict_cli(argv: list[str]) -> int:
     p.add_argument("--context")
     p.add_argument("--threshold", type=float, help="SQuAD 2.0: answer when the null score minus the best span's is "
                    "at most this (default: the run's best_f1 threshold, found on dev); 0 answers whenever a span "
-                   "scores above [CLS]")
+                   "scores above [CLS]. A two-label classifier: predict the positive label (--positive) when its "
+                   "probability is at least this (0 to 1)")
+    p.add_argument("--positive", metavar="LABEL", help="with --threshold on a two-label classifier: the label the "
+                   "threshold is on (default: the model's second label, id 1)")
     p.add_argument("--file", help="predict every example of this file: a plain text file (one text a line, a tab "
                                   "between a pair's two texts) or the task's format (labels not needed)")
     p.add_argument("--out", help="with --file: where the predictions go (the file again with its labels; a plain "
@@ -306,6 +316,7 @@ def predict_cli(argv: list[str]) -> int:
                    help="with --file and no --out: every label's probability, not only the predicted one's")
     p.add_argument("--format", choices=("glue-single", "glue-pair", "conll", "swag"),
                    help="with --file: the file's format, for a model without a fine-tuning run.json")
+    add_column_options(p.add_argument)  # --text-column ...: a table's columns (default: the run's, or by name)
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
@@ -314,19 +325,27 @@ def predict_cli(argv: list[str]) -> int:
         raise ValueError("--out goes with --file: the file to predict, and where its predictions go")
     if args.all_classes and args.file is None:
         raise ValueError("--all-classes goes with --file (text on the command line always shows every class)")
+    if columns_given(args) is not None and args.file is None:
+        raise ValueError("--text-column, --text-pair-column and --label-column name the columns of --file")
     if args.file and (args.texts or args.question or args.context):
         raise ValueError("predict takes --file or text on the command line, not both")
     if args.threshold is not None and not math.isfinite(args.threshold):
         raise ValueError(f"--threshold {args.threshold} must be a finite number")
-    ft = load_finetuned(args.model_dir, args.verify)
+    ft = columns_named(load_finetuned(args.model_dir, args.verify), columns_given(args))
     model, tokenizer, saved = ft.model, ft.tokenizer, ft.saved
-    if args.threshold is not None and model.head_shape != "qa":  # the same words with text or --file
-        raise threshold_refused(f"{args.model_dir} is a {model.head_shape} model")
+    if args.positive is not None and model.head_shape == "qa":
+        raise ValueError("--positive names a two-label classifier's positive label; a question answering model has "
+                         "none (its --threshold is on the null score)")
+    if (args.threshold is not None or args.positive is not None) and model.head_shape != "qa":
+        if model.head_shape != "sequence":  # the same words with text or --file
+            raise threshold_refused(f"{args.model_dir} is a {model.head_shape} model")
+        positive_label([model.config.id2label[i] for i in range(model.config.num_labels)], args.threshold,
+                       args.positive, args.model_dir)
     if args.file and args.out is None:  # a line each on stdout: label, probability, text
-        predict_lines(ft, args.file, sys.stdout.write, args.all_classes, args.format)
+        predict_lines(ft, args.file, sys.stdout.write, args.all_classes, args.format, args.threshold, args.positive)
         return 0
     if args.file:
-        n = predict_file(ft, args.file, args.out, args.format, args.threshold)
+        n = predict_file(ft, args.file, args.out, args.format, args.threshold, args.positive)
         print(f"wrote {n:,} predictions to {args.out}")
         return 0
 
@@ -347,25 +366,27 @@ def predict_cli(argv: list[str]) -> int:
             raise ValueError("sequence classification takes one text or a pair")
         else:
             rows = [(args.texts[0], args.texts[1] if len(args.texts) > 1 else None)]
+        labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+        pos = positive_label(labels, args.threshold, args.positive, args.model_dir) if len(labels) > 1 else None
+        names = [one_line(label) for label in labels]
         for a, b in rows:
             ids, seg = tokenizer.encode(a, b, max_length=T)
             logits = model.forward(np.array([ids]), np.array([seg]))[0]  # (K,)
-            shown = f"\t{a}" if len(rows) > 1 else ""
+            shown = f"\t{one_line(a)}" if len(rows) > 1 else ""
             if logits.shape[0] == 1:
                 print(f"score {float(logits[0]):.4f}{shown}")
                 continue
             probs = np.exp(logits - logits.max())
             probs /= probs.sum()
-            best = int(probs.argmax())
-            print(f"{model.config.id2label[best]}  (" + ", ".join(
-                f"{model.config.id2label[i]} {pr:.3f}" for i, pr in enumerate(probs)) + ")" + shown)
+            best = int(decide(probs[None], pos, args.threshold)[0])
+            print(f"{names[best]}  (" + ", ".join(f"{name} {pr:.3f}" for name, pr in zip(names, probs)) + ")" + shown)
     elif model.head_shape == "token":
         words = " ".join(args.texts).split()
         labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
         feats = token_features([TaggedExample(words, [labels[0]] * len(words), "command line")], tokenizer, T, labels)
         logits = model.forward(feats["input_ids"], feats["segment_ids"], feats["input_mask"])  # (n, T, K)
         tags = word_predictions(feats, logits.argmax(-1), labels)[0]
-        print("  ".join(f"{w}/{t}" for w, t in zip(words, tags)))
+        print("  ".join(f"{one_line(w)}/{one_line(t)}" for w, t in zip(words, tags)))  # a tag from config.json: data
     else:  # multiple choice: context, then the choices
         if len(args.texts) < 3:
             raise ValueError("multiple choice takes the context and at least two choices")

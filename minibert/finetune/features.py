@@ -22,6 +22,9 @@ len(A) + len(B) <= T - 3 (a single text is cut to T - 2), exactly as Google's tr
 """
 from __future__ import annotations
 
+import math
+import re
+
 import numpy as np
 
 from minibert.io.textio import shown
@@ -93,11 +96,16 @@ def _class_labels(examples, labels) -> np.ndarray:
                      for e in examples], dtype=np.int64)  # (N,)
 
 
+_DECIMAL = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
 def _number(value: str, where: str) -> float:
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"{where}: label {shown(value)} is not a number (regression task)") from None
+    """A regression label: a decimal number, finite in float32 (Python's float() also takes "1_0"
+    as 10, "nan", "inf", and 5,000 digits as inf)."""
+    number = float(value) if _DECIMAL.fullmatch(value.strip()) else math.nan
+    if not math.isfinite(number) or abs(number) > float(np.finfo(np.float32).max):
+        raise ValueError(f"{where}: label {shown(value)} is not a finite decimal number (regression task)")
+    return number
 
 
 def classification_features(examples, tokenizer, max_seq_length: int, labels,

@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from minibert.io.escape import one_line
+
 
 def _pair(pred, gold, what: str) -> tuple[np.ndarray, np.ndarray]:
     """Both inputs as 1-D arrays of the same, non-zero length."""
@@ -103,6 +105,15 @@ def matthews_corrcoef(pred, gold) -> float:
     return float((c * s - t @ p) / denominator) if denominator > 0 else 0.0
 
 
+# The full confusion matrix (and the rows of every class) is shown up to this many labels, what a
+# person can read in a table or a picture; above it, the classes with the lowest F1 and the most
+# confused pairs. The cost of a report is then linear in the label count (3,000 labels made a
+# 3000x3000 matrix: an 81 MB dev_report.json and minutes of drawing).
+FULL_MATRIX_LABELS = 50
+CONFUSED_PAIRS = 20  # the most confused (gold, predicted) pairs a report keeps
+WORST_CLASSES = 20  # the classes of lowest F1 shown by a report of more than FULL_MATRIX_LABELS labels
+
+
 class ClassReport(NamedTuple):
     """Per-class scores of a classifier: what `evaluate` prints and a run's model card shows."""
     labels: list  # the K class names, in label-id order
@@ -110,49 +121,76 @@ class ClassReport(NamedTuple):
     recall: list[float]  # (K,) of the gold examples of class k, the share predicted k (0 if none)
     f1: list[float]  # (K,) 2PR / (P + R) per class, as 2·tp / (2·tp + fp + fn)
     support: list[int]  # (K,) gold examples of each class
-    confusion: list[list[int]]  # (K, K) rows = gold class, columns = predicted class
+    confusion: list[list[int]] | None  # (K, K) rows = gold class, columns = predicted; None above FULL_MATRIX_LABELS
     macro_f1: float  # the mean of the K F1s: every class counts the same, however rare
+    # the most frequent mistakes, most first: {"gold": label, "predicted": label, "count": n} (CONFUSED_PAIRS)
+    confused: list = []
+
+    def worst(self, n: int = WORST_CLASSES) -> list[int]:
+        """The ids of the `n` classes of lowest F1 (of those with gold examples first; ties: more support)."""
+        return sorted(range(len(self.labels)), key=lambda k: (self.support[k] == 0, self.f1[k], -self.support[k], k))[:n]
 
     def table(self) -> str:
-        """The report as text: one row a class, then macro-F1, then the confusion matrix."""
-        width = max(8, *(len(str(label)) for label in self.labels))
-        rows = [f"{'class':<{width}}  precision  recall     f1  support"]
-        for k, label in enumerate(self.labels):
-            rows.append(f"{str(label):<{width}}  {self.precision[k]:9.3f}  {self.recall[k]:6.3f}  "
+        """The report as text: one row a class, then macro-F1, then the confusion matrix (above
+        FULL_MATRIX_LABELS labels: the classes of lowest F1, then the most confused pairs). Labels
+        are shown escaped (io/escape.one_line): a label never breaks a row."""
+        names = [one_line(str(label), 60) for label in self.labels]
+        full = self.confusion is not None
+        shown = range(len(names)) if full else self.worst()
+        width = max(8, *(len(names[k]) for k in shown))
+        rows = [] if full else [f"{len(names):,} classes: the {len(shown)} of lowest F1 (every class in --out's JSON)"]
+        rows.append(f"{'class':<{width}}  precision  recall     f1  support")
+        for k in shown:
+            rows.append(f"{names[k]:<{width}}  {self.precision[k]:9.3f}  {self.recall[k]:6.3f}  "
                         f"{self.f1[k]:5.3f}  {self.support[k]:7d}")
         rows.append(f"{'macro-F1':<{width}}  {'':9}  {'':6}  {self.macro_f1:5.3f}  {sum(self.support):7d}")
-        cell = max(5, *(len(str(label)) for label in self.labels), *(len(str(n)) for r in self.confusion for n in r))
+        if not full:
+            rows += ["", f"the most confused pairs (gold -> predicted: count), of {len(names):,} classes"]
+            rows += [f"{one_line(str(c['gold']), 60)} -> {one_line(str(c['predicted']), 60)}: {c['count']}"
+                     for c in self.confused] or ["(none: every prediction is right)"]
+            return "\n".join(rows)
+        cell = max(5, *(len(n) for n in names), *(len(str(n)) for r in self.confusion for n in r))
         rows += ["", "confusion matrix (rows: gold, columns: predicted)",
-                 " " * width + "  " + "  ".join(f"{str(label):>{cell}}" for label in self.labels)]
-        for label, counts in zip(self.labels, self.confusion):
-            rows.append(f"{str(label):<{width}}  " + "  ".join(f"{n:>{cell}d}" for n in counts))
+                 " " * width + "  " + "  ".join(f"{name:>{cell}}" for name in names)]
+        for name, counts in zip(names, self.confusion):
+            rows.append(f"{name:<{width}}  " + "  ".join(f"{n:>{cell}d}" for n in counts))
         return "\n".join(rows)
 
 
 def class_report(pred, gold, labels) -> ClassReport:
-    """Per-class precision, recall, F1 and support, macro-F1 and the confusion matrix of label
-    ids `pred` against `gold` (0..K-1, K = len(labels)); every class of `labels` has its row,
-    even one that never occurs (its scores 0, as scikit-learn's zero_division=0).
+    """Per-class precision, recall, F1 and support, macro-F1, the confusion matrix (up to
+    FULL_MATRIX_LABELS labels) and the most confused pairs of label ids `pred` against `gold`
+    (0..K-1, K = len(labels)); every class of `labels` has its row, even one that never occurs
+    (its scores 0, as scikit-learn's zero_division=0). Time and memory grow with N + K, never K².
 
     >>> r = class_report([0, 1, 1, 1], [0, 0, 1, 1], ["neg", "pos"])
     >>> r.precision, r.recall, r.support, r.confusion
     ([1.0, 0.6666666666666666], [0.5, 1.0], [2, 2], [[1, 1], [0, 2]])
-    >>> round(r.macro_f1, 4)                    # (2/3 + 4/5) / 2
-    0.7333
+    >>> round(r.macro_f1, 4), r.confused                   # (2/3 + 4/5) / 2; one neg taken for pos
+    (0.7333, [{'gold': 'neg', 'predicted': 'pos', 'count': 1}])
     """
     pred, gold = _pair(pred, gold, "class_report")
     k = len(labels)
     if k == 0 or pred.min() < 0 or gold.min() < 0 or max(pred.max(), gold.max()) >= k:
         raise ValueError(f"class_report: label ids must be in 0..{k - 1} for the {k} labels {list(labels)[:10]}")
-    confusion = np.zeros((k, k), dtype=np.int64)  # (K, K)
-    np.add.at(confusion, (gold.astype(np.int64), pred.astype(np.int64)), 1)
-    tp = np.diag(confusion)  # (K,)
-    predicted, support = confusion.sum(axis=0), confusion.sum(axis=1)  # (K,), (K,)
+    pred, gold = pred.astype(np.int64), gold.astype(np.int64)
+    cells, counts = np.unique(gold * k + pred, return_counts=True)  # (C,) the cells that occur, C <= N
+    g, p = np.divmod(cells, k)  # (C,), (C,)
+    tp = np.bincount(gold[gold == pred], minlength=k)  # (K,)
+    predicted, support = np.bincount(pred, minlength=k), np.bincount(gold, minlength=k)  # (K,), (K,)
     precision = [float(tp[c] / predicted[c]) if predicted[c] else 0.0 for c in range(k)]
     recall = [float(tp[c] / support[c]) if support[c] else 0.0 for c in range(k)]
     f1 = [_f1(int(tp[c]), int(predicted[c] - tp[c]), int(support[c] - tp[c])) for c in range(k)]
-    return ClassReport(list(labels), precision, recall, f1, support.tolist(), confusion.tolist(),
-                       float(np.mean(f1)))
+    confusion = None
+    if k <= FULL_MATRIX_LABELS:
+        dense = np.zeros((k, k), dtype=np.int64)  # (K, K)
+        dense[g, p] = counts
+        confusion = dense.tolist()
+    off = np.flatnonzero(g != p)  # the mistakes
+    top = off[np.lexsort((cells[off], -counts[off]))][:CONFUSED_PAIRS]  # most first; ties by (gold, predicted)
+    confused = [{"gold": labels[int(g[i])], "predicted": labels[int(p[i])], "count": int(counts[i])} for i in top]
+    return ClassReport(list(labels), precision, recall, f1, support.tolist(), confusion, float(np.mean(f1)),
+                       confused)
 
 
 class PRCurve(NamedTuple):

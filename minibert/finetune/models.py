@@ -121,6 +121,12 @@ def check_labels(config) -> None:
         if sorted(config.id2label) != list(range(len(config.id2label))):
             raise ValueError(f"id2label keys must be 0..K-1, got {sorted(config.id2label)}")
         config.num_labels = len(config.id2label)
+        seen: dict[str, int] = {}
+        for k in sorted(config.id2label):  # one name a class: a name twice makes two classes one
+            if config.id2label[k] in seen:
+                raise ValueError(f"id2label names {shown_value(config.id2label[k], 60)} twice (classes "
+                                 f"{seen[config.id2label[k]]} and {k}); every class needs its own name")
+            seen[config.id2label[k]] = k
     if isinstance(config.num_labels, bool) or not isinstance(config.num_labels, (int, np.integer)) \
             or not 1 <= config.num_labels <= 1 << 20:
         raise ValueError(f"num_labels={shown_value(config.num_labels)} must be a positive integer (at most 2**20)")
@@ -134,8 +140,12 @@ def check_labels(config) -> None:
                                             or not 0 < len(config.problem_type) <= 100):
         raise ValueError(f"problem_type is {shown_value(config.problem_type)}; it must be a name such as "
                          f"\"single_label_classification\" or \"regression\" (or absent)")
-    config.label2id = {v: k for k, v in config.id2label.items()} if config.label2id is None else \
-        {str(k): int(v) for k, v in config.label2id.items()}
+    inverse = {v: k for k, v in config.id2label.items()}
+    if config.label2id is not None and {str(k): v for k, v in config.label2id.items()} != inverse:
+        raise ValueError(f"label2id {shown_value(config.label2id, 120)} is not the inverse of id2label "
+                         f"{shown_value({str(k): v for k, v in config.id2label.items()}, 120)}; which one names the "
+                         f"classes? Fix one (transformers writes label2id as id2label's inverse)")
+    config.label2id = inverse
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,7 +201,7 @@ def read_checkpoint(directory, dtype, verify, model_type: str, architectures, re
         raise ValueError(f"{weights}: {e}") from None
     vocab = directory / checkpoint.VOCAB_NAME
     return checkpoint.Pretrained(config, params, archs[0], vocab if vocab.is_file() else None,
-                                 checkpoint.read_casing(directory), {k: raw[k] for k in keys if k in raw})
+                                 checkpoint.read_casing(directory), checkpoint.task_config(raw, keys, config_path))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from minibert.finetune.task_data import score
 from minibert.io.jsonfile import read_json
 from minibert.loop import rundir
 from minibert.loop.curves import Panel, Series
-from minibert.loop.settings import RunSettings
+from minibert.loop.settings import RunSettings, read_float
 from minibert.loop.state import Curves, LoopSettings
 from minibert.model import MODEL_SIZES, BertConfig
 from minibert.optim import AdamW
@@ -78,6 +78,10 @@ class FinetuneConfig(RunSettings):
     train_file: str | None = None  # your own files named one by one (--train, --dev) instead of --data DIR
     dev_file: str | None = None
     format: str | None = None  # your own files: glue-single | glue-pair | conll | swag (default: found from them)
+    # your own tables: the columns by name (--text-column ...; default: found by name, readers.table_layout)
+    text_column: str | None = None
+    text_pair_column: str | None = None
+    label_column: str | None = None
     vocab: str | None = None  # --init none: the vocabulary (default: the default corpus's)
     like: str | None = None  # --init none: the architecture and vocabulary of this model (default: tiny's)
     epochs: float = 3.0
@@ -184,7 +188,7 @@ def parse_class_weights(text: str) -> dict[str, float] | str:
     for item in (part.strip() for part in text.split(",")):
         label, sep, raw = item.rpartition(":")
         try:
-            value = float(raw)
+            value = read_float(raw)  # not float(): "1_0" would be 10
         except ValueError:
             value = None
         if not sep or not label:

@@ -29,7 +29,7 @@ from minibert.io.cli import command_parser
 from minibert.io.jsonfile import read_json
 from minibert.io.outputs import check_output, write_output
 from minibert.io.textio import error_line, shown
-from minibert.taskdata.squad_files import iter_qas, require
+from minibert.taskdata.squad_files import gold_texts, iter_qas
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCTUATION = set(string.punctuation)  # ASCII only, as the official script
@@ -42,9 +42,7 @@ def load_gold(path) -> dict[str, list[str]]:
     """SQuAD data file -> {question id: gold answer texts} (an empty list: unanswerable)."""
     gold: dict[str, list[str]] = {}
     for where, _, qa in iter_qas(read_json(path, "SQuAD file"), path):
-        answers = require(qa, "answers", list, where, path)
-        texts = [require(ans, "text", str, f"{where}.answers[{i}]", path)
-                 for i, ans in enumerate(answers)]
+        texts = gold_texts(qa, where, path)  # checked against is_impossible: no emptied answer read as "none"
         if qa["id"] in gold:
             raise ValueError(f"{path}: question id {qa['id']!r} appears twice")
         gold[qa["id"]] = texts

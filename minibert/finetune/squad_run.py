@@ -169,8 +169,8 @@ def saved_setting(saved: dict, section: str, key: str, default, where: str = "ru
 
 def threshold_refused(what: str) -> ValueError:
     """The one refusal of --threshold where it has no meaning (predict, with text or --file)."""
-    return ValueError(f"--threshold is for SQuAD 2.0 question answering (a model that may say there is no answer); "
-                      f"{what}")
+    return ValueError(f"--threshold is for SQuAD 2.0 question answering (a model that may say there is no answer) "
+                      f"and two-label classifiers (the positive label's probability); {what}")
 
 
 def answer_threshold(threshold: float | None, saved: dict, version_2: bool, what: str, where: str = "") -> float:

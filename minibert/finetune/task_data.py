@@ -72,7 +72,8 @@ def _labels_for(task: Task, train_examples: list, path: Path) -> list[str] | Non
     labels = label_list(train_examples)
     if len(labels) < 2 and task.kind == "classification":
         raise ValueError(f"{path}: the train file has {len(labels)} distinct label(s) {labels}; "
-                         "classification needs at least 2")
+                         "classification needs at least 2" + ("" if labels else " (no label column was found: name "
+                                                              "yours with --label-column NAME)"))
     return labels
 
 

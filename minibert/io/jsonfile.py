@@ -30,13 +30,34 @@ from typing import Any, Callable, NamedTuple
 from minibert.io.textio import refuse_special_file, shown_value
 
 
-def parse_json(text: str, where: str) -> Any:
+class _KeyTwice(ValueError):
+    """An object with a key twice (parse_json's unique_keys)."""
+
+
+def _unique_keys(where: str):
+    """json's object_pairs_hook that refuses a key twice in one object: json.loads keeps the last
+    silently ({"text": "a", "text": "b"} would read as "b")."""
+    def hook(pairs):
+        d = dict(pairs)
+        if len(d) != len(pairs):
+            seen = set()
+            twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+            raise _KeyTwice(f"{where}: an object names the key {shown_value(twice, 60)} twice; which one is meant?")
+        return d
+    return hook
+
+
+def parse_json(text: str, where: str, unique_keys: bool = False) -> Any:
+    """`unique_keys`: an object with a key twice is an error (a table's row), not its last value."""
+    hook = _unique_keys(where) if unique_keys else None
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=hook)
     except RecursionError:  # '[' * 100000: the parser recurses once per level
         raise ValueError(f"{where}: the JSON is nested too deeply to read") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{where} is not valid JSON: {e}") from None
+    except _KeyTwice as e:
+        raise ValueError(str(e)) from None
     except ValueError as e:  # Python's own limit: "Exceeds the limit (4300 digits) for integer string conversion"
         raise ValueError(f"{where} holds a number too long to read (more than Python's 4300 digits; {e}): no "
                          f"setting or id of minibert's is that large") from None

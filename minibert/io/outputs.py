@@ -11,15 +11,14 @@ An output is refused when
   `predict --out runs/R/metrics.jsonl` cannot kill a live run or damage a finished one;
 - it lies inside a run this process does hold, but is one of that run's own files (its
   run.json, metrics, model, checkpoints/): `export-data R --out R/model.safetensors`;
-- it is a directory where a file is meant (or a file where a directory is meant), or a special
-  file other than a character device or a FIFO;
-- it is itself a symbolic link (a stream such as /dev/stdout excepted): minibert never writes
-  through a link, and never replaces one a person made;
+- it is a directory where a file is meant (or a file where a directory is meant), or anything
+  but a regular file: a device (/dev/stdout, /dev/null), a FIFO or a socket. An output is a
+  regular file or a new one: a command derives other names from it (evaluate's
+  NAME.confusion.png) and writes it whole by a rename, neither of which a device allows;
+- it is itself a symbolic link: minibert never writes through a link, and never replaces one a
+  person made;
 - it is a folder (`kind="dir"`) holding an input under a name the command writes there (`names`,
   glob patterns: `data --corpus D/meta.json --out D`).
-A character device or a FIFO (`/dev/null`, `/dev/stdout`, a named pipe) given as the output is
-written directly: an atomic write would rename a regular file over it.
-
 Every file is written by `write_output` (or `save_figure`, `save_arrays`, `make_dir`), whatever
 the path came from (a flag, `--set`, a run.json). A file a command writes inside an output folder
 it was given (`root=`) is written only if no folder between the two, nor the file, is a symbolic
@@ -39,12 +38,10 @@ import stat
 from pathlib import Path
 from typing import Callable, Iterable
 
-from minibert.io.atomic import atomic_write, write_error
+from minibert.io.atomic import atomic_write
 
 # a folder holding one of these is a run directory (not .lock alone: other tools, pytest among them, make one)
 RUN_MARKERS = ("run.json",)
-
-STREAMS = ("/dev/stdout", "/dev/stderr", "/dev/fd/", "/proc/self/fd/")  # a stream even where it ends in a file
 
 _held: dict[Path, tuple[str, ...]] = {}  # run directory (resolved) -> the names of its own entries
 
@@ -121,8 +118,8 @@ def check_output(path: str | Path, inputs: Iterable[str | Path | None] = (), kin
 
 
 def _check_not_a_link(given: Path, flag: str) -> None:
-    """A symbolic link is never written through nor replaced (a stream such as /dev/stdout is one)."""
-    if given.is_symlink() and not str(given).startswith(STREAMS):
+    """A symbolic link is never written through nor replaced."""
+    if given.is_symlink():
         raise ValueError(f"{flag} {given} is a symbolic link (to {os.readlink(given)}); minibert never writes "
                          f"through a link: remove it, or give another {flag}")
 
@@ -141,8 +138,14 @@ def _check_kind(given: Path, real: Path, kind: str, flag: str) -> None:
         return
     if stat.S_ISDIR(mode):
         raise ValueError(f"{flag} {given} is a directory; give the file to write")
-    if not (stat.S_ISREG(mode) or stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
-        raise ValueError(f"{flag} {given} is a special file (a socket or a block device); give a regular file")
+    if not stat.S_ISREG(mode):
+        raise ValueError(f"{flag} {given} is a special file ({_special_kind(mode)}), not a regular file: give a file "
+                         f"to write (a command that prints writes to stdout without {flag})")
+
+
+def _special_kind(mode: int) -> str:
+    return ("a character device" if stat.S_ISCHR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+            "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a file")
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -150,15 +153,6 @@ def _same_file(a: Path, b: Path) -> bool:
         return os.path.samefile(a, b)
     except OSError:
         return False
-
-
-def is_special(path: str | Path) -> bool:
-    """Whether `path` (links followed) is a character device or a FIFO: written directly, not by rename."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode) or str(path).startswith(STREAMS)
 
 
 def inside_output(root: str | Path, path: str | Path) -> Path:
@@ -204,26 +198,22 @@ def _no_link_between(root: Path, path: Path) -> Path:
 
 def write_output(path: str | Path, content: str | Callable[[Path], None], root: str | Path | None = None) -> Path:
     """Write an output that check_output accepted: `content` is the text, or write(path) that
-    fills the file. Atomically (temporary file, fsync, rename) for a file; directly for a
-    character device or a FIFO (/dev/null, /dev/stdout, a named pipe) given as the output, which a
-    rename would replace. `root`: the output folder `path` lies in (inside_output's check, and
-    its missing folders made; a FIFO there is refused, not written)."""
+    fills the file, atomically (temporary file, fsync, rename). A link, a device, a FIFO or a
+    socket at `path` is refused (check_output's rule, again at the moment of writing). `root`:
+    the output folder `path` lies in (inside_output's check, and its missing folders made)."""
     path = Path(path)
     write = content if callable(content) else lambda p: p.write_text(content, encoding="utf-8")
     if root is not None:
         inside_output(root, path)
         make_dir(path.parent, root)
         return atomic_write(path, write)
-    if path.is_symlink() and not str(path).startswith(STREAMS):
+    if path.is_symlink():
         raise ValueError(f"{path} is a symbolic link (to {os.readlink(path)}); minibert never writes through a "
                          f"link: remove it, or choose another output")
-    if not is_special(path):
-        return atomic_write(path, write)
-    try:
-        write(path)
-    except OSError as e:
-        raise write_error(path, e) from None
-    return path
+    if os.path.lexists(path) and not path.is_file():
+        raise ValueError(f"{path} is not a regular file (a device, a FIFO, a socket or a folder); give a file to "
+                         f"write")
+    return atomic_write(path, write)
 
 
 def save_figure(fig, path: str | Path, root: str | Path | None = None, **savefig) -> Path:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import json
+import math
 import os
 import re
 import shutil
@@ -268,6 +269,33 @@ TASK_FIELDS = {
        for split in ("train", "dev") for what in ("examples", "features")},
     **{f"{split}_file": Field(str, "a path", text_field()) for split in ("train", "dev")},
 }
+# what a fine-tuning run's recipe chose (finetune/commands.py), and where patience stopped it (finetune/run.py):
+# read back by --resume, the done line and the model card
+RECIPE_FIELDS = {
+    "name": Field(str, "the recipe's name", text_field(100)),
+    "settings": Field(dict, "an object {setting: value} of what the recipe chose",
+                      lambda v: all(isinstance(k, str) and len(k) <= 100 for k in v)
+                      and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                              for x in v.values())),
+    "epochs_raised_from": Field(float, "a positive number (the recipe's epochs before a small data set raised them)",
+                                lambda v: 0 < v < math.inf),
+}
+EARLY_STOP_FIELDS = {
+    "step": Field(int, "an integer >= 0", lambda v: v >= 0, required=True),
+    "total_steps": Field(int, "an integer >= 1", lambda v: v >= 1, required=True),
+    "patience": Field(int, "an integer >= 1", lambda v: v >= 1, required=True),
+    "metric": Field(str, "a metric's name", text_field(100), required=True),
+    "best_step": Field((int, type(None)), "null or an integer >= 0", lambda v: v is None or v >= 0),
+}
+# the objects inside run.json and their schemas ("task." prefixes a field in an error)
+RUN_OBJECTS = {"task": TASK_FIELDS, "recipe": RECIPE_FIELDS, "early_stop": EARLY_STOP_FIELDS}
+RUN_FIELDS.update(
+    recipe=Field(dict, "an object of what the recipe chose"),
+    early_stop=Field(dict, "an object saying where patience stopped the run"),
+    class_weights=Field(dict, "an object {label: weight} of positive finite numbers",
+                        lambda v: all(isinstance(w, (int, float)) and not isinstance(w, bool) and 0 < w < math.inf
+                                      for w in v.values())),
+)
 
 
 def write_run(directory: str | Path, command: str, settings: dict, **extra) -> None:
@@ -286,8 +314,9 @@ def read_run(directory: str | Path) -> RunInfo | None:
         raise ValueError(f"{path} must hold a JSON object, not {type(raw).__name__}")
     check_layout(raw, path)
     check_fields(raw, RUN_FIELDS, str(path))
-    if isinstance(raw.get("task"), dict):
-        check_fields(raw["task"], TASK_FIELDS, str(path), prefix="task.")
+    for key, schema in RUN_OBJECTS.items():
+        if isinstance(raw.get(key), dict):
+            check_fields(raw[key], schema, str(path), prefix=f"{key}.")
     raw = dict(raw)
     command, settings = raw.pop("command"), raw.pop("settings")
     raw.pop("layout")
@@ -367,8 +396,10 @@ class RunLock:
 
 def _open_lock(path: Path):
     """The lock file, opened without following a link (a `.lock` that is a symbolic link would
-    have the pid written into the file it points to, outside the run) and only if it is a regular
-    file (a FIFO would block, a device is not a lock)."""
+    have the pid written into the file it points to, outside the run), only if it is a regular
+    file (a FIFO would block, a device is not a lock) with one name (a hard link's other name may
+    be any file outside the run, which the pid would overwrite); checked on the opened file, so
+    nothing is truncated or written before."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0), 0o666)
     except OSError as e:
@@ -376,10 +407,15 @@ def _open_lock(path: Path):
             raise ValueError(f"{path} is a symbolic link, not minibert's lock file; remove it (nothing outside the "
                              f"run is written through it)") from None
         raise ValueError(f"cannot open the lock file {path}: {e.strerror or e}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise ValueError(f"{path} is not a regular file (a FIFO, a device or a directory), so it cannot be the "
                          f"run's lock; remove it")
+    if st.st_nlink != 1:
+        os.close(fd)
+        raise ValueError(f"{path} has {st.st_nlink} names (a hard link to a file elsewhere), so it cannot be the "
+                         f"run's lock: writing the pid would change that file; remove {path}")
     os.set_blocking(fd, True)
     return os.fdopen(fd, "r+", encoding="utf-8")
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any, ClassVar
 
 from minibert.io.textio import shown_value
@@ -109,19 +110,30 @@ def parse_value(key: str, raw: str, field: dataclasses.Field) -> Any:
         if kind is int:
             return parse_int(key, raw)  # its own words for a number that is not whole
         if kind is float:
-            value = float(raw)
+            value = read_float(raw)
             if not math.isfinite(value):
                 raise ValueError
             return value
         if kind is tuple:
             parts = tuple(p for p in raw.split(",") if p)
-            return tuple(float(p) for p in parts) if holds_numbers(field) else parts
+            return tuple(read_float(p) for p in parts) if holds_numbers(field) else parts
         return raw
     except ValueError as e:
         if isinstance(e, NotWhole):
             raise
         name = "finite number" if kind is float else kind.__name__ if kind else "value"
         raise ValueError(f"{key}={shown_value(raw)} is not a valid {name}") from None
+
+
+_NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*|\s*[+-]?(inf|infinity|nan)\s*", re.I | re.A)
+
+
+def read_float(raw: str) -> float:
+    """A number as a person writes it: float(), less what float() takes that nobody means: "1_0"
+    (read as 10) and digits of other scripts ("١"); ValueError otherwise."""
+    if not _NUMBER.fullmatch(raw):
+        raise ValueError(f"not a number: {raw!r}")
+    return float(raw)
 
 
 class NotWhole(ValueError):
@@ -131,11 +143,13 @@ class NotWhole(ValueError):
 def parse_int(key: str, raw: str) -> int:
     """An integer setting's text: "25" or "1e3" (a whole number written as a float); "25e-1" (2.5)
     and "1.5" are refused, never rounded: however a fraction is written, it is the same refusal."""
+    if "_" in raw or not raw.isascii():  # int() reads "1_000" as 1000, and other scripts' digits
+        raise ValueError(f"not a number: {raw!r}")
     try:
         return int(raw)
     except ValueError:
         pass
-    value = float(raw)  # ValueError: not a number at all (the caller names the key)
+    value = read_float(raw)  # ValueError: not a number at all (the caller names the key)
     if not math.isfinite(value) or not value.is_integer():
         raise NotWhole(f"{key}={raw!r} is not a whole number; an integer setting is never rounded")
     return int(value)

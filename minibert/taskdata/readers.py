@@ -14,19 +14,22 @@ every reader error is a ValueError that starts with that "file:line".
 from __future__ import annotations
 
 import csv
-import io
 import json
+import math
 import re
+import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from minibert.io.textio import iter_lines, read_text, shown
+from minibert.io.jsonfile import parse_json
+from minibert.io.textio import iter_lines, shown, shown_value
 
 
-@dataclass
+@dataclass(slots=True)  # a million rows of a large file: no __dict__ each
 class TextExample:
     """One or two texts and a label (None in an unlabelled test file)."""
     text_a: str
@@ -60,6 +63,7 @@ class ChoiceExample:
 # SNLI/MNLI exports `premise`/`hypothesis`, QQP `question1`/`question2`, QNLI
 # `question`/`sentence`, MRPC `#1 String`/`#2 String`. The label column is `label` (SST-2, RTE,
 # QNLI, WNLI, datasets), `gold_label` (MNLI), `Quality` (MRPC), `is_duplicate` (QQP) or `score` (STS-B).
+# Any other header: name the columns (--text-column, --text-pair-column, --label-column).
 SINGLE_COLUMNS = ("text", "sentence", "content")
 PAIR_COLUMNS = (("sentence1", "sentence2"), ("premise", "hypothesis"), ("question1", "question2"),
                 ("question", "sentence"), ("text_a", "text_b"), ("#1 String", "#2 String"))
@@ -67,7 +71,49 @@ LABEL_COLUMNS = ("label", "gold_label", "Quality", "is_duplicate", "score")
 # how a table's file is split, by its suffix: GLUE's TSV (tabs, no quoting), CSV (quoted, as
 # spreadsheets and pandas write it), JSON Lines (one object a line, the keys are the columns)
 TABLE_KINDS = {".tsv": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
+DELIMITERS = {"tsv": "\t", "csv": ",", "jsonl": ""}
 SWAG_COLUMNS = ("sent1", "sent2", "ending0")  # SWAG's CSV (and HellaSwag-style exports)
+
+
+class Columns(NamedTuple):
+    """The columns of a table the user named (--text-column, --text-pair-column, --label-column);
+    a None is found by name (SINGLE_COLUMNS, PAIR_COLUMNS, LABEL_COLUMNS)."""
+    text: str | None = None
+    pair: str | None = None
+    label: str | None = None
+
+    def as_json(self) -> dict:
+        return {k: v for k, v in self._asdict().items() if v is not None}
+
+    @classmethod
+    def from_json(cls, value, where: str) -> "Columns | None":
+        """The columns a run recorded (run.json's task.columns), checked: {"text": NAME, ...}."""
+        if value is None:
+            return None
+        if not isinstance(value, dict) or not set(value) <= set(cls._fields) or \
+                not all(isinstance(v, str) and v.strip() for v in value.values()):
+            raise ValueError(f"{where}: task.columns is {shown_value(value)}; expected an object of column names "
+                             f"(text, pair, label)")
+        return cls(**value)
+
+
+COLUMN_OPTIONS = (("--text-column", "text_column", "the column (a JSON Lines key) holding the text"),
+                  ("--text-pair-column", "text_pair_column", "the column holding a pair's second text"),
+                  ("--label-column", "label_column", "the column holding the label"))
+
+
+def add_column_options(add) -> None:
+    """The three options that name a table's columns, for every command that reads one (finetune
+    custom, evaluate, predict): `add` is the parser's add_argument (or finetune's `setting`)."""
+    for flag, dest, help_ in COLUMN_OPTIONS:
+        add(flag, dest=dest, metavar="NAME",
+            help=f"{help_} in your CSV, TSV or JSON Lines files (default: found by name, e.g. text, sentence, label)")
+
+
+def columns_given(args) -> Columns | None:
+    """Columns from the options of add_column_options (None when none was given)."""
+    columns = Columns(*(getattr(args, dest, None) for _, dest, _ in COLUMN_OPTIONS))
+    return columns if any(columns) else None
 
 
 def _expected_single() -> str:
@@ -78,24 +124,99 @@ def _expected_pairs() -> str:
     return ", ".join(f"{a}/{b}" for a, b in PAIR_COLUMNS)
 
 
-def glue_columns(header: list[str], single: bool, where: str) -> tuple[int, int | None, int | None]:
-    """Indices of (text_a, text_b, label) in the header; text_b None when single, label None
-    when the file has no label column (a test set)."""
-    names = _header_names(header, where)
-    label = next((names[c] for c in LABEL_COLUMNS if c in names), None)
-    found = ", ".join(shown(h.strip(), 60) for h in header)
-    if single:
-        a = next((names[c] for c in SINGLE_COLUMNS if c in names), None)
+def _found(header: list[str]) -> str:
+    return ", ".join(shown(h.strip(), 60) for h in header)
+
+
+def _find_column(header: list[str], name: str, where: str, option: str) -> int:
+    """The index of the column `name` (given by `option`): there, and there once."""
+    hits = [i for i, h in enumerate(header) if h.strip() == name.strip()]
+    if not hits:
+        raise ValueError(f"{where}: {option} {shown(name, 60)} is not a column of this file; the columns found are "
+                         f"{_found(header)}")
+    if len(hits) > 1:
+        raise ValueError(f"{where}: the header names column {shown(name.strip(), 60)} twice (columns {hits[0] + 1} "
+                         f"and {hits[1] + 1}); rename one")
+    return hits[0]
+
+
+def _guess(header: list[str], names, where: str, option: str) -> int | None:
+    """The first of `names` in the header (None if none is); a name there twice is an error."""
+    present = {h.strip() for h in header}
+    name = next((n for n in names if n in present), None)
+    return None if name is None else _find_column(header, name, where, option)
+
+
+def _name_them(header: list[str], single: bool, label: int | None) -> str:
+    """The options that name the columns, with this file's own names where they can be guessed."""
+    others = [h.strip() for i, h in enumerate(header) if h.strip() and i != label]
+    text = f" {shlex.quote(others[0])}" if single and len(others) == 1 else " NAME"
+    pair = "" if single else " --text-pair-column NAME"
+    return (f"name your columns: --text-column{text}{pair}"
+            + ("" if label is not None else " --label-column NAME"))
+
+
+class Layout(NamedTuple):
+    """Where a table's columns are: text, pair (None: one text), label (None: no labels), and
+    `join_from`: the last text column when it is the last column with a name, so that a row's
+    fields after it are the text's, spilled by an unquoted delimiter, and joined back."""
+    header: list[str]
+    text: int
+    pair: int | None
+    label: int | None
+    join_from: int | None
+
+
+def table_layout(header: list[str], single: bool, where: str, columns: Columns | None = None,
+                 kind: str = "csv") -> Layout:
+    """The columns a table is read by: the named ones (`columns`), else found by name. A header's
+    empty or repeated names are no error unless they are the columns read."""
+    columns = columns or Columns()
+    if single and columns.pair is not None:
+        raise ValueError(f"{where}: --text-pair-column names a second text, but this is a one-text task")
+    label = (_find_column(header, columns.label, where, "--label-column") if columns.label is not None
+             else _guess(header, LABEL_COLUMNS, where, "--label-column"))
+    if columns.text is not None:
+        a = _find_column(header, columns.text, where, "--text-column")
+        b = None if single else (_find_column(header, columns.pair, where, "--text-pair-column")
+                                 if columns.pair is not None else None)
+        if not single and b is None:
+            raise ValueError(f"{where}: a two-text task needs both texts: --text-column and --text-pair-column")
+    elif columns.pair is not None:
+        raise ValueError(f"{where}: --text-pair-column goes with --text-column (the first text)")
+    elif single:
+        a, b = _guess(header, SINGLE_COLUMNS, where, "--text-column"), None
         if a is None:
-            raise ValueError(f"{where}: no text column; the columns found are {found}, and a one-text task "
-                             f"expects one of {_expected_single()} (with {LABEL_COLUMNS[0]} for the labels)"
+            raise ValueError(f"{where}: no text column; the columns found are {_found(header)}, and a one-text task "
+                             f"looks for one of {_expected_single()} (and {LABEL_COLUMNS[0]} for the labels): "
+                             f"{_name_them(header, True, label)}{_comma_hint(header, where)}")
+    else:
+        a = b = None
+        for first, second in PAIR_COLUMNS:
+            if first in {h.strip() for h in header} and second in {h.strip() for h in header}:
+                a = _find_column(header, first, where, "--text-column")
+                b = _find_column(header, second, where, "--text-pair-column")
+                break
+        if a is None:
+            raise ValueError(f"{where}: no pair of text columns; the columns found are {_found(header)}, and a "
+                             f"two-text task looks for one of {_expected_pairs()}: {_name_them(header, False, label)}"
                              f"{_comma_hint(header, where)}")
-        return a, None, label
-    for first, second in PAIR_COLUMNS:
-        if first in names and second in names:
-            return names[first], names[second], label
-    raise ValueError(f"{where}: no pair of text columns; the columns found are {found}, and a two-text task "
-                     f"expects one of {_expected_pairs()}{_comma_hint(header, where)}")
+    used = [i for i in (a, b, label) if i is not None]
+    if len(set(used)) != len(used):
+        raise ValueError(f"{where}: one column is named for two roles (text, pair, label): "
+                         f"{', '.join(shown(header[i].strip(), 60) for i in used)}")
+    last = b if b is not None else a
+    trailing_unnamed = all(not h.strip() for h in header[last + 1:])
+    join = last if kind != "jsonl" and trailing_unnamed and max(used) == last else None
+    return Layout(header, a, b, label, join)
+
+
+def glue_columns(header: list[str], single: bool, where: str,
+                 columns: Columns | None = None) -> tuple[int, int | None, int | None]:
+    """Indices of (text_a, text_b, label) in the header (table_layout); text_b None when single,
+    label None when the file has no label column (a test set)."""
+    layout = table_layout(header, single, where, columns)
+    return layout.text, layout.pair, layout.label
 
 
 def _comma_hint(header: list[str], where: str) -> str:
@@ -136,19 +257,25 @@ def _header_names(header: list[str], where: str) -> dict[str, int]:
     return names
 
 
-def table_rows(path) -> Iterator[tuple[str, list[str], list]]:
-    """The header first, then each row of a TSV, CSV or JSON Lines file, as (where, header, fields).
+MISSING = object()  # a JSON Lines row without one of the first row's keys
 
-    Every row has the header's columns: a TSV or CSV row with another count is an error naming
-    its line; a JSON Lines file's header is its first object's keys, and every object must have
-    them (extra keys are ignored). Blank lines are skipped. Fields are strings, except a JSON
-    value, which is kept as it is (the caller checks its type)."""
+
+def table_rows(path, skipped: list | None = None) -> Iterator[tuple[str, list[str], list]]:
+    """The header first, then each row of a TSV, CSV or JSON Lines file, as (where, header, fields),
+    read as a stream: one row at a time, never the whole file.
+
+    A JSON Lines file's header is its first object's keys; a later object without one of them
+    has MISSING there (extra keys are ignored). Rows that hold nothing (a blank line, a CSV row of
+    empty fields) are not yielded: their "file:line" goes into `skipped`. Fields are strings,
+    except a JSON value, which is kept as it is (the caller checks its type). The count of a
+    row's fields is the caller's to check (table_layout says which rows may have more)."""
+    skipped = [] if skipped is None else skipped
     kind = table_kind(path)
     if kind == "jsonl":
-        yield from _jsonl_rows(path)
+        yield from _jsonl_rows(path, skipped)
         return
     if kind == "csv":
-        yield from _csv_rows(path)
+        yield from _csv_rows(path, skipped)
         return
     rows = iter(iter_lines(path, LINE_BYTES))
     header_line = next(rows, None)
@@ -161,117 +288,245 @@ def table_rows(path) -> Iterator[tuple[str, list[str], list]]:
         where = f"{path}:{lineno}"
         line = text_line(line, where)
         if not line.strip():
+            skipped.append(where)
             continue
-        fields = line.split("\t")
-        if len(fields) != len(header):
-            raise ValueError(f"{where}: {len(fields)} tab-separated columns, expected "
-                             f"{len(header)} as in the header ({', '.join(shown(h, 60) for h in header)})"
-                             f"{_comma_hint(header, where) if lineno == 2 else ''}")
-        yield where, header, fields
+        yield where, header, line.split("\t")
 
 
-def _csv_rows(path) -> Iterator[tuple[str, list[str], list]]:
-    text = read_text(path)  # strict UTF-8, a spreadsheet's BOM dropped
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)  # a quote left open is an error
+def _csv_rows(path, skipped: list) -> Iterator[tuple[str, list[str], list]]:
+    reader = csv.reader(iter_lines(path, LINE_BYTES), strict=True)  # a stream; a quote left open is an error
+    first = 1
+    previous = csv.field_size_limit(LINE_BYTES)  # a field as long as a TSV line may be (Python's csv: 128 KiB)
     try:
         header = next(reader, None)
         if not header or not any(h.strip() for h in header):
             raise ValueError(f"{path}:1: empty file (or empty first line); expected a header line such as label,text")
         yield f"{path}:1", header, header
-        for fields in reader:
-            where = f"{path}:{reader.line_num}"
-            if not fields or not any(f.strip() for f in fields):
+        while True:
+            first = reader.line_num + 1  # a quoted field may span lines: the row's first
+            fields = next(reader, None)
+            if fields is None:
+                return
+            if not any(f.strip() for f in fields):
+                skipped.append(f"{path}:{first}")
                 continue
-            if len(fields) != len(header):
-                raise ValueError(f"{where}: {len(fields)} comma-separated columns, expected {len(header)} as in the "
-                                 f"header ({', '.join(shown(h, 60) for h in header)}; a comma inside a text needs the text in "
-                                 f"double quotes)")
-            if any(len(f) > LINE_BYTES for f in fields):
-                raise ValueError(f"{where}: a field of over {LINE_BYTES:,} characters; is a quote left open?")
-            yield where, header, fields
+            yield f"{path}:{first}", header, fields
     except csv.Error as e:
-        raise ValueError(f"{path}:{reader.line_num}: not valid CSV ({e})") from None
+        hint = ("; is a quote left open?" if "field limit" in str(e) or "end of data" in str(e) else
+                "; do the lines end in a carriage return alone (\\r)? convert the file (tr '\\r' '\\n' < in > out)"
+                if "new-line" in str(e) else "")
+        raise ValueError(f"{path}:{first}: not valid CSV ({shown(str(e), 100)}){hint}") from None
+    finally:
+        csv.field_size_limit(previous)
 
 
-def _jsonl_rows(path) -> Iterator[tuple[str, list[str], list]]:
+def _jsonl_rows(path, skipped: list) -> Iterator[tuple[str, list[str], list]]:
     header: list[str] | None = None
     for lineno, line in enumerate(iter_lines(path, LINE_BYTES), start=1):
         where = f"{path}:{lineno}"
         line = text_line(line, where)
         if not line.strip():
+            skipped.append(where)
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{where}: not a JSON object ({e.msg} at column {e.colno}): {shown(line, 80)}") from None
+        # the one JSON reader: no RecursionError, no traceback for a number of 5,000 digits
+        record = parse_json(line, where, unique_keys=True)
         if not isinstance(record, dict):
             raise ValueError(f"{where}: a JSON Lines row must be an object {{\"text\": ..., \"label\": ...}}, "
                              f"not {type(record).__name__}")
         if header is None:
             header = [str(k) for k in record]
             yield f"{path}:{lineno}", header, header
-        missing = [k for k in header if k not in record]
-        if missing:
-            raise ValueError(f"{where}: the object has no {', '.join(shown(k, 60) for k in missing)} "
-                             f"(the first row's keys are {', '.join(shown(k, 60) for k in header)})")
-        yield where, header, [record[k] for k in header]
+        yield where, header, [record.get(k, MISSING) for k in header]
     if header is None:
         raise ValueError(f"{path}: empty file; expected one JSON object a line, such as "
                          f"{{\"text\": \"a fine film\", \"label\": \"pos\"}}")
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")  # JSON's "\ud800" escape: no character, cannot be written as UTF-8
+# in a label, a character that can never be meant: a control character (a newline, a tab, NUL, ESC...),
+# a line or paragraph separator (U+2028, U+2029), DEL and the C1 controls
+_LABEL_REFUSED = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
 def _text_field(value, column: str, where: str) -> str:
+    if value is MISSING:
+        raise ValueError(f"{where}: the object has no {shown(column, 60)} (the text)")
     if not isinstance(value, str):
         raise ValueError(f"{where}: {shown(column, 60)} is {shown(json.dumps(value), 60)}, not a text")
+    bad = _SURROGATE.search(value)
+    if bad:
+        raise ValueError(f"{where}: {shown(column, 60)} holds a lone surrogate (\\u{ord(bad.group()):04x}) at "
+                         f"character {bad.start() + 1}: no character, it cannot be written as UTF-8")
     return value
 
 
 def _label_field(value, column: str, where: str) -> str | None:
-    """A label as text: JSON's 1, true or "pos" -> "1", "true", "pos"; null or "" -> an error."""
+    """A label as text: JSON's 1, 1.0, true or "pos" -> "1", "1", "true", "pos" (one number, one
+    label: 1 and 1.0 are the same); null, "", a number that is not finite, or a label holding a
+    control character or a line break -> an error naming the line."""
+    if value is MISSING:
+        raise ValueError(f"{where}: the object has no {shown(column, 60)} (the label)")
     if isinstance(value, bool):
         value = "true" if value else "false"
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        value = repr(value)
+    elif isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{where}: the label {shown(column, 60)} is {value}; a label is a text or a finite number")
+        value = str(int(value)) if isinstance(value, int) or value.is_integer() else repr(value)
     elif not isinstance(value, str):
         raise ValueError(f"{where}: the label {shown(column, 60)} is {shown(json.dumps(value), 60)}; "
                          f"expected a text or a number")
     value = value.strip()
     if value == "":
         raise ValueError(f"{where}: empty label in column {shown(column)}")
-    return value
+    bad = _LABEL_REFUSED.search(value)
+    if bad:
+        raise ValueError(f"{where}: the label {shown(value, 60)} holds the control character U+{ord(bad.group()):04X} "
+                         f"at character {bad.start() + 1}; a label is one line of text (is a quote left open?)")
+    return sys.intern(value)  # a few labels, a million rows: one string each
 
 
-def read_glue(path, single: bool) -> list[TextExample]:
+class _Notes:
+    """What a reader skipped or changed in a file, said once at its end: a count and the first lines."""
+
+    def __init__(self, path):
+        self.path, self.seen = path, {}
+
+    def add(self, kind: str, where: str) -> None:
+        count, first = self.seen.get(kind, (0, []))
+        self.seen[kind] = (count + 1, first if len(first) >= 3 else first + [where.rsplit(":", 1)[-1]])
+
+    def say(self, messages: dict[str, str]) -> None:
+        for kind, (count, first) in self.seen.items():
+            lines = ", ".join(first) + (", ..." if count > len(first) else "")
+            print(f"note: {self.path}: {count:,} {messages[kind]} (line{'s' if count > 1 else ''} {lines})",
+                  file=sys.stderr, flush=True)
+
+
+NOTES = {
+    "blank": "blank row(s) skipped: they hold no example",
+    "joined": "row(s) whose text ran on into the columns after it (a delimiter inside an unquoted text) were "
+              "read whole: the fields from the text column on, joined back with the delimiter",
+    "empty": "row(s) with an empty text, read as they are (the model sees [CLS] [SEP] alone)",
+}
+
+
+def iter_glue(path, single: bool, columns: Columns | None = None, notes: bool = True) -> Iterator[TextExample]:
+    """The examples of a table (read_glue), one at a time as the file is read: memory does not
+    grow with the file. At its end, one note per kind of row that was skipped or changed (`notes`
+    False: a file read again, whose notes were said the first time)."""
+    return (example for example, _ in iter_glue_rows(path, single, columns, notes))
+
+
+def iter_glue_rows(path, single: bool, columns: Columns | None = None,
+                   notes: bool = True) -> Iterator[tuple[TextExample, list]]:
+    """iter_glue's (example, row) pairs, the row's fields as the example was read from them (a
+    spilled text joined back, the header's width): predict writes them out again with its labels."""
+    skipped: list[str] = []
+    rows = table_rows(path, skipped)
+    where, header, _ = next(rows)
+    kind = table_kind(path)
+    layout = table_layout(header, single, where, columns, kind)
+    delimiter, named = DELIMITERS[kind], [bool(h.strip()) for h in header]
+    last = layout.pair if layout.pair is not None else layout.text
+    said, rows_read = _Notes(path), 0
+    unread = {i: [0, None] for i in range(last + 1, len(header)) if kind != "jsonl" and named[i] and
+              i != layout.label}  # columns after the text that are not read: [rows holding something, first]
+    for where, _, fields in rows:
+        rows_read += 1
+        if kind != "jsonl":
+            fields = _fit_row(fields, layout, delimiter, where, said)
+            for i, seen in unread.items():
+                if fields[i].strip():
+                    seen[0] += 1
+                    seen[1] = seen[1] or where
+        label = None if layout.label is None else _label_field(fields[layout.label], header[layout.label], where)
+        text_b = None if layout.pair is None else _text_field(fields[layout.pair], header[layout.pair], where)
+        text_a = _text_field(fields[layout.text], header[layout.text], where)
+        if not text_a.strip() or text_b is not None and not text_b.strip():
+            said.add("empty", where)
+        yield TextExample(text_a, text_b, label, where), fields
+    if not notes:
+        return
+    for where in skipped:
+        said.add("blank", where)
+    said.say(NOTES)
+    for i, (count, first) in unread.items():
+        if 0 < count < rows_read:  # a column empty in most rows and not in some: text that spilled into it?
+            print(f"note: {path}: column {shown(header[i].strip(), 60)} is not read, and holds something in "
+                  f"{count:,} of {rows_read:,} rows (first at {first}): if a text ran on into it over an unquoted "
+                  f"delimiter, quote those texts, or leave the column's name empty (then they are joined back)",
+                  file=sys.stderr, flush=True)
+
+
+def _fit_row(fields: list[str], layout: Layout, delimiter: str, where: str, notes: _Notes) -> list[str]:
+    """A TSV or CSV row with the header's columns. When the last text column is the last one with a
+    name (layout.join_from), the fields from it on are its text, joined back with the delimiter,
+    less the empty fields at the end that fill the header's unnamed columns after it (padding,
+    as `label,text,,,` and `ham,hello,,,` in a spreadsheet's export); any other row with another
+    count of fields than the header, or with something in a trailing column that has no name, is
+    an error naming its line."""
+    header, width = layout.header, len(layout.header)
+    t = layout.join_from
+    if t is not None:
+        if len(fields) <= t:
+            raise ValueError(f"{where}: {len(fields)} {_columns_word(delimiter)}, expected at least {t + 1} (the text "
+                             f"is column {t + 1}, {shown(header[t].strip(), 60)})")
+        tail, padding = fields[t:], width - t - 1  # the header's unnamed columns after the text
+        while padding and len(tail) > 1 and tail[-1] == "":
+            tail.pop()
+            padding -= 1
+        if len(tail) > 1:
+            notes.add("joined", where)
+        return fields[:t] + [delimiter.join(tail)] + [""] * (width - t - 1)
+    if len(fields) != width:
+        raise ValueError(f"{where}: {len(fields)} {_columns_word(delimiter)}, expected {width} as in the header "
+                         f"({_found(header)})" + (
+                             "; a comma inside a text needs the text in double quotes" if delimiter == "," else
+                             _comma_hint(header, where) if where.endswith(":2") else ""))
+    for i in range(width - 1, -1, -1):
+        if header[i].strip():
+            break
+        if fields[i].strip():
+            raise ValueError(f"{where}: column {i + 1} has no name in the header but holds {shown(fields[i], 60)}: "
+                             f"a text that ran on over an unquoted {'comma' if delimiter == ',' else 'tab'}? "
+                             + ("put such texts in double quotes" if delimiter == "," else
+                                "a TSV text cannot hold a tab")
+                             + " (a text in the last named column is joined back instead)")
+    return fields
+
+
+def _columns_word(delimiter: str) -> str:
+    return "comma-separated columns" if delimiter == "," else "tab-separated columns"
+
+
+def read_glue(path, single: bool, columns: Columns | None = None, notes: bool = True) -> list[TextExample]:
     """A table of one or two texts and a label a row: GLUE's TSV, a CSV, or JSON Lines (by suffix).
 
     TSV (GLUE's; .tsv, .txt or no suffix): split on tabs only; GLUE files are not CSV-quoted (a
     `"` is an ordinary character). CSV (.csv): quoted as spreadsheets and pandas write it.
-    JSON Lines (.jsonl): one object a line with the same names as keys. The columns are found by
-    name (SINGLE_COLUMNS, PAIR_COLUMNS, LABEL_COLUMNS); every row has the header's columns;
-    blank lines are skipped; a trailing "\\r" (Windows line ends) is dropped.
+    JSON Lines (.jsonl): one object a line with the same names as keys. The columns are those
+    named (`columns`), else found by name (SINGLE_COLUMNS, PAIR_COLUMNS, LABEL_COLUMNS); every
+    row has the header's columns, except that a text in the last named column takes the fields
+    after it back (_fit_row); blank lines are skipped; a trailing "\\r" (Windows line ends) is
+    dropped. Every row skipped or changed is counted in a note at the end (docs/safety.md).
 
     Example: the file `f.tsv` holding "label<TAB>sentence", "1<TAB>a fine film" gives
     [TextExample(text_a='a fine film', text_b=None, label='1', where='f.tsv:2')]; so does
     `f.csv` holding "text,label", '"a fine film",1' (where='f.csv:2'), and `f.jsonl` holding
     '{"text": "a fine film", "label": 1}' (where='f.jsonl:1').
     """
-    rows = table_rows(path)
-    where, header, _ = next(rows)
-    a, b, label = glue_columns(header, single, where)
-    examples = []
-    for where, header, fields in rows:
-        value = None if label is None else _label_field(fields[label], header[label], where)
-        text_b = None if b is None else _text_field(fields[b], header[b], where)
-        examples.append(TextExample(_text_field(fields[a], header[a], where), text_b, value, where))
-    return examples
+    return list(iter_glue(path, single, columns, notes))
 
 
-def table_format(path) -> str:
+def table_format(path, columns: Columns | None = None) -> str:
     """The format of a learner's file, found from its suffix and columns: 'conll' (.conll),
-    'swag' (SWAG's columns), 'glue-pair' (a pair of text columns), 'glue-single' (one text
-    column); a ValueError naming the columns found and those expected otherwise."""
+    'swag' (SWAG's columns), 'glue-pair' (a pair of text columns, or --text-pair-column),
+    'glue-single' (one text column); a ValueError naming the columns found and the options
+    that name them otherwise."""
     if Path(path).suffix.lower() == ".conll":
         return "conll"
+    if columns is not None and (columns.text or columns.pair):
+        return "glue-pair" if columns.pair else "glue-single"
     where, header, _ = next(table_rows(path))
     names = {h.strip() for h in header}
     if all(c in names for c in SWAG_COLUMNS):
@@ -280,11 +535,13 @@ def table_format(path) -> str:
         return "glue-pair"
     if any(c in names for c in SINGLE_COLUMNS):
         return "glue-single"
-    found = ", ".join(shown(h.strip(), 60) for h in header)
-    raise ValueError(f"{where}: cannot tell the task's format from the columns {found}: expected a text column "
-                     f"({_expected_single()}), a pair ({_expected_pairs()}) or SWAG's "
-                     f"({', '.join(SWAG_COLUMNS)}, ...), each with a label column ({', '.join(LABEL_COLUMNS)}); "
-                     f"or name the format with --format{_comma_hint(header, where)}")
+    label = columns.label if columns is not None and columns.label else \
+        next((c for c in LABEL_COLUMNS if c in names), None)
+    label_at = next((i for i, h in enumerate(header) if label is not None and h.strip() == label), None)
+    raise ValueError(f"{where}: cannot tell which columns hold the texts: the columns found are {_found(header)}, "
+                     f"and minibert looks for a text ({_expected_single()}) or a pair ({_expected_pairs()}), with a "
+                     f"label ({', '.join(LABEL_COLUMNS)}); {_name_them(header, True, label_at)} (a pair: add "
+                     f"--text-pair-column NAME){_comma_hint(header, where)}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,7 +607,8 @@ def read_swag(path) -> list[ChoiceExample]:
     Example: sent1 "A man sits down.", sent2 "He", ending0 "smiles." gives context
     "A man sits down." and endings[0] "He smiles.".
     """
-    rows = swag_rows(path)
+    skipped: list[str] = []
+    rows = swag_rows(path, skipped)
     _, header = next(rows, (1, None))
     if not header:
         raise ValueError(f"{path}:1: empty file; expected a SWAG header with {', '.join(SWAG_COLUMNS)}, label")
@@ -358,18 +616,25 @@ def read_swag(path) -> list[ChoiceExample]:
     missing = [c for c in SWAG_COLUMNS if c not in names]
     if missing:
         raise ValueError(f"{path}:1: SWAG header lacks column(s) {', '.join(missing)} (header: {shown(str(header))})")
-    return [_swag_example(row, names, len(header), f"{path}:{lineno}") for lineno, row in rows]
+    examples = [_swag_example(row, names, len(header), f"{path}:{lineno}") for lineno, row in rows]
+    said = _Notes(path)
+    for where in skipped:
+        said.add("blank", where)
+    said.say(NOTES)
+    return examples
 
 
 SWAG_FIELD_LIMIT = 1 << 22  # 4 MiB: a field above it is refused (Python's csv stops at 128 KiB with a traceback)
 
 
-def swag_rows(path) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of a SWAG CSV: the header first, then every row that holds anything
-    (a blank row, or one of empty fields such as `,,,,`, is skipped), the line number of the row's
-    first line (a quoted field may span lines). `read_swag` and the predictions of
-    `predict --file` read a file through this one function, so they skip the same rows."""
-    reader = csv.reader(io.StringIO(read_text(path), newline=""))
+def swag_rows(path, skipped: list | None = None) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of a SWAG CSV, read as a stream: the header first, then every row that
+    holds anything (a blank row, or one of empty fields such as `,,,,`, is skipped: its "file:line"
+    goes into `skipped`), the line number of the row's first line (a quoted field may span lines).
+    `read_swag` and the predictions of `predict --file` read a file through this one function, so
+    they skip the same rows."""
+    skipped = [] if skipped is None else skipped
+    reader = csv.reader(iter_lines(path, 4 * SWAG_FIELD_LIMIT))  # a line holds several fields
     previous = csv.field_size_limit(SWAG_FIELD_LIMIT)
     try:
         while True:
@@ -383,6 +648,8 @@ def swag_rows(path) -> Iterator[tuple[int, list[str]]]:
                 return
             if lineno == 1 or any(field.strip() for field in row):
                 yield lineno, row
+            else:
+                skipped.append(f"{path}:{lineno}")
     finally:
         csv.field_size_limit(previous)
 

@@ -42,3 +42,23 @@ def iter_qas(squad_json, path):
                 where = f"data[{a}].paragraphs[{p}].qas[{q}]"
                 qid = require(qa, "id", str, where, path)
                 yield f"{where} (question id {qid!r})", paragraph, qa
+
+
+def gold_texts(qa: dict, where: str, path) -> list[str]:
+    """The gold answer texts of one question of a labelled SQuAD file ([] when it has no answer),
+    checked against its `is_impossible`: a question that is not marked impossible (SQuAD 1.1 marks
+    none) must have an answer text, and one marked impossible must have none. Scoring reads an
+    empty list as "no answer is right", so a file whose answers were emptied scored 100 for a
+    model that never answers.
+    """
+    answers = require(qa, "answers", list, where, path)
+    texts = [require(a, "text", str, f"{where}.answers[{i}]", path) for i, a in enumerate(answers)]
+    impossible = require(qa, "is_impossible", bool, where, path) if "is_impossible" in qa else False
+    said = [t for t in texts if t.strip()]
+    if not impossible and not said:
+        raise ValueError(f"{path}: {where} has no answer text and is not marked is_impossible: an emptied answer "
+                         f"would score \"no answer\" as right")
+    if impossible and said:
+        raise ValueError(f"{path}: {where} is marked is_impossible but has the answer {said[0][:60]!r}: which is "
+                         f"meant?")
+    return texts

@@ -16,11 +16,11 @@ and scores predictions; pretraining reads the text (train/task_corpus.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from minibert.data.corpus import ensure_default_corpus, read_documents
-from minibert.taskdata.readers import (nextsent_examples, punct_examples, read_conll, read_glue,
+from minibert.taskdata.readers import (Columns, nextsent_examples, punct_examples, read_conll, read_glue,
                                        read_swag, table_format)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -43,6 +43,7 @@ class Task:
     metrics: tuple[str, ...]
     main_metric: str
     default_dir: Path | None = None  # where the files are when no data_dir is given
+    columns: Columns | None = None  # a table's columns as the user named them (None: found by name)
 
     @property
     def head(self) -> str:
@@ -101,15 +102,27 @@ def generic_task(format: str, regression: bool = False) -> Task:
     raise ValueError(f"unknown format {format!r}; expected one of glue-single, glue-pair, conll, swag")
 
 
+def with_columns(task: Task, columns: Columns | None) -> Task:
+    """`task` reading its tables by the columns named (--text-column ...); refused for a format
+    that is no table of texts (CoNLL, SWAG, the corpus tasks)."""
+    if columns is None:
+        return task
+    if task.format not in ("glue-single", "glue-pair"):
+        raise ValueError(f"--text-column, --text-pair-column and --label-column name the columns of a table of "
+                         f"texts (CSV, TSV, JSON Lines); {task.name} reads {task.format}")
+    return replace(task, columns=columns)
+
+
 def custom_task(format: str | None = None, data_dir=None, train_path=None, dev_path=None,
-                regression: bool = False, split_dev: bool = False) -> Task:
+                regression: bool = False, columns: Columns | None = None, split_dev: bool = False) -> Task:
     """The task of a learner's own files: `format` when given, else found from the files (their
-    suffix and columns: readers.table_format), which must agree with each other.
+    suffix and columns: readers.table_format), which must agree with each other. `columns`: the
+    columns named (--text-column, --text-pair-column, --label-column).
 
     The files are the explicit paths, else train.* and dev.* / validation.* in `data_dir`
     (`split_dev`: the train file alone, its dev set split off by --dev-split)."""
     if format is not None:
-        return generic_task(format, regression)
+        return with_columns(generic_task(format, regression), columns)
     if data_dir is None and (train_path is None or (dev_path is None and not split_dev)):
         raise ValueError("your own files need --data DIR (holding train.* and dev.*) or --train FILE and --dev FILE "
                          "(or --train FILE and --dev-split FRACTION)")
@@ -117,13 +130,13 @@ def custom_task(format: str | None = None, data_dir=None, train_path=None, dev_p
                  tuple(dict.fromkeys(n for files in CUSTOM_FILES.values() for n in files[0])),
                  tuple(dict.fromkeys(n for files in CUSTOM_FILES.values() for n in files[1])), (), "")
     train, dev = task_paths(probe, data_dir, train_path, dev_path, split_dev)
-    if dev is None:
-        return generic_task(table_format(train), regression)
-    formats = {path: table_format(path) for path in (train, dev)}
+    if dev is None:  # --dev-split: the train file alone
+        return with_columns(generic_task(table_format(train, columns), regression), columns)
+    formats = {path: table_format(path, columns) for path in (train, dev)}
     if formats[train] != formats[dev]:
         raise ValueError(f"the train and dev files are of two formats: {train} reads as {formats[train]}, "
                          f"{dev} as {formats[dev]}; give them the same columns (or name the format with --format)")
-    return generic_task(formats[train], regression)
+    return with_columns(generic_task(formats[train], regression), columns)
 
 
 def get_task(name: str) -> Task:
@@ -174,10 +187,11 @@ def task_paths(task: Task, data_dir=None, train_path=None, dev_path=None,
 # ---------------------------------------------------------------------------------------------
 # Reading the examples
 
-def read_examples(task: Task, path: Path, split: str, seed: int = 0) -> list:
-    """The examples of one file in the task's format."""
+def read_examples(task: Task, path: Path, split: str, seed: int = 0, notes: bool = True) -> list:
+    """The examples of one file in the task's format (`notes` False: a table read again says
+    nothing of the rows it skips or joins, said when it was read first)."""
     if task.format in ("glue-single", "glue-pair"):
-        return read_glue(path, single=task.format == "glue-single")
+        return read_glue(path, single=task.format == "glue-single", columns=task.columns, notes=notes)
     if task.format == "conll":
         return read_conll(path)
     if task.format == "swag":

@@ -80,6 +80,8 @@ class T5TrainConfig(RunSettings):
             raise ValueError(f"preset {self.preset!r} is not one of {sorted(PRESETS)}")
         if self.mode not in ("span-corruption", "sst2"):
             raise ValueError(f"mode {self.mode!r} is not span-corruption or sst2")
+        if self.corpus and not (self.heldout and self.vocab):
+            raise ValueError("--corpus needs --heldout and --vocab as well")
         if self.mode == "sst2" and not self.data:
             raise ValueError("--mode sst2 needs --data DIR holding GLUE-format train.tsv and dev.tsv")
         if self.mode == "sst2" and not self.init:
@@ -101,10 +103,8 @@ class T5TrainConfig(RunSettings):
 
 def pretrain(args: T5TrainConfig, resume: bool, ops, where: Path) -> T5Run:
     """Span corruption on the corpus: the data and the run (nothing is written)."""
-    if args.corpus:
-        train_path, heldout_path, vocab_path = Path(args.corpus), Path(args.heldout or ""), Path(args.vocab or "")
-        if not args.heldout or not args.vocab:
-            raise ValueError("--corpus needs --heldout and --vocab as well")
+    if args.corpus:  # with --heldout and --vocab (T5TrainConfig.validate)
+        train_path, heldout_path, vocab_path = Path(args.corpus), Path(args.heldout), Path(args.vocab)
     else:
         train_path, heldout_path, vocab_path = ensure_default_corpus()
     tok = BertTokenizer(vocab_path)

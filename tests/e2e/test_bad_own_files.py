@@ -10,10 +10,10 @@ from refusals import run_refused
 
 GOOD = "text,label\nthe film was good,pos\nthe film was bad,neg\nthe film was fun,pos\n"
 CASES = {
-    "wrong columns": ({"train.csv": "review,stars\nthe film was good,5\n"}, "train.csv:1: cannot tell the task's "
-                      "format from the columns 'review', 'stars': expected a text column (text, sentence, content)"),
+    "wrong columns": ({"train.csv": "review,stars\nthe film was good,5\n"}, "train.csv:1: cannot tell which "
+                      "columns hold the texts: the columns found are 'review', 'stars'"),
     "a bad JSON line": ({"train.jsonl": '{"text": "the film was good", "label": "pos"}\n{not json\n'},
-                        "train.jsonl:2: not a JSON object"),
+                        "train.jsonl:2 is not valid JSON"),
     "a label unseen in train": ({"dev.csv": GOOD + "the film was dull,meh\n"},
                                 "dev.csv:5: label 'meh' does not occur in the train file; known labels: neg, pos"),
     "an empty train file": ({"train.csv": ""}, "train.csv:1: empty file"),

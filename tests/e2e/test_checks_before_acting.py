@@ -118,11 +118,15 @@ def test_threshold_is_honoured_by_a_squad_file(work, capsys):
 
 
 @pytest.mark.parametrize("argv, expected", [
-    (["predict", "{w}/cls", "--file", "{w}/texts.txt", "--format", "glue-single", "--threshold", "5"], "--threshold is for SQuAD 2.0"),
+    (["predict", "{w}/cls", "--file", "{w}/texts.txt", "--format", "glue-single", "--threshold", "5"],
+     "--threshold 5: a classifier's threshold is the positive label's probability, from 0 to 1"),
     (["predict", "{w}/cls", "--file", "{w}/texts.txt", "--out", "{w}/p.tsv", "--format", "glue-single",
       "--threshold", "5"],
-     "--threshold is for SQuAD 2.0"),
-    (["predict", "{w}/cls", "good film", "--threshold", "5"], "--threshold is for SQuAD 2.0"),
+     "--threshold 5: a classifier's threshold is the positive label's probability, from 0 to 1"),
+    (["predict", "{w}/cls", "good film", "--threshold", "5"], "a classifier's threshold is the positive label's"),
+    (["predict", "{w}/cls", "good film", "--threshold", "0.5", "--positive", "spam"],
+     "--positive spam is not a label of"),
+    (["predict", "{w}/cls", "good film", "--positive", "LABEL_1"], "--positive goes with --threshold"),
     (["predict", "{w}/tag", "the film", "--threshold", "0"], "--threshold is for SQuAD 2.0"),
     (["predict", "{w}/cls", "good film", "--threshold", "nan"], "--threshold nan must be a finite number"),
     (["predict", "{w}/qa", "--question", "who", "--context", "john visited paris", "--threshold", "nan"],

@@ -181,8 +181,8 @@ def test_notebooks_into_a_linked_folder_or_over_a_linked_notebook_are_refused(tm
 
 
 def test_a_fifo_inside_the_notebooks_folder_is_refused_not_waited_on(tmp_path, decoy, capsys):
-    """A FIFO given as --out of a file command is written into (a person reads it); one found
-    inside an output folder is refused: nobody reads it, and the command hung."""
+    """A FIFO found inside an output folder is refused (as one given as --out is): nobody reads
+    it, and the command hung."""
     from minibert.tools import notebooks
 
     w = tmp_path / "nbw"

@@ -1,7 +1,7 @@
 """Where a command may write: never onto one of its inputs, never into a run directory
 it does not hold the lock of, never over a run's own files, never a directory where a file is
-meant, and never by rename over a device or a FIFO; and no symbolic link in a run is followed out
-of it (minibert/io/outputs.py, loop/rundir.py).
+meant, and never a device, a FIFO or a socket (an output is a regular file or a new one); and no
+link of either kind in a run is followed out of it (minibert/io/outputs.py, loop/rundir.py).
 
 The method is test_bad_input.py's (exit code, no traceback, one `error:` line naming the file,
 the sha256 of every file in the work folder unchanged except what the command was told to write),
@@ -152,31 +152,33 @@ def test_attention_writes_into_the_run_only_under_its_lock(run_copy, decoy, caps
     assert (run_copy / "attention/layer0.png").is_file()
 
 
-# --- devices and FIFOs are written, not replaced ---------------------------------------------------
+# --- an output is a regular file or a new one: never a device, a FIFO or a socket ------------------
 
-def test_a_fifo_output_is_written_into_not_replaced(work, decoy, capsys):
+def test_a_fifo_output_is_refused_not_written(work, decoy, capsys):
     fifo = work / "pipe"
     os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(open(fifo, encoding="utf-8").read()), daemon=True)
-    reader.start()
-    rc = main(["evaluate", str(work / "cls"), "--data", str(_labelled(work)), "--format", "glue-single",
-               "--out", str(fifo)])
-    if rc != 0:
-        open(fifo, "w").close()  # let the reader go
-    reader.join(timeout=60)
-    assert rc == 0 and stat.S_ISFIFO(os.stat(fifo).st_mode)
-    assert "accuracy" in json.loads(got[0])
+    refused(work, decoy, ["evaluate", "{w}/cls", "--data", str(_labelled(work)), "--format", "glue-single",
+                          "--out", "{w}/pipe"], "is a special file (a FIFO)", capsys)
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
-def test_predict_to_dev_stdout_prints_the_predictions(work):
-    argv = ["predict", str(work / "cls"), "--format", "glue-single", "--file", str(_labelled(work)), "--out"]
-    res = subprocess.run([sys.executable, "-m", "minibert", *argv, "/dev/stdout"], capture_output=True, text=True,
-                         timeout=300)
+def test_evaluate_and_predict_refuse_a_device_as_out(work, decoy, capsys):
+    """`evaluate --out /dev/stdout` wrote /dev/stdout.confusion.png: a name derived from a device.
+    Every device is refused before the model is read; without --out predict prints to stdout."""
+    for device, why in (("/dev/null", "is a special file (a character device)"),
+                        ("/dev/stdout", "--out /dev/stdout is a")):  # a link to the stream: refused either way
+        refused(work, decoy, ["evaluate", "{w}/cls", "--data", str(_labelled(work)), "--format", "glue-single",
+                              "--out", device], why, capsys)
+        refused(work, decoy, [*PREDICT, device], why, capsys)
+    assert not os.path.lexists("/dev/stdout.confusion.png")
+
+
+def test_predict_to_stdout_without_out_prints_a_line_each(work):
+    argv = ["predict", str(work / "cls"), "--format", "glue-single", "--file", str(_labelled(work))]
+    res = subprocess.run([sys.executable, "-m", "minibert", *argv], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
-    assert lines[0] == "sentence\tlabel" and len(lines) == 4, lines  # header, 2 rows, then the count line
-    assert lines[1].startswith("the film was good\tLABEL_") and lines[3] == "wrote 2 predictions to /dev/stdout"
+    assert len(lines) == 2 and lines[0].startswith("LABEL_") and lines[0].endswith("\tthe film was good"), lines
 
 
 def test_a_socket_is_refused(work, decoy, capsys):
@@ -202,6 +204,16 @@ def test_a_symlinked_lock_is_refused_and_its_target_untouched(work, decoy, capsy
     refused(work, decoy, argv, "is a symbolic link", capsys)
 
 
+def test_a_hard_linked_lock_is_refused_and_its_other_name_untouched(work, decoy, capsys):
+    """O_NOFOLLOW stops a symbolic link only: a `.lock` that is a hard link to a file outside the
+    run was truncated and given the pid."""
+    argv = [a.replace("{w}/ft", "{w}/ft2") for a in FT]
+    (work / "ft2").mkdir()
+    os.link(decoy / "target.txt", work / "ft2" / ".lock")
+    refused(work, decoy, argv, "has 2 names (a hard link", capsys)
+    assert (decoy / "target.txt").read_text(encoding="utf-8") == "precious\n"
+
+
 def test_a_fifo_lock_is_refused_not_waited_on(work, decoy, capsys):
     argv = [a.replace("{w}/ft", "{w}/ft2") for a in FT]
     (work / "ft2").mkdir()
@@ -224,19 +236,11 @@ def test_a_symlinked_metrics_file_is_not_appended_to(paused, decoy, capsys):
     assert listing(decoy) == before
 
 
-def test_vocab_writes_into_a_fifo_and_ablate_leaves_no_folder_in_a_run(paused, decoy, capsys):
+def test_vocab_refuses_a_fifo_and_ablate_leaves_no_folder_in_a_run(paused, decoy, capsys):
     w = paused.parent
-    fifo = w / "pipe"
-    os.mkfifo(fifo)
-    got = []
-    reader = threading.Thread(target=lambda: got.append(open(fifo, encoding="utf-8").read()), daemon=True)
-    reader.start()
-    rc = main(["vocab", "--files", str(w / "sst/train.tsv"), "--vocab-size", "40", "--out", str(fifo)])
-    if rc != 0:
-        open(fifo, "w").close()
-    reader.join(timeout=60)
-    assert rc == 0 and stat.S_ISFIFO(os.stat(fifo).st_mode) and got[0].startswith("[PAD]\n")
+    os.mkfifo(w / "pipe")
+    refused(w, decoy, ["vocab", "--files", "{w}/sst/train.tsv", "--vocab-size", "40", "--out", "{w}/pipe"],
+            "is a special file (a FIFO)", capsys)
     refused(w, decoy, ["ablate", "tasks", "--steps", "1", "--seeds", "1", "--tasks", "nextsent", "--out",
                        "{w}/ft/ab"], "lies inside the run directory", capsys)
     assert not (paused / "ab").exists()  # not even an empty folder
-    refused(w, decoy, ["train-t5", "--lr", "inf", "--out", "{w}/t5"], "lr=inf must be a finite number", capsys)

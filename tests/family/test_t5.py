@@ -339,6 +339,9 @@ def test_train_t5_stops_on_a_nan_loss_without_saving_that_step(tiny_corpus, tmp_
 def test_train_t5_refuses_bad_arguments(tiny_corpus, tmp_path, capsys):
     with pytest.raises(ValueError, match="--mode sst2 needs --data"):  # refused with the settings
         t5_train.train_t5_cli(["--mode", "sst2", "--out", str(tmp_path / "x")])
+    with pytest.raises(ValueError, match="--corpus needs --heldout and --vocab"):  # refused with the settings
+        t5_train.train_t5_cli(["--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "z")])
+    assert not (tmp_path / "x").exists() and not (tmp_path / "z").exists()
     with pytest.raises(ValueError, match="--steps must be at least 1"):
         _cli(tiny_corpus, tmp_path / "y", "--steps", "0")
     (tmp_path / "other").mkdir()

@@ -53,9 +53,12 @@ def test_read_glue_pair_crlf_and_quotes_are_plain_characters(tmp_path):
 
 
 def test_read_glue_wrong_column_count_names_the_line(tmp_path):
-    f = write(tmp_path / "train.tsv", "label\tsentence\n1\tfine\n0\tone\textra\n")
+    f = write(tmp_path / "train.tsv", "sentence\tlabel\nfine\t1\none\textra\t0\n")
     with pytest.raises(ValueError, match=re.escape(f"{f}:3: 3 tab-separated columns, expected 2")):
         read_glue(f, single=True)
+    # the text in the last column takes a tab back (readers._fit_row), with a note
+    last = write(tmp_path / "last.tsv", "label\tsentence\n1\tfine\n0\tone\textra\n")
+    assert read_glue(last, single=True)[1].text_a == "one\textra"
 
 
 def test_read_glue_empty_file_and_missing_columns(tmp_path):

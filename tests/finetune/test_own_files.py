@@ -103,7 +103,9 @@ def test_predict_writes_your_file_back_in_its_own_format(files, tuned, tmp_path,
         assert len(rows) == 8 and all(r["label"] in ("neg", "pos") and r["text"].startswith("the film") for r in rows)
     else:
         rows = list(csv.reader(out.read_text().splitlines()))
-        assert rows[0] == ["text", "label"] and len(rows) == 33 and {r[1] for r in rows[1:]} <= {"neg", "pos"}
+        assert rows[0] == ["text", "label", "prob_neg", "prob_pos"] and len(rows) == 33
+        assert {r[1] for r in rows[1:]} <= {"neg", "pos"}
+        assert all(abs(float(r[2]) + float(r[3]) - 1) < 1e-5 for r in rows[1:])  # each label's probability
 
 
 def test_a_one_text_model_given_two_texts_predicts_each(tuned, capsys):
@@ -129,7 +131,9 @@ def test_a_plain_text_file_is_predicted_to_stdout_with_probabilities(tuned, tmp_
     assert all(set(p) == {"neg", "pos"} and abs(sum(map(float, p.values())) - 1) < 1e-3 for p in probs)
     out = tmp_path / "labels.tsv"
     assert main(["predict", str(tuned), "--file", str(texts), "--out", str(out)]) == 0
-    assert out.read_text(encoding="utf-8").splitlines() == lines  # the same lines, into the file
+    table = [line.split("\t") for line in out.read_text(encoding="utf-8").splitlines()]
+    assert table[0] == ["text", "label", "prob_neg", "prob_pos"]  # a table evaluate reads: the same predictions
+    assert [(r[1], r[0]) for r in table[1:]] == [(line.split("\t")[0], line.split("\t")[2]) for line in lines]
 
 
 def test_predict_options_that_do_not_go_together_are_refused(tuned, capsys):
@@ -143,8 +147,8 @@ def test_a_finished_run_has_a_model_card(files, tuned):
     assert "train.csv" in card and "validation.jsonl" in card and "32 examples" in card
     counts = {label: sum(1 for line in (files / "train.csv").read_text().splitlines()[1:] if line.endswith(label))
               for label in ("neg", "pos")}
-    assert f"`neg` ({counts['neg']:,}), `pos` ({counts['pos']:,})" in card
-    assert "| lr |" in card and "| macro_f1 |" in card
+    assert f"2 labels (classification, label id = position): neg ({counts['neg']:,}), pos ({counts['pos']:,})" in card
+    assert "| lr |" in card and "| macro\\_f1 |" in card  # a name from run.json, escaped as markdown
     assert "AutoModelForSequenceClassification.from_pretrained" in card and "python -m minibert predict" in card
 
 

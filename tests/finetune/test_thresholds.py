@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from minibert.__main__ import main
 from minibert.finetune import metrics
-from minibert.finetune.evaluate import load_finetuned, positive_label, score_file, threshold_report
+from minibert.finetune.evaluate import load_finetuned, pr_positive_label, score_file, threshold_report
 from minibert.finetune.models import BertForSequenceClassification
 
 
@@ -56,14 +56,14 @@ def test_no_cut_has_a_higher_f1_than_the_best_threshold(examples):
 
 def test_the_positive_label_is_the_rarer_one_unless_named():
     labels = ["ham", "spam"]
-    assert positive_label(labels, np.array([0, 0, 0, 1]), None, "dev.csv") == \
-        (1, "the rarer label in dev.csv; --positive-label names the other")
-    assert positive_label(labels, np.array([1, 1, 0]), None, "f")[0] == 0  # here ham is the rarer
-    assert positive_label(labels, np.array([0, 1]), None, "f")[0] == 1  # as common: the second label
-    assert positive_label(labels, np.array([0, 0, 1]), "ham", "f") == (0, "--positive-label")
-    with pytest.raises(ValueError, match=r"--positive-label 'eggs' is not a label of this model \(its labels: ham, "
+    assert pr_positive_label(labels, np.array([0, 0, 0, 1]), None, "dev.csv") == \
+        (1, "the rarer label in dev.csv; --positive names the other")
+    assert pr_positive_label(labels, np.array([1, 1, 0]), None, "f")[0] == 0  # here ham is the rarer
+    assert pr_positive_label(labels, np.array([0, 1]), None, "f")[0] == 1  # as common: the second label
+    assert pr_positive_label(labels, np.array([0, 0, 1]), "ham", "f") == (0, "--positive")
+    with pytest.raises(ValueError, match=r"--positive 'eggs' is not a label of this model \(its labels: ham, "
                                          r"spam\)"):
-        positive_label(labels, np.array([0, 1]), "eggs", "f")
+        pr_positive_label(labels, np.array([0, 1]), "eggs", "f")
 
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "win", "a", "prize", "now", "see", "you", "at", "six", "call",
@@ -101,5 +101,5 @@ def test_evaluate_prints_the_threshold_and_draws_the_curve(model, tmp_path, caps
     assert found["f1"] == pytest.approx(max(f1))
     assert found["f1"] == pytest.approx(f1[int(np.argmin(abs(p - found["best_f1_threshold"])))])
     assert main(["evaluate", str(model / "cls"), "--data", str(model / "dev.tsv"), "--format", "glue-single",
-                 "--positive-label", "ham"]) == 0
-    assert "threshold for 'ham' (--positive-label)" in capsys.readouterr().out
+                 "--positive", "ham"]) == 0
+    assert "threshold for 'ham' (--positive)" in capsys.readouterr().out

@@ -19,7 +19,7 @@ PACKAGE = ROOT / "minibert"
 # bottom to top; a module may import any module of an earlier entry
 LAYERS = [
     "native", "native.blas", "native.malloc",  # what talks to the machine: OpenBLAS, glibc's malloc
-    "io", "io.textio", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub", "io.cli",  # text, JSON, atomic writes, output paths, safetensors, every command's parser
+    "io", "io.textio", "io.escape", "io.jsonfile", "io.atomic", "io.outputs", "io.progress", "io.tensorfile", "io.hub", "io.cli",  # text, JSON, atomic writes, output paths, safetensors, every command's parser
     "text", "text.tokenizer", "text.wordpiece_trainer",  # BERT's tokenizer; learning a vocab.txt
     "philox", "layers", "kernels", "backend", "optim",  # dropout's random stream, the layer math, its Numba kernels, the backend switch, AdamW
     "model", "checkpoint", "bert",  # BERT's forward and backward, no I/O; its transformers directories; the class

@@ -12,7 +12,7 @@ lambda) is handed to the door, e.g.
 
     write_output(out, lambda tmp: fig.savefig(tmp, format="png"))   # the lambda writes `tmp`
     write_output(out, write_lines)                                  # def write_lines(file): open(file, "w") ...
-    write_output(out, _with_labels(path, task, values))             # a def that returns the writer
+    write_output(out, _swag_with_labels(path, values))              # a def that returns the writer
 
 Any other is a failure naming the file, the line and the call. ALLOWED lists the few writes that
 must stay where they are, each with the reason; an entry that no longer covers a write fails too.

@@ -33,7 +33,7 @@ def test_json_lines_pairs_with_number_labels(tmp_path):
 
 
 @pytest.mark.parametrize("name, text, words", [
-    ("bad.jsonl", '{"text": "ok", "label": 1}\n{"text": "broken", "label": \n', ["bad.jsonl:2", "not a JSON object"]),
+    ("bad.jsonl", '{"text": "ok", "label": 1}\n{"text": "broken", "label": \n', ["bad.jsonl:2", "not valid JSON"]),
     ("list.jsonl", '["text", "label"]\n', ["list.jsonl:1", "must be an object"]),
     ("number.jsonl", '{"text": 5, "label": 1}\n', ["number.jsonl:1", "not a text"]),
     ("missing.jsonl", '{"text": "a", "label": 1}\n{"text": "b"}\n', ["missing.jsonl:2", "no 'label'"]),
@@ -42,13 +42,29 @@ def test_json_lines_pairs_with_number_labels(tmp_path):
     ("empty.csv", "", ["empty.csv:1", "empty file"]),
     ("cols.csv", "text,label\na film, a fine one,pos\n", ["cols.csv:2", "3 comma-separated columns", "double quotes"]),
     ("open.csv", 'text,label\n"never closed,pos\n', ["open.csv", "not valid CSV"]),
+    # issue 63: a JSON Lines row of 100k nested brackets was a RecursionError traceback
+    ("deep.jsonl", '{"text": "a", "label": 1}\n{"text": ' + "[" * 100_000 + "\n",
+     ["deep.jsonl:2", "nested too deeply"]),
+    # issue 63: a label of 5,000 digits named no file
+    ("long.jsonl", '{"text": "a", "label": ' + "7" * 5000 + "}\n", ["long.jsonl:1", "too long"]),
+    ("nan.jsonl", '{"text": "a", "label": NaN}\n', ["nan.jsonl:1", "finite"]),
+    ("twice.jsonl", '{"text": "a", "text": "b", "label": 1}\n', ["twice.jsonl:1", "'text' twice"]),
+    ("lone.jsonl", '{"text": "a\\ud800b", "label": 1}\n', ["lone.jsonl:1", "lone surrogate", "character 2"]),
+    ("newline.csv", 'text,label\nfine,"pos\nneg"\n', ["newline.csv:2", "control character U+000A"]),
+    ("tab.jsonl", '{"text": "a", "label": "pos\\t"}\n{"text": "a", "label": "p\\u0000s"}\n',
+     ["tab.jsonl:2", "U+0000"]),
+    ("sep.jsonl", '{"text": "a", "label": "p\\u2028s"}\n', ["sep.jsonl:1", "U+2028"]),
+    ("cr.csv", "text,label\rfine,pos\rbad,neg\r", ["cr.csv:1", "carriage return"]),
+    ("long_open.csv", 'text,label\nfine,pos\n"never closed,pos\n' + "more text\n" * 120_000,  # over 1 MiB
+     ["long_open.csv:3", "quote left open"]),
+    ("end.csv", 'text,label\nfine,pos\n"never closed,pos\n', ["end.csv:3", "quote left open"]),
 ])
 def test_a_bad_file_is_one_error_naming_its_line(tmp_path, name, text, words):
     path = write(tmp_path / name, text)
     with pytest.raises(ValueError) as raised:
         read_glue(path, single=True)
     for word in words:
-        assert word in str(raised.value), (word, str(raised.value))
+        assert word in str(raised.value), (word, str(raised.value)[:300])
 
 
 def test_a_csv_read_as_tsv_says_so(tmp_path):
