@@ -108,7 +108,7 @@ def test_dev_split_through_the_command(files, tmp_path, capsys):
     assert json.loads((tmp_path / "a/dev_report.json").read_text())["support"] == [9, 3]  # 36 neg, 12 pos: a quarter
     card = (tmp_path / "a/README.md").read_text()
     assert "25% of it split off by --dev-split (stratified by label, seed 3" in card
-    assert "`neg` (27), `pos` (9)" in card  # the train part's counts
+    assert "neg (27), pos (9)" in card  # the train part's counts
     run(tmp_path / "b", 3)
     assert (tmp_path / "a/dev_report.json").read_text().split('"step"')[1] == \
         (tmp_path / "b/dev_report.json").read_text().split('"step"')[1]  # the same split, the same dev scores
