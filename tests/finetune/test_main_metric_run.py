@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
-from corpora import tiny_pretrained
+from corpora import unbalanced_reviews
 
 from minibert.__main__ import main
 from minibert.finetune import run as run_module
 
-WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "the", "was"]
 # three dev evaluations (steps 6, 12, 18): each metric is best at another one
 SCRIPT = [{"accuracy": 0.80, "macro_f1": 0.40, "mcc": 0.10, "f1:pos": 0.00},
           {"accuracy": 0.70, "macro_f1": 0.65, "mcc": 0.30, "f1:pos": 0.50},
@@ -21,17 +19,8 @@ SCRIPT = [{"accuracy": 0.80, "macro_f1": 0.40, "mcc": 0.10, "f1:pos": 0.00},
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
-    d = tmp_path_factory.mktemp("main")
-    tiny_pretrained(d / "pre", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])
-    rng = np.random.default_rng(0)
-
-    def rows(n):
-        labels = ["pos" if i % 4 == 0 else "neg" for i in range(n)]
-        return "text,label\n" + "".join(f"the film was {rng.choice(WORDS[:3] if y == 'pos' else WORDS[3:6])},{y}\n"
-                                        for y in labels)
-    (d / "train.csv").write_text(rows(48), encoding="utf-8")
-    (d / "dev.csv").write_text(rows(12), encoding="utf-8")
-    return d
+    """A tiny pretrained model and an unbalanced text,label CSV pair (3 neg : 1 pos)."""
+    return unbalanced_reviews(tmp_path_factory.mktemp("main"))
 
 
 def _scripted(monkeypatch, script):

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from corpora import tiny_pretrained
+from corpora import tiny_pretrained, unbalanced_reviews
 
 from minibert import layers
 from minibert.__main__ import main
@@ -27,16 +27,7 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """A tiny pretrained model and an unbalanced text,label CSV pair (3 neg : 1 pos)."""
-    d = tmp_path_factory.mktemp("small")
-    tiny_pretrained(d / "pre", VOCAB)
-    rng = np.random.default_rng(0)
-    def rows(n):
-        labels = ["pos" if i % 4 == 0 else "neg" for i in range(n)]
-        return "text,label\n" + "".join(f"the film was {rng.choice(WORDS[:3] if y == 'pos' else WORDS[3:6])},{y}\n"
-                                        for y in labels)
-    (d / "train.csv").write_text(rows(48), encoding="utf-8")
-    (d / "dev.csv").write_text(rows(12), encoding="utf-8")
-    return d
+    return unbalanced_reviews(tmp_path_factory.mktemp("small"))
 
 
 def _finetune(files, out, *extra):
