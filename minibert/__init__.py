@@ -3,6 +3,7 @@
     from minibert import BertConfig, BertForPreTraining, BertTokenizer
     from minibert import BertForSequenceClassification, BertForTokenClassification
     from minibert import BertForMultipleChoice, BertForQuestionAnswering
+    from minibert import pipeline       # pipeline("text-classification", model="runs/sst2")(["a witty film"])
 
 The public names below are imported lazily (PEP 562 `__getattr__`): `import minibert` loads
 neither NumPy nor Numba, so `python -m minibert --help` stays fast, and the OpenBLAS setting
@@ -58,6 +59,8 @@ _EXPORTS = {
     # looking inside
     "fill_mask": "analysis.inspect", "attention_maps": "analysis.inspect", "plot_attention": "analysis.inspect",
     "load_model_and_tokenizer": "tools.look_inside",
+    # a saved model on your own text, as transformers' pipelines
+    "pipeline": "tools.pipelines",
     # gradient checking
     "numerical_grad": "analysis.gradcheck", "compare": "analysis.gradcheck", "check_model": "analysis.gradcheck",
 }

@@ -50,7 +50,7 @@ def get_ops(name: str | None = None) -> ModuleType:
 def numba_kernels() -> ModuleType:
     """minibert.kernels, with the process set up for it (kernels.setup, once). Imported on first
     use: `python -m minibert --help` and the NumPy backend never load Numba (startup time)."""
-    # lazy: keeps Numba out of the start of `python -m minibert ablate` and 61 more
+    # lazy: keeps Numba out of the start of `python -m minibert ablate` and 62 more
     from minibert import kernels  # noqa: PLC0415 - Numba's import takes ~0.5 s: only when the kernels run
 
     kernels.setup()

@@ -112,7 +112,7 @@ def plot_schedule(path: str | Path, peak_lr: float, warmup_steps: int, total_ste
 
     Uses matplotlib's object API with the Agg canvas: no window, no global pyplot state.
     """
-    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 25 more
+    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 26 more
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -103,3 +103,21 @@ def tiny_pretrained(directory: Path, vocab, max_position_embeddings: int = 64):
                      intermediate_size=32, max_position_embeddings=max_position_embeddings)
     BertForPreTraining(cfg, seed=0).save_pretrained(directory, vocab=list(vocab))
     return cfg
+
+
+REVIEW_WORDS = ["good", "great", "fun", "bad", "awful", "dull", "film", "the", "was"]
+
+
+def unbalanced_reviews(directory: Path) -> Path:
+    """A tiny pretrained model (pre/) and an unbalanced text,label CSV pair of made-up reviews
+    (train.csv 48 rows, dev.csv 12; 3 neg : 1 pos) in `directory`, the same every time."""
+    tiny_pretrained(directory / "pre", ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *REVIEW_WORDS])
+    rng = np.random.default_rng(0)
+
+    def rows(n):
+        labels = ["pos" if i % 4 == 0 else "neg" for i in range(n)]
+        words = {"pos": REVIEW_WORDS[:3], "neg": REVIEW_WORDS[3:6]}
+        return "text,label\n" + "".join(f"the film was {rng.choice(words[y])},{y}\n" for y in labels)
+    (directory / "train.csv").write_text(rows(48), encoding="utf-8")
+    (directory / "dev.csv").write_text(rows(12), encoding="utf-8")
+    return directory

@@ -143,7 +143,7 @@ def plot_attention(result: AttentionMaps, out_dir: str | Path) -> list[Path]:
     """One PNG per layer (all heads side by side) plus one per head; returns the paths.
 
     Refuses more than MAX_PLOT_TOKENS tokens: the labels would be unreadable."""
-    # lazy: keeps matplotlib out of the start of `python -m minibert attention` and 8 more
+    # lazy: keeps matplotlib out of the start of `python -m minibert attention` and 9 more
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from minibert.io.cli import CommandParser, command_parser, given_settings, resume_changes, run_options
 from minibert.finetune.frozen import TAGGERS, FrozenFeatureTagger
-from minibert.finetune.recipes import init_hidden_size, recipe
+from minibert.finetune.recipes import SMALL_DATA_PATIENCE, init_hidden_size, recipe
 from minibert.finetune.run import (COMMAND, FEW_STEPS, ClassifierSource, FinetuneConfig, FinetuneRun, control_model,
                                    load_model)
 from minibert.checkpoint import read_casing
@@ -34,7 +34,7 @@ from minibert.io.escape import one_line
 from minibert.finetune.model_card import write_model_card
 from minibert.finetune.features import token_features, word_predictions
 from minibert.finetune.squad_run import build_squad_run, predict_answer, saved_setting, threshold_refused
-from minibert.finetune.task_data import custom_task, get_task, load_task
+from minibert.finetune.task_data import custom_task, get_task, load_task, with_main_metric
 from minibert.taskdata.readers import TaggedExample, add_column_options, columns_given
 from minibert.text.tokenizer import BertTokenizer
 
@@ -55,6 +55,10 @@ def _parser() -> CommandParser:
                              "files train.* and dev.* or validation.* (.tsv, .csv, .jsonl, .conll)")
     p.setting("--train", key="train_file", metavar="FILE", help="the training file (instead of --data)")
     p.setting("--dev", key="dev_file", metavar="FILE", help="the dev file (instead of --data)")
+    p.setting("--dev-split", type=float, metavar="FRACTION",
+              help="no dev file: keep this share of the training file's examples for dev (e.g. 0.2), stratified by "
+                   "label and drawn with --seed (the same seed, the same split); run.json and the model card "
+                   "record it")
     p.setting("--init", help="the pretrained model: a directory in transformers' layout (runs/tiny, any BERT, "
                              "a sentence-transformers folder), a Hugging Face hub id (owner/name: read from the "
                              "hub cache, or downloaded with huggingface_hub installed), or `none` for random init")
@@ -124,7 +128,8 @@ def resolve_init(init: str, like: str | None, verbose: bool) -> tuple[str, str |
 def the_task(cfg: FinetuneConfig):
     """The Task of the settings: a built-in one, or your own files' (their format given, or found)."""
     if cfg.task == "custom":
-        return custom_task(cfg.format, cfg.data, cfg.train_file, cfg.dev_file, columns=columns_given(cfg))
+        return custom_task(cfg.format, cfg.data, cfg.train_file, cfg.dev_file, columns=columns_given(cfg),
+                           split_dev=bool(cfg.dev_split))
     if columns_given(cfg) is not None:
         raise ValueError(f"--text-column, --text-pair-column and --label-column are for your own files (the task "
                          f"`custom`); {cfg.task} has its own columns")
@@ -173,12 +178,16 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False, 
     if verbose:
         print(f"reading {task.name} ({task.kind}, {task.format}) ...", flush=True)
     data = load_task(task, tokenizer, cfg.max_seq_length, data_dir=cfg.data, train_path=cfg.train_file,
-                     dev_path=cfg.dev_file, seed=cfg.seed, strict_length=cfg.strict_length)
+                     dev_path=cfg.dev_file, seed=cfg.seed, strict_length=cfg.strict_length, dev_split=cfg.dev_split)
+    data.task = task = with_main_metric(task, cfg.main_metric, data.labels)  # refused here: nothing written yet
     raised_from = None
     if recipe is not None and "epochs" in recipe[1] and not cfg.steps:
         epochs = epochs_for_small_data(cfg, data.info["train_features"])
         if epochs is not None:
             raised_from, cfg = cfg.epochs, dataclasses.replace(cfg, epochs=epochs)  # the run's settings, not the caller's
+            if not cfg.patience and data.info["dev_features"]:  # and stops once dev stops getting better
+                cfg = dataclasses.replace(cfg, patience=SMALL_DATA_PATIENCE)
+                recipe = (recipe[0], {**recipe[1], "patience": SMALL_DATA_PATIENCE})
     id2label = dict(enumerate(data.labels)) if data.labels else None
     model, tokenizer = load_model(cfg, kind, len(data.labels) if data.labels else None, id2label, notes=not resumed)
     if not cfg.causal and pretrained_objective(cfg.init) == "ltr" and verbose:
@@ -192,8 +201,11 @@ def build_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False, 
             "main_metric": task.main_metric, "max_seq_length": cfg.max_seq_length, **data.info,
             **({"columns": task.columns.as_json()} if task.columns else {})}  # evaluate and predict read them
     if verbose:
+        split = data.info.get("dev_split")
         print(f"{data.info['train_examples']:,} train / {data.info['dev_examples']:,} dev examples "
-              f"({data.info['train_features']:,} / {data.info['dev_features']:,} features)")
+              f"({data.info['train_features']:,} / {data.info['dev_features']:,} features)"
+              + (f"; dev is {split['fraction']:.0%} of {data.info['train_file']}, split off by --dev-split "
+                 f"({'stratified by label, ' if split['stratified'] else ''}seed {split['seed']})" if split else ""))
         for split in ("train", "dev"):
             if data.info.get(f"{split}_truncated"):
                 print(f"note: {data.info[f'{split}_truncated']:,} {split} example(s) longer than "
@@ -235,8 +247,11 @@ def finetune_settings(args, p: CommandParser) -> tuple[FinetuneConfig, tuple | N
                          f"own files")
     if args.format is not None and args.task != "custom":
         raise ValueError(f"--format is for your own files (the task `custom`); {args.task} has its own format")
-    if (args.train is None) != (args.dev is None):
-        raise ValueError("--train and --dev go together: name both files (or give --data DIR)")
+    if args.dev is not None and args.train is None:
+        raise ValueError("--dev goes with --train: name both files (or give --data DIR)")
+    if args.train is not None and args.dev is None and not given.get("dev_split"):
+        raise ValueError("--train needs --dev FILE, or --dev-split FRACTION to keep a share of it for dev (or give "
+                         "--data DIR)")
     base = {"out": f"runs/{args.task}"}
     draft = FinetuneConfig.build(base, given, validate=False)
     init, like = resolve_init(draft.init, draft.like, verbose=not args.quiet)

@@ -168,30 +168,48 @@ def evaluate_file_report(ft: Finetuned, path: str | Path,
                          fmt: str | None = None) -> tuple[dict[str, float], metrics.ClassReport | None]:
     """(the task's metrics, and for a classifier its per-class report: precision, recall, F1 and
     support of each label, macro-F1 and the confusion matrix; None for other tasks)."""
+    found = score_file(ft, path, fmt)
+    return found.scores, found.report
+
+
+class FileScores(NamedTuple):
+    scores: dict  # the task's metrics
+    report: metrics.ClassReport | None  # a classifier's per-class report
+    probs: np.ndarray | None  # (N, K) a classifier's probabilities of each label, per example
+    gold: np.ndarray | None  # (N,) a classifier's gold label ids
+
+
+def score_file(ft: Finetuned, path: str | Path, fmt: str | None = None) -> FileScores:
+    """The model on a labelled file: its metrics, and a classifier's report and probabilities."""
     path = Path(path)
     task = file_task(ft, fmt)
     if task is None:
-        return _squad_source(ft, path, labelled=True).evaluate(ft.model), None
+        return FileScores(_squad_source(ft, path, labelled=True).evaluate(ft.model), None, None, None)
     if task.format in TEXT_FORMATS:
         return _evaluate_texts(ft, task, path)
     data = _task_data(ft, task, path, labelled=True)
-    return ClassifierSource(data).evaluate(ft.model), None
+    return FileScores(ClassifierSource(data).evaluate(ft.model), None, None, None)
 
 
-def _evaluate_texts(ft: Finetuned, task, path: Path) -> tuple[dict[str, float], metrics.ClassReport | None]:
+def _evaluate_texts(ft: Finetuned, task, path: Path) -> FileScores:
     """A classifier's or regressor's metrics on a labelled table, read CHUNK rows at a time: what
-    is held is one predicted and one gold value an example, never the examples or their features."""
+    is held is one predicted and one gold value an example (and a classifier's K probabilities,
+    for the threshold of a two-label one), never the examples or their features."""
     _, _, rows = text_rows(task, path, labelled=True)
-    labels, T, preds, golds = _labels(ft, task), _max_seq_length(ft, 128), [], []
+    labels, T, preds, golds, probs = _labels(ft, task), _max_seq_length(ft, 128), [], [], []
     for chunk in chunked(rows, path):
         feats = task_features(task, [row.example for row in chunk], ft.tokenizer, T, labels)
-        logits = np.concatenate(predict_logits(ft.model, feats))  # (n, K)
+        logits = np.concatenate(predict_logits(ft.model, feats)).astype(np.float64)  # (n, K)
         preds.append(logits[:, 0] if task.kind == "regression" else logits.argmax(-1).astype(np.int32))
         golds.append(feats["labels"])
+        if task.kind == "classification":
+            p = np.exp(logits - logits.max(-1, keepdims=True))  # (n, K)
+            probs.append(p / p.sum(-1, keepdims=True))
     pred, gold = np.concatenate(preds), np.concatenate(golds)  # (N,), (N,)
     data = TaskData(task, {}, {"labels": gold}, labels, [], {"dev_file": str(path)})
-    report = metrics.class_report(pred, gold, labels) if task.kind == "classification" else None
-    return score(data, pred), report
+    if task.kind != "classification":
+        return FileScores(score(data, pred), None, None, None)
+    return FileScores(score(data, pred), metrics.class_report(pred, gold, labels), np.concatenate(probs), gold)
 
 
 def plot_text(text: str, limit: int = 40) -> str:
@@ -204,7 +222,7 @@ def confusion_figure(report: metrics.ClassReport, title: str):
     """The confusion matrix as a picture: rows the gold labels, columns the predicted ones, each
     cell its count, shaded by the share of its row (what share of label k went where). Above
     metrics.FULL_MATRIX_LABELS labels (no matrix a person can read): the most confused pairs as bars."""
-    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 3 more
+    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 5 more
     import matplotlib.pyplot as plt
 
     if report.confusion is None:
@@ -253,6 +271,100 @@ def confusion_path(out: str | Path) -> Path:
     """metrics.json -> metrics.confusion.png, beside it."""
     out = Path(out)
     return out.with_name(f"{out.stem}.confusion.png")
+
+
+def pr_path(out: str | Path) -> Path:
+    """metrics.json -> metrics.pr.png, beside it."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}.pr.png")
+
+
+def pr_positive_label(labels: list, gold: np.ndarray, given: str | None, where: str) -> tuple[int, str]:
+    """The label a two-label task's threshold is for -> (its id, why it was chosen): the one
+    named by --positive, else the rarer one in the file (spam, fraud, the disease: what a
+    threshold is tuned to find), else, when both are as common, the second (label id 1)."""
+    names = [str(label) for label in labels]
+    if given is not None:
+        if given not in names:
+            raise ValueError(f"--positive {given!r} is not a label of this model (its labels: "
+                             f"{', '.join(names)})")
+        return names.index(given), "--positive"
+    counts = np.bincount(np.asarray(gold, dtype=np.int64), minlength=2)  # (2,)
+    if counts[0] != counts[1]:
+        return int(counts.argmin()), f"the rarer label in {where}; --positive names the other"
+    return 1, f"the second label (both as common in {where}); --positive names the other"
+
+
+def threshold_report(probs: np.ndarray, gold: np.ndarray, labels: list, positive: int) -> dict:
+    """The precision-recall curve of the positive label, its threshold that maximises F1 and
+    the scores there and at 0.5 (what the most probable label predicts, for two labels)."""
+    curve = metrics.pr_curve(probs[:, positive], np.asarray(gold) == positive)
+    best = curve.best_f1()
+    hit = np.asarray(gold) == positive  # (N,)
+    at_half = probs[:, positive] >= 0.5  # (N,)
+    tp = int((at_half & hit).sum())
+    p_half = tp / max(int(at_half.sum()), 1)
+    r_half = tp / max(int(hit.sum()), 1)
+    return {"positive_label": str(labels[positive]), "best_f1_threshold": float(curve.thresholds[best]),
+            "precision": float(curve.precision[best]), "recall": float(curve.recall[best]),
+            "f1": float(curve.f1[best]),
+            "at_0.5": {"precision": p_half, "recall": r_half,
+                       "f1": 2 * p_half * r_half / (p_half + r_half) if p_half + r_half else 0.0},
+            "curve": {"thresholds": curve.thresholds.tolist(), "precision": curve.precision.tolist(),
+                      "recall": curve.recall.tolist()}}
+
+
+def threshold_line(found: dict, why: str) -> str:
+    """The threshold report in one line, as `evaluate` prints it."""
+    label, half = found["positive_label"], found["at_0.5"]
+    return (f"threshold for {label!r} ({why}): p({label}) >= {found['best_f1_threshold']:.4f} maximises its F1: "
+            f"precision {found['precision']:.3f}, recall {found['recall']:.3f}, F1 {found['f1']:.3f} "
+            f"(at 0.5: precision {half['precision']:.3f}, recall {half['recall']:.3f}, F1 {half['f1']:.3f}); "
+            f"predict --threshold {found['best_f1_threshold']:.4f} --positive {label} applies it")
+
+
+def pr_figure(found: dict, title: str):
+    """The precision-recall curve, with the best-F1 threshold and 0.5 marked."""
+    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 5 more
+    import matplotlib.pyplot as plt
+
+    curve, label = found["curve"], found["positive_label"]
+    fig, ax = plt.subplots(figsize=(4.6, 4.0))
+    ax.plot([0.0, *curve["recall"]], [1.0, *curve["precision"]], drawstyle="steps-post", color="C0")
+    ax.plot(found["recall"], found["precision"], "o", color="C3",
+            label=f"p >= {found['best_f1_threshold']:.3f}: F1 {found['f1']:.3f} (best)")
+    ax.plot(found["at_0.5"]["recall"], found["at_0.5"]["precision"], "s", color="C2", fillstyle="none",
+            label=f"p >= 0.5: F1 {found['at_0.5']['f1']:.3f}")
+    ax.set_xlabel(f"recall of {label}")
+    ax.set_ylabel(f"precision of {label}")
+    ax.set_xlim(0, 1.02)
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower left", fontsize=8)
+    ax.set_title(f"{title}: precision-recall of {label}", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def two_label_threshold(found: FileScores, given: str | None, model: str, where: str) -> tuple[dict, str] | None:
+    """A two-label classifier's threshold report and why its positive label is the one (None for
+    other tasks; --positive on one of them is an error naming it)."""
+    if found.report is None or len(found.report.labels) != 2:
+        if given is not None:
+            what = "a classifier of " + str(len(found.report.labels)) + " labels" if found.report else "not a classifier"
+            raise ValueError(f"--positive is for a two-label classifier; {model} is {what}")
+        return None
+    positive, why = pr_positive_label(found.report.labels, found.gold, given, where)
+    return threshold_report(found.probs, found.gold, found.report.labels, positive), why
+
+
+def write_pr_figure(found: dict, path: Path, title: str) -> None:
+    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 5 more
+    import matplotlib.pyplot as plt
+
+    fig = pr_figure(found, title)
+    write_output(path, lambda file: fig.savefig(file, format="png", dpi=120))
+    plt.close(fig)
 
 
 CHUNK = 2048  # examples whose features and logits are held at once by predict --file and evaluate
@@ -614,6 +726,10 @@ def evaluate_cli(argv: list[str]) -> int:
     add_column_options(p.add_argument)  # --text-column ...: a table's columns (default: the run's, or by name)
     p.add_argument("--out", help="also write the metrics to this JSON file (a classifier's per-class scores and "
                                  "confusion matrix too, and the matrix drawn beside it as NAME.confusion.png)")
+    p.add_argument("--positive", metavar="LABEL", dest="positive_label",
+                   help="a two-label classifier: the label whose precision-recall curve and best-F1 threshold are "
+                        "reported, as predict --threshold T --positive LABEL applies it (default: the rarer label in "
+                        "the file; the second label when both are as common)")
     p.add_argument("--no-verify", dest="verify", action="store_false",
                    help="load weights that are not finite or do not match their recorded sha256")
     args = p.parse_args(argv)
@@ -621,21 +737,30 @@ def evaluate_cli(argv: list[str]) -> int:
     if args.out:  # before the model is loaded and the file scored
         check_output(args.out, inputs=[args.data, args.model_dir])
         check_output(confusion_path(args.out), inputs=[args.data, args.model_dir])
+        check_output(pr_path(args.out), inputs=[args.data, args.model_dir])
     ft = columns_named(load_finetuned(args.model_dir, args.verify), columns_given(args))
-    scores, report = evaluate_file_report(ft, args.data, args.format)
+    found = score_file(ft, args.data, args.format)
+    scores, report = found.scores, found.report
+    threshold = two_label_threshold(found, args.positive_label, args.model_dir, Path(args.data).name)
     print(f"{args.data}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                                        for k, v in scores.items()))
     if report is not None:
         print(report.table())
+    if threshold is not None:
+        print(threshold_line(*threshold))
     if args.out:
         per_class = {} if report is None else report_json(report)
+        if threshold is not None:  # the curve is in the picture
+            per_class["threshold"] = {k: v for k, v in threshold[0].items() if k != "curve"}
         write_output(args.out, json.dumps({"file": str(args.data), **scores, **per_class}, indent=1) + "\n")
+        if threshold is not None:
+            write_pr_figure(threshold[0], pr_path(args.out), Path(args.data).name)
         if report is not None:
-            # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 3 more
+            # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 5 more
             import matplotlib.pyplot as plt
 
             fig = confusion_figure(report, Path(args.data).name)
             write_output(confusion_path(args.out), lambda file: fig.savefig(file, format="png", dpi=120))
             plt.close(fig)
-            print(f"wrote {args.out} and {confusion_path(args.out)}")
+            print(f"wrote {args.out} and {confusion_path(args.out)}" + (f" and {pr_path(args.out)}" if threshold else ""))
     return 0

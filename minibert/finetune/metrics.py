@@ -5,6 +5,7 @@
     matthews_corrcoef(pred, gold)     CoLA
     macro_f1(pred, gold)              every class counted the same (your own, unbalanced data)
     class_report(pred, gold, labels)  per-class precision/recall/F1/support, macro-F1, confusion matrix
+    pr_curve(scores, positive)        precision and recall at every threshold of a two-label classifier
     pearson(x, y), spearman(x, y)     STS-B (regression)
     entities(tags), entity_scores(gold_seqs, pred_seqs)
                                       NER (WNUT-17, CoNLL-2003): entity-level P/R/F1 as conlleval
@@ -190,6 +191,48 @@ def class_report(pred, gold, labels) -> ClassReport:
     confused = [{"gold": labels[int(g[i])], "predicted": labels[int(p[i])], "count": int(counts[i])} for i in top]
     return ClassReport(list(labels), precision, recall, f1, support.tolist(), confusion, float(np.mean(f1)),
                        confused)
+
+
+class PRCurve(NamedTuple):
+    """Precision and recall of "positive when its probability is at least t", for every threshold
+    t that changes a prediction (each distinct score, highest first)."""
+    thresholds: np.ndarray  # (M,) descending
+    precision: np.ndarray  # (M,)
+    recall: np.ndarray  # (M,)
+
+    @property
+    def f1(self) -> np.ndarray:
+        pr = self.precision + self.recall  # (M,)
+        return np.where(pr > 0, 2 * self.precision * self.recall / np.where(pr > 0, pr, 1), 0.0)
+
+    def best_f1(self) -> int:
+        """The index of the threshold whose F1 is highest (the highest such threshold on a tie)."""
+        return int(np.argmax(self.f1))
+
+
+def pr_curve(scores, positive) -> PRCurve:
+    """The precision-recall curve of `scores` (each example's probability of the positive label)
+    against `positive` (whether its gold label is the positive one). Tied scores share their
+    threshold: all of them are predicted positive together.
+
+    >>> c = pr_curve([0.9, 0.8, 0.7, 0.6, 0.4], [1, 1, 0, 1, 0])
+    >>> c.thresholds.tolist(), c.precision.tolist(), c.recall.tolist()[:3]
+    ([0.9, 0.8, 0.7, 0.6, 0.4], [1.0, 1.0, 0.6666666666666666, 0.75, 0.6], [0.3333333333333333, 0.6666666666666666, 0.6666666666666666])
+    >>> float(c.thresholds[c.best_f1()])                # p >= 0.6: P 3/4, R 1, F1 6/7
+    0.6
+    """
+    scores, positive = _pair(scores, positive, "pr_curve")
+    scores, positive = scores.astype(np.float64), positive.astype(bool)
+    if not np.all(np.isfinite(scores)):
+        raise ValueError("pr_curve: the scores must be finite probabilities")
+    order = np.argsort(-scores, kind="stable")  # (N,) highest first
+    s, hit = scores[order], positive[order]  # (N,)
+    last = np.r_[s[1:] != s[:-1], True]  # (N,) the last of each group of equal scores
+    tp = np.cumsum(hit)[last]  # (M,) positives predicted positive at each threshold
+    predicted = (np.arange(1, len(s) + 1))[last]  # (M,)
+    n_positive = int(positive.sum())
+    recall = tp / n_positive if n_positive else np.zeros(len(tp))
+    return PRCurve(s[last], tp / predicted, recall)
 
 
 def macro_f1(pred, gold) -> float:

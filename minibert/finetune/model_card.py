@@ -13,6 +13,7 @@ from pathlib import Path
 from minibert.finetune.metrics import FULL_MATRIX_LABELS, WORST_CLASSES
 from minibert.finetune.registry import TASK_ARCHITECTURES
 from minibert.finetune.run import DEV_REPORT, read_dev_report
+from minibert.finetune.task_data import split_examples
 from minibert.io.atomic import write_text_atomic
 from minibert.io.escape import markdown, python_str, shell_word
 from minibert.io.jsonfile import Field, check_fields
@@ -26,6 +27,9 @@ AUTO_CLASS = {"BertForSequenceClassification": "AutoModelForSequenceClassificati
               "BertForTokenClassification": "AutoModelForTokenClassification",
               "BertForMultipleChoice": "AutoModelForMultipleChoice",
               "BertForQuestionAnswering": "AutoModelForQuestionAnswering"}
+# the minibert.pipeline task of each architecture it runs
+PIPELINES = {"BertForSequenceClassification": "text-classification", "BertForTokenClassification": "token-classification",
+             "BertForQuestionAnswering": "question-answering"}
 RECIPE = ("epochs", "batch_size", "lr", "warmup_proportion", "max_seq_length", "hidden_dropout_prob",
           "attention_probs_dropout_prob", "weight_decay", "clip_norm", "seed")
 
@@ -40,7 +44,19 @@ def label_counts(task_info: dict) -> Counter | None:
         return None
     task = with_columns(task, Columns.from_json(task_info.get("columns"), "run.json"))  # the columns it was read by
     examples = read_examples(task, Path(task_info["train_file"]), "train", notes=False)
+    split = task_info.get("dev_split")
+    if isinstance(split, dict):  # --dev-split: the same split again (the seed and the share decide it)
+        examples = split_examples(task, examples, split["fraction"], split["seed"], task_info["train_file"])[0]
     return Counter(example.label for example in examples)
+
+
+def dev_split_note(split) -> str:
+    """What the card says of a dev set split off the train file by --dev-split."""
+    if not isinstance(split, dict):
+        return ""
+    return (f", {split.get('fraction', 0):.0%} of it split off by --dev-split "
+            f"({'stratified by label, ' if split.get('stratified') else ''}seed {split.get('seed')}; "
+            f"the rest is the train set)")
 
 
 def _number(value) -> str:
@@ -123,8 +139,13 @@ def _use_lines(run_dir: Path, architecture: str) -> list[str]:
              "In Python, with minibert or with transformers (the directory is in transformers' layout):", "",
              "```python"]
     if architecture in TASK_ARCHITECTURES:  # a name from run.json becomes code only if it is a class minibert has
-        lines += [f"from minibert import {architecture}", f"model = {architecture}.from_pretrained({python_str(folder)})",
-                  ""]
+        task = PIPELINES.get(architecture)
+        lines += [f"from minibert import {architecture}" + (", pipeline" if task else ""),
+                  f"model = {architecture}.from_pretrained({python_str(folder)})"]
+        if task:  # the pipeline of its task, as transformers' (minibert.pipeline)
+            lines.append(f"pipeline({python_str(task)}, model={python_str(folder)})"
+                         + ('(question="...", context="your text")' if task == "question-answering" else '("your text")'))
+        lines.append("")
     lines += [f"from transformers import AutoTokenizer, {auto}, pipeline",
               f"model = {auto}.from_pretrained({python_str(folder)})",
               f"tokenizer = AutoTokenizer.from_pretrained({python_str(folder)})", "```"]
@@ -155,7 +176,8 @@ def model_card(run_dir: str | Path) -> str:
             examples, features = task.get(f"{split}_examples"), task.get(f"{split}_features")
             sizes = (f", {examples:,} examples ({features:,} features of at most {task.get('max_seq_length')} tokens)"
                      if isinstance(examples, int) and isinstance(features, int) else "")
-            lines.append(f"- {split}: {markdown(task[f'{split}_file'])}{sizes}")
+            lines.append(f"- {split}: {markdown(task[f'{split}_file'])}{sizes}"
+                         + (dev_split_note(task.get("dev_split")) if split == "dev" else ""))
     if task.get("labels"):
         lines.append(_label_line(task))
     lines += ["", "## Recipe", "", "| setting | value |", "| --- | --- |"]

@@ -116,6 +116,12 @@ class FinetuneConfig(RunSettings):
     # a classifier's loss weighted by class: "balanced" (n / (K * count of the class), as scikit-learn's)
     # or per label, "negative:1,positive:3" (a label not named weighs 1); None: unweighted
     class_weights: str | None = None
+    # the dev metric the best checkpoint is kept by and patience watches (None: the task's own); each
+    # task's names: finetune/task_data.main_metrics (accuracy, macro_f1, mcc, f1:LABEL, entity f1, ...)
+    main_metric: str | None = None
+    # --dev-split: this share of the training file is the dev set, stratified by label, drawn with
+    # the seed (0: a dev file is given)
+    dev_split: float = 0.0
 
     def validate(self) -> None:
         if self.like and self.init.lower() != "none":
@@ -156,6 +162,11 @@ class FinetuneConfig(RunSettings):
                              f"score before the run stops (0: never stop early)")
         if self.class_weights is not None:
             parse_class_weights(self.class_weights)  # the syntax; the labels are checked against the data's
+        if not 0 <= self.dev_split < 1:  # NaN fails too
+            raise ValueError(f"dev_split={self.dev_split} must be in [0, 1): the share of the training file kept "
+                             f"for dev (0: a dev file is given)")
+        if self.main_metric is not None and not self.main_metric.strip():
+            raise ValueError("main_metric is empty: name a dev metric (accuracy, macro_f1, mcc, f1:LABEL, ...)")
         if self.frozen_tagger != "linear" and not self.frozen:
             raise ValueError(f"--frozen-tagger {self.frozen_tagger} goes with --frozen (the feature-based approach)")
 
@@ -421,6 +432,11 @@ class FinetuneRun:
                              f"{task_info.get('kind', 'question answering')} task: leave class_weights out")
         return class_weight_vector(cfg.class_weights, list(task_info["labels"]), source.train["labels"][:n])
 
+    def weights_shown(self) -> str:
+        """The class weights in use, as the start-up line shows them: label=weight, and how made."""
+        shown = " ".join(f"{label}={w:.3g}" for label, w in zip(self.task_info["labels"], self.class_weights))
+        return shown + (" (balanced)" if self.cfg.class_weights == "balanced" else "")
+
     def stopped_early(self, step: int, total_steps: int) -> None:
         """Record in run.json that patience ended the run at `step` of `total_steps`."""
         self.early_stop = {"step": step, "total_steps": total_steps, "patience": self.cfg.patience,
@@ -450,6 +466,8 @@ class FinetuneRun:
                      f"lr {cfg.lr:g}, warmup {self.warmup_steps}, dropout {cfg.hidden_dropout_prob:g}"
                      + (f" (attention {cfg.attention_probs_dropout_prob:g})"
                         if cfg.attention_probs_dropout_prob != cfg.hidden_dropout_prob else "")
+                     + (f", class weights {self.weights_shown()}" if self.class_weights is not None else "")
+                     + (f", patience {cfg.patience} on dev {self.source.main_metric}" if cfg.patience else "")
                      + (f", budget {cfg.minutes:g} min" if cfg.minutes else ""))
         if not cfg.steps and self.total_steps < FEW_STEPS:
             epochs_needed = math.ceil(FEW_STEPS / max(self.steps_per_epoch, 1))
@@ -539,6 +557,9 @@ def recipe_line(recipe: dict, run: FinetuneRun) -> str:
         if k == "epochs" and raised_from is not None:
             return (f"epochs {v:g} (the recipe's {raised_from:g}, raised for {run.num_train:,} training features: "
                     f"{run.total_steps} steps; --epochs or --steps wins)")
+        if k == "patience" and raised_from is not None:
+            return (f"patience {v:g} (a small data set stops after {v:g} dev evaluations without a better "
+                    f"{run.source.main_metric}; --epochs or --steps runs the length given)")
         return f"{k} {v:g}"
     return f"recipe ({recipe['name']}; docs/finetuning.md): " + ", ".join(shown(k, v) for k, v in recipe["settings"].items())
 
@@ -547,11 +568,14 @@ def done_line(run: FinetuneRun, status: str) -> str:
     """The last line of a run: how it ended, its best dev scores (a classifier's macro-F1 among
     them) and where the model is."""
     best = run.best or {}
+    main = run.source.main_metric
     scores = {k: v for k, v in best.items() if k != "step" and isinstance(v, float)}
+    scores = {k: scores[k] for k in sorted(scores, key=lambda k: k != main)}  # the main metric first: it kept the model
     report = read_dev_report(run.dir) if best else None
     if isinstance(report, dict) and "macro_f1" not in scores and isinstance(report.get("macro_f1"), float):
         scores["macro_f1"] = report["macro_f1"]
-    shown = ", ".join(f"{'macro-F1' if k == 'macro_f1' else k} {v:.4f}" for k, v in scores.items())
+    shown = ", ".join(f"{'macro-F1' if k == 'macro_f1' else k} {v:.4f}" + (" (kept by it)" if k == main else "")
+                      for k, v in scores.items())
     early = (f" (early stop at step {run.early_stop['step']} of {run.early_stop['total_steps']}, patience "
              f"{run.early_stop['patience']})" if run.early_stop else "")
     return (f"{status}{early}: best dev {shown} at step {best.get('step')}; model in {run.dir} "

@@ -100,15 +100,29 @@ def keep_null_windows(features: list, share: float, seed: int) -> list:
     return [f for i, f in enumerate(features) if i not in drop]
 
 
+def squad_main_metric(name: str | None, version_2: bool, task: str) -> str:
+    """The dev metric a SQuAD run keeps its best checkpoint by: `name` (--set main_metric), else
+    f1 (1.1) or best_f1 (2.0: F1 at the no-answer threshold found on dev, what predict uses)."""
+    allowed = ("best_f1", "best_exact", "f1", "exact") if version_2 else ("f1", "exact")
+    if name is None:
+        return allowed[0]
+    if name not in allowed:
+        raise ValueError(f"main_metric={name!r} is not a dev metric of {task}; choose one of {', '.join(allowed)}")
+    return name
+
+
 def build_squad_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = False, **run) -> FinetuneRun:
     """SQuAD's data and model as a FinetuneRun; `run`: what FinetuneRun takes beside them (the recipe, the closing)."""
     train_path, dev_path = _files(cfg)
+    version_2 = cfg.task == "squad2"
+    if cfg.dev_split:
+        raise ValueError(f"--dev-split splits a dev set off your own training file; {cfg.task} has its dev file")
+    main = squad_main_metric(cfg.main_metric, version_2, cfg.task)  # before the model is loaded
     model, tokenizer = load_model(cfg, "qa", None, None, notes=not resumed)
     train_examples, stats = squad.read_squad(train_path, is_training=True)
     dev_examples, dev_stats = squad.read_squad(dev_path, is_training=False)
     if cfg.task == "squad1" and (stats.version_2 or dev_stats.version_2):
         raise ValueError(f"{train_path} has unanswerable questions (is_impossible): use squad2")
-    version_2 = cfg.task == "squad2"
     kw = dict(max_seq_length=cfg.max_seq_length, doc_stride=cfg.doc_stride, max_query_length=cfg.max_query_length)
     train_features = squad.convert_examples_to_features(train_examples, tokenizer, is_training=True, **kw)
     dev_features = squad.convert_examples_to_features(dev_examples, tokenizer, is_training=False, **kw)
@@ -123,9 +137,10 @@ def build_squad_run(cfg: FinetuneConfig, verbose: bool = True, resumed: bool = F
               f"{windows:,} windows{kept}; {len(dev_examples):,} dev questions, {len(dev_features):,} windows")
     source = SquadSource(squad.stack_features(train_features), dev_examples, dev_features, gold, version_2,
                          model.do_lower_case)
+    source.main_metric = main
     info = {"name": cfg.task, "kind": "qa", "version_2": version_2, "max_seq_length": cfg.max_seq_length,
             "doc_stride": cfg.doc_stride, "max_query_length": cfg.max_query_length,
-            "main_metric": "best_f1" if version_2 else "f1",
+            "main_metric": main,
             "train_file": str(train_path), "dev_file": str(dev_path), "train_questions": stats.questions,
             "train_skipped": stats.skipped, "train_features": len(train_features), "dev_features": len(dev_features)}
     return FinetuneRun(cfg, model, source, tokenizer, info, verbose, **run)

@@ -24,7 +24,7 @@ import read_glue` works.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +32,7 @@ import numpy as np
 from minibert.finetune import metrics
 from minibert.finetune.features import (IGNORE_INDEX, choice_features,  # noqa: F401 (re-exported)
                                         classification_features, token_features, trim, word_predictions)
+from minibert.taskdata.split import stratified_split
 from minibert.taskdata.readers import (ChoiceExample, TaggedExample, TextExample, label_list,  # noqa: F401
                                        nextsent_examples, punct_examples, read_conll, read_glue, read_swag)
 from minibert.taskdata.tasks import (CORPUS_FORMATS, FORMATS, TASKS, Task, find_file,  # noqa: F401 (re-exported)
@@ -77,25 +78,34 @@ def _labels_for(task: Task, train_examples: list, path: Path) -> list[str] | Non
 
 
 def load_task(task: Task | str, tokenizer, max_seq_length: int, data_dir=None,
-              train_path=None, dev_path=None, seed: int = 0, strict_length: bool = False) -> TaskData:
+              train_path=None, dev_path=None, seed: int = 0, strict_length: bool = False,
+              dev_split: float = 0.0) -> TaskData:
     """Read train and dev, fix the labels from train, build the features of both splits.
 
-    `task` is a name in TASKS or a Task (e.g. from generic_task). `seed` only matters for
-    nextsent (its distractors are drawn at random; dev uses seed + 1). An example longer than
+    `task` is a name in TASKS or a Task (e.g. from generic_task). `seed` matters for nextsent
+    (its distractors are drawn at random; dev uses seed + 1) and for `dev_split`: that share of
+    the train file's examples becomes the dev set, stratified by label (taskdata/split.py; info's
+    `dev_split` records the share, the seed and the counts). An example longer than
     `max_seq_length` is cut as Google's run_classifier cuts it (counted in `info`, with the
     file:line of the first one); `strict_length=True` makes it an error naming that line instead.
     """
     task = get_task(task) if isinstance(task, str) else task
-    train_file, dev_file = task_paths(task, data_dir, train_path, dev_path)
+    train_file, dev_file = task_paths(task, data_dir, train_path, dev_path, split_dev=bool(dev_split))
     train_examples = read_examples(task, train_file, "train", seed)
-    dev_examples = read_examples(task, dev_file, "dev", seed)
-    for path, examples in ((train_file, train_examples), (dev_file, dev_examples)):
-        if not examples:
-            raise ValueError(f"{path}: no examples")
+    if not train_examples:
+        raise ValueError(f"{train_file}: no examples")
+    split = None
+    if dev_split:
+        train_examples, dev_examples, split = split_examples(task, train_examples, dev_split, seed, train_file)
+    else:
+        dev_examples = read_examples(task, dev_file, "dev", seed)
+        if not dev_examples:
+            raise ValueError(f"{dev_file}: no examples")
     labels = _labels_for(task, train_examples, train_file)
     train = task_features(task, train_examples, tokenizer, max_seq_length, labels)
     dev = task_features(task, dev_examples, tokenizer, max_seq_length, labels)
-    info = {"train_file": str(train_file), "dev_file": str(dev_file),
+    info = {"train_file": str(train_file), "dev_file": str(dev_file if dev_file is not None else train_file),
+            **({"dev_split": split} if split else {}),
             "train_examples": len(train_examples), "dev_examples": len(dev_examples),
             "train_features": len(train["input_ids"]), "dev_features": len(dev["input_ids"])}
     for split, feats, examples in (("train", train, train_examples), ("dev", dev, dev_examples)):
@@ -109,6 +119,17 @@ def load_task(task: Task | str, tokenizer, max_seq_length: int, data_dir=None,
             info[f"{split}_truncated"] = int(feats["truncated"].sum())
             info[f"{split}_first_truncated"] = first
     return TaskData(task, train, dev, labels, dev_examples, info)
+
+
+def split_examples(task: Task, examples: list, fraction: float, seed: int, path: Path) -> tuple[list, list, dict]:
+    """A file's examples -> (train, dev, the record of the split): `fraction` of them for dev,
+    stratified by label for classification and multiple choice (a regression or tagging task's
+    examples are split at random), the same for the same seed."""
+    keys = [e.label for e in examples] if task.kind in ("classification", "choice") else [""] * len(examples)
+    train_idx, dev_idx = stratified_split(keys, fraction, seed, what=str(path))
+    record = {"fraction": fraction, "seed": seed, "stratified": task.kind in ("classification", "choice"),
+              "train": len(train_idx), "dev": len(dev_idx)}
+    return [examples[i] for i in train_idx], [examples[i] for i in dev_idx], record
 
 
 # ---------------------------------------------------------------------------------------------
@@ -134,4 +155,29 @@ def score(data: TaskData, pred) -> dict[str, float]:
     gold = data.dev["labels"]
     functions = {"accuracy": metrics.accuracy, "mcc": metrics.matthews_corrcoef, "macro_f1": metrics.macro_f1,
                  "pearson": metrics.pearson, "spearman": metrics.spearman}
-    return {name: functions[name](pred, gold) for name in task.metrics}
+    return {name: metrics.f1_binary(pred, gold, positive=data.labels.index(name[3:])) if name.startswith("f1:")
+            else functions[name](pred, gold) for name in task.metrics}
+
+
+def main_metrics(task: Task, labels) -> tuple[str, ...]:
+    """The dev metrics `--set main_metric=` may name for a task: the one the best checkpoint is
+    kept by, patience watches and the done line leads with. f1:LABEL is one label's F1."""
+    if task.kind == "classification":
+        return ("accuracy", "macro_f1", "mcc", *(f"f1:{label}" for label in labels or ()))
+    if task.kind == "regression":
+        return ("pearson", "spearman")
+    if task.kind == "token":
+        return ("f1", "precision", "recall")  # entity level, as conlleval
+    return ("accuracy",)
+
+
+def with_main_metric(task: Task, name: str | None, labels) -> Task:
+    """The task with `name` as its main metric (scored on dev beside its own metrics); the task
+    as it is when `name` is empty. A name the task does not have is an error listing those it has."""
+    if not name:
+        return task
+    allowed = main_metrics(task, labels)
+    if name not in allowed:
+        raise ValueError(f"main_metric={name!r} is not a dev metric of {task.name} ({task.kind}); choose one of "
+                         f"{', '.join(allowed)}")
+    return replace(task, metrics=task.metrics if name in task.metrics else (*task.metrics, name), main_metric=name)

@@ -51,7 +51,7 @@ def draw_curves(recs: list[dict], out: str | Path, panels: list[Panel], xs: tupl
                 eval_label: str = "held-out") -> Path:
     """Draw `panels` (columns) against each x axis of `xs` ((record key, axis label), rows) from
     the records of a metrics.jsonl into `out`, atomically."""
-    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 9 more
+    # lazy: keeps matplotlib out of the start of `python -m minibert ablate` and 11 more
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

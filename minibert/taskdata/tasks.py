@@ -83,8 +83,9 @@ CUSTOM_FILES = {
 def generic_task(format: str, regression: bool = False) -> Task:
     """A task for your own files in one of the formats (`--format glue-pair` etc.).
 
-    glue-*: classification (accuracy, macro-F1, Matthews correlation), or with `regression=True` a
-    float label (Pearson, Spearman); conll: token classification (entity P/R/F1); swag: choice.
+    glue-*: classification (accuracy, macro-F1, Matthews correlation; the best model kept by
+    macro-F1), or with `regression=True` a float label (Pearson, Spearman); conll: token
+    classification (entity P/R/F1); swag: choice.
 
     >>> generic_task("glue-pair").dev_files[:2]
     ('dev.tsv', 'dev.csv')
@@ -93,7 +94,8 @@ def generic_task(format: str, regression: bool = False) -> Task:
     if format.startswith("glue-") and format in FORMATS:
         if regression:
             return Task("regression", "regression", format, train, dev, ("pearson", "spearman"), "pearson")
-        return Task(format, "classification", format, train, dev, ("accuracy", "macro_f1", "mcc"), "accuracy")
+        # kept by macro-F1: your own labels are often unbalanced, where accuracy rewards the common label
+        return Task(format, "classification", format, train, dev, ("accuracy", "macro_f1", "mcc"), "macro_f1")
     if format == "conll":
         return Task("conll", "token", "conll", *CUSTOM_FILES["conll"], ("precision", "recall", "f1"), "f1")
     if format == "swag":
@@ -113,20 +115,24 @@ def with_columns(task: Task, columns: Columns | None) -> Task:
 
 
 def custom_task(format: str | None = None, data_dir=None, train_path=None, dev_path=None,
-                regression: bool = False, columns: Columns | None = None) -> Task:
+                regression: bool = False, columns: Columns | None = None, split_dev: bool = False) -> Task:
     """The task of a learner's own files: `format` when given, else found from the files (their
     suffix and columns: readers.table_format), which must agree with each other. `columns`: the
     columns named (--text-column, --text-pair-column, --label-column).
 
-    The files are the explicit paths, else train.* and dev.* / validation.* in `data_dir`."""
+    The files are the explicit paths, else train.* and dev.* / validation.* in `data_dir`
+    (`split_dev`: the train file alone, its dev set split off by --dev-split)."""
     if format is not None:
         return with_columns(generic_task(format, regression), columns)
-    if data_dir is None and (train_path is None or dev_path is None):
-        raise ValueError("your own files need --data DIR (holding train.* and dev.*) or --train FILE and --dev FILE")
+    if data_dir is None and (train_path is None or (dev_path is None and not split_dev)):
+        raise ValueError("your own files need --data DIR (holding train.* and dev.*) or --train FILE and --dev FILE "
+                         "(or --train FILE and --dev-split FRACTION)")
     probe = Task("custom", "classification", "glue-single",
                  tuple(dict.fromkeys(n for files in CUSTOM_FILES.values() for n in files[0])),
                  tuple(dict.fromkeys(n for files in CUSTOM_FILES.values() for n in files[1])), (), "")
-    train, dev = task_paths(probe, data_dir, train_path, dev_path)
+    train, dev = task_paths(probe, data_dir, train_path, dev_path, split_dev)
+    if dev is None:  # --dev-split: the train file alone
+        return with_columns(generic_task(table_format(train, columns), regression), columns)
     formats = {path: table_format(path, columns) for path in (train, dev)}
     if formats[train] != formats[dev]:
         raise ValueError(f"the train and dev files are of two formats: {train} reads as {formats[train]}, "
@@ -155,17 +161,25 @@ def find_file(data_dir: Path, names: tuple[str, ...], split: str, task: Task) ->
                             f"{' (or ' + ', '.join(names[1:]) + ')' if names[1:] else ''}; {there}")
 
 
-def task_paths(task: Task, data_dir=None, train_path=None, dev_path=None) -> tuple[Path, Path]:
-    """(train, dev) paths: explicit paths win, else the task's file names in data_dir."""
+def task_paths(task: Task, data_dir=None, train_path=None, dev_path=None,
+               split_dev: bool = False) -> tuple[Path, Path | None]:
+    """(train, dev) paths: explicit paths win, else the task's file names in data_dir.
+    `split_dev`: the dev set is split off the train file (--dev-split): dev is None."""
+    if split_dev and dev_path is not None:
+        raise ValueError(f"--dev-split splits a dev set off the training file; --dev {dev_path} names one too: "
+                         f"give one or the other")
     directory = Path(data_dir) if data_dir is not None else task.default_dir
     if directory is None and task.format in CORPUS_FORMATS:
         directory = Path(ensure_default_corpus().train).parent
-    if directory is None and (train_path is None or dev_path is None):
+    if directory is None and (train_path is None or (dev_path is None and not split_dev)):
         raise ValueError(f"task {task.name} has no default data directory: give one holding "
                          f"{task.train_files[0]} and {task.dev_files[0]}")
     train = Path(train_path) if train_path is not None else find_file(directory, task.train_files, "train", task)
-    dev = Path(dev_path) if dev_path is not None else find_file(directory, task.dev_files, "dev", task)
-    for path in (train, dev):
+    if split_dev:
+        dev = None
+    else:
+        dev = Path(dev_path) if dev_path is not None else find_file(directory, task.dev_files, "dev", task)
+    for path in (train, dev)[:1 if split_dev else 2]:
         if not path.is_file():
             raise FileNotFoundError(f"task {task.name}: {path} does not exist")
     return train, dev

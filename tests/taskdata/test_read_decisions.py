@@ -13,11 +13,12 @@ from minibert.__main__ import main
 from minibert.finetune.features import classification_features
 from minibert.finetune.run import parse_class_weights
 from minibert.finetune.squad_eval import load_gold
+from minibert.io.paths import repo_root
 from minibert.loop.settings import read_float
 from minibert.taskdata.readers import TextExample, read_swag
 from minibert.text.tokenizer import BertTokenizer
 
-SQUAD_DEV = Path(__file__).resolve().parents[2] / "data" / "squad2" / "dev-v2.0.json"
+SQUAD_DEV = repo_root() / "data" / "squad2" / "dev-v2.0.json"
 
 
 def test_a_squad_file_with_every_answer_emptied_is_refused_not_scored_100(tmp_path, capsys):
