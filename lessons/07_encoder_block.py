@@ -52,7 +52,7 @@ print(gradcheck.HEADER)
 
 # %%
 # the picture of the block, with this lesson's shapes (the input at the bottom, as in the papers;
-# how many parameters each box holds is exercise 2)
+# how many parameters each box holds is exercise 3)
 import matplotlib.pyplot as plt  # noqa: E402
 
 boxes = [(f"x  (B, T, C) = {(B, T, C)}", "white"),
@@ -146,30 +146,95 @@ my_ffn_backward = ex.grade(1, my_ffn_backward, check_ffn_backward,
                            allows=("layers.linear_backward", "layers.gelu_backward"))
 
 # %% [markdown]
-# ## Backward, part 2: the whole block, read from the bottom up
-# Each line undoes one forward line. `g` collects the parameter gradients under the same names.
+# ## Backward, part 2: the whole block, every gradient (exercise 2)
+# Now the whole backward, as Karpathy's "backprop ninja" asks it: from `dx2` (the gradient of
+# the loss w.r.t. the block's output) back to `dx`, naming every intermediate gradient on the way.
+# Read `block_forward` above from the bottom up; each line undoes one forward line. Write
+# `my_block_backward(dx2, c)`, `c` the `MyBlockCache` that `block_forward` returned, returning a
+# dict with these names (in the order backward reaches them):
+#
+#     dln2_in   (B, T, C)   LayerNorm 2's input h + x1        ln2.w, ln2.b     its parameters
+#     dffn_out  (B, T, C)   the FFN's output h
+#     dgelu_out (B, T, FF)  GELU's output (ffn.out's input)   ffn.out.w, ffn.out.b
+#     dgelu_in  (B, T, FF)  GELU's input (ffn.in's output)    ffn.in.w, ffn.in.b
+#     dx1       (B, T, C)   the first block half's output x1
+#     dln1_in   (B, T, C)   LayerNorm 1's input a + x         ln1.w, ln1.b
+#     dattn_out (B, T, C)   the attention output projection's output a
+#     dcontext  (B, T, C)   its input: the heads' outputs, merged    attn.out.w, attn.out.b
+#     dprobs    (B, NH, T, T)  the softmax probabilities `c.attn.att`
+#     dscores   (B, NH, T, T)  the softmax's input: q k^T * scale + mask (`c.attn.scale`)
+#     dq, dk, dv   (B, NH, T, HS)   the heads' queries, keys, values (`c.attn.q`, ...)
+#     dqkv      (B, T, 3C)  the qkv projection's output (q, k, v merged, side by side)   attn.qkv.w, attn.qkv.b
+#     dx        (B, T, C)   the block's input
+#
+# The layers of lessons 01-02 are there to compose (`layers.linear_backward`,
+# `layers.gelu_backward`, `layers.layernorm_backward`); the attention's inside (lesson 05) is
+# yours to derive: the heads split as `reshape(B, T, NH, HS)` then axes `(0, 2, 1, 3)`. Two
+# places fork: where one value feeds two others, its gradients add up. The grade is a table,
+# one row per name: `exact` (bit for bit), `close` (to 1e-5) and the largest difference; the
+# first wrong one is diagnosed in words. A stub left as it is makes the lesson go on with the
+# reference solution (`lessons/solutions/07_encoder_block.py`).
+
+# %%
+def my_block_backward(dx2, c):
+    """dx2 (B, T, C) and the block's cache -> {name: gradient}, every name of the table above"""
+    raise NotImplementedError("exercise 2: the whole block's backward")  # your code here
+
+
+GRADIENT_HINTS = {  # what to ask yourself where a gradient is the first wrong one (questions, not answers)
+    "dln2_in": "LayerNorm 2 is the block's last line: is its backward the first you run, with its own cache?",
+    "dffn_out": "h enters LayerNorm 2 through a plain sum: what does a sum do to the gradient of each term?",
+    "dgelu_out": "the FFN's output layer: is it its backward, with the ffn_out cache?",
+    "dgelu_in": "GELU: did its backward get GELU's cache (and not a linear layer's)?",
+    "dx1": "did you add the residual path's gradient? x1 feeds the FFN and the second residual sum",
+    "dln1_in": "LayerNorm 1's backward: did it get the whole dx1, both of its paths?",
+    "dattn_out": "a enters LayerNorm 1 through a plain sum: what does a sum do to the gradient of each term?",
+    "dcontext": "the output projection: is it its backward, with its own cache?",
+    "dprobs": "out = probs @ v per head: did you split dcontext into heads first, and which side does v go?",
+    "dscores": "softmax: each probability depends on every score of its row; is the row's term there?",
+    "dq": "scores = q k^T * scale: is the scale there, and k on the right side?",
+    "dk": "scores = q k^T * scale: is the scale there, and is it the transpose of dscores?",
+    "dv": "out = probs @ v: which side do probs go, and transposed?",
+    "dqkv": "did you merge each of dq, dk, dv back to (B, T, C) and put them side by side in q, k, v order?",
+    "dx": "did you add the residual path's gradient? x feeds the attention and the first residual sum",
+}
+
+
+def check_block_backward(fn):
+    r = np.random.default_rng(702)  # the grader's own input and upstream gradient, drawn now
+    x_, dx2_ = r.standard_normal((B, T, C)), r.standard_normal((B, T, C))  # (B, T, C) each
+    _, c = block_forward(x_, params, attn_mask)
+    want = ex.solution("my_block_backward")(dx2_.copy(), c)  # the reference, checked numerically below
+    mine = fn(dx2_.copy(), c)
+    probs = c.attn.att  # (B, NH, T, T)
+
+    def mistakes():  # {name: {words: what that mistake gives there}}, run only when an answer is wrong
+        return {"dx1": {"the residual path's gradient left out: x1 feeds the FFN and the residual sum, and dx1 is "
+                        "the FFN's dx plus dln2_in": want["dx1"] - want["dln2_in"],
+                        "the FFN's gradient left out: dx1 is dln2_in plus the FFN's dx": want["dln2_in"]},
+                "dx": {"the residual path's gradient left out: x feeds the attention and the residual sum, and dx is "
+                       "the qkv projection's dx plus dln1_in": want["dx"] - want["dln1_in"],
+                       "the attention's gradient left out: dx is dln1_in plus the qkv projection's dx": want["dln1_in"]},
+                "dscores": {"softmax's backward without its row-sum term: probs * dprobs alone treats each "
+                            "probability as if it depended on its own score only": probs * want["dprobs"]}}
+
+    return course.gradient_table(mine, want, mistakes, GRADIENT_HINTS, factors={"scale = 1/sqrt(HS)": c.attn.scale})
+
+
+my_block_backward = ex.grade(2, my_block_backward, check_block_backward,
+                             refuses=("layers.attention_backward", "model.encoder_backward"),
+                             allows=("layers.linear_backward", "layers.gelu_backward", "layers.layernorm_backward"))
+
+
+# %% [markdown]
+# With your `my_block_backward`, the block's backward returns what the rest of the lesson needs:
+# `dx` and the parameter gradients under the params' full names (`h0.ln1.w`, ...).
 
 # %%
 def block_backward(dx2, c: MyBlockCache, pre="h0."):
-    g = {}
-    # forward was: x2 = LN2(h + x1)
-    dsum2, g[pre + "ln2.w"], g[pre + "ln2.b"] = layers.layernorm_backward(dx2, c.ln2)  # (B, T, C)
-    dh, dx1 = dsum2, dsum2  # a sum passes its gradient to both terms
-    # forward was: h = linear_out(gelu(linear_in(x1))): exercise 1
-    dx1_ffn, g[pre + "ffn.in.w"], g[pre + "ffn.in.b"], g[pre + "ffn.out.w"], g[pre + "ffn.out.b"] = \
-        my_ffn_backward(dh, c.ffn_in, c.gelu, c.ffn_out)  # (B, T, C)
-    dx1 = dx1 + dx1_ffn  # (B, T, C) gradients add up at forks (x1 feeds the FFN and the residual)
-    # forward was: x1 = LN1(a + x)
-    dsum1, g[pre + "ln1.w"], g[pre + "ln1.b"] = layers.layernorm_backward(dx1, c.ln1)  # (B, T, C)
-    da, dx = dsum1, dsum1
-    # forward was: a = linear_o(merge(attention(split(q), split(k), split(v))))
-    da, g[pre + "attn.out.w"], g[pre + "attn.out.b"] = layers.linear_backward(da, c.out)  # (B, T, C)
-    da = layers.split_heads(da, NH)  # (B, T, C) -> (B, NH, T, HS)
-    dq, dk, dv = layers.attention_backward(da, c.attn)  # 3 x (B, NH, T, HS)
-    dqkv = np.concatenate([layers.merge_heads(t) for t in (dq, dk, dv)], axis=-1)  # (B, T, 3C)
-    dx_attn, g[pre + "attn.qkv.w"], g[pre + "attn.qkv.b"] = layers.linear_backward(dqkv, c.qkv)  # (B, T, C)
-    dx = dx + dx_attn  # (B, T, C) gradients add up at forks (x feeds attention and the residual)
-    return dx, g
+    d = my_block_backward(dx2, c)
+    g = {pre + name: d[name] for name in d if not name.startswith("d")}  # the parameters' gradients
+    return d["dx"], g
 
 
 # %% [markdown]
@@ -228,13 +293,13 @@ assert gradcheck.compare("dtok_emb vs model.encoder_backward", dtok, lib_grads["
 # stubs grades your functions and names the check that failed and by how much. A stub left as it
 # is makes the lesson go on with the reference solution (`lessons/solutions/07_encoder_block.py`).
 #
-# (Exercise 1, the FFN's backward, came up in the backward section.)
+# (Exercises 1 and 2, the FFN's and the whole block's backward, came up in the backward sections.)
 #
-# 2. `my_block_param_count(C, FF)`: how many numbers does one block hold? (Attention: the `qkv`
+# 3. `my_block_param_count(C, FF)`: how many numbers does one block hold? (Attention: the `qkv`
 #    and output projections, with biases; FFN: two linears; two LayerNorms.) Graded on this
 #    lesson's block and on BERT-Base's (C = 768, FF = 3072), counted from the real parameter
 #    shapes; the lesson prints BERT-Base's count after grading.
-# 3. `my_stack_blocks(x, params, attn_mask, block, n_layers)`: run `n_layers` blocks one after
+# 4. `my_stack_blocks(x, params, attn_mask, block, n_layers)`: run `n_layers` blocks one after
 #    the other, layer `l` with the parameters `h{l}.*`: call
 #    `block(x, params, attn_mask, pre=f"h{l}.")`, which returns `(output, cache)`. With this
 #    lesson's `block_forward` it must equal minibert's 2-layer encoder.
@@ -242,12 +307,12 @@ assert gradcheck.compare("dtok_emb vs model.encoder_backward", dtok, lib_grads["
 # %%
 def my_block_param_count(C, FF):
     """-> int: the number of parameters in one encoder block"""
-    raise NotImplementedError("exercise 2: count a block's parameters")  # your code here
+    raise NotImplementedError("exercise 3: count a block's parameters")  # your code here
 
 
 def my_stack_blocks(x, params, attn_mask, block, n_layers):
     """x (B, T, C) -> (B, T, C) after n_layers blocks"""
-    raise NotImplementedError("exercise 3: stack the blocks")  # your code here
+    raise NotImplementedError("exercise 4: stack the blocks")  # your code here
 
 
 # %%
@@ -306,9 +371,9 @@ def check_stack_blocks(fn):
                          encoder_forward(params2, cfg2, ids, seg, attn_mask, ops=layers)[0], wrongs=mistakes)]
 
 
-my_block_param_count = ex.grade(2, my_block_param_count, check_block_param_count,
+my_block_param_count = ex.grade(3, my_block_param_count, check_block_param_count,
                                 refuses=("model.param_shapes", "model.init_params"), allows=("model.BertConfig",))
-my_stack_blocks = ex.grade(3, my_stack_blocks, check_stack_blocks,
+my_stack_blocks = ex.grade(4, my_stack_blocks, check_stack_blocks,
                            refuses=("model.encoder_forward", "model.blocks_forward"))
 print(f"one BERT-Base block holds {my_block_param_count(768, 3072):,} parameters")
 

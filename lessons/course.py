@@ -47,7 +47,8 @@ the named mistakes the grader computed on the same inputs (`wrongs`, e.g. "dout 
 drops or averages repeated rows), else rows that should sum to 0, a constant
 factor such as 1/sqrt(HS) or 1/n, transposed, the wrong sign, a missing term; `entries`/`mask` compare exact arrays and name the first wrong entry and the
 rule it breaks; `equal` compares ids and strings, and lists from their first difference (naming `wrongs` too); `count`
-compares counts and names the part they are off by; `true` checks a known-answer condition.
+compares counts and names the part they are off by; `true` checks a known-answer condition;
+`gradient_table` grades a whole backward's named gradients row by row, the first wrong one in words.
 
 Pictures of ideas (not of data): `flow` draws a column of boxes with arrows and residual
 connections, for the encoder block (07) and the whole model (10).
@@ -322,6 +323,38 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
                 found.append(f"your answer is {words}" if words else
                              f"your answer is {r:.4g} times the expected one: off by a constant factor")
     return "; ".join(found)
+
+
+def gradient_table(got, want: dict, wrongs: Callable[[], dict[str, dict[str, Any]]] | None = None,
+                   hints: dict[str, str] | None = None, factors: dict[str, float] | None = None,
+                   rtol: float = 1e-5, atol: float = 1e-8) -> list[Result]:
+    """A whole backward's grade, one row per named gradient in `want`'s order (the order backward
+    computes them), as makemore's cmp() prints it: exact (bit for bit, shown, never the verdict),
+    close (the verdict: `close`'s tolerance) and the largest difference. The first wrong gradient
+    is diagnosed in words: `wrongs()` ({name: {words: the answer that mistake gives}}, computed only
+    when one is wrong), `factors`, and `hints[name]`, the question to ask yourself there. Rows after
+    it say only their numbers: a mistake upstream makes everything below it wrong too."""
+    if not isinstance(got, dict):
+        return [Result("a dict of named gradients", False, f"got {_short(got)}")]
+    rows, first = [], None
+    for name, w in want.items():
+        if name not in got:
+            rows.append(Result(f"{name:<14} missing", False, "not in your dict"))
+            first = first or name
+            continue
+        verdict = close(name, got[name], w, rtol, atol, factors=factors,
+                        wrongs=None if first else (lambda name=name: (_now(wrongs) or {}).get(name, {})))
+        a = np.asarray(got[name], dtype=np.float64) if verdict.ok or "shape" not in verdict.detail else None
+        exact = a is not None and a.shape == np.shape(w) and bool(np.array_equal(a, np.asarray(w, dtype=np.float64)))
+        detail = verdict.detail if first is None or verdict.ok else verdict.detail.split("; ")[0]
+        if not verdict.ok and first is None:
+            first = name
+            detail += f". {name} is the first wrong gradient" + (f": {hints[name]}" if hints and name in hints else "")
+        rows.append(Result(f"{name:<14} exact: {str(exact):<5} close: {str(verdict.ok):<5}", verdict.ok, detail))
+    extra = sorted(set(got) - set(want))
+    if extra:
+        rows.append(Result("no unknown names", False, f"{extra}: the names are {list(want)}"))
+    return rows
 
 
 def out_of_order(names: tuple[str, ...], wants: tuple, name: str) -> dict[str, Any]:

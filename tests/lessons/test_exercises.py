@@ -665,6 +665,10 @@ DIAGNOSES = {
         "the GELU's backward skipped: the gradient reaches linear_in's backward as if GELU were the identity",
     ("07_encoder_block", "my_ffn_backward", "in_out_swapped"):
         "the expected dw_out in dw_in's place: the gradients are returned out of order",
+    ("07_encoder_block", "my_block_backward", "no_residual"):
+        "it equals what this mistake gives: the residual path's gradient left out: x1 feeds the FFN",
+    ("07_encoder_block", "my_block_backward", "softmax_no_row_sum"):
+        "it equals what this mistake gives: softmax's backward without its row-sum term",
     ("07_encoder_block", "my_stack_blocks", "one_layer_twice"):
         "it equals what this mistake gives: layer 0's parameters (h0.*) in every block",
     ("07_encoder_block", "my_stack_blocks", "same_input"):
@@ -1025,3 +1029,101 @@ def test_close_names_a_sum_left_out_a_scaled_term_and_a_named_factor_of_one_numb
     one = course.close("entropy", 3.0, 3.0 * math.log(2), factors={"1/ln 2 (bits, not nats)": 1 / math.log(2)}).detail
     assert "your answer is 1/ln 2 times the expected answer: an extra factor 1/ln 2 (bits, not nats)" in one
     assert "times" not in course.close("entropy", 3.0, 2.5).detail  # one number: no constant factor guessed
+
+
+def test_block_backward_reference_matches_numerical_gradients_of_every_intermediate():
+    """Lesson 07's exercise 2 grades the whole block's backward against its reference solution,
+    name by name: so every named gradient of the reference is checked here against the numerical
+    gradient of a forward written on its own (the library's layers, the attention by hand), each
+    intermediate replaceable by a value the difference quotient moves. Float64, random params,
+    a padded key, a random upstream gradient."""
+    from collections import namedtuple
+
+    from minibert import layers
+    from minibert.analysis import gradcheck
+    from minibert.model import BertConfig, init_params
+
+    solution = _load_solution(SOLUTIONS / "07_encoder_block.py")
+    cfg = BertConfig(vocab_size=11, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                     intermediate_size=16, max_position_embeddings=8)
+    rng = np.random.default_rng(2024)
+    p = {n[3:]: v + 0.1 * rng.standard_normal(v.shape) for n, v in init_params(cfg, seed=3, dtype=np.float64).items()
+         if n.startswith("h0.")}
+    Bn, Tn, C, NH = 2, 4, 8, 2
+    mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1]])  # (B, T) one padded key
+    x, dx2 = rng.standard_normal((Bn, Tn, C)), rng.standard_normal((Bn, Tn, C))  # (B, T, C) each
+    eps = cfg.layer_norm_eps
+    Cache = namedtuple("Cache", "qkv attn out ln1 ffn_in gelu ffn_out ln2")
+
+    def forward(over):
+        """The block; each named intermediate is replaced by over[name] when given (and recorded)."""
+        seen = {}
+
+        def at(name, value):
+            seen[name] = value
+            return over.get(name, value)
+
+        qkv = at("dqkv", x @ p["attn.qkv.w"] + p["attn.qkv.b"])  # (B, T, 3C)
+        q, k, v = (at(n, t.reshape(Bn, Tn, NH, C // NH).transpose(0, 2, 1, 3))
+                   for n, t in zip(("dq", "dk", "dv"), np.split(qkv, 3, axis=-1)))  # (B, NH, T, HS) each
+        scores = at("dscores", q @ k.swapaxes(-1, -2) / np.sqrt(C // NH)
+                    + (1.0 - mask)[:, None, None, :] * layers.MASK_VALUE)  # (B, NH, T, T)
+        e = np.exp(scores - scores.max(-1, keepdims=True))  # (B, NH, T, T)
+        probs = at("dprobs", e / e.sum(-1, keepdims=True))  # (B, NH, T, T)
+        ctx = at("dcontext", (probs @ v).transpose(0, 2, 1, 3).reshape(Bn, Tn, C))  # (B, T, C)
+        a = at("dattn_out", ctx @ p["attn.out.w"] + p["attn.out.b"])  # (B, T, C)
+        x1 = at("dx1", layers.layernorm_forward(at("dln1_in", a + x), p["ln1.w"], p["ln1.b"], eps)[0])  # (B, T, C)
+        g_in = at("dgelu_in", x1 @ p["ffn.in.w"] + p["ffn.in.b"])  # (B, T, FF)
+        g_out = at("dgelu_out", layers.gelu_forward(g_in)[0])  # (B, T, FF)
+        h = at("dffn_out", g_out @ p["ffn.out.w"] + p["ffn.out.b"])  # (B, T, C)
+        x2 = layers.layernorm_forward(at("dln2_in", h + x1), p["ln2.w"], p["ln2.b"], eps)[0]  # (B, T, C)
+        return x2, seen
+
+    # the cache the lesson's block_forward builds, from the library's forward functions
+    qkv, c_qkv = layers.linear_forward(x, p["attn.qkv.w"], p["attn.qkv.b"])
+    q, k, v = (layers.split_heads(t, NH) for t in np.split(qkv, 3, axis=-1))
+    a, c_att = layers.attention_forward(q, k, v, mask)
+    a, c_out = layers.linear_forward(layers.merge_heads(a), p["attn.out.w"], p["attn.out.b"])
+    x1, c_ln1 = layers.layernorm_forward(a + x, p["ln1.w"], p["ln1.b"], eps)
+    h, c_in = layers.linear_forward(x1, p["ffn.in.w"], p["ffn.in.b"])
+    h, c_gelu = layers.gelu_forward(h)
+    h, c_fo = layers.linear_forward(h, p["ffn.out.w"], p["ffn.out.b"])
+    x2, c_ln2 = layers.layernorm_forward(h + x1, p["ln2.w"], p["ln2.b"], eps)
+    assert np.allclose(x2, forward({})[0], rtol=1e-12, atol=1e-12)
+    grads = solution.my_block_backward(dx2, Cache(c_qkv, c_att, c_out, c_ln1, c_in, c_gelu, c_fo, c_ln2))
+
+    _, seen = forward({})
+    names = [n for n in grads if n.startswith("d")] + ["dx"]
+    assert set(names) - {"dx"} == set(seen), (sorted(names), sorted(seen))
+    for name in names:
+        if name == "dx":
+            num = gradcheck.numerical_grad(lambda: forward({})[0], x, dx2)
+        else:
+            over = {name: seen[name].copy()}
+            num = gradcheck.numerical_grad(lambda: forward(over)[0], over[name], dx2)
+        assert gradcheck.compare(name, grads[name], num, rtol=1e-5, atol=1e-8, verbose=False).ok, name
+    for name in (n for n in grads if not n.startswith("d")):
+        num = gradcheck.numerical_grad(lambda: forward({})[0], p[name], dx2)
+        assert gradcheck.compare(name, grads[name], num, rtol=1e-5, atol=1e-8, verbose=False).ok, name
+
+
+def test_gradient_table_diagnoses_the_first_wrong_gradient_only(course):
+    """A whole backward's table: a row per named gradient in the expected order, exact / close /
+    the largest difference; the first wrong one named with its mistake's words and its hint, the
+    rows below it numbers only; a missing name, an unknown name and a non-dict are said so."""
+    rng = np.random.default_rng(5)
+    want = {"da": rng.standard_normal((2, 3)), "db": rng.standard_normal(3), "dc": rng.standard_normal((3, 2))}
+    got = {"da": want["da"].copy(), "db": want["db"] - 1.0, "dc": 2 * want["dc"]}
+    rows = course.gradient_table(got, want, lambda: {"db": {"one subtracted": want["db"] - 1.0}},
+                                 hints={"db": "is the bias summed?", "dc": "never said"})
+    assert [r.ok for r in rows] == [True, False, False]
+    assert rows[0].name.split() == ["da", "exact:", "True", "close:", "True"]
+    assert "it equals what this mistake gives: one subtracted" in rows[1].detail
+    assert "db is the first wrong gradient: is the bias summed?" in rows[1].detail
+    assert "never said" not in rows[2].detail and "factor" not in rows[2].detail and "max_abs" in rows[2].detail
+    near = {**want, "da": want["da"] * (1 + 1e-9)}  # close, not bit for bit
+    assert course.gradient_table(near, want)[0].name.split()[1:] == ["exact:", "False", "close:", "True"]
+    rows = course.gradient_table({"da": want["da"], "dz": 0.0}, want)
+    assert [r.ok for r in rows] == [True, False, False, False]
+    assert "missing" in rows[1].name and "dz" in rows[-1].detail
+    assert not course.gradient_table((1, 2), want)[0].ok

@@ -16,6 +16,17 @@ def my_stack_blocks(x, params, attn_mask, block, n_layers):
     return model.blocks_forward(params, config, x, attn_mask)[0]
 
 
+def my_block_backward(dx2, c):
+    from minibert import layers
+    dx1 = layers.layernorm_backward(dx2, c.ln2)[0]  # (B, T, C)
+    dx1 = dx1 + layers.linear_backward(layers.gelu_backward(layers.linear_backward(dx1, c.ffn_out)[0], c.gelu),
+                                       c.ffn_in)[0]
+    da = layers.linear_backward(layers.layernorm_backward(dx1, c.ln1)[0], c.out)[0]  # (B, T, C)
+    Bn, NH, Tn, HS = c.attn.q.shape
+    dq, dk, dv = layers.attention_backward(da.reshape(Bn, Tn, NH, HS).transpose(0, 2, 1, 3), c.attn)  # the library's
+    return {"dq": dq, "dk": dk, "dv": dv}
+
+
 # --- the other ways around ---
 
 def my_ffn_backward__numerical(dh, c_in, c_gelu, c_fo):
