@@ -27,17 +27,17 @@ fail: tests/lessons/test_exercises.py asserts that exactly that path's checks do
 Your own function is graded in the exam room (lessons/room.py: why it holds, in one screen): a
 process of its own, one per lesson run, where minibert and the lessons are never loaded and an
 audit hook refuses importing them or reading their files; your exercise's cell runs there from its
-source and the grader's inputs and your results cross as plain data. `grade(..., allows=(...))`
-names the library pieces the room holds as copies made from their source (07's FFN backward
-composes `layers.linear_backward` and `layers.gelu_backward`). The older clean room (CleanRoom,
-below: it watches the calls of a function run in this process) still grades the reference
-solutions, the tests' pasted shortcuts and mistakes, and an exercise whose grader would hand it
-more than plain data (none does: 12's tokenizer crosses as the members the exercise allows). `grade(..., refuses=("layers.layernorm_backward",))` names the
-library functions that are the answer, which its messages call "the library's answer".
-`MINIBERT_SHORTCUTS=dir` (the tests set it) also grades `dir/<lesson>.py`'s functions, the
-library call pasted in as the answer (also reached every way of `dir/bypass.py`), and logs whether
-each was refused; `MINIBERT_MISTAKES=dir` grades plausible wrong answers (`my_fn__label`) and logs
-what the grader said about each.
+source (with your earlier answers of the same lesson that it calls), and the grader's inputs and
+your results cross as plain data. `grade(..., allows=(...))` names the library pieces the room
+holds as copies made from their source (07's FFN backward composes `layers.linear_backward` and
+`layers.gelu_backward`); `grade(..., refuses=("layers.layernorm_backward",))` names the library
+functions that are the answer, which its messages then call "the library's answer". Only the
+repository's own code runs in this process: the reference solutions, and the made-wrong versions
+of them that the grading log uses to test the graders.
+`MINIBERT_SHORTCUTS=dir` (the tests set it) also grades `dir/<lesson>.py`'s functions, the library
+call pasted in as the answer and other ways around, in the exam room as if typed into the stub, and
+logs whether each was refused; `MINIBERT_MISTAKES=dir` grades plausible wrong answers
+(`my_fn__label`) there and logs what the grader said about each.
 
 What a grader compares with: numbers (numerical gradients, values worked out by hand, arrays the
 lesson computed earlier), never the library function that is the exercise's answer. `close`
@@ -55,17 +55,14 @@ connections, for the encoder block (07) and the whole model (10).
 """
 from __future__ import annotations
 
-import builtins
-import dis
 import functools
 import importlib
 import importlib.util
 import json
 import linecache
-import math
 import os
+import re
 import sys
-import threading
 import traceback
 import types
 from pathlib import Path
@@ -514,66 +511,6 @@ def _as_results(value) -> list[Result]:
     return out
 
 
-class LibraryAnswer(Exception):
-    """Refused by the clean room: your function reached something that computes the answer for it
-    (a minibert function the exercise does not allow, the lesson's own function or variable, the
-    library's source). The message says which."""
-
-
-Refused = LibraryAnswer
-
-_PACKAGE = Path(importlib.util.find_spec("minibert").origin).resolve().parent
-_MISSING = object()
-# the kinds of code the clean room tells apart (see CleanRoom)
-_OTHER, _LIB, _LESSON, _LEARNER, _ALLOWED, _NUMBA_TYPING, _MODULE = range(7)
-# audit events refused from your function while it is graded: another process, the garbage
-# collector's view of every object, the frames of the grader above you
-_PROCESS_EVENTS = ("subprocess.Popen", "os.system", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec",
-                   "os.spawn", "os.startfile", "pty.spawn")
-_GC_EVENTS = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames")
-_ACTIVE: list["CleanRoom"] = []  # the room whose function is running (audit hooks cannot be removed: one, installed once)
-_LIB_CODES: dict[int, dict] = {}  # {number of minibert modules seen: {code object of their functions: its name}}
-
-
-_DISPATCHER_TYPES: dict[type, bool] = {}
-
-
-def _numba_dispatcher(value) -> bool:
-    """A Numba function (its Python source is `py_func`)."""
-    kind = type(value)
-    hit = _DISPATCHER_TYPES.get(kind)
-    if hit is None:
-        module = sys.modules.get("numba.core.dispatcher")
-        hit = module is not None and any(k is module.Dispatcher for k in kind.__mro__)
-        if module is not None:
-            _DISPATCHER_TYPES[kind] = hit
-    return hit
-
-
-def _function_codes(value) -> list:
-    """The code objects that run when `value` is called: a function's, a Numba function's Python
-    source, a bound method's, a functools.partial's, a class's methods (properties included)."""
-    if isinstance(value, functools.partial):
-        return _function_codes(value.func)
-    if _numba_dispatcher(value):
-        return _function_codes(value.py_func)
-    if isinstance(value, types.MethodType):
-        return _function_codes(value.__func__)
-    if isinstance(value, (staticmethod, classmethod)):
-        return _function_codes(value.__func__)
-    if isinstance(value, property):
-        return [c for f in (value.fget, value.fset, value.fdel) if f is not None for c in _function_codes(f)]
-    if isinstance(value, types.FunctionType):
-        return list(nested_codes(value.__code__))
-    if isinstance(value, type):
-        return [c for klass in value.__mro__ if klass is not object for v in vars(klass).values()
-                for c in _function_codes(v)]
-    call = getattr(type(value), "__call__", None)
-    if isinstance(call, types.FunctionType):
-        return list(nested_codes(call.__code__))
-    return []
-
-
 def nested_codes(code):
     """A code object and the ones defined inside it (lambdas, comprehensions, inner functions)."""
     yield code
@@ -582,599 +519,16 @@ def nested_codes(code):
             yield from nested_codes(const)
 
 
-def _library_codes() -> dict:
-    """Every code object of the loaded minibert modules' functions, classes and Numba functions.
-    Code objects compare by their contents (bytecode, names, constants, line numbers), not by file
-    name, so this also recognises a copy of a library function: a reloaded module, a module
-    executed again from its file or its text, a function whose code was given another file name."""
-    mods = [m for n, m in list(sys.modules.items()) if m is not None and (n == "minibert" or n.startswith("minibert."))]
-    if len(mods) not in _LIB_CODES:
-        codes = {}
-        for m in mods:
-            for value in list(vars(m).values()):
-                if getattr(value, "__module__", None) == m.__name__ or _numba_dispatcher(value):
-                    for code in _function_codes(value):  # (a NamedTuple's generated __new__ is not minibert's)
-                        if _module_of(code.co_filename) is not None:
-                            codes.setdefault(code, _library_name(code))
-        _LIB_CODES.clear()
-        _LIB_CODES[len(mods)] = codes
-    return _LIB_CODES[len(mods)]
-
-
-@functools.lru_cache(maxsize=None)
-def _module_of(filename: str) -> str | None:
-    """"layers", "finetune.heads" ("" for the package itself) for a file of minibert; else None."""
-    path = Path(filename)
-    if not path.is_absolute():
-        return None
-    path = path.resolve()
-    if not path.is_relative_to(_PACKAGE):
-        return None
-    return ".".join(p for p in path.relative_to(_PACKAGE).with_suffix("").parts if p != "__init__")
-
-
-def _library_name(code, known: dict | None = None) -> str:
-    """`layers.linear_backward`, `finetune.heads.classifier_backward`: a minibert code object's name
-    (a copy's: the name of the library code it equals, from `known`)."""
-    if known and code in known:
-        return known[code]
-    module = _module_of(code.co_filename)
-    if module is None:  # a copy under another file name
-        module = "(a copy of a minibert module)"
-    if code.co_name == "<module>":  # the module's own code run again: a reload or a copy of it
-        return f"{module or 'minibert'} (the module run again, by a reload or a copy of its file)"
-    qualname = getattr(code, "co_qualname", code.co_name)
-    return f"{module or 'minibert'}.{qualname}"
-
-
-def _lesson_cells(filename: str) -> list[int] | None:
-    """The first line of each `# %%` cell of a lesson script, or None for a file without cells (a
-    notebook cell's own file, a solutions file: the whole file is one cell)."""
-    lines = linecache.getlines(filename)
-    starts = [i + 1 for i, line in enumerate(lines) if line.startswith("# %%")]
-    return starts or None
-
-
-def _cell_of(code) -> tuple[str, int]:
-    starts = _lesson_cells(code.co_filename)
-    return code.co_filename, (sum(1 for s in starts if s <= code.co_firstlineno) if starts else 0)
-
-
-class CleanRoom:
-    """Where exercise `number`'s function runs while it is graded. Nothing of the `minibert`
-    package computes any part of the answer for it there, whoever calls it, except what the
-    exercise `allows` (the layers it composes, which may call their own internals):
-
-    - your function is re-created from its code with globals of its own: `np`, `math`, the modules,
-      classes and functions it imports, and your own functions from the exercise's cell (found by
-      name, recursively). The lesson's variables and its own functions are not there: `return
-      dx_fused` stops with "`dx_fused` is the lesson's". (The grader draws its own inputs, so a
-      lesson variable reached some other way is the answer to another question.)
-    - a profile hook (sys.setprofile, and threading.setprofile for every thread started while your
-      function runs) refuses every call of minibert code, and of the lesson's own functions, made
-      below your function unless an allowed function (or a function the grader handed to yours as
-      an argument) sits between: a bigger or sibling entry point, a class's base, `__wrapped__`,
-      a thread or a thread pool, a reloaded module or one executed again from its file or text
-      (their code objects equal the library's), a Numba function (Numba reports its calls to the
-      hook). A compiled function of yours that uses a minibert one is refused before it runs.
-    - an audit hook refuses, from your function, reading a source file of minibert or of the
-      lessons (inspect.getsource, linecache, open, a loader's get_source: no library text to
-      execute; importing a module is fine, its code is the library's and the hook watches it),
-      starting a process, turning the profile hook off, and the garbage collector's or the
-      interpreter's view of other objects and frames.
-    - a backward exercise that is not about numerical gradients refuses a numerical gradient:
-      gradcheck is minibert's, and more than `calls_bound` calls of one allowed function (a
-      forward to difference) from your function end the check.
-
-    A refused call ends the check with one failed row that names the exercise and what was
-    refused; your function catching the exception changes nothing (the refusal is recorded).
-    Not covered: library code typed in by hand (or pasted in as text at other line numbers), a
-    numerical gradient of a forward written in NumPy, and code that digs the grader's own objects
-    out of memory (closure cells, the `__globals__` of a function the grader hands over, the course
-    module's state)."""
-
-    def __init__(self, number: int, fn: Callable, namespace: dict | None = None, refuses: tuple[str, ...] = (),
-                 allows: tuple[str, ...] = (), calls_bound: int | None = None, check: Callable | None = None):
-        self.number, self.fn, self.refuses, self.allows = number, fn, tuple(refuses), tuple(allows)
-        self._graders = self._grader_functions(check)
-        self.calls_bound = calls_bound
-        self.namespace = namespace or {}
-        self.refused: list[str] = []  # messages, in order
-        self.omitted: dict[str, str] = {}  # lesson names your function uses and does not get: {name: what it is}
-        self._kinds: dict[int, tuple[int, Any]] = {}  # id(code) -> (kind, code): classified once
-        self._files: dict[str, int] = {}
-        self._calls: dict[int, int] = {}
-        self.learner_codes: set = set()
-        self.allowed_codes: set = set()
-        self._entered = self._switching = False
-        self._lib = _library_codes()
-        self._lesson_files = {str(p) for p in HERE.glob("*.py")} | {str(p) for p in SOLUTIONS.glob("*.py")}
-        self._lesson_files.discard(str(HERE / "course.py"))
-        lesson_module = (namespace or {}).get("__name__", "__main__")
-        for value in (namespace or {}).values():  # a notebook's cells are files of their own
-            if isinstance(value, types.FunctionType) and value.__module__ == lesson_module \
-                    and _module_of(value.__code__.co_filename) is None:
-                self._lesson_files.add(value.__code__.co_filename)
-        for spec in self.allows:
-            self.allowed_codes.update(_function_codes(self._resolve(spec)))
-        for spec in self.refuses:  # named in messages: each must exist (a lesson's own function by its bare name)
-            if "." in spec:
-                self._resolve(spec)
-            elif spec not in self.namespace:
-                raise AssertionError(f"exercise {number}: the refused name {spec!r} is not in the lesson")
-        base = getattr(fn, "_course_wraps", fn)
-        base = base.py_func if _numba_dispatcher(base) else base
-        self._home = _cell_of(base.__code__) if isinstance(base, types.FunctionType) else None
-        self.graded = self._recreate(fn)
-
-    # --- your function, re-created -------------------------------------------------------------
-
-    def _resolve(self, spec: str):
-        parts = spec.split(".")
-        for cut in range(len(parts), 0, -1):  # the longest importable module prefix
-            try:
-                holder = importlib.import_module("minibert." + ".".join(parts[:cut]))
-            except ImportError:
-                continue
-            for attr in parts[cut:]:
-                holder = getattr(holder, attr)
-            return holder
-        raise AssertionError(f"exercise {self.number}: cannot find minibert.{spec}")
-
-    def _recreate(self, fn):
-        """`fn` as a function of clean globals (see the class), and its code objects marked as yours."""
-        wrapped = getattr(fn, "_course_wraps", None)
-        if wrapped is not None:  # the grading log's wrong answers: a course wrapper around the solution
-            self.learner_codes.update(nested_codes(fn.__code__))
-            self._recreate(wrapped)
-            return fn
-        target = fn.py_func if _numba_dispatcher(fn) else fn
-        if not isinstance(target, types.FunctionType):
-            self.learner_codes.update(_function_codes(fn))
-            return fn
-        clean: dict[str, Any] = {"__builtins__": builtins, "__name__": target.__globals__.get("__name__"),
-                                 "np": np, "math": math}
-        made = self._remake(target, clean, {})
-        if _numba_dispatcher(fn):  # compiled: it cannot be re-created cheaply; what it names is checked now
-            return fn
-        return made
-
-    def _remake(self, f, clean: dict, done: dict):
-        if id(f) in done:
-            return done[id(f)]
-        codes = list(nested_codes(f.__code__))
-        self.learner_codes.update(codes)
-        g = f.__globals__
-        new = types.FunctionType(f.__code__, clean, f.__name__, f.__defaults__, f.__closure__)
-        new.__kwdefaults__, new.__qualname__, new.__doc__ = f.__kwdefaults__, f.__qualname__, f.__doc__
-        done[id(f)] = new
-        for cell in f.__closure__ or ():  # functions it closes over (the tests' bypass wrappers) run as yours
-            try:
-                value = cell.cell_contents
-            except ValueError:
-                continue
-            if isinstance(value, types.FunctionType):
-                self.learner_codes.update(nested_codes(value.__code__))
-        for name in {n for c in codes for n in c.co_names}:
-            if name in clean or name not in g:
-                continue
-            value = g[name]
-            if isinstance(value, type) and self._is_helper_class(value):  # a class of yours: its methods run as yours
-                self.learner_codes.update(_function_codes(value))
-                clean[name] = value
-            elif self._is_helper(value):
-                if _numba_dispatcher(value):
-                    self.learner_codes.update(nested_codes(value.py_func.__code__))
-                    self._check_compiled(value.py_func)
-                    clean[name] = value
-                else:
-                    clean[name] = self._remake(value, clean, done)
-            elif self._is_library(name, value):
-                clean[name] = value
-            else:
-                self.omitted[name] = "the lesson's own function" if callable(value) else "the lesson's"
-        if _numba_dispatcher(self.fn) and f is self.fn.py_func:
-            self._check_compiled(f)
-        return new
-
-    def _grader_functions(self, check) -> set[int]:
-        """ids of the grader's function and of the lesson functions it uses, by name, recursively:
-        never yours, even when they sit in the exercise's cell (lesson 07's ffn_forward)."""
-        out, todo = set(), [check] if isinstance(check, types.FunctionType) else []
-        while todo:
-            f = todo.pop()
-            if id(f) in out:
-                continue
-            out.add(id(f))
-            for name in {n for c in nested_codes(f.__code__) for n in c.co_names}:
-                value = f.__globals__.get(name)
-                if isinstance(value, types.FunctionType) and value is not self.fn:
-                    todo.append(value)
-        return out
-
-    def _is_helper_class(self, klass) -> bool:
-        """A class you wrote in the exercise's cell (each of its own methods is defined there)."""
-        own = [f for f in vars(klass).values() if isinstance(f, types.FunctionType)]
-        return bool(own) and self._home is not None and all(_cell_of(f.__code__) == self._home for f in own)
-
-    def _is_helper(self, value) -> bool:
-        """A function you wrote in the exercise's cell (the same notebook cell, or the same `# %%`
-        cell of the lesson script; the whole file for a solutions file)."""
-        target = value.py_func if _numba_dispatcher(value) else value
-        if not isinstance(target, types.FunctionType) or self._home is None or id(value) in self._graders:
-            return False
-        return _cell_of(target.__code__) == self._home
-
-    def _is_library(self, name: str, value) -> bool:
-        """A module, or a class or function of one (not defined in the lesson), or a library
-        module's constant: what `import` gives your function anyway."""
-        if isinstance(value, types.ModuleType):
-            return True
-        lesson_modules = {self.namespace.get("__name__"), "__main__", getattr(self.fn, "__module__", None),
-                          getattr(getattr(self.fn, "_course_wraps", None), "__module__", None)}
-        if callable(value):  # a class, a function, a ufunc, a Numba function: not the lesson's own
-            target = value.py_func if _numba_dispatcher(value) else value
-            module = getattr(target, "__module__", None)
-            return module is not None and module not in lesson_modules
-        for mod_name, mod in list(sys.modules.items()):
-            if mod is not None and (mod_name.startswith("minibert") or mod_name in ("math", "numpy")) \
-                    and getattr(mod, name, _MISSING) is value:
-                return True
-        return False
-
-    def _check_compiled(self, py_func) -> None:
-        """A Numba function of yours calls what it names without the profile hook seeing it: it
-        may name no minibert function and no lesson variable (Numba would freeze an array in)."""
-        g = py_func.__globals__
-        codes_ = list(nested_codes(py_func.__code__))
-        names = {n for c in codes_ for n in c.co_names}  # globals and attribute names (x.shape's "shape") alike
-        loaded = {ins.argval for c in codes_ for ins in dis.get_instructions(c)  # the names read as globals
-                  if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME")}
-        for name in sorted(loaded):
-            value = g.get(name, _MISSING)
-            if value is _MISSING:
-                continue
-            minibert_module = isinstance(value, types.ModuleType) and value.__name__.startswith("minibert")
-            hits = [getattr(value, a) for a in names if minibert_module and hasattr(value, a)] if minibert_module else [value]
-            for hit in hits:
-                codes = _function_codes(hit)
-                if codes and any(c in self._lib for c in codes) and not any(c in self.allowed_codes for c in codes):
-                    self.refused.append(self.message(_library_name(codes[0], self._lib)))
-                    return
-            if not minibert_module and not isinstance(value, types.ModuleType) and not callable(value) \
-                    and not self._is_library(name, value):
-                self.omitted[name] = "the lesson's"
-                self.refused.append(self.lesson_message(name))
-                return
-
-    # --- messages ------------------------------------------------------------------------------
-
-    def message(self, name: str) -> str:
-        named = next((spec for spec in self.refuses if name == spec or name.startswith(spec + ".")), name)
-        allowed = ", ".join(f"`{a}`" for a in self.allows) or "no minibert function"
-        return (f"exercise {self.number} asks you to derive this; `{named}` is the library's answer "
-                f"(while your function is graded, {allowed} may run)")
-
-    def lesson_message(self, name: str) -> str:
-        what = self.omitted.get(name, "the lesson's")
-        return (f"exercise {self.number} asks you to derive this; `{name}` is {what}, not yours: while it is "
-                f"graded your function sees only np, math, what it imports, and your own functions from "
-                f"the exercise's cell (the grader draws its own inputs)")
-
-    def refuse(self, message: str):
-        self.refused.append(message)
-        raise LibraryAnswer(message)
-
-    # --- the hooks -----------------------------------------------------------------------------
-
-    def _kind(self, code) -> int:
-        hit = self._kinds.get(id(code))
-        if hit is not None and hit[1] is code:
-            return hit[0]
-        key = (code.co_filename, code.co_name, code.co_firstlineno)  # a Numba call's stand-in code has only these
-        if code in self.learner_codes or key in _keys(self.learner_codes):
-            kind = _LEARNER
-        elif code in self.allowed_codes or key in _keys(self.allowed_codes):
-            kind = _ALLOWED
-        elif code in self._lib:
-            kind = _LIB
-        else:
-            kind = self._files.get(code.co_filename)
-            if kind is None:
-                kind = _LIB if _module_of(code.co_filename) is not None else \
-                    _LESSON if code.co_filename in self._lesson_files else _OTHER
-                self._files[code.co_filename] = kind
-            if kind == _OTHER and code.co_name == "get_call_template" and "numba" in code.co_filename:
-                kind = _NUMBA_TYPING  # Numba typing a call from a function it compiles to another compiled one
-        if kind == _LIB and (code.co_qualname in ("__getattr__", "__dir__") and code.co_filename.endswith("__init__.py")
-                             or code.co_qualname.startswith("_CompileNotice.")):
-            kind = _OTHER  # a package's lazy import of its own names, the notice that Numba compiles: not computing
-        elif kind == _LIB and code.co_name == "<module>":
-            kind = _MODULE  # importing a module: fine the first time (its functions stay watched), not a second run
-        self._kinds[id(code)] = (kind, code)
-        return kind
-
-    def _below_learner(self, frame) -> bool | None:
-        """From `frame` up: True if your function comes before any allowed function, False if an
-        allowed one comes first, None if neither (the top of the stack)."""
-        while frame is not None:
-            kind = self._kind(frame.f_code)
-            if kind == _ALLOWED:
-                return False
-            if kind == _LEARNER:
-                return True
-            frame = frame.f_back
-        return None
-
-    def _profile(self, frame, event, arg):
-        if event != "call":
-            return
-        code = frame.f_code
-        kind = self._kind(code)
-        if kind == _OTHER or kind == _LEARNER:
-            return
-        if kind == _NUMBA_TYPING:  # a compiled function of yours calling a compiled minibert one: no Python call at run time
-            callee = frame.f_locals.get("self")
-            codes = _function_codes(callee) if _numba_dispatcher(callee) else []
-            if codes and codes[0] in self._lib and codes[0] not in self.allowed_codes \
-                    and self._below_learner(frame.f_back) is not False:
-                self.refuse(self.message(_library_name(codes[0], self._lib)))
-            return
-        if kind == _MODULE:  # a minibert module's own code: run by a first import, or refused
-            f = frame.f_back
-            while f is not None and self._kind(f.f_code) not in (_LEARNER, _ALLOWED):
-                if f.f_code.co_name == "_load_unlocked" and "importlib" in f.f_code.co_filename:
-                    self._kinds[id(code)] = (_ALLOWED, code)  # this run of it, with what it calls (not a reload's)
-                    return
-                f = f.f_back
-            kind = _LIB
-        caller = frame.f_back
-        if caller is None:  # a Numba function's call: its frame stands alone, the caller is running
-            caller = sys._getframe(1)
-            if caller is frame:
-                caller = frame.f_back
-        if kind == _ALLOWED:
-            if self.calls_bound is not None and caller is not None and self._kind(caller.f_code) == _LEARNER:
-                n = self._calls[id(code)] = self._calls.get(id(code), 0) + 1
-                if n > self.calls_bound:
-                    self.refuse(f"exercise {self.number} asks you to derive this; {n} calls of "
-                                f"`{_library_name(code, self._lib) if code in self._lib else code.co_name}` from your function: "
-                                f"numerical gradients are not the answer here")
-            return
-        below = self._below_learner(caller)
-        if below is False or below is None and threading.get_ident() == self._thread:
-            return
-        if kind == _LIB:
-            self.refuse(self.message(_library_name(code, self._lib)))
-        self.refuse(f"exercise {self.number} asks you to derive this; `{code.co_name}` is the lesson's own "
-                    f"function, not yours: while it is graded your function may not call it")
-
-    def _audit(self, event: str, args: tuple) -> None:
-        if self.refused:  # already refused (the profile hook turning itself off, a traceback reading lines)
-            return
-        if event == "open":
-            path = args[0]
-            if isinstance(path, int) or path is None:
-                return
-            try:
-                path = Path(os.fsdecode(path)).resolve()
-            except (TypeError, ValueError, OSError):
-                return
-            source = path.suffix in (".py", ".ipynb") and (path.is_relative_to(_PACKAGE) or
-                                                           path.is_relative_to(HERE) and not path.is_relative_to(OUT))
-            if not source:
-                return
-            frame = sys._getframe(2)
-            while frame is not None:  # the import system compiling a module: its code is the library's, and watched
-                if frame.f_code.co_name == "get_code" and "importlib" in frame.f_code.co_filename:
-                    return
-                kind = self._kind(frame.f_code)
-                if kind in (_ALLOWED, _LEARNER):
-                    break
-                frame = frame.f_back
-            if self._from_learner(sys._getframe(2)):
-                frame = sys._getframe(2)
-                while frame is not None and self._kind(frame.f_code) != _LEARNER:  # Numba compiling a library kernel
-                    callee = frame.f_locals.get("self") if "numba" in frame.f_code.co_filename else None
-                    codes = _function_codes(callee) if _numba_dispatcher(callee) else []
-                    if codes and codes[0] in self._lib:  # for your function: that kernel is what was called
-                        self.refuse(self.message(_library_name(codes[0], self._lib)))
-                    if codes and codes[0] in self.learner_codes:
-                        return  # Numba compiling a function of yours reads your own lines
-                    frame = frame.f_back
-                where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-                named = self._source_asked_for(sys._getframe(2))
-                if named:  # inspect.getsource (or getsourcelines, getfile, ...) of a library function or module
-                    self.refuse(f"exercise {self.number} asks you to derive this; the source of {named} "
-                                f"(inspect reading `{where.as_posix()}`) is refused while it is graded")
-                self.refuse(f"exercise {self.number} asks you to derive this; reading `{where.as_posix()}` "
-                            f"(source of the library or the lessons) is refused while it is graded")
-        elif event in _PROCESS_EVENTS:
-            if self._from_learner(sys._getframe(2)):
-                self.refuse(f"exercise {self.number} asks you to derive this; starting another process "
-                            f"({event}) is refused while it is graded")
-        elif event in _GC_EVENTS or event == "sys.setprofile" or event == "_thread.start_new_thread":
-            if event == "sys.setprofile" and self._switching and threading.get_ident() == self._thread:
-                return  # the room itself, opening or closing the window
-            caller = sys._getframe(2)
-            if event == "sys.setprofile" and caller is not None and caller.f_code.co_filename == threading.__file__:
-                return  # a new thread installing the hook
-            if event == "_thread.start_new_thread":
-                threading.setprofile(self._profile)  # whatever your code did to threading's hook
-                if getattr(args[0], "__func__", None) is threading.Thread._bootstrap:
-                    return
-            if self._from_learner(caller):
-                self.refuse(f"exercise {self.number} asks you to derive this; {event} is refused while it is graded")
-        elif event == "object.__getattr__":  # a frame behind a traceback or a generator: the grader's, above yours
-            caller = sys._getframe(2)
-            if caller is not None and self._kind(caller.f_code) == _LEARNER:
-                self.refuse(f"exercise {self.number} asks you to derive this; `.{args[1]}` (the grader's frames "
-                            f"and the lesson's variables) is refused while it is graded")
-        elif event == "sys._getframe":  # from your code, or through inspect/traceback (currentframe, stack)
-            caller = sys._getframe(2)  # (Numba compiling calls it too: that is not your code asking)
-            while caller is not None and caller.f_code.co_filename in (inspect_module_file(), traceback.__file__):
-                caller = caller.f_back
-            if caller is not None and self._kind(caller.f_code) == _LEARNER:
-                self.refuse(f"exercise {self.number} asks you to derive this; sys._getframe (the grader's "
-                            f"frames and the lesson's variables) is refused while it is graded")
-
-    def _source_asked_for(self, frame) -> str | None:
-        """The library function, Numba kernel, class or module whose source inspect is reading for
-        your code (its `object` argument, in inspect's frames below yours), named in backticks; else None."""
-        while frame is not None and self._kind(frame.f_code) != _LEARNER:
-            asked = frame.f_locals.get("object", _MISSING) if frame.f_code.co_filename == inspect_module_file() \
-                else _MISSING
-            if isinstance(asked, types.ModuleType) and _module_of(getattr(asked, "__file__", None) or "") is not None:
-                return f"the module `{asked.__name__}`"
-            codes = _function_codes(asked) if asked is not _MISSING else []
-            if codes and (codes[0] in self._lib or _module_of(codes[0].co_filename) is not None):
-                return f"`{_library_name(codes[0], self._lib)}`"
-            frame = frame.f_back
-        return None
-
-    def _from_learner(self, frame) -> bool:
-        below = self._below_learner(frame)
-        return below is True or below is None and threading.get_ident() not in self._threads_before
-
-    # --- the window: while your function runs --------------------------------------------------
-
-    def __call__(self, *args, **kwargs):
-        if self.refused and not _ACTIVE:  # refused before it ran (a compiled function naming the library)
-            raise LibraryAnswer(self.refused[0])
-        handed = set()
-        for value in [*args, *kwargs.values()]:  # functions the grader hands to yours may do what they do
-            items = value if isinstance(value, (list, tuple)) else value.values() if isinstance(value, dict) else [value]
-            for item in items:
-                if callable(item) and not isinstance(item, (type, np.ndarray)):
-                    handed.update(_function_codes(item))
-        handed -= self.learner_codes
-        new = handed - self.allowed_codes
-        self.allowed_codes |= new
-        for code in new:
-            self._kinds.pop(id(code), None)
-        self._calls.clear()
-        if not self._entered:  # once per room: what the window needs to know
-            self._entered = True
-            roots = (str(_PACKAGE), str(HERE))
-            for name in [k for k in linecache.cache if k.startswith(roots)]:
-                linecache.cache.pop(name, None)  # no library text waiting in memory: inspect.getsource must read the file
-            _install_audit()
-            self._thread, self._threads_before = threading.get_ident(), {t.ident for t in threading.enumerate()}
-        outer_profile, outer_threads = sys.getprofile(), _thread_profile()
-        main = sys.modules.get("__main__")
-        sys.modules["__main__"] = _EMPTY_MAIN  # `import __main__` gives no lesson variable
-        _ACTIVE.append(self)
-        threading.setprofile(self._profile)
-        self._switching = True
-        sys.setprofile(self._profile)
-        self._switching = False
-        try:
-            return self.graded(*args, **kwargs)
-        finally:
-            self._switching = True
-            sys.setprofile(outer_profile)
-            self._switching = False
-            threading.setprofile(outer_threads)
-            _ACTIVE.remove(self)
-            if main is not None:
-                sys.modules["__main__"] = main
-
-
-_EMPTY_MAIN = types.ModuleType("__main__", "The lesson's module while a function is graded: empty (lessons/course.py).")
-
-
-def _main_getattr(name: str):
-    """`import __main__; __main__.dx_fused` while a function is graded: refused by name."""
-    if name.startswith("__") or not _ACTIVE:
-        raise AttributeError(name)
-    room = _ACTIVE[-1]
-    room.refuse(f"exercise {room.number} asks you to derive this; `__main__.{name}` is the lesson's, not yours: "
-                f"while it is graded the lesson's module is empty")
-
-
-_EMPTY_MAIN.__getattr__ = _main_getattr
-_FRAME_ATTRIBUTES = ("tb_frame", "gi_frame", "cr_frame", "ag_frame", "f_back")
-
-
-_KEYS: dict[int, tuple[set, int, set]] = {}
-
-
-def _keys(codes: set) -> set:
-    """(file, name, first line) of each code object of `codes` (recomputed when the set grows)."""
-    hit = _KEYS.get(id(codes))
-    if hit is None or hit[0] is not codes or hit[1] != len(codes):
-        if len(_KEYS) > 1000:
-            _KEYS.clear()
-        hit = _KEYS[id(codes)] = (codes, len(codes), {(c.co_filename, c.co_name, c.co_firstlineno) for c in codes})
-    return hit[2]
-
-
-def inspect_module_file() -> str:
-    import inspect
-
-    return inspect.__file__
-
-
-def _thread_profile():
-    """The profile function threads started now get (threading.setprofile's)."""
-    return threading.getprofile() if hasattr(threading, "getprofile") else threading._profile_hook
-
-
-_AUDIT = []
-_IN_AUDIT = threading.local()  # the hook's own sys._getframe raises an event too
-
-
-def _install_audit() -> None:
-    if not _AUDIT:
-        def audit(event, args):
-            if _ACTIVE and (event == "open" or event in _PROCESS_EVENTS or event in _GC_EVENTS
-                            or event in ("sys.setprofile", "_thread.start_new_thread", "sys._getframe")
-                            or event == "object.__getattr__" and args[1] in _FRAME_ATTRIBUTES) \
-                    and not getattr(_IN_AUDIT, "on", False):
-                _IN_AUDIT.on = True
-                try:
-                    _ACTIVE[-1]._audit(event, args)
-                finally:
-                    _IN_AUDIT.on = False
-
-        sys.addaudithook(audit)
-        _AUDIT.append(audit)
-
-
-def _refusal(room: CleanRoom) -> Result:
-    return Result("derived, not the library's answer", False, room.refused[0])
-
-
-def run_check(check: Callable[[Callable], Any], fn: Callable, room: CleanRoom | None = None) -> list[Result]:
-    """Run `check(fn)`, with `fn` in its clean room if given. Raises Stub if fn raised
-    NotImplementedError; a refused call ends the check with one failed Result that names it;
-    any other exception of fn becomes one failed Result naming it and its line."""
+def run_check(check: Callable[[Callable], Any], fn: Callable) -> list[Result]:
+    """Run `check(fn)` here, in the lesson's process: for the repository's own code only (the
+    reference solution, and the grading log's made-wrong versions of it, which test the graders).
+    Raises Stub if fn raised NotImplementedError; any other exception becomes one failed Result
+    naming it and its line. Your function is graded in the exam room instead (below)."""
     try:
-        if room is None:
-            return _as_results(check(fn))
-        if room.refused:  # refused before it ran (a compiled function that names the library)
-            return [_refusal(room)]
-        if _numba_dispatcher(fn):  # a Numba kernel runs compiled code only: checked by what it names, and
-            graded = fn  # handed to the grader as it is (a grader may ask whether it is compiled)
-        else:
-            graded = functools.update_wrapper(lambda *a, **k: room(*a, **k), fn, updated=())
-            del graded.__wrapped__
-        results = _as_results(check(graded))
-        if room.refused:  # your code caught the refusal and went on: still refused
-            return [_refusal(room)] + results
-        return results
+        return _as_results(check(fn))
     except NotImplementedError as e:
         raise Stub(str(e) or "NotImplementedError") from None
-    except LibraryAnswer:
-        return [_refusal(room)]
-    except NameError as e:
-        if room is not None and getattr(e, "name", None) in room.omitted:
-            room.refused.append(room.lesson_message(e.name))
-            return [_refusal(room)]
-        return _crash(e)
-    except Exception as e:
-        if room is not None and room.refused:  # the refusal surfaced as another error (a Numba one, a thread's)
-            return [_refusal(room)]
+    except Exception as e:  # noqa: BLE001 - named in the result
         return _crash(e)
 
 
@@ -1265,7 +619,7 @@ def _prelude(namespace: dict, cell: str, allows: tuple[str, ...]) -> str:
         if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] in _ROOM_MODULES:
             lines.append(f"import {value.__name__} as {name}")
         elif callable(value) and (getattr(value, "__module__", None) or "").split(".")[0] in _ROOM_MODULES \
-                and getattr(value, "__name__", None):
+                and getattr(sys.modules.get(value.__module__), getattr(value, "__name__", "") or "", None) is value:
             lines.append(f"from {value.__module__} import {value.__name__} as {name}")
     if "np" not in namespace:
         lines.append("import numpy as np")
@@ -1314,8 +668,10 @@ def library_copies(allows: tuple[str, ...]) -> list[str]:
         tree = ast.parse(inspect.getsource(mod))
         defs = {}  # top-level name -> its statement's source
         imports = []
+        lines = inspect.getsource(mod).splitlines(keepends=True)
         for node in tree.body:
-            text = ast.get_source_segment(inspect.getsource(mod), node)
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            text = "".join(lines[first - 1:node.end_lineno])  # with its decorators (@dataclass)
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("minibert"):
                 for a in node.names:  # a constant of another minibert module: its value, written out
                     value = getattr(importlib.import_module(node.module), a.name, None)
@@ -1339,8 +695,11 @@ def library_copies(allows: tuple[str, ...]) -> list[str]:
             todo += [n.id for n in ast.walk(defs[name][0]) if isinstance(n, ast.Name)]
         body = imports + [defs[n][1] for n in sorted(set(wanted), key=lambda n: (defs[n][0].lineno > 1, defs[n][0].lineno))]
         alias = module.split(".")[-1]
-        out.append(f"import types as _types\n{alias} = _types.ModuleType({alias!r})\n{alias}.__allowed_copy__ = True\n"
-                   f"exec({chr(10).join(body)!r}, {alias}.__dict__)")
+        name = "minibert." + module  # registered while its source runs (a dataclass looks its module up)
+        out.append(f"import sys as _sys\nimport types as _types\n{alias} = _types.ModuleType({name!r})\n"
+                   f"{alias}.__allowed_copy__ = True\n{alias}.__library_name__ = {name!r}\n"
+                   f"_sys.modules[{name!r}] = {alias}\ntry:\n    exec({chr(10).join(body)!r}, {alias}.__dict__)\n"
+                   f"finally:\n    del _sys.modules[{name!r}]")
     return out
 
 
@@ -1354,11 +713,17 @@ def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...]) -> Cal
     name = next((k for k, v in ex.namespace.items() if v is fn and k == getattr(fn, "__name__", None)),
                 next((k for k, v in ex.namespace.items() if v is fn), fn.__name__))  # the name the cell binds
     prelude = _prelude(ex.namespace, cell, allows)
+    words = set(re.findall(r"\w+", cell))
+    # your earlier answers this cell calls (lesson 10's whole backward may call exercise 1's)
+    earlier = tuple(text for answered, text in ex.passed.items() if answered in words and answered != name)
     # members of a library class the exercise allows (12's tokenizer.tokenize): an object the grader hands
     # over crosses as those alone, its methods called back in the lesson's process on plain data
     expose = tuple(spec.split(".")[-1] for spec in allows if (_split_spec(spec) or ("", ""))[1][:1].isupper()
                    and spec.count(".") > (_split_spec(spec) or ("", ""))[0].count(".") + 1)
-    skipped = ex.exam_room().load(key, cell, filename, prelude)
+    skipped = ex.exam_room().load(key, cell, filename, prelude, earlier)
+    broken = [line for line in skipped if line.startswith("the lesson's import or allowed copy")]
+    if broken:  # a bug of the lesson or of this file, never of your code
+        raise AssertionError(f"exercise {number}: the exam room could not make {broken[0]}")
 
     def in_the_room(*args, **kwargs):
         try:
@@ -1368,7 +733,20 @@ def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...]) -> Cal
 
     in_the_room.skipped = skipped
     in_the_room.graded_from = fn
+    in_the_room.cell = cell.strip("\n") + "\n"
     return functools.update_wrapper(in_the_room, fn, updated=())
+
+
+def _solution_cell(solution) -> str:
+    """The reference solution's source with the solutions file's imports (never minibert's): what a
+    later exercise's cell that calls it gets in the room, as the lesson goes on with it."""
+    import inspect
+    import textwrap
+
+    module = sys.modules.get(solution.__module__)
+    head = [line for line in inspect.getsource(module).splitlines() if line.startswith(("import ", "from "))
+            and "minibert" not in line and "__future__" not in line] if module else []
+    return "\n".join(head) + "\n\n" + textwrap.dedent(inspect.getsource(solution))
 
 
 def graded_from(fn):
@@ -1377,35 +755,54 @@ def graded_from(fn):
     return getattr(fn, "graded_from", fn)
 
 
-def _room_results(check, graded, number: int, namespace: dict) -> list[Result]:
-    """Run `check` on the room's function; your errors become rows (the stub: Stub)."""
+def _room_results(check, graded, number: int, namespace: dict, refuses: tuple[str, ...] = (),
+                  allows: tuple[str, ...] = ()) -> list[Result]:
+    """Run `check` on the room's function; your errors become rows (the stub: Stub). A name your
+    cell needs and the room does not have (the library's, the lesson's) is said as such."""
+    def derive(why: str) -> list[Result]:
+        return [Result("derived, not the library's answer", False, f"exercise {number} asks you to derive this; {why}")]
+
     try:
         return _as_results(check(graded))
     except exam_room.RoomError as e:
         if e.kind == "NotImplementedError":
             raise Stub(e.message or "NotImplementedError") from None
         if e.kind != "NameError" and not e.missing:  # a Numba typing error about a name it could not find
-            import re
-
             found = re.search(r"name '(\w+)' is not defined", e.message)
             e.missing = found.group(1) if found and found.group(1) in namespace else None
             e.kind = "NameError" if e.missing else e.kind
         refusals = [line for line in getattr(graded, "skipped", []) if "exam room" in line]
         if e.kind == "NameError" and e.missing and refusals:  # a line of the cell could not run: refused there
-            return [Result("derived, not the library's answer", False,
-                           f"exercise {number} asks you to derive this; `{e.missing}` is not defined because "
-                           f"{refusals[0]}")]
-        if e.kind == "NameError" and e.missing:
-            what = ("the library's (minibert does not exist in the exam room)" if e.missing in namespace and
-                    (getattr(namespace[e.missing], "__module__", None) or getattr(namespace[e.missing], "__name__", "")
-                     ).startswith("minibert") else "the lesson's")
-            return [Result("derived, not the library's answer", False,
-                           f"exercise {number} asks you to derive this; `{e.missing}` is {what}, not yours: in the "
-                           f"exam room your function sees np, what the lesson imports from NumPy and the standard "
-                           f"library, and what the exercise's cell defines")]
+            return derive(f"`{e.missing}` is not defined because {refusals[0]}")
+        cell = getattr(graded, "cell", "")
+        if e.kind == "NameError" and e.missing in namespace:  # (a name nobody defines is a plain NameError)
+            value = namespace.get(e.missing)
+            if (getattr(value, "__module__", None) or getattr(value, "__name__", "") or "").startswith("minibert"):
+                used = re.findall(rf"\b{re.escape(e.missing)}\.(\w+)", cell)
+                answer = next((f"{e.missing}.{u}" for u in used for r in refuses if r.endswith(f".{u}")), None)
+                what = f"`{answer}` is the library's answer" if answer else f"`{e.missing}` is the library's"
+                return derive(f"{what} (minibert does not exist in the exam room): your function sees np, what the "
+                              f"lesson imports from NumPy and the standard library, and what the exercise's cell "
+                              f"defines" + (f"; of the library, only {', '.join(allows)}" if allows else ""))
+            return derive(f"`{e.missing}` is the lesson's, not yours: in the exam room your function sees np, what the "
+                          f"lesson imports from NumPy and the standard library, and what the exercise's cell defines")
+        missing = re.match(r"module '([\w.]+)' has no attribute '(\w+)'", e.message) if e.kind == "AttributeError" \
+            else re.match(r"cannot import name '(\w+)' from '([\w.]+)'", e.message) if e.kind == "ImportError" else None
+        module, attr = (missing.groups() if e.kind == "AttributeError" else missing.groups()[::-1]) if missing else ("", "")
+        if module == "__main__" and attr in namespace:
+            return derive(f"`__main__.{attr}` is the lesson's, not yours: the exam room's `__main__` is not the "
+                          f"lesson's module")
+        if module.startswith("minibert"):  # only the allowed copies are there, under the library's names
+            piece = f"{module}.{attr}"
+            what = "the library's answer" if any(piece.endswith("." + r) for r in refuses) else "the library's"
+            return derive(f"`{piece}` is {what}: of the library, the exam room holds only "
+                          f"{', '.join(allows) or 'nothing'}")
+        key = re.fullmatch(r"'(\w+)'", e.message) if e.kind == "KeyError" else None
+        if key and key.group(1) in namespace and re.search(r"f_globals|f_locals|globals\(\)|vars\(", e.text):
+            return derive(f"`{key.group(1)}` is the lesson's, not yours: the frames and globals around your function "
+                          f"in the exam room are the room's, not the lesson's")
         if e.kind in ("ImportError", "ModuleNotFoundError", "PermissionError") and "exam room" in e.message:
-            return [Result("derived, not the library's answer", False,
-                           f"exercise {number} asks you to derive this; {e.message}")]
+            return derive(e.message)
         where = f" (line {e.line}: {e.text})" if e.line else ""
         return [Result("runs without an error", False, f"{e.kind}: {e.message}{where}")]
 
@@ -1445,9 +842,6 @@ def _perturb(value):
     return value
 
 
-CALLS_BOUND = 32  # calls of one allowed function from a backward: more is a numerical gradient
-
-
 class Exercises:
     """The exercises of one lesson. `grade(number, fn, check)` returns the function the lesson
     goes on with: yours if it passes, the reference solution while yours is a stub."""
@@ -1459,11 +853,15 @@ class Exercises:
         # the lesson's own names: what a graded function may not see, and whose functions are the lesson's
         self.namespace = namespace if namespace is not None else sys._getframe(1).f_globals
         self._exam_room: exam_room.Room | None = None
+        # {exercise: the source that answered it}: a later exercise's cell that names an earlier
+        # one's function gets that source in the room too (yours, or the solution the lesson went on with)
+        self.passed: dict[str, str] = {}
 
     def exam_room(self) -> "exam_room.Room":
         """This lesson's exam room process (lessons/room.py), started on first use."""
         if self._exam_room is None:
-            self._exam_room = exam_room.Room(ROOT)
+            spec = importlib.util.find_spec("minibert")
+            self._exam_room = exam_room.Room(ROOT, Path(spec.origin).parent if spec and spec.origin else None)
             import atexit
 
             atexit.register(self._exam_room.close)
@@ -1479,24 +877,17 @@ class Exercises:
             self._module = module
         return getattr(self._module, name)
 
-    def room(self, number: int, fn: Callable, refuses: tuple[str, ...] = (), allows: tuple[str, ...] = (),
-             calls_bound: int | None = None, check: Callable | None = None) -> CleanRoom:
-        """The clean room of exercise `number` for a run of `fn` (see CleanRoom)."""
-        return CleanRoom(number, fn, self.namespace, refuses, allows, calls_bound, check)
-
     def grade(self, number: int, fn: Callable, check: Callable[[Callable], Any],
-              paths: tuple[str, ...] | None = None, refuses: tuple[str, ...] = (), allows: tuple[str, ...] = (),
-              numerical: bool = False) -> Callable:
-        """`paths`: for a backward that returns one gradient per path (e.g. ("dq", "dk", "dv")),
+              paths: tuple[str, ...] | None = None, refuses: tuple[str, ...] = (),
+              allows: tuple[str, ...] = ()) -> Callable:
+        """Grade your `fn` with `check` in the exam room (lessons/room.py) and return the function
+        the lesson goes on with. `allows` ("layers.linear_backward"): the library pieces the room
+        holds, as copies made from their source, under the lesson's names. `refuses`: the library
+        functions that are the answer, named as such when your cell reaches for one.
+        `paths`: for a backward that returns one gradient per path (e.g. ("dq", "dk", "dv")),
         the name of each returned item; the check names each of its checks after the item it
         judges ("dk, ..."), so that a mistake in one path fails that path's checks only (the
-        grading log tests it: each item is made wrong in turn).
-        Every graded function (yours, the solution, the logged wrong answers) runs in a clean room
-        (see CleanRoom): no minibert function runs for it except `allows` ("layers.linear_backward":
-        the layers an exercise composes). `refuses`: the library functions that are the answer,
-        named as such in the message when one of them is called (and held to by the tests).
-        `numerical`: the exercise is about numerical gradients; otherwise a backward (a name with
-        "backward" or "grad") refuses more than CALLS_BOUND calls of one allowed function."""
+        grading log tests it: each item is made wrong in turn)."""
         name = fn.__name__
         title = f"exercise {number}, {name}"
         rel = self.solution_path.relative_to(ROOT).as_posix()
@@ -1504,14 +895,13 @@ class Exercises:
         record: dict[str, Any] = {"lesson": self.lesson, "number": number, "name": name,
                                   "paths": list(paths) if paths else None, "refuses": list(refuses),
                                   "allows": list(allows)}
-        bound = None if numerical or not ("backward" in name or "grad" in name) else CALLS_BOUND
 
-        def run(f):
-            return run_check(check, f, self.room(number, f, refuses, allows, bound, check))
+        def run(f):  # the repository's own code (the solution, its made-wrong versions): here
+            return run_check(check, f)
 
         def run_mine(f):
-            """Your function: a stub says so at once; otherwise graded in the exam room from its cell's
-            source (the old clean room only where the grader hands it more than plain data)."""
+            """Your function (or an answer the tests paste in): a stub says so at once; otherwise it
+            is graded in the exam room, from its cell's source."""
             if _is_stub(f):  # the shipped stub: no room needed to see that it raises
                 raise Stub(next((c for c in f.__code__.co_consts if isinstance(c, str) and c.startswith("exercise")),
                                 "NotImplementedError"))
@@ -1520,10 +910,13 @@ class Exercises:
                 return [Result("graded from its source", False, f"the source of `{name}`'s cell was not found: "
                                                                    f"write it as a function in the exercise's cell")]
             try:
-                return _room_results(check, graded, number, self.namespace)
-            except _NotPlainArgs as e:  # the grader itself hands over more than data: the lesson's process
-                print(f"{title}: graded in the lesson's own process (the grader hands it {e}), in the clean room")
-                return run(f)
+                results = _room_results(check, graded, number, self.namespace, refuses, allows)
+            except _NotPlainArgs as e:  # a bug of the lesson's grader, not of your code
+                raise AssertionError(f"{title}: the grader hands your function {e}, which cannot cross into the "
+                                     f"exam room as plain data") from None
+            if all(r.ok for r in results):
+                self.passed[name] = graded.cell
+            return results
 
         if os.environ.get("MINIBERT_SOLUTIONS") == "1":
             solution = self.solution(name)
@@ -1533,7 +926,8 @@ class Exercises:
             _print_rows(results)
             record["solution"] = _summary(results)
             record["mine"] = {"skipped": "MINIBERT_SOLUTIONS=1"}
-            self._log(log, record, run, solution)
+            self._log(log, record, run, run_mine, solution)
+            self.passed[name] = _solution_cell(solution)
             return solution
 
         try:
@@ -1547,7 +941,8 @@ class Exercises:
             _print_rows(results)
             record["mine"] = {"ok": False, "stub": True, "message": message}
             record["solution"] = _summary(results)
-            self._log(log, record, run, solution)
+            self._log(log, record, run, run_mine, solution)
+            self.passed[name] = _solution_cell(solution)
             return solution
 
         failed = [r for r in results if not r.ok]
@@ -1556,11 +951,11 @@ class Exercises:
             _print_rows(results)
             message = _failure_message(title, failed, len(results))
             record["mine"]["message"] = message
-            self._log(log, record, run, None)
+            self._log(log, record, run, run_mine, None)
             raise ExerciseFailed(message)
         print(f"{title}: passed ({len(results)} check{'s' if len(results) > 1 else ''})")
         _print_rows(results)
-        self._log(log, record, run, None)
+        self._log(log, record, run, run_mine, None)
         return fn
 
     @staticmethod
@@ -1588,21 +983,7 @@ class Exercises:
                                                               f.__defaults__, f.__closure__)
         return out
 
-    def _bypasses(self) -> dict[str, Callable]:
-        """tests/lessons/shortcuts/bypass.py's KINDS: each way around a guard, as a wrapper of the
-        direct shortcut ({} without MINIBERT_SHORTCUTS or the file)."""
-        folder = os.environ.get("MINIBERT_SHORTCUTS")
-        path = Path(folder) / "bypass.py" if folder else None
-        if path is None or not path.exists():
-            return {}
-        if "_course_bypass" not in sys.modules:
-            spec = importlib.util.spec_from_file_location("_course_bypass", path)
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = module
-            spec.loader.exec_module(module)
-        return dict(sys.modules["_course_bypass"].KINDS)
-
-    def _log(self, log: str | None, record: dict, run: Callable, solution) -> None:
+    def _log(self, log: str | None, record: dict, run: Callable, run_mine: Callable, solution) -> None:
         if not log:
             return
         if "solution" not in record:
@@ -1612,7 +993,6 @@ class Exercises:
         def wrong(*args, **kwargs):
             return _perturb(wrong_fn(*args, **kwargs))
 
-        wrong._course_wraps = wrong_fn
         try:
             wrong_results = run(wrong)
         except Stub as e:
@@ -1629,19 +1009,14 @@ class Exercises:
                     out[_i] = _perturb(out[_i])
                     return tuple(out)
 
-                wrong_in_one._course_wraps = wrong_fn
                 results = run(wrong_in_one)
                 record["wrong_paths"][path] = {"failed": [r.name for r in results if not r.ok],
                                                "checks": [r.name for r in results]}
         title = f"exercise {record['number']}, {record['name']}"
         for variable, key in (("MINIBERT_SHORTCUTS", "shortcuts"), ("MINIBERT_MISTAKES", "mistakes")):
-            pasted = self.pasted(variable, record["name"])
-            if key == "shortcuts" and "" in pasted:  # the direct shortcut, also reached every other way
-                for kind, make in self._bypasses().items():
-                    pasted[kind] = make(pasted[""])
-            for label, f in pasted.items():  # graded as if typed in
+            for label, f in self.pasted(variable, record["name"]).items():  # graded as if typed in
                 try:
-                    results = run(f)
+                    results = run_mine(f)
                 except Stub as e:
                     results = [Result(key, False, f"NotImplementedError: {e}")]
                 failed = [r for r in results if not r.ok]

@@ -6,18 +6,21 @@ Why it holds, in one screen:
   lesson run and reused for its exercises). `minibert`, `lessons`, `course` and the solutions are
   never imported there: the process starts with NumPy and the standard library only (Numba when
   your cell names it).
-- Before any of your code runs, an audit hook (`sys.addaudithook`, which cannot be removed) refuses
-  in that process: importing `minibert`, `lessons`, `course` or `solutions`; opening any file under
-  the repository's `minibert/` or `lessons/` folders (Python's `open`, `os.open`, `io.open_code`, so
-  also importlib's loaders, `linecache`, `inspect`); hard and symbolic links and renames of those
-  files; new processes (`subprocess`, `os.system`, `os.exec*`, `os.posix_spawn`, `os.fork`, `pty`);
-  loading native libraries (`ctypes.CDLL`, `ctypes.util`) and looking up native functions other
-  than llvmlite's and the interpreter's own (`LLVMPY_*`, `Py*`, which Numba's compiler calls).
+- Before any of your code runs, an audit hook (`sys.addaudithook`, which cannot be removed) refuses in
+  that process: importing `minibert`, `lessons`, `course` or `solutions`; opening any file under the
+  repository's `minibert/`, `lessons/` or git folders, or the installed package (Python's `open`,
+  `os.open`, `io.open_code`, so also importlib's loaders, `linecache`, `inspect`); hard and symbolic
+  links and renames of those files; new processes (`subprocess`, `os.system`, `os.exec*`,
+  `os.posix_spawn`, `os.fork`, `pty`); loading native libraries (`ctypes.CDLL`, `ctypes.util`) and
+  looking up native functions other than llvmlite's and the interpreter's own (`LLVMPY_*`, `Py*`,
+  which Numba's compiler calls).
 - Your exercise cell is executed there from its SOURCE (the function and whatever the cell
   defines: helpers, constants, classes, decorators), in a namespace of its own for each exercise.
   What it builds on crosses as source too: the lesson's imports of NumPy/standard-library names,
-  and, where an exercise allows library pieces, copies of exactly those made from their source
-  (`layers.gelu_forward` in 01, ...), under the names the lesson uses. Nothing else of the library.
+  your answers to the lesson's earlier exercises that the cell calls, and, where an exercise allows
+  library pieces, copies of exactly those made from their source (`layers.gelu_forward` in 01,
+  ...), under the names the lesson uses and, while your code runs, under the library's own
+  (`from minibert.layers import gelu_forward` finds the copy). Nothing else of the library.
 - Inputs and results cross as plain data only: arrays in NumPy's own format (np.save / np.load,
   allow_pickle=False), numbers, strings, lists, tuples, dicts, named tuples (as field names and
   values) and a NumPy random Generator (as its bit generator's state, handed back after the call).
@@ -202,13 +205,19 @@ def _read(stream) -> tuple[dict, list]:
 class Room:
     """The lesson's handle on its exam room process (started on first use, reused, closed at exit)."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, package: Path | None = None):
+        """`root`: the repository; `package`: where `minibert` is installed, when not in it."""
         self.root = Path(root).resolve()
+        # what the room refuses to read: the library, the lessons (and their solutions), the git objects
+        # that hold every version of both, and the installed package wherever it is
+        self.forbidden = [str(self.root / "minibert"), str(self.root / "lessons"), *_git_folders(self.root)]
+        if package is not None and not str(Path(package).resolve()).startswith(self.forbidden[0]):
+            self.forbidden.append(str(Path(package).resolve()))
         self.proc: subprocess.Popen | None = None
 
     def _start(self) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env["MINIBERT_ROOM_FORBIDDEN"] = json.dumps([str(self.root / "minibert"), str(self.root / "lessons")])
+        env["MINIBERT_ROOM_FORBIDDEN"] = json.dumps(self.forbidden)
         cache = Path(tempfile.gettempdir()) / f"minibert-exam-room-{os.getuid() if hasattr(os, 'getuid') else 0}"
         cache.mkdir(exist_ok=True)
         env["MINIBERT_ROOM_CELLS"] = str(cache)
@@ -236,10 +245,12 @@ class Room:
             rng.bit_generator.state = state
         return head, out
 
-    def load(self, key: str, cell: str, filename: str, prelude: str = "") -> list[str]:
-        """Execute a cell (from its source) as exercise `key`'s namespace; returns the errors of
-        statements that could not run there (names of the lesson's, refused imports)."""
-        head, _ = self.request({"op": "load", "key": key, "cell": cell, "filename": filename, "prelude": prelude}, [])
+    def load(self, key: str, cell: str, filename: str, prelude: str = "", earlier: tuple[str, ...] = ()) -> list[str]:
+        """Execute a cell (from its source) as exercise `key`'s namespace, after `prelude` and the
+        `earlier` cells it builds on (your answers to the lesson's earlier exercises); returns the
+        errors of the cell's statements that could not run there (names of the lesson's, refused imports)."""
+        head, _ = self.request({"op": "load", "key": key, "cell": cell, "filename": filename, "prelude": prelude,
+                                "earlier": list(earlier)}, [])
         return head["skipped"]
 
     def call(self, key: str, name: str, args: tuple, kwargs: dict, expose: tuple = ()):
@@ -272,6 +283,19 @@ class Room:
 
     def ask(self, op: str) -> dict:
         return self.request({"op": op}, [])[0]
+
+
+def _git_folders(root: Path) -> list[str]:
+    """The repository's git folder, and the shared one when `root` is a worktree (`.git` a file)."""
+    git = root / ".git"
+    if not git.is_file():
+        return [str(git)]
+    try:
+        here = (root / git.read_text(encoding="utf-8").split("gitdir:", 1)[1].strip()).resolve()
+        common = here / (here / "commondir").read_text(encoding="utf-8").strip()
+        return [str(here), str(common.resolve())]
+    except (OSError, IndexError):
+        return []
 
 
 def np_equal(a, b) -> bool:
@@ -371,10 +395,10 @@ def _cell_file(cells_dir: str, cell: str, filename: str) -> str:
     return path
 
 
-def _run_cell(cell: str, prelude: str, path: str, label: str) -> tuple[dict, list[str]]:
-    """Execute `prelude` (the lesson's imports, the allowed copies) then each top-level statement
-    of the cell; a statement that fails (it needs a name of the lesson's, or a refused import) is
-    skipped and reported."""
+def _run_cell(cell: str, prelude: str, path: str, label: str, earlier: list[str]) -> tuple[dict, list[str]]:
+    """Execute `prelude` (the lesson's imports, the allowed copies), the `earlier` cells, then each
+    top-level statement of the cell; a statement of the cell that fails (it needs a name of the
+    lesson's, or a refused import) is skipped and reported."""
     import ast
     import linecache
 
@@ -398,38 +422,53 @@ def _run_cell(cell: str, prelude: str, path: str, label: str) -> tuple[dict, lis
         except ImportError:
             pass
     _LEARNER[0] = True
+    with _Copies(ns):
+        for i, text in enumerate(earlier):  # what this cell builds on: its failures are that cell's, not reported
+            _run_statements(ast.parse(text), f"<an earlier exercise's cell {i + 1}>", ns, [])
+        _run_statements(tree, path, ns, skipped)
+    return ns, skipped
+
+
+def _run_statements(tree, path: str, ns: dict, skipped: list[str]) -> None:
+    import ast
+
     for stmt in tree.body:
         if isinstance(stmt, ast.Expr) and not isinstance(stmt.value, ast.Constant):
             continue  # a call or an expression of the lesson's (ex.grade(...), a print): not part of the answer
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)) and _allowed_import(stmt, ns):
-            continue
         module = ast.Module(body=[stmt], type_ignores=[])
         try:
             exec(compile(module, path, "exec"), ns)
         except Exception as e:  # noqa: BLE001 - reported: the function may not need it
             skipped.append(f"line {stmt.lineno}: {type(e).__name__}: {e}")
-    return ns, skipped
 
 
-def _allowed_import(stmt, ns: dict) -> bool:
-    """`from minibert.layers import gelu_forward` or `from minibert import layers`, of a piece the
-    exercise allows: bound to the room's copy (made from its source) instead; True when done."""
-    import ast
+class _Copies:
+    """While your cell loads and your function runs: the copies of the pieces this exercise allows,
+    under their library names in sys.modules (`minibert.layers` holding `gelu_forward` alone), so
+    that `from minibert.layers import gelu_forward` finds the copy, wherever the import is written.
+    Anything else of `minibert` is not there, and importing it is refused by the hook."""
 
-    copies = {k: v for k, v in ns.items() if getattr(v, "__allowed_copy__", False)}
-    if not isinstance(stmt, ast.ImportFrom) or not (stmt.module or "").startswith("minibert") or not copies:
-        return False
-    module = stmt.module.split(".")[-1]
-    bound = {}
-    for a in stmt.names:
-        if stmt.module == "minibert" and a.name in copies:
-            bound[a.asname or a.name] = copies[a.name]
-        elif module in copies and hasattr(copies[module], a.name):
-            bound[a.asname or a.name] = getattr(copies[module], a.name)
-        else:
-            return False  # not allowed: the import runs, and the room refuses it
-    ns.update(bound)
-    return True
+    def __init__(self, ns: dict):
+        import types
+
+        self.modules = {}
+        for value in list(ns.values()):
+            name = getattr(value, "__library_name__", None) if getattr(value, "__allowed_copy__", False) else None
+            if not isinstance(name, str):
+                continue
+            self.modules[name] = value
+            parts = name.split(".")
+            for i in range(len(parts) - 1, 0, -1):  # the packages above it: stubs holding only the copies
+                parent = ".".join(parts[:i])
+                stub = self.modules.setdefault(parent, types.ModuleType(parent))
+                setattr(stub, parts[i], self.modules[".".join(parts[:i + 1])])
+
+    def __enter__(self):
+        sys.modules.update(self.modules)
+
+    def __exit__(self, *exc):
+        for name in self.modules:
+            sys.modules.pop(name, None)
 
 
 def serve() -> None:
@@ -452,7 +491,7 @@ def serve() -> None:
         op = head["op"]
         if op == "load":
             path = _cell_file(cells_dir, head["cell"], head["filename"])
-            ns, skipped = _run_cell(head["cell"], head["prelude"], path, head["filename"])
+            ns, skipped = _run_cell(head["cell"], head["prelude"], path, head["filename"], head.get("earlier", []))
             spaces[head["key"]] = (ns, path)
             _write(stdout, {"skipped": skipped}, [])
         elif op == "modules":  # what the room has loaded (the tests' proof of the property)
@@ -464,7 +503,8 @@ def serve() -> None:
             try:
                 if head["name"] not in ns:
                     raise NameError(f"name {head['name']!r} is not defined", name=head["name"])
-                result = ns[head["name"]](*args, **kwargs)
+                with _Copies(ns):
+                    result = ns[head["name"]](*args, **kwargs)
                 out: list = []
                 tree = encode(result, out)
                 _write(stdout, {"result": tree, "rngs": [r.bit_generator.state for r in rngs],

@@ -235,10 +235,6 @@ def _shortcut_names(path: Path) -> list[str]:
     return _solution_functions(file) if file.exists() else []
 
 
-def _bypass_kinds() -> list[str]:
-    return list(_load_solution(SHORTCUTS / "bypass.py").KINDS)
-
-
 # the ways around a guard that the walk of issue 54 found, written by hand (tests/lessons/shortcuts/),
 # by kind: each must exist, and be refused like every other shortcut
 HAND_WRITTEN = {
@@ -332,63 +328,38 @@ def test_the_hand_written_ways_around_exist():
     files = {(p.stem, name) for p in SHORTCUTS.glob("[0-9][0-9]_*.py") for name in _solution_functions(p) if "__" in name}
     assert listed == files, (sorted(listed - files), sorted(files - listed))
     assert len(HAND_WRITTEN) >= 6 and all(HAND_WRITTEN.values())
-    assert {"thread", "thread_pool", "wrapped", "reload", "spec_from_file_location", "getsource_exec",
-            "source_text_exec", "renamed_code"} <= set(_bypass_kinds())
 
 
 @pytest.mark.parametrize("path", GRADED, ids=[p.name for p in GRADED])
 def test_the_library_answer_pasted_in_is_refused(path: Path):
     """tests/lessons/shortcuts/NN_*.py holds, for each exercise the library answers, the stub with
-    the library call typed in (with the lesson's own names), graded as if typed in: refused with a
-    message that names the exercise and the library function. The same call is also graded
-    reached every other way of tests/lessons/shortcuts/bypass.py (a thread, a thread pool,
-    `__wrapped__`, a reloaded module, a module executed again from its file or from its text, the
-    code under another file name), each refused too, and so is every hand-written way around
-    (HAND_WRITTEN). Refused means: not passed, and the message says which exercise and what was
-    refused. Only the lesson's variables reached through its module may also fail as wrong answers:
-    the grader's inputs are its own."""
+    the library call typed in (with the lesson's own names), and every hand-written way around
+    (HAND_WRITTEN), each graded in the exam room as if typed into the stub: refused, with a message
+    that names the exercise and what the room does not have. (Every other route kind, for one toy
+    exercise: tests/lessons/test_room.py.) Only the lesson's variables reached through its module may
+    also fail as wrong answers: the grader's inputs are its own."""
     run = run_lesson(path)
     assert run.returncode == 0, f"{path.name} failed; see tests/lessons/test_lessons.py"
     records = {r["name"]: r for r in run.grading}
     fresh = {name for lesson, name in HAND_WRITTEN[FRESH_INPUTS] if lesson == path.stem}
-    kinds = _bypass_kinds()
     for name in _shortcut_names(path):
         base, _, label = name.partition("__")
         record = records[base]
-        graded = record.get("shortcuts", {})
-        expected = [label] if label else ["direct", *kinds]
-        for kind in expected:
-            shortcut = graded.get(kind)
-            assert shortcut is not None, f"{path.name} {base}: the shortcut {kind!r} was not graded"
-            assert not shortcut["ok"], f"{path.name} {base} {kind}: the shortcut passed: {shortcut['checks']}"
-            message = shortcut["message"]
-            if name in fresh:
-                continue  # wrong on the grader's own inputs (or refused): either way not passed
-            found = REFUSED.search(message)
-            assert found and int(found.group(1)) == record["number"], f"{path.name} {base} {kind}: not refused:\n{message}"
-            if kind == "direct":  # the first library function it reached is named, as the answer
-                named = re.search(r"`([\w.]+)` is the library's answer", message)
-                assert named and "." in named.group(1), message
+        shortcut = record.get("shortcuts", {}).get(label or "direct")
+        assert shortcut is not None, f"{path.name} {base}: the shortcut {label or 'direct'!r} was not graded"
+        assert not shortcut["ok"], f"{path.name} {name}: the shortcut passed: {shortcut['checks']}"
+        message = shortcut["message"]
+        if name in fresh:
+            continue  # wrong on the grader's own inputs (or refused): either way not passed
+        found = REFUSED.search(message)
+        assert found and int(found.group(1)) == record["number"], f"{path.name} {name}: not refused:\n{message}"
+        if not label:  # the library typed in: said to be the library's
+            assert re.search(r"is the library's|importing `minibert", message), message
 
 
-def test_a_refused_source_read_names_the_function_or_module_it_was_for():
-    """inspect.getsource of a compiled kernel (by hand) or of a library module (bypass.py's
-    getsource_exec) is refused naming that kernel or module and the exercise, as a refused call
-    is, not only the file inspect read."""
-    run = run_lesson(ROOT / "lessons" / "06_attention_numba.py")
-    assert run.returncode == 0, "06_attention_numba failed; see tests/lessons/test_lessons.py"
-    shortcuts = {r["name"]: r for r in run.grading}["my_softmax_backward_rows"]["shortcuts"]
-    assert ("exercise 1 asks you to derive this; the source of `kernels.attention._softmax_rows_backward_kernel` (inspect "
-            "reading `minibert/kernels/attention.py`) is refused") in shortcuts["getsource_kernel"]["message"]
-    assert ("exercise 1 asks you to derive this; the source of the module `minibert.kernels.attention` (inspect reading "
-            "`minibert/kernels/attention.py`) is refused") in shortcuts["getsource_exec"]["message"]
-
-
-def test_a_correct_numpy_answer_passes_in_every_clean_room():
-    """The reference solutions (NumPy, plus only what each exercise allows) are graded in the
-    clean room like any answer, and pass: the lesson runs and test_every_exercise_stub_fails_and_
-    solution_passes say so per lesson. Here: every exercise whose solution uses minibert at all
-    allows exactly what it uses."""
+def test_every_exercise_allows_what_its_reference_solution_uses():
+    """The reference solutions, typed in by a learner, pass in the exam room (tests/lessons/test_room.py's
+    slow learner runs): so every exercise whose solution uses minibert at all allows what it uses."""
     for path in GRADED:
         source = path.read_text(encoding="utf-8")
         tree = ast.parse(source)
@@ -427,9 +398,12 @@ def test_the_exam_room_refuses_the_library_and_holds_the_allowed_copies(course):
         return layers.linear_backward(x, layers.LinearCache(x, x))[0] * 0 + 2 * x
 
     ex = course.Exercises("99_toy", namespace=ns)
+    with pytest.raises(course.ExerciseFailed, match=r"exercise 1 asks you to derive this; `layers.linear_backward` "
+                                                    r"is the library's answer \(minibert does not exist"):
+        ex.grade(1, my_double, check, refuses=("layers.linear_backward",))
     with pytest.raises(course.ExerciseFailed, match=r"exercise 1 asks you to derive this; "
                                                     r"`layers` is the library's \(minibert does not exist"):
-        ex.grade(1, my_double, check, refuses=("layers.linear_backward",))
+        ex.grade(1, my_double, check)
 
     def my_double_quietly(x):  # reaches for the library, fails, and answers on its own: nothing of it ran
         try:
@@ -444,17 +418,33 @@ def test_the_exam_room_refuses_the_library_and_holds_the_allowed_copies(course):
         return layers.gelu_forward(x)[0] * 0 + 2 * x
 
     assert ex.grade(1, my_double_allowed, check, allows=("layers.gelu_forward",)) is my_double_allowed
+
+    def my_double_imports(x):  # an allowed piece imported inside the function, as the library names it
+        from minibert.layers import gelu_forward
+        return gelu_forward(x)[0] * 0 + 2 * x
+
+    assert ex.grade(1, my_double_imports, check, allows=("layers.gelu_forward",)) is my_double_imports
+
+    def my_double_imports_more(x):
+        from minibert.layers import linear_backward
+        return linear_backward(x, (x, x))[0] * 0 + 2 * x
+
+    with pytest.raises(course.ExerciseFailed, match=r"exercise 1 asks you to derive this; `minibert.layers.linear_backward` "
+                                                    r"is the library's: of the library, the exam room holds only "
+                                                    r"layers.gelu_forward"):
+        ex.grade(1, my_double_imports_more, check, allows=("layers.gelu_forward",))
     assert "def gelu_forward(" in "\n".join(course.library_copies(("layers.gelu_forward",)))
 
-    def broken_check(fn):
-        fn(x)
-        raise KeyError("the grader itself fails")
+    def my_double_other_piece(x):  # a piece the exercise does not allow is not in the room's copy
+        return layers.linear_backward(x, layers.LinearCache(x, x))[0] * 0 + 2 * x
 
-    results = course.run_check(broken_check, my_double_allowed, ex.room(1, my_double_allowed, allows=("layers.gelu_forward",)))
-    assert not results[0].ok and "KeyError" in results[0].detail
+    with pytest.raises(course.ExerciseFailed, match=r"exercise 1 asks you to derive this; `minibert.layers.linear_backward` "
+                                                    r"is the library's answer: of the library, the exam room holds "
+                                                    r"only layers.gelu_forward"):
+        ex.grade(1, my_double_other_piece, check, allows=("layers.gelu_forward",), refuses=("layers.linear_backward",))
 
 
-def test_the_clean_room_hides_the_lessons_names_and_its_source(course, tmp_path):
+def test_the_exam_room_hides_the_lessons_names_and_its_source(course, tmp_path):
     """Your function sees np, math, what it imports and your own helpers: a lesson variable is
     refused by name; reading minibert's source (for inspect.getsource + exec) is refused."""
     check = _check(course)
@@ -485,9 +475,10 @@ def test_the_clean_room_hides_the_lessons_names_and_its_source(course, tmp_path)
         ex.grade(1, ns["my_double__source"], check)
 
 
-def test_a_backward_refuses_a_numerical_gradient_over_an_allowed_forward_in_the_older_clean_room(course):
-    """In the older clean room, a backward exercise that allows a forward refuses more than
-    CALLS_BOUND calls of it from the graded function; the exam room grades it by its values."""
+def test_a_numerical_gradient_over_an_allowed_copy_is_graded_by_its_values(course):
+    """The room grades values, never how they were reached: a backward written as a numerical
+    gradient of the allowed forward's copy passes when it is close enough (what the room holds is
+    the exercise's to choose: a backward exercise that must not be answered this way allows no forward)."""
     from minibert import layers
 
     x, dout = np.linspace(-2, 2, 60).reshape(6, 10), np.linspace(1, 2, 60).reshape(6, 10)
@@ -505,13 +496,7 @@ def test_a_backward_refuses_a_numerical_gradient_over_an_allowed_forward_in_the_
         return grad
 
     ex = course.Exercises("99_toy", namespace={"layers": layers})
-    # the older clean room (reference solutions, pasted shortcuts): bounded
-    room = ex.room(1, my_gelu_backward, allows=("layers.gelu_forward",), calls_bound=course.CALLS_BOUND, check=check)
-    results = course.run_check(check, my_gelu_backward, room)
-    assert not results[0].ok and re.search(r"calls of `layers.gelu_forward` from your function: numerical gradients "
-                                           r"are not the answer here", results[0].detail), results
-    # in the exam room a numerical gradient of the allowed copy is graded by its values, as any answer
-    assert ex.grade(1, my_gelu_backward, check, allows=("layers.gelu_forward",), numerical=True) is my_gelu_backward
+    assert ex.grade(1, my_gelu_backward, check, allows=("layers.gelu_forward",)) is my_gelu_backward
 
 
 # ---------------------------------------------------------------------------------------------
@@ -926,9 +911,9 @@ def test_close_judges_float32_answers_as_float32_and_says_ok(course):
     assert not course.close("dw", got * 1.01, want, rtol=1e-4, atol=1e-6, float32=True).ok
 
 
-def test_a_notebook_cell_is_graded_in_the_clean_room_too(tmp_path):
+def test_a_notebook_cell_is_graded_in_the_exam_room_too(tmp_path):
     """In a notebook (cells compiled as `<cell N>`, no file behind them) your function and the
-    helpers of its cell come along into the clean room, and the lesson's variables do not."""
+    helpers of its cell come along into the exam room, and the lesson's variables do not."""
     import os
     import subprocess
 
@@ -959,7 +944,7 @@ def test_a_notebook_cell_is_graded_in_the_clean_room_too(tmp_path):
         refused["out"][-2000:]
 
 
-def test_a_compiled_helper_of_yours_compiles_in_the_clean_room(course, tmp_path):
+def test_a_compiled_helper_of_yours_compiles_in_the_exam_room(course, tmp_path):
     """A Numba function you wrote next to the exercise compiles while graded (Numba reads its
     lines from the lesson's file), and one that calls a compiled minibert kernel is refused. An
     attribute (`x.shape`) is not the lesson's variable of the same name (lesson 06 has a `shape`)."""

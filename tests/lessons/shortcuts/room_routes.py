@@ -271,3 +271,83 @@ def my_gelu_backward__library_subclass(dout, x):
 # %% the lesson's own variable holding the answer (it is in another cell of the lesson)
 def my_gelu_backward__lesson_variable(dout, x):
     return ANSWER  # noqa: F821 - the lesson's, defined in the test's namespace
+
+
+# %% a thread pool, __wrapped__, importlib.reload, inspect.getsource + exec
+def my_gelu_backward__thread_pool(dout, x):
+    from concurrent.futures import ThreadPoolExecutor
+
+    def job():
+        import minibert.layers as L
+        return L.gelu_backward(dout, (x, "none"))
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(job).result()
+
+
+def my_gelu_backward__wrapped(dout, x):
+    import functools
+    from minibert import layers as L
+    return functools.wraps(L.gelu_backward)(lambda *a: None).__wrapped__(dout, (x, "none"))
+
+
+def my_gelu_backward__reload(dout, x):
+    import importlib
+    import sys
+    module = importlib.reload(sys.modules.get("minibert.layers") or importlib.import_module("minibert.layers"))
+    return module.gelu_backward(dout, (x, "none"))
+
+
+def my_gelu_backward__getsource_exec(dout, x):
+    import inspect
+    import json
+    import os
+    import types
+    path = os.path.join(json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])[0], "layers.py")
+    module = types.ModuleType("layers_copy")
+    module.__file__ = path
+    ns = {}
+    exec(inspect.getsource(module), ns)
+    return ns["gelu_backward"](dout, (x, "none"))
+
+
+# %% routes nobody listed: where the package says it lives, the git objects that hold every version
+def my_gelu_backward__find_spec_origin(dout, x):
+    import importlib.util
+    spec = importlib.util.find_spec("minibert.layers")
+    ns = {}
+    exec(open(spec.origin).read(), ns)
+    return ns["gelu_backward"](dout, (x, "none"))
+
+
+def my_gelu_backward__git_objects(dout, x):
+    import json
+    import os
+    import zlib
+    lessons = json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])[1]
+    objects = os.path.join(os.path.dirname(lessons), ".git", "objects")
+    for folder, _, files in os.walk(objects):
+        for name in files:
+            data = zlib.decompress(open(os.path.join(folder, name), "rb").read())
+            if b"def gelu_backward(" in data:
+                ns = {}
+                exec(data.split(b"\0", 1)[1].decode(), ns)
+                return ns["gelu_backward"](dout, (x, "none"))
+    raise LookupError("no object holds it")
+
+
+def my_gelu_backward__repository_walk(dout, x):
+    import json
+    import os
+    root = os.path.dirname(json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])[1])
+    for folder, dirs, files in os.walk(root):  # any readable copy of the function's text in the repository
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d not in ("runs", "data")]  # (not the venv)
+        for name in files:
+            try:
+                text = open(os.path.join(folder, name), encoding="utf-8").read()
+            except (OSError, UnicodeDecodeError, PermissionError):
+                continue
+            if "def gelu_backward(" in text and "GeluCache" in text and "my_gelu_backward" not in text:
+                ns = {}
+                exec(text, ns)
+                return ns["gelu_backward"](dout, (x, "none"))
+    raise LookupError("no readable copy")
