@@ -214,3 +214,56 @@ def test_every_exercise_passes_answered_as_a_learner_would(path, style, tmp_path
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     assert "not written yet" not in proc.stdout
     assert "passed (" in proc.stdout
+
+
+def test_a_later_exercise_may_call_your_earlier_answer(course, tmp_path):
+    """Your answer to exercise 1 comes along into the room when exercise 2's cell calls it (as lesson
+    10's whole backward may call the tied decoder's), with the helpers of its own cell; the lesson's
+    other cells do not."""
+    ns = _cells_namespace(tmp_path, "import numpy as np\n"
+                                    "# %%\n"
+                                    "SCALE = 2.0\n"
+                                    "def _twice(x):\n    return SCALE * x\n"
+                                    "def my_double(x):\n    return _twice(x)\n"
+                                    "# %%\n"
+                                    "def my_quadruple(x):\n    return my_double(my_double(x))\n"
+                                    "# %%\n"
+                                    "def my_octuple(x):\n    return my_quadruple(my_double(x))\n")
+    ex = course.Exercises("99_room_toy", namespace=ns)
+    x = np.array([1.0, -2.5])
+
+    def check(k):
+        return lambda fn: [course.close(f"{k}x", fn(x), k * x)]
+
+    with pytest.raises(course.ExerciseFailed, match=r"`my_double` is the lesson's, not yours"):
+        ex.grade(2, ns["my_quadruple"], check(4))  # exercise 1 not graded yet: not there
+    assert ex.grade(1, ns["my_double"], check(2)) is ns["my_double"]
+    assert ex.grade(2, ns["my_quadruple"], check(4)) is ns["my_quadruple"]
+    assert ex.grade(3, ns["my_octuple"], check(8)) is ns["my_octuple"]
+
+
+def test_with_allowed_pieces_the_room_holds_copies_of_those_alone(course, tmp_path):
+    """An exercise that allows `layers.gelu_forward`: while your function runs, `minibert.layers` in
+    the room is a copy made from the source of that function and what it needs, nothing else
+    of the library (not the backward, not another module), and the real package is never loaded."""
+    probe = ("import numpy as np\n# %%\n"
+             "def my_probe(x):\n"
+             "    import sys\n"
+             "    from minibert.layers import gelu_forward\n"
+             "    seen = {n: [getattr(m, '__allowed_copy__', False), getattr(m, '__file__', None), sorted(vars(m))]\n"
+             "            for n, m in sys.modules.items() if n.split('.')[0] == 'minibert'}\n"
+             "    return [seen, gelu_forward(x)[0]]\n")
+    ns = _cells_namespace(tmp_path, probe)
+    seen = {}
+
+    def check(fn):
+        seen["out"] = fn(np.linspace(-1, 1, 5))
+        return [course.true("ran", True)]
+
+    course.Exercises("99_room_toy", namespace=ns).grade(1, ns["my_probe"], check, allows=("layers.gelu_forward",))
+    modules, _ = seen["out"]
+    assert set(modules) == {"minibert", "minibert.layers"}, modules
+    copy, file, names = modules["minibert.layers"]
+    assert copy and file is None and "gelu_forward" in names, modules
+    assert not {"gelu_backward", "linear_forward", "attention_backward"} & set(names), names
+    assert modules["minibert"][2] == sorted(["__doc__", "__loader__", "__name__", "__package__", "__spec__", "layers"])
