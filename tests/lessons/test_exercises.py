@@ -681,6 +681,31 @@ DIAGNOSES = {
     ("09_mlm_nsp_data", "my_mask_choice", "one_draw"): "u1 = 0.95, u2 = 0.2 -> the original",
     ("10_bert_model", "my_gather_backward", "fancy_add"):
         "it equals what this mistake gives: each row read more than once holds one use's gradient",
+    ("10_bert_model", "my_gather_backward", "b_t_swapped"):
+        "it equals what this mistake gives: B and T swapped: the (B*T, C) rows reshaped to (T, B, C)",
+    ("10_bert_model", "my_bert_backward", "no_cls"): "it equals what this mistake gives: [CLS]'s gradient from the "
+        "pooler not added: seq[:, 0] feeds the pooler too, so dseq[:, 0] gets dcls added to what the MLM head gives. "
+        "dseq is the first wrong gradient",
+    ("10_bert_model", "my_bert_backward", "tanh_from_pre"): "it equals what this mistake gives: tanh's derivative taken "
+        "at its input: 1 - pool_pre^2, where it is 1 - tanh(pool_pre)^2 = 1 - pooled^2. dpool_pre is the first wrong",
+    ("10_bert_model", "my_bert_backward", "blocks_first_to_last"): "it equals what this mistake gives: the blocks' "
+        "backward run first to last (block 0 first): backward runs the last block first",
+    ("10_bert_model", "my_bert_backward", "pos_not_summed"):
+        "it equals what this mistake gives: pos_emb's gradient not summed over the batch",
+    ("10_bert_model", "my_bert_backward", "pos_t_rows"):
+        "it equals what this mistake gives: pos_emb's gradient for the T positions read only, shape (T, C)",
+    ("10_bert_model", "my_bert_backward", "tok_fancy_add"): "it equals what this mistake gives: each row read more "
+        "than once holds one use's gradient (a write per use, the last one kept), not the sum over its uses: every use "
+        "adds its gradient to the row. dtok_input is the first wrong gradient",
+    ("10_bert_model", "my_bert_backward", "decoder_only"):
+        "it equals what this mistake gives: the lookup's side of the tie left out",
+    ("10_bert_model", "my_bert_backward", "input_only"):
+        "it equals what this mistake gives: the decoder's side of the tie left out",
+    ("10_bert_model", "my_bert_backward", "unused_not_ignored"):
+        "it equals what this mistake gives: the unused slots (weight 0, target -100) not ignored",
+    ("10_bert_model", "my_bert_backward", "gather_assigned"): "it equals what this mistake gives: each row read more "
+        "than once holds one use's gradient (a write per use, the last one kept), not the sum over its uses: every use "
+        "adds its gradient to the row. dseq_mlm is the first wrong gradient",
     ("10_bert_model", "my_adam_first_step", "only_m_corrected"):
         "it equals what this mistake gives: the bias correction on m alone",
     ("10_bert_model", "my_adam_first_step", "no_sqrt"):
