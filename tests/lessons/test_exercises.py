@@ -604,6 +604,10 @@ DIAGNOSES = {
     ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "no_map"): "exactly the E -> C map (72), left out",
     ("19_albert_factorisation_and_sop", "my_embedding_map_backward", "dW_transposed"):
         "it is the expected answer transposed (the last two axes swapped)",
+    ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "bert_mlm_head"):
+        "it equals what this mistake gives: BERT's MLM head: dense C -> C and a LayerNorm of width C",
+    ("19_albert_factorisation_and_sop", "my_embedding_map_backward", "db_wrong_axis"):
+        "it equals what this mistake gives: db summed over the batch and the features (axes 0 and 2)",
     ("20_replaced_token_detection", "my_bce_backward", "sum_not_mean"): "a factor 1/n (n real tokens) is missing",
     ("21_permutation_lm", "my_query_attention_backward", "no_scale"): "a factor scale is missing",
     ("21_permutation_lm", "my_query_attention_backward", "dv_not_transposed"):
