@@ -36,9 +36,10 @@ import numpy as np
 import course  # lessons/course.py: where pictures go, how exercises are graded
 from course import FAST, show  # FAST (CI): fewer training steps
 from minibert.analysis import gradcheck
-from minibert import layers, model
+from minibert import layers
 from minibert.bert import BertForPreTraining
 from minibert.model import BertConfig, bert_backward, bert_forward, init_params
+from minibert.model import block_backward as encoder_block_backward, block_forward as encoder_block_forward
 
 rng = np.random.default_rng(10)
 cfg = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -70,7 +71,8 @@ print(gradcheck.HEADER)
 # The forward below is the whole model, one op per line (dropout off). It returns the loss and a
 # cache: every intermediate the backward needs, as plain arrays and the layers' caches of
 # lessons 01-03 (`LinearCache(x, w)`, `LayerNormCache`, `GeluCache`, `CrossEntropyCache`), and
-# the `L` blocks' caches of lesson 07 (`minibert.model.block_forward`, lesson 07's block).
+# the `L` blocks' caches of lesson 07 (`encoder_block_forward` is minibert.model.block_forward,
+# lesson 07's block).
 
 # %%
 class BertCache(NamedTuple):
@@ -102,7 +104,7 @@ def forward(p, batch):
     x, c_eln = layers.layernorm_forward(emb, p["emb_ln.w"], p["emb_ln.b"], cfg.layer_norm_eps)  # (B, T, C)
     blocks = []
     for l in range(cfg.num_hidden_layers):  # lesson 07's block, L times; block l reads h{l}.*
-        x, c_block = model.block_forward(p, cfg, l, x, mask, None, layers)  # (B, T, C)
+        x, c_block = encoder_block_forward(p, cfg, l, x, mask, None, layers)  # (B, T, C)
         blocks.append(c_block)
     seq = x  # (B, T, C)
     # NSP: the pooler on [CLS], then a 2-way classifier
@@ -264,8 +266,9 @@ my_gather_backward = ex.grade(2, my_gather_backward, check_gather_backward,
 #     dpool_pre     (B, C)    the pooler's pre-activation (tanh's input)
 #     dcls          (B, C)    seq[:, 0], the [CLS] vector                      pool.w, pool.b
 #     dseq          (B, T, C) seq's whole gradient, both heads
-#     dblock1_in    (B, T, C) block 1's input (block 0's output)              h1.*, from block_backward
-#     dblock0_in    (B, T, C) block 0's input x0 (one dblock{l}_in per block, l = L-1 down to 0)   h0.*
+#     dblock1_in    (B, T, C) block 1's input (block 0's output)               h1.*, block_backward's
+#     dblock0_in    (B, T, C) block 0's input x0                                h0.*, block_backward's
+#                   (one dblock{l}_in per block, l = L-1 down to 0)
 #     demb          (B, T, C) the embedding sum (the embedding LayerNorm's input)   emb_ln.w, emb_ln.b
 #     pos_emb       (MAXPOS, C)   seg_emb (TV, C)   the two tables' gradients
 #     dtok_input    (V, C)    tok_emb's gradient from the lookup (the tie's bottom side)
@@ -292,18 +295,19 @@ def my_bert_backward(c, block_backward):
 
 # %%
 def block_backward_for(c):
-    """Lesson 07's block backward (minibert.model.block_backward), on the blocks of the forward that
-    made `c`: block_backward(dx, l) -> (dx_in, {"h{l}.…": gradient}), dx (B, T, C) the gradient of
-    block l's output. It runs here, in the lesson's process, when your function calls it."""
-    def block_backward(dx, l):
+    """Lesson 07's block backward (encoder_block_backward: minibert.model.block_backward), on the blocks
+    of the forward that made `c`, as the function your my_bert_backward is given: block_backward(dx, l)
+    -> (dx_in, {"h{l}.…": gradient}), dx (B, T, C) the gradient of block l's output. It runs here, in
+    the lesson's process, when your function calls it."""
+    def given_block_backward(dx, l):
         if not 0 <= int(l) < len(c.layers):
             raise IndexError(f"block_backward(dx, l): there are {len(c.layers)} blocks, l = 0..{len(c.layers) - 1}; "
                              f"got l = {l}")
         grads = {}
-        dx_in = model.block_backward(np.asarray(dx, dtype=np.float64), c.layers[int(l)], cfg, int(l), grads,
-                                     layers)  # (B, T, C)
+        dx_in = encoder_block_backward(np.asarray(dx, dtype=np.float64), c.layers[int(l)], cfg, int(l), grads,
+                                       layers)  # (B, T, C)
         return dx_in, grads
-    return block_backward
+    return given_block_backward
 
 
 BERT_HINTS = {  # what to ask yourself where a gradient is the first wrong one (questions, not answers)
