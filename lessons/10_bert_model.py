@@ -614,8 +614,10 @@ assert np.allclose(step1[:3], -0.01 * np.sign([1e-3, -5.0, 200.0]), rtol=1e-3) a
 # ## Recap
 # - BERT = embeddings -> L post-LN blocks -> NSP head on `[CLS]` + MLM head at masked positions.
 # - The loss is `mlm_loss + nsp_loss`; a fresh model starts near `ln V + ln 2`.
-# - The tied `tok_emb` sums its input-side and decoder-side gradients; the sampled check of
-#   every tensor proves the whole backward, and overfitting one batch proves it can learn.
+# - The backward is the forward read bottom-up; wherever one value feeds two, the gradients add:
+#   the tied `tok_emb` (lookup and decoder), `[CLS]`'s row (pooler and MLM head), and every row a
+#   lookup or a gather reads twice. The sampled check of every tensor proves your whole backward,
+#   and overfitting one batch proves the model can learn.
 #
 # **Next: lesson 11**, pretraining a tiny BERT for real: BERT's AdamW, warmup and decay, and
 # loss curves on a real corpus.
