@@ -122,6 +122,43 @@ def fresh_configs(seed):
     return out
 
 
+def count_mistakes(c, want):
+    """{words: the count that mistake gives} for ALBERT configuration `c` whose right count is `want`, from
+    the real tensors: BERT's C -> C MLM head (dense and LayerNorm of width C) where ALBERT's maps C -> E, and
+    BERT's embedding (tables and LayerNorm of width C, no E -> C map)."""
+    bert = BertForPreTraining(BertConfig(vocab_size=c.vocab_size, hidden_size=c.hidden_size, num_hidden_layers=1,
+                                         num_attention_heads=c.num_attention_heads,
+                                         intermediate_size=c.intermediate_size,
+                                         max_position_embeddings=c.max_position_embeddings,
+                                         type_vocab_size=c.type_vocab_size)).params
+    mine = AlbertForPreTraining(c).params
+    size = lambda params, *prefixes: sum(p.size for n, p in params.items() if n.startswith(prefixes))  # noqa: E731
+    head = size(bert, "mlm.dense", "mlm.ln") - size(mine, "mlm.dense", "mlm.ln")
+    embedding = size(bert, "tok_emb", "pos_emb", "seg_emb", "emb_ln") - size(mine, "tok_emb", "pos_emb", "seg_emb",
+                                                                            "emb_ln", "emb_map")
+    return {f"BERT's MLM head: dense C -> C and a LayerNorm of width C ({size(bert, 'mlm.dense', 'mlm.ln'):,}); "
+            f"ALBERT's maps C -> E ({size(mine, 'mlm.dense', 'mlm.ln'):,}), to the width E of tok_emb, which its "
+            f"tied decoder reads": want + head,
+            f"BERT's embedding: the three tables and their LayerNorm at width C, no E -> C map "
+            f"({size(bert, 'tok_emb', 'pos_emb', 'seg_emb', 'emb_ln'):,}); ALBERT's are at width E, then the map "
+            f"({size(mine, 'tok_emb', 'pos_emb', 'seg_emb', 'emb_ln', 'emb_map'):,})": want + embedding,
+            "BERT's MLM head and BERT's embedding, both at width C: ALBERT's tables, their LayerNorm and the MLM "
+            "head's output are at width E": want + head + embedding}
+
+
+def count_named(name, got, want, parts, wrongs):
+    """course.count, and for a count that one of the named mistakes `wrongs` gives, its words."""
+    result = course.count(name, got, want, parts)
+    try:
+        named = next((words for words, value in wrongs.items() if int(got) == value), None)
+    except (TypeError, ValueError):
+        named = None
+    if result.ok or named is None:
+        return result
+    return result._replace(detail=f"{result.detail.split('; no single part')[0]}. it equals what this mistake "
+                                  f"gives: {named}")
+
+
 def check_albert_count(fn):
     results = []
     for c in fresh_configs(1901):
@@ -129,9 +166,10 @@ def check_albert_count(fn):
                 c.max_position_embeddings, c.type_vocab_size)
         name = f"V{c.vocab_size} E{c.embedding_size} C{c.hidden_size} L{c.num_hidden_layers}"
         parts = _parts(AlbertForPreTraining(c).params, c.num_hidden_layers)  # measured on the real tensors
-        results += [course.count(f"{name}, shared", fn(*args, shared=True), AlbertForPreTraining(c).num_parameters,
-                                 parts),
-                    course.count(f"{name}, not shared", fn(*args, shared=False), _unshared_count(c), parts)]
+        shared, unshared = AlbertForPreTraining(c).num_parameters, _unshared_count(c)
+        results += [count_named(f"{name}, shared", fn(*args, shared=True), shared, parts, count_mistakes(c, shared)),
+                    count_named(f"{name}, not shared", fn(*args, shared=False), unshared, parts,
+                                count_mistakes(c, unshared))]
     return results
 
 
@@ -324,9 +362,21 @@ def check_map_backward(fn):
     de, dW, db = fn(dx_map, e, W)
     x, Wn, bn = e.copy(), W.copy(), b.copy()
     objective = lambda: float(((x @ Wn + bn) * dx_map).sum())  # noqa: E731  its gradient at the output: dx_map
+    db_num = gradcheck.numerical_grad_scalar(objective, bn)  # (C,)
+    db_wrongs = {"db summed over the batch and the features (axes 0 and 2): db has one entry per output feature "
+                 "(C); the bias is added at every (batch, position), so its gradient sums over axes 0 and 1":
+                 dx_map.sum(axis=(0, 2)),
+                 "db summed over the positions and the features (axes 1 and 2): db has one entry per output feature "
+                 "(C); the bias is added at every (batch, position), so its gradient sums over axes 0 and 1":
+                 dx_map.sum(axis=(1, 2)),
+                 "db summed over the features (the last axis): db has one entry per output feature (C), summed over "
+                 "the batch and the positions (axes 0 and 1)": dx_map.sum(axis=-1),
+                 "db summed over every axis, the features too: it has one entry per output feature (C)": dx_map.sum(),
+                 "db averaged over the batch and the positions, not summed: the bias serves every (batch, position), "
+                 "and each use adds its gradient": dx_map.mean(axis=(0, 1))}
     return [course.close("de vs numerical gradient", de, gradcheck.numerical_grad_scalar(objective, x)),
             course.close("dW vs numerical gradient", dW, gradcheck.numerical_grad_scalar(objective, Wn)),
-            course.close("db vs numerical gradient", db, gradcheck.numerical_grad_scalar(objective, bn))]
+            course.close("db vs numerical gradient", db, db_num, wrongs=db_wrongs)]
 
 
 my_embedding_map_backward = ex.grade(2, my_embedding_map_backward, check_map_backward, paths=("de", "dW", "db"),

@@ -589,6 +589,10 @@ DIAGNOSES = {
     ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "no_map"): "exactly the E -> C map (72), left out",
     ("19_albert_factorisation_and_sop", "my_embedding_map_backward", "dW_transposed"):
         "it is the expected answer transposed (the last two axes swapped)",
+    ("19_albert_factorisation_and_sop", "my_albert_num_parameters", "bert_mlm_head"):
+        "it equals what this mistake gives: BERT's MLM head: dense C -> C and a LayerNorm of width C",
+    ("19_albert_factorisation_and_sop", "my_embedding_map_backward", "db_wrong_axis"):
+        "it equals what this mistake gives: db summed over the batch and the features (axes 0 and 2)",
     ("20_replaced_token_detection", "my_bce_backward", "sum_not_mean"): "a factor 1/n (n real tokens) is missing",
     ("21_permutation_lm", "my_query_attention_backward", "no_scale"): "a factor scale is missing",
     ("21_permutation_lm", "my_query_attention_backward", "dv_not_transposed"):
@@ -666,6 +670,31 @@ DIAGNOSES = {
     ("09_mlm_nsp_data", "my_mask_choice", "one_draw"): "u1 = 0.95, u2 = 0.2 -> the original",
     ("10_bert_model", "my_gather_backward", "fancy_add"):
         "it equals what this mistake gives: each row read more than once holds one use's gradient",
+    ("10_bert_model", "my_gather_backward", "b_t_swapped"):
+        "it equals what this mistake gives: B and T swapped: the (B*T, C) rows reshaped to (T, B, C)",
+    ("10_bert_model", "my_bert_backward", "no_cls"): "it equals what this mistake gives: [CLS]'s gradient from the "
+        "pooler not added: seq[:, 0] feeds the pooler too, so dseq[:, 0] gets dcls added to what the MLM head gives. "
+        "dseq is the first wrong gradient",
+    ("10_bert_model", "my_bert_backward", "tanh_from_pre"): "it equals what this mistake gives: tanh's derivative taken "
+        "at its input: 1 - pool_pre^2, where it is 1 - tanh(pool_pre)^2 = 1 - pooled^2. dpool_pre is the first wrong",
+    ("10_bert_model", "my_bert_backward", "blocks_first_to_last"): "it equals what this mistake gives: the blocks' "
+        "backward run first to last (block 0 first): backward runs the last block first",
+    ("10_bert_model", "my_bert_backward", "pos_not_summed"):
+        "it equals what this mistake gives: pos_emb's gradient not summed over the batch",
+    ("10_bert_model", "my_bert_backward", "pos_t_rows"):
+        "it equals what this mistake gives: pos_emb's gradient for the T positions read only, shape (T, C)",
+    ("10_bert_model", "my_bert_backward", "tok_fancy_add"): "it equals what this mistake gives: each row read more "
+        "than once holds one use's gradient (a write per use, the last one kept), not the sum over its uses: every use "
+        "adds its gradient to the row. dtok_input is the first wrong gradient",
+    ("10_bert_model", "my_bert_backward", "decoder_only"):
+        "it equals what this mistake gives: the lookup's side of the tie left out",
+    ("10_bert_model", "my_bert_backward", "input_only"):
+        "it equals what this mistake gives: the decoder's side of the tie left out",
+    ("10_bert_model", "my_bert_backward", "unused_not_ignored"):
+        "it equals what this mistake gives: the unused slots (weight 0, target -100) not ignored",
+    ("10_bert_model", "my_bert_backward", "gather_assigned"): "it equals what this mistake gives: each row read more "
+        "than once holds one use's gradient (a write per use, the last one kept), not the sum over its uses: every use "
+        "adds its gradient to the row. dseq_mlm is the first wrong gradient",
     ("10_bert_model", "my_adam_first_step", "only_m_corrected"):
         "it equals what this mistake gives: the bias correction on m alone",
     ("10_bert_model", "my_adam_first_step", "no_sqrt"):
@@ -1090,6 +1119,95 @@ def test_block_backward_reference_matches_numerical_gradients_of_every_intermedi
     for name in (n for n in grads if not n.startswith("d")):
         num = gradcheck.numerical_grad(lambda: forward({})[0], p[name], dx2)
         assert gradcheck.compare(name, grads[name], num, rtol=1e-5, atol=1e-8, verbose=False).ok, name
+
+
+def test_bert_backward_reference_matches_numerical_gradients_of_every_intermediate():
+    """Lesson 10's exercise 3 grades the whole model's backward against its reference solution,
+    name by name: so every named gradient of the reference is checked here against the numerical
+    gradient of a forward written on its own, each intermediate replaceable by a value the
+    difference quotient moves (tok_emb's two reads, seq's two heads and [CLS] each on their own),
+    and every parameter gradient against the numerical gradient of the loss. Float64, random
+    params, a padded sequence, a prediction at [CLS], an unused slot that repeats a used position."""
+    from collections import namedtuple
+
+    from minibert import layers, model
+    from minibert.analysis import gradcheck
+    from minibert.model import BertConfig, init_params
+
+    solution = _load_solution(SOLUTIONS / "10_bert_model.py")
+    cfg = BertConfig(vocab_size=13, hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=16, max_position_embeddings=9)
+    rng = np.random.default_rng(2025)
+    p = {n: v + 0.1 * rng.standard_normal(v.shape) for n, v in init_params(cfg, seed=5, dtype=np.float64).items()}
+    Bn, Tn, C, eps = 2, 6, 8, cfg.layer_norm_eps
+    ids = rng.integers(0, 13, size=(Bn, Tn))  # (B, T) tokens repeat (13 of them)
+    segs = np.array([[0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 0, 0]])  # (B, T)
+    mask = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 1, 0, 0]])  # (B, T) two padded tokens
+    positions = np.array([[2, 4, 2], [0, 3, 1]])  # (B, P) a prediction at [CLS]; slot (0, 2) repeats (0, 0)
+    used = np.array([[1, 1, 0], [1, 1, 1]]) > 0  # (B, P) slot (0, 2) unused
+    targets = np.where(used, rng.integers(0, 13, size=(Bn, 3)), -100).reshape(-1)  # (B*P,)
+    labels = np.array([0, 1])  # (B,) NSP
+    flat_pos = (np.arange(Bn)[:, None] * Tn + positions).reshape(-1)  # (B*P,)
+
+    def forward(over, cache=None):
+        """The loss; each named intermediate is replaced by over[name] when given (and recorded)."""
+        seen = {}
+
+        def at(name, value):
+            seen[name] = value
+            return over.get(name, value)
+
+        tok_in, tok_dec = at("dtok_input", p["tok_emb"]), at("dtok_decoder", p["tok_emb"])  # (V, C) each read
+        emb = at("demb", tok_in[ids] + p["seg_emb"][segs] + p["pos_emb"][:Tn])  # (B, T, C)
+        x, c_eln = layers.layernorm_forward(emb, p["emb_ln.w"], p["emb_ln.b"], eps)  # (B, T, C)
+        blocks = []
+        for l in range(cfg.num_hidden_layers):
+            x, c_block = model.block_forward(p, cfg, l, at(f"dblock{l}_in", x), mask, None, layers)  # (B, T, C)
+            blocks.append(c_block)
+        seq = at("dseq", x)  # (B, T, C)
+        pre, c_pool = layers.linear_forward(at("dcls", seq[:, 0]), p["pool.w"], p["pool.b"])  # (B, C)
+        pre = at("dpool_pre", pre)
+        pooled = at("dpooled", np.tanh(pre))  # (B, C)
+        nsp_logits, c_nsp = layers.linear_forward(pooled, p["nsp.w"], p["nsp.b"])  # (B, 2)
+        nsp_loss, c_nsp_ce = layers.cross_entropy_forward(at("dnsp_logits", nsp_logits), labels)
+        h = at("dh", at("dseq_mlm", seq).reshape(Bn * Tn, C)[flat_pos])  # (B*P, C)
+        g_in, c_dense = layers.linear_forward(h, p["mlm.dense.w"], p["mlm.dense.b"])  # (B*P, C)
+        g_out, c_gelu = layers.gelu_forward(at("dmlm_gelu_in", g_in))  # (B*P, C)
+        t, c_ln = layers.layernorm_forward(at("dmlm_gelu_out", g_out), p["mlm.ln.w"], p["mlm.ln.b"], eps)
+        t = at("dt", t)  # (B*P, C)
+        logits = at("dmlm_logits", t @ tok_dec.T + p["mlm.bias"])  # (B*P, V)
+        mlm_loss, c_mlm_ce = layers.cross_entropy_forward(logits, targets)
+        if cache is not None:  # the BertCache lesson 10's forward returns, field by field
+            cache.update(ids=ids, segs=segs, pos_rows=cfg.max_position_embeddings, seg_rows=cfg.type_vocab_size,
+                         emb_ln=c_eln, layers=blocks, pool=c_pool, pool_pre=pre, pooled=pooled, nsp=c_nsp,
+                         nsp_ce=c_nsp_ce, flat_pos=flat_pos, mlm_dense=c_dense, mlm_gelu=c_gelu, mlm_ln=c_ln, t=t,
+                         tok_emb=p["tok_emb"], mlm_ce=c_mlm_ce)
+        return float(mlm_loss + nsp_loss), seen
+
+    fields = {}
+    forward({}, fields)
+    lesson = ROOT / "lessons" / "10_bert_model.py"
+    order = re.search(r"class BertCache\(NamedTuple\):\n((?:    \w+: .*\n)+)", lesson.read_text(encoding="utf-8"))
+    names = re.findall(r"^    (\w+):", order.group(1), re.M)
+    assert sorted(names) == sorted(fields), (names, sorted(fields))  # the same fields as the lesson's cache
+    c = namedtuple("BertCache", names)(**fields)
+
+    def block_backward(dx, l):
+        grads = {}
+        return model.block_backward(dx, c.layers[l], cfg, l, grads, layers), grads
+
+    got = solution.my_bert_backward(c, block_backward)
+    _, seen = forward({})
+    intermediates = [n for n in got if n.startswith("d")]
+    assert set(intermediates) == set(seen), (sorted(intermediates), sorted(seen))
+    assert [n for n in got if not n.startswith("d")] and set(got) - set(intermediates) == set(p)
+    for name in intermediates:
+        over = {name: np.array(seen[name], dtype=np.float64)}
+        num = gradcheck.numerical_grad_scalar(lambda: forward(over)[0], over[name])
+        assert gradcheck.compare(name, got[name], num, rtol=1e-5, atol=1e-8, verbose=False).ok, name
+    for name, value in p.items():
+        num = gradcheck.numerical_grad_scalar(lambda: forward({})[0], value)
+        assert gradcheck.compare(name, got[name], num, rtol=1e-5, atol=1e-8, verbose=False).ok, name
 
 
 def test_gradient_table_diagnoses_the_first_wrong_gradient_only(course):

@@ -19,6 +19,22 @@ def my_adam_first_step(g, lr, b1=0.9, b2=0.999, eps=1e-8):
     return p["w"]
 
 
+
+def my_bert_backward(c, block_backward):
+    from minibert import layers, model
+    B, T = c.ids.shape
+    C = c.t.shape[-1]
+    grads = {}
+    head = model.MLMTransformCache(c.mlm_dense, c.mlm_gelu, c.mlm_ln, c.t, c.tok_emb)
+    dseq = model.mlm_loss_backward(1.0, model.MLMLossCache(head, c.mlm_ce, c.flat_pos, (B, T, C)), grads, layers)
+    dpooled, grads["nsp.w"], grads["nsp.b"] = layers.linear_backward(layers.cross_entropy_backward(1.0, c.nsp_ce), c.nsp)
+    pool = model.PoolerCache(layers.DropoutCache(None), c.pool, None, c.pooled)
+    dseq[:, 0] += model.pooler_backward(dpooled, pool, grads, layers)
+    emb = layers.EmbeddingCache(c.ids, c.segs, c.tok_emb.shape, (c.seg_rows, C), (c.pos_rows, C))
+    enc = model.EncoderCache(model.EmbeddingsCache(emb, None, c.emb_ln, layers.DropoutCache(None), None), c.layers,
+                             None, (B, T))
+    return model.encoder_backward(dseq, enc, cfg, grads, layers)  # noqa: F821
+
 # --- the other ways around ---
 
 def my_tied_decoder_backward__sibling_classifier(dlogits, t, tok_emb):
