@@ -279,8 +279,9 @@ my_gather_backward = ex.grade(2, my_gather_backward, check_gather_backward,
 # twelve parameters' gradients under their full names. Everything else is yours. The layers of
 # lessons 01-03 are there to compose (`layers.cross_entropy_backward`, `layers.linear_backward`,
 # `layers.gelu_backward`, `layers.layernorm_backward`); the lookups, the gather, tanh and the
-# decoder are yours to derive. Where one value feeds two others, its gradients add up: find every
-# such place in the forward. The grade is a table, one row per name: `exact` (bit for bit),
+# decoder are yours to derive (your answers to exercises 1 and 2 are there to call: the room
+# hands them over when your cell names them). Where one value feeds two others, its gradients
+# add up: find every such place in the forward. The grade is a table, one row per name: `exact` (bit for bit),
 # `close` (to 1e-5) and the largest difference; the first wrong one is diagnosed in words. The
 # grader draws its own parameters and batch (with a prediction at [CLS] and an unused slot that
 # repeats a position, so that every fork and every repeated row counts). A stub left as it is
