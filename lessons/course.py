@@ -443,10 +443,12 @@ def _unequal(name: str, g, w, got, want) -> Result:
     return Result(name, False, f"got {_short(got)}, expected {_short(want)}")
 
 
-def count(name: str, got, want: int, parts: dict[str, int] | None = None) -> Result:
-    """A count (of parameters, tokens, ...) against the expected one. When it is wrong by exactly
-    one of `parts` ({"the pooler": 72, ...}, sizes measured on real tensors), says which part is
-    missing or counted twice; otherwise gives the difference and the parts' sizes."""
+def count(name: str, got, want: int, parts: dict[str, int] | None = None,
+          wrongs: dict[str, int] | None = None) -> Result:
+    """A count (of parameters, tokens, ...) against the expected one. When it is one of the named
+    mistakes `wrongs` ({words: the count that mistake gives}), says so in its words; when it is
+    wrong by exactly one of `parts` ({"the pooler": 72, ...}, sizes measured on real tensors), says
+    which part is missing or counted twice; otherwise gives the difference and the parts' sizes."""
     try:
         g = int(got)
     except (TypeError, ValueError):
@@ -455,6 +457,9 @@ def count(name: str, got, want: int, parts: dict[str, int] | None = None) -> Res
         return Result(name, True, "")
     diff = g - int(want)
     detail = f"got {g:,}, expected {int(want):,} ({diff:+,})"
+    named = next((words for words, value in (wrongs or {}).items() if g == int(value)), None)
+    if named:
+        return Result(name, False, f"{detail}. it equals what this mistake gives: {named}")
     for label, n in (parts or {}).items():
         if diff == -n:
             return Result(name, False, f"{detail}: exactly {label} ({n:,}), left out")
