@@ -42,7 +42,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOM_VERSION = "1"  # in the names of the cell files: a change of how cells run gives Numba a fresh cache
+ROOM_VERSION = "2"  # in the names of the cell files: a change of how cells run gives Numba a fresh cache
 FORBIDDEN_MODULES = ("minibert", "lessons", "course", "solutions", "room")
 
 
@@ -337,11 +337,25 @@ room['serve']()
 # the room's side (runs in the room process only)
 
 
-def _install_hook(forbidden: list[str]) -> None:
+def _install_hook(forbidden: list[str], cells_dir: str) -> None:
+    """The room's rules, as an audit hook (it cannot be removed). Reading is allowed in Python's own
+    installation (the standard library, NumPy, Numba), the room's folder of cells, a few device and
+    system files, and the files this process wrote itself: nothing else, so no copy of the library
+    made anywhere else (by your code in the lesson's process, say) can be read here."""
     import os as _os
     import sys as _sys
 
+    def real(path) -> str:
+        return _os.path.realpath(_os.fsdecode(path))
+
     roots = tuple(_os.path.realpath(p) + _os.sep for p in forbidden)
+    installed = {_os.path.realpath(p) + _os.sep for p in (_sys.prefix, _sys.base_prefix, _sys.exec_prefix,
+                                                           _sys.base_exec_prefix, cells_dir,
+                                                           _os.environ.get("NUMBA_CACHE_DIR") or cells_dir)}
+    readable = tuple(installed) + ("/proc/self/", "/proc/cpuinfo", "/proc/meminfo", "/sys/devices/system/cpu/",
+                                   "/sys/fs/cgroup/", "/dev/null", "/dev/urandom", "/dev/random", "/dev/zero")
+    written: set[str] = set()
+    cells = _os.path.realpath(cells_dir) + _os.sep
 
     def inside(path) -> bool:
         try:
@@ -352,6 +366,32 @@ def _install_hook(forbidden: list[str]) -> None:
                        (_os.path.abspath(p) + _os.sep).startswith(r) for r in roots)
         except (TypeError, ValueError):
             return False
+
+    busy = [False]  # the check's own read of a cell file
+
+    def check_read(path, mode, flags) -> None:
+        if isinstance(path, int) or path is None or busy[0]:
+            return
+        writes = any(c in (mode or "") for c in "wax+") or bool((flags or 0) & (_os.O_WRONLY | _os.O_RDWR | _os.O_CREAT))
+        where = real(path)
+        if writes:
+            written.add(where)
+        elif where.startswith(cells) and where not in written and not _own_cell(where):
+            raise PermissionError(f"reading {_os.fsdecode(path)} is refused in the exam room: in the room's folder "
+                                  f"it reads the cells it wrote (each named by its text) and Numba's cache of them")
+        elif where not in written and not (where + _os.sep).startswith(readable) and where not in \
+                {r.rstrip(_os.sep) for r in readable}:
+            raise PermissionError(f"reading {_os.fsdecode(path)} is refused in the exam room: it reads Python's "
+                                  f"installation and the files your code wrote here, nothing else")
+
+    def _own_cell(where: str) -> bool:
+        busy[0] = True
+        try:
+            return _a_cell_file(where, cells)
+        except (OSError, UnicodeDecodeError):
+            return False
+        finally:
+            busy[0] = False
 
     processes = ("subprocess.Popen", "os.system", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.spawn",
                  "pty.spawn", "os.startfile")
@@ -364,11 +404,16 @@ def _install_hook(forbidden: list[str]) -> None:
             if inside(args[0]):
                 raise PermissionError(f"reading {args[0]} is refused in the exam room (the library's or the "
                                       f"lessons' files)")
+            if _LEARNER[0]:
+                check_read(*args)
         elif event in ("os.link", "os.symlink", "os.rename", "shutil.copyfile", "shutil.copytree"):
             if inside(args[0]) or inside(args[1]):
                 raise PermissionError(f"{event} of the library's or the lessons' files is refused in the exam room")
         elif event in processes:
             raise PermissionError(f"{event}: starting a process is refused in the exam room")
+        elif event in ("socket.__new__", "socket.connect", "socket.bind", "sqlite3.connect") and _LEARNER[0]:
+            raise PermissionError(f"{event}: a socket or a database is refused in the exam room (it would reach "
+                                  f"outside it)")
         elif event == "ctypes.dlopen" and _LEARNER[0]:
             raise PermissionError("loading a native library is refused in the exam room")
         elif event == "ctypes.dlsym" and _LEARNER[0] and not str(args[1]).startswith(("LLVMPY_", "Py", "_Py")):
@@ -377,7 +422,28 @@ def _install_hook(forbidden: list[str]) -> None:
     _sys.addaudithook(hook)
 
 
+def _a_cell_file(path: str, cells: str) -> bool:
+    """A file of the room's folder of cells: `cell_<digest of its text>.py` (checked), or Numba's
+    cache of one (under __pycache__, named after it)."""
+    import re
+
+    name = os.path.relpath(path, cells)
+    if re.fullmatch(r"__pycache__/cell_[0-9a-f]{16}\.[\w.-]+\.(nbi|nbc)", name):
+        return True
+    found = re.fullmatch(r"cell_([0-9a-f]{16})\.py", name)
+    if not found:
+        return False
+    with open(path, encoding="utf-8") as f:  # (a file the hook already let through: this read is the check's own)
+        return _cell_digest(f.read()) == found.group(1)
+
+
 _LEARNER = [False]  # True once the first cell has run: native libraries then stay as they are
+
+
+def _cell_digest(cell: str) -> str:
+    import hashlib
+
+    return hashlib.sha1((ROOM_VERSION + "\0" + cell).encode()).hexdigest()[:16]
 
 
 def _cell_file(cells_dir: str, cell: str, filename: str) -> str:
@@ -385,7 +451,7 @@ def _cell_file(cells_dir: str, cell: str, filename: str) -> str:
     caches your compiled functions next to it, so a second run of the lesson finds them."""
     import hashlib
 
-    digest = hashlib.sha1((ROOM_VERSION + filename + "\0" + cell).encode()).hexdigest()[:16]
+    digest = _cell_digest(cell)
     path = os.path.join(cells_dir, f"cell_{digest}.py")
     if not os.path.exists(path):
         tmp = path + f".{os.getpid()}.tmp"
@@ -476,7 +542,7 @@ def serve() -> None:
 
     forbidden = json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])
     cells_dir = os.environ["MINIBERT_ROOM_CELLS"]
-    _install_hook(forbidden)
+    _install_hook(forbidden, cells_dir)
     import numpy as np  # noqa: F401 - the one library the room has from the start
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer

@@ -11,6 +11,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -120,12 +121,16 @@ def routes_namespace(tmp_path_factory):
     from minibert import layers
 
     builtins._minibert_layers = layers  # the stash made before grading, in the lesson's process
+    ns = {}
     try:
         text = ROUTES.read_text(encoding="utf-8")
         right = _gelu_grad(np.ones((3, 4)), np.ones((3, 4)))
-        yield _cells_namespace(tmp_path_factory.mktemp("routes"), text, ANSWER=right)
+        ns = _cells_namespace(tmp_path_factory.mktemp("routes"), text, ANSWER=right)
+        yield ns
     finally:
         del builtins._minibert_layers
+        for path in [*ns.get("_COPIES", []), os.path.join(tempfile.gettempdir(), "minibert_route_port")]:
+            Path(path).unlink(missing_ok=True)  # the copies the routes made in this process
 
 
 @pytest.mark.parametrize("name", _routes())

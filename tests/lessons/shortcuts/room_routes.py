@@ -351,3 +351,79 @@ def my_gelu_backward__repository_walk(dout, x):
                 exec(text, ns)
                 return ns["gelu_backward"](dout, (x, "none"))
     raise LookupError("no readable copy")
+
+
+# %% a copy of the library made by the cell itself in the lesson's own process (where the cell's
+# top-level code runs first, as the lesson script runs), read in the room: from the temporary
+# folder, from the room's own folder of cells, from shared memory; or served over a socket
+import os as _os  # noqa: E402
+import tempfile as _tempfile  # noqa: E402
+
+_COPIES = [_os.path.join(_tempfile.gettempdir(), "minibert_route_layers_copy.py"),
+           _os.path.join(_tempfile.gettempdir(), f"minibert-exam-room-{_os.getuid()}", "planted_layers.py"),
+           _os.path.join(_tempfile.gettempdir(), f"minibert-exam-room-{_os.getuid()}", "cell_0123456789abcdef.py"),
+           "/dev/shm/minibert_route_layers_copy.py"]
+try:  # in the lesson's process: the library is there to copy; in the room this fails, and the paths stay
+    import shutil as _shutil
+
+    import minibert.layers as _L
+    for _where in _COPIES:
+        if _os.path.isdir(_os.path.dirname(_where)):
+            _shutil.copy(_L.__file__, _where)
+except Exception:  # noqa: BLE001 - the room
+    pass
+
+
+def _from_copies(dout, x, which):
+    ns = {}
+    exec(open(_COPIES[which]).read().replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
+
+
+def my_gelu_backward__copy_in_tmp(dout, x):
+    return _from_copies(dout, x, 0)
+
+
+def my_gelu_backward__copy_in_cells_folder(dout, x):
+    return _from_copies(dout, x, 1)
+
+
+def my_gelu_backward__copy_as_a_cell_file(dout, x):
+    return _from_copies(dout, x, 2)
+
+
+def my_gelu_backward__copy_in_shared_memory(dout, x):
+    return _from_copies(dout, x, 3)
+
+
+try:  # in the lesson's process: a thread that serves the library's file on a local port
+    import socket as _socket
+    import threading as _threading
+
+    import minibert.layers as _L2
+    _server = _socket.socket()
+    _server.bind(("127.0.0.1", 0))
+    _server.listen(1)
+    _PORT = _server.getsockname()[1]
+    with open(_os.path.join(_tempfile.gettempdir(), "minibert_route_port"), "w") as _f:
+        _f.write(str(_PORT))
+
+    def _serve_file():
+        conn, _ = _server.accept()
+        conn.sendall(open(_L2.__file__, "rb").read())
+        conn.close()
+    _threading.Thread(target=_serve_file, daemon=True).start()
+except Exception:  # noqa: BLE001 - the room
+    pass
+
+
+def my_gelu_backward__socket_to_the_lesson(dout, x):
+    import socket
+    port = int(open(_os.path.join(_tempfile.gettempdir(), "minibert_route_port")).read())
+    conn = socket.create_connection(("127.0.0.1", port))
+    data = b""
+    while chunk := conn.recv(1 << 16):
+        data += chunk
+    ns = {}
+    exec(data.decode().replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
