@@ -28,9 +28,15 @@ Why it holds, in one screen:
   process.
 
 So no library object can be in your function's reach, whatever route it takes: there is none in the
-process. What the room does not stop: typing (or pasting) the library's code by hand, which is the
-one honest way left to cheat, and native code that writes into the interpreter's memory (ctypes
-through Numba's own compiler handles)."""
+process. Reading is allowed only in Python's installation, the room's folder of cells (a cell file
+must match the digest in its name) and the files the room wrote itself, and no socket opens: a
+copy of the library made outside the room (by the cell's own top-level code, which the lesson's
+process runs first) has nowhere to be read from.
+
+What the room does not stop: typing (or pasting) the library's code by hand, which is the one
+honest way left to cheat; a program run in the lesson's own process (the same user) that writes the
+library into Python's installation or plants a Numba cache file; native code that writes into the
+interpreter's memory (ctypes through Numba's own compiler handles)."""
 from __future__ import annotations
 
 import io
@@ -421,20 +427,34 @@ def _install_hook(forbidden: list[str], cells_dir: str) -> None:
 
     _sys.addaudithook(hook)
 
+    class Refuse:  # importlib.import_module and friends go through the finders, not through the "import" event
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name.split(".")[0] in FORBIDDEN_MODULES:
+                raise ImportError(f"importing `{name}` is refused in the exam room: the library does not exist here")
+            return None
+
+    _sys.meta_path.insert(0, Refuse)
+
 
 def _a_cell_file(path: str, cells: str) -> bool:
-    """A file of the room's folder of cells: `cell_<digest of its text>.py` (checked), or Numba's
-    cache of one (under __pycache__, named after it)."""
+    """A file of the room's folder of cells that this room loaded: `cell_<digest of its text>.py`
+    (the text checked), or Numba's cache of one (under __pycache__, named after it). The folder
+    also holds the cells of other runs (other lessons, the tests' answers): those are not read."""
     import re
 
     name = os.path.relpath(path, cells)
-    if re.fullmatch(r"__pycache__/cell_[0-9a-f]{16}\.[\w.-]+\.(nbi|nbc)", name):
-        return True
+    cached = re.fullmatch(r"__pycache__/cell_([0-9a-f]{16})\.[\w.-]+\.(nbi|nbc)", name)
+    if cached:
+        return cached.group(1) in _LOADED
     found = re.fullmatch(r"cell_([0-9a-f]{16})\.py", name)
-    if not found:
+    if not found or found.group(1) not in _LOADED:
         return False
     with open(path, encoding="utf-8") as f:  # (a file the hook already let through: this read is the check's own)
         return _cell_digest(f.read()) == found.group(1)
+
+
+_LOADED: set[str] = set()  # the digests of the cells this room has loaded
 
 
 _LEARNER = [False]  # True once the first cell has run: native libraries then stay as they are
@@ -452,6 +472,7 @@ def _cell_file(cells_dir: str, cell: str, filename: str) -> str:
     import hashlib
 
     digest = _cell_digest(cell)
+    _LOADED.add(digest)
     path = os.path.join(cells_dir, f"cell_{digest}.py")
     if not os.path.exists(path):
         tmp = path + f".{os.getpid()}.tmp"

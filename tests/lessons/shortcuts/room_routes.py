@@ -427,3 +427,61 @@ def my_gelu_backward__socket_to_the_lesson(dout, x):
     ns = {}
     exec(data.decode().replace("from minibert import philox", "philox = None"), ns)
     return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
+
+
+# %% found by a fresh reader: a directory descriptor and a path relative to it (the repository's root,
+# or the lesson process's working folder through /proc), the cells of other runs left in the room's
+# folder (the tests' answers typed in), importlib.import_module (the finders, not the import event)
+def my_gelu_backward__dir_fd(dout, x):
+    import json
+    import os
+    root = os.path.dirname(json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])[1])
+    fd = os.open("minibert/layers.py", os.O_RDONLY, dir_fd=os.open(root, os.O_RDONLY))
+    ns = {}
+    exec(os.fdopen(fd, encoding="utf-8").read().replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
+
+
+def my_gelu_backward__parent_cwd(dout, x):
+    import os
+    fd = os.open("minibert/layers.py", os.O_RDONLY, dir_fd=os.open(f"/proc/{os.getppid()}/cwd", os.O_RDONLY))
+    ns = {}
+    exec(os.fdopen(fd, encoding="utf-8").read().replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
+
+
+_OTHER_RUN = ("import math\nimport numpy as np\n\n\ndef _impl_gelu_backward(dout, x):\n"
+              "    erf = np.vectorize(math.erf)\n"
+              "    return dout * (0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi))\n")
+try:  # in the lesson's process: an answer left in the room's folder by another run, under its true digest
+    import hashlib as _hashlib
+    _digest = _hashlib.sha1(("2\0" + _OTHER_RUN).encode()).hexdigest()[:16]
+    _folder = _os.path.join(_tempfile.gettempdir(), f"minibert-exam-room-{_os.getuid()}")
+    if _os.path.isdir(_folder) and "minibert" in __import__("sys").modules:
+        with open(_os.path.join(_folder, f"cell_{_digest}.py"), "w") as _f:
+            _f.write(_OTHER_RUN)
+        _COPIES.append(_os.path.join(_folder, f"cell_{_digest}.py"))
+except Exception:  # noqa: BLE001 - the room
+    pass
+
+
+def my_gelu_backward__cells_of_other_runs(dout, x):
+    import glob
+    import os
+    for path in glob.glob(os.path.join(os.getcwd(), "cell_*.py")):
+        try:
+            text = open(path).read()
+        except PermissionError:
+            continue  # (refused: try the next)
+        if text.startswith("import math\nimport numpy as np\n\n\ndef _impl_gelu_backward("):  # not this file's cell
+            ns = {}
+            exec(text, ns)
+            return ns["_impl_gelu_backward"](dout, x)
+    raise LookupError("no other run's cell")
+
+
+def my_gelu_backward__import_module(dout, x):
+    import importlib
+    import sys
+    sys.modules.pop("minibert", None)
+    return importlib.import_module("minibert.layers").gelu_backward(dout, (x, "none"))
