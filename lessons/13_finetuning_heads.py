@@ -236,8 +236,8 @@ def check_head_backward(fn):
 
 def check_first_piece_labels(fn):
     return [course.equal("3 words of 1, 2, 2 pieces", list(fn([1, 2, 2], [5, 0, 3])), [5, 0, -100, 3, -100]),
-            course.equal("john visited paris (lesson section 3)", list(fn([1, 2, 2], [1, 2, 0])),
-                         [1, 2, -100, 0, -100]),
+            course.equal("4 words of 3, 1, 1, 2 pieces", list(fn([3, 1, 1, 2], [2, 4, 0, 1])),
+                         [2, -100, -100, 4, 0, 1, -100]),
             course.equal("no words", list(fn([], [])), [])]
 
 

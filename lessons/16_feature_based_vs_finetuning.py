@@ -346,9 +346,9 @@ assert 100 * a / n >= 90
 # 1. `my_concat_layers(states, which)`: the feature-based input. `states` is the list of `L + 1`
 #    hidden states `(B, T, C)` (`encoder_layers` / `model.hidden_states`), `which` a list of
 #    indices into it (`[-1, -2]`: the last two layers). Return them side by side, in the order
-#    given, `(B, T, len(which) * C)`. Graded against `frozen.combine_layers` (`concat_all` is
-#    `which = [-1, -2, ..., -(L+1)]`). Graded slice by slice: each `C`-wide block of the result
-#    must be the hidden state asked for.
+#    given, `(B, T, len(which) * C)` (`frozen.combine_layers`'s `concat_all` is `which = [-1, -2,
+#    ..., -(L+1)]`). Graded slice by slice, on hidden states the grader draws: each `C`-wide block
+#    of the result must be the hidden state asked for.
 # 2. `my_head_grads(x, labels, w, b)`: the backward of a head on frozen features, which stops at
 #    the head: `x (B, T, D)` features, `labels (B, T)` with `-100` for no tag, `logits = x @ w + b`
 #    `(B, T, K)`, loss = the mean cross-entropy over the tagged positions. Return `(dw (D, K),

@@ -76,9 +76,9 @@ assert n_bert == bert_params(**small)  # integers: exact
 # **Exercise 1.** `my_albert_num_parameters(V, E, C, FF, L, MAXPOS, TV, shared)`: the parameters
 # of ALBERT with its pooler, MLM and SOP heads: with `shared=True` its `L` layers use one block;
 # with `shared=False` (the paper's "not-shared" variant: the factorised embedding, but `L` blocks
-# of their own) each layer has its own. `block_params` above shows how a block counts; graded in a
-# the exam room, your function counts on its own (write the count in, as `block_params` does). Graded against the
-# real models' `num_parameters` (and, unshared, the shared model plus `L - 1` more copies of its
+# of their own) each layer has its own. `block_params` above shows how a block counts; graded in
+# the exam room, your function counts on its own (write the count in, as `block_params` does).
+# Graded against the real models' `num_parameters` (and, unshared, the shared model plus `L - 1` more copies of its
 # block's tensors). A stub left as it is makes the lesson go on with the reference solution
 # (`lessons/solutions/19_albert_factorisation_and_sop.py`).
 

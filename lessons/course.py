@@ -205,7 +205,8 @@ def close(name: str, got, want, rtol: float = 1e-5, atol: float = 1e-8, float32:
     big = np.abs(b) * rtol >= atol if rtol > 0 else np.abs(b) > 0
     rel = np.abs(a - b)[big] / np.maximum(np.abs(a[big]) + np.abs(b[big]), 1e-300)
     detail = f"max_abs {check.max_abs:.1e}, max_rel {float(rel.max()):.1e}" if rel.size else \
-        f"max_abs {check.max_abs:.1e} (every expected entry is below atol / rtol: each is judged by atol {atol:g} alone)"
+        (f"max_abs {check.max_abs:.1e} (rtol {rtol:g} is so small next to atol {atol:g} here that atol alone "
+         f"judges every entry)")
     if check.ok and float32:  # say which tolerance it met, so that the row reads as the pass it is
         detail += f": ok at float32 precision (rtol {rtol:g}, atol {atol:g})"
     if not check.ok:
@@ -298,7 +299,7 @@ def diagnose(got: np.ndarray, want: np.ndarray, rtol: float = 1e-5, atol: float 
         if several and same(got, r * want) and np.isclose(r, 1.0, rtol=1e-3):  # no factor: just outside the tolerance
             found.append("your answer is within ten times the tolerance of the expected one, not within it: "
                          "a small term off, or a float32 step in a float64 check?")
-        elif same(got, r * want):
+        elif got.shape == want.shape and np.allclose(got, r * want, rtol=1e-4, atol=1e-9 * scale + 1e-300):
             named = {label: f for label, f in {**(factors or {}), **(COMMON_FACTORS if several else {})}.items()
                      if not np.isclose(f, 1.0)}  # the grader's own first: in lesson 22, 2 is sqrt(HS); a factor
             # of 1 (dloss = 1) says nothing
@@ -426,7 +427,10 @@ def equal(name: str, got, want, wrongs: dict[str, Any] | None = None) -> Result:
 def _unequal(name: str, g, w, got, want) -> Result:
     """equal's verdict on two values that differ (g, w: got and want as plain lists and numbers)."""
     if isinstance(g, list) and isinstance(w, list):
-        lengths = f"{len(g)} elements, expected {len(w)}; " if len(g) != len(w) else f"{len(w)} elements; "
+        def n(k: int) -> str:
+            return f"{k} element" + ("" if k == 1 else "s")
+
+        lengths = f"{n(len(g))}, expected {len(w)}; " if len(g) != len(w) else f"{n(len(w))}; "
         index = []
         while isinstance(g, list) and isinstance(w, list):  # down to the first differing element
             first = next((i for i, (x, y) in enumerate(zip(g, w)) if x != y), min(len(g), len(w)))
@@ -738,7 +742,7 @@ def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...]) -> Cal
 
     in_the_room.skipped = skipped
     in_the_room.graded_from = fn
-    in_the_room.cell = cell.strip("\n") + "\n"
+    in_the_room.cell = cell  # padded: its line numbers are the file's
     return functools.update_wrapper(in_the_room, fn, updated=())
 
 
@@ -776,10 +780,13 @@ def _room_results(check, graded, number: int, namespace: dict, refuses: tuple[st
             found = re.search(r"name '(\w+)' is not defined", e.message)
             e.missing = found.group(1) if found and found.group(1) in namespace else None
             e.kind = "NameError" if e.missing else e.kind
-        refusals = [line for line in getattr(graded, "skipped", []) if "exam room" in line]
+        cell = getattr(graded, "cell", "")
+        lines = cell.splitlines()
+        refusals = [line for line in getattr(graded, "skipped", []) if "exam room" in line  # refused, and the line
+                    and re.search(rf"\b{re.escape(e.missing or '')}\b",  # would have defined the missing name
+                                  _line_of(lines, line))]
         if e.kind == "NameError" and e.missing and refusals:  # a line of the cell could not run: refused there
             return derive(f"`{e.missing}` is not defined because {refusals[0]}")
-        cell = getattr(graded, "cell", "")
         if e.kind == "NameError" and e.missing in namespace:  # (a name nobody defines is a plain NameError)
             value = namespace.get(e.missing)
             if (getattr(value, "__module__", None) or getattr(value, "__name__", "") or "").startswith("minibert"):
@@ -803,13 +810,26 @@ def _room_results(check, graded, number: int, namespace: dict, refuses: tuple[st
             return derive(f"`{piece}` is {what}: of the library, the exam room holds only "
                           f"{', '.join(allows) or 'nothing'}")
         key = re.fullmatch(r"'(\w+)'", e.message) if e.kind == "KeyError" else None
-        if key and key.group(1) in namespace and re.search(r"f_globals|f_locals|globals\(\)|vars\(", e.text):
+        if key and key.group(1) in namespace and re.search(r"f_globals|f_locals|globals\(\)|vars\(|__dict__", cell):
             return derive(f"`{key.group(1)}` is the lesson's, not yours: the frames and globals around your function "
                           f"in the exam room are the room's, not the lesson's")
+        member = re.match(r"'(\w+)' object has no attribute '(\w+)'", e.message) if e.kind == "AttributeError" \
+            else None
+        if member and member.group(1) == "SimpleNamespace":  # an object handed over as its allowed members alone
+            return derive(f"`.{member.group(2)}` is not one of the members the exercise hands over (the object "
+                          f"crosses into the exam room as {', '.join(a.split('.')[-1] for a in allows) or 'data'} "
+                          f"alone)")
         if e.kind in ("ImportError", "ModuleNotFoundError", "PermissionError") and "exam room" in e.message:
             return derive(e.message)
         where = f" (line {e.line}: {e.text})" if e.line else ""
         return [Result("runs without an error", False, f"{e.kind}: {e.message}{where}")]
+
+
+def _line_of(lines: list[str], skipped: str) -> str:
+    """The cell's text at the line a skipped-statement report names ("line 12: ImportError: ...")."""
+    found = re.match(r"line (\d+):", skipped)
+    k = int(found.group(1)) - 1 if found else -1
+    return lines[k] if 0 <= k < len(lines) else ""
 
 
 def _crash(e: Exception) -> list[Result]:
@@ -920,7 +940,7 @@ class Exercises:
                 raise AssertionError(f"{title}: the grader hands your function {e}, which cannot cross into the "
                                      f"exam room as plain data") from None
             if all(r.ok for r in results):
-                self.passed[name] = graded.cell
+                self.passed[name] = graded.cell.strip("\n") + "\n"
             return results
 
         if os.environ.get("MINIBERT_SOLUTIONS") == "1":

@@ -1031,6 +1031,16 @@ def test_close_calls_a_near_miss_a_near_miss_not_a_factor_of_one(course):
     assert "a factor dloss is missing" in course.close("dx", want / 2.5, want, factors={"dloss": 2.5}).detail
 
 
+def test_close_calls_a_constant_factor_only_what_is_one(course):
+    """Shares that differ entry by entry are not "1.005 times the expected one" (a fresh reader's
+    walk of lesson 09 found it); a true constant factor still is; a list of one is "1 element"."""
+    want, got = np.array([0.8, 0.1, 0.1]), np.array([0.8, 0.18, 0.019])
+    assert "constant factor" not in course.close("shares", got, want, rtol=0.05, atol=0.01).detail
+    assert "3.5 times the expected one: off by a constant factor" in course.close("x", 3.5 * want, want).detail
+    detail = course.equal("ids", [[1, 2]], [[1, 3]]).detail
+    assert detail.startswith("1 element; ") and "1 elements" not in detail
+
+
 def test_close_names_a_sum_left_out_a_scaled_term_and_a_named_factor_of_one_number(course):
     want = np.arange(1.0, 5.0)  # (4,) a parameter's gradient
     per_position = np.stack([want / 2, want / 2]).reshape(1, 2, 4)  # (1, 2, 4) its two uses, not summed
