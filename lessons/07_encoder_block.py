@@ -151,7 +151,8 @@ my_ffn_backward = ex.grade(1, my_ffn_backward, check_ffn_backward,
 # the loss w.r.t. the block's output) back to `dx`, naming every intermediate gradient on the way.
 # Read `block_forward` above from the bottom up; each line undoes one forward line. Write
 # `my_block_backward(dx2, c)`, `c` the `MyBlockCache` that `block_forward` returned, returning a
-# dict with these names (in the order backward reaches them):
+# dict with these names (in the order backward reaches them), the parameters' gradients under
+# their names in the block, beside the gradient they come with (`"ln2.w"`, no `h0.` prefix):
 #
 #     dln2_in   (B, T, C)   LayerNorm 2's input h + x1        ln2.w, ln2.b     its parameters
 #     dffn_out  (B, T, C)   the FFN's output h

@@ -325,7 +325,7 @@ BERT_HINTS = {  # what to ask yourself where a gradient is the first wrong one (
                 "row picked twice, and which flat row is sequence b, position t?",
     "dnsp_logits": "the NSP loss enters the total loss with weight 1: is it its own cache's backward?",
     "dpooled": "the NSP classifier: its backward, with the nsp cache?",
-    "dpool_pre": "pooled = tanh(pool_pre): the derivative of tanh, written with which of the two arrays?",
+    "dpool_pre": "pooled = tanh(pool_pre): what is d tanh(u) / du, and which of the two arrays gives it at once?",
     "dcls": "the pooler's dense layer: which way round does pool.w go in its backward?",
     "dseq": "seq[:, 0] feeds the pooler and seq feeds the MLM head: did both reach dseq, and at the right rows?",
     "demb": "x0 = LayerNorm(emb): its backward, after every block's, with the embedding LayerNorm's cache?",
