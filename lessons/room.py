@@ -28,8 +28,8 @@ Why it holds, in one screen:
   process.
 
 So no library object can be in your function's reach, whatever route it takes: there is none in the
-process. Reading is allowed only in Python's installation, the room's folder of cells (a cell file
-must match the digest in its name) and the files the room wrote itself, and no socket opens: a
+process. Reading is allowed only in Python's installation, the cells this room loaded (each file
+checked against the digest in its name) and the files the room wrote itself, and no socket opens: a
 copy of the library made outside the room (by the cell's own top-level code, which the lesson's
 process runs first) has nowhere to be read from.
 
