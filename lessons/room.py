@@ -141,9 +141,36 @@ def encode(value, arrays: list, rngs: list | None = None, calls: list | None = N
     raise NotPlain(f"a {type(value).__name__}")
 
 
-def decode(tree, arrays: list, rngs: list | None = None):
+def decode(tree, arrays: list, rngs: list | None = None, inert: bool = False):
+    """The value `encode` made. `inert`: what comes back from the room (your results, the arguments
+    of your calls of the grader's functions) is data only: source, callbacks, objects and random
+    generators are refused there, since the room's side is yours and the lesson's process must run
+    nothing it sends."""
+    if inert:
+        _check_inert(tree)
+    return _decode(tree, arrays, rngs)
+
+
+def _check_inert(tree) -> None:
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            kinds = set(node) & {"src", "cb", "obj", "rng"}
+            if kinds or not set(node) <= {"f", "a", "s", "t", "nt", "fields", "v", "d"}:
+                raise NotPlain(f"a value of kind {sorted(kinds or set(node))} sent back from the exam room (only "
+                               f"data crosses that way)")
+            for key in ("t", "v", "d"):
+                if key in node:
+                    stack.append(node[key])
+
+
+def _decode(tree, arrays: list, rngs: list | None = None):
     import numpy as np
 
+    decode = _decode
     if isinstance(tree, list):
         return [decode(v, arrays, rngs) for v in tree]
     if not isinstance(tree, dict):
@@ -272,7 +299,7 @@ class Room:
             if "callback" not in head:
                 break
             try:  # the grader's function, run here on the room's plain data (lesson 07's block)
-                cb_args, cb_kwargs = decode(head["values"], arrays)
+                cb_args, cb_kwargs = decode(head["values"], arrays, inert=True)
                 out: list = []
                 _write(self.proc.stdin, {"result": encode(calls[head["callback"]](*cb_args, **cb_kwargs), out)}, out)
             except Exception as e:  # noqa: BLE001 - raised in the room, in your function's call
@@ -285,7 +312,10 @@ class Room:
         if "error" in head:
             e = head["error"]
             raise RoomError(e["kind"], e["message"], e.get("line"), e.get("text", ""), e.get("missing"))
-        return decode(head["result"], arrays[:len(arrays) - head.get("inputs", 0)])
+        try:
+            return decode(head["result"], arrays[:len(arrays) - head.get("inputs", 0)], inert=True)
+        except NotPlain as e:
+            raise RoomError("TypeError", f"your answer is {e}", None, "") from None
 
     def ask(self, op: str) -> dict:
         return self.request({"op": op}, [])[0]

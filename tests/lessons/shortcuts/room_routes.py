@@ -485,3 +485,41 @@ def my_gelu_backward__import_module(dout, x):
     import sys
     sys.modules.pop("minibert", None)
     return importlib.import_module("minibert.layers").gelu_backward(dout, (x, "none"))
+
+
+# %% found by an attacker: a value sent back that the lesson's process would run (the room's own
+# Source class, reached through its frames or its garbage collector), or a reply forged on the
+# room's data stream carrying source
+def my_gelu_backward__source_sent_back(dout, x):
+    import gc
+    Source = next(o for o in gc.get_objects() if isinstance(o, type) and o.__name__ == "Source")
+    text = "import minibert.layers as L\nanswer = L.gelu_backward(dout, L.GeluCache(x, 'none'))\n"
+    return Source(text, "answer", dout=dout, x=x)
+
+
+def my_gelu_backward__source_from_frames(dout, x):
+    import sys
+    frame = sys._getframe(1)
+    while "Source" not in frame.f_globals:
+        frame = frame.f_back
+    text = "import minibert.layers as L\nanswer = L.gelu_backward(dout, L.GeluCache(x, 'none'))\n"
+    return frame.f_globals["Source"](text, "answer", dout=dout, x=x)
+
+
+def my_gelu_backward__forged_reply(dout, x):
+    import io
+    import json
+    import struct
+    import sys
+    text = "import minibert.layers as L\nanswer = L.gelu_backward(dout, L.GeluCache(x, 'none'))\n"
+    blobs = []
+    for a in (dout, x):
+        buf = io.BytesIO()
+        np.save(buf, a, allow_pickle=False)  # noqa: F821 - the room's np
+        blobs.append(buf.getvalue())
+    head = json.dumps({"result": {"src": text, "name": "answer", "bind": {"d": [["dout", {"a": 0}], ["x", {"a": 1}]]}},
+                       "inputs": 0, "sizes": [len(b) for b in blobs]}).encode()
+    out = sys.__stdout__.buffer
+    out.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
+    out.flush()
+    return dout
