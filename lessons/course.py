@@ -718,6 +718,9 @@ def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...]) -> Cal
     if found is None:
         return None
     cell, filename = found
+    if _not_a_cell(filename):  # a function relabelled as the library's or the solutions' code: never sent as a cell
+        raise exam_room.RoomError("PermissionError", f"your function says its source is {filename}, which is not "
+                                  f"yours: the exam room refuses the library's and the solutions' files", None, "")
     key = f"{number}:{fn.__name__}:{id(fn)}"
     name = next((k for k, v in ex.namespace.items() if v is fn and k == getattr(fn, "__name__", None)),
                 next((k for k, v in ex.namespace.items() if v is fn), fn.__name__))  # the name the cell binds
@@ -744,6 +747,18 @@ def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...]) -> Cal
     in_the_room.graded_from = fn
     in_the_room.cell = cell  # padded: its line numbers are the file's
     return functools.update_wrapper(in_the_room, fn, updated=())
+
+
+def _not_a_cell(filename: str) -> bool:
+    """The file is the library's, the solutions', or this grading code's: its text is not a cell."""
+    try:
+        where = Path(filename).resolve()
+    except (OSError, ValueError):
+        return False
+    spec = importlib.util.find_spec("minibert")
+    package = Path(spec.origin).resolve().parent if spec and spec.origin else ROOT / "minibert"
+    return any(where == p or p in where.parents for p in (package, ROOT / "minibert", SOLUTIONS.resolve(),
+                                                            HERE / "course.py", HERE / "room.py"))
 
 
 def _solution_cell(solution) -> str:
@@ -930,7 +945,11 @@ class Exercises:
             if _is_stub(f):  # the shipped stub: no room needed to see that it raises
                 raise Stub(next((c for c in f.__code__.co_consts if isinstance(c, str) and c.startswith("exercise")),
                                 "NotImplementedError"))
-            graded = _room_call(self, number, f, allows)
+            try:
+                graded = _room_call(self, number, f, allows)
+            except exam_room.RoomError as e:
+                return [Result("derived, not the library's answer", False,
+                               f"exercise {number} asks you to derive this; {e.message}")]
             if graded is None:
                 return [Result("graded from its source", False, f"the source of `{name}`'s cell was not found: "
                                                                    f"write it as a function in the exercise's cell")]

@@ -272,3 +272,25 @@ def test_with_allowed_pieces_the_room_holds_copies_of_those_alone(course, tmp_pa
     assert copy and file is None and "gelu_forward" in names, modules
     assert not {"gelu_backward", "linear_forward", "attention_backward"} & set(names), names
     assert modules["minibert"][2] == sorted(["__doc__", "__loader__", "__name__", "__package__", "__spec__", "layers"])
+
+
+def test_a_function_relabelled_as_the_solutions_code_is_refused(course, tmp_path, monkeypatch):
+    """A cell whose top-level code (run in the lesson's process) gives its function the code object
+    of... its own, relabelled with the solutions file's name: the cell's text would be that file.
+    The room never takes the library's or the solutions' text as a cell (an attacker's route)."""
+    import types
+
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    (solutions / "99_room_toy.py").write_text("import math\nimport numpy as np\n\n\ndef my_gelu_backward(dout, x):\n"
+                                              "    erf = np.vectorize(math.erf)\n    return dout * (0.5 * (1 + erf(x / "
+                                              "math.sqrt(2))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi))\n",
+                                              encoding="utf-8")
+    ns = _cells_namespace(tmp_path, "import numpy as np\n# %%\ndef my_gelu_backward(dout, x):\n    return None\n")
+    fn = ns["my_gelu_backward"]
+    fake = types.FunctionType(fn.__code__.replace(co_filename=str(solutions / "99_room_toy.py")), ns, fn.__name__)
+    monkeypatch.setattr(course, "SOLUTIONS", solutions)
+    monkeypatch.setattr(course, "ROOT", tmp_path)
+    with pytest.raises(course.ExerciseFailed, match=r"exercise 1 asks you to derive this; your function says its "
+                                                    r"source is .*solutions.*, which is not yours"):
+        course.Exercises("99_room_toy", namespace=ns).grade(1, fake, _check(course))
