@@ -249,13 +249,15 @@ class Room:
         self.proc: subprocess.Popen | None = None
 
     def _start(self) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-        env["MINIBERT_ROOM_FORBIDDEN"] = json.dumps(self.forbidden)
-        cache = Path(tempfile.gettempdir()) / f"minibert-exam-room-{os.getuid() if hasattr(os, 'getuid') else 0}"
-        cache.mkdir(exist_ok=True)
-        env["MINIBERT_ROOM_CELLS"] = str(cache)
+        # the room's environment from an allow-list: nothing of the lesson's (a variable naming a folder to
+        # read) reaches it; its folder is its own, made now and removed when it closes
+        keep = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+        env = {k: v for k, v in os.environ.items() if k in keep or k.startswith(("OMP_", "OPENBLAS_", "MKL_", "NUMBA_"))}
+        self.folder = tempfile.mkdtemp(prefix="minibert-exam-room-")
+        env.update(MINIBERT_ROOM_FORBIDDEN=json.dumps(self.forbidden), MINIBERT_ROOM_FOLDER=self.folder,
+                   TMPDIR=self.folder, NUMBA_CACHE_DIR=self.folder)
         self.proc = subprocess.Popen([sys.executable, "-I", "-c", _SERVER_START], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, cwd=str(cache), env=env)
+                                     stdout=subprocess.PIPE, cwd=self.folder, env=env)
         self.proc.stdin.write(Path(__file__).read_bytes())  # this file: the server's own code, as text
         self.proc.stdin.write(b"\n#END-OF-ROOM\n")
         self.proc.stdin.flush()
@@ -265,6 +267,9 @@ class Room:
             self.proc.kill()
             self.proc.wait()
             self.proc = None
+            import shutil
+
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def request(self, header: dict, values: list) -> tuple[dict, list]:
         if self.proc is None or self.proc.poll() is not None:
@@ -373,29 +378,42 @@ room['serve']()
 # the room's side (runs in the room process only)
 
 
-def _install_hook(forbidden: list[str], cells_dir: str) -> None:
-    """The room's rules, as an audit hook (it cannot be removed). Reading is allowed in Python's own
-    installation (the standard library, NumPy, Numba), the room's folder of cells, a few device and
-    system files, and the files this process wrote itself: nothing else, so no copy of the library
-    made anywhere else (by your code in the lesson's process, say) can be read here."""
+def _install_hook(forbidden: list[str], folder: str) -> None:
+    """The room's rules, as an audit hook (it cannot be removed). Everything it decides by is captured
+    here, in its closure: no global, no object your code can reach changes it (the hook itself is
+    reachable only through the garbage collector, which it refuses).
+
+    - Importing minibert, the lessons or the grading code is refused (and a finder refuses them to
+      importlib's own machinery too).
+    - Reading is allowed in Python's installation (the standard library, NumPy, Numba), a few device
+      and system files, and the room's own folder (made for this run: what it holds, this process
+      wrote): nothing else, so no copy of the library made elsewhere can be read here. The
+      library's and the lessons' files are refused by name as well.
+    - Writing is allowed in the room's own folder only (made for this run, removed after it).
+    - No new process, socket or database, no garbage collector's view of every object; no native
+      library but those of Python's installation (Numba's compiler), and of native functions only
+      the compiler's and the interpreter's own."""
     import os as _os
     import sys as _sys
+
+    refused = tuple(FORBIDDEN_MODULES)
+    roots = tuple(_os.path.realpath(p) + _os.sep for p in forbidden)
+    own = _os.path.realpath(folder) + _os.sep
+    installed = tuple({_os.path.realpath(p) + _os.sep for p in (_sys.prefix, _sys.base_prefix, _sys.exec_prefix,
+                                                                 _sys.base_exec_prefix)})
+    system = ("/proc/self/", "/proc/cpuinfo", "/proc/meminfo", "/sys/devices/system/cpu/", "/sys/fs/cgroup/")
+    devices = ("/dev/null", "/dev/urandom", "/dev/random", "/dev/zero")
+    processes = ("subprocess.Popen", "os.system", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.spawn",
+                 "pty.spawn", "os.startfile")
+    reaching = ("gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames", "socket.__new__",
+                "socket.connect", "socket.bind", "sqlite3.connect")
 
     def real(path) -> str:
         return _os.path.realpath(_os.fsdecode(path))
 
-    roots = tuple(_os.path.realpath(p) + _os.sep for p in forbidden)
-    installed = {_os.path.realpath(p) + _os.sep for p in (_sys.prefix, _sys.base_prefix, _sys.exec_prefix,
-                                                           _sys.base_exec_prefix, cells_dir,
-                                                           _os.environ.get("NUMBA_CACHE_DIR") or cells_dir)}
-    readable = tuple(installed) + ("/proc/self/", "/proc/cpuinfo", "/proc/meminfo", "/sys/devices/system/cpu/",
-                                   "/sys/fs/cgroup/", "/dev/null", "/dev/urandom", "/dev/random", "/dev/zero")
-    written: set[str] = set()
-    cells = _os.path.realpath(cells_dir) + _os.sep
-
     def inside(path) -> bool:
         try:
-            if isinstance(path, int):
+            if isinstance(path, int) or path is None:
                 return False
             p = _os.fsdecode(path)
             return any((_os.path.realpath(p) + _os.sep).startswith(r) or
@@ -403,56 +421,44 @@ def _install_hook(forbidden: list[str], cells_dir: str) -> None:
         except (TypeError, ValueError):
             return False
 
-    busy = [False]  # the check's own read of a cell file
-
-    def check_read(path, mode, flags) -> None:
-        if isinstance(path, int) or path is None or busy[0]:
+    def check_open(path, mode, flags) -> None:
+        if isinstance(path, int) or path is None:
             return
-        writes = any(c in (mode or "") for c in "wax+") or bool((flags or 0) & (_os.O_WRONLY | _os.O_RDWR | _os.O_CREAT))
         where = real(path)
+        writes = any(c in (mode or "") for c in "wax+") or bool((flags or 0) & (_os.O_WRONLY | _os.O_RDWR | _os.O_CREAT))
+        if where in devices:
+            return
         if writes:
-            written.add(where)
-        elif where.startswith(cells) and where not in written and not _own_cell(where):
-            raise PermissionError(f"reading {_os.fsdecode(path)} is refused in the exam room: in the room's folder "
-                                  f"it reads the cells it wrote (each named by its text) and Numba's cache of them")
-        elif where not in written and not (where + _os.sep).startswith(readable) and where not in \
-                {r.rstrip(_os.sep) for r in readable}:
+            if not (where + _os.sep).startswith(own):
+                raise PermissionError(f"writing {_os.fsdecode(path)} is refused in the exam room: it writes in its "
+                                      f"own folder only")
+        elif not (where + _os.sep).startswith(installed + system + (own,)):
             raise PermissionError(f"reading {_os.fsdecode(path)} is refused in the exam room: it reads Python's "
-                                  f"installation and the files your code wrote here, nothing else")
-
-    def _own_cell(where: str) -> bool:
-        busy[0] = True
-        try:
-            return _a_cell_file(where, cells)
-        except (OSError, UnicodeDecodeError):
-            return False
-        finally:
-            busy[0] = False
-
-    processes = ("subprocess.Popen", "os.system", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.spawn",
-                 "pty.spawn", "os.startfile")
+                                  f"installation and its own folder, nothing else")
 
     def hook(event, args):
         if event == "import":
-            if str(args[0]).split(".")[0] in FORBIDDEN_MODULES:
+            if str(args[0]).split(".")[0] in refused:
                 raise ImportError(f"importing `{args[0]}` is refused in the exam room: the library does not exist here")
         elif event == "open":
             if inside(args[0]):
                 raise PermissionError(f"reading {args[0]} is refused in the exam room (the library's or the "
                                       f"lessons' files)")
-            if _LEARNER[0]:
-                check_read(*args)
+            check_open(*args)
         elif event in ("os.link", "os.symlink", "os.rename", "shutil.copyfile", "shutil.copytree"):
             if inside(args[0]) or inside(args[1]):
                 raise PermissionError(f"{event} of the library's or the lessons' files is refused in the exam room")
+            if event != "shutil.copyfile" and not (real(args[1]) + _os.sep).startswith(own):  # (copyfile opens both)
+                raise PermissionError(f"{event} to {args[1]} is refused in the exam room: it writes in its own folder "
+                                      f"only")
         elif event in processes:
             raise PermissionError(f"{event}: starting a process is refused in the exam room")
-        elif event in ("socket.__new__", "socket.connect", "socket.bind", "sqlite3.connect") and _LEARNER[0]:
-            raise PermissionError(f"{event}: a socket or a database is refused in the exam room (it would reach "
-                                  f"outside it)")
-        elif event == "ctypes.dlopen" and _LEARNER[0]:
-            raise PermissionError("loading a native library is refused in the exam room")
-        elif event == "ctypes.dlsym" and _LEARNER[0] and not str(args[1]).startswith(("LLVMPY_", "Py", "_Py")):
+        elif event in reaching:
+            raise PermissionError(f"{event} is refused in the exam room (it reaches past your own code)")
+        elif event == "ctypes.dlopen" and args[0] is not None and not (real(args[0]) + _os.sep).startswith(installed):
+            # (None: the interpreter's own symbols, ctypes.pythonapi; the lookups below are filtered)
+            raise PermissionError(f"loading the native library {args[0]!r} is refused in the exam room")
+        elif event == "ctypes.dlsym" and not str(args[1]).startswith(("LLVMPY_", "Py", "_Py")):
             raise PermissionError(f"looking up the native function {args[1]!r} is refused in the exam room")
 
     _sys.addaudithook(hook)
@@ -460,34 +466,11 @@ def _install_hook(forbidden: list[str], cells_dir: str) -> None:
     class Refuse:  # importlib.import_module and friends go through the finders, not through the "import" event
         @staticmethod
         def find_spec(name, path=None, target=None):
-            if name.split(".")[0] in FORBIDDEN_MODULES:
+            if name.split(".")[0] in refused:
                 raise ImportError(f"importing `{name}` is refused in the exam room: the library does not exist here")
             return None
 
     _sys.meta_path.insert(0, Refuse)
-
-
-def _a_cell_file(path: str, cells: str) -> bool:
-    """A file of the room's folder of cells that this room loaded: `cell_<digest of its text>.py`
-    (the text checked), or Numba's cache of one (under __pycache__, named after it). The folder
-    also holds the cells of other runs (other lessons, the tests' answers): those are not read."""
-    import re
-
-    name = os.path.relpath(path, cells)
-    cached = re.fullmatch(r"__pycache__/cell_([0-9a-f]{16})\.[\w.-]+\.(nbi|nbc)", name)
-    if cached:
-        return cached.group(1) in _LOADED
-    found = re.fullmatch(r"cell_([0-9a-f]{16})\.py", name)
-    if not found or found.group(1) not in _LOADED:
-        return False
-    with open(path, encoding="utf-8") as f:  # (a file the hook already let through: this read is the check's own)
-        return _cell_digest(f.read()) == found.group(1)
-
-
-_LOADED: set[str] = set()  # the digests of the cells this room has loaded
-
-
-_LEARNER = [False]  # True once the first cell has run: native libraries then stay as they are
 
 
 def _cell_digest(cell: str) -> str:
@@ -497,12 +480,9 @@ def _cell_digest(cell: str) -> str:
 
 
 def _cell_file(cells_dir: str, cell: str, filename: str) -> str:
-    """The cell's text as a file of its own (outside the repository), named by its contents: Numba
-    caches your compiled functions next to it, so a second run of the lesson finds them."""
-    import hashlib
-
+    """The cell's text as a file of its own in the room's folder, named by its contents (Numba's
+    `cache=True` needs a file behind a function, and caches next to it for this run)."""
     digest = _cell_digest(cell)
-    _LOADED.add(digest)
     path = os.path.join(cells_dir, f"cell_{digest}.py")
     if not os.path.exists(path):
         tmp = path + f".{os.getpid()}.tmp"
@@ -533,12 +513,6 @@ def _run_cell(cell: str, prelude: str, path: str, label: str, earlier: list[str]
             skipped.append(f"the lesson's import or allowed copy: {type(e).__name__}: {e}")
     linecache.cache[path] = (len(cell), None, cell.splitlines(True), path)
     tree = ast.parse(cell, path)
-    if "numba" in cell:
-        try:
-            import numba  # noqa: F401 - before the native gate closes: llvmlite loads its library now
-        except ImportError:
-            pass
-    _LEARNER[0] = True
     with _Copies(ns):
         for i, text in enumerate(earlier):  # what this cell builds on: its failures are that cell's, not reported
             _run_statements(ast.parse(text), f"<an earlier exercise's cell {i + 1}>", ns, [])
@@ -592,7 +566,7 @@ def serve() -> None:
     import traceback
 
     forbidden = json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])
-    cells_dir = os.environ["MINIBERT_ROOM_CELLS"]
+    cells_dir = os.environ["MINIBERT_ROOM_FOLDER"]
     _install_hook(forbidden, cells_dir)
     import numpy as np  # noqa: F401 - the one library the room has from the start
 

@@ -448,7 +448,8 @@ def test_the_exam_room_hides_the_lessons_names_and_its_source(course, tmp_path):
     """Your function sees np, math, what it imports and your own helpers: a lesson variable is
     refused by name; reading minibert's source (for inspect.getsource + exec) is refused."""
     check = _check(course)
-    lesson = tmp_path / "99_toy_lesson.py"
+    lesson = tmp_path / "mine" / "99_toy_lesson.py"  # (not the folder the fixture's solutions are in)
+    lesson.parent.mkdir()
     lesson.write_text(
         "import numpy as np\n"
         "from minibert import layers\n"
@@ -977,7 +978,8 @@ def test_a_compiled_helper_of_yours_compiles_in_the_exam_room(course, tmp_path):
     """A Numba function you wrote next to the exercise compiles while graded (Numba reads its
     lines from the lesson's file), and one that calls a compiled minibert kernel is refused. An
     attribute (`x.shape`) is not the lesson's variable of the same name (lesson 06 has a `shape`)."""
-    lesson = tmp_path / "99_toy_numba.py"
+    lesson = tmp_path / "mine" / "99_toy_numba.py"  # (not the folder the fixture's solutions are in)
+    lesson.parent.mkdir()
     lesson.write_text(
         "import numba\n"
         "import numpy as np\n"
