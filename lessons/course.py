@@ -757,8 +757,8 @@ def _not_a_cell(filename: str) -> bool:
         return False
     spec = importlib.util.find_spec("minibert")
     package = Path(spec.origin).resolve().parent if spec and spec.origin else ROOT / "minibert"
-    return any(where == p or p in where.parents for p in (package, ROOT / "minibert", SOLUTIONS.resolve(),
-                                                            HERE / "course.py", HERE / "room.py"))
+    return (where.parent == SOLUTIONS.resolve() or where in (HERE / "course.py", HERE / "room.py")
+            or any(p == where or p in where.parents for p in (package, ROOT / "minibert")))
 
 
 def _solution_cell(solution) -> str:
