@@ -248,7 +248,7 @@ def check_silu_backward(fn):
                          wrongs=mistakes, terms=parts)]
 
 
-my_numerical_grad = ex.grade(1, my_numerical_grad, check_numerical_grad,
+my_numerical_grad = ex.grade(1, my_numerical_grad, check_numerical_grad, inplace=True,  # x must come back restored
                              refuses=("analysis.gradcheck.numerical_grad", "analysis.gradcheck.numerical_grad_scalar"))
 my_rel_error = ex.grade(2, my_rel_error, check_rel_error,
                         refuses=("analysis.gradcheck.compare",))

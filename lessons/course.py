@@ -712,7 +712,7 @@ def library_copies(allows: tuple[str, ...]) -> list[str]:
     return out
 
 
-def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...]) -> Callable | None:
+def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...], inplace: bool = False) -> Callable | None:
     """`fn` as a function that runs in the lesson's exam room (None: its cell cannot be found)."""
     found = cell_source(fn)
     if found is None:
@@ -739,7 +739,7 @@ def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...]) -> Cal
 
     def in_the_room(*args, **kwargs):
         try:
-            return ex.exam_room().call(key, name, args, kwargs, expose)
+            return ex.exam_room().call(key, name, args, kwargs, expose, inplace)
         except exam_room.NotPlain as e:
             raise _NotPlainArgs(str(e)) from None
 
@@ -759,6 +759,25 @@ def _not_a_cell(filename: str) -> bool:
     package = Path(spec.origin).resolve().parent if spec and spec.origin else ROOT / "minibert"
     return (where.parent == SOLUTIONS.resolve() or where in (HERE / "course.py", HERE / "room.py")
             or any(p == where or p in where.parents for p in (package, ROOT / "minibert")))
+
+
+def _answers_in(filename: str | None) -> bool:
+    """Whether the lesson file holds an answer (an exercise function graded by `.grade(...)` that is
+    not the shipped stub): then the exam room will be needed."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+    except (TypeError, OSError, SyntaxError, ValueError):
+        return False
+    graded = {a.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and n.func.attr == "grade" and len(n.args) >= 2 for a in n.args[1:2] if isinstance(a, ast.Name)}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in graded:
+            body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
+            if not (len(body) == 1 and isinstance(body[0], ast.Raise)):
+                return True
+    return False
 
 
 def _solution_cell(solution) -> str:
@@ -896,6 +915,9 @@ class Exercises:
         # {exercise: the source that answered it}: a later exercise's cell that names an earlier
         # one's function gets that source in the room too (yours, or the solution the lesson went on with)
         self.passed: dict[str, str] = {}
+        if os.environ.get("MINIBERT_SOLUTIONS") != "1" and _answers_in(self.namespace.get("__file__")):
+            self.exam_room().start()  # now, while the lesson runs up to its first exercise: the room's start-up
+            # (NumPy's import) overlaps the lesson's own work instead of waiting in front of the first grade
 
     def exam_room(self) -> "exam_room.Room":
         """This lesson's exam room process (lessons/room.py), started on first use."""
@@ -919,7 +941,7 @@ class Exercises:
 
     def grade(self, number: int, fn: Callable, check: Callable[[Callable], Any],
               paths: tuple[str, ...] | None = None, refuses: tuple[str, ...] = (),
-              allows: tuple[str, ...] = ()) -> Callable:
+              allows: tuple[str, ...] = (), inplace: bool = False) -> Callable:
         """Grade your `fn` with `check` in the exam room (lessons/room.py) and return the function
         the lesson goes on with. `allows` ("layers.linear_backward"): the library pieces the room
         holds, as copies made from their source, under the lesson's names. `refuses`: the library
@@ -927,7 +949,9 @@ class Exercises:
         `paths`: for a backward that returns one gradient per path (e.g. ("dq", "dk", "dv")),
         the name of each returned item; the check names each of its checks after the item it
         judges ("dk, ..."), so that a mistake in one path fails that path's checks only (the
-        grading log tests it: each item is made wrong in turn)."""
+        grading log tests it: each item is made wrong in turn). `inplace`: the grader looks at the
+        arrays it handed over after the call (00: x restored), so your function's changes to them are
+        made to the grader's too; otherwise they are not (a grader's input cannot be changed under it)."""
         name = fn.__name__
         title = f"exercise {number}, {name}"
         rel = self.solution_path.relative_to(ROOT).as_posix()
@@ -946,7 +970,7 @@ class Exercises:
                 raise Stub(next((c for c in f.__code__.co_consts if isinstance(c, str) and c.startswith("exercise")),
                                 "NotImplementedError"))
             try:
-                graded = _room_call(self, number, f, allows)
+                graded = _room_call(self, number, f, allows, inplace)
             except exam_room.RoomError as e:
                 return [Result("derived, not the library's answer", False,
                                f"exercise {number} asks you to derive this; {e.message}")]

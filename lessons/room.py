@@ -2,41 +2,43 @@
 
 Why it holds, in one screen:
 
-- The room is a separate Python process (`python -I`, started from a temporary folder, once per
-  lesson run and reused for its exercises). `minibert`, `lessons`, `course` and the solutions are
-  never imported there: the process starts with NumPy and the standard library only (Numba when
-  your cell names it).
-- Before any of your code runs, an audit hook (`sys.addaudithook`, which cannot be removed) refuses in
-  that process: importing `minibert`, `lessons`, `course` or `solutions`; opening any file under the
-  repository's `minibert/`, `lessons/` or git folders, or the installed package (Python's `open`,
-  `os.open`, `io.open_code`, so also importlib's loaders, `linecache`, `inspect`); hard and symbolic
-  links and renames of those files; new processes (`subprocess`, `os.system`, `os.exec*`,
-  `os.posix_spawn`, `os.fork`, `pty`); loading native libraries (`ctypes.CDLL`, `ctypes.util`) and
-  looking up native functions other than llvmlite's and the interpreter's own (`LLVMPY_*`, `Py*`,
-  which Numba's compiler calls).
+- The room is a separate Python process (`python -I`, once per lesson run, reused for its
+  exercises), in a folder of its own made for the run and removed after it, with an environment
+  built from an allow-list. `minibert`, `lessons`, `course` and the solutions are never imported
+  there: it starts with NumPy and the standard library (Numba when your cell names it).
+- Before any of your code runs, an audit hook (`sys.addaudithook`: it cannot be removed, and what
+  it decides by sits in its own closure, out of your code's reach) refuses in that process:
+  importing `minibert`, `lessons`, `course` or `solutions` (also through importlib's finders);
+  reading any file outside Python's installation (the standard library, NumPy, Numba), the room's
+  own folder and a few device and system files, and by name the repository's `minibert/`,
+  `lessons/` and git folders and the installed package; writing outside its own folder; new
+  processes, sockets, databases; the garbage collector's views of every object and other threads'
+  frames; native libraries from outside Python's installation, and native functions other than
+  the compiler's and the interpreter's own (`LLVMPY_*`, `Py*`).
 - Your exercise cell is executed there from its SOURCE (the function and whatever the cell
   defines: helpers, constants, classes, decorators), in a namespace of its own for each exercise.
   What it builds on crosses as source too: the lesson's imports of NumPy/standard-library names,
   your answers to the lesson's earlier exercises that the cell calls, and, where an exercise allows
   library pieces, copies of exactly those made from their source (`layers.gelu_forward` in 01,
   ...), under the names the lesson uses and, while your code runs, under the library's own
-  (`from minibert.layers import gelu_forward` finds the copy). Nothing else of the library.
-- Inputs and results cross as plain data only: arrays in NumPy's own format (np.save / np.load,
-  allow_pickle=False), numbers, strings, lists, tuples, dicts, named tuples (as field names and
-  values) and a NumPy random Generator (as its bit generator's state, handed back after the call).
-  The grader draws the inputs, compares the results and writes its diagnoses in the lesson's own
-  process.
+  (`from minibert.layers import gelu_forward` finds the copy). Never a file of the library's or
+  the solutions' as a cell. Nothing else of the library.
+- Inputs cross as plain data: arrays in NumPy's own format (np.save / np.load, allow_pickle=False),
+  numbers, strings, lists, tuples, dicts, named tuples (as field names and values) and a NumPy
+  random Generator (as its bit generator's state, handed back after the call). What comes back
+  (your results, your calls of a function the grader hands you) is data only: the lesson's process
+  runs nothing the room sends. The grader draws the inputs, compares the results and writes its
+  diagnoses in the lesson's own process.
 
 So no library object can be in your function's reach, whatever route it takes: there is none in the
-process. Reading is allowed only in Python's installation, the cells this room loaded (each file
-checked against the digest in its name) and the files the room wrote itself, and no socket opens: a
-copy of the library made outside the room (by the cell's own top-level code, which the lesson's
-process runs first) has nowhere to be read from.
+process, and no copy of the library made anywhere else (by your cell's own top-level code, which
+the lesson's process runs first, say) has a place to be read from.
 
 What the room does not stop: typing (or pasting) the library's code by hand, which is the one
 honest way left to cheat; a program run in the lesson's own process (the same user) that writes the
-library into Python's installation or plants a Numba cache file; native code that writes into the
-interpreter's memory (ctypes through Numba's own compiler handles)."""
+library into Python's installation, or into the room's folder while it runs, or that changes the
+grader there; native code that reads or writes the interpreter's memory (ctypes through Numba's own
+compiler handles). Only the operating system could keep the lesson's process and the room apart."""
 from __future__ import annotations
 
 import io
@@ -248,6 +250,11 @@ class Room:
             self.forbidden.append(str(Path(package).resolve()))
         self.proc: subprocess.Popen | None = None
 
+    def start(self) -> None:
+        """Start the process now, if it is not running (a call starts it anyway)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self._start()
+
     def _start(self) -> None:
         # the room's environment from an allow-list: nothing of the lesson's (a variable naming a folder to
         # read) reaches it; its folder is its own, made now and removed when it closes
@@ -291,7 +298,11 @@ class Room:
                                 "earlier": list(earlier)}, [])
         return head["skipped"]
 
-    def call(self, key: str, name: str, args: tuple, kwargs: dict, expose: tuple = ()):
+    def call(self, key: str, name: str, args: tuple, kwargs: dict, expose: tuple = (), inplace: bool = False):
+        """Your function `name` of exercise `key`, called in the room on plain data. `inplace`: the
+        exercise asks for arrays changed in place (or restored), so the changes the call made to its
+        input arrays are made to the lesson's arrays too; otherwise the grader's arrays stay as they
+        were, whatever your function did to its copies."""
         if self.proc is None or self.proc.poll() is not None:
             self._start()
         inputs: list = []
@@ -311,7 +322,7 @@ class Room:
                 _write(self.proc.stdin, {"error": f"{type(e).__name__}: {e}"}, [])
         for rng, state in zip(rngs, head.get("rngs", [])):  # the draws made in the room advance the lesson's rng
             rng.bit_generator.state = state
-        for mine, theirs in zip(inputs, arrays[len(arrays) - head.get("inputs", 0):]):
+        for mine, theirs in zip(inputs if inplace else [], arrays[len(arrays) - head.get("inputs", 0):]):
             if mine.flags.writeable and mine.shape == theirs.shape and not np_equal(mine, theirs):
                 mine[...] = theirs  # changed in place in the room: changed here too, as a plain call would
         if "error" in head:

@@ -523,3 +523,10 @@ def my_gelu_backward__forged_reply(dout, x):
     out.write(struct.pack("<Q", len(head)) + head + b"".join(blobs))
     out.flush()
     return dout
+
+
+# %% found by an attacker: the grader's own upstream gradient zeroed in place, so that what it
+# compares with (computed from it after the call) is zero too
+def my_gelu_backward__zeroed_inputs(dout, x):
+    dout[...] = 0.0
+    return dout.copy()
