@@ -761,23 +761,27 @@ def _not_a_cell(filename: str) -> bool:
             or any(p == where or p in where.parents for p in (package, ROOT / "minibert")))
 
 
-def _answers_in(filename: str | None) -> bool:
-    """Whether the lesson file holds an answer (an exercise function graded by `.grade(...)` that is
-    not the shipped stub): then the exam room will be needed."""
+def _answers_in(filename: str | None) -> set[str]:
+    """The words of the answers the lesson file holds (exercise functions graded by `.grade(...)`
+    that are not the shipped stub), with the names their cells' imports bring; empty: no answer, and
+    no exam room needed."""
     import ast
 
     try:
         tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
     except (TypeError, OSError, SyntaxError, ValueError):
-        return False
+        return set()
     graded = {a.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
               and n.func.attr == "grade" and len(n.args) >= 2 for a in n.args[1:2] if isinstance(a, ast.Name)}
+    answers = set()
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in graded:
             body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
             if not (len(body) == 1 and isinstance(body[0], ast.Raise)):
-                return True
-    return False
+                answers |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {node.name}
+                answers |= {"numba"} if any(getattr(d, "id", None) == "numba" or "numba" in ast.dump(d)
+                                            for d in node.decorator_list) else set()
+    return answers
 
 
 def _solution_cell(solution) -> str:
@@ -915,15 +919,17 @@ class Exercises:
         # {exercise: the source that answered it}: a later exercise's cell that names an earlier
         # one's function gets that source in the room too (yours, or the solution the lesson went on with)
         self.passed: dict[str, str] = {}
-        if os.environ.get("MINIBERT_SOLUTIONS") != "1" and _answers_in(self.namespace.get("__file__")):
-            self.exam_room().start()  # now, while the lesson runs up to its first exercise: the room's start-up
+        answers = _answers_in(self.namespace.get("__file__"))
+        if os.environ.get("MINIBERT_SOLUTIONS") != "1" and answers:
+            self.exam_room().start("numba" in answers)  # now, while the lesson runs up to its first exercise: the room's start-up
             # (NumPy's import) overlaps the lesson's own work instead of waiting in front of the first grade
 
     def exam_room(self) -> "exam_room.Room":
         """This lesson's exam room process (lessons/room.py), started on first use."""
         if self._exam_room is None:
             spec = importlib.util.find_spec("minibert")
-            self._exam_room = exam_room.Room(ROOT, Path(spec.origin).parent if spec and spec.origin else None)
+            self._exam_room = exam_room.Room(ROOT, Path(spec.origin).parent if spec and spec.origin else None,
+                                             self.lesson)
             import atexit
 
             atexit.register(self._exam_room.close)

@@ -240,9 +240,16 @@ def _read(stream) -> tuple[dict, list]:
 class Room:
     """The lesson's handle on its exam room process (started on first use, reused, closed at exit)."""
 
-    def __init__(self, root: Path, package: Path | None = None):
-        """`root`: the repository; `package`: where `minibert` is installed, when not in it."""
+    def __init__(self, root: Path, package: Path | None = None, lesson: str = "lesson"):
+        """`root`: the repository; `package`: where `minibert` is installed, when not in it; `lesson`:
+        whose store of Numba's cache this room uses (below)."""
         self.root = Path(root).resolve()
+        # Numba's cache of your kernels, kept between runs by this process (never by the room): before a cell
+        # loads, the files cached for exactly that cell's text (its digest) are copied into the room's folder;
+        # when the room closes, what it cached goes back. One store per lesson and user.
+        uid = os.getuid() if hasattr(os, "getuid") else 0
+        self.store = Path(tempfile.gettempdir()) / f"minibert-exam-cache-{uid}" / "".join(
+            c if c.isalnum() or c in "_-" else "_" for c in lesson)
         # what the room refuses to read: the library, the lessons (and their solutions), the git objects
         # that hold every version of both, and the installed package wherever it is
         self.forbidden = [str(self.root / "minibert"), str(self.root / "lessons"), *_git_folders(self.root)]
@@ -250,19 +257,21 @@ class Room:
             self.forbidden.append(str(Path(package).resolve()))
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> None:
-        """Start the process now, if it is not running (a call starts it anyway)."""
+    def start(self, numba: bool = False) -> None:
+        """Start the process now, if it is not running (a call starts it anyway); `numba`: it imports
+        Numba at once (your cells will use it), while the lesson runs on."""
         if self.proc is None or self.proc.poll() is not None:
-            self._start()
+            self._start(numba)
 
-    def _start(self) -> None:
+    def _start(self, numba: bool = False) -> None:
         # the room's environment from an allow-list: nothing of the lesson's (a variable naming a folder to
         # read) reaches it; its folder is its own, made now and removed when it closes
         keep = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
         env = {k: v for k, v in os.environ.items() if k in keep or k.startswith(("OMP_", "OPENBLAS_", "MKL_", "NUMBA_"))}
         self.folder = tempfile.mkdtemp(prefix="minibert-exam-room-")
+        env.pop("NUMBA_CACHE_DIR", None)  # Numba caches next to each cell's file, in the room's folder
         env.update(MINIBERT_ROOM_FORBIDDEN=json.dumps(self.forbidden), MINIBERT_ROOM_FOLDER=self.folder,
-                   TMPDIR=self.folder, NUMBA_CACHE_DIR=self.folder)
+                   TMPDIR=self.folder, MINIBERT_ROOM_NUMBA="1" if numba else "0")
         self.proc = subprocess.Popen([sys.executable, "-I", "-c", _SERVER_START], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, cwd=self.folder, env=env)
         self.proc.stdin.write(Path(__file__).read_bytes())  # this file: the server's own code, as text
@@ -276,6 +285,13 @@ class Room:
             self.proc = None
             import shutil
 
+            cache = Path(self.folder) / "__pycache__"
+            try:
+                for digest in {f.name.split(".")[0][5:] for f in cache.glob("cell_*.nb[ic]")}:
+                    self.store.mkdir(parents=True, exist_ok=True)
+                    self._cached(digest, cache, self.store)
+            except OSError:
+                pass  # a cache: losing it costs a compile
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def request(self, header: dict, values: list) -> tuple[dict, list]:
@@ -294,9 +310,22 @@ class Room:
         """Execute a cell (from its source) as exercise `key`'s namespace, after `prelude` and the
         `earlier` cells it builds on (your answers to the lesson's earlier exercises); returns the
         errors of the cell's statements that could not run there (names of the lesson's, refused imports)."""
+        self.start()
+        self._cached(_cell_digest(cell), self.store, Path(self.folder) / "__pycache__")
         head, _ = self.request({"op": "load", "key": key, "cell": cell, "filename": filename, "prelude": prelude,
                                 "earlier": list(earlier)}, [])
         return head["skipped"]
+
+    @staticmethod
+    def _cached(digest: str, source: Path, target: Path) -> None:
+        """Copy Numba's cache files of the cell `digest` (`cell_<digest>.*.nbi|nbc`) from `source` to `target`."""
+        import shutil
+
+        files = sorted(source.glob(f"cell_{digest}.*.nb[ic]")) if source.is_dir() else []
+        if files:
+            target.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            shutil.copy2(f, target / f.name)
 
     def call(self, key: str, name: str, args: tuple, kwargs: dict, expose: tuple = (), inplace: bool = False):
         """Your function `name` of exercise `key`, called in the room on plain data. `inplace`: the
@@ -499,6 +528,7 @@ def _cell_file(cells_dir: str, cell: str, filename: str) -> str:
         tmp = path + f".{os.getpid()}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(cell)
+        os.utime(tmp, (1e9, 1e9))  # one time for every run: Numba's cache index checks the file's time and size
         os.replace(tmp, path)
     return path
 
@@ -580,6 +610,11 @@ def serve() -> None:
     cells_dir = os.environ["MINIBERT_ROOM_FOLDER"]
     _install_hook(forbidden, cells_dir)
     import numpy as np  # noqa: F401 - the one library the room has from the start
+    if os.environ.get("MINIBERT_ROOM_NUMBA") == "1":
+        try:
+            import numba  # noqa: F401 - now, while the lesson runs up to its first exercise
+        except ImportError:
+            pass
 
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     _STREAMS[:] = [stdin, stdout]
