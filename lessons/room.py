@@ -11,10 +11,13 @@ Why it holds, in one screen:
   importing `minibert`, `lessons`, `course` or `solutions` (also through importlib's finders);
   reading any file outside Python's installation (the standard library, NumPy, Numba), the room's
   own folder and a few device and system files, and by name the repository's `minibert/`,
-  `lessons/` and git folders and the installed package; writing outside its own folder; new
-  processes, sockets, databases; the garbage collector's views of every object and other threads'
-  frames; native libraries from outside Python's installation, and native functions other than
-  the compiler's and the interpreter's own (`LLVMPY_*`, `Py*`).
+  `lessons/` and git folders and the installed package; writing outside its own folder; symbolic
+  links, hard links and renames from outside its folder, and leaving it as the working folder (a
+  path that changes between the check and the open); new processes, sockets, databases; the
+  garbage collector's views of every object and other threads' frames; native libraries from
+  outside Python's installation, and native functions other than the compiler's and the
+  interpreter's own (`LLVMPY_*`, `Py*`). On Linux a seccomp filter, set before anything else,
+  makes starting any program fail however it is asked for.
 - Your exercise cell is executed there from its SOURCE (the function and whatever the cell
   defines: helpers, constants, classes, decorators), in a namespace of its own for each exercise.
   What it builds on crosses as source too: the lesson's imports of NumPy/standard-library names,
@@ -488,9 +491,15 @@ def _install_hook(forbidden: list[str], folder: str) -> None:
         elif event in ("os.link", "os.symlink", "os.rename", "shutil.copyfile", "shutil.copytree"):
             if inside(args[0]) or inside(args[1]):
                 raise PermissionError(f"{event} of the library's or the lessons' files is refused in the exam room")
-            if event != "shutil.copyfile" and not (real(args[1]) + _os.sep).startswith(own):  # (copyfile opens both)
-                raise PermissionError(f"{event} to {args[1]} is refused in the exam room: it writes in its own folder "
-                                      f"only")
+            if event == "os.symlink":  # a link is a path that changes under a check: nothing here needs one
+                raise PermissionError("os.symlink is refused in the exam room")
+            if event in ("os.link", "os.rename") and not ((real(args[0]) + _os.sep).startswith(own)
+                                                         and (real(args[1]) + _os.sep).startswith(own)):
+                raise PermissionError(f"{event} is refused in the exam room outside its own folder (a file from "
+                                      f"elsewhere would become readable here)")
+        elif event == "os.chdir":  # relative paths are checked against the working folder: it stays the room's
+            if isinstance(args[0], int) or not (real(args[0]) + _os.sep).startswith(own):
+                raise PermissionError("os.chdir out of its own folder is refused in the exam room")
         elif event in processes:
             raise PermissionError(f"{event}: starting a process is refused in the exam room")
         elif event in reaching:
@@ -511,6 +520,37 @@ def _install_hook(forbidden: list[str], folder: str) -> None:
             return None
 
     _sys.meta_path.insert(0, Refuse)
+
+
+def _no_programs() -> bool:
+    """On Linux (x86-64, arm64): a seccomp filter, which no code in this process can lift, makes
+    starting a program (execve, execveat) fail, whichever way it is asked for (an audit hook sees
+    `subprocess` and `os.exec*`, not every native route to them, e.g. `_posixsubprocess.fork_exec`).
+    Returns whether it is in place; elsewhere the hook's refusals are all."""
+    import ctypes
+    import platform
+    import struct
+
+    numbers = {"x86_64": (0xC000003E, 59, 322), "aarch64": (0xC00000B7, 221, 281)}.get(platform.machine())
+    if sys.platform != "linux" or numbers is None:
+        return False
+    arch, execve, execveat = numbers
+    program = [(0x20, 0, 0, 4),  # load the architecture
+               (0x15, 0, 3, arch),  # another one: allow
+               (0x20, 0, 0, 0),  # load the system call's number
+               (0x15, 2, 0, execve), (0x15, 1, 0, execveat),  # execve, execveat: refuse (EPERM)
+               (0x06, 0, 0, 0x7FFF0000), (0x06, 0, 0, 0x00050001)]
+    code = b"".join(struct.pack("HBBI", *op) for op in program)
+    buf = ctypes.create_string_buffer(code)
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    prog = Prog(len(program), ctypes.addressof(buf))
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS (needed to install a filter unprivileged)
+        return False
+    return libc.prctl(22, 2, ctypes.byref(prog), 0, 0) == 0  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
 
 
 def _cell_digest(cell: str) -> str:
@@ -608,6 +648,7 @@ def serve() -> None:
 
     forbidden = json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])
     cells_dir = os.environ["MINIBERT_ROOM_FOLDER"]
+    _no_programs()
     _install_hook(forbidden, cells_dir)
     import numpy as np  # noqa: F401 - the one library the room has from the start
     if os.environ.get("MINIBERT_ROOM_NUMBA") == "1":

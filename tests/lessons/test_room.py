@@ -294,3 +294,18 @@ def test_a_function_relabelled_as_the_solutions_code_is_refused(course, tmp_path
     with pytest.raises(course.ExerciseFailed, match=r"exercise 1 asks you to derive this; your function says its "
                                                     r"source is .*solutions.*, which is not yours"):
         course.Exercises("99_room_toy", namespace=ns).grade(1, fake, _check(course))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="seccomp is Linux's")
+def test_on_linux_no_program_can_start_in_the_room():
+    """The room's seccomp filter: after it, execve fails whatever asks for it (a new process that
+    ran a program would have no audit hook)."""
+    import platform
+
+    if platform.machine() not in ("x86_64", "aarch64"):
+        pytest.skip("the filter knows x86-64 and arm64")
+    script = ("import sys, subprocess\nsys.path.insert(0, sys.argv[1])\nimport room\nprint(room._no_programs())\n"
+              "try:\n    subprocess.run(['/bin/true'])\n    print('ran')\nexcept PermissionError:\n    print('refused')\n")
+    out = subprocess.run([sys.executable, "-c", script, str(ROOT / "lessons")], capture_output=True, text=True,
+                         timeout=60).stdout.split()
+    assert out == ["True", "refused"], out

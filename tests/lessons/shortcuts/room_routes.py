@@ -530,3 +530,113 @@ def my_gelu_backward__forged_reply(dout, x):
 def my_gelu_backward__zeroed_inputs(dout, x):
     dout[...] = 0.0
     return dout.copy()
+
+
+# %% found by a second attacker: a program started below the audit hook (`_posixsubprocess.fork_exec`),
+# a symbolic link flipped between the check and the open, the working folder flipped the same way;
+# and a file from elsewhere brought into the room's folder by a hard link or a rename
+def my_gelu_backward__fork_exec(dout, x):
+    import _posixsubprocess
+    import json
+    import os
+    root = os.path.dirname(json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])[1])
+    r, w = os.pipe()
+    er, ew = os.pipe()
+    args = [b"/bin/cat", (root + "/minibert/layers.py").encode()]
+    _posixsubprocess.fork_exec(args, [b"/bin/cat"], True, (w, ew), None, None, -1, -1, -1, w, -1, -1, er, ew, True,
+                               False, -1, -1, None, -1, -1, None, False)
+    os.close(w)
+    os.close(ew)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    ns = {}
+    exec(data.decode().replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
+
+
+def _race(flip, path: str, tries: int = 3000):
+    import threading
+    stop = []
+
+    def run():
+        i = 0
+        while not stop:
+            i += 1
+            flip(i)
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        for _ in range(tries):
+            try:
+                with open(path) as f:
+                    text = f.read()
+            except (PermissionError, FileNotFoundError, NotADirectoryError):
+                continue
+            if "def gelu_backward" in text:
+                return text
+    finally:
+        stop.append(1)
+        t.join()
+    raise LookupError("the race was not won")
+
+
+def _decoy(own: str) -> str:
+    import os
+    fake = os.path.join(own, "fake")
+    os.makedirs(os.path.join(fake, "minibert"), exist_ok=True)
+    with open(os.path.join(fake, "minibert", "layers.py"), "w") as f:
+        f.write("# decoy\n")
+    return fake
+
+
+def my_gelu_backward__symlink_race(dout, x):
+    import os
+    own = os.getcwd()
+    fake, q = _decoy(own), os.path.join(own, "q")
+
+    def flip(i):
+        try:
+            os.unlink(q)
+        except FileNotFoundError:
+            pass
+        os.symlink(f"/proc/{os.getppid()}/cwd" if i % 2 else fake, q)
+    text = _race(flip, os.path.join(q, "minibert", "layers.py"))
+    ns = {}
+    exec(text.replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
+
+
+def my_gelu_backward__chdir_race(dout, x):
+    import json
+    import os
+    own = os.getcwd()
+    root = os.path.dirname(json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])[1])
+    fake = _decoy(own)
+    try:
+        text = _race(lambda i: os.chdir(root if i % 2 else fake), "minibert/layers.py")
+    finally:
+        os.chdir(own)
+    ns = {}
+    exec(text.replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
+
+
+def my_gelu_backward__hard_link_in(dout, x):
+    import os
+    import tempfile
+    mine = os.path.join(os.getcwd(), "linked.py")
+    os.link(os.path.join(tempfile.gettempdir(), "..", "minibert_route_layers_copy.py"), mine)
+    ns = {}
+    exec(open(mine).read().replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
+
+
+def my_gelu_backward__rename_in(dout, x):
+    import os
+    import tempfile
+    mine = os.path.join(os.getcwd(), "moved.py")
+    os.rename(os.path.join(tempfile.gettempdir(), "..", "minibert_route_layers_copy.py"), mine)
+    ns = {}
+    exec(open(mine).read().replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
