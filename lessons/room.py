@@ -12,8 +12,9 @@ Why it holds, in one screen:
   reading any file outside Python's installation (the standard library, NumPy, Numba), the room's
   own folder and a few device and system files, and by name the repository's `minibert/`,
   `lessons/` and git folders and the installed package; writing outside its own folder; symbolic
-  links, hard links and renames from outside its folder, and leaving it as the working folder (a
-  path that changes between the check and the open); new processes, sockets, databases; the
+  links, hard links and renames from outside its folder or through a folder descriptor, a relative
+  path with `..` (a folder descriptor the event does not show could anchor it), and leaving its
+  folder as the working folder (a path that changes between the check and the open); new processes, sockets, databases; the
   garbage collector's views of every object and other threads' frames; native libraries from
   outside Python's installation, and native functions other than the compiler's and the
   interpreter's own (`LLVMPY_*`, `Py*`). On Linux a seccomp filter, set before anything else,
@@ -467,6 +468,10 @@ def _install_hook(forbidden: list[str], folder: str) -> None:
     def check_open(path, mode, flags) -> None:
         if isinstance(path, int) or path is None:
             return
+        if not _os.path.isabs(path) and ".." in _os.fsdecode(path).split(_os.sep):
+            # (the event does not say whether a folder descriptor, dir_fd, anchors it: `..` could leave it)
+            raise PermissionError(f"a relative path with `..` ({_os.fsdecode(path)}) is refused in the exam room: "
+                                  f"write it whole")
         where = real(path)
         writes = any(c in (mode or "") for c in "wax+") or bool((flags or 0) & (_os.O_WRONLY | _os.O_RDWR | _os.O_CREAT))
         if where in devices:
@@ -493,6 +498,8 @@ def _install_hook(forbidden: list[str], folder: str) -> None:
                 raise PermissionError(f"{event} of the library's or the lessons' files is refused in the exam room")
             if event == "os.symlink":  # a link is a path that changes under a check: nothing here needs one
                 raise PermissionError("os.symlink is refused in the exam room")
+            if any(isinstance(a, int) and a >= 0 for a in args[2:4]):  # src_dir_fd, dst_dir_fd: a real descriptor
+                raise PermissionError(f"{event} relative to a folder descriptor is refused in the exam room")
             if event in ("os.link", "os.rename") and not ((real(args[0]) + _os.sep).startswith(own)
                                                          and (real(args[1]) + _os.sep).startswith(own)):
                 raise PermissionError(f"{event} is refused in the exam room outside its own folder (a file from "

@@ -640,3 +640,44 @@ def my_gelu_backward__rename_in(dout, x):
     ns = {}
     exec(open(mine).read().replace("from minibert import philox", "philox = None"), ns)
     return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
+
+
+# %% found by a third attacker: a relative path with `..` read through a folder descriptor (dir_fd) of
+# Python's installation, which the open event does not show, from deep inside the room's own folder;
+# the same through os.link's src_dir_fd
+def _deep_relative():
+    import json
+    import os
+    import sys
+    root = os.path.dirname(json.loads(os.environ["MINIBERT_ROOM_FORBIDDEN"])[1])
+    own = os.getcwd()
+    inst = os.path.realpath(sys.base_prefix)
+    deep = os.path.join(own, *["d"] * 12)
+    os.makedirs(deep, exist_ok=True)
+    os.chdir(deep)
+    return own, os.open(inst, os.O_RDONLY), "../" * inst.count("/") + (root + "/minibert/layers.py").lstrip("/")
+
+
+def my_gelu_backward__dir_fd_dotdot(dout, x):
+    import os
+    own, base, rel = _deep_relative()
+    try:
+        text = os.fdopen(os.open(rel, os.O_RDONLY, dir_fd=base), encoding="utf-8").read()
+    finally:
+        os.chdir(own)
+    ns = {}
+    exec(text.replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
+
+
+def my_gelu_backward__link_src_dir_fd(dout, x):
+    import os
+    own, base, rel = _deep_relative()
+    mine = os.path.join(own, "linked2.py")
+    try:
+        os.link(rel, mine, src_dir_fd=base)
+    finally:
+        os.chdir(own)
+    ns = {}
+    exec(open(mine).read().replace("from minibert import philox", "philox = None"), ns)
+    return ns["gelu_backward"](dout, ns["GeluCache"](x, "none"))
