@@ -674,10 +674,11 @@ def library_copies(allows: tuple[str, ...]) -> list[str]:
     out = []
     for module, names in by_module.items():
         mod = importlib.import_module(f"minibert.{module}")
-        tree = ast.parse(inspect.getsource(mod))
+        source = inspect.getsource(mod)
+        tree = ast.parse(source)
         defs = {}  # top-level name -> its statement's source
         imports = []
-        lines = inspect.getsource(mod).splitlines(keepends=True)
+        lines = source.splitlines(keepends=True)
         for node in tree.body:
             first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
             text = "".join(lines[first - 1:node.end_lineno])  # with its decorators (@dataclass)
@@ -732,7 +733,7 @@ def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...], inplac
     # over crosses as those alone, its methods called back in the lesson's process on plain data
     expose = tuple(spec.split(".")[-1] for spec in allows if (_split_spec(spec) or ("", ""))[1][:1].isupper()
                    and spec.count(".") > (_split_spec(spec) or ("", ""))[0].count(".") + 1)
-    skipped = ex.exam_room().load(key, cell, filename, prelude, earlier)
+    skipped = ex.exam_room().load(key, cell, prelude, earlier)
     broken = [line for line in skipped if line.startswith("the lesson's import or allowed copy")]
     if broken:  # a bug of the lesson or of this file, never of your code
         raise AssertionError(f"exercise {number}: the exam room could not make {broken[0]}")
@@ -749,38 +750,42 @@ def _room_call(ex: "Exercises", number: int, fn, allows: tuple[str, ...], inplac
     return functools.update_wrapper(in_the_room, fn, updated=())
 
 
+def _package() -> Path | None:
+    """Where the `minibert` package is installed (its folder), or None."""
+    spec = importlib.util.find_spec("minibert")
+    return Path(spec.origin).resolve().parent if spec and spec.origin else None
+
+
 def _not_a_cell(filename: str) -> bool:
     """The file is the library's, the solutions', or this grading code's: its text is not a cell."""
     try:
         where = Path(filename).resolve()
     except (OSError, ValueError):
         return False
-    spec = importlib.util.find_spec("minibert")
-    package = Path(spec.origin).resolve().parent if spec and spec.origin else ROOT / "minibert"
+    package = _package() or ROOT / "minibert"
     return (where.parent == SOLUTIONS.resolve() or where in (HERE / "course.py", HERE / "room.py")
             or any(p == where or p in where.parents for p in (package, ROOT / "minibert")))
 
 
-def _answers_in(filename: str | None) -> set[str]:
-    """The words of the answers the lesson file holds (exercise functions graded by `.grade(...)`
-    that are not the shipped stub), with the names their cells' imports bring; empty: no answer, and
-    no exam room needed."""
+def _answers_in(filename: str | None) -> list[str]:
+    """The text of each answer the lesson file holds (an exercise function graded by `.grade(...)`
+    that is not the shipped stub); none: no exam room is needed."""
     import ast
 
     try:
-        tree = ast.parse(Path(filename).read_text(encoding="utf-8"))
+        source = Path(filename).read_text(encoding="utf-8")
+        tree = ast.parse(source)
     except (TypeError, OSError, SyntaxError, ValueError):
-        return set()
+        return []
     graded = {a.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
               and n.func.attr == "grade" and len(n.args) >= 2 for a in n.args[1:2] if isinstance(a, ast.Name)}
-    answers = set()
+    answers = []
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and node.name in graded:
             body = [b for b in node.body if not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))]
             if not (len(body) == 1 and isinstance(body[0], ast.Raise)):
-                answers |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} | {node.name}
-                answers |= {"numba"} if any(getattr(d, "id", None) == "numba" or "numba" in ast.dump(d)
-                                            for d in node.decorator_list) else set()
+                first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+                answers.append("".join(source.splitlines(keepends=True)[first - 1:node.end_lineno]))
     return answers
 
 
@@ -921,15 +926,13 @@ class Exercises:
         self.passed: dict[str, str] = {}
         answers = _answers_in(self.namespace.get("__file__"))
         if os.environ.get("MINIBERT_SOLUTIONS") != "1" and answers:
-            self.exam_room().start("numba" in answers)  # now, while the lesson runs up to its first exercise: the room's start-up
+            self.exam_room().start(any("numba" in a for a in answers))  # now, while the lesson runs up to its first exercise: the room's start-up
             # (NumPy's import) overlaps the lesson's own work instead of waiting in front of the first grade
 
     def exam_room(self) -> "exam_room.Room":
         """This lesson's exam room process (lessons/room.py), started on first use."""
         if self._exam_room is None:
-            spec = importlib.util.find_spec("minibert")
-            self._exam_room = exam_room.Room(ROOT, Path(spec.origin).parent if spec and spec.origin else None,
-                                             self.lesson)
+            self._exam_room = exam_room.Room(ROOT, _package(), self.lesson)
             import atexit
 
             atexit.register(self._exam_room.close)

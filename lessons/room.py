@@ -176,9 +176,8 @@ def _check_inert(tree) -> None:
 def _decode(tree, arrays: list, rngs: list | None = None):
     import numpy as np
 
-    decode = _decode
     if isinstance(tree, list):
-        return [decode(v, arrays, rngs) for v in tree]
+        return [_decode(v, arrays, rngs) for v in tree]
     if not isinstance(tree, dict):
         return tree
     if "f" in tree:
@@ -188,13 +187,13 @@ def _decode(tree, arrays: list, rngs: list | None = None):
     if "s" in tree:
         return arrays[tree["s"]][()]
     if "t" in tree:
-        return tuple(decode(v, arrays, rngs) for v in tree["t"])
+        return tuple(_decode(v, arrays, rngs) for v in tree["t"])
     if "nt" in tree:
         from collections import namedtuple
 
-        return namedtuple(tree["nt"], tree["fields"])(*(decode(v, arrays, rngs) for v in tree["v"]))
+        return namedtuple(tree["nt"], tree["fields"])(*(_decode(v, arrays, rngs) for v in tree["v"]))
     if "src" in tree:
-        ns = {"np": np, **decode(tree["bind"], arrays, rngs)}
+        ns = {"np": np, **_decode(tree["bind"], arrays, rngs)}
         exec(compile(tree["src"], "<the lesson's " + tree["name"] + ">", "exec"), ns)
         return ns[tree["name"]]
     if "cb" in tree:
@@ -202,7 +201,7 @@ def _decode(tree, arrays: list, rngs: list | None = None):
     if "obj" in tree:
         import types
 
-        return types.SimpleNamespace(**{k: decode(v, arrays, rngs) for k, v in tree["attrs"].items()})
+        return types.SimpleNamespace(**{k: _decode(v, arrays, rngs) for k, v in tree["attrs"].items()})
     if "rng" in tree:
         bits = getattr(np.random, tree["rng"])()
         bits.state = tree["state"]
@@ -210,7 +209,7 @@ def _decode(tree, arrays: list, rngs: list | None = None):
         if rngs is not None:
             rngs.append(rng)
         return rng
-    return {decode(k, arrays, rngs): decode(v, arrays, rngs) for k, v in tree["d"]}
+    return {_decode(k, arrays, rngs): _decode(v, arrays, rngs) for k, v in tree["d"]}
 
 
 def _write(stream, header: dict, arrays: list) -> None:
@@ -292,15 +291,13 @@ class Room:
             cache = Path(self.folder) / "__pycache__"
             try:
                 for digest in {f.name.split(".")[0][5:] for f in cache.glob("cell_*.nb[ic]")}:
-                    self.store.mkdir(parents=True, exist_ok=True)
                     self._cached(digest, cache, self.store)
             except OSError:
                 pass  # a cache: losing it costs a compile
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def request(self, header: dict, values: list) -> tuple[dict, list]:
-        if self.proc is None or self.proc.poll() is not None:
-            self._start()
+        self.start()
         arrays: list = []
         rngs: list = []
         tree = encode(values, arrays, rngs)
@@ -310,14 +307,14 @@ class Room:
             rng.bit_generator.state = state
         return head, out
 
-    def load(self, key: str, cell: str, filename: str, prelude: str = "", earlier: tuple[str, ...] = ()) -> list[str]:
+    def load(self, key: str, cell: str, prelude: str = "", earlier: tuple[str, ...] = ()) -> list[str]:
         """Execute a cell (from its source) as exercise `key`'s namespace, after `prelude` and the
         `earlier` cells it builds on (your answers to the lesson's earlier exercises); returns the
         errors of the cell's statements that could not run there (names of the lesson's, refused imports)."""
         self.start()
         self._cached(_cell_digest(cell), self.store, Path(self.folder) / "__pycache__")
-        head, _ = self.request({"op": "load", "key": key, "cell": cell, "filename": filename, "prelude": prelude,
-                                "earlier": list(earlier)}, [])
+        head, _ = self.request({"op": "load", "key": key, "cell": cell, "prelude": prelude, "earlier": list(earlier)},
+                               [])
         return head["skipped"]
 
     @staticmethod
@@ -336,8 +333,7 @@ class Room:
         exercise asks for arrays changed in place (or restored), so the changes the call made to its
         input arrays are made to the lesson's arrays too; otherwise the grader's arrays stay as they
         were, whatever your function did to its copies."""
-        if self.proc is None or self.proc.poll() is not None:
-            self._start()
+        self.start()
         inputs: list = []
         rngs: list = []
         calls: list = []
@@ -455,6 +451,9 @@ def _install_hook(forbidden: list[str], folder: str) -> None:
     def real(path) -> str:
         return _os.path.realpath(_os.fsdecode(path))
 
+    def under(path, folders) -> bool:  # (a folder ends with the separator: "/a/b" is not under "/a/bc/")
+        return (real(path) + _os.sep).startswith(folders)
+
     def inside(path) -> bool:
         try:
             if isinstance(path, int) or path is None:
@@ -472,15 +471,14 @@ def _install_hook(forbidden: list[str], folder: str) -> None:
             # (the event does not say whether a folder descriptor, dir_fd, anchors it: `..` could leave it)
             raise PermissionError(f"a relative path with `..` ({_os.fsdecode(path)}) is refused in the exam room: "
                                   f"write it whole")
-        where = real(path)
         writes = any(c in (mode or "") for c in "wax+") or bool((flags or 0) & (_os.O_WRONLY | _os.O_RDWR | _os.O_CREAT))
-        if where in devices:
+        if real(path) in devices:
             return
         if writes:
-            if not (where + _os.sep).startswith(own):
+            if not under(path, own):
                 raise PermissionError(f"writing {_os.fsdecode(path)} is refused in the exam room: it writes in its "
                                       f"own folder only")
-        elif not (where + _os.sep).startswith(installed + system + (own,)):
+        elif not under(path, installed + system + (own,)):
             raise PermissionError(f"reading {_os.fsdecode(path)} is refused in the exam room: it reads Python's "
                                   f"installation and its own folder, nothing else")
 
@@ -500,18 +498,17 @@ def _install_hook(forbidden: list[str], folder: str) -> None:
                 raise PermissionError("os.symlink is refused in the exam room")
             if any(isinstance(a, int) and a >= 0 for a in args[2:4]):  # src_dir_fd, dst_dir_fd: a real descriptor
                 raise PermissionError(f"{event} relative to a folder descriptor is refused in the exam room")
-            if event in ("os.link", "os.rename") and not ((real(args[0]) + _os.sep).startswith(own)
-                                                         and (real(args[1]) + _os.sep).startswith(own)):
+            if event in ("os.link", "os.rename") and not (under(args[0], own) and under(args[1], own)):
                 raise PermissionError(f"{event} is refused in the exam room outside its own folder (a file from "
                                       f"elsewhere would become readable here)")
         elif event == "os.chdir":  # relative paths are checked against the working folder: it stays the room's
-            if isinstance(args[0], int) or not (real(args[0]) + _os.sep).startswith(own):
+            if isinstance(args[0], int) or not under(args[0], own):
                 raise PermissionError("os.chdir out of its own folder is refused in the exam room")
         elif event in processes:
             raise PermissionError(f"{event}: starting a process is refused in the exam room")
         elif event in reaching:
             raise PermissionError(f"{event} is refused in the exam room (it reaches past your own code)")
-        elif event == "ctypes.dlopen" and args[0] is not None and not (real(args[0]) + _os.sep).startswith(installed):
+        elif event == "ctypes.dlopen" and args[0] is not None and not under(args[0], installed):
             # (None: the interpreter's own symbols, ctypes.pythonapi; the lookups below are filtered)
             raise PermissionError(f"loading the native library {args[0]!r} is refused in the exam room")
         elif event == "ctypes.dlsym" and not str(args[1]).startswith(("LLVMPY_", "Py", "_Py")):
@@ -566,7 +563,7 @@ def _cell_digest(cell: str) -> str:
     return hashlib.sha1((ROOM_VERSION + "\0" + cell).encode()).hexdigest()[:16]
 
 
-def _cell_file(cells_dir: str, cell: str, filename: str) -> str:
+def _cell_file(cells_dir: str, cell: str) -> str:
     """The cell's text as a file of its own in the room's folder, named by its contents (Numba's
     `cache=True` needs a file behind a function, and caches next to it for this run)."""
     digest = _cell_digest(cell)
@@ -580,7 +577,7 @@ def _cell_file(cells_dir: str, cell: str, filename: str) -> str:
     return path
 
 
-def _run_cell(cell: str, prelude: str, path: str, label: str, earlier: list[str]) -> tuple[dict, list[str]]:
+def _run_cell(cell: str, prelude: str, path: str, earlier: list[str]) -> tuple[dict, list[str]]:
     """Execute `prelude` (the lesson's imports, the allowed copies), the `earlier` cells, then each
     top-level statement of the cell; a statement of the cell that fails (it needs a name of the
     lesson's, or a refused import) is skipped and reported."""
@@ -675,8 +672,8 @@ def serve() -> None:
             return
         op = head["op"]
         if op == "load":
-            path = _cell_file(cells_dir, head["cell"], head["filename"])
-            ns, skipped = _run_cell(head["cell"], head["prelude"], path, head["filename"], head.get("earlier", []))
+            path = _cell_file(cells_dir, head["cell"])
+            ns, skipped = _run_cell(head["cell"], head["prelude"], path, head.get("earlier", []))
             spaces[head["key"]] = (ns, path)
             _write(stdout, {"skipped": skipped}, [])
         elif op == "modules":  # what the room has loaded (the tests' proof of the property)
