@@ -78,7 +78,7 @@ threading.Thread(target=_serve, daemon=True).start()
 
 def my_gelu_backward__thread_before(dout, x):
     _jobs.put((dout, x))
-    return _answers.get(timeout=5)
+    return _answers.get(timeout=1)  # (in the room the thread dies at its import: nothing comes)
 
 
 # %% a code object copied with another file name and line number
